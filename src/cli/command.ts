@@ -1,0 +1,22 @@
+// The shape every `qrl-sim` subcommand has, and the helpers they share for output.
+// Not the dispatcher (see main.ts) and not any command's logic.
+
+/** Where a command writes; injected so tests can capture output without spawning a process. */
+export interface CliIo {
+  /** Standard output (one call per line or block). */
+  out(text: string): void;
+  /** Standard error. */
+  err(text: string): void;
+  /** Reads all of standard input (used by `--input -`). */
+  readStdin(): Promise<string>;
+}
+
+/** A subcommand of `qrl-sim`. */
+export interface Command {
+  /** One-line summary shown by `qrl-sim --help`. */
+  readonly summary: string;
+  /** Full `--help` text. */
+  readonly help: string;
+  /** Runs the command; resolves to the exit code. Throws {@link UsageError} for bad input. */
+  run(args: string[], io: CliIo): Promise<number>;
+}

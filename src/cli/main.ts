@@ -1,0 +1,64 @@
+// The `qrl-sim` dispatcher: finds the subcommand, maps usage errors to exit code 2.
+// Not where commands live: each has its own file, listed in the table below.
+
+import type { CliIo, Command } from './command.js';
+import { UsageError } from './errors.js';
+
+/** Every subcommand, by name. */
+export const commands: Readonly<Record<string, Command>> = {
+};
+
+const processIo: CliIo = {
+  out: (text) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
+  err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
+  readStdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length));
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return [
+    'qrl-sim — reference simulator for RL with quantized rollouts',
+    '',
+    'usage: qrl-sim <command> [options]',
+    '',
+    'commands:',
+    ...lines,
+    '',
+    "Run 'qrl-sim <command> --help' for a command's options. Bad input exits with code 2.",
+  ].join('\n');
+}
+
+/**
+ * Runs the CLI with `argv` (without the node and script paths) and resolves to the exit code.
+ * Usage errors print one line `qrl-sim: <reason>` on stderr and give 2.
+ */
+export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.out(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands[name];
+  if (command === undefined) {
+    io.err(`qrl-sim: unknown command '${name}' (known: ${Object.keys(commands).join(', ')})`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(command.help);
+    return 0;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`qrl-sim ${name}: ${error.message}`);
+      return 2;
+    }
+    throw error;
+  }
+}

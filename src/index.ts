@@ -1,0 +1,4 @@
+// Public API of qrl-sim: re-exports each module's public surface.
+// Not a place for logic; see the modules under src/.
+
+export * from './rng.js';
