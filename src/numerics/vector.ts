@@ -1,0 +1,283 @@
+// Fast vector casts over Float32Array: encode to codes, decode codes, fake-quantize, pack nibbles.
+// They equal the scalar reference (round.ts) bit for bit; they add no behaviour of their own.
+
+import type { Rng } from '../rng.js';
+import { type FloatFormat, decode } from './formats.js';
+import {
+  type CastProfile,
+  type CastProfileName,
+  type RoundingMode,
+  resolveRules,
+} from './profiles.js';
+import { type FormatLike, edgeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
+
+/** Typed array holding codes of a format: 8-bit codes in bytes, 16-bit in shorts, wider in words. */
+export type CodeArray = Uint8Array | Uint16Array | Uint32Array;
+
+/** Options of the vector casts. */
+export interface VectorCastOptions {
+  readonly profile: CastProfile | CastProfileName;
+  /** @defaultValue the profile's `mode` */
+  readonly mode?: RoundingMode;
+  /**
+   * Random bits for `stochastic`: either one uint32 per element, or a stream from which one
+   * `uint32()` is drawn per element in index order.
+   */
+  readonly randomBits?: Uint32Array | Rng;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+function bitsOf(x: number): number {
+  f32[0] = x;
+  return u32[0] as number;
+}
+
+/** Smallest float32 bit pattern whose value is ≥ x (x ≥ 0, finite). */
+function ceilBits(x: number): number {
+  const b = bitsOf(x);
+  return (f32[0] as number) < x ? b + 1 : b;
+}
+
+/** A compiled deterministic cast (rne / rtz / rha) for one (format, profile, mode). */
+interface Kernel {
+  readonly format: FloatFormat;
+  readonly encodeInto: (src: Float32Array, dst: CodeArray) => void;
+}
+
+const kernels = new Map<string, Kernel>();
+
+function compileKernel(format: FloatFormat, profile: CastProfile, mode: RoundingMode): Kernel {
+  const rules = resolveRules(format, profile);
+  const codes = edgeCodes(format, rules);
+  const man = format.manBits;
+  const shift = 23 - man;
+  const signMask = format.signMask;
+  const hasSubnormals = format.hasSubnormals;
+  const noSubnormalOffset = hasSubnormals ? 0 : 2 ** man;
+  // Start of the bit-trick path: the format's min normal, and a normal float32.
+  const normalStart = Math.max(ceilBits(format.minNormal), 0x00800000);
+  const subnormalQuantumExp = format.emin - man;
+  // Smallest |x| bits whose rounding exceeds maxFinite: above max + ½ulp (RNE: at it when the
+  // tie goes up, i.e. when max has an odd significand), at max + ½ulp (RHA), at max + ulp (RTZ).
+  const ulp = 2 ** (format.emax - man);
+  const maxOdd = (format.maxFinite / ulp) % 2 === 1;
+  const tie = format.maxFinite + ulp / 2;
+  const overflowStart =
+    mode === 'rtz'
+      ? ceilBits(format.maxFinite + ulp)
+      : mode === 'rha' || maxOdd
+        ? ceilBits(tie)
+        : ceilBits(tie) + (Math.fround(tie) === tie ? 1 : 0);
+  const overflowCodes = mode === 'rtz' ? codes.max : codes.overflow;
+  const ranges = rules.rawRanges.map((r) => ({
+    lo: ceilBits(r.lo),
+    hi: ceilBits(r.hi),
+    codes: r.to === 'max' ? codes.max : codes.nanSigned,
+  }));
+  const roundBias = shift === 0 || mode === 'rtz' ? 0 : mode === 'rha' ? 2 ** (shift - 1) : 2 ** (shift - 1) - 1;
+  const addend = (format.bias - 127) * 2 ** 23 + roundBias;
+  const tiesToEven = mode === 'rne' && shift > 0;
+  const [nanPos, nanNeg] = codes.nan;
+  const [infPos, infNeg] = codes.infinity;
+  const [ovPos, ovNeg] = overflowCodes;
+  const [zeroPos, zeroNeg] = codes.zeroInput;
+  const [underPos, underNeg] = codes.zero;
+  const negativeCode = codes.negative;
+  const unsigned = !format.signed;
+
+  const encodeInto = (src: Float32Array, dst: CodeArray): void => {
+    const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
+    for (let i = 0; i < bits.length; i++) {
+      const b = bits[i] as number;
+      let neg = b >>> 31;
+      const a = b & 0x7fffffff;
+      if (a > 0x7f800000) {
+        dst[i] = neg ? nanNeg : nanPos;
+        continue;
+      }
+      if (neg && unsigned) {
+        if (a !== 0 && negativeCode !== null) {
+          dst[i] = negativeCode;
+          continue;
+        }
+        neg = 0;
+      }
+      if (a === 0x7f800000) {
+        dst[i] = neg ? infNeg : infPos;
+        continue;
+      }
+      if (ranges.length > 0) {
+        let hit = -1;
+        for (const r of ranges) {
+          if (a >= r.lo && a < r.hi) {
+            hit = neg ? r.codes[1] : r.codes[0];
+            break;
+          }
+        }
+        if (hit >= 0) {
+          dst[i] = hit;
+          continue;
+        }
+      }
+      if (a >= overflowStart) {
+        dst[i] = neg ? ovNeg : ovPos;
+        continue;
+      }
+      let code: number;
+      if (a >= normalStart) {
+        const odd = tiesToEven ? (((a & 0x7fffff) | 0x800000) >>> shift) & 1 : 0;
+        code = (a + addend + odd) >>> shift;
+      } else {
+        if (a === 0) {
+          dst[i] = neg ? zeroNeg : zeroPos;
+          continue;
+        }
+        // Integer rounding of the significand to the format's subnormal quantum.
+        const e32 = a >>> 23;
+        const m24 = e32 === 0 ? a : (a & 0x7fffff) | 0x800000;
+        const lsbExp = e32 === 0 ? -149 : e32 - 150;
+        const sh = subnormalQuantumExp - lsbExp;
+        let q: number;
+        if (sh > 24) q = 0;
+        else if (sh <= 0) q = m24 * 2 ** -sh;
+        else {
+          q = m24 >>> sh;
+          const rem = m24 - q * 2 ** sh;
+          const half = 2 ** (sh - 1);
+          if (mode === 'rne') {
+            if (rem > half || (rem === half && (q & 1) === 1)) q++;
+          } else if (mode === 'rha') {
+            if (rem >= half) q++;
+          }
+        }
+        if (q === 0) {
+          dst[i] = neg ? underNeg : underPos;
+          continue;
+        }
+        code = q - noSubnormalOffset;
+      }
+      dst[i] = neg ? code + signMask : code;
+    }
+  };
+  return { format, encodeInto };
+}
+
+function kernelFor(format: FloatFormat, profile: CastProfile, mode: RoundingMode): Kernel {
+  const key = `${format.name}|${profile.name}|${mode}`;
+  const builtin = kernels.get(key);
+  // Cache only the built-in records; user-defined profiles may reuse a built-in name.
+  if (builtin !== undefined && resolveProfile(profile.name as CastProfileName) === profile) return builtin;
+  const kernel = compileKernel(format, profile, mode);
+  try {
+    if (resolveProfile(profile.name as CastProfileName) === profile) kernels.set(key, kernel);
+  } catch {
+    // not a built-in profile: not cached
+  }
+  return kernel;
+}
+
+/** Allocates a code array of the right width for `format`. */
+export function allocCodes(format: FormatLike, length: number): CodeArray {
+  const fmt = resolveFormat(format);
+  if (fmt.bits <= 8) return new Uint8Array(length);
+  if (fmt.bits <= 16) return new Uint16Array(length);
+  return new Uint32Array(length);
+}
+
+/**
+ * Encodes every element of `src` (float32 values) to codes of `format`; equals the scalar
+ * {@link encode} element by element. `stochastic` draws one uint32 per element in index order.
+ *
+ * @example
+ * ```ts
+ * const codes = encodeArray('e4m3fn', new Float32Array([1, 500, -0]), { profile: 'satfinite' });
+ * // Uint8Array [0x38, 0x7e, 0x80]
+ * ```
+ */
+export function encodeArray(format: FormatLike, src: Float32Array, options: VectorCastOptions, dst?: CodeArray): CodeArray {
+  const fmt = resolveFormat(format);
+  const profile = resolveProfile(options.profile);
+  const mode = options.mode ?? profile.mode;
+  const out = dst ?? allocCodes(fmt, src.length);
+  if (out.length < src.length) throw new Error(`encodeArray: dst has ${out.length} elements, need ${src.length}`);
+  if (mode === 'stochastic') {
+    const scalar = scalarEncoder(fmt, profile, mode);
+    const rb = options.randomBits;
+    if (rb === undefined) throw new Error('encodeArray: stochastic rounding needs randomBits (Uint32Array or Rng)');
+    if (rb instanceof Uint32Array && rb.length < src.length) {
+      throw new Error(`encodeArray: randomBits has ${rb.length} elements, need ${src.length}`);
+    }
+    for (let i = 0; i < src.length; i++) {
+      const r = rb instanceof Uint32Array ? (rb[i] as number) : rb.uint32();
+      out[i] = scalar(src[i] as number, r);
+    }
+    return out;
+  }
+  kernelFor(fmt, profile, mode).encodeInto(src, out);
+  return out;
+}
+
+const tables = new Map<string, Float32Array>();
+
+/** The decoded value of every code of a format of at most 19 bits (cached, do not mutate). */
+export function decodeTable(format: FormatLike): Float32Array {
+  const fmt = resolveFormat(format);
+  if (fmt.bits > 19) throw new Error(`decodeTable: ${fmt.name} has ${fmt.bits} bits (at most 19)`);
+  let table = tables.get(fmt.name);
+  if (table === undefined || table.length !== fmt.codeCount) {
+    table = new Float32Array(fmt.codeCount);
+    for (let c = 0; c < fmt.codeCount; c++) table[c] = decode(fmt, c);
+    tables.set(fmt.name, table);
+  }
+  return table;
+}
+
+/** Decodes codes of `format` to float32 values (exact: every listed format fits in float32). */
+export function decodeArray(format: FormatLike, codes: CodeArray, dst?: Float32Array): Float32Array {
+  const fmt = resolveFormat(format);
+  const out = dst ?? new Float32Array(codes.length);
+  if (fmt.bits === 32) {
+    new Uint32Array(out.buffer, out.byteOffset, codes.length).set(codes);
+    return out;
+  }
+  const table = decodeTable(fmt);
+  for (let i = 0; i < codes.length; i++) out[i] = table[codes[i] as number] as number;
+  return out;
+}
+
+/**
+ * Rounds every element to `format` and back to float32 ("fake quantization"): equals
+ * `decodeArray(encodeArray(…))` and the scalar {@link round}.
+ */
+export function fakeQuant(format: FormatLike, src: Float32Array, options: VectorCastOptions, dst?: Float32Array): Float32Array {
+  const fmt = resolveFormat(format);
+  const codes = encodeArray(fmt, src, options);
+  return decodeArray(fmt, codes, dst);
+}
+
+/**
+ * Packs 4-bit codes two per byte, element 0 in the low nibble (ONNX/OCP convention); an odd
+ * length leaves the last high nibble 0.
+ */
+export function packNibbles(codes: ArrayLike<number>): Uint8Array {
+  const out = new Uint8Array(Math.ceil(codes.length / 2));
+  for (let i = 0; i < codes.length; i++) {
+    const c = codes[i] as number;
+    if (!Number.isInteger(c) || c < 0 || c > 15) throw new Error(`packNibbles: codes[${i}] = ${c} is not a 4-bit code`);
+    out[i >> 1] = (out[i >> 1] as number) | (i & 1 ? c << 4 : c);
+  }
+  return out;
+}
+
+/** Unpacks `length` 4-bit codes from bytes packed by {@link packNibbles}. */
+export function unpackNibbles(packed: Uint8Array, length: number): Uint8Array {
+  if (length > packed.length * 2) throw new Error(`unpackNibbles: ${packed.length} bytes hold at most ${packed.length * 2} codes, asked ${length}`);
+  const out = new Uint8Array(length);
+  for (let i = 0; i < length; i++) {
+    const byte = packed[i >> 1] as number;
+    out[i] = i & 1 ? byte >> 4 : byte & 0x0f;
+  }
+  return out;
+}
