@@ -3,9 +3,13 @@
 
 import type { CliIo, Command } from './command.js';
 import { UsageError } from './errors.js';
+import { castCommand } from './cast.js';
+import { demoCommand } from './demo.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
+  cast: castCommand,
+  demo: demoCommand,
 };
 
 const processIo: CliIo = {

@@ -5,3 +5,4 @@ export * from './formats.js';
 export * from './profiles.js';
 export * from './round.js';
 export * from './vector.js';
+export * from './describe.js';

@@ -1,0 +1,35 @@
+// Regenerates the tables that docs/numerics.md embeds from the format and profile records.
+// Usage: npx tsx scripts/doc-tables.ts [--check]; the test suite runs the check.
+
+import { readFileSync, writeFileSync } from 'node:fs';
+import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } from '../src/numerics/describe.js';
+
+/** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
+export function fillMarkers(text: string, blocks: Record<string, string>): string {
+  let out = text;
+  for (const [name, body] of Object.entries(blocks)) {
+    const re = new RegExp(`<!-- begin:${name} -->[\\s\\S]*?<!-- end:${name} -->`);
+    if (!re.test(out)) throw new Error(`marker ${name} not found`);
+    out = out.replace(re, () => `<!-- begin:${name} -->\n${body}\n<!-- end:${name} -->`);
+  }
+  return out;
+}
+
+export const numericsBlocks = (): Record<string, string> => ({
+  formats: formatTableMarkdown(),
+  profiles: profileTableMarkdown(),
+  'profile-sources': profileSourcesMarkdown(),
+});
+
+const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
+if (isMain) {
+  const path = 'docs/numerics.md';
+  const before = readFileSync(path, 'utf8');
+  const after = fillMarkers(before, numericsBlocks());
+  if (process.argv.includes('--check')) {
+    if (before !== after) {
+      console.error(`${path} is out of date: run npx tsx scripts/doc-tables.ts`);
+      process.exit(1);
+    }
+  } else writeFileSync(path, after);
+}

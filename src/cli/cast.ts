@@ -1,0 +1,105 @@
+// `qrl-sim cast`: rounds decimal inputs (as float32) to a format under a cast profile and prints
+// code, hex and decoded value. Not a batch tool: for arrays use the library's vector casts.
+
+import {
+  type CastProfile,
+  type FloatFormat,
+  type RoundingMode,
+  castProfiles,
+  decode,
+  floatFormats,
+  profileCovers,
+  roundingModes,
+  scalarEncoder,
+} from '../numerics/index.js';
+import { createRng } from '../rng.js';
+import type { Command } from './command.js';
+import { UsageError } from './errors.js';
+import { integerOption, parseCommandArgs, required } from './parse.js';
+
+const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...
+
+Rounds each value to float32, then to format F under cast profile P, and prints the integer
+code, its hex and the decoded value.
+
+options:
+  --format F    ${Object.keys(floatFormats).join(', ')}
+  --profile P   ${Object.keys(castProfiles).join(', ')}
+  --mode M      ${roundingModes.join(', ')} (default: the profile's mode)
+  --seed S      seed of the random bits for --mode stochastic (default 0; one uint32 per value)
+  --json        print one JSON object {format, profile, mode, results: [{input, code, hex, value}]}
+                (input and value are strings so that NaN, ±Infinity and -0 survive)
+
+VALUES are decimal numbers, NaN, Infinity, -Infinity or -0; put '--' before negative values.
+
+examples:
+  qrl-sim cast --format e4m3fn --profile satfinite 448 464 465 1e6
+  qrl-sim cast --format e2m1 --profile mx --json -- 2.5 -2.5 NaN`;
+
+const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
+const SPECIAL: Record<string, number> = { nan: Number.NaN, infinity: Infinity, '+infinity': Infinity, '-infinity': -Infinity, inf: Infinity, '-inf': -Infinity };
+
+/** Parses a CLI value to float32 (decimal, NaN, ±Infinity, −0). */
+export function parseFloat32(text: string): number {
+  const special = SPECIAL[text.toLowerCase()];
+  if (special !== undefined) return special;
+  if (!NUMBER.test(text)) throw new UsageError(`value '${text}' is not a number (decimal, NaN, Infinity, -Infinity or -0)`);
+  return Math.fround(Number(text));
+}
+
+/** Formats a number so that −0, NaN and ±Infinity read back unchanged. */
+export function formatValue(v: number): string {
+  return Object.is(v, -0) ? '-0' : String(v);
+}
+
+function hex(code: number, format: FloatFormat): string {
+  return `0x${code.toString(16).padStart(Math.ceil(format.bits / 4), '0')}`;
+}
+
+/** The `cast` subcommand. */
+export const castCommand: Command = {
+  summary: 'round values to a format under a cast profile (code, hex, decoded value)',
+  help,
+  async run(args, io) {
+    const { values, positionals } = parseCommandArgs(
+      args,
+      {
+        format: { type: 'string' },
+        profile: { type: 'string' },
+        mode: { type: 'string' },
+        seed: { type: 'string' },
+        json: { type: 'boolean', default: false },
+      },
+      true,
+    );
+    const formatName = required(values.format, 'format');
+    const format = (floatFormats as Record<string, FloatFormat>)[formatName];
+    if (format === undefined) throw new UsageError(`--format: unknown format '${formatName}' (known: ${Object.keys(floatFormats).join(', ')})`);
+    const profileName = required(values.profile, 'profile');
+    const profile = (castProfiles as Record<string, CastProfile>)[profileName];
+    if (profile === undefined) throw new UsageError(`--profile: unknown profile '${profileName}' (known: ${Object.keys(castProfiles).join(', ')})`);
+    if (!profileCovers(profile, format)) {
+      throw new UsageError(`--profile: profile '${profileName}' does not apply to format '${formatName}' (it covers: ${Object.keys(profile.formats).join(', ')})`);
+    }
+    const mode = (values.mode ?? profile.mode) as RoundingMode;
+    if (!roundingModes.includes(mode)) throw new UsageError(`--mode: unknown mode '${values.mode}' (known: ${roundingModes.join(', ')})`);
+    const seed = integerOption(values.seed, 'seed', 0);
+    if (positionals.length === 0) throw new UsageError('no VALUES given');
+    const inputs = positionals.map(parseFloat32);
+    const rng = createRng(seed).fork('cast');
+    const encoder = scalarEncoder(format, profile, mode);
+    const results = inputs.map((input) => {
+      const code = encoder(input, mode === 'stochastic' ? rng.uint32() : undefined);
+      return { input: formatValue(input), code, hex: hex(code, format), value: formatValue(decode(format, code)) };
+    });
+    if (values.json) {
+      io.out(JSON.stringify({ format: format.name, profile: profile.name, mode, results }));
+      return 0;
+    }
+    const width = Math.max(5, ...results.map((r) => r.input.length));
+    io.out(`${format.name} under ${profile.name} (${mode})`);
+    io.out(`${'input'.padStart(width)}  ${'code'.padStart(10)}  ${'hex'.padStart(10)}  value`);
+    for (const r of results) io.out(`${r.input.padStart(width)}  ${String(r.code).padStart(10)}  ${r.hex.padStart(10)}  ${r.value}`);
+    return 0;
+  },
+};

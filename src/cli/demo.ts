@@ -1,0 +1,68 @@
+// `qrl-sim demo` (what `npm start` runs): a numerics demonstration of cast profiles and formats.
+// Not the GRPO demonstration, which replaces it once the RL loop exists.
+
+import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
+import { createRng } from '../rng.js';
+import type { Command } from './command.js';
+import { formatValue } from './cast.js';
+import { integerOption, parseCommandArgs } from './parse.js';
+
+const help = `usage: qrl-sim demo [--seed S]
+
+Prints two tables: how each cast profile treats the same float32 inputs in E4M3FN (the edge
+cases that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each
+format under per-tensor amax scaling.`;
+
+/** Per-tensor amax-scaled fake quantization error of `x` in a format (simple demonstration). */
+function roundTripError(x: Float32Array, format: keyof typeof floatFormats, profile: keyof typeof castProfiles) {
+  const f = floatFormats[format];
+  let amax = 0;
+  for (const v of x) amax = Math.max(amax, Math.abs(v));
+  const scale = Math.fround(amax / f.maxFinite);
+  const scaled = x.map((v) => Math.fround(v / scale));
+  const q = fakeQuant(f, scaled, { profile });
+  let se = 0;
+  let sx = 0;
+  let maxErr = 0;
+  for (let i = 0; i < x.length; i++) {
+    const err = (x[i] as number) - Math.fround((q[i] as number) * scale);
+    se += err * err;
+    sx += (x[i] as number) ** 2;
+    maxErr = Math.max(maxErr, Math.abs(err));
+  }
+  return { maxErr, rmse: Math.sqrt(se / x.length), sqnrDb: 10 * Math.log10(sx / se) };
+}
+
+/** The `demo` subcommand. */
+export const demoCommand: Command = {
+  summary: 'numerics demonstration: cast profiles side by side, round-trip error per format',
+  help,
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, { seed: { type: 'string' } });
+    const seed = integerOption(values.seed, 'seed', 0);
+    io.out('qrl-sim numerics demonstration (the quantized-rollout GRPO demonstration replaces it once the RL loop lands)\n');
+    io.out('1. The same float32 inputs cast to E4M3FN by each backend profile (decoded value):\n');
+    const inputs = [448, 464, 465, 470, 485, 1e6, Infinity, Number.NaN, 2 ** -10, 3 * 2 ** -10, -0];
+    const profiles = Object.values(castProfiles).filter((p) => profileCovers(p, floatFormats.e4m3fn));
+    const w = 13;
+    io.out(['input'.padStart(w), ...profiles.map((p) => p.name.padStart(w))].join(''));
+    for (const x of inputs) {
+      const cells = profiles.map((p) => formatValue(decode(floatFormats.e4m3fn, scalarEncoder('e4m3fn', p)(x))).padStart(w));
+      io.out([formatValue(x).padStart(w), ...cells].join(''));
+    }
+    io.out('\n2. Round-trip error of 65 536 N(0,1) values, per-tensor scale amax/maxFinite (seed ' + seed + '):\n');
+    const rng = createRng(seed).fork('demo');
+    const x = new Float32Array(65536).map(() => rng.normal());
+    const rows: [keyof typeof floatFormats, keyof typeof castProfiles][] = [
+      ['bf16', 'ieee'], ['fp16', 'ieee'], ['e4m3fn', 'satfinite'], ['e5m2', 'satfinite'],
+      ['e3m2', 'satfinite'], ['e2m3', 'satfinite'], ['e2m1', 'satfinite'],
+    ];
+    io.out(`${'format'.padEnd(8)}${'profile'.padEnd(11)}${'max |err|'.padStart(12)}${'rmse'.padStart(12)}${'SQNR dB'.padStart(10)}`);
+    for (const [format, profile] of rows) {
+      const e = roundTripError(x, format, profile);
+      io.out(`${format.padEnd(8)}${profile.padEnd(11)}${e.maxErr.toExponential(3).padStart(12)}${e.rmse.toExponential(3).padStart(12)}${e.sqnrDb.toFixed(2).padStart(10)}`);
+    }
+    io.out('\nMore: qrl-sim cast --help, docs/numerics.md');
+    return 0;
+  },
+};
