@@ -209,6 +209,14 @@ describe('QuantizeLinear-21', () => {
     expect(Array.from(codes.subarray(0, 5))).toEqual([0x7f, 0x7f, 0x7e, 0x3c, 0x80]);
   });
 
+  it('float8 zero point: QuantizeLinear ignores a nonzero one, DequantizeLinear refuses it', async () => {
+    const one = 0x38; // e4m3fn 1.0 = 0b0_0111_000
+    const q = await ortQuantizeLinear(f32(0.5, 3), [2], f32(1), [], [one], { outputType: 'e4m3fn' });
+    expect(Array.from(q)).toEqual([0.5, 3]);
+    await expect(ortDequantizeLinear([one], [1], f32(1), [], [one], { inputType: 'e4m3fn' })).rejects.toThrow(/zero point/);
+    expect(Array.from(await ortDequantizeLinear([one], [1], f32(1), [], [0], { inputType: 'e4m3fn' }))).toEqual([1]);
+  });
+
   it('checks shapes and ranges, naming the field', async () => {
     await expect(ortQuantizeLinear(f32(1, 2), [3], f32(1), [], null, { outputType: 'int8' })).rejects.toThrow(/^x has 2 elements/);
     await expect(ortQuantizeLinear(f32(1), [1], f32(1), [], [200], { outputType: 'int8' })).rejects.toThrow(/zeroPoint\[0\] = 200/);

@@ -31,7 +31,8 @@
 // 5. Graph inputs and outputs declare an element type but no shape, so one cached session serves every
 //    shape; sessions are cached per (op, types, attributes, zero point) and released by `ortDisposeSessions`.
 // 6. Scales are float32 tensors; zero points are given as numbers: integer values for int8/uint8/int4/uint4,
-//    raw byte codes for float8 (ONNX allows only a zero float8 zero point in practice; code 0x00 is +0).
+//    raw byte codes for float8. ORT 1.30 QuantizeLinear silently ignores a nonzero float8 zero point (as the
+//    ONNX reference does) while DequantizeLinear rejects it; the harness passes both through unchanged.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -116,8 +117,11 @@ export const ortQdqOpset = 21;
 /** The onnxruntime-node version in use, e.g. "1.30.0". */
 export const ortVersion: string = ort.env.versions.node ?? ort.env.versions.common;
 
-/** Single-threaded, sequential execution: the same settings for every session of the harness. */
-const threadOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential' } as const;
+/**
+ * Single-threaded, sequential execution: the same settings for every session of the harness. ORT's own
+ * log is limited to fatal messages: every error it logs also reaches the caller as the thrown Error.
+ */
+const threadOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential', logSeverityLevel: 4 } as const;
 
 // ---------------------------------------------------------------------------------------------------
 // Model building
@@ -377,7 +381,7 @@ function codesFromFolded(type: OrtCastTarget | OrtQuantType, folded: { raw: Uint
     for (let i = 0; i < n; i++) out[i] = (folded.raw[2 * i] ?? 0) | ((folded.raw[2 * i + 1] ?? 0) << 8);
     return out;
   }
-  return folded.raw.slice(0, n);
+  return Uint8Array.from(folded.raw.subarray(0, n)); // a copy: protobufjs hands out Buffer views
 }
 
 /**
