@@ -138,6 +138,12 @@ describe('raw codes through constant folding', () => {
     expect(Array.from(y).filter(Number.isNaN)).toHaveLength(2);
   });
 
+  it('ortDecode of e8m0 codes: 0x00 = 2^-127, 0x7f = 1, 0xfe = 2^127, 0xff = NaN', async () => {
+    const y = await ortDecode(Uint8Array.of(0x00, 0x7f, 0xfe, 0xff), 'e8m0');
+    expect(Array.from(y.subarray(0, 3))).toEqual([2 ** -127, 1, 2 ** 127]);
+    expect(Number.isNaN(y[3])).toBe(true);
+  });
+
   // Two independent ORT paths (runtime Cast→Cast vs constant-folded Cast, then Cast of the codes) must agree bit for bit.
   const sweep = (() => {
     const xs: number[] = [0, -0, Infinity, -Infinity, NaN, negNaN];

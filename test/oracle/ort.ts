@@ -8,7 +8,8 @@
 //    `saturate` attribute, so every Cast session here has one schema), 23 for float4e2m1 and 24 for
 //    float8e8m0 (first versions that know those types; 24 adds `round_mode`). QuantizeLinear and
 //    DequantizeLinear use opset 21 (int4/uint4, `block_size`, `output_dtype`). MatMul uses opset 13.
-//    The IR version is the one ONNX pairs with the opset (onnx `docs/Versioning.md`).
+//    The IR version is the one ONNX releases pair with the opset (onnx `docs/Versioning.md`: 13→7, 19→9,
+//    21→10); opsets 23 and 24 use IR 11 (ONNX 1.18), which ORT 1.30 accepts.
 // 2. ORT's Cast kernel rejects `saturate` on non-float8 targets ("Attribute saturate is only used for cast
 //    to float 8 types") but accepts it for e8m0; `round_mode` exists only for e8m0. The harness throws for
 //    an option the target does not take instead of sending it.
@@ -150,7 +151,7 @@ function valueInfo(name: string, elemType: number): onnxProto.onnx.IValueInfoPro
   return { name, type: { tensorType: { elemType } } };
 }
 
-/** IR version that ONNX pairs with an opset (onnx docs/Versioning.md). */
+/** IR version for an opset (onnx docs/Versioning.md; IR 11 for opsets 23–24, see header note 1). */
 function irVersionFor(opset: number): number {
   if (opset <= 13) return 7;
   if (opset <= 19) return 9;
