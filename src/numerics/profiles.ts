@@ -109,6 +109,18 @@ const base: CastRules = {
 
 const saturating: Partial<CastRules> = { overflow: 'saturate', infinity: 'saturate' };
 
+/**
+ * ONNX Cast-24 to E8M0 without saturation: any |x| outside [2^-127, 2^127] is NaN, decided on the
+ * raw value (observed with onnxruntime 1.30, round_mode "nearest"), so 2^127·(1 + 2^-23) does not
+ * round down to 2^127 and 0.9·2^-127 does not round up to 2^-127.
+ */
+const e8m0OutOfRangeNan: Partial<CastRules> = {
+  rawRanges: [
+    { lo: 2 ** -149, hi: 2 ** -127, to: 'nan' },
+    { lo: 2 ** 127 * (1 + 2 ** -23), hi: Infinity, to: 'nan' },
+  ],
+};
+
 const profileList: readonly CastProfile[] = [
   {
     name: 'ieee',
@@ -116,7 +128,7 @@ const profileList: readonly CastProfile[] = [
     source: 'onnx docs/Operators.md Cast (saturate=0 column); IEEE 754',
     mode: 'rne',
     rules: base,
-    formats: { e4m3fn: {}, e4m3fnuz: {}, e5m2: {}, e5m2fnuz: {}, e8m0: {}, bf16: {}, fp16: {}, tf32: {}, fp32: {} },
+    formats: { e4m3fn: {}, e4m3fnuz: {}, e5m2: {}, e5m2fnuz: {}, e8m0: e8m0OutOfRangeNan, bf16: {}, fp16: {}, tf32: {}, fp32: {} },
   },
   {
     name: 'satfinite',
@@ -198,6 +210,7 @@ const profileList: readonly CastProfile[] = [
       e4m3fnuz: {},
       e5m2: { rawRanges: [{ lo: 61440, hi: 65536, to: 'nan' }] },
       e5m2fnuz: {},
+      e8m0: e8m0OutOfRangeNan,
       bf16: {},
       fp16: {},
     },

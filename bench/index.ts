@@ -1,0 +1,24 @@
+// `npm run bench`: throughput of qrl-sim's hot paths against onnxruntime measured in the same
+// process, single thread. Prints ratios; nothing here is asserted (no timing asserts in tests).
+
+import { type BenchLine, benchCast } from './cast.js';
+import { disposeOrtBenches } from './ort.js';
+
+function print(line: BenchLine): void {
+  const figures = Object.entries(line.figures)
+    .map(([k, v]) => `${k}=${v >= 100 ? v.toFixed(1) : v.toPrecision(4)}`)
+    .join('  ');
+  console.log(`${line.name}\n  ${figures}`);
+}
+
+const only = process.argv.slice(2);
+const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
+  cast: () => benchCast(),
+};
+
+for (const [name, run] of Object.entries(benches)) {
+  if (only.length > 0 && !only.includes(name)) continue;
+  const result = await run();
+  for (const line of Array.isArray(result) ? result : [result]) print(line);
+}
+await disposeOrtBenches();
