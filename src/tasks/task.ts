@@ -48,11 +48,20 @@ export interface Task<P extends TaskProblem = TaskProblem, O extends object = ob
   readonly responseLength: number;
   /** Smallest and largest value {@link Task.reward} can return. */
   readonly rewardRange: readonly [min: number, max: number];
-  /** One problem of `split` drawn from `rng`. @defaultValue split `'train'` */
+  /**
+   * One problem of `split` (`'train'` when omitted) drawn from `rng`. The GRPO loop draws its
+   * prompts here with its own stream, so it never sees an evaluation problem.
+   */
   sampleProblem(rng: Rng, split?: Split): P;
-  /** `n` training problems, i.i.d. from `sampleProblem`; the same `(n, seed)` gives the same list. */
+  /**
+   * `n` training problems, i.i.d. from `sampleProblem` on stream `<seed>/<name>-train` (repeats
+   * possible). The same `(n, seed)` gives the same list, and a shorter list is a prefix of a longer one.
+   */
   trainProblems(n: number, seed: number | string): P[];
-  /** `n` distinct held-out problems; the same `(n, seed)` gives the same list. */
+  /**
+   * `n` distinct held-out problems from stream `<seed>/<name>-eval` (repeats redrawn); a shorter
+   * list is a prefix of a longer one. Throws if the eval split runs out of distinct problems.
+   */
   evalProblems(n: number, seed: number | string): P[];
   /** Which split a problem belongs to (a pure function of the problem). */
   splitOf(problem: P): Split;

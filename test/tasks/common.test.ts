@@ -77,6 +77,8 @@ describe.each(allTasks.map((t) => [t.name, t] as const))('%s', (_name, task) => 
     const keys = (seed: number) => task.trainProblems(40, seed).map((p) => p.key).join('|');
     expect(keys(1)).not.toBe(keys(2));
     expect(task.trainProblems(0, 1)).toEqual([]);
+    expect(task.trainProblems(25, 'abc')).toEqual(task.trainProblems(40, 'abc').slice(0, 25));
+    expect(task.evalProblems(25, 9)).toEqual(task.evalProblems(40, 9).slice(0, 25));
   });
 
   it('keeps train and eval disjoint and eval problems distinct', () => {

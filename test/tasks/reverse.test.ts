@@ -43,6 +43,16 @@ describe('reverse', () => {
     expect(() => t.makeProblem('a')).toThrow(/got "a"/);
   });
 
+  it('throws when the eval split runs out of distinct problems', () => {
+    const t = createReverseTask({ alphabetSize: 2, minLength: 1, maxLength: 2, evalFraction: 0.5 });
+    const held = ['a', 'b', 'aa', 'ab', 'ba', 'bb'].filter((s) => t.splitOf(t.makeProblem(s)) === 'eval');
+    expect(held.length).toBeGreaterThan(0);
+    expect(t.evalProblems(held.length, 1).map((q) => q.key).sort()).toEqual(held.sort());
+    expect(() => t.evalProblems(held.length + 1, 1)).toThrow(
+      new RegExp(`reverse.evalProblems: n = ${held.length + 1} exceeds the distinct eval problems found \\(${held.length}\\)`),
+    );
+  });
+
   it('holds out about evalFraction of the strings', () => {
     const t = createReverseTask({ minLength: 4, maxLength: 4 });
     const all: string[] = [];
