@@ -3,3 +3,4 @@
 
 export * from './rng.js';
 export * from './numerics/index.js';
+export * from './tasks/index.js';

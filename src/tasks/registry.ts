@@ -1,0 +1,63 @@
+// The table of tasks by name and `makeTask`, which builds one from its name and (validated) options.
+// Not a plugin system: adding a task means adding a row to the frozen table below.
+
+import { createCountdownTask, type CountdownOptions, type CountdownTask } from './countdown.js';
+import { createReverseTask, type ReverseOptions, type ReverseTask } from './reverse.js';
+import { createSudoku4Task, type Sudoku4Options, type Sudoku4Task } from './sudoku4.js';
+import type { Task, TaskName } from './task.js';
+
+/** The task type of each task name. */
+export interface TaskTypes {
+  /** See {@link createReverseTask}. */
+  readonly reverse: ReverseTask;
+  /** See {@link createSudoku4Task}. */
+  readonly sudoku4: Sudoku4Task;
+  /** See {@link createCountdownTask}. */
+  readonly countdown: CountdownTask;
+}
+
+/** The options type of each task name. */
+export interface TaskOptionsByName {
+  /** See {@link ReverseOptions}. */
+  readonly reverse: ReverseOptions;
+  /** See {@link Sudoku4Options}. */
+  readonly sudoku4: Sudoku4Options;
+  /** See {@link CountdownOptions}. */
+  readonly countdown: CountdownOptions;
+}
+
+/**
+ * Every task's factory, by name. Each factory validates its options (unknown keys, wrong types
+ * and out-of-range values throw an error naming the option and the value) and fills in defaults.
+ *
+ * @example
+ * ```ts
+ * const task = tasks.sudoku4({ minBlanks: 6, maxBlanks: 10 });
+ * ```
+ */
+export const tasks = Object.freeze({
+  reverse: createReverseTask,
+  sudoku4: createSudoku4Task,
+  countdown: createCountdownTask,
+} as const satisfies { readonly [N in TaskName]: (options?: Partial<TaskOptionsByName[N]>) => TaskTypes[N] });
+
+/** The task names, in registry order. */
+export const taskNames: readonly TaskName[] = Object.freeze(['reverse', 'sudoku4', 'countdown']);
+
+/**
+ * The task `name` built with `options` (validated, defaults filled in). Throws an error naming the
+ * task name when it is not in {@link tasks}, and the option and value when an option is invalid.
+ *
+ * @example
+ * ```ts
+ * const task = makeTask('reverse', { minLength: 3, maxLength: 6 });
+ * const [p] = task.trainProblems(1, 42);
+ * ```
+ */
+export function makeTask<N extends TaskName>(name: N, options?: Partial<TaskOptionsByName[N]>): TaskTypes[N] {
+  if (typeof name !== 'string' || !Object.hasOwn(tasks, name)) {
+    throw new Error(`task: name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(name)}`);
+  }
+  const factory = tasks[name] as (options?: Partial<TaskOptionsByName[N]>) => Task;
+  return factory(options) as TaskTypes[N];
+}
