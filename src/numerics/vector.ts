@@ -87,79 +87,83 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   const negativeCode = codes.negative;
   const unsigned = !format.signed;
 
+  /** The code of one float32 bit pattern `b` (the bit-level form of the scalar reference). */
+  const encodeBits = (b: number): number => {
+    let neg = b >>> 31;
+    const a = b & 0x7fffffff;
+    if (a > 0x7f800000) return neg ? nanNeg : nanPos;
+    if (neg && unsigned) {
+      if (a !== 0 && negativeCode !== null) return negativeCode;
+      neg = 0;
+    }
+    if (a === 0x7f800000) return neg ? infNeg : infPos;
+    for (const r of ranges) {
+      if (a >= r.lo && a < r.hi) return neg ? r.codes[1] : r.codes[0];
+    }
+    if (a >= overflowStart) return neg ? ovNeg : ovPos;
+    let code: number;
+    if (a >= normalStart) {
+      const odd = tiesToEven ? (((a & 0x7fffff) | 0x800000) >>> shift) & 1 : 0;
+      code = (a + addend + odd) >>> shift;
+    } else {
+      if (a === 0) return neg ? zeroNeg : zeroPos;
+      // Integer rounding of the significand to the format's subnormal quantum.
+      const e32 = a >>> 23;
+      const m24 = e32 === 0 ? a : (a & 0x7fffff) | 0x800000;
+      const lsbExp = e32 === 0 ? -149 : e32 - 150;
+      const sh = subnormalQuantumExp - lsbExp;
+      let q: number;
+      if (sh > 24) q = 0;
+      else if (sh <= 0) q = m24 * 2 ** -sh;
+      else {
+        q = m24 >>> sh;
+        const rem = m24 - q * 2 ** sh;
+        const half = 2 ** (sh - 1);
+        if (mode === 'rne') {
+          if (rem > half || (rem === half && (q & 1) === 1)) q++;
+        } else if (mode === 'rha') {
+          if (rem >= half) q++;
+        }
+      }
+      if (q === 0) return neg ? underNeg : underPos;
+      code = q - noSubnormalOffset;
+    }
+    return neg ? code + signMask : code;
+  };
+
+  // For formats of at most 8 bits, most float32 inputs are decided by their top 16 bits: a
+  // 65 536-entry table holds the code of every such bucket, or AMBIGUOUS when the bucket's two ends
+  // round differently or a raw-range edge lies inside it (rounding is monotone within a bucket of
+  // one sign, so equal ends imply one code for the whole bucket).
+  const AMBIGUOUS = 0xffff;
+  let table: Uint16Array | null = null;
+  const buildTable = (): Uint16Array => {
+    const t = new Uint16Array(65536);
+    const edges = ranges.flatMap((r) => [r.lo, r.hi]);
+    for (let hi = 0; hi < 65536; hi++) {
+      const lo = hi * 65536;
+      const first = encodeBits(lo);
+      const last = encodeBits(lo + 0xffff);
+      const a = lo & 0x7fffffff;
+      const cut = edges.some((e) => e > a && e <= a + 0xffff);
+      t[hi] = first === last && !cut ? first : AMBIGUOUS;
+    }
+    return t;
+  };
+
   const encodeInto = (src: Float32Array, dst: CodeArray): void => {
     const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
-    for (let i = 0; i < bits.length; i++) {
-      const b = bits[i] as number;
-      let neg = b >>> 31;
-      const a = b & 0x7fffffff;
-      if (a > 0x7f800000) {
-        dst[i] = neg ? nanNeg : nanPos;
-        continue;
+    const n = bits.length;
+    if (dst instanceof Uint8Array && n >= 4096) {
+      const t = (table ??= buildTable());
+      for (let i = 0; i < n; i++) {
+        const b = bits[i] as number;
+        const c = t[b >>> 16] as number;
+        dst[i] = c !== AMBIGUOUS ? c : encodeBits(b);
       }
-      if (neg && unsigned) {
-        if (a !== 0 && negativeCode !== null) {
-          dst[i] = negativeCode;
-          continue;
-        }
-        neg = 0;
-      }
-      if (a === 0x7f800000) {
-        dst[i] = neg ? infNeg : infPos;
-        continue;
-      }
-      if (ranges.length > 0) {
-        let hit = -1;
-        for (const r of ranges) {
-          if (a >= r.lo && a < r.hi) {
-            hit = neg ? r.codes[1] : r.codes[0];
-            break;
-          }
-        }
-        if (hit >= 0) {
-          dst[i] = hit;
-          continue;
-        }
-      }
-      if (a >= overflowStart) {
-        dst[i] = neg ? ovNeg : ovPos;
-        continue;
-      }
-      let code: number;
-      if (a >= normalStart) {
-        const odd = tiesToEven ? (((a & 0x7fffff) | 0x800000) >>> shift) & 1 : 0;
-        code = (a + addend + odd) >>> shift;
-      } else {
-        if (a === 0) {
-          dst[i] = neg ? zeroNeg : zeroPos;
-          continue;
-        }
-        // Integer rounding of the significand to the format's subnormal quantum.
-        const e32 = a >>> 23;
-        const m24 = e32 === 0 ? a : (a & 0x7fffff) | 0x800000;
-        const lsbExp = e32 === 0 ? -149 : e32 - 150;
-        const sh = subnormalQuantumExp - lsbExp;
-        let q: number;
-        if (sh > 24) q = 0;
-        else if (sh <= 0) q = m24 * 2 ** -sh;
-        else {
-          q = m24 >>> sh;
-          const rem = m24 - q * 2 ** sh;
-          const half = 2 ** (sh - 1);
-          if (mode === 'rne') {
-            if (rem > half || (rem === half && (q & 1) === 1)) q++;
-          } else if (mode === 'rha') {
-            if (rem >= half) q++;
-          }
-        }
-        if (q === 0) {
-          dst[i] = neg ? underNeg : underPos;
-          continue;
-        }
-        code = q - noSubnormalOffset;
-      }
-      dst[i] = neg ? code + signMask : code;
+      return;
     }
+    for (let i = 0; i < n; i++) dst[i] = encodeBits(bits[i] as number);
   };
   return { format, encodeInto };
 }
