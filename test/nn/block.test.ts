@@ -1,0 +1,166 @@
+// Gradient checks (float64) for the MLP and for a whole 1-layer transformer (embedding, block, final
+// norm, LM head, cross-entropy) assembled from the nn layers; plus a float32 smoke run.
+
+import { describe, expect } from 'vitest';
+import { fc, test } from '@fast-check/vitest';
+import {
+  blockBackward,
+  blockForward,
+  blockParamSpecs,
+  blockWeights,
+  createBlockCache,
+  createMlpCache,
+  crossEntropyBackward,
+  crossEntropyForward,
+  embeddingBackward,
+  embeddingForward,
+  layerNormBackward,
+  layerNormForward,
+  linearBackward,
+  linearForward,
+  mlpBackward,
+  mlpForward,
+  ParamLayout,
+  type BlockConfig,
+  type FloatArray,
+  type MlpKind,
+  type ParamSpec,
+} from '../../src/nn/index.js';
+import { dotProbe, expectGradClose, randn, rngFor } from './gradcheck.js';
+
+describe('mlp', () => {
+  test.prop([fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 6 }), fc.constantFrom<MlpKind>('gelu', 'swiglu'), fc.boolean(), fc.nat()], { numRuns: 25 })(
+    'gradients of input and all weights',
+    (N, C, Hd, kind, bias, seed) => {
+      const r = rngFor(seed, 'mlp');
+      const x = randn(r, N * C);
+      const w = {
+        up: randn(r, Hd * C), upBias: bias ? randn(r, Hd) : null,
+        gate: kind === 'swiglu' ? randn(r, Hd * C) : null, gateBias: kind === 'swiglu' && bias ? randn(r, Hd) : null,
+        down: randn(r, C * Hd), downBias: bias ? randn(r, C) : null,
+      };
+      const zerosLike = (a: FloatArray | null) => (a ? new Float64Array(a.length) : null);
+      const g = {
+        up: new Float64Array(Hd * C), upBias: zerosLike(w.upBias),
+        gate: zerosLike(w.gate), gateBias: zerosLike(w.gateBias),
+        down: new Float64Array(C * Hd), downBias: zerosLike(w.downBias),
+      };
+      const R = randn(r, N * C);
+      const out = new Float64Array(N * C);
+      const cache = createMlpCache(x, N, Hd, kind);
+      const loss = () => (mlpForward(out, cache, x, w, N, C, Hd, kind), dotProbe(out, R));
+      loss();
+      const dx = new Float64Array(N * C);
+      mlpBackward(dx, g, R, cache, x, w, N, C, Hd, kind);
+      expectGradClose('dx', x, dx, loss);
+      for (const key of ['up', 'upBias', 'gate', 'gateBias', 'down', 'downBias'] as const) {
+        const wk = w[key];
+        const gk = g[key];
+        if (wk && gk) expectGradClose(key, wk as Float64Array, gk, loss);
+      }
+    },
+  );
+});
+
+/** A 1-layer transformer LM built from the layers: the model whose whole loss is checked. */
+function tinyModel(cfg: BlockConfig, V: number, T: number) {
+  const C = cfg.C;
+  const specs: ParamSpec[] = [
+    { name: 'wte', shape: [V, C], init: { kind: 'normal', std: 0.02 } },
+    { name: 'wpe', shape: [T, C], init: { kind: 'normal', std: 0.02 } },
+    ...blockParamSpecs('h0', cfg, 1),
+    { name: 'lnf.weight', shape: [C], init: { kind: 'constant', value: 1 } },
+    { name: 'lnf.bias', shape: [C], init: { kind: 'constant', value: 0 } },
+    { name: 'lmHead', shape: [V, C], init: { kind: 'normal', std: 0.02 } },
+  ];
+  const layout = new ParamLayout(specs);
+  /** Mean cross-entropy of next tokens; fills `grads` (same layout as `params`) when given. */
+  const run = (params: FloatArray, tokens: number[], targets: number[], B: number, grads?: FloatArray): number => {
+    const N = B * T;
+    const P = (n: string) => (layout.has(n) ? layout.view(params, n) : null);
+    const a = (n: number) => (params instanceof Float32Array ? new Float32Array(n) : new Float64Array(n));
+    const x0 = a(N * C); // (B, T, C)
+    embeddingForward(x0, tokens, P('wte')!, P('wpe'), B, T, C, V);
+    const x1 = a(N * C); // (B, T, C)
+    const cache = createBlockCache(params, B, T, cfg);
+    const w = blockWeights('h0', P);
+    blockForward(x1, cache, x0, w, B, T, cfg);
+    const xf = a(N * C); // (B, T, C)
+    const mean = a(N);
+    const rstd = a(N);
+    layerNormForward(xf, mean, rstd, x1, P('lnf.weight')!, P('lnf.bias'), N, C);
+    const logits = a(N * V); // (B, T, V)
+    linearForward(logits, xf, P('lmHead')!, null, N, C, V);
+    const losses = a(N);
+    const probs = a(N * V);
+    const loss = crossEntropyForward(losses, probs, logits, targets, N, V);
+    if (grads) {
+      const G = (n: string) => (layout.has(n) ? layout.view(grads, n) : null);
+      const dlogits = a(N * V);
+      crossEntropyBackward(dlogits, probs, targets, N, V);
+      const dxf = a(N * C);
+      linearBackward(dxf, G('lmHead')!, null, dlogits, xf, P('lmHead')!, N, C, V);
+      const dx1 = a(N * C);
+      layerNormBackward(dx1, G('lnf.weight')!, G('lnf.bias'), dxf, x1, P('lnf.weight')!, mean, rstd, N, C);
+      const dx0 = a(N * C);
+      blockBackward(dx0, blockWeights('h0', G), dx1, cache, x0, w, B, T, cfg);
+      embeddingBackward(G('wte')!, G('wpe'), dx0, tokens, B, T, C);
+    }
+    return loss;
+  };
+  return { layout, run };
+}
+
+const blockCfg = fc.record({
+  CH: fc.constantFrom([4, 1], [4, 2], [8, 2]),
+  hiddenMul: fc.constantFrom(1, 2),
+  norm: fc.constantFrom<BlockConfig['norm']>('layernorm', 'rmsnorm'),
+  mlp: fc.constantFrom<MlpKind>('gelu', 'swiglu'),
+  bias: fc.boolean(),
+  causal: fc.boolean(),
+  rope: fc.boolean(),
+});
+
+describe('transformer block (end to end)', () => {
+  test.prop([blockCfg, fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 5 }), fc.nat()], { numRuns: 20 })(
+    'the whole loss gradient passes a finite-difference check',
+    (c, B, T, V, seed) => {
+      const [C, H] = c.CH as [number, number];
+      const cfg: BlockConfig = { C, H, hidden: C * c.hiddenMul, norm: c.norm, mlp: c.mlp, bias: c.bias, causal: c.causal, rope: c.rope };
+      const { layout, run } = tinyModel(cfg, V, T);
+      const r = rngFor(seed, 'model');
+      const params = randn(r, layout.size, 0.5);
+      for (const n of ['h0.ln1.weight', 'h0.ln2.weight', 'lnf.weight']) {
+        const view = layout.view(params, n);
+        for (let i = 0; i < view.length; i++) view[i] = view[i]! + 1;
+      }
+      const tokens = Array.from({ length: B * T }, () => r.int(V));
+      const targets = Array.from({ length: B * T }, () => r.int(V));
+      const grads = new Float64Array(layout.size);
+      run(params, tokens, targets, B, grads);
+      for (const e of layout.entries) {
+        const pv = layout.view(params, e.name);
+        expectGradClose(e.name, pv, layout.view(grads, e.name), () => run(params, tokens, targets, B), { rtol: 1e-5 });
+      }
+    },
+  );
+
+  test.prop([fc.nat()], { numRuns: 3 })('float32 run is deterministic and close to float64', (seed) => {
+    const cfg: BlockConfig = { C: 8, H: 2, hidden: 16, norm: 'rmsnorm', mlp: 'swiglu', bias: false, causal: true, rope: true };
+    const { layout, run } = tinyModel(cfg, 6, 5);
+    const r = rngFor(seed, 'f32');
+    const p64 = randn(r, layout.size, 0.3);
+    const p32 = Float32Array.from(p64);
+    const tokens = Array.from({ length: 10 }, () => r.int(6));
+    const targets = Array.from({ length: 10 }, () => r.int(6));
+    const g1 = new Float32Array(layout.size);
+    const g2 = new Float32Array(layout.size);
+    const l1 = run(p32, tokens, targets, 2, g1);
+    const l2 = run(p32, tokens, targets, 2, g2);
+    expect(Object.is(l1, l2)).toBe(true);
+    expect(g1).toEqual(g2);
+    const l64 = run(Float64Array.from(p32), tokens, targets, 2);
+    expect(Math.abs(l1 - l64)).toBeLessThan(1e-4);
+    expect(l1).not.toBe(l64); // the float32 path really rounds
+  });
+});
