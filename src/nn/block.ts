@@ -139,8 +139,13 @@ export function blockParamSpecs(prefix: string, cfg: BlockConfig, nLayer: number
 
 /**
  * The {@link BlockWeights} of block `prefix`, looked up by name with `get` (which returns null for
- * absent names). Pass `(n) => layout.has(n) ? layout.view(buffer, n) : null` for weights, or the
- * same over the gradient buffer for gradients.
+ * absent names).
+ *
+ * @example
+ * ```ts
+ * const w = blockWeights('h0', (n) => store.paramOrNull(n));
+ * const g = blockWeights('h0', (n) => store.gradOrNull(n));
+ * ```
  */
 export function blockWeights(prefix: string, get: (name: string) => FloatArray | null): BlockWeights {
   const req = (name: string): FloatArray => {

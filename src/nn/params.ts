@@ -141,6 +141,16 @@ export class ParamStore {
     return this.layout.view(this.grads, name);
   }
 
+  /** View of the weights of `name`, or null when there is no such parameter (for optional biases). */
+  paramOrNull(name: string): Float32Array | null {
+    return this.layout.has(name) ? this.param(name) : null;
+  }
+
+  /** View of the gradient of `name`, or null when there is no such parameter. */
+  gradOrNull(name: string): Float32Array | null {
+    return this.layout.has(name) ? this.grad(name) : null;
+  }
+
   /** Sets every gradient to 0. */
   zeroGrad(): void {
     this.grads.fill(0);

@@ -10,6 +10,8 @@ import {
   blockWeights,
   createBlockCache,
   createMlpCache,
+  createParamStore,
+  gemmSequential,
   crossEntropyBackward,
   crossEntropyForward,
   embeddingBackward,
@@ -22,7 +24,9 @@ import {
   mlpForward,
   ParamLayout,
   type BlockConfig,
+  type BlockGemms,
   type FloatArray,
+  type GemmFn,
   type MlpKind,
   type ParamSpec,
 } from '../../src/nn/index.js';
@@ -162,5 +166,44 @@ describe('transformer block (end to end)', () => {
     const l64 = run(Float64Array.from(p32), tokens, targets, 2);
     expect(Math.abs(l1 - l64)).toBeLessThan(1e-4);
     expect(l1).not.toBe(l64); // the float32 path really rounds
+  });
+});
+
+describe('GEMM sites of a block', () => {
+  test.prop([fc.constantFrom<MlpKind>('gelu', 'swiglu'), fc.nat()], { numRuns: 4 })('every site goes through the GemmFn it is given', (mlp, seed) => {
+    const cfg: BlockConfig = { C: 8, H: 2, hidden: 16, norm: 'layernorm', mlp, bias: true, causal: true, rope: false };
+    const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
+    const B = 2;
+    const T = 3;
+    const N = B * T;
+    const x = Float32Array.from(randn(rngFor(seed, 'sites'), N * 8));
+    const calls = new Map<string, number>();
+    const site = (name: string): GemmFn => (out, a, b, m, n, k) => {
+      calls.set(name, (calls.get(name) ?? 0) + 1);
+      gemmSequential(out, a, b, m, n, k);
+    };
+    const lin = (p: string) => ({ forward: site(`${p}.forward`), dgrad: site(`${p}.dgrad`), wgrad: site(`${p}.wgrad`) });
+    const gemms: BlockGemms = {
+      q: lin('q'), k: lin('k'), v: lin('v'), o: lin('o'),
+      mlp: { up: lin('up'), gate: lin('gate'), down: lin('down') },
+      attention: { qk: site('qk'), pv: site('pv'), dScores: site('dScores'), dValues: site('dValues'), dQuery: site('dQuery'), dKey: site('dKey') },
+    };
+    const w = blockWeights('h0', (n) => store.paramOrNull(n));
+    const run = (g?: BlockGemms) => {
+      store.zeroGrad();
+      const out = new Float32Array(N * 8);
+      const cache = createBlockCache(x, B, T, cfg);
+      blockForward(out, cache, x, w, B, T, cfg, g);
+      const dx = new Float32Array(N * 8);
+      blockBackward(dx, blockWeights('h0', (n) => store.gradOrNull(n)), out, cache, x, w, B, T, cfg, g);
+      return { out, dx, grads: Float32Array.from(store.grads) };
+    };
+    const hooked = run(gemms);
+    const plain = run();
+    expect(hooked).toEqual(plain);
+    const sites = ['q', 'k', 'v', 'o', 'up', 'down', ...(mlp === 'swiglu' ? ['gate'] : [])].flatMap((p) => [`${p}.forward`, `${p}.dgrad`, `${p}.wgrad`]);
+    for (const s of sites) expect(calls.get(s), s).toBe(1);
+    for (const s of ['qk', 'pv', 'dScores', 'dValues', 'dQuery', 'dKey']) expect(calls.get(s), s).toBe(B * cfg.H);
+    if (mlp === 'gelu') expect(calls.has('gate.forward')).toBe(false);
   });
 });
