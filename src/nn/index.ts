@@ -14,3 +14,4 @@ export * from './attention.js';
 export * from './params.js';
 export * from './adamw.js';
 export * from './block.js';
+export * from './block-decode.js';

@@ -12,25 +12,16 @@ import {
   createMlpCache,
   createParamStore,
   gemmSequential,
-  crossEntropyBackward,
-  crossEntropyForward,
-  embeddingBackward,
-  embeddingForward,
-  layerNormBackward,
-  layerNormForward,
-  linearBackward,
-  linearForward,
   mlpBackward,
   mlpForward,
-  ParamLayout,
   type BlockConfig,
   type BlockGemms,
   type FloatArray,
   type GemmFn,
   type MlpKind,
-  type ParamSpec,
 } from '../../src/nn/index.js';
 import { dotProbe, expectGradClose, randn, rngFor } from './gradcheck.js';
+import { tinyModel } from './tiny-model.js';
 
 describe('mlp', () => {
   test.prop([fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 6 }), fc.constantFrom<MlpKind>('gelu', 'swiglu'), fc.boolean(), fc.nat()], { numRuns: 25 })(
@@ -65,55 +56,6 @@ describe('mlp', () => {
     },
   );
 });
-
-/** A 1-layer transformer LM built from the layers: the model whose whole loss is checked. */
-function tinyModel(cfg: BlockConfig, V: number, T: number) {
-  const C = cfg.C;
-  const specs: ParamSpec[] = [
-    { name: 'wte', shape: [V, C], init: { kind: 'normal', std: 0.02 } },
-    { name: 'wpe', shape: [T, C], init: { kind: 'normal', std: 0.02 } },
-    ...blockParamSpecs('h0', cfg, 1),
-    { name: 'lnf.weight', shape: [C], init: { kind: 'constant', value: 1 } },
-    { name: 'lnf.bias', shape: [C], init: { kind: 'constant', value: 0 } },
-    { name: 'lmHead', shape: [V, C], init: { kind: 'normal', std: 0.02 } },
-  ];
-  const layout = new ParamLayout(specs);
-  /** Mean cross-entropy of next tokens; fills `grads` (same layout as `params`) when given. */
-  const run = (params: FloatArray, tokens: number[], targets: number[], B: number, grads?: FloatArray): number => {
-    const N = B * T;
-    const P = (n: string) => (layout.has(n) ? layout.view(params, n) : null);
-    const a = (n: number) => (params instanceof Float32Array ? new Float32Array(n) : new Float64Array(n));
-    const x0 = a(N * C); // (B, T, C)
-    embeddingForward(x0, tokens, P('wte')!, P('wpe'), B, T, C, V);
-    const x1 = a(N * C); // (B, T, C)
-    const cache = createBlockCache(params, B, T, cfg);
-    const w = blockWeights('h0', P);
-    blockForward(x1, cache, x0, w, B, T, cfg);
-    const xf = a(N * C); // (B, T, C)
-    const mean = a(N);
-    const rstd = a(N);
-    layerNormForward(xf, mean, rstd, x1, P('lnf.weight')!, P('lnf.bias'), N, C);
-    const logits = a(N * V); // (B, T, V)
-    linearForward(logits, xf, P('lmHead')!, null, N, C, V);
-    const losses = a(N);
-    const probs = a(N * V);
-    const loss = crossEntropyForward(losses, probs, logits, targets, N, V);
-    if (grads) {
-      const G = (n: string) => (layout.has(n) ? layout.view(grads, n) : null);
-      const dlogits = a(N * V);
-      crossEntropyBackward(dlogits, probs, targets, N, V);
-      const dxf = a(N * C);
-      linearBackward(dxf, G('lmHead')!, null, dlogits, xf, P('lmHead')!, N, C, V);
-      const dx1 = a(N * C);
-      layerNormBackward(dx1, G('lnf.weight')!, G('lnf.bias'), dxf, x1, P('lnf.weight')!, mean, rstd, N, C);
-      const dx0 = a(N * C);
-      blockBackward(dx0, blockWeights('h0', G), dx1, cache, x0, w, B, T, cfg);
-      embeddingBackward(G('wte')!, G('wpe'), dx0, tokens, B, T, C);
-    }
-    return loss;
-  };
-  return { layout, run };
-}
 
 const blockCfg = fc.record({
   CH: fc.constantFrom([4, 1], [4, 2], [8, 2]),
