@@ -117,7 +117,9 @@ export function logSoftmaxBackward(
   }
 }
 
-function checkTargets(targets: ArrayLike<number>, N: number, V: number): void {
+function checkTargets(targets: ArrayLike<number>, N: number, V: number, weights: FloatArray | null): void {
+  if (targets.length < N) throw new Error(`crossEntropy: targets must have at least N=${N} entries, got ${targets.length}`);
+  if (weights && weights.length < N) throw new Error(`crossEntropy: weights must have at least N=${N} entries, got ${weights.length}`);
   for (let i = 0; i < N; i++) {
     const y = targets[i]!;
     if (!Number.isInteger(y) || y < 0 || y >= V) throw new Error(`crossEntropy: targets[${i}] must be an integer in [0, ${V}), got ${y}`);
@@ -145,8 +147,8 @@ export function crossEntropyForward(
   opts?: CrossEntropyOptions,
 ): number {
   const tau = temperatureOf(opts);
-  checkTargets(targets, N, V);
   const w = opts?.weights ?? null;
+  checkTargets(targets, N, V, w);
   let total = 0;
   for (let i = 0; i < N; i++) {
     const lse = rowLogSumExp(logits, i, V, tau);
@@ -177,8 +179,8 @@ export function crossEntropyBackward(
   dloss = 1,
 ): void {
   const tau = temperatureOf(opts);
-  checkTargets(targets, N, V);
   const w = opts?.weights ?? null;
+  checkTargets(targets, N, V, w);
   for (let i = 0; i < N; i++) {
     const g = (dloss * (w ? w[i]! : 1 / N)) / tau;
     const y = targets[i]!;

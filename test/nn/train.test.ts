@@ -7,7 +7,7 @@ import { tinyModel } from './tiny-model.js';
 import { createRng } from '../../src/rng.js';
 
 describe('training sanity', () => {
-  it('AdamW on a copy-the-previous-token task cuts the loss by more than half', () => {
+  it('AdamW on a copy-the-previous-token task drives the loss from ≈ log V to below 0.1', () => {
     const cfg: BlockConfig = { C: 16, H: 2, hidden: 32, norm: 'rmsnorm', mlp: 'swiglu', bias: false, causal: true, rope: true };
     const V = 6;
     const T = 8;
@@ -35,6 +35,6 @@ describe('training sanity', () => {
     const first = losses.slice(0, 5).reduce((a, b) => a + b) / 5;
     const last = losses.slice(-5).reduce((a, b) => a + b) / 5;
     expect(first).toBeGreaterThan(Math.log(V) * 0.9);
-    expect(last).toBeLessThan(first / 2);
+    expect(last).toBeLessThan(Math.min(first / 2, 0.1));
   });
 });
