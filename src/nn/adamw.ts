@@ -87,6 +87,7 @@ export class AdamW {
 
   /** One update of `store.data` from `store.grads`; `lr` overrides the configured rate. */
   step(lr: number = this.config.lr): void {
+    if (!Number.isFinite(lr)) throw new Error(`adamw.step: lr must be finite, got ${lr}`);
     const { beta1, beta2, eps, weightDecay } = this.config;
     this.t += 1;
     const bc1 = 1 - Math.pow(beta1, this.t);

@@ -49,23 +49,23 @@ describe('gemmSequential', () => {
     }
   });
 
-  test.prop([dims])('float32 rounding differs from float64 accumulation somewhere for long sums', ({ m, n, seed }) => {
-    // Guards against a float32 path that silently accumulates in doubles.
-    const k = 64;
-    const r = rngFor(seed, 'gemm-diff');
-    const a = Float32Array.from(randn(r, m * k));
-    const b = Float32Array.from(randn(r, n * k));
-    const out = new Float32Array(m * n);
-    gemmSequential(out, a, b, m, n, k);
-    let differs = false;
-    for (let i = 0; i < m && !differs; i++) {
-      for (let j = 0; j < n && !differs; j++) {
-        let acc = 0;
-        for (let p = 0; p < k; p++) acc += a[i * k + p]! * b[j * k + p]!;
-        if (!Object.is(out[i * n + j], Math.fround(acc))) differs = true;
-      }
+  test.prop([fc.integer({ min: 2, max: 40 }), fc.integer({ min: 1, max: 3 })])('float32 rounds every add: 1 + k·2^-24 stays 1 (ties to even), float64 does not', (k, m) => {
+    // Guards against a float32 path that silently accumulates in doubles. Row of a: [1, 2^-24, …];
+    // b: all ones. In float32, 1 + 2^-24 is a tie that rounds to even (1), at every step.
+    const a = new Float32Array(m * (k + 1));
+    for (let i = 0; i < m; i++) {
+      a[i * (k + 1)] = 1;
+      for (let p = 1; p <= k; p++) a[i * (k + 1) + p] = 2 ** -24;
     }
-    if (m * n >= 4) expect(differs).toBe(true);
+    const b = new Float32Array(k + 1).fill(1);
+    const o32 = new Float32Array(m);
+    const o64 = new Float64Array(m);
+    gemmSequential(o32, a, b, m, 1, k + 1);
+    gemmSequential(o64, Float64Array.from(a), Float64Array.from(b), m, 1, k + 1);
+    for (let i = 0; i < m; i++) {
+      expect(o32[i]).toBe(1);
+      expect(o64[i]).toBe(1 + k * 2 ** -24);
+    }
   });
 
   test.prop([fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 }), fc.nat()])('transpose is an involution', (rows, cols, seed) => {
