@@ -2,7 +2,8 @@
 // rollouts. Not differentiable (forward only) and not a cache manager (the caller owns the buffers).
 
 import { allocLike, type FloatArray } from './array.js';
-import { attentionDecodeAppend, attentionDecodeForward, type AttentionOptions } from './attention.js';
+import type { AttentionOptions } from './attention.js';
+import { attentionDecodeAppend, attentionDecodeForward } from './attention-decode.js';
 import { sequentialBlockGemms, type BlockConfig, type BlockGemms, type BlockWeights } from './block.js';
 import { linearForward } from './linear.js';
 import { mlpForward, createMlpCache } from './mlp.js';
