@@ -3,4 +3,5 @@
 
 export * from './rng.js';
 export * from './numerics/index.js';
+export * from './nn/index.js';
 export * from './tasks/index.js';

@@ -1,0 +1,34 @@
+// Internal helpers shared by attention.ts, attention-decode.ts and rope.ts (not part of the public API).
+// Not exported from index.ts: head-size checks, head gathering and the attention softmax row.
+
+import type { FloatArray } from './array.js';
+
+/** hs = C/H, checking that H divides C and (with RoPE) that hs is even. */
+export function headSize(C: number, H: number, rope: boolean): number {
+  if (!Number.isInteger(H) || H < 1 || C % H !== 0) throw new Error(`attention: H must divide C, got C=${C}, H=${H}`);
+  const hs = C / H;
+  if (rope && hs % 2 !== 0) throw new Error(`attention: rope needs an even head size, got C/H=${hs}`);
+  return hs;
+}
+
+/** Copies head h of rows [0, rows) of a (rows, C) slab starting at `off` into dst (rows, hs). */
+export function gatherHead(dst: FloatArray, src: FloatArray, off: number, rows: number, C: number, h: number, hs: number): void {
+  for (let t = 0; t < rows; t++) {
+    const s = off + t * C + h * hs;
+    for (let d = 0; d < hs; d++) dst[t * hs + d] = src[s + d]!;
+  }
+}
+
+/**
+ * One row of the attention softmax, shared by the full and the decode paths so both round alike:
+ * `P[t2] = exp(scale·S[t2] − m) / Σ exp(scale·S[t3] − m)` over t2 < len (doubles, increasing order),
+ * `P[t2] = 0` for len ≤ t2 < width.
+ */
+export function softmaxRow(P: FloatArray, pOff: number, S: FloatArray, sOff: number, len: number, width: number, scale: number): void {
+  let m = -Infinity;
+  for (let t2 = 0; t2 < len; t2++) m = Math.max(m, scale * S[sOff + t2]!);
+  let sum = 0;
+  for (let t2 = 0; t2 < len; t2++) sum += Math.exp(scale * S[sOff + t2]! - m);
+  for (let t2 = 0; t2 < len; t2++) P[pOff + t2] = Math.exp(scale * S[sOff + t2]! - m) / sum;
+  for (let t2 = len; t2 < width; t2++) P[pOff + t2] = 0;
+}

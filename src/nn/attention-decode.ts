@@ -1,0 +1,100 @@
+// Single-position attention decode step over a K/V cache (forward only), for token-by-token rollouts.
+// Not a cache manager: the caller owns the (B, tCap, C) buffers and the position counter.
+
+import { allocLike, transpose, type FloatArray } from './array.js';
+import { gatherHead, headSize, softmaxRow } from './attention-common.js';
+import { sequentialAttentionGemms, type AttentionOptions } from './attention.js';
+import { ropeForward } from './rope.js';
+
+/**
+ * Decode step, part 1: writes the new token's key (after RoPE at position `tPast`) and value into
+ * row `tPast` of the caches. A quantized KV cache may round these rows before part 2 reads them.
+ *
+ * @param kCache - (B, tCap, C) roped keys; row tPast is written
+ * @param vCache - (B, tCap, C) values; row tPast is written
+ * @param k - (B, C) new key, before RoPE
+ * @param v - (B, C) new value
+ * @param tPast - number of tokens already cached (the new token's position)
+ */
+export function attentionDecodeAppend(
+  kCache: FloatArray,
+  vCache: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  tPast: number,
+  B: number,
+  tCap: number,
+  C: number,
+  H: number,
+  opts: AttentionOptions = {},
+): void {
+  if (!Number.isInteger(tPast) || tPast < 0 || tPast >= tCap) throw new Error(`attentionDecodeAppend: tPast must be in [0, ${tCap}), got ${tPast}`);
+  const rope = opts.rope ?? false;
+  headSize(C, H, rope);
+  const kRow = allocLike(kCache, B * C); // (B, C)
+  if (rope) ropeForward(kRow, k, B, 1, C, H, opts.ropeBase, tPast);
+  else kRow.set(k.subarray(0, B * C));
+  for (let b = 0; b < B; b++) {
+    const o = (b * tCap + tPast) * C;
+    for (let c = 0; c < C; c++) {
+      kCache[o + c] = kRow[b * C + c]!;
+      vCache[o + c] = v[b * C + c]!;
+    }
+  }
+}
+
+/**
+ * Decode step, part 2 (forward only): the query of position `tLen − 1` attends causally over the
+ * first `tLen` cached rows. Uses the same GEMM sites, softmax row and rounding points as
+ * {@link attentionForward}, so with a sequential GEMM it reproduces the full causal forward at that
+ * position (up to the sign of an exact zero, see docs/nn.md).
+ *
+ * @param out - (B, C)
+ * @param att - (B, H, tLen) probabilities, or null
+ * @param q - (B, C) query before RoPE
+ * @param kCache - (B, tCap, C) roped keys, rows [0, tLen) valid
+ * @param vCache - (B, tCap, C) values, rows [0, tLen) valid
+ */
+export function attentionDecodeForward(
+  out: FloatArray,
+  att: FloatArray | null,
+  q: FloatArray,
+  kCache: FloatArray,
+  vCache: FloatArray,
+  tLen: number,
+  B: number,
+  tCap: number,
+  C: number,
+  H: number,
+  opts: AttentionOptions = {},
+): void {
+  if (!Number.isInteger(tLen) || tLen < 1 || tLen > tCap) throw new Error(`attentionDecodeForward: tLen must be in [1, ${tCap}], got ${tLen}`);
+  if ((opts.causal ?? true) === false) throw new Error('attentionDecodeForward: causal must be true for incremental decoding, got false');
+  const rope = opts.rope ?? false;
+  const gemms = opts.gemms ?? sequentialAttentionGemms;
+  const hs = headSize(C, H, rope);
+  const scale = 1 / Math.sqrt(hs);
+  const qRot = allocLike(q, B * C); // (B, C)
+  if (rope) ropeForward(qRot, q, B, 1, C, H, opts.ropeBase, tLen - 1);
+  else qRot.set(q.subarray(0, B * C));
+  const qh = allocLike(q, hs); // (1, hs)
+  const Kh = allocLike(q, tLen * hs); // (tLen, hs)
+  const Vh = allocLike(q, tLen * hs); // (tLen, hs)
+  const VhT = allocLike(q, hs * tLen); // (hs, tLen)
+  const S = allocLike(q, tLen); // (1, tLen)
+  const P = allocLike(q, tLen); // (1, tLen)
+  const oh = allocLike(q, hs); // (1, hs)
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      for (let d = 0; d < hs; d++) qh[d] = qRot[b * C + h * hs + d]!;
+      gatherHead(Kh, kCache, b * tCap * C, tLen, C, h, hs);
+      gatherHead(Vh, vCache, b * tCap * C, tLen, C, h, hs);
+      gemms.qk(S, qh, Kh, 1, tLen, hs);
+      softmaxRow(P, 0, S, 0, tLen, tLen, scale);
+      if (att) att.set(P, (b * H + h) * tLen);
+      transpose(VhT, Vh, tLen, hs);
+      gemms.pv(oh, P, VhT, 1, hs, tLen);
+      for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
+    }
+  }
+}

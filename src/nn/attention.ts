@@ -1,0 +1,215 @@
+// Multi-head scaled dot-product attention (causal or bidirectional, optional RoPE): forward/backward.
+// Not the q/k/v/o projections and not the decode step (attention-decode.ts).
+
+import { allocLike, transpose, type FloatArray } from './array.js';
+import { gatherHead, headSize, softmaxRow } from './attention-common.js';
+import { gemmSequential, type GemmFn } from './gemm.js';
+import { ropeBackward, ropeForward } from './rope.js';
+
+/**
+ * The six GEMM sites of attention, per (batch, head), all in `A · Bᵀ` form
+ * (hs = head size, Tq queries, Tk keys):
+ * `qk`: S (Tq×Tk) = Q (Tq×hs) · K (Tk×hs)ᵀ; `pv`: O (Tq×hs) = P (Tq×Tk) · Vᵀ (hs×Tk)ᵀ;
+ * backward `dScores`: dP = dO · Vᵀ; `dValues`: dV = Pᵀ · dO; `dQuery`: dQ = dS · K; `dKey`: dK = dSᵀ · Q.
+ */
+export interface AttentionGemms {
+  /** S = Q·Kᵀ: `qk(S, Q, K, Tq, Tk, hs)`. */
+  readonly qk: GemmFn;
+  /** O = P·V: `pv(O, P, Vᵀ, Tq, hs, Tk)`. */
+  readonly pv: GemmFn;
+  /** dP = dO·Vᵀ: `dScores(dP, dO, V, T, T, hs)`. */
+  readonly dScores: GemmFn;
+  /** dV = Pᵀ·dO: `dValues(dV, Pᵀ, dOᵀ, T, hs, T)`. */
+  readonly dValues: GemmFn;
+  /** dQ = dS·K: `dQuery(dQ, dS, Kᵀ, T, hs, T)`. */
+  readonly dQuery: GemmFn;
+  /** dK = dSᵀ·Q: `dKey(dK, dSᵀ, Qᵀ, T, hs, T)`. */
+  readonly dKey: GemmFn;
+}
+
+/** The default {@link AttentionGemms}: {@link gemmSequential} at all six sites. */
+export const sequentialAttentionGemms: AttentionGemms = Object.freeze({
+  qk: gemmSequential,
+  pv: gemmSequential,
+  dScores: gemmSequential,
+  dValues: gemmSequential,
+  dQuery: gemmSequential,
+  dKey: gemmSequential,
+});
+
+/** Options of the attention layer. */
+export interface AttentionOptions {
+  /**
+   * Causal mask (query t sees keys t2 ≤ t) or bidirectional (all keys).
+   * @defaultValue true
+   */
+  readonly causal?: boolean;
+  /**
+   * Rotary position embedding on q and k (RoFormer, interleaved pairs (2i, 2i+1) inside each head,
+   * θ_i = ropeBase^(−2i/hs)). Requires an even head size.
+   * @defaultValue false
+   */
+  readonly rope?: boolean;
+  /** RoPE base. @defaultValue 10000 */
+  readonly ropeBase?: number;
+  /** GEMM sites. @defaultValue {@link sequentialAttentionGemms} */
+  readonly gemms?: AttentionGemms;
+}
+
+/** What {@link attentionForward} keeps for {@link attentionBackward}. */
+export interface AttentionCache {
+  /** (B, T, C) queries after RoPE (equal to the input q without RoPE). */
+  readonly q: FloatArray;
+  /** (B, T, C) keys after RoPE. */
+  readonly k: FloatArray;
+  /** (B, H, T, T) attention probabilities P (0 where masked). */
+  readonly att: FloatArray;
+}
+
+/** Allocates an {@link AttentionCache} of the element type of `like`. */
+export function createAttentionCache(like: FloatArray, B: number, T: number, C: number, H: number): AttentionCache {
+  return { q: allocLike(like, B * T * C), k: allocLike(like, B * T * C), att: allocLike(like, B * H * T * T) };
+}
+
+/**
+ * Attention forward (llm.c `attention_forward`, with separate q/k/v inputs): per batch b and head h,
+ * `S = Q·Kᵀ`, `P = softmax(S/√hs)` row-wise over the visible keys, `O = P·V`; heads are concatenated.
+ *
+ * @param out - (B, T, C) attention output (before the output projection)
+ * @param cache - filled: roped q, k (B, T, C) and P (B, H, T, T)
+ * @param q - (B, T, C)
+ * @param k - (B, T, C)
+ * @param v - (B, T, C)
+ */
+export function attentionForward(
+  out: FloatArray,
+  cache: AttentionCache,
+  q: FloatArray,
+  k: FloatArray,
+  v: FloatArray,
+  B: number,
+  T: number,
+  C: number,
+  H: number,
+  opts: AttentionOptions = {},
+): void {
+  const causal = opts.causal ?? true;
+  const rope = opts.rope ?? false;
+  const gemms = opts.gemms ?? sequentialAttentionGemms;
+  const hs = headSize(C, H, rope);
+  const scale = 1 / Math.sqrt(hs);
+  if (rope) {
+    ropeForward(cache.q, q, B, T, C, H, opts.ropeBase, 0);
+    ropeForward(cache.k, k, B, T, C, H, opts.ropeBase, 0);
+  } else {
+    cache.q.set(q.subarray(0, B * T * C));
+    cache.k.set(k.subarray(0, B * T * C));
+  }
+  const Qh = allocLike(q, T * hs); // (T, hs)
+  const Kh = allocLike(q, T * hs); // (T, hs)
+  const Vh = allocLike(q, T * hs); // (T, hs)
+  const VhT = allocLike(q, hs * T); // (hs, T)
+  const S = allocLike(q, T * T); // (T, T) raw scores
+  const Oh = allocLike(q, T * hs); // (T, hs)
+  for (let b = 0; b < B; b++) {
+    const off = b * T * C;
+    for (let h = 0; h < H; h++) {
+      gatherHead(Qh, cache.q, off, T, C, h, hs);
+      gatherHead(Kh, cache.k, off, T, C, h, hs);
+      gatherHead(Vh, v, off, T, C, h, hs);
+      gemms.qk(S, Qh, Kh, T, T, hs);
+      const pOff = (b * H + h) * T * T; // P slab (T, T)
+      for (let t = 0; t < T; t++) softmaxRow(cache.att, pOff + t * T, S, t * T, causal ? t + 1 : T, T, scale);
+      transpose(VhT, Vh, T, hs);
+      gemms.pv(Oh, cache.att.subarray(pOff, pOff + T * T), VhT, T, hs, T);
+      for (let t = 0; t < T; t++) {
+        for (let d = 0; d < hs; d++) out[off + t * C + h * hs + d] = Oh[t * hs + d]!;
+      }
+    }
+  }
+}
+
+/**
+ * Attention backward (llm.c `attention_backward` in matrix form), accumulating into dq, dk, dv:
+ * `dP = dO·Vᵀ`, `dV += Pᵀ·dO`, `dS = P⊙(dP − rowsum(P⊙dP))/√hs`, `dQ += dS·K`, `dK += dSᵀ·Q`
+ * (with RoPE, dQ and dK are rotated back before being added).
+ *
+ * @param dq - (B, T, C) accumulated
+ * @param dk - (B, T, C) accumulated
+ * @param dv - (B, T, C) accumulated
+ * @param dout - (B, T, C)
+ * @param cache - from the forward
+ * @param v - (B, T, C) forward input
+ */
+export function attentionBackward(
+  dq: FloatArray,
+  dk: FloatArray,
+  dv: FloatArray,
+  dout: FloatArray,
+  cache: AttentionCache,
+  v: FloatArray,
+  B: number,
+  T: number,
+  C: number,
+  H: number,
+  opts: AttentionOptions = {},
+): void {
+  const rope = opts.rope ?? false;
+  const gemms = opts.gemms ?? sequentialAttentionGemms;
+  const hs = headSize(C, H, rope);
+  const scale = 1 / Math.sqrt(hs);
+  const dqRot = rope ? allocLike(dout, B * T * C) : dq; // (B, T, C) gradient w.r.t. roped q
+  const dkRot = rope ? allocLike(dout, B * T * C) : dk; // (B, T, C)
+  const Qh = allocLike(dout, T * hs); // (T, hs)
+  const Kh = allocLike(dout, T * hs); // (T, hs)
+  const Vh = allocLike(dout, T * hs); // (T, hs)
+  const dOh = allocLike(dout, T * hs); // (T, hs)
+  const QhT = allocLike(dout, hs * T); // (hs, T)
+  const KhT = allocLike(dout, hs * T); // (hs, T)
+  const dOhT = allocLike(dout, hs * T); // (hs, T)
+  const PT = allocLike(dout, T * T); // (T, T)
+  const dP = allocLike(dout, T * T); // (T, T)
+  const dS = allocLike(dout, T * T); // (T, T)
+  const dST = allocLike(dout, T * T); // (T, T)
+  const dQh = allocLike(dout, T * hs); // (T, hs)
+  const dKh = allocLike(dout, T * hs); // (T, hs)
+  const dVh = allocLike(dout, T * hs); // (T, hs)
+  for (let b = 0; b < B; b++) {
+    const off = b * T * C;
+    for (let h = 0; h < H; h++) {
+      gatherHead(Qh, cache.q, off, T, C, h, hs);
+      gatherHead(Kh, cache.k, off, T, C, h, hs);
+      gatherHead(Vh, v, off, T, C, h, hs);
+      gatherHead(dOh, dout, off, T, C, h, hs);
+      const pOff = (b * H + h) * T * T;
+      const P = cache.att.subarray(pOff, pOff + T * T); // (T, T)
+      gemms.dScores(dP, dOh, Vh, T, T, hs);
+      transpose(PT, P, T, T);
+      transpose(dOhT, dOh, T, hs);
+      gemms.dValues(dVh, PT, dOhT, T, hs, T);
+      for (let t = 0; t < T; t++) {
+        let dot = 0;
+        for (let t2 = 0; t2 < T; t2++) dot += P[t * T + t2]! * dP[t * T + t2]!;
+        for (let t2 = 0; t2 < T; t2++) dS[t * T + t2] = scale * P[t * T + t2]! * (dP[t * T + t2]! - dot);
+      }
+      transpose(KhT, Kh, T, hs);
+      gemms.dQuery(dQh, dS, KhT, T, hs, T);
+      transpose(dST, dS, T, T);
+      transpose(QhT, Qh, T, hs);
+      gemms.dKey(dKh, dST, QhT, T, hs, T);
+      for (let t = 0; t < T; t++) {
+        for (let d = 0; d < hs; d++) {
+          const i = off + t * C + h * hs + d;
+          const j = t * hs + d;
+          dqRot[i] = dqRot[i]! + dQh[j]!;
+          dkRot[i] = dkRot[i]! + dKh[j]!;
+          dv[i] = dv[i]! + dVh[j]!;
+        }
+      }
+    }
+  }
+  if (rope) {
+    ropeBackward(dq, dqRot, B, T, C, H, opts.ropeBase, 0);
+    ropeBackward(dk, dkRot, B, T, C, H, opts.ropeBase, 0);
+  }
+}
