@@ -8,5 +8,7 @@ export default defineConfig({
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     setupFiles: ['test/setup.ts'],
+    // The JSON report lets .ci/run print one plain 'N passed, N failed' line.
+    reporters: ['default', ['json', { outputFile: '.cache/vitest-report.json' }]],
   },
 });
