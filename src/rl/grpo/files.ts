@@ -1,0 +1,44 @@
+// Run files that survive interruption: JSON written atomically (temp file + rename) and JSONL
+// appended one complete line at a time with fsync. Not a database and not a log framework.
+
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** Writes `value` as pretty JSON to `path` so that readers see the old or the new file, never half. */
+export function writeJsonAtomic(path: string, value: unknown): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeSync(fd, `${JSON.stringify(value, null, 2)}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** Appends JSON lines; each `write` is one complete line on disk before it returns. */
+export class JsonlWriter {
+  private readonly fd: number;
+  constructor(readonly path: string) {
+    mkdirSync(dirname(path), { recursive: true });
+    this.fd = openSync(path, 'a');
+  }
+  write(record: unknown): void {
+    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+    fsyncSync(this.fd);
+  }
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/** Reads a JSONL file; a trailing partial line (a crash mid-write) is ignored. */
+export function readJsonl<T = unknown>(path: string): T[] {
+  if (!existsSync(path)) return [];
+  const text = readFileSync(path, 'utf8');
+  const lines = text.split('\n');
+  const complete = text.endsWith('\n') ? lines.slice(0, -1) : lines.slice(0, -1);
+  return complete.filter((l) => l.length > 0).map((l) => JSON.parse(l) as T);
+}

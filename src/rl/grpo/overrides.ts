@@ -1,0 +1,74 @@
+// `--set path.to.field=value` overrides for run configs, and zod errors as one line naming the field.
+// Not the config schema itself (config.ts) and no validation of values beyond parsing.
+
+import type { z } from 'zod';
+
+/**
+ * Parses one override `path.to.field=value`. The value is JSON when it parses as JSON
+ * (`3`, `true`, `null`, `"x"`, `[1,2]`, `{"a":1}`), else the raw string (`tis`, `bf16`).
+ */
+export function parseOverride(text: string): { path: string[]; value: unknown } {
+  const eq = text.indexOf('=');
+  if (eq <= 0) throw new Error(`--set '${text}': expected path.to.field=value`);
+  const path = text.slice(0, eq).split('.');
+  if (path.some((p) => p.length === 0 || !/^[A-Za-z_][\w-]*$/.test(p))) {
+    throw new Error(`--set '${text}': bad field path '${text.slice(0, eq)}'`);
+  }
+  const raw = text.slice(eq + 1);
+  let value: unknown = raw;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    // a bare word such as tis or bf16 stays a string
+  }
+  return { path, value };
+}
+
+/** Returns a deep copy of `config` with each override applied (objects are created along the path). */
+export function applyOverrides(config: unknown, overrides: readonly string[]): unknown {
+  const root = structuredClone(config ?? {}) as Record<string, unknown>;
+  for (const text of overrides) {
+    const { path, value } = parseOverride(text);
+    let node: Record<string, unknown> = root;
+    for (const key of path.slice(0, -1)) {
+      const next = node[key];
+      if (next === undefined) node[key] = {};
+      else if (typeof next !== 'object' || next === null || Array.isArray(next)) {
+        throw new Error(`--set '${text}': '${key}' is not an object`);
+      }
+      node = node[key] as Record<string, unknown>;
+    }
+    node[path[path.length - 1] as string] = value;
+  }
+  return root;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  const text = JSON.stringify(value);
+  return text === undefined ? String(value) : text.length > 40 ? `${text.slice(0, 37)}...` : text;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let node = root;
+  for (const key of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
+}
+
+/**
+ * The first zod issue as one line naming the field and the offending value, e.g.
+ * `config.optim.lr: Too small: expected number to be >0 (got -1)`.
+ */
+export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config'): string {
+  const issue = error.issues[0];
+  if (issue === undefined) return `${root}: invalid`;
+  const path = [root, ...issue.path.map(String)].join('.');
+  if (issue.code === 'unrecognized_keys') {
+    return `${path}: unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
+  }
+  const got = valueAt(input, issue.path);
+  return `${path}: ${issue.message}${got === undefined ? '' : ` (got ${describe(got)})`}`;
+}
