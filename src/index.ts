@@ -2,3 +2,4 @@
 // Not a place for logic; see the modules under src/.
 
 export * from './rng.js';
+export * from './rl/index.js';

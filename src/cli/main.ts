@@ -3,9 +3,11 @@
 
 import type { CliIo, Command } from './command.js';
 import { UsageError } from './errors.js';
+import { estimateCommand } from './estimate.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
+  estimate: estimateCommand,
 };
 
 const processIo: CliIo = {
