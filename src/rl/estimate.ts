@@ -7,6 +7,7 @@ import type { AdvantageFn } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';
 import type { AggregationFn, AggregationParams } from './aggregation.js';
 import { applyCorrection } from './correction.js';
+import type { CorrectionResult } from './correction.js';
 import { mismatchDiagnostics } from './diagnostics.js';
 import { kl as klTable } from './kl.js';
 import type { KlFn } from './kl.js';
@@ -14,7 +15,7 @@ import { losses } from './losses.js';
 import type { LossFn } from './losses.js';
 import type { AdvantageSpec, EstimateBatch, EstimateConfig, LossSpec } from './schema.js';
 import { parseEstimateInput } from './schema.js';
-import type { MetricRecord, BatchShape } from './types.js';
+import type { BatchShape, Estimate, MetricRecord } from './types.js';
 
 /** Everything `estimate` computes, in flat `(B, T)` form. */
 export interface EstimateResult {
@@ -83,22 +84,87 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
     mismatchDiagnostics({ shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask }).metrics,
   );
 
-  // step 7: aggregation coefficients over the denominator mask, policy loss, KL
-  const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
-  Object.assign(metrics, agg.metrics);
-  const c = agg.value;
-  const upstream = c.map((ck, k) => ck * weights[k]!);
-  const lossFn = losses[config.loss.name] as LossFn<LossSpec>;
-  const pg = lossFn(
+  // step 7: policy loss × weight, aggregation, KL, gradient
+  const objective = policyObjective(
     {
       shape,
       logpTheta: batch.logpTheta,
       logpOld: batch.logpOld,
       logpRollout: batch.logpRollout,
+      logpRef: batch.logpRef,
       advantages: tokenAdv,
+      weights,
       mask,
-      upstream,
+      denominatorMask,
       logpThetaDetached: batch.logpThetaDetached,
+    },
+    config,
+  );
+  Object.assign(metrics, objective.metrics);
+  const { tokenLoss, loss, gradLogpTheta } = objective.value;
+  return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+}
+
+/** Inputs of {@link policyObjective}: a (mini-)batch with its correction already applied (all `(B, T)`). */
+export interface ObjectiveInput {
+  /** Batch shape. */
+  readonly shape: BatchShape;
+  /** ℓθ (the variable of the gradient). */
+  readonly logpTheta: Float64Array;
+  /** ℓold. */
+  readonly logpOld: Float64Array;
+  /** ℓroll (used by `tbpo`). */
+  readonly logpRollout: Float64Array;
+  /** ℓref, required when `config.kl` is set. */
+  readonly logpRef?: Float64Array | undefined;
+  /** Per-token advantages before AIS rectification (the loss sees A; AIS's w̃ arrives in `weights`). */
+  readonly advantages: Float64Array;
+  /** Detached correction weights, 0 where `mask` is 0 ({@link CorrectionResult.weights}). */
+  readonly weights: Float64Array;
+  /** Effective loss mask (numerator). */
+  readonly mask: Float64Array;
+  /** Denominator mask (aggregation normalisers and KL). */
+  readonly denominatorMask: Float64Array;
+  /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
+  readonly logpThetaDetached?: Float64Array | undefined;
+}
+
+/** Loss, per-token loss and gradient of one objective evaluation. */
+export interface ObjectiveValue {
+  /** Per-token total loss `(B, T)`: mask·w·L_pg + denominatorMask·coef·KL. */
+  readonly tokenLoss: Float64Array;
+  /** Aggregated scalar loss. */
+  readonly loss: number;
+  /** d loss / d ℓθ `(B, T)`. */
+  readonly gradLogpTheta: Float64Array;
+}
+
+/**
+ * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
+ * aggregation over the denominator mask, + coef·KL (denominator mask, no correction weight), and the
+ * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
+ * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
+ * Metrics: `actor/pg_loss`, `actor/kl_loss`, `actor/kl_coef`, `actor/loss` plus the loss's, the
+ * aggregation's and the KL estimator's own.
+ */
+export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'>): Estimate<ObjectiveValue> {
+  const { shape, weights, mask, denominatorMask } = input;
+  const n = shape.B * shape.T;
+  const metrics: MetricRecord = {};
+  const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
+  Object.assign(metrics, agg.metrics);
+  const c = agg.value;
+  const lossFn = losses[config.loss.name] as LossFn<LossSpec>;
+  const pg = lossFn(
+    {
+      shape,
+      logpTheta: input.logpTheta,
+      logpOld: input.logpOld,
+      logpRollout: input.logpRollout,
+      advantages: input.advantages,
+      mask,
+      upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
+      logpThetaDetached: input.logpThetaDetached,
     },
     config.loss,
   );
@@ -106,15 +172,14 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
   const tokenLoss = new Float64Array(n);
   const grad = Float64Array.from(pg.value.gradLogpTheta);
   for (let k = 0; k < n; k++) if (mask[k] === 1) tokenLoss[k] = weights[k]! * pg.value.tokenLoss[k]!;
-  const pgLoss = aggregate(c, tokenLoss);
-  metrics['actor/pg_loss'] = pgLoss;
+  metrics['actor/pg_loss'] = aggregate(c, tokenLoss);
 
   if (config.kl !== null) {
-    if (batch.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
+    if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
     const klOut = klFn(
-      { shape, logpTheta: batch.logpTheta, logpRef: batch.logpRef, mask: denominatorMask, upstream: c.map((ck) => ck * coef), logpThetaDetached: batch.logpThetaDetached },
+      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: denominatorMask, upstream: c.map((ck) => ck * coef), logpThetaDetached: input.logpThetaDetached },
       {},
     );
     Object.assign(metrics, klOut.metrics);
@@ -128,7 +193,7 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
   }
   const loss = aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
-  return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta: grad, metrics };
+  return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
 }
 
 /** The JSON output of `qrl-sim estimate` (2-D arrays are one row per sequence). */
