@@ -100,6 +100,15 @@ describe('qrl-sim estimate', () => {
     }
   });
 
+  it('the worked example of docs/estimators.md reproduces the documented loss', async () => {
+    const io = capture();
+    expect(await main(['estimate', '--input', 'docs/examples/estimate-ais.json'], io)).toBe(0);
+    const out = JSON.parse(io.outText()) as { loss: number; metrics: Record<string, number> };
+    const doc = readFileSync('docs/estimators.md', 'utf8');
+    expect(doc).toContain(`loss          ${out.loss}`);
+    expect(doc).toContain(`rollout_corr/ais/alpha              ${out.metrics['rollout_corr/ais/alpha']}`);
+  });
+
   it('--help prints the contract', async () => {
     const io = capture();
     expect(await main(['estimate', '--help'], io)).toBe(0);
