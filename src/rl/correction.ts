@@ -149,10 +149,10 @@ function rowLogRatioSums(input: CorrectionInput): Float64Array {
   return s;
 }
 
-/** Broadcast a per-row value to the valid tokens of the row (0 elsewhere... except factor arrays keep 1). */
-function broadcastRows(perRow: Float64Array, shape: BatchShape, fill: number): Float64Array {
+/** Broadcasts a per-row value to every position of its row, `(B, T)`; callers ignore padded positions. */
+function broadcastRows(perRow: Float64Array, shape: BatchShape): Float64Array {
   const { B, T } = shape;
-  const out = new Float64Array(B * T).fill(fill);
+  const out = new Float64Array(B * T);
   for (let i = 0; i < B; i++) out.fill(perRow[i]!, i * T, i * T + T);
   return out;
 }
@@ -221,7 +221,7 @@ function tokenRatios(input: CorrectionInput): Float64Array {
 }
 
 function seqRatios(input: CorrectionInput): Float64Array {
-  return broadcastRows(rowLogRatioSums(input).map(boundedExp), input.shape, 1);
+  return broadcastRows(rowLogRatioSums(input).map(boundedExp), input.shape);
 }
 
 function zeroMaskedFactor(f: Float64Array, mask: Float64Array): Float64Array {

@@ -162,7 +162,7 @@ function rowMeanLogRatio(input: PolicyLossInput, i: number): { mean: number; cou
  * GSPO (arXiv 2507.18071; verl `gspo`): sequence ratio s_i = exp(min(mean_t(ℓθ − ℓold), 10)),
  * per token L = max(−A_t·s_i, −A_t·clip(s_i, 1−ε_low, 1+ε_high)). The gradient is the exact one of
  * this function: d/dℓθ_u = (Σ_t upstream_t·∂L_t/∂s)·s_i/n_i. (verl's token surrogate gives the same
- * gradient whenever the correction weight is constant within each sequence.)
+ * gradient whenever the correction weight and the advantage are constant within each sequence.)
  */
 export const gspo: LossFn<ClipParams> = (input, params) => {
   const { B, T } = input.shape;

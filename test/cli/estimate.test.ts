@@ -1,3 +1,6 @@
+// Tests of the qrl-sim estimate command in-process: JSON contract, stdin/files, determinism, exit code 2 errors.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,3 +1,6 @@
+// Tests of the advantage estimators: hand-computed vectors and properties (zero-sum, shift invariance, permutation).
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { advantages, batchStdAdvantage, drgrpoAdvantage, grpoAdvantage } from '../../src/rl/index.js';

@@ -1,3 +1,6 @@
+// Tests of the aggregation coefficients and the KL estimators (clamps, straight-through) on hand-computed values.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { describe, expect, it } from 'vitest';
 import { aggregate, aggregations, k1, k1StraightThrough, k2, k3, k3StraightThrough } from '../../src/rl/index.js';
 import { flat } from './helpers.js';

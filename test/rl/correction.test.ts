@@ -1,3 +1,6 @@
+// Tests of rollout-correction stages and their composition: hand vectors, AIS against an independent computation, properties.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import type { CorrectionSpec } from '../../src/rl/index.js';

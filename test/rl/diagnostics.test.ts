@@ -1,3 +1,6 @@
+// Tests of the mismatch diagnostics on hand-computed values.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { describe, expect, it } from 'vitest';
 import { mismatchDiagnostics, weightStats } from '../../src/rl/index.js';
 import { flat } from './helpers.js';

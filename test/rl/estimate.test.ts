@@ -1,3 +1,6 @@
+// Tests of estimate(): finite-difference gradients for every loss x aggregation x KL, masking, identity and permutation properties.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import type { EstimateBatch } from '../../src/rl/index.js';

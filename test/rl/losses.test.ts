@@ -1,3 +1,6 @@
+// Tests of the policy losses on hand-computed vectors (values, gradients, metrics), TBPO with the paper's bands.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { describe, expect, it } from 'vitest';
 import type { PolicyLossInput } from '../../src/rl/index.js';
 import { cispo, gspo, losses, ppoClip, reinforce, sapo, tbpo } from '../../src/rl/index.js';

@@ -1,3 +1,6 @@
+// Tests of input validation: documented defaults and one-line errors naming the field.
+// Not a source of expected numbers: every expected value is derived in the test itself.
+
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/cli/errors.js';
 import { parseEstimateInput, resolveConfig } from '../../src/rl/index.js';
