@@ -88,6 +88,30 @@ describe('gspo', () => {
   });
 });
 
+describe('gspo versus verl\'s token surrogate', () => {
+  it('same gradient when weight and advantage are constant within each row, different otherwise', () => {
+    const rows = [
+      { dTheta: [0.01, -0.02, 0.005], adv: [0.7, 0.7, 0.7], up: [0.2, 0.2, 0.2] },
+      { dTheta: [0.03, 0.0, -0.01], adv: [-1.2, -1.2, -1.2], up: [0.1, 0.1, 0.1] },
+    ];
+    const params = { epsLow: 0.2, epsHigh: 0.2 };
+    // verl: log s_{i,t} = ℓθ_t − sg[ℓθ_t] + sg[log s_i] ⇒ ∂/∂ℓθ_u = upstream_u · ∂L_u/∂s · s_i
+    const surrogate = (input: PolicyLossInput) =>
+      Array.from(input.mask, (_, k) => {
+        const i = Math.floor(k / input.shape.T);
+        const row = rows[i]!;
+        const s = E(row.dTheta.reduce((a, b) => a + b, 0) / row.dTheta.length);
+        return input.upstream[k]! * -input.advantages[k]! * s;
+      });
+    const same = lossInput(rows);
+    close(gspo(same, params).value.gradLogpTheta, surrogate(same), 15);
+    const varying = lossInput(rows.map((r) => ({ ...r, up: [0.3, 0.1, 0.2] })));
+    const exact = Array.from(gspo(varying, params).value.gradLogpTheta);
+    expect(exact[0]).not.toBeCloseTo(surrogate(varying)[0]!, 6);
+    expect(exact[0]).toBeCloseTo(exact[1]!, 15); // the exact gradient is shared by the row
+  });
+});
+
 describe('sapo', () => {
   it('−σ(τ(r − 1))·(4/τ)·A with τ_pos / τ_neg and its gradient', () => {
     const input = lossInput([{ dTheta: [0.2, 0.2], adv: [1, -2] }]);
