@@ -1,0 +1,154 @@
+// Outcome advantages for GRPO-style training: one scalar per sequence from rewards and group ids.
+// Not token-level credit assignment (no critic, no GAE) and not reward shaping.
+
+import type { Estimate } from './types.js';
+
+/** Input of every advantage estimator: per-sequence rewards and group ids, both of length B. */
+export interface AdvantageInput {
+  /** Scalar reward of each sequence, `(B)`. */
+  readonly rewards: Float64Array;
+  /** Group id of each sequence (sequences sharing a prompt share an id), `(B)`. */
+  readonly groups: readonly (string | number)[];
+}
+
+/** Parameters of `grpo` and `batch-std`. */
+export interface StdAdvantageParams {
+  /**
+   * Added to the standard deviation before dividing.
+   * @defaultValue 1e-6 (verl `compute_grpo_outcome_advantage`)
+   */
+  readonly eps: number;
+}
+
+/** An advantage estimator: per-sequence rewards → per-sequence advantages `(B)`. */
+export type AdvantageFn<P = never> = (input: AdvantageInput, params: P) => Estimate<Float64Array>;
+
+interface GroupStats {
+  /** Group index of each sequence `(B)`. */
+  readonly index: Int32Array;
+  /** Per group: mean, unbiased std, size. */
+  readonly mean: Float64Array;
+  readonly std: Float64Array;
+  readonly size: Float64Array;
+}
+
+function groupStats(input: AdvantageInput): GroupStats {
+  const B = input.rewards.length;
+  const ids = new Map<string, number>();
+  const index = new Int32Array(B);
+  for (let i = 0; i < B; i++) {
+    const g = input.groups[i]!;
+    const key = `${typeof g}:${g}`;
+    let k = ids.get(key);
+    if (k === undefined) {
+      k = ids.size;
+      ids.set(key, k);
+    }
+    index[i] = k;
+  }
+  const G = ids.size;
+  const sum = new Float64Array(G);
+  const size = new Float64Array(G);
+  for (let i = 0; i < B; i++) {
+    sum[index[i]!]! += input.rewards[i]!;
+    size[index[i]!]! += 1;
+  }
+  // two-pass mean: the correction term makes the mean of a constant group exactly that constant
+  const mean = sum.map((s, g) => s / size[g]!);
+  const corr = new Float64Array(G);
+  for (let i = 0; i < B; i++) corr[index[i]!]! += input.rewards[i]! - mean[index[i]!]!;
+  for (let g = 0; g < G; g++) mean[g] = mean[g]! + corr[g]! / size[g]!;
+  const sq = new Float64Array(G);
+  for (let i = 0; i < B; i++) {
+    const d = input.rewards[i]! - mean[index[i]!]!;
+    sq[index[i]!]! += d * d;
+  }
+  const std = sq.map((s, g) => (size[g]! > 1 ? Math.sqrt(s / (size[g]! - 1)) : 0));
+  return { index, mean, std, size };
+}
+
+/** Unbiased standard deviation of a whole vector (0 when it has fewer than 2 entries). */
+function batchStdOf(x: Float64Array): number {
+  const n = x.length;
+  if (n < 2) return 0;
+  let m = 0;
+  for (const v of x) m += v;
+  m /= n;
+  let s = 0;
+  for (const v of x) s += (v - m) * (v - m);
+  return Math.sqrt(s / (n - 1));
+}
+
+function summary(a: Float64Array, frac: number): Estimate<Float64Array> {
+  let mean = 0;
+  let max = -Infinity;
+  let min = Infinity;
+  for (const v of a) {
+    mean += v;
+    max = Math.max(max, v);
+    min = Math.min(min, v);
+  }
+  mean = a.length > 0 ? mean / a.length : 0;
+  return {
+    value: a,
+    metrics: {
+      'advantages/mean': mean,
+      'advantages/std': batchStdOf(a),
+      'advantages/max': a.length > 0 ? max : 0,
+      'advantages/min': a.length > 0 ? min : 0,
+      'advantages/zero_std_group_fraction': frac,
+    },
+  };
+}
+
+function zeroStdFraction(st: GroupStats): number {
+  let z = 0;
+  for (const s of st.std) if (s === 0) z += 1;
+  return st.std.length > 0 ? z / st.std.length : 0;
+}
+
+/**
+ * GRPO advantage: `A = (R − mean_g) / (std_g + eps)`, `std_g` unbiased; a group of size 1 gets A = 0
+ * (its only member equals its mean). Source: DeepSeekMath GRPO; verl `compute_grpo_outcome_advantage`.
+ * @example grpoAdvantage({ rewards: Float64Array.of(1, 0), groups: [0, 0] }, { eps: 1e-6 }).value // ≈ [0.7071, -0.7071]
+ */
+export const grpoAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) => {
+  const st = groupStats(input);
+  const a = input.rewards.map((r, i) => {
+    const g = st.index[i]!;
+    return (r - st.mean[g]!) / (st.std[g]! + params.eps);
+  });
+  return summary(a, zeroStdFraction(st));
+};
+
+/**
+ * Dr. GRPO advantage (also the AIS paper's choice): `A = R − mean_g`, no std normalisation.
+ * Source: Liu et al., "Understanding R1-Zero-Like Training" (arXiv 2503.20783).
+ * @example drgrpoAdvantage({ rewards: Float64Array.of(1, 0, 0, 0), groups: [0, 0, 0, 0] }, {}).value // [0.75, -0.25, -0.25, -0.25]
+ */
+export const drgrpoAdvantage: AdvantageFn<Record<string, never>> = (input) => {
+  const st = groupStats(input);
+  const a = input.rewards.map((r, i) => r - st.mean[st.index[i]!]!);
+  return summary(a, zeroStdFraction(st));
+};
+
+/**
+ * Group mean, batch std: `A = (R − mean_g) / (std_batch + eps)` with the unbiased std of all B rewards
+ * (TRL `scale_rewards="batch"`; verl has no equivalent).
+ */
+export const batchStdAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) => {
+  const st = groupStats(input);
+  const s = batchStdOf(input.rewards);
+  const a = input.rewards.map((r, i) => (r - st.mean[st.index[i]!]!) / (s + params.eps));
+  return summary(a, zeroStdFraction(st));
+};
+
+/** Every advantage estimator by its config name. */
+export const advantages = {
+  grpo: grpoAdvantage,
+  drgrpo: drgrpoAdvantage,
+  'batch-std': batchStdAdvantage,
+} as const satisfies Record<string, AdvantageFn>;
+
+/** Config name of an advantage estimator. */
+export type AdvantageName = keyof typeof advantages;

@@ -1,0 +1,91 @@
+// Loss aggregation: the per-token coefficients c with loss = Σ c·tokenLoss, for each verl mode.
+// Not the losses themselves; aggregation is linear, so its gradient is the coefficient array.
+
+import type { Estimate, BatchShape } from './types.js';
+import { rowCounts } from './types.js';
+
+/** Parameters of an aggregation mode. */
+export interface AggregationParams {
+  /**
+   * Constant normaliser of `seq-mean-token-sum-norm` (Dr. GRPO's max length).
+   * @defaultValue T, the padded row length (verl `loss_scale_factor` default)
+   */
+  readonly normalizer?: number | undefined;
+}
+
+/**
+ * An aggregation mode: denominator mask `(B, T)` → coefficients `(B, T)` such that the
+ * aggregated loss is `Σ_k c_k · tokenLoss_k`; `c` is 0 wherever the mask is 0.
+ * Sequences with no valid token are left out of every sequence mean (as verl).
+ */
+export type AggregationFn<P = never> = (mask: Float64Array, shape: BatchShape, params: P) => Estimate<Float64Array>;
+
+function counts(mask: Float64Array, shape: BatchShape): { n: Float64Array; tokens: number; seqs: number } {
+  const n = rowCounts(mask, shape);
+  let tokens = 0;
+  let seqs = 0;
+  for (const c of n) {
+    tokens += c;
+    if (c > 0) seqs += 1;
+  }
+  return { n, tokens, seqs };
+}
+
+function fill(mask: Float64Array, shape: BatchShape, perRow: (i: number) => number): Float64Array {
+  const { B, T } = shape;
+  const c = new Float64Array(B * T);
+  for (let i = 0; i < B; i++) {
+    const v = perRow(i);
+    for (let t = 0; t < T; t++) if (mask[i * T + t] === 1) c[i * T + t] = v;
+  }
+  return c;
+}
+
+/** `token-mean`: Σ L·m / Σ m (verl default; DAPO). */
+export const tokenMean: AggregationFn<AggregationParams> = (mask, shape) => {
+  const { tokens, seqs } = counts(mask, shape);
+  return { value: fill(mask, shape, () => (tokens > 0 ? 1 / tokens : 0)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+};
+
+/** `seq-mean-token-sum`: mean over sequences of Σ_t L·m. */
+export const seqMeanTokenSum: AggregationFn<AggregationParams> = (mask, shape) => {
+  const { tokens, seqs } = counts(mask, shape);
+  return { value: fill(mask, shape, () => 1 / seqs), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+};
+
+/** `seq-mean-token-mean`: mean over sequences of Σ_t L·m / Σ_t m (GRPO paper; forced by verl for GSPO/SAPO). */
+export const seqMeanTokenMean: AggregationFn<AggregationParams> = (mask, shape) => {
+  const { n, tokens, seqs } = counts(mask, shape);
+  return { value: fill(mask, shape, (i) => 1 / (seqs * n[i]!)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+};
+
+/**
+ * `seq-mean-token-sum-norm` (Dr. GRPO): mean over sequences of Σ_t L·m, divided by a constant
+ * normaliser K (verl-project ≥ PR #5417; volcengine ≤ Feb 2026 omitted the sequence mean).
+ */
+export const seqMeanTokenSumNorm: AggregationFn<AggregationParams> = (mask, shape, params) => {
+  const { tokens, seqs } = counts(mask, shape);
+  const K = params.normalizer ?? shape.T;
+  return {
+    value: fill(mask, shape, () => 1 / (seqs * K)),
+    metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs, 'actor/loss_scale_factor': K },
+  };
+};
+
+/** Every aggregation mode by its config name. */
+export const aggregations = {
+  'token-mean': tokenMean,
+  'seq-mean-token-sum': seqMeanTokenSum,
+  'seq-mean-token-mean': seqMeanTokenMean,
+  'seq-mean-token-sum-norm': seqMeanTokenSumNorm,
+} as const satisfies Record<string, AggregationFn>;
+
+/** Config name of an aggregation mode. */
+export type AggregationName = keyof typeof aggregations;
+
+/** Σ_k c_k·x_k: applies aggregation coefficients to per-token values. */
+export function aggregate(coefficients: Float64Array, values: Float64Array): number {
+  let s = 0;
+  for (let k = 0; k < values.length; k++) if (coefficients[k] !== 0) s += coefficients[k]! * values[k]!;
+  return s;
+}

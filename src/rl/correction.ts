@@ -1,0 +1,596 @@
+// Rollout correction: detached per-token weights and rejection masks from (logpOld, logpRollout, mask).
+// Not the policy loss (see losses.ts): weights here never depend on logpTheta and carry no gradient.
+
+import type { Estimate, MetricRecord, BatchShape } from './types.js';
+import { LOG_RATIO_BOUND, boundedExp, rowCounts } from './types.js';
+
+/**
+ * Where a rejected token goes: `'kept'` — it leaves the numerator and the denominator of the
+ * aggregated loss (verl rollout rejection: the modified `response_mask` is the loss mask);
+ * `'original'` — it leaves only the numerator, the denominator still counts it
+ * (TRL / NeMo-RL / OpenRLHF / slime masks, verl IcePop zero weights).
+ */
+export type Denominator = 'kept' | 'original';
+
+/** Inputs shared by every correction estimator (all `(B, T)` flat unless noted). */
+export interface CorrectionInput {
+  /** EstimateBatch shape. */
+  readonly shape: BatchShape;
+  /** ℓold: trainer log-probs at θ_old, `(B, T)`. */
+  readonly logpOld: Float64Array;
+  /** ℓroll: rollout-engine log-probs, `(B, T)`. */
+  readonly logpRollout: Float64Array;
+  /** Response mask m ∈ {0, 1}, `(B, T)`. */
+  readonly mask: Float64Array;
+  /** Per-token advantages before any rectification, `(B, T)` (used by `ais` only). */
+  readonly advantages: Float64Array;
+}
+
+/** What one correction stage returns. */
+export interface CorrectionStep {
+  /** Multiplicative weight factor per token, `(B, T)` (1 where the stage does not reweight). */
+  readonly factor: Float64Array;
+  /** Keep mask of this stage, `(B, T)`: 0 = rejected, 1 = kept. */
+  readonly keep: Float64Array;
+  /** True when the factor is an advantage rectification (AIS): it is also folded into the reported advantages. */
+  readonly rectifiesAdvantage: boolean;
+}
+
+/**
+ * One correction estimator: `(input, params, weightsSoFar) → { factor, keep }` plus metrics
+ * (metric names without the `rollout_corr/<stage>/` prefix that {@link applyCorrection} adds).
+ * `weightsSoFar` is the product of the factors of the previous stages (used by `batch-norm`).
+ */
+export type CorrectionFn<P = never> = (
+  input: CorrectionInput,
+  params: P,
+  weightsSoFar: Float64Array,
+) => Estimate<CorrectionStep>;
+
+/** Truncation cap `C` (`tis`, `seq-tis`, `mis-token`, `mis-seq`). */
+export interface CapParams {
+  /** @defaultValue 2 (verl `rollout_is_threshold`, FlashRL recipe, MIS paper) */
+  readonly C: number;
+}
+/** Token or sequence level. */
+export type CorrectionLevel = 'token' | 'sequence';
+/** IcePop band. */
+export interface IcepopParams {
+  /** @defaultValue 0.5 (verl `decoupled_token_icepop` preset) */
+  readonly lo: number;
+  /** @defaultValue 5 */
+  readonly hi: number;
+  /** @defaultValue 'token' */
+  readonly level: CorrectionLevel;
+}
+/** Aggregation level of a verl rejection statistic. */
+export type RejectionLevel = 'token' | 'seq-sum' | 'seq-mean' | 'seq-max';
+/** `rs-k1` and `geo-rs`: ratio band [lo, hi]. */
+export interface RejectionK1Params {
+  /** CorrectionLevel of the statistic. @defaultValue 'seq-sum' (rs-k1), 'seq-mean' (geo-rs) */
+  readonly level: Exclude<RejectionLevel, 'seq-max'>;
+  /** Lower ratio bound. @defaultValue 0.5 (rs-k1), 0.999 (geo-rs) */
+  readonly lo: number;
+  /** Upper ratio bound. @defaultValue 2 (rs-k1), 1.001 (geo-rs) */
+  readonly hi: number;
+  /**
+   * Reproduce verl's as-coded band ρ ∈ [1/hi, 1/lo] instead of the documented [lo, hi].
+   * @defaultValue false
+   */
+  readonly verlBand: boolean;
+}
+/** `rs-k2` / `rs-k3`: upper threshold on the statistic. */
+export interface RejectionKParams {
+  /** @defaultValue 'seq-mean' (verl `decoupled_k3_rs` preset) */
+  readonly level: RejectionLevel;
+  /** @defaultValue 0.01 */
+  readonly hi: number;
+}
+/** `veto` threshold. */
+export interface VetoParams {
+  /** Reject a sequence if any valid token has ρ_t < v. @defaultValue 1e-4 */
+  readonly v: number;
+}
+/** `batch-norm` level. */
+export interface BatchNormParams {
+  /** @defaultValue 'token' */
+  readonly level: CorrectionLevel;
+}
+/** AIS hyper-parameters (AIS paper App. C.4; β_var has no published value). */
+export interface AisParams {
+  /** Truncation threshold, C ≥ 1. @defaultValue 5 */
+  readonly C: number;
+  /** Saturation threshold of α_mis. @defaultValue 0.02 */
+  readonly delta: number;
+  /** Variance tolerance of α_var. @defaultValue 1.2 */
+  readonly gamma: number;
+  /** Weight of α_var in the reliability gate. @defaultValue 1 (not published; our choice) */
+  readonly betaVar: number;
+  /** Stabiliser in Δσ. @defaultValue 1e-6 */
+  readonly eps: number;
+}
+
+/** One resolved correction stage (name + all parameters, defaults filled in). */
+export type CorrectionSpec =
+  | { readonly name: 'none' }
+  | { readonly name: 'token-is' }
+  | ({ readonly name: 'tis' } & CapParams)
+  | ({ readonly name: 'seq-tis' } & CapParams)
+  | ({ readonly name: 'icepop'; readonly denominator: Denominator } & IcepopParams)
+  | ({ readonly name: 'mis-token'; readonly denominator: Denominator } & CapParams)
+  | ({ readonly name: 'mis-seq'; readonly denominator: Denominator } & CapParams)
+  | ({ readonly name: 'geo-rs'; readonly denominator: Denominator } & RejectionK1Params)
+  | ({ readonly name: 'rs-k1'; readonly denominator: Denominator } & RejectionK1Params)
+  | ({ readonly name: 'rs-k2'; readonly denominator: Denominator } & RejectionKParams)
+  | ({ readonly name: 'rs-k3'; readonly denominator: Denominator } & RejectionKParams)
+  | ({ readonly name: 'veto'; readonly denominator: Denominator } & VetoParams)
+  | ({ readonly name: 'batch-norm' } & BatchNormParams)
+  | ({ readonly name: 'ais' } & AisParams);
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+function ones(n: number): Float64Array {
+  return new Float64Array(n).fill(1);
+}
+
+/** Per-row Σ_t m·δ_t with δ = ℓold − ℓroll, `(B)`. */
+function rowLogRatioSums(input: CorrectionInput): Float64Array {
+  const { B, T } = input.shape;
+  const s = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let acc = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] === 1) acc += input.logpOld[k]! - input.logpRollout[k]!;
+    }
+    s[i] = acc;
+  }
+  return s;
+}
+
+/** Broadcasts a per-row value to every position of its row, `(B, T)`; callers ignore padded positions. */
+function broadcastRows(perRow: Float64Array, shape: BatchShape): Float64Array {
+  const { B, T } = shape;
+  const out = new Float64Array(B * T);
+  for (let i = 0; i < B; i++) out.fill(perRow[i]!, i * T, i * T + T);
+  return out;
+}
+
+/** Fraction of valid tokens where `pred` holds. */
+function tokenFraction(mask: Float64Array, pred: (k: number) => boolean): number {
+  let n = 0;
+  let c = 0;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    n += 1;
+    if (pred(k)) c += 1;
+  }
+  return n > 0 ? c / n : 0;
+}
+
+function validMean(x: Float64Array, mask: Float64Array): number {
+  let n = 0;
+  let s = 0;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    n += 1;
+    s += x[k]!;
+  }
+  return n > 0 ? s / n : 0;
+}
+
+function validMax(x: Float64Array, mask: Float64Array): number {
+  let m = -Infinity;
+  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.max(m, x[k]!);
+  return m === -Infinity ? 0 : m;
+}
+
+function validMin(x: Float64Array, mask: Float64Array): number {
+  let m = Infinity;
+  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.min(m, x[k]!);
+  return m === Infinity ? 0 : m;
+}
+
+/** Fraction of rows (with ≥ 1 valid token) having a valid token with keep = 0. */
+function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shape: BatchShape): number {
+  const { B, T } = shape;
+  let rows = 0;
+  let rej = 0;
+  for (let i = 0; i < B; i++) {
+    let valid = false;
+    let rejected = false;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (mask[k] !== 1) continue;
+      valid = true;
+      if (keep[k] === 0) rejected = true;
+    }
+    if (valid) rows += 1;
+    if (rejected) rej += 1;
+  }
+  return rows > 0 ? rej / rows : 0;
+}
+
+function tokenRatios(input: CorrectionInput): Float64Array {
+  const rho = new Float64Array(input.mask.length).fill(1);
+  for (let k = 0; k < rho.length; k++) {
+    if (input.mask[k] === 1) rho[k] = boundedExp(input.logpOld[k]! - input.logpRollout[k]!);
+  }
+  return rho;
+}
+
+function seqRatios(input: CorrectionInput): Float64Array {
+  return broadcastRows(rowLogRatioSums(input).map(boundedExp), input.shape);
+}
+
+function zeroMaskedFactor(f: Float64Array, mask: Float64Array): Float64Array {
+  for (let k = 0; k < f.length; k++) if (mask[k] !== 1) f[k] = 1;
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// estimators
+
+/** No correction: w ≡ 1. */
+export const noCorrection: CorrectionFn<Record<string, never>> = (input) => {
+  const n = input.mask.length;
+  return { value: { factor: ones(n), keep: ones(n), rectifiesAdvantage: false }, metrics: {} };
+};
+
+/** Untruncated token IS: w_t = exp(clamp(ℓold − ℓroll, ±20)). */
+export const tokenIs: CorrectionFn<Record<string, never>> = (input) => {
+  const rho = tokenRatios(input);
+  return {
+    value: { factor: rho, keep: ones(rho.length), rectifiesAdvantage: false },
+    metrics: { mean: validMean(rho, input.mask), max: validMax(rho, input.mask), min: validMin(rho, input.mask) },
+  };
+};
+
+/**
+ * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20)).
+ * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
+ */
+export const tis: CorrectionFn<CapParams> = (input, params) => {
+  const rho = tokenRatios(input);
+  const f = rho.map((r) => Math.min(r, params.C));
+  return {
+    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
+    metrics: {
+      mean: validMean(f, input.mask),
+      raw_mean: validMean(rho, input.mask),
+      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.C),
+    },
+  };
+};
+
+/** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
+export const seqTis: CorrectionFn<CapParams> = (input, params) => {
+  const rho = seqRatios(input);
+  const f = rho.map((r) => Math.min(r, params.C));
+  return {
+    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
+    metrics: {
+      mean: validMean(f, input.mask),
+      raw_mean: validMean(rho, input.mask),
+      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.C),
+    },
+  };
+};
+
+/**
+ * IcePop: w = ρ · 1[lo ≤ ρ ≤ hi], token (ρ_t) or sequence (ρ_i = exp(clamp(Σ δ, ±20))).
+ * The zero part is a keep mask whose denominator semantics is the stage's `denominator`.
+ */
+export const icepop: CorrectionFn<IcepopParams> = (input, params) => {
+  const rho = params.level === 'token' ? tokenRatios(input) : seqRatios(input);
+  const keep = rho.map((r) => (r >= params.lo && r <= params.hi ? 1 : 0));
+  const applied = rho.map((r, k) => r * keep[k]!);
+  return {
+    value: { factor: rho, keep, rectifiesAdvantage: false },
+    metrics: {
+      mean: validMean(applied, input.mask),
+      oob_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+      low_fraction: tokenFraction(input.mask, (k) => rho[k]! < params.lo),
+      high_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.hi),
+    },
+  };
+};
+
+function misStage(level: CorrectionLevel): CorrectionFn<CapParams> {
+  return (input, params) => {
+    const rho = level === 'token' ? tokenRatios(input) : seqRatios(input);
+    const keep = rho.map((r) => (r <= params.C ? 1 : 0));
+    return {
+      value: { factor: rho, keep, rectifiesAdvantage: false },
+      metrics: {
+        mean: validMean(rho.map((r, k) => r * keep[k]!), input.mask),
+        masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+        seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+      },
+    };
+  };
+}
+
+/** Token MIS: w_t = ρ_t · 1[ρ_t ≤ C] (reject instead of truncate). */
+export const misToken: CorrectionFn<CapParams> = misStage('token');
+/** Sequence MIS: w_i = ρ_i · 1[ρ_i ≤ C], ρ_i = exp(clamp(Σ_t δ_t, ±20)). */
+export const misSeq: CorrectionFn<CapParams> = misStage('sequence');
+
+type KStat = 'k1' | 'k2' | 'k3';
+
+/** Per-token verl rejection statistic on lr = clamp(ℓold − ℓroll, ±20). */
+function tokenStat(kind: KStat, lr: number): number {
+  if (kind === 'k1') return -lr;
+  if (kind === 'k2') return 0.5 * lr * lr;
+  return Math.exp(lr) - 1 - lr;
+}
+
+/** Statistic aggregated to the level, broadcast to tokens `(B, T)` (0 on padding). */
+function levelStat(input: CorrectionInput, kind: KStat, level: RejectionLevel): Float64Array {
+  const { B, T } = input.shape;
+  const out = new Float64Array(B * T);
+  for (let i = 0; i < B; i++) {
+    let sum = 0;
+    let n = 0;
+    let max = -Infinity;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      const lr = Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, input.logpOld[k]! - input.logpRollout[k]!));
+      const s = tokenStat(kind, lr);
+      out[k] = s;
+      sum += s;
+      n += 1;
+      max = Math.max(max, s);
+    }
+    if (level === 'token') continue;
+    const v = level === 'seq-sum' ? sum : level === 'seq-mean' ? (n > 0 ? sum / n : 0) : n > 0 ? max : 0;
+    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) out[i * T + t] = v;
+  }
+  return out;
+}
+
+function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: CorrectionInput, high: (s: number) => boolean, low?: (s: number) => boolean): MetricRecord {
+  const m: MetricRecord = {
+    stat_mean: validMean(stat, input.mask),
+    stat_max: validMax(stat, input.mask),
+    stat_min: validMin(stat, input.mask),
+    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+    fraction_high: tokenFraction(input.mask, (k) => high(stat[k]!)),
+  };
+  if (low !== undefined) m['fraction_low'] = tokenFraction(input.mask, (k) => low(stat[k]!));
+  return m;
+}
+
+/**
+ * verl k1 rejection (statistic k1 = −log ρ at the level). Documented band (default): keep iff
+ * log lo ≤ −k1 ≤ log hi, i.e. lo ≤ ρ_level ≤ hi. `verlBand: true` reproduces verl's code
+ * (`rollout_corr_helper.py`): log lo ≤ k1 ≤ log hi, i.e. 1/hi ≤ ρ_level ≤ 1/lo.
+ */
+export const rsK1: CorrectionFn<RejectionK1Params> = (input, params) => {
+  const stat = levelStat(input, 'k1', params.level);
+  const a = Math.log(params.lo);
+  const b = Math.log(params.hi);
+  const inBand = params.verlBand ? (s: number) => a <= s && s <= b : (s: number) => a <= -s && -s <= b;
+  const keep = new Float64Array(stat.length).fill(1);
+  for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !inBand(stat[k]!)) keep[k] = 0;
+  const high = params.verlBand ? (s: number) => s > b : (s: number) => -s > b;
+  const low = params.verlBand ? (s: number) => s < a : (s: number) => -s < a;
+  return { value: { factor: ones(stat.length), keep, rectifiesAdvantage: false }, metrics: rejectionMetrics(stat, keep, input, high, low) };
+};
+
+/** Geo-RS: {@link rsK1} at level `seq-mean`, keep iff lo ≤ exp(mean_t δ_t) ≤ hi (defaults 0.999, 1.001). */
+export const geoRs: CorrectionFn<RejectionK1Params> = rsK1;
+
+function rsUpper(kind: 'k2' | 'k3'): CorrectionFn<RejectionKParams> {
+  return (input, params) => {
+    const stat = levelStat(input, kind, params.level);
+    const keep = new Float64Array(stat.length).fill(1);
+    for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !(stat[k]! <= params.hi)) keep[k] = 0;
+    return {
+      value: { factor: ones(stat.length), keep, rectifiesAdvantage: false },
+      metrics: rejectionMetrics(stat, keep, input, (s) => s > params.hi),
+    };
+  };
+}
+
+/** verl k2 rejection: stat = ½ lr² at the level, keep iff stat ≤ hi. */
+export const rsK2: CorrectionFn<RejectionKParams> = rsUpper('k2');
+/** verl k3 rejection: stat = e^lr − 1 − lr at the level, keep iff stat ≤ hi. */
+export const rsK3: CorrectionFn<RejectionKParams> = rsUpper('k3');
+
+/** Veto: reject a whole sequence if any valid token has ρ_t < v (verl legacy / slime MIS). */
+export const veto: CorrectionFn<VetoParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const logV = Math.log(params.v);
+  const keep = ones(B * T);
+  for (let i = 0; i < B; i++) {
+    let vetoed = false;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] === 1 && input.logpOld[k]! - input.logpRollout[k]! < logV) vetoed = true;
+    }
+    if (vetoed) keep.fill(0, i * T, i * T + T);
+  }
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
+    metrics: {
+      masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+      seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+      catastrophic_token_fraction: tokenFraction(input.mask, (k) => input.logpOld[k]! - input.logpRollout[k]! < logV),
+    },
+  };
+};
+
+/**
+ * EstimateBatch normalisation of the weights so far (verl `rollout_is_batch_normalize`): w ← w / μ_w with
+ * μ_w the masked token mean (token) or the mean over rows of per-row masked means (sequence);
+ * no change if μ_w ≤ 1e-8. Applied after truncation, so normalised weights can exceed C.
+ */
+export const batchNorm: CorrectionFn<BatchNormParams> = (input, params, weightsSoFar) => {
+  let mu: number;
+  if (params.level === 'token') {
+    mu = validMean(weightsSoFar, input.mask);
+  } else {
+    const { B, T } = input.shape;
+    const n = rowCounts(input.mask, input.shape);
+    let s = 0;
+    let rows = 0;
+    for (let i = 0; i < B; i++) {
+      if (n[i]! === 0) continue;
+      let r = 0;
+      for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) r += weightsSoFar[i * T + t]!;
+      s += r / n[i]!;
+      rows += 1;
+    }
+    mu = rows > 0 ? s / rows : 0;
+  }
+  const factor = mu > 1e-8 ? 1 / mu : 1;
+  const n = input.mask.length;
+  return {
+    value: { factor: new Float64Array(n).fill(factor), keep: ones(n), rectifiesAdvantage: false },
+    metrics: { factor: mu > 1e-8 ? mu : 1 },
+  };
+};
+
+/** Bessel-corrected std of the valid entries (0 if fewer than 2). */
+function sampleStd(x: Float64Array, mask: Float64Array): number {
+  let n = 0;
+  let s = 0;
+  for (let k = 0; k < x.length; k++) {
+    if (mask[k] !== 1) continue;
+    n += 1;
+    s += x[k]!;
+  }
+  if (n < 2) return 0;
+  const m = s / n;
+  let q = 0;
+  for (let k = 0; k < x.length; k++) if (mask[k] === 1) q += (x[k]! - m) * (x[k]! - m);
+  return Math.sqrt(q / (n - 1));
+}
+
+/**
+ * AIS — Adaptive Importance Sampling (AIS paper §3.1, Eq. 12–18, Algorithm 1), over all valid tokens:
+ * w̄ = min(ρ, C); α_ess = (1 + CV(w̄)²)^(−1/2); α_mis = min(1, mean|δ| / delta);
+ * α_var = max(0, (Δσ − γ)/γ) with Δσ = std(A·w̄)/(std(A) + eps);
+ * α = clip(α_ess − β_var·α_var, 0, 1)·α_mis; rectification weight w̃ = 1 + α(w̄ − 1), Ã = w̃·A.
+ * All stds are Bessel-corrected sample stds (0 with < 2 tokens).
+ */
+export const ais: CorrectionFn<AisParams> = (input, params) => {
+  const { mask } = input;
+  const rho = tokenRatios(input);
+  const wbar = rho.map((r) => Math.min(r, params.C));
+  const mean = validMean(wbar, mask);
+  const cv = mean > 0 ? sampleStd(wbar, mask) / mean : 0;
+  const alphaEss = 1 / Math.sqrt(1 + cv * cv);
+  const absDiff = input.logpOld.map((o, k) => Math.abs(o - input.logpRollout[k]!));
+  const dbar = validMean(absDiff, mask);
+  const alphaMis = Math.min(1, dbar / params.delta);
+  const aw = input.advantages.map((a, k) => a * wbar[k]!);
+  const deltaSigma = sampleStd(aw, mask) / (sampleStd(input.advantages, mask) + params.eps);
+  const alphaVar = Math.max(0, (deltaSigma - params.gamma) / params.gamma);
+  const reliability = Math.min(1, Math.max(0, alphaEss - params.betaVar * alphaVar));
+  const alpha = reliability * alphaMis;
+  const factor = wbar.map((w, k) => (mask[k] === 1 ? 1 + alpha * (w - 1) : 1));
+  return {
+    value: { factor, keep: ones(factor.length), rectifiesAdvantage: true },
+    metrics: {
+      alpha,
+      alpha_ess: alphaEss,
+      alpha_mis: alphaMis,
+      alpha_var: alphaVar,
+      reliability,
+      delta_sigma: deltaSigma,
+      cv,
+      ess_ratio: 1 / (1 + cv * cv),
+      mean_abs_logp_diff: dbar,
+      truncated_fraction: tokenFraction(mask, (k) => rho[k]! > params.C),
+      weight_mean: validMean(factor, mask),
+    },
+  };
+};
+
+/** Every correction estimator by its config name (composition: see {@link applyCorrection}). */
+export const corrections = {
+  none: noCorrection,
+  'token-is': tokenIs,
+  tis,
+  'seq-tis': seqTis,
+  icepop,
+  'mis-token': misToken,
+  'mis-seq': misSeq,
+  'geo-rs': geoRs,
+  'rs-k1': rsK1,
+  'rs-k2': rsK2,
+  'rs-k3': rsK3,
+  veto,
+  'batch-norm': batchNorm,
+  ais,
+} as const satisfies Record<string, CorrectionFn>;
+
+/** Config name of a correction estimator. */
+export type CorrectionName = keyof typeof corrections;
+
+/** Result of a (possibly composed) correction. */
+export interface CorrectionResult {
+  /** Detached weights `(B, T)`: product of the stages' factors; 0 wherever `mask` is 0. */
+  readonly weights: Float64Array;
+  /** Effective loss mask `(B, T)` (numerator): original mask AND every stage's keep mask. */
+  readonly mask: Float64Array;
+  /** Denominator mask `(B, T)`: original mask AND the keep masks of stages with `denominator: 'kept'`. */
+  readonly denominatorMask: Float64Array;
+  /** Per-token advantages after rectification (AIS), `(B, T)`; equal to the input where no stage rectifies. */
+  readonly advantages: Float64Array;
+}
+
+/** Metric key of a stage: its name, plus the level for the rs family. */
+function stageKey(spec: CorrectionSpec): string {
+  if (spec.name === 'rs-k1' || spec.name === 'rs-k2' || spec.name === 'rs-k3') return `${spec.name}-${spec.level}`;
+  return spec.name;
+}
+
+/**
+ * Applies correction stages in order: factors multiply, keep masks AND together; each stage's
+ * statistics are computed over the original mask (as verl computes IS and RS independently).
+ * MetricRecord: `rollout_corr/<stage>/<name>` per stage plus `rollout_corr/masked_fraction`,
+ * `rollout_corr/seq_masked_fraction`, `rollout_corr/denominator_masked_fraction`.
+ * @example applyCorrection(input, [{ name: 'tis', C: 2 }, { name: 'geo-rs', lo: 0.999, hi: 1.001, level: 'seq-mean', verlBand: false, denominator: 'kept' }])
+ */
+export function applyCorrection(input: CorrectionInput, specs: readonly CorrectionSpec[]): Estimate<CorrectionResult> {
+  const n = input.mask.length;
+  const weights = Float64Array.from(input.mask);
+  const mask = Float64Array.from(input.mask);
+  const denominatorMask = Float64Array.from(input.mask);
+  const scale = ones(n);
+  const metrics: MetricRecord = {};
+  const used = new Map<string, number>();
+  let rectified = false;
+  for (const spec of specs) {
+    const fn = corrections[spec.name] as CorrectionFn<CorrectionSpec>;
+    const step = fn(input, spec, weights);
+    const removesFromDenominator = 'denominator' in spec && spec.denominator === 'kept';
+    for (let k = 0; k < n; k++) {
+      if (input.mask[k] !== 1) continue;
+      weights[k] = weights[k]! * step.value.factor[k]!;
+      if (step.value.rectifiesAdvantage) scale[k] = scale[k]! * step.value.factor[k]!;
+      if (step.value.keep[k] === 0) {
+        mask[k] = 0;
+        if (removesFromDenominator) denominatorMask[k] = 0;
+      }
+    }
+    rectified ||= step.value.rectifiesAdvantage;
+    let key = stageKey(spec);
+    const seen = used.get(key) ?? 0;
+    used.set(key, seen + 1);
+    if (seen > 0) key = `${key}#${seen + 1}`;
+    for (const [name, v] of Object.entries(step.metrics)) metrics[`rollout_corr/${key}/${name}`] = v;
+  }
+  for (let k = 0; k < n; k++) if (mask[k] !== 1) weights[k] = 0;
+  const adv = rectified ? input.advantages.map((a, k) => (input.mask[k] === 1 ? a * scale[k]! : 0)) : input.advantages.map((a, k) => (input.mask[k] === 1 ? a : 0));
+  metrics['rollout_corr/masked_fraction'] = tokenFraction(input.mask, (k) => mask[k] === 0);
+  metrics['rollout_corr/seq_masked_fraction'] = seqRejectedFraction(mask, input.mask, input.shape);
+  metrics['rollout_corr/denominator_masked_fraction'] = tokenFraction(input.mask, (k) => denominatorMask[k] === 0);
+  return { value: { weights, mask, denominatorMask, advantages: adv }, metrics };
+}

@@ -1,0 +1,157 @@
+// Mismatch diagnostics between rollout engine and trainer (KL, |Δp|, χ², perplexities, weight ESS/CV).
+// Not used by any loss: these are logged numbers only, computed from detached inputs.
+
+import type { Estimate, MetricRecord, BatchShape } from './types.js';
+import { LOG_RATIO_BOUND } from './types.js';
+
+/** Inputs of {@link mismatchDiagnostics} (all `(B, T)` flat). */
+export interface DiagnosticsInput {
+  /** EstimateBatch shape. */
+  readonly shape: BatchShape;
+  /** ℓold. */
+  readonly logpOld: Float64Array;
+  /** ℓroll. */
+  readonly logpRollout: Float64Array;
+  /** Original response mask. */
+  readonly mask: Float64Array;
+  /** Applied correction weights (0 where rejected); weight statistics are skipped when absent. */
+  readonly weights?: Float64Array | undefined;
+  /** Effective mask after rejection; @defaultValue mask */
+  readonly effectiveMask?: Float64Array | undefined;
+  /** Per-token entropy of πθ, if the caller has logits; logged as `actor/entropy`. */
+  readonly entropy?: Float64Array | undefined;
+}
+
+function clampLog(x: number): number {
+  return Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, x));
+}
+
+/**
+ * Mismatch diagnostics (names follow verl's `rollout_corr/*` where they exist; formulas in docs/estimators.md):
+ * `kl` = mean(ℓroll − ℓold), `k3_kl` = mean(e^lr − lr − 1) with lr = ℓold − ℓroll,
+ * `logp_abs_diff_mean|max` = |lr|, `prob_abs_diff_mean` = mean|e^ℓold − e^ℓroll|,
+ * `chi2_token` = mean(e^(2 lr)) − 1, `chi2_seq` = mean_i e^(2 Σ_t lr) − 1 (log-ratios clamped ±20),
+ * `training_ppl`, `training_log_ppl`, `rollout_ppl`, `rollout_log_ppl`, `log_ppl_diff`,
+ * `log_ppl_abs_diff`, `log_ppl_diff_max|min`, `ppl_ratio`, and for weights over the effective mask
+ * `rollout_is_mean|std|max|min`, `rollout_is_eff_sample_size` = 1/mean((w/mean w)²), `rollout_is_cv`.
+ */
+export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
+  const { B, T } = input.shape;
+  const { mask, logpOld, logpRollout } = input;
+  let n = 0;
+  let kl = 0;
+  let k3 = 0;
+  let absMean = 0;
+  let absMax = 0;
+  let probAbs = 0;
+  let chi2 = 0;
+  let seqs = 0;
+  let chi2Seq = 0;
+  let trainPpl = 0;
+  let trainLogPpl = 0;
+  let rollPpl = 0;
+  let rollLogPpl = 0;
+  let diff = 0;
+  let absDiff = 0;
+  let diffMax = -Infinity;
+  let diffMin = Infinity;
+  let pplRatio = 0;
+  for (let i = 0; i < B; i++) {
+    let c = 0;
+    let so = 0;
+    let sr = 0;
+    let slr = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (mask[k] !== 1) continue;
+      const o = logpOld[k]!;
+      const r = logpRollout[k]!;
+      const lr = o - r;
+      n += 1;
+      c += 1;
+      so += o;
+      sr += r;
+      slr += lr;
+      kl += r - o;
+      k3 += Math.exp(lr) - lr - 1;
+      absMean += Math.abs(lr);
+      absMax = Math.max(absMax, Math.abs(lr));
+      probAbs += Math.abs(Math.exp(o) - Math.exp(r));
+      chi2 += Math.exp(2 * clampLog(lr));
+    }
+    if (c === 0) continue;
+    seqs += 1;
+    chi2Seq += Math.exp(2 * clampLog(slr));
+    const mo = so / c;
+    const mr = sr / c;
+    trainLogPpl += -mo;
+    trainPpl += Math.exp(-mo);
+    rollLogPpl += -mr;
+    rollPpl += Math.exp(-mr);
+    const d = mr - mo;
+    diff += d;
+    absDiff += Math.abs(d);
+    diffMax = Math.max(diffMax, d);
+    diffMin = Math.min(diffMin, d);
+    pplRatio += Math.exp(d);
+  }
+  const tm = (x: number): number => (n > 0 ? x / n : 0);
+  const sm = (x: number): number => (seqs > 0 ? x / seqs : 0);
+  const metrics: MetricRecord = {
+    'rollout_corr/kl': tm(kl),
+    'rollout_corr/k3_kl': tm(k3),
+    'rollout_corr/logp_abs_diff_mean': tm(absMean),
+    'rollout_corr/logp_abs_diff_max': absMax,
+    'rollout_corr/prob_abs_diff_mean': tm(probAbs),
+    'rollout_corr/chi2_token': n > 0 ? tm(chi2) - 1 : 0,
+    'rollout_corr/chi2_seq': seqs > 0 ? sm(chi2Seq) - 1 : 0,
+    'rollout_corr/training_ppl': sm(trainPpl),
+    'rollout_corr/training_log_ppl': sm(trainLogPpl),
+    'rollout_corr/rollout_ppl': sm(rollPpl),
+    'rollout_corr/rollout_log_ppl': sm(rollLogPpl),
+    'rollout_corr/log_ppl_diff': sm(diff),
+    'rollout_corr/log_ppl_abs_diff': sm(absDiff),
+    'rollout_corr/log_ppl_diff_max': seqs > 0 ? diffMax : 0,
+    'rollout_corr/log_ppl_diff_min': seqs > 0 ? diffMin : 0,
+    'rollout_corr/ppl_ratio': sm(pplRatio),
+  };
+  if (input.weights !== undefined) Object.assign(metrics, weightStats(input.weights, input.effectiveMask ?? mask));
+  if (input.entropy !== undefined) {
+    let s = 0;
+    for (let k = 0; k < mask.length; k++) if (mask[k] === 1) s += input.entropy[k]!;
+    metrics['actor/entropy'] = tm(s);
+  }
+  return { value: null, metrics };
+}
+
+/** Statistics of applied weights over a mask: mean, population std, max, min, ESS ratio, CV. */
+export function weightStats(weights: Float64Array, mask: Float64Array): MetricRecord {
+  let n = 0;
+  let s = 0;
+  let max = -Infinity;
+  let min = Infinity;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    n += 1;
+    s += weights[k]!;
+    max = Math.max(max, weights[k]!);
+    min = Math.min(min, weights[k]!);
+  }
+  const mean = n > 0 ? s / n : 0;
+  let q = 0;
+  let r2 = 0;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    q += (weights[k]! - mean) ** 2;
+    if (mean > 0) r2 += (weights[k]! / mean) ** 2;
+  }
+  const std = n > 0 ? Math.sqrt(q / n) : 0;
+  return {
+    'rollout_corr/rollout_is_mean': mean,
+    'rollout_corr/rollout_is_std': std,
+    'rollout_corr/rollout_is_max': n > 0 ? max : 0,
+    'rollout_corr/rollout_is_min': n > 0 ? min : 0,
+    'rollout_corr/rollout_is_eff_sample_size': n > 0 && mean > 0 ? 1 / (r2 / n) : 0,
+    'rollout_corr/rollout_is_cv': mean > 0 ? std / mean : 0,
+  };
+}

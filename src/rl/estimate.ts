@@ -1,0 +1,242 @@
+// `estimate(batch, config)`: one GRPO loss evaluation from a batch — advantages, correction, loss, KL, gradient, metrics.
+// Not the training loop (no optimiser, no mini-batching) and not I/O: the CLI wraps it with JSON in and out.
+
+import { UsageError } from '../cli/errors.js';
+import { advantages as advantageTable } from './advantages.js';
+import type { AdvantageFn } from './advantages.js';
+import { aggregate, aggregations } from './aggregation.js';
+import type { AggregationFn, AggregationParams } from './aggregation.js';
+import { applyCorrection } from './correction.js';
+import type { CorrectionResult } from './correction.js';
+import { mismatchDiagnostics } from './diagnostics.js';
+import { kl as klTable } from './kl.js';
+import type { KlFn } from './kl.js';
+import { losses } from './losses.js';
+import type { LossFn } from './losses.js';
+import type { AdvantageSpec, EstimateBatch, EstimateConfig, LossSpec } from './schema.js';
+import { parseEstimateInput } from './schema.js';
+import type { BatchShape, Estimate, MetricRecord } from './types.js';
+
+/** Everything `estimate` computes, in flat `(B, T)` form. */
+export interface EstimateResult {
+  /** EstimateBatch shape. */
+  readonly shape: BatchShape;
+  /** Per-token advantages after any rectification (AIS Ã = w̃·A), `(B, T)`, 0 on padding. */
+  readonly advantages: Float64Array;
+  /** Detached correction weights `(B, T)`, 0 wherever `mask` is 0. */
+  readonly weights: Float64Array;
+  /** Effective loss mask `(B, T)` (numerator). */
+  readonly mask: Float64Array;
+  /** Denominator mask `(B, T)` (also the KL mask). */
+  readonly denominatorMask: Float64Array;
+  /** Per-token total loss `(B, T)`: mask·w·L_pg + denominatorMask·coef·KL. */
+  readonly tokenLoss: Float64Array;
+  /** Aggregated scalar loss = Σ c·tokenLoss with the aggregation coefficients c. */
+  readonly loss: number;
+  /** d loss / d ℓθ, `(B, T)`, 0 on masked tokens. */
+  readonly gradLogpTheta: Float64Array;
+  /** All metrics (advantages/*, rollout_corr/*, actor/*). */
+  readonly metrics: MetricRecord;
+}
+
+/** Per-sequence advantages `(B)` from rewards and groups with the configured estimator. */
+export function sequenceAdvantages(rewards: Float64Array, groups: readonly (string | number)[] | undefined, spec: AdvantageSpec): { value: Float64Array; metrics: MetricRecord } {
+  const fn = advantageTable[spec.name] as AdvantageFn<AdvantageSpec>;
+  return fn({ rewards, groups: groups ?? Array.from(rewards, () => 0) }, spec);
+}
+
+/**
+ * Evaluates one loss over a batch, step for step as spec/grpo.md steps 4, 6 and 7:
+ * advantages (from rewards, unless given) → correction weights and masks → policy loss × weight →
+ * aggregation → + coef·KL → loss and d loss/d ℓθ. Pure: same inputs ⇒ identical outputs.
+ * @example
+ * const { batch, config } = parseEstimateInput(json);
+ * const r = estimate(batch, config); // r.loss, r.gradLogpTheta, r.metrics['rollout_corr/ais/alpha']
+ */
+export function estimate(batch: EstimateBatch, config: EstimateConfig): EstimateResult {
+  const { shape } = batch;
+  const { B, T } = shape;
+  const n = B * T;
+  const metrics: MetricRecord = {};
+
+  // step 4: advantages, broadcast to tokens (B, T)
+  let tokenAdv: Float64Array;
+  if (batch.advantages !== undefined) {
+    tokenAdv = batch.advantages.map((a, k) => (batch.mask[k] === 1 ? a : 0));
+  } else if (batch.rewards !== undefined) {
+    const seq = sequenceAdvantages(batch.rewards, batch.groups, config.advantage);
+    Object.assign(metrics, seq.metrics);
+    tokenAdv = new Float64Array(n);
+    for (let k = 0; k < n; k++) if (batch.mask[k] === 1) tokenAdv[k] = seq.value[Math.floor(k / T)]!;
+  } else {
+    throw new UsageError('rewards: expected rewards (one per sequence) or advantages');
+  }
+
+  // step 6: correction weights and masks (detached)
+  const corr = applyCorrection(
+    { shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv },
+    config.correction,
+  );
+  Object.assign(metrics, corr.metrics);
+  const { weights, mask, denominatorMask } = corr.value;
+  Object.assign(
+    metrics,
+    mismatchDiagnostics({ shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask }).metrics,
+  );
+
+  // step 7: policy loss × weight, aggregation, KL, gradient
+  const objective = policyObjective(
+    {
+      shape,
+      logpTheta: batch.logpTheta,
+      logpOld: batch.logpOld,
+      logpRollout: batch.logpRollout,
+      logpRef: batch.logpRef,
+      advantages: tokenAdv,
+      weights,
+      mask,
+      denominatorMask,
+      logpThetaDetached: batch.logpThetaDetached,
+    },
+    config,
+  );
+  Object.assign(metrics, objective.metrics);
+  const { tokenLoss, loss, gradLogpTheta } = objective.value;
+  return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+}
+
+/** Inputs of {@link policyObjective}: a (mini-)batch with its correction already applied (all `(B, T)`). */
+export interface ObjectiveInput {
+  /** Batch shape. */
+  readonly shape: BatchShape;
+  /** ℓθ (the variable of the gradient). */
+  readonly logpTheta: Float64Array;
+  /** ℓold. */
+  readonly logpOld: Float64Array;
+  /** ℓroll (used by `tbpo`). */
+  readonly logpRollout: Float64Array;
+  /** ℓref, required when `config.kl` is set. */
+  readonly logpRef?: Float64Array | undefined;
+  /** Per-token advantages before AIS rectification (the loss sees A; AIS's w̃ arrives in `weights`). */
+  readonly advantages: Float64Array;
+  /** Detached correction weights, 0 where `mask` is 0 ({@link CorrectionResult.weights}). */
+  readonly weights: Float64Array;
+  /** Effective loss mask (numerator). */
+  readonly mask: Float64Array;
+  /** Denominator mask (aggregation normalisers and KL). */
+  readonly denominatorMask: Float64Array;
+  /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
+  readonly logpThetaDetached?: Float64Array | undefined;
+}
+
+/** Loss, per-token loss and gradient of one objective evaluation. */
+export interface ObjectiveValue {
+  /** Per-token total loss `(B, T)`: mask·w·L_pg + denominatorMask·coef·KL. */
+  readonly tokenLoss: Float64Array;
+  /** Aggregated scalar loss. */
+  readonly loss: number;
+  /** d loss / d ℓθ `(B, T)`. */
+  readonly gradLogpTheta: Float64Array;
+}
+
+/**
+ * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
+ * aggregation over the denominator mask, + coef·KL (denominator mask, no correction weight), and the
+ * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
+ * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
+ * Metrics: `actor/pg_loss`, `actor/kl_loss`, `actor/kl_coef`, `actor/loss` plus the loss's, the
+ * aggregation's and the KL estimator's own.
+ */
+export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'>): Estimate<ObjectiveValue> {
+  const { shape, weights, mask, denominatorMask } = input;
+  const n = shape.B * shape.T;
+  const metrics: MetricRecord = {};
+  const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
+  Object.assign(metrics, agg.metrics);
+  const c = agg.value;
+  const lossFn = losses[config.loss.name] as LossFn<LossSpec>;
+  const pg = lossFn(
+    {
+      shape,
+      logpTheta: input.logpTheta,
+      logpOld: input.logpOld,
+      logpRollout: input.logpRollout,
+      advantages: input.advantages,
+      mask,
+      upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
+      logpThetaDetached: input.logpThetaDetached,
+    },
+    config.loss,
+  );
+  Object.assign(metrics, pg.metrics);
+  const tokenLoss = new Float64Array(n);
+  const grad = Float64Array.from(pg.value.gradLogpTheta);
+  for (let k = 0; k < n; k++) if (mask[k] === 1) tokenLoss[k] = weights[k]! * pg.value.tokenLoss[k]!;
+  metrics['actor/pg_loss'] = aggregate(c, tokenLoss);
+
+  if (config.kl !== null) {
+    if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
+    const coef = config.kl.coef;
+    const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
+    const klOut = klFn(
+      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: denominatorMask, upstream: c.map((ck) => ck * coef), logpThetaDetached: input.logpThetaDetached },
+      {},
+    );
+    Object.assign(metrics, klOut.metrics);
+    for (let k = 0; k < n; k++) {
+      if (denominatorMask[k] !== 1) continue;
+      tokenLoss[k] = tokenLoss[k]! + coef * klOut.value.tokenKl[k]!;
+      grad[k] = grad[k]! + klOut.value.gradLogpTheta[k]!;
+    }
+    metrics['actor/kl_loss'] = aggregate(c, klOut.value.tokenKl);
+    metrics['actor/kl_coef'] = coef;
+  }
+  const loss = aggregate(c, tokenLoss);
+  metrics['actor/loss'] = loss;
+  return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
+}
+
+/** The JSON output of `qrl-sim estimate` (2-D arrays are one row per sequence). */
+export interface EstimateOutputJson {
+  /** Per-token advantages after rectification. */
+  readonly advantages: number[][];
+  /** Detached correction weights. */
+  readonly weights: number[][];
+  /** Effective loss mask. */
+  readonly mask: number[][];
+  /** Per-token total loss (aggregates to `loss`). */
+  readonly tokenLoss: number[][];
+  /** Aggregated loss. */
+  readonly loss: number;
+  /** d loss / d logpTheta. */
+  readonly gradLogpTheta: number[][];
+  /** Flat metric record. */
+  readonly metrics: MetricRecord;
+}
+
+/** Unflattens a `(B, T)` array into rows. */
+export function unflattenRows(x: Float64Array, shape: BatchShape): number[][] {
+  const rows: number[][] = [];
+  for (let i = 0; i < shape.B; i++) rows.push(Array.from(x.subarray(i * shape.T, (i + 1) * shape.T)));
+  return rows;
+}
+
+/**
+ * The `estimate` JSON contract: validates `json` ({@link parseEstimateInput}), runs {@link estimate},
+ * returns the output object (metric keys sorted for stable output).
+ */
+export function estimateJson(json: unknown): EstimateOutputJson {
+  const { batch, config } = parseEstimateInput(json);
+  const r = estimate(batch, config);
+  const metrics: MetricRecord = {};
+  for (const key of Object.keys(r.metrics).sort()) metrics[key] = r.metrics[key]!;
+  return {
+    advantages: unflattenRows(r.advantages, r.shape),
+    weights: unflattenRows(r.weights, r.shape),
+    mask: unflattenRows(r.mask, r.shape),
+    tokenLoss: unflattenRows(r.tokenLoss, r.shape),
+    loss: r.loss,
+    gradLogpTheta: unflattenRows(r.gradLogpTheta, r.shape),
+    metrics,
+  };
+}

@@ -1,0 +1,346 @@
+// Validation of `estimate` input: the zod config schema (names, hyper-parameters, defaults) and the batch arrays.
+// Not the estimators: this file only turns untrusted JSON into typed, flat, checked data or a UsageError.
+
+import { z } from 'zod';
+import { UsageError } from '../cli/errors.js';
+import { advantages } from './advantages.js';
+import { aggregations } from './aggregation.js';
+import type { AggregationName } from './aggregation.js';
+import type { CorrectionSpec } from './correction.js';
+import { corrections } from './correction.js';
+import { kl } from './kl.js';
+import { losses } from './losses.js';
+import type { BatchShape } from './types.js';
+
+const positive = (): z.ZodNumber => z.number().gt(0, { error: (iss) => `must be > 0, got ${String(iss.input)}` });
+const nonNegative = (): z.ZodNumber => z.number().gte(0, { error: (iss) => `must be >= 0, got ${String(iss.input)}` });
+const atLeastOne = (): z.ZodNumber => z.number().gte(1, { error: (iss) => `must be >= 1, got ${String(iss.input)}` });
+const denominator = z.enum(['kept', 'original']);
+
+function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: number, level: 'token' | 'seq-sum' | 'seq-mean') {
+  return z
+    .strictObject({
+      name: z.literal(name),
+      level: z.enum(['token', 'seq-sum', 'seq-mean']).default(level),
+      lo: positive().optional(),
+      hi: positive().optional(),
+      verlBand: z.boolean().default(false),
+      denominator: denominator.default('kept'),
+    })
+    .transform((v) => {
+      const lo2 = v.lo ?? (v.hi !== undefined ? 1 / v.hi : lo);
+      const hi2 = v.hi ?? (v.lo !== undefined ? 1 / v.lo : hi);
+      return { ...v, lo: lo2, hi: hi2 };
+    })
+    .superRefine((v, ctx) => {
+      if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
+    });
+}
+
+/** zod schema of one correction stage (defaults from docs/estimators.md). */
+export const correctionSpecSchema = z.discriminatedUnion('name', [
+  z.strictObject({ name: z.literal('none') }),
+  z.strictObject({ name: z.literal('token-is') }),
+  z.strictObject({ name: z.literal('tis'), C: positive().default(2) }),
+  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2) }),
+  z
+    .strictObject({
+      name: z.literal('icepop'),
+      lo: positive().default(0.5),
+      hi: positive().default(5),
+      level: z.enum(['token', 'sequence']).default('token'),
+      denominator: denominator.default('original'),
+    })
+    .superRefine((v, ctx) => {
+      if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
+    }),
+  z.strictObject({ name: z.literal('mis-token'), C: positive().default(2), denominator: denominator.default('kept') }),
+  z.strictObject({ name: z.literal('mis-seq'), C: positive().default(2), denominator: denominator.default('kept') }),
+  bandSchema('geo-rs', 0.999, 1.001, 'seq-mean'),
+  bandSchema('rs-k1', 0.5, 2, 'seq-sum'),
+  z.strictObject({
+    name: z.literal('rs-k2'),
+    level: z.enum(['token', 'seq-sum', 'seq-mean', 'seq-max']).default('seq-mean'),
+    hi: positive().default(0.01),
+    denominator: denominator.default('kept'),
+  }),
+  z.strictObject({
+    name: z.literal('rs-k3'),
+    level: z.enum(['token', 'seq-sum', 'seq-mean', 'seq-max']).default('seq-mean'),
+    hi: positive().default(0.01),
+    denominator: denominator.default('kept'),
+  }),
+  z.strictObject({ name: z.literal('veto'), v: positive().default(1e-4), denominator: denominator.default('kept') }),
+  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence']).default('token') }),
+  z.strictObject({
+    name: z.literal('ais'),
+    C: atLeastOne().default(5),
+    delta: positive().default(0.02),
+    gamma: positive().default(1.2),
+    betaVar: nonNegative().default(1),
+    eps: positive().default(1e-6),
+  }),
+]);
+
+/** zod schema of the advantage estimator. */
+export const advantageSpecSchema = z.discriminatedUnion('name', [
+  z.strictObject({ name: z.literal('grpo'), eps: nonNegative().default(1e-6) }),
+  z.strictObject({ name: z.literal('drgrpo') }),
+  z.strictObject({ name: z.literal('batch-std'), eps: nonNegative().default(1e-6) }),
+]);
+
+/** zod schema of the policy loss. */
+export const lossSpecSchema = z.discriminatedUnion('name', [
+  z.strictObject({
+    name: z.literal('ppo-clip'),
+    epsLow: nonNegative().default(0.2),
+    epsHigh: nonNegative().default(0.2),
+    dualClip: z.number().gt(1, { error: (iss) => `must be > 1 or null, got ${String(iss.input)}` }).nullable().default(null),
+  }),
+  z.strictObject({ name: z.literal('gspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
+  z.strictObject({ name: z.literal('sapo'), tauPos: positive().default(1), tauNeg: positive().default(1.05) }),
+  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
+  z.strictObject({ name: z.literal('reinforce') }),
+  z.strictObject({
+    name: z.literal('tbpo'),
+    epsPosLow: nonNegative().default(3e-4),
+    epsPosHigh: nonNegative().default(4e-4),
+    epsNegLow: nonNegative().default(3e-4),
+    epsNegHigh: nonNegative().default(7e-4),
+    C: atLeastOne().default(2),
+    mode: z.enum(['drop', 'clamp']).default('drop'),
+  }),
+]);
+
+const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
+
+/** zod schema of the aggregation: a mode name, or `{ name, normalizer? }`. */
+export const aggregationSpecSchema = z.union([
+  z.enum(aggregationNames).transform((name) => ({ name })),
+  z.strictObject({ name: z.enum(aggregationNames), normalizer: positive().optional() }),
+]);
+
+/** zod schema of the KL-to-reference term. */
+export const klSpecSchema = z.strictObject({
+  name: z.enum(['k1', 'k2', 'k3', 'k1+', 'k3+']),
+  coef: nonNegative().default(0.001),
+});
+
+/** zod schema of the whole `config` object of `estimate`. */
+export const estimateConfigSchema = z.strictObject({
+  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6 }),
+  correction: z
+    .union([correctionSpecSchema.transform((s) => [s]), z.array(correctionSpecSchema).min(1)])
+    .default([{ name: 'none' }]),
+  loss: lossSpecSchema.default({ name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, dualClip: null }),
+  aggregation: aggregationSpecSchema.optional(),
+  kl: klSpecSchema.nullable().optional(),
+});
+
+/** Resolved advantage spec. */
+export type AdvantageSpec = z.output<typeof advantageSpecSchema>;
+/** Resolved loss spec. */
+export type LossSpec = z.output<typeof lossSpecSchema>;
+/** Resolved aggregation spec. */
+export type AggregationSpec = { readonly name: AggregationName; readonly normalizer?: number | undefined };
+/** Resolved KL spec. */
+export type KlSpec = z.output<typeof klSpecSchema>;
+
+/** The resolved `estimate` config: every field present, defaults filled in. */
+export interface EstimateConfig {
+  /** Advantage estimator (ignored when the batch carries advantages). */
+  readonly advantage: AdvantageSpec;
+  /** Correction stages, applied in order. */
+  readonly correction: readonly CorrectionSpec[];
+  /** Policy loss. */
+  readonly loss: LossSpec;
+  /** Aggregation mode. */
+  readonly aggregation: AggregationSpec;
+  /** KL-to-reference term, or null for none. */
+  readonly kl: KlSpec | null;
+}
+
+const familyTables: Record<string, readonly string[]> = {
+  advantage: Object.keys(advantages),
+  correction: Object.keys(corrections),
+  loss: Object.keys(losses),
+  aggregation: Object.keys(aggregations),
+  kl: Object.keys(kl),
+};
+
+function formatPath(prefix: string, path: readonly PropertyKey[]): string {
+  let s = prefix;
+  for (const p of path) s += typeof p === 'number' ? `[${p}]` : `.${String(p)}`;
+  return s;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let v = root;
+  for (const p of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[p];
+  }
+  return v;
+}
+
+type Issue = z.core.$ZodIssue;
+
+/** Formats one zod issue (descending into the most specific branch of a union) as `path: message`. */
+function describeIssue(prefix: string, issue: Issue, base: readonly PropertyKey[], root: unknown): string {
+  const path = [...base, ...issue.path];
+  const where = formatPath(prefix, path);
+  const value = valueAt(root, path);
+  if (issue.code === 'invalid_union') {
+    if ('discriminator' in issue && issue.discriminator !== undefined) {
+      const family = String(path.find((p) => typeof p === 'string' && p in familyTables) ?? '');
+      const known = (familyTables[family] ?? []).join(', ');
+      if (value === undefined) return `${where}: missing (known: ${known})`;
+      return `${where}: unknown estimator ${JSON.stringify(value)} (known: ${known})`;
+    }
+    const branches = issue.errors.filter((b) => b.length > 0);
+    const depth = (b: Issue[]): number => Math.max(...b.map((i) => i.path.length + (i.code === 'invalid_union' ? 1 : 0)));
+    const best = [...branches].sort((a, b) => depth(b) - depth(a))[0];
+    if (best !== undefined) return describeIssue(prefix, best[0]!, path, root);
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return `${formatPath(prefix, [...path, issue.keys[0]!])}: unknown key`;
+  }
+  if (issue.code === 'invalid_value') {
+    return `${where}: unknown value ${JSON.stringify(value)} (known: ${issue.values.map(String).join(', ')})`;
+  }
+  return `${where}: ${issue.message}`;
+}
+
+/**
+ * Validates and resolves an `estimate` config (unknown keys, unknown estimator names, bad
+ * hyper-parameters ⇒ `UsageError` naming the field, e.g. `config.correction.C: must be > 0, got -1`).
+ * @example resolveConfig({ correction: { name: 'tis' }, loss: { name: 'ppo-clip' } }).correction // [{ name: 'tis', C: 2 }]
+ */
+export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
+  const parsed = estimateConfigSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new UsageError(describeIssue(prefix, parsed.error.issues[0]!, [], raw));
+  const c = parsed.data;
+  const lossName = c.loss.name;
+  const defaultAgg = lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' ? 'seq-mean-token-mean' : 'token-mean';
+  const correction: readonly CorrectionSpec[] = c.correction;
+  return {
+    advantage: c.advantage,
+    correction,
+    loss: c.loss,
+    aggregation: c.aggregation ?? { name: defaultAgg },
+    kl: c.kl ?? null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// batch arrays
+
+/** A validated batch in flat form (see {@link BatchShape} for the layout). */
+export interface EstimateBatch {
+  /** Batch shape (B sequences × T positions). */
+  readonly shape: BatchShape;
+  /** ℓθ `(B, T)`. */
+  readonly logpTheta: Float64Array;
+  /** ℓold `(B, T)`. */
+  readonly logpOld: Float64Array;
+  /** ℓroll `(B, T)`. */
+  readonly logpRollout: Float64Array;
+  /** ℓref `(B, T)`, required when a KL term is configured. */
+  readonly logpRef?: Float64Array | undefined;
+  /** Response mask `(B, T)`, entries 0 or 1. */
+  readonly mask: Float64Array;
+  /** Rewards `(B)`; exactly one of rewards / advantages. */
+  readonly rewards?: Float64Array | undefined;
+  /** Given advantages per token `(B, T)` (a per-sequence input is broadcast). */
+  readonly advantages?: Float64Array | undefined;
+  /** Group id per sequence `(B)`; absent ⇒ one group. */
+  readonly groups?: readonly (string | number)[] | undefined;
+  /**
+   * Point at which stop-gradient terms are evaluated (cispo's detached clip, straight-through KL);
+   * for finite-difference checks only. @defaultValue logpTheta
+   */
+  readonly logpThetaDetached?: Float64Array | undefined;
+}
+
+function matrix(raw: unknown, field: string, B: number | undefined, T: number | undefined, check?: (v: number, where: string) => void): { data: Float64Array; B: number; T: number } {
+  if (!Array.isArray(raw)) throw new UsageError(`${field}: expected an array of rows, got ${raw === undefined ? 'nothing' : typeof raw}`);
+  const rows = raw.length;
+  if (B !== undefined && rows !== B) throw new UsageError(`${field}: expected ${B} rows, got ${rows}`);
+  if (rows === 0) throw new UsageError(`${field}: expected at least one row`);
+  const first = raw[0] as unknown;
+  const cols = T ?? (Array.isArray(first) ? first.length : 0);
+  const data = new Float64Array(rows * cols);
+  for (let i = 0; i < rows; i++) {
+    const row = raw[i] as unknown;
+    if (!Array.isArray(row)) throw new UsageError(`${field}[${i}]: expected an array, got ${JSON.stringify(row)}`);
+    if (row.length !== cols) throw new UsageError(`${field}[${i}]: expected ${cols} entries, got ${row.length}`);
+    for (let t = 0; t < cols; t++) {
+      const v = row[t] as unknown;
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`${field}[${i}][${t}]: expected a finite number, got ${JSON.stringify(v)}`);
+      check?.(v, `${field}[${i}][${t}]`);
+      data[i * cols + t] = v;
+    }
+  }
+  return { data, B: rows, T: cols };
+}
+
+function vector(raw: unknown, field: string, B: number): Float64Array {
+  if (!Array.isArray(raw)) throw new UsageError(`${field}: expected an array, got ${typeof raw}`);
+  if (raw.length !== B) throw new UsageError(`${field}: expected ${B} entries (one per sequence), got ${raw.length}`);
+  return Float64Array.from(raw, (v: unknown, i) => {
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`${field}[${i}]: expected a finite number, got ${JSON.stringify(v)}`);
+    return v;
+  });
+}
+
+const inputKeys = new Set(['logpTheta', 'logpOld', 'logpRollout', 'logpRef', 'mask', 'rewards', 'advantages', 'groups', 'config']);
+
+/**
+ * Validates the JSON input of `estimate` (see docs/estimators.md) into a flat {@link EstimateBatch} and a
+ * resolved {@link EstimateConfig}. Ragged rows, non-finite numbers, a mask entry other than 0/1,
+ * both or neither of rewards/advantages, unknown keys ⇒ `UsageError` naming the field.
+ * @example parseEstimateInput({ logpTheta: [[-1]], logpOld: [[-1]], logpRollout: [[-1.1]], mask: [[1]], rewards: [1], config: {} })
+ */
+export function parseEstimateInput(json: unknown): { batch: EstimateBatch; config: EstimateConfig } {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new UsageError('input: expected a JSON object');
+  const o = json as Record<string, unknown>;
+  for (const key of Object.keys(o)) if (!inputKeys.has(key)) throw new UsageError(`${key}: unknown field (known: ${[...inputKeys].join(', ')})`);
+  const mask = matrix(o['mask'], 'mask', undefined, undefined, (v, where) => {
+    if (v !== 0 && v !== 1) throw new UsageError(`${where}: mask entries must be 0 or 1, got ${v}`);
+  });
+  const { B, T } = mask;
+  const logpTheta = matrix(o['logpTheta'], 'logpTheta', B, T).data;
+  const logpOld = matrix(o['logpOld'], 'logpOld', B, T).data;
+  const logpRollout = matrix(o['logpRollout'], 'logpRollout', B, T).data;
+  const logpRef = o['logpRef'] === undefined ? undefined : matrix(o['logpRef'], 'logpRef', B, T).data;
+  const hasRewards = o['rewards'] !== undefined;
+  const hasAdv = o['advantages'] !== undefined;
+  if (hasRewards === hasAdv) throw new UsageError(hasRewards ? 'advantages: give either rewards or advantages, not both' : 'rewards: expected rewards (one per sequence) or advantages');
+  const rewards = hasRewards ? vector(o['rewards'], 'rewards', B) : undefined;
+  let adv: Float64Array | undefined;
+  if (hasAdv) {
+    const a = o['advantages'];
+    if (Array.isArray(a) && a.length > 0 && Array.isArray(a[0])) adv = matrix(a, 'advantages', B, T).data;
+    else {
+      const perSeq = vector(a, 'advantages', B);
+      adv = new Float64Array(B * T);
+      for (let i = 0; i < B; i++) adv.fill(perSeq[i]!, i * T, i * T + T);
+    }
+  }
+  let groups: (string | number)[] | undefined;
+  if (o['groups'] !== undefined) {
+    const g = o['groups'];
+    if (!Array.isArray(g)) throw new UsageError(`groups: expected an array, got ${typeof g}`);
+    if (g.length !== B) throw new UsageError(`groups: expected ${B} entries (one per sequence), got ${g.length}`);
+    groups = g.map((v: unknown, i) => {
+      if (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) return v;
+      throw new UsageError(`groups[${i}]: expected a number or string id, got ${JSON.stringify(v)}`);
+    });
+  }
+  const config = resolveConfig(o['config']);
+  if (config.kl !== null && logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
+  return {
+    batch: { shape: { B, T }, logpTheta, logpOld, logpRollout, logpRef, mask: mask.data, rewards, advantages: adv, groups },
+    config,
+  };
+}

@@ -1,0 +1,58 @@
+// Shared shapes of the estimator library: flat (B, T) batches, the `{ value, metrics }` result, safe exp.
+// Not an ndarray wrapper and not a tensor library: every field is a plain row-major Float64Array.
+
+/**
+ * Shape of a batch: `B` sequences (rows) × `T` token positions (columns).
+ * Every per-token field is a flat, row-major `Float64Array` of length `B * T`:
+ * entry (i, t) lives at index `i * T + t`. Per-sequence fields have length `B`.
+ */
+export interface BatchShape {
+  /** Number of sequences (rows). */
+  readonly B: number;
+  /** Number of token positions per row (padded length). */
+  readonly T: number;
+}
+
+/** Flat metric record: name → number (names are listed in docs/estimators.md). */
+export type MetricRecord = Record<string, number>;
+
+/** What every estimator, loss, aggregation and diagnostic returns. */
+export interface Estimate<V> {
+  /** The computed quantity. */
+  readonly value: V;
+  /** Named scalars for logging (documented per estimator). */
+  readonly metrics: MetricRecord;
+}
+
+/** Safety bound on log-ratios before `exp`, as in verl (`SAFETY_BOUND = 20`). */
+export const LOG_RATIO_BOUND = 20;
+
+/** `exp(clamp(x, -20, 20))`: the bounded exponential used for every IS ratio. */
+export function boundedExp(x: number): number {
+  return Math.exp(Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, x)));
+}
+
+/** Number of valid tokens (mask = 1) per row: `(B)`. */
+export function rowCounts(mask: Float64Array, shape: BatchShape): Float64Array {
+  const { B, T } = shape;
+  const n = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let s = 0;
+    for (let t = 0; t < T; t++) s += mask[i * T + t]!;
+    n[i] = s;
+  }
+  return n;
+}
+
+/** Masked mean of `x` over entries with mask 1 (0 when no entry is valid). */
+export function maskedMean(x: Float64Array, mask: Float64Array): number {
+  let s = 0;
+  let n = 0;
+  for (let k = 0; k < x.length; k++) {
+    if (mask[k] === 1) {
+      s += x[k]!;
+      n += 1;
+    }
+  }
+  return n > 0 ? s / n : 0;
+}
