@@ -1,0 +1,123 @@
+// The run configuration of `qrl-sim run`: one zod schema where every field has a default and a
+// reason. Not the estimator schema (src/rl/schema.ts validates `estimators`) nor the model's.
+
+import { z } from 'zod';
+import { UsageError } from '../../cli/errors.js';
+import { type EstimateConfig, resolveConfig } from '../schema.js';
+import { zodIssueLine } from './overrides.js';
+
+const positiveInt = z.number().int().positive();
+const nonNegInt = z.number().int().nonnegative();
+const finite = z.number().finite();
+
+/** Sampler settings of the rollout engine. */
+const samplerSchema = z.strictObject({
+  temperature: finite.positive().default(1).describe('softmax temperature; 1 keeps ℓroll and ℓθ on the same distribution'),
+  topK: nonNegInt.default(0).describe('keep the k most likely tokens (0 = off); off by default because truncation is a mismatch source of its own'),
+  topP: finite.gt(0).max(1).default(1).describe('nucleus mass (1 = off); off by default for the same reason'),
+  logprob: z.enum(['processed', 'raw']).default('processed').describe('ℓroll of the processed distribution (vLLM) or of the raw logits'),
+});
+
+/** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
+const diffusionSchema = z.strictObject({
+  generationLength: positiveInt.default(24).describe('response positions generated (fits sudoku4’s 17-token answer; a multiple of the block length)'),
+  blockLength: positiveInt.default(8).describe('semi-autoregressive block length (the AIS/d1 recipe, scaled down)'),
+  steps: positiveInt.default(12).describe('denoising steps in total: two tokens per step with the defaults'),
+  remasking: z.enum(['low-confidence', 'random']).default('low-confidence').describe('LLaDA’s default remasking'),
+  estimator: z.enum(['trajectory', 'd1', 'elbo']).default('d1').describe('per-token log-prob estimator used on both sides (d1: one forward pass, the diffu-GRPO choice)'),
+});
+
+/** The whole run configuration as accepted from JSON (defaults filled in by parsing). */
+export const runConfigSchema = z.strictObject({
+  seed: nonNegInt.default(0).describe('root of every random stream (named forks per purpose and step)'),
+  steps: positiveInt.default(20).describe('GRPO steps; learning is visible within 20 on the toy tasks'),
+  task: z
+    .strictObject({
+      name: z.enum(['reverse', 'sudoku4', 'countdown']).default('reverse').describe('the verifiable task'),
+      options: z.record(z.string(), z.unknown()).default({}).describe('task options (docs/tasks.md), validated by the task'),
+    })
+    .default({ name: 'reverse', options: {} }),
+  policy: z
+    .strictObject({
+      kind: z.enum(['ar', 'diffusion']).default('ar').describe('autoregressive or masked-diffusion toy policy'),
+      model: z.record(z.string(), z.unknown()).default({}).describe('model size options (docs/policies.md), validated by the policy'),
+      sampler: samplerSchema.default({ temperature: 1, topK: 0, topP: 1, logprob: 'processed' }),
+      diffusion: diffusionSchema.default({ generationLength: 24, blockLength: 8, steps: 12, remasking: 'low-confidence', estimator: 'd1' }),
+    })
+    .default({
+      kind: 'ar',
+      model: {},
+      sampler: { temperature: 1, topK: 0, topP: 1, logprob: 'processed' },
+      diffusion: { generationLength: 24, blockLength: 8, steps: 12, remasking: 'low-confidence', estimator: 'd1' },
+    }),
+  plan: z.string().min(1).default('bf16').describe('precision plan preset (docs/precision-plans.md): rollout side vs trainer side'),
+  sft: z
+    .strictObject({
+      steps: nonNegInt.default(300).describe('supervised warm-start steps, so RL starts from a policy with non-trivial reward'),
+      batchSize: positiveInt.default(32).describe('warm-start batch size'),
+      lr: finite.positive().default(3e-3).describe('warm-start learning rate (AdamW)'),
+      cache: z.boolean().default(true).describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
+    })
+    .default({ steps: 300, batchSize: 32, lr: 3e-3, cache: true }),
+  rollout: z
+    .strictObject({
+      prompts: positiveInt.default(8).describe('P prompts per step'),
+      groupSize: positiveInt.default(8).describe('G responses per prompt (GRPO group)'),
+    })
+    .default({ prompts: 8, groupSize: 8 }),
+  reward: z
+    .strictObject({
+      overlong: z
+        .strictObject({
+          buffer: positiveInt.describe('DAPO soft-overlong buffer L_cache (tokens before the maximum where the penalty ramps)'),
+          penalty: finite.positive().default(1).describe('penalty at the maximum length'),
+        })
+        .nullable()
+        .default(null)
+        .describe('DAPO overlong reward shaping; off by default (toy answers are short)'),
+      dynamicSampling: z.boolean().default(false).describe('drop groups whose rewards are all equal (DAPO); off by default'),
+    })
+    .default({ overlong: null, dynamicSampling: false }),
+  estimators: z.unknown().default({}).describe('advantage, correction, loss, aggregation and KL (docs/estimators.md)'),
+  optim: z
+    .strictObject({
+      lr: finite.positive().default(1e-3).describe('AdamW learning rate of the RL phase'),
+      beta1: finite.min(0).lt(1).default(0.9).describe('AdamW β1'),
+      beta2: finite.min(0).lt(1).default(0.999).describe('AdamW β2'),
+      eps: finite.positive().default(1e-8).describe('AdamW ε'),
+      weightDecay: finite.min(0).default(0).describe('decoupled weight decay on 2-D weights; 0 for short runs'),
+      maxGradNorm: finite.positive().default(1).describe('global gradient-norm clip (verl/TRL default 1.0)'),
+      epochs: positiveInt.default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
+      miniBatches: positiveInt.default(2).describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
+    })
+    .default({ lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, epochs: 1, miniBatches: 2 }),
+  eval: z
+    .strictObject({
+      every: nonNegInt.default(5).describe('evaluate every N steps (0 = only at the end)'),
+      problems: positiveInt.default(32).describe('held-out problems per evaluation'),
+    })
+    .default({ every: 5, problems: 32 }),
+  checkpoint: z
+    .strictObject({ every: nonNegInt.default(5).describe('checkpoint every N steps (0 = only at the end)') })
+    .default({ every: 5 }),
+});
+
+/** A run configuration with every default filled in (what `config.json` holds). */
+export type RunConfig = Omit<z.output<typeof runConfigSchema>, 'estimators'> & { readonly estimators: EstimateConfig };
+
+/**
+ * Validates a raw configuration (from JSON and `--set` overrides). Unknown keys, wrong types and
+ * out-of-range values throw a {@link UsageError} naming the field and the value.
+ */
+export function resolveRunConfig(raw: unknown): RunConfig {
+  const parsed = runConfigSchema.safeParse(raw ?? {});
+  if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, raw));
+  const estimators = resolveConfig(parsed.data.estimators, 'config.estimators');
+  const config: RunConfig = { ...parsed.data, estimators };
+  if (config.rollout.prompts * config.rollout.groupSize < config.optim.miniBatches) {
+    throw new UsageError(
+      `config.optim.miniBatches: ${config.optim.miniBatches} exceeds the ${config.rollout.prompts * config.rollout.groupSize} sequences per step`,
+    );
+  }
+  return config;
+}

@@ -1,0 +1,58 @@
+// The contract between the GRPO loop and a policy (autoregressive or masked diffusion): what the
+// loop asks of a policy at each step. Not an implementation; see src/policies/*/engine.ts.
+
+import type { ParamStore } from '../../nn/index.js';
+import type { Rng } from '../../rng.js';
+
+/** Which side of the precision plan runs a generation. */
+export type PlanSideName = 'rollout' | 'trainer';
+
+/** A batch of sampled responses, padded to `T` response positions. */
+export interface RolloutBatch {
+  /** Number of sequences. */
+  readonly B: number;
+  /** Response positions per sequence (padding included). */
+  readonly T: number;
+  /** Prompt tokens of each sequence. */
+  readonly prompts: readonly (readonly number[])[];
+  /** Response tokens `(B, T)`; positions past the mask hold padding. */
+  readonly responses: Int32Array;
+  /** Response mask `(B, T)`: 1 on the tokens the policy generated (EOS included), else 0. */
+  readonly mask: Float64Array;
+  /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
+  readonly logpRollout: Float64Array;
+  /** Policy-specific record the trainer-side estimators need (diffusion states and seeds). */
+  readonly record?: unknown;
+}
+
+/** Per-token trainer log-probs of some rows of a batch. */
+export interface TrainerLogprobs {
+  /** ℓ `(rows, T)`, 0 where the mask is 0. */
+  readonly logp: Float64Array;
+  /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
+  readonly entropy: Float64Array;
+}
+
+/** What the GRPO loop needs from a policy. One engine owns the FP32 master weights. */
+export interface RlEngine {
+  /** FP32 master weights and their gradients. */
+  readonly params: ParamStore;
+  /** Step 1: rebuild the rollout engine from the master weights (re-quantize, recalibrate KV scales). */
+  sync(): void;
+  /**
+   * Samples one response per prompt with the given side's engine (`rollout` by default), or the
+   * greedy response when `greedy` is set. All randomness comes from `rng`.
+   */
+  generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: PlanSideName }): RolloutBatch;
+  /**
+   * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
+   * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
+   */
+  logprobs(batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): TrainerLogprobs;
+  /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
+  backward(gradLogp: Float64Array): void;
+  /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
+  state(): unknown;
+  /** Restores {@link state}. */
+  restore(state: unknown): void;
+}
