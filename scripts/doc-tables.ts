@@ -3,6 +3,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } from '../src/numerics/describe.js';
+import { configTableMarkdown } from '../src/rl/grpo/describe.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
 export function fillMarkers(text: string, blocks: Record<string, string>): string {
@@ -21,15 +22,24 @@ export const numericsBlocks = (): Record<string, string> => ({
   'profile-sources': profileSourcesMarkdown(),
 });
 
+export const grpoBlocks = (): Record<string, string> => ({ 'run-config': configTableMarkdown() });
+
+/** Every generated document and its blocks. */
+export const generatedDocs = (): Record<string, Record<string, string>> => ({
+  'docs/numerics.md': numericsBlocks(),
+  'docs/grpo.md': grpoBlocks(),
+});
+
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
-  const path = 'docs/numerics.md';
-  const before = readFileSync(path, 'utf8');
-  const after = fillMarkers(before, numericsBlocks());
-  if (process.argv.includes('--check')) {
-    if (before !== after) {
-      console.error(`${path} is out of date: run npx tsx scripts/doc-tables.ts`);
-      process.exit(1);
-    }
-  } else writeFileSync(path, after);
+  for (const [path, blocks] of Object.entries(generatedDocs())) {
+    const before = readFileSync(path, 'utf8');
+    const after = fillMarkers(before, blocks);
+    if (process.argv.includes('--check')) {
+      if (before !== after) {
+        console.error(`${path} is out of date: run npx tsx scripts/doc-tables.ts`);
+        process.exitCode = 1;
+      }
+    } else writeFileSync(path, after);
+  }
 }

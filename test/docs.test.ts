@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { fillMarkers, numericsBlocks } from '../scripts/doc-tables.js';
+import { fillMarkers, generatedDocs } from '../scripts/doc-tables.js';
 
 describe('generated documentation tables', () => {
-  it('docs/numerics.md embeds the tables generated from the records (regenerate: npx tsx scripts/doc-tables.ts)', () => {
-    const text = readFileSync('docs/numerics.md', 'utf8');
-    expect(fillMarkers(text, numericsBlocks())).toBe(text);
+  it.each(Object.entries(generatedDocs()))('%s embeds the tables generated from the code (regenerate: npx tsx scripts/doc-tables.ts)', (path, blocks) => {
+    const text = readFileSync(path, 'utf8');
+    expect(fillMarkers(text, blocks)).toBe(text);
   });
 });

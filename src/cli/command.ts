@@ -9,6 +9,8 @@ export interface CliIo {
   err(text: string): void;
   /** Reads all of standard input (used by `--input -`). */
   readStdin(): Promise<string>;
+  /** True when output goes to a terminal (progress bars); plain lines otherwise. */
+  readonly interactive?: boolean;
 }
 
 /** A subcommand of `qrl-sim`. */

@@ -15,6 +15,7 @@ export const commands: Readonly<Record<string, Command>> = {
 };
 
 const processIo: CliIo = {
+  interactive: process.stdout.isTTY === true,
   out: (text) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
   err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
   readStdin: async () => {

@@ -104,7 +104,7 @@ function warmStart(engine: RlEngine, config: RunConfig, task: Task, factory: Pol
  * Runs (or resumes) GRPO as configured, writing `config.json`, `metrics.jsonl` (deterministic),
  * `timings.jsonl` (wall clock), `eval.jsonl` and `checkpoints/step-NNNNNN.json` into `outDir`.
  */
-export function runGrpo(options: RunOptions): RunSummary {
+export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const { config, outDir, factory, observer } = options;
   const cacheDir = options.cacheDir ?? join(process.cwd(), '.cache', 'sft');
   const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
@@ -186,6 +186,8 @@ export function runGrpo(options: RunOptions): RunSummary {
       timingsFile.write({ step, ...timings });
       observer?.onStep?.(step, metrics, timings);
       last = step;
+      // Let signal handlers (Ctrl-C) run between steps.
+      await new Promise((resolve) => setImmediate(resolve));
       const isLast = step === config.steps;
       if ((config.eval.every > 0 && step % config.eval.every === 0) || isLast) runEval(step);
       const stopNow = options.shouldStop?.() ?? false;
