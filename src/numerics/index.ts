@@ -9,3 +9,5 @@ export * from './describe.js';
 export * from './scales.js';
 export * from './quantize.js';
 export * from './presets.js';
+export * from './gemm.js';
+export * from './kvcache.js';
