@@ -12,6 +12,7 @@ import {
   quantize,
   quantizedValues,
 } from './quantize.js';
+import { fp32Gemm } from './fp32-kernel.js';
 import { fma32 } from './scales.js';
 import { fakeQuant } from './vector.js';
 
@@ -145,48 +146,6 @@ function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Fl
 
 // ---------------------------------------------------------------------------------------------------
 // Range kernels: partial(i, j) = Σ_{kk ∈ [k0, k1)} A(i, kk)·B(j, kk) under one model, written into `partial`.
-
-/**
- * float32 sequential sums over [k0, k1), register-blocked 4×4 with k innermost per tile: each output keeps
- * its own accumulator, so the per-element order is exactly "increasing k" (the blocking only shares loads).
- */
-function fp32Range(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number): void {
-  const fr = Math.fround;
-  const m4 = m - (m % 4);
-  const n4 = n - (n % 4);
-  for (let i = 0; i < m4; i += 4) {
-    const r0 = i * k, r1 = r0 + k, r2 = r1 + k, r3 = r2 + k;
-    for (let j = 0; j < n4; j += 4) {
-      const c0 = j * k, c1 = c0 + k, c2 = c1 + k, c3 = c2 + k;
-      let s00 = 0, s01 = 0, s02 = 0, s03 = 0;
-      let s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-      let s20 = 0, s21 = 0, s22 = 0, s23 = 0;
-      let s30 = 0, s31 = 0, s32 = 0, s33 = 0;
-      for (let kk = k0; kk < k1; kk++) {
-        const a0 = A[r0 + kk] as number, a1 = A[r1 + kk] as number, a2 = A[r2 + kk] as number, a3 = A[r3 + kk] as number;
-        const b0 = B[c0 + kk] as number, b1 = B[c1 + kk] as number, b2 = B[c2 + kk] as number, b3 = B[c3 + kk] as number;
-        s00 = fr(s00 + fr(a0 * b0)); s01 = fr(s01 + fr(a0 * b1)); s02 = fr(s02 + fr(a0 * b2)); s03 = fr(s03 + fr(a0 * b3));
-        s10 = fr(s10 + fr(a1 * b0)); s11 = fr(s11 + fr(a1 * b1)); s12 = fr(s12 + fr(a1 * b2)); s13 = fr(s13 + fr(a1 * b3));
-        s20 = fr(s20 + fr(a2 * b0)); s21 = fr(s21 + fr(a2 * b1)); s22 = fr(s22 + fr(a2 * b2)); s23 = fr(s23 + fr(a2 * b3));
-        s30 = fr(s30 + fr(a3 * b0)); s31 = fr(s31 + fr(a3 * b1)); s32 = fr(s32 + fr(a3 * b2)); s33 = fr(s33 + fr(a3 * b3));
-      }
-      const o0 = i * n + j, o1 = o0 + n, o2 = o1 + n, o3 = o2 + n;
-      partial[o0] = s00; partial[o0 + 1] = s01; partial[o0 + 2] = s02; partial[o0 + 3] = s03;
-      partial[o1] = s10; partial[o1 + 1] = s11; partial[o1 + 2] = s12; partial[o1 + 3] = s13;
-      partial[o2] = s20; partial[o2 + 1] = s21; partial[o2 + 2] = s22; partial[o2 + 3] = s23;
-      partial[o3] = s30; partial[o3 + 1] = s31; partial[o3 + 2] = s32; partial[o3 + 3] = s33;
-    }
-  }
-  // Edges: rows below m4 with every column, and the right columns of the blocked rows.
-  for (let i = 0; i < m; i++) {
-    for (let j = i < m4 ? n4 : 0; j < n; j++) {
-      const ra = i * k, rb = j * k;
-      let s = 0;
-      for (let kk = k0; kk < k1; kk++) s = fr(s + fr((A[ra + kk] as number) * (B[rb + kk] as number)));
-      partial[i * n + j] = s;
-    }
-  }
-}
 
 function pairwiseSum(A: Float32Array, B: Float32Array, ra: number, rb: number, lo: number, hi: number): number {
   if (hi - lo === 1) return Math.fround((A[ra + lo] as number) * (B[rb + lo] as number));
@@ -364,9 +323,10 @@ export function gemm(
     opB.fine && opB.layout ? opB.layout.kSize : Infinity,
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
+  const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
   const range = (partial: Float32Array, k0: number, k1: number): void => {
     switch (model) {
-      case 'fp32': return fp32Range(partial, A, B, m, n, k, k0, k1);
+      case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
       case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
       case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
       case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);

@@ -11,3 +11,4 @@ export * from './quantize.js';
 export * from './presets.js';
 export * from './gemm.js';
 export * from './kvcache.js';
+export { fp32KernelIsSimd } from './fp32-kernel.js';

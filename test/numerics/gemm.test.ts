@@ -10,6 +10,7 @@ import {
   exponentOf,
   fakeQuant,
   fma32,
+  fp32KernelIsSimd,
   gemm,
   quantPreset,
   quantize,
@@ -56,6 +57,31 @@ describe('fp32 accumulator', () => {
       expect(same(gemm(new Float32Array(m * n), a, b, m, n, k), scalarFp32(a, b, m, n, k))).toBe(true);
     },
   );
+
+  it('the WebAssembly SIMD path (4×8 tiles) equals the scalar loop with subnormals, ±0, ±Inf and NaN', () => {
+    expect(fp32KernelIsSimd()).toBe(true);
+    const [m, n, k] = [37, 45, 70];
+    const a = randomMatrix(m, k, 'wa');
+    const b = randomMatrix(n, k, 'wb');
+    a[5] = 2 ** -70; b[5] = 2 ** -70; // a product 2^-140: float32 subnormal, must not flush to zero
+    a[k + 3] = -0; b[k + 4] = Infinity; a[2 * k + 9] = Number.NaN; b[7 * k] = -(2 ** -130);
+    for (let i = 0; i < k; i++) { a[3 * k + i] = 2 ** -75; b[2 * k + i] = 2 ** -74; } // a whole row of subnormal products
+    const out = gemm(new Float32Array(m * n), a, b, m, n, k);
+    const ref = scalarFp32(a, b, m, n, k);
+    expect(out.every((v, i) => Object.is(v, ref[i]) || (Number.isNaN(v) && Number.isNaN(ref[i]!)))).toBe(true);
+    expect(out[3 * n + 2]).toBe(ref[3 * n + 2]);
+    expect(out[3 * n + 2]).toBeGreaterThan(0);
+    // segments starting at k0 > 0 (split K) go through the same kernel
+    const split = gemm(new Float32Array(m * n), a.map((v) => (Number.isFinite(v) ? v : 1)), b.map((v) => (Number.isFinite(v) ? v : 1)), m, n, k, { splitK: 3 });
+    const a2 = a.map((v) => (Number.isFinite(v) ? v : 1));
+    const b2 = b.map((v) => (Number.isFinite(v) ? v : 1));
+    const part = (lo: number, hi: number): Float32Array => {
+      const sub = (x: Float32Array, rows: number): Float32Array => Float32Array.from({ length: rows * (hi - lo) }, (_, i) => x[Math.floor(i / (hi - lo)) * k + lo + (i % (hi - lo))]!);
+      return scalarFp32(sub(a2, m), sub(b2, n), m, n, hi - lo);
+    };
+    const [p0, p1, p2] = [part(0, 24), part(24, 48), part(48, 70)];
+    expect(same(split, p0.map((v, i) => fr(fr(v + p1[i]!) + p2[i]!)))).toBe(true);
+  });
 
   it('bf16 operand rounding then fp32 sums; outFormat rounds the result', () => {
     const [m, n, k] = [6, 5, 19];
