@@ -276,3 +276,19 @@ export function quantPreset(name: string, params: QuantPresetParams = {}): Quant
   }
   return preset.build(params);
 }
+
+/** The preset table of docs/quantization.md, generated from the records (a test keeps the two equal). */
+export function presetTableMarkdown(): string {
+  const rows = Object.entries(quantPresets as Record<string, QuantPreset>).map(([name, p]) => {
+    const spec = p.build({});
+    const g = spec.granularity;
+    const gran = g.kind === 'group' ? `1×${g.size}` : g.kind === 'block' ? `${g.size}×${g.size}` : g.kind;
+    const params = p.params.length === 0 ? '—' : p.params.map((k) => `\`${k}\``).join(', ');
+    return `| \`${name}\` | \`${spec.format}\` | ${gran} | ${p.formula.replace(/\|/g, '\\|')} | ${params} | ${p.description}. Source: ${p.source} |`;
+  });
+  return [
+    '| preset | element | default granularity | exact formula (fl = float32 rounding) | parameters | models |',
+    '| --- | --- | --- | --- | --- | --- |',
+    ...rows,
+  ].join('\n');
+}

@@ -219,7 +219,8 @@ export interface QuantizeOptions {
   readonly randomBits?: Uint32Array | Rng;
 }
 
-type ElementFormat = FloatFormat | IntFormat;
+/** The record of an element format: a float format or an integer format. */
+export type ElementFormat = FloatFormat | IntFormat;
 
 /** The element format record of a spec. */
 export function elementFormat(name: ElementFormatName): ElementFormat {

@@ -283,3 +283,13 @@ describe('dequantize(quantize(x)) error bounds (properties)', () => {
     within(quantPreset('mxfp8', { block: 8 }), x, (v, s) => Math.max(2 ** -4 * Math.abs(v), s * 2 ** -10, Math.abs(v) - 448 * s));
   });
 });
+
+describe('docs/quantization.md', () => {
+  it('embeds the preset table generated from the records (regenerate: npx tsx scripts/quant-doc-tables.ts)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { fillMarkers } = await import('../../scripts/doc-tables.js');
+    const { quantizationBlocks } = await import('../../scripts/quant-doc-tables.js');
+    const text = readFileSync('docs/quantization.md', 'utf8');
+    expect(fillMarkers(text, quantizationBlocks())).toBe(text);
+  });
+});
