@@ -218,7 +218,7 @@ export function hopperFusedDotAdd(
   eminB: number,
   fractionBits = 13,
 ): number {
-  let maxE = c === 0 ? -126 : exponentOf(c);
+  let maxE = c === 0 ? -126 : Math.max(exponentOf(c), -126);
   let special = !Number.isFinite(c);
   for (let kk = lo; kk < hi; kk++) {
     const a = A[ra + kk] as number;

@@ -119,9 +119,9 @@ export function kvCacheCalibrate(
   v: Float32Array,
   shape: readonly [number, number],
 ): KvCacheState {
-  if (spec.calibration.mode === 'fixed') return state;
   checkKv(spec, k, shape, 'k');
   checkKv(spec, v, shape, 'v');
+  if (spec.calibration.mode === 'fixed' || k.length === 0) return state; // nothing to calibrate from
   const kDiv = spec.calibration.kDivisor ?? kvDefaults.kDivisor;
   const vDiv = spec.calibration.vDivisor ?? kvDefaults.vDivisor;
   const update = (prev: Float32Array, amax: Float32Array, div: number): Float32Array =>

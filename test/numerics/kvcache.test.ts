@@ -65,6 +65,7 @@ describe('KV cache', () => {
     const empty = kvCacheForward({ calibration: { mode: 'inference' } }, kvCacheState({ calibration: { mode: 'inference' } }), f32(), f32(), [0, 4]);
     expect(empty.k.codes.length).toBe(0);
     expect(empty.state.kScale[0]).toBe(1);
+    expect(empty.state.calibrated).toBe(false); // the next non-empty forward still calibrates
   });
 
   it('bad shapes name the field', () => {

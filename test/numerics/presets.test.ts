@@ -8,6 +8,7 @@ import {
   delayedScalingState,
   dequantize,
   fma32,
+  nextFloat32Down,
   nextFloat32Up,
   pow2Exponent,
   quantPreset,
@@ -59,6 +60,33 @@ describe('power-of-two scale roundings', () => {
     expect([0.5, 1.5, 2.5, -0.5, -1.5, 3.5000002].map((v) => roundInt(v, 'rne') + 0)).toEqual([0, 2, 2, 0, -2, 4]);
     expect([2.7, -2.7].map((v) => roundInt(v, 'rtz'))).toEqual([2, -2]);
     expect([2.5, -2.5].map((v) => roundInt(v, 'rha'))).toEqual([3, -3]);
+  });
+});
+
+describe('multiply by the reciprocal vs divide', () => {
+  it('x·fl(1/s) and x/s differ in the last bit, and sometimes in the FP8 code', () => {
+    const s = 3;
+    const base = { format: 'e4m3fn', granularity: { kind: 'tensor' }, scale: { kind: 'static', scale: s } } as const;
+    // inputs around 3·t for every tie t between neighbouring e4m3 values in [1, 448): the two quotients can
+    // land on opposite sides of t
+    const xs: number[] = [];
+    for (let e = 0; e < 8; e++) {
+      for (let m = 0; m < 8; m++) {
+        const t = (1 + (2 * m + 1) / 16) * 2 ** e;
+        let v = Math.fround(3 * t);
+        for (let d = 0; d < 4; d++) v = nextFloat32Down(v);
+        for (let d = 0; d < 9; d++, v = nextFloat32Up(v)) xs.push(v);
+      }
+    }
+    const x = Float32Array.from(xs);
+    let bitDiffs = 0;
+    for (const v of x) if (Math.fround(v / s) !== Math.fround(v * Math.fround(1 / s))) bitDiffs++;
+    expect(bitDiffs).toBeGreaterThan(0);
+    const div = quantize({ ...base, scaling: 'divide' }, x, [1, x.length]);
+    const rec = quantize({ ...base, scaling: 'reciprocal' }, x, [1, x.length]);
+    const codeDiffs = Array.from(div.codes).filter((c, i) => c !== rec.codes[i]).length;
+    expect(codeDiffs).toBeGreaterThan(0);
+    expect(codeDiffs).toBeLessThan(bitDiffs);
   });
 });
 
