@@ -249,7 +249,7 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
 
 describe('scale placement', () => {
   it('fine-grained scales are applied per K-group inside the loop: acc = fmaf(fl(s_a·s_b), partial, acc)', () => {
-    const [m, n, k, g] = [2, 3, 24, 8];
+    const [m, n, k, g] = [5, 9, 24, 8]; // 4×8 tiles through the SIMD kernel plus scalar edges
     const a = randomMatrix(m, k, 'fa');
     const b = randomMatrix(n, k, 'fb', 50);
     const qa = quantize(quantPreset('deepseek-fp8-group', { block: g }), a, [m, k]);
@@ -271,6 +271,17 @@ describe('scale placement', () => {
         expect(out[i * n + j]).toBe(acc);
       }
     }
+  });
+
+  it('per-token FP8 scales are applied in the epilogue: fl(s_a·fl(s_b·acc)) with acc the fp32 sum of code values', () => {
+    const [m, n, k] = [4, 8, 40];
+    const spec = quantPreset('vllm-fp8-token');
+    const qa = quantize(spec, randomMatrix(m, k, 'ta', 3), [m, k]);
+    const qb = quantize(spec, randomMatrix(n, k, 'tb', 0.1), [n, k]);
+    const out = gemm(new Float32Array(m * n), qa, qb, m, n, k);
+    const table = decodeTable('e4m3fn');
+    const acc = scalarFp32(Float32Array.from(qa.codes, (c) => table[c]!), Float32Array.from(qb.codes, (c) => table[c]!), m, n, k);
+    expect(same(out, acc.map((v, o) => fr(qa.scales[Math.floor(o / n)]! * fr(qb.scales[o % n]! * v))))).toBe(true);
   });
 
   it('weight-only (W4A16): the weight is dequantized and rounded to the activation format first', () => {
