@@ -2,6 +2,7 @@
 // process, single thread. Prints ratios; nothing here is asserted (no timing asserts in tests).
 
 import { type BenchLine, benchCast } from './cast.js';
+import { benchGemm } from './gemm.js';
 import { disposeOrtBenches } from './ort.js';
 
 function print(line: BenchLine): void {
@@ -15,10 +16,19 @@ const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
 };
+const sections: Record<string, () => Promise<void>> = {
+  gemm: async () => {
+    await benchGemm({ out: (text: string) => console.log(text) });
+  },
+};
 
 for (const [name, run] of Object.entries(benches)) {
   if (only.length > 0 && !only.includes(name)) continue;
   const result = await run();
   for (const line of Array.isArray(result) ? result : [result]) print(line);
+}
+for (const [name, run] of Object.entries(sections)) {
+  if (only.length > 0 && !only.includes(name)) continue;
+  await run();
 }
 await disposeOrtBenches();

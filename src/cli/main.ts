@@ -6,12 +6,14 @@ import { UsageError } from './errors.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
+import { quantizeCommand } from './quantize.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
   demo: demoCommand,
   estimate: estimateCommand,
+  quantize: quantizeCommand,
 };
 
 const processIo: CliIo = {

@@ -1,0 +1,174 @@
+// `qrl-sim quantize`: quantizes a JSON array (1-D or rows × cols) with a named preset and prints codes, scales,
+// the dequantized values and error statistics. Not a file converter: no binary formats, one tensor per call.
+
+import { readFileSync } from 'node:fs';
+import {
+  type QuantPreset,
+  type QuantPresetParams,
+  type QuantizedTensor,
+  dequantize,
+  quantPreset,
+  quantPresets,
+  quantize,
+} from '../numerics/index.js';
+import type { Command } from './command.js';
+import { UsageError } from './errors.js';
+import { integerOption, parseCommandArgs, required } from './parse.js';
+
+const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
+  .map(([name, p]) => `  ${name.padEnd(20)} ${p.description}`)
+  .join('\n');
+
+const help = `usage: qrl-sim quantize --preset NAME [--block N] --input FILE|- [--json]
+
+Reads a JSON array of numbers (one row) or an array of equal-length arrays (rows = tokens or
+output channels; groups and blocks run along each row), quantizes it with the preset and prints
+the codes, the dequant scales (x ≈ q·s), the dequantized values and the error statistics.
+Values may also be the strings "NaN", "Infinity", "-Infinity" and "-0"; every value is first
+rounded to float32.
+
+options:
+  --preset NAME   one of the presets below
+  --block N       group/block size of the presets that have one (default: the preset's)
+  --input FILE    JSON file, or - for standard input
+  --json          print {preset, codes, scales, zeroPoints?, dequantized, stats: {maxAbsError, rmse, sqnrDb}}
+                  (codes and dequantized in the input's shape; non-finite numbers as strings)
+
+presets:
+${presetLines}
+
+examples:
+  echo '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]' | qrl-sim quantize --preset vllm-fp8-token --input - --json
+  qrl-sim quantize --preset mxfp4 --block 32 --input weights.json`;
+
+const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
+
+function parseElement(v: unknown, where: string): number {
+  if (typeof v === 'number') return Math.fround(v);
+  if (typeof v === 'string' && v in SPECIAL) return SPECIAL[v] as number;
+  throw new UsageError(`--input: element ${where} is not a number: ${JSON.stringify(v)}`);
+}
+
+/** Parses the input JSON into float32 values and a (rows, cols) shape; `oneD` when the input was a flat array. */
+export function parseQuantizeInput(text: string): { x: Float32Array; shape: [number, number]; oneD: boolean } {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--input: not valid JSON (${error instanceof Error ? error.message : String(error)})`);
+  }
+  if (!Array.isArray(data)) throw new UsageError('--input: expected a JSON array of numbers or an array of rows');
+  if (data.length === 0 || !Array.isArray(data[0])) {
+    const x = Float32Array.from(data, (v, i) => parseElement(v, `[${i}]`));
+    return { x, shape: [1, x.length], oneD: true };
+  }
+  const rows = data as unknown[];
+  const cols = (rows[0] as unknown[]).length;
+  const x = new Float32Array(rows.length * cols);
+  rows.forEach((row, r) => {
+    if (!Array.isArray(row)) throw new UsageError(`--input: row ${r} is not an array`);
+    if (row.length !== cols) throw new UsageError(`--input: row ${r} has ${row.length} values, row 0 has ${cols}`);
+    row.forEach((v, c) => {
+      x[r * cols + c] = parseElement(v, `[${r}][${c}]`);
+    });
+  });
+  return { x, shape: [rows.length, cols], oneD: false };
+}
+
+/** A JSON-safe number: non-finite values and −0 as strings. */
+function jsonNumber(v: number): number | string {
+  if (Object.is(v, -0)) return '-0';
+  return Number.isFinite(v) ? v : String(v);
+}
+
+function shaped<T>(values: T[], shape: readonly number[], oneD: boolean): T[] | T[][] | T {
+  if (shape.length === 0) return values[0] as T;
+  if (shape.length === 1 || oneD) return values;
+  const [rows, cols] = shape as [number, number];
+  return Array.from({ length: rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
+}
+
+/** Error statistics over the elements where input and output are both finite. */
+export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsError: number; rmse: number; sqnrDb: number } {
+  let maxAbs = 0;
+  let sumSq = 0;
+  let sumErr = 0;
+  let n = 0;
+  for (let i = 0; i < x.length; i++) {
+    const a = x[i] as number;
+    const b = y[i] as number;
+    if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
+    const e = a - b;
+    maxAbs = Math.max(maxAbs, Math.abs(e));
+    sumSq += a * a;
+    sumErr += e * e;
+    n++;
+  }
+  const rmse = n === 0 ? 0 : Math.sqrt(sumErr / n);
+  const sqnrDb = sumErr === 0 ? Infinity : 10 * Math.log10(sumSq / sumErr);
+  return { maxAbsError: maxAbs, rmse, sqnrDb };
+}
+
+/** The `quantize` subcommand. */
+export const quantizeCommand: Command = {
+  summary: 'quantize a JSON array with a named preset (codes, scales, dequantized values, error)',
+  help,
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, {
+      preset: { type: 'string' },
+      block: { type: 'string' },
+      input: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    });
+    const name = required(values.preset, 'preset');
+    const preset = (quantPresets as Record<string, QuantPreset>)[name];
+    if (preset === undefined) throw new UsageError(`--preset: unknown preset '${name}' (known: ${Object.keys(quantPresets).join(', ')})`);
+    const params: QuantPresetParams = {};
+    if (values.block !== undefined) {
+      if (!preset.params.includes('block')) throw new UsageError(`--block: preset '${name}' has no block size`);
+      Object.assign(params, { block: integerOption(values.block, 'block', 0, 1) });
+    }
+    const inputPath = required(values.input, 'input');
+    let text: string;
+    if (inputPath === '-') text = await io.readStdin();
+    else {
+      try {
+        text = readFileSync(inputPath, 'utf8');
+      } catch (error) {
+        throw new UsageError(`--input: cannot read '${inputPath}' (${error instanceof Error ? error.message.split('\n')[0] : String(error)})`);
+      }
+    }
+    const { x, shape, oneD } = parseQuantizeInput(text);
+    const spec = quantPreset(name, params);
+    const q: QuantizedTensor = quantize(spec, x, shape);
+    const y = dequantize(q);
+    const stats = quantizationStats(x, y);
+    const codes = Array.from(q.codes as ArrayLike<number>);
+    const dataShape = oneD ? [shape[1]] : [...shape];
+    const scaleShape = oneD && q.scaleShape.length === 2 ? [q.scaleShape[1] as number] : q.scaleShape;
+    if (values.json) {
+      io.out(
+        JSON.stringify({
+          preset: name,
+          ...(params.block !== undefined ? { block: params.block } : {}),
+          codes: shaped(codes, dataShape, oneD),
+          scales: shaped(Array.from(q.scales, jsonNumber), scaleShape, oneD && scaleShape.length === 1),
+          ...(q.zeroPoints ? { zeroPoints: shaped(Array.from(q.zeroPoints), scaleShape, oneD && scaleShape.length === 1) } : {}),
+          ...(q.globalScale !== undefined ? { globalScale: q.globalScale } : {}),
+          dequantized: shaped(Array.from(y, jsonNumber), dataShape, oneD),
+          stats: { maxAbsError: jsonNumber(stats.maxAbsError), rmse: jsonNumber(stats.rmse), sqnrDb: jsonNumber(stats.sqnrDb) },
+        }),
+      );
+      return 0;
+    }
+    io.out(`${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`);
+    io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB`);
+    const [rows, cols] = shape;
+    for (let r = 0; r < Math.min(rows, 8); r++) {
+      const row = Array.from(y.subarray(r * cols, Math.min((r + 1) * cols, r * cols + 8)), (v) => String(jsonNumber(v)));
+      io.out(`row ${r}: ${row.join(' ')}${cols > 8 ? ' …' : ''}`);
+    }
+    if (rows > 8) io.out(`… ${rows - 8} more rows (use --json for everything)`);
+    return 0;
+  },
+};

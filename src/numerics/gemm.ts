@@ -1,0 +1,380 @@
+// GEMM out(m×n) = A(m×k)·B(n×k)ᵀ with operand rounding/quantization, scales applied where real kernels apply them,
+// and named accumulator models (fp32, pairwise, fp64, int32, hopper-fp8). Not a fast BLAS: exact semantics first.
+
+import { type FloatFormatName, exponentOf, floatFormat } from './formats.js';
+import {
+  type CellLayout,
+  type QuantSpec,
+  type QuantizedTensor,
+  cellLayout,
+  dequantize,
+  elementFormat,
+  quantize,
+  quantizedValues,
+} from './quantize.js';
+import { fp32Gemm } from './fp32-kernel.js';
+import { fma32 } from './scales.js';
+import { fakeQuant } from './vector.js';
+
+/**
+ * How products are summed along K:
+ * - `fp32`: each product rounded to float32, sequential float32 adds in increasing k (default);
+ * - `pairwise`: float32 products summed as a balanced binary tree (left half + right half);
+ * - `fp64`: products summed in double, rounded to float32 once;
+ * - `int32`: exact integer products, int32 adds that wrap modulo 2^32 (integer operands only);
+ * - `hopper-fp8`: MMA-Sim model of Hopper FP8 `wgmma` (per K-chunk of 32: products and incoming
+ *   accumulator aligned to the largest exponent and truncated to 13 fractional bits, summed
+ *   exactly, truncated to an e8m13 float), promoted to a float32 accumulator every
+ *   `promoteEvery` chunks.
+ */
+export type AccumulatorModel = 'fp32' | 'pairwise' | 'fp64' | 'int32' | 'hopper-fp8';
+
+/** Every accumulator model. */
+export const accumulatorModels: readonly AccumulatorModel[] = Object.freeze(['fp32', 'pairwise', 'fp64', 'int32', 'hopper-fp8']);
+
+/** How a Float32Array operand is prepared: rounded to a float format (RNE), or quantized by a spec. */
+export type OperandQuant = FloatFormatName | QuantSpec;
+
+/** Options of {@link gemm}. */
+export interface GemmOptions {
+  /** Rounding or quantizer for a Float32Array A (ignored when A is already quantized). @defaultValue none (fp32 as is) */
+  readonly aQuant?: OperandQuant;
+  /** Rounding or quantizer for a Float32Array B. @defaultValue none */
+  readonly bQuant?: OperandQuant;
+  /** @defaultValue 'fp32' */
+  readonly accumulator?: AccumulatorModel;
+  /** `hopper-fp8`: chunks between promotions to the float32 accumulator; 0 = never. @defaultValue 4 (128 K) */
+  readonly promoteEvery?: number;
+  /** `hopper-fp8`: K per tensor-core instruction. @defaultValue 32 */
+  readonly chunk?: number;
+  /** `hopper-fp8`: fractional bits kept by the alignment and the output. @defaultValue 13 */
+  readonly fractionBits?: number;
+  /** Split K into this many contiguous parts, each summed from zero, then added in order (split-K kernels). @defaultValue 1 */
+  readonly splitK?: number;
+  /** Round the output to this format (RNE, IEEE overflow), e.g. 'bf16'. @defaultValue none */
+  readonly outFormat?: FloatFormatName;
+}
+
+/** A prepared operand: element values and where its scales go. */
+interface Operand {
+  /** Element values (decoded codes minus zero points, or rounded floats), row-major (rows, k). */
+  readonly values: Float32Array;
+  /** Minimum normal exponent of the element format (hopper-fp8 alignment of subnormals and zeros). */
+  readonly emin: number;
+  /** Whether every value is an integer (int formats). */
+  readonly integer: boolean;
+  /** Per-cell dequant scales, or null. */
+  readonly scales: Float32Array | null;
+  readonly layout: CellLayout | null;
+  /** Scale constant along K within `kSize` elements (fine-grained) or along all of K. */
+  readonly fine: boolean;
+  readonly globalScale: number;
+}
+
+function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
+  return !(x instanceof Float32Array);
+}
+
+function plainOperand(values: Float32Array, format: FloatFormatName | null): Operand {
+  const emin = format === null ? -126 : floatFormat(format).emin;
+  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1 };
+}
+
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand {
+  const fmt = elementFormat(q.spec.format);
+  const values = quantizedValues(q);
+  if (q.spec.scale.kind === 'none') {
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1 };
+  }
+  const layout = cellLayout(q.spec.granularity, rows, k);
+  return {
+    values,
+    emin: fmt.kind === 'float' ? fmt.emin : 0,
+    integer: fmt.kind === 'int',
+    scales: q.scales,
+    layout,
+    fine: Number.isFinite(layout.kSize) && layout.kSize < k,
+    globalScale: q.globalScale ?? 1,
+  };
+}
+
+function isScaled(x: Float32Array | QuantizedTensor): boolean {
+  return isQuantized(x) && x.spec.scale.kind !== 'none';
+}
+
+/** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
+function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
+  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined): Float32Array | QuantizedTensor => {
+    if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
+    return quantize(quant, x, [rows, k]);
+  };
+  const qa = prep(a, m, options.aQuant);
+  const qb = prep(b, n, options.bQuant);
+  const formatOf = (x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null =>
+    !isQuantized(x) && typeof quant === 'string' ? quant : null;
+  const fa = formatOf(qa, options.aQuant);
+  const fb = formatOf(qb, options.bQuant);
+  const round = (v: Float32Array, f: FloatFormatName | null): Float32Array => (f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' }));
+  const scaledA = isScaled(qa);
+  const scaledB = isScaled(qb);
+  // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
+  // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
+  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean): Operand => {
+    if (!isQuantized(x)) return plainOperand(round(x, f), f);
+    if (oneSided && x.spec.scale.kind !== 'none') return plainOperand(round(dequantize(x), otherF), otherF);
+    return quantizedOperand(x, rows, k);
+  };
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k), quantizedOperand(qb as QuantizedTensor, n, k)];
+  const oneSided = scaledA !== scaledB;
+  return [plain(qa, m, fa, fb, oneSided), plain(qb, n, fb, fa, oneSided)];
+}
+
+function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
+  const dims = [m, n, k].every((d) => Number.isInteger(d) && d >= 0);
+  const aLen = isQuantized(a) ? a.codes.length : a.length;
+  const bLen = isQuantized(b) ? b.codes.length : b.length;
+  const aOk = isQuantized(a) ? a.shape[0] === m && a.shape[1] === k : a.length === m * k;
+  const bOk = isQuantized(b) ? b.shape[0] === n && b.shape[1] === k : b.length === n * k;
+  if (!dims || !aOk || !bOk || out.length !== m * n) {
+    const shapeOf = (x: Float32Array | QuantizedTensor, len: number): string => (isQuantized(x) ? `[${x.shape.join(', ')}]` : `${len} elements`);
+    throw new Error(
+      `gemm: shapes do not match out(m×n) = A(m×k)·B(n×k)ᵀ with m = ${m}, n = ${n}, k = ${k}: ` +
+        `out has ${out.length} elements (need ${m * n}), A is ${shapeOf(a, aLen)} (need ${m}×${k}), B is ${shapeOf(b, bLen)} (need ${n}×${k})`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Range kernels: partial(i, j) = Σ_{kk ∈ [k0, k1)} A(i, kk)·B(j, kk) under one model, written into `partial`.
+
+function pairwiseSum(A: Float32Array, B: Float32Array, ra: number, rb: number, lo: number, hi: number): number {
+  if (hi - lo === 1) return Math.fround((A[ra + lo] as number) * (B[rb + lo] as number));
+  const mid = lo + ((hi - lo) >> 1);
+  return Math.fround(pairwiseSum(A, B, ra, rb, lo, mid) + pairwiseSum(A, B, ra, rb, mid, hi));
+}
+
+function pairwiseRange(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number): void {
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) partial[i * n + j] = k1 > k0 ? pairwiseSum(A, B, i * k, j * k, k0, k1) : 0;
+  }
+}
+
+function fp64Range(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number): void {
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let kk = k0; kk < k1; kk++) s += (A[i * k + kk] as number) * (B[j * k + kk] as number);
+      partial[i * n + j] = s;
+    }
+  }
+}
+
+function int32Range(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number): void {
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let kk = k0; kk < k1; kk++) s = (s + (A[i * k + kk] as number) * (B[j * k + kk] as number)) | 0;
+      partial[i * n + j] = s; // int32 → float32 conversion (RNE), as the kernels' epilogue does
+    }
+  }
+}
+
+/** Exponent MMA-Sim assigns to an input value: ⌊log2|v|⌋, floored at the format's emin (zeros and subnormals). */
+function inputExponent(v: number, emin: number): number {
+  if (v === 0 || !Number.isFinite(v)) return emin;
+  const e = exponentOf(v);
+  return e < emin ? emin : e;
+}
+
+/**
+ * Rounds toward zero to a float32 with `fractionBits` mantissa bits (e8m13 for 13): the output of one
+ * Hopper FP8 `wgmma` step. Subnormals keep the float32 subnormal quantum scaled to the kept bits; a
+ * finite overflow saturates (round toward zero never reaches Inf).
+ */
+export function truncateToE8M(x: number, fractionBits = 13): number {
+  if (x === 0 || !Number.isFinite(x)) return x === 0 ? 0 : x;
+  const a = Math.abs(x);
+  const e = Math.max(exponentOf(a), -126);
+  if (e > 127) return Math.sign(x) * (2 - 2 ** -fractionBits) * 2 ** 127;
+  const q = 2 ** (e - fractionBits);
+  return Math.sign(x) * Math.floor(a / q) * q;
+}
+
+/**
+ * One MMA-Sim fused dot-add: d = c + Σ a_j·b_j over the chunk with every addend truncated (toward zero)
+ * to a multiple of 2^(maxE − fractionBits), maxE the largest addend exponent (a product's is e_a + e_b;
+ * c's its own, −126 for 0), then the exact sum truncated to `fractionBits` mantissa bits.
+ * Source: microsoft/MMA-Sim mmasim/simulator/arithmetic.py fused_dot_add; reference/numerics.md §6.
+ */
+export function hopperFusedDotAdd(
+  c: number,
+  A: Float32Array,
+  B: Float32Array,
+  ra: number,
+  rb: number,
+  lo: number,
+  hi: number,
+  eminA: number,
+  eminB: number,
+  fractionBits = 13,
+): number {
+  let maxE = c === 0 ? -126 : Math.max(exponentOf(c), -126);
+  let special = !Number.isFinite(c);
+  for (let kk = lo; kk < hi; kk++) {
+    const a = A[ra + kk] as number;
+    const b = B[rb + kk] as number;
+    if (!Number.isFinite(a) || !Number.isFinite(b)) special = true;
+    const e = inputExponent(a, eminA) + inputExponent(b, eminB);
+    if (e > maxE) maxE = e;
+  }
+  if (special) {
+    let s = c;
+    for (let kk = lo; kk < hi; kk++) s += (A[ra + kk] as number) * (B[rb + kk] as number);
+    return Number.isNaN(s) ? Number.NaN : s;
+  }
+  const u = 2 ** (maxE - fractionBits);
+  let sum = Math.trunc(c / u);
+  for (let kk = lo; kk < hi; kk++) sum += Math.trunc(((A[ra + kk] as number) * (B[rb + kk] as number)) / u);
+  return truncateToE8M(sum * u, fractionBits);
+}
+
+function hopperRange(
+  partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
+  chunk: number, eminA: number, eminB: number, fractionBits: number,
+): void {
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let c = 0;
+      for (let lo = k0; lo < k1; lo += chunk) c = hopperFusedDotAdd(c, A, B, i * k, j * k, lo, Math.min(lo + chunk, k1), eminA, eminB, fractionBits);
+      partial[i * n + j] = c; // an e8m13 value is a float32 value
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+/** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
+function boundaries(lo: number, hi: number, steps: number[]): number[] {
+  const set = new Set<number>([lo, hi]);
+  for (const s of steps) {
+    if (!Number.isFinite(s) || s <= 0) continue;
+    for (let b = Math.ceil(lo / s) * s; b < hi; b += s) if (b > lo) set.add(b);
+  }
+  return [...set].sort((x, y) => x - y);
+}
+
+/**
+ * out(m×n) = A(m×k)·B(n×k)ᵀ, row-major, under an explicit accumulator model (the argument order of the
+ * NN layers: output first, then inputs, then sizes).
+ *
+ * - `a`/`b` are Float32Arrays (rounded by `aQuant`/`bQuant` when that is a format name, quantized when
+ *   it is a {@link QuantSpec}) or {@link QuantizedTensor}s used as they are.
+ * - Both operands scaled: products of the element values (integer codes minus zero points, or
+ *   decoded float codes); fine-grained (group/block) scales are applied inside the K loop, once per
+ *   K-segment, as DeepGEMM promotes: `acc = fmaf(fl(s_a·s_b), partial, acc)`; per-tensor/per-row
+ *   scales once at the end as CUTLASS's `ScaledEpilogue`: `fl(s_a·fl(s_b·acc))`; NVFP4 global scales
+ *   last, as the GEMM's alpha.
+ * - One operand scaled (weight-only, W4A16): it is dequantized first and rounded to the other
+ *   operand's format when that was given as a format name.
+ * - `splitK`: each of the parts is summed from zero, the parts are then added in order in float32.
+ *
+ * @example
+ * ```ts
+ * const out = new Float32Array(m * n);
+ * gemm(out, x, w, m, n, k, { aQuant: 'bf16', bQuant: 'bf16' });                 // bf16 inputs, fp32 sequential
+ * gemm(out, x, wq, m, n, k, { aQuant: quantPreset('deepseek-fp8-group', { block: 16 }), accumulator: 'hopper-fp8', chunk: 16 });
+ * ```
+ */
+export function gemm(
+  out: Float32Array,
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+  options: GemmOptions = {},
+): Float32Array {
+  checkShapes(out, a, b, m, n, k);
+  const model = options.accumulator ?? 'fp32';
+  if (!accumulatorModels.includes(model)) throw new Error(`accumulator: unknown model '${model}' (known: ${accumulatorModels.join(', ')})`);
+  const splitK = options.splitK ?? 1;
+  if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`splitK: expected a positive integer, got ${splitK}`);
+  const chunk = options.chunk ?? 32;
+  const promoteEvery = options.promoteEvery ?? 4;
+  const fractionBits = options.fractionBits ?? 13;
+  if (!Number.isInteger(chunk) || chunk < 1) throw new Error(`chunk: expected a positive integer, got ${chunk}`);
+  if (!Number.isInteger(promoteEvery) || promoteEvery < 0) throw new Error(`promoteEvery: expected a non-negative integer, got ${promoteEvery}`);
+  const [opA, opB] = prepareOperands(a, b, m, n, k, options);
+  if (model === 'int32' && !(opA.integer && opB.integer)) {
+    throw new Error(`accumulator: 'int32' needs integer operands (int8/uint8/int4/uint4 quantizers on both A and B)`);
+  }
+  const A = opA.values;
+  const B = opB.values;
+  const fine = opA.fine || opB.fine;
+  if (model === 'hopper-fp8' && fine) {
+    for (const op of [opA, opB]) {
+      if (op.fine && op.layout !== null && op.layout.kSize % chunk !== 0) {
+        throw new Error(`chunk: hopper-fp8 needs scale groups that are multiples of the chunk (group ${op.layout.kSize}, chunk ${chunk}); pass { chunk: ${op.layout.kSize} }`);
+      }
+    }
+  }
+  const steps = [
+    opA.fine && opA.layout ? opA.layout.kSize : Infinity,
+    opB.fine && opB.layout ? opB.layout.kSize : Infinity,
+    model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
+  ];
+  const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
+  const range = (partial: Float32Array, k0: number, k1: number): void => {
+    switch (model) {
+      case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
+      case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
+      case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
+      case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
+      case 'hopper-fp8': return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
+    }
+  };
+  const partSize = Math.ceil(k / splitK);
+  const partial = new Float32Array(m * n);
+  const acc = new Float32Array(m * n);
+  const total = new Float32Array(m * n);
+  for (let p = 0; p < splitK; p++) {
+    const lo = Math.min(k, p * partSize);
+    const hi = Math.min(k, lo + partSize);
+    const bounds = boundaries(lo, hi, steps);
+    acc.fill(0);
+    for (let s = 0; s + 1 < bounds.length; s++) {
+      const k0 = bounds[s] as number;
+      const k1 = bounds[s + 1] as number;
+      range(partial, k0, k1);
+      if (fine) {
+        for (let i = 0; i < m; i++) {
+          const sa = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+          for (let j = 0; j < n; j++) {
+            const sb = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+            const o = i * n + j;
+            acc[o] = fma32(Math.fround(sa * sb), partial[o] as number, acc[o] as number);
+          }
+        }
+      } else {
+        for (let o = 0; o < m * n; o++) acc[o] = Math.fround((acc[o] as number) + (partial[o] as number));
+      }
+    }
+    if (p === 0) total.set(acc);
+    else for (let o = 0; o < m * n; o++) total[o] = Math.fround((total[o] as number) + (acc[o] as number));
+  }
+  // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
+  const global = Math.fround(opA.globalScale * opB.globalScale);
+  for (let i = 0; i < m; i++) {
+    const sa = !opA.fine && opA.scales ? (opA.scales[(opA.layout as CellLayout).index(i, 0)] as number) : null;
+    for (let j = 0; j < n; j++) {
+      const sb = !opB.fine && opB.scales ? (opB.scales[(opB.layout as CellLayout).index(j, 0)] as number) : null;
+      let v = total[i * n + j] as number;
+      if (sb !== null) v = Math.fround(sb * v);
+      if (sa !== null) v = Math.fround(sa * v);
+      if (global !== 1) v = Math.fround(v * global);
+      out[i * n + j] = v;
+    }
+  }
+  if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+  return out;
+}
