@@ -3,6 +3,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } from '../src/numerics/describe.js';
+import { presetTableMarkdown } from '../src/numerics/presets.js';
 import { configTableMarkdown } from '../src/rl/grpo/describe.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
@@ -28,6 +29,7 @@ export const grpoBlocks = (): Record<string, string> => ({ 'run-config': configT
 export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/numerics.md': numericsBlocks(),
   'docs/grpo.md': grpoBlocks(),
+  'docs/quantization.md': { presets: presetTableMarkdown() },
 });
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');

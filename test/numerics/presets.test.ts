@@ -312,12 +312,3 @@ describe('dequantize(quantize(x)) error bounds (properties)', () => {
   });
 });
 
-describe('docs/quantization.md', () => {
-  it('embeds the preset table generated from the records (regenerate: npx tsx scripts/quant-doc-tables.ts)', async () => {
-    const { readFileSync } = await import('node:fs');
-    const { fillMarkers } = await import('../../scripts/doc-tables.js');
-    const { quantizationBlocks } = await import('../../scripts/quant-doc-tables.js');
-    const text = readFileSync('docs/quantization.md', 'utf8');
-    expect(fillMarkers(text, quantizationBlocks())).toBe(text);
-  });
-});
