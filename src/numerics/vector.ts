@@ -246,8 +246,15 @@ export function decodeArray(format: FormatLike, codes: CodeArray, dst?: Float32A
     new Uint32Array(out.buffer, out.byteOffset, codes.length).set(codes);
     return out;
   }
+  // Copy bit patterns (integer loads and stores: no float conversions, NaN payloads kept).
   const table = decodeTable(fmt);
-  for (let i = 0; i < codes.length; i++) out[i] = table[codes[i] as number] as number;
+  const tableBits = new Uint32Array(table.buffer, table.byteOffset, table.length);
+  const outBits = new Uint32Array(out.buffer, out.byteOffset, codes.length);
+  if (codes instanceof Uint8Array) {
+    for (let i = 0; i < codes.length; i++) outBits[i] = tableBits[codes[i] as number] as number;
+  } else {
+    for (let i = 0; i < codes.length; i++) outBits[i] = tableBits[codes[i] as number] as number;
+  }
   return out;
 }
 
