@@ -5,3 +5,4 @@ export * from './rng.js';
 export * from './numerics/index.js';
 export * from './nn/index.js';
 export * from './tasks/index.js';
+export * from './policies/index.js';
