@@ -5,11 +5,13 @@ import type { CliIo, Command } from './command.js';
 import { UsageError } from './errors.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
+import { mismatchCommand } from './mismatch.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
   demo: demoCommand,
+  mismatch: mismatchCommand,
 };
 
 const processIo: CliIo = {

@@ -23,15 +23,20 @@ export interface ArConfig {
   readonly mlp: MlpKind;
   /** Biases in the linear layers (and LayerNorm shifts). @defaultValue false */
   readonly bias: boolean;
-  /** Rotary positions in attention, or a learned (maxLen, C) position table. @defaultValue 'rope' */
+  /**
+   * Rotary positions in attention, or a learned (maxLen, C) position table. Learned is the default:
+   * with left-padded prompts every response starts at the same position, and on `reverse` it
+   * reaches exact-match 1.0 after 300 supervised steps where RoPE reaches ≈ 0.3.
+   * @defaultValue 'learned'
+   */
   readonly positions: 'rope' | 'learned';
   /** The LM head reuses the token embedding (GPT-2) or has its own (V, C) matrix. @defaultValue false */
   readonly tiedEmbeddings: boolean;
 }
 
 /**
- * The toy defaults (LLaMA-style: RMSNorm, SwiGLU, RoPE, no biases, untied head; C 32, 4 heads,
- * 2 layers, hidden 64 — ≈ 21k parameters at V = 13), with `overrides` applied and validated.
+ * The toy defaults (RMSNorm, SwiGLU, learned positions, no biases, untied head; C 32, 4 heads,
+ * 2 layers, hidden 64 — ≈ 21k parameters plus 32·maxLen positions at V = 13), with `overrides` applied and validated.
  *
  * @example
  * ```ts
@@ -47,7 +52,7 @@ export function arConfig(overrides: Partial<ArConfig> & Pick<ArConfig, 'vocabSiz
     norm: 'rmsnorm',
     mlp: 'swiglu',
     bias: false,
-    positions: 'rope',
+    positions: 'learned',
     tiedEmbeddings: false,
     ...overrides,
   };

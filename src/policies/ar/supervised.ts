@@ -108,7 +108,7 @@ export interface TrainSupervisedOptions {
   readonly steps: number;
   /** Examples per step. @defaultValue 32 */
   readonly batchSize?: number;
-  /** AdamW settings. @defaultValue `{ lr: 3e-3, weightDecay: 0.01 }` */
+  /** AdamW settings. @defaultValue `{ lr: 1e-2, weightDecay: 0.01 }` */
   readonly optimizer?: AdamWConfig;
   /** Seed of the problem stream (`<seed>/sft`). @defaultValue 0 */
   readonly seed?: number | string;
@@ -141,7 +141,7 @@ export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervi
   const batchSize = opts.batchSize ?? 32;
   if (!Number.isInteger(opts.steps) || opts.steps < 0) throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
-  const optimizer = new AdamW(policyStore(policy), opts.optimizer ?? { lr: 3e-3, weightDecay: 0.01 });
+  const optimizer = new AdamW(policyStore(policy), opts.optimizer ?? { lr: 1e-2, weightDecay: 0.01 });
   const rng = createRng(opts.seed ?? 0).fork('sft');
   const losses: number[] = [];
   for (let step = 0; step < opts.steps; step++) {
