@@ -1,6 +1,7 @@
 // `npm run bench`: throughput of qrl-sim's hot paths against onnxruntime measured in the same
 // process, single thread. Prints ratios; nothing here is asserted (no timing asserts in tests).
 
+import { benchAr } from './ar.js';
 import { type BenchLine, benchCast } from './cast.js';
 import { disposeOrtBenches } from './ort.js';
 
@@ -14,6 +15,7 @@ function print(line: BenchLine): void {
 const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
+  ar: () => benchAr(),
 };
 
 for (const [name, run] of Object.entries(benches)) {

@@ -12,7 +12,17 @@ import {
   type KvCacheHook,
   type LinearGemms,
 } from '../nn/index.js';
-import { fakeQuant, type CastProfile, type CastProfileName } from '../numerics/index.js';
+import {
+  allocCodes,
+  decodeArray,
+  encodeArray,
+  fakeQuant,
+  floatFormats,
+  type CastProfile,
+  type CastProfileName,
+  type CodeArray,
+  type FloatFormat,
+} from '../numerics/index.js';
 
 /**
  * The GEMM functions and KV-cache rounding one engine (rollout or trainer) uses, built from a
@@ -159,15 +169,32 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
   const cast = { profile } as const;
   const accumulate = accumulatorGemm(order, splitK);
-  const round = (x: FloatArray): Float32Array => fakeQuant(operands, asFloat32(x), cast);
+  const opFormat = floatFormats[operands];
+  const outFormat = out === undefined ? null : floatFormats[out];
+  // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
+  const slot = (format: FloatFormat) => {
+    let codes: CodeArray = allocCodes(format, 0);
+    let values = new Float32Array(0);
+    return (x: FloatArray): Float32Array => {
+      const n = x.length;
+      if (values.length < n) {
+        codes = allocCodes(format, n);
+        values = new Float32Array(n);
+      }
+      const c = encodeArray(format, asFloat32(x), cast, codes.subarray(0, n));
+      return decodeArray(format, c, values.subarray(0, n));
+    };
+  };
+  const roundA = slot(opFormat);
+  const roundB = slot(opFormat);
+  const roundOut = outFormat ? slot(outFormat) : null;
+  const round = (x: FloatArray): Float32Array => fakeQuant(opFormat, asFloat32(x), cast);
   const finish = (o: FloatArray): void => {
-    if (out === undefined) return;
-    const r = fakeQuant(out, asFloat32(o), cast);
-    o.set(r);
+    if (roundOut) o.set(roundOut(o));
   };
   /** A GEMM rounding both operands per call. */
   const gemm: GemmFn = (o, a, b, m, n, k) => {
-    accumulate(o, round(a.subarray(0, m * k)), round(b.subarray(0, n * k)), m, n, k);
+    accumulate(o, roundA(a.subarray(0, m * k)), roundB(b.subarray(0, n * k)), m, n, k);
     finish(o.subarray(0, m * n));
   };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
@@ -178,7 +205,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
       wb = round(b);
       weightCache.set(b, wb);
     }
-    accumulate(o, round(a.subarray(0, m * k)), wb, m, n, k);
+    accumulate(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
     finish(o.subarray(0, m * n));
   };
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
