@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   arConfig,
   arForward,
+  backwardLogprobs,
   computeLogprobs,
   createArPolicy,
   numericsFor,
@@ -35,23 +36,28 @@ function sameArrays(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
 }
 
 describe('AR rollout vs trainer under one plan', () => {
-  const cases = [
-    ['fp32', {}],
-    ['bf16', { positions: 'rope' as const, norm: 'layernorm' as const, bias: true }],
-    ['fp16', { mlp: 'gelu' as const, tiedEmbeddings: true }],
-  ] as const;
-  for (const [name, overrides] of cases) {
-    it(`${name}: raw ℓroll at τ = 1 (with top-k/top-p active) equals the trainer's ℓ bit for bit`, () => {
+  // Every preset whose two sides use the same GEMM plan must agree bit for bit; the model variant
+  // rotates so that each code path (norms, MLPs, positions, biases, tying) meets a rounding plan.
+  const variants: Partial<Parameters<typeof arConfig>[0]>[] = [
+    {},
+    { positions: 'rope', norm: 'layernorm', bias: true },
+    { mlp: 'gelu', tiedEmbeddings: true },
+  ];
+  const identical = Object.values(precisionPlans).filter((p) => JSON.stringify(p.rollout.gemm) === JSON.stringify(p.trainer.gemm));
+  it('the identical-sides presets are fp32, bf16 and fp16', () => {
+    expect(identical.map((p) => p.name)).toEqual(['fp32', 'bf16', 'fp16']);
+  });
+  identical.forEach((plan, i) => {
+    const overrides = variants[i % variants.length]!;
+    it(`${plan.name}: raw ℓroll at τ = 1 (with top-k/top-p active) equals the trainer's ℓ bit for bit`, () => {
       const policy = sharpPolicy(3, overrides);
-      const plan = precisionPlans[name];
       const r = rollout(policy, prompts, { maxNewTokens: 20, numerics: numericsFor(plan.rollout), rng: createRng(1), logprob: 'raw', topK: 5, topP: 0.9 });
       const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(plan.trainer) });
       expect(r.responseMask.reduce((a, b) => a + b)).toBeGreaterThan(20);
       expect(sameArrays(r.logpRollout, lp.logp)).toBe(true);
     });
-    it(`${name}: processed ℓroll without top-k/top-p at τ = 0.7 equals the trainer's ℓ at τ = 0.7 bit for bit, for both decode modes`, () => {
+    it(`${plan.name}: processed ℓroll without top-k/top-p at τ = 0.7 equals the trainer's ℓ at τ = 0.7 bit for bit, for both decode modes`, () => {
       const policy = sharpPolicy(4, overrides);
-      const plan = precisionPlans[name];
       for (const decode of ['incremental', 'recompute'] as const) {
         const r = rollout(policy, prompts, { maxNewTokens: 20, numerics: numericsFor(plan.rollout), rng: createRng(2), temperature: 0.7, decode });
         const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(plan.trainer), temperature: 0.7 });
@@ -59,7 +65,21 @@ describe('AR rollout vs trainer under one plan', () => {
         expect(lp.logp.some((x) => x < -1e-3)).toBe(true);
       }
     });
-  }
+  });
+
+  it('with top-k on, processed ℓroll exceeds the trainer ℓ by −log(kept mass) > 0 under identical numerics', () => {
+    const policy = sharpPolicy(4);
+    const n = numericsFor(precisionPlans.fp32.rollout);
+    const r = rollout(policy, prompts, { maxNewTokens: 10, numerics: n, rng: createRng(2), topK: 2 });
+    const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: n });
+    let strictly = 0;
+    for (let i = 0; i < lp.logp.length; i++) {
+      if (!r.responseMask[i]) continue;
+      expect(r.logpRollout[i]!).toBeGreaterThanOrEqual(lp.logp[i]!);
+      if (r.logpRollout[i]! - lp.logp[i]! > 1e-6) strictly++;
+    }
+    expect(strictly).toBeGreaterThan(5);
+  });
 
   it('the two decode modes give the same tokens and ℓroll (per-element numerics)', () => {
     const policy = sharpPolicy(5);
@@ -171,5 +191,55 @@ describe('sampling', () => {
     expect(() => rollout(policy, [[1, 2], [1]], { maxNewTokens: 2, numerics, rng: createRng(1) })).toThrow(/prompts\[1\]/);
     expect(() => rollout(policy, prompts, { maxNewTokens: 2, numerics, rng: createRng(1), topP: 0 })).toThrow(/topP/);
     expect(() => rollout(policy, prompts, { maxNewTokens: 2, numerics, rng: createRng(1), temperature: 0 })).toThrow(/temperature/);
+  });
+});
+
+describe('trainer log-probs', () => {
+  it('entropy is −Σ p log p of softmax(z/τ) and lies in [0, log V]; masked slots are 0', () => {
+    const policy = sharpPolicy(21);
+    const n = numericsFor(precisionPlans.fp32.trainer);
+    const r = rollout(policy, prompts, { maxNewTokens: 8, numerics: n, rng: createRng(3) });
+    const tau = 1.3;
+    const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: n, temperature: tau });
+    const T = P + r.responseLength;
+    const V = policy.config.vocabSize;
+    for (let b = 0; b < r.B; b++) {
+      for (let k = 0; k < r.responseLength; k++) {
+        const i = b * r.responseLength + k;
+        if (!r.responseMask[i]) {
+          expect(lp.entropy[i]).toBe(0);
+          continue;
+        }
+        const z = Array.from(lp.cache.logits.subarray((b * T + P + k - 1) * V, (b * T + P + k) * V), (x) => x / tau);
+        const m = Math.max(...z);
+        const p = z.map((x) => Math.exp(x - m));
+        const s = p.reduce((a, c) => a + c);
+        const h = -p.reduce((a, c) => a + (c / s) * Math.log(c / s), 0);
+        expect(lp.entropy[i]!).toBeCloseTo(h, 12);
+        expect(lp.entropy[i]!).toBeLessThanOrEqual(Math.log(V) + 1e-12);
+      }
+    }
+  });
+
+  it('the bf16 trainer gradient points where the fp32 one does (cosine > 0.999 at the GPT-2 init)', () => {
+    const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: 40 }), 22);
+    const fp32 = numericsFor(precisionPlans.fp32.trainer);
+    const r = rollout(policy, prompts, { maxNewTokens: 8, numerics: fp32, rng: createRng(4) });
+    const g = Float64Array.from({ length: r.B * r.responseLength }, (_, i) => Math.sin(i + 1));
+    const grad = (name: 'fp32' | 'bf16'): Float64Array => {
+      policy.params.grads.fill(0);
+      const n = numericsFor(precisionPlans[name].trainer);
+      backwardLogprobs(policy, computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: n }), g);
+      return Float64Array.from(policy.params.grads);
+    };
+    const a = grad('fp32');
+    const b = grad('bf16');
+    let dot = 0, na = 0, nb = 0, diff = 0;
+    for (let i = 0; i < a.length; i++) {
+      dot += a[i]! * b[i]!; na += a[i]! ** 2; nb += b[i]! ** 2;
+      if (a[i] !== b[i]) diff++;
+    }
+    expect(dot / Math.sqrt(na * nb)).toBeGreaterThan(0.999);
+    expect(diff).toBeGreaterThan(0);
   });
 });
