@@ -1,3 +1,6 @@
+// `qrl-sim mismatch` in-process: JSON keys, reproducibility, zero mismatch for identical sides, usage errors.
+// Not the probe's numerics (test/policies/ar covers those).
+
 import { describe, expect, it } from 'vitest';
 import { runCli } from './io.js';
 

@@ -1,4 +1,5 @@
 // Mismatch diagnostics on hand-computed values.
+// Not the estimator library's diagnostics (χ², CV, clip fractions live there).
 
 import { describe, expect, it } from 'vitest';
 import { mismatchDiagnostics } from '../../src/policies/index.js';

@@ -1,4 +1,5 @@
-// Training smoke test of the AR policy (supervised warm start on `reverse`) and checkpoint round trip.
+// Training smoke test of the AR policy (supervised warm start on `reverse`) and the checkpoint round trip.
+// Not the GRPO loop: only cross-entropy on gold responses.
 
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
