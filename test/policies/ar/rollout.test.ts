@@ -12,6 +12,7 @@ import {
   precisionPlans,
   rollout,
   type ArPolicy,
+  type PolicyNumerics,
   type RolloutOptions,
 } from '../../../src/policies/index.js';
 import { createRng } from '../../../src/rng.js';
@@ -241,5 +242,39 @@ describe('trainer log-probs', () => {
     }
     expect(dot / Math.sqrt(na * nb)).toBeGreaterThan(0.999);
     expect(diff).toBeGreaterThan(0);
+  });
+});
+
+describe('KV cache hook', () => {
+  it('every K/V row (prefill and decode) passes numerics.kvHook(layer) exactly once, before attention reads it', () => {
+    const policy = sharpPolicy(31, { layers: 2 });
+    const seen: string[] = [];
+    const fp32 = numericsFor(precisionPlans.fp32.rollout);
+    const recording: PolicyNumerics = {
+      label: 'fp32 + recording hook',
+      block: (l) => fp32.block(l),
+      lmHead: () => fp32.lmHead(),
+      kvHook: (layer) => (_k, _v, t) => { seen.push(`${layer}:${t}`); },
+    };
+    const L = 5;
+    const r = rollout(policy, prompts, { maxNewTokens: L, numerics: recording, rng: createRng(8), eos: null });
+    // Rows 0 … P+L−2 are written (the last sampled token is never fed back).
+    const expected = [0, 1].flatMap((l) => Array.from({ length: P + L - 1 }, (_, t) => `${l}:${t}`));
+    expect([...seen].sort()).toEqual([...expected].sort());
+    const plain = rollout(policy, prompts, { maxNewTokens: L, numerics: fp32, rng: createRng(8), eos: null });
+    expect(sameArrays(r.logpRollout, plain.logpRollout)).toBe(true);
+    // A hook that rounds the fresh rows coarsely changes what attention reads.
+    const coarse: PolicyNumerics = {
+      ...recording,
+      kvHook: () => (k, v, t, B, tCap, C) => {
+        for (let b = 0; b < B; b++) for (let c = 0; c < C; c++) {
+          const i = (b * tCap + t) * C + c;
+          k[i] = Math.round(k[i]! * 2) / 2;
+          v[i] = Math.round(v[i]! * 2) / 2;
+        }
+      },
+    };
+    const q = rollout(policy, prompts, { maxNewTokens: L, numerics: coarse, rng: createRng(8), eos: null });
+    expect(sameArrays(q.logpRollout, plain.logpRollout)).toBe(false);
   });
 });
