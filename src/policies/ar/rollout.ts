@@ -129,3 +129,17 @@ function lastLogits(policy: ArPolicy, tokens: Int32Array, B: number, T: number, 
   for (let b = 0; b < B; b++) out.set(cache.logits.subarray((b * len + len - 1) * V, (b * len + len) * V), b * V);
   return out;
 }
+
+/**
+ * The response slots of each sequence as plain arrays, (B) × L, PAD after EOS included — what a
+ * task's `reward(problem, response)` reads (it stops at the first EOS).
+ *
+ * @example
+ * ```ts
+ * const rewards = rolloutResponses(r).map((resp, b) => task.reward(problems[b], resp).reward);
+ * ```
+ */
+export function rolloutResponses(r: Rollout): number[][] {
+  const T = r.promptLength + r.responseLength;
+  return Array.from({ length: r.B }, (_, b) => Array.from(r.tokens.subarray(b * T + r.promptLength, (b + 1) * T)));
+}

@@ -11,6 +11,7 @@ import {
   numericsFor,
   precisionPlans,
   rollout,
+  rolloutResponses,
   type ArPolicy,
   type PolicyNumerics,
   type RolloutOptions,
@@ -158,10 +159,13 @@ describe('sampling', () => {
     const many = task.trainProblems(24, 3).map((p) => [...p.prompt]);
     const L = 25;
     const r = rollout(policy, many, { maxNewTokens: L, numerics: numericsFor(precisionPlans.fp32.rollout), rng: createRng(13) });
-    const T = P + L;
     let ended = 0, full = 0;
+    const responses = rolloutResponses(r);
+    expect(responses).toHaveLength(r.B);
     for (let b = 0; b < r.B; b++) {
-      const resp = Array.from(r.tokens.subarray(b * T + P, (b + 1) * T));
+      const resp = responses[b]!;
+      expect(resp).toHaveLength(L);
+      expect(Array.from(r.tokens.subarray(b * (P + L), b * (P + L) + P))).toEqual(many[b]);
       const firstEos = resp.indexOf(EOS);
       const len = firstEos < 0 ? L : firstEos + 1;
       if (firstEos >= 0 && firstEos < L - 1) ended++;
