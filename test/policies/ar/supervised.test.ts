@@ -16,6 +16,8 @@ import {
   sftStep,
   trainSupervised,
   policyStore,
+  numericsFor,
+  precisionPlans,
 } from '../../../src/policies/index.js';
 import { AdamW } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
@@ -43,6 +45,18 @@ describe('supervised warm start', () => {
     expect(last).toBeLessThan(first / 2);
     expect(optimizer.stepCount).toBe(80);
     expect(meanReward()).toBeGreaterThan(before + 0.3);
+  });
+
+  it('trains under a BF16 trainer plan too, calling the numerics factory once per step', () => {
+    const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen }), 6);
+    let built = 0;
+    const { losses } = trainSupervised(policy, task, {
+      steps: 25,
+      batchSize: 16,
+      numerics: () => { built++; return numericsFor(precisionPlans.bf16.trainer); },
+    });
+    expect(built).toBe(25);
+    expect(losses.slice(-3).reduce((a, b) => a + b) / 3).toBeLessThan(0.8 * losses[0]!);
   });
 
   it('sftStep masks prompt and padding: the loss is the mean NLL of the response tokens', () => {
