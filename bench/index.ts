@@ -1,6 +1,7 @@
 // `npm run bench`: throughput of qrl-sim's hot paths against onnxruntime measured in the same
 // process, single thread. Prints ratios; nothing here is asserted (no timing asserts in tests).
 
+import { benchAr } from './ar.js';
 import { type BenchLine, benchCast } from './cast.js';
 import { benchGemm } from './gemm.js';
 import { disposeOrtBenches } from './ort.js';
@@ -15,6 +16,7 @@ function print(line: BenchLine): void {
 const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
+  ar: () => benchAr(),
 };
 const sections: Record<string, () => Promise<void>> = {
   gemm: async () => {

@@ -7,6 +7,7 @@ import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
 import { quantizeCommand } from './quantize.js';
+import { mismatchCommand } from './mismatch.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -14,6 +15,7 @@ export const commands: Readonly<Record<string, Command>> = {
   demo: demoCommand,
   estimate: estimateCommand,
   quantize: quantizeCommand,
+  mismatch: mismatchCommand,
 };
 
 const processIo: CliIo = {

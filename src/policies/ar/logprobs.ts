@@ -1,0 +1,106 @@
+// The trainer's side of the AR policy: per-token log-probs ℓ of given responses by full-sequence
+// recompute, their backward for any per-token coefficients dL/dℓ, and per-token entropy. Not a loss.
+
+import { allocLike, type FloatArray } from '../../nn/index.js';
+import type { PolicyNumerics } from '../numerics.js';
+import { arBackward, arForward, type ArForwardCache, type ArPolicy } from './model.js';
+import { logSumExp, rowEntropy } from './sampler.js';
+
+/** Options of {@link computeLogprobs}. */
+export interface TrainerLogprobOptions {
+  /** The trainer's numerics (from the plan's trainer side, built after the last weight change). */
+  readonly numerics: PolicyNumerics;
+  /** ℓ = log softmax(z/τ)[y]: the same τ the rollout engine sampled with. @defaultValue 1 */
+  readonly temperature?: number;
+}
+
+/** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
+export interface TrainerLogprobs {
+  /** Number of sequences. */
+  readonly B: number;
+  /** Prompt length P. */
+  readonly promptLength: number;
+  /** Response slots L. */
+  readonly responseLength: number;
+  /** (B, L) ℓ_t = log π(y_t | y_<t) at temperature τ; 0 where the mask is 0. */
+  readonly logp: Float64Array;
+  /** (B, L) entropy of softmax(z/τ) at each response position; 0 where the mask is 0 (a metric). */
+  readonly entropy: Float64Array;
+  /** (B, L) the response mask used. */
+  readonly mask: ArrayLike<number>;
+  /** τ. */
+  readonly temperature: number;
+  /** The forward caches (logits (B, P + L, V)). */
+  readonly cache: ArForwardCache;
+  /** The numerics of the forward, reused by the backward. */
+  readonly numerics: PolicyNumerics;
+}
+
+/**
+ * Trainer recompute: one full forward over prompts + responses (B, T = P + L) and, for every response
+ * slot k with mask 1, `ℓ[b,k] = log softmax(z[b, P+k−1]/τ)[tokens[b, P+k]]`, evaluated by the same
+ * routine as the sampler's processed log-prob without filters (so equal numerics give equal ℓ).
+ *
+ * @param tokens - (B, P + L) prompt then response tokens (e.g. {@link Rollout.tokens})
+ * @param responseMask - (B, L) 1 for response tokens to score
+ */
+export function computeLogprobs(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  P: number,
+  responseMask: ArrayLike<number>,
+  opts: TrainerLogprobOptions,
+): TrainerLogprobs {
+  const tau = opts.temperature ?? 1;
+  if (!(tau > 0) || !Number.isFinite(tau)) throw new Error(`computeLogprobs: temperature must be finite and > 0, got ${tau}`);
+  if (!Number.isInteger(P) || P < 1) throw new Error(`computeLogprobs: P must be a positive integer, got ${P}`);
+  const T = tokens.length / B;
+  if (!Number.isInteger(T) || T <= P) throw new Error(`computeLogprobs: tokens must hold B=${B} rows longer than P=${P}, got length ${tokens.length}`);
+  const L = T - P;
+  if (responseMask.length !== B * L) throw new Error(`computeLogprobs: responseMask must have B·L = ${B * L} entries, got ${responseMask.length}`);
+  const V = policy.config.vocabSize;
+  const cache = arForward(policy, tokens, B, T, opts.numerics);
+  const logp = new Float64Array(B * L); // (B, L)
+  const entropy = new Float64Array(B * L); // (B, L)
+  for (let b = 0; b < B; b++) {
+    for (let k = 0; k < L; k++) {
+      if (!responseMask[b * L + k]) continue;
+      const off = (b * T + P + k - 1) * V; // logits row predicting tokens[b, P+k]
+      const y = tokens[b * T + P + k]!;
+      logp[b * L + k] = cache.logits[off + y]! / tau - logSumExp(cache.logits, off, V, tau);
+      entropy[b * L + k] = rowEntropy(cache.logits, off, V, tau);
+    }
+  }
+  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, cache, numerics: opts.numerics };
+}
+
+/**
+ * Accumulates into `policy.params.grads` the gradient of `Σ_{b,k} dLdLogp[b,k] · ℓ[b,k]` (masked slots
+ * contribute nothing): per scored slot, `dz[b, P+k−1, v] = g·(1[v = y] − softmax(z/τ)_v)/τ`
+ * (reference/policies.md §3.2), then the model backward. This is how the GRPO loop backprops the
+ * estimator library's gradient with respect to ℓθ.
+ *
+ * @param dLdLogp - (B, L) dL/dℓ per token
+ */
+export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp: ArrayLike<number>): void {
+  const { B, promptLength: P, responseLength: L, temperature: tau, cache } = lp;
+  if (dLdLogp.length !== B * L) throw new Error(`backwardLogprobs: dLdLogp must have B·L = ${B * L} entries, got ${dLdLogp.length}`);
+  const V = policy.config.vocabSize;
+  const T = P + L;
+  const dlogits = allocLike(policy.params.grads, B * T * V) as FloatArray; // (B, T, V)
+  for (let b = 0; b < B; b++) {
+    for (let k = 0; k < L; k++) {
+      const g = dLdLogp[b * L + k]!;
+      if (!lp.mask[b * L + k] || g === 0) continue;
+      const off = (b * T + P + k - 1) * V;
+      const y = cache.tokens[b * T + P + k]!;
+      const lse = logSumExp(cache.logits, off, V, tau);
+      for (let v = 0; v < V; v++) {
+        const p = Math.exp(cache.logits[off + v]! / tau - lse);
+        dlogits[off + v] = (g * ((v === y ? 1 : 0) - p)) / tau;
+      }
+    }
+  }
+  arBackward(policy, cache, dlogits, lp.numerics);
+}

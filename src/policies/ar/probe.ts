@@ -1,0 +1,63 @@
+// The AR mismatch probe: sample responses under a plan's rollout side, recompute ℓ under its trainer
+// side, and summarize the mismatch. Not the CLI (src/cli/mismatch.ts) and not an RL step.
+
+import { createRng } from '../../rng.js';
+import { mismatchDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
+import { numericsFor, type PrecisionPlan } from '../plans.js';
+import { computeLogprobs } from './logprobs.js';
+import type { ArPolicy } from './model.js';
+import { rollout, type Rollout } from './rollout.js';
+import type { SamplerOptions } from './sampler.js';
+
+/** Options of {@link arMismatchProbe}. */
+export interface ArMismatchProbeOptions extends SamplerOptions {
+  /** The precision plan whose two sides are compared. */
+  readonly plan: PrecisionPlan;
+  /** Response tokens per sequence (EOS is ignored: every sequence gets exactly this many). */
+  readonly length: number;
+  /** Prompts, all of one length. */
+  readonly prompts: readonly (readonly number[])[];
+  /** Seed of the sampling stream (`<seed>/probe-rollout`). */
+  readonly seed: number | string;
+}
+
+/** What {@link arMismatchProbe} measured. */
+export interface ArMismatchProbeResult {
+  /** The rollout (tokens, ℓroll). */
+  readonly rollout: Rollout;
+  /** (B, L) ℓold recomputed by the trainer side. */
+  readonly logpOld: Float64Array;
+  /** Mismatch diagnostics over all sampled tokens. */
+  readonly diagnostics: MismatchDiagnostics;
+}
+
+/**
+ * Samples `length` tokens per prompt with the plan's rollout side (its decode mode and log-prob
+ * semantics, EOS ignored), recomputes ℓold of the same tokens with the plan's trainer side at the same
+ * temperature, and returns {@link mismatchDiagnostics} of (ℓroll, ℓold).
+ *
+ * @example
+ * ```ts
+ * const { diagnostics } = arMismatchProbe(policy, { plan: precisionPlan('bf16-splitk'), length: 16, prompts, seed: 0 });
+ * ```
+ */
+export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions): ArMismatchProbeResult {
+  const { plan } = opts;
+  const r = rollout(policy, opts.prompts, {
+    ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+    ...(opts.topK !== undefined ? { topK: opts.topK } : {}),
+    ...(opts.topP !== undefined ? { topP: opts.topP } : {}),
+    ...(opts.greedy !== undefined ? { greedy: opts.greedy } : {}),
+    maxNewTokens: opts.length,
+    numerics: numericsFor(plan.rollout),
+    rng: createRng(opts.seed).fork('probe-rollout'),
+    decode: plan.rollout.decode ?? 'incremental',
+    logprob: plan.rollout.logprob ?? 'processed',
+    eos: null,
+  });
+  const lp = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
+    numerics: numericsFor(plan.trainer),
+    ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+  });
+  return { rollout: r, logpOld: lp.logp, diagnostics: mismatchDiagnostics(r.logpRollout, lp.logp, r.responseMask) };
+}

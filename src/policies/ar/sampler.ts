@@ -1,0 +1,143 @@
+// Next-token sampling from one row of logits: temperature, top-k, top-p, greedy, and the log-probs the
+// rollout engine reports (processed or raw). Not the decoding loop (rollout.ts) and not differentiable.
+
+import type { FloatArray } from '../../nn/index.js';
+import type { Rng } from '../../rng.js';
+
+/** How the next token is chosen from the logits. */
+export interface SamplerOptions {
+  /** Logits are divided by τ before the softmax (ignored when greedy). @defaultValue 1 */
+  readonly temperature?: number;
+  /** Keep only the k most likely tokens (ties: the lower id first); 0 = off. @defaultValue 0 */
+  readonly topK?: number;
+  /** Keep the smallest most-likely prefix whose probability reaches p (nucleus); 1 = off. @defaultValue 1 */
+  readonly topP?: number;
+  /** Pick the argmax of the raw logits (ties: the lowest id); draws no random numbers. @defaultValue false */
+  readonly greedy?: boolean;
+}
+
+/** {@link SamplerOptions} with defaults filled in and validated. */
+export interface ResolvedSampler {
+  /** τ. */
+  readonly temperature: number;
+  /** k (0 = off). */
+  readonly topK: number;
+  /** p (1 = off). */
+  readonly topP: number;
+  /** Greedy. */
+  readonly greedy: boolean;
+}
+
+/** Fills the defaults of `opts` and throws an error naming a bad field. */
+export function resolveSampler(opts: SamplerOptions = {}): ResolvedSampler {
+  const temperature = opts.temperature ?? 1;
+  const topK = opts.topK ?? 0;
+  const topP = opts.topP ?? 1;
+  const greedy = opts.greedy ?? false;
+  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new Error(`sampler: temperature must be finite and > 0, got ${temperature}`);
+  if (!Number.isInteger(topK) || topK < 0) throw new Error(`sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
+  if (!(topP > 0 && topP <= 1)) throw new Error(`sampler: topP must be in (0, 1] (1 = off), got ${topP}`);
+  if (typeof greedy !== 'boolean') throw new Error(`sampler: greedy must be a boolean, got ${JSON.stringify(greedy)}`);
+  return { temperature, topK, topP, greedy };
+}
+
+/**
+ * Stable `log Σ_{v kept} exp(z_v/τ)` of the row at `off`: `m + log Σ exp(z_v/τ − m)` with `m` the
+ * max over the kept entries, summed over v in increasing order in doubles (the same loop as the
+ * nn softmax layers). `keep` null = all V entries.
+ */
+export function logSumExp(logits: FloatArray, off: number, V: number, tau: number, keep: Uint8Array | null = null): number {
+  let m = -Infinity;
+  for (let v = 0; v < V; v++) if (!keep || keep[v]) m = Math.max(m, logits[off + v]! / tau);
+  let s = 0;
+  for (let v = 0; v < V; v++) if (!keep || keep[v]) s += Math.exp(logits[off + v]! / tau - m);
+  return m + Math.log(s);
+}
+
+/** `log softmax(z/τ)[y]` of the row at `off` = `z_y/τ − logSumExp(z/τ)`: the trainer's per-token ℓ. */
+export function tokenLogprob(logits: FloatArray, off: number, V: number, y: number, tau: number): number {
+  return logits[off + y]! / tau - logSumExp(logits, off, V, tau);
+}
+
+/** Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` of the row at `off` (a metric). */
+export function rowEntropy(logits: FloatArray, off: number, V: number, tau: number): number {
+  const lse = logSumExp(logits, off, V, tau);
+  let h = 0;
+  for (let v = 0; v < V; v++) {
+    const lp = logits[off + v]! / tau - lse;
+    h -= Math.exp(lp) * lp;
+  }
+  return h;
+}
+
+/** Ids 0 … V−1 ordered by logit descending, ties by id ascending. */
+function rankByLogit(logits: FloatArray, off: number, V: number): number[] {
+  const ids = Array.from({ length: V }, (_, v) => v);
+  return ids.sort((a, b) => logits[off + b]! - logits[off + a]! || a - b);
+}
+
+/**
+ * The support of the processed distribution (vLLM order: temperature, then top-k, then top-p),
+ * written into `keep` (V) as 0/1. top-k keeps exactly the k first ids by (logit desc, id asc);
+ * top-p then walks that order and keeps an id while the probability mass before it (renormalized
+ * over the top-k set) is < p — the smallest prefix whose mass reaches p, at least one id.
+ */
+export function processedSupport(logits: FloatArray, off: number, V: number, s: ResolvedSampler, keep: Uint8Array): void {
+  const kActive = s.topK > 0 && s.topK < V;
+  const pActive = s.topP < 1;
+  if (!kActive && !pActive) {
+    keep.fill(1, 0, V);
+    return;
+  }
+  const order = rankByLogit(logits, off, V);
+  keep.fill(0, 0, V);
+  const k = kActive ? s.topK : V;
+  for (let i = 0; i < k; i++) keep[order[i]!] = 1;
+  if (!pActive) return;
+  const lse = logSumExp(logits, off, V, s.temperature, keep);
+  let before = 0;
+  for (let i = 0; i < k; i++) {
+    const v = order[i]!;
+    if (i > 0 && !(before < s.topP)) keep[v] = 0;
+    before += Math.exp(logits[off + v]! / s.temperature - lse);
+  }
+}
+
+/** One sampled token and its log-probs. */
+export interface SampledToken {
+  /** The chosen id. */
+  readonly token: number;
+  /** log-prob under the processed distribution it was drawn from (0 for greedy: a point mass). */
+  readonly logpProcessed: number;
+  /** log-prob under the raw distribution, `log softmax(z)` at temperature 1. */
+  readonly logpRaw: number;
+}
+
+/**
+ * Draws the next token from the row at `off`: greedy = argmax of the raw logits (ties: lowest id, no
+ * draw); otherwise one `rng.uniform()` u and the inverse CDF of the processed distribution over the
+ * kept ids in increasing id order (the first id whose cumulative probability exceeds u; the last
+ * kept id if rounding leaves u above the total).
+ *
+ * @param keep - (V) scratch for the support
+ */
+export function sampleToken(logits: FloatArray, off: number, V: number, s: ResolvedSampler, rng: Rng, keep: Uint8Array): SampledToken {
+  if (s.greedy) {
+    let best = 0;
+    for (let v = 1; v < V; v++) if (logits[off + v]! > logits[off + best]!) best = v;
+    return { token: best, logpProcessed: 0, logpRaw: tokenLogprob(logits, off, V, best, 1) };
+  }
+  const tau = s.temperature;
+  processedSupport(logits, off, V, s, keep);
+  const lse = logSumExp(logits, off, V, tau, keep);
+  const u = rng.uniform();
+  let cum = 0;
+  let token = -1;
+  for (let v = 0; v < V; v++) {
+    if (!keep[v]) continue;
+    token = v;
+    cum += Math.exp(logits[off + v]! / tau - lse);
+    if (u < cum) break;
+  }
+  return { token, logpProcessed: logits[off + token]! / tau - lse, logpRaw: tokenLogprob(logits, off, V, token, 1) };
+}

@@ -1,0 +1,156 @@
+// Supervised warm start of the AR policy: cross-entropy on the response tokens of (prompt, gold response)
+// pairs, AdamW with global-norm clipping. Not RL: the GRPO loop calls this before its first step.
+
+import {
+  AdamW,
+  allocLike,
+  clipGradNorm,
+  crossEntropyBackward,
+  crossEntropyForward,
+  ParamStore,
+  type AdamWConfig,
+} from '../../nn/index.js';
+import { createRng } from '../../rng.js';
+import { PAD, type Task } from '../../tasks/index.js';
+import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
+import { arBackward, arForward, type ArPolicy } from './model.js';
+
+/** One supervised pair: a prompt (all prompts of a batch have one length) and its gold response. */
+export interface SupervisedExample {
+  /** Prompt tokens (left-padded by the task). */
+  readonly prompt: readonly number[];
+  /** Response tokens, EOS included. */
+  readonly response: readonly number[];
+}
+
+/** Options of {@link sftStep}. */
+export interface SftStepOptions {
+  /**
+   * Builds the trainer numerics for this step (called once per step, after which the weights
+   * change). @defaultValue exact fp32
+   */
+  readonly numerics?: () => PolicyNumerics;
+  /** Global-norm clip. @defaultValue 1 */
+  readonly maxGradNorm?: number;
+  /** Learning rate of this step. @defaultValue the optimizer's */
+  readonly lr?: number;
+}
+
+/** What one {@link sftStep} did. */
+export interface SftStepResult {
+  /** Mean cross-entropy per response token (nats), before the update. */
+  readonly loss: number;
+  /** Gradient norm before clipping. */
+  readonly gradNorm: number;
+}
+
+/** The policy's parameter store (supervised training needs FP32 master weights in a `ParamStore`). */
+export function policyStore(policy: ArPolicy): ParamStore {
+  if (!(policy.params instanceof ParamStore)) throw new Error('ar policy: params must be a ParamStore for training (use createArPolicy)');
+  return policy.params;
+}
+
+/**
+ * One supervised step: a batch (B, P + Lmax) with responses right-padded by PAD, cross-entropy on
+ * the response tokens only (each weighted 1/#response tokens: the token mean), backward, global-norm
+ * clip, AdamW update.
+ *
+ * @example
+ * ```ts
+ * const opt = new AdamW(policyStore(policy), { lr: 3e-3 });
+ * const { loss } = sftStep(policy, opt, [{ prompt, response }]);
+ * ```
+ */
+export function sftStep(policy: ArPolicy, optimizer: AdamW, batch: readonly SupervisedExample[], opts: SftStepOptions = {}): SftStepResult {
+  const store = policyStore(policy);
+  const B = batch.length;
+  if (B < 1) throw new Error('sftStep: batch must hold at least one example, got 0');
+  const P = batch[0]!.prompt.length;
+  const Lmax = Math.max(...batch.map((e) => e.response.length));
+  const T = P + Lmax;
+  const V = policy.config.vocabSize;
+  const tokens = new Int32Array(B * T).fill(PAD); // (B, T)
+  const targets = new Int32Array(B * T); // (B, T) next token of each position (0 where unweighted)
+  const weights = new Float32Array(B * T); // (B, T) 1/#response tokens on rows predicting a response token
+  let count = 0;
+  batch.forEach((e, b) => {
+    if (e.prompt.length !== P) throw new Error(`sftStep: every prompt must have length ${P}, batch[${b}].prompt has ${e.prompt.length}`);
+    tokens.set(e.prompt, b * T);
+    tokens.set(e.response, b * T + P);
+    count += e.response.length;
+  });
+  if (count === 0) throw new Error('sftStep: batch has no response tokens');
+  for (let b = 0; b < B; b++) {
+    for (let k = 0; k < batch[b]!.response.length; k++) {
+      const row = b * T + P + k - 1;
+      targets[row] = tokens[row + 1]!;
+      weights[row] = 1 / count;
+    }
+  }
+  const numerics = (opts.numerics ?? fp32Numerics)();
+  const cache = arForward(policy, tokens, B, T, numerics);
+  const N = B * T;
+  const losses = allocLike(cache.logits, N); // (N)
+  const probs = allocLike(cache.logits, N * V); // (N, V)
+  const loss = crossEntropyForward(losses, probs, cache.logits, targets, N, V, { weights });
+  store.zeroGrad();
+  const dlogits = allocLike(cache.logits, N * V); // (N, V)
+  crossEntropyBackward(dlogits, probs, targets, N, V, { weights });
+  arBackward(policy, cache, dlogits, numerics);
+  const gradNorm = clipGradNorm(store.grads, opts.maxGradNorm ?? 1);
+  optimizer.step(opts.lr);
+  return { loss, gradNorm };
+}
+
+/** Options of {@link trainSupervised}. */
+export interface TrainSupervisedOptions {
+  /** Number of steps. */
+  readonly steps: number;
+  /** Examples per step. @defaultValue 32 */
+  readonly batchSize?: number;
+  /** AdamW settings. @defaultValue `{ lr: 1e-2, weightDecay: 0.01 }` */
+  readonly optimizer?: AdamWConfig;
+  /** Seed of the problem stream (`<seed>/sft`). @defaultValue 0 */
+  readonly seed?: number | string;
+  /** Global-norm clip. @defaultValue 1 */
+  readonly maxGradNorm?: number;
+  /** Trainer numerics per step. @defaultValue exact fp32 */
+  readonly numerics?: () => PolicyNumerics;
+}
+
+/** Result of {@link trainSupervised}. */
+export interface TrainSupervisedResult {
+  /** Loss of every step (before its update). */
+  readonly losses: number[];
+  /** The optimizer (its state can be checkpointed). */
+  readonly optimizer: AdamW;
+}
+
+/**
+ * Warm start: `steps` supervised steps on training problems of `task` (drawn with
+ * `task.sampleProblem` from the stream `<seed>/sft`) paired with `task.goldResponse`.
+ *
+ * @example
+ * ```ts
+ * const task = makeTask('reverse');
+ * const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength }), 1);
+ * const { losses } = trainSupervised(policy, task, { steps: 200 });
+ * ```
+ */
+export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): TrainSupervisedResult {
+  const batchSize = opts.batchSize ?? 32;
+  if (!Number.isInteger(opts.steps) || opts.steps < 0) throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
+  const optimizer = new AdamW(policyStore(policy), opts.optimizer ?? { lr: 1e-2, weightDecay: 0.01 });
+  const rng = createRng(opts.seed ?? 0).fork('sft');
+  const losses: number[] = [];
+  for (let step = 0; step < opts.steps; step++) {
+    const batch = Array.from({ length: batchSize }, () => {
+      const problem = task.sampleProblem(rng);
+      return { prompt: problem.prompt, response: task.goldResponse(problem) };
+    });
+    const stepOpts: SftStepOptions = { maxGradNorm: opts.maxGradNorm ?? 1, ...(opts.numerics ? { numerics: opts.numerics } : {}) };
+    losses.push(sftStep(policy, optimizer, batch, stepOpts).loss);
+  }
+  return { losses, optimizer };
+}

@@ -1,0 +1,221 @@
+// The seam between the toy policies and precision: PolicyNumerics (GEMM functions and KV-cache rounding
+// per site) and its non-quantized implementations (exact fp32; operand rounding to bf16/fp16/tf32). Not a quantizer.
+
+import {
+  gemmSequential,
+  sequentialBlockGemms,
+  sequentialLinearGemms,
+  type AttentionGemms,
+  type BlockGemms,
+  type FloatArray,
+  type GemmFn,
+  type KvCacheHook,
+  type LinearGemms,
+} from '../nn/index.js';
+import {
+  allocCodes,
+  decodeArray,
+  encodeArray,
+  fakeQuant,
+  floatFormats,
+  type CastProfile,
+  type CastProfileName,
+  type CodeArray,
+  type FloatFormat,
+} from '../numerics/index.js';
+
+/**
+ * The GEMM functions and KV-cache rounding one engine (rollout or trainer) uses, built from a
+ * precision-plan side at each weight sync.
+ *
+ * A `PolicyNumerics` is a snapshot of one set of weight values: implementations may cache the
+ * rounded or quantized form of a weight by the identity of its array (the `b` operand of a linear
+ * layer's forward GEMM). Build a new one whenever the weights change — at each weight sync for the
+ * rollout engine, after each optimizer step for the trainer.
+ */
+export interface PolicyNumerics {
+  /** Human-readable description, e.g. `"bf16 operands, fp32 accumulate, bf16 out"`. */
+  readonly label: string;
+  /** Every GEMM site of block `layer` (q, k, v, o, MLP up/gate/down, attention QKᵀ/PV and their backward). */
+  block(layer: number): BlockGemms;
+  /** The LM head's GEMMs. */
+  lmHead(): LinearGemms;
+  /** Applied to each K/V row appended to the rollout KV cache; null = exact (no rounding). */
+  kvHook(layer: number): KvCacheHook | null;
+}
+
+/**
+ * Exact fp32 numerics: {@link gemmSequential} at every site (IEEE float32 for Float32Array
+ * outputs, plain doubles for Float64Array ones, which is what the gradient checks use), no KV hook.
+ *
+ * @example
+ * ```ts
+ * const numerics = fp32Numerics();
+ * numerics.block(0).q.forward === gemmSequential; // true
+ * ```
+ */
+export function fp32Numerics(): PolicyNumerics {
+  return FP32_NUMERICS;
+}
+
+const FP32_NUMERICS: PolicyNumerics = Object.freeze({
+  label: 'fp32',
+  block: () => sequentialBlockGemms,
+  lmHead: () => sequentialLinearGemms,
+  kvHook: () => null,
+});
+
+/** Formats an operand (or a GEMM output) can be rounded to by {@link roundingNumerics}. */
+export type RoundingFormat = 'bf16' | 'fp16' | 'tf32';
+
+/**
+ * How the fp32 accumulator sums the k products of one output element:
+ * - `fp32`: sequentially over p = 0 … k−1 from +0 (the trainer's kernel, {@link gemmSequential});
+ * - `pairwise`: a balanced binary tree, {@link pairwiseSum} (a tree-reduction kernel);
+ * - `split-k`: k split into chunks of `splitK` consecutive products, each summed sequentially
+ *   from +0, and the chunk partial sums added sequentially (a split-K kernel).
+ * Every product and every add is rounded to float32.
+ */
+export type AccumulatorOrder = 'fp32' | 'pairwise' | 'split-k';
+
+/** Options of {@link roundingNumerics}. */
+export interface RoundingNumericsOptions {
+  /** Both operands of every GEMM are rounded to this format before the products. */
+  readonly operands: RoundingFormat;
+  /** If set, every GEMM output is rounded to this format (a kernel that writes bf16/fp16). @defaultValue none (fp32 out) */
+  readonly out?: 'bf16' | 'fp16';
+  /** Cast profile of the roundings. @defaultValue 'ieee' (round to nearest even, overflow to ±Inf) */
+  readonly profile?: CastProfile | CastProfileName;
+  /** Accumulation order of the fp32 accumulator. @defaultValue 'fp32' (sequential) */
+  readonly accumulator?: AccumulatorOrder;
+  /** Chunk length of the `split-k` accumulator. @defaultValue 16 */
+  readonly splitK?: number;
+}
+
+/**
+ * Sum of `x[lo … lo+n−1]` by a balanced binary tree: one element is itself, otherwise
+ * `fround(sum(first ⌈n/2⌉) + sum(last ⌊n/2⌋))`. `n = 0` gives +0.
+ */
+export function pairwiseSum(x: Float64Array | Float32Array, lo: number, n: number): number {
+  if (n <= 0) return 0;
+  if (n === 1) return x[lo]!;
+  const h = Math.ceil(n / 2);
+  return Math.fround(pairwiseSum(x, lo, h) + pairwiseSum(x, lo + h, n - h));
+}
+
+/** A float32 GEMM with the pairwise accumulator (products rounded to float32). */
+function gemmPairwise(out: FloatArray, a: FloatArray, b: FloatArray, m: number, n: number, k: number): void {
+  const prod = new Float64Array(k); // (k) rounded products of one output element
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      for (let p = 0; p < k; p++) prod[p] = Math.fround(a[i * k + p]! * b[j * k + p]!);
+      out[i * n + j] = pairwiseSum(prod, 0, k);
+    }
+  }
+}
+
+/** A float32 GEMM with the split-K accumulator of chunk length `chunk`. */
+function gemmSplitK(chunk: number): GemmFn {
+  return (out, a, b, m, n, k) => {
+    const fr = Math.fround;
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let total = 0;
+        for (let p0 = 0; p0 < k; p0 += chunk) {
+          const end = Math.min(k, p0 + chunk);
+          let part = 0;
+          for (let p = p0; p < end; p++) part = fr(part + fr(a[i * k + p]! * b[j * k + p]!));
+          total = fr(total + part);
+        }
+        out[i * n + j] = total;
+      }
+    }
+  };
+}
+
+function accumulatorGemm(order: AccumulatorOrder, splitK: number): GemmFn {
+  if (order === 'fp32') return gemmSequential;
+  if (order === 'pairwise') return gemmPairwise;
+  return gemmSplitK(splitK);
+}
+
+function asFloat32(x: FloatArray): Float32Array {
+  return x instanceof Float32Array ? x : Float32Array.from(x);
+}
+
+/**
+ * Numerics that round both operands of every GEMM to `operands` (round to nearest even under the
+ * `ieee` profile by default, through the numerics core's {@link fakeQuant}), accumulate in fp32
+ * (sequentially, unless `accumulator` says otherwise) and optionally round the output to `out`.
+ * No KV hook: K and V are operands of the attention GEMMs and are rounded there already.
+ *
+ * The rounded `b` operand of every linear forward GEMM (the weight matrix) is cached by array
+ * identity for the life of this object, so build a new one when the weights change.
+ *
+ * @example
+ * ```ts
+ * const rollout = roundingNumerics({ operands: 'bf16', out: 'bf16', accumulator: 'split-k' });
+ * const trainer = roundingNumerics({ operands: 'bf16', out: 'bf16' });
+ * ```
+ */
+export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumerics {
+  const { operands, out } = options;
+  const profile = options.profile ?? 'ieee';
+  const order = options.accumulator ?? 'fp32';
+  const splitK = options.splitK ?? 16;
+  if (!['bf16', 'fp16', 'tf32'].includes(operands)) throw new Error(`roundingNumerics: operands must be bf16, fp16 or tf32, got ${JSON.stringify(operands)}`);
+  if (out !== undefined && !['bf16', 'fp16'].includes(out)) throw new Error(`roundingNumerics: out must be bf16 or fp16, got ${JSON.stringify(out)}`);
+  if (!['fp32', 'pairwise', 'split-k'].includes(order)) throw new Error(`roundingNumerics: accumulator must be fp32, pairwise or split-k, got ${JSON.stringify(order)}`);
+  if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
+  const cast = { profile } as const;
+  const accumulate = accumulatorGemm(order, splitK);
+  const opFormat = floatFormats[operands];
+  const outFormat = out === undefined ? null : floatFormats[out];
+  // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
+  const slot = (format: FloatFormat) => {
+    let codes: CodeArray = allocCodes(format, 0);
+    let values = new Float32Array(0);
+    return (x: FloatArray): Float32Array => {
+      const n = x.length;
+      if (values.length < n) {
+        codes = allocCodes(format, n);
+        values = new Float32Array(n);
+      }
+      const c = encodeArray(format, asFloat32(x), cast, codes.subarray(0, n));
+      return decodeArray(format, c, values.subarray(0, n));
+    };
+  };
+  const roundA = slot(opFormat);
+  const roundB = slot(opFormat);
+  const roundOut = outFormat ? slot(outFormat) : null;
+  const round = (x: FloatArray): Float32Array => fakeQuant(opFormat, asFloat32(x), cast);
+  const finish = (o: FloatArray): void => {
+    if (roundOut) o.set(roundOut(o));
+  };
+  /** A GEMM rounding both operands per call. */
+  const gemm: GemmFn = (o, a, b, m, n, k) => {
+    accumulate(o, roundA(a.subarray(0, m * k)), roundB(b.subarray(0, n * k)), m, n, k);
+    finish(o.subarray(0, m * n));
+  };
+  const weightCache = new WeakMap<FloatArray, Float32Array>();
+  /** A GEMM whose `b` operand is a weight: rounded once per array identity. */
+  const weightGemm: GemmFn = (o, a, b, m, n, k) => {
+    let wb = weightCache.get(b);
+    if (wb === undefined) {
+      wb = round(b);
+      weightCache.set(b, wb);
+    }
+    accumulate(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
+    finish(o.subarray(0, m * n));
+  };
+  const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
+  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm });
+  const block: BlockGemms = Object.freeze({
+    q: linear, k: linear, v: linear, o: linear,
+    mlp: Object.freeze({ up: linear, gate: linear, down: linear }),
+    attention,
+  });
+  const acc = order === 'fp32' ? 'fp32 accumulate' : order === 'pairwise' ? 'fp32 pairwise accumulate' : `fp32 split-K accumulate (chunk ${splitK})`;
+  const label = `${operands} operands, ${acc}${out ? `, ${out} out` : ''}${profile === 'ieee' ? '' : `, profile ${typeof profile === 'string' ? profile : profile.name}`}`;
+  return Object.freeze({ label, block: () => block, lmHead: () => linear, kvHook: () => null });
+}

@@ -1,0 +1,149 @@
+// The precision seam: roundingNumerics against scalar references (operand rounding, accumulation orders,
+// output rounding, weight cache), and the frozen plan table.
+
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import { gemmReference, gemmSequential } from '../../src/nn/index.js';
+import { round } from '../../src/numerics/index.js';
+import {
+  fp32Numerics,
+  numericsFor,
+  pairwiseSum,
+  precisionPlan,
+  precisionPlans,
+  roundingNumerics,
+  type AccumulatorOrder,
+} from '../../src/policies/index.js';
+import { createRng } from '../../src/rng.js';
+
+const fr = Math.fround;
+
+/** Scalar reference: round operands with the scalar `round`, then accumulate in the given order. */
+function referenceGemm(a: Float32Array, b: Float32Array, m: number, n: number, k: number, fmt: 'bf16' | 'fp16' | 'tf32', order: AccumulatorOrder, chunk: number, out?: 'bf16' | 'fp16'): Float32Array {
+  const ra = a.map((x) => round(fmt, x, { profile: 'ieee' }));
+  const rb = b.map((x) => round(fmt, x, { profile: 'ieee' }));
+  const res = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      const prods = Array.from({ length: k }, (_, p) => fr(ra[i * k + p]! * rb[j * k + p]!));
+      let acc = 0;
+      if (order === 'fp32') for (const x of prods) acc = fr(acc + x);
+      else if (order === 'pairwise') {
+        const tree = (xs: number[]): number => (xs.length === 0 ? 0 : xs.length === 1 ? xs[0]! : fr(tree(xs.slice(0, Math.ceil(xs.length / 2))) + tree(xs.slice(Math.ceil(xs.length / 2)))));
+        acc = tree(prods);
+      } else {
+        for (let p0 = 0; p0 < k; p0 += chunk) {
+          let part = 0;
+          for (const x of prods.slice(p0, p0 + chunk)) part = fr(part + x);
+          acc = fr(acc + part);
+        }
+      }
+      res[i * n + j] = out ? round(out, acc, { profile: 'ieee' }) : acc;
+    }
+  }
+  return res;
+}
+
+const gemmArb = fc.record({
+  m: fc.integer({ min: 1, max: 5 }),
+  n: fc.integer({ min: 1, max: 5 }),
+  k: fc.integer({ min: 1, max: 40 }),
+  fmt: fc.constantFrom('bf16' as const, 'fp16' as const, 'tf32' as const),
+  order: fc.constantFrom('fp32' as const, 'pairwise' as const, 'split-k' as const),
+  chunk: fc.integer({ min: 1, max: 12 }),
+  out: fc.constantFrom(undefined, 'bf16' as const, 'fp16' as const),
+  seed: fc.integer({ min: 0, max: 1 << 30 }),
+});
+
+describe('roundingNumerics', () => {
+  test.prop([gemmArb])('every GEMM site equals the scalar reference (operand rounding, accumulation order, output rounding)', (c) => {
+    const rng = createRng(c.seed);
+    const a = Float32Array.from({ length: c.m * c.k }, () => rng.normal() * 3);
+    const b = Float32Array.from({ length: c.n * c.k }, () => rng.normal() * 3);
+    const numerics = roundingNumerics({ operands: c.fmt, accumulator: c.order, splitK: c.chunk, ...(c.out ? { out: c.out } : {}) });
+    const expected = referenceGemm(a, b, c.m, c.n, c.k, c.fmt, c.order, c.chunk, c.out);
+    const block = numerics.block(0);
+    for (const gemm of [block.q.forward, block.mlp.down.dgrad, block.attention.qk, block.attention.dKey, numerics.lmHead().wgrad]) {
+      const out = new Float32Array(c.m * c.n);
+      gemm(out, a, b, c.m, c.n, c.k);
+      expect(Array.from(out).every((x, i) => Object.is(x, expected[i]))).toBe(true);
+    }
+    expect(numerics.kvHook(0)).toBeNull();
+  });
+
+  it('caches the rounded weight by identity: a numerics object is a snapshot of one weight sync', () => {
+    const numerics = roundingNumerics({ operands: 'bf16' });
+    const x = Float32Array.from([1, 1]);
+    const w = Float32Array.from([1.0001, 2]);
+    const out = new Float32Array(1);
+    numerics.block(0).q.forward(out, x, w, 1, 1, 2);
+    expect(out[0]).toBe(3);
+    w[0] = 5; // weights changed after the sync: this object still uses the synced copy
+    numerics.block(0).q.forward(out, x, w, 1, 1, 2);
+    expect(out[0]).toBe(3);
+    roundingNumerics({ operands: 'bf16' }).block(0).q.forward(out, x, w, 1, 1, 2);
+    expect(out[0]).toBe(7);
+  });
+
+  it('split-K and pairwise orders really differ from sequential on some inputs', () => {
+    const rng = createRng(5);
+    let diff = 0;
+    for (let t = 0; t < 50; t++) {
+      const a = Float32Array.from({ length: 64 }, () => rng.normal());
+      const b = Float32Array.from({ length: 64 }, () => rng.normal());
+      const s = new Float32Array(1), p = new Float32Array(1);
+      roundingNumerics({ operands: 'tf32' }).block(0).attention.qk(s, a, b, 1, 1, 64);
+      roundingNumerics({ operands: 'tf32', accumulator: 'split-k', splitK: 16 }).block(0).attention.qk(p, a, b, 1, 1, 64);
+      if (s[0] !== p[0]) diff++;
+    }
+    expect(diff).toBeGreaterThan(5);
+  });
+
+  it('pairwiseSum splits ⌈n/2⌉ | ⌊n/2⌋', () => {
+    // (1 + 1) + 2^24 is exact; 1 + (1 + 2^24) loses both ones to ties-to-even.
+    expect(pairwiseSum(Float32Array.from([1, 1, 2 ** 24]), 0, 3)).toBe(2 ** 24 + 2);
+    // Sequential 2^24 + 1 + 1 + 1 stays at 2^24; the tree keeps (1 + 1).
+    const x = Float32Array.from([2 ** 24, 1, 1, 1]);
+    expect(pairwiseSum(x, 0, 4)).toBe(2 ** 24 + 2);
+    expect(pairwiseSum(x, 0, 0)).toBe(0);
+  });
+
+  it('fp32Numerics is the sequential GEMM everywhere', () => {
+    const n = fp32Numerics();
+    expect(n.block(1).mlp.gate.wgrad).toBe(gemmSequential);
+    expect(n.lmHead().forward).toBe(gemmSequential);
+    const a = Float32Array.from([1, 2, 3]), b = Float32Array.from([4, 5, 6]);
+    const o1 = new Float32Array(1), o2 = new Float32Array(1);
+    n.block(0).attention.pv(o1, a, b, 1, 1, 3);
+    gemmReference(o2, a, b, 1, 1, 3);
+    expect(o1[0]).toBe(o2[0]);
+  });
+
+  it('rejects bad options naming the field', () => {
+    expect(() => roundingNumerics({ operands: 'e4m3fn' as never })).toThrow(/operands/);
+    expect(() => roundingNumerics({ operands: 'bf16', splitK: 0 })).toThrow(/splitK/);
+    expect(() => roundingNumerics({ operands: 'bf16', accumulator: 'kahan' as never })).toThrow(/accumulator/);
+  });
+});
+
+describe('precision plans', () => {
+  it('is a frozen table of the presets; unknown names list the known ones', () => {
+    expect(Object.keys(precisionPlans)).toEqual(['fp32', 'bf16', 'bf16-splitk', 'fp16']);
+    expect(Object.isFrozen(precisionPlans)).toBe(true);
+    expect(Object.isFrozen(precisionPlans.bf16.rollout.gemm)).toBe(true);
+    for (const [name, plan] of Object.entries(precisionPlans)) {
+      expect(plan.name).toBe(name);
+      expect(precisionPlan(name)).toBe(plan);
+    }
+    expect(() => precisionPlan('fp8-rollout')).toThrow(/fp32, bf16, bf16-splitk, fp16.*"fp8-rollout"/);
+    expect(() => precisionPlan('toString')).toThrow(/name must be one of/);
+  });
+
+  it('numericsFor builds the side described by the data', () => {
+    expect(numericsFor(precisionPlans.fp32.trainer)).toBe(fp32Numerics());
+    expect(numericsFor(precisionPlans.bf16.rollout).label).toBe('bf16 operands, fp32 accumulate');
+    expect(numericsFor(precisionPlans['bf16-splitk'].rollout).label).toMatch(/split-K/);
+    expect(numericsFor(precisionPlans.fp16.trainer).label).toMatch(/^fp16 operands/);
+    expect(() => numericsFor({ gemm: { kind: 'fp8' } as never })).toThrow(/gemm\.kind must be one of fp32, rounding, got "fp8"/);
+  });
+});
