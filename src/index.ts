@@ -6,3 +6,4 @@ export * from './numerics/index.js';
 export * from './nn/index.js';
 export * from './tasks/index.js';
 export * from './rl/index.js';
+export * from './policies/index.js';
