@@ -171,13 +171,9 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
   const T = P + G;
   const p = options.pMaskPrompt ?? 0.15;
   if (!(p >= 0 && p <= 1)) throw new Error(`d1 estimator: pMaskPrompt must be in [0, 1], got ${p}`);
-  const root = createRng(options.seed ?? 0).fork('d1');
   const views = newViews(B, T);
   sequences.forEach((s, i) => {
-    const rng = root.fork(s.id);
-    const x = views.tokens.subarray(i * T, (i + 1) * T);
-    for (let j = 0; j < P; j++) x[j] = rng.uniform() < p ? MASK : s.prompt[j]!;
-    x.fill(MASK, P, T);
+    d1MaskedView(s, options.seed ?? 0, p, views.tokens.subarray(i * T, (i + 1) * T));
     for (let j = 0; j < G; j++) {
       views.row.push(i);
       views.pos.push(P + j);
@@ -188,6 +184,21 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
   });
   return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
 };
+
+/**
+ * The d1 view of one sequence (P+G tokens): prompt token j is MASK iff the j-th `uniform()` of
+ * `createRng(seed).fork('d1').fork(sequence.id)` is `< pMaskPrompt`; every response slot is MASK.
+ * The `d1` estimator scores exactly this view; exported so that callers can inspect it.
+ */
+export function d1MaskedView(sequence: DiffusionSequence, seed: number | string, pMaskPrompt: number, out?: Int32Array): Int32Array {
+  const P = sequence.prompt.length;
+  const T = P + sequence.response.length;
+  const x = out ?? new Int32Array(T);
+  const rng = createRng(seed).fork('d1').fork(sequence.id);
+  for (let j = 0; j < P; j++) x[j] = rng.uniform() < pMaskPrompt ? MASK : sequence.prompt[j]!;
+  x.fill(MASK, P, T);
+  return x;
+}
 
 /**
  * `elbo` (LLaDA `get_log_likelihood.py`, the masked-token ELBO with the 1/t weighting at t = l/G):

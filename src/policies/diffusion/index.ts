@@ -25,6 +25,7 @@ export {
 } from './sampler.js';
 export {
   d1Estimator,
+  d1MaskedView,
   diffusionCompletionMask,
   diffusionEstimatorNames,
   diffusionEstimators,

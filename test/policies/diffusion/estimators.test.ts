@@ -4,9 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { createParamStore } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
-import { EOS, makeTask } from '../../../src/tasks/index.js';
+import { EOS, MASK, makeTask } from '../../../src/tasks/index.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import {
+  d1MaskedView,
   diffusionCompletionMask,
   diffusionEstimatorNames,
   diffusionEstimators,
@@ -123,6 +124,18 @@ describe('estimator semantics', () => {
     const last = diffusionEstimators.d1(model, params, seqs.slice(2), fp32, { seed: 1 }).logp;
     expect(Array.from(a)).not.toEqual(Array.from(b));
     expect(Array.from(last)).toEqual(Array.from(a.subarray(16)));
+  });
+
+  it('d1 masks each prompt token with probability pMaskPrompt and the whole response', () => {
+    let masked = 0;
+    let total = 0;
+    for (let n = 0; n < 2000; n++) {
+      const x = d1MaskedView({ ...seqs[0]!, id: `seq-${n}` }, 9, 0.15);
+      for (let j = 0; j < task.promptLength; j++) masked += x[j] === MASK ? 1 : x[j] === seqs[0]!.prompt[j] ? 0 : NaN;
+      total += task.promptLength;
+      expect(Array.from(x.subarray(task.promptLength)).every((t) => t === MASK)).toBe(true);
+    }
+    expect(Math.abs(masked / total - 0.15)).toBeLessThan(0.01); // 16 000 Bernoulli(0.15) draws: sd 0.0028
   });
 
   it('d1 with pMaskPrompt = 1 ignores the prompt; with 0 it sees it', () => {
