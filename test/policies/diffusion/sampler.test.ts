@@ -123,6 +123,15 @@ describe('sampleDiffusion', () => {
     expect(a.sequences[0]!.id).toBe('3/rollout/row-0');
   });
 
+  it("a row's sample depends only on its own stream, not on the other rows; ids are recorded", () => {
+    const all = sampleDiffusion(model, params, prompts, base, numerics, createRng(6), { ids: ['a', 'b', 'c', 'd'] });
+    const first = sampleDiffusion(model, params, prompts.slice(0, 1), base, numerics, createRng(6));
+    expect(first.sequences[0]!.response).toEqual(all.sequences[0]!.response);
+    expect(Array.from(first.sequences[0]!.commitStep!)).toEqual(Array.from(all.sequences[0]!.commitStep!));
+    expect(all.sequences.map((s) => s.id)).toEqual(['a', 'b', 'c', 'd']);
+    expect(first.sequences[0]!.id).toBe('6/row-0');
+  });
+
   it('random and low-confidence remasking commit in different orders', () => {
     const low = sampleDiffusion(model, params, prompts, { ...base, remasking: 'low_confidence' }, numerics, createRng(8));
     const rnd = sampleDiffusion(model, params, prompts, { ...base, remasking: 'random' }, numerics, createRng(8));
