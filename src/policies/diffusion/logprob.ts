@@ -72,7 +72,8 @@ export function argmaxRow(row: ArrayLike<number>, offset: number, V: number, exc
  * One sample from `softmax(z/τ)` by the Gumbel-max trick (LLaDA `add_gumbel_noise`, float64 noise):
  * `argmax_v z_v/τ + g_v` with `g_v = −log(−log U_v)`, `U_v = rng.uniformOpen()` drawn for
  * v = 0 … V−1 in increasing order (exactly V draws); ties go to the lowest index. `τ = 0` is plain
- * argmax of `z` and draws nothing.
+ * argmax of `z` and draws nothing. `exclude` (the policy passes MASK) still consumes its draw but
+ * can never win, so the sample is from the softmax over the other ids.
  *
  * LLaDA scores `exp(z)/(−log U)^τ`; its argmax equals this one (take logs and divide by τ).
  *

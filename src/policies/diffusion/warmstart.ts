@@ -1,7 +1,7 @@
 // Supervised warm start of the diffusion policy: LLaDA SFT masked-token training on (prompt, gold response) pairs with AdamW.
 // Not RL: no rewards or log-prob ratios here; the GRPO loop starts from the weights this leaves behind.
 
-import { AdamW, clipGradNorm, createParamStore, type FloatArray, type ParamStore } from '../../nn/index.js';
+import { AdamW, allocLike, clipGradNorm, createParamStore, type FloatArray, type ParamStore } from '../../nn/index.js';
 import { createRng, type Rng } from '../../rng.js';
 import { EOS, MASK, type Task } from '../../tasks/index.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
@@ -67,7 +67,7 @@ export function maskedDiffusionLoss(
   let loss = 0;
   for (let e = 0; e < pos.length; e++) loss -= weight[e]! * tokenLogProb(fwd.logits, pos[e]! * V, V, target[e]!, 1, MASK);
   if (options.grads) {
-    const dlogits = new (params instanceof Float32Array ? Float32Array : Float64Array)(B * T * V); // (B, T, V)
+    const dlogits = allocLike(params, B * T * V); // (B, T, V)
     for (let e = 0; e < pos.length; e++) tokenLogProbBackward(dlogits, fwd.logits, pos[e]! * V, V, target[e]!, 1, -weight[e]!, MASK);
     diffusionBackward(model, params, options.grads, fwd, dlogits, numerics);
   }
