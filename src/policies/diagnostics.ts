@@ -1,5 +1,7 @@
 // Rollout–trainer mismatch diagnostics over masked per-token log-probs (k1, k3, |Δp|, |δ|, ESS), as the
-// mismatch probe prints them. Not the estimator library's full metric set (χ², CV, clip fractions, …).
+// mismatch probes print them. Not the estimator library's full metric set (χ², CV, clip fractions, …).
+
+import { mismatchDiagnostics, weightStats } from '../rl/index.js';
 
 /** Mismatch between ℓroll (rollout engine) and ℓold (trainer) over the tokens with mask 1. */
 export interface MismatchDiagnostics {
@@ -23,47 +25,44 @@ export interface MismatchDiagnostics {
 
 /**
  * The diagnostics of `spec/estimators.md` "Diagnostics" that need only ℓroll and ℓold, as token means
- * over the mask (sums in doubles in index order). With no masked-in token every mean is NaN.
+ * over the mask, computed with the estimator library (`rollout_corr/kl`, `k3_kl`,
+ * `prob_abs_diff_mean`, `logp_abs_diff_mean|max`, and the ESS ratio of the unclipped w = e^(ℓold − ℓroll)).
+ * Both policies' mismatch probes report these.
  *
  * @param logpRollout - ℓroll per token
  * @param logpOld - ℓold per token, same layout
  * @param mask - 1 where the token counts
  * @example
  * ```ts
- * mismatchDiagnostics([-1, -2], [-1, -2], [1, 1]).k3; // 0
+ * probeDiagnostics([-1, -2], [-1, -2], [1, 1]).k3; // 0
  * ```
  */
-export function mismatchDiagnostics(logpRollout: ArrayLike<number>, logpOld: ArrayLike<number>, mask: ArrayLike<number>): MismatchDiagnostics {
-  if (logpOld.length !== logpRollout.length || mask.length !== logpRollout.length) {
-    throw new Error(`mismatchDiagnostics: logpRollout, logpOld and mask must have one length, got ${logpRollout.length}, ${logpOld.length}, ${mask.length}`);
+export function probeDiagnostics(logpRollout: ArrayLike<number>, logpOld: ArrayLike<number>, mask: ArrayLike<number>): MismatchDiagnostics {
+  const n = mask.length;
+  if (logpOld.length !== n || logpRollout.length !== n) {
+    throw new Error(`probeDiagnostics: logpRollout, logpOld and mask must have one length, got ${logpRollout.length}, ${logpOld.length}, ${n}`);
   }
-  let n = 0, k1 = 0, k3 = 0, dp = 0, ad = 0, maxAd = 0, gt = 0, w1 = 0, w2 = 0;
-  for (let i = 0; i < mask.length; i++) {
-    if (!mask[i]) continue;
-    const roll = logpRollout[i]!;
-    const old = logpOld[i]!;
-    const x = roll - old;
-    const delta = old - roll;
-    const w = Math.exp(delta);
-    n += 1;
-    k1 += x;
-    k3 += Math.exp(-x) - 1 + x;
-    dp += Math.abs(Math.exp(old) - Math.exp(roll));
-    ad += Math.abs(delta);
-    maxAd = Math.max(maxAd, Math.abs(delta));
-    if (Math.abs(delta) > 1e-3) gt += 1;
-    w1 += w;
-    w2 += w * w;
+  const old = Float64Array.from(logpOld);
+  const roll = Float64Array.from(logpRollout);
+  const m = Float64Array.from(mask, (x) => (x ? 1 : 0));
+  const d = mismatchDiagnostics({ shape: { B: 1, T: n }, logpOld: old, logpRollout: roll, mask: m }).metrics;
+  const w = old.map((o, k) => Math.exp(o - (roll[k] as number)));
+  let tokens = 0;
+  let big = 0;
+  for (let k = 0; k < n; k++) {
+    if (m[k] !== 1) continue;
+    tokens += 1;
+    if (Math.abs((old[k] as number) - (roll[k] as number)) > 1e-3) big += 1;
   }
-  const meanW = w1 / n;
+  const ws = weightStats(w, m);
   return {
-    tokens: n,
-    k1: k1 / n,
-    k3: k3 / n,
-    meanAbsDp: dp / n,
-    meanAbsDelta: ad / n,
-    maxAbsDelta: n > 0 ? maxAd : Number.NaN,
-    ess: (meanW * meanW) / (w2 / n),
-    'fracAbsDeltaGt1e-3': gt / n,
+    tokens,
+    k1: d['rollout_corr/kl'] as number,
+    k3: d['rollout_corr/k3_kl'] as number,
+    meanAbsDp: d['rollout_corr/prob_abs_diff_mean'] as number,
+    meanAbsDelta: d['rollout_corr/logp_abs_diff_mean'] as number,
+    maxAbsDelta: d['rollout_corr/logp_abs_diff_max'] as number,
+    ess: ws['rollout_corr/rollout_is_eff_sample_size'] as number,
+    'fracAbsDeltaGt1e-3': tokens > 0 ? big / tokens : 0,
   };
 }

@@ -2,14 +2,14 @@
 // Not the estimator library's diagnostics (χ², CV, clip fractions live there).
 
 import { describe, expect, it } from 'vitest';
-import { mismatchDiagnostics } from '../../src/policies/index.js';
+import { probeDiagnostics } from '../../src/policies/index.js';
 
-describe('mismatchDiagnostics', () => {
+describe('probeDiagnostics', () => {
   it('matches a hand computation and ignores masked tokens', () => {
     const roll = [-1, -2, -0.5, -9];
     const old = [-1.1, -2, -0.4995, 5];
     const mask = [1, 1, 1, 0];
-    const d = mismatchDiagnostics(roll, old, mask);
+    const d = probeDiagnostics(roll, old, mask);
     const x = [0.1, 0, -0.0005];
     const w = x.map((v) => Math.exp(-v));
     const mw = (w[0]! + w[1]! + w[2]!) / 3;
@@ -24,8 +24,8 @@ describe('mismatchDiagnostics', () => {
   });
 
   it('is exactly zero mismatch for equal inputs, and checks lengths', () => {
-    const d = mismatchDiagnostics([-1, -3], [-1, -3], [1, 1]);
+    const d = probeDiagnostics([-1, -3], [-1, -3], [1, 1]);
     expect([d.k1, d.k3, d.meanAbsDp, d.maxAbsDelta, d.ess]).toEqual([0, 0, 0, 0, 1]);
-    expect(() => mismatchDiagnostics([1], [1, 2], [1])).toThrow(/one length/);
+    expect(() => probeDiagnostics([1], [1, 2], [1])).toThrow(/one length/);
   });
 });

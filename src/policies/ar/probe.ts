@@ -2,7 +2,7 @@
 // side, and summarize the mismatch. Not the CLI (src/cli/mismatch.ts) and not an RL step.
 
 import { createRng } from '../../rng.js';
-import { mismatchDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
+import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { numericsFor, type PrecisionPlan } from '../plans.js';
 import { computeLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
@@ -34,7 +34,7 @@ export interface ArMismatchProbeResult {
 /**
  * Samples `length` tokens per prompt with the plan's rollout side (its decode mode and log-prob
  * semantics, EOS ignored), recomputes ℓold of the same tokens with the plan's trainer side at the same
- * temperature, and returns {@link mismatchDiagnostics} of (ℓroll, ℓold).
+ * temperature, and returns {@link probeDiagnostics} of (ℓroll, ℓold).
  *
  * @example
  * ```ts
@@ -59,5 +59,5 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     numerics: numericsFor(plan.trainer),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
   });
-  return { rollout: r, logpOld: lp.logp, diagnostics: mismatchDiagnostics(r.logpRollout, lp.logp, r.responseMask) };
+  return { rollout: r, logpOld: lp.logp, diagnostics: probeDiagnostics(r.logpRollout, lp.logp, r.responseMask) };
 }

@@ -1,0 +1,293 @@
+// The three per-token log-prob estimators of the diffusion policy (trajectory, d1, elbo), each with a forward under any PolicyNumerics and a backward into parameter gradients.
+// Not a loss: the GRPO loop turns dL/dℓ into the `backward` argument; not the sampler, whose records they replay.
+
+import { allocLike, type FloatArray } from '../../nn/index.js';
+import { createRng } from '../../rng.js';
+import { EOS, MASK } from '../../tasks/index.js';
+import type { PolicyNumerics } from '../numerics.js';
+import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
+import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
+import { diffusionStateAt, type DiffusionSequence } from './sampler.js';
+
+/** Names of the per-token log-prob estimators. */
+export type DiffusionEstimatorName = 'trajectory' | 'd1' | 'elbo';
+
+/** Hyper-parameters of the estimators (each uses the ones it needs). */
+export interface DiffusionEstimatorOptions {
+  /**
+   * Seed of the d1 prompt masks and of the ELBO masked views. π_old, π_ref and πθ (and the rollout
+   * engine) must pass the same seed to see the same views. @defaultValue 0
+   */
+  readonly seed?: number | string;
+  /**
+   * τ of `log softmax(z/τ)`. For `trajectory`, pass the rollout's `logpTemperature` to score the
+   * distribution the sampler drew from. @defaultValue 1
+   */
+  readonly temperature?: number;
+  /** d1: probability of masking each prompt token (d1's `p_mask_prompt`). @defaultValue 0.15 */
+  readonly pMaskPrompt?: number;
+  /** elbo: number of Monte-Carlo masked views per sequence. @defaultValue 8 */
+  readonly elboSamples?: number;
+}
+
+/** Per-token log-probs of a batch of sequences, with their backward. */
+export interface DiffusionLogProbs {
+  /** Number of sequences B. */
+  readonly B: number;
+  /** Response length G. */
+  readonly G: number;
+  /** (B·G) per-token log-probs ℓ (for `elbo`: the per-token shares of the sequence ELBO). */
+  readonly logp: Float64Array;
+  /** Rows (sequences of P+G tokens) of the single batched forward pass that produced `logp`. */
+  readonly forwardRows: number;
+  /**
+   * Accumulates `Σ dlogp·∂ℓ/∂θ` into `grads` (layout and element type of `params`), through the
+   * backward GEMMs of the same numerics. May be called more than once.
+   *
+   * @param dlogp - (B·G) dL/dℓ
+   */
+  backward(dlogp: ArrayLike<number>, grads: FloatArray): void;
+}
+
+/** The signature every estimator in {@link diffusionEstimators} has. */
+export type DiffusionEstimatorFn = (
+  model: DiffusionModel,
+  params: FloatArray,
+  sequences: readonly DiffusionSequence[],
+  numerics: PolicyNumerics,
+  options?: DiffusionEstimatorOptions,
+) => DiffusionLogProbs;
+
+/** Masked views to score: rows of tokens and (row, position, target, output slot, weight) entries. */
+interface Views {
+  readonly tokens: Int32Array; // (R, T)
+  readonly R: number;
+  readonly row: number[];
+  readonly pos: number[];
+  readonly target: number[];
+  readonly slot: number[]; // index into (B·G)
+  readonly weight: number[];
+}
+
+function shapeOf(sequences: readonly DiffusionSequence[]): { B: number; P: number; G: number } {
+  const B = sequences.length;
+  if (B < 1) throw new Error('diffusion estimator: sequences must not be empty');
+  const P = sequences[0]!.prompt.length;
+  const G = sequences[0]!.response.length;
+  sequences.forEach((s, i) => {
+    if (s.prompt.length !== P || s.response.length !== G) {
+      throw new Error(`diffusion estimator: sequences[${i}] has prompt/response lengths ${s.prompt.length}/${s.response.length}, expected ${P}/${G} like sequences[0]`);
+    }
+  });
+  return { B, P, G };
+}
+
+function newViews(R: number, T: number): Views {
+  return { tokens: new Int32Array(R * T), R, row: [], pos: [], target: [], slot: [], weight: [] };
+}
+
+function temperatureOf(options: DiffusionEstimatorOptions): number {
+  const tau = options.temperature ?? 1;
+  if (!(tau > 0) || !Number.isFinite(tau)) throw new Error(`diffusion estimator: temperature must be finite and > 0, got ${tau}`);
+  return tau;
+}
+
+/** One batched forward over the views; ℓ[slot] = Σ weight·log softmax(z[row, pos]/τ)[target]. */
+function scoreViews(
+  model: DiffusionModel,
+  params: FloatArray,
+  numerics: PolicyNumerics,
+  views: Views,
+  T: number,
+  B: number,
+  G: number,
+  tau: number,
+): DiffusionLogProbs {
+  const V = model.config.vocabSize;
+  const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics);
+  const logp = new Float64Array(B * G); // (B, G)
+  const n = views.row.length;
+  for (let e = 0; e < n; e++) {
+    const off = (views.row[e]! * T + views.pos[e]!) * V;
+    logp[views.slot[e]!] = logp[views.slot[e]!]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK);
+  }
+  return {
+    B,
+    G,
+    logp,
+    forwardRows: views.R,
+    backward(dlogp, grads) {
+      if (dlogp.length !== B * G) throw new Error(`diffusion estimator backward: dlogp must have B·G = ${B * G} entries, got ${dlogp.length}`);
+      const dlogits = allocLike(params, views.R * T * V); // (R, T, V)
+      for (let e = 0; e < n; e++) {
+        const g = dlogp[views.slot[e]!]! * views.weight[e]!;
+        if (g === 0) continue;
+        tokenLogProbBackward(dlogits, fwd.logits, (views.row[e]! * T + views.pos[e]!) * V, V, views.target[e]!, tau, g, MASK);
+      }
+      diffusionBackward(model, params, grads, fwd, dlogits, numerics);
+    },
+  };
+}
+
+/**
+ * `trajectory`: ℓ_j = log softmax(z/τ)[o_j] with z the logits of the recorded partially masked state
+ * of the step that committed slot j (TraceRL-style trajectory-aware likelihood). All B·S states run
+ * as one batch of B·S rows, so it costs as much as the rollout's forward passes.
+ */
+export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
+  const { B, P, G } = shapeOf(sequences);
+  const T = P + G;
+  let S = 0;
+  sequences.forEach((s, i) => {
+    if (!s.commitStep) throw new Error(`trajectory estimator: sequences[${i}] (${JSON.stringify(s.id)}) has no commitStep; only sampled sequences can be scored`);
+    for (let j = 0; j < G; j++) {
+      const k = s.commitStep[j]!;
+      if (!Number.isInteger(k) || k < 0) throw new Error(`trajectory estimator: sequences[${i}].commitStep[${j}] must be a step ≥ 0, got ${k}`);
+      S = Math.max(S, k + 1);
+    }
+  });
+  const views = newViews(B * S, T);
+  sequences.forEach((s, i) => {
+    for (let k = 0; k < S; k++) diffusionStateAt(s, k, views.tokens.subarray((i * S + k) * T, (i * S + k + 1) * T));
+    for (let j = 0; j < G; j++) {
+      views.row.push(i * S + s.commitStep![j]!);
+      views.pos.push(P + j);
+      views.target.push(s.response[j]!);
+      views.slot.push(i * G + j);
+      views.weight.push(1);
+    }
+  });
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+};
+
+/**
+ * `d1` (diffu-GRPO one-step estimator, d1 `forward_process` + `_get_per_token_logps`): each prompt
+ * token is masked independently with probability `pMaskPrompt` (one `uniform()` per prompt position,
+ * in order, from `createRng(seed).fork('d1').fork(id)`), the whole response is masked, and
+ * ℓ_j = log softmax(z_{P+j}/τ)[o_j] from that single forward pass.
+ */
+export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
+  const { B, P, G } = shapeOf(sequences);
+  const T = P + G;
+  const p = options.pMaskPrompt ?? 0.15;
+  if (!(p >= 0 && p <= 1)) throw new Error(`d1 estimator: pMaskPrompt must be in [0, 1], got ${p}`);
+  const views = newViews(B, T);
+  sequences.forEach((s, i) => {
+    d1MaskedView(s, options.seed ?? 0, p, views.tokens.subarray(i * T, (i + 1) * T));
+    for (let j = 0; j < G; j++) {
+      views.row.push(i);
+      views.pos.push(P + j);
+      views.target.push(s.response[j]!);
+      views.slot.push(i * G + j);
+      views.weight.push(1);
+    }
+  });
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+};
+
+/**
+ * The d1 view of one sequence (P+G tokens): prompt token j is MASK iff the j-th `uniform()` of
+ * `createRng(seed).fork('d1').fork(sequence.id)` is `< pMaskPrompt`; every response slot is MASK.
+ * The `d1` estimator scores exactly this view; exported so that callers can inspect it.
+ */
+export function d1MaskedView(sequence: DiffusionSequence, seed: number | string, pMaskPrompt: number, out?: Int32Array): Int32Array {
+  const P = sequence.prompt.length;
+  const T = P + sequence.response.length;
+  const x = out ?? new Int32Array(T);
+  const rng = createRng(seed).fork('d1').fork(sequence.id);
+  for (let j = 0; j < P; j++) x[j] = rng.uniform() < pMaskPrompt ? MASK : sequence.prompt[j]!;
+  x.fill(MASK, P, T);
+  return x;
+}
+
+/**
+ * `elbo` (LLaDA `get_log_likelihood.py`, the masked-token ELBO with the 1/t weighting at t = l/G):
+ * for each of M = `elboSamples` views, draw l uniform in {1 … G} (`rng.int(G)` + 1), mask a uniformly
+ * random set of l response slots (the first l of a Fisher–Yates shuffle of 0 … G−1), keep the prompt,
+ * and score every masked slot. The sequence ELBO is `(1/M)·Σ_views (G/l)·Σ_{j masked} log p(o_j | view)`;
+ * ℓ_j is slot j's share of it, `(1/M)·Σ_{views masking j} (G/l)·log p(o_j | view)`, so Σ_j ℓ_j is the
+ * sequence ELBO. Streams: `createRng(seed).fork('elbo').fork(id)`.
+ */
+export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
+  const { B, P, G } = shapeOf(sequences);
+  const T = P + G;
+  const M = options.elboSamples ?? 8;
+  if (!Number.isInteger(M) || M < 1) throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
+  const root = createRng(options.seed ?? 0).fork('elbo');
+  const views = newViews(B * M, T);
+  const order: number[] = [];
+  sequences.forEach((s, i) => {
+    const rng = root.fork(s.id);
+    for (let m = 0; m < M; m++) {
+      const r = i * M + m;
+      const x = views.tokens.subarray(r * T, (r + 1) * T);
+      for (let j = 0; j < P; j++) x[j] = s.prompt[j]!;
+      for (let j = 0; j < G; j++) x[P + j] = s.response[j]!;
+      const l = 1 + rng.int(G);
+      order.length = 0;
+      for (let j = 0; j < G; j++) order.push(j);
+      rng.shuffle(order);
+      const masked = order.slice(0, l).sort((a, b) => a - b);
+      for (const j of masked) {
+        x[P + j] = MASK;
+        views.row.push(r);
+        views.pos.push(P + j);
+        views.target.push(s.response[j]!);
+        views.slot.push(i * G + j);
+        views.weight.push(G / l / M);
+      }
+    }
+  });
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+};
+
+/**
+ * The three estimators by name, one signature.
+ *
+ * @example
+ * ```ts
+ * const { logp, backward } = diffusionEstimators.d1(model, store.data, rollout.sequences, trainerNumerics, { seed: 17 });
+ * backward(dlogp, store.grads);
+ * ```
+ */
+export const diffusionEstimators = Object.freeze({
+  trajectory: trajectoryEstimator,
+  d1: d1Estimator,
+  elbo: elboEstimator,
+} as const satisfies Record<DiffusionEstimatorName, DiffusionEstimatorFn>);
+
+/** Names of {@link diffusionEstimators}. */
+export const diffusionEstimatorNames: readonly DiffusionEstimatorName[] = Object.freeze(['trajectory', 'd1', 'elbo']);
+
+/**
+ * Per-token log-probs of `sequences` under `estimator` and `numerics` (rollout side: its plan, no
+ * backward needed; trainer side: its plan, then `backward`).
+ */
+export function diffusionLogProbs(
+  estimator: DiffusionEstimatorName,
+  model: DiffusionModel,
+  params: FloatArray,
+  sequences: readonly DiffusionSequence[],
+  numerics: PolicyNumerics,
+  options?: DiffusionEstimatorOptions,
+): DiffusionLogProbs {
+  const fn = (diffusionEstimators as Record<string, DiffusionEstimatorFn | undefined>)[estimator];
+  if (!fn) throw new Error(`diffusion estimator: estimator must be one of ${diffusionEstimatorNames.join(', ')}, got ${JSON.stringify(estimator)}`);
+  return fn(model, params, sequences, numerics, options);
+}
+
+/**
+ * (B·G) completion mask of d1: 1 for response slots up to and including the first EOS, 0 after it
+ * (all 1 when there is no EOS).
+ */
+export function diffusionCompletionMask(sequences: readonly DiffusionSequence[]): Float64Array {
+  const { B, G } = shapeOf(sequences);
+  const mask = new Float64Array(B * G);
+  sequences.forEach((s, i) => {
+    for (let j = 0; j < G; j++) {
+      mask[i * G + j] = 1;
+      if (s.response[j] === EOS) break;
+    }
+  });
+  return mask;
+}

@@ -1,0 +1,249 @@
+// The LLaDA semi-autoregressive sampler with low-confidence or random remasking, recording what the log-prob estimators need.
+// Not an estimator and not the GRPO loop: it returns tokens, commit steps and the inline trajectory log-prob, nothing else.
+
+import type { FloatArray } from '../../nn/index.js';
+import type { Rng } from '../../rng.js';
+import { MASK } from '../../tasks/index.js';
+import type { PolicyNumerics } from '../numerics.js';
+import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
+import { diffusionForward, type DiffusionModel } from './model.js';
+
+/** How the sampler picks which candidates to commit (LLaDA `remasking`). */
+export type DiffusionRemasking = 'low_confidence' | 'random';
+
+/** Sampler settings (LLaDA `generate`). */
+export interface DiffusionSamplerConfig {
+  /** Generation length G (response slots after the prompt). @defaultValue 24 */
+  readonly genLength: number;
+  /** Block length; G must be a multiple of it. @defaultValue 8 */
+  readonly blockLength: number;
+  /** Total denoising steps S over all blocks; must be a multiple of G/blockLength. @defaultValue 12 */
+  readonly steps: number;
+  /** Gumbel-max sampling temperature; 0 = plain argmax, no random draws. @defaultValue 1 */
+  readonly temperature: number;
+  /** Which masked positions of the current block are committed. @defaultValue 'low_confidence' */
+  readonly remasking: DiffusionRemasking;
+  /** Classifier-free guidance scale w: `z = zu + (w+1)·(zc − zu)`; 0 disables it. @defaultValue 0 */
+  readonly cfgScale: number;
+}
+
+/** Defaults of {@link DiffusionSamplerConfig}: the d1/AIS recipe scaled down (blocks of 8, two tokens per step). */
+export const diffusionSamplerDefaults: DiffusionSamplerConfig = Object.freeze({
+  genLength: 24,
+  blockLength: 8,
+  steps: 12,
+  temperature: 1,
+  remasking: 'low_confidence',
+  cfgScale: 0,
+});
+
+/** The block/step schedule a sampler config implies. */
+export interface DiffusionSchedule {
+  /** Number of blocks G / blockLength. */
+  readonly blocks: number;
+  /** Steps per block s = S / blocks. */
+  readonly stepsPerBlock: number;
+  /** Tokens committed at step i of a block: ⌊m/s⌋ + [i < m mod s] with m = blockLength. */
+  readonly transfer: readonly number[];
+}
+
+/**
+ * Validates a sampler config and returns its schedule. Divisibility is required (LLaDA's asserts),
+ * rather than d1's `max(1, S // blocks)` fallback, so the number of forward passes is always exactly
+ * `steps` and a config never silently means something else; `stepsPerBlock ≤ blockLength` so that
+ * no step is a forward pass that commits nothing.
+ *
+ * @example
+ * ```ts
+ * diffusionSchedule({ ...diffusionSamplerDefaults, steps: 9 }).transfer; // [3, 3, 2]
+ * ```
+ */
+export function diffusionSchedule(config: DiffusionSamplerConfig): DiffusionSchedule {
+  const { genLength: G, blockLength: L, steps: S, temperature, remasking, cfgScale } = config;
+  for (const [k, v] of [['genLength', G], ['blockLength', L], ['steps', S]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`diffusion sampler: ${k} must be a positive integer, got ${v}`);
+  }
+  if (G % L !== 0) throw new Error(`diffusion sampler: genLength (${G}) must be a multiple of blockLength (${L})`);
+  const blocks = G / L;
+  if (S % blocks !== 0) throw new Error(`diffusion sampler: steps (${S}) must be a multiple of the number of blocks (${blocks} = genLength/blockLength)`);
+  const s = S / blocks;
+  if (s > L) throw new Error(`diffusion sampler: steps per block (${s}) must be ≤ blockLength (${L}); a step would commit no token`);
+  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`diffusion sampler: temperature must be finite and ≥ 0, got ${temperature}`);
+  if (!(cfgScale >= 0) || !Number.isFinite(cfgScale)) throw new Error(`diffusion sampler: cfgScale must be finite and ≥ 0, got ${cfgScale}`);
+  if (remasking !== 'low_confidence' && remasking !== 'random') throw new Error(`diffusion sampler: remasking must be low_confidence or random, got ${String(remasking)}`);
+  const transfer = Array.from({ length: s }, (_, i) => Math.floor(L / s) + (i < L % s ? 1 : 0));
+  return Object.freeze({ blocks, stepsPerBlock: s, transfer: Object.freeze(transfer) });
+}
+
+/** One sampled sequence and the record the estimators replay. */
+export interface DiffusionSequence {
+  /** Stable name of the sequence; the d1 and ELBO mask streams are `createRng(seed).fork(estimator).fork(id)`. */
+  readonly id: string;
+  /** (P) prompt tokens. */
+  readonly prompt: readonly number[];
+  /** (G) committed response tokens. */
+  readonly response: readonly number[];
+  /**
+   * (G) global step (0 … S−1) at which each response slot was committed. The state the model saw at
+   * step k is the prompt followed by `response[j]` where `commitStep[j] < k` and MASK elsewhere
+   * ({@link diffusionStateAt}). Null for sequences that were not sampled (e.g. gold responses),
+   * which the `trajectory` estimator cannot score.
+   */
+  readonly commitStep: Int32Array | null;
+}
+
+/** What {@link sampleDiffusion} returns. */
+export interface DiffusionRollout {
+  /** The resolved sampler config. */
+  readonly config: DiffusionSamplerConfig;
+  /** Its schedule. */
+  readonly schedule: DiffusionSchedule;
+  /** The sampled sequences, one per prompt, in prompt order. */
+  readonly sequences: readonly DiffusionSequence[];
+  /**
+   * (B·G) the rollout engine's own trajectory log-prob of every response token:
+   * `log softmax(zc/τ)[token]` from the conditional logits zc of the step that committed it,
+   * τ = {@link DiffusionRollout.logpTemperature}. Equal (`Object.is`) to the `trajectory` estimator
+   * under the same numerics when `cfgScale` is 0.
+   */
+  readonly logpRollout: Float64Array;
+  /** τ of `logpRollout`: the sampling temperature, or 1 when it is 0. */
+  readonly logpTemperature: number;
+  /** (S) the (B, P+G) token state fed to the model at each step; only with `recordStates`. */
+  readonly states: readonly Int32Array[] | null;
+}
+
+/** Options of {@link sampleDiffusion} that are not sampler settings. */
+export interface SampleDiffusionOptions {
+  /** Sequence ids; @defaultValue the path of each row's stream, `${rng.path}/row-${r}` */
+  readonly ids?: readonly string[];
+  /** Keep a copy of the state at every step (tests, debugging). @defaultValue false */
+  readonly recordStates?: boolean;
+}
+
+/**
+ * The token state `prompt ++ [response[j] if commitStep[j] < step else MASK]` (P+G) that the model
+ * saw at global step `step` of a sampled sequence.
+ */
+export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int32Array): Int32Array {
+  if (!seq.commitStep) throw new Error(`diffusionStateAt: sequence ${JSON.stringify(seq.id)} has no commitStep (it was not sampled)`);
+  const P = seq.prompt.length;
+  const G = seq.response.length;
+  const x = out ?? new Int32Array(P + G);
+  for (let j = 0; j < P; j++) x[j] = seq.prompt[j]!;
+  for (let j = 0; j < G; j++) x[P + j] = seq.commitStep[j]! < step ? seq.response[j]! : MASK;
+  return x;
+}
+
+/**
+ * LLaDA semi-autoregressive sampling (`generate.py::generate`; pseudo-code in docs/policies-diffusion.md)
+ * of one response per prompt under `numerics`.
+ *
+ * Per block b and step i (global step b·s + i), for every row: the masked slots of block b are
+ * visited in increasing position; each gets a candidate x0 (Gumbel-max of the logits at the sampling
+ * temperature: V uniforms from the row's stream in increasing v; none at temperature 0) and a
+ * confidence (`softmax(z)[x0]` at temperature 1 for `low_confidence`; one more uniform for
+ * `random`); the `transfer[i]` candidates with the highest confidence, ties to the lowest position,
+ * are committed and never change again. Each row draws from its own stream `rng.fork('row-' + r)`,
+ * so a row's sample does not depend on the other rows' draws.
+ *
+ * @param prompts - B prompts of equal length P (task prompts: `[PAD…] BOS problem SEP`), no MASK
+ * @example
+ * ```ts
+ * const rollout = sampleDiffusion(model, store.data, prompts, { temperature: 0.9 }, fp32Numerics(), createRng(7).fork('rollout'));
+ * ```
+ */
+export function sampleDiffusion(
+  model: DiffusionModel,
+  params: FloatArray,
+  prompts: readonly (readonly number[])[],
+  config: Partial<DiffusionSamplerConfig>,
+  numerics: PolicyNumerics,
+  rng: Rng,
+  options: SampleDiffusionOptions = {},
+): DiffusionRollout {
+  const cfg: DiffusionSamplerConfig = Object.freeze({ ...diffusionSamplerDefaults, ...config });
+  const schedule = diffusionSchedule(cfg);
+  const B = prompts.length;
+  if (B < 1) throw new Error('sampleDiffusion: prompts must not be empty');
+  const P = prompts[0]!.length;
+  const G = cfg.genLength;
+  const T = P + G;
+  const V = model.config.vocabSize;
+  if (T > model.config.maxSeqLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${G} must be ≤ maxSeqLen ${model.config.maxSeqLen}`);
+  if (options.ids && options.ids.length !== B) throw new Error(`sampleDiffusion: ids must have one entry per prompt (${B}), got ${options.ids.length}`);
+  const x = new Int32Array(B * T); // (B, T) current state
+  prompts.forEach((p, r) => {
+    if (p.length !== P) throw new Error(`sampleDiffusion: prompts[${r}] has length ${p.length}, expected ${P} like prompts[0]`);
+    p.forEach((tok, j) => {
+      if (!Number.isInteger(tok) || tok < 0 || tok >= V || tok === MASK) throw new Error(`sampleDiffusion: prompts[${r}][${j}] must be a non-MASK id in [0, ${V}), got ${tok}`);
+      x[r * T + j] = tok;
+    });
+    x.fill(MASK, r * T + P, (r + 1) * T);
+  });
+  const rowRngs = Array.from({ length: B }, (_, r) => rng.fork(`row-${r}`));
+  const commitSteps = Array.from({ length: B }, () => new Int32Array(G).fill(-1));
+  const logpRollout = new Float64Array(B * G);
+  const logpTemperature = cfg.temperature > 0 ? cfg.temperature : 1;
+  const states: Int32Array[] | null = options.recordStates ? [] : null;
+  const cfgOn = cfg.cfgScale > 0;
+  const uncond = cfgOn ? new Int32Array(B * T) : null; // (B, T) prompt replaced by MASK
+  const guided = new Float64Array(V); // (V) guided logits of one position
+  const L = cfg.blockLength;
+  const cand: { j: number; x0: number; c: number }[] = [];
+  for (let b = 0; b < schedule.blocks; b++) {
+    const lo = P + b * L;
+    const hi = lo + L;
+    for (let i = 0; i < schedule.stepsPerBlock; i++) {
+      const step = b * schedule.stepsPerBlock + i;
+      const k = schedule.transfer[i]!;
+      if (states) states.push(x.slice());
+      let logits: FloatArray; // (B, T, V) conditional logits
+      let logitsU: FloatArray | null = null; // (B, T, V) unconditional logits
+      if (uncond) {
+        uncond.set(x);
+        for (let r = 0; r < B; r++) uncond.fill(MASK, r * T, r * T + P);
+        const both = new Int32Array(2 * B * T); // (2B, T): [x; un_x] in one batch, as LLaDA does
+        both.set(x);
+        both.set(uncond, B * T);
+        const all = diffusionForward(model, params, both, 2 * B, T, numerics).logits;
+        logits = all.subarray(0, B * T * V);
+        logitsU = all.subarray(B * T * V);
+      } else {
+        logits = diffusionForward(model, params, x, B, T, numerics).logits;
+      }
+      for (let r = 0; r < B; r++) {
+        const rr = rowRngs[r]!;
+        cand.length = 0;
+        for (let j = lo; j < hi; j++) {
+          if (x[r * T + j] !== MASK) continue;
+          const off = (r * T + j) * V;
+          let row: ArrayLike<number> = logits;
+          let rowOff = off;
+          if (logitsU) {
+            for (let v = 0; v < V; v++) guided[v] = logitsU[off + v]! + (cfg.cfgScale + 1) * (logits[off + v]! - logitsU[off + v]!);
+            row = guided;
+            rowOff = 0;
+          }
+          const x0 = gumbelArgmax(row, rowOff, V, cfg.temperature, rr, MASK);
+          const c = cfg.remasking === 'low_confidence' ? tokenProb(row, rowOff, V, x0, MASK) : rr.uniformOpen();
+          cand.push({ j, x0, c });
+        }
+        cand.sort((p, q) => (q.c !== p.c ? q.c - p.c : p.j - q.j));
+        for (let n = 0; n < k && n < cand.length; n++) {
+          const { j, x0 } = cand[n]!;
+          x[r * T + j] = x0;
+          commitSteps[r]![j - P] = step;
+          logpRollout[r * G + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK);
+        }
+      }
+    }
+  }
+  const sequences: DiffusionSequence[] = prompts.map((p, r) => ({
+    id: options.ids?.[r] ?? rowRngs[r]!.path,
+    prompt: [...p],
+    response: Array.from(x.subarray(r * T + P, (r + 1) * T)),
+    commitStep: commitSteps[r]!,
+  }));
+  return { config: cfg, schedule, sequences, logpRollout, logpTemperature, states };
+}
