@@ -8,6 +8,7 @@ import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
+import { runCommand } from './run.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -16,6 +17,7 @@ export const commands: Readonly<Record<string, Command>> = {
   estimate: estimateCommand,
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
+  run: runCommand,
 };
 
 const processIo: CliIo = {

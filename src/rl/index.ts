@@ -11,3 +11,4 @@ export * from './kl.js';
 export * from './diagnostics.js';
 export * from './schema.js';
 export * from './estimate.js';
+export * from './grpo/index.js';

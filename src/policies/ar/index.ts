@@ -9,3 +9,4 @@ export * from './logprobs.js';
 export * from './supervised.js';
 export * from './checkpoint.js';
 export * from './probe.js';
+export * from './engine.js';

@@ -30,7 +30,7 @@ const diffusionSchema = z.strictObject({
 /** The whole run configuration as accepted from JSON (defaults filled in by parsing). */
 export const runConfigSchema = z.strictObject({
   seed: nonNegInt.default(0).describe('root of every random stream (named forks per purpose and step)'),
-  steps: positiveInt.default(20).describe('GRPO steps; learning is visible within 20 on the toy tasks'),
+  steps: positiveInt.default(30).describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
   task: z
     .strictObject({
       name: z.enum(['reverse', 'sudoku4', 'countdown']).default('reverse').describe('the verifiable task'),
@@ -53,12 +53,12 @@ export const runConfigSchema = z.strictObject({
   plan: z.string().min(1).default('bf16').describe('precision plan preset (docs/precision-plans.md): rollout side vs trainer side'),
   sft: z
     .strictObject({
-      steps: nonNegInt.default(300).describe('supervised warm-start steps, so RL starts from a policy with non-trivial reward'),
+      steps: nonNegInt.default(40).describe('supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)'),
       batchSize: positiveInt.default(32).describe('warm-start batch size'),
       lr: finite.positive().default(3e-3).describe('warm-start learning rate (AdamW)'),
       cache: z.boolean().default(true).describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
     })
-    .default({ steps: 300, batchSize: 32, lr: 3e-3, cache: true }),
+    .default({ steps: 40, batchSize: 32, lr: 3e-3, cache: true }),
   rollout: z
     .strictObject({
       prompts: positiveInt.default(8).describe('P prompts per step'),
@@ -81,7 +81,7 @@ export const runConfigSchema = z.strictObject({
   estimators: z.unknown().default({}).describe('advantage, correction, loss, aggregation and KL (docs/estimators.md)'),
   optim: z
     .strictObject({
-      lr: finite.positive().default(1e-3).describe('AdamW learning rate of the RL phase'),
+      lr: finite.positive().default(3e-3).describe('AdamW learning rate of the RL phase (1e-2 diverges on the toy policy, 1e-3 learns slowly)'),
       beta1: finite.min(0).lt(1).default(0.9).describe('AdamW β1'),
       beta2: finite.min(0).lt(1).default(0.999).describe('AdamW β2'),
       eps: finite.positive().default(1e-8).describe('AdamW ε'),
@@ -90,7 +90,7 @@ export const runConfigSchema = z.strictObject({
       epochs: positiveInt.default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
       miniBatches: positiveInt.default(2).describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
     })
-    .default({ lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, epochs: 1, miniBatches: 2 }),
+    .default({ lr: 3e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, epochs: 1, miniBatches: 2 }),
   eval: z
     .strictObject({
       every: nonNegInt.default(5).describe('evaluate every N steps (0 = only at the end)'),

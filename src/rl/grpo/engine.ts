@@ -26,7 +26,7 @@ export interface RolloutBatch {
 }
 
 /** Per-token trainer log-probs of some rows of a batch. */
-export interface TrainerLogprobs {
+export interface EngineLogprobs {
   /** ℓ `(rows, T)`, 0 where the mask is 0. */
   readonly logp: Float64Array;
   /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
@@ -48,7 +48,7 @@ export interface RlEngine {
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
    * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
    */
-  logprobs(batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): TrainerLogprobs;
+  logprobs(batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs;
   /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */

@@ -15,6 +15,8 @@ import { type PhaseTimings, evaluate, grpoStep } from './loop.js';
 
 /** A policy factory: builds the engine for a config and warm-starts it (supervised). */
 export interface PolicyFactory {
+  /** Checks the policy-specific fields of a config (model, sampler, plan) before anything runs. */
+  validate(config: RunConfig): void;
   /** A fresh engine with seeded initial weights. */
   create(config: RunConfig, task: Task): RlEngine;
   /** Supervised warm start of `engine` in place (deterministic for a given config). */
@@ -81,7 +83,9 @@ export function latestCheckpoint(outDir: string): string | null {
 
 /** Cache key of the warm start: everything that determines its result. */
 function warmStartKey(config: RunConfig): string {
-  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: config.policy, plan: config.plan, sft: { ...config.sft, cache: undefined } });
+  // The plan is not part of the key: warm starts are precision-independent (fp32), so every plan of
+  // a sweep starts from the same policy.
+  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: config.policy, sft: { ...config.sft, cache: undefined } });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 

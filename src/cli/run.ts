@@ -1,0 +1,141 @@
+// `qrl-sim run`: one GRPO run from a JSON config, with a progress bar, resumable checkpoints and
+// Ctrl-C handling. Not the loop itself (src/rl/grpo/) and not sweeps (`qrl-sim sweep`).
+
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import cliProgress from 'cli-progress';
+import { applyOverrides } from '../rl/grpo/overrides.js';
+import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
+import { policyFactory } from '../rl/grpo/policies.js';
+import { type RunObserver, runGrpo } from '../rl/grpo/run.js';
+import type { Command } from './command.js';
+import { UsageError } from './errors.js';
+import { integerOption, parseCommandArgs } from './parse.js';
+
+const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...]
+       qrl-sim run --resume DIR [--steps N]
+
+Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
+N steps of rollout under the plan's rollout engine, correction, and updates under its trainer.
+Writes DIR/config.json (resolved), metrics.jsonl (one deterministic line per step),
+timings.jsonl, eval.jsonl and checkpoints/. Ctrl-C stops after the current step with a
+checkpoint; --resume DIR continues from the last checkpoint with byte-identical metrics.
+
+options:
+  --config FILE   JSON run config (see sims/ for examples)
+  --out DIR       output directory (default runs/<config name>-seed<S>)
+  --steps N       override config.steps
+  --seed S        override config.seed
+  --set P=V       override any field, e.g. --set estimators.correction.name=tis (repeatable)
+  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)`;
+
+function readJsonFile(path: string, flag: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`${flag}: cannot read '${path}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`${flag}: '${path}' is not valid JSON (${(error as Error).message})`);
+  }
+}
+
+/** Builds the resolved config from the command line; throws UsageError naming the field. */
+export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {
+  const raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(values.config as string, '--config');
+  const overrides = [...(values.set ?? [])];
+  if (values.steps !== undefined) overrides.push(`steps=${integerOption(values.steps, 'steps', 0, 1)}`);
+  if (values.seed !== undefined) overrides.push(`seed=${integerOption(values.seed, 'seed', 0, 0)}`);
+  let merged: unknown;
+  try {
+    merged = applyOverrides(raw, overrides);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const config = resolveRunConfig(merged);
+  policyFactory(config.policy.kind).validate(config);
+  return config;
+}
+
+function fmt(v: number | undefined, digits = 3): string {
+  return v === undefined ? '—' : Math.abs(v) > 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(digits);
+}
+
+function progressObserver(out: (text: string) => void, tty: boolean): RunObserver & { stop(): void } {
+  let bar: cliProgress.SingleBar | null = null;
+  return {
+    onStart({ totalSteps, firstStep }) {
+      if (tty) {
+        bar = new cliProgress.SingleBar(
+          { format: 'step {value}/{total} |{bar}| reward {reward} k3 {k3} | ETA {eta_formatted}', hideCursor: true },
+          cliProgress.Presets.shades_classic,
+        );
+        bar.start(totalSteps, firstStep - 1, { reward: '—', k3: '—' });
+      } else out(`running steps ${firstStep}..${totalSteps}`);
+    },
+    onStep(step, metrics, timings) {
+      const reward = fmt(metrics['reward/mean']);
+      const k3 = fmt(metrics['rollout_corr/k3_kl']);
+      if (bar) bar.update(step, { reward, k3 });
+      else out(`step ${step} reward ${reward} accuracy ${fmt(metrics['reward/accuracy'])} k3 ${k3} (${timings.total.toFixed(2)} s)`);
+    },
+    onEval(step, metrics) {
+      if (!bar) out(`eval ${step}: rollout greedy ${fmt(metrics['eval/rollout/greedy_accuracy'])} trainer greedy ${fmt(metrics['eval/trainer/greedy_accuracy'])}`);
+    },
+    onMessage(text) {
+      if (!bar) out(text);
+    },
+    stop() {
+      bar?.stop();
+    },
+  };
+}
+
+/** The `run` subcommand. */
+export const runCommand: Command = {
+  summary: 'one GRPO run from a JSON config (progress bar, checkpoints, --resume)',
+  help,
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, {
+      config: { type: 'string' },
+      out: { type: 'string' },
+      steps: { type: 'string' },
+      seed: { type: 'string' },
+      set: { type: 'string', multiple: true },
+      resume: { type: 'string' },
+    });
+    if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
+    if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
+    if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
+      throw new UsageError('--resume only accepts --steps (other changes would break determinism)');
+    }
+    const config = configFromArgs(values);
+    const outDir = values.resume ?? values.out ?? join('runs', `${basename(values.config as string).replace(/\.json$/, '')}-seed${config.seed}`);
+    const observer = progressObserver(io.out, io.interactive === true);
+    let stopRequested = false;
+    const onSigint = (): void => {
+      if (stopRequested) process.exit(130);
+      stopRequested = true;
+      io.err('qrl-sim run: stopping after this step (Ctrl-C again to abort now)');
+    };
+    process.on('SIGINT', onSigint);
+    try {
+      const summary = await runGrpo({
+        config,
+        outDir,
+        factory: policyFactory(config.policy.kind),
+        resume: values.resume !== undefined,
+        observer,
+        shouldStop: () => stopRequested,
+      });
+      observer.stop();
+      io.out(`${summary.stopped ? 'stopped' : 'finished'} at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
+      return summary.stopped ? 130 : 0;
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
+  },
+};

@@ -1,0 +1,13 @@
+// The policy factories `qrl-sim run` can build, by `policy.kind`. Not the policies themselves.
+
+import { arPolicyFactory } from '../../policies/ar/engine.js';
+import type { PolicyFactory } from './run.js';
+
+const factories: Readonly<Record<string, PolicyFactory>> = Object.freeze({ ar: arPolicyFactory });
+
+/** The factory of a policy kind; throws an error listing the known kinds. */
+export function policyFactory(kind: string): PolicyFactory {
+  const factory = factories[kind];
+  if (factory === undefined) throw new Error(`policy.kind: unknown policy '${kind}' (known: ${Object.keys(factories).join(', ')})`);
+  return factory;
+}
