@@ -11,3 +11,7 @@ export * from './kl.js';
 export * from './diagnostics.js';
 export * from './schema.js';
 export * from './estimate.js';
+// The GRPO loop's policy contract and run config (the loop and the run driver stay internal for now).
+export type { PlanSideName, RlEngine, RolloutBatch, TrainerLogprobs as RlTrainerLogprobs } from './grpo/engine.js';
+export { runConfigSchema, type RunConfig } from './grpo/config.js';
+export type { PolicyFactory } from './grpo/run.js';

@@ -93,7 +93,7 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
  * divisibility rules (blockLength divides generationLength, blocks divide steps, at most
  * blockLength steps per block), generationLength ≥ the task's response length (the gold answer must
  * fit the warm start), sampler options the diffusion sampler does not have (topK, topP, raw
- * log-probs) and the plan name. Throws a {@link UsageError} naming the field and value.
+ * log-probs) and the plan name. Throws a `UsageError` naming the field and value.
  *
  * @example
  * ```ts
