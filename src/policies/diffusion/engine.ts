@@ -102,6 +102,7 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
  * ```
  */
 export function validateDiffusionConfig(config: RunConfig): void {
+  if (config.policy.kind !== 'diffusion') fail('policy.kind', config.policy.kind, "must be 'diffusion' for the diffusion policy");
   const task = taskOf(config);
   const d = config.policy.diffusion;
   const parsed = modelOptionsSchema.safeParse(config.policy.model);
