@@ -1,9 +1,19 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, type ArPolicy } from '../policies/ar/index.js';
-import { precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import {
+  createDiffusionEngine,
+  diffusionEstimatorNames,
+  diffusionMismatch,
+  validateDiffusionConfig,
+  type DiffusionEstimatorName,
+  type DiffusionMismatchOptions,
+} from '../policies/diffusion/index.js';
+import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { resolveRunConfig } from '../rl/grpo/config.js';
 import { makeTask, taskNames, type Task, type TaskName } from '../tasks/index.js';
 import type { Command } from './command.js';
 import { UsageError } from './errors.js';
@@ -11,9 +21,16 @@ import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
                         [--temperature T] [--checkpoint FILE] [--json]
+       qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
+                        [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE] [--json]
 
-Samples B responses of exactly L tokens (EOS ignored) with the plan's rollout engine, recomputes
-their log-probs with the plan's trainer side, and prints the mismatch diagnostics:
+ar: samples B responses of exactly L tokens (EOS ignored) with the plan's rollout engine,
+recomputes their log-probs with the plan's trainer side.
+diffusion: samples B responses of L slots with the masked-diffusion sampler under the rollout
+side; ℓroll is the sampler's inline log-prob (trajectory) or the estimator under the rollout side
+(d1, elbo), ℓold the same estimator under the trainer side with the same seeds; tokens up to and
+including the first EOS count.
+Both print the mismatch diagnostics:
   tokens       number of sampled tokens (B·L)
   k1           mean(ℓroll − ℓold)
   k3           mean(e^(−x) − 1 + x), x = ℓroll − ℓold
@@ -23,18 +40,23 @@ their log-probs with the plan's trainer side, and prints the mismatch diagnostic
   fracAbsDeltaGt1e-3  fraction of tokens with |δ| > 1e-3
 
 Options:
-  --policy ar         the autoregressive toy policy (diffusion: not available yet)
+  --policy ar|diffusion  the autoregressive or the masked-diffusion toy policy
   --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')}
-  --length L          response tokens per sequence (default 16)
+  --length L          response tokens per sequence (default 16; diffusion: 24, or the
+                      checkpoint's generationLength; blocks of 8 when 8 divides L, else one block,
+                      two tokens committed per step)
+  --estimator E       diffusion only: ${diffusionEstimatorNames.join(', ')} (default d1)
   --seed S            initialization (without --checkpoint), prompts and sampling (default 0)
   --batch B           number of sequences (default 16)
   --temperature T     sampling temperature, also used by the trainer recompute (default 1)
-  --checkpoint FILE   load a policy saved by saveCheckpoint (JSON) instead of initializing one
-  --json              one JSON object instead of a table
+  --checkpoint FILE   ar: a policy saved by saveCheckpoint (JSON); diffusion: a warm-start cache
+                      file ({ config, weights }) or a run checkpoint (config.json two folders up)
+  --json              one JSON object instead of a table (diffusion adds the key estimator)
 
-Prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none, and
-without a checkpoint). A fresh policy has vocabulary and prompt layout of the reverse task and
-maxLen = prompt length + L.`;
+ar: prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none,
+and without a checkpoint); a fresh policy has vocabulary and prompt layout of the reverse task and
+maxLen = prompt length + L. diffusion: prompts of the checkpoint's task, sudoku4 without one; a
+fresh policy is the toy default model initialized from the seed.`;
 
 function parseTemperature(value: string | undefined): number {
   if (value === undefined) return 1;
@@ -62,6 +84,58 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
   }
 }
 
+function parseEstimator(value: string | undefined): DiffusionEstimatorName {
+  if (value === undefined) return 'd1';
+  if (!(diffusionEstimatorNames as readonly string[]).includes(value)) throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
+  return value as DiffusionEstimatorName;
+}
+
+/** A diffusion checkpoint: weights plus the run config that built the model (embedded or `../config.json`). */
+function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
+  const read = (path: string): Record<string, unknown> => {
+    try {
+      return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+    } catch (error) {
+      throw new UsageError(`--checkpoint: cannot read '${path}': ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+    }
+  };
+  const json = read(file);
+  try {
+    const weights = json.weights;
+    if (!Array.isArray(weights)) throw new Error('it has no weights array');
+    const sibling = join(dirname(file), '..', 'config.json');
+    const raw = (json.config as Record<string, unknown> | undefined) ?? (existsSync(sibling) ? read(sibling) : undefined);
+    if (raw === undefined) throw new Error(`it has no config and there is no ${sibling}`);
+    const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
+    if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
+    validateDiffusionConfig(config);
+    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const engine = createDiffusionEngine(config, task);
+    if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
+    engine.params.data.set(weights as number[]);
+    const d = config.policy.diffusion;
+    return {
+      model: engine.model,
+      params: engine.params.data,
+      task: config.task.name,
+      taskOptions: config.task.options,
+      sampler: { genLength: d.generationLength, blockLength: d.blockLength, steps: d.steps, remasking: engine.sampler.remasking, temperature: engine.sampler.temperature },
+    };
+  } catch (error) {
+    if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
+    throw new UsageError(`--checkpoint: '${file}' is not a usable diffusion checkpoint: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+function print(result: Record<string, string | number>, json: boolean | undefined, out: (line: string) => void): void {
+  if (json) {
+    out(JSON.stringify(result));
+    return;
+  }
+  const width = Math.max(...Object.keys(result).map((k) => k.length));
+  for (const [k, v] of Object.entries(result)) out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
+}
+
 /** The `mismatch` subcommand. */
 export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
@@ -75,14 +149,16 @@ export const mismatchCommand: Command = {
       batch: { type: 'string' },
       temperature: { type: 'string' },
       checkpoint: { type: 'string' },
+      estimator: { type: 'string' },
       json: { type: 'boolean' },
     });
     const policyName = required(values.policy, 'policy');
-    if (policyName === 'diffusion') throw new UsageError("--policy: 'diffusion' is not available yet (the masked-diffusion policy comes in a later change); use --policy ar");
-    if (policyName !== 'ar') throw new UsageError(`--policy: expected ar, got '${policyName}'`);
+    if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
     const planName = required(values.plan, 'plan');
     if (!Object.hasOwn(precisionPlans, planName)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${planName}'`);
     const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
+    if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
+    if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
     const length = integerOption(values.length, 'length', 16, 1);
     const seed = integerOption(values.seed, 'seed', 0);
     const batch = integerOption(values.batch, 'batch', 16, 1);
@@ -101,13 +177,41 @@ export const mismatchCommand: Command = {
     }
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const { diagnostics } = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
-    const result = { policy: 'ar', plan: plan.name, length, ...diagnostics };
-    if (values.json) {
-      io.out(JSON.stringify(result));
-    } else {
-      const width = Math.max(...Object.keys(result).map((k) => k.length));
-      for (const [k, v] of Object.entries(result)) io.out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
-    }
+    print({ policy: 'ar', plan: plan.name, length, ...diagnostics }, values.json, io.out);
     return 0;
   },
 };
+
+/** `--policy diffusion`: {@link diffusionMismatch} with the plan's two sides. */
+function runDiffusion(
+  values: { length?: string; seed?: string; batch?: string; temperature?: string; checkpoint?: string; estimator?: string; json?: boolean },
+  plan: PrecisionPlan,
+  out: (line: string) => void,
+): number {
+  const estimator = parseEstimator(values.estimator);
+  const seed = integerOption(values.seed, 'seed', 0);
+  const sequences = integerOption(values.batch, 'batch', 16, 1);
+  const loaded = values.checkpoint !== undefined ? loadDiffusion(values.checkpoint) : undefined;
+  const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1);
+  // The checkpoint's own sampler schedule applies at its generation length; any other length uses the probe's defaults.
+  let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
+  if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };
+  else if (loaded?.sampler?.temperature !== undefined) sampler = { ...sampler, temperature: loaded.sampler.temperature };
+  const task = makeTask(loaded?.task ?? 'sudoku4', loaded?.taskOptions as never);
+  const maxSeqLen = loaded?.model?.config.maxSeqLen;
+  if (maxSeqLen !== undefined && task.promptLength + length > maxSeqLen) {
+    throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxSeqLen ${maxSeqLen}`);
+  }
+  const diagnostics = diffusionMismatch({
+    ...loaded,
+    rollout: numericsFor(plan.rollout),
+    trainer: numericsFor(plan.trainer),
+    length,
+    seed,
+    estimator,
+    sequences,
+    sampler,
+  });
+  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics }, values.json, out);
+  return 0;
+}

@@ -1,7 +1,13 @@
 // `qrl-sim mismatch` in-process: JSON keys, reproducibility, zero mismatch for identical sides, usage errors.
 // Not the probe's numerics (test/policies/ar covers those).
 
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createDiffusionEngine } from '../../src/policies/diffusion/engine.js';
+import { resolveRunConfig } from '../../src/rl/grpo/config.js';
+import { makeTask, type Task } from '../../src/tasks/index.js';
 import { runCli } from './io.js';
 
 describe('qrl-sim mismatch', () => {
@@ -29,16 +35,88 @@ describe('qrl-sim mismatch', () => {
   it('bad input exits 2 with one line naming the flag', async () => {
     const cases: [string[], RegExp][] = [
       [['--plan', 'bf16'], /--policy/],
-      [['--policy', 'diffusion', '--plan', 'bf16'], /--policy: 'diffusion' is not available yet/],
       [['--policy', 'gpt', '--plan', 'bf16'], /--policy/],
       [['--policy', 'ar'], /--plan/],
       [['--policy', 'ar', '--plan', 'fp7'], /--plan: expected one of fp32, bf16, bf16-splitk, fp16/],
       [['--policy', 'ar', '--plan', 'bf16', '--length', '0'], /--length/],
       [['--policy', 'ar', '--plan', 'bf16', '--temperature', 'hot'], /--temperature/],
       [['--policy', 'ar', '--plan', 'bf16', '--checkpoint', '/nonexistent/x.json'], /--checkpoint/],
+      [['--policy', 'ar', '--plan', 'bf16', '--estimator', 'd1'], /--estimator: only for --policy diffusion/],
     ];
     for (const [args, re] of cases) {
       const r = await runCli(['mismatch', ...args]);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(re);
+      expect(r.err.trim().split('\n')).toHaveLength(1);
+    }
+  });
+});
+
+describe('qrl-sim mismatch --policy diffusion', () => {
+  const keys = ['policy', 'plan', 'estimator', 'length', 'tokens', 'k1', 'k3', 'meanAbsDp', 'meanAbsDelta', 'maxAbsDelta', 'ess', 'fracAbsDeltaGt1e-3'];
+  const run = (...args: string[]) => runCli(['mismatch', '--policy', 'diffusion', ...args]);
+
+  it('prints the AR keys plus estimator; identical sides ⇒ zero; bf16-splitk ⇒ non-zero; reproducible', async () => {
+    for (const estimator of ['trajectory', 'd1', 'elbo']) {
+      const a = await run('--plan', 'bf16-splitk', '--length', '8', '--batch', '4', '--seed', '2', '--estimator', estimator, '--json');
+      expect(a.code).toBe(0);
+      const r = JSON.parse(a.out);
+      expect(Object.keys(r)).toEqual(keys);
+      expect(r).toMatchObject({ policy: 'diffusion', plan: 'bf16-splitk', estimator, length: 8 });
+      expect(r.tokens).toBeGreaterThan(0);
+      expect(r.tokens).toBeLessThanOrEqual(4 * 8);
+      expect(r.maxAbsDelta).toBeGreaterThan(0);
+      expect(Number.isFinite(r.k3)).toBe(true);
+      expect((await run('--plan', 'bf16-splitk', '--length', '8', '--batch', '4', '--seed', '2', '--estimator', estimator, '--json')).out).toBe(a.out);
+      const z = JSON.parse((await run('--plan', 'bf16', '--length', '8', '--batch', '4', '--estimator', estimator, '--json')).out);
+      expect([z.k1, z.k3, z.maxAbsDelta, z.ess]).toEqual([0, 0, 0, 1]);
+    }
+    const d = JSON.parse((await run('--plan', 'fp32', '--json')).out);
+    expect([d.estimator, d.length]).toEqual(['d1', 24]);
+  });
+
+  it('prints a table without --json', async () => {
+    const t = await run('--plan', 'fp32', '--length', '4', '--batch', '2');
+    expect(t.code).toBe(0);
+    expect(t.out).toMatch(/^estimator\s+d1$/m);
+  });
+
+  it('loads a warm-start cache file or a run checkpoint (config.json two folders up)', async () => {
+    const config = resolveRunConfig({
+      task: { name: 'reverse', options: { maxLength: 4 } },
+      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, nLayer: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+    });
+    const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }) as unknown as Task);
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-'));
+    const cache = join(dir, 'sft.json');
+    writeFileSync(cache, JSON.stringify({ config: { seed: 0, task: config.task, policy: config.policy, sft: config.sft }, weights: Array.from(engine.params.data) }));
+    mkdirSync(join(dir, 'run', 'checkpoints'), { recursive: true });
+    writeFileSync(join(dir, 'run', 'config.json'), JSON.stringify(config));
+    const ck = join(dir, 'run', 'checkpoints', 'step-000001.json');
+    writeFileSync(ck, JSON.stringify({ version: 1, step: 1, weights: Array.from(engine.params.data), referenceWeights: [], optimizer: {}, engine: null }));
+    const a = await run('--plan', 'bf16-splitk', '--checkpoint', cache, '--batch', '3', '--json');
+    expect(a.code).toBe(0);
+    expect(JSON.parse(a.out)).toMatchObject({ policy: 'diffusion', length: 8 });
+    expect((await run('--plan', 'bf16-splitk', '--checkpoint', ck, '--batch', '3', '--json')).out).toBe(a.out);
+    const tooLong = await run('--plan', 'bf16', '--checkpoint', cache, '--length', '64');
+    expect([tooLong.code, tooLong.err]).toEqual([2, expect.stringMatching(/--length: prompt length 6 \+ 64 exceeds the checkpoint's maxSeqLen 64/)]);
+    writeFileSync(join(dir, 'bad.json'), JSON.stringify({ weights: [1, 2, 3], config: { task: config.task, policy: config.policy } }));
+    const bad = await run('--plan', 'bf16', '--checkpoint', join(dir, 'bad.json'));
+    expect([bad.code, bad.err]).toEqual([2, expect.stringMatching(/--checkpoint: .* is not a usable diffusion checkpoint: it has 3 weights/)]);
+  });
+
+  it('bad input exits 2 with one line naming the flag', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--plan', 'bf16', '--estimator', 'exact'], /--estimator: expected one of trajectory, d1, elbo, got 'exact'/],
+      [['--plan', 'fp7'], /--plan: expected one of/],
+      [[], /--plan/],
+      [['--plan', 'bf16', '--length', '0'], /--length/],
+      [['--plan', 'bf16', '--batch', 'x'], /--batch/],
+      [['--plan', 'bf16', '--temperature', '-1'], /--temperature/],
+      [['--plan', 'bf16', '--checkpoint', '/nonexistent/x.json'], /--checkpoint: cannot read/],
+    ];
+    for (const [args, re] of cases) {
+      const r = await run(...args);
       expect(r.code).toBe(2);
       expect(r.err).toMatch(re);
       expect(r.err.trim().split('\n')).toHaveLength(1);

@@ -5,7 +5,7 @@ import { allocLike, type FloatArray } from '../../nn/index.js';
 import { createRng } from '../../rng.js';
 import { EOS, MASK } from '../../tasks/index.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
+import { tokenEntropy, tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
 import { diffusionStateAt, type DiffusionSequence } from './sampler.js';
 
@@ -38,6 +38,11 @@ export interface DiffusionLogProbs {
   readonly G: number;
   /** (B·G) per-token log-probs ℓ (for `elbo`: the per-token shares of the sequence ELBO). */
   readonly logp: Float64Array;
+  /**
+   * (B·G) entropy of `softmax(z/τ)` (MASK excluded) at each slot's scored position; the mean over
+   * the views that score the slot (`elbo`), 0 for a slot no view scores.
+   */
+  readonly entropy: Float64Array;
   /** Rows (sequences of P+G tokens) of the single batched forward pass that produced `logp`. */
   readonly forwardRows: number;
   /**
@@ -106,15 +111,22 @@ function scoreViews(
   const V = model.config.vocabSize;
   const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics);
   const logp = new Float64Array(B * G); // (B, G)
+  const entropy = new Float64Array(B * G); // (B, G)
+  const scored = new Float64Array(B * G); // (B, G) number of views scoring each slot
   const n = views.row.length;
   for (let e = 0; e < n; e++) {
     const off = (views.row[e]! * T + views.pos[e]!) * V;
-    logp[views.slot[e]!] = logp[views.slot[e]!]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK);
+    const slot = views.slot[e]!;
+    logp[slot] = logp[slot]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK);
+    entropy[slot] = entropy[slot]! + tokenEntropy(fwd.logits, off, V, tau, MASK);
+    scored[slot] = scored[slot]! + 1;
   }
+  for (let k = 0; k < B * G; k++) if (scored[k]! > 1) entropy[k] = entropy[k]! / scored[k]!;
   return {
     B,
     G,
     logp,
+    entropy,
     forwardRows: views.R,
     backward(dlogp, grads) {
       if (dlogp.length !== B * G) throw new Error(`diffusion estimator backward: dlogp must have B·G = ${B * G} entries, got ${dlogp.length}`);

@@ -48,3 +48,11 @@ export {
   diffusionMismatch,
   type DiffusionMismatchOptions,
 } from './mismatch.js';
+export {
+  createDiffusionEngine,
+  diffusionPolicyFactory,
+  isDiffusionEngine,
+  validateDiffusionConfig,
+  type DiffusionEngine,
+  type DiffusionEngineRecord,
+} from './engine.js';

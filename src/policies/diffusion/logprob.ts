@@ -35,6 +35,21 @@ function rowLse(logits: ArrayLike<number>, offset: number, V: number, temperatur
 }
 
 /**
+ * Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` over the ids other than `exclude`, in doubles, summed
+ * in increasing v (the entropy the GRPO loop logs at each scored position).
+ */
+export function tokenEntropy(logits: FloatArray, offset: number, V: number, temperature: number, exclude = -1): number {
+  const lse = rowLse(logits, offset, V, temperature, exclude);
+  let h = 0;
+  for (let v = 0; v < V; v++) {
+    if (v === exclude) continue;
+    const lp = logits[offset + v]! / temperature - lse;
+    h -= Math.exp(lp) * lp;
+  }
+  return h;
+}
+
+/**
  * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − softmax(z/τ)[v])/τ`.
  */
 export function tokenLogProbBackward(dlogits: FloatArray, logits: FloatArray, offset: number, V: number, y: number, temperature: number, g: number, exclude = -1): void {

@@ -25,6 +25,8 @@ export interface DiffusionMismatchOptions {
   readonly estimator: DiffusionEstimatorName;
   /** Task the prompts come from. @defaultValue 'sudoku4' */
   readonly task?: TaskName;
+  /** Options of `task` (docs/tasks.md). @defaultValue the task's defaults */
+  readonly taskOptions?: Readonly<Record<string, unknown>>;
   /** Number of sampled sequences. @defaultValue 16 */
   readonly sequences?: number;
   /** Sampler overrides; @defaultValue blockLength 8 when it divides G (else G), two tokens per step (steps = blocks·max(1, ⌊blockLength/2⌋)), temperature 1 */
@@ -53,7 +55,7 @@ export interface DiffusionMismatchOptions {
 export function diffusionMismatch(options: DiffusionMismatchOptions): MismatchDiagnostics {
   const G = options.length;
   if (!Number.isInteger(G) || G < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${G}`);
-  const task = makeTask(options.task ?? 'sudoku4');
+  const task = makeTask(options.task ?? 'sudoku4', options.taskOptions as never);
   const B = options.sequences ?? 16;
   if (!Number.isInteger(B) || B < 1) throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
   const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxSeqLen: Math.max(64, task.promptLength + G) });

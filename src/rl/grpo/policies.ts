@@ -1,9 +1,10 @@
 // The policy factories `qrl-sim run` can build, by `policy.kind`. Not the policies themselves.
 
 import { arPolicyFactory } from '../../policies/ar/engine.js';
+import { diffusionPolicyFactory } from '../../policies/diffusion/engine.js';
 import type { PolicyFactory } from './run.js';
 
-const factories: Readonly<Record<string, PolicyFactory>> = Object.freeze({ ar: arPolicyFactory });
+const factories: Readonly<Record<string, PolicyFactory>> = Object.freeze({ ar: arPolicyFactory, diffusion: diffusionPolicyFactory });
 
 /** The factory of a policy kind; throws an error listing the known kinds. */
 export function policyFactory(kind: string): PolicyFactory {

@@ -1,0 +1,296 @@
+// The masked-diffusion policy as the GRPO loop's RlEngine (sync, generate, logprobs, backward) and its PolicyFactory.
+// Not the sampler or the estimators themselves (sampler.ts, estimators.ts): this file only wires them to the loop's contract.
+
+import { z } from 'zod';
+import { UsageError } from '../../cli/errors.js';
+import { createParamStore, type ParamStore } from '../../nn/index.js';
+import type { Rng } from '../../rng.js';
+import type { RunConfig } from '../../rl/grpo/config.js';
+import type { EngineLogprobs, PlanSideName, RlEngine, RolloutBatch } from '../../rl/grpo/engine.js';
+import type { PolicyFactory } from '../../rl/grpo/run.js';
+import type { MetricRecord } from '../../rl/types.js';
+import { makeTask, PAD, type Task } from '../../tasks/index.js';
+import type { PolicyNumerics } from '../numerics.js';
+import { numericsFor, precisionPlan, type PrecisionPlan } from '../plans.js';
+import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';
+import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
+import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
+import { diffusionWarmStart } from './warmstart.js';
+
+/**
+ * What a diffusion {@link RolloutBatch} carries in `record`: everything the trainer-side estimator
+ * needs to score the same views the rollout engine scored.
+ */
+export interface DiffusionEngineRecord {
+  readonly kind: 'diffusion';
+  /** The sampled sequences (full responses, past EOS too) with the step that committed each slot. */
+  readonly sequences: readonly DiffusionSequence[];
+  /** Estimator run on both sides. */
+  readonly estimator: DiffusionEstimatorName;
+  /** Seed of the d1 prompt masks and ELBO views (with each sequence's id): the same on both sides. */
+  readonly estimatorSeed: string;
+  /** τ of every log-prob of this batch: the sampling temperature, or 1 for greedy batches. */
+  readonly temperature: number;
+}
+
+/** The diffusion engine: an {@link RlEngine} that also exposes its model, plan and sampler settings. */
+export interface DiffusionEngine extends RlEngine {
+  readonly kind: 'diffusion';
+  /** The bidirectional toy transformer (its layout is `params`'). */
+  readonly model: DiffusionModel;
+  /** The precision plan (rollout side for `generate`, trainer side for `logprobs`). */
+  readonly plan: PrecisionPlan;
+  /** Sampler settings of sampled (non-greedy) generations. */
+  readonly sampler: DiffusionSamplerConfig;
+  /** Per-token log-prob estimator used on both sides. */
+  readonly estimator: DiffusionEstimatorName;
+}
+
+/** Model options accepted under `config.policy.model` for the diffusion policy (every one optional). */
+const modelOptionsSchema = z.strictObject({
+  maxSeqLen: z.number().int().positive().optional(),
+  nLayer: z.number().int().positive().optional(),
+  C: z.number().int().positive().optional(),
+  H: z.number().int().positive().optional(),
+  hidden: z.number().int().positive().optional(),
+});
+
+function fail(field: string, value: unknown, reason: string): never {
+  throw new UsageError(`config.${field}: ${reason}, got ${JSON.stringify(value)}`);
+}
+
+function taskOf(config: RunConfig): Task {
+  try {
+    return makeTask(config.task.name, config.task.options as never) as unknown as Task;
+  } catch (error) {
+    throw new UsageError(`config.task.options: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** The model a config implies: `config.policy.model` over the toy defaults, maxSeqLen ≥ prompt + generation. */
+function modelFor(config: RunConfig, task: Task): DiffusionModel {
+  const options = modelOptionsSchema.parse(config.policy.model);
+  const maxSeqLen = options.maxSeqLen ?? Math.max(diffusionModelDefaults.maxSeqLen, task.promptLength + config.policy.diffusion.generationLength);
+  return createDiffusionModel({ ...options, maxSeqLen, vocabSize: task.vocabSize });
+}
+
+/** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */
+function samplerFor(config: RunConfig): DiffusionSamplerConfig {
+  const d = config.policy.diffusion;
+  return Object.freeze({
+    genLength: d.generationLength,
+    blockLength: d.blockLength,
+    steps: d.steps,
+    temperature: config.policy.sampler.temperature,
+    remasking: d.remasking === 'low-confidence' ? 'low_confidence' : 'random',
+    cfgScale: 0,
+  });
+}
+
+/**
+ * Checks the diffusion policy's part of a run config before anything runs: model options (known
+ * keys, positive integers, C divisible by H, maxSeqLen ≥ prompt + generation), the sampler's
+ * divisibility rules (blockLength divides generationLength, blocks divide steps, at most
+ * blockLength steps per block), generationLength ≥ the task's response length (the gold answer must
+ * fit the warm start), sampler options the diffusion sampler does not have (topK, topP, raw
+ * log-probs) and the plan name. Throws a `UsageError` naming the field and value.
+ *
+ * @example
+ * ```ts
+ * validateDiffusionConfig(resolveRunConfig({ policy: { kind: 'diffusion', diffusion: { steps: 5 } } }));
+ * // UsageError: config.policy.diffusion.steps: must be a multiple of the number of blocks 3 (generationLength/blockLength), got 5
+ * ```
+ */
+export function validateDiffusionConfig(config: RunConfig): void {
+  if (config.policy.kind !== 'diffusion') fail('policy.kind', config.policy.kind, "must be 'diffusion' for the diffusion policy");
+  const task = taskOf(config);
+  const d = config.policy.diffusion;
+  const parsed = modelOptionsSchema.safeParse(config.policy.model);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const key = issue.path.length > 0 ? `.${issue.path.join('.')}` : '';
+    const value = issue.path.length > 0 ? (config.policy.model as Record<string, unknown>)[String(issue.path[0])] : config.policy.model;
+    const reason = issue.code === 'unrecognized_keys' ? `unknown option(s) ${issue.keys.join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})` : 'must be a positive integer';
+    fail(`policy.model${issue.code === 'unrecognized_keys' ? '' : key}`, value, reason);
+  }
+  const m = parsed.data;
+  const C = m.C ?? diffusionModelDefaults.C;
+  const H = m.H ?? diffusionModelDefaults.H;
+  if (C % H !== 0) fail('policy.model.H', H, `must divide C = ${C}`);
+  const need = task.promptLength + d.generationLength;
+  if (m.maxSeqLen !== undefined && m.maxSeqLen < need) fail('policy.model.maxSeqLen', m.maxSeqLen, `must be ≥ prompt length ${task.promptLength} + generationLength ${d.generationLength} = ${need}`);
+  if (d.generationLength < task.responseLength) {
+    fail('policy.diffusion.generationLength', d.generationLength, `must be ≥ task ${task.name}'s response length ${task.responseLength} (the gold answer must fit)`);
+  }
+  if (d.generationLength % d.blockLength !== 0) fail('policy.diffusion.blockLength', d.blockLength, `must divide generationLength ${d.generationLength}`);
+  const blocks = d.generationLength / d.blockLength;
+  if (d.steps % blocks !== 0) fail('policy.diffusion.steps', d.steps, `must be a multiple of the number of blocks ${blocks} (generationLength/blockLength)`);
+  if (d.steps / blocks > d.blockLength) fail('policy.diffusion.steps', d.steps, `must be ≤ blocks·blockLength = ${blocks * d.blockLength} (a step would commit no token)`);
+  const s = config.policy.sampler;
+  if (s.topK !== 0) fail('policy.sampler.topK', s.topK, 'must be 0 for the diffusion policy (its sampler has no top-k)');
+  if (s.topP !== 1) fail('policy.sampler.topP', s.topP, 'must be 1 for the diffusion policy (its sampler has no top-p)');
+  if (s.logprob !== 'processed') fail('policy.sampler.logprob', s.logprob, "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)");
+  try {
+    precisionPlan(config.plan);
+  } catch (error) {
+    throw new UsageError(`config.plan: ${error instanceof Error ? error.message.replace(/^precision plan: /, '') : String(error)}`);
+  }
+}
+
+function recordOf(batch: RolloutBatch): DiffusionEngineRecord {
+  const r = batch.record as Partial<DiffusionEngineRecord> | undefined;
+  if (!r || r.kind !== 'diffusion' || !Array.isArray(r.sequences) || r.sequences.length !== batch.B) {
+    throw new Error('diffusion engine: batch.record must be the DiffusionEngineRecord of a batch this engine generated');
+  }
+  return r as DiffusionEngineRecord;
+}
+
+/**
+ * Builds the diffusion policy's {@link RlEngine} for a run config: a fresh model (weights from
+ * `<config.seed>/diffusion-policy`), the configured plan, sampler and estimator. The engine is
+ * synced once on creation; call `sync()` after changing the weights and before `generate`.
+ *
+ * - `sync()` snapshots the master weights into the rollout engine's own copy and rebuilds the
+ *   rollout numerics (numerics cache weights by array identity).
+ * - `generate` samples with {@link sampleDiffusion} under the chosen side (`rollout`: the synced copy
+ *   and rollout numerics; `trainer`: the master weights and fresh trainer numerics); greedy = temperature 0.
+ *   `logpRollout` is the sampler's inline log-prob for `trajectory`, else the estimator run under the
+ *   same side's numerics on the sampled sequences; `mask` is d1's completion mask.
+ * - `logprobs` runs the same estimator under fresh trainer numerics (built at every call, since the
+ *   optimizer changes the weights between calls) with the record's seed and temperature.
+ * - `state()` is null: the engine holds nothing beyond the weights that a checkpoint must keep
+ *   (no KV cache, no calibrated scales; the rollout copy is rebuilt by `sync()`).
+ *
+ * @example
+ * ```ts
+ * const engine = createDiffusionEngine(resolveRunConfig({ policy: { kind: 'diffusion' }, task: { name: 'sudoku4' } }), makeTask('sudoku4'));
+ * const batch = engine.generate(prompts, createRng(1));
+ * const { logp } = engine.logprobs(batch, [0, 1], { grad: true });
+ * ```
+ */
+export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionEngine {
+  const model = modelFor(config, task);
+  const plan = precisionPlan(config.plan);
+  const sampler = samplerFor(config);
+  const estimator = config.policy.diffusion.estimator;
+  const G = sampler.genLength;
+  const params: ParamStore = createParamStore(model.specs, `${config.seed}/diffusion-policy`);
+  let rolloutWeights = Float32Array.from(params.data);
+  let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
+  let last: { readonly lp: DiffusionLogProbs; readonly mask: Float64Array } | null = null;
+
+  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): RolloutBatch => {
+    const side = options.side ?? 'rollout';
+    const weights = side === 'rollout' ? rolloutWeights : params.data;
+    const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
+    const cfg = options.greedy ? { ...sampler, temperature: 0 } : sampler;
+    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng);
+    const B = prompts.length;
+    const estimatorSeed = rng.path;
+    const mask = diffusionCompletionMask(rollout.sequences); // (B, G)
+    const logpRollout =
+      estimator === 'trajectory'
+        ? Float64Array.from(rollout.logpRollout) // (B, G)
+        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature }).logp;
+    const responses = new Int32Array(B * G); // (B, G), PAD past the mask
+    rollout.sequences.forEach((s, r) => {
+      for (let j = 0; j < G; j++) {
+        const k = r * G + j;
+        responses[k] = mask[k] === 1 ? s.response[j]! : PAD;
+        if (mask[k] !== 1) logpRollout[k] = 0;
+      }
+    });
+    const record: DiffusionEngineRecord = { kind: 'diffusion', sequences: rollout.sequences, estimator, estimatorSeed, temperature: rollout.logpTemperature };
+    return { B, T: G, prompts, responses, mask, logpRollout, record };
+  };
+
+  const logprobs = (batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
+    const record = recordOf(batch);
+    if (batch.T !== G) throw new Error(`diffusion engine: batch.T must be generationLength ${G}, got ${batch.T}`);
+    if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
+    rows.forEach((r, i) => {
+      if (!Number.isInteger(r) || r < 0 || r >= batch.B) throw new Error(`diffusion engine: rows[${i}] must be a row of the batch in [0, ${batch.B}), got ${r}`);
+    });
+    last = null;
+    if (rows.length === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
+    const sequences = rows.map((r) => record.sequences[r]!);
+    const lp = diffusionLogProbs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
+      seed: record.estimatorSeed,
+      temperature: record.temperature,
+    });
+    const mask = new Float64Array(rows.length * G); // (rows, G)
+    rows.forEach((r, i) => mask.set(batch.mask.subarray(r * G, r * G + G), i * G));
+    const logp = Float64Array.from(lp.logp, (v, k) => (mask[k] === 1 ? v : 0));
+    const entropy = Float64Array.from(lp.entropy, (v, k) => (mask[k] === 1 ? v : 0));
+    if (options.grad) last = { lp, mask };
+    return { logp, entropy };
+  };
+
+  const backward = (gradLogp: Float64Array): void => {
+    if (last === null) throw new Error('diffusion engine: backward needs a preceding logprobs(…, { grad: true }) call');
+    const { lp, mask } = last;
+    if (gradLogp.length !== mask.length) throw new Error(`diffusion engine: gradLogp must have rows·T = ${mask.length} entries, got ${gradLogp.length}`);
+    lp.backward(
+      Float64Array.from(gradLogp, (g, k) => (mask[k] === 1 ? g : 0)),
+      params.grads,
+    );
+  };
+
+  const engine: DiffusionEngine = {
+    kind: 'diffusion',
+    model,
+    plan,
+    sampler,
+    estimator,
+    params,
+    sync() {
+      rolloutWeights = Float32Array.from(params.data);
+      rolloutNumerics = numericsFor(plan.rollout);
+    },
+    generate,
+    logprobs,
+    backward,
+    state: () => null,
+    restore(state) {
+      if (state !== null && state !== undefined) throw new Error(`diffusion engine: restore expects the null state of state(), got ${JSON.stringify(state)}`);
+    },
+  };
+  return engine;
+}
+
+/** True when `engine` was built by {@link createDiffusionEngine}. */
+export function isDiffusionEngine(engine: RlEngine): engine is DiffusionEngine {
+  return (engine as Partial<DiffusionEngine>).kind === 'diffusion' && (engine as Partial<DiffusionEngine>).model !== undefined;
+}
+
+/**
+ * The diffusion policy for `qrl-sim run`: `create` = {@link createDiffusionEngine}; `warmStart` =
+ * {@link diffusionWarmStart} (LLaDA masked-token SFT, fp32 numerics) with `config.sft.{steps,
+ * batchSize, lr}`, gold answers padded to `generationLength` with EOS and seed `<config.seed>`,
+ * then a `sync()`; `validate` = {@link validateDiffusionConfig}.
+ */
+export const diffusionPolicyFactory: PolicyFactory = Object.freeze({
+  create(config: RunConfig, task: Task): RlEngine {
+    return createDiffusionEngine(config, task);
+  },
+  warmStart(engine: RlEngine, config: RunConfig, task: Task): MetricRecord {
+    if (!isDiffusionEngine(engine)) throw new Error('diffusionPolicyFactory.warmStart: engine must come from createDiffusionEngine');
+    const { losses } = diffusionWarmStart(
+      engine.model,
+      task,
+      { steps: config.sft.steps, batchSize: config.sft.batchSize, lr: config.sft.lr, genLength: engine.sampler.genLength, seed: `${config.seed}` },
+      engine.params,
+    );
+    engine.sync();
+    const n = losses.length;
+    const tail = losses.slice(Math.max(0, n - 10));
+    return {
+      'sft/steps': n,
+      'sft/loss_first': n > 0 ? losses[0]! : 0,
+      'sft/loss_last10': tail.length > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : 0,
+    };
+  },
+  validate(config: RunConfig): void {
+    validateDiffusionConfig(config);
+  },
+});
