@@ -106,6 +106,8 @@ export interface QuantizedPolicyNumerics extends PolicyNumerics {
   kvCacheState(layer: number): KvCacheState | null;
 }
 
+const roundingFormats: readonly RoundingFormat[] = ['bf16', 'fp16', 'tf32'];
+
 function specOf(p: OperandQuantPlan, field: string): QuantSpec {
   if (typeof p !== 'object' || p === null || typeof p.preset !== 'string') throw new Error(`quantizedNumerics: ${field} must be { preset, params? }, got ${JSON.stringify(p)}`);
   try {
@@ -169,10 +171,13 @@ function sameValues(a: Float32Array, b: Float32Array): boolean {
 export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedPolicyNumerics {
   const weightSpec = specOf(options.weights, 'weights');
   const act = options.activations;
-  const actQuant: QuantSpec | RoundingFormat =
-    typeof act === 'string'
-      ? (['bf16', 'fp16', 'tf32'].includes(act) ? act : (() => { throw new Error(`quantizedNumerics: activations must be a quantizer { preset, params? } or bf16, fp16, tf32, got ${JSON.stringify(act)}`); })())
-      : specOf(act, 'activations');
+  if (typeof act === 'string' && !roundingFormats.includes(act)) {
+    throw new Error(`quantizedNumerics: activations must be a quantizer { preset, params? } or one of ${roundingFormats.join(', ')}, got ${JSON.stringify(act)}`);
+  }
+  const actQuant: QuantSpec | RoundingFormat = typeof act === 'string' ? act : specOf(act, 'activations');
+  if (options.plainOperands !== undefined && !roundingFormats.includes(options.plainOperands)) {
+    throw new Error(`quantizedNumerics: plainOperands must be one of ${roundingFormats.join(', ')}, got ${JSON.stringify(options.plainOperands)}`);
+  }
   const plainOperands = options.plainOperands ?? 'bf16';
   const exclude = options.exclude ?? ['lmHead'];
   for (const s of exclude) if (!quantSites.includes(s)) throw new Error(`quantizedNumerics: exclude must list sites among ${quantSites.join(', ')}, got ${JSON.stringify(s)}`);

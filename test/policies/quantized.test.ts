@@ -230,6 +230,27 @@ describe('quantized GemmFns against the numerics core', () => {
   });
 });
 
+describe('quantized plan validation and kernel-order options', () => {
+  const g = precisionPlans['fp8-rollout'].rollout.gemm;
+  it('errors name the offending field and value', () => {
+    expect(() => quantizedNumerics({ ...g, weights: { preset: 'fp9' as never } })).toThrow(/weights: .*unknown quantizer preset 'fp9'/);
+    expect(() => quantizedNumerics({ ...g, activations: 'fp8' as never })).toThrow(/activations must be a quantizer \{ preset, params\? \} or one of bf16, fp16, tf32, got "fp8"/);
+    expect(() => quantizedNumerics({ ...g, accumulator: 'fp128' as never })).toThrow(/accumulator must be one of fp32, pairwise, fp64, int32, hopper-fp8, got "fp128"/);
+    expect(() => quantizedNumerics({ ...g, backward: { kind: 'ste' } as never })).toThrow(/backward\.kind must be plain, straight-through or quantized, got "ste"/);
+    expect(() => quantizedNumerics({ ...g, plainOperands: 'fp8' as never })).toThrow(/plainOperands must be one of bf16, fp16, tf32, got "fp8"/);
+  });
+  it('a split-K (or plain fp32) accumulator on the rollout side changes the quantized GEMM result: a kernel-order mismatch on top of quantization', () => {
+    const m = 6, C = 64, OC = 32;
+    const x = randomArray(30, m * C, 3);
+    const w = randomArray(31, OC * C, 0.2);
+    const run = (plan: QuantizedGemmPlan): Float32Array => { const o = new Float32Array(m * OC); quantizedNumerics(plan).block(0).q.forward(o, x, w, m, OC, C); return o; };
+    const base = run(g);
+    expect(sameArrays(run({ ...g, splitK: 2 }), base)).toBe(false);
+    expect(sameArrays(run({ ...g, accumulator: 'fp32' }), base)).toBe(false);
+    expect(numericsFor({ gemm: { ...g, splitK: 2 } }).label).toMatch(/^W deepseek-fp8-block A vllm-fp8-group, hopper-fp8 accumulate/);
+  });
+});
+
 describe('fp8-kv: KV-cache hook and calibration', () => {
   const g = precisionPlans['fp8-kv'].rollout.gemm;
   const kv = g.kvCache!;
