@@ -3,6 +3,7 @@
 
 export * from './numerics.js';
 export * from './plans.js';
+export * from './quantized.js';
 export * from './diagnostics.js';
 export * from './ar/index.js';
 export * from './diffusion/index.js';

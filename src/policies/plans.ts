@@ -9,6 +9,7 @@ import {
   type PolicyNumerics,
   type RoundingFormat,
 } from './numerics.js';
+import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions } from './quantized.js';
 
 /** Exact fp32 GEMMs everywhere (sequential accumulation). */
 export interface Fp32GemmPlan {
@@ -33,11 +34,19 @@ export interface RoundingGemmPlan {
 }
 
 /**
- * What a plan side does at the GEMM sites. A union on `kind` so that quantized operand specs
- * (FP8/INT8/INT4 quantizers with accumulator models and KV-cache quantization) can be added as
- * further variants without changing the existing ones.
+ * Quantized GEMM sites: weight and activation quantizers, accumulator model, exclusions, optional
+ * FP8 attention GEMMs and KV cache, and the backward treatment (see {@link quantizedNumerics}).
  */
-export type GemmPlan = Fp32GemmPlan | RoundingGemmPlan;
+export interface QuantizedGemmPlan extends QuantizedNumericsOptions {
+  /** Discriminant. */
+  readonly kind: 'quantized';
+}
+
+/**
+ * What a plan side does at the GEMM sites: a union on `kind`, one builder per variant in a frozen
+ * table (`numericsFor` dispatches on it).
+ */
+export type GemmPlan = Fp32GemmPlan | RoundingGemmPlan | QuantizedGemmPlan;
 
 /** One side (rollout engine or trainer) of a {@link PrecisionPlan}. */
 export interface PlanSide {
@@ -83,6 +92,10 @@ const numericsBuilders = Object.freeze({
       ...(g.splitK !== undefined ? { splitK: g.splitK } : {}),
       ...(g.profile !== undefined ? { profile: g.profile } : {}),
     }),
+  quantized: (g: QuantizedGemmPlan) => {
+    const { kind: _kind, ...options } = g;
+    return quantizedNumerics(options);
+  },
 } as const satisfies { [K in GemmKind]: (g: Extract<GemmPlan, { kind: K }>) => PolicyNumerics });
 
 /**
@@ -101,6 +114,8 @@ export function numericsFor(side: PlanSide): PolicyNumerics {
       return numericsBuilders.fp32();
     case 'rounding':
       return numericsBuilders.rounding(g);
+    case 'quantized':
+      return numericsBuilders.quantized(g);
     default: {
       const kind: never = g;
       throw new Error(`numericsFor: gemm.kind must be one of ${Object.keys(numericsBuilders).join(', ')}, got ${JSON.stringify((kind as { kind?: unknown }).kind)}`);
@@ -116,12 +131,50 @@ function deepFreeze<T>(x: T): T {
   return x;
 }
 
+/** Jet-RL backward: dY and xᵀ in 1×16 FP8 groups along the reduction axis, Wᵀ in 16×16 FP8 blocks, BF16 outputs. */
+function jetBackward(): QuantizedGemmPlan['backward'] & { kind: 'quantized' } {
+  return {
+    kind: 'quantized',
+    gradient: q('vllm-fp8-group', TOY_BLOCK),
+    weight: q('deepseek-fp8-block', TOY_BLOCK),
+    input: q('vllm-fp8-group', TOY_BLOCK),
+    out: 'bf16',
+  };
+}
+
 const bf16Gemm: RoundingGemmPlan = { kind: 'rounding', operands: 'bf16' };
 const fp16Gemm: RoundingGemmPlan = { kind: 'rounding', operands: 'fp16' };
 
 /**
- * The presets implemented so far (the quantized ones of `spec/policies.md` §2 come with the
- * quantizers). Every rollout side decodes incrementally and reports processed log-probs.
+ * Group/block size of every quantizer in the presets. The real stacks use 128 (DeepSeek/FP8-RL
+ * blocks and groups, GPTQ g128) or 32 (MX); the toy models have d_model 32–64, so 16 keeps at
+ * least two groups per row (NVFP4's native 16 is unchanged). See docs/precision-plans.md.
+ */
+export const TOY_BLOCK = 16;
+
+const q = (preset: OperandQuantPlan['preset'], block?: number): OperandQuantPlan => (block === undefined ? { preset } : { preset, params: { block } });
+
+/** FP8 E4M3 W8A8 as in FP8-RL (verl + vLLM/DeepGEMM): 16×16 weight blocks, 1×16 activation groups, Hopper FP8 accumulation. */
+const fp8BlockGemm: QuantizedGemmPlan = {
+  kind: 'quantized',
+  weights: q('deepseek-fp8-block', TOY_BLOCK),
+  activations: q('vllm-fp8-group', TOY_BLOCK),
+  accumulator: 'hopper-fp8',
+  chunk: TOY_BLOCK,
+  promoteEvery: 1,
+};
+
+/** FP8 KV cache, per-tensor scales recalibrated on the first forward after each weight sync (vLLM `calculate_kv_scales`, reset by verl every step). */
+const fp8Kv = { format: 'e4m3fn', calibration: { mode: 'inference' }, loadFormat: 'bf16' } as const;
+
+/** W4A16 as in QaRL: uint4 GPTQ-style groups of 16 along K (zero points), BF16 activations. */
+const w4a16Gemm: QuantizedGemmPlan = { kind: 'quantized', weights: q('gptq-w4g128', TOY_BLOCK), activations: 'bf16' };
+
+/**
+ * The named presets of `spec/policies.md` §2 (plus `bf16-splitk`). Every rollout side decodes
+ * incrementally and reports processed log-probs; trainer sides are BF16 unless the plan says
+ * otherwise. `qarl` and `jet` give both sides the *same* GEMM plan (the rollout never runs the
+ * backward), so their rollout and trainer forwards are bit-identical.
  */
 export const precisionPlans = deepFreeze({
   fp32: {
@@ -147,6 +200,66 @@ export const precisionPlans = deepFreeze({
     description: 'FP16 operands, fp32 accumulation, on both sides (the "defeating mismatch via FP16" baseline)',
     rollout: { gemm: fp16Gemm, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: fp16Gemm },
+  },
+  'fp8-rollout': {
+    name: 'fp8-rollout',
+    description: 'FP8-RL (verl, vLLM + DeepGEMM) rollout: E4M3 W8A8 with 16×16 weight blocks and 1×16 activation groups, Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
+    rollout: { gemm: fp8BlockGemm, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'fp8-tensor-rollout': {
+    name: 'fp8-tensor-rollout',
+    description: 'AIS / TransformerEngine current scaling rollout: E4M3 W8A8 with one dynamic scale per tensor (weights and activations), Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
+    rollout: { gemm: { kind: 'quantized', weights: q('te-current'), activations: q('te-current'), accumulator: 'hopper-fp8', chunk: TOY_BLOCK, promoteEvery: 1 }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'int8-rollout': {
+    name: 'int8-rollout',
+    description: 'FlashRL / SmoothQuant-style rollout: INT8 W8A8 with per-channel weight and per-token dynamic activation scales, exact int32 accumulation; lm_head BF16; BF16 trainer',
+    rollout: { gemm: { kind: 'quantized', weights: q('int8-row'), activations: q('vllm-int8-token'), accumulator: 'int32' }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'w4a16-rollout': {
+    name: 'w4a16-rollout',
+    description: 'QaRL rollout: INT4 (uint4 + zero point) weights in groups of 16 along K, dequantized to BF16, BF16 activations; lm_head BF16; BF16 trainer',
+    rollout: { gemm: w4a16Gemm, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'nvfp4-rollout': {
+    name: 'nvfp4-rollout',
+    description: 'NVFP4 rollout (Blackwell, TransformerEngine rule): E2M1 weights and activations, 1×16 E4M3 block scales and an FP32 tensor scale; lm_head BF16; BF16 trainer',
+    rollout: { gemm: { kind: 'quantized', weights: q('nvfp4', TOY_BLOCK), activations: q('nvfp4', TOY_BLOCK) }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'mxfp8-rollout': {
+    name: 'mxfp8-rollout',
+    description: 'OCP MXFP8 rollout: E4M3 weights and activations with E8M0 power-of-two scales per 1×16 block (32 in the standard); lm_head BF16; BF16 trainer',
+    rollout: { gemm: { kind: 'quantized', weights: q('mxfp8', TOY_BLOCK), activations: q('mxfp8', TOY_BLOCK) }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'fp8-kv': {
+    name: 'fp8-kv',
+    description: 'FP8-RL §2.3: fp8-rollout plus an E4M3 KV cache with per-tensor scales recalibrated at the first forward after every weight sync (inference-side calibration); BF16 trainer',
+    rollout: { gemm: { ...fp8BlockGemm, kvCache: fp8Kv }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  'full-fp8': {
+    name: 'full-fp8',
+    description: 'FP8-RL §2.3 "Full FP8": fp8-kv plus FP8 attention GEMMs (QKᵀ and PV with per-tensor dynamic E4M3 operands); BF16 trainer',
+    rollout: { gemm: { ...fp8BlockGemm, kvCache: fp8Kv, attention: q('vllm-fp8-tensor') }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
+  qarl: {
+    name: 'qarl',
+    description: 'QaRL: W4A16 rollout, and a trainer whose forward runs the same quantized GEMMs with a straight-through backward (dgrad through the dequantized weights, plain BF16 wgrad) onto FP32 master weights',
+    rollout: { gemm: { ...w4a16Gemm, backward: { kind: 'straight-through' } }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: { ...w4a16Gemm, backward: { kind: 'straight-through' } } },
+  },
+  jet: {
+    name: 'jet',
+    description: 'Jet-RL unified FP8 flow: the fp8-rollout W8A8 forward on both sides, trainer DGrad/WGrad in FP8 (1×16 groups for dY and activations, 16×16 blocks for Wᵀ), BF16 gradients between ops',
+    rollout: { gemm: { ...fp8BlockGemm, backward: jetBackward() }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: { ...fp8BlockGemm, backward: jetBackward() } },
   },
 } as const satisfies Record<string, PrecisionPlan>);
 

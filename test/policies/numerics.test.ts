@@ -128,14 +128,14 @@ describe('roundingNumerics', () => {
 
 describe('precision plans', () => {
   it('is a frozen table of the presets; unknown names list the known ones', () => {
-    expect(Object.keys(precisionPlans)).toEqual(['fp32', 'bf16', 'bf16-splitk', 'fp16']);
+    expect(Object.keys(precisionPlans)).toEqual(['fp32', 'bf16', 'bf16-splitk', 'fp16', 'fp8-rollout', 'fp8-tensor-rollout', 'int8-rollout', 'w4a16-rollout', 'nvfp4-rollout', 'mxfp8-rollout', 'fp8-kv', 'full-fp8', 'qarl', 'jet']);
     expect(Object.isFrozen(precisionPlans)).toBe(true);
     expect(Object.isFrozen(precisionPlans.bf16.rollout.gemm)).toBe(true);
     for (const [name, plan] of Object.entries(precisionPlans)) {
       expect(plan.name).toBe(name);
       expect(precisionPlan(name)).toBe(plan);
     }
-    expect(() => precisionPlan('fp8-rollout')).toThrow(/fp32, bf16, bf16-splitk, fp16.*"fp8-rollout"/);
+    expect(() => precisionPlan('fp8-rolout')).toThrow(/fp32, bf16, bf16-splitk, fp16, fp8-rollout.*"fp8-rolout"/);
     expect(() => precisionPlan('toString')).toThrow(/name must be one of/);
   });
 
@@ -144,6 +144,6 @@ describe('precision plans', () => {
     expect(numericsFor(precisionPlans.bf16.rollout).label).toBe('bf16 operands, fp32 accumulate');
     expect(numericsFor(precisionPlans['bf16-splitk'].rollout).label).toMatch(/split-K/);
     expect(numericsFor(precisionPlans.fp16.trainer).label).toMatch(/^fp16 operands/);
-    expect(() => numericsFor({ gemm: { kind: 'fp8' } as never })).toThrow(/gemm\.kind must be one of fp32, rounding, got "fp8"/);
+    expect(() => numericsFor({ gemm: { kind: 'fp8' } as never })).toThrow(/gemm\.kind must be one of fp32, rounding, quantized, got "fp8"/);
   });
 });

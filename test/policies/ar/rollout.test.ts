@@ -46,8 +46,8 @@ describe('AR rollout vs trainer under one plan', () => {
     { mlp: 'gelu', tiedEmbeddings: true },
   ];
   const identical = Object.values(precisionPlans).filter((p) => JSON.stringify(p.rollout.gemm) === JSON.stringify(p.trainer.gemm));
-  it('the identical-sides presets are fp32, bf16 and fp16', () => {
-    expect(identical.map((p) => p.name)).toEqual(['fp32', 'bf16', 'fp16']);
+  it('the identical-sides presets are fp32, bf16, fp16, qarl and jet', () => {
+    expect(identical.map((p) => p.name)).toEqual(['fp32', 'bf16', 'fp16', 'qarl', 'jet']);
   });
   identical.forEach((plan, i) => {
     const overrides = variants[i % variants.length]!;
