@@ -7,3 +7,4 @@ export * from './nn/index.js';
 export * from './tasks/index.js';
 export * from './rl/index.js';
 export * from './policies/index.js';
+export * from './report/index.js';
