@@ -8,6 +8,8 @@ import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
+import { reportCommand } from './report.js';
+import { sweepCommand } from './sweep.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -16,6 +18,8 @@ export const commands: Readonly<Record<string, Command>> = {
   estimate: estimateCommand,
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
+  report: reportCommand,
+  sweep: sweepCommand,
 };
 
 const processIo: CliIo = {
