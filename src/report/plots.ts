@@ -93,6 +93,16 @@ export function curvePoints(panel: PlotPanel, groups: readonly { label: string; 
   return out;
 }
 
+/** The y scale: zero-based or not; a constant series gets a readable domain around its value. */
+function yScale(panel: PlotPanel, points: readonly CurvePoint[]): { zero: boolean; domain?: [number, number] } {
+  const lo = Math.min(...points.map((p) => p.min));
+  const hi = Math.max(...points.map((p) => p.max));
+  if (lo !== hi) return { zero: panel.yZero };
+  if (panel.yZero && lo >= 0) return { zero: true, domain: [0, lo === 0 ? 1 : 1.25 * lo] };
+  const pad = Math.max(Math.abs(lo) * 0.1, 1e-3);
+  return { zero: false, domain: [lo - pad, hi + pad] };
+}
+
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 
 /** The vega-lite spec of one plot: a min–max band and a mean line per configuration. */
@@ -119,8 +129,8 @@ export function plotSpec(panel: PlotPanel, points: readonly CurvePoint[], colors
     },
     layer: [
       {
-        mark: { type: 'area', opacity: 0.16, interpolate: 'linear' },
-        encoding: { y: { field: 'min', type: 'quantitative', title: panel.yTitle, scale: { zero: panel.yZero } }, y2: { field: 'max' } },
+        mark: { type: 'area', opacity: 0.12, interpolate: 'linear' },
+        encoding: { y: { field: 'min', type: 'quantitative', title: panel.yTitle, scale: yScale(panel, points) }, y2: { field: 'max' } },
       },
       {
         mark: { type: 'line', strokeWidth: 2, interpolate: 'linear', point: fewSteps ? { size: 18, filled: true } : false },

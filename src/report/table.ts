@@ -21,7 +21,7 @@ const COLUMNS: Readonly<Record<Column, ColumnFormat>> = {
   bestAccuracy: { header: 'best acc. (%)', format: (x) => (100 * x).toFixed(1), higherIsBetter: true },
   finalReward: { header: 'final reward', format: fixed(3), higherIsBetter: true },
   meanK3: { header: 'mismatch k3', format: scientific, higherIsBetter: null },
-  stepSeconds: { header: 'time (s)', format: fixed(1), higherIsBetter: null },
+  stepSeconds: { header: 'time (s)', format: (x) => x.toFixed(x !== 0 && Math.abs(x) < 10 ? 2 : 1), higherIsBetter: null },
 };
 
 /**
@@ -34,17 +34,15 @@ export function formatStat(stat: SeedStat, column: Column): string {
   return `${f(stat.mean)} ± ${f(stat.std)}`;
 }
 
-function bestIndex(summary: Summary, column: Column): number {
+/** Rows whose mean is the best of the column (ties all bold); none when every row ties or the column is not ranked. */
+function bestRows(summary: Summary, column: Column): Set<number> {
   const rule = COLUMNS[column].higherIsBetter;
-  if (rule === null || summary.groups.length < 2) return -1;
-  let best = -1;
-  summary.groups.forEach((g, i) => {
-    const m = g.stats[column].mean;
-    if (!Number.isFinite(m)) return;
-    const current = best < 0 ? Number.NaN : (summary.groups[best] as (typeof summary.groups)[number]).stats[column].mean;
-    if (best < 0 || (rule ? m > current : m < current)) best = i;
-  });
-  return best;
+  const means = summary.groups.map((g) => g.stats[column].mean);
+  const finite = means.filter((m) => Number.isFinite(m));
+  if (rule === null || finite.length < 2) return new Set();
+  const best = rule ? Math.max(...finite) : Math.min(...finite);
+  const rows = means.flatMap((m, i) => (m === best ? [i] : []));
+  return rows.length === finite.length ? new Set() : new Set(rows);
 }
 
 function runsCell(g: Summary['groups'][number]): string {
@@ -54,17 +52,17 @@ function runsCell(g: Summary['groups'][number]): string {
 
 /** The summary table as GitHub Markdown, with the column definitions and failures below it. */
 export function summaryMarkdown(summary: Summary): string {
-  const best = Object.fromEntries(STAT_COLUMNS.map((c) => [c, bestIndex(summary, c)])) as Record<Column, number>;
+  const best = Object.fromEntries(STAT_COLUMNS.map((c) => [c, bestRows(summary, c)])) as Record<Column, Set<number>>;
   const escape = (s: string): string => s.replace(/\|/g, '\\|');
   const lines = [
     `| configuration | runs | ${STAT_COLUMNS.map((c) => COLUMNS[c].header).join(' | ')} |`,
     `| --- | ---: | ${STAT_COLUMNS.map(() => '---:').join(' | ')} |`,
   ];
   summary.groups.forEach((g, i) => {
-    const cells = STAT_COLUMNS.map((c) => (best[c] === i ? `**${formatStat(g.stats[c], c)}**` : formatStat(g.stats[c], c)));
+    const cells = STAT_COLUMNS.map((c) => (best[c].has(i) ? `**${formatStat(g.stats[c], c)}**` : formatStat(g.stats[c], c)));
     lines.push(`| ${escape(g.label)} | ${runsCell(g)} | ${cells.join(' | ')} |`);
   });
-  lines.push('', 'Mean ± sample std over seeds (std = 0 for one seed); best mean in bold.');
+  lines.push('', 'Mean ± sample std over seeds (std = 0 for one seed); best mean in bold (none when all tie).');
   for (const c of STAT_COLUMNS) lines.push(`- ${COLUMNS[c].header}: ${STAT_DEFINITIONS[c]}`);
   if (summary.failures.length > 0) {
     lines.push('', 'Failed runs:');
@@ -83,14 +81,14 @@ export function escapeHtml(text: string): string {
  * group label to its plot color, drawn as a swatch before the label.
  */
 export function summaryTableHtml(summary: Summary, colors: ReadonlyMap<string, string> = new Map()): string {
-  const best = Object.fromEntries(STAT_COLUMNS.map((c) => [c, bestIndex(summary, c)])) as Record<Column, number>;
+  const best = Object.fromEntries(STAT_COLUMNS.map((c) => [c, bestRows(summary, c)])) as Record<Column, Set<number>>;
   const head = `<tr><th>configuration</th><th class="num">runs</th>${STAT_COLUMNS.map((c) => `<th class="num" title="${escapeHtml(STAT_DEFINITIONS[c])}">${escapeHtml(COLUMNS[c].header)}</th>`).join('')}</tr>`;
   const rows = summary.groups.map((g, i) => {
     const color = colors.get(g.label);
     const swatch = color === undefined ? '' : `<span class="swatch" style="background:${color}"></span>`;
     const cells = STAT_COLUMNS.map((c) => {
       const text = escapeHtml(formatStat(g.stats[c], c));
-      return `<td class="num">${best[c] === i ? `<strong>${text}</strong>` : text}</td>`;
+      return `<td class="num">${best[c].has(i) ? `<strong>${text}</strong>` : text}</td>`;
     });
     return `<tr><td>${swatch}${escapeHtml(g.label)}</td><td class="num">${escapeHtml(runsCell(g))}</td>${cells.join('')}</tr>`;
   });
