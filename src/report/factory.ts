@@ -6,8 +6,10 @@ import { fileURLToPath } from 'node:url';
 import type { RunConfig } from '../rl/grpo/config.js';
 import type { PolicyFactory } from '../rl/grpo/run.js';
 
+// The run-driver types a sweep's API mentions, re-exported so that the API documentation is whole.
 export type { PolicyFactory } from '../rl/grpo/run.js';
-export type { RunConfig } from '../rl/grpo/config.js';
+export { type RunConfig, runConfigSchema } from '../rl/grpo/config.js';
+export type { PlanSideName, RlEngine, RolloutBatch, TrainerLogprobs as RlTrainerLogprobs } from '../rl/grpo/engine.js';
 
 /** A policy factory that may also check a config before anything runs (policy and task options). */
 export interface ValidatingPolicyFactory extends PolicyFactory {

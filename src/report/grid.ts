@@ -88,7 +88,7 @@ function parseValue(text: string): unknown {
  * Parses `--grid "correction=none,tis,ais;plan=bf16,fp16"` into axes. Keys are aliases
  * ({@link GRID_ALIASES}) or config paths; values are separated by commas (commas inside JSON
  * values are kept). An empty key or value list, an empty value, a repeated key or `seed`
- * throw a {@link UsageError}.
+ * throw a `UsageError`.
  */
 export function parseGrid(text: string): GridAxis[] {
   const axes: GridAxis[] = [];
@@ -136,7 +136,7 @@ export function gridPoints(axes: readonly GridAxis[]): GridPoint[] {
   });
 }
 
-/** Applies a point's overrides to a raw config; a path through a non-object is a {@link UsageError}. */
+/** Applies a point's overrides to a raw config; a path through a non-object is a `UsageError`. */
 export function applyGridPoint(raw: unknown, point: GridPoint): unknown {
   try {
     return applyOverrides(raw, point.overrides);

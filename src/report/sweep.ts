@@ -91,7 +91,7 @@ function usage(prefix: string, error: unknown): never {
 /**
  * Builds and validates every run of the sweep without writing anything: grid syntax, each grid
  * point × seed through `resolveRunConfig`, the precision plan's name, and the policy factory's
- * `validate` when it has one. Any problem throws a {@link UsageError} naming the grid point and
+ * `validate` when it has one. Any problem throws a `UsageError` naming the grid point and
  * the field; a factory that cannot be loaded throws a plain error.
  */
 export async function planSweep(options: SweepOptions): Promise<SweepPlan> {

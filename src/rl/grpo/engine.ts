@@ -53,6 +53,6 @@ export interface RlEngine {
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
   state(): unknown;
-  /** Restores {@link state}. */
+  /** Restores {@link RlEngine.state}. */
   restore(state: unknown): void;
 }
