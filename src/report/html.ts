@@ -40,16 +40,29 @@ export interface ReportContext {
   readonly directory?: string;
 }
 
+/** The value at a dotted path of a config, or undefined. */
+function at(config: unknown, path: string): unknown {
+  let node = config;
+  for (const key of path.split('.')) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
 function describeSetup(summary: Summary): string {
-  const first = summary.groups.find((g) => g.config !== null)?.config as Record<string, any> | undefined;
+  const first = summary.groups.find((g) => g.config !== null)?.config;
   const runs = summary.groups.reduce((a, g) => a + g.runs.length, 0);
   const parts = [`${runs} run${runs === 1 ? '' : 's'} in ${summary.groups.length} configuration${summary.groups.length === 1 ? '' : 's'}`];
-  if (first !== undefined) {
-    if (first['task']?.name !== undefined) parts.push(`task ${first['task'].name}`);
-    if (first['policy']?.kind !== undefined) parts.push(`${first['policy'].kind} policy`);
-    if (first['steps'] !== undefined) parts.push(`${first['steps']} steps`);
-    if (first['rollout'] !== undefined) parts.push(`${first['rollout'].prompts} prompts × ${first['rollout'].groupSize} responses per step`);
-  }
+  const task = at(first, 'task.name');
+  const kind = at(first, 'policy.kind');
+  const steps = at(first, 'steps');
+  const prompts = at(first, 'rollout.prompts');
+  const groupSize = at(first, 'rollout.groupSize');
+  if (task !== undefined) parts.push(`task ${String(task)}`);
+  if (kind !== undefined) parts.push(`${String(kind)} policy`);
+  if (steps !== undefined) parts.push(`${String(steps)} steps`);
+  if (prompts !== undefined && groupSize !== undefined) parts.push(`${String(prompts)} prompts × ${String(groupSize)} responses per step`);
   return parts.join(' · ');
 }
 
