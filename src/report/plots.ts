@@ -124,7 +124,7 @@ export function plotSpec(panel: PlotPanel, points: readonly CurvePoint[], colors
         type: 'nominal',
         title: null,
         scale: { domain: present, range: present.map((l) => colors.get(l) as string) },
-        legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420, symbolType: 'stroke', symbolStrokeWidth: 3, symbolOpacity: 1, labelFontSize: 11 },
+        legend: { orient: 'bottom', direction: 'vertical', labelLimit: 440, symbolType: 'stroke', symbolStrokeWidth: 3, symbolOpacity: 1, labelFontSize: 11 },
       },
     },
     layer: [

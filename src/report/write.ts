@@ -24,24 +24,28 @@ export interface ReportResult {
   readonly markdown: string;
 }
 
-function manifestOrder(dir: string, runs: RunRecord[]): RunRecord[] {
+/**
+ * The runs of a sweep directory: only those its manifest lists (a reused output directory may
+ * hold runs of an earlier grid), in grid order. Without a manifest, every run found.
+ */
+function manifestRuns(dir: string, runs: RunRecord[]): RunRecord[] {
   const path = join(dir, SWEEP_MANIFEST);
   if (!existsSync(path)) return runs;
   const manifest = JSON.parse(readFileSync(path, 'utf8')) as { runs?: { dir?: string }[] };
   const order = new Map((manifest.runs ?? []).map((r, i) => [r.dir ?? '', i]));
-  const rank = (r: RunRecord): number => order.get(r.name) ?? Number.MAX_SAFE_INTEGER;
-  return [...runs].sort((a, b) => rank(a) - rank(b));
+  return runs.filter((r) => order.has(r.name)).sort((a, b) => (order.get(a.name) as number) - (order.get(b.name) as number));
 }
 
 /**
  * Writes the summary and the report of every run under `dir` (a run directory or a sweep
- * directory) into `dir`. Throws when `dir` holds no run.
+ * directory) into `dir`. A sweep directory reports the runs its `sweep.json` lists. Throws when
+ * `dir` holds no run.
  * @example const { files } = await writeReport('runs/sweep'); // files.reportHtml
  */
 export async function writeReport(dir: string, context: ReportContext = {}): Promise<ReportResult> {
   const root = resolve(dir);
   if (!existsSync(root)) throw new Error(`report: no such directory ${dir}`);
-  const runs = manifestOrder(root, readRuns(root));
+  const runs = manifestRuns(root, readRuns(root));
   if (runs.length === 0) throw new Error(`report: no run directory (config.json) under ${dir}`);
   const summary = summarizeRuns(runs);
   const byLabel = new Map<string, RunRecord[]>();

@@ -137,3 +137,13 @@ describe('runSweep', () => {
     expect(readFileSync(join(out, 'summary.md'), 'utf8')).toContain('0/1 (1 failed)');
   });
 });
+
+test('a reused output directory reports only the runs of the latest sweep', async () => {
+  const out = join(tempDir('sweep-reuse'), 'out');
+  const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
+  const base = { ...BASE, steps: 1 };
+  await runSweep({ baseConfig: base, grid: 'plan=bf16,fp16', outDir: out, workers: 2, factory });
+  const second = await runSweep({ baseConfig: base, grid: 'correction=none,tis', outDir: out, workers: 2, factory });
+  expect(second.report.summary.groups.map((g) => g.label)).toEqual(['correction=none', 'correction=tis']);
+  expect(existsSync(join(out, 'plan-bf16', 'seed-0', 'metrics.jsonl'))).toBe(true);
+});
