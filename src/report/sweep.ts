@@ -105,7 +105,12 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
   } catch (error) {
     usage('', error);
   }
-  const baseSeed = resolveRunConfig(base).seed;
+  // The seeds start at the config's seed (validated here: the runs replace it with their own).
+  const rawSeed = typeof base === 'object' && base !== null ? (base as Record<string, unknown>)['seed'] : undefined;
+  if (rawSeed !== undefined && !(Number.isSafeInteger(rawSeed) && (rawSeed as number) >= 0)) {
+    throw new UsageError(`config.seed: expected an integer ≥ 0 (got ${JSON.stringify(rawSeed)})`);
+  }
+  const baseSeed = (rawSeed as number | undefined) ?? 0;
   const seeds = Array.from({ length: count }, (_, i) => baseSeed + i);
   const points = gridPoints(axes);
   const runs: PlannedRun[] = [];

@@ -5,7 +5,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
-import { gridPoints, parseGrid, readRuns, runSweep } from '../../src/report/index.js';
+import { gridPoints, parseGrid, planSweep, readRuns, runSweep } from '../../src/report/index.js';
 import { runCli } from '../cli/io.js';
 import { tempDir } from './fixtures.js';
 
@@ -77,7 +77,7 @@ describe('qrl-sim sweep: bad grids exit 2 and write nothing', () => {
 
   test('bad --set, --seeds and a missing config file are usage errors too', async () => {
     const out = join(tempDir('bad-args'), 'out');
-    for (const args of [['--set', 'optim.lr=abc'], ['--seeds', '0'], ['--workers', 'two']]) {
+    for (const args of [['--set', 'optim.lr=abc'], ['--seeds', '0'], ['--workers', 'two'], ['--set', 'seed=-1'], ['--steps', '0']]) {
       const r = await runCli(['sweep', '--config', file, '--out', out, '--factory', FACTORY, ...args]);
       expect(r.code, args.join(' ')).toBe(2);
     }
@@ -146,4 +146,12 @@ test('a reused output directory reports only the runs of the latest sweep', asyn
   const second = await runSweep({ baseConfig: base, grid: 'correction=none,tis', outDir: out, workers: 2, factory });
   expect(second.report.summary.groups.map((g) => g.label)).toEqual(['correction=none', 'correction=tis']);
   expect(existsSync(join(out, 'plan-bf16', 'seed-0', 'metrics.jsonl'))).toBe(true);
+});
+
+test('planSweep: seeds start at the config seed; --set, --steps and the grid apply in that order', async () => {
+  const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
+  const plan = await planSweep({ baseConfig: BASE, grid: 'lr=0.002,0.004', seeds: 2, overrides: ['seed=5', 'optim.lr=0.1', 'steps=9'], steps: 4, outDir: 'unused', factory });
+  expect(plan.runs.map((r) => r.dir)).toEqual(['lr-0.002/seed-5', 'lr-0.002/seed-6', 'lr-0.004/seed-5', 'lr-0.004/seed-6']);
+  expect(plan.runs.map((r) => [r.config.seed, r.config.optim.lr, r.config.steps])).toEqual([[5, 0.002, 4], [6, 0.002, 4], [5, 0.004, 4], [6, 0.004, 4]]);
+  expect(existsSync('unused')).toBe(false);
 });
