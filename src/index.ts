@@ -8,3 +8,4 @@ export * from './tasks/index.js';
 export * from './rl/index.js';
 export * from './policies/index.js';
 export { UsageError } from './cli/errors.js';
+export * from './report/index.js';

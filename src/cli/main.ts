@@ -9,6 +9,8 @@ import { estimateCommand } from './estimate.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
+import { reportCommand } from './report.js';
+import { sweepCommand } from './sweep.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -18,6 +20,8 @@ export const commands: Readonly<Record<string, Command>> = {
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
   run: runCommand,
+  report: reportCommand,
+  sweep: sweepCommand,
 };
 
 const processIo: CliIo = {

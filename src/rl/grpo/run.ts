@@ -21,11 +21,6 @@ export interface PolicyFactory {
   create(config: RunConfig, task: Task): RlEngine;
   /** Supervised warm start of `engine` in place (deterministic for a given config). */
   warmStart(engine: RlEngine, config: RunConfig, task: Task): MetricRecord;
-  /**
-   * Checks the policy's part of `config` (model options, sampler settings, plan name) before
-   * anything runs; throws a `UsageError` naming the field (e.g. `config.policy.diffusion.steps: …`).
-   */
-  validate(config: RunConfig): void;
 }
 
 /** A checkpoint file's contents. */

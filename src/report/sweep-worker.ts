@@ -1,0 +1,39 @@
+// The piscina worker of a sweep: runs one GRPO run into its own directory and reports success or
+// the error. Not the scheduler (sweep.ts); it never touches another run's files.
+
+import { performance } from 'node:perf_hooks';
+import type { RunConfig } from '../rl/grpo/config.js';
+import { runGrpo } from '../rl/grpo/run.js';
+import { type FactorySource, loadPolicyFactory } from './factory.js';
+
+/** One run of a sweep, as sent to a worker thread (structured-cloneable). */
+export interface SweepTask {
+  readonly config: RunConfig;
+  /** Absolute run directory. */
+  readonly outDir: string;
+  readonly factory: FactorySource;
+  /** Warm-start cache directory (absolute). */
+  readonly cacheDir: string;
+}
+
+/** What a worker reports back. */
+export interface SweepTaskResult {
+  readonly ok: boolean;
+  /** The error message when `ok` is false. */
+  readonly error: string | null;
+  /** Wall-clock seconds of the run (warm start and evaluation included). */
+  readonly seconds: number;
+}
+
+/** Runs one task; never throws (a failure is returned). */
+export default async function runSweepTask(task: SweepTask): Promise<SweepTaskResult> {
+  const t0 = performance.now();
+  try {
+    const factory = await loadPolicyFactory(task.factory, task.config.policy.kind);
+    await runGrpo({ config: task.config, outDir: task.outDir, factory, cacheDir: task.cacheDir });
+    return { ok: true, error: null, seconds: (performance.now() - t0) / 1000 };
+  } catch (error) {
+    const message = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
+    return { ok: false, error: message, seconds: (performance.now() - t0) / 1000 };
+  }
+}

@@ -1,0 +1,228 @@
+// `runSweep`: validates every grid point × seed up front, then runs them in piscina worker threads
+// (one directory per run, as `qrl-sim run` writes) and writes the summary and report. Not the
+// grid syntax (grid.ts) and not a run (src/rl/grpo/run.ts, called by sweep-worker.ts).
+
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { Piscina } from 'piscina';
+import { UsageError } from '../cli/errors.js';
+import { precisionPlan } from '../policies/plans.js';
+import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
+import { writeJsonAtomic } from '../rl/grpo/files.js';
+import { applyOverrides } from '../rl/grpo/overrides.js';
+import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
+import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
+import { RUN_ERROR_FILE, type RunErrorFile } from './runs.js';
+import { canonicalJson } from './summary.js';
+import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
+import { type ReportResult, SWEEP_MANIFEST, writeReport } from './write.js';
+
+/** Options of {@link planSweep} and {@link runSweep}. */
+export interface SweepOptions {
+  /** The base config as read from the config file (raw JSON; defaults are filled in per run). */
+  readonly baseConfig: unknown;
+  /** The grid, `key=v1,v2;key2=v3` (see {@link parseGrid}), or parsed axes. @defaultValue `''` (one point) */
+  readonly grid?: string | readonly GridAxis[];
+  /** Seeds per grid point: config seed, seed + 1, …. @defaultValue `1` */
+  readonly seeds?: number;
+  /** `--set path=value` overrides applied to the base config before the grid. */
+  readonly overrides?: readonly string[];
+  /** Overrides `steps` of every run. */
+  readonly steps?: number;
+  /** Output directory: runs go to `<outDir>/<point>/seed-<s>/`. */
+  readonly outDir: string;
+  /** Worker threads. @defaultValue `os.availableParallelism()` (at most the number of runs) */
+  readonly workers?: number;
+  /** Where the policy factory comes from. @defaultValue {@link DEFAULT_FACTORY} */
+  readonly factory?: FactorySource;
+  /** Warm-start cache directory. @defaultValue `.cache/sft` under the working directory */
+  readonly cacheDir?: string;
+  /** Called as each run finishes (in completion order). */
+  readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
+}
+
+/** One validated run of a sweep. */
+export interface PlannedRun {
+  /** The grid point's label, e.g. `correction=tis, plan=bf16`. */
+  readonly label: string;
+  /** Run directory relative to the sweep directory, e.g. `correction-tis_plan-bf16/seed-0`. */
+  readonly dir: string;
+  readonly seed: number;
+  /** The resolved config (what the run's config.json will hold). */
+  readonly config: RunConfig;
+}
+
+/** Every run of a sweep, validated, in grid order × seeds. */
+export interface SweepPlan {
+  readonly axes: readonly GridAxis[];
+  readonly points: readonly GridPoint[];
+  readonly seeds: readonly number[];
+  readonly runs: readonly PlannedRun[];
+}
+
+/** How one run of a sweep ended. */
+export interface SweepRunResult extends PlannedRun {
+  readonly ok: boolean;
+  readonly error: string | null;
+  /** Wall-clock seconds (warm start and evaluation included). */
+  readonly seconds: number;
+}
+
+/** What {@link runSweep} did. */
+export interface SweepResult {
+  readonly plan: SweepPlan;
+  readonly runs: readonly SweepRunResult[];
+  readonly report: ReportResult;
+  /** Worker threads used. */
+  readonly workers: number;
+  /** Wall-clock seconds of the whole sweep (report included). */
+  readonly seconds: number;
+}
+
+function usage(prefix: string, error: unknown): never {
+  const message = error instanceof Error ? error.message : String(error);
+  throw new UsageError(`${prefix}${message}`);
+}
+
+/**
+ * Builds and validates every run of the sweep without writing anything: grid syntax, each grid
+ * point × seed through `resolveRunConfig`, the precision plan's name, and the policy factory's
+ * `validate` when it has one. Any problem throws a `UsageError` naming the grid point and
+ * the field; a factory that cannot be loaded throws a plain error.
+ */
+export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
+  const axes = typeof options.grid === 'string' || options.grid === undefined ? parseGrid(options.grid ?? '') : options.grid;
+  const count = options.seeds ?? 1;
+  if (!Number.isSafeInteger(count) || count < 1) throw new UsageError(`--seeds: expected an integer ≥ 1, got ${count}`);
+  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 1)) throw new UsageError(`--steps: expected an integer ≥ 1, got ${options.steps}`);
+  let base: unknown;
+  try {
+    base = applyOverrides(options.baseConfig, [...(options.overrides ?? []), ...(options.steps === undefined ? [] : [`steps=${options.steps}`])]);
+  } catch (error) {
+    usage('', error);
+  }
+  // The seeds start at the config's seed (validated here: the runs replace it with their own).
+  const rawSeed = typeof base === 'object' && base !== null ? (base as Record<string, unknown>)['seed'] : undefined;
+  if (rawSeed !== undefined && !(Number.isSafeInteger(rawSeed) && (rawSeed as number) >= 0)) {
+    throw new UsageError(`config.seed: expected an integer ≥ 0 (got ${JSON.stringify(rawSeed)})`);
+  }
+  const baseSeed = (rawSeed as number | undefined) ?? 0;
+  const seeds = Array.from({ length: count }, (_, i) => baseSeed + i);
+  const points = gridPoints(axes);
+  const runs: PlannedRun[] = [];
+  for (const point of points) {
+    const raw = applyGridPoint(base, point);
+    for (const seed of seeds) {
+      const where = point.label === 'base' ? `seed ${seed}: ` : `grid point ${point.label}, seed ${seed}: `;
+      let config: RunConfig;
+      try {
+        config = resolveRunConfig({ ...(raw as Record<string, unknown>), seed });
+        precisionPlan(config.plan);
+      } catch (error) {
+        usage(where, error instanceof Error && error.message.startsWith('precision plan:') ? new Error(`config.plan: ${error.message.replace(/^precision plan: name /, '')}`) : error);
+      }
+      runs.push({ label: point.label, dir: `${point.dirName}/seed-${seed}`, seed, config });
+    }
+  }
+  const factories = new Map<string, ValidatingPolicyFactory>();
+  for (const run of runs) {
+    const kind = run.config.policy.kind;
+    if (!factories.has(kind)) factories.set(kind, await loadPolicyFactory(options.factory ?? DEFAULT_FACTORY, kind));
+    const factory = factories.get(kind) as ValidatingPolicyFactory;
+    if (factory.validate !== undefined) {
+      try {
+        factory.validate(run.config);
+      } catch (error) {
+        usage(run.label === 'base' ? `seed ${run.seed}: ` : `grid point ${run.label}, seed ${run.seed}: `, error);
+      }
+    }
+  }
+  return { axes, points, seeds, runs };
+}
+
+/**
+ * The worker module and the Node flags it needs. From the compiled package (dist/*.js) the worker
+ * is plain JS; from the TypeScript sources (vitest, tsx) the worker threads load tsx's ESM hooks
+ * (`--import tsx`), which are a dev dependency.
+ */
+export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
+  const here = import.meta.url;
+  if (here.endsWith('.ts')) {
+    const tsx = pathToFileURL(createRequire(here).resolve('tsx')).href;
+    return { filename: new URL('./sweep-worker.ts', here).href, execArgv: ['--import', tsx] };
+  }
+  return { filename: new URL('./sweep-worker.js', here).href, execArgv: [] };
+}
+
+/** Runs that share a warm start (same seed, task, policy, plan and SFT settings): the first one fills the cache. */
+function warmStartKey(config: RunConfig): string {
+  return canonicalJson({ seed: config.seed, task: config.task, policy: config.policy, plan: config.plan, sft: { ...config.sft, cache: undefined } });
+}
+
+/**
+ * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
+ * grid point × seed in worker threads, records failed runs (their `error.json`) without stopping
+ * the others, and writes summary.json/md/html and report.html into `outDir`.
+ */
+export async function runSweep(options: SweepOptions): Promise<SweepResult> {
+  const t0 = performance.now();
+  const plan = await planSweep(options);
+  const outDir = resolve(options.outDir);
+  const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
+  const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
+  mkdirSync(outDir, { recursive: true });
+  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), {
+    version: 1,
+    grid: plan.axes.map((a) => ({ key: a.key, path: a.path, values: a.texts })),
+    seeds: plan.seeds,
+    runs: plan.runs.map((r) => ({ dir: r.dir, label: r.label, seed: r.seed })),
+  });
+  const entry = sweepWorkerEntry();
+  const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: workers, idleTimeout: 1000 });
+  const factory = options.factory ?? DEFAULT_FACTORY;
+  let done = 0;
+  const runOne = async (run: PlannedRun): Promise<SweepRunResult> => {
+    const dir = join(outDir, run.dir);
+    rmSync(join(dir, RUN_ERROR_FILE), { force: true });
+    let result: SweepTaskResult;
+    try {
+      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir });
+    } catch (error) {
+      result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
+    }
+    if (!result.ok) {
+      const record: RunErrorFile = { error: result.error ?? 'unknown error', config: run.config };
+      if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
+      writeJsonAtomic(join(dir, RUN_ERROR_FILE), record);
+    }
+    const out: SweepRunResult = { ...run, ok: result.ok, error: result.error, seconds: result.seconds };
+    done++;
+    options.onRunDone?.(out, done, plan.runs.length);
+    return out;
+  };
+  // The first run of each warm-start key trains and caches the warm start; the others wait for it
+  // (no two threads write the same cache file, and no warm start is trained twice).
+  const leaders = new Map<string, Promise<SweepRunResult>>();
+  const pending = plan.runs.map((run) => {
+    const key = warmStartKey(run.config);
+    const leader = leaders.get(key);
+    if (leader === undefined || !run.config.sft.cache) {
+      const p = runOne(run);
+      if (run.config.sft.cache) leaders.set(key, p);
+      return p;
+    }
+    return leader.then(() => runOne(run));
+  });
+  let results: SweepRunResult[];
+  try {
+    results = await Promise.all(pending);
+  } finally {
+    await pool.destroy();
+  }
+  const report = await writeReport(outDir);
+  return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
+}

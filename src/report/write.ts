@@ -1,0 +1,71 @@
+// `writeReport(dir)`: reads the runs under a run or sweep directory and writes summary.json,
+// summary.md, summary.html and report.html next to them. Not the sweep runner (sweep.ts).
+
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { writeJsonAtomic } from '../rl/grpo/files.js';
+import { reportPage, summaryPage, type ReportContext } from './html.js';
+import { configColors, renderPlots } from './plots.js';
+import { readRuns, type RunRecord } from './runs.js';
+import { summarizeRuns, type Summary } from './summary.js';
+import { summaryMarkdown } from './table.js';
+
+/** The manifest a sweep writes into its output directory (run order = grid order × seeds). */
+export const SWEEP_MANIFEST = 'sweep.json';
+
+/** What {@link writeReport} wrote. */
+export interface ReportResult {
+  readonly summary: Summary;
+  /** Paths of the files written. */
+  readonly files: { readonly summaryJson: string; readonly summaryMd: string; readonly summaryHtml: string; readonly reportHtml: string };
+  /** Ids of the plots drawn. */
+  readonly plots: readonly string[];
+  /** The Markdown table (also in summary.md). */
+  readonly markdown: string;
+}
+
+/**
+ * The runs of a sweep directory: only those its manifest lists (a reused output directory may
+ * hold runs of an earlier grid), in grid order. Without a manifest, every run found.
+ */
+function manifestRuns(dir: string, runs: RunRecord[]): RunRecord[] {
+  const path = join(dir, SWEEP_MANIFEST);
+  if (!existsSync(path)) return runs;
+  const manifest = JSON.parse(readFileSync(path, 'utf8')) as { runs?: { dir?: string }[] };
+  const order = new Map((manifest.runs ?? []).map((r, i) => [r.dir ?? '', i]));
+  return runs.filter((r) => order.has(r.name)).sort((a, b) => (order.get(a.name) as number) - (order.get(b.name) as number));
+}
+
+/**
+ * Writes the summary and the report of every run under `dir` (a run directory or a sweep
+ * directory) into `dir`. A sweep directory reports the runs its `sweep.json` lists. Throws when
+ * `dir` holds no run.
+ * @example const { files } = await writeReport('runs/sweep'); // files.reportHtml
+ */
+export async function writeReport(dir: string, context: ReportContext = {}): Promise<ReportResult> {
+  const root = resolve(dir);
+  if (!existsSync(root)) throw new Error(`report: no such directory ${dir}`);
+  const runs = manifestRuns(root, readRuns(root));
+  if (runs.length === 0) throw new Error(`report: no run directory (config.json) under ${dir}`);
+  const summary = summarizeRuns(runs);
+  const byLabel = new Map<string, RunRecord[]>();
+  for (const g of summary.groups) {
+    const names = new Set(g.runs.filter((r) => r.error === null).map((r) => r.name));
+    byLabel.set(g.label, runs.filter((r) => names.has(r.name)));
+  }
+  const colors = configColors(summary);
+  const plots = await renderPlots(summary, byLabel);
+  const ctx: ReportContext = { directory: dir, ...context };
+  const markdown = summaryMarkdown(summary);
+  const files = {
+    summaryJson: join(root, 'summary.json'),
+    summaryMd: join(root, 'summary.md'),
+    summaryHtml: join(root, 'summary.html'),
+    reportHtml: join(root, 'report.html'),
+  };
+  writeJsonAtomic(files.summaryJson, summary);
+  writeFileSync(files.summaryMd, markdown);
+  writeFileSync(files.summaryHtml, summaryPage(summary, colors, ctx));
+  writeFileSync(files.reportHtml, reportPage(summary, plots, colors, ctx));
+  return { summary, files, plots: plots.map((p) => p.panel.id), markdown };
+}
