@@ -7,6 +7,7 @@ import cliProgress from 'cli-progress';
 import { applyOverrides } from '../rl/grpo/overrides.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../rl/grpo/policies.js';
+import { writeReport } from '../report/index.js';
 import { type RunObserver, runGrpo } from '../rl/grpo/run.js';
 import type { Command } from './command.js';
 import { UsageError } from './errors.js';
@@ -133,6 +134,8 @@ export const runCommand: Command = {
       });
       observer.stop();
       io.out(`${summary.stopped ? 'stopped' : 'finished'} at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
+      const report = await writeReport(outDir);
+      io.out(`report: ${report.files.reportHtml}`);
       return summary.stopped ? 130 : 0;
     } finally {
       process.off('SIGINT', onSigint);
