@@ -1,17 +1,33 @@
-// `qrl-sim demo` (what `npm start` runs): a numerics demonstration of cast profiles and formats.
-// Not the GRPO demonstration, which replaces it once the RL loop exists.
+// `qrl-sim demo` (what `npm start` runs): a small quantized-rollout GRPO sweep next to its BF16
+// baseline, with and without correction; `--numerics` prints the cast-profile demonstration instead.
+// Not a general sweep tool (`qrl-sim sweep`).
 
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { runSweep } from '../report/index.js';
 import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from './cast.js';
+import { UsageError } from './errors.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 
-const help = `usage: qrl-sim demo [--seed S]
+/** The demonstration's base config and grid. */
+export const DEMO_CONFIG = fileURLToPath(new URL('../../sims/demo.json', import.meta.url));
+export const DEMO_GRID = 'plan=bf16,nvfp4-rollout;correction=none,tis,ais';
 
-Prints two tables: how each cast profile treats the same float32 inputs in E4M3FN (the edge
-cases that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each
-format under per-tensor amax scaling.`;
+const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
+       qrl-sim demo --numerics [--seed S]
+
+Without --numerics (what npm start runs): a GRPO sweep of the autoregressive toy policy on the
+reverse task (sims/demo.json) — the BF16 baseline next to an NVFP4-quantized rollout engine, each
+with no correction, TIS and AIS, over 2 seeds — in worker threads, about half a minute on two
+cores. Prints the summary table and the path of the HTML report (default out: runs/demo).
+Equivalent to: qrl-sim sweep --config sims/demo.json --grid "${DEMO_GRID}" --seeds 2
+
+With --numerics: how each cast profile treats the same float32 inputs in E4M3FN (the edge cases
+that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each format
+under per-tensor amax scaling.`;
 
 /** Per-tensor amax-scaled fake quantization error of `x` in a format (simple demonstration). */
 function roundTripError(x: Float32Array, format: keyof typeof floatFormats, profile: keyof typeof castProfiles) {
@@ -35,12 +51,38 @@ function roundTripError(x: Float32Array, format: keyof typeof floatFormats, prof
 
 /** The `demo` subcommand. */
 export const demoCommand: Command = {
-  summary: 'numerics demonstration: cast profiles side by side, round-trip error per format',
+  summary: 'the npm start demonstration: quantized-rollout GRPO sweep vs BF16 (--numerics: cast profiles side by side)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { seed: { type: 'string' } });
+    const { values } = parseCommandArgs(args, {
+      seed: { type: 'string' },
+      numerics: { type: 'boolean', default: false },
+      out: { type: 'string' },
+      seeds: { type: 'string' },
+      workers: { type: 'string' },
+    });
+    if (!values.numerics) {
+      if (values.seed !== undefined) throw new UsageError('--seed goes with --numerics; the sweep uses --seeds N');
+      const seeds = integerOption(values.seeds, 'seeds', 2, 1);
+      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1);
+      const outDir = values.out ?? 'runs/demo';
+      io.out(`qrl-sim demonstration: GRPO on reverse, BF16 baseline vs NVFP4 rollout × {none, TIS, AIS}, ${seeds} seed(s) → ${outDir}`);
+      const result = await runSweep({
+        baseConfig: JSON.parse(readFileSync(DEMO_CONFIG, 'utf8')),
+        grid: DEMO_GRID,
+        seeds,
+        outDir,
+        ...(workers !== undefined ? { workers } : {}),
+        onRunDone: (run, done, total) => io.out(`[${done}/${total}] ${run.dir}${run.ok ? '' : `: FAILED: ${run.error}`}`),
+      });
+      io.out('');
+      io.out(result.report.markdown);
+      io.out(`${result.runs.length} runs on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
+      io.out(`report: ${result.report.files.reportHtml}`);
+      return result.runs.every((r) => r.ok) ? 0 : 1;
+    }
     const seed = integerOption(values.seed, 'seed', 0);
-    io.out('qrl-sim numerics demonstration (the quantized-rollout GRPO demonstration replaces it once the RL loop lands)\n');
+    io.out('qrl-sim numerics demonstration\n');
     io.out('1. The same float32 inputs cast to E4M3FN by each backend profile (decoded value):\n');
     const inputs = [448, 464, 465, 470, 485, 1e6, Infinity, Number.NaN, 2 ** -10, 3 * 2 ** -10, -0];
     const profiles = Object.values(castProfiles).filter((p) => profileCovers(p, floatFormats.e4m3fn));

@@ -3,7 +3,7 @@ import { runCli } from './io.js';
 
 describe('qrl-sim demo', () => {
   it('prints the profile comparison and the per-format error table, reproducibly', async () => {
-    const a = await runCli(['demo', '--seed', '1']);
+    const a = await runCli(['demo', '--numerics', '--seed', '1']);
     expect(a.code).toBe(0);
     expect(a.out).toMatch(/ort-1\.30/);
     const row485 = a.out.split('\n').find((l) => l.trim().startsWith('485'));
@@ -12,6 +12,14 @@ describe('qrl-sim demo', () => {
     const sqnr = (name: string) => Number(a.out.split('\n').find((l) => l.startsWith(name))?.trim().split(/\s+/).pop());
     expect(sqnr('fp16')).toBeGreaterThan(sqnr('e4m3fn'));
     expect(sqnr('e4m3fn')).toBeGreaterThan(sqnr('e2m1'));
-    expect((await runCli(['demo', '--seed', '1'])).out).toBe(a.out);
+    expect((await runCli(['demo', '--numerics', '--seed', '1'])).out).toBe(a.out);
+  });
+});
+
+describe('qrl-sim demo (the sweep)', () => {
+  it('rejects the numerics-only --seed without --numerics', async () => {
+    const r = await runCli(['demo', '--seed', '1']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--seed goes with --numerics/);
   });
 });
