@@ -3,6 +3,7 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../cli/errors.js';
+import { makeTask } from '../../tasks/index.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
 import { zodIssueLine } from './overrides.js';
 
@@ -113,6 +114,11 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   const parsed = runConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, raw));
   const estimators = resolveConfig(parsed.data.estimators, 'config.estimators');
+  try {
+    makeTask(parsed.data.task.name, parsed.data.task.options as never);
+  } catch (error) {
+    throw new UsageError(`config.task.options: ${(error as Error).message}`);
+  }
   const config: RunConfig = { ...parsed.data, estimators };
   if (config.rollout.prompts * config.rollout.groupSize < config.optim.miniBatches) {
     throw new UsageError(
