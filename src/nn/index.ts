@@ -17,3 +17,4 @@ export * from './params.js';
 export * from './adamw.js';
 export * from './block.js';
 export * from './block-decode.js';
+export * from './stack.js';

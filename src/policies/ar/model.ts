@@ -3,27 +3,23 @@
 
 import {
   allocLike,
-  blockBackward,
   blockDecodeForward,
-  blockForward,
   blockWeights,
-  createBlockCache,
   createBlockKvCache,
   createParamStore,
-  embeddingBackward,
   embeddingForward,
-  layerNormBackward,
   layerNormForward,
-  linearBackward,
   linearForward,
-  rmsNormBackward,
   rmsNormForward,
-  type BlockCache,
+  stackBackward,
+  stackForward,
   type BlockConfig,
   type BlockKvCache,
-  type BlockWeights,
   type FloatArray,
   type ParamLayout,
+  type StackCache,
+  type StackConfig,
+  type StackWeights,
 } from '../../nn/index.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBlockConfig, arParamSpecs, validateArConfig, type ArConfig } from './config.js';
@@ -38,21 +34,8 @@ export interface ParamBuffers {
   readonly grads: FloatArray;
 }
 
-/** Named views of the policy's tensors (weights or gradients). */
-export interface ArWeights {
-  /** (V, C) token embedding. */
-  readonly wte: FloatArray;
-  /** (maxLen, C) learned positions, or null with RoPE. */
-  readonly wpe: FloatArray | null;
-  /** One record per block. */
-  readonly blocks: readonly BlockWeights[];
-  /** (C) final norm gain. */
-  readonly lnf: FloatArray;
-  /** (C) final LayerNorm shift, or null. */
-  readonly lnfBias: FloatArray | null;
-  /** (V, C) LM head; the same array as `wte` when tied. */
-  readonly lmHead: FloatArray;
-}
+/** Named views of the policy's tensors (weights or gradients): the {@link StackWeights} of the nn core. */
+export type ArWeights = StackWeights;
 
 function arWeights(cfg: ArConfig, layout: ParamLayout, buffer: FloatArray): ArWeights {
   const get = (name: string): FloatArray | null => (layout.has(name) ? layout.view(buffer, name) : null);
@@ -114,26 +97,11 @@ export function createArPolicy(config: ArConfig, seed: number | string): ArPolic
   return new ArPolicy(config, createParamStore(arParamSpecs(config), seed));
 }
 
-/** What {@link arForward} keeps for {@link arBackward}. */
-export interface ArForwardCache {
-  /** Batch size. */
-  readonly B: number;
-  /** Sequence length. */
-  readonly T: number;
-  /** (B, T) input tokens. */
-  readonly tokens: ArrayLike<number>;
-  /** layers + 1 residual streams (B, T, C): x[0] is the embedding, x[l + 1] the output of block l. */
-  readonly x: readonly FloatArray[];
-  /** Per-block caches. */
-  readonly blocks: readonly BlockCache[];
-  /** (B·T) final LayerNorm means (unused by RMSNorm). */
-  readonly lnfMean: FloatArray;
-  /** (B·T) final norm rstd. */
-  readonly lnfRstd: FloatArray;
-  /** (B, T, C) final norm output, the LM head's input. */
-  readonly xf: FloatArray;
-  /** (B, T, V) next-token logits: row (b, t) predicts token t + 1. */
-  readonly logits: FloatArray;
+/** What {@link arForward} keeps for {@link arBackward}: the stack's caches (logits (B, T, V): row (b, t) predicts token t + 1). */
+export type ArForwardCache = StackCache;
+
+function stackConfig(policy: ArPolicy): StackConfig {
+  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig };
 }
 
 function finalNormForward(cfg: ArConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: ArWeights, N: number): void {
@@ -155,28 +123,7 @@ function checkTokens(policy: ArPolicy, B: number, T: number): void {
  */
 export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, numerics: PolicyNumerics): ArForwardCache {
   checkTokens(policy, B, T);
-  const cfg = policy.config;
-  const w = policy.weights;
-  const { C, vocabSize: V } = cfg;
-  const N = B * T;
-  const like = policy.params.data;
-  const x: FloatArray[] = [allocLike(like, N * C)]; // (B, T, C) each
-  embeddingForward(x[0]!, tokens, w.wte, w.wpe, B, T, C, V);
-  const blocks: BlockCache[] = [];
-  for (let l = 0; l < cfg.layers; l++) {
-    const cache = createBlockCache(like, B, T, policy.blockConfig);
-    const out = allocLike(like, N * C); // (B, T, C)
-    blockForward(out, cache, x[l]!, w.blocks[l]!, B, T, policy.blockConfig, numerics.block(l));
-    blocks.push(cache);
-    x.push(out);
-  }
-  const lnfMean = allocLike(like, N); // (N)
-  const lnfRstd = allocLike(like, N); // (N)
-  const xf = allocLike(like, N * C); // (B, T, C)
-  finalNormForward(cfg, xf, lnfMean, lnfRstd, x[cfg.layers]!, w, N);
-  const logits = allocLike(like, N * V); // (B, T, V)
-  linearForward(logits, xf, w.lmHead, null, N, C, V, numerics.lmHead());
-  return { B, T, tokens, x, blocks, lnfMean, lnfRstd, xf, logits };
+  return stackForward(policy.weights, stackConfig(policy), tokens, B, T, numerics);
 }
 
 /**
@@ -184,24 +131,7 @@ export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number
  * (zero them first). With tied embeddings the LM head's gradient lands in `wte` as well.
  */
 export function arBackward(policy: ArPolicy, cache: ArForwardCache, dlogits: FloatArray, numerics: PolicyNumerics): void {
-  const cfg = policy.config;
-  const w = policy.weights;
-  const g = policy.gradients;
-  const { C, vocabSize: V } = cfg;
-  const { B, T } = cache;
-  const N = B * T;
-  const like = policy.params.grads;
-  const dxf = allocLike(like, N * C); // (B, T, C)
-  linearBackward(dxf, g.lmHead, null, dlogits, cache.xf, w.lmHead, N, C, V, numerics.lmHead());
-  let dx = allocLike(like, N * C); // (B, T, C) gradient of the last residual stream
-  if (cfg.norm === 'layernorm') layerNormBackward(dx, g.lnf, g.lnfBias, dxf, cache.x[cfg.layers]!, w.lnf, cache.lnfMean, cache.lnfRstd, N, C);
-  else rmsNormBackward(dx, g.lnf, dxf, cache.x[cfg.layers]!, w.lnf, cache.lnfRstd, N, C);
-  for (let l = cfg.layers - 1; l >= 0; l--) {
-    const dinp = allocLike(like, N * C); // (B, T, C)
-    blockBackward(dinp, g.blocks[l]!, dx, cache.blocks[l]!, cache.x[l]!, w.blocks[l]!, B, T, policy.blockConfig, numerics.block(l));
-    dx = dinp;
-  }
-  embeddingBackward(g.wte, g.wpe, dx, cache.tokens, B, T, C);
+  stackBackward(policy.gradients, policy.weights, stackConfig(policy), cache, dlogits, numerics);
 }
 
 /** Per-layer KV caches of a batch being decoded and the number of positions already cached. */

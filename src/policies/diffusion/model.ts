@@ -2,23 +2,17 @@
 // Not a sampler and not a log-prob estimator (sampler.ts, estimators.ts); MASK is an ordinary input token here and there is no timestep input.
 
 import {
-  allocLike,
-  blockBackward,
-  blockForward,
   blockParamSpecs,
   blockWeights,
-  createBlockCache,
-  embeddingBackward,
-  embeddingForward,
-  layerNormBackward,
-  layerNormForward,
-  linearBackward,
-  linearForward,
   ParamLayout,
-  type BlockCache,
+  stackBackward,
+  stackForward,
   type BlockConfig,
   type FloatArray,
   type ParamSpec,
+  type StackCache,
+  type StackConfig,
+  type StackWeights,
 } from '../../nn/index.js';
 import type { PolicyNumerics } from '../numerics.js';
 
@@ -88,26 +82,23 @@ export function createDiffusionModel(config: Partial<DiffusionModelConfig> & { r
   return Object.freeze({ config: Object.freeze(c), block, specs, layout: new ParamLayout(specs) });
 }
 
-/** Everything {@link diffusionForward} keeps for {@link diffusionBackward}. */
-export interface DiffusionForward {
-  /** Batch size B. */
-  readonly B: number;
-  /** Sequence length T. */
-  readonly T: number;
-  /** (B, T) input tokens. */
-  readonly tokens: ArrayLike<number>;
-  /** nLayer + 1 residual streams (B, T, C): `xs[0]` the embedding, `xs[l+1]` block l's output. */
-  readonly xs: readonly FloatArray[];
-  /** One cache per block. */
-  readonly caches: readonly BlockCache[];
-  /** (B, T, C) final LayerNorm output. */
-  readonly xf: FloatArray;
-  /** (B·T) final LayerNorm mean. */
-  readonly lnfMean: FloatArray;
-  /** (B·T) final LayerNorm rstd. */
-  readonly lnfRstd: FloatArray;
-  /** (B, T, V) logits. */
-  readonly logits: FloatArray;
+/** Everything {@link diffusionForward} keeps for {@link diffusionBackward}: the stack's caches. */
+export type DiffusionForward = StackCache;
+
+/** The stack views of a flat buffer (weights or gradients) laid out by `model.layout`. */
+function stackWeights(model: DiffusionModel, buf: FloatArray): StackWeights {
+  return {
+    wte: req(model, buf, 'wte'),
+    wpe: req(model, buf, 'wpe'),
+    blocks: Array.from({ length: model.config.nLayer }, (_, l) => blockWeights(`h${l}`, (n) => view(model, buf, n))),
+    lnf: req(model, buf, 'lnf.weight'),
+    lnfBias: req(model, buf, 'lnf.bias'),
+    lmHead: req(model, buf, 'lmHead'),
+  };
+}
+
+function stackConfig(model: DiffusionModel): StackConfig {
+  return { C: model.config.C, vocabSize: model.config.vocabSize, norm: 'layernorm', block: model.block };
 }
 
 function view(model: DiffusionModel, buf: FloatArray, name: string): FloatArray | null {
@@ -135,29 +126,10 @@ export function diffusionForward(
   T: number,
   numerics: PolicyNumerics,
 ): DiffusionForward {
-  const { C, vocabSize: V, nLayer, maxSeqLen } = model.config;
+  const { maxSeqLen } = model.config;
   if (params.length !== model.layout.size) throw new Error(`diffusionForward: params length must be ${model.layout.size}, got ${params.length}`);
   if (T > maxSeqLen) throw new Error(`diffusionForward: T must be ≤ maxSeqLen ${maxSeqLen}, got ${T}`);
-  const N = B * T;
-  const a = (n: number): FloatArray => allocLike(params, n);
-  const x0 = a(N * C); // (B, T, C)
-  embeddingForward(x0, tokens, req(model, params, 'wte'), req(model, params, 'wpe'), B, T, C, V);
-  const xs: FloatArray[] = [x0];
-  const caches: BlockCache[] = [];
-  for (let l = 0; l < nLayer; l++) {
-    const out = a(N * C); // (B, T, C)
-    const cache = createBlockCache(params, B, T, model.block);
-    blockForward(out, cache, xs[l]!, blockWeights(`h${l}`, (n) => view(model, params, n)), B, T, model.block, numerics.block(l));
-    xs.push(out);
-    caches.push(cache);
-  }
-  const xf = a(N * C); // (B, T, C)
-  const lnfMean = a(N); // (B·T)
-  const lnfRstd = a(N); // (B·T)
-  layerNormForward(xf, lnfMean, lnfRstd, xs[nLayer]!, req(model, params, 'lnf.weight'), req(model, params, 'lnf.bias'), N, C);
-  const logits = a(N * V); // (B, T, V)
-  linearForward(logits, xf, req(model, params, 'lmHead'), null, N, C, V, numerics.lmHead());
-  return { B, T, tokens, xs, caches, xf, lnfMean, lnfRstd, logits };
+  return stackForward(stackWeights(model, params), stackConfig(model), tokens, B, T, numerics);
 }
 
 /**
@@ -173,30 +145,6 @@ export function diffusionBackward(
   dlogits: FloatArray,
   numerics: PolicyNumerics,
 ): void {
-  const { C, vocabSize: V, nLayer } = model.config;
-  const { B, T } = fwd;
-  const N = B * T;
   if (grads.length !== model.layout.size) throw new Error(`diffusionBackward: grads length must be ${model.layout.size}, got ${grads.length}`);
-  const a = (n: number): FloatArray => allocLike(params, n);
-  let dx = a(N * C); // (B, T, C) gradient of the last residual stream
-  const dxf = a(N * C); // (B, T, C)
-  linearBackward(dxf, req(model, grads, 'lmHead'), null, dlogits, fwd.xf, req(model, params, 'lmHead'), N, C, V, numerics.lmHead());
-  layerNormBackward(dx, req(model, grads, 'lnf.weight'), req(model, grads, 'lnf.bias'), dxf, fwd.xs[nLayer]!, req(model, params, 'lnf.weight'), fwd.lnfMean, fwd.lnfRstd, N, C);
-  for (let l = nLayer - 1; l >= 0; l--) {
-    const dinp = a(N * C); // (B, T, C)
-    blockBackward(
-      dinp,
-      blockWeights(`h${l}`, (n) => view(model, grads, n)),
-      dx,
-      fwd.caches[l]!,
-      fwd.xs[l]!,
-      blockWeights(`h${l}`, (n) => view(model, params, n)),
-      B,
-      T,
-      model.block,
-      numerics.block(l),
-    );
-    dx = dinp;
-  }
-  embeddingBackward(req(model, grads, 'wte'), req(model, grads, 'wpe'), dx, fwd.tokens, B, T, C);
+  stackBackward(stackWeights(model, grads), stackWeights(model, params), stackConfig(model), fwd, dlogits, numerics);
 }
