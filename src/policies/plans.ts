@@ -237,6 +237,12 @@ export const precisionPlans = deepFreeze({
     rollout: { gemm: { kind: 'quantized', weights: q('mxfp8', TOY_BLOCK), activations: q('mxfp8', TOY_BLOCK) }, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: bf16Gemm },
   },
+  'mxfp4-rollout': {
+    name: 'mxfp4-rollout',
+    description: 'OCP MXFP4 rollout: E2M1 weights and activations with E8M0 power-of-two scales per 1×32 block (the standard block, one scale per row at C = 32); the coarsest preset; lm_head BF16; BF16 trainer',
+    rollout: { gemm: { kind: 'quantized', weights: q('mxfp4', 32), activations: q('mxfp4', 32) }, decode: 'incremental', logprob: 'processed' },
+    trainer: { gemm: bf16Gemm },
+  },
   'fp8-kv': {
     name: 'fp8-kv',
     description: 'FP8-RL §2.3: fp8-rollout plus an E4M3 KV cache with per-tensor scales recalibrated at the first forward after every weight sync (inference-side calibration); BF16 trainer',

@@ -128,7 +128,7 @@ describe('roundingNumerics', () => {
 
 describe('precision plans', () => {
   it('is a frozen table of the presets; unknown names list the known ones', () => {
-    expect(Object.keys(precisionPlans)).toEqual(['fp32', 'bf16', 'bf16-splitk', 'fp16', 'fp8-rollout', 'fp8-tensor-rollout', 'int8-rollout', 'w4a16-rollout', 'nvfp4-rollout', 'mxfp8-rollout', 'fp8-kv', 'full-fp8', 'qarl', 'jet']);
+    expect(Object.keys(precisionPlans)).toEqual(['fp32', 'bf16', 'bf16-splitk', 'fp16', 'fp8-rollout', 'fp8-tensor-rollout', 'int8-rollout', 'w4a16-rollout', 'nvfp4-rollout', 'mxfp8-rollout', 'mxfp4-rollout', 'fp8-kv', 'full-fp8', 'qarl', 'jet']);
     expect(Object.isFrozen(precisionPlans)).toBe(true);
     expect(Object.isFrozen(precisionPlans.bf16.rollout.gemm)).toBe(true);
     for (const [name, plan] of Object.entries(precisionPlans)) {
