@@ -132,13 +132,23 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   };
 
   // For formats of at most 8 bits, most float32 inputs are decided by their top 16 bits: a
-  // 65 536-entry table holds the code of every such bucket, or AMBIGUOUS when the bucket's two ends
-  // round differently or a raw-range edge lies inside it (rounding is monotone within a bucket of
-  // one sign, so equal ends imply one code for the whole bucket).
+  // 65 536-entry table holds the code of every such bucket. Rounding is monotone within a bucket of
+  // one sign, so equal ends imply one code for the whole bucket; when the ends differ by one code
+  // (a rounding boundary inside the bucket), the boundary's low 16 bits are stored instead. Buckets
+  // with more codes or a raw-range edge inside are AMBIGUOUS and take the per-value path.
   const AMBIGUOUS = 0xffff;
-  let table: Uint16Array | null = null;
-  const buildTable = (): Uint16Array => {
-    const t = new Uint16Array(65536);
+  interface Tables {
+    readonly code: Uint16Array; // (65536) code, or AMBIGUOUS
+    readonly split: Int32Array; // (65536) low-16-bit boundary for two-code buckets, else −1
+    readonly lower: Uint16Array; // (65536) code below the boundary
+    readonly upper: Uint16Array; // (65536) code at and above the boundary
+  }
+  let tables: Tables | null = null;
+  const buildTables = (): Tables => {
+    const code = new Uint16Array(65536);
+    const split = new Int32Array(65536).fill(-1);
+    const lower = new Uint16Array(65536);
+    const upper = new Uint16Array(65536);
     const edges = ranges.flatMap((r) => [r.lo, r.hi]);
     for (let hi = 0; hi < 65536; hi++) {
       const lo = hi * 65536;
@@ -146,20 +156,39 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
       const last = encodeBits(lo + 0xffff);
       const a = lo & 0x7fffffff;
       const cut = edges.some((e) => e > a && e <= a + 0xffff);
-      t[hi] = first === last && !cut ? first : AMBIGUOUS;
+      code[hi] = first === last && !cut ? first : AMBIGUOUS;
+      if (first !== last && !cut && Math.abs(last - first) === 1) {
+        let l = 0; // encodeBits(lo + l) === first
+        let h = 0xffff; // encodeBits(lo + h) === last
+        while (l + 1 < h) {
+          const mid = (l + h) >>> 1;
+          if (encodeBits(lo + mid) === first) l = mid;
+          else h = mid;
+        }
+        split[hi] = h;
+        upper[hi] = last;
+        code[hi] = AMBIGUOUS;
+        lower[hi] = first;
+      }
     }
-    return t;
+    return { code, split, lower, upper };
   };
 
   const encodeInto = (src: Float32Array, dst: CodeArray): void => {
     const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
     const n = bits.length;
     if (dst instanceof Uint8Array && n >= 4096) {
-      const t = (table ??= buildTable());
+      const { code, split, lower, upper } = (tables ??= buildTables());
       for (let i = 0; i < n; i++) {
         const b = bits[i] as number;
-        const c = t[b >>> 16] as number;
-        dst[i] = c !== AMBIGUOUS ? c : encodeBits(b);
+        const hi = b >>> 16;
+        const c = code[hi] as number;
+        if (c !== AMBIGUOUS) {
+          dst[i] = c;
+          continue;
+        }
+        const sp = split[hi] as number;
+        dst[i] = sp < 0 ? encodeBits(b) : (b & 0xffff) < sp ? (lower[hi] as number) : (upper[hi] as number);
       }
       return;
     }
