@@ -72,6 +72,34 @@ describe('vector casts equal the scalar reference', () => {
     },
   );
 
+  it.each(coverage.filter((c) => c.format.bits <= 8).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+    '%s/%s: every tie between neighbouring codes and its float32 neighbours (table path)',
+    (_p, _f, profile, format) => {
+      const values: number[] = [];
+      for (let c = 0; c < format.codeCount; c++) values.push(decode(format, c));
+      const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+      const f32 = new Float32Array(1);
+      const u32 = new Uint32Array(f32.buffer);
+      const near = (x: number, d: number): number => {
+        f32[0] = x;
+        u32[0] = (u32[0] as number) + d;
+        return f32[0] as number;
+      };
+      const inputs: number[] = [];
+      for (let i = 0; i + 1 < finite.length; i++) {
+        const mid = Math.fround(((finite[i] as number) + (finite[i + 1] as number)) / 2);
+        for (const d of [-2, -1, 0, 1, 2]) inputs.push(near(mid, d));
+      }
+      const src = new Float32Array(Math.max(4096, inputs.length));
+      src.set(inputs);
+      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+        const scalar = scalarEncoder(format, profile, mode);
+        const codes = encodeArray(format, src, { profile, mode });
+        expectSameCodes(mode, codes, (i) => scalar(src[i] as number), src.length);
+      }
+    },
+  );
+
   test.prop([fc.constantFrom(...coverage), fc.float32Array({ maxLength: 64 })])(
     'random float32 arrays (fast-check)',
     ({ profile, format }, src) => {
