@@ -247,36 +247,27 @@ export const tokenIs: CorrectionFn<Record<string, never>> = (input) => {
   };
 };
 
+/** Truncated importance weights min(ρ, C) from per-token ratios (token or broadcast sequence ρ). */
+function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number): Estimate<CorrectionStep> {
+  const f = rho.map((r) => Math.min(r, C));
+  return {
+    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
+    metrics: {
+      mean: validMean(f, input.mask),
+      raw_mean: validMean(rho, input.mask),
+      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > C),
+    },
+  };
+}
+
 /**
  * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20)).
  * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
  */
-export const tis: CorrectionFn<CapParams> = (input, params) => {
-  const rho = tokenRatios(input);
-  const f = rho.map((r) => Math.min(r, params.C));
-  return {
-    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
-    metrics: {
-      mean: validMean(f, input.mask),
-      raw_mean: validMean(rho, input.mask),
-      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.C),
-    },
-  };
-};
+export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C);
 
 /** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
-export const seqTis: CorrectionFn<CapParams> = (input, params) => {
-  const rho = seqRatios(input);
-  const f = rho.map((r) => Math.min(r, params.C));
-  return {
-    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
-    metrics: {
-      mean: validMean(f, input.mask),
-      raw_mean: validMean(rho, input.mask),
-      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.C),
-    },
-  };
-};
+export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C);
 
 /**
  * IcePop: w = ρ · 1[lo ≤ ρ ≤ hi], token (ρ_t) or sequence (ρ_i = exp(clamp(Σ δ, ±20))).
