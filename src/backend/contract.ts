@@ -1,0 +1,194 @@
+// The policy-backend contract: everything the GRPO run driver asks of a policy, asynchronous and as
+// plain data, so that an in-process engine, another process or a GPU stack can stand behind it.
+// Not an implementation (src/backend/reference.ts wraps the toy engines; the protocol puts a process
+// boundary behind the same operations).
+
+/** The protocol (and contract) version a backend speaks. */
+export const BACKEND_PROTOCOL = 'qrl-backend/1';
+
+/** Which side of the precision plan runs a generation. */
+export type PlanSideName = 'rollout' | 'trainer';
+
+/** Which policy a log-prob request scores: the trained one, or the frozen reference. */
+export type PolicyName = 'current' | 'reference';
+
+/** A JSON value (what a replay record and a plan are made of, besides typed arrays). */
+export type JsonValue = null | boolean | number | string | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+
+/**
+ * A policy's replay record: what the trainer side needs to score the rollout's samples again
+ * (the AR policy's prompt+response tokens, the diffusion policy's sequences and estimator seed, a
+ * sampler's kept-token sets, an MoE router's choices). Plain data only: JSON values and typed
+ * arrays, never functions or class instances, so that it can cross a process boundary unchanged.
+ */
+export interface ReplayRecord {
+  /** The record's kind, e.g. `"ar"` or `"diffusion"`. */
+  readonly kind: string;
+  readonly [field: string]: ReplayRecordValue;
+}
+
+/** A nested value inside a {@link ReplayRecord}. */
+export type ReplayRecordValue =
+  | JsonValue
+  | Int32Array
+  | Float32Array
+  | Float64Array
+  | Uint8Array
+  | readonly ReplayRecordValue[]
+  | { readonly [key: string]: ReplayRecordValue };
+
+/** Sampler settings of a generation (the run config's `policy.sampler`). */
+export interface SamplingParams {
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  /** ℓroll of the processed (temperature/top-k/top-p) distribution, or of the raw logits. */
+  readonly logprob: 'processed' | 'raw';
+}
+
+/** Vocabulary of the policy: its size and the ids of the special tokens. */
+export interface BackendVocabulary {
+  readonly size: number;
+  readonly pad: number;
+  readonly bos: number;
+  readonly eos: number;
+  readonly sep: number;
+  readonly mask: number;
+}
+
+/** What a backend can do beyond the required operations. */
+export interface BackendCapabilities {
+  /** Which ℓroll kinds `generate` can report. */
+  readonly logprobs: readonly ('processed' | 'raw')[];
+  /** `logprobs` returns the policy's entropy at each position. */
+  readonly entropy: boolean;
+  /** `warmStart` is implemented (else the driver warm-starts elsewhere and `load`s the weights). */
+  readonly warmStart: boolean;
+}
+
+/** A backend's self-description. */
+export interface BackendInfo {
+  /** {@link BACKEND_PROTOCOL}. */
+  readonly protocol: string;
+  /** Identity of the implementation, e.g. `"qrl-sim reference"`, and its version. */
+  readonly backend: { readonly name: string; readonly version: string };
+  /** `"ar"` or `"diffusion"` (or another kind an external backend declares). */
+  readonly policy: string;
+  readonly vocabulary: BackendVocabulary;
+  /** The precision plan as data: its name and both sides. */
+  readonly plan: { readonly name: string; readonly rollout: JsonValue; readonly trainer: JsonValue };
+  readonly capabilities: BackendCapabilities;
+  /** Number of trainable parameters. */
+  readonly parameters: number;
+}
+
+/** A `generate` request. */
+export interface GenerateRequest {
+  /** Prompt token ids, one row per sample (a GRPO group repeats its prompt G times). */
+  readonly prompts: readonly (readonly number[])[];
+  /** The RNG path of this generation (e.g. `"0/step/3/rollout"`): same seed and weights ⇒ same tokens. */
+  readonly seed: string;
+  /** Sampler settings; the backend's configured sampler when absent. */
+  readonly sampling?: SamplingParams;
+  /** Greedy decoding (argmax; ℓroll is still reported). */
+  readonly greedy?: boolean;
+  /** Which side of the plan generates. @defaultValue 'rollout' */
+  readonly side?: PlanSideName;
+}
+
+/** A batch of sampled responses as plain data, padded to `T` response positions. */
+export interface RolloutBatch {
+  /** Weight version of the engine that generated it (what `sync` last returned). */
+  readonly weightVersion: number;
+  /** Number of sequences. */
+  readonly B: number;
+  /** Response positions per sequence (padding included). */
+  readonly T: number;
+  /** Prompt tokens of each sequence. */
+  readonly prompts: readonly (readonly number[])[];
+  /** Response tokens `(B, T)`; positions past the mask hold padding. */
+  readonly responses: Int32Array;
+  /** Response mask `(B, T)`: 1 on the tokens the policy generated (EOS included), else 0. */
+  readonly mask: Float64Array;
+  /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
+  readonly logpRollout: Float64Array;
+  /** What the trainer side needs to score these samples again. */
+  readonly record: ReplayRecord;
+}
+
+/** A `logprobs` request: trainer-side log-probs of some rows of a batch. */
+export interface LogprobsRequest {
+  readonly batch: RolloutBatch;
+  /** Row indices into the batch. */
+  readonly rows: readonly number[];
+  /** The trained policy or the frozen reference. */
+  readonly policy: PolicyName;
+  /** Keep what {@link PolicyBackend.backward} needs and return a handle to it (current policy only). */
+  readonly grad?: boolean;
+}
+
+/** Per-token trainer log-probs of some rows of a batch. */
+export interface LogprobsResult {
+  /** ℓ `(rows, T)`, 0 where the mask is 0. */
+  readonly logp: Float64Array;
+  /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
+  readonly entropy: Float64Array;
+  /** Present when `grad` was set: pass it to {@link PolicyBackend.backward}. */
+  readonly handle?: string;
+}
+
+/** A `step` request: one optimizer step on the accumulated gradients. */
+export interface StepRequest {
+  /** Global gradient-norm clip. */
+  readonly maxGradNorm: number;
+}
+
+/** What `step` reports. */
+export interface StepResult {
+  /** Global gradient norm before clipping. */
+  readonly gradNorm: number;
+  /** Weight version after the step (the trainer's; the rollout engine sees it at the next `sync`). */
+  readonly weightVersion: number;
+}
+
+/** A supervised warm start on the task's gold responses. */
+export interface WarmStartRequest {
+  /** The task, by name and options (docs/tasks.md). */
+  readonly task: { readonly name: string; readonly options: JsonValue };
+  readonly steps: number;
+  readonly batchSize: number;
+  readonly lr: number;
+  /** Root seed of the warm start's streams. */
+  readonly seed: number;
+}
+
+/**
+ * The policy-backend contract the GRPO run driver is written against. Every operation is
+ * asynchronous and exchanges plain data. The backend owns its weights, the reference policy, the
+ * optimizer (with clipping and gradient zeroing) and its engine state; the run driver owns the
+ * files, the steps and the random-stream names.
+ */
+export interface PolicyBackend {
+  /** Protocol version, policy kind, vocabulary, plan and capabilities. */
+  info(): Promise<BackendInfo>;
+  /** Rebuilds the rollout engine from the trainer's weights; returns the weight version it now serves. */
+  sync(): Promise<{ readonly weightVersion: number }>;
+  /** Samples (or greedily decodes) one response per prompt. */
+  generate(request: GenerateRequest): Promise<RolloutBatch>;
+  /** Trainer-side log-probs and entropy of `rows` of a batch under the current or reference policy. */
+  logprobs(request: LogprobsRequest): Promise<LogprobsResult>;
+  /** Accumulates d(Σ g·ℓ)/dθ for the log-probs behind `handle`; the handle is spent. */
+  backward(handle: string, gradLogp: Float64Array): Promise<void>;
+  /** Clips the accumulated gradients to `maxGradNorm`, steps the optimizer and zeroes the gradients. */
+  step(request: StepRequest): Promise<StepResult>;
+  /** Freezes the current weights as the reference policy. */
+  setReference(): Promise<void>;
+  /** Supervised warm start (when `capabilities.warmStart`); returns its metrics. */
+  warmStart(request: WarmStartRequest): Promise<Record<string, number>>;
+  /** Writes weights, reference, optimizer and engine state under `dir` (which the driver created). */
+  save(dir: string): Promise<void>;
+  /** Restores what {@link PolicyBackend.save} wrote. */
+  load(dir: string): Promise<void>;
+  /** Releases the backend (ends its process for an external one). */
+  close(): Promise<void>;
+}
