@@ -6,10 +6,11 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { applyOverrides, policyFactory, resolveRunConfig, runGrpo } from '../../src/rl/index.js';
+import { resolveRunConfig } from '../../src/rl/index.js';
+import { applyOverrides, policyFactory, runGrpo } from '../../src/runs/index.js';
 
-/** The overrides every pinned run gets: two GRPO steps, five warm-start steps, eval every step. */
-export const PIN_OVERRIDES = ['steps=2', 'sft.steps=5', 'eval.problems=8', 'eval.every=1', 'sft.cache=false'];
+/** The overrides every pinned run gets: two GRPO steps of 2 prompts, five warm-start steps, eval of 4 problems every step. */
+export const PIN_OVERRIDES = ['steps=2', 'sft.steps=5', 'eval.problems=4', 'eval.every=1', 'sft.cache=false', 'rollout.prompts=2'];
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 export const SIMS_DIR = join(here, '..', '..', 'sims');
