@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
 import { ParamStore } from '../../nn/index.js';
-import type { EngineBatch, EngineLogprobs, PolicyFactory, RlEngine } from '../engine.js';
+import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import type { Task } from '../../tasks/index.js';
@@ -163,6 +163,6 @@ export const arPolicyFactory: PolicyFactory = {
       optimizer: { lr: config.sft.lr, weightDecay: 0.01 },
       seed: config.seed,
     });
-    return { 'sft/first_loss': losses[0] ?? Number.NaN, 'sft/last_loss': losses[losses.length - 1] ?? Number.NaN };
+    return warmStartMetrics(losses);
   },
 };
