@@ -55,7 +55,7 @@ describe('qrl-sim quantize', () => {
     [['--preset', 'te-delayed', '--block', '4', '--input', '-'], '[1]', /--block: preset 'te-delayed' has no block size/],
     [['--preset', 'mxfp8', '--block', '0', '--input', '-'], '[1]', /--block: expected an integer ≥ 1, got '0'/],
     [['--preset', 'mxfp8', '--input', '-'], '{"a": 1}', /--input: expected a JSON array/],
-    [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input: not valid JSON/],
+    [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input is not valid JSON/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, 2], [3]]', /--input: row 1 has 1 values, row 0 has 2/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, "x"]]', /--input: element \[0\]\[1\] is not a number: "x"/],
     [['--preset', 'mxfp8', '--input', '/nonexistent/file.json'], '', /--input: cannot read '\/nonexistent\/file.json'/],
