@@ -24,7 +24,10 @@ const help = `usage: qrl-sim quantize --preset NAME [--block N] --input FILE|- [
 
 Reads a JSON array of numbers (one row) or an array of equal-length arrays (rows = tokens or
 output channels; groups and blocks run along each row), quantizes it with the preset and prints
-the codes, the dequant scales (x ≈ q·s), the dequantized values and the error statistics.
+the codes, the dequant scales (x ≈ q·s), the dequantized values and the error statistics (text:
+the first 8 rows and columns; --json: everything). The statistics cover the elements whose input
+and output are finite; finite inputs that dequantize to NaN or ±Infinity (e.g. an MX block with a
+NaN, whose shared scale is NaN) are counted and reported separately.
 Values may also be the strings "NaN", "Infinity", "-Infinity" and "-0"; every value is first
 rounded to float32.
 
@@ -32,7 +35,8 @@ options:
   --preset NAME   one of the presets below
   --block N       group/block size of the presets that have one (default: the preset's)
   --input FILE    JSON file, or - for standard input
-  --json          print {preset, codes, scales, zeroPoints?, dequantized, stats: {maxAbsError, rmse, sqnrDb}}
+  --json          print {preset, codes, scales, zeroPoints?, dequantized,
+                  stats: {maxAbsError, rmse, sqnrDb, nonFinite}}
                   (codes and dequantized in the input's shape; non-finite numbers as strings)
 
 presets:
@@ -164,8 +168,10 @@ export const quantizeCommand: Command = {
       return 0;
     }
     io.out(`${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`);
-    const finiteNote = stats.nonFinite > 0 ? `   non-finite outputs ${stats.nonFinite} of ${x.length} finite inputs (not in the statistics)` : '';
-    io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB${finiteNote}`);
+    const finiteInputs = x.filter((v) => Number.isFinite(v)).length;
+    if (stats.nonFinite > 0) io.out(`non-finite outputs: ${stats.nonFinite} of ${finiteInputs} finite inputs dequantize to NaN or ±Infinity (not in the statistics below)`);
+    if (finiteInputs - stats.nonFinite === 0) io.out('max |error| —   rmse —   SQNR — (no finite input has a finite output)');
+    else io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB   (over ${finiteInputs - stats.nonFinite} finite outputs)`);
     const [rows, cols] = shape;
     const line = (values: ArrayLike<number>, start: number, width: number): string =>
       `${Array.from({ length: Math.min(width, 8) }, (_, c) => String(jsonNumber(values[start + c] as number))).join(' ')}${width > 8 ? ' …' : ''}`;
@@ -174,7 +180,7 @@ export const quantizeCommand: Command = {
     const sRows = sShape.length === 2 ? (sShape[0] as number) : sShape.length === 1 ? (sShape[0] as number) : 1;
     const sCols = sShape.length === 2 ? (sShape[1] as number) : 1;
     const scaleTable = (label: string, values: ArrayLike<number>): void => {
-      io.out(`${label} [${sShape.join(', ')}]:`);
+      io.out(`${label}:`);
       if (sShape.length === 1) io.out(`  ${line(values, 0, sRows)}`);
       else for (let r = 0; r < Math.min(sRows, 8); r++) io.out(`  ${line(values, r * sCols, sCols)}`);
       if (sShape.length !== 1 && sRows > 8) io.out(`  … ${sRows - 8} more rows`);
