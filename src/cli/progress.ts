@@ -8,7 +8,7 @@ import type { CliIo } from './command.js';
 export interface ProgressLine {
   /** Shows `text` as the current state (throttled to one line per period when not on a terminal). */
   update(text: string): void;
-  /** Ends the line: clears it on a terminal; prints `text` when given. */
+  /** Ends the line: clears it on a terminal, prints `text` when given; the next update shows at once. */
   done(text?: string): void;
 }
 
@@ -49,6 +49,7 @@ export function progressLine(io: CliIo, periodMs = 10_000, now: () => number = D
     done(text) {
       if (io.status && shown) io.status('');
       shown = false;
+      last = Number.NEGATIVE_INFINITY; // the next phase shows its first line at once
       if (text !== undefined) io.err(text);
     },
   };
