@@ -34,7 +34,12 @@ Equivalent to: qrl-sim sweep --config sims/demo.json --grid "${DEMO_GRID}" --see
 
 With --numerics: how each cast profile treats the same float32 inputs in E4M3FN (the edge cases
 that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each format
-under per-tensor amax scaling.`;
+under per-tensor amax scaling. --seed (0..4294967295) goes with --numerics only; --out, --seeds
+(at most 1000) and --workers with the sweep only.
+
+examples:
+  qrl-sim demo --numerics --seed 1
+  (npm start runs 'qrl-sim demo', the full demonstration)`;
 
 /** True when `dir` holds the output of an earlier `demo` (its sweep.json has the demo's grid). */
 function isPreviousDemo(dir: string): boolean {

@@ -29,7 +29,11 @@ options:
   --output FILE    write the JSON there instead of standard output
   -h, --help       this text
 
-Malformed input exits with code 2 and one line naming the field.`;
+Malformed input exits with code 2 and one line naming the field; a number that overflows
+float64 (1e400) is reported with its line.
+
+examples:
+  qrl-sim estimate --input docs/examples/estimate-ais.json`;
 
 async function readInput(path: string, io: CliIo): Promise<string> {
   if (path === '-') return io.readStdin();

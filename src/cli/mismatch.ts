@@ -62,7 +62,11 @@ Options:
 ar: prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none,
 and without a checkpoint); a fresh policy has vocabulary and prompt layout of the reverse task and
 maxLen = prompt length + L. diffusion: prompts of the checkpoint's task, sudoku4 without one; a
-fresh policy is the toy default model initialized from the seed.`;
+fresh policy is the toy default model initialized from the seed.
+
+examples:
+  qrl-sim mismatch --policy ar --plan fp8-rollout --batch 4
+  qrl-sim mismatch --policy diffusion --plan bf16 --batch 2 --json`;
 
 function parseTemperature(value: string | undefined): number {
   if (value === undefined) return 1;

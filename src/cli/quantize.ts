@@ -44,7 +44,7 @@ ${presetLines}
 
 examples:
   echo '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]' | qrl-sim quantize --preset vllm-fp8-token --input - --json
-  qrl-sim quantize --preset mxfp4 --block 32 --input weights.json`;
+  qrl-sim quantize --preset mxfp4 --block 32 --input docs/examples/weights.json`;
 
 const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
 

@@ -22,8 +22,9 @@ and prints the Markdown table and the path of report.html. See docs/reports.md.
 A malformed config.json or JSONL line exits with code 2 naming the file and the line; a
 directory whose runs have no steps yet exits with code 2 and says so.
 
-example: qrl-sim run --config sims/ar-reverse.json --steps 2 --out /tmp/qrl-example-run
-         qrl-sim report /tmp/qrl-example-run`;
+examples:
+  qrl-sim run --config sims/smoke-reverse.json --out runs/smoke-report
+  qrl-sim report runs/smoke-report --title "smoke run"`;
 
 /** The `report` subcommand. */
 export const reportCommand: Command = {

@@ -31,7 +31,18 @@ options:
   --steps N       override config.steps
   --seed S        override config.seed
   --set P=V       override any field, e.g. --set estimators.correction.name=tis (repeatable)
-  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)`;
+  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)
+
+Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
+or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
+The default name carries a short hash of the --set overrides when there are any. Resuming a
+run that already reached its steps says so and exits 0 without changing any file.
+--seed is an integer in 0..4294967295; --steps at most 100000 (docs/grpo.md lists the limits of
+every size field). Progress of the warm start and of evaluations goes to standard error.
+
+examples:
+  qrl-sim run --config sims/smoke-reverse.json --out runs/smoke
+  qrl-sim run --resume runs/smoke --steps 4`;
 
 /** Builds the resolved config from the command line; throws UsageError naming the field. */
 export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {

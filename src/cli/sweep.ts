@@ -47,7 +47,12 @@ Every run's config is validated before anything runs or is written: an unknown k
 value list or an invalid value exits with code 2. A run that fails is recorded in the summary
 (with its error) and does not stop the others; the sweep then exits with code 1.
 
-example: qrl-sim sweep --config sims/reverse-ar.json --grid "correction=none,tis,ais;plan=bf16,fp8-rollout" --seeds 3`;
+A live line on standard error shows runs done, running, failed and the ETA.
+
+examples:
+  qrl-sim sweep --config sims/smoke-reverse.json --grid "correction=none,tis" --workers 2 --out runs/smoke-sweep
+
+A full-size one (minutes): qrl-sim sweep --config sims/ar-reverse.json --grid "correction=none,tis,ais;plan=bf16,fp8-rollout" --seeds 3`;
 
 function parseFactory(text: string | undefined): FactorySource | undefined {
   if (text === undefined) return undefined;
