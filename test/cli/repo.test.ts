@@ -12,6 +12,10 @@ describe('repository', () => {
     if (existsSync(join(repo, '.npmrc'))) expect(read('.npmrc')).not.toMatch(/onnxruntime-node-install/);
   });
 
+  it('package.json denies the onnxruntime-node install script (its CUDA download) through allowScripts', () => {
+    expect(JSON.parse(read('package.json')).allowScripts?.['onnxruntime-node']).toBe(false);
+  });
+
   it('CI keeps the onnxruntime-node CUDA download off through its environment variable', () => {
     expect(read('.ci/run')).toMatch(/^export ONNXRUNTIME_NODE_INSTALL=skip$/m);
   });
