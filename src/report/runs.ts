@@ -43,7 +43,7 @@ function readJson(path: string): unknown {
 
 /**
  * Reads a JSONL run file strictly: every complete line must be a JSON object, else a
- * {@link JsonInputError} names the file and the line. A trailing line without its newline (a run
+ * `JsonInputError` (src/json.ts) names the file and the line. A trailing line without its newline (a run
  * interrupted mid-write) is ignored; a missing file reads as empty.
  */
 export function readJsonlStrict<T = unknown>(path: string): T[] {
