@@ -153,7 +153,7 @@ export const arPolicyFactory: PolicyFactory = {
     }
   },
   create: createArEngine,
-  warmStart(engine, config, task) {
+  warmStart(engine, config, task, onProgress) {
     // The warm start is precision-independent (fp32), so every plan of a sweep starts from the
     // same policy and one cached checkpoint serves them all.
     const policy = new ArPolicy(arConfigFor(config, task), engine.params);
@@ -162,6 +162,7 @@ export const arPolicyFactory: PolicyFactory = {
       batchSize: config.sft.batchSize,
       optimizer: { lr: config.sft.lr, weightDecay: 0.01 },
       seed: config.seed,
+      ...(onProgress ? { onProgress } : {}),
     });
     return warmStartMetrics(losses);
   },
