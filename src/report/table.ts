@@ -39,15 +39,18 @@ function tailK(summary: Summary): string {
   return ks.size === 1 ? String([...ks][0]) : 'K';
 }
 
+const lastK = (k: string): string => (k === 'K' ? 'last K steps' : k === '1' ? 'last step' : `last ${k} steps`);
+
 function header(summary: Summary, column: StatColumn): string {
-  const k = tailK(summary);
-  return COLUMNS[column].header.replace('last K', k === 'K' ? 'last K steps' : `last ${k} steps`);
+  return COLUMNS[column].header.replace('last K', lastK(tailK(summary)));
 }
 
 function deltaHeader(summary: Summary, column: DeltaColumn): string {
-  const k = tailK(summary);
-  return DELTA_FORMATS[column].header.replace('last K', k === 'K' ? 'last K steps' : `last ${k} steps`);
+  return DELTA_FORMATS[column].header.replace('last K', lastK(tailK(summary)));
 }
+
+/** Seeds paired in a row: the most any column could pair (a column without data pairs none). */
+const pairedSeeds = (g: GroupSummary): number => Math.max(...DELTA_COLUMNS.map((c) => g.delta?.[c].n ?? 0));
 
 /**
  * `mean ± std` in the column's format; `mean ± n/a` for a single seed (no spread to measure);
@@ -121,7 +124,7 @@ function deltaMarkdown(summary: Summary, escape: (s: string) => string): string[
       continue;
     }
     const d = g.delta;
-    lines.push(`| ${escape(g.label)} | ${d.finalTrainerAccuracy.n} | ${DELTA_COLUMNS.map((c) => deltaCellMarkdown(d[c], c)).join(' | ')} |`);
+    lines.push(`| ${escape(g.label)} | ${pairedSeeds(g)} | ${DELTA_COLUMNS.map((c) => deltaCellMarkdown(d[c], c)).join(' | ')} |`);
   }
   lines.push('', DELTA_RULE);
   return lines;
@@ -184,7 +187,7 @@ export function deltaTableHtml(summary: Summary, styles: ReadonlyMap<string, Ser
     const label = `<td>${swatchHtml(styles.get(g.label))}${escapeHtml(g.label)}</td>`;
     if (g.delta === null) return `<tr class="baseline">${label}<td class="num">${g.runs.filter((r) => r.error === null).length}</td>${DELTA_COLUMNS.map(() => '<td class="num">baseline</td>').join('')}</tr>`;
     const d = g.delta;
-    return `<tr>${label}<td class="num">${d.finalTrainerAccuracy.n}</td>${DELTA_COLUMNS.map((c) => deltaCellHtml(d[c], c)).join('')}</tr>`;
+    return `<tr>${label}<td class="num">${pairedSeeds(g)}</td>${DELTA_COLUMNS.map((c) => deltaCellHtml(d[c], c)).join('')}</tr>`;
   });
   return [
     `<p class="note">Baseline: <b>${escapeHtml(summary.baseline.label)}</b> (selector <code>${escapeHtml(summary.baseline.selector)}</code>).</p>`,
