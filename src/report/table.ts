@@ -75,9 +75,13 @@ export function formatDelta(stat: DeltaStat, column: DeltaColumn): { value: stri
   return { value: `${f(stat.mean)} ± ${spread}`, count: `${stat.below}/${stat.n} < 0` };
 }
 
+/** Runs, with failed ones and ones that stopped before the configured `steps` (interrupted or still running) counted. */
 function runsCell(g: GroupSummary): string {
   const failed = g.runs.filter((r) => r.error !== null).length;
-  return failed === 0 ? String(g.runs.length) : `${g.runs.length - failed}/${g.runs.length} (${failed} failed)`;
+  const steps = g.config?.['steps'];
+  const short = typeof steps === 'number' ? g.runs.filter((r) => r.error === null && r.steps < steps).length : 0;
+  const base = failed === 0 ? String(g.runs.length) : `${g.runs.length - failed}/${g.runs.length} (${failed} failed)`;
+  return short === 0 ? base : `${base} (${short} incomplete)`;
 }
 
 /** The held-out set size and its resolution, e.g. `64 problems per evaluation: accuracy moves in steps of 1/64 = 1.6 pp`. */
