@@ -245,5 +245,5 @@ test('a run with fewer steps than its config asks for is counted as incomplete',
   const root = tempDir('incomplete');
   writeFixtureRun(join(root, 's0'), { config: fixtureConfig(0, 'bf16', none), metrics: fixtureMetrics(0) });
   writeFixtureRun(join(root, 's1'), { config: fixtureConfig(1, 'bf16', none), metrics: fixtureMetrics(0).slice(0, 2) });
-  expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain('| plan=bf16, correction=none | 2 (1 incomplete) |');
+  expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain('| plan=bf16, correction=none (baseline) | 2 (1 incomplete) |');
 });
