@@ -304,7 +304,8 @@ const DELTA_PANELS: Readonly<Record<DeltaColumn, { title: string; scale: number 
 
 /**
  * The vega-lite spec of the paired-difference plot: one panel per column of the paired table;
- * per configuration one hollow dot per seed, the mean as a bar and mean ± std as a whisker, and
+ * per configuration one hollow dot per seed, the mean as a bar and mean ± std as a whisker (dashed
+ * like the configuration's curves), and
  * a rule at 0 (the baseline). Null when there is no baseline or nothing to pair.
  */
 export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesStyle>, tailSteps: number | null = null): TopLevelSpec | null {
@@ -312,6 +313,8 @@ export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesSt
   if (summary.baseline.label === null || groups.length === 0) return null;
   const labels = groups.map((g) => g.label);
   const color = { field: 'config', type: 'nominal', title: null, legend: null, scale: { domain: labels, range: labels.map((l) => styles.get(l)?.color ?? '#999') } } as const;
+  // the whisker carries the plan's dash pattern, as the curves do
+  const strokeDash = { field: 'config', type: 'nominal', title: null, legend: null, scale: { domain: labels, range: labels.map((l) => [...(styles.get(l)?.dash ?? [])]) } } as const;
   const panel = (c: DeltaColumn, first: boolean) => {
     const { title, scale } = DELTA_PANELS[c];
     const seeds = groups.flatMap((g) => (g.delta?.[c].values ?? []).map((v, i) => ({ config: g.label, seed: g.delta?.[c].seeds[i], delta: scale * v })));
@@ -328,7 +331,7 @@ export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesSt
       title: { text: title.replace('last K', tailSteps === null ? 'last K' : `last ${tailSteps}`), fontSize: 12, fontWeight: 600, anchor: 'start' },
       layer: [
         { data: { values: [{ zero: 0 }] }, mark: { type: 'rule', color: '#555', strokeWidth: 1 }, encoding: { x: { field: 'zero', type: 'quantitative' } } },
-        { data: { values: stats }, mark: { type: 'rule', strokeWidth: 2 }, encoding: { y, x: { field: 'lo', type: 'quantitative', title: first ? 'configuration − baseline, same seed' : ' ' }, x2: { field: 'hi' }, color } },
+        { data: { values: stats }, mark: { type: 'rule', strokeWidth: 2 }, encoding: { y, x: { field: 'lo', type: 'quantitative', title: first ? 'configuration − baseline, same seed' : ' ' }, x2: { field: 'hi' }, color, strokeDash } },
         { data: { values: stats }, mark: { type: 'tick', thickness: 3, size: 16 }, encoding: { y, x: { field: 'mean', type: 'quantitative' }, color } },
         { data: { values: seeds }, mark: { type: 'point', filled: false, size: 40, strokeWidth: 1.5, opacity: 0.9 }, encoding: { y, x: { field: 'delta', type: 'quantitative' }, color } },
       ],
