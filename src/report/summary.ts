@@ -413,7 +413,8 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
     const label = Object.entries(fields).map(([k, v]) => `${k}=${v}`).join(', ');
     const sorted = [...list].sort((a, b) => Number(a.config?.['seed'] ?? 0) - Number(b.config?.['seed'] ?? 0));
     const ok = sorted.filter((r) => r.error === null);
-    const per = ok.map((r) => ({ seed: typeof r.config?.['seed'] === 'number' ? r.config['seed'] : null, stats: runStats(r), steps: r.metrics.length }));
+    const wanted = (r: RunRecord): number => (typeof r.config?.['steps'] === 'number' ? r.config['steps'] : 0);
+    const per = ok.map((r) => ({ seed: typeof r.config?.['seed'] === 'number' ? r.config['seed'] : null, stats: runStats(r), steps: r.metrics.length, complete: r.metrics.length >= wanted(r) }));
     const problems = configAt(first.config, 'eval.problems');
     return { first, fields, label, sorted, per, config: withoutSeed(first.config), evalProblems: typeof problems === 'number' ? problems : null };
   });
@@ -442,7 +443,8 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
           : `${matches.length} configurations match the default baseline ${shown}; choose one with --baseline`,
   };
   const bySeed = (per: (typeof base)[number]['per'], c: DeltaColumn): Map<number, number> =>
-    new Map(per.filter((p) => p.seed !== null).map((p) => [p.seed as number, p.stats[c]]));
+    // only complete runs are paired: an interrupted run's last evaluation is from an earlier step
+    new Map(per.filter((p) => p.seed !== null && p.complete).map((p) => [p.seed as number, p.stats[c]]));
 
   const groups: GroupSummary[] = base.map((g, i) => {
     const column = (c: StatColumn): SeedStat => seedStat(g.per.map((p) => p.stats[c]));

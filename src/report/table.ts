@@ -94,7 +94,7 @@ export function evalResolution(summary: Summary): string | null {
 
 /** What the paired table's marks mean (also under the HTML table). */
 export const DELTA_RULE =
-  'Δ = this configuration’s run of seed s minus the baseline’s run of the same seed (same warm start), over the seeds both have; mean ± sample std of the differences, and how many are below zero. ' +
+  'Δ = this configuration’s run of seed s minus the baseline’s run of the same seed (same warm start), over the seeds both completed; mean ± sample std of the differences, and how many are below zero. ' +
   'Bold: outside the seed spread, |mean Δ| > std Δ. “within spread”: |mean Δ| ≤ std Δ, the interval mean ± one std contains 0. One pair: no spread (n/a). This is a description of the seeds, not a significance test.';
 
 /** Notes shared by both renderings, as plain-text lines. */

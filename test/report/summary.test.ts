@@ -247,3 +247,13 @@ test('a run with fewer steps than its config asks for is counted as incomplete',
   writeFixtureRun(join(root, 's1'), { config: fixtureConfig(1, 'bf16', none), metrics: fixtureMetrics(0).slice(0, 2) });
   expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain('| plan=bf16, correction=none (baseline) | 2 (1 incomplete) |');
 });
+
+test('an incomplete run is not paired with the baseline', () => {
+  const root = tempDir('incomplete-pair');
+  for (const seed of [0, 1]) writeFixtureRun(join(root, 'b', `s${seed}`), { config: fixtureConfig(seed, 'bf16', none), metrics: fixtureMetrics(0) });
+  writeFixtureRun(join(root, 'q', 's0'), { config: fixtureConfig(0, 'fp16', none), metrics: fixtureMetrics(0.1) });
+  writeFixtureRun(join(root, 'q', 's1'), { config: fixtureConfig(1, 'fp16', none), metrics: fixtureMetrics(0.1).slice(0, 1) });
+  const d = summarizeRuns(readRuns(root)).groups[1]!.delta!.tailReward;
+  expect(d.seeds).toEqual([0]);
+  expect(d.mean).toBeCloseTo(0.1, 12);
+});
