@@ -11,6 +11,13 @@ export interface AdvantageInput {
   readonly groups: readonly (string | number)[];
 }
 
+/**
+ * What a group of size 1 gets: `'zero'` — A = 0 (its only member is its own mean; qrl-sim default);
+ * `'verl'` — mean 0 and std 1, so A = R/(1 + eps) for `grpo` and A = R for `drgrpo`
+ * (verl `compute_grpo_outcome_advantage`, core_algos.py l.315–317).
+ */
+export type SingletonRule = 'zero' | 'verl';
+
 /** Parameters of `grpo` and `batch-std`. */
 export interface StdAdvantageParams {
   /**
@@ -18,6 +25,14 @@ export interface StdAdvantageParams {
    * @defaultValue 1e-6 (verl `compute_grpo_outcome_advantage`)
    */
   readonly eps: number;
+  /** Rule for groups of size 1 (`grpo` only). @defaultValue 'zero' */
+  readonly singleton?: SingletonRule | undefined;
+}
+
+/** Parameters of `drgrpo`. */
+export interface DrGrpoParams {
+  /** Rule for groups of size 1. @defaultValue 'zero' */
+  readonly singleton?: SingletonRule | undefined;
 }
 
 /** An advantage estimator: per-sequence rewards → per-sequence advantages `(B)`. */
@@ -32,7 +47,7 @@ interface GroupStats {
   readonly size: Float64Array;
 }
 
-function groupStats(input: AdvantageInput): GroupStats {
+function groupStats(input: AdvantageInput, singleton: SingletonRule = 'zero'): GroupStats {
   const B = input.rewards.length;
   const ids = new Map<string, number>();
   const index = new Int32Array(B);
@@ -64,6 +79,14 @@ function groupStats(input: AdvantageInput): GroupStats {
     sq[index[i]!]! += d * d;
   }
   const std = sq.map((s, g) => (size[g]! > 1 ? Math.sqrt(s / (size[g]! - 1)) : 0));
+  if (singleton === 'verl') {
+    // verl core_algos.py l.315–317: a lone response gets mean 0 and std 1
+    for (let g = 0; g < G; g++) {
+      if (size[g] !== 1) continue;
+      mean[g] = 0;
+      std[g] = 1;
+    }
+  }
   return { index, mean, std, size };
 }
 
@@ -103,17 +126,20 @@ function summary(a: Float64Array, frac: number): Estimate<Float64Array> {
 
 function zeroStdFraction(st: GroupStats): number {
   let z = 0;
-  for (const s of st.std) if (s === 0) z += 1;
+  st.std.forEach((s, g) => {
+    if (s === 0 || st.size[g] === 1) z += 1;
+  });
   return st.std.length > 0 ? z / st.std.length : 0;
 }
 
 /**
  * GRPO advantage: `A = (R − mean_g) / (std_g + eps)`, `std_g` unbiased; a group of size 1 gets A = 0
- * (its only member equals its mean). Source: DeepSeekMath GRPO; verl `compute_grpo_outcome_advantage`.
+ * (its only member equals its mean), or with `singleton: 'verl'` mean 0 and std 1, A = R/(1 + eps).
+ * Source: DeepSeekMath GRPO; verl `compute_grpo_outcome_advantage`.
  * @example grpoAdvantage({ rewards: Float64Array.of(1, 0), groups: [0, 0] }, { eps: 1e-6 }).value // ≈ [0.7071, -0.7071]
  */
 export const grpoAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) => {
-  const st = groupStats(input);
+  const st = groupStats(input, params.singleton ?? 'zero');
   const a = input.rewards.map((r, i) => {
     const g = st.index[i]!;
     return (r - st.mean[g]!) / (st.std[g]! + params.eps);
@@ -122,12 +148,13 @@ export const grpoAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) =>
 };
 
 /**
- * Dr. GRPO advantage (also the AIS paper's choice): `A = R − mean_g`, no std normalisation.
+ * Dr. GRPO advantage (also the AIS paper's choice): `A = R − mean_g`, no std normalisation
+ * (a singleton group: A = 0, or A = R with `singleton: 'verl'`).
  * Source: Liu et al., "Understanding R1-Zero-Like Training" (arXiv 2503.20783).
  * @example drgrpoAdvantage({ rewards: Float64Array.of(1, 0, 0, 0), groups: [0, 0, 0, 0] }, {}).value // [0.75, -0.25, -0.25, -0.25]
  */
-export const drgrpoAdvantage: AdvantageFn<Record<string, never>> = (input) => {
-  const st = groupStats(input);
+export const drgrpoAdvantage: AdvantageFn<DrGrpoParams> = (input, params) => {
+  const st = groupStats(input, params.singleton ?? 'zero');
   const a = input.rewards.map((r, i) => r - st.mean[st.index[i]!]!);
   return summary(a, zeroStdFraction(st));
 };

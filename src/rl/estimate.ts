@@ -81,7 +81,7 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
   const { weights, mask, denominatorMask } = corr.value;
   Object.assign(
     metrics,
-    mismatchDiagnostics({ shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask }).metrics,
+    mismatchDiagnostics({ shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask, emptyRows: config.diagnostics.emptyRows }).metrics,
   );
 
   // step 7: policy loss × weight, aggregation, KL, gradient
@@ -96,6 +96,7 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
       weights,
       mask,
       denominatorMask,
+      responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
     },
     config,
@@ -123,8 +124,10 @@ export interface ObjectiveInput {
   readonly weights: Float64Array;
   /** Effective loss mask (numerator). */
   readonly mask: Float64Array;
-  /** Denominator mask (aggregation normalisers and KL). */
+  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response`). */
   readonly denominatorMask: Float64Array;
+  /** The original response mask, used by the KL term when `kl.mask` is `response`. @defaultValue denominatorMask */
+  readonly responseMask?: Float64Array | undefined;
   /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
 }
@@ -141,7 +144,9 @@ export interface ObjectiveValue {
 
 /**
  * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
- * aggregation over the denominator mask, + coef·KL (denominator mask, no correction weight), and the
+ * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
+ * with the same coefficients, or with `kl.mask: 'response'` over the response mask with that mask's own
+ * aggregation coefficients, as verl's bypass mode), and the
  * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
  * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
  * Metrics: `actor/pg_loss`, `actor/kl_loss`, `actor/kl_coef`, `actor/loss` plus the loss's, the
@@ -165,6 +170,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       mask,
       upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
       logpThetaDetached: input.logpThetaDetached,
+      metricMask: denominatorMask,
     },
     config.loss,
   );
@@ -177,21 +183,25 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
+    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : denominatorMask;
+    // the KL term's own coefficients: those of the policy loss unless it runs over another mask
+    const ckl = klMask === denominatorMask ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
     const klOut = klFn(
-      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: denominatorMask, upstream: c.map((ck) => ck * coef), logpThetaDetached: input.logpThetaDetached },
+      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: klMask, upstream: ckl.map((ck) => ck * coef), logpThetaDetached: input.logpThetaDetached },
       {},
     );
     Object.assign(metrics, klOut.metrics);
     for (let k = 0; k < n; k++) {
-      if (denominatorMask[k] !== 1) continue;
+      if (klMask[k] !== 1) continue;
       tokenLoss[k] = tokenLoss[k]! + coef * klOut.value.tokenKl[k]!;
       grad[k] = grad[k]! + klOut.value.gradLogpTheta[k]!;
     }
-    metrics['actor/kl_loss'] = aggregate(c, klOut.value.tokenKl);
+    metrics['actor/kl_loss'] = aggregate(ckl, klOut.value.tokenKl);
     metrics['actor/kl_coef'] = coef;
   }
-  const loss = aggregate(c, tokenLoss);
+  // Σ c·tokenLoss when the KL shares c (the default); otherwise Σ c·(w·L_pg) + coef·Σ c_kl·KL
+  const loss = config.kl !== null && config.kl.mask === 'response' ? metrics['actor/pg_loss'] + config.kl.coef * metrics['actor/kl_loss']! : aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
   return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
 }

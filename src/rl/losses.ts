@@ -25,6 +25,12 @@ export interface PolicyLossInput {
   readonly upstream: Float64Array;
   /** Point at which stop-gradient terms (`cispo`'s sg[clip(r)]) are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /**
+   * Tokens the `actor/*` token metrics average over, a superset of `mask`. verl averages them over the
+   * `response_mask` handed to the loss, which is qrl-sim's denominator mask (IcePop-zeroed tokens stay
+   * in it). @defaultValue mask
+   */
+  readonly metricMask?: Float64Array | undefined;
 }
 
 /** Per-token policy loss and gradient. */
@@ -85,10 +91,16 @@ function clip(x: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, x));
 }
 
-/** Running masked means for metrics. */
+/**
+ * Running masked means of a fixed set of metric names: every name is reported, 0 when no token was
+ * added (verl's `masked_mean` over an all-zero mask is 0/(0 + 1e-8) = 0).
+ */
 class Means {
   private readonly sums = new Map<string, number>();
   private n = 0;
+  constructor(names: readonly string[]) {
+    for (const k of names) this.sums.set(k, 0);
+  }
   add(values: Record<string, number>): void {
     this.n += 1;
     for (const [k, v] of Object.entries(values)) this.sums.set(k, (this.sums.get(k) ?? 0) + v);
@@ -98,6 +110,16 @@ class Means {
     for (const [k, v] of this.sums) out[k] = this.n > 0 ? v / this.n : 0;
     return out;
   }
+}
+
+/** True where a token enters the loss (`mask`) or only the metrics (`metricMask`). */
+function visited(input: PolicyLossInput, k: number): boolean {
+  return input.mask[k] === 1 || (input.metricMask !== undefined && input.metricMask[k] === 1);
+}
+
+/** True where a token's metrics count. */
+function counted(input: PolicyLossInput, k: number): boolean {
+  return (input.metricMask ?? input.mask)[k] === 1;
 }
 
 /**
@@ -110,9 +132,9 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/clip_ratio_low', 'actor/clip_ratio_high', 'actor/ratio_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
     const d = clampLog(raw);
     const r = Math.exp(d);
@@ -130,9 +152,11 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
         lower = 1;
       }
     }
-    tokenLoss[k] = loss;
-    grad[k] = input.upstream[k]! * dLoss;
-    m.add({
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = loss;
+      grad[k] = input.upstream[k]! * dLoss;
+    }
+    if (counted(input, k)) m.add({
       'actor/pg_clipfrac': l2 > l1 ? 1 : 0,
       'actor/pg_clipfrac_lower': lower,
       'actor/ppo_kl': -d,
@@ -168,12 +192,19 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
   const { B, T } = input.shape;
   const tokenLoss = new Float64Array(B * T);
   const grad = new Float64Array(B * T);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl']);
   let seqSum = 0;
   let seqs = 0;
   for (let i = 0; i < B; i++) {
     const { mean, count } = rowMeanLogRatio(input, i);
-    if (count === 0) continue;
+    if (count === 0) {
+      // a row with no kept token: only its metric-mask tokens' ppo_kl counts (clipfrac 0, no ratio)
+      for (let t = 0; t < T; t++) {
+        const k = i * T + t;
+        if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/ppo_kl': -clampLog(input.logpTheta[k]! - input.logpOld[k]!) });
+      }
+      continue;
+    }
     const logS = Math.min(mean, 10);
     const s = Math.exp(logS);
     seqSum += s;
@@ -181,13 +212,16 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
     let G = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (!visited(input, k)) continue;
       const A = input.advantages[k]!;
       const l1 = -A * s;
       const l2 = -A * clip(s, 1 - params.epsLow, 1 + params.epsHigh);
-      tokenLoss[k] = Math.max(l1, l2);
-      if (l1 >= l2) G += input.upstream[k]! * -A;
-      m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
+      if (input.mask[k] === 1) {
+        tokenLoss[k] = Math.max(l1, l2);
+        if (l1 >= l2) G += input.upstream[k]! * -A;
+      }
+      // verl gspo (core_algos.py l.1612) averages the unclamped token log-ratio
+      if (counted(input, k)) m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
     }
     if (logS !== mean) continue;
     for (let t = 0; t < T; t++) {
@@ -209,18 +243,21 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean', 'actor/sapo_gate_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
     const d = clampLog(raw);
     const r = Math.exp(d);
     const A = input.advantages[k]!;
     const tau = A > 0 ? params.tauPos : params.tauNeg;
     const sig = 1 / (1 + Math.exp(-tau * (r - 1)));
-    tokenLoss[k] = -sig * (4 / tau) * A;
-    grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
-    m.add({ 'actor/ppo_kl': -d, 'actor/ratio_mean': r, 'actor/sapo_gate_mean': sig * (4 / tau) });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -sig * (4 / tau) * A;
+      grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
+    }
+    // verl sapo reports pg_clipfrac = pg_clipfrac_lower = 0 (core_algos.py l.1692–1693)
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r, 'actor/sapo_gate_mean': sig * (4 / tau) });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -228,21 +265,26 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
 /**
  * CISPO (MiniMax-M1, arXiv 2506.13585; verl `cispo`): L = −sg[clip(r, 1−ε_low, 1+ε_high)]·A·ℓθ.
  * The clipped ratio is detached (evaluated at `logpThetaDetached`), so dL/dℓθ = −clip(r)·A.
+ * MetricRecord: `actor/pg_clipfrac` (r ≠ clip(r)), `actor/pg_clipfrac_lower` (0), `actor/ppo_kl`, `actor/ratio_mean`.
  */
 export const cispo: LossFn<ClipParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const det = input.logpThetaDetached ?? input.logpTheta;
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
-    const r = Math.exp(clampLog(det[k]! - input.logpOld[k]!));
+    if (!visited(input, k)) continue;
+    const d = clampLog(det[k]! - input.logpOld[k]!);
+    const r = Math.exp(d);
     const c = clip(r, 1 - params.epsLow, 1 + params.epsHigh);
     const A = input.advantages[k]!;
-    tokenLoss[k] = -c * A * input.logpTheta[k]!;
-    grad[k] = input.upstream[k]! * -c * A;
-    m.add({ 'actor/cispo_clip_ratio': c !== r ? 1 : 0, 'actor/ppo_kl': input.logpOld[k]! - det[k]!, 'actor/ratio_mean': r });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -c * A * input.logpTheta[k]!;
+      grad[k] = input.upstream[k]! * -c * A;
+    }
+    // verl cispo: ppo_kl of the ±20-clamped log-ratio (core_algos.py l.2070–2072), clipfrac r ≠ clip(r) (l.2086)
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== r ? 1 : 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -252,13 +294,15 @@ export const reinforce: LossFn<Record<string, never>> = (input) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/ppo_kl']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const A = input.advantages[k]!;
-    tokenLoss[k] = -A * input.logpTheta[k]!;
-    grad[k] = input.upstream[k]! * -A;
-    m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -A * input.logpTheta[k]!;
+      grad[k] = input.upstream[k]! * -A;
+    }
+    if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };

@@ -83,9 +83,11 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
 ]);
 
 /** zod schema of the advantage estimator. */
+const singleton = z.enum(['zero', 'verl']);
+
 export const advantageSpecSchema = z.discriminatedUnion('name', [
-  z.strictObject({ name: z.literal('grpo'), eps: nonNegative().default(1e-6) }),
-  z.strictObject({ name: z.literal('drgrpo') }),
+  z.strictObject({ name: z.literal('grpo'), eps: nonNegative().default(1e-6), singleton: singleton.default('zero') }),
+  z.strictObject({ name: z.literal('drgrpo'), singleton: singleton.default('zero') }),
   z.strictObject({ name: z.literal('batch-std'), eps: nonNegative().default(1e-6) }),
 ]);
 
@@ -124,17 +126,24 @@ export const aggregationSpecSchema = z.union([
 export const klSpecSchema = z.strictObject({
   name: z.enum(['k1', 'k2', 'k3', 'k1+', 'k3+']),
   coef: nonNegative().default(0.001),
+  mask: z.enum(['denominator', 'response']).default('denominator'),
+});
+
+/** zod schema of the diagnostics options. */
+export const diagnosticsSpecSchema = z.strictObject({
+  emptyRows: z.enum(['skip', 'verl']).default('skip'),
 });
 
 /** zod schema of the whole `config` object of `estimate`. */
 export const estimateConfigSchema = z.strictObject({
-  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6 }),
+  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6, singleton: 'zero' }),
   correction: z
     .union([correctionSpecSchema.transform((s) => [s]), z.array(correctionSpecSchema).min(1)])
     .default([{ name: 'none' }]),
   loss: lossSpecSchema.default({ name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, dualClip: null }),
   aggregation: aggregationSpecSchema.optional(),
   kl: klSpecSchema.nullable().optional(),
+  diagnostics: diagnosticsSpecSchema.default({ emptyRows: 'skip' }),
 });
 
 /** Resolved advantage spec. */
@@ -158,7 +167,12 @@ export interface EstimateConfig {
   readonly aggregation: AggregationSpec;
   /** KL-to-reference term, or null for none. */
   readonly kl: KlSpec | null;
+  /** Diagnostics options. */
+  readonly diagnostics: DiagnosticsSpec;
 }
+
+/** Resolved diagnostics spec. */
+export type DiagnosticsSpec = z.output<typeof diagnosticsSpecSchema>;
 
 const familyTables: Record<string, readonly string[]> = {
   advantage: Object.keys(advantages),
@@ -229,6 +243,7 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     loss: c.loss,
     aggregation: c.aggregation ?? { name: defaultAgg },
     kl: c.kl ?? null,
+    diagnostics: c.diagnostics,
   };
 }
 

@@ -131,7 +131,7 @@ describe('cispo and reinforce', () => {
     const r = cispo(input, { epsLow: 0.2, epsHigh: 0.2 });
     close(r.value.tokenLoss, [-1.2 * 2 * -0.7, -E(-0.1) * -1 * -1.1]);
     close(r.value.gradLogpTheta, [-2.4, E(-0.1)]);
-    expect(r.metrics['actor/cispo_clip_ratio']).toBe(0.5);
+    expect(r.metrics['actor/pg_clipfrac']).toBe(0.5);
   });
 
   it('reinforce: −A·ℓθ', () => {
