@@ -57,6 +57,38 @@ export type CorrectionFn<P = never> = (
 export interface CapParams {
   /** @defaultValue 2 (verl `rollout_is_threshold`, FlashRL recipe, MIS paper) */
   readonly C: number;
+  /**
+   * Lower truncation of `tis` / `seq-tis`: w = clamp(ρ, lo, C) (TRL `token_truncate` /
+   * `sequence_truncate` with `vllm_importance_sampling_clip_min`, slime `--tis-clip-low`).
+   * @defaultValue 0 (upper cap only, verl)
+   */
+  readonly lo?: number | undefined;
+}
+/** `opsm` threshold (DeepSeek-V3.2 off-policy sequence masking). */
+export interface OpsmParams {
+  /** Drop a sequence with mean advantage < 0 when mean_t(ℓroll − ℓold) > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
+  readonly delta: number;
+}
+/** Two-sided ratio band of `outlier-veto`. */
+export interface OutlierVetoParams {
+  /** @defaultValue 1e-4 */
+  readonly lo: number;
+  /** @defaultValue 100 */
+  readonly hi: number;
+}
+/** `dp-filter` band on Δp = e^ℓold − e^ℓroll. */
+export interface DpFilterParams {
+  /** @defaultValue -0.2 */
+  readonly lo: number;
+  /** @defaultValue 0.2 */
+  readonly hi: number;
+  /** @defaultValue 'token' */
+  readonly level: CorrectionLevel;
+}
+/** `m2po` second-moment budget. */
+export interface M2poParams {
+  /** Largest allowed mean of δ² over the kept tokens. @defaultValue 0.04 */
+  readonly tau: number;
 }
 /** Token or sequence level. */
 export type CorrectionLevel = 'token' | 'sequence';
@@ -131,7 +163,11 @@ export type CorrectionSpec =
   | ({ readonly name: 'rs-k3'; readonly denominator: Denominator } & RejectionKParams)
   | ({ readonly name: 'veto'; readonly denominator: Denominator } & VetoParams)
   | ({ readonly name: 'batch-norm' } & BatchNormParams)
-  | ({ readonly name: 'ais' } & AisParams);
+  | ({ readonly name: 'ais' } & AisParams)
+  | ({ readonly name: 'opsm'; readonly denominator: Denominator } & OpsmParams)
+  | ({ readonly name: 'outlier-veto'; readonly denominator: Denominator } & OutlierVetoParams)
+  | ({ readonly name: 'dp-filter'; readonly denominator: Denominator } & DpFilterParams)
+  | ({ readonly name: 'm2po'; readonly denominator: Denominator } & M2poParams);
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -323,8 +359,8 @@ export const tokenIs: CorrectionFn<Record<string, never>> = (input) => {
 };
 
 /** Truncated importance weights min(ρ, C) from per-token ratios (token or broadcast sequence ρ). */
-function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level: CorrectionLevel): Estimate<CorrectionStep> {
-  const f = rho.map((r) => Math.min(r, C));
+function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level: CorrectionLevel, lo = 0): Estimate<CorrectionStep> {
+  const f = rho.map((r) => Math.min(C, Math.max(lo, r)));
   const verl = verlIsMetrics(input, level, rho, f, C, 1 / C);
   return {
     value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false, verlIsMetrics: verl },
@@ -332,18 +368,20 @@ function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level
       mean: validMean(f, input.mask),
       raw_mean: validMean(rho, input.mask),
       truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > C),
+      ...(lo > 0 ? { truncated_low_fraction: tokenFraction(input.mask, (k) => rho[k]! < lo) } : {}),
     },
   };
 }
 
 /**
- * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20)).
+ * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20));
+ * with `lo` > 0 the two-sided clamp(ρ_t, lo, C) of TRL / slime / NeMo-RL.
  * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
  */
-export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C, 'token');
+export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
 
 /** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
-export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C, 'sequence');
+export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C, 'sequence', params.lo);
 
 /**
  * IcePop: w = ρ · 1[lo ≤ ρ ≤ hi], token (ρ_t) or sequence (ρ_i = exp(clamp(Σ δ, ±20))).
@@ -642,6 +680,122 @@ export const ais: CorrectionFn<AisParams> = (input, params) => {
   };
 };
 
+
+/** Per-row keep mask broadcast to tokens (`rowKeep[i]` = 1 keeps row i). */
+function rowKeepMask(rowKeep: (i: number) => boolean, shape: BatchShape): Float64Array {
+  const { B, T } = shape;
+  const keep = ones(B * T);
+  for (let i = 0; i < B; i++) if (!rowKeep(i)) keep.fill(0, i * T, i * T + T);
+  return keep;
+}
+
+/** Metrics shared by the mask-only stages. */
+function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
+  return {
+    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+  };
+}
+
+/**
+ * OPSM, DeepSeek-V3.2's off-policy sequence masking (arXiv 2512.02556; TRL `get_off_policy_mask`,
+ * grpo_trainer.py l.2920–2938; slime `--use-opsm`): drop row i iff its mean advantage is < 0 and
+ * mean_t(ℓroll − ℓold) > delta. With `mode: "bypass"` the stage sees ℓθ (detached) as ℓold, which is
+ * TRL's form (`sampling_per_token_logps − per_token_logps`).
+ */
+export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const n = rowCounts(input.mask, input.shape);
+  const kl = new Float64Array(B);
+  const adv = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let s = 0;
+    let a = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      s += input.logpRollout[k]! - input.logpOld[k]!;
+      a += input.advantages[k]!;
+    }
+    kl[i] = s / Math.max(n[i]!, 1);
+    adv[i] = a / Math.max(n[i]!, 1);
+  }
+  const keep = rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), seq_kl_mean: validMean(broadcastRows(kl, input.shape), input.mask) },
+  };
+};
+
+/**
+ * Two-sided outlier-token veto (SkyRL `outlier_token_is_threshold_low/high`): reject row i if any
+ * valid token has ρ_t < lo or ρ_t > hi (ρ_t = exp(clamp(δ_t, ±20))).
+ */
+export const outlierVeto: CorrectionFn<OutlierVetoParams> = (input, params) => {
+  const rho = tokenRatios(input);
+  const { T } = input.shape;
+  const out = (k: number): boolean => rho[k]! < params.lo || rho[k]! > params.hi;
+  const keep = rowKeepMask((i) => {
+    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && out(i * T + t)) return false;
+    return true;
+  }, input.shape);
+  return {
+    value: { factor: ones(rho.length), keep, rectifiesAdvantage: false },
+    metrics: {
+      ...maskMetrics(input, keep),
+      low_token_fraction: tokenFraction(input.mask, (k) => rho[k]! < params.lo),
+      high_token_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.hi),
+    },
+  };
+};
+
+/**
+ * Δp filter (ROLL `train_infer_corrections.py` `diff_low/high`): with Δp_t = e^ℓold − e^ℓroll, keep
+ * a token iff lo ≤ Δp_t ≤ hi (`token`), or a row iff all its tokens pass (`sequence`).
+ */
+export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
+  const dp = input.logpOld.map((o, k) => Math.exp(o) - Math.exp(input.logpRollout[k]!));
+  const pass = (k: number): boolean => dp[k]! >= params.lo && dp[k]! <= params.hi;
+  const { T } = input.shape;
+  const keep =
+    params.level === 'token'
+      ? dp.map((_, k) => (input.mask[k] !== 1 || pass(k) ? 1 : 0))
+      : rowKeepMask((i) => {
+          for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && !pass(i * T + t)) return false;
+          return true;
+        }, input.shape);
+  return {
+    value: { factor: ones(dp.length), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), dp_mean: validMean(dp, input.mask), dp_abs_max: validMax(dp.map(Math.abs), input.mask) },
+  };
+};
+
+/**
+ * M2PO second-moment mask (arXiv 2510.01161; AReaL `actor.m2_threshold`): while the mean of δ_t² over
+ * the kept valid tokens exceeds tau, reject the kept token with the largest δ_t² (ties: the earliest).
+ */
+export const m2po: CorrectionFn<M2poParams> = (input, params) => {
+  const sq = input.logpOld.map((o, k) => (o - input.logpRollout[k]!) ** 2);
+  const order: number[] = [];
+  for (let k = 0; k < sq.length; k++) if (input.mask[k] === 1) order.push(k);
+  order.sort((a, b) => sq[b]! - sq[a]! || a - b);
+  let sum = 0;
+  for (const k of order) sum += sq[k]!;
+  let kept = order.length;
+  const keep = ones(sq.length);
+  const m2Before = kept > 0 ? sum / kept : 0;
+  for (const k of order) {
+    if (kept === 0 || sum / kept <= params.tau) break;
+    keep[k] = 0;
+    sum -= sq[k]!;
+    kept -= 1;
+  }
+  return {
+    value: { factor: ones(sq.length), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), m2_before: m2Before, m2_after: kept > 0 ? Math.max(0, sum) / kept : 0 },
+  };
+};
+
 /** Every correction estimator by its config name (composition: see {@link applyCorrection}). */
 export const corrections = {
   none: noCorrection,
@@ -658,6 +812,10 @@ export const corrections = {
   veto,
   'batch-norm': batchNorm,
   ais,
+  opsm,
+  'outlier-veto': outlierVeto,
+  'dp-filter': dpFilter,
+  m2po,
 } as const satisfies Record<string, CorrectionFn>;
 
 /** Config name of a correction estimator. */

@@ -126,6 +126,7 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
     'rollout_corr/log_ppl_diff_min': seqs > 0 ? diffMin : 0,
     'rollout_corr/ppl_ratio': sm(pplRatio),
   };
+  Object.assign(metrics, stackMismatchMetrics(input));
   if (input.weights !== undefined) Object.assign(metrics, weightStats(input.weights, input.effectiveMask ?? mask));
   if (input.entropy !== undefined) {
     let s = 0;
@@ -133,6 +134,60 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
     metrics['actor/entropy'] = tm(s);
   }
   return { value: null, metrics };
+}
+
+/** k3 form used by NeMo-RL and prime-rl: e^x − x − 1. */
+function k3Of(x: number): number {
+  return Math.exp(x) - x - 1;
+}
+
+/**
+ * Mismatch metrics other stacks log, token means over the original mask (no clamps, as the stacks):
+ * NeMo-RL (`ClippedPGLossFn`, nemo_rl/algorithms/loss_functions.py, k3 KL type): `token_mult_prob_error`
+ * = mean e^|ℓold − ℓroll|, `gen_kl_error` = mean k3(ℓold − ℓroll) (KL(P_gen‖P_train)), `policy_kl_error`
+ * = mean k3(ℓroll − ℓold), `js_divergence_error` = mean ½k3(ℓold − ℓm) + ½k3(ℓroll − ℓm) with
+ * ℓm = log(½e^ℓold + ½e^ℓroll); prime-rl (trainer/rl/loss.py l.100–106, 152–153) `masked_mismatch_kl` /
+ * `unmasked_mismatch_kl` = mean k3(ℓold − ℓroll) over the tokens the correction rejected / kept.
+ */
+function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
+  const { mask, logpOld, logpRollout } = input;
+  const eff = input.effectiveMask ?? mask;
+  let n = 0;
+  let mult = 0;
+  let gen = 0;
+  let pol = 0;
+  let js = 0;
+  let nKept = 0;
+  let kept = 0;
+  let nDrop = 0;
+  let drop = 0;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    const o = logpOld[k]!;
+    const r = logpRollout[k]!;
+    const lm = Math.log(0.5 * Math.exp(o) + 0.5 * Math.exp(r));
+    n += 1;
+    mult += Math.exp(Math.abs(o - r));
+    gen += k3Of(o - r);
+    pol += k3Of(r - o);
+    js += 0.5 * k3Of(o - lm) + 0.5 * k3Of(r - lm);
+    if (eff[k] === 1) {
+      nKept += 1;
+      kept += k3Of(o - r);
+    } else {
+      nDrop += 1;
+      drop += k3Of(o - r);
+    }
+  }
+  const tm = (x: number, c: number): number => (c > 0 ? x / c : 0);
+  return {
+    'rollout_corr/token_mult_prob_error': tm(mult, n),
+    'rollout_corr/gen_kl_error': tm(gen, n),
+    'rollout_corr/policy_kl_error': tm(pol, n),
+    'rollout_corr/js_divergence_error': tm(js, n),
+    'rollout_corr/masked_mismatch_kl': tm(drop, nDrop),
+    'rollout_corr/unmasked_mismatch_kl': tm(kept, nKept),
+  };
 }
 
 /**

@@ -389,6 +389,75 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
   };
 };
 
+
+/** DPPO / IPO parameters (masks on Δp). */
+export interface DppoParams {
+  /** Divergence allowed downward (A < 0): Δp ≥ −epsLow (TV) or binary KL ≤ epsLow. @defaultValue 0.2 */
+  readonly epsLow: number;
+  /** Divergence allowed upward (A > 0). @defaultValue 0.2 */
+  readonly epsHigh: number;
+  /** Truncation of the detached ratio, min(r, c) (verl `clip_ratio_c`). @defaultValue 20 */
+  readonly c: number;
+}
+/** IPO parameters. */
+export interface IpoParams {
+  /** Symmetric bound on |Δp| (prime-rl `ipo_threshold`). @defaultValue 0.1 */
+  readonly threshold: number;
+  /** @defaultValue 20 */
+  readonly c: number;
+}
+
+type DeltaMask = (p: number, pOld: number, A: number) => boolean;
+
+/**
+ * The DPPO family: L = −A·sg[min(r, c)]·ℓθ·valid, valid = keep(p_θ, p_old, A) evaluated at the detached
+ * ℓθ; dL/dℓθ = −A·min(r, c)·valid (the same gradient as prime-rl's −A·r·keep while r < c).
+ * Metrics as verl (core_algos.py l.1449–1456): `pg_clipfrac` = mean(1 − valid), `pg_clipfrac_lower` =
+ * mean(valid·[r > c]), `ppo_kl` of the ±20-clamped log-ratio.
+ */
+function deltaMaskLoss(input: PolicyLossInput, c: number, valid: DeltaMask): Estimate<PolicyLossValue> {
+  const n = input.mask.length;
+  const tokenLoss = new Float64Array(n);
+  const grad = new Float64Array(n);
+  const det = input.logpThetaDetached ?? input.logpTheta;
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl']);
+  for (let k = 0; k < n; k++) {
+    if (!visited(input, k)) continue;
+    const d = clampLog(det[k]! - input.logpOld[k]!);
+    const r = Math.exp(d);
+    const A = input.advantages[k]!;
+    const ok = valid(Math.exp(det[k]!), Math.exp(input.logpOld[k]!), A) ? 1 : 0;
+    const w = Math.min(r, c);
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = ok === 1 ? -A * w * input.logpTheta[k]! : 0;
+      grad[k] = ok === 1 ? input.upstream[k]! * -A * w : 0;
+    }
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 1 - ok, 'actor/pg_clipfrac_lower': r > c ? ok : 0, 'actor/ppo_kl': -d });
+  }
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
+}
+
+/**
+ * DPPO-Binary-TV (arXiv 2602.04879; verl `dppo_tv`, core_algos.py l.1379–1457): valid iff
+ * p_θ − p_old ≤ epsHigh (A > 0) or p_θ − p_old ≥ −epsLow (A ≤ 0).
+ */
+export const dppoTv: LossFn<DppoParams> = (input, params) =>
+  deltaMaskLoss(input, params.c, (p, q, A) => (A > 0 ? p - q <= params.epsHigh : p - q >= -params.epsLow));
+
+/**
+ * DPPO-Binary-KL (verl `dppo_kl`, core_algos.py l.1460–1542): with the binary KL
+ * D = q·log(q/p) + (1 − q)·log((1 − q + 1e-8)/(1 − p + 1e-8)), q = p_old, valid iff D ≤ epsHigh or p ≤ q
+ * (A > 0), D ≤ epsLow or p ≥ q (A ≤ 0).
+ */
+export const dppoKl: LossFn<DppoParams> = (input, params) =>
+  deltaMaskLoss(input, params.c, (p, q, A) => {
+    const D = q * (Math.log(q) - Math.log(p)) + (1 - q) * Math.log((1 - q + 1e-8) / (1 - p + 1e-8));
+    return A > 0 ? D <= params.epsHigh || p <= q : D <= params.epsLow || p >= q;
+  });
+
+/** IPO (prime-rl `ipo_loss_fn`, loss.py l.164–196): the DPPO form with the symmetric mask |p_θ − p_old| ≤ threshold. */
+export const ipo: LossFn<IpoParams> = (input, params) => deltaMaskLoss(input, params.c, (p, q) => Math.abs(p - q) <= params.threshold);
+
 /** Every policy loss by its config name. */
 export const losses = {
   'ppo-clip': ppoClip,
@@ -397,6 +466,9 @@ export const losses = {
   cispo,
   reinforce,
   tbpo,
+  'dppo-tv': dppoTv,
+  'dppo-kl': dppoKl,
+  ipo,
 } as const satisfies Record<string, LossFn>;
 
 /** Config name of a policy loss. */

@@ -64,8 +64,11 @@ export const runConfigSchema = z.strictObject({
     .strictObject({
       prompts: positiveInt.default(8).describe('P prompts per step'),
       groupSize: positiveInt.default(8).describe('G responses per prompt (GRPO group)'),
+      staleness: nonNegInt
+        .default(0)
+        .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
     })
-    .default({ prompts: 8, groupSize: 8 }),
+    .default({ prompts: 8, groupSize: 8, staleness: 0 }),
   reward: z
     .strictObject({
       overlong: z
@@ -120,6 +123,13 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  // estimator-level features whose loop wiring has not landed: refuse rather than run something else
+  if (config.rollout.staleness !== 0) {
+    throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
+  }
+  if (estimators.mode === 'bypass') {
+    throw new UsageError('config.estimators.mode: "bypass" is not wired into the GRPO loop yet (qrl-sim estimate supports it), got "bypass"');
+  }
   if (config.rollout.prompts * config.rollout.groupSize < config.optim.miniBatches) {
     throw new UsageError(
       `config.optim.miniBatches: ${config.optim.miniBatches} exceeds the ${config.rollout.prompts * config.rollout.groupSize} sequences per step`,
