@@ -205,7 +205,11 @@ function tokenWhiten(x: Float64Array, lengths: Float64Array): Float64Array {
     s += lengths[i]! * v;
   });
   if (n === 0) return new Float64Array(x.length);
-  const mu = s / n;
+  let mu = s / n;
+  // two-pass mean, as groupStats: a constant input gives exactly μ = x and A = 0
+  let corr = 0;
+  x.forEach((v, i) => (corr += lengths[i]! * (v - mu)));
+  mu += corr / n;
   let q = 0;
   x.forEach((v, i) => (q += lengths[i]! * (v - mu) * (v - mu)));
   const variance = n > 1 ? (q / n) * (n / (n - 1)) : 0;

@@ -17,8 +17,8 @@ const nonNegative = (): z.ZodNumber => z.number().gte(0, { error: (iss) => `must
 const atLeastOne = (): z.ZodNumber => z.number().gte(1, { error: (iss) => `must be >= 1, got ${String(iss.input)}` });
 const denominator = z.enum(['kept', 'original']);
 
-function loBelowC(v: { C: number; lo: number }, ctx: z.RefinementCtx): void {
-  if (v.lo > v.C) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= C (${v.C}), got ${v.lo}` });
+function loBelowC(v: { C: number; lo?: number | undefined }, ctx: z.RefinementCtx): void {
+  if (v.lo !== undefined && v.lo > v.C) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= C (${v.C}), got ${v.lo}` });
 }
 
 function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: number, level: 'token' | 'seq-sum' | 'seq-mean') {
@@ -45,8 +45,8 @@ function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: numbe
 export const correctionSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('none') }),
   z.strictObject({ name: z.literal('token-is') }),
-  z.strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().default(0) }).superRefine(loBelowC),
-  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().default(0) }).superRefine(loBelowC),
+  z.strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
+  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
   z
     .strictObject({
       name: z.literal('icepop'),
