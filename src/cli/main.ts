@@ -6,6 +6,7 @@ import { UsageError } from './errors.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
+import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
@@ -17,6 +18,7 @@ export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
   demo: demoCommand,
   estimate: estimateCommand,
+  golden: goldenCommand,
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
   run: runCommand,
