@@ -58,7 +58,7 @@ const aggregations = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean',
 const advantageSpecs: readonly Record<string, unknown>[] = [{ name: 'grpo' }, { name: 'drgrpo' }, { name: 'batch-std' }];
 const kls: readonly (Record<string, unknown> | null)[] = [null, { name: 'k1', coef: 0.01 }, { name: 'k2', coef: 0.01 }, { name: 'k3', coef: 0.01 }, { name: 'k1+', coef: 0.01 }, { name: 'k3+', coef: 0.01 }];
 
-/** The configurations: every correction × every loss, with aggregation, advantage and KL cycling through all their options. */
+/** The configurations: every correction × every loss, with aggregation, advantage and KL cycling through all their options, then TIS/none × PPO × every aggregation without KL. */
 export function estimatorConfigs(): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   let i = 0;
@@ -67,6 +67,10 @@ export function estimatorConfigs(): Record<string, unknown>[] {
       out.push({ advantage: advantageSpecs[i % 3], correction, loss, aggregation: aggregations[i % 4], kl: kls[i % 6] });
       i++;
     }
+  }
+  // the common production setting on its own: TIS (C = 2) or none, PPO clip, GRPO, no KL, every aggregation
+  for (const correction of [{ name: 'tis', C: 2 }, { name: 'none' }]) {
+    for (const aggregation of aggregations) out.push({ advantage: { name: 'grpo' }, correction, loss: { name: 'ppo-clip' }, aggregation, kl: null });
   }
   return out;
 }
