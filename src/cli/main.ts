@@ -4,6 +4,7 @@
 import type { CliIo, Command } from './command.js';
 import { UsageError } from './errors.js';
 import { castCommand } from './cast.js';
+import { checkCommand } from './check.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
 import { goldenCommand } from './golden.js';
@@ -16,6 +17,7 @@ import { sweepCommand } from './sweep.js';
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
+  check: checkCommand,
   demo: demoCommand,
   estimate: estimateCommand,
   golden: goldenCommand,
