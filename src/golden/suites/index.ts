@@ -5,6 +5,7 @@ import type { GoldenSuite } from '../types.js';
 import { castsSuite } from './casts.js';
 import { estimatorsSuite } from './estimators.js';
 import { gemmSuite } from './gemm.js';
+import { grpoStepSuite } from './grpo-step.js';
 import { quantizersSuite } from './quantizers.js';
 
 /** Every golden suite, by name. */
@@ -13,4 +14,5 @@ export const goldenSuites: Readonly<Record<string, GoldenSuite>> = Object.freeze
   quantizers: quantizersSuite,
   gemm: gemmSuite,
   estimators: estimatorsSuite,
+  'grpo-step': grpoStepSuite,
 });
