@@ -20,12 +20,17 @@ export const castTargetArb = (): fc.Arbitrary<{ format: string; profile: string;
     mode: fc.constantFrom<RoundingMode>('rne', 'rtz', 'rha'),
   }).map(({ pair, mode }) => ({ ...pair, mode }));
 
-/** Every non-negative finite value of `format` (sampled for formats wider than 8 bits). */
+const valueCache = new Map<string, number[]>();
+
+/** Every non-negative finite value of `format` (sampled for formats wider than 8 bits; cached). */
 function formatValues(format: FloatFormat): number[] {
+  const cached = valueCache.get(format.name);
+  if (cached !== undefined) return cached;
   const top = format.signed ? format.signMask : format.codeCount;
   const step = format.bits <= 8 ? 1 : Math.max(1, Math.floor(top / 4096));
   const out: number[] = [];
   for (let c = 0; c < top; c += step) if (!isNanCode(format, c) && Number.isFinite(decode(format, c))) out.push(decode(format, c));
+  valueCache.set(format.name, out);
   return out;
 }
 

@@ -41,8 +41,40 @@ describe('check', () => {
     }
   });
 
+  it.runIf(hasNumpy)('casts: the numpy bf16 cast passes; its truncating variant fails on one value', async () => {
+    const cast = ['check', '--impl', 'python3 python/examples/numpy_cast.py', '--suite', 'casts', '--config', 'python/examples/configs/bf16-ieee.json', '--runs', '60'];
+    expect((await runCli(cast)).code).toBe(0);
+    process.env.QRL_BUG = 'truncate';
+    try {
+      const r = await runCli(cast);
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.out.slice(r.out.indexOf('\n{') + 1)).inputs).toHaveLength(1);
+    } finally {
+      delete process.env.QRL_BUG;
+    }
+  });
+
   it('an unknown suite or a missing --impl exits 2', async () => {
     expect((await runCli(['check', '--impl', 'true', '--suite', 'nope'])).code).toBe(2);
     expect((await runCli(['check', '--suite', 'casts'])).code).toBe(2);
+  });
+});
+
+describe('check against qrl-sim itself (every method, configurations drawn too)', () => {
+  const self = 'node --import tsx test/golden/fixtures/self-impl.ts';
+  it.each(['estimators', 'casts', 'quantizers'])('%s passes', async (suite) => {
+    const r = await runCli(['check', '--impl', self, '--suite', suite, '--runs', '25', '--seed', '3']);
+    expect(r.code, r.out + r.err).toBe(0);
+  });
+
+  it('a quantizer with scales one ulp off is caught on a small input', async () => {
+    process.env.QRL_BUG = 'scale';
+    try {
+      const r = await runCli(['check', '--impl', self, '--suite', 'quantizers', '--runs', '50']);
+      expect(r.code).toBe(1);
+      expect(r.out).toMatch(/first difference: scales/);
+    } finally {
+      delete process.env.QRL_BUG;
+    }
   });
 });
