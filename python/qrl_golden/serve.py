@@ -11,6 +11,7 @@ Not the qrl-backend/1 SDK (that is python/qrl_backend).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import traceback
 from typing import Any, Callable, Dict, Optional, TextIO
@@ -22,8 +23,21 @@ def _error(id_: Any, code: int, message: str) -> Dict[str, Any]:
 
 def _default(o: Any) -> Any:
     if hasattr(o, "tolist"):
-        return o.tolist()
+        return _finite(o.tolist())
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _finite(o: Any) -> Any:
+    """JSON has no NaN or ±Infinity: send them as the strings qrl-sim uses ("NaN", "Infinity", "-Infinity")."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return "NaN" if math.isnan(o) else ("Infinity" if o > 0 else "-Infinity")
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "tolist") and not isinstance(o, (str, bytes)):
+        return _finite(o.tolist())
+    return o
 
 
 def serve(
@@ -51,9 +65,13 @@ def serve(
                 reply = _error(id_, -32601, f"method not found: {method!r} (serving: {', '.join(handlers)})")
             else:
                 try:
-                    reply = {"jsonrpc": "2.0", "id": id_, "result": handlers[method](req.get("params"))}
+                    reply = {"jsonrpc": "2.0", "id": id_, "result": _finite(handlers[method](req.get("params")))}
                 except Exception as e:  # noqa: BLE001 - every failure is reported to the caller
                     reply = _error(id_, -32603, f"{type(e).__name__}: {e} | {traceback.format_exc(limit=3).splitlines()[-2].strip()}")
         if "id" in (req if isinstance(req, dict) else {}) or "error" in reply:
-            out.write(json.dumps(reply, default=_default, allow_nan=True) + "\n")
+            try:
+                text = json.dumps(reply, default=_default, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                text = json.dumps(_error(reply.get("id"), -32603, f"result not JSON serialisable: {e}"))
+            out.write(text + "\n")
             out.flush()
