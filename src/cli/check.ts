@@ -41,8 +41,7 @@ options:
   --timeout MS     per-call timeout (default 30000)
 
 example:
-  qrl-sim check --impl 'python3 python/examples/numpy_estimators.py --serve' --suite estimators \\
-    --config tis-ppo.json --runs 200`;
+  qrl-sim check --impl 'python3 docs/examples/check_numpy_estimators.py' --suite estimators --config docs/examples/check-tis-ppo.json --runs 50`;
 
 const F32_EXACT: CompareRule = { ulp: 0 };
 

@@ -23,7 +23,7 @@ suites:
 ${Object.values(goldenSuites).map((s) => `  ${s.name.padEnd(12)} ${s.description}`).join('\n')}
 
 example:
-  qrl-sim golden --suite casts,estimators --out golden/`;
+  qrl-sim golden --suite gemm,estimators --out golden/`;
 
 /** The `golden` subcommand. */
 export const goldenCommand: Command = {

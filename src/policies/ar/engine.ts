@@ -152,7 +152,7 @@ export const arPolicyFactory: PolicyFactory = {
     }
   },
   create: createArEngine,
-  warmStart(engine, config, task) {
+  warmStart(engine, config, task, onProgress) {
     // The warm start is precision-independent (fp32), so every plan of a sweep starts from the
     // same policy and one cached checkpoint serves them all.
     const policy = new ArPolicy(arConfigFor(config, task), engine.params);
@@ -161,6 +161,7 @@ export const arPolicyFactory: PolicyFactory = {
       batchSize: config.sft.batchSize,
       optimizer: { lr: config.sft.lr, weightDecay: 0.01 },
       seed: config.seed,
+      ...(onProgress ? { onProgress } : {}),
     });
     return { 'sft/first_loss': losses[0] ?? Number.NaN, 'sft/last_loss': losses[losses.length - 1] ?? Number.NaN };
   },

@@ -273,12 +273,12 @@ export const diffusionPolicyFactory: PolicyFactory = Object.freeze({
   create(config: RunConfig, task: Task): RlEngine {
     return createDiffusionEngine(config, task);
   },
-  warmStart(engine: RlEngine, config: RunConfig, task: Task): MetricRecord {
+  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): MetricRecord {
     if (!isDiffusionEngine(engine)) throw new Error('diffusionPolicyFactory.warmStart: engine must come from createDiffusionEngine');
     const { losses } = diffusionWarmStart(
       engine.model,
       task,
-      { steps: config.sft.steps, batchSize: config.sft.batchSize, lr: config.sft.lr, genLength: engine.sampler.genLength, seed: `${config.seed}` },
+      { steps: config.sft.steps, batchSize: config.sft.batchSize, lr: config.sft.lr, genLength: engine.sampler.genLength, seed: `${config.seed}`, ...(onProgress ? { onProgress } : {}) },
       engine.params,
     );
     engine.sync();

@@ -19,8 +19,11 @@ export interface PolicyFactory {
   validate(config: RunConfig): void;
   /** A fresh engine with seeded initial weights. */
   create(config: RunConfig, task: Task): RlEngine;
-  /** Supervised warm start of `engine` in place (deterministic for a given config). */
-  warmStart(engine: RlEngine, config: RunConfig, task: Task): MetricRecord;
+  /**
+   * Supervised warm start of `engine` in place (deterministic for a given config); `onProgress`
+   * (optional) is called with (steps done, total) for display only.
+   */
+  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): MetricRecord;
 }
 
 /** A checkpoint file's contents. */
@@ -43,6 +46,10 @@ export interface RunObserver {
   onStep?(step: number, metrics: MetricRecord, timings: PhaseTimings): void;
   onEval?(step: number, metrics: MetricRecord): void;
   onMessage?(text: string): void;
+  /** Supervised warm-start progress (not called when the warm start comes from the cache). */
+  onWarmStart?(done: number, total: number): void;
+  /** An evaluation at `step` is about to run (it can take a while). */
+  onEvalStart?(step: number): void;
 }
 
 /** Options of {@link runGrpo}. */
@@ -99,7 +106,7 @@ function warmStart(engine: RlEngine, config: RunConfig, task: Task, factory: Pol
       return;
     }
   }
-  const metrics = factory.warmStart(engine, config, task);
+  const metrics = factory.warmStart(engine, config, task, observer?.onWarmStart?.bind(observer));
   observer?.onMessage?.(`warm start: ${config.sft.steps} supervised steps (${Object.entries(metrics).map(([k, v]) => `${k}=${v.toFixed(4)}`).join(' ')})`);
   if (config.sft.cache) writeJsonAtomic(path, { config: { seed: config.seed, task: config.task, policy: config.policy, sft: config.sft }, weights: Array.from(engine.params.data) });
 }
@@ -167,6 +174,7 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
     writeJsonAtomic(checkpointPath(outDir, step), ck);
   };
   const runEval = (step: number): void => {
+    observer?.onEvalStart?.(step);
     engine.sync();
     const evalRng = root.fork('eval').fork(String(step));
     const record: MetricRecord = {
