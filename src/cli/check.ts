@@ -11,7 +11,7 @@ import { RpcCallError, spawnRpcClient } from '../protocol/jsonrpc.js';
 import { formatValue } from './cast.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from '../testing/arbitraries.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const SUITES = { estimators: 'estimate', casts: 'cast', quantizers: 'quantize' } as const;

@@ -5,7 +5,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { goldenSuites } from '../golden/suites/index.js';
 import { writeGolden } from '../golden/write.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]

@@ -5,7 +5,7 @@ import { existsSync, statSync } from 'node:fs';
 import { BaselineError, writeReport } from '../report/index.js';
 import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseCommandArgs } from './parse.js';
 
 const help = `usage: qrl-sim report DIR [--title TEXT] [--baseline KEY=V[,KEY=V…]]

@@ -4,9 +4,9 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../report/index.js';
+import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../runs/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, required } from './parse.js';

@@ -3,7 +3,7 @@
 
 import { formatValue, parseFloat32 } from '../cli/cast.js';
 import { parseQuantizeInput, quantizationStats } from '../cli/quantize.js';
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { decode, floatFormat } from '../numerics/formats.js';
 import { castProfile, profileCovers, roundingModes, type RoundingMode } from '../numerics/profiles.js';
 import { quantPreset } from '../numerics/presets.js';
