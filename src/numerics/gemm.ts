@@ -53,6 +53,11 @@ export interface GemmOptions {
   readonly splitK?: number;
   /** Round the output to this format (RNE, IEEE overflow), e.g. 'bf16'. @defaultValue none */
   readonly outFormat?: FloatFormatName;
+  /**
+   * Run the scalar reference loops instead of the fast kernels (pre-decoded tables, tiles). Both give
+   * the same bits; the reference is the oracle of the tests. @defaultValue false
+   */
+  readonly reference?: boolean;
 }
 
 /** A prepared operand: element values and where its scales go. */
@@ -238,6 +243,7 @@ export function hopperFusedDotAdd(
   return truncateToE8M(sum * u, fractionBits);
 }
 
+/** The scalar reference of {@link hopperRangeFast}: one {@link hopperFusedDotAdd} per chunk. */
 function hopperRange(
   partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
   chunk: number, eminA: number, eminB: number, fractionBits: number,
@@ -247,6 +253,70 @@ function hopperRange(
       let c = 0;
       for (let lo = k0; lo < k1; lo += chunk) c = hopperFusedDotAdd(c, A, B, i * k, j * k, lo, Math.min(lo + chunk, k1), eminA, eminB, fractionBits);
       partial[i * n + j] = c; // an e8m13 value is a float32 value
+    }
+  }
+}
+
+/** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
+function exponentTable(values: Float32Array, emin: number): Int16Array | null {
+  const e = new Int16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    if (!Number.isFinite(v)) return null;
+    e[i] = inputExponent(v, emin);
+  }
+  return e;
+}
+
+/** 2^e for e ∈ [−POW2_BIAS, POW2_BIAS]: every scale the fast hopper kernel forms (|maxE ± fractionBits| stays far inside). */
+const POW2_BIAS = 1000;
+const POW2 = Float64Array.from({ length: 2 * POW2_BIAS + 1 }, (_, i) => 2 ** (i - POW2_BIAS));
+
+/**
+ * {@link hopperRange} on pre-decoded exponent tables, equal to it bit for bit (finite operands only:
+ * the caller falls back to the reference otherwise). Per chunk it forms the same maxE, then scales by
+ * the exact power of two 2^(fractionBits − maxE) instead of dividing by its inverse (the same double,
+ * both are exact), sums the truncated addends as integers (exact in a double, so in any order), and
+ * truncates the sum to `fractionBits + 1` significant bits with integer arithmetic; the rare sums
+ * that could leave the float32 exponent range go through {@link truncateToE8M}.
+ */
+function hopperRangeFast(
+  partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
+  k0: number, k1: number, chunk: number, fractionBits: number,
+): void {
+  const keepBits = fractionBits + 1; // significant bits of an e8m13 value
+  for (let i = 0; i < m; i++) {
+    const ra = i * k;
+    for (let j = 0; j < n; j++) {
+      const rb = j * k;
+      let c = 0;
+      for (let lo = k0; lo < k1; lo += chunk) {
+        const hi = Math.min(lo + chunk, k1);
+        let maxE = c === 0 ? -126 : Math.max(exponentOf(c), -126);
+        for (let kk = lo; kk < hi; kk++) {
+          const e = (eA[ra + kk] as number) + (eB[rb + kk] as number);
+          if (e > maxE) maxE = e;
+        }
+        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number; // 1/u, u = 2^(maxE − fractionBits)
+        let sum = Math.trunc(c * inv);
+        for (let kk = lo; kk < hi; kk++) sum += Math.trunc((A[ra + kk] as number) * (B[rb + kk] as number) * inv);
+        const u = POW2[POW2_BIAS + maxE - fractionBits] as number;
+        const s = Math.abs(sum);
+        if (s === 0) {
+          c = 0;
+        } else if (s < 2 ** 31) {
+          const bits = 32 - Math.clz32(s); // s ∈ [2^(bits−1), 2^bits)
+          if (maxE - fractionBits + bits - 1 > 127) c = truncateToE8M(sum * u, fractionBits); // saturates
+          else if (bits <= keepBits) c = sum * u; // already a float with ≤ fractionBits fractional bits
+          else {
+            const q = POW2[POW2_BIAS + bits - keepBits] as number; // drop the bits below the kept mantissa
+            c = Math.sign(sum) * Math.floor(s / q) * q * u;
+          }
+        } else {
+          c = truncateToE8M(sum * u, fractionBits);
+        }
+      }
+      partial[i * n + j] = c;
     }
   }
 }
@@ -324,13 +394,21 @@ export function gemm(
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
+  const hopperTables = ((): [Int16Array, Int16Array] | null => {
+    if (model !== 'hopper-fp8' || options.reference === true) return null;
+    const eA = exponentTable(A, opA.emin);
+    const eB = eA === null ? null : exponentTable(B, opB.emin);
+    return eA !== null && eB !== null ? [eA, eB] : null;
+  })();
   const range = (partial: Float32Array, k0: number, k1: number): void => {
     switch (model) {
       case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
       case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
       case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
       case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
-      case 'hopper-fp8': return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
+      case 'hopper-fp8':
+        if (hopperTables !== null) return hopperRangeFast(partial, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, chunk, fractionBits);
+        return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
     }
   };
   const partSize = Math.ceil(k / splitK);
