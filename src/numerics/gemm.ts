@@ -74,6 +74,8 @@ interface Operand {
   /** Scale constant along K within `kSize` elements (fine-grained) or along all of K. */
   readonly fine: boolean;
   readonly globalScale: number;
+  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
+  readonly cached: boolean;
 }
 
 function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
@@ -82,14 +84,24 @@ function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
 
 function plainOperand(values: Float32Array, format: FloatFormatName | null): Operand {
   const emin = format === null ? -126 : floatFormat(format).emin;
-  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1 };
+  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false };
 }
+
+/**
+ * Decoded element values of QuantizedTensors by identity (a QuantizedTensor is a value: nothing writes
+ * into its codes after {@link quantize}), so a weight quantized once is decoded once, not per GEMM.
+ */
+const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
 
 function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand {
   const fmt = elementFormat(q.spec.format);
-  const values = quantizedValues(q);
+  let values = decodedValues.get(q);
+  if (values === undefined) {
+    values = quantizedValues(q);
+    decodedValues.set(q, values);
+  }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1 };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: true };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -100,6 +112,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand 
     layout,
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
+    cached: true,
   };
 }
 
@@ -257,6 +270,25 @@ function hopperRange(
   }
 }
 
+/** Exponent tables of decoded QuantizedTensor values (weights), by values array and emin. */
+const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
+
+/** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`). */
+function exponentTableOf(values: Float32Array, emin: number, cache: boolean): Int16Array | null {
+  if (!cache) return exponentTable(values, emin);
+  let byEmin = exponentTables.get(values);
+  if (byEmin === undefined) {
+    byEmin = new Map();
+    exponentTables.set(values, byEmin);
+  }
+  let t = byEmin.get(emin);
+  if (t === undefined) {
+    t = exponentTable(values, emin);
+    byEmin.set(emin, t);
+  }
+  return t;
+}
+
 /** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
 function exponentTable(values: Float32Array, emin: number): Int16Array | null {
   const e = new Int16Array(values.length);
@@ -322,6 +354,30 @@ function hopperRangeFast(
 }
 
 // ---------------------------------------------------------------------------------------------------
+
+/** Scratch of the segment loop (partial, acc, total: m·n; per-segment scales of A and B rows), grown on demand. */
+let scratchBuf = new Float64Array(0);
+let scratchViews: [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] | null = null;
+let scratchKey = '';
+
+function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
+  const key = `${m},${n}`;
+  if (scratchViews !== null && scratchKey === key) return scratchViews;
+  const mn = m * n;
+  const f32Words = Math.ceil((3 * mn) / 2); // three float32 blocks, in float64 words
+  const need = f32Words + m + n;
+  if (scratchBuf.length < need) scratchBuf = new Float64Array(Math.max(need, 2 * scratchBuf.length));
+  const buf = scratchBuf.buffer;
+  scratchViews = [
+    new Float32Array(buf, 0, mn),
+    new Float32Array(buf, 4 * mn, mn),
+    new Float32Array(buf, 8 * mn, mn),
+    new Float64Array(buf, 8 * f32Words, m),
+    new Float64Array(buf, 8 * (f32Words + m), n),
+  ];
+  scratchKey = key;
+  return scratchViews;
+}
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
@@ -396,8 +452,8 @@ export function gemm(
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
   const hopperTables = ((): [Int16Array, Int16Array] | null => {
     if (model !== 'hopper-fp8' || options.reference === true) return null;
-    const eA = exponentTable(A, opA.emin);
-    const eB = eA === null ? null : exponentTable(B, opB.emin);
+    const eA = exponentTableOf(A, opA.emin, opA.cached);
+    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached);
     return eA !== null && eB !== null ? [eA, eB] : null;
   })();
   const range = (partial: Float32Array, k0: number, k1: number): void => {
@@ -412,9 +468,7 @@ export function gemm(
     }
   };
   const partSize = Math.ceil(k / splitK);
-  const partial = new Float32Array(m * n);
-  const acc = new Float32Array(m * n);
-  const total = new Float32Array(m * n);
+  const [partial, acc, total, saK, sbK] = scratch(m, n);
   for (let p = 0; p < splitK; p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
@@ -425,12 +479,14 @@ export function gemm(
       const k1 = bounds[s + 1] as number;
       range(partial, k0, k1);
       if (fine) {
+        // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
+        for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+        for (let j = 0; j < n; j++) sbK[j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
         for (let i = 0; i < m; i++) {
-          const sa = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+          const sa = saK[i] as number;
           for (let j = 0; j < n; j++) {
-            const sb = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
             const o = i * n + j;
-            acc[o] = fma32(Math.fround(sa * sb), partial[o] as number, acc[o] as number);
+            acc[o] = fma32(Math.fround(sa * (sbK[j] as number)), partial[o] as number, acc[o] as number);
           }
         }
       } else {
