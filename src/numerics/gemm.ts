@@ -92,16 +92,19 @@ function plainOperand(values: Float32Array, format: FloatFormatName | null): Ope
  * into its codes after {@link quantize}), so a weight quantized once is decoded once, not per GEMM.
  */
 const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
+/** Weight-only GEMMs: dequantized (and rounded) values of caller-given QuantizedTensors, by tensor and rounding format. */
+const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
 
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand {
+/** `cache`: the tensor came from the caller (a weight, say) and may be seen again; false for the ones gemm quantized itself. */
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean): Operand {
   const fmt = elementFormat(q.spec.format);
-  let values = decodedValues.get(q);
+  let values = cache ? decodedValues.get(q) : undefined;
   if (values === undefined) {
     values = quantizedValues(q);
-    decodedValues.set(q, values);
+    if (cache) decodedValues.set(q, values);
   }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: true };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -112,7 +115,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand 
     layout,
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
-    cached: true,
+    cached: cache,
   };
 }
 
@@ -137,14 +140,28 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const scaledB = isScaled(qb);
   // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
   // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
-  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean): Operand => {
+  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean): Operand => {
     if (!isQuantized(x)) return plainOperand(round(x, f), f);
-    if (oneSided && x.spec.scale.kind !== 'none') return plainOperand(round(dequantize(x), otherF), otherF);
-    return quantizedOperand(x, rows, k);
+    if (oneSided && x.spec.scale.kind !== 'none') {
+      if (!cache) return plainOperand(round(dequantize(x), otherF), otherF);
+      let byFormat = dequantizedValues.get(x);
+      if (byFormat === undefined) {
+        byFormat = new Map();
+        dequantizedValues.set(x, byFormat);
+      }
+      let v = byFormat.get(otherF ?? 'fp32');
+      if (v === undefined) {
+        v = round(dequantize(x), otherF);
+        byFormat.set(otherF ?? 'fp32', v);
+      }
+      return plainOperand(v, otherF);
+    }
+    return quantizedOperand(x, rows, k, cache);
   };
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k), quantizedOperand(qb as QuantizedTensor, n, k)];
+  const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa)), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb))];
   const oneSided = scaledA !== scaledB;
-  return [plain(qa, m, fa, fb, oneSided), plain(qb, n, fb, fa, oneSided)];
+  return [plain(qa, m, fa, fb, oneSided, given(a, qa)), plain(qb, n, fb, fa, oneSided, given(b, qb))];
 }
 
 function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
@@ -316,10 +333,42 @@ function hopperRangeFast(
   partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
   k0: number, k1: number, chunk: number, fractionBits: number,
 ): void {
-  const keepBits = fractionBits + 1; // significant bits of an e8m13 value
+  const n2 = n - (n % 2);
   for (let i = 0; i < m; i++) {
     const ra = i * k;
-    for (let j = 0; j < n; j++) {
+    // Two outputs (i, j) and (i, j+1) per pass: the A row and its exponents are read once for both.
+    for (let j = 0; j < n2; j += 2) {
+      const rb0 = j * k;
+      const rb1 = rb0 + k;
+      let c0 = 0;
+      let c1 = 0;
+      for (let lo = k0; lo < k1; lo += chunk) {
+        const hi = Math.min(lo + chunk, k1);
+        let maxE0 = c0 === 0 ? -126 : Math.max(exponentOf(c0), -126);
+        let maxE1 = c1 === 0 ? -126 : Math.max(exponentOf(c1), -126);
+        for (let kk = lo; kk < hi; kk++) {
+          const ea = eA[ra + kk] as number;
+          const e0 = ea + (eB[rb0 + kk] as number);
+          const e1 = ea + (eB[rb1 + kk] as number);
+          if (e0 > maxE0) maxE0 = e0;
+          if (e1 > maxE1) maxE1 = e1;
+        }
+        const inv0 = POW2[POW2_BIAS + fractionBits - maxE0] as number; // 1/u, u = 2^(maxE − fractionBits)
+        const inv1 = POW2[POW2_BIAS + fractionBits - maxE1] as number;
+        let sum0 = Math.trunc(c0 * inv0);
+        let sum1 = Math.trunc(c1 * inv1);
+        for (let kk = lo; kk < hi; kk++) {
+          const a = A[ra + kk] as number;
+          sum0 += Math.trunc(a * (B[rb0 + kk] as number) * inv0);
+          sum1 += Math.trunc(a * (B[rb1 + kk] as number) * inv1);
+        }
+        c0 = roundE8M(sum0, maxE0, fractionBits);
+        c1 = roundE8M(sum1, maxE1, fractionBits);
+      }
+      partial[i * n + j] = c0;
+      partial[i * n + j + 1] = c1;
+    }
+    for (let j = n2; j < n; j++) {
       const rb = j * k;
       let c = 0;
       for (let lo = k0; lo < k1; lo += chunk) {
@@ -329,28 +378,31 @@ function hopperRangeFast(
           const e = (eA[ra + kk] as number) + (eB[rb + kk] as number);
           if (e > maxE) maxE = e;
         }
-        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number; // 1/u, u = 2^(maxE − fractionBits)
+        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number;
         let sum = Math.trunc(c * inv);
         for (let kk = lo; kk < hi; kk++) sum += Math.trunc((A[ra + kk] as number) * (B[rb + kk] as number) * inv);
-        const u = POW2[POW2_BIAS + maxE - fractionBits] as number;
-        const s = Math.abs(sum);
-        if (s === 0) {
-          c = 0;
-        } else if (s < 2 ** 31) {
-          const bits = 32 - Math.clz32(s); // s ∈ [2^(bits−1), 2^bits)
-          if (maxE - fractionBits + bits - 1 > 127) c = truncateToE8M(sum * u, fractionBits); // saturates
-          else if (bits <= keepBits) c = sum * u; // already a float with ≤ fractionBits fractional bits
-          else {
-            const q = POW2[POW2_BIAS + bits - keepBits] as number; // drop the bits below the kept mantissa
-            c = Math.sign(sum) * Math.floor(s / q) * q * u;
-          }
-        } else {
-          c = truncateToE8M(sum * u, fractionBits);
-        }
+        c = roundE8M(sum, maxE, fractionBits);
       }
       partial[i * n + j] = c;
     }
   }
+}
+
+/**
+ * `truncateToE8M(sum · 2^(maxE − fractionBits))` for an integer `sum` (exact in a double): integer
+ * truncation to `fractionBits + 1` significant bits; sums that could saturate take the reference.
+ */
+function roundE8M(sum: number, maxE: number, fractionBits: number): number {
+  const u = POW2[POW2_BIAS + maxE - fractionBits] as number;
+  const s = Math.abs(sum);
+  if (s === 0) return 0;
+  if (s >= 2 ** 31) return truncateToE8M(sum * u, fractionBits);
+  const bits = 32 - Math.clz32(s); // s ∈ [2^(bits−1), 2^bits)
+  if (maxE - fractionBits + bits - 1 > 127) return truncateToE8M(sum * u, fractionBits); // saturates
+  const keepBits = fractionBits + 1; // significant bits of an e8m13 value
+  if (bits <= keepBits) return sum * u; // already a float with ≤ fractionBits fractional bits
+  const q = POW2[POW2_BIAS + bits - keepBits] as number; // drop the bits below the kept mantissa
+  return Math.sign(sum) * Math.floor(s / q) * q * u;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -381,6 +433,7 @@ function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Arra
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
+  if (steps.every((s) => !Number.isFinite(s) || s <= 0)) return lo === hi ? [lo] : [lo, hi];
   const set = new Set<number>([lo, hi]);
   for (const s of steps) {
     if (!Number.isFinite(s) || s <= 0) continue;
