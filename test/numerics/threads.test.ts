@@ -42,10 +42,10 @@ describe('threadedGemmF32', () => {
   });
 
   it('QRL_THREADS: unset or empty is 1, a positive integer is taken, anything else is refused', () => {
-    expect(gemmThreadsFromEnv({})).toBe(1);
-    expect(gemmThreadsFromEnv({ QRL_THREADS: '' })).toBe(1);
-    expect(gemmThreadsFromEnv({ QRL_THREADS: '3' })).toBe(3);
-    expect(() => gemmThreadsFromEnv({ QRL_THREADS: 'two' })).toThrow(/QRL_THREADS: expected a positive integer, got "two"/);
+    expect(gemmThreadsFromEnv({}, true)).toBe(1);
+    expect(gemmThreadsFromEnv({ QRL_THREADS: '' }, true)).toBe(1);
+    expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, true)).toBe(3);
+    expect(() => gemmThreadsFromEnv({ QRL_THREADS: 'two' }, true)).toThrow(/QRL_THREADS: expected a positive integer, got "two"/);
     expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, false)).toBe(1); // inside a worker thread (a sweep's run): never nested
   });
 
