@@ -1,0 +1,302 @@
+// JSON-RPC 2.0 over newline-delimited JSON (one message per line): the framing of qrl-backend/1 and
+// of `qrl-sim check`. A client that talks to a child process or any pair of streams, and a server
+// loop that answers from a table of handlers. Not the method schemas (those belong to the callers).
+
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
+
+/** JSON-RPC 2.0 error codes used by qrl-backend/1 (the spec's reserved range plus two of ours). */
+export const RPC_ERRORS = Object.freeze({
+  /** The line is not JSON. */
+  parseError: -32700,
+  /** Valid JSON but not a JSON-RPC 2.0 request. */
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  /** The params failed validation; `data.field` names the field. */
+  invalidParams: -32602,
+  internalError: -32603,
+  /** The request was valid but the backend cannot do it now (e.g. an unknown handle, a missing capability). */
+  failedPrecondition: -32000,
+} as const);
+
+/** A JSON-RPC 2.0 error object. `data.field` names the offending field where there is one. */
+export interface RpcErrorObject {
+  readonly code: number;
+  readonly message: string;
+  readonly data?: { readonly field?: string; readonly [key: string]: unknown };
+}
+
+/** An error a handler throws to answer with a specific JSON-RPC error (else: internal error). */
+export class RpcError extends Error {
+  readonly code: number;
+  readonly data?: RpcErrorObject['data'];
+  constructor(code: number, message: string, data?: RpcErrorObject['data']) {
+    super(message);
+    this.name = 'RpcError';
+    this.code = code;
+    if (data !== undefined) this.data = data;
+  }
+}
+
+/**
+ * Why a call to a remote process failed: the remote answered with an error, the process exited,
+ * it sent a malformed message, or it did not answer in time. The message names the peer and method.
+ */
+export class RpcCallError extends Error {
+  /** `remote`: a JSON-RPC error answer; `exit`, `malformed`, `timeout`: the transport failed. */
+  readonly kind: 'remote' | 'exit' | 'malformed' | 'timeout';
+  readonly method: string;
+  /** The remote's error object (kind `remote`). */
+  readonly error?: RpcErrorObject;
+  constructor(kind: RpcCallError['kind'], method: string, message: string, error?: RpcErrorObject) {
+    super(message);
+    this.name = 'RpcCallError';
+    this.kind = kind;
+    this.method = method;
+    if (error !== undefined) this.error = error;
+  }
+}
+
+interface Pending {
+  readonly method: string;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: Error) => void;
+  readonly timer: NodeJS.Timeout | undefined;
+}
+
+/** Options of {@link NdjsonRpcClient}. */
+export interface RpcClientOptions {
+  /** How the peer is named in error messages, e.g. the backend command. */
+  readonly name: string;
+  /** Milliseconds a call may take before it fails with kind `timeout` (0 = no limit). @defaultValue 0 */
+  readonly timeoutMs?: number;
+  /** Awaited (up to one second) before pending calls fail on end of input, e.g. the child's exit. */
+  readonly settleOnClose?: Promise<unknown>;
+}
+
+/**
+ * A JSON-RPC 2.0 client over newline-delimited JSON. Requests get increasing integer ids; answers
+ * are matched by id. When the input ends, a line is not a JSON-RPC response, or a call times out,
+ * every pending call fails with an {@link RpcCallError} naming the peer and the method, and the
+ * client refuses further calls.
+ */
+export class NdjsonRpcClient {
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private failure: RpcCallError | null = null;
+  private readonly name: string;
+  private readonly timeoutMs: number;
+  /** Extra words for transport failures (e.g. the tail of the child's stderr). */
+  private detail: () => string = () => '';
+
+  constructor(
+    input: Readable,
+    private readonly output: Writable,
+    options: RpcClientOptions,
+  ) {
+    this.name = options.name;
+    this.timeoutMs = options.timeoutMs ?? 0;
+    const lines = createInterface({ input, crlfDelay: Infinity });
+    lines.on('line', (line) => this.onLine(line));
+    lines.on('close', () => {
+      const settle = options.settleOnClose ?? Promise.resolve();
+      const limit = new Promise((resolve) => setTimeout(resolve, 1000).unref());
+      void Promise.race([settle, limit]).then(() => this.fail('exit', `${this.name}: the connection closed`));
+    });
+  }
+
+  /** Sets what transport-failure messages append (used by {@link spawnRpcClient} for stderr). */
+  setFailureDetail(detail: () => string): void {
+    this.detail = detail;
+  }
+
+  /** Calls `method` with `params`; resolves with the result or rejects with an {@link RpcCallError}. */
+  call(method: string, params?: unknown, options: { timeoutMs?: number } = {}): Promise<unknown> {
+    if (this.failure !== null) {
+      return Promise.reject(new RpcCallError(this.failure.kind, method, `${this.failure.message} (before ${method})`));
+    }
+    const id = this.nextId++;
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    return new Promise((resolve, reject) => {
+      const timer =
+        timeoutMs > 0
+          ? setTimeout(() => this.fail('timeout', `${this.name}: no answer to ${method} within ${timeoutMs} ms`), timeoutMs)
+          : undefined;
+      this.pending.set(id, { method, resolve, reject, timer });
+      const message = params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params };
+      this.output.write(`${JSON.stringify(message)}\n`, (error) => {
+        if (error) this.fail('exit', `${this.name}: cannot send ${method}: ${error.message}`);
+      });
+    });
+  }
+
+  /** Sends a notification (no id, no answer). */
+  notify(method: string, params?: unknown): void {
+    if (this.failure !== null) return;
+    this.output.write(`${JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params })}\n`);
+  }
+
+  /** Fails every pending call (and all later ones) with `kind` and `message`. */
+  fail(kind: RpcCallError['kind'], message: string): void {
+    if (this.failure !== null) return;
+    const detail = this.detail();
+    const full = detail === '' ? message : `${message}; ${detail}`;
+    this.failure = new RpcCallError(kind, '', full);
+    for (const [id, p] of this.pending) {
+      if (p.timer !== undefined) clearTimeout(p.timer);
+      this.pending.delete(id);
+      p.reject(new RpcCallError(kind, p.method, `${full} (during ${p.method})`));
+    }
+  }
+
+  private onLine(line: string): void {
+    if (line.trim() === '') return;
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      this.fail('malformed', `${this.name}: sent a line that is not JSON: ${JSON.stringify(line.slice(0, 120))}`);
+      return;
+    }
+    const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: unknown };
+    const pending = typeof m.id === 'number' ? this.pending.get(m.id) : undefined;
+    if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
+      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${JSON.stringify(line.slice(0, 120))}`);
+      return;
+    }
+    this.pending.delete(m.id as number);
+    if (pending.timer !== undefined) clearTimeout(pending.timer);
+    if ('error' in m) {
+      const e = m.error as Partial<RpcErrorObject> | null;
+      if (e === null || typeof e !== 'object' || typeof e.code !== 'number' || typeof e.message !== 'string') {
+        this.fail('malformed', `${this.name}: ${pending.method} answered with a malformed error object`);
+        pending.reject(new RpcCallError('malformed', pending.method, `${this.name}: ${pending.method} answered with a malformed error object`));
+        return;
+      }
+      const field = typeof e.data?.field === 'string' ? ` (field ${e.data.field})` : '';
+      pending.reject(new RpcCallError('remote', pending.method, `${this.name}: ${pending.method} failed: ${e.message}${field}`, e as RpcErrorObject));
+      return;
+    }
+    pending.resolve(m.result);
+  }
+
+  /** Number of calls awaiting an answer. */
+  get inFlight(): number {
+    return this.pending.size;
+  }
+}
+
+/** A client bound to a child process it spawned. */
+export interface SpawnedRpc {
+  readonly client: NdjsonRpcClient;
+  readonly child: ChildProcessWithoutNullStreams;
+  /** Ends stdin and waits for the child to exit (kills it after `graceMs`). */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Spawns `command` through the shell and speaks newline-delimited JSON-RPC 2.0 over its stdin and
+ * stdout. Its stderr is passed through `onStderr` (and its last lines are quoted when it dies).
+ */
+export function spawnRpcClient(
+  command: string,
+  options: { readonly timeoutMs?: number; readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly onStderr?: (text: string) => void } = {},
+): SpawnedRpc {
+  const child = spawn(command, { shell: true, cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let exitCode: number | null = null;
+  let exitSignal: NodeJS.Signals | null = null;
+  let client: NdjsonRpcClient | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.on('exit', (code, signal) => {
+      exitCode = code;
+      exitSignal = signal;
+      resolve();
+    });
+    child.on('error', (error) => {
+      client?.fail('exit', `backend '${command}': cannot start: ${error.message}`);
+      resolve();
+    });
+  });
+  client = new NdjsonRpcClient(child.stdout, child.stdin, { name: `backend '${command}'`, timeoutMs: options.timeoutMs ?? 0, settleOnClose: exited });
+  let stderrTail = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (text: string) => {
+    stderrTail = (stderrTail + text).slice(-2000);
+    options.onStderr?.(text);
+  });
+  client.setFailureDetail(() => {
+    const status = exitSignal !== null ? `killed by ${exitSignal}` : exitCode !== null ? `exit code ${exitCode}` : 'still running';
+    const last = stderrTail.trim().split('\n').slice(-3).join(' | ');
+    return last === '' ? status : `${status}; stderr: ${last}`;
+  });
+  child.stdin.on('error', () => undefined); // EPIPE after the child died: reported through the pending calls.
+  return {
+    client,
+    child,
+    async close(graceMs = 5000) {
+      child.stdin.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A server-side method: takes the raw params, returns the result (or throws {@link RpcError}). */
+export type RpcHandler = (params: unknown) => unknown;
+
+/**
+ * Answers newline-delimited JSON-RPC 2.0 requests read from `input` on `output`, one at a time and
+ * in order, until the input ends or a handler asks to stop (`stop()` from the context). Malformed
+ * lines get the spec's error answers; a handler's {@link RpcError} becomes its error object; any
+ * other exception becomes an internal error with its message.
+ */
+export async function serveNdjsonRpc(
+  handlers: Readonly<Record<string, RpcHandler>>,
+  input: Readable,
+  output: Writable,
+): Promise<void> {
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  const send = (message: unknown): Promise<void> =>
+    new Promise((resolve) => {
+      if (!output.write(`${JSON.stringify(message)}\n`)) output.once('drain', resolve);
+      else resolve();
+    });
+  for await (const line of lines) {
+    if (line.trim() === '') continue;
+    const answer = await answerRpcLine(handlers, line);
+    if (answer !== null) await send(answer);
+  }
+}
+
+/** The answer to one request line (null for a notification). Exposed for transports other than streams (HTTP). */
+export async function answerRpcLine(handlers: Readonly<Record<string, RpcHandler>>, line: string): Promise<unknown> {
+  let message: unknown;
+  try {
+    message = JSON.parse(line);
+  } catch {
+    return { jsonrpc: '2.0', id: null, error: { code: RPC_ERRORS.parseError, message: 'parse error: the line is not JSON' } };
+  }
+  const m = message as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown };
+  const idOk = m !== null && typeof m === 'object' && (m.id === undefined || typeof m.id === 'number' || typeof m.id === 'string');
+  if (!idOk || m.jsonrpc !== '2.0' || typeof m.method !== 'string') {
+    const id = idOk && m.id !== undefined ? m.id : null;
+    return { jsonrpc: '2.0', id, error: { code: RPC_ERRORS.invalidRequest, message: 'invalid request: expected {"jsonrpc":"2.0","id","method","params"}' } };
+  }
+  const isNotification = m.id === undefined;
+  const handler = Object.hasOwn(handlers, m.method) ? handlers[m.method] : undefined;
+  if (handler === undefined) {
+    if (isNotification) return null;
+    return { jsonrpc: '2.0', id: m.id, error: { code: RPC_ERRORS.methodNotFound, message: `method not found: ${m.method}` } };
+  }
+  try {
+    const result = await handler(m.params);
+    return isNotification ? null : { jsonrpc: '2.0', id: m.id, result: result === undefined ? null : result };
+  } catch (error) {
+    if (isNotification) return null;
+    const e = error instanceof RpcError ? error : new RpcError(RPC_ERRORS.internalError, error instanceof Error ? error.message : String(error));
+    const err: RpcErrorObject = e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
+    return { jsonrpc: '2.0', id: m.id, error: err };
+  }
+}

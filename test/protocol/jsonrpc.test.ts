@@ -1,0 +1,72 @@
+// Tests of the newline-delimited JSON-RPC framing: round trips through a server loop, the spec's
+// error answers, and every way a peer can fail (exit, garbage, silence). Not the backend methods.
+
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { NdjsonRpcClient, RPC_ERRORS, RpcCallError, RpcError, answerRpcLine, serveNdjsonRpc, spawnRpcClient } from '../../src/protocol/jsonrpc.js';
+
+function pair(handlers: Parameters<typeof serveNdjsonRpc>[0]): { client: NdjsonRpcClient; toServer: PassThrough; served: Promise<void> } {
+  const toServer = new PassThrough();
+  const toClient = new PassThrough();
+  const served = serveNdjsonRpc(handlers, toServer, toClient);
+  return { client: new NdjsonRpcClient(toClient, toServer, { name: 'test peer' }), toServer, served };
+}
+
+describe('ndjson JSON-RPC', () => {
+  it('round-trips results in order and maps handler errors to error objects naming the field', async () => {
+    const { client, toServer, served } = pair({
+      add: (p) => (p as { a: number; b: number }).a + (p as { a: number; b: number }).b,
+      bad: () => {
+        throw new RpcError(RPC_ERRORS.invalidParams, 'rows[2]: out of range', { field: 'rows[2]' });
+      },
+      boom: () => {
+        throw new Error('kaput');
+      },
+    });
+    await expect(client.call('add', { a: 1, b: 2 })).resolves.toBe(3);
+    const bad = await client.call('bad', {}).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(RpcCallError);
+    expect((bad as RpcCallError).kind).toBe('remote');
+    expect((bad as RpcCallError).error?.code).toBe(RPC_ERRORS.invalidParams);
+    expect((bad as RpcCallError).message).toBe('test peer: bad failed: rows[2]: out of range (field rows[2])');
+    await expect(client.call('boom')).rejects.toThrow('boom failed: kaput');
+    await expect(client.call('nope')).rejects.toThrow('method not found: nope');
+    toServer.end();
+    await served;
+  });
+
+  it('answers malformed lines as the JSON-RPC 2.0 spec says', async () => {
+    const parse = (await answerRpcLine({}, '{not json')) as { error: { code: number }; id: null };
+    expect(parse.error.code).toBe(RPC_ERRORS.parseError);
+    expect(parse.id).toBeNull();
+    const invalid = (await answerRpcLine({}, '{"jsonrpc":"1.0","id":4,"method":"x"}')) as { error: { code: number }; id: number };
+    expect(invalid.error.code).toBe(RPC_ERRORS.invalidRequest);
+    expect(invalid.id).toBe(4);
+    expect(await answerRpcLine({ x: () => 1 }, '{"jsonrpc":"2.0","method":"x"}')).toBeNull();
+  });
+
+  it('fails every pending call, naming the method, when the peer sends garbage', async () => {
+    const toClient = new PassThrough();
+    const toServer = new PassThrough();
+    const client = new NdjsonRpcClient(toClient, toServer, { name: 'peer' });
+    const call = client.call('generate', {});
+    toClient.write('hello\n');
+    await expect(call).rejects.toMatchObject({ kind: 'malformed', method: 'generate' });
+    await expect(client.call('info')).rejects.toThrow('before info');
+  });
+
+  it('times out a call that gets no answer', async () => {
+    const client = new NdjsonRpcClient(new PassThrough(), new PassThrough(), { name: 'peer', timeoutMs: 50 });
+    await expect(client.call('step', {})).rejects.toMatchObject({ kind: 'timeout', method: 'step' });
+  });
+
+  it('reports a child that dies with its exit code and last stderr line', async () => {
+    const script = "process.stdin.once('data', () => { console.error('out of memory'); process.exit(3); })";
+    const spawned = spawnRpcClient(`${JSON.stringify(process.execPath)} -e ${JSON.stringify(script)}`);
+    const error = (await spawned.client.call('info').catch((e: unknown) => e)) as RpcCallError;
+    expect(error.kind).toBe('exit');
+    expect(error.message).toMatch(/during info/);
+    expect(error.message).toMatch(/exit code 3; stderr: out of memory/);
+    await spawned.close();
+  });
+});
