@@ -3,18 +3,7 @@
 // Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
 
 import { z } from 'zod';
-import type {
-  BackendInfo,
-  GenerateRequest,
-  LogprobsRequest,
-  LogprobsResult,
-  ReplayRecord,
-  ReplayRecordValue,
-  RolloutBatch,
-  StepRequest,
-  StepResult,
-  WarmStartRequest,
-} from '../backend/contract.js';
+import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
 
@@ -327,6 +316,3 @@ export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: numbe
   if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
   return { logp, entropy, ...(json.handle !== undefined ? { handle: json.handle } : {}) };
 }
-
-/** Re-exported contract types used by the codec's callers. */
-export type { BackendInfo, StepRequest, StepResult, WarmStartRequest };
