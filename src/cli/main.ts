@@ -3,6 +3,7 @@
 
 import type { CliIo, Command } from './command.js';
 import { UsageError } from './errors.js';
+import { backendCheckCommand } from './backend-check.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
@@ -14,6 +15,7 @@ import { sweepCommand } from './sweep.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
+  'backend-check': backendCheckCommand,
   cast: castCommand,
   demo: demoCommand,
   estimate: estimateCommand,

@@ -32,6 +32,8 @@ export type BackendAddress = { readonly command: string } | { readonly url: stri
 export interface RemoteBackendOptions {
   /** Milliseconds any call may take (0 = no limit). @defaultValue 600000 */
   readonly timeoutMs?: number;
+  /** Milliseconds the first `info` may take (a backend loading a model starts slowly; 0 = no limit). @defaultValue 600000 */
+  readonly startupTimeoutMs?: number;
   /** Protocol versions offered in `info`, most preferred first. @defaultValue {@link PROTOCOL_VERSIONS} */
   readonly protocols?: readonly string[];
   /** Working directory of a spawned command. */
@@ -137,6 +139,8 @@ export class RemoteBackend implements PolicyBackend {
   readonly name: string;
   private readonly transport: Transport;
   private readonly timeoutMs: number;
+  private readonly startupTimeoutMs: number;
+  private started = false;
   private readonly protocols: readonly string[];
   private closed = false;
   private described: BackendInfo | null = null;
@@ -145,7 +149,10 @@ export class RemoteBackend implements PolicyBackend {
   constructor(address: BackendAddress, options: RemoteBackendOptions = {}) {
     this.name = 'command' in address ? address.command : address.url;
     this.timeoutMs = options.timeoutMs ?? 600_000;
-    if (!Number.isInteger(this.timeoutMs) || this.timeoutMs < 0) throw new Error(`remote backend: timeoutMs must be a non-negative integer, got ${this.timeoutMs}`);
+    this.startupTimeoutMs = options.startupTimeoutMs ?? 600_000;
+    for (const [k, v] of [['timeoutMs', this.timeoutMs], ['startupTimeoutMs', this.startupTimeoutMs]] as const) {
+      if (!Number.isInteger(v) || v < 0) throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
+    }
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
     this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url);
   }
@@ -154,7 +161,8 @@ export class RemoteBackend implements PolicyBackend {
     if (this.closed) throw new BackendCallError(this.name, method, 'exit', `backend '${this.name}': ${method} after close`);
     let raw: unknown;
     try {
-      raw = await this.transport.call(method, params, this.timeoutMs);
+      raw = await this.transport.call(method, params, this.started ? this.timeoutMs : this.startupTimeoutMs);
+      this.started = true;
     } catch (error) {
       if (error instanceof RpcCallError) {
         const field = error.error?.data?.field;

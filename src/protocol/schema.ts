@@ -228,6 +228,7 @@ export function parseMessage<M extends BackendMethod, W extends 'params' | 'resu
   if (parsed.success) return parsed.data as z.infer<(typeof methodSchemas)[M][W]>;
   const issue = parsed.error.issues[0]!;
   const path = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys' && issue.keys.length > 0) path.push(issue.keys[0]!);
   const field = which === 'params' ? path.join('.') : ['result', ...path].join('.');
   const where = field === '' ? which : field;
   throw new ProtocolError(method, field, `${method}: ${where}: ${issue.message}`);

@@ -16,6 +16,8 @@ export class FakeBackend implements PolicyBackend {
   grad = 0;
   handles = new Map<string, { rows: number; T: number }>();
   closed = false;
+  /** A broken backend for the conformance test: `step` does not advance the version. */
+  staleVersion = false;
   constructor(private readonly protocol = 'qrl-backend/1') {}
   async info(): Promise<BackendInfo> {
     return {
@@ -77,7 +79,7 @@ export class FakeBackend implements PolicyBackend {
     const gradNorm = Math.abs(this.grad);
     this.w += 0.01 * Math.sign(this.grad) * Math.min(gradNorm, request.maxGradNorm);
     this.grad = 0;
-    this.version += 1;
+    if (!this.staleVersion) this.version += 1;
     return { gradNorm, weightVersion: this.version };
   }
   async setReference(): Promise<void> {
@@ -112,6 +114,7 @@ async function main(argv: string[]): Promise<void> {
   const hangOn = arg('--hang-on');
   const garbageOn = arg('--garbage-on');
   const backend = new FakeBackend(arg('--protocol'));
+  backend.staleVersion = argv.includes('--stale-version');
   let count = 0;
   const { PassThrough } = await import('node:stream');
   const input = new PassThrough();
