@@ -76,3 +76,21 @@ def test_stdio_and_http_transports():
     assert post("shutdown", {})["result"] is None
     t.join(10)
     assert not t.is_alive()
+
+
+def test_wire_round_trip_and_tensor_references(tmp_path):
+    from qrl_backend.wire import ProtocolError, decode_tensor, encode_tensor, write_safetensors
+
+    x = np.array([[-0.0, 1e-300], [np.pi, -2.5]])
+    assert decode_tensor(encode_tensor(x), "x").tobytes() == x.tobytes()
+    assert encode_tensor(np.array([-0.5]))["data"] == "AAAAAAAA4L8="  # the TypeScript codec's example
+    f = str(tmp_path / "p.safetensors")
+    write_safetensors(f, {"t": np.arange(6, dtype=np.int32).reshape(2, 3)})
+    assert decode_tensor({"safetensors": f, "name": "t"}, "r", ("I32",), (2, 3)).tolist() == [[0, 1, 2], [3, 4, 5]]
+    for bad, field in [({"safetensors": f, "name": "u"}, "r.name"), ({"dtype": "F64", "shape": [2], "data": "AAAA"}, "r.data"), ({"dtype": "Q8", "shape": [], "data": ""}, "r.dtype")]:
+        try:
+            decode_tensor(bad, "r")
+        except ProtocolError as e:
+            assert e.field == field
+        else:
+            raise AssertionError(f"accepted {bad}")

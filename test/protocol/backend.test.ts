@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectBackend, BackendCallError, parseBackendAddress } from '../../src/protocol/remote.js';
 import { serveBackend } from '../../src/protocol/serve.js';
-import { batchFromJson, batchToJson, parseMessage, ProtocolError } from '../../src/protocol/schema.js';
+import { batchFromJson, batchToJson, parseMessage, ProtocolError, tensorFromJson } from '../../src/protocol/schema.js';
+import { writeSafetensors } from '../../src/protocol/safetensors.js';
 import { answerRpcLine } from '../../src/protocol/jsonrpc.js';
 import { backendHandlers } from '../../src/protocol/serve.js';
 import { FakeBackend } from './fake-backend.js';
@@ -35,6 +36,17 @@ describe('schema', () => {
       expect(error).toBeInstanceOf(ProtocolError);
       expect((error as ProtocolError).field).toBe('result.weightVersion');
     }
+  });
+
+  it('reads a tensor given by safetensors reference, checking dtype and shape', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-proto-ref-'));
+    dirs.push(dir);
+    const file = join(dir, 'payload.safetensors');
+    writeSafetensors(file, { logp: { data: new Float64Array([-0.5, -1.25, 0, -3]), shape: [2, 2] } });
+    const got = tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', { dtypes: ['F64'], shape: [2, 2] });
+    expect(Array.from(got)).toEqual([-0.5, -1.25, 0, -3]);
+    expect(() => tensorFromJson({ safetensors: file, name: 'nope' }, 'logprobs', 'result.logp', { dtypes: ['F64'] })).toThrow(/result\.logp: no tensor "nope"/);
+    expect(() => tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', { dtypes: ['F64'], shape: [4] })).toThrow(/result\.logp\.shape must be \[4\]/);
   });
 
   it('rejects a batch whose tensors do not have shape (B, T)', async () => {

@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectBackend, type RemoteBackend } from '../../src/protocol/remote.js';
+import { computeLogprobs, readArWeights } from '../../src/policies/ar/index.js';
+import { numericsFor, precisionPlan } from '../../src/policies/plans.js';
 
 const env = { ...process.env, PYTHONPATH: join(process.cwd(), 'python') };
 const config = JSON.stringify({ vocabSize: 13, maxLen: 15, C: 16, H: 2, layers: 1, hidden: 32 });
@@ -50,6 +52,17 @@ async function exercise(backend: RemoteBackend): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'qrl-numpy-'));
   dirs.push(dir);
   await backend.save(dir);
+  // The weights file the Python backend wrote is the TypeScript policy's: scoring the batch with
+  // the TypeScript trainer on it gives the Python backend's ℓ (fp32 plan).
+  const policy = readArWeights(join(dir, 'weights.safetensors'));
+  const P = prompts[0]!.length;
+  const tokens = new Int32Array(batch.B * (P + batch.T));
+  for (let b = 0; b < batch.B; b++) {
+    tokens.set(prompts[b]!, b * (P + batch.T));
+    tokens.set(batch.responses.subarray(b * batch.T, (b + 1) * batch.T), b * (P + batch.T) + P);
+  }
+  const ts = computeLogprobs(policy, tokens, batch.B, P, batch.mask, { numerics: numericsFor(precisionPlan('fp32').trainer) });
+  for (let i = 0; i < ts.logp.length; i++) expect(Math.abs(ts.logp[i]! - after.logp[i]!)).toBeLessThan(2e-5);
   await backend.step({ maxGradNorm: 1 });
   await backend.load(dir);
   expect((await backend.logprobs({ batch, rows: [0, 1, 2, 3], policy: 'current' })).logp).toEqual(after.logp);
