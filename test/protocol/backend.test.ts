@@ -4,6 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fc, test } from '@fast-check/vitest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectBackend, BackendCallError, parseBackendAddress } from '../../src/protocol/remote.js';
 import { serveBackend } from '../../src/protocol/serve.js';
@@ -25,6 +26,26 @@ describe('schema', () => {
     expect(back).toEqual(batch);
     expect(back.record.lengths).toBeInstanceOf(Int32Array);
   });
+
+  test.prop([fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 5 }), fc.double({ noNaN: true, max: 0 }), fc.nat({ max: 9 })])(
+    'round-trips any batch bit-exactly through JSON',
+    (B, T, logp, v) => {
+      const mask = Float64Array.from({ length: B * T }, (_, i) => (i % T < ((i + v) % (T + 1)) ? 1 : 0));
+      const batch = {
+        weightVersion: v,
+        B,
+        T,
+        prompts: Array.from({ length: B }, (_, b) => [1, b + 5, 3]),
+        responses: Int32Array.from({ length: B * T }, (_, i) => (i * 7 + v) % 13),
+        mask,
+        logpRollout: Float64Array.from(mask, (m, i) => (m ? logp / (i + 1) : 0)),
+        record: { kind: 'ar', promptLength: 3, temperature: 0.7, nested: { ids: Int32Array.from([v, -v]), list: [1, 'a', null] } },
+      };
+      const back = batchFromJson(parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))), 'generate', 'result');
+      expect(back).toEqual(batch);
+      for (let i = 0; i < B * T; i++) expect(Object.is(back.logpRollout[i], batch.logpRollout[i])).toBe(true);
+    },
+  );
 
   it('names the method and the field of a malformed message', () => {
     expect(() => parseMessage('step', 'params', { maxGradNorm: 'x' })).toThrow(/^step: maxGradNorm: /);
