@@ -18,7 +18,10 @@ export class FakeBackend implements PolicyBackend {
   closed = false;
   /** A broken backend for the conformance test: `step` does not advance the version. */
   staleVersion = false;
-  constructor(private readonly protocol = 'qrl-backend/1') {}
+  constructor(
+    private readonly protocol = 'qrl-backend/1',
+    private readonly responseLength = 3,
+  ) {}
   async info(): Promise<BackendInfo> {
     return {
       protocol: this.protocol,
@@ -36,7 +39,7 @@ export class FakeBackend implements PolicyBackend {
   }
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
     const B = request.prompts.length;
-    const T = 3;
+    const T = this.responseLength;
     const responses = new Int32Array(B * T);
     const mask = new Float64Array(B * T);
     const logpRollout = new Float64Array(B * T);
@@ -113,7 +116,7 @@ async function main(argv: string[]): Promise<void> {
   const dieAfter = arg('--die-after') === undefined ? Infinity : Number(arg('--die-after'));
   const hangOn = arg('--hang-on');
   const garbageOn = arg('--garbage-on');
-  const backend = new FakeBackend(arg('--protocol'));
+  const backend = new FakeBackend(arg('--protocol'), arg('--T') === undefined ? 3 : Number(arg('--T')));
   backend.staleVersion = argv.includes('--stale-version');
   let count = 0;
   const { PassThrough } = await import('node:stream');
