@@ -9,7 +9,7 @@ import { probeDiagnostics } from '../policies/diagnostics.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 /** One row of the conformance table. */

@@ -4,12 +4,12 @@
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runSweep } from '../report/index.js';
+import { runSweep } from '../runs/index.js';
 import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from './cast.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 
 /** The demonstration's base config and grid. */

@@ -5,7 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { estimateJson } from '../rl/estimate.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 
 const help = `usage: qrl-sim estimate --input FILE|- [--output FILE]
 

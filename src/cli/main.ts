@@ -2,7 +2,7 @@
 // Not where commands live: each has its own file, listed in the table below.
 
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { backendCheckCommand } from './backend-check.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';

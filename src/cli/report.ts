@@ -4,7 +4,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { writeReport } from '../report/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseCommandArgs } from './parse.js';
 
 const help = `usage: qrl-sim report DIR [--title TEXT]

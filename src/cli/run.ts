@@ -4,13 +4,13 @@
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { applyOverrides } from '../runs/overrides.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { policyFactory } from '../rl/grpo/policies.js';
+import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/index.js';
-import { type RunObserver, runGrpo } from '../rl/grpo/run.js';
+import { type RunObserver, runGrpo } from '../runs/run.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...]

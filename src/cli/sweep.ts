@@ -4,9 +4,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { GRID_ALIASES, runSweep, type FactorySource } from '../report/index.js';
+import { GRID_ALIASES, runSweep, type FactorySource } from '../runs/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const aliases = Object.entries(GRID_ALIASES)

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { readJsonl } from '../rl/grpo/files.js';
+import { readJsonl } from '../files.js';
 
 /** One JSON line of a run file: numeric fields by metric name (`step` included). */
 export type MetricLine = Readonly<Record<string, number>>;

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { writeJsonAtomic } from '../rl/grpo/files.js';
+import { writeJsonAtomic } from '../files.js';
 import { reportPage, summaryPage, type ReportContext } from './html.js';
 import { configColors, renderPlots } from './plots.js';
 import { readRuns, type RunRecord } from './runs.js';

@@ -1,7 +1,7 @@
 // `estimate(batch, config)`: one GRPO loss evaluation from a batch — advantages, correction, loss, KL, gradient, metrics.
 // Not the training loop (no optimiser, no mini-batching) and not I/O: the CLI wraps it with JSON in and out.
 
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { advantages as advantageTable } from './advantages.js';
 import type { AdvantageFn } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';

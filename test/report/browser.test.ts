@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
-import { runSweep } from '../../src/report/index.js';
+import { runSweep } from '../../src/runs/index.js';
 import { tempDir } from './fixtures.js';
 
 function findChromium(): string | null {

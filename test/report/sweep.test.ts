@@ -5,7 +5,8 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
-import { gridPoints, parseGrid, planSweep, readRuns, runSweep } from '../../src/report/index.js';
+import { readRuns } from '../../src/report/index.js';
+import { gridPoints, parseGrid, planSweep, runSweep } from '../../src/runs/index.js';
 import { runCli } from '../cli/io.js';
 import { tempDir } from './fixtures.js';
 
@@ -154,4 +155,20 @@ test('planSweep: seeds start at the config seed; --set, --steps and the grid app
   expect(plan.runs.map((r) => r.dir)).toEqual(['lr-0.002/seed-5', 'lr-0.002/seed-6', 'lr-0.004/seed-5', 'lr-0.004/seed-6']);
   expect(plan.runs.map((r) => [r.config.seed, r.config.optim.lr, r.config.steps])).toEqual([[5, 0.002, 4], [6, 0.002, 4], [5, 0.004, 4], [6, 0.004, 4]]);
   expect(existsSync('unused')).toBe(false);
+});
+
+test('a sweep over plans trains the shared warm start once (one key for the driver\'s cache and the sweep\'s leader)', async () => {
+  const out = tempDir('sweep-warm');
+  const log = join(out, 'warm.log');
+  process.env['QRL_FAKE_WARMSTART_LOG'] = log;
+  try {
+    const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
+    const base = { ...BASE, steps: 1, sft: { steps: 1, cache: true } };
+    const r = await runSweep({ baseConfig: base, grid: 'plan=bf16,fp16,fp32', outDir: join(out, 'sweep'), cacheDir: join(out, 'cache'), workers: 3, factory });
+    expect(r.runs.every((x) => x.ok)).toBe(true);
+    expect(readFileSync(log, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(readdirSync(join(out, 'cache'))).toHaveLength(1);
+  } finally {
+    delete process.env['QRL_FAKE_WARMSTART_LOG'];
+  }
 });

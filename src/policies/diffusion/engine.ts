@@ -2,12 +2,12 @@
 // Not the sampler or the estimators themselves (sampler.ts, estimators.ts): this file only wires them to the loop's contract.
 
 import { z } from 'zod';
-import { UsageError } from '../../cli/errors.js';
+import { UsageError } from '../../errors.js';
 import { createParamStore, type ParamStore } from '../../nn/index.js';
 import type { Rng } from '../../rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
-import type { EngineLogprobs, PlanSideName, RlEngine, RolloutBatch } from '../../rl/grpo/engine.js';
-import type { PolicyFactory } from '../../rl/grpo/run.js';
+import type { PlanSideName } from '../../backend/contract.js';
+import type { EngineBatch, EngineLogprobs, PolicyFactory, RlEngine } from '../engine.js';
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTask, PAD, type Task } from '../../tasks/index.js';
 import type { PolicyNumerics } from '../numerics.js';
@@ -18,7 +18,7 @@ import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } 
 import { diffusionWarmStart } from './warmstart.js';
 
 /**
- * What a diffusion {@link RolloutBatch} carries in `record`: everything the trainer-side estimator
+ * What a diffusion {@link EngineBatch} carries in `record`: everything the trainer-side estimator
  * needs to score the same views the rollout engine scored.
  */
 export interface DiffusionEngineRecord {
@@ -137,7 +137,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
   }
 }
 
-function recordOf(batch: RolloutBatch): DiffusionEngineRecord {
+function recordOf(batch: EngineBatch): DiffusionEngineRecord {
   const r = batch.record as Partial<DiffusionEngineRecord> | undefined;
   if (!r || r.kind !== 'diffusion' || !Array.isArray(r.sequences) || r.sequences.length !== batch.B) {
     throw new Error('diffusion engine: batch.record must be the DiffusionEngineRecord of a batch this engine generated');
@@ -179,7 +179,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
   let last: { readonly lp: DiffusionLogProbs; readonly mask: Float64Array } | null = null;
 
-  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): RolloutBatch => {
+  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): EngineBatch => {
     const side = options.side ?? 'rollout';
     const weights = side === 'rollout' ? rolloutWeights : params.data;
     const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
@@ -204,7 +204,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     return { B, T: G, prompts, responses, mask, logpRollout, record };
   };
 
-  const logprobs = (batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
+  const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
     const record = recordOf(batch);
     if (batch.T !== G) throw new Error(`diffusion engine: batch.T must be generationLength ${G}, got ${batch.T}`);
     if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');

@@ -2,10 +2,10 @@
 // reason. Not the estimator schema (src/rl/schema.ts validates `estimators`) nor the model's.
 
 import { z } from 'zod';
-import { UsageError } from '../../cli/errors.js';
+import { UsageError } from '../../errors.js';
 import { makeTask } from '../../tasks/index.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
-import { zodIssueLine } from './overrides.js';
+import { zodIssueLine } from '../../errors.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();

@@ -2,8 +2,8 @@
 // Not the sampler's or the estimators' own semantics (sampler.test.ts, estimators.test.ts).
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/cli/errors.js';
-import { AdamW } from '../../../src/nn/index.js';
+import { UsageError } from '../../../src/errors.js';
+import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { createDiffusionEngine, diffusionPolicyFactory, type DiffusionEngine, type DiffusionEngineRecord } from '../../../src/policies/diffusion/engine.js';
 import { diffusionLogProbs } from '../../../src/policies/diffusion/estimators.js';
@@ -186,17 +186,19 @@ describe('diffusion engine: logprobs', () => {
 });
 
 describe('diffusion engine in the GRPO loop', () => {
-  it('one step runs; identical plans ⇒ zero mismatch; a changed plan ⇒ non-zero', () => {
+  it('one step runs; identical plans ⇒ zero mismatch; a changed plan ⇒ non-zero', async () => {
     for (const [plan, zero] of [['bf16', true], ['bf16-splitk', false]] as const) {
       const { config, task, engine } = setup({ plan, model: { ...tiny, C: 32, H: 2, hidden: 64 } });
-      const optimizer = new AdamW(engine.params, { lr: config.optim.lr });
-      const before = Float32Array.from(engine.params.data);
+      const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
+      const before = Float32Array.from(engine.params.data); // setup's larger-than-init weights
       // A reference policy away from θ gives the KL term a gradient even when every advantage is 0.
-      const referenceWeights = Float32Array.from(before, (v) => 0.9 * v);
-      const { metrics } = grpoStep({ config, task, engine, optimizer, referenceWeights }, 1, createRng(0).fork('step').fork('1'));
+      backend.weights.set(before.map((v) => 0.9 * v));
+      await backend.setReference();
+      backend.weights.set(before);
+      const { metrics } = await grpoStep({ config, task, backend }, 1, createRng(0).fork('step').fork('1'));
       for (const v of Object.values(metrics)) expect(Number.isFinite(v)).toBe(true);
       expect(metrics['rollout_corr/k3_kl'] === 0).toBe(zero);
-      expect(engine.params.data).not.toEqual(before);
+      expect(backend.weights).not.toEqual(before);
     }
   });
 

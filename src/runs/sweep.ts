@@ -1,6 +1,6 @@
 // `runSweep`: validates every grid point × seed up front, then runs them in piscina worker threads
 // (one directory per run, as `qrl-sim run` writes) and writes the summary and report. Not the
-// grid syntax (grid.ts) and not a run (src/rl/grpo/run.ts, called by sweep-worker.ts).
+// grid syntax (grid.ts) and not a run (run.ts, called by sweep-worker.ts).
 
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -9,17 +9,17 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { precisionPlan } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { writeJsonAtomic } from '../rl/grpo/files.js';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { writeJsonAtomic } from '../files.js';
+import { applyOverrides } from './overrides.js';
+import { warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
-import { RUN_ERROR_FILE, type RunErrorFile } from './runs.js';
-import { canonicalJson } from './summary.js';
+import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
 import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
-import { type ReportResult, SWEEP_MANIFEST, writeReport } from './write.js';
+import { type ReportResult, SWEEP_MANIFEST, writeReport } from '../report/write.js';
 
 /** Options of {@link planSweep} and {@link runSweep}. */
 export interface SweepOptions {
@@ -156,11 +156,6 @@ export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
     return { filename: new URL('./sweep-worker.ts', here).href, execArgv: ['--import', tsx] };
   }
   return { filename: new URL('./sweep-worker.js', here).href, execArgv: [] };
-}
-
-/** Runs that share a warm start (same seed, task, policy, plan and SFT settings): the first one fills the cache. */
-function warmStartKey(config: RunConfig): string {
-  return canonicalJson({ seed: config.seed, task: config.task, policy: config.policy, plan: config.plan, sft: { ...config.sft, cache: undefined } });
 }
 
 /**

@@ -1,14 +1,16 @@
-// The contract between the GRPO loop and a policy (autoregressive or masked diffusion): what the
-// loop asks of a policy at each step. Not an implementation; see src/policies/*/engine.ts.
+// The in-process engine contract: the synchronous operations the reference backend
+// (src/backend/reference.ts) wraps, and the factory that builds an engine for a run config.
+// Not the loop's contract (src/backend/contract.ts) and not an implementation (policies/*/engine.ts).
 
-import type { ParamStore } from '../../nn/index.js';
-import type { Rng } from '../../rng.js';
+import type { PlanSideName } from '../backend/contract.js';
+import type { ParamStore } from '../nn/index.js';
+import type { RunConfig } from '../rl/grpo/config.js';
+import type { Rng } from '../rng.js';
+import type { Task } from '../tasks/index.js';
 
-/** Which side of the precision plan runs a generation. */
-export type PlanSideName = 'rollout' | 'trainer';
 
 /** A batch of sampled responses, padded to `T` response positions. */
-export interface RolloutBatch {
+export interface EngineBatch {
   /** Number of sequences. */
   readonly B: number;
   /** Response positions per sequence (padding included). */
@@ -33,7 +35,7 @@ export interface EngineLogprobs {
   readonly entropy: Float64Array;
 }
 
-/** What the GRPO loop needs from a policy. One engine owns the FP32 master weights. */
+/** A synchronous in-process policy engine. One engine owns the FP32 master weights. */
 export interface RlEngine {
   /** FP32 master weights and their gradients. */
   readonly params: ParamStore;
@@ -43,16 +45,26 @@ export interface RlEngine {
    * Samples one response per prompt with the given side's engine (`rollout` by default), or the
    * greedy response when `greedy` is set. All randomness comes from `rng`.
    */
-  generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: PlanSideName }): RolloutBatch;
+  generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: PlanSideName }): EngineBatch;
   /**
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
    * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
    */
-  logprobs(batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs;
+  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs;
   /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
   state(): unknown;
   /** Restores what {@link RlEngine.state} returned. */
   restore(state: unknown): void;
+}
+
+/** An in-process policy: builds the engine a reference backend wraps and warm-starts it. */
+export interface PolicyFactory {
+  /** Checks the policy-specific fields of a config (model, sampler, plan) before anything runs. */
+  validate(config: RunConfig): void;
+  /** A fresh engine with seeded initial weights. */
+  create(config: RunConfig, task: Task): RlEngine;
+  /** Supervised warm start of `engine` in place (deterministic for a given config); returns its metrics. */
+  warmStart(engine: RlEngine, config: RunConfig, task: Task): Record<string, number>;
 }
