@@ -11,6 +11,7 @@ import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
+import { serveCommand } from './serve.js';
 import { sweepCommand } from './sweep.js';
 
 /** Every subcommand, by name. */
@@ -23,6 +24,7 @@ export const commands: Readonly<Record<string, Command>> = {
   mismatch: mismatchCommand,
   run: runCommand,
   report: reportCommand,
+  serve: serveCommand,
   sweep: sweepCommand,
 };
 

@@ -36,6 +36,8 @@ export interface RemoteBackendOptions {
   readonly startupTimeoutMs?: number;
   /** Protocol versions offered in `info`, most preferred first. @defaultValue {@link PROTOCOL_VERSIONS} */
   readonly protocols?: readonly string[];
+  /** The driver's resolved run config, sent with `info` for backends that build their policy from it (`qrl-sim serve`). */
+  readonly run?: unknown;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
   /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
@@ -142,6 +144,7 @@ export class RemoteBackend implements PolicyBackend {
   private readonly startupTimeoutMs: number;
   private started = false;
   private readonly protocols: readonly string[];
+  private readonly run: unknown;
   private closed = false;
   private described: BackendInfo | null = null;
 
@@ -154,6 +157,7 @@ export class RemoteBackend implements PolicyBackend {
       if (!Number.isInteger(v) || v < 0) throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
     }
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
+    this.run = options.run;
     this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url);
   }
 
@@ -194,7 +198,8 @@ export class RemoteBackend implements PolicyBackend {
 
   /** The backend's self-description; checks the protocol it chose is one offered. */
   async info(): Promise<BackendInfo> {
-    const info = (await this.invoke('info', { protocols: [...this.protocols] })) as BackendInfo;
+    const params = this.run === undefined ? { protocols: [...this.protocols] } : { protocols: [...this.protocols], run: this.run };
+    const info = (await this.invoke('info', params)) as BackendInfo;
     if (!this.protocols.includes(info.protocol)) {
       throw new BackendCallError(this.name, 'info', 'malformed', `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`, { field: 'result.protocol' });
     }

@@ -144,7 +144,7 @@ const samplingSchema = z.strictObject({
 /** Every method's params and result schema (JSON form, before tensors are decoded). */
 export const methodSchemas = {
   info: {
-    params: z.strictObject({ protocols: z.array(z.string()).min(1) }),
+    params: z.strictObject({ protocols: z.array(z.string()).min(1), run: jsonValueSchema.optional() }),
     result: z.strictObject({
       protocol: z.string(),
       backend: z.strictObject({ name: z.string().min(1), version: z.string() }),

@@ -19,9 +19,13 @@ import {
 } from './schema.js';
 
 /** Where {@link serveBackend} listens. */
-export type ServeOptions =
+export type ServeOptions = (
   | { readonly stdio: true; readonly input?: Readable; readonly output?: Writable }
-  | { readonly port: number; readonly host?: string };
+  | { readonly port: number; readonly host?: string }
+) & {
+  /** Called with every `info` request's params before the backend answers (e.g. to build it from `run`). */
+  readonly onInfo?: (params: { readonly protocols: readonly string[]; readonly run?: unknown }) => void | Promise<void>;
+};
 
 /** A running server. */
 export interface BackendServer {
@@ -43,7 +47,11 @@ function invalid(error: unknown): never {
  * invalid one is answered with error −32602 and `data.field`), typed arrays are decoded, and the
  * backend's answers are encoded. `onShutdown` runs after `shutdown` is answered.
  */
-export function backendHandlers(backend: PolicyBackend, onShutdown: () => void): Record<BackendMethod, RpcHandler> {
+export function backendHandlers(
+  backend: PolicyBackend,
+  onShutdown: () => void,
+  onInfo?: ServeOptions['onInfo'],
+): Record<BackendMethod, RpcHandler> {
   const params = <M extends BackendMethod>(method: M, raw: unknown) => {
     try {
       return parseMessage(method, 'params', raw);
@@ -55,6 +63,13 @@ export function backendHandlers(backend: PolicyBackend, onShutdown: () => void):
   return {
     async info(raw) {
       const p = params('info', raw);
+      if (onInfo !== undefined) {
+        try {
+          await onInfo(p);
+        } catch (error) {
+          throw new RpcError(RPC_ERRORS.failedPrecondition, error instanceof Error ? error.message : String(error), { field: 'run' });
+        }
+      }
       info ??= await backend.info();
       const chosen = p.protocols.find((v) => PROTOCOL_VERSIONS.includes(v) && v === info!.protocol);
       if (chosen === undefined) {
@@ -146,7 +161,7 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
     closedBackend = true;
     await backend.close();
   };
-  const handlers = backendHandlers(backend, () => stop());
+  const handlers = backendHandlers(backend, () => stop(), options.onInfo);
   if ('stdio' in options) {
     const input = options.input ?? process.stdin;
     const output = options.output ?? process.stdout;

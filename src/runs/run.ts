@@ -46,6 +46,8 @@ export interface RunOptions {
    * builds the in-process {@link ReferenceBackend} over `factory` and closes it at the end.
    */
   readonly backend?: PolicyBackend;
+  /** Identity of an external backend (address, name, version, protocol, plan), written as `backend` in config.json. */
+  readonly backendIdentity?: Readonly<Record<string, unknown>>;
   /** In-process policy for the reference backend. @defaultValue the registry's policy of `config.policy.kind` */
   readonly factory?: PolicyFactory;
   /** Resume from the newest whole checkpoint in `outDir` that agrees with its files. */
@@ -245,7 +247,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     mkdirSync(outDir, { recursive: true });
     for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
     rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
-    writeJsonAtomic(join(outDir, 'config.json'), config);
+    writeJsonAtomic(join(outDir, 'config.json'), options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity });
     await warmStart(backend, config, cacheDir, observer);
     await backend.setReference();
   }
