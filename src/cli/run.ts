@@ -183,8 +183,8 @@ export const runCommand: Command = {
         observer.stop();
         // One line: the backend, the method and the step; the files written so far are whole (every
         // line is written at once, checkpoints are renamed into place) and --resume continues.
-        const where = lastStep === 0 && values.resume === undefined ? 'before step 1' : `at step ${lastStep + 1}`;
-        io.err(`qrl-sim run: backend '${error.backend}' failed ${where} (${error.method}, ${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`);
+        const where = lastStep === 0 && values.resume === undefined ? 'before step 1' : `step ${lastStep + 1}`;
+        io.err(`qrl-sim run: ${where}, ${error.method} (${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`);
         return 1;
       }
       observer.stop();
