@@ -127,7 +127,7 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 
 
 def _info(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"protocols": True})
+    p = _obj(params, {"protocols": True, "run": False})  # run: the driver's run config (ignored unless a backend reads it)
     if not isinstance(p["protocols"], list) or not p["protocols"]:
         raise ProtocolError("protocols", "expected a non-empty list of version strings")
     if be.protocol not in p["protocols"]:

@@ -14,8 +14,8 @@ import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 
-const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...]
-       qrl-sim run --resume DIR [--steps N]
+const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
+       qrl-sim run --resume DIR [--steps N] [--backend B]
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
 N steps of rollout under the plan's rollout engine, correction, and updates under its trainer.
