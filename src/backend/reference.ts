@@ -100,6 +100,8 @@ export class ReferenceBackend implements PolicyBackend {
   private readonly handles = new Map<string, GradHandle>();
   private lastHandle: string | null = null;
   private nextHandle = 1;
+  /** Display-only progress of {@link ReferenceBackend.warmStart}: (steps done, total). */
+  onWarmStartProgress: ((done: number, total: number) => void) | undefined = undefined;
   /** True once a backward since the last step accumulated into the gradients. */
   private accumulating = false;
 
@@ -204,7 +206,7 @@ export class ReferenceBackend implements PolicyBackend {
   async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
     if (request.task.name !== this.config.task.name) throw new UsageError(`warmStart.task.name: this backend was built for task '${this.config.task.name}', got '${request.task.name}'`);
     const config: RunConfig = { ...this.config, seed: request.seed, sft: { ...this.config.sft, steps: request.steps, batchSize: request.batchSize, lr: request.lr } };
-    const metrics = this.factory.warmStart(this.engine, config, this.task);
+    const metrics = this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
     this.engine.params.zeroGrad();
     this.trainerVersion++;
     return metrics;

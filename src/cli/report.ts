@@ -3,6 +3,7 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { writeReport } from '../report/index.js';
+import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { parseCommandArgs } from './parse.js';
@@ -16,7 +17,14 @@ seed), writes into DIR:
   summary.md     the same as a Markdown table
   summary.html   the table as a page
   report.html    the table and every plot (inline SVG, opens offline)
-and prints the Markdown table and the path of report.html. See docs/reports.md.`;
+and prints the Markdown table and the path of report.html. See docs/reports.md.
+
+A malformed config.json or JSONL line exits with code 2 naming the file and the line; a
+directory whose runs have no steps yet exits with code 2 and says so.
+
+examples:
+  qrl-sim run --config sims/smoke-reverse.json --out runs/smoke-report
+  qrl-sim report runs/smoke-report --title "smoke run"`;
 
 /** The `report` subcommand. */
 export const reportCommand: Command = {
@@ -27,6 +35,17 @@ export const reportCommand: Command = {
     if (positionals.length !== 1) throw new UsageError(`expected one directory, got ${positionals.length === 0 ? 'none' : positionals.map((p) => `'${p}'`).join(' ')}`);
     const dir = positionals[0] as string;
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`DIR: no such directory '${dir}'`);
+    let runs;
+    try {
+      runs = readRuns(dir);
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+      throw error;
+    }
+    if (runs.length === 0) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+    if (runs.every((r) => r.metrics.length === 0 && r.error === null)) {
+      throw new UsageError(`DIR: no steps recorded yet in '${dir}' (metrics.jsonl is empty in ${runs.length === 1 ? 'its run' : `all ${runs.length} runs`}): nothing to report`);
+    }
     let result;
     try {
       result = await writeReport(dir, values.title === undefined ? {} : { title: values.title });

@@ -65,6 +65,25 @@ export interface PolicyFactory {
   validate(config: RunConfig): void;
   /** A fresh engine with seeded initial weights. */
   create(config: RunConfig, task: Task): RlEngine;
-  /** Supervised warm start of `engine` in place (deterministic for a given config); returns its metrics. */
-  warmStart(engine: RlEngine, config: RunConfig, task: Task): Record<string, number>;
+  /**
+   * Supervised warm start of `engine` in place (deterministic for a given config); returns
+   * {@link warmStartMetrics} (`sft/steps`, `sft/loss_first`, `sft/loss_last`, `sft/loss_last10`).
+   * `onProgress` (optional) is called with (steps done, total) for display only.
+   */
+  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Record<string, number>;
+}
+
+/**
+ * The warm-start metrics every policy reports, from its per-step losses: `sft/steps`,
+ * `sft/loss_first`, `sft/loss_last` and `sft/loss_last10` (mean of the last 10; NaN without steps).
+ */
+export function warmStartMetrics(losses: readonly number[]): Record<string, number> {
+  const n = losses.length;
+  const tail = losses.slice(Math.max(0, n - 10));
+  return {
+    'sft/steps': n,
+    'sft/loss_first': n > 0 ? (losses[0] as number) : Number.NaN,
+    'sft/loss_last': n > 0 ? (losses[n - 1] as number) : Number.NaN,
+    'sft/loss_last10': n > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : Number.NaN,
+  };
 }

@@ -38,6 +38,10 @@ export interface RunObserver {
   onStep?(step: number, metrics: MetricRecord, timings: PhaseTimings): void;
   onEval?(step: number, metrics: MetricRecord): void;
   onMessage?(text: string): void;
+  /** Supervised warm-start progress (not called when the warm start comes from the cache). */
+  onWarmStart?(done: number, total: number): void;
+  /** An evaluation at `step` is about to run (it can take a while). */
+  onEvalStart?(step: number): void;
 }
 
 /** Options of {@link runGrpo}. */
@@ -263,6 +267,7 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
   const ownBackend = options.backend === undefined;
   const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
+  if (backend instanceof ReferenceBackend && options.observer?.onWarmStart !== undefined) backend.onWarmStartProgress = options.observer.onWarmStart.bind(options.observer);
   try {
     return await drive(backend, task, config, outDir, cacheDir, options);
   } finally {
@@ -294,6 +299,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     await saveAtomic(backend, checkpointDir(outDir, step), meta);
   };
   const runEval = async (step: number): Promise<void> => {
+    observer?.onEvalStart?.(step);
     await backend.sync();
     const evalRng = root.fork('eval').fork(String(step));
     const record: MetricRecord = {

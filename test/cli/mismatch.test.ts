@@ -37,7 +37,7 @@ describe('qrl-sim mismatch', () => {
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-run-'));
     const policies = {
       ar: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-      diffusion: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, nLayer: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+      diffusion: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
     } as const;
     for (const [kind, policy] of Object.entries(policies)) {
       const config = resolveRunConfig({
@@ -114,7 +114,7 @@ describe('qrl-sim mismatch --policy diffusion', () => {
   it('loads a warm-start cache file or a run checkpoint (config.json two folders up)', async () => {
     const config = resolveRunConfig({
       task: { name: 'reverse', options: { maxLength: 4 } },
-      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, nLayer: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
     });
     const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }) as unknown as Task);
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-'));

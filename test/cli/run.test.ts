@@ -44,7 +44,7 @@ describe('qrl-sim run', () => {
     ['unknown field', { ...small, optimiser: {} }, [], /config: unknown field 'optimiser'/],
     ['unknown plan', { ...small, plan: 'fp9' }, [], /config\.plan: .*fp9/],
     ['bad model size', { ...small, policy: { kind: 'ar', model: { C: 30, H: 4 } } }, [], /config\.policy\.model/],
-    ['zero steps', small, ['--steps', '0'], /--steps: expected an integer ≥ 1/],
+    ['zero steps', small, ['--steps', '0'], /--steps: expected an integer in 1\.\.100000, got '0'/],
     ['bad task option', small, ['--set', 'task.options.maxLength=99'], /config\.task\.options: reverse: option maxLength .* got 99/],
   ])('bad config (%s) exits 2 naming the field, and writes nothing', async (name, config, extra, message) => {
     const out = join(root, `bad-${name.replace(/ /g, '-')}`);

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
 import { ParamStore } from '../../nn/index.js';
-import type { EngineBatch, EngineLogprobs, PolicyFactory, RlEngine } from '../engine.js';
+import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import type { Task } from '../../tasks/index.js';
@@ -153,7 +153,7 @@ export const arPolicyFactory: PolicyFactory = {
     }
   },
   create: createArEngine,
-  warmStart(engine, config, task) {
+  warmStart(engine, config, task, onProgress) {
     // The warm start is precision-independent (fp32), so every plan of a sweep starts from the
     // same policy and one cached checkpoint serves them all.
     const policy = new ArPolicy(arConfigFor(config, task), engine.params);
@@ -162,7 +162,8 @@ export const arPolicyFactory: PolicyFactory = {
       batchSize: config.sft.batchSize,
       optimizer: { lr: config.sft.lr, weightDecay: 0.01 },
       seed: config.seed,
+      ...(onProgress ? { onProgress } : {}),
     });
-    return { 'sft/first_loss': losses[0] ?? Number.NaN, 'sft/last_loss': losses[losses.length - 1] ?? Number.NaN };
+    return warmStartMetrics(losses);
   },
 };

@@ -13,7 +13,7 @@ import { createRng } from '../../../src/rng.js';
 import { EOS, makeTask, PAD, type Task } from '../../../src/tasks/index.js';
 
 const estimators = ['trajectory', 'd1', 'elbo'] as const;
-const tiny = { C: 8, H: 2, hidden: 16, nLayer: 1 };
+const tiny = { C: 8, H: 2, hidden: 16, layers: 1 };
 
 function setup(overrides: { plan?: string; estimator?: (typeof estimators)[number]; model?: Record<string, unknown> } = {}): { config: RunConfig; task: Task; engine: DiffusionEngine; prompts: number[][] } {
   const config = resolveRunConfig({
@@ -221,8 +221,10 @@ describe('diffusionPolicyFactory.validate', () => {
     [{ diffusion: { generationLength: 16, blockLength: 8, steps: 4 } }, /^config\.policy\.diffusion\.generationLength: must be ≥ task sudoku4's response length 17/],
     [{ model: { C: 30, H: 4 } }, /^config\.policy\.model\.H: must divide C = 30, got 4$/],
     [{ model: { width: 3 } }, /^config\.policy\.model: unknown option\(s\) width/],
-    [{ model: { nLayer: 0 } }, /^config\.policy\.model\.nLayer: must be a positive integer, got 0$/],
-    [{ model: { maxSeqLen: 30 } }, /^config\.policy\.model\.maxSeqLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
+    [{ model: { layers: 0 } }, /^config\.policy\.model\.layers: must be a positive integer, got 0$/],
+    [{ model: { maxLen: 30 } }, /^config\.policy\.model\.maxLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
+    [{ model: { nLayer: 2 } }, /^config\.policy\.model\.nLayer: is now 'layers' .*, got 2$/],
+    [{ model: { maxSeqLen: 64 } }, /^config\.policy\.model\.maxSeqLen: is now 'maxLen' .*, got 64$/],
     [{ sampler: { topK: 5 } }, /^config\.policy\.sampler\.topK: /],
   ];
   it('names the field and the value', () => {
