@@ -18,6 +18,7 @@ import { warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
 import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
+import { BaselineError, summarizeRuns } from '../report/summary.js';
 import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
 import { type ReportResult, SWEEP_MANIFEST, writeReport } from '../report/write.js';
 
@@ -41,6 +42,8 @@ export interface SweepOptions {
   readonly factory?: FactorySource;
   /** Warm-start cache directory. @defaultValue `.cache/sft` under the working directory */
   readonly cacheDir?: string;
+  /** Baseline of the report's paired comparison (see `summarizeRuns`); checked against the grid before anything runs. */
+  readonly baseline?: string;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
 }
@@ -166,6 +169,16 @@ export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
 export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const t0 = performance.now();
   const plan = await planSweep(options);
+  if (options.baseline !== undefined) {
+    // The baseline must pick exactly one grid point: checked on the planned configs, before anything runs.
+    const planned = plan.runs.map((r) => ({ dir: r.dir, name: r.dir, config: r.config as unknown as Record<string, unknown>, metrics: [], eval: [], timings: [], error: null }));
+    try {
+      summarizeRuns(planned, { baseline: options.baseline });
+    } catch (error) {
+      if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
+      throw error;
+    }
+  }
   const outDir = resolve(options.outDir);
   const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
   const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
@@ -218,6 +231,6 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   } finally {
     await pool.destroy();
   }
-  const report = await writeReport(outDir);
+  const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
   return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
 }

@@ -119,10 +119,13 @@ describe('runSweep', () => {
     expect(f1.get('correction-none_plan-bf16/seed-0/metrics.jsonl')?.trim().split('\n')).toHaveLength(3);
     // the summary follows grid order and has one group per point
     expect(r1.report.summary.groups.map((g) => g.label)).toEqual(['plan=bf16, correction=none', 'plan=fp16, correction=none', 'plan=bf16, correction=tis', 'plan=fp16, correction=tis']);
-    expect(r1.report.summary.groups.every((g) => g.stats.finalReward.n === 2)).toBe(true);
+    expect(r1.report.summary.groups.every((g) => g.stats.tailReward.n === 2)).toBe(true);
     // the quantized side shows a mismatch, the identical plan none
     expect(r1.report.summary.groups[0]!.stats.meanK3.mean).toBe(0);
     expect(r1.report.summary.groups[1]!.stats.meanK3.mean).toBeGreaterThan(0);
+    // the default baseline is bf16/none; bf16 with TIS is bit-identical to it: every paired Δ is exactly 0
+    expect(r1.report.summary.baseline.label).toBe('plan=bf16, correction=none');
+    expect(r1.report.summary.groups[2]!.delta?.tailReward).toMatchObject({ mean: 0, std: 0, n: 2, below: 0, insideSpread: true });
   });
 
   test('a failed run is recorded with its error and the others complete (CLI, exit 1)', async () => {
