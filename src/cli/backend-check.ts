@@ -275,7 +275,10 @@ Options:
   --batch B           sequences per generate (default 8)
   --prompt-length P   prompt tokens, BOS and SEP included (default 4)
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
-  --json              the rows as one JSON object`;
+  --json              the rows as one JSON object
+
+examples:
+  qrl-sim backend-check --backend "qrl-sim serve --policy ar --stdio" --batch 4`;
 
 /** The `backend-check` subcommand. */
 export const backendCheckCommand: Command = {

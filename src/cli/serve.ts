@@ -50,6 +50,11 @@ class ConfiguredReference implements PolicyBackend {
     this.inner = new ReferenceBackend(config, factory, task);
   }
 
+  /** True once a run config built the backend. */
+  get configured(): boolean {
+    return this.inner !== null;
+  }
+
   private get backend(): ReferenceBackend {
     if (this.inner === null) throw new Error('no run config yet: send info with params.run (or start the server with --config FILE)');
     return this.inner;
@@ -95,9 +100,8 @@ const help = `usage: qrl-sim serve --policy ar|diffusion [--plan P] [--config FI
 Serves the in-process reference backend (the toy policy, its plan, AdamW, checkpoints) over
 qrl-backend/1 (docs/adapter.md): newline-delimited JSON-RPC on stdin/stdout (--stdio, the
 default), or HTTP POST /rpc on a port. The policy is built from the run config the driver sends
-with its first info (qrl-sim run --backend does), or from --config FILE.
-
-  qrl-sim run --config sims/reverse.json --backend "qrl-sim serve --policy ar --stdio"
+with its first info (qrl-sim run --backend does), or from --config FILE, or else from the defaults
+of the reverse task ({"task": {"name": "reverse"}, "policy": {"kind": P}, "plan": --plan}).
 
 Options:
   --policy ar|diffusion   the policy kind this server accepts
@@ -105,7 +109,11 @@ Options:
   --config FILE           build the policy from this run config at start
   --stdio                 serve on stdin/stdout (default)
   --port N                serve HTTP on port N (0 picks one; the address is printed on stderr)
-  --host H                HTTP address (default 127.0.0.1)`;
+  --host H                HTTP address (default 127.0.0.1)
+
+examples:
+  echo '{"jsonrpc":"2.0","id":1,"method":"shutdown","params":{}}' | qrl-sim serve --policy ar --stdio
+  qrl-sim backend-check --backend "qrl-sim serve --policy ar --stdio" --batch 4`;
 
 /** The `serve` subcommand. */
 export const serveCommand: Command = {
@@ -140,6 +148,8 @@ export const serveCommand: Command = {
     }
     const onInfo = (p: { readonly run?: unknown }): void => {
       if (p.run !== undefined) backend.configure(p.run);
+      // A client that sends no run config (backend-check, a third-party driver) gets the defaults.
+      else if (!backend.configured) backend.configure({ task: { name: 'reverse' }, policy: { kind: policy }, ...(values.plan !== undefined ? { plan: values.plan } : {}) });
     };
     const server =
       values.port !== undefined
