@@ -3,14 +3,13 @@
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const cli = join(dirname(createRequire(import.meta.url).resolve('dependency-cruiser/package.json')), 'bin', 'dependency-cruise.mjs');
+const cli = join(repo, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
 const config = join(repo, '.dependency-cruiser.cjs');
 const tmp = mkdtempSync(join(tmpdir(), 'qrl-layers-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
