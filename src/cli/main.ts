@@ -13,6 +13,7 @@ import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
 import { sweepCommand } from './sweep.js';
+import { labCommand } from './lab.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -24,6 +25,7 @@ export const commands: Readonly<Record<string, Command>> = {
   run: runCommand,
   report: reportCommand,
   sweep: sweepCommand,
+  lab: labCommand,
 };
 
 const processIo: CliIo = {
