@@ -17,6 +17,7 @@ import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
 import { serveCommand } from './serve.js';
 import { sweepCommand } from './sweep.js';
+import { labCommand } from './lab.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
@@ -32,6 +33,7 @@ export const commands: Readonly<Record<string, Command>> = {
   report: reportCommand,
   serve: serveCommand,
   sweep: sweepCommand,
+  lab: labCommand,
 };
 
 const processIo: CliIo = {
