@@ -14,8 +14,8 @@ import {
 } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { UsageError } from '../errors.js';
+import { parseCommandArgs, required, seedOption } from './parse.js';
 
 const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...
 
@@ -26,7 +26,8 @@ options:
   --format F    ${Object.keys(floatFormats).join(', ')}
   --profile P   ${Object.keys(castProfiles).join(', ')}
   --mode M      ${roundingModes.join(', ')} (default: the profile's mode)
-  --seed S      seed of the random bits for --mode stochastic (default 0; one uint32 per value)
+  --seed S      seed of the random bits for --mode stochastic (default 0, an integer in
+                0..4294967295; one uint32 per value)
   --json        print one JSON object {format, profile, mode, results: [{input, code, hex, value}]}
                 (input and value are strings so that NaN, ±Infinity and -0 survive)
 
@@ -83,7 +84,8 @@ export const castCommand: Command = {
     }
     const mode = (values.mode ?? profile.mode) as RoundingMode;
     if (!roundingModes.includes(mode)) throw new UsageError(`--mode: unknown mode '${values.mode}' (known: ${roundingModes.join(', ')})`);
-    const seed = integerOption(values.seed, 'seed', 0);
+    const seed = seedOption(values.seed);
+    if (values.seed !== undefined && mode !== 'stochastic') throw new UsageError(`--seed: only used with --mode stochastic (mode is ${mode})`);
     if (positionals.length === 0) throw new UsageError('no VALUES given');
     const inputs = positionals.map(parseFloat32);
     const rng = createRng(seed).fork('cast');

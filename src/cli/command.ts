@@ -11,6 +11,11 @@ export interface CliIo {
   readStdin(): Promise<string>;
   /** True when output goes to a terminal (progress bars); plain lines otherwise. */
   readonly interactive?: boolean;
+  /**
+   * Replaces the live status line on standard error (an empty text clears it). Present only when
+   * standard error is a terminal; without it progress is printed as plain lines through `err`.
+   */
+  readonly status?: (text: string) => void;
 }
 
 /** A subcommand of `qrl-sim`. */

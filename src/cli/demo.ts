@@ -2,15 +2,20 @@
 // baseline, with and without correction; `--numerics` prints the cast-profile demonstration instead.
 // Not a general sweep tool (`qrl-sim sweep`).
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runSweep } from '../report/index.js';
+import { runSweep } from '../runs/index.js';
 import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from './cast.js';
-import { UsageError } from './errors.js';
-import { integerOption, parseCommandArgs } from './parse.js';
+import { UsageError } from '../errors.js';
+import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
+import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';
+import { claimOutDir, outDirKind } from './outdir.js';
+import { sweepProgress } from './sweep-progress.js';
+import { availableParallelism } from 'node:os';
 
 /** The demonstration's base config and grid. */
 export const DEMO_CONFIG = fileURLToPath(new URL('../../sims/demo.json', import.meta.url));
@@ -22,12 +27,30 @@ const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
 Without --numerics (what npm start runs): a GRPO sweep of the autoregressive toy policy on the
 reverse task (sims/demo.json) — the BF16 baseline next to an NVFP4-quantized rollout engine, each
 with no correction, TIS and AIS, over 2 seeds — in worker threads, about half a minute on two
-cores. Prints the summary table and the path of the HTML report (default out: runs/demo).
+cores. Prints the summary table and the path of the HTML report (default out: runs/demo), with a
+live progress line on standard error. A previous demonstration in the output directory is
+replaced; any other existing run, sweep or non-empty directory is refused (exit 2).
 Equivalent to: qrl-sim sweep --config sims/demo.json --grid "${DEMO_GRID}" --seeds 2
 
 With --numerics: how each cast profile treats the same float32 inputs in E4M3FN (the edge cases
 that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each format
-under per-tensor amax scaling.`;
+under per-tensor amax scaling. --seed (0..4294967295) goes with --numerics only; --out, --seeds
+(at most 1000) and --workers with the sweep only.
+
+examples:
+  qrl-sim demo --numerics --seed 1
+  (npm start runs 'qrl-sim demo', the full demonstration)`;
+
+/** True when `dir` holds the output of an earlier `demo` (its sweep.json has the demo's grid). */
+function isPreviousDemo(dir: string): boolean {
+  if (outDirKind(dir) !== 'sweep') return false;
+  try {
+    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { grid?: { key: string; values: string[] }[] };
+    return (manifest.grid ?? []).map((a) => `${a.key}=${a.values.join(',')}`).join(';') === DEMO_GRID;
+  } catch {
+    return false;
+  }
+}
 
 /** Per-tensor amax-scaled fake quantization error of `x` in a format (simple demonstration). */
 function roundTripError(x: Float32Array, format: keyof typeof floatFormats, profile: keyof typeof castProfiles) {
@@ -63,9 +86,16 @@ export const demoCommand: Command = {
     });
     if (!values.numerics) {
       if (values.seed !== undefined) throw new UsageError('--seed goes with --numerics; the sweep uses --seeds N');
-      const seeds = integerOption(values.seeds, 'seeds', 2, 1);
-      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1);
+      const seeds = integerOption(values.seeds, 'seeds', 2, 1, MAX_SEEDS);
+      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
       const outDir = values.out ?? 'runs/demo';
+      if (isPreviousDemo(outDir)) {
+        rmSync(outDir, { recursive: true, force: true });
+        io.err(`qrl-sim demo: replacing the previous demonstration in ${outDir}`);
+      }
+      claimOutDir(outDir, 'sweep', values.out === undefined ? 'output directory' : '--out');
+      const runs = 6 * seeds;
+      const progress = sweepProgress(io, Math.min(workers ?? availableParallelism(), runs), runs);
       io.out(`qrl-sim demonstration: GRPO on reverse, BF16 baseline vs NVFP4 rollout × {none, TIS, AIS}, ${seeds} seed(s) → ${outDir}`);
       const result = await runSweep({
         baseConfig: JSON.parse(readFileSync(DEMO_CONFIG, 'utf8')),
@@ -73,20 +103,24 @@ export const demoCommand: Command = {
         seeds,
         outDir,
         ...(workers !== undefined ? { workers } : {}),
-        onRunDone: (run, done, total) => io.out(`[${done}/${total}] ${run.dir}${run.ok ? '' : `: FAILED: ${run.error}`}`),
-      });
+        onRunDone: (run, done, total) => {
+          progress.runDone(done, total, run.ok);
+          io.out(`[${done}/${total}] ${run.dir}${run.ok ? '' : `: FAILED: ${run.error}`}`);
+        },
+      }).finally(() => progress.stop());
       io.out('');
       io.out(result.report.markdown);
       io.out(`${result.runs.length} runs on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
       io.out(`report: ${result.report.files.reportHtml}`);
       return result.runs.every((r) => r.ok) ? 0 : 1;
     }
-    const seed = integerOption(values.seed, 'seed', 0);
+    refuseIgnored(values, ['out', 'seeds', 'workers'], 'with --numerics (it runs no sweep)');
+    const seed = seedOption(values.seed);
     io.out('qrl-sim numerics demonstration\n');
     io.out('1. The same float32 inputs cast to E4M3FN by each backend profile (decoded value):\n');
     const inputs = [448, 464, 465, 470, 485, 1e6, Infinity, Number.NaN, 2 ** -10, 3 * 2 ** -10, -0];
     const profiles = Object.values(castProfiles).filter((p) => profileCovers(p, floatFormats.e4m3fn));
-    const w = 13;
+    const w = Math.max(13, ...profiles.map((p) => p.name.length + 2));
     io.out(['input'.padStart(w), ...profiles.map((p) => p.name.padStart(w))].join(''));
     for (const x of inputs) {
       const cells = profiles.map((p) => formatValue(decode(floatFormats.e4m3fn, scalarEncoder('e4m3fn', p)(x))).padStart(w));

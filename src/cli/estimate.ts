@@ -2,10 +2,11 @@
 // Not an estimator: all computation is `estimateJson` from src/rl; this file only does argument parsing and I/O.
 
 import { readFile, writeFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { estimateJson } from '../rl/estimate.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
+import { parseCommandArgs } from './parse.js';
+import { parseJsonInput } from '../json.js';
 
 const help = `usage: qrl-sim estimate --input FILE|- [--output FILE]
 
@@ -28,7 +29,11 @@ options:
   --output FILE    write the JSON there instead of standard output
   -h, --help       this text
 
-Malformed input exits with code 2 and one line naming the field.`;
+Malformed input exits with code 2 and one line naming the field; a number that overflows
+float64 (1e400) is reported with its line.
+
+examples:
+  qrl-sim estimate --input docs/examples/estimate-ais.json`;
 
 async function readInput(path: string, io: CliIo): Promise<string> {
   if (path === '-') return io.readStdin();
@@ -44,25 +49,10 @@ export const estimateCommand: Command = {
   summary: 'evaluate advantages, rollout correction, policy loss, KL and d loss/d logpTheta on a JSON batch',
   help,
   async run(args: string[], io: CliIo): Promise<number> {
-    let values: { input?: string | undefined; output?: string | undefined };
-    try {
-      ({ values } = parseArgs({
-        args,
-        options: { input: { type: 'string' }, output: { type: 'string' } },
-        strict: true,
-        allowPositionals: false,
-      }));
-    } catch (error) {
-      throw new UsageError((error as Error).message.split('\n')[0] ?? 'bad arguments');
-    }
+    const { values } = parseCommandArgs(args, { input: { type: 'string' }, output: { type: 'string' } });
     if (values.input === undefined) throw new UsageError('--input: required (a file path or - for standard input)');
     const text = await readInput(values.input, io);
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (error) {
-      throw new UsageError(`input: not valid JSON (${(error as Error).message})`);
-    }
+    const json = parseJsonInput(text, 'input');
     const out = `${JSON.stringify(estimateJson(json), null, 2)}\n`;
     if (values.output !== undefined) {
       try {

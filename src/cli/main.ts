@@ -1,8 +1,10 @@
 // The `qrl-sim` dispatcher: finds the subcommand, maps usage errors to exit code 2.
 // Not where commands live: each has its own file, listed in the table below.
 
+import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
+import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
@@ -28,12 +30,21 @@ const processIo: CliIo = {
   interactive: process.stdout.isTTY === true,
   out: (text) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
   err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
+  ...(process.stderr.isTTY === true
+    ? { status: (text: string) => process.stderr.write(`\r\x1b[2K${text.slice(0, Math.max(10, (process.stderr.columns ?? 80) - 1))}`) }
+    : {}),
   readStdin: async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
     return Buffer.concat(chunks).toString('utf8');
   },
 };
+
+/** The package version (package.json next to src/ and dist/). */
+export function packageVersion(): string {
+  const json = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return json.version;
+}
 
 function usage(): string {
   const width = Math.max(...Object.keys(commands).map((n) => n.length));
@@ -42,6 +53,7 @@ function usage(): string {
     'qrl-sim — reference simulator for RL with quantized rollouts',
     '',
     'usage: qrl-sim <command> [options]',
+    '       qrl-sim --version',
     '',
     'commands:',
     ...lines,
@@ -60,6 +72,10 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     io.out(usage());
     return name === undefined ? 2 : 0;
   }
+  if (name === '--version' || name === '-V') {
+    io.out(packageVersion());
+    return 0;
+  }
   const command = commands[name];
   if (command === undefined) {
     io.err(`qrl-sim: unknown command '${name}' (known: ${Object.keys(commands).join(', ')})`);
@@ -72,7 +88,7 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
   try {
     return await command.run(rest, io);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || error instanceof JsonInputError) {
       io.err(`qrl-sim ${name}: ${error.message}`);
       return 2;
     }

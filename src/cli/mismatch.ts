@@ -1,7 +1,7 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, type ArPolicy } from '../policies/ar/index.js';
 import {
@@ -13,11 +13,19 @@ import {
   type DiffusionMismatchOptions,
 } from '../policies/diffusion/index.js';
 import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
+import type { ParamStore } from '../nn/index.js';
+import { arConfigFor } from '../policies/ar/engine.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
 import { makeTask, taskNames, type Task, type TaskName } from '../tasks/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { UsageError } from '../errors.js';
+import { readJsonFile } from './input.js';
+import { JsonInputError } from '../json.js';
+import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
+
+/** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
+export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
                         [--temperature T] [--checkpoint FILE] [--json]
@@ -42,21 +50,27 @@ Both print the mismatch diagnostics:
 Options:
   --policy ar|diffusion  the autoregressive or the masked-diffusion toy policy
   --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')}
-  --length L          response tokens per sequence (default 16; diffusion: 24, or the
+  --length L          response tokens per sequence, 1..1024 (default 16; diffusion: 24, or the
                       checkpoint's generationLength; blocks of 8 when 8 divides L, else one block,
                       two tokens committed per step)
   --estimator E       diffusion only: ${diffusionEstimatorNames.join(', ')} (default d1)
-  --seed S            initialization (without --checkpoint), prompts and sampling (default 0)
-  --batch B           number of sequences (default 16)
+  --seed S            initialization (without --checkpoint), prompts and sampling (default 0;
+                      an integer in 0..4294967295)
+  --batch B           number of sequences, 1..4096 (default 16)
   --temperature T     sampling temperature, also used by the trainer recompute (default 1)
-  --checkpoint FILE   ar: a policy saved by saveCheckpoint (JSON); diffusion: a warm-start cache
-                      file ({ config, weights }) or a run checkpoint (config.json two folders up)
+  --checkpoint PATH   a checkpoint directory \`run\` writes (checkpoints/step-N/) or a cached warm
+                      start (.cache/sft/<key>/), or their backend.json; ar also takes a policy
+                      saved by saveCheckpoint (JSON), diffusion a { config, weights } JSON file
   --json              one JSON object instead of a table (diffusion adds the key estimator)
 
 ar: prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none,
 and without a checkpoint); a fresh policy has vocabulary and prompt layout of the reverse task and
 maxLen = prompt length + L. diffusion: prompts of the checkpoint's task, sudoku4 without one; a
-fresh policy is the toy default model initialized from the seed.`;
+fresh policy is the toy default model initialized from the seed.
+
+examples:
+  qrl-sim mismatch --policy ar --plan fp8-rollout --batch 4
+  qrl-sim mismatch --policy diffusion --plan bf16 --batch 2 --json`;
 
 function parseTemperature(value: string | undefined): number {
   if (value === undefined) return 1;
@@ -65,13 +79,34 @@ function parseTemperature(value: string | undefined): number {
   return t;
 }
 
-function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
-  let json: unknown;
+/** A checkpoint `run` or a cached warm start wrote (a directory with backend.json, or that file), else null. */
+function backendState(file: string): ReferenceBackendState | null {
+  const isDir = existsSync(file) && statSync(file).isDirectory();
+  if (!isDir && !file.endsWith(REFERENCE_STATE_FILE)) return null;
   try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
+    return readReferenceState(file);
   } catch (error) {
-    throw new UsageError(`--checkpoint: cannot read '${file}': ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+    throw new UsageError(`--${(error as Error).message}`);
   }
+}
+
+function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
+  const state = backendState(file);
+  if (state !== null) {
+    try {
+      const config = resolveRunConfig(state.config);
+      if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
+      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+      const policy = createArPolicy(arConfigFor(config, task), config.seed);
+      if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
+      (policy.params as ParamStore).data.set(state.weights);
+      return { policy, task };
+    } catch (error) {
+      if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
+      throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  const json = readJsonFile(file, '--checkpoint');
   try {
     const { policy, task } = loadCheckpoint(json);
     if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
@@ -79,7 +114,7 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
     if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
     return { policy, task: t };
   } catch (error) {
-    if (error instanceof UsageError) throw error;
+    if (error instanceof UsageError || error instanceof JsonInputError) throw error;
     throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
@@ -92,14 +127,9 @@ function parseEstimator(value: string | undefined): DiffusionEstimatorName {
 
 /** A diffusion checkpoint: weights plus the run config that built the model (embedded or `../config.json`). */
 function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
-  const read = (path: string): Record<string, unknown> => {
-    try {
-      return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-    } catch (error) {
-      throw new UsageError(`--checkpoint: cannot read '${path}': ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
-    }
-  };
-  const json = read(file);
+  const read = (path: string): Record<string, unknown> => readJsonFile(path, '--checkpoint') as Record<string, unknown>;
+  const state = backendState(file);
+  const json: Record<string, unknown> = state !== null ? { weights: state.weights, config: state.config } : read(file);
   try {
     const weights = json.weights;
     if (!Array.isArray(weights)) throw new Error('it has no weights array');
@@ -122,7 +152,7 @@ function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | '
       sampler: { genLength: d.generationLength, blockLength: d.blockLength, steps: d.steps, remasking: engine.sampler.remasking, temperature: engine.sampler.temperature },
     };
   } catch (error) {
-    if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
+    if ((error instanceof UsageError && error.message.startsWith('--checkpoint')) || error instanceof JsonInputError) throw error;
     throw new UsageError(`--checkpoint: '${file}' is not a usable diffusion checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
@@ -159,9 +189,9 @@ export const mismatchCommand: Command = {
     const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
     if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
-    const length = integerOption(values.length, 'length', 16, 1);
-    const seed = integerOption(values.seed, 'seed', 0);
-    const batch = integerOption(values.batch, 'batch', 16, 1);
+    const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
+    const seed = seedOption(values.seed);
+    const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
     const temperature = parseTemperature(values.temperature);
 
     let policy: ArPolicy;
@@ -189,10 +219,10 @@ function runDiffusion(
   out: (line: string) => void,
 ): number {
   const estimator = parseEstimator(values.estimator);
-  const seed = integerOption(values.seed, 'seed', 0);
-  const sequences = integerOption(values.batch, 'batch', 16, 1);
+  const seed = seedOption(values.seed);
+  const sequences = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
   const loaded = values.checkpoint !== undefined ? loadDiffusion(values.checkpoint) : undefined;
-  const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1);
+  const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1, MISMATCH_LIMITS.length);
   // The checkpoint's own sampler schedule applies at its generation length; any other length uses the probe's defaults.
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
   if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };

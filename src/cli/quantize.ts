@@ -12,7 +12,8 @@ import {
   quantize,
 } from '../numerics/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
+import { parseJsonInput } from '../json.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
@@ -23,7 +24,10 @@ const help = `usage: qrl-sim quantize --preset NAME [--block N] --input FILE|- [
 
 Reads a JSON array of numbers (one row) or an array of equal-length arrays (rows = tokens or
 output channels; groups and blocks run along each row), quantizes it with the preset and prints
-the codes, the dequant scales (x ≈ q·s), the dequantized values and the error statistics.
+the codes, the dequant scales (x ≈ q·s), the dequantized values and the error statistics (text:
+the first 8 rows and columns; --json: everything). The statistics cover the elements whose input
+and output are finite; finite inputs that dequantize to NaN or ±Infinity (e.g. an MX block with a
+NaN, whose shared scale is NaN) are counted and reported separately.
 Values may also be the strings "NaN", "Infinity", "-Infinity" and "-0"; every value is first
 rounded to float32.
 
@@ -31,7 +35,8 @@ options:
   --preset NAME   one of the presets below
   --block N       group/block size of the presets that have one (default: the preset's)
   --input FILE    JSON file, or - for standard input
-  --json          print {preset, codes, scales, zeroPoints?, dequantized, stats: {maxAbsError, rmse, sqnrDb}}
+  --json          print {preset, codes, scales, zeroPoints?, dequantized,
+                  stats: {maxAbsError, rmse, sqnrDb, nonFinite}}
                   (codes and dequantized in the input's shape; non-finite numbers as strings)
 
 presets:
@@ -39,7 +44,7 @@ ${presetLines}
 
 examples:
   echo '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]' | qrl-sim quantize --preset vllm-fp8-token --input - --json
-  qrl-sim quantize --preset mxfp4 --block 32 --input weights.json`;
+  qrl-sim quantize --preset mxfp4 --block 32 --input docs/examples/weights.json`;
 
 const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
 
@@ -51,12 +56,7 @@ function parseElement(v: unknown, where: string): number {
 
 /** Parses the input JSON into float32 values and a (rows, cols) shape; `oneD` when the input was a flat array. */
 export function parseQuantizeInput(text: string): { x: Float32Array; shape: [number, number]; oneD: boolean } {
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(`--input: not valid JSON (${error instanceof Error ? error.message : String(error)})`);
-  }
+  const data = parseJsonInput(text, '--input');
   if (!Array.isArray(data)) throw new UsageError('--input: expected a JSON array of numbers or an array of rows');
   if (data.length === 0 || !Array.isArray(data[0])) {
     const x = Float32Array.from(data, (v, i) => parseElement(v, `[${i}]`));
@@ -88,15 +88,21 @@ function shaped<T>(values: T[], shape: readonly number[], oneD: boolean): T[] | 
   return Array.from({ length: rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
 }
 
-/** Error statistics over the elements where input and output are both finite. */
-export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsError: number; rmse: number; sqnrDb: number } {
+/**
+ * Error statistics over the elements where input and output are both finite, and `nonFinite`:
+ * the number of elements whose input is finite but whose dequantized value is not (NaN or ±∞),
+ * which the statistics cannot include and must not hide.
+ */
+export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsError: number; rmse: number; sqnrDb: number; nonFinite: number } {
   let maxAbs = 0;
   let sumSq = 0;
   let sumErr = 0;
   let n = 0;
+  let nonFinite = 0;
   for (let i = 0; i < x.length; i++) {
     const a = x[i] as number;
     const b = y[i] as number;
+    if (Number.isFinite(a) && !Number.isFinite(b)) nonFinite++;
     if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
     const e = a - b;
     maxAbs = Math.max(maxAbs, Math.abs(e));
@@ -106,7 +112,7 @@ export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsErr
   }
   const rmse = n === 0 ? 0 : Math.sqrt(sumErr / n);
   const sqnrDb = sumErr === 0 ? Infinity : 10 * Math.log10(sumSq / sumErr);
-  return { maxAbsError: maxAbs, rmse, sqnrDb };
+  return { maxAbsError: maxAbs, rmse, sqnrDb, nonFinite };
 }
 
 /** The `quantize` subcommand. */
@@ -156,19 +162,37 @@ export const quantizeCommand: Command = {
           ...(q.zeroPoints ? { zeroPoints: shaped(Array.from(q.zeroPoints), scaleShape, oneD && scaleShape.length === 1) } : {}),
           ...(q.globalScale !== undefined ? { globalScale: q.globalScale } : {}),
           dequantized: shaped(Array.from(y, jsonNumber), dataShape, oneD),
-          stats: { maxAbsError: jsonNumber(stats.maxAbsError), rmse: jsonNumber(stats.rmse), sqnrDb: jsonNumber(stats.sqnrDb) },
+          stats: { maxAbsError: jsonNumber(stats.maxAbsError), rmse: jsonNumber(stats.rmse), sqnrDb: jsonNumber(stats.sqnrDb), nonFinite: stats.nonFinite },
         }),
       );
       return 0;
     }
     io.out(`${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`);
-    io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB`);
+    const finiteInputs = x.filter((v) => Number.isFinite(v)).length;
+    if (stats.nonFinite > 0) io.out(`non-finite outputs: ${stats.nonFinite} of ${finiteInputs} finite inputs dequantize to NaN or ±Infinity (not in the statistics below)`);
+    if (finiteInputs - stats.nonFinite === 0) io.out('max |error| —   rmse —   SQNR — (no finite input has a finite output)');
+    else io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB   (over ${finiteInputs - stats.nonFinite} finite outputs)`);
     const [rows, cols] = shape;
+    const line = (values: ArrayLike<number>, start: number, width: number): string =>
+      `${Array.from({ length: Math.min(width, 8) }, (_, c) => String(jsonNumber(values[start + c] as number))).join(' ')}${width > 8 ? ' …' : ''}`;
+    // Scales (and zero points) in their own shape: [] per tensor, [rows], [rows, groups] or [blockRows, blockCols].
+    const sShape = q.scaleShape;
+    const sRows = sShape.length === 2 ? (sShape[0] as number) : sShape.length === 1 ? (sShape[0] as number) : 1;
+    const sCols = sShape.length === 2 ? (sShape[1] as number) : 1;
+    const scaleTable = (label: string, values: ArrayLike<number>): void => {
+      io.out(`${label}:`);
+      if (sShape.length === 1) io.out(`  ${line(values, 0, sRows)}`);
+      else for (let r = 0; r < Math.min(sRows, 8); r++) io.out(`  ${line(values, r * sCols, sCols)}`);
+      if (sShape.length !== 1 && sRows > 8) io.out(`  … ${sRows - 8} more rows`);
+    };
+    scaleTable('scales', q.scales);
+    if (q.zeroPoints) scaleTable('zero points', q.zeroPoints);
     for (let r = 0; r < Math.min(rows, 8); r++) {
-      const row = Array.from(y.subarray(r * cols, Math.min((r + 1) * cols, r * cols + 8)), (v) => String(jsonNumber(v)));
-      io.out(`row ${r}: ${row.join(' ')}${cols > 8 ? ' …' : ''}`);
+      io.out(`row ${r} codes:   ${line(codes, r * cols, cols)}`);
+      io.out(`row ${r} dequant: ${line(y, r * cols, cols)}`);
     }
     if (rows > 8) io.out(`… ${rows - 8} more rows (use --json for everything)`);
+    if (q.globalScale !== undefined) io.out(`global scale ${q.globalScale}`);
     return 0;
   },
 };

@@ -1,17 +1,20 @@
 // `qrl-sim run`: one GRPO run from a JSON config, with a progress bar, resumable checkpoints and
 // Ctrl-C handling. Not the loop itself (src/rl/grpo/) and not sweeps (`qrl-sim sweep`).
 
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { applyOverrides } from '../runs/overrides.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { policyFactory } from '../rl/grpo/policies.js';
+import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/index.js';
-import { type RunObserver, runGrpo } from '../rl/grpo/run.js';
-import type { Command } from './command.js';
-import { UsageError } from './errors.js';
-import { integerOption, parseCommandArgs } from './parse.js';
+import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
+import type { CliIo, Command } from './command.js';
+import { UsageError } from '../errors.js';
+import { checkSetValues, readJsonFile } from './input.js';
+import { claimOutDir, outDirKind } from './outdir.js';
+import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
+import { eta, progressLine } from './progress.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...]
        qrl-sim run --resume DIR [--steps N]
@@ -28,28 +31,26 @@ options:
   --steps N       override config.steps
   --seed S        override config.seed
   --set P=V       override any field, e.g. --set estimators.correction.name=tis (repeatable)
-  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)`;
+  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)
 
-function readJsonFile(path: string, flag: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new UsageError(`${flag}: cannot read '${path}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(`${flag}: '${path}' is not valid JSON (${(error as Error).message})`);
-  }
-}
+Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
+or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
+The default name carries a short hash of the --set overrides when there are any. Resuming a
+run that already reached its steps says so and exits 0 without changing any file.
+--seed is an integer in 0..4294967295; --steps at most 100000 (docs/grpo.md lists the limits of
+every size field). Progress of the warm start and of evaluations goes to standard error.
+
+examples:
+  qrl-sim run --config sims/smoke-reverse.json --out runs/smoke
+  qrl-sim run --resume runs/smoke --steps 4`;
 
 /** Builds the resolved config from the command line; throws UsageError naming the field. */
 export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {
   const raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(values.config as string, '--config');
   const overrides = [...(values.set ?? [])];
-  if (values.steps !== undefined) overrides.push(`steps=${integerOption(values.steps, 'steps', 0, 1)}`);
-  if (values.seed !== undefined) overrides.push(`seed=${integerOption(values.seed, 'seed', 0, 0)}`);
+  checkSetValues(overrides);
+  if (values.steps !== undefined) overrides.push(`steps=${integerOption(values.steps, 'steps', 0, 1, MAX_STEPS)}`);
+  if (values.seed !== undefined) overrides.push(`seed=${seedOption(values.seed)}`);
   let merged: unknown;
   try {
     merged = applyOverrides(raw, overrides);
@@ -61,29 +62,59 @@ export function configFromArgs(values: { config?: string; steps?: string; seed?:
   return config;
 }
 
+/**
+ * The default output directory `runs/<config name>-seed<S>`, with a short hash of the `--set`
+ * overrides when there are any, so that runs that differ only in `--set` do not collide.
+ */
+export function defaultRunDir(configPath: string, seed: number, sets: readonly string[]): string {
+  const name = `${basename(configPath).replace(/\.json$/, '')}-seed${seed}`;
+  if (sets.length === 0) return join('runs', name);
+  return join('runs', `${name}-set${createHash('sha256').update(sets.join('\n')).digest('hex').slice(0, 8)}`);
+}
+
+/** The step of the newest checkpoint in `dir` (from its file name), or 0. */
+function checkpointStep(dir: string): number {
+  const path = latestCheckpoint(dir);
+  const m = path === null ? null : /step-(\d+)$/.exec(path);
+  return m === null ? 0 : Number(m[1]);
+}
+
 function fmt(v: number | undefined, digits = 3): string {
   return v === undefined ? '—' : Math.abs(v) > 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(digits);
 }
 
-function progressObserver(out: (text: string) => void, tty: boolean): RunObserver & { stop(): void } {
+function progressObserver(io: CliIo, tty: boolean): RunObserver & { stop(): void } {
+  const out = io.out;
   let bar: cliProgress.SingleBar | null = null;
+  const line = progressLine(io);
+  const t0 = Date.now();
   return {
+    onWarmStart(done, total) {
+      if (done === total) line.done();
+      else line.update(`warm start: ${done}/${total} supervised steps, ETA ${eta(done, total, (Date.now() - t0) / 1000)}`);
+    },
+    onEvalStart(step) {
+      if (bar) bar.update({ phase: ' eval' });
+      else line.update(`evaluating at step ${step} …`);
+    },
     onStart({ totalSteps, firstStep }) {
       if (tty) {
         bar = new cliProgress.SingleBar(
-          { format: 'step {value}/{total} |{bar}| reward {reward} k3 {k3} | ETA {eta_formatted}', hideCursor: true },
+          { format: 'step {value}/{total} |{bar}| reward {reward} k3 {k3}{phase} | ETA {eta_formatted}', hideCursor: true },
           cliProgress.Presets.shades_classic,
         );
-        bar.start(totalSteps, firstStep - 1, { reward: '—', k3: '—' });
+        bar.start(totalSteps, firstStep - 1, { reward: '—', k3: '—', phase: '' });
       } else out(`running steps ${firstStep}..${totalSteps}`);
     },
     onStep(step, metrics, timings) {
       const reward = fmt(metrics['reward/mean']);
       const k3 = fmt(metrics['rollout_corr/k3_kl']);
-      if (bar) bar.update(step, { reward, k3 });
+      if (bar) bar.update(step, { reward, k3, phase: '' });
       else out(`step ${step} reward ${reward} accuracy ${fmt(metrics['reward/accuracy'])} k3 ${k3} (${timings.total.toFixed(2)} s)`);
     },
     onEval(step, metrics) {
+      if (bar) bar.update({ phase: '' });
+      else line.done();
       if (!bar) out(`eval ${step}: rollout greedy ${fmt(metrics['eval/rollout/greedy_accuracy'])} trainer greedy ${fmt(metrics['eval/trainer/greedy_accuracy'])}`);
     },
     onMessage(text) {
@@ -114,8 +145,17 @@ export const runCommand: Command = {
       throw new UsageError('--resume only accepts --steps (other changes would break determinism)');
     }
     const config = configFromArgs(values);
-    const outDir = values.resume ?? values.out ?? join('runs', `${basename(values.config as string).replace(/\.json$/, '')}-seed${config.seed}`);
-    const observer = progressObserver(io.out, io.interactive === true);
+    const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
+    if (values.resume !== undefined) {
+      if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);
+      const done = checkpointStep(outDir);
+      if (done === 0) throw new UsageError(`--resume: '${outDir}' has no checkpoint to resume from`);
+      if (done >= config.steps) {
+        io.out(`${outDir}: already finished at step ${done} of ${config.steps}; nothing to do (--steps N with N > ${done} extends it)`);
+        return 0;
+      }
+    } else claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out');
+    const observer = progressObserver(io, io.interactive === true);
     let stopRequested = false;
     const onSigint = (): void => {
       if (stopRequested) process.exit(130);

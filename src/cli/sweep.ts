@@ -1,13 +1,22 @@
 // `qrl-sim sweep`: a grid of configs × seeds run in parallel worker threads, then the summary
 // table and the report. Not the sweep logic (src/report/sweep.ts) nor the grid syntax (grid.ts).
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { GRID_ALIASES, runSweep, type FactorySource } from '../report/index.js';
+import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../runs/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { UsageError } from '../errors.js';
+import { checkSetValues, readJsonFile } from './input.js';
+import { claimOutDir } from './outdir.js';
+import { integerOption, MAX_STEPS, parseCommandArgs, required } from './parse.js';
+import { sweepProgress } from './sweep-progress.js';
+
+/** Most seeds per grid point and most worker threads (docs/decisions.md, "CLI limits"). */
+export const MAX_SEEDS = 1000;
+export const MAX_WORKERS = 256;
+/** Most runs (grid points × seeds) in one sweep. */
+export const MAX_RUNS = 10_000;
 
 const aliases = Object.entries(GRID_ALIASES)
   .map(([k, a]) => `  ${k.padEnd(12)}${a.path}${a.spec === true ? '  (a bare name becomes {"name": …})' : ''}`)
@@ -15,6 +24,7 @@ const aliases = Object.entries(GRID_ALIASES)
 
 const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [--seeds N] [--workers N]
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
+                     [--baseline KEY=V[,KEY=V…]]
 
 Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
@@ -23,12 +33,15 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
   --config FILE    base run config (JSON, see docs/grpo.md)
   --grid SPEC      axes separated by ';', values by ','; keys are config paths or aliases;
                    values are parsed like --set values (JSON if it parses, else a string)
-  --seeds N        seeds per grid point: the config's seed, seed+1, … (default 1)
-  --workers N      worker threads (default: available cores = ${availableParallelism()})
-  --out DIR        output directory (default runs/sweep)
+  --seeds N        seeds per grid point: the config's seed, seed+1, … (default 1, at most ${MAX_SEEDS})
+  --workers N      worker threads (default: available cores = ${availableParallelism()}, at most ${MAX_WORKERS})
+  --out DIR        output directory (default runs/sweep); must be new or empty: an existing run or
+                   sweep is never overwritten
   --steps N        GRPO steps of every run
   --set P=V        override a config field of every run (repeatable), applied before the grid
   --factory M#E    module exporting the policy factory (default: the built-in policies)
+  --baseline SEL   the report's baseline for the paired comparison, e.g. plan=bf16,correction=none
+                   (the default; must select exactly one grid point)
 
 Grid key aliases:
 ${aliases}
@@ -37,7 +50,12 @@ Every run's config is validated before anything runs or is written: an unknown k
 value list or an invalid value exits with code 2. A run that fails is recorded in the summary
 (with its error) and does not stop the others; the sweep then exits with code 1.
 
-example: qrl-sim sweep --config sims/reverse-ar.json --grid "correction=none,tis,ais;plan=bf16,fp8-rollout" --seeds 3`;
+A live line on standard error shows runs done, running, failed and the ETA.
+
+examples:
+  qrl-sim sweep --config sims/smoke-reverse.json --grid "correction=none,tis" --workers 2 --out runs/smoke-sweep
+
+A full-size one (minutes): qrl-sim sweep --config sims/ar-reverse.json --grid "correction=none,tis,ais;plan=bf16,fp8-rollout" --seeds 3`;
 
 function parseFactory(text: string | undefined): FactorySource | undefined {
   if (text === undefined) return undefined;
@@ -63,21 +81,18 @@ export const sweepCommand: Command = {
       steps: { type: 'string' },
       set: { type: 'string', multiple: true },
       factory: { type: 'string' },
+      baseline: { type: 'string' },
     });
     const file = required(values.config, 'config');
     if (!existsSync(file)) throw new UsageError(`--config: no such file '${file}'`);
-    let baseConfig: unknown;
-    try {
-      baseConfig = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (error) {
-      throw new UsageError(`--config: ${file} is not valid JSON (${error instanceof Error ? error.message : String(error)})`);
-    }
-    const seeds = integerOption(values.seeds, 'seeds', 1, 1);
-    const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1);
-    const steps = values.steps === undefined ? undefined : integerOption(values.steps, 'steps', 1, 1);
+    const baseConfig = readJsonFile(file, '--config');
+    checkSetValues(values.set ?? []);
+    const seeds = integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);
+    const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+    const steps = values.steps === undefined ? undefined : integerOption(values.steps, 'steps', 1, 1, MAX_STEPS);
     const outDir = values.out ?? 'runs/sweep';
     const factory = parseFactory(values.factory);
-    const result = await runSweep({
+    const sweepOptions = {
       baseConfig,
       grid: values.grid ?? '',
       seeds,
@@ -86,10 +101,20 @@ export const sweepCommand: Command = {
       ...(workers === undefined ? {} : { workers }),
       ...(steps === undefined ? {} : { steps }),
       ...(factory === undefined ? {} : { factory }),
+      ...(values.baseline === undefined ? {} : { baseline: values.baseline }),
+    };
+    // Validate every run first (nothing written), then claim the directory, then run.
+    const plan = await planSweep(sweepOptions);
+    if (plan.runs.length > MAX_RUNS) throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
+    claimOutDir(outDir, 'sweep');
+    const progress = sweepProgress(io, Math.min(workers ?? availableParallelism(), plan.runs.length), plan.runs.length);
+    const result = await runSweep({
+      ...sweepOptions,
       onRunDone: (run, done, total) => {
+        progress.runDone(done, total, run.ok);
         io.out(`[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`);
       },
-    });
+    }).finally(() => progress.stop());
     const failed = result.runs.filter((r) => !r.ok).length;
     io.out('');
     io.out(result.report.markdown);

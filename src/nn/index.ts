@@ -19,3 +19,4 @@ export * from './adamw.js';
 export * from './block.js';
 export * from './block-decode.js';
 export * from './stack.js';
+export * from './support.js';

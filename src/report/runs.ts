@@ -1,9 +1,9 @@
 // Reading run directories back: config.json, metrics.jsonl, eval.jsonl, timings.jsonl and the
-// error a failed sweep run leaves. Not a writer (src/rl/grpo/files.ts) and no statistics.
+// error a failed sweep run leaves. Not a writer (src/files.ts) and no statistics.
 
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { readJsonl } from '../rl/grpo/files.js';
+import { JsonInputError, parseJsonInput } from '../json.js';
 
 /** One JSON line of a run file: numeric fields by metric name (`step` included). */
 export type MetricLine = Readonly<Record<string, number>>;
@@ -38,7 +38,26 @@ export interface RunRecord {
 }
 
 function readJson(path: string): unknown {
-  return JSON.parse(readFileSync(path, 'utf8')) as unknown;
+  return parseJsonInput(readFileSync(path, 'utf8'), path);
+}
+
+/**
+ * Reads a JSONL run file strictly: every complete line must be a JSON object, else a
+ * `JsonInputError` (src/json.ts) names the file and the line. A trailing line without its newline (a run
+ * interrupted mid-write) is ignored; a missing file reads as empty.
+ */
+export function readJsonlStrict<T = unknown>(path: string): T[] {
+  if (!existsSync(path)) return [];
+  const lines = readFileSync(path, 'utf8').split('\n');
+  lines.pop(); // the text after the last newline: empty, or a partial line
+  const out: T[] = [];
+  lines.forEach((line, i) => {
+    if (line.trim().length === 0) return;
+    const value = parseJsonInput(line, `${path} line ${i + 1}`);
+    if (!isObject(value)) throw new JsonInputError(`${path} line ${i + 1}: expected a JSON object, got ${line.length > 40 ? `${line.slice(0, 37)}...` : line}`);
+    out.push(value as T);
+  });
+  return out;
 }
 
 function isObject(x: unknown): x is Record<string, unknown> {
@@ -69,16 +88,16 @@ export function readRunDir(dir: string, root: string = dir): RunRecord {
   const configPath = join(dir, 'config.json');
   if (existsSync(configPath)) {
     const c = readJson(configPath);
-    if (!isObject(c)) throw new Error(`${configPath}: expected a JSON object`);
+    if (!isObject(c)) throw new JsonInputError(`${configPath}: expected a JSON object`);
     config = c;
   }
   return {
     dir,
     name: relative(root, dir) || '.',
     config,
-    metrics: readJsonl<MetricLine>(join(dir, 'metrics.jsonl')),
-    eval: readJsonl<MetricLine>(join(dir, 'eval.jsonl')),
-    timings: readJsonl<MetricLine>(join(dir, 'timings.jsonl')),
+    metrics: readJsonlStrict<MetricLine>(join(dir, 'metrics.jsonl')),
+    eval: readJsonlStrict<MetricLine>(join(dir, 'eval.jsonl')),
+    timings: readJsonlStrict<MetricLine>(join(dir, 'timings.jsonl')),
     error,
   };
 }

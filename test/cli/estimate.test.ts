@@ -94,7 +94,7 @@ describe('qrl-sim estimate', () => {
       [['estimate'], '', '--input: required'],
       [['estimate', '--input', '-', '--frobnicate'], '{}', "Unknown option '--frobnicate'"],
       [['estimate', '--input', join(dir, 'missing.json')], '', '--input: cannot read'],
-      [['estimate', '--input', '-'], '{"logpTheta": [', 'input: not valid JSON'],
+      [['estimate', '--input', '-'], '{"logpTheta": [', 'input is not valid JSON'],
     ] as [string[], string, string][]) {
       const io = capture(stdin);
       expect(await main(args, io)).toBe(2);

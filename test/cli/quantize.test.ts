@@ -50,12 +50,31 @@ describe('qrl-sim quantize', () => {
     expect(r.out).toMatch(/SQNR/);
   });
 
+  it('text mode prints the codes and the scales, as its help says', async () => {
+    const r = await runCli(['quantize', '--preset', 'vllm-fp8-token', '--input', '-'], '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]');
+    expect(r.code, r.err).toBe(0);
+    const q = quantize(quantPreset('vllm-fp8-token'), Float32Array.from([1, -2, 3.5, 0, 0.1, 0.2, 0.3, 400].map(Math.fround)), [2, 4]);
+    expect(r.out).toContain(`row 0 codes:   ${Array.from(q.codes.slice(0, 4)).join(' ')}`);
+    expect(r.out).toContain(`row 1 codes:   ${Array.from(q.codes.slice(4, 8)).join(' ')}`);
+    expect(r.out).toContain(`scales:\n  ${Array.from(q.scales).join(' ')}\n`);
+  });
+
+  it('counts finite inputs that dequantize to NaN instead of reporting max |error| 0', async () => {
+    // One NaN in an MX block makes the shared scale NaN: every finite value of the block decodes to NaN.
+    const r = await runCli(['quantize', '--preset', 'mxfp8', '--input', '-'], '[1, 2, "NaN", 3]');
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/non-finite outputs: 3 of 3 finite inputs/);
+    expect(r.out).not.toMatch(/max \|error\| 0\b/);
+    const j = await runCli(['quantize', '--preset', 'mxfp8', '--input', '-', '--json'], '[1, 2, "NaN", 3]');
+    expect(JSON.parse(j.out).stats.nonFinite).toBe(3);
+  });
+
   it.each([
     [['--preset', 'nope', '--input', '-'], '[1]', /--preset: unknown preset 'nope'/],
     [['--preset', 'te-delayed', '--block', '4', '--input', '-'], '[1]', /--block: preset 'te-delayed' has no block size/],
     [['--preset', 'mxfp8', '--block', '0', '--input', '-'], '[1]', /--block: expected an integer ≥ 1, got '0'/],
     [['--preset', 'mxfp8', '--input', '-'], '{"a": 1}', /--input: expected a JSON array/],
-    [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input: not valid JSON/],
+    [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input is not valid JSON/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, 2], [3]]', /--input: row 1 has 1 values, row 0 has 2/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, "x"]]', /--input: element \[0\]\[1\] is not a number: "x"/],
     [['--preset', 'mxfp8', '--input', '/nonexistent/file.json'], '', /--input: cannot read '\/nonexistent\/file.json'/],

@@ -31,7 +31,7 @@ describe('qrl-sim run', () => {
     expect(r.out).toMatch(/finished at step 2/);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
     expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).estimators.correction).toEqual([{ name: 'tis', C: 2 }]);
-    expect(existsSync(join(out, 'checkpoints', 'step-000002.json'))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', 'step-000002', 'backend.json'))).toBe(true);
     const resumed = await runCli(['run', '--resume', out, '--steps', '3']);
     expect(resumed.code, resumed.err).toBe(0);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(3);
@@ -44,7 +44,7 @@ describe('qrl-sim run', () => {
     ['unknown field', { ...small, optimiser: {} }, [], /config: unknown field 'optimiser'/],
     ['unknown plan', { ...small, plan: 'fp9' }, [], /config\.plan: .*fp9/],
     ['bad model size', { ...small, policy: { kind: 'ar', model: { C: 30, H: 4 } } }, [], /config\.policy\.model/],
-    ['zero steps', small, ['--steps', '0'], /--steps: expected an integer ≥ 1/],
+    ['zero steps', small, ['--steps', '0'], /--steps: expected an integer in 1\.\.100000, got '0'/],
     ['bad task option', small, ['--set', 'task.options.maxLength=99'], /config\.task\.options: reverse: option maxLength .* got 99/],
   ])('bad config (%s) exits 2 naming the field, and writes nothing', async (name, config, extra, message) => {
     const out = join(root, `bad-${name.replace(/ /g, '-')}`);
@@ -91,7 +91,7 @@ describe('qrl-sim run under Ctrl-C', () => {
     const last = lines[lines.length - 1].step as number;
     expect(last).toBeGreaterThanOrEqual(2);
     expect(last).toBeLessThan(200);
-    expect(existsSync(join(out, 'checkpoints', `step-${String(last).padStart(6, '0')}.json`))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', `step-${String(last).padStart(6, '0')}`, 'backend.json'))).toBe(true);
     const resumed = await runCli(['run', '--resume', out, '--steps', String(last + 1)]);
     expect(resumed.code, resumed.err).toBe(0);
   });

@@ -116,6 +116,8 @@ export interface TrainSupervisedOptions {
   readonly maxGradNorm?: number;
   /** Trainer numerics per step. @defaultValue exact fp32 */
   readonly numerics?: () => PolicyNumerics;
+  /** Called after every step with (steps done, total); for progress display only, results are unchanged. */
+  readonly onProgress?: (done: number, total: number) => void;
 }
 
 /** Result of {@link trainSupervised}. */
@@ -151,6 +153,7 @@ export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervi
     });
     const stepOpts: SftStepOptions = { maxGradNorm: opts.maxGradNorm ?? 1, ...(opts.numerics ? { numerics: opts.numerics } : {}) };
     losses.push(sftStep(policy, optimizer, batch, stepOpts).loss);
+    opts.onProgress?.(step + 1, opts.steps);
   }
   return { losses, optimizer };
 }

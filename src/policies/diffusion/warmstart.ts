@@ -92,6 +92,8 @@ export interface DiffusionWarmStartConfig {
   readonly eps?: number;
   /** Seed of the training problems (`<seed>/warm-start-problems`) and masks (`<seed>/warm-start-masks`). @defaultValue 0 */
   readonly seed?: number | string;
+  /** Called after every update with (updates done, total); for progress display only, results are unchanged. */
+  readonly onProgress?: (done: number, total: number) => void;
 }
 
 /** What {@link diffusionWarmStart} returns. */
@@ -147,6 +149,7 @@ export function diffusionWarmStart(
     clipGradNorm(store.grads, config.maxGradNorm ?? 1);
     optimizer.step();
     losses.push(loss);
+    config.onProgress?.(s + 1, steps);
   }
   return { store, optimizer, losses };
 }

@@ -2,14 +2,32 @@
 // reason. Not the estimator schema (src/rl/schema.ts validates `estimators`) nor the model's.
 
 import { z } from 'zod';
-import { UsageError } from '../../cli/errors.js';
+import { UsageError } from '../../errors.js';
 import { makeTask } from '../../tasks/index.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
-import { zodIssueLine } from './overrides.js';
+import { zodIssueLine } from '../../errors.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 const finite = z.number().finite();
+
+/**
+ * Upper bounds of the size fields: far above what the toy policies need, below what exhausts
+ * memory or time on a workstation (docs/decisions.md, "Size limits"; docs/grpo.md lists them).
+ */
+export const RUN_LIMITS = Object.freeze({
+  seed: 0xffffffff,
+  steps: 100_000,
+  sftSteps: 100_000,
+  sftBatchSize: 4096,
+  prompts: 1024,
+  groupSize: 1024,
+  sequencesPerStep: 16_384,
+  evalProblems: 4096,
+  epochs: 100,
+  generationLength: 512,
+  diffusionSteps: 4096,
+});
 
 /** Sampler settings of the rollout engine. */
 const samplerSchema = z.strictObject({
@@ -21,17 +39,17 @@ const samplerSchema = z.strictObject({
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
 const diffusionSchema = z.strictObject({
-  generationLength: positiveInt.default(24).describe('response positions generated (fits sudoku4’s 17-token answer; a multiple of the block length)'),
-  blockLength: positiveInt.default(8).describe('semi-autoregressive block length (the AIS/d1 recipe, scaled down)'),
-  steps: positiveInt.default(12).describe('denoising steps in total: two tokens per step with the defaults'),
+  generationLength: positiveInt.max(RUN_LIMITS.generationLength).default(24).describe('response positions generated (fits sudoku4’s 17-token answer; a multiple of the block length)'),
+  blockLength: positiveInt.max(RUN_LIMITS.generationLength).default(8).describe('semi-autoregressive block length (the AIS/d1 recipe, scaled down)'),
+  steps: positiveInt.max(RUN_LIMITS.diffusionSteps).default(12).describe('denoising steps in total: two tokens per step with the defaults'),
   remasking: z.enum(['low-confidence', 'random']).default('low-confidence').describe('LLaDA’s default remasking'),
   estimator: z.enum(['trajectory', 'd1', 'elbo']).default('d1').describe('per-token log-prob estimator used on both sides (d1: one forward pass, the diffu-GRPO choice)'),
 });
 
 /** The whole run configuration as accepted from JSON (defaults filled in by parsing). */
 export const runConfigSchema = z.strictObject({
-  seed: nonNegInt.default(0).describe('root of every random stream (named forks per purpose and step)'),
-  steps: positiveInt.default(30).describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
+  seed: nonNegInt.max(RUN_LIMITS.seed).default(0).describe('root of every random stream (named forks per purpose and step)'),
+  steps: positiveInt.max(RUN_LIMITS.steps).default(30).describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
   task: z
     .strictObject({
       name: z.enum(['reverse', 'sudoku4', 'countdown']).default('reverse').describe('the verifiable task'),
@@ -54,18 +72,21 @@ export const runConfigSchema = z.strictObject({
   plan: z.string().min(1).default('bf16').describe('precision plan preset (docs/precision-plans.md): rollout side vs trainer side'),
   sft: z
     .strictObject({
-      steps: nonNegInt.default(40).describe('supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)'),
-      batchSize: positiveInt.default(32).describe('warm-start batch size'),
+      steps: nonNegInt.max(RUN_LIMITS.sftSteps).default(40).describe('supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)'),
+      batchSize: positiveInt.max(RUN_LIMITS.sftBatchSize).default(32).describe('warm-start batch size'),
       lr: finite.positive().default(3e-3).describe('warm-start learning rate (AdamW)'),
       cache: z.boolean().default(true).describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
     })
     .default({ steps: 40, batchSize: 32, lr: 3e-3, cache: true }),
   rollout: z
     .strictObject({
-      prompts: positiveInt.default(8).describe('P prompts per step'),
-      groupSize: positiveInt.default(8).describe('G responses per prompt (GRPO group)'),
+      prompts: positiveInt.max(RUN_LIMITS.prompts).default(8).describe('P prompts per step'),
+      groupSize: positiveInt.max(RUN_LIMITS.groupSize).default(8).describe('G responses per prompt (GRPO group)'),
+      staleness: nonNegInt
+        .default(0)
+        .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
     })
-    .default({ prompts: 8, groupSize: 8 }),
+    .default({ prompts: 8, groupSize: 8, staleness: 0 }),
   reward: z
     .strictObject({
       overlong: z
@@ -88,14 +109,14 @@ export const runConfigSchema = z.strictObject({
       eps: finite.positive().default(1e-8).describe('AdamW ε'),
       weightDecay: finite.min(0).default(0).describe('decoupled weight decay on 2-D weights; 0 for short runs'),
       maxGradNorm: finite.positive().default(1).describe('global gradient-norm clip (verl/TRL default 1.0)'),
-      epochs: positiveInt.default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
+      epochs: positiveInt.max(RUN_LIMITS.epochs).default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
       miniBatches: positiveInt.default(2).describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
     })
     .default({ lr: 3e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, epochs: 1, miniBatches: 2 }),
   eval: z
     .strictObject({
       every: nonNegInt.default(5).describe('evaluate every N steps (0 = only at the end)'),
-      problems: positiveInt.default(32).describe('held-out problems per evaluation'),
+      problems: positiveInt.max(RUN_LIMITS.evalProblems).default(32).describe('held-out problems per evaluation'),
     })
     .default({ every: 5, problems: 32 }),
   checkpoint: z
@@ -120,6 +141,17 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  // estimator-level features whose loop wiring has not landed: refuse rather than run something else
+  if (config.rollout.staleness !== 0) {
+    throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
+  }
+  if (estimators.mode === 'bypass') {
+    throw new UsageError('config.estimators.mode: "bypass" is not wired into the GRPO loop yet (qrl-sim estimate supports it), got "bypass"');
+  }
+  const sequences = config.rollout.prompts * config.rollout.groupSize;
+  if (sequences > RUN_LIMITS.sequencesPerStep) {
+    throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);
+  }
   if (config.rollout.prompts * config.rollout.groupSize < config.optim.miniBatches) {
     throw new UsageError(
       `config.optim.miniBatches: ${config.optim.miniBatches} exceeds the ${config.rollout.prompts * config.rollout.groupSize} sequences per step`,

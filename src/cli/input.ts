@@ -1,0 +1,33 @@
+// Reading what users hand the CLI: JSON files (syntax, overflow, the file named in the error) and
+// `--set` values. Not a schema: the commands validate the shape of what they read.
+
+import { readFileSync } from 'node:fs';
+import { findOverflowingNumber, parseJsonInput } from '../json.js';
+import { UsageError } from '../errors.js';
+
+/** Reads and parses a JSON file; every failure is a one-line error naming `flag` and the path. */
+export function readJsonFile(path: string, flag: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`${flag}: cannot read '${path}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  return parseJsonInput(text, `${flag} '${path}'`);
+}
+
+/** Refuses `--set` values whose number overflows float64 (`--set optim.lr=1e400`). */
+export function checkSetValues(sets: readonly string[]): void {
+  for (const text of sets) {
+    const eq = text.indexOf('=');
+    if (eq < 0) continue;
+    const raw = text.slice(eq + 1);
+    try {
+      JSON.parse(raw);
+    } catch {
+      continue; // not JSON: the value is taken as a string
+    }
+    const overflow = findOverflowingNumber(raw);
+    if (overflow !== null) throw new UsageError(`--set '${text}': ${overflow.literal} overflows float64`);
+  }
+}
