@@ -317,7 +317,7 @@ describe('trainer backward of the quantized plans', () => {
     for (const bw of copy.weights.blocks) {
       const mats: [Float32Array, number, number][] = [
         [bw.wq as Float32Array, C, C], [bw.wk as Float32Array, C, C], [bw.wv as Float32Array, C, C], [bw.wo as Float32Array, C, C],
-        [bw.mlp.up as Float32Array, hidden, C], [bw.mlp.gate as Float32Array, hidden, C], [bw.mlp.down as Float32Array, C, hidden],
+        [bw.mlp!.up as Float32Array, hidden, C], [bw.mlp!.gate as Float32Array, hidden, C], [bw.mlp!.down as Float32Array, C, hidden],
       ];
       for (const [w, rows, cols] of mats) w.set(dequantize(quantize(spec, Float32Array.from(w), [rows, cols])));
     }
