@@ -188,7 +188,7 @@ describe('quantized GemmFns against the numerics core', () => {
     expect(sameArrays(quantHead, bf16)).toBe(false);
     const noQ = run((o) => quantizedNumerics({ ...g, exclude: ['q', 'lmHead'] }).block(0).q.forward(o, x, w, m, V, C));
     expect(sameArrays(noQ, bf16)).toBe(true);
-    expect(() => quantizedNumerics({ ...g, exclude: ['wte' as never] })).toThrow(/exclude must list sites among q, k, v, o, up, gate, down, lmHead, got "wte"/);
+    expect(() => quantizedNumerics({ ...g, exclude: ['wte' as never] })).toThrow(/exclude must list sites among q, k, v, o, up, gate, down, lmHead, router, got "wte"/);
   });
 
   it('weights are quantized once per numerics object (by array identity); activations per call', () => {
