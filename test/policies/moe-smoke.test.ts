@@ -52,6 +52,16 @@ describe('MoE AR policy under every plan', () => {
     const bad = resolveRunConfig(applyOverrides(base, ['policy.model.moe.topK=5']));
     expect(() => arConfigFor(bad, makeTask(bad.task.name as 'reverse', bad.task.options as never))).toThrow(/moe\.topK.*5/);
   });
+  it('diffusion policy with MoE: finite metrics under bf16 and fp8-rollout', { timeout: 120_000 }, async () => {
+    for (const plan of ['bf16', 'fp8-rollout']) {
+      const config = resolveRunConfig(applyOverrides(base, [`plan=${plan}`, 'policy.kind=diffusion', 'policy.model.hidden=32']));
+      const outDir = join(work, `diffusion-${plan}`);
+      await runGrpo({ config, outDir, factory: policyFactory(config.policy.kind), cacheDir: join(work, 'cache') });
+      const rows = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(rows.length).toBeGreaterThan(0);
+      for (const row of rows) for (const [k, v] of Object.entries(row)) if (typeof v === 'number') expect(Number.isNaN(v), k).toBe(false);
+    }
+  });
   it('same seed and config: byte-identical metrics', { timeout: 120_000 }, async () => {
     expect(await run('fp8-rollout', 'b')).toBe(await run('fp8-rollout', 'c'));
   });
