@@ -4,26 +4,36 @@
 import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
+import { backendCheckCommand } from './backend-check.js';
 import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
+import { checkCommand } from './check.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
+import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
+import { serveCommand } from './serve.js';
 import { sweepCommand } from './sweep.js';
+import { labCommand } from './lab.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
+  'backend-check': backendCheckCommand,
   cast: castCommand,
+  check: checkCommand,
   demo: demoCommand,
   estimate: estimateCommand,
+  golden: goldenCommand,
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
   run: runCommand,
   report: reportCommand,
+  serve: serveCommand,
   sweep: sweepCommand,
+  lab: labCommand,
 };
 
 const processIo: CliIo = {
