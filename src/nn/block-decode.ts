@@ -7,6 +7,7 @@ import { attentionDecodeAppend, attentionDecodeForward } from './attention-decod
 import { sequentialBlockGemms, type BlockConfig, type BlockGemms, type BlockWeights } from './block.js';
 import { linearForward } from './linear.js';
 import { mlpForward, createMlpCache } from './mlp.js';
+import { createMoeCache, moeForward, sequentialMoeGemms } from './moe.js';
 import { layerNormForward, rmsNormForward } from './norm.js';
 import { residualForward } from './residual.js';
 
@@ -42,6 +43,8 @@ export function createBlockKvCache(like: FloatArray, B: number, tCap: number, C:
  * @param inp - (B, C) the residual stream at position tPast
  * @param tPast - number of tokens already cached
  * @param kvHook - optional rounding of the freshly written cache row
+ * @param routingOut - MoE only: receives the (B, k) experts chosen at this position
+ * @param replay - MoE only: (B, k) experts to use instead of the router's top-k, or null
  */
 export function blockDecodeForward(
   out: FloatArray,
@@ -53,6 +56,8 @@ export function blockDecodeForward(
   cfg: BlockConfig,
   gemms: BlockGemms = sequentialBlockGemms,
   kvHook?: KvCacheHook,
+  routingOut?: Int32Array,
+  replay: Int32Array | null = null,
 ): void {
   if (!cfg.causal) throw new Error('blockDecodeForward: cfg.causal must be true for incremental decoding, got false');
   const { C, H } = cfg;
@@ -84,6 +89,16 @@ export function blockDecodeForward(
   const ln2 = a(B * C); // (B, C)
   norm(ln2, x1, w.ln2, w.ln2Bias);
   const m = a(B * C); // (B, C)
-  mlpForward(m, createMlpCache(inp, B, cfg.hidden, cfg.mlp), ln2, w.mlp, B, C, cfg.hidden, cfg.mlp, gemms.mlp);
+  if (cfg.moe) {
+    if (!w.moe) throw new Error('blockDecodeForward: cfg.moe is set but the weights have no moe part');
+    const mc = { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp };
+    const cache = createMoeCache(inp, B, mc);
+    moeForward(m, cache, ln2, w.moe, B, C, cfg.hidden, mc, { router: gemms.router ?? sequentialMoeGemms.router, expert: gemms.mlp }, replay);
+    routingOut?.set(cache.routing);
+  } else {
+    if (!w.mlp) throw new Error('blockDecodeForward: cfg.moe is null but the weights have no mlp part');
+    if (replay !== null) throw new Error('blockDecodeForward: a routing replay needs cfg.moe, got null');
+    mlpForward(m, createMlpCache(inp, B, cfg.hidden, cfg.mlp), ln2, w.mlp, B, C, cfg.hidden, cfg.mlp, gemms.mlp);
+  }
   residualForward(out, x1, m, B * C);
 }

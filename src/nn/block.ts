@@ -15,6 +15,7 @@ import {
   type AttentionOptions,
 } from './attention.js';
 import { createMlpCache, mlpBackward, mlpForward, sequentialMlpGemms, type MlpCache, type MlpGemms, type MlpKind, type MlpWeights } from './mlp.js';
+import { createMoeCache, moeAuxLoss, moeBackward, moeForward, sequentialMoeGemms, type MoeCache, type MoeWeights } from './moe.js';
 import { residualBackward, residualForward } from './residual.js';
 import { GPT2_INIT, type ParamSpec } from './params.js';
 
@@ -40,6 +41,21 @@ export interface BlockConfig {
   readonly ropeBase?: number;
   /** Norm epsilon. @defaultValue 1e-5 */
   readonly eps?: number;
+  /**
+   * Mixture-of-experts feed-forward in place of the dense MLP: E experts of width `hidden` (kind
+   * `mlp`), top-k routing, load-balancing coefficient α (see moe.ts). Null or absent: dense MLP.
+   */
+  readonly moe?: BlockMoeConfig | null;
+}
+
+/** The MoE option of a block. */
+export interface BlockMoeConfig {
+  /** Number of experts E (≥ 1). */
+  readonly experts: number;
+  /** Experts per token k (1 ≤ k ≤ E). */
+  readonly topK: number;
+  /** Weight α of the Switch load-balancing loss in the objective (0: none). */
+  readonly auxCoeff: number;
 }
 
 /** Weights (or gradients, same shapes) of one block; null where the config has no such tensor. */
@@ -68,8 +84,10 @@ export interface BlockWeights {
   readonly ln2: FloatArray;
   /** (C) norm2 shift or null. */
   readonly ln2Bias: FloatArray | null;
-  /** The MLP weights. */
-  readonly mlp: MlpWeights;
+  /** The MLP weights (null with an MoE feed-forward). */
+  readonly mlp: MlpWeights | null;
+  /** The MoE weights (absent or null with a dense MLP). */
+  readonly moe?: MoeWeights | null;
 }
 
 /** The GEMM sites of a block (q, k, v, o projections, MLP, attention QKᵀ/PV). */
@@ -86,6 +104,8 @@ export interface BlockGemms {
   readonly mlp: MlpGemms;
   /** Attention products. */
   readonly attention: AttentionGemms;
+  /** MoE router (experts use `mlp`). @defaultValue sequential */
+  readonly router?: LinearGemms;
 }
 
 /** The default {@link BlockGemms}: sequential everywhere. */
@@ -126,15 +146,30 @@ export function blockParamSpecs(prefix: string, cfg: BlockConfig, nLayer: number
   }
   add('ln2.weight', [C], one);
   if (normBias) add('ln2.bias', [C], zero);
-  add('mlp.up', [Hd, C], w);
-  if (cfg.bias) add('mlp.upBias', [Hd], zero);
-  if (cfg.mlp === 'swiglu') {
-    add('mlp.gate', [Hd, C], w);
-    if (cfg.bias) add('mlp.gateBias', [Hd], zero);
+  const ffn = (p: string): void => {
+    add(`${p}.up`, [Hd, C], w);
+    if (cfg.bias) add(`${p}.upBias`, [Hd], zero);
+    if (cfg.mlp === 'swiglu') {
+      add(`${p}.gate`, [Hd, C], w);
+      if (cfg.bias) add(`${p}.gateBias`, [Hd], zero);
+    }
+    add(`${p}.down`, [C, Hd], wRes);
+    if (cfg.bias) add(`${p}.downBias`, [C], zero);
+  };
+  if (cfg.moe) {
+    checkBlockMoe(cfg.moe);
+    add('moe.router', [cfg.moe.experts, C], w);
+    for (let e = 0; e < cfg.moe.experts; e++) ffn(`moe.e${e}`);
+  } else {
+    ffn('mlp');
   }
-  add('mlp.down', [C, Hd], wRes);
-  if (cfg.bias) add('mlp.downBias', [C], zero);
   return specs;
+}
+
+function checkBlockMoe(m: BlockMoeConfig): void {
+  if (!Number.isInteger(m.experts) || m.experts < 1) throw new Error(`block: moe.experts must be a positive integer, got ${m.experts}`);
+  if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts) throw new Error(`block: moe.topK must be an integer in [1, ${m.experts}], got ${m.topK}`);
+  if (!Number.isFinite(m.auxCoeff) || m.auxCoeff < 0) throw new Error(`block: moe.auxCoeff must be a finite number ≥ 0, got ${m.auxCoeff}`);
 }
 
 /**
@@ -154,6 +189,26 @@ export function blockWeights(prefix: string, get: (name: string) => FloatArray |
     return a;
   };
   const opt = (name: string): FloatArray | null => get(`${prefix}.${name}`);
+  const ffn = (p: string): MlpWeights => ({
+    up: req(`${p}.up`), upBias: opt(`${p}.upBias`),
+    gate: opt(`${p}.gate`), gateBias: opt(`${p}.gateBias`),
+    down: req(`${p}.down`), downBias: opt(`${p}.downBias`),
+  });
+  const router = opt('moe.router');
+  if (router) {
+    const experts: MlpWeights[] = [];
+    for (let e = 0; get(`${prefix}.moe.e${e}.up`) !== null; e++) experts.push(ffn(`moe.e${e}`));
+    return {
+      ln1: req('ln1.weight'), ln1Bias: opt('ln1.bias'),
+      wq: req('attn.wq'), bq: opt('attn.bq'),
+      wk: req('attn.wk'), bk: opt('attn.bk'),
+      wv: req('attn.wv'), bv: opt('attn.bv'),
+      wo: req('attn.wo'), bo: opt('attn.bo'),
+      ln2: req('ln2.weight'), ln2Bias: opt('ln2.bias'),
+      mlp: null,
+      moe: { router, experts },
+    };
+  }
   return {
     ln1: req('ln1.weight'), ln1Bias: opt('ln1.bias'),
     wq: req('attn.wq'), bq: opt('attn.bq'),
@@ -195,8 +250,10 @@ export interface BlockCache {
   readonly ln2Mean: FloatArray;
   /** (N) norm2 rstd. */
   readonly ln2Rstd: FloatArray;
-  /** MLP internals. */
-  readonly mlp: MlpCache;
+  /** MLP internals (null with MoE). */
+  readonly mlp: MlpCache | null;
+  /** MoE internals, incl. the (N, k) routing (null with a dense MLP). */
+  readonly moe: MoeCache | null;
   /** (N, C) MLP output. */
   readonly mlpOut: FloatArray;
 }
@@ -212,13 +269,41 @@ export function createBlockCache(like: FloatArray, B: number, T: number, cfg: Bl
     attention: createAttentionCache(like, B, T, C, cfg.H),
     att: a(N * C), x1: a(N * C),
     ln2: a(N * C), ln2Mean: a(N), ln2Rstd: a(N),
-    mlp: createMlpCache(like, N, cfg.hidden, cfg.mlp),
+    mlp: cfg.moe ? null : createMlpCache(like, N, cfg.hidden, cfg.mlp),
+    moe: cfg.moe ? createMoeCache(like, N, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }) : null,
     mlpOut: a(N * C),
   };
 }
 
 function attentionOptions(cfg: BlockConfig, gemms: BlockGemms): AttentionOptions {
   return { causal: cfg.causal, rope: cfg.rope, ropeBase: cfg.ropeBase ?? 10000, gemms: gemms.attention };
+}
+
+/** The feed-forward of a block: dense MLP or MoE (experts on the MLP sites, router on its own). */
+function ffnForward(
+  cfg: BlockConfig, out: FloatArray, cache: BlockCache, inp: FloatArray, w: BlockWeights, N: number, gemms: BlockGemms, replay: Int32Array | null,
+): void {
+  if (cfg.moe) {
+    if (!w.moe || !cache.moe) throw new Error('block: cfg.moe is set but the weights or cache have no moe part');
+    moeForward(out, cache.moe, inp, w.moe, N, cfg.C, cfg.hidden, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }, moeGemms(gemms), replay);
+    return;
+  }
+  if (replay !== null) throw new Error('block: a routing replay needs cfg.moe, got null');
+  if (!w.mlp || !cache.mlp) throw new Error('block: cfg.moe is null but the weights or cache have no mlp part');
+  mlpForward(out, cache.mlp, inp, w.mlp, N, cfg.C, cfg.hidden, cfg.mlp, gemms.mlp);
+}
+
+function moeGemms(gemms: BlockGemms): typeof sequentialMoeGemms {
+  return { router: gemms.router ?? sequentialMoeGemms.router, expert: gemms.mlp };
+}
+
+/**
+ * The load-balancing term α·L_aux of a block's last forward (0 with a dense MLP or α = 0); its
+ * gradient is added by {@link blockBackward}.
+ */
+export function blockAuxLoss(cache: BlockCache, B: number, T: number, cfg: BlockConfig): number {
+  if (!cfg.moe || !cache.moe || cfg.moe.auxCoeff === 0) return 0;
+  return cfg.moe.auxCoeff * moeAuxLoss(cache.moe, B * T, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp });
 }
 
 function normForward(cfg: BlockConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: FloatArray, b: FloatArray | null, N: number): void {
@@ -236,11 +321,12 @@ function normBackward(
 
 /**
  * Block forward (pre-norm, GPT-2 / LLaMA layout):
- * `x1 = x + attn(norm1(x))·Woᵀ`, `out = x1 + mlp(norm2(x1))`.
+ * `x1 = x + attn(norm1(x))·Woᵀ`, `out = x1 + ffn(norm2(x1))`, ffn the MLP or the MoE layer.
  *
  * @param out - (B, T, C)
- * @param cache - filled
+ * @param cache - filled (with MoE, `cache.moe.routing` holds the (B·T, k) experts used)
  * @param inp - (B, T, C)
+ * @param replay - MoE only: (B·T, k) experts to use instead of the router's top-k, or null
  */
 export function blockForward(
   out: FloatArray,
@@ -251,6 +337,7 @@ export function blockForward(
   T: number,
   cfg: BlockConfig,
   gemms: BlockGemms = sequentialBlockGemms,
+  replay: Int32Array | null = null,
 ): void {
   const N = B * T;
   const { C, H } = cfg;
@@ -263,13 +350,14 @@ export function blockForward(
   linearForward(proj, cache.att, w.wo, w.bo, N, C, C, gemms.o);
   residualForward(cache.x1, inp, proj, N * C); // (N, C)
   normForward(cfg, cache.ln2, cache.ln2Mean, cache.ln2Rstd, cache.x1, w.ln2, w.ln2Bias, N); // (N, C)
-  mlpForward(cache.mlpOut, cache.mlp, cache.ln2, w.mlp, N, C, cfg.hidden, cfg.mlp, gemms.mlp); // (N, C)
+  ffnForward(cfg, cache.mlpOut, cache, cache.ln2, w, N, gemms, replay); // (N, C)
   residualForward(out, cache.x1, cache.mlpOut, N * C); // (B, T, C)
 }
 
 /**
  * Block backward: reverses {@link blockForward}, accumulating into `dinp` and into every gradient
- * buffer of `g` (same structure as the weights).
+ * buffer of `g` (same structure as the weights). With MoE, the gradient of {@link blockAuxLoss} is
+ * included; none flows through the choice of experts.
  *
  * @param dinp - (B, T, C) accumulated
  * @param g - gradients, accumulated
@@ -296,7 +384,13 @@ export function blockBackward(
   const dmlp = a(N * C); // (N, C)
   residualBackward(dx1, dmlp, dout, N * C);
   const dln2 = a(N * C); // (N, C)
-  mlpBackward(dln2, g.mlp, dmlp, cache.mlp, cache.ln2, w.mlp, N, C, cfg.hidden, cfg.mlp, gemms.mlp);
+  if (cfg.moe) {
+    if (!g.moe || !w.moe || !cache.moe) throw new Error('block: cfg.moe is set but the grads, weights or cache have no moe part');
+    moeBackward(dln2, g.moe, dmlp, cache.moe, cache.ln2, w.moe, N, C, cfg.hidden, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }, moeGemms(gemms), cfg.moe.auxCoeff);
+  } else {
+    if (!g.mlp || !w.mlp || !cache.mlp) throw new Error('block: cfg.moe is null but the grads, weights or cache have no mlp part');
+    mlpBackward(dln2, g.mlp, dmlp, cache.mlp, cache.ln2, w.mlp, N, C, cfg.hidden, cfg.mlp, gemms.mlp);
+  }
   normBackward(cfg, dx1, g.ln2, g.ln2Bias, dln2, cache.x1, w.ln2, cache.ln2Mean, cache.ln2Rstd, N);
   const dproj = a(N * C); // (N, C)
   residualBackward(dinp, dproj, dx1, N * C);

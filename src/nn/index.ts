@@ -8,6 +8,7 @@ export * from './linear.js';
 export * from './norm.js';
 export * from './activation.js';
 export * from './mlp.js';
+export * from './moe.js';
 export * from './residual.js';
 export * from './softmax.js';
 export * from './rope.js';

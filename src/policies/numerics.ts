@@ -214,6 +214,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     q: linear, k: linear, v: linear, o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),
     attention,
+    router: linear,
   });
   const acc = order === 'fp32' ? 'fp32 accumulate' : order === 'pairwise' ? 'fp32 pairwise accumulate' : `fp32 split-K accumulate (chunk ${splitK})`;
   const label = `${operands} operands, ${acc}${out ? `, ${out} out` : ''}${profile === 'ieee' ? '' : `, profile ${typeof profile === 'string' ? profile : profile.name}`}`;

@@ -31,10 +31,10 @@ import {
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
 
 /** The linear GEMM sites of the toy policies. Embeddings are lookups, not GEMMs, and are never quantized. */
-export type QuantSite = 'q' | 'k' | 'v' | 'o' | 'up' | 'gate' | 'down' | 'lmHead';
+export type QuantSite = 'q' | 'k' | 'v' | 'o' | 'up' | 'gate' | 'down' | 'lmHead' | 'router';
 
 /** Every {@link QuantSite}. */
-export const quantSites: readonly QuantSite[] = Object.freeze(['q', 'k', 'v', 'o', 'up', 'gate', 'down', 'lmHead']);
+export const quantSites: readonly QuantSite[] = Object.freeze(['q', 'k', 'v', 'o', 'up', 'gate', 'down', 'lmHead', 'router']);
 
 /**
  * An operand quantizer named by a preset of the numerics core (`src/numerics/presets.ts`) and its
@@ -277,6 +277,7 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
         q: site('q'), k: site('k'), v: site('v'), o: site('o'),
         mlp: Object.freeze({ up: site('up'), gate: site('gate'), down: site('down') }),
         attention,
+        router: site('router'),
       });
       blocks[layer] = g;
     }

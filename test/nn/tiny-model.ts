@@ -2,6 +2,7 @@
 // assembled from the nn layers, used by the whole-model gradient check and the training sanity test.
 
 import {
+  blockAuxLoss,
   blockBackward,
   blockForward,
   blockParamSpecs,
@@ -33,7 +34,7 @@ export function tinyModel(cfg: BlockConfig, V: number, T: number) {
     { name: 'lmHead', shape: [V, C], init: { kind: 'normal', std: 0.02 } },
   ];
   const layout = new ParamLayout(specs);
-  /** Mean cross-entropy of next tokens; fills `grads` (same layout as `params`) when given. */
+  /** Mean cross-entropy of next tokens (+ the block's MoE load-balancing term); fills `grads` (same layout as `params`) when given. */
   const run = (params: FloatArray, tokens: number[], targets: number[], B: number, grads?: FloatArray): number => {
     const N = B * T;
     const P = (n: string) => (layout.has(n) ? layout.view(params, n) : null);
@@ -52,7 +53,7 @@ export function tinyModel(cfg: BlockConfig, V: number, T: number) {
     linearForward(logits, xf, P('lmHead')!, null, N, C, V);
     const losses = a(N);
     const probs = a(N * V);
-    const loss = crossEntropyForward(losses, probs, logits, targets, N, V);
+    const loss = crossEntropyForward(losses, probs, logits, targets, N, V) + blockAuxLoss(cache, B, T, cfg);
     if (grads) {
       const G = (n: string) => (layout.has(n) ? layout.view(grads, n) : null);
       const dlogits = a(N * V);

@@ -188,7 +188,7 @@ describe('quantized GemmFns against the numerics core', () => {
     expect(sameArrays(quantHead, bf16)).toBe(false);
     const noQ = run((o) => quantizedNumerics({ ...g, exclude: ['q', 'lmHead'] }).block(0).q.forward(o, x, w, m, V, C));
     expect(sameArrays(noQ, bf16)).toBe(true);
-    expect(() => quantizedNumerics({ ...g, exclude: ['wte' as never] })).toThrow(/exclude must list sites among q, k, v, o, up, gate, down, lmHead, got "wte"/);
+    expect(() => quantizedNumerics({ ...g, exclude: ['wte' as never] })).toThrow(/exclude must list sites among q, k, v, o, up, gate, down, lmHead, router, got "wte"/);
   });
 
   it('weights are quantized once per numerics object (by array identity); activations per call', () => {
@@ -317,7 +317,7 @@ describe('trainer backward of the quantized plans', () => {
     for (const bw of copy.weights.blocks) {
       const mats: [Float32Array, number, number][] = [
         [bw.wq as Float32Array, C, C], [bw.wk as Float32Array, C, C], [bw.wv as Float32Array, C, C], [bw.wo as Float32Array, C, C],
-        [bw.mlp.up as Float32Array, hidden, C], [bw.mlp.gate as Float32Array, hidden, C], [bw.mlp.down as Float32Array, C, hidden],
+        [bw.mlp!.up as Float32Array, hidden, C], [bw.mlp!.gate as Float32Array, hidden, C], [bw.mlp!.down as Float32Array, C, hidden],
       ];
       for (const [w, rows, cols] of mats) w.set(dequantize(quantize(spec, Float32Array.from(w), [rows, cols])));
     }

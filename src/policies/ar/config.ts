@@ -1,7 +1,7 @@
 // Configuration of the autoregressive toy policy (sizes, norm, MLP, positions, tying) and its parameter
 // declarations. Not the forward pass (model.ts) and not the sampler (sampler.ts).
 
-import { blockParamSpecs, GPT2_INIT, type BlockConfig, type MlpKind, type ParamSpec } from '../../nn/index.js';
+import { blockParamSpecs, GPT2_INIT, type BlockConfig, type BlockMoeConfig, type MlpKind, type ParamSpec } from '../../nn/index.js';
 
 /** Hyper-parameters of the causal toy transformer. */
 export interface ArConfig {
@@ -32,6 +32,11 @@ export interface ArConfig {
   readonly positions: 'rope' | 'learned';
   /** The LM head reuses the token embedding (GPT-2) or has its own (V, C) matrix. @defaultValue false */
   readonly tiedEmbeddings: boolean;
+  /**
+   * Mixture-of-experts feed-forward in every block (E experts of width `hidden`, top-k routing,
+   * load-balancing weight α; docs/moe.md). Absent or null: the dense MLP.
+   */
+  readonly moe?: BlockMoeConfig | null;
 }
 
 /**
@@ -74,12 +79,18 @@ export function validateArConfig(cfg: ArConfig): void {
   if (cfg.mlp !== 'gelu' && cfg.mlp !== 'swiglu') throw new Error(`ar config: mlp must be gelu or swiglu, got ${JSON.stringify(cfg.mlp)}`);
   if (cfg.positions !== 'rope' && cfg.positions !== 'learned') throw new Error(`ar config: positions must be rope or learned, got ${JSON.stringify(cfg.positions)}`);
   if (typeof cfg.bias !== 'boolean') throw new Error(`ar config: bias must be a boolean, got ${JSON.stringify(cfg.bias)}`);
+  if (cfg.moe !== undefined && cfg.moe !== null) {
+    const m = cfg.moe;
+    if (!Number.isInteger(m.experts) || m.experts < 1) throw new Error(`ar config: moe.experts must be a positive integer, got ${JSON.stringify(m.experts)}`);
+    if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts) throw new Error(`ar config: moe.topK must be an integer in [1, moe.experts = ${m.experts}], got ${JSON.stringify(m.topK)}`);
+    if (typeof m.auxCoeff !== 'number' || !Number.isFinite(m.auxCoeff) || m.auxCoeff < 0) throw new Error(`ar config: moe.auxCoeff must be a finite number ≥ 0, got ${JSON.stringify(m.auxCoeff)}`);
+  }
   if (typeof cfg.tiedEmbeddings !== 'boolean') throw new Error(`ar config: tiedEmbeddings must be a boolean, got ${JSON.stringify(cfg.tiedEmbeddings)}`);
 }
 
 /** The {@link BlockConfig} shared by every block of the policy (causal). */
 export function arBlockConfig(cfg: ArConfig): BlockConfig {
-  return { C: cfg.C, H: cfg.H, hidden: cfg.hidden, norm: cfg.norm, mlp: cfg.mlp, bias: cfg.bias, causal: true, rope: cfg.positions === 'rope' };
+  return { C: cfg.C, H: cfg.H, hidden: cfg.hidden, norm: cfg.norm, mlp: cfg.mlp, bias: cfg.bias, causal: true, rope: cfg.positions === 'rope', ...(cfg.moe ? { moe: cfg.moe } : {}) };
 }
 
 /**

@@ -27,6 +27,7 @@ export const arModelSchema = z.strictObject({
   bias: z.boolean().optional(),
   positions: z.enum(['rope', 'learned']).optional(),
   tiedEmbeddings: z.boolean().optional(),
+  moe: z.strictObject({ experts: z.number().int().positive(), topK: z.number().int().positive(), auxCoeff: z.number().nonnegative().default(0.01) }).nullable().optional(),
 });
 
 /** The AR config of a run: the task's vocabulary and lengths plus `policy.model`. */

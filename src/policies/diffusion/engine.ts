@@ -53,6 +53,7 @@ const modelOptionsSchema = z.strictObject({
   C: z.number().int().positive().optional(),
   H: z.number().int().positive().optional(),
   hidden: z.number().int().positive().optional(),
+  moe: z.strictObject({ experts: z.number().int().positive(), topK: z.number().int().positive(), auxCoeff: z.number().nonnegative().default(0.01) }).nullable().optional(),
 });
 
 /** Keys of the diffusion model's own config that `policy.model` spells the shared way. */
@@ -120,6 +121,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
     fail(`policy.model${issue.code === 'unrecognized_keys' ? '' : key}`, value, reason);
   }
   const m = parsed.data;
+  if (m.moe && m.moe.topK > m.moe.experts) fail('policy.model.moe.topK', m.moe.topK, `must be at most policy.model.moe.experts = ${m.moe.experts}`);
   const C = m.C ?? diffusionModelDefaults.C;
   const H = m.H ?? diffusionModelDefaults.H;
   if (C % H !== 0) fail('policy.model.H', H, `must divide C = ${C}`);

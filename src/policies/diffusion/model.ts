@@ -8,6 +8,7 @@ import {
   stackBackward,
   stackForward,
   type BlockConfig,
+  type BlockMoeConfig,
   type FloatArray,
   type ParamSpec,
   type StackCache,
@@ -28,8 +29,10 @@ export interface DiffusionModelConfig {
   readonly C: number;
   /** Attention heads H (divides C). @defaultValue 4 */
   readonly H: number;
-  /** MLP hidden width. @defaultValue 4·C = 128 */
+  /** MLP hidden width (of every expert with MoE). @defaultValue 4·C = 128 */
   readonly hidden: number;
+  /** Mixture-of-experts feed-forward in every block (docs/moe.md); absent or null: dense MLP. */
+  readonly moe?: BlockMoeConfig | null;
 }
 
 /** Toy defaults of {@link DiffusionModelConfig} (everything but the vocabulary). */
@@ -67,7 +70,7 @@ export function createDiffusionModel(config: Partial<DiffusionModelConfig> & { r
   }
   if (c.vocabSize < 5) throw new Error(`diffusion model: vocabSize must be ≥ 5 (ids 0–4 are PAD BOS EOS SEP MASK), got ${c.vocabSize}`);
   if (c.C % c.H !== 0) throw new Error(`diffusion model: C (${c.C}) must be divisible by H (${c.H})`);
-  const block: BlockConfig = { C: c.C, H: c.H, hidden: c.hidden, norm: 'layernorm', mlp: 'gelu', bias: true, causal: false, rope: false };
+  const block: BlockConfig = { C: c.C, H: c.H, hidden: c.hidden, norm: 'layernorm', mlp: 'gelu', bias: true, causal: false, rope: false, ...(c.moe ? { moe: c.moe } : {}) };
   const std = { kind: 'normal', std: 0.02 } as const;
   const specs: ParamSpec[] = [
     { name: 'wte', shape: [c.vocabSize, c.C], init: std },
