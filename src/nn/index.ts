@@ -18,3 +18,4 @@ export * from './adamw.js';
 export * from './block.js';
 export * from './block-decode.js';
 export * from './stack.js';
+export * from './outliers.js';

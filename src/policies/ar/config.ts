@@ -32,6 +32,14 @@ export interface ArConfig {
   readonly positions: 'rope' | 'learned';
   /** The LM head reuses the token embedding (GPT-2) or has its own (V, C) matrix. @defaultValue false */
   readonly tiedEmbeddings: boolean;
+  /**
+   * Number of outlier residual channels: a fixed, non-trained offset of ±`outlierMagnitude` added
+   * to the residual stream after the embedding (see `outlierOffset` in nn/outliers.ts). Absent or
+   * 0 = none (the toy default; the `small` and `medium` presets set 2).
+   */
+  readonly outliers?: number;
+  /** Magnitude of each outlier channel's offset (absent = 20, used only with `outliers` > 0). */
+  readonly outlierMagnitude?: number;
 }
 
 /**
@@ -74,6 +82,12 @@ export function validateArConfig(cfg: ArConfig): void {
   if (cfg.mlp !== 'gelu' && cfg.mlp !== 'swiglu') throw new Error(`ar config: mlp must be gelu or swiglu, got ${JSON.stringify(cfg.mlp)}`);
   if (cfg.positions !== 'rope' && cfg.positions !== 'learned') throw new Error(`ar config: positions must be rope or learned, got ${JSON.stringify(cfg.positions)}`);
   if (typeof cfg.bias !== 'boolean') throw new Error(`ar config: bias must be a boolean, got ${JSON.stringify(cfg.bias)}`);
+  if (cfg.outliers !== undefined && (!Number.isInteger(cfg.outliers) || cfg.outliers < 0 || cfg.outliers > cfg.C)) {
+    throw new Error(`ar config: outliers must be an integer in [0, C=${cfg.C}], got ${JSON.stringify(cfg.outliers)}`);
+  }
+  if (cfg.outlierMagnitude !== undefined && (typeof cfg.outlierMagnitude !== 'number' || !Number.isFinite(cfg.outlierMagnitude) || cfg.outlierMagnitude <= 0)) {
+    throw new Error(`ar config: outlierMagnitude must be a positive finite number, got ${JSON.stringify(cfg.outlierMagnitude)}`);
+  }
   if (typeof cfg.tiedEmbeddings !== 'boolean') throw new Error(`ar config: tiedEmbeddings must be a boolean, got ${JSON.stringify(cfg.tiedEmbeddings)}`);
 }
 

@@ -30,6 +30,8 @@ export const arModelSchema = z.strictObject({
   bias: z.boolean().optional(),
   positions: z.enum(['rope', 'learned']).optional(),
   tiedEmbeddings: z.boolean().optional(),
+  outliers: z.number().int().nonnegative().optional(),
+  outlierMagnitude: z.number().positive().optional(),
 });
 
 /** The AR config of a run: the task's vocabulary and lengths plus `policy.model`. */

@@ -11,12 +11,14 @@ export type ArModelFields = Partial<Omit<ArConfig, 'vocabSize' | 'maxLen'>>;
  * positions) and sets nothing, so runs without a preset are unchanged. `small` and `medium` are
  * larger, LLM-like shapes with rotary positions (RoPE, as in Llama/Qwen), which do not tie the
  * model to the trained lengths the way a learned (maxLen, C) table does — the point for long
- * responses. Hidden = 4·C as in GPT-2.
+ * responses. Hidden = 4·C as in GPT-2. They have two outlier residual channels of magnitude 20
+ * (`outliers`; LLM.int8() reports a few such dimensions at up to ≈ 20× the others); set
+ * `outliers: 0` to turn them off.
  */
 export const arModelPresets = Object.freeze({
   tiny: Object.freeze({}),
-  small: Object.freeze({ C: 64, layers: 4, H: 4, hidden: 256, positions: 'rope' }),
-  medium: Object.freeze({ C: 128, layers: 4, H: 8, hidden: 512, positions: 'rope' }),
+  small: Object.freeze({ C: 64, layers: 4, H: 4, hidden: 256, positions: 'rope', outliers: 2, outlierMagnitude: 20 }),
+  medium: Object.freeze({ C: 128, layers: 4, H: 8, hidden: 512, positions: 'rope', outliers: 2, outlierMagnitude: 20 }),
 } as const satisfies { readonly [name: string]: ArModelFields });
 
 /** Names of the AR model presets. */
@@ -32,7 +34,7 @@ export const arModelPresetNames = Object.freeze(Object.keys(arModelPresets)) as 
  *
  * @example
  * ```ts
- * arModelOptions({ preset: 'small', layers: 2 }); // { C: 64, layers: 2, H: 4, hidden: 256, positions: 'rope' }
+ * arModelOptions({ preset: 'small', layers: 2 }); // { C: 64, layers: 2, H: 4, hidden: 256, positions: 'rope', outliers: 2, outlierMagnitude: 20 }
  * ```
  */
 export function arModelOptions(options: ArModelFields & { readonly preset?: string | undefined }): ArModelFields {
