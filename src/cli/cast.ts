@@ -14,7 +14,7 @@ import {
 } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseCommandArgs, required, seedOption } from './parse.js';
 
 const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...

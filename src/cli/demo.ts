@@ -5,12 +5,12 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runSweep } from '../report/index.js';
+import { runSweep } from '../runs/index.js';
 import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from './cast.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
 import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
@@ -120,7 +120,7 @@ export const demoCommand: Command = {
     io.out('1. The same float32 inputs cast to E4M3FN by each backend profile (decoded value):\n');
     const inputs = [448, 464, 465, 470, 485, 1e6, Infinity, Number.NaN, 2 ** -10, 3 * 2 ** -10, -0];
     const profiles = Object.values(castProfiles).filter((p) => profileCovers(p, floatFormats.e4m3fn));
-    const w = 13;
+    const w = Math.max(13, ...profiles.map((p) => p.name.length + 2));
     io.out(['input'.padStart(w), ...profiles.map((p) => p.name.padStart(w))].join(''));
     for (const x of inputs) {
       const cells = profiles.map((p) => formatValue(decode(floatFormats.e4m3fn, scalarEncoder('e4m3fn', p)(x))).padStart(w));

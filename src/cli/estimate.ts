@@ -4,7 +4,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { estimateJson } from '../rl/estimate.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseCommandArgs } from './parse.js';
 import { parseJsonInput } from '../json.js';
 

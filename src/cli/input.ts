@@ -3,7 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import { findOverflowingNumber, parseJsonInput } from '../json.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 
 /** Reads and parses a JSON file; every failure is a one-line error naming `flag` and the path. */
 export function readJsonFile(path: string, flag: string): unknown {

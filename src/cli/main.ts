@@ -3,7 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
 import { demoCommand } from './demo.js';

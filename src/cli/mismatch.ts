@@ -1,7 +1,7 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
 import {
@@ -13,10 +13,13 @@ import {
   type DiffusionMismatchOptions,
 } from '../policies/diffusion/index.js';
 import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
+import type { ParamStore } from '../nn/index.js';
+import { arConfigFor } from '../policies/ar/engine.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
 import { makeTask, taskNames, type Task, type TaskName } from '../tasks/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { JsonInputError } from '../json.js';
 import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
@@ -55,8 +58,9 @@ Options:
                       an integer in 0..4294967295)
   --batch B           number of sequences, 1..4096 (default 16)
   --temperature T     sampling temperature, also used by the trainer recompute (default 1)
-  --checkpoint FILE   ar: a policy saved by saveCheckpoint (JSON); diffusion: a warm-start cache
-                      file ({ config, weights }) or a run checkpoint (config.json two folders up)
+  --checkpoint PATH   a checkpoint directory \`run\` writes (checkpoints/step-N/) or a cached warm
+                      start (.cache/sft/<key>/), or their backend.json; ar also takes a policy
+                      saved by saveCheckpoint (JSON), diffusion a { config, weights } JSON file
   --preset NAME       ar only, without --checkpoint: the model preset of the fresh policy
                       (${arModelPresetNames.join(', ')}; default tiny)
   --outliers N        with --preset: number of outlier residual channels, 0..64 (overrides the preset's)
@@ -80,7 +84,33 @@ function parseTemperature(value: string | undefined): number {
   return t;
 }
 
+/** A checkpoint `run` or a cached warm start wrote (a directory with backend.json, or that file), else null. */
+function backendState(file: string): ReferenceBackendState | null {
+  const isDir = existsSync(file) && statSync(file).isDirectory();
+  if (!isDir && !file.endsWith(REFERENCE_STATE_FILE)) return null;
+  try {
+    return readReferenceState(file);
+  } catch (error) {
+    throw new UsageError(`--${(error as Error).message}`);
+  }
+}
+
 function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
+  const state = backendState(file);
+  if (state !== null) {
+    try {
+      const config = resolveRunConfig(state.config);
+      if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
+      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+      const policy = createArPolicy(arConfigFor(config, task), config.seed);
+      if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
+      (policy.params as ParamStore).data.set(state.weights);
+      return { policy, task };
+    } catch (error) {
+      if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
+      throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
   const json = readJsonFile(file, '--checkpoint');
   try {
     const { policy, task } = loadCheckpoint(json);
@@ -103,7 +133,8 @@ function parseEstimator(value: string | undefined): DiffusionEstimatorName {
 /** A diffusion checkpoint: weights plus the run config that built the model (embedded or `../config.json`). */
 function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
   const read = (path: string): Record<string, unknown> => readJsonFile(path, '--checkpoint') as Record<string, unknown>;
-  const json = read(file);
+  const state = backendState(file);
+  const json: Record<string, unknown> = state !== null ? { weights: state.weights, config: state.config } : read(file);
   try {
     const weights = json.weights;
     if (!Array.isArray(weights)) throw new Error('it has no weights array');

@@ -12,7 +12,7 @@ import {
   quantize,
 } from '../numerics/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseJsonInput } from '../json.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 

@@ -2,13 +2,13 @@
 // and prints the table. Not the report's logic (src/report/).
 
 import { existsSync, statSync } from 'node:fs';
-import { writeReport } from '../report/index.js';
+import { BaselineError, writeReport } from '../report/index.js';
 import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { parseCommandArgs } from './parse.js';
 
-const help = `usage: qrl-sim report DIR [--title TEXT]
+const help = `usage: qrl-sim report DIR [--title TEXT] [--baseline KEY=V[,KEY=V…]]
 
 DIR is a run directory (with config.json, metrics.jsonl, eval.jsonl, timings.jsonl) or a sweep
 directory holding run directories. Groups the runs by configuration (every config field except
@@ -17,7 +17,9 @@ seed), writes into DIR:
   summary.md     the same as a Markdown table
   summary.html   the table as a page
   report.html    the table and every plot (inline SVG, opens offline)
-and prints the Markdown table and the path of report.html. See docs/reports.md.
+and prints the Markdown table and the path of report.html. Every configuration is compared with
+the baseline, paired by seed: --baseline selects it by label fields or config values (default
+plan=bf16,correction=none when exactly one configuration matches). See docs/reports.md.
 
 A malformed config.json or JSONL line exits with code 2 naming the file and the line; a
 directory whose runs have no steps yet exits with code 2 and says so.
@@ -31,7 +33,7 @@ export const reportCommand: Command = {
   summary: 'summary table and self-contained HTML report (plots) of a run or sweep directory',
   help,
   async run(args, io) {
-    const { values, positionals } = parseCommandArgs(args, { title: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs(args, { title: { type: 'string' }, baseline: { type: 'string' } }, true);
     if (positionals.length !== 1) throw new UsageError(`expected one directory, got ${positionals.length === 0 ? 'none' : positionals.map((p) => `'${p}'`).join(' ')}`);
     const dir = positionals[0] as string;
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`DIR: no such directory '${dir}'`);
@@ -48,8 +50,9 @@ export const reportCommand: Command = {
     }
     let result;
     try {
-      result = await writeReport(dir, values.title === undefined ? {} : { title: values.title });
+      result = await writeReport(dir, { ...(values.title === undefined ? {} : { title: values.title }), ...(values.baseline === undefined ? {} : { baseline: values.baseline }) });
     } catch (error) {
+      if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
       if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
       throw error;
     }

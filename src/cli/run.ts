@@ -4,13 +4,13 @@
 import { createHash } from 'node:crypto';
 import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { applyOverrides } from '../runs/overrides.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { policyFactory } from '../rl/grpo/policies.js';
+import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/index.js';
-import { latestCheckpoint, type RunObserver, runGrpo } from '../rl/grpo/run.js';
+import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
@@ -75,7 +75,7 @@ export function defaultRunDir(configPath: string, seed: number, sets: readonly s
 /** The step of the newest checkpoint in `dir` (from its file name), or 0. */
 function checkpointStep(dir: string): number {
   const path = latestCheckpoint(dir);
-  const m = path === null ? null : /(\d+)\.json$/.exec(path);
+  const m = path === null ? null : /step-(\d+)$/.exec(path);
   return m === null ? 0 : Number(m[1]);
 }
 

@@ -4,9 +4,9 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../report/index.js';
+import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../runs/index.js';
 import type { Command } from './command.js';
-import { UsageError } from './errors.js';
+import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, required } from './parse.js';
@@ -24,6 +24,7 @@ const aliases = Object.entries(GRID_ALIASES)
 
 const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [--seeds N] [--workers N]
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
+                     [--baseline KEY=V[,KEY=V…]]
 
 Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
@@ -39,6 +40,8 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
   --steps N        GRPO steps of every run
   --set P=V        override a config field of every run (repeatable), applied before the grid
   --factory M#E    module exporting the policy factory (default: the built-in policies)
+  --baseline SEL   the report's baseline for the paired comparison, e.g. plan=bf16,correction=none
+                   (the default; must select exactly one grid point)
 
 Grid key aliases:
 ${aliases}
@@ -78,6 +81,7 @@ export const sweepCommand: Command = {
       steps: { type: 'string' },
       set: { type: 'string', multiple: true },
       factory: { type: 'string' },
+      baseline: { type: 'string' },
     });
     const file = required(values.config, 'config');
     if (!existsSync(file)) throw new UsageError(`--config: no such file '${file}'`);
@@ -97,6 +101,7 @@ export const sweepCommand: Command = {
       ...(workers === undefined ? {} : { workers }),
       ...(steps === undefined ? {} : { steps }),
       ...(factory === undefined ? {} : { factory }),
+      ...(values.baseline === undefined ? {} : { baseline: values.baseline }),
     };
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);

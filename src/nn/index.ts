@@ -18,4 +18,5 @@ export * from './adamw.js';
 export * from './block.js';
 export * from './block-decode.js';
 export * from './stack.js';
+export * from './support.js';
 export * from './outliers.js';

@@ -76,6 +76,7 @@ export type CastProfileName =
   | 'ieee'
   | 'satfinite'
   | 'torch-2.11'
+  | 'torch-pr178817'
   | 'ml-dtypes'
   | 'onnx-sat'
   | 'ort-1.30'
@@ -155,6 +156,22 @@ const profileList: readonly CastProfile[] = [
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: {
       e4m3fn: {},
+      e4m3fnuz: {},
+      e5m2: {},
+      e5m2fnuz: {},
+      e8m0: { zero: 'min', underflow: 'min', negative: 'abs' },
+      bf16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
+      fp16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
+    },
+  },
+  {
+    name: 'torch-pr178817',
+    description: 'PyTorch eager cast after PR 178817 (merged 2026-04-17): E4M3FN saturates finite overflow to ±448; ±Inf and NaN still NaN; other formats as torch-2.11',
+    source: 'pytorch/pytorch PR 178817 (commit 9deaf8d: torch/headeronly/util/Float8_e4m3fn.h, aten/src/ATen/cpu/vec/vec512/vec512_float8.h); first release not established (torchao PR 4364 gates on 2.12.0.dev0 nightlies, tinygrad PR 17228 names 2.13.0)',
+    mode: 'rne',
+    rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
+    formats: {
+      e4m3fn: { overflow: 'saturate' },
       e4m3fnuz: {},
       e5m2: {},
       e5m2fnuz: {},

@@ -62,7 +62,7 @@ export function probeDiagnostics(logpRollout: ArrayLike<number>, logpOld: ArrayL
     meanAbsDp: d['rollout_corr/prob_abs_diff_mean'] as number,
     meanAbsDelta: d['rollout_corr/logp_abs_diff_mean'] as number,
     maxAbsDelta: d['rollout_corr/logp_abs_diff_max'] as number,
-    ess: ws['rollout_corr/rollout_is_eff_sample_size'] as number,
+    ess: ws['rollout_corr/weights_ess_ratio'] as number,
     'fracAbsDeltaGt1e-3': tokens > 0 ? big / tokens : 0,
   };
 }

@@ -1,6 +1,7 @@
 // Public surface of the toy policies: the precision seam (PolicyNumerics, plans), probe diagnostics,
 // the autoregressive and the masked-diffusion policy. Not a place for logic.
 
+export * from './engine.js';
 export * from './numerics.js';
 export * from './plans.js';
 export * from './quantized.js';

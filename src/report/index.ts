@@ -7,7 +7,3 @@ export * from './table.js';
 export * from './plots.js';
 export * from './html.js';
 export * from './write.js';
-export * from './grid.js';
-export * from './factory.js';
-export * from './sweep.js';
-export type { SweepTask, SweepTaskResult } from './sweep-worker.js';

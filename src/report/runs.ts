@@ -1,5 +1,5 @@
 // Reading run directories back: config.json, metrics.jsonl, eval.jsonl, timings.jsonl and the
-// error a failed sweep run leaves. Not a writer (src/rl/grpo/files.ts) and no statistics.
+// error a failed sweep run leaves. Not a writer (src/files.ts) and no statistics.
 
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';

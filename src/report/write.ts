@@ -2,12 +2,12 @@
 // summary.md, summary.html and report.html next to them. Not the sweep runner (sweep.ts).
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { writeJsonAtomic } from '../rl/grpo/files.js';
+import { basename, join, resolve, sep } from 'node:path';
+import { writeJsonAtomic } from '../files.js';
 import { reportPage, summaryPage, type ReportContext } from './html.js';
-import { configColors, renderPlots } from './plots.js';
+import { configStyles, renderDeltaPlot, renderPlots } from './plots.js';
 import { readRuns, type RunRecord } from './runs.js';
-import { summarizeRuns, type Summary } from './summary.js';
+import { summarizeRuns, type Summary, type SummaryOptions } from './summary.js';
 import { summaryMarkdown } from './table.js';
 
 /** The manifest a sweep writes into its output directory (run order = grid order × seeds). */
@@ -36,26 +36,36 @@ function manifestRuns(dir: string, runs: RunRecord[]): RunRecord[] {
   return runs.filter((r) => order.has(r.name)).sort((a, b) => (order.get(a.name) as number) - (order.get(b.name) as number));
 }
 
+/** Options of {@link writeReport}: the page's context and the baseline selector. */
+export type ReportOptions = ReportContext & SummaryOptions;
+
+/** Error messages as the page shows them: the report root's absolute path removed (the page is mailed and committed). */
+function withoutRoot(runs: RunRecord[], root: string): RunRecord[] {
+  return runs.map((r) => (r.error === null ? r : { ...r, error: r.error.split(root + sep).join('').split(root).join('.') }));
+}
+
 /**
  * Writes the summary and the report of every run under `dir` (a run directory or a sweep
  * directory) into `dir`. A sweep directory reports the runs its `sweep.json` lists. Throws when
- * `dir` holds no run.
- * @example const { files } = await writeReport('runs/sweep'); // files.reportHtml
+ * `dir` holds no run, and a `BaselineError` (before writing anything) when `options.baseline`
+ * does not select exactly one configuration.
+ * @example const { files } = await writeReport('runs/sweep', { baseline: 'plan=bf16,correction=none' }); // files.reportHtml
  */
-export async function writeReport(dir: string, context: ReportContext = {}): Promise<ReportResult> {
+export async function writeReport(dir: string, options: ReportOptions = {}): Promise<ReportResult> {
   const root = resolve(dir);
   if (!existsSync(root)) throw new Error(`report: no such directory ${dir}`);
-  const runs = manifestRuns(root, readRuns(root));
+  const runs = withoutRoot(manifestRuns(root, readRuns(root)), root);
   if (runs.length === 0) throw new Error(`report: no run directory (config.json) under ${dir}`);
-  const summary = summarizeRuns(runs);
+  const summary = summarizeRuns(runs, options.baseline === undefined ? {} : { baseline: options.baseline });
   const byLabel = new Map<string, RunRecord[]>();
   for (const g of summary.groups) {
     const names = new Set(g.runs.filter((r) => r.error === null).map((r) => r.name));
     byLabel.set(g.label, runs.filter((r) => names.has(r.name)));
   }
-  const colors = configColors(summary);
+  const styles = configStyles(summary);
   const plots = await renderPlots(summary, byLabel);
-  const ctx: ReportContext = { directory: dir, ...context };
+  const deltaSvg = await renderDeltaPlot(summary, styles);
+  const ctx: ReportContext = { directory: basename(root), deltaSvg, ...(options.title === undefined ? {} : { title: options.title }), ...(options.directory === undefined ? {} : { directory: options.directory }) };
   const markdown = summaryMarkdown(summary);
   const files = {
     summaryJson: join(root, 'summary.json'),
@@ -65,7 +75,7 @@ export async function writeReport(dir: string, context: ReportContext = {}): Pro
   };
   writeJsonAtomic(files.summaryJson, summary);
   writeFileSync(files.summaryMd, markdown);
-  writeFileSync(files.summaryHtml, summaryPage(summary, colors, ctx));
-  writeFileSync(files.reportHtml, reportPage(summary, plots, colors, ctx));
+  writeFileSync(files.summaryHtml, summaryPage(summary, styles, ctx));
+  writeFileSync(files.reportHtml, reportPage(summary, plots, styles, ctx));
   return { summary, files, plots: plots.map((p) => p.panel.id), markdown };
 }

@@ -1,6 +1,7 @@
 // Outcome advantages for GRPO-style training: one scalar per sequence from rewards and group ids.
 // Not token-level credit assignment (no critic, no GAE) and not reward shaping.
 
+import { UsageError } from '../errors.js';
 import type { Estimate } from './types.js';
 
 /** Input of every advantage estimator: per-sequence rewards and group ids, both of length B. */
@@ -9,7 +10,19 @@ export interface AdvantageInput {
   readonly rewards: Float64Array;
   /** Group id of each sequence (sequences sharing a prompt share an id), `(B)`. */
   readonly groups: readonly (string | number)[];
+  /**
+   * Valid tokens per sequence `(B)`, used by the token-level whitening of `reinforce++` and
+   * `reinforce++-baseline` (verl whitens over every valid token). @defaultValue 1 per sequence
+   */
+  readonly lengths?: Float64Array | undefined;
 }
+
+/**
+ * What a group of size 1 gets: `'zero'` — A = 0 (its only member is its own mean; qrl-sim default);
+ * `'verl'` — mean 0 and std 1, so A = R/(1 + eps) for `grpo` and A = R for `drgrpo`
+ * (verl `compute_grpo_outcome_advantage`, core_algos.py l.315–317).
+ */
+export type SingletonRule = 'zero' | 'verl';
 
 /** Parameters of `grpo` and `batch-std`. */
 export interface StdAdvantageParams {
@@ -18,6 +31,14 @@ export interface StdAdvantageParams {
    * @defaultValue 1e-6 (verl `compute_grpo_outcome_advantage`)
    */
   readonly eps: number;
+  /** Rule for groups of size 1 (`grpo` only). @defaultValue 'zero' */
+  readonly singleton?: SingletonRule | undefined;
+}
+
+/** Parameters of `drgrpo`. */
+export interface DrGrpoParams {
+  /** Rule for groups of size 1. @defaultValue 'zero' */
+  readonly singleton?: SingletonRule | undefined;
 }
 
 /** An advantage estimator: per-sequence rewards → per-sequence advantages `(B)`. */
@@ -32,7 +53,7 @@ interface GroupStats {
   readonly size: Float64Array;
 }
 
-function groupStats(input: AdvantageInput): GroupStats {
+function groupStats(input: AdvantageInput, singleton: SingletonRule = 'zero'): GroupStats {
   const B = input.rewards.length;
   const ids = new Map<string, number>();
   const index = new Int32Array(B);
@@ -64,6 +85,14 @@ function groupStats(input: AdvantageInput): GroupStats {
     sq[index[i]!]! += d * d;
   }
   const std = sq.map((s, g) => (size[g]! > 1 ? Math.sqrt(s / (size[g]! - 1)) : 0));
+  if (singleton === 'verl') {
+    // verl core_algos.py l.315–317: a lone response gets mean 0 and std 1
+    for (let g = 0; g < G; g++) {
+      if (size[g] !== 1) continue;
+      mean[g] = 0;
+      std[g] = 1;
+    }
+  }
   return { index, mean, std, size };
 }
 
@@ -103,17 +132,20 @@ function summary(a: Float64Array, frac: number): Estimate<Float64Array> {
 
 function zeroStdFraction(st: GroupStats): number {
   let z = 0;
-  for (const s of st.std) if (s === 0) z += 1;
+  st.std.forEach((s, g) => {
+    if (s === 0 || st.size[g] === 1) z += 1;
+  });
   return st.std.length > 0 ? z / st.std.length : 0;
 }
 
 /**
  * GRPO advantage: `A = (R − mean_g) / (std_g + eps)`, `std_g` unbiased; a group of size 1 gets A = 0
- * (its only member equals its mean). Source: DeepSeekMath GRPO; verl `compute_grpo_outcome_advantage`.
+ * (its only member equals its mean), or with `singleton: 'verl'` mean 0 and std 1, A = R/(1 + eps).
+ * Source: DeepSeekMath GRPO; verl `compute_grpo_outcome_advantage`.
  * @example grpoAdvantage({ rewards: Float64Array.of(1, 0), groups: [0, 0] }, { eps: 1e-6 }).value // ≈ [0.7071, -0.7071]
  */
 export const grpoAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) => {
-  const st = groupStats(input);
+  const st = groupStats(input, params.singleton ?? 'zero');
   const a = input.rewards.map((r, i) => {
     const g = st.index[i]!;
     return (r - st.mean[g]!) / (st.std[g]! + params.eps);
@@ -122,12 +154,13 @@ export const grpoAdvantage: AdvantageFn<StdAdvantageParams> = (input, params) =>
 };
 
 /**
- * Dr. GRPO advantage (also the AIS paper's choice): `A = R − mean_g`, no std normalisation.
+ * Dr. GRPO advantage (also the AIS paper's choice): `A = R − mean_g`, no std normalisation
+ * (a singleton group: A = 0, or A = R with `singleton: 'verl'`).
  * Source: Liu et al., "Understanding R1-Zero-Like Training" (arXiv 2503.20783).
  * @example drgrpoAdvantage({ rewards: Float64Array.of(1, 0, 0, 0), groups: [0, 0, 0, 0] }, {}).value // [0.75, -0.25, -0.25, -0.25]
  */
-export const drgrpoAdvantage: AdvantageFn<Record<string, never>> = (input) => {
-  const st = groupStats(input);
+export const drgrpoAdvantage: AdvantageFn<DrGrpoParams> = (input, params) => {
+  const st = groupStats(input, params.singleton ?? 'zero');
   const a = input.rewards.map((r, i) => r - st.mean[st.index[i]!]!);
   return summary(a, zeroStdFraction(st));
 };
@@ -143,11 +176,117 @@ export const batchStdAdvantage: AdvantageFn<StdAdvantageParams> = (input, params
   return summary(a, zeroStdFraction(st));
 };
 
+/**
+ * RLOO (arXiv 2402.14740; verl `compute_rloo_outcome_advantage`): leave-one-out baseline,
+ * A_i = R_i − mean_{j≠i} R_j = (R_i − mean_g)·n/(n − 1). A singleton gets 0, or R with `singleton: 'verl'`.
+ * @example rlooAdvantage({ rewards: Float64Array.of(1, 0, 0), groups: [0, 0, 0] }, {}).value // [1, -0.5, -0.5]
+ */
+export const rlooAdvantage: AdvantageFn<DrGrpoParams> = (input, params) => {
+  const rule = params.singleton ?? 'zero';
+  const st = groupStats(input, rule);
+  const a = input.rewards.map((r, i) => {
+    const g = st.index[i]!;
+    const n = st.size[g]!;
+    if (n === 1) return rule === 'verl' ? r : 0;
+    return ((r - st.mean[g]!) * n) / (n - 1);
+  });
+  return summary(a, zeroStdFraction(st));
+};
+
+/**
+ * verl `masked_whiten` over the valid tokens of a per-sequence value broadcast to `lengths[i]` tokens:
+ * (x − μ)/√(var + 1e-8), μ and the unbiased var weighted by token counts.
+ */
+function tokenWhiten(x: Float64Array, lengths: Float64Array): Float64Array {
+  let n = 0;
+  let s = 0;
+  x.forEach((v, i) => {
+    n += lengths[i]!;
+    s += lengths[i]! * v;
+  });
+  if (n === 0) return new Float64Array(x.length);
+  let mu = s / n;
+  // two-pass mean, as groupStats: a constant input gives exactly μ = x and A = 0
+  let corr = 0;
+  x.forEach((v, i) => (corr += lengths[i]! * (v - mu)));
+  mu += corr / n;
+  let q = 0;
+  x.forEach((v, i) => (q += lengths[i]! * (v - mu) * (v - mu)));
+  const variance = n > 1 ? (q / n) * (n / (n - 1)) : 0;
+  const scale = 1 / Math.sqrt(variance + 1e-8);
+  return x.map((v) => (v - mu) * scale);
+}
+
+/**
+ * REINFORCE++ (arXiv 2501.03262; verl `compute_reinforce_plus_plus_outcome_advantage`, γ = 1, outcome reward):
+ * the return R_i on every valid token, whitened over all valid tokens of the batch:
+ * A_i = (R_i − μ_tok)/√(var_tok + 1e-8), μ_tok, var_tok (unbiased) weighted by `lengths`.
+ */
+export const reinforcePlusPlusAdvantage: AdvantageFn<Record<string, never>> = (input) => {
+  const st = groupStats(input);
+  const lengths = input.lengths ?? new Float64Array(input.rewards.length).fill(1);
+  return summary(tokenWhiten(input.rewards, lengths), zeroStdFraction(st));
+};
+
+/**
+ * REINFORCE++-baseline (verl `compute_reinforce_plus_plus_baseline_outcome_advantage`): subtract the group
+ * mean (a singleton's mean is 0 in verl, so it keeps R; `singleton: 'zero'` gives it R − R = 0), then
+ * whiten over all valid tokens of the batch as {@link reinforcePlusPlusAdvantage}.
+ */
+export const reinforcePlusPlusBaselineAdvantage: AdvantageFn<DrGrpoParams> = (input, params) => {
+  const st = groupStats(input, params.singleton ?? 'zero');
+  const lengths = input.lengths ?? new Float64Array(input.rewards.length).fill(1);
+  const centred = input.rewards.map((r, i) => r - st.mean[st.index[i]!]!);
+  return summary(tokenWhiten(centred, lengths), zeroStdFraction(st));
+};
+
+/** Parameters of `passk`. */
+export interface PassKParams {
+  /** Divide by (std_g + eps) (verl `norm_adv_by_std_in_grpo`). @defaultValue true */
+  readonly normalize: boolean;
+  /** @defaultValue 1e-6 */
+  readonly eps: number;
+}
+
+/**
+ * Pass@k advantage (arXiv 2503.19595; verl `compute_grpo_passk_outcome_advantage`): only the best
+ * response of each group gets a non-zero advantage, r_max − r_second (÷ (std_g + eps) when `normalize`);
+ * ties for the maximum go to the first response of the group in batch order. Groups need ≥ 2 responses.
+ */
+export const passkAdvantage: AdvantageFn<PassKParams> = (input, params) => {
+  const st = groupStats(input);
+  const B = input.rewards.length;
+  const best = new Int32Array(st.size.length).fill(-1);
+  const second = new Float64Array(st.size.length).fill(-Infinity);
+  for (let i = 0; i < B; i++) {
+    const g = st.index[i]!;
+    const r = input.rewards[i]!;
+    const b = best[g]!;
+    if (b < 0) best[g] = i;
+    else if (r > input.rewards[b]!) {
+      second[g] = input.rewards[b]!;
+      best[g] = i;
+    } else second[g] = Math.max(second[g]!, r);
+  }
+  const a = new Float64Array(B);
+  st.size.forEach((n, g) => {
+    if (n < 2) throw new UsageError(`groups: passk needs at least 2 responses per group, group ${input.groups[best[g]!]} has ${n}`);
+    const i = best[g]!;
+    const diff = input.rewards[i]! - second[g]!;
+    a[i] = params.normalize ? diff / (st.std[g]! + params.eps) : diff;
+  });
+  return summary(a, zeroStdFraction(st));
+};
+
 /** Every advantage estimator by its config name. */
 export const advantages = {
   grpo: grpoAdvantage,
   drgrpo: drgrpoAdvantage,
   'batch-std': batchStdAdvantage,
+  rloo: rlooAdvantage,
+  'reinforce++': reinforcePlusPlusAdvantage,
+  'reinforce++-baseline': reinforcePlusPlusBaselineAdvantage,
+  passk: passkAdvantage,
 } as const satisfies Record<string, AdvantageFn>;
 
 /** Config name of an advantage estimator. */

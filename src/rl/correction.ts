@@ -34,6 +34,12 @@ export interface CorrectionStep {
   readonly keep: Float64Array;
   /** True when the factor is an advantage rectification (AIS): it is also folded into the reported advantages. */
   readonly rectifiesAdvantage: boolean;
+  /**
+   * verl's `rollout_corr/rollout_is_*` metrics (names without the `rollout_corr/` prefix) when the stage
+   * is one of verl's `rollout_is` modes (`tis`, `seq-tis`, `icepop`); the first such stage of a chain
+   * reports them globally, as verl has one IS stage.
+   */
+  readonly verlIsMetrics?: MetricRecord | undefined;
 }
 
 /**
@@ -51,6 +57,38 @@ export type CorrectionFn<P = never> = (
 export interface CapParams {
   /** @defaultValue 2 (verl `rollout_is_threshold`, FlashRL recipe, MIS paper) */
   readonly C: number;
+  /**
+   * Lower truncation of `tis` / `seq-tis`: w = clamp(ρ, lo, C) (TRL `token_truncate` /
+   * `sequence_truncate` with `vllm_importance_sampling_clip_min`, slime `--tis-clip-low`).
+   * @defaultValue 0 (upper cap only, verl)
+   */
+  readonly lo?: number | undefined;
+}
+/** `opsm` threshold (DeepSeek-V3.2 off-policy sequence masking). */
+export interface OpsmParams {
+  /** Drop a sequence with mean advantage < 0 when mean_t(ℓroll − ℓold) > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
+  readonly delta: number;
+}
+/** Two-sided ratio band of `outlier-veto`. */
+export interface OutlierVetoParams {
+  /** @defaultValue 1e-4 */
+  readonly lo: number;
+  /** @defaultValue 100 */
+  readonly hi: number;
+}
+/** `dp-filter` band on Δp = e^ℓold − e^ℓroll. */
+export interface DpFilterParams {
+  /** @defaultValue -0.2 */
+  readonly lo: number;
+  /** @defaultValue 0.2 */
+  readonly hi: number;
+  /** @defaultValue 'token' */
+  readonly level: CorrectionLevel;
+}
+/** `m2po` second-moment budget. */
+export interface M2poParams {
+  /** Largest allowed mean of δ² over the kept tokens. @defaultValue 0.04 */
+  readonly tau: number;
 }
 /** Token or sequence level. */
 export type CorrectionLevel = 'token' | 'sequence';
@@ -125,7 +163,11 @@ export type CorrectionSpec =
   | ({ readonly name: 'rs-k3'; readonly denominator: Denominator } & RejectionKParams)
   | ({ readonly name: 'veto'; readonly denominator: Denominator } & VetoParams)
   | ({ readonly name: 'batch-norm' } & BatchNormParams)
-  | ({ readonly name: 'ais' } & AisParams);
+  | ({ readonly name: 'ais' } & AisParams)
+  | ({ readonly name: 'opsm'; readonly denominator: Denominator } & OpsmParams)
+  | ({ readonly name: 'outlier-veto'; readonly denominator: Denominator } & OutlierVetoParams)
+  | ({ readonly name: 'dp-filter'; readonly denominator: Denominator } & DpFilterParams)
+  | ({ readonly name: 'm2po'; readonly denominator: Denominator } & M2poParams);
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -229,6 +271,75 @@ function zeroMaskedFactor(f: Float64Array, mask: Float64Array): Float64Array {
   return f;
 }
 
+/**
+ * verl's IS-weight metrics (verl-project 1dda039 `compute_is_metrics`, rollout_corr_helper.py l.660–783),
+ * over the **original** mask and all B rows, from this stage's own weights `applied` (0 where IcePop
+ * rejects), its raw ratios and its band [lower, upper] (TIS: lower = 1/C):
+ * token level — `rollout_is_mean|max|min` of `applied`, `ratio_fraction_high|low` of the raw ratio;
+ * sequence level — `max|min` = exp of the max/min row log-ratio sum (max clamped at 20, min not),
+ * `ratio_fraction_high|low` over all B rows of the row log-ratio sum against log upper/lower;
+ * both — `std` and `eff_sample_size` of clamp(applied, 0, upper) (l.741–759), `seq_mean|std|max|min|
+ * max_deviation` of the per-row mean of `applied` (all B rows; an empty row counts 0), and
+ * `seq_fraction_high|low` of the per-row mean of the raw ratio.
+ */
+function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, raw: Float64Array, applied: Float64Array, upper: number, lower: number): MetricRecord {
+  const { B, T } = input.shape;
+  const { mask } = input;
+  const m: MetricRecord = {};
+  const meanOver = (x: Float64Array): number => validMean(x, mask);
+  m['rollout_is_mean'] = meanOver(applied);
+  if (level === 'sequence') {
+    const sums = rowLogRatioSums(input);
+    let mx = -Infinity;
+    let mn = Infinity;
+    for (const v of sums) {
+      mx = Math.max(mx, v);
+      mn = Math.min(mn, v);
+    }
+    m['rollout_is_max'] = Math.exp(Math.min(mx, LOG_RATIO_BOUND));
+    m['rollout_is_min'] = Math.exp(mn);
+    const logU = Math.log(upper);
+    const logL = Math.log(lower);
+    m['rollout_is_ratio_fraction_high'] = B > 0 ? Array.from(sums).filter((v) => v > logU).length / B : 0;
+    m['rollout_is_ratio_fraction_low'] = B > 0 ? Array.from(sums).filter((v) => v < logL).length / B : 0;
+  } else {
+    m['rollout_is_ratio_fraction_high'] = tokenFraction(mask, (k) => raw[k]! > upper);
+    m['rollout_is_ratio_fraction_low'] = tokenFraction(mask, (k) => raw[k]! < lower);
+    m['rollout_is_max'] = validMax(applied, mask);
+    m['rollout_is_min'] = validMin(applied, mask);
+  }
+  const clamped = applied.map((w) => Math.min(upper, Math.max(0, w)));
+  let count = 0;
+  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) count += 1;
+  const cm = meanOver(clamped);
+  m['rollout_is_std'] = count > 1 ? Math.sqrt(Math.max(0, meanOver(clamped.map((w) => w * w)) - cm * cm)) : 0;
+  m['rollout_is_eff_sample_size'] = count > 0 ? 1 / meanOver(clamped.map((w) => (w / (cm + 1e-8)) ** 2)) : 0;
+  const seq = new Float64Array(B);
+  const rawSeq = new Float64Array(B);
+  const n = rowCounts(mask, input.shape);
+  for (let i = 0; i < B; i++) {
+    let a = 0;
+    let r = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (mask[k] !== 1) continue;
+      a += applied[k]!;
+      r += raw[k]!;
+    }
+    seq[i] = n[i]! > 0 ? a / n[i]! : 0;
+    rawSeq[i] = n[i]! > 0 ? r / n[i]! : 0;
+  }
+  const sm = B > 0 ? seq.reduce((x, y) => x + y, 0) / B : 0;
+  m['rollout_is_seq_mean'] = sm;
+  m['rollout_is_seq_std'] = B > 1 ? Math.sqrt(seq.reduce((x, v) => x + (v - sm) ** 2, 0) / (B - 1)) : 0;
+  m['rollout_is_seq_max'] = B > 0 ? Math.max(...seq) : 0;
+  m['rollout_is_seq_min'] = B > 0 ? Math.min(...seq) : 0;
+  m['rollout_is_seq_max_deviation'] = B > 0 ? Math.max(...seq.map((v) => Math.abs(v - 1))) : 0;
+  m['rollout_is_seq_fraction_high'] = B > 0 ? rawSeq.filter((v) => v > upper).length / B : 0;
+  m['rollout_is_seq_fraction_low'] = B > 0 ? rawSeq.filter((v) => v < lower).length / B : 0;
+  return m;
+}
+
 // ---------------------------------------------------------------------------------------------
 // estimators
 
@@ -248,26 +359,29 @@ export const tokenIs: CorrectionFn<Record<string, never>> = (input) => {
 };
 
 /** Truncated importance weights min(ρ, C) from per-token ratios (token or broadcast sequence ρ). */
-function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number): Estimate<CorrectionStep> {
-  const f = rho.map((r) => Math.min(r, C));
+function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level: CorrectionLevel, lo = 0): Estimate<CorrectionStep> {
+  const f = rho.map((r) => Math.min(C, Math.max(lo, r)));
+  const verl = verlIsMetrics(input, level, rho, f, C, 1 / C);
   return {
-    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false },
+    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false, verlIsMetrics: verl },
     metrics: {
       mean: validMean(f, input.mask),
       raw_mean: validMean(rho, input.mask),
       truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > C),
+      ...(lo > 0 ? { truncated_low_fraction: tokenFraction(input.mask, (k) => rho[k]! < lo) } : {}),
     },
   };
 }
 
 /**
- * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20)).
+ * Truncated IS (FlashRL / verl token TIS): w_t = min(ρ_t, C), ρ_t = exp(clamp(ℓold − ℓroll, ±20));
+ * with `lo` > 0 the two-sided clamp(ρ_t, lo, C) of TRL / slime / NeMo-RL.
  * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
  */
-export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C);
+export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
 
 /** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
-export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C);
+export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C, 'sequence', params.lo);
 
 /**
  * IcePop: w = ρ · 1[lo ≤ ρ ≤ hi], token (ρ_t) or sequence (ρ_i = exp(clamp(Σ δ, ±20))).
@@ -278,7 +392,7 @@ export const icepop: CorrectionFn<IcepopParams> = (input, params) => {
   const keep = rho.map((r) => (r >= params.lo && r <= params.hi ? 1 : 0));
   const applied = rho.map((r, k) => r * keep[k]!);
   return {
-    value: { factor: rho, keep, rectifiesAdvantage: false },
+    value: { factor: rho, keep, rectifiesAdvantage: false, verlIsMetrics: { ...verlIsMetrics(input, params.level, rho, applied, params.hi, params.lo), rollout_is_oob_ratio: tokenFraction(input.mask, (k) => keep[k] === 0) } },
     metrics: {
       mean: validMean(applied, input.mask),
       oob_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
@@ -342,17 +456,78 @@ function levelStat(input: CorrectionInput, kind: KStat, level: RejectionLevel): 
   return out;
 }
 
-function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: CorrectionInput, high: (s: number) => boolean, low?: (s: number) => boolean): MetricRecord {
+/**
+ * How a rejection stage reads its statistic for the band metrics: `band(s)` is the value compared with
+ * [lower, upper] (k1: the signed log-ratio of the band in use; k2/k3: the statistic), `lower` is null
+ * for one-sided statistics.
+ */
+interface BandReading {
+  readonly band: (s: number) => number;
+  readonly lower: number | null;
+  readonly upper: number;
+}
+
+/**
+ * Metrics of a rejection stage. `fraction_high`/`fraction_low` follow verl's `compute_rs_metrics`
+ * (rollout_corr_helper.py l.468–482): at a sequence level they count non-empty **sequences**, at token
+ * level valid tokens; `token_fraction_high`/`token_fraction_low` always count tokens (qrl-sim's own).
+ * `std` (l.484–496) is the population std over valid tokens of the band value clamped to [lower or 0, upper];
+ * `seq_*` (l.498–517) are over the per-sequence values of non-empty rows (token level: row means).
+ */
+function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: CorrectionInput, level: RejectionLevel, reading: BandReading): MetricRecord {
+  const { B, T } = input.shape;
+  const { band, lower, upper } = reading;
+  const high = (s: number): boolean => band(s) > upper;
+  const low = (s: number): boolean => lower !== null && band(s) < lower;
+  const seqValues: number[] = [];
+  for (let i = 0; i < B; i++) {
+    let n = 0;
+    let sum = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      n += 1;
+      sum += stat[k]!;
+    }
+    if (n > 0) seqValues.push(level === 'token' ? sum / n : stat[i * T + firstValid(input.mask, i, T)]!);
+  }
+  const seqFraction = (pred: (s: number) => boolean): number => (seqValues.length > 0 ? seqValues.filter(pred).length / seqValues.length : 0);
+  const lo = lower ?? 0;
+  const clamped = stat.map((s) => Math.min(upper, Math.max(lo, band(s))));
+  let count = 0;
+  for (let k = 0; k < input.mask.length; k++) if (input.mask[k] === 1) count += 1;
+  const cm = validMean(clamped, input.mask);
+  const std = count > 1 ? Math.sqrt(Math.max(0, validMean(clamped.map((x) => x * x), input.mask) - cm * cm)) : 0;
+  const seqMean = seqValues.length > 0 ? seqValues.reduce((a, b) => a + b, 0) / seqValues.length : 0;
+  const seqStd = seqValues.length > 1 ? Math.sqrt(seqValues.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (seqValues.length - 1)) : 0;
   const m: MetricRecord = {
     stat_mean: validMean(stat, input.mask),
     stat_max: validMax(stat, input.mask),
     stat_min: validMin(stat, input.mask),
+    std,
     masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
     seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
-    fraction_high: tokenFraction(input.mask, (k) => high(stat[k]!)),
+    fraction_high: level === 'token' ? tokenFraction(input.mask, (k) => high(stat[k]!)) : seqFraction(high),
+    token_fraction_high: tokenFraction(input.mask, (k) => high(stat[k]!)),
+    seq_mean: seqMean,
+    seq_std: seqStd,
+    seq_max: seqValues.length > 0 ? Math.max(...seqValues) : 0,
+    seq_min: seqValues.length > 0 ? Math.min(...seqValues) : 0,
+    seq_max_deviation: seqValues.length > 0 ? Math.max(...seqValues.map(Math.abs)) : 0,
+    seq_fraction_high: seqFraction(high),
   };
-  if (low !== undefined) m['fraction_low'] = tokenFraction(input.mask, (k) => low(stat[k]!));
+  if (lower !== null) {
+    m['fraction_low'] = level === 'token' ? tokenFraction(input.mask, (k) => low(stat[k]!)) : seqFraction(low);
+    m['token_fraction_low'] = tokenFraction(input.mask, (k) => low(stat[k]!));
+    m['seq_fraction_low'] = seqFraction(low);
+  }
   return m;
+}
+
+/** Index (within the row) of the first valid token of row i; the row must have one. */
+function firstValid(mask: Float64Array, i: number, T: number): number {
+  for (let t = 0; t < T; t++) if (mask[i * T + t] === 1) return t;
+  return 0;
 }
 
 /**
@@ -367,9 +542,11 @@ export const rsK1: CorrectionFn<RejectionK1Params> = (input, params) => {
   const inBand = params.verlBand ? (s: number) => a <= s && s <= b : (s: number) => a <= -s && -s <= b;
   const keep = new Float64Array(stat.length).fill(1);
   for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !inBand(stat[k]!)) keep[k] = 0;
-  const high = params.verlBand ? (s: number) => s > b : (s: number) => -s > b;
-  const low = params.verlBand ? (s: number) => s < a : (s: number) => -s < a;
-  return { value: { factor: ones(stat.length), keep, rectifiesAdvantage: false }, metrics: rejectionMetrics(stat, keep, input, high, low) };
+  const band = params.verlBand ? (s: number) => s : (s: number) => -s;
+  return {
+    value: { factor: ones(stat.length), keep, rectifiesAdvantage: false },
+    metrics: rejectionMetrics(stat, keep, input, params.level, { band, lower: a, upper: b }),
+  };
 };
 
 /** Geo-RS: {@link rsK1} at level `seq-mean`, keep iff lo ≤ exp(mean_t δ_t) ≤ hi (defaults 0.999, 1.001). */
@@ -382,7 +559,7 @@ function rsUpper(kind: 'k2' | 'k3'): CorrectionFn<RejectionKParams> {
     for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !(stat[k]! <= params.hi)) keep[k] = 0;
     return {
       value: { factor: ones(stat.length), keep, rectifiesAdvantage: false },
-      metrics: rejectionMetrics(stat, keep, input, (s) => s > params.hi),
+      metrics: rejectionMetrics(stat, keep, input, params.level, { band: (s) => s, lower: null, upper: params.hi }),
     };
   };
 }
@@ -503,6 +680,122 @@ export const ais: CorrectionFn<AisParams> = (input, params) => {
   };
 };
 
+
+/** Per-row keep mask broadcast to tokens (`rowKeep[i]` = 1 keeps row i). */
+function rowKeepMask(rowKeep: (i: number) => boolean, shape: BatchShape): Float64Array {
+  const { B, T } = shape;
+  const keep = ones(B * T);
+  for (let i = 0; i < B; i++) if (!rowKeep(i)) keep.fill(0, i * T, i * T + T);
+  return keep;
+}
+
+/** Metrics shared by the mask-only stages. */
+function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
+  return {
+    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+  };
+}
+
+/**
+ * OPSM, DeepSeek-V3.2's off-policy sequence masking (arXiv 2512.02556; TRL `get_off_policy_mask`,
+ * grpo_trainer.py l.2920–2938; slime `--use-opsm`): drop row i iff its mean advantage is < 0 and
+ * mean_t(ℓroll − ℓold) > delta. With `mode: "bypass"` the stage sees ℓθ (detached) as ℓold, which is
+ * TRL's form (`sampling_per_token_logps − per_token_logps`).
+ */
+export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const n = rowCounts(input.mask, input.shape);
+  const kl = new Float64Array(B);
+  const adv = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let s = 0;
+    let a = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      s += input.logpRollout[k]! - input.logpOld[k]!;
+      a += input.advantages[k]!;
+    }
+    kl[i] = s / Math.max(n[i]!, 1);
+    adv[i] = a / Math.max(n[i]!, 1);
+  }
+  const keep = rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), seq_kl_mean: validMean(broadcastRows(kl, input.shape), input.mask) },
+  };
+};
+
+/**
+ * Two-sided outlier-token veto (SkyRL `outlier_token_is_threshold_low/high`): reject row i if any
+ * valid token has ρ_t < lo or ρ_t > hi (ρ_t = exp(clamp(δ_t, ±20))).
+ */
+export const outlierVeto: CorrectionFn<OutlierVetoParams> = (input, params) => {
+  const rho = tokenRatios(input);
+  const { T } = input.shape;
+  const out = (k: number): boolean => rho[k]! < params.lo || rho[k]! > params.hi;
+  const keep = rowKeepMask((i) => {
+    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && out(i * T + t)) return false;
+    return true;
+  }, input.shape);
+  return {
+    value: { factor: ones(rho.length), keep, rectifiesAdvantage: false },
+    metrics: {
+      ...maskMetrics(input, keep),
+      low_token_fraction: tokenFraction(input.mask, (k) => rho[k]! < params.lo),
+      high_token_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.hi),
+    },
+  };
+};
+
+/**
+ * Δp filter (ROLL `train_infer_corrections.py` `diff_low/high`): with Δp_t = e^ℓold − e^ℓroll, keep
+ * a token iff lo ≤ Δp_t ≤ hi (`token`), or a row iff all its tokens pass (`sequence`).
+ */
+export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
+  const dp = input.logpOld.map((o, k) => Math.exp(o) - Math.exp(input.logpRollout[k]!));
+  const pass = (k: number): boolean => dp[k]! >= params.lo && dp[k]! <= params.hi;
+  const { T } = input.shape;
+  const keep =
+    params.level === 'token'
+      ? dp.map((_, k) => (input.mask[k] !== 1 || pass(k) ? 1 : 0))
+      : rowKeepMask((i) => {
+          for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && !pass(i * T + t)) return false;
+          return true;
+        }, input.shape);
+  return {
+    value: { factor: ones(dp.length), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), dp_mean: validMean(dp, input.mask), dp_abs_max: validMax(dp.map(Math.abs), input.mask) },
+  };
+};
+
+/**
+ * M2PO second-moment mask (arXiv 2510.01161; AReaL `actor.m2_threshold`): while the mean of δ_t² over
+ * the kept valid tokens exceeds tau, reject the kept token with the largest δ_t² (ties: the earliest).
+ */
+export const m2po: CorrectionFn<M2poParams> = (input, params) => {
+  const sq = input.logpOld.map((o, k) => (o - input.logpRollout[k]!) ** 2);
+  const order: number[] = [];
+  for (let k = 0; k < sq.length; k++) if (input.mask[k] === 1) order.push(k);
+  order.sort((a, b) => sq[b]! - sq[a]! || a - b);
+  let sum = 0;
+  for (const k of order) sum += sq[k]!;
+  let kept = order.length;
+  const keep = ones(sq.length);
+  const m2Before = kept > 0 ? sum / kept : 0;
+  for (const k of order) {
+    if (kept === 0 || sum / kept <= params.tau) break;
+    keep[k] = 0;
+    sum -= sq[k]!;
+    kept -= 1;
+  }
+  return {
+    value: { factor: ones(sq.length), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), m2_before: m2Before, m2_after: kept > 0 ? Math.max(0, sum) / kept : 0 },
+  };
+};
+
 /** Every correction estimator by its config name (composition: see {@link applyCorrection}). */
 export const corrections = {
   none: noCorrection,
@@ -519,6 +812,10 @@ export const corrections = {
   veto,
   'batch-norm': batchNorm,
   ais,
+  opsm,
+  'outlier-veto': outlierVeto,
+  'dp-filter': dpFilter,
+  m2po,
 } as const satisfies Record<string, CorrectionFn>;
 
 /** Config name of a correction estimator. */
@@ -558,6 +855,7 @@ export function applyCorrection(input: CorrectionInput, specs: readonly Correcti
   const metrics: MetricRecord = {};
   const used = new Map<string, number>();
   let rectified = false;
+  let verlIsReported = false;
   for (const spec of specs) {
     const fn = corrections[spec.name] as CorrectionFn<CorrectionSpec>;
     const step = fn(input, spec, weights);
@@ -572,6 +870,10 @@ export function applyCorrection(input: CorrectionInput, specs: readonly Correcti
       }
     }
     rectified ||= step.value.rectifiesAdvantage;
+    if (step.value.verlIsMetrics !== undefined && !verlIsReported) {
+      verlIsReported = true;
+      for (const [name, v] of Object.entries(step.value.verlIsMetrics)) metrics[`rollout_corr/${name}`] = v;
+    }
     let key = stageKey(spec);
     const seen = used.get(key) ?? 0;
     used.set(key, seen + 1);

@@ -20,7 +20,17 @@ export interface DiagnosticsInput {
   readonly effectiveMask?: Float64Array | undefined;
   /** Per-token entropy of πθ, if the caller has logits; logged as `actor/entropy`. */
   readonly entropy?: Float64Array | undefined;
+  /**
+   * Rows with no valid token in the per-sequence diagnostics (`*_ppl`, `log_ppl_*`, `ppl_ratio`,
+   * `chi2_seq`): `'skip'` leaves them out (qrl-sim); `'verl'` averages over all B rows, an empty row
+   * having mean log-prob 0 (ppl 1, log-ppl diff 0, sequence ratio 1), as verl's `masked_mean(…, axis=-1)`
+   * gives 0/(0 + 1e-8) = 0 (rollout_corr_helper.py l.946–1008). @defaultValue 'skip'
+   */
+  readonly emptyRows?: EmptyRows | undefined;
 }
+
+/** How per-sequence diagnostics treat rows with no valid token (see {@link DiagnosticsInput.emptyRows}). */
+export type EmptyRows = 'skip' | 'verl';
 
 function clampLog(x: number): number {
   return Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, x));
@@ -32,8 +42,9 @@ function clampLog(x: number): number {
  * `logp_abs_diff_mean|max` = |lr|, `prob_abs_diff_mean` = mean|e^ℓold − e^ℓroll|,
  * `chi2_token` = mean(e^(2 lr)) − 1, `chi2_seq` = mean_i e^(2 Σ_t lr) − 1 (log-ratios clamped ±20),
  * `training_ppl`, `training_log_ppl`, `rollout_ppl`, `rollout_log_ppl`, `log_ppl_diff`,
- * `log_ppl_abs_diff`, `log_ppl_diff_max|min`, `ppl_ratio`, and for weights over the effective mask
- * `rollout_is_mean|std|max|min`, `rollout_is_eff_sample_size` = 1/mean((w/mean w)²), `rollout_is_cv`.
+ * `log_ppl_abs_diff`, `log_ppl_diff_max|min`, `ppl_ratio`, and (qrl-sim's own names) statistics of the
+ * applied chain weights over the effective mask: `weights_mean|std|max|min`, `weights_ess_ratio` =
+ * 1/mean((w/mean w)²), `weights_cv`. verl's `rollout_is_*` are reported by the IS stage (correction.ts).
  */
 export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
   const { B, T } = input.shape;
@@ -79,11 +90,11 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
       probAbs += Math.abs(Math.exp(o) - Math.exp(r));
       chi2 += Math.exp(2 * clampLog(lr));
     }
-    if (c === 0) continue;
+    if (c === 0 && input.emptyRows !== 'verl') continue;
     seqs += 1;
     chi2Seq += Math.exp(2 * clampLog(slr));
-    const mo = so / c;
-    const mr = sr / c;
+    const mo = c > 0 ? so / c : 0;
+    const mr = c > 0 ? sr / c : 0;
     trainLogPpl += -mo;
     trainPpl += Math.exp(-mo);
     rollLogPpl += -mr;
@@ -115,6 +126,7 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
     'rollout_corr/log_ppl_diff_min': seqs > 0 ? diffMin : 0,
     'rollout_corr/ppl_ratio': sm(pplRatio),
   };
+  Object.assign(metrics, stackMismatchMetrics(input));
   if (input.weights !== undefined) Object.assign(metrics, weightStats(input.weights, input.effectiveMask ?? mask));
   if (input.entropy !== undefined) {
     let s = 0;
@@ -124,7 +136,64 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
   return { value: null, metrics };
 }
 
-/** Statistics of applied weights over a mask: mean, population std, max, min, ESS ratio, CV. */
+/** k3 form used by NeMo-RL and prime-rl: e^x − x − 1. */
+function k3Of(x: number): number {
+  return Math.exp(x) - x - 1;
+}
+
+/**
+ * Mismatch metrics other stacks log, token means over the original mask (no clamps, as the stacks):
+ * NeMo-RL (`ClippedPGLossFn`, nemo_rl/algorithms/loss_functions.py, k3 KL type): `token_mult_prob_error`
+ * = mean e^|ℓold − ℓroll|, `gen_kl_error` = mean k3(ℓold − ℓroll) (KL(P_gen‖P_train)), `policy_kl_error`
+ * = mean k3(ℓroll − ℓold), `js_divergence_error` = mean ½k3(ℓold − ℓm) + ½k3(ℓroll − ℓm) with
+ * ℓm = log(½e^ℓold + ½e^ℓroll); prime-rl (trainer/rl/loss.py l.100–106, 152–153) `masked_mismatch_kl` /
+ * `unmasked_mismatch_kl` = mean k3(ℓold − ℓroll) over the tokens the correction rejected / kept.
+ */
+function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
+  const { mask, logpOld, logpRollout } = input;
+  const eff = input.effectiveMask ?? mask;
+  let n = 0;
+  let mult = 0;
+  let gen = 0;
+  let pol = 0;
+  let js = 0;
+  let nKept = 0;
+  let kept = 0;
+  let nDrop = 0;
+  let drop = 0;
+  for (let k = 0; k < mask.length; k++) {
+    if (mask[k] !== 1) continue;
+    const o = logpOld[k]!;
+    const r = logpRollout[k]!;
+    const lm = Math.log(0.5 * Math.exp(o) + 0.5 * Math.exp(r));
+    n += 1;
+    mult += Math.exp(Math.abs(o - r));
+    gen += k3Of(o - r);
+    pol += k3Of(r - o);
+    js += 0.5 * k3Of(o - lm) + 0.5 * k3Of(r - lm);
+    if (eff[k] === 1) {
+      nKept += 1;
+      kept += k3Of(o - r);
+    } else {
+      nDrop += 1;
+      drop += k3Of(o - r);
+    }
+  }
+  const tm = (x: number, c: number): number => (c > 0 ? x / c : 0);
+  return {
+    'rollout_corr/token_mult_prob_error': tm(mult, n),
+    'rollout_corr/gen_kl_error': tm(gen, n),
+    'rollout_corr/policy_kl_error': tm(pol, n),
+    'rollout_corr/js_divergence_error': tm(js, n),
+    'rollout_corr/masked_mismatch_kl': tm(drop, nDrop),
+    'rollout_corr/unmasked_mismatch_kl': tm(kept, nKept),
+  };
+}
+
+/**
+ * Statistics of applied weights over a mask (qrl-sim's names): mean, population std, max, min,
+ * ESS ratio 1/mean((w/mean w)²), CV. Not verl's `rollout_is_*` (those are raw-stage statistics).
+ */
 export function weightStats(weights: Float64Array, mask: Float64Array): MetricRecord {
   let n = 0;
   let s = 0;
@@ -147,11 +216,11 @@ export function weightStats(weights: Float64Array, mask: Float64Array): MetricRe
   }
   const std = n > 0 ? Math.sqrt(q / n) : 0;
   return {
-    'rollout_corr/rollout_is_mean': mean,
-    'rollout_corr/rollout_is_std': std,
-    'rollout_corr/rollout_is_max': n > 0 ? max : 0,
-    'rollout_corr/rollout_is_min': n > 0 ? min : 0,
-    'rollout_corr/rollout_is_eff_sample_size': n > 0 && mean > 0 ? 1 / (r2 / n) : 0,
-    'rollout_corr/rollout_is_cv': mean > 0 ? std / mean : 0,
+    'rollout_corr/weights_mean': mean,
+    'rollout_corr/weights_std': std,
+    'rollout_corr/weights_max': n > 0 ? max : 0,
+    'rollout_corr/weights_min': n > 0 ? min : 0,
+    'rollout_corr/weights_ess_ratio': n > 0 && mean > 0 ? 1 / (r2 / n) : 0,
+    'rollout_corr/weights_cv': mean > 0 ? std / mean : 0,
   };
 }

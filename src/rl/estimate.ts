@@ -1,7 +1,7 @@
 // `estimate(batch, config)`: one GRPO loss evaluation from a batch — advantages, correction, loss, KL, gradient, metrics.
 // Not the training loop (no optimiser, no mini-batching) and not I/O: the CLI wraps it with JSON in and out.
 
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { advantages as advantageTable } from './advantages.js';
 import type { AdvantageFn } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';
@@ -16,6 +16,7 @@ import type { LossFn } from './losses.js';
 import type { AdvantageSpec, EstimateBatch, EstimateConfig, LossSpec } from './schema.js';
 import { parseEstimateInput } from './schema.js';
 import type { BatchShape, Estimate, MetricRecord } from './types.js';
+import { LOG_RATIO_BOUND, rowCounts } from './types.js';
 
 /** Everything `estimate` computes, in flat `(B, T)` form. */
 export interface EstimateResult {
@@ -39,10 +40,18 @@ export interface EstimateResult {
   readonly metrics: MetricRecord;
 }
 
-/** Per-sequence advantages `(B)` from rewards and groups with the configured estimator. */
-export function sequenceAdvantages(rewards: Float64Array, groups: readonly (string | number)[] | undefined, spec: AdvantageSpec): { value: Float64Array; metrics: MetricRecord } {
+/**
+ * Per-sequence advantages `(B)` from rewards and groups with the configured estimator; `lengths`
+ * (valid tokens per row) feed the token-level whitening of `reinforce++` (default 1 per row).
+ */
+export function sequenceAdvantages(
+  rewards: Float64Array,
+  groups: readonly (string | number)[] | undefined,
+  spec: AdvantageSpec,
+  lengths?: Float64Array,
+): { value: Float64Array; metrics: MetricRecord } {
   const fn = advantageTable[spec.name] as AdvantageFn<AdvantageSpec>;
-  return fn({ rewards, groups: groups ?? Array.from(rewards, () => 0) }, spec);
+  return fn({ rewards, groups: groups ?? Array.from(rewards, () => 0), lengths }, spec);
 }
 
 /**
@@ -64,7 +73,7 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
   if (batch.advantages !== undefined) {
     tokenAdv = batch.advantages.map((a, k) => (batch.mask[k] === 1 ? a : 0));
   } else if (batch.rewards !== undefined) {
-    const seq = sequenceAdvantages(batch.rewards, batch.groups, config.advantage);
+    const seq = sequenceAdvantages(batch.rewards, batch.groups, config.advantage, rowCounts(batch.mask, shape));
     Object.assign(metrics, seq.metrics);
     tokenAdv = new Float64Array(n);
     for (let k = 0; k < n; k++) if (batch.mask[k] === 1) tokenAdv[k] = seq.value[Math.floor(k / T)]!;
@@ -72,16 +81,19 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
     throw new UsageError('rewards: expected rewards (one per sequence) or advantages');
   }
 
-  // step 6: correction weights and masks (detached)
-  const corr = applyCorrection(
-    { shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv },
-    config.correction,
-  );
+  // step 6: correction weights and masks (detached). Bypass mode: ℓold := ℓroll in the loss, and the
+  // stages compare the detached ℓθ with ℓroll (verl compute_policy_loss_bypass_mode, core_algos.py l.2495–2507)
+  const bypass = config.mode === 'bypass';
+  const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : batch.logpOld;
+  const lossOld = bypass ? batch.logpRollout : batch.logpOld;
+  const corr = applyCorrection({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv }, config.correction);
   Object.assign(metrics, corr.metrics);
-  const { weights, mask, denominatorMask } = corr.value;
+  const { mask, denominatorMask } = corr.value;
+  // bypass: only reinforce applies the IS weights; the PPO-style losses already see r = πθ/πroll (l.2515–2540)
+  const weights = bypass && config.loss.name !== 'reinforce' ? Float64Array.from(mask) : corr.value.weights;
   Object.assign(
     metrics,
-    mismatchDiagnostics({ shape, logpOld: batch.logpOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask }).metrics,
+    mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask, emptyRows: config.diagnostics.emptyRows }).metrics,
   );
 
   // step 7: policy loss × weight, aggregation, KL, gradient
@@ -89,13 +101,14 @@ export function estimate(batch: EstimateBatch, config: EstimateConfig): Estimate
     {
       shape,
       logpTheta: batch.logpTheta,
-      logpOld: batch.logpOld,
+      logpOld: lossOld,
       logpRollout: batch.logpRollout,
       logpRef: batch.logpRef,
       advantages: tokenAdv,
       weights,
       mask,
       denominatorMask,
+      responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
     },
     config,
@@ -123,8 +136,10 @@ export interface ObjectiveInput {
   readonly weights: Float64Array;
   /** Effective loss mask (numerator). */
   readonly mask: Float64Array;
-  /** Denominator mask (aggregation normalisers and KL). */
+  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response`). */
   readonly denominatorMask: Float64Array;
+  /** The original response mask, used by the KL term when `kl.mask` is `response`. @defaultValue denominatorMask */
+  readonly responseMask?: Float64Array | undefined;
   /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
 }
@@ -141,13 +156,15 @@ export interface ObjectiveValue {
 
 /**
  * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
- * aggregation over the denominator mask, + coef·KL (denominator mask, no correction weight), and the
+ * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
+ * with the same coefficients, or with `kl.mask: 'response'` over the response mask with that mask's own
+ * aggregation coefficients, as verl's bypass mode), and the
  * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
  * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
  * Metrics: `actor/pg_loss`, `actor/kl_loss`, `actor/kl_coef`, `actor/loss` plus the loss's, the
  * aggregation's and the KL estimator's own.
  */
-export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'>): Estimate<ObjectiveValue> {
+export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>): Estimate<ObjectiveValue> {
   const { shape, weights, mask, denominatorMask } = input;
   const n = shape.B * shape.T;
   const metrics: MetricRecord = {};
@@ -165,6 +182,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       mask,
       upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
       logpThetaDetached: input.logpThetaDetached,
+      metricMask: denominatorMask,
     },
     config.loss,
   );
@@ -177,21 +195,57 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
+    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : denominatorMask;
+    // the KL term's own coefficients: those of the policy loss unless it runs over another mask
+    const ckl = klMask === denominatorMask ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
+    // bias-corrected KL: KL_t·ρ_t with ρ = exp(ℓθ − ℓold) carrying gradient (TRL use_bias_correction_kl,
+    // grpo_trainer.py l.3068–3076) or ρ = sg[exp(ℓθ − ℓroll)] (NeMo-RL use_on_policy_kl_approximation)
+    const bc = config.kl.biasCorrection ?? 'none';
+    const rho = new Float64Array(n).fill(1);
+    const rhoLive = new Float64Array(n);
+    if (bc !== 'none') {
+      const det = input.logpThetaDetached ?? input.logpTheta;
+      for (let k = 0; k < n; k++) {
+        if (klMask[k] !== 1) continue;
+        const raw = bc === 'old' ? input.logpTheta[k]! - input.logpOld[k]! : det[k]! - input.logpRollout[k]!;
+        const clamped = Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, raw));
+        rho[k] = Math.exp(clamped);
+        if (bc === 'old' && clamped === raw) rhoLive[k] = 1;
+      }
+    }
     const klOut = klFn(
-      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: denominatorMask, upstream: c.map((ck) => ck * coef), logpThetaDetached: input.logpThetaDetached },
+      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: klMask, upstream: ckl.map((ck, k) => ck * coef * rho[k]!), logpThetaDetached: input.logpThetaDetached },
       {},
     );
     Object.assign(metrics, klOut.metrics);
+    const tokenKl = bc === 'none' ? klOut.value.tokenKl : klOut.value.tokenKl.map((v, k) => v * rho[k]!);
     for (let k = 0; k < n; k++) {
-      if (denominatorMask[k] !== 1) continue;
-      tokenLoss[k] = tokenLoss[k]! + coef * klOut.value.tokenKl[k]!;
-      grad[k] = grad[k]! + klOut.value.gradLogpTheta[k]!;
+      if (klMask[k] !== 1) continue;
+      tokenLoss[k] = tokenLoss[k]! + coef * tokenKl[k]!;
+      // product rule for the live ratio: d(KL·ρ)/dℓθ = KL'·ρ + KL·ρ
+      grad[k] = grad[k]! + klOut.value.gradLogpTheta[k]! + (rhoLive[k] === 1 ? ckl[k]! * coef * tokenKl[k]! : 0);
     }
-    metrics['actor/kl_loss'] = aggregate(c, klOut.value.tokenKl);
+    metrics['actor/kl_loss'] = aggregate(ckl, tokenKl);
     metrics['actor/kl_coef'] = coef;
   }
-  const loss = aggregate(c, tokenLoss);
+  if (config.mismatchPenalty != null) {
+    // prime-rl kl_tau·(ℓθ − ℓroll)² (trainer/rl/loss.py l.144–146), over the denominator mask with c
+    const tau = config.mismatchPenalty.tau;
+    const pen = new Float64Array(n);
+    for (let k = 0; k < n; k++) {
+      if (denominatorMask[k] !== 1) continue;
+      const d = input.logpTheta[k]! - input.logpRollout[k]!;
+      pen[k] = d * d;
+      tokenLoss[k] = tokenLoss[k]! + tau * pen[k]!;
+      grad[k] = grad[k]! + c[k]! * tau * 2 * d;
+    }
+    metrics['actor/mismatch_penalty'] = aggregate(c, pen);
+  }
+  // Σ c·tokenLoss when the KL shares c (the default); otherwise Σ c·(w·L_pg + τ·pen) + coef·Σ c_kl·KL
+  const klApart = config.kl !== null && config.kl.mask === 'response';
+  const penaltyLoss = config.mismatchPenalty != null ? config.mismatchPenalty.tau * metrics['actor/mismatch_penalty']! : 0;
+  const loss = klApart ? metrics['actor/pg_loss'] + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']! : aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
   return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
 }

@@ -25,6 +25,12 @@ export interface PolicyLossInput {
   readonly upstream: Float64Array;
   /** Point at which stop-gradient terms (`cispo`'s sg[clip(r)]) are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /**
+   * Tokens the `actor/*` token metrics average over, a superset of `mask`. verl averages them over the
+   * `response_mask` handed to the loss, which is qrl-sim's denominator mask (IcePop-zeroed tokens stay
+   * in it). @defaultValue mask
+   */
+  readonly metricMask?: Float64Array | undefined;
 }
 
 /** Per-token policy loss and gradient. */
@@ -85,10 +91,16 @@ function clip(x: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, x));
 }
 
-/** Running masked means for metrics. */
+/**
+ * Running masked means of a fixed set of metric names: every name is reported, 0 when no token was
+ * added (verl's `masked_mean` over an all-zero mask is 0/(0 + 1e-8) = 0).
+ */
 class Means {
   private readonly sums = new Map<string, number>();
   private n = 0;
+  constructor(names: readonly string[]) {
+    for (const k of names) this.sums.set(k, 0);
+  }
   add(values: Record<string, number>): void {
     this.n += 1;
     for (const [k, v] of Object.entries(values)) this.sums.set(k, (this.sums.get(k) ?? 0) + v);
@@ -98,6 +110,16 @@ class Means {
     for (const [k, v] of this.sums) out[k] = this.n > 0 ? v / this.n : 0;
     return out;
   }
+}
+
+/** True where a token enters the loss (`mask`) or only the metrics (`metricMask`). */
+function visited(input: PolicyLossInput, k: number): boolean {
+  return input.mask[k] === 1 || (input.metricMask !== undefined && input.metricMask[k] === 1);
+}
+
+/** True where a token's metrics count. */
+function counted(input: PolicyLossInput, k: number): boolean {
+  return (input.metricMask ?? input.mask)[k] === 1;
 }
 
 /**
@@ -110,9 +132,9 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/clip_ratio_low', 'actor/clip_ratio_high', 'actor/ratio_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
     const d = clampLog(raw);
     const r = Math.exp(d);
@@ -130,9 +152,11 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
         lower = 1;
       }
     }
-    tokenLoss[k] = loss;
-    grad[k] = input.upstream[k]! * dLoss;
-    m.add({
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = loss;
+      grad[k] = input.upstream[k]! * dLoss;
+    }
+    if (counted(input, k)) m.add({
       'actor/pg_clipfrac': l2 > l1 ? 1 : 0,
       'actor/pg_clipfrac_lower': lower,
       'actor/ppo_kl': -d,
@@ -168,12 +192,19 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
   const { B, T } = input.shape;
   const tokenLoss = new Float64Array(B * T);
   const grad = new Float64Array(B * T);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl']);
   let seqSum = 0;
   let seqs = 0;
   for (let i = 0; i < B; i++) {
     const { mean, count } = rowMeanLogRatio(input, i);
-    if (count === 0) continue;
+    if (count === 0) {
+      // a row with no kept token: only its metric-mask tokens' ppo_kl counts (clipfrac 0, no ratio)
+      for (let t = 0; t < T; t++) {
+        const k = i * T + t;
+        if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/ppo_kl': -clampLog(input.logpTheta[k]! - input.logpOld[k]!) });
+      }
+      continue;
+    }
     const logS = Math.min(mean, 10);
     const s = Math.exp(logS);
     seqSum += s;
@@ -181,13 +212,16 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
     let G = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (!visited(input, k)) continue;
       const A = input.advantages[k]!;
       const l1 = -A * s;
       const l2 = -A * clip(s, 1 - params.epsLow, 1 + params.epsHigh);
-      tokenLoss[k] = Math.max(l1, l2);
-      if (l1 >= l2) G += input.upstream[k]! * -A;
-      m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
+      if (input.mask[k] === 1) {
+        tokenLoss[k] = Math.max(l1, l2);
+        if (l1 >= l2) G += input.upstream[k]! * -A;
+      }
+      // verl gspo (core_algos.py l.1612) averages the unclamped token log-ratio
+      if (counted(input, k)) m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
     }
     if (logS !== mean) continue;
     for (let t = 0; t < T; t++) {
@@ -209,18 +243,21 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean', 'actor/sapo_gate_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
     const d = clampLog(raw);
     const r = Math.exp(d);
     const A = input.advantages[k]!;
     const tau = A > 0 ? params.tauPos : params.tauNeg;
     const sig = 1 / (1 + Math.exp(-tau * (r - 1)));
-    tokenLoss[k] = -sig * (4 / tau) * A;
-    grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
-    m.add({ 'actor/ppo_kl': -d, 'actor/ratio_mean': r, 'actor/sapo_gate_mean': sig * (4 / tau) });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -sig * (4 / tau) * A;
+      grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
+    }
+    // verl sapo reports pg_clipfrac = pg_clipfrac_lower = 0 (core_algos.py l.1692–1693)
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r, 'actor/sapo_gate_mean': sig * (4 / tau) });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -228,21 +265,26 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
 /**
  * CISPO (MiniMax-M1, arXiv 2506.13585; verl `cispo`): L = −sg[clip(r, 1−ε_low, 1+ε_high)]·A·ℓθ.
  * The clipped ratio is detached (evaluated at `logpThetaDetached`), so dL/dℓθ = −clip(r)·A.
+ * MetricRecord: `actor/pg_clipfrac` (r ≠ clip(r)), `actor/pg_clipfrac_lower` (0), `actor/ppo_kl`, `actor/ratio_mean`.
  */
 export const cispo: LossFn<ClipParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const det = input.logpThetaDetached ?? input.logpTheta;
-  const m = new Means();
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
-    const r = Math.exp(clampLog(det[k]! - input.logpOld[k]!));
+    if (!visited(input, k)) continue;
+    const d = clampLog(det[k]! - input.logpOld[k]!);
+    const r = Math.exp(d);
     const c = clip(r, 1 - params.epsLow, 1 + params.epsHigh);
     const A = input.advantages[k]!;
-    tokenLoss[k] = -c * A * input.logpTheta[k]!;
-    grad[k] = input.upstream[k]! * -c * A;
-    m.add({ 'actor/cispo_clip_ratio': c !== r ? 1 : 0, 'actor/ppo_kl': input.logpOld[k]! - det[k]!, 'actor/ratio_mean': r });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -c * A * input.logpTheta[k]!;
+      grad[k] = input.upstream[k]! * -c * A;
+    }
+    // verl cispo: ppo_kl of the ±20-clamped log-ratio (core_algos.py l.2070–2072), clipfrac r ≠ clip(r) (l.2086)
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== r ? 1 : 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -252,13 +294,15 @@ export const reinforce: LossFn<Record<string, never>> = (input) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means();
+  const m = new Means(['actor/ppo_kl']);
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (!visited(input, k)) continue;
     const A = input.advantages[k]!;
-    tokenLoss[k] = -A * input.logpTheta[k]!;
-    grad[k] = input.upstream[k]! * -A;
-    m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = -A * input.logpTheta[k]!;
+      grad[k] = input.upstream[k]! * -A;
+    }
+    if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -345,6 +389,75 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
   };
 };
 
+
+/** DPPO / IPO parameters (masks on Δp). */
+export interface DppoParams {
+  /** Divergence allowed downward (A < 0): Δp ≥ −epsLow (TV) or binary KL ≤ epsLow. @defaultValue 0.2 */
+  readonly epsLow: number;
+  /** Divergence allowed upward (A > 0). @defaultValue 0.2 */
+  readonly epsHigh: number;
+  /** Truncation of the detached ratio, min(r, c) (verl `clip_ratio_c`). @defaultValue 20 */
+  readonly c: number;
+}
+/** IPO parameters. */
+export interface IpoParams {
+  /** Symmetric bound on |Δp| (prime-rl `ipo_threshold`). @defaultValue 0.1 */
+  readonly threshold: number;
+  /** @defaultValue 20 */
+  readonly c: number;
+}
+
+type DeltaMask = (p: number, pOld: number, A: number) => boolean;
+
+/**
+ * The DPPO family: L = −A·sg[min(r, c)]·ℓθ·valid, valid = keep(p_θ, p_old, A) evaluated at the detached
+ * ℓθ; dL/dℓθ = −A·min(r, c)·valid (the same gradient as prime-rl's −A·r·keep while r < c).
+ * Metrics as verl (core_algos.py l.1449–1456): `pg_clipfrac` = mean(1 − valid), `pg_clipfrac_lower` =
+ * mean(valid·[r > c]), `ppo_kl` of the ±20-clamped log-ratio.
+ */
+function deltaMaskLoss(input: PolicyLossInput, c: number, valid: DeltaMask): Estimate<PolicyLossValue> {
+  const n = input.mask.length;
+  const tokenLoss = new Float64Array(n);
+  const grad = new Float64Array(n);
+  const det = input.logpThetaDetached ?? input.logpTheta;
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl']);
+  for (let k = 0; k < n; k++) {
+    if (!visited(input, k)) continue;
+    const d = clampLog(det[k]! - input.logpOld[k]!);
+    const r = Math.exp(d);
+    const A = input.advantages[k]!;
+    const ok = valid(Math.exp(det[k]!), Math.exp(input.logpOld[k]!), A) ? 1 : 0;
+    const w = Math.min(r, c);
+    if (input.mask[k] === 1) {
+      tokenLoss[k] = ok === 1 ? -A * w * input.logpTheta[k]! : 0;
+      grad[k] = ok === 1 ? input.upstream[k]! * -A * w : 0;
+    }
+    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 1 - ok, 'actor/pg_clipfrac_lower': r > c ? ok : 0, 'actor/ppo_kl': -d });
+  }
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
+}
+
+/**
+ * DPPO-Binary-TV (arXiv 2602.04879; verl `dppo_tv`, core_algos.py l.1379–1457): valid iff
+ * p_θ − p_old ≤ epsHigh (A > 0) or p_θ − p_old ≥ −epsLow (A ≤ 0).
+ */
+export const dppoTv: LossFn<DppoParams> = (input, params) =>
+  deltaMaskLoss(input, params.c, (p, q, A) => (A > 0 ? p - q <= params.epsHigh : p - q >= -params.epsLow));
+
+/**
+ * DPPO-Binary-KL (verl `dppo_kl`, core_algos.py l.1460–1542): with the binary KL
+ * D = q·log(q/p) + (1 − q)·log((1 − q + 1e-8)/(1 − p + 1e-8)), q = p_old, valid iff D ≤ epsHigh or p ≤ q
+ * (A > 0), D ≤ epsLow or p ≥ q (A ≤ 0).
+ */
+export const dppoKl: LossFn<DppoParams> = (input, params) =>
+  deltaMaskLoss(input, params.c, (p, q, A) => {
+    const D = q * (Math.log(q) - Math.log(p)) + (1 - q) * Math.log((1 - q + 1e-8) / (1 - p + 1e-8));
+    return A > 0 ? D <= params.epsHigh || p <= q : D <= params.epsLow || p >= q;
+  });
+
+/** IPO (prime-rl `ipo_loss_fn`, loss.py l.164–196): the DPPO form with the symmetric mask |p_θ − p_old| ≤ threshold. */
+export const ipo: LossFn<IpoParams> = (input, params) => deltaMaskLoss(input, params.c, (p, q) => Math.abs(p - q) <= params.threshold);
+
 /** Every policy loss by its config name. */
 export const losses = {
   'ppo-clip': ppoClip,
@@ -353,6 +466,9 @@ export const losses = {
   cispo,
   reinforce,
   tbpo,
+  'dppo-tv': dppoTv,
+  'dppo-kl': dppoKl,
+  ipo,
 } as const satisfies Record<string, LossFn>;
 
 /** Config name of a policy loss. */

@@ -2,7 +2,7 @@
 // Not the estimators: this file only turns untrusted JSON into typed, flat, checked data or a UsageError.
 
 import { z } from 'zod';
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { advantages } from './advantages.js';
 import { aggregations } from './aggregation.js';
 import type { AggregationName } from './aggregation.js';
@@ -16,6 +16,10 @@ const positive = (): z.ZodNumber => z.number().gt(0, { error: (iss) => `must be 
 const nonNegative = (): z.ZodNumber => z.number().gte(0, { error: (iss) => `must be >= 0, got ${String(iss.input)}` });
 const atLeastOne = (): z.ZodNumber => z.number().gte(1, { error: (iss) => `must be >= 1, got ${String(iss.input)}` });
 const denominator = z.enum(['kept', 'original']);
+
+function loBelowC(v: { C: number; lo?: number | undefined }, ctx: z.RefinementCtx): void {
+  if (v.lo !== undefined && v.lo > v.C) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= C (${v.C}), got ${v.lo}` });
+}
 
 function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: number, level: 'token' | 'seq-sum' | 'seq-mean') {
   return z
@@ -41,8 +45,8 @@ function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: numbe
 export const correctionSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('none') }),
   z.strictObject({ name: z.literal('token-is') }),
-  z.strictObject({ name: z.literal('tis'), C: positive().default(2) }),
-  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2) }),
+  z.strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
+  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
   z
     .strictObject({
       name: z.literal('icepop'),
@@ -80,13 +84,37 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     betaVar: nonNegative().default(1),
     eps: positive().default(1e-6),
   }),
+  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original') }),
+  z
+    .strictObject({ name: z.literal('outlier-veto'), lo: nonNegative().default(1e-4), hi: positive().default(100), denominator: denominator.default('kept') })
+    .superRefine((v, ctx) => {
+      if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
+    }),
+  z
+    .strictObject({
+      name: z.literal('dp-filter'),
+      lo: z.number().default(-0.2),
+      hi: z.number().default(0.2),
+      level: z.enum(['token', 'sequence']).default('token'),
+      denominator: denominator.default('kept'),
+    })
+    .superRefine((v, ctx) => {
+      if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
+    }),
+  z.strictObject({ name: z.literal('m2po'), tau: nonNegative().default(0.04), denominator: denominator.default('kept') }),
 ]);
 
 /** zod schema of the advantage estimator. */
+const singleton = z.enum(['zero', 'verl']);
+
 export const advantageSpecSchema = z.discriminatedUnion('name', [
-  z.strictObject({ name: z.literal('grpo'), eps: nonNegative().default(1e-6) }),
-  z.strictObject({ name: z.literal('drgrpo') }),
+  z.strictObject({ name: z.literal('grpo'), eps: nonNegative().default(1e-6), singleton: singleton.default('zero') }),
+  z.strictObject({ name: z.literal('drgrpo'), singleton: singleton.default('zero') }),
   z.strictObject({ name: z.literal('batch-std'), eps: nonNegative().default(1e-6) }),
+  z.strictObject({ name: z.literal('rloo'), singleton: singleton.default('zero') }),
+  z.strictObject({ name: z.literal('reinforce++') }),
+  z.strictObject({ name: z.literal('reinforce++-baseline'), singleton: singleton.default('zero') }),
+  z.strictObject({ name: z.literal('passk'), normalize: z.boolean().default(true), eps: nonNegative().default(1e-6) }),
 ]);
 
 /** zod schema of the policy loss. */
@@ -110,6 +138,9 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
     C: atLeastOne().default(2),
     mode: z.enum(['drop', 'clamp']).default('drop'),
   }),
+  z.strictObject({ name: z.literal('dppo-tv'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
+  z.strictObject({ name: z.literal('dppo-kl'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
+  z.strictObject({ name: z.literal('ipo'), threshold: nonNegative().default(0.1), c: positive().default(20) }),
 ]);
 
 const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
@@ -124,17 +155,32 @@ export const aggregationSpecSchema = z.union([
 export const klSpecSchema = z.strictObject({
   name: z.enum(['k1', 'k2', 'k3', 'k1+', 'k3+']),
   coef: nonNegative().default(0.001),
+  mask: z.enum(['denominator', 'response']).default('denominator'),
+  biasCorrection: z.enum(['none', 'old', 'rollout']).default('none'),
+});
+
+/** zod schema of prime-rl's squared trainer–inference log-ratio penalty. */
+export const mismatchPenaltySpecSchema = z.strictObject({
+  tau: nonNegative().default(1e-3),
+});
+
+/** zod schema of the diagnostics options. */
+export const diagnosticsSpecSchema = z.strictObject({
+  emptyRows: z.enum(['skip', 'verl']).default('skip'),
 });
 
 /** zod schema of the whole `config` object of `estimate`. */
 export const estimateConfigSchema = z.strictObject({
-  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6 }),
+  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6, singleton: 'zero' }),
   correction: z
     .union([correctionSpecSchema.transform((s) => [s]), z.array(correctionSpecSchema).min(1)])
     .default([{ name: 'none' }]),
   loss: lossSpecSchema.default({ name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, dualClip: null }),
   aggregation: aggregationSpecSchema.optional(),
   kl: klSpecSchema.nullable().optional(),
+  diagnostics: diagnosticsSpecSchema.default({ emptyRows: 'skip' }),
+  mode: z.enum(['decoupled', 'bypass']).default('decoupled'),
+  mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
 });
 
 /** Resolved advantage spec. */
@@ -158,7 +204,23 @@ export interface EstimateConfig {
   readonly aggregation: AggregationSpec;
   /** KL-to-reference term, or null for none. */
   readonly kl: KlSpec | null;
+  /** Diagnostics options. */
+  readonly diagnostics: DiagnosticsSpec;
+  /**
+   * `decoupled`: three policies (ℓroll, ℓold, ℓθ). `bypass`: two, ℓold := ℓroll (verl `bypass_mode`, slime
+   * `--use-rollout-logprobs`); the correction stages then see (ℓθ detached, ℓroll), and their weights are
+   * applied by `reinforce` only (verl core_algos.py l.2515–2540).
+   */
+  readonly mode: 'decoupled' | 'bypass';
+  /** τ·(ℓθ − ℓroll)² per token (prime-rl `kl_tau`), or null. */
+  readonly mismatchPenalty: MismatchPenaltySpec | null;
 }
+
+/** Resolved mismatch-penalty spec. */
+export type MismatchPenaltySpec = z.output<typeof mismatchPenaltySpecSchema>;
+
+/** Resolved diagnostics spec. */
+export type DiagnosticsSpec = z.output<typeof diagnosticsSpecSchema>;
 
 const familyTables: Record<string, readonly string[]> = {
   advantage: Object.keys(advantages),
@@ -223,12 +285,19 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   const lossName = c.loss.name;
   const defaultAgg = lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' ? 'seq-mean-token-mean' : 'token-mean';
   const correction: readonly CorrectionSpec[] = c.correction;
+  // bypass mode: the KL runs over the full response mask unless the config says otherwise (verl)
+  const rawKl = (raw as { kl?: { mask?: unknown } } | null | undefined)?.kl;
+  const klMaskGiven = rawKl !== null && typeof rawKl === 'object' && rawKl.mask !== undefined;
+  const kl = c.kl == null ? null : c.mode === 'bypass' && !klMaskGiven ? { ...c.kl, mask: 'response' as const } : c.kl;
   return {
     advantage: c.advantage,
     correction,
     loss: c.loss,
     aggregation: c.aggregation ?? { name: defaultAgg },
-    kl: c.kl ?? null,
+    kl,
+    diagnostics: c.diagnostics,
+    mode: c.mode,
+    mismatchPenalty: c.mismatchPenalty,
   };
 }
 

@@ -1,12 +1,13 @@
 // `qrl-sim mismatch` in-process: JSON keys, reproducibility, zero mismatch for identical sides, usage errors.
 // Not the probe's numerics (test/policies/ar covers those).
 
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createDiffusionEngine } from '../../src/policies/diffusion/engine.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';
+import { runGrpo } from '../../src/runs/run.js';
 import { makeTask, type Task } from '../../src/tasks/index.js';
 import { runCli } from './io.js';
 
@@ -30,6 +31,35 @@ describe('qrl-sim mismatch', () => {
     const t = await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp32', '--length', '4', '--batch', '2']);
     expect(t.code).toBe(0);
     expect(t.out).toMatch(/^tokens\s+8$/m);
+  });
+
+  it('accepts the checkpoints `run` writes and the cached warm starts, for both policies', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-run-'));
+    const policies = {
+      ar: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+      diffusion: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+    } as const;
+    for (const [kind, policy] of Object.entries(policies)) {
+      const config = resolveRunConfig({
+        steps: 1,
+        task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+        policy,
+        sft: { steps: 2, batchSize: 4 },
+        rollout: { prompts: 2, groupSize: 2 },
+        eval: { every: 0, problems: 2 },
+      });
+      const out = join(dir, kind);
+      const cacheDir = join(dir, `cache-${kind}`);
+      await runGrpo({ config, outDir: out, cacheDir });
+      const [cached] = readdirSync(cacheDir);
+      for (const path of [join(out, 'checkpoints', 'step-000001'), join(out, 'checkpoints', 'step-000001', 'backend.json'), join(cacheDir, cached!)]) {
+        const r = await runCli(['mismatch', '--policy', kind, '--plan', 'bf16-splitk', '--length', '4', '--batch', '2', '--checkpoint', path, '--json']);
+        expect([r.code, r.err], `${kind} ${path}`).toEqual([0, '']);
+        expect(JSON.parse(r.out)).toMatchObject({ policy: kind });
+      }
+      const wrong = await runCli(['mismatch', '--policy', kind === 'ar' ? 'diffusion' : 'ar', '--plan', 'bf16', '--length', '4', '--checkpoint', join(out, 'checkpoints', 'step-000001')]);
+      expect([wrong.code, wrong.err]).toEqual([2, expect.stringMatching(/--checkpoint: .* is not a usable .* checkpoint: its policy.kind is/)]);
+    }
   });
 
   it('bad input exits 2 with one line naming the flag', async () => {
@@ -84,7 +114,7 @@ describe('qrl-sim mismatch --policy diffusion', () => {
   it('loads a warm-start cache file or a run checkpoint (config.json two folders up)', async () => {
     const config = resolveRunConfig({
       task: { name: 'reverse', options: { maxLength: 4 } },
-      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, nLayer: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
     });
     const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }) as unknown as Task);
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-'));

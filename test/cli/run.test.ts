@@ -31,7 +31,7 @@ describe('qrl-sim run', () => {
     expect(r.out).toMatch(/finished at step 2/);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
     expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).estimators.correction).toEqual([{ name: 'tis', C: 2 }]);
-    expect(existsSync(join(out, 'checkpoints', 'step-000002.json'))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', 'step-000002', 'backend.json'))).toBe(true);
     const resumed = await runCli(['run', '--resume', out, '--steps', '3']);
     expect(resumed.code, resumed.err).toBe(0);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(3);
@@ -91,7 +91,7 @@ describe('qrl-sim run under Ctrl-C', () => {
     const last = lines[lines.length - 1].step as number;
     expect(last).toBeGreaterThanOrEqual(2);
     expect(last).toBeLessThan(200);
-    expect(existsSync(join(out, 'checkpoints', `step-${String(last).padStart(6, '0')}.json`))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', `step-${String(last).padStart(6, '0')}`, 'backend.json'))).toBe(true);
     const resumed = await runCli(['run', '--resume', out, '--steps', String(last + 1)]);
     expect(resumed.code, resumed.err).toBe(0);
   });

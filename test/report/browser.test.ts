@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
-import { runSweep } from '../../src/report/index.js';
+import { runSweep } from '../../src/runs/index.js';
 import { tempDir } from './fixtures.js';
 
 function findChromium(): string | null {
@@ -43,6 +43,13 @@ const MEASURE_PLOTS = `[...document.querySelectorAll('figure.plot')].map((fig) =
   const rect = svg ? svg.getBoundingClientRect() : { width: 0, height: 0 };
   return { id: fig.id, hasSvg: svg !== null, width: rect.width, height: rect.height, lines: marks('line'), areas: marks('area') };
 })`;
+
+// The paired-difference figure: seed dots (symbol paths) and whisker/zero rules with a drawn size.
+const DELTA_MARKS = `(() => {
+  const fig = document.querySelector('figure#plot-delta');
+  const drawn = (sel) => [...fig.querySelectorAll(sel)].filter((p) => { const b = p.getBBox(); return b.width > 0 || b.height > 0; }).length;
+  return { symbols: drawn('g.mark-symbol.role-mark path'), ticks: drawn('g.mark-rect.role-mark path'), rules: drawn('g.mark-rule.role-mark line'), width: fig.querySelector('svg').getBoundingClientRect().width };
+})()`;
 
 const executablePath = findChromium();
 if (executablePath === null) {
@@ -93,11 +100,27 @@ describe.skipIf(executablePath === null)('report.html in headless Chromium', () 
       const alpha = plots.find((p) => p.id === 'plot-ais-alpha');
       expect(alpha?.lines).toBe(2);
       expect(plots.find((p) => p.id === 'plot-reward')?.lines).toBe(6);
-      const rows = await page.locator('table.summary tbody tr').count();
+      const rows = await page.locator('table.summary:not(.delta) tbody tr').count();
       expect(rows).toBe(6);
+      // the paired table: one row per configuration, the bf16 baseline marked, bf16 + TIS identical to it
+      const delta = page.locator('table.summary.delta tbody tr');
+      expect(await delta.count()).toBe(6);
+      expect(await delta.nth(0).innerText()).toContain('baseline');
+      expect(await page.locator('table.summary.delta tbody tr', { hasText: 'plan=bf16, correction=tis' }).innerText()).toContain('identical');
+      // the paired-difference plot, 3 panels: one hollow dot per seed and configuration (5 × 2), a
+      // mean bar per configuration, and the Δ = 0 rule (whiskers of zero length draw nothing)
+      const marks = (await page.evaluate(DELTA_MARKS)) as { symbols: number; ticks: number; rules: number; width: number };
+      expect(marks.symbols).toBe(3 * 5 * 2);
+      expect(marks.ticks).toBe(3 * 5);
+      expect(marks.rules).toBeGreaterThanOrEqual(3);
+      expect(marks.width).toBeGreaterThan(600);
+      // identical curves say so in the legend (bf16 with TIS is bit-identical to bf16 without)
+      expect(await page.locator('#plot-reward').innerText()).toContain('identical to plan=bf16, correction=none');
+      // no absolute path of the machine in the page
+      expect(await page.content()).not.toContain(dir);
       expect(problems).toEqual([]);
       expect(requests).toEqual([]);
-      const screenshot = join(dir, 'report.png');
+      const screenshot = process.env['REPORT_SCREENSHOT'] ?? join(dir, 'report.png');
       await page.screenshot({ path: screenshot, fullPage: true });
       expect(statSync(screenshot).size).toBeGreaterThan(20_000);
       console.log(`report screenshot: ${screenshot}`);

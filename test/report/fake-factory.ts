@@ -1,11 +1,12 @@
 // Test helper: a tiny deterministic PolicyFactory (a table of per-position logits, no network) for
 // sweep tests; loaded by the sweep's worker threads. Not a policy of the project.
 
-import { UsageError } from '../../src/cli/errors.js';
+import { appendFileSync } from 'node:fs';
+import { UsageError } from '../../src/errors.js';
 import { createParamStore } from '../../src/nn/index.js';
 import type { RunConfig } from '../../src/rl/grpo/config.js';
-import type { RlEngine, RolloutBatch, EngineLogprobs } from '../../src/rl/grpo/engine.js';
-import type { ValidatingPolicyFactory } from '../../src/report/index.js';
+import type { EngineBatch as RolloutBatch, EngineLogprobs, RlEngine } from '../../src/policies/engine.js';
+import type { ValidatingPolicyFactory } from '../../src/runs/index.js';
 import type { Rng } from '../../src/rng.js';
 import type { Task } from '../../src/tasks/index.js';
 
@@ -104,7 +105,12 @@ export const fakeFactory: ValidatingPolicyFactory = {
     if ((config.policy.model as Record<string, unknown>)['explode'] === true) throw new Error('fake engine exploded on purpose');
     return createEngine(config, task);
   },
-  warmStart: () => ({}),
+  warmStart: (_engine, config) => {
+    // Each warm start appends a line to $QRL_FAKE_WARMSTART_LOG (worker threads inherit the env).
+    const log = process.env['QRL_FAKE_WARMSTART_LOG'];
+    if (log !== undefined) appendFileSync(log, `${config.plan}\n`);
+    return {};
+  },
   validate(config) {
     const width = (config.policy.model as Record<string, unknown>)['width'];
     if (width !== undefined && !(Number.isInteger(width) && (width as number) > 0)) {

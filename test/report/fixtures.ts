@@ -53,7 +53,7 @@ export function fixtureMetrics(offset: number, extra: (step: number) => Record<s
     'reward/accuracy': 0.05 * step + offset,
     'response_length/mean': 8 + step,
     'rollout_corr/k3_kl': 0.001 * step + offset / 100,
-    'rollout_corr/rollout_is_eff_sample_size': 1 - 0.01 * step,
+    'rollout_corr/weights_ess_ratio': 1 - 0.01 * step,
     'rollout_corr/masked_fraction': 0,
     'actor/pg_clipfrac': 0.02 * step,
     'actor/entropy': 1 - 0.1 * step,

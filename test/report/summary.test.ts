@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { fc, test as fcTest } from '@fast-check/vitest';
-import { readRuns, seedStat, summarizeRuns, summaryMarkdown, formatStat, shortFieldName } from '../../src/report/index.js';
+import { BaselineError, readRuns, seedStat, summarizeRuns, summaryMarkdown, formatStat, shortFieldName, pairedDelta, parseBaselineSelector, rewardTailSteps } from '../../src/report/index.js';
 import { fixtureConfig, fixtureMetrics, tempDir, writeFixtureRun } from './fixtures.js';
 
 const none = [{ name: 'none' }];
@@ -62,9 +62,9 @@ describe('summarizeRuns', () => {
 
   test('final reward, mean k3 and step time, by hand', () => {
     const a = summary.groups[0]!.stats;
-    // final reward = 0.3 + seed/10 → 0.3, 0.4, 0.5: mean 0.4, std 0.1
-    expect(a.finalReward.mean).toBeCloseTo(0.4, 12);
-    expect(a.finalReward.std).toBeCloseTo(0.1, 12);
+    // 3 steps: K = ⌈0.2·3⌉ = 1, the last step's reward = 0.3 + seed/10 → 0.3, 0.4, 0.5: mean 0.4, std 0.1
+    expect(a.tailReward.mean).toBeCloseTo(0.4, 12);
+    expect(a.tailReward.std).toBeCloseTo(0.1, 12);
     // mean k3 over steps = 0.002 + seed/1000 → 0.002, 0.003, 0.004: mean 0.003, std 0.001
     expect(a.meanK3.mean).toBeCloseTo(0.003, 12);
     expect(a.meanK3.std).toBeCloseTo(0.001, 12);
@@ -81,18 +81,23 @@ describe('summarizeRuns', () => {
     expect(md).toContain('boom: engine exploded');
   });
 
-  test('the Markdown table has one row per configuration with mean ± std cells', () => {
+  test('the Markdown table has one row per configuration with mean ± std cells, no best-mean bold', () => {
     const md = summaryMarkdown(summary);
-    const rows = md.split('\n').filter((l) => l.startsWith('| plan='));
+    const table = md.slice(0, md.indexOf('Difference to the baseline'));
+    const rows = table.split('\n').filter((l) => l.startsWith('| plan='));
     expect(rows).toHaveLength(2);
+    expect(rows[0]).toContain('plan=bf16, correction=none (baseline)');
     expect(rows[0]).toContain('50.0 ± 25.0');
-    // group B has the better final accuracy (62.5 > 50.0): bold
-    expect(rows[1]).toContain('**62.5 ± 17.7**');
+    expect(rows[1]).toContain('62.5 ± 17.7');
+    expect(table).not.toContain('**');
   });
 
-  test('a single seed has std 0; no value gives a dash', () => {
-    expect(seedStat([0.3])).toEqual({ mean: 0.3, std: 0, n: 1, values: [0.3] });
-    expect(formatStat(seedStat([]), 'finalReward')).toBe('—');
+  test('a single seed has no std (n/a, not ± 0); no value gives a dash', () => {
+    const one = seedStat([0.3]);
+    expect(one).toMatchObject({ mean: 0.3, n: 1, values: [0.3] });
+    expect(one.std).toBeNaN();
+    expect(formatStat(one, 'finalAccuracy')).toBe('30.0 ± n/a');
+    expect(formatStat(seedStat([]), 'tailReward')).toBe('—');
   });
 });
 
@@ -130,4 +135,125 @@ test('estimator specs that share a name are labelled with their hyper-parameters
   writeFixtureRun(join(root, 'c2'), { config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 2 }]), metrics: fixtureMetrics(0) });
   writeFixtureRun(join(root, 'c5'), { config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 5 }]), metrics: fixtureMetrics(0) });
   expect(summarizeRuns(readRuns(root)).groups.map((g) => g.label)).toEqual(['correction=tis(C=2)', 'correction=tis(C=5)']);
+});
+
+/**
+ * Paired comparison on hand-made metrics where every number is known: baseline B (bf16/none) and
+ * Q (mxfp4-rollout/none), seeds 0–3, 10 steps each (K = 2 last steps).
+ *   trainer accuracy at the last eval: B = .50 .60 .40 .70, Q = .30 .50 .35 .70
+ *     Δ = −.20 −.10 −.05 0 → mean −.0875; deviations −.1125 −.0125 .0375 .0875;
+ *     sum of squares .012656+.000156+.001406+.007656 = .021875; var = .021875/3; std = .085391…
+ *     below zero: 3 of 4; |mean| .0875 > std .0854 → outside the seed spread.
+ *   rollout accuracy: B = .5 .5 .5 .5, Q = .55 .45 .5 .5 → Δ = +.05 −.05 0 0: mean 0, std .040825, 1 below → inside.
+ *   reward: B's steps 9–10 = 0.4 + s/10 each; Q's = B's − 0.03·(s+1) → Δ = −.03 −.06 −.09 −.12:
+ *     mean −.075, std = .03·√(5/3) = .038730, 4 below → outside.
+ */
+describe('paired difference to the baseline (hand-computed)', () => {
+  const root = tempDir('paired');
+  const trainerB = [0.5, 0.6, 0.4, 0.7];
+  const trainerQ = [0.3, 0.5, 0.35, 0.7];
+  const rolloutQ = [0.55, 0.45, 0.5, 0.5];
+  const metrics = (seed: number, shift: number) =>
+    Array.from({ length: 10 }, (_, i) => ({ step: i + 1, 'reward/mean': i >= 8 ? 0.4 + seed / 10 - shift : 0.9 }));
+  for (const seed of [0, 1, 2, 3]) {
+    writeFixtureRun(join(root, 'b', `seed-${seed}`), {
+      config: fixtureConfig(seed, 'bf16', none),
+      metrics: metrics(seed, 0),
+      eval: [{ step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 }, { step: 10, 'eval/trainer/greedy_accuracy': trainerB[seed]!, 'eval/rollout/greedy_accuracy': 0.5 }],
+    });
+    writeFixtureRun(join(root, 'q', `seed-${seed}`), {
+      config: fixtureConfig(seed, 'mxfp4-rollout', none),
+      metrics: metrics(seed, 0.03 * (seed + 1)),
+      eval: [{ step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 }, { step: 10, 'eval/trainer/greedy_accuracy': trainerQ[seed]!, 'eval/rollout/greedy_accuracy': rolloutQ[seed]! }],
+    });
+  }
+  const summary = summarizeRuns(readRuns(root));
+  const q = summary.groups[1]!;
+
+  test('the default baseline is bf16/none, and it has no Δ of its own', () => {
+    expect(summary.baseline).toEqual({ selector: 'plan=bf16, correction=none', label: 'plan=bf16', note: null });
+    expect(summary.groups[0]!.isBaseline).toBe(true);
+    expect(summary.groups[0]!.delta).toBeNull();
+    expect(q.rewardTailSteps).toBe(2);
+    expect(rewardTailSteps(60)).toBe(12);
+  });
+
+  test('trainer accuracy: Δ mean, std and count below zero by hand; outside the spread', () => {
+    const d = q.delta!.finalTrainerAccuracy;
+    expect(d.seeds).toEqual([0, 1, 2, 3]);
+    expect(d.values.map((v) => Math.round(v * 1e12) / 1e12)).toEqual([-0.2, -0.1, -0.05, 0]);
+    expect(d.mean).toBeCloseTo(-0.0875, 12);
+    expect(d.std).toBeCloseTo(Math.sqrt(0.021875 / 3), 12);
+    expect(d.below).toBe(3);
+    expect(d.insideSpread).toBe(false);
+  });
+
+  test('rollout accuracy: Δ inside the spread; reward over the last K steps outside', () => {
+    const r = q.delta!.finalAccuracy;
+    expect(r.mean).toBeCloseTo(0, 12);
+    expect(r.std).toBeCloseTo(Math.sqrt(0.005 / 3), 12);
+    expect(r.below).toBe(1);
+    expect(r.insideSpread).toBe(true);
+    const w = q.delta!.tailReward;
+    expect(w.mean).toBeCloseTo(-0.075, 12);
+    expect(w.std).toBeCloseTo(0.03 * Math.sqrt(5 / 3), 12);
+    expect(w.below).toBe(4);
+    expect(w.insideSpread).toBe(false);
+  });
+
+  test('the paired table: bold outside the spread, "within spread" inside, counts below zero', () => {
+    const md = summaryMarkdown(summary);
+    const row = md.split('\n').filter((l) => l.startsWith('| plan=mxfp4-rollout | 4 |')).at(-1);
+    expect(row).toBe('| plan=mxfp4-rollout | 4 | **−8.8 ± 8.5** (3/4 < 0) | 0.0 ± 4.1 (1/4 < 0), within spread | **−0.075 ± 0.039** (4/4 < 0) |');
+    expect(md).toContain('Difference to the baseline `plan=bf16`, paired by seed');
+  });
+
+  test('--baseline picks another configuration; a selector matching none or several is a BaselineError', () => {
+    const other = summarizeRuns(readRuns(root), { baseline: 'plan=mxfp4-rollout' });
+    expect(other.baseline.label).toBe('plan=mxfp4-rollout');
+    expect(other.groups[0]!.delta!.finalTrainerAccuracy.mean).toBeCloseTo(0.0875, 12);
+    expect(other.groups[0]!.delta!.finalTrainerAccuracy.below).toBe(0);
+    expect(() => summarizeRuns(readRuns(root), { baseline: 'plan=fp8-rollout' })).toThrow(BaselineError);
+    expect(() => summarizeRuns(readRuns(root), { baseline: 'plan=fp8-rollout' })).toThrow(/'plan=fp8-rollout' matches no configuration/);
+    expect(() => summarizeRuns(readRuns(root), { baseline: 'correction=none' })).toThrow(/matches 2 configurations/);
+    expect(() => parseBaselineSelector('plan')).toThrow(/'plan' in 'plan' is not KEY=VALUE/);
+    expect(parseBaselineSelector('correction=tis(C=2,x=1),plan=bf16')).toEqual([['correction', 'tis(C=2,x=1)'], ['plan', 'bf16']]);
+  });
+
+  test('pairs only the seeds both configurations have; one pair has no spread', () => {
+    const d = pairedDelta(new Map([[0, 0.4], [1, 0.5], [7, 0.9]]), new Map([[0, 0.6], [1, 0.5]]));
+    expect(d.seeds).toEqual([0, 1]);
+    expect(d.below).toBe(1);
+    const one = pairedDelta(new Map([[3, 0.4]]), new Map([[3, 0.5]]));
+    expect(one.n).toBe(1);
+    expect(one.insideSpread).toBeNull();
+  });
+
+  test('without a matching default baseline there is no paired table, and the page says why', () => {
+    const other = tempDir('nobase');
+    writeFixtureRun(join(other, 'a'), { config: fixtureConfig(0, 'fp16', none), metrics: fixtureMetrics(0) });
+    writeFixtureRun(join(other, 'b'), { config: fixtureConfig(0, 'fp8-rollout', none), metrics: fixtureMetrics(0) });
+    const s = summarizeRuns(readRuns(other));
+    expect(s.baseline.label).toBeNull();
+    expect(s.baseline.note).toMatch(/no configuration matches the default baseline plan=bf16, correction=none; choose one with --baseline/);
+    expect(s.groups.every((g) => g.delta === null)).toBe(true);
+    expect(summaryMarkdown(s)).toContain('No paired comparison');
+  });
+});
+
+test('a run with fewer steps than its config asks for is counted as incomplete', () => {
+  const root = tempDir('incomplete');
+  writeFixtureRun(join(root, 's0'), { config: fixtureConfig(0, 'bf16', none), metrics: fixtureMetrics(0) });
+  writeFixtureRun(join(root, 's1'), { config: fixtureConfig(1, 'bf16', none), metrics: fixtureMetrics(0).slice(0, 2) });
+  expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain('| plan=bf16, correction=none (baseline) | 2 (1 incomplete) |');
+});
+
+test('an incomplete run is not paired with the baseline', () => {
+  const root = tempDir('incomplete-pair');
+  for (const seed of [0, 1]) writeFixtureRun(join(root, 'b', `s${seed}`), { config: fixtureConfig(seed, 'bf16', none), metrics: fixtureMetrics(0) });
+  writeFixtureRun(join(root, 'q', 's0'), { config: fixtureConfig(0, 'fp16', none), metrics: fixtureMetrics(0.1) });
+  writeFixtureRun(join(root, 'q', 's1'), { config: fixtureConfig(1, 'fp16', none), metrics: fixtureMetrics(0.1).slice(0, 1) });
+  const d = summarizeRuns(readRuns(root)).groups[1]!.delta!.tailReward;
+  expect(d.seeds).toEqual([0]);
+  expect(d.mean).toBeCloseTo(0.1, 12);
 });

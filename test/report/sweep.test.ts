@@ -5,7 +5,8 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
-import { gridPoints, parseGrid, planSweep, readRuns, runSweep } from '../../src/report/index.js';
+import { readRuns } from '../../src/report/index.js';
+import { gridPoints, parseGrid, planSweep, runSweep } from '../../src/runs/index.js';
 import { runCli } from '../cli/io.js';
 import { tempDir } from './fixtures.js';
 
@@ -118,10 +119,13 @@ describe('runSweep', () => {
     expect(f1.get('correction-none_plan-bf16/seed-0/metrics.jsonl')?.trim().split('\n')).toHaveLength(3);
     // the summary follows grid order and has one group per point
     expect(r1.report.summary.groups.map((g) => g.label)).toEqual(['plan=bf16, correction=none', 'plan=fp16, correction=none', 'plan=bf16, correction=tis', 'plan=fp16, correction=tis']);
-    expect(r1.report.summary.groups.every((g) => g.stats.finalReward.n === 2)).toBe(true);
+    expect(r1.report.summary.groups.every((g) => g.stats.tailReward.n === 2)).toBe(true);
     // the quantized side shows a mismatch, the identical plan none
     expect(r1.report.summary.groups[0]!.stats.meanK3.mean).toBe(0);
     expect(r1.report.summary.groups[1]!.stats.meanK3.mean).toBeGreaterThan(0);
+    // the default baseline is bf16/none; bf16 with TIS is bit-identical to it: every paired Δ is exactly 0
+    expect(r1.report.summary.baseline.label).toBe('plan=bf16, correction=none');
+    expect(r1.report.summary.groups[2]!.delta?.tailReward).toMatchObject({ mean: 0, std: 0, n: 2, below: 0, insideSpread: true });
   });
 
   test('a failed run is recorded with its error and the others complete (CLI, exit 1)', async () => {
@@ -154,4 +158,20 @@ test('planSweep: seeds start at the config seed; --set, --steps and the grid app
   expect(plan.runs.map((r) => r.dir)).toEqual(['lr-0.002/seed-5', 'lr-0.002/seed-6', 'lr-0.004/seed-5', 'lr-0.004/seed-6']);
   expect(plan.runs.map((r) => [r.config.seed, r.config.optim.lr, r.config.steps])).toEqual([[5, 0.002, 4], [6, 0.002, 4], [5, 0.004, 4], [6, 0.004, 4]]);
   expect(existsSync('unused')).toBe(false);
+});
+
+test('a sweep over plans trains the shared warm start once (one key for the driver\'s cache and the sweep\'s leader)', async () => {
+  const out = tempDir('sweep-warm');
+  const log = join(out, 'warm.log');
+  process.env['QRL_FAKE_WARMSTART_LOG'] = log;
+  try {
+    const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
+    const base = { ...BASE, steps: 1, sft: { steps: 1, cache: true } };
+    const r = await runSweep({ baseConfig: base, grid: 'plan=bf16,fp16,fp32', outDir: join(out, 'sweep'), cacheDir: join(out, 'cache'), workers: 3, factory });
+    expect(r.runs.every((x) => x.ok)).toBe(true);
+    expect(readFileSync(log, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(readdirSync(join(out, 'cache'))).toHaveLength(1);
+  } finally {
+    delete process.env['QRL_FAKE_WARMSTART_LOG'];
+  }
 });

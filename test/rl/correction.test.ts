@@ -323,6 +323,6 @@ describe('correction: properties', () => {
 
 it('the correction table is frozen-typed and complete', () => {
   expect(Object.keys(corrections).sort()).toEqual(
-    ['ais', 'batch-norm', 'geo-rs', 'icepop', 'mis-seq', 'mis-token', 'none', 'rs-k1', 'rs-k2', 'rs-k3', 'seq-tis', 'tis', 'token-is', 'veto'],
+    ['ais', 'batch-norm', 'dp-filter', 'geo-rs', 'icepop', 'm2po', 'mis-seq', 'mis-token', 'none', 'opsm', 'outlier-veto', 'rs-k1', 'rs-k2', 'rs-k3', 'seq-tis', 'tis', 'token-is', 'veto'],
   );
 });

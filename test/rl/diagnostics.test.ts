@@ -39,11 +39,11 @@ describe('mismatch diagnostics: hand-computed values', () => {
 
   it('weights: mean, population std, ESS ratio = 1/mean((w/mean w)²), CV', () => {
     const s = weightStats(Float64Array.of(1, 2, 3, 99), Float64Array.of(1, 1, 1, 0));
-    expect(s['rollout_corr/rollout_is_mean']).toBe(2);
-    expect(s['rollout_corr/rollout_is_std']).toBeCloseTo(Math.sqrt(2 / 3), 15);
-    expect(s['rollout_corr/rollout_is_eff_sample_size']).toBeCloseTo(1 / ((0.25 + 1 + 2.25) / 3), 15);
-    expect(s['rollout_corr/rollout_is_cv']).toBeCloseTo(Math.sqrt(2 / 3) / 2, 15);
+    expect(s['rollout_corr/weights_mean']).toBe(2);
+    expect(s['rollout_corr/weights_std']).toBeCloseTo(Math.sqrt(2 / 3), 15);
+    expect(s['rollout_corr/weights_ess_ratio']).toBeCloseTo(1 / ((0.25 + 1 + 2.25) / 3), 15);
+    expect(s['rollout_corr/weights_cv']).toBeCloseTo(Math.sqrt(2 / 3) / 2, 15);
     // ESS ratio = 1 / (1 + CV²) with the population CV
-    expect(s['rollout_corr/rollout_is_eff_sample_size']).toBeCloseTo(1 / (1 + (Math.sqrt(2 / 3) / 2) ** 2), 14);
+    expect(s['rollout_corr/weights_ess_ratio']).toBeCloseTo(1 / (1 + (Math.sqrt(2 / 3) / 2) ** 2), 14);
   });
 });

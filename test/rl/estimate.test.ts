@@ -37,6 +37,12 @@ const LOSS_CONFIGS: object[] = [
   { name: 'tbpo', epsPosHigh: 0.12, epsNegLow: 0.1, epsNegHigh: 0.11, C: 1.3, mode: 'drop' },
   { name: 'tbpo', epsPosHigh: 0.12, epsNegLow: 0.1, epsNegHigh: 0.11, C: 1.3, mode: 'clamp' },
 ];
+/** The stacks' losses (Δp masks), checked in their own test to keep each under the time limit. */
+const STACK_LOSSES: object[] = [
+  { name: 'dppo-tv', epsLow: 0.02, epsHigh: 0.03, c: 1.1 },
+  { name: 'dppo-kl', epsLow: 0.002, epsHigh: 0.003 },
+  { name: 'ipo', threshold: 0.03 },
+];
 const AGGREGATIONS: (string | object)[] = [...Object.keys(aggregations), { name: 'seq-mean-token-sum-norm', normalizer: 7 }];
 const KLS: (object | null)[] = [null, ...Object.keys(kl).map((name) => ({ name, coef: 0.3 }))];
 const CORRECTIONS: object[][] = [
@@ -46,6 +52,8 @@ const CORRECTIONS: object[][] = [
   [{ name: 'seq-tis', C: 1.5 }, { name: 'rs-k3', level: 'token', hi: 0.02 }],
   [{ name: 'ais', C: 1.4 }],
 ];
+/** The stacks' masks: two-sided truncation, OPSM, Δp filter, M2PO, outlier veto. */
+const STACK_CHAIN: object[] = [{ name: 'tis', C: 1.2, lo: 0.9 }, { name: 'opsm', delta: 0.01 }, { name: 'dp-filter', lo: -0.05, hi: 0.05 }, { name: 'm2po', tau: 0.03 }, { name: 'outlier-veto', lo: 0.7, hi: 1.5 }];
 
 function fdCheck(batch: EstimateBatch, rawConfig: object, h: number, tol: number): void {
   const config = resolveConfig(rawConfig);
@@ -78,8 +86,39 @@ describe('gradient w.r.t. logpTheta against central finite differences', () => {
         }
       }
     }
-    expect(checks).toBe(3 * LOSS_CONFIGS.length * AGGREGATIONS.length * KLS.length);
+    expect(checks).toBe(CORRECTIONS.length * LOSS_CONFIGS.length * AGGREGATIONS.length * KLS.length);
     expect(nonzero).toBe(checks);
+  });
+
+  it("the stacks' losses under every chain, and every loss under the stacks' mask chain", () => {
+    let checks = 0;
+    const pairs: [object[], object, number][] = [];
+    for (const [ci, correction] of CORRECTIONS.entries()) for (const loss of STACK_LOSSES) pairs.push([correction, loss, 100 + ci]);
+    for (const loss of [...LOSS_CONFIGS, ...STACK_LOSSES]) pairs.push([STACK_CHAIN, loss, 104]);
+    for (const [correction, loss, seed] of pairs) {
+      const batch = fixedBatch(seed, 4, 5, 0.3);
+      for (const aggregation of AGGREGATIONS) {
+        for (const k of [null, { name: 'k3', coef: 0.3 }, { name: 'k1+', coef: 0.3 }]) {
+          const config = { advantage: { name: 'grpo' }, correction, loss, aggregation, ...(k ? { kl: k } : {}) };
+          fdCheck(batch, config, 1e-6, 2e-7);
+          expect(estimate(batch, resolveConfig(config)).gradLogpTheta.some((g) => g !== 0), JSON.stringify(config)).toBe(true);
+          checks += 1;
+        }
+      }
+    }
+    expect(checks).toBe(pairs.length * AGGREGATIONS.length * 3);
+  });
+
+  it('bypass mode, bias-corrected KL (old / rollout), the mismatch penalty and the response-mask KL', () => {
+    const batch = fixedBatch(211, 4, 5, 0.3);
+    const extras: object[] = [
+      { mode: 'bypass', correction: [{ name: 'tis', C: 1.2 }, { name: 'rs-k1', level: 'token', lo: 0.8, hi: 1.25 }], loss: { name: 'reinforce' }, kl: { name: 'k3', coef: 0.3 } },
+      { mode: 'bypass', correction: [{ name: 'opsm', delta: 0.01 }], loss: { name: 'ppo-clip' }, kl: { name: 'k2', coef: 0.3 } },
+      { correction: { name: 'tis' }, loss: { name: 'ppo-clip' }, kl: { name: 'k3', coef: 0.3, biasCorrection: 'old' } },
+      { correction: { name: 'tis' }, loss: { name: 'cispo' }, kl: { name: 'k1+', coef: 0.3, biasCorrection: 'rollout' } },
+      { correction: { name: 'mis-token', C: 1.2 }, loss: { name: 'dppo-tv' }, kl: { name: 'k1', coef: 0.3, mask: 'response' }, mismatchPenalty: { tau: 0.5 } },
+    ];
+    for (const config of extras) for (const aggregation of AGGREGATIONS) fdCheck(batch, { ...config, aggregation }, 1e-6, 2e-7);
   });
 
   it('gspo and tbpo with the papers’ bands (ℓθ within 8e-4 of ℓold)', () => {

@@ -131,7 +131,7 @@ describe('cispo and reinforce', () => {
     const r = cispo(input, { epsLow: 0.2, epsHigh: 0.2 });
     close(r.value.tokenLoss, [-1.2 * 2 * -0.7, -E(-0.1) * -1 * -1.1]);
     close(r.value.gradLogpTheta, [-2.4, E(-0.1)]);
-    expect(r.metrics['actor/cispo_clip_ratio']).toBe(0.5);
+    expect(r.metrics['actor/pg_clipfrac']).toBe(0.5);
   });
 
   it('reinforce: −A·ℓθ', () => {
@@ -175,5 +175,5 @@ describe('tbpo with the paper bands (ε⁺_high 4e-4, ε⁻_low 3e-4, ε⁻_high
 });
 
 it('the loss table lists every loss', () => {
-  expect(Object.keys(losses).sort()).toEqual(['cispo', 'gspo', 'ppo-clip', 'reinforce', 'sapo', 'tbpo']);
+  expect(Object.keys(losses).sort()).toEqual(['cispo', 'dppo-kl', 'dppo-tv', 'gspo', 'ipo', 'ppo-clip', 'reinforce', 'sapo', 'tbpo']);
 });

@@ -2,7 +2,7 @@
 // Not a source of expected numbers: every expected value is derived in the test itself.
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/cli/errors.js';
+import { UsageError } from '../../src/errors.js';
 import { parseEstimateInput, resolveConfig } from '../../src/rl/index.js';
 
 const good = () => ({
@@ -37,7 +37,7 @@ describe('config schema', () => {
     expect(resolveConfig({}).loss).toEqual({ name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, dualClip: null });
     expect(resolveConfig({}).aggregation).toEqual({ name: 'token-mean' });
     expect(resolveConfig({ loss: { name: 'gspo' } }).loss).toEqual({ name: 'gspo', epsLow: 3e-4, epsHigh: 4e-4 });
-    expect(resolveConfig({ kl: { name: 'k3' } }).kl).toEqual({ name: 'k3', coef: 0.001 });
+    expect(resolveConfig({ kl: { name: 'k3' } }).kl).toEqual({ name: 'k3', coef: 0.001, mask: 'denominator', biasCorrection: 'none' });
   });
 
   it('names the offending field', () => {

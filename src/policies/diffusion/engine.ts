@@ -2,12 +2,12 @@
 // Not the sampler or the estimators themselves (sampler.ts, estimators.ts): this file only wires them to the loop's contract.
 
 import { z } from 'zod';
-import { UsageError } from '../../cli/errors.js';
+import { UsageError } from '../../errors.js';
 import { createParamStore, type ParamStore } from '../../nn/index.js';
 import type { Rng } from '../../rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
-import type { EngineLogprobs, PlanSideName, RlEngine, RolloutBatch } from '../../rl/grpo/engine.js';
-import type { PolicyFactory } from '../../rl/grpo/run.js';
+import type { PlanSideName } from '../../backend/contract.js';
+import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTask, PAD, type Task } from '../../tasks/index.js';
 import type { PolicyNumerics } from '../numerics.js';
@@ -18,7 +18,7 @@ import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } 
 import { diffusionWarmStart } from './warmstart.js';
 
 /**
- * What a diffusion {@link RolloutBatch} carries in `record`: everything the trainer-side estimator
+ * What a diffusion {@link EngineBatch} carries in `record`: everything the trainer-side estimator
  * needs to score the same views the rollout engine scored.
  */
 export interface DiffusionEngineRecord {
@@ -48,12 +48,15 @@ export interface DiffusionEngine extends RlEngine {
 
 /** Model options accepted under `config.policy.model` for the diffusion policy (every one optional). */
 const modelOptionsSchema = z.strictObject({
-  maxSeqLen: z.number().int().positive().optional(),
-  nLayer: z.number().int().positive().optional(),
+  maxLen: z.number().int().positive().optional(),
+  layers: z.number().int().positive().optional(),
   C: z.number().int().positive().optional(),
   H: z.number().int().positive().optional(),
   hidden: z.number().int().positive().optional(),
 });
+
+/** Keys of the diffusion model's own config that `policy.model` spells the shared way. */
+const RENAMED_MODEL_KEYS: Readonly<Record<string, string>> = Object.freeze({ nLayer: 'layers', maxSeqLen: 'maxLen' });
 
 function fail(field: string, value: unknown, reason: string): never {
   throw new UsageError(`config.${field}: ${reason}, got ${JSON.stringify(value)}`);
@@ -67,11 +70,11 @@ function taskOf(config: RunConfig): Task {
   }
 }
 
-/** The model a config implies: `config.policy.model` over the toy defaults, maxSeqLen ≥ prompt + generation. */
+/** The model a config implies: `config.policy.model` over the toy defaults, maxLen ≥ prompt + generation. */
 function modelFor(config: RunConfig, task: Task): DiffusionModel {
-  const options = modelOptionsSchema.parse(config.policy.model);
-  const maxSeqLen = options.maxSeqLen ?? Math.max(diffusionModelDefaults.maxSeqLen, task.promptLength + config.policy.diffusion.generationLength);
-  return createDiffusionModel({ ...options, maxSeqLen, vocabSize: task.vocabSize });
+  const { maxLen, layers, ...rest } = modelOptionsSchema.parse(config.policy.model);
+  const maxSeqLen = maxLen ?? Math.max(diffusionModelDefaults.maxSeqLen, task.promptLength + config.policy.diffusion.generationLength);
+  return createDiffusionModel({ ...rest, ...(layers !== undefined ? { nLayer: layers } : {}), maxSeqLen, vocabSize: task.vocabSize });
 }
 
 /** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */
@@ -89,7 +92,7 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
 
 /**
  * Checks the diffusion policy's part of a run config before anything runs: model options (known
- * keys, positive integers, C divisible by H, maxSeqLen ≥ prompt + generation), the sampler's
+ * keys `layers`, `C`, `H`, `hidden`, `maxLen` (the old `nLayer`/`maxSeqLen` are refused naming the new key), positive integers, C divisible by H, maxLen ≥ prompt + generation), the sampler's
  * divisibility rules (blockLength divides generationLength, blocks divide steps, at most
  * blockLength steps per block), generationLength ≥ the task's response length (the gold answer must
  * fit the warm start), sampler options the diffusion sampler does not have (topK, topP, raw
@@ -105,6 +108,9 @@ export function validateDiffusionConfig(config: RunConfig): void {
   if (config.policy.kind !== 'diffusion') fail('policy.kind', config.policy.kind, "must be 'diffusion' for the diffusion policy");
   const task = taskOf(config);
   const d = config.policy.diffusion;
+  for (const [old, now] of Object.entries(RENAMED_MODEL_KEYS)) {
+    if (Object.hasOwn(config.policy.model, old)) fail(`policy.model.${old}`, config.policy.model[old], `is now '${now}' (one model vocabulary for both policies: layers, C, H, hidden, maxLen)`);
+  }
   const parsed = modelOptionsSchema.safeParse(config.policy.model);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -118,7 +124,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
   const H = m.H ?? diffusionModelDefaults.H;
   if (C % H !== 0) fail('policy.model.H', H, `must divide C = ${C}`);
   const need = task.promptLength + d.generationLength;
-  if (m.maxSeqLen !== undefined && m.maxSeqLen < need) fail('policy.model.maxSeqLen', m.maxSeqLen, `must be ≥ prompt length ${task.promptLength} + generationLength ${d.generationLength} = ${need}`);
+  if (m.maxLen !== undefined && m.maxLen < need) fail('policy.model.maxLen', m.maxLen, `must be ≥ prompt length ${task.promptLength} + generationLength ${d.generationLength} = ${need}`);
   if (d.generationLength < task.responseLength) {
     fail('policy.diffusion.generationLength', d.generationLength, `must be ≥ task ${task.name}'s response length ${task.responseLength} (the gold answer must fit)`);
   }
@@ -137,7 +143,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
   }
 }
 
-function recordOf(batch: RolloutBatch): DiffusionEngineRecord {
+function recordOf(batch: EngineBatch): DiffusionEngineRecord {
   const r = batch.record as Partial<DiffusionEngineRecord> | undefined;
   if (!r || r.kind !== 'diffusion' || !Array.isArray(r.sequences) || r.sequences.length !== batch.B) {
     throw new Error('diffusion engine: batch.record must be the DiffusionEngineRecord of a batch this engine generated');
@@ -179,7 +185,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
   let last: { readonly lp: DiffusionLogProbs; readonly mask: Float64Array } | null = null;
 
-  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): RolloutBatch => {
+  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): EngineBatch => {
     const side = options.side ?? 'rollout';
     const weights = side === 'rollout' ? rolloutWeights : params.data;
     const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
@@ -204,7 +210,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     return { B, T: G, prompts, responses, mask, logpRollout, record };
   };
 
-  const logprobs = (batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
+  const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
     const record = recordOf(batch);
     if (batch.T !== G) throw new Error(`diffusion engine: batch.T must be generationLength ${G}, got ${batch.T}`);
     if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
@@ -282,13 +288,7 @@ export const diffusionPolicyFactory: PolicyFactory = Object.freeze({
       engine.params,
     );
     engine.sync();
-    const n = losses.length;
-    const tail = losses.slice(Math.max(0, n - 10));
-    return {
-      'sft/steps': n,
-      'sft/loss_first': n > 0 ? losses[0]! : 0,
-      'sft/loss_last10': tail.length > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : 0,
-    };
+    return warmStartMetrics(losses);
   },
   validate(config: RunConfig): void {
     validateDiffusionConfig(config);

@@ -2,10 +2,10 @@
 // reason. Not the estimator schema (src/rl/schema.ts validates `estimators`) nor the model's.
 
 import { z } from 'zod';
-import { UsageError } from '../../cli/errors.js';
+import { UsageError } from '../../errors.js';
 import { makeTask } from '../../tasks/index.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
-import { zodIssueLine } from './overrides.js';
+import { zodIssueLine } from '../../errors.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -82,8 +82,11 @@ export const runConfigSchema = z.strictObject({
     .strictObject({
       prompts: positiveInt.max(RUN_LIMITS.prompts).default(8).describe('P prompts per step'),
       groupSize: positiveInt.max(RUN_LIMITS.groupSize).default(8).describe('G responses per prompt (GRPO group)'),
+      staleness: nonNegInt
+        .default(0)
+        .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
     })
-    .default({ prompts: 8, groupSize: 8 }),
+    .default({ prompts: 8, groupSize: 8, staleness: 0 }),
   reward: z
     .strictObject({
       overlong: z
@@ -138,6 +141,13 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  // estimator-level features whose loop wiring has not landed: refuse rather than run something else
+  if (config.rollout.staleness !== 0) {
+    throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
+  }
+  if (estimators.mode === 'bypass') {
+    throw new UsageError('config.estimators.mode: "bypass" is not wired into the GRPO loop yet (qrl-sim estimate supports it), got "bypass"');
+  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

@@ -1,11 +1,6 @@
-// Public surface of the GRPO loop: config, engine contract, one step, the run driver, run files.
-// Not a place for logic.
+// Public surface of the GRPO loop: config and one step against the backend contract.
+// Not a place for logic, and not the run driver (src/runs/).
 
 export * from './config.js';
-export * from './engine.js';
 export * from './loop.js';
-export * from './run.js';
-export * from './files.js';
-export * from './overrides.js';
-export * from './policies.js';
 export * from './describe.js';

@@ -1,7 +1,8 @@
 // One GRPO step, top to bottom as spec/grpo.md lists it (sync, rollout, reward, advantages, trainer
-// recompute, correction, update, log). Not the run driver (files, eval, checkpoints: run.ts).
+// recompute, correction, update, log) against the asynchronous PolicyBackend. Not the run driver
+// (files, eval, checkpoints: src/runs/run.ts).
 
-import { AdamW, clipGradNorm } from '../../nn/index.js';
+import type { PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/index.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection } from '../correction.js';
@@ -9,23 +10,20 @@ import { mismatchDiagnostics } from '../diagnostics.js';
 import { policyObjective, sequenceAdvantages } from '../estimate.js';
 import type { BatchShape, MetricRecord } from '../types.js';
 import type { RunConfig } from './config.js';
-import type { RlEngine, RolloutBatch } from './engine.js';
 
 /** Everything one step needs besides the config. */
 export interface StepContext {
   readonly config: RunConfig;
   readonly task: Task;
-  readonly engine: RlEngine;
-  readonly optimizer: AdamW;
-  /** Frozen reference weights (the warm-started policy), used when the KL term is on. */
-  readonly referenceWeights: Float32Array;
+  /** The policy: generation, log-probs, gradients and optimizer steps (its reference is the warm start). */
+  readonly backend: PolicyBackend;
 }
 
 /** Wall-clock seconds per phase of one step (kept out of the deterministic metrics). */
 export type PhaseTimings = Record<'sync' | 'rollout' | 'reward' | 'old' | 'correction' | 'update' | 'total', number>;
 
 /** What one step produced. */
-export interface StepResult {
+export interface GrpoStepResult {
   /** Deterministic metrics (one line of metrics.jsonl). */
   readonly metrics: MetricRecord;
   readonly timings: PhaseTimings;
@@ -98,16 +96,17 @@ class MetricMeans {
 
 /**
  * Runs GRPO step `step` (1-based) and returns its metrics. `rng` is the step's own stream
- * (`root.fork('step').fork(step)`), so a resumed run draws exactly what an uninterrupted one does.
+ * (`root.fork('step').fork(step)`), so a resumed run draws exactly what an uninterrupted one does;
+ * the backend generates from the path of its `rollout` fork.
  */
-export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
-  const { config, task, engine, optimizer } = ctx;
+export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promise<GrpoStepResult> {
+  const { config, task, backend } = ctx;
   const est = config.estimators;
   const t: Partial<PhaseTimings> = {};
   const t0 = now();
 
   // 1. Weight sync: re-quantize the master weights into the rollout engine (and KV scales).
-  engine.sync();
+  await backend.sync();
   t.sync = now() - t0;
 
   // 2. Rollout: P prompts from the task's training split, G responses each.
@@ -116,7 +115,7 @@ export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
   const promptRng = rng.fork('prompts');
   for (let p = 0; p < config.rollout.prompts; p++) problems.push(task.sampleProblem(promptRng, 'train'));
   const prompts = problems.flatMap((pr) => Array.from({ length: config.rollout.groupSize }, () => pr.prompt));
-  const batch = engine.generate(prompts, rng.fork('rollout'));
+  const batch = await backend.generate({ prompts, seed: rng.fork('rollout').path });
   t.rollout = now() - mark;
 
   // 3. Reward (+ optional DAPO overlong shaping and dynamic sampling).
@@ -176,9 +175,9 @@ export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
 
   // 5. Trainer recompute: ℓold at θ_old under the trainer's plan; ℓref when the KL term is on.
   mark = now();
-  const old = engine.logprobs(batch, rows, { grad: false });
+  const old = await backend.logprobs({ batch, rows, policy: 'current' });
   const logpOld = old.logp;
-  const logpRef = est.kl !== null ? engine.logprobs(batch, rows, { grad: false, weights: ctx.referenceWeights }).logp : undefined;
+  const logpRef = est.kl !== null ? (await backend.logprobs({ batch, rows, policy: 'reference' })).logp : undefined;
   t.old = now() - mark;
 
   // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch (AIS: per mini-batch, below).
@@ -228,8 +227,7 @@ export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
         effMask = pick(full.value.mask);
         denMask = pick(full.value.denominatorMask);
       }
-      engine.params.zeroGrad();
-      const theta = engine.logprobs(batch, local.map((j) => rows[j] as number), { grad: true });
+      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true });
       const objective = policyObjective(
         {
           shape: mbShape,
@@ -244,9 +242,9 @@ export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
         },
         est,
       );
-      engine.backward(objective.value.gradLogpTheta);
-      const gradNorm = clipGradNorm(engine.params.grads, config.optim.maxGradNorm);
-      optimizer.step();
+      if (theta.handle === undefined) throw new Error('grpo: backend.logprobs({ grad: true }) returned no handle');
+      await backend.backward(theta.handle, objective.value.gradLogpTheta);
+      const { gradNorm } = await backend.step({ maxGradNorm: config.optim.maxGradNorm });
       means.add({ ...objective.metrics, 'actor/grad_norm': gradNorm, 'actor/entropy_theta': maskedMean(theta.entropy, mbMask) });
     }
   }
@@ -257,11 +255,11 @@ export function grpoStep(ctx: StepContext, step: number, rng: Rng): StepResult {
 }
 
 /** Held-out evaluation under one plan side: greedy and sampled pass@1 and mean reward. */
-export function evaluate(engine: RlEngine, task: Task, problems: readonly TaskProblem[], side: 'rollout' | 'trainer', rng: Rng): MetricRecord {
+export async function evaluate(backend: PolicyBackend, task: Task, problems: readonly TaskProblem[], side: 'rollout' | 'trainer', rng: Rng): Promise<MetricRecord> {
   const prompts = problems.map((p) => p.prompt);
   const out: MetricRecord = {};
   for (const greedy of [true, false]) {
-    const batch: RolloutBatch = engine.generate(prompts, rng.fork(greedy ? 'greedy' : 'sampled'), { greedy, side });
+    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(greedy ? 'greedy' : 'sampled').path, greedy, side });
     let acc = 0;
     let reward = 0;
     for (let i = 0; i < batch.B; i++) {

@@ -2,8 +2,8 @@
 // Not the sampler's or the estimators' own semantics (sampler.test.ts, estimators.test.ts).
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/cli/errors.js';
-import { AdamW } from '../../../src/nn/index.js';
+import { UsageError } from '../../../src/errors.js';
+import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { createDiffusionEngine, diffusionPolicyFactory, type DiffusionEngine, type DiffusionEngineRecord } from '../../../src/policies/diffusion/engine.js';
 import { diffusionLogProbs } from '../../../src/policies/diffusion/estimators.js';
@@ -13,7 +13,7 @@ import { createRng } from '../../../src/rng.js';
 import { EOS, makeTask, PAD, type Task } from '../../../src/tasks/index.js';
 
 const estimators = ['trajectory', 'd1', 'elbo'] as const;
-const tiny = { C: 8, H: 2, hidden: 16, nLayer: 1 };
+const tiny = { C: 8, H: 2, hidden: 16, layers: 1 };
 
 function setup(overrides: { plan?: string; estimator?: (typeof estimators)[number]; model?: Record<string, unknown> } = {}): { config: RunConfig; task: Task; engine: DiffusionEngine; prompts: number[][] } {
   const config = resolveRunConfig({
@@ -186,17 +186,19 @@ describe('diffusion engine: logprobs', () => {
 });
 
 describe('diffusion engine in the GRPO loop', () => {
-  it('one step runs; identical plans ⇒ zero mismatch; a changed plan ⇒ non-zero', () => {
+  it('one step runs; identical plans ⇒ zero mismatch; a changed plan ⇒ non-zero', async () => {
     for (const [plan, zero] of [['bf16', true], ['bf16-splitk', false]] as const) {
       const { config, task, engine } = setup({ plan, model: { ...tiny, C: 32, H: 2, hidden: 64 } });
-      const optimizer = new AdamW(engine.params, { lr: config.optim.lr });
-      const before = Float32Array.from(engine.params.data);
+      const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
+      const before = Float32Array.from(engine.params.data); // setup's larger-than-init weights
       // A reference policy away from θ gives the KL term a gradient even when every advantage is 0.
-      const referenceWeights = Float32Array.from(before, (v) => 0.9 * v);
-      const { metrics } = grpoStep({ config, task, engine, optimizer, referenceWeights }, 1, createRng(0).fork('step').fork('1'));
+      backend.weights.set(before.map((v) => 0.9 * v));
+      await backend.setReference();
+      backend.weights.set(before);
+      const { metrics } = await grpoStep({ config, task, backend }, 1, createRng(0).fork('step').fork('1'));
       for (const v of Object.values(metrics)) expect(Number.isFinite(v)).toBe(true);
       expect(metrics['rollout_corr/k3_kl'] === 0).toBe(zero);
-      expect(engine.params.data).not.toEqual(before);
+      expect(backend.weights).not.toEqual(before);
     }
   });
 
@@ -219,8 +221,10 @@ describe('diffusionPolicyFactory.validate', () => {
     [{ diffusion: { generationLength: 16, blockLength: 8, steps: 4 } }, /^config\.policy\.diffusion\.generationLength: must be ≥ task sudoku4's response length 17/],
     [{ model: { C: 30, H: 4 } }, /^config\.policy\.model\.H: must divide C = 30, got 4$/],
     [{ model: { width: 3 } }, /^config\.policy\.model: unknown option\(s\) width/],
-    [{ model: { nLayer: 0 } }, /^config\.policy\.model\.nLayer: must be a positive integer, got 0$/],
-    [{ model: { maxSeqLen: 30 } }, /^config\.policy\.model\.maxSeqLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
+    [{ model: { layers: 0 } }, /^config\.policy\.model\.layers: must be a positive integer, got 0$/],
+    [{ model: { maxLen: 30 } }, /^config\.policy\.model\.maxLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
+    [{ model: { nLayer: 2 } }, /^config\.policy\.model\.nLayer: is now 'layers' .*, got 2$/],
+    [{ model: { maxSeqLen: 64 } }, /^config\.policy\.model\.maxSeqLen: is now 'maxLen' .*, got 64$/],
     [{ sampler: { topK: 5 } }, /^config\.policy\.sampler\.topK: /],
   ];
   it('names the field and the value', () => {

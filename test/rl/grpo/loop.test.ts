@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyOverrides, overlongPenalty, policyFactory, readJsonl, resolveRunConfig, runGrpo } from '../../../src/rl/index.js';
+import { readJsonl } from '../../../src/files.js';
+import { overlongPenalty, resolveRunConfig } from '../../../src/rl/index.js';
+import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 
 const root = mkdtempSync(join(tmpdir(), 'qrl-loop-'));

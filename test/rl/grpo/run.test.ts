@@ -1,8 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { applyOverrides, policyFactory, readJsonl, resolveRunConfig, runGrpo } from '../../../src/rl/index.js';
+import { readJsonl } from '../../../src/files.js';
+import { resolveRunConfig } from '../../../src/rl/index.js';
+import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 
 const root = mkdtempSync(join(tmpdir(), 'qrl-grpo-'));
@@ -46,7 +48,7 @@ describe('GRPO run', () => {
   it('resumes: 6 steps straight = 3 steps, stop, resume to 6 (identical metrics from step 4 on)', async () => {
     await run(join(root, 'full'), ['steps=6']);
     await run(join(root, 'part'), ['steps=3']);
-    expect(existsSync(join(root, 'part', 'checkpoints', 'step-000003.json'))).toBe(true);
+    expect(existsSync(join(root, 'part', 'checkpoints', 'step-000003', 'backend.json'))).toBe(true);
     await run(join(root, 'part'), ['steps=6'], true);
     const full = readFileSync(join(root, 'full', 'metrics.jsonl'), 'utf8').trim().split('\n');
     const part = readFileSync(join(root, 'part', 'metrics.jsonl'), 'utf8').trim().split('\n');
@@ -59,7 +61,7 @@ describe('GRPO run', () => {
     const dir = join(root, 'crash');
     await run(dir, ['steps=3', 'checkpoint.every=2']);
     // checkpoints at 2 and 3 (the end); remove the last one to simulate a crash after step 3's line
-    rmSync(join(dir, 'checkpoints', 'step-000003.json'));
+    rmSync(join(dir, 'checkpoints', 'step-000003'), { recursive: true });
     await run(dir, ['steps=4'], true);
     const lines = readJsonl<MetricRecord>(join(dir, 'metrics.jsonl'));
     expect(lines.map((l) => l['step'])).toEqual([1, 2, 3, 4]);
@@ -67,11 +69,47 @@ describe('GRPO run', () => {
     expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight4', 'metrics.jsonl'), 'utf8'));
   });
 
+  it('resume after a torn last line of metrics.jsonl restarts from a checkpoint that agrees with the files', async () => {
+    const dir = join(root, 'torn');
+    await run(dir, ['steps=3', 'checkpoint.every=2']);
+    const path = join(dir, 'metrics.jsonl');
+    const text = readFileSync(path, 'utf8');
+    writeFileSync(path, text.slice(0, text.length - 20)); // cut inside step 3's line
+    const messages: string[] = [];
+    const config = resolveRunConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')));
+    await runGrpo({ config, outDir: dir, factory: policyFactory('ar'), resume: true, cacheDir, observer: { onMessage: (m) => messages.push(m) } });
+    expect(messages.some((m) => m.includes('skipped') && m.includes('step-000003') && m.includes('metrics.jsonl'))).toBe(true);
+    await run(join(root, 'straight3'), ['steps=3', 'checkpoint.every=2']);
+    expect(readFileSync(path, 'utf8')).toBe(readFileSync(join(root, 'straight3', 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(dir, 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight3', 'eval.jsonl'), 'utf8'));
+  });
+
+  it('a corrupt newest checkpoint is skipped by name; resume continues from the one before', async () => {
+    const dir = join(root, 'corrupt');
+    await run(dir, ['steps=3', 'checkpoint.every=2']);
+    const state = join(dir, 'checkpoints', 'step-000003', 'backend.json');
+    writeFileSync(state, readFileSync(state, 'utf8').slice(0, 100));
+    const messages: string[] = [];
+    const config = resolveRunConfig(applyOverrides(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')), ['steps=4']));
+    await runGrpo({ config, outDir: dir, factory: policyFactory('ar'), resume: true, cacheDir, observer: { onMessage: (m) => messages.push(m) } });
+    expect(messages.find((m) => m.startsWith('resume: skipped'))).toMatch(/step-000003.*not valid JSON/);
+    expect(messages).toContain(`resumed from ${join(dir, 'checkpoints', 'step-000002')} (step 2)`);
+    await run(join(root, 'straight4b'), ['steps=4', 'checkpoint.every=2']);
+    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight4b', 'metrics.jsonl'), 'utf8'));
+  });
+
+  it('resume without any checkpoint says so and how to start over', async () => {
+    const dir = join(root, 'nockpt');
+    await run(dir, ['steps=1']);
+    rmSync(join(dir, 'checkpoints'), { recursive: true });
+    await expect(run(dir, [], true)).rejects.toThrow(/resume: no checkpoint in .*start over with `qrl-sim run --config/);
+  });
+
   it('on-policy recovery: with identical plans every correction gives the metrics and weights of none', async () => {
     const base = join(root, 'onpolicy-none');
     await run(base, ['steps=2', 'estimators.correction.name=none']);
     const baseLines = readJsonl<MetricRecord>(join(base, 'metrics.jsonl'));
-    const baseWeights = JSON.parse(readFileSync(join(base, 'checkpoints', 'step-000002.json'), 'utf8')).weights;
+    const baseWeights = JSON.parse(readFileSync(join(base, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
     expect(baseLines[0]?.['rollout_corr/k3_kl']).toBe(0);
     for (const name of ['token-is', 'tis', 'seq-tis', 'icepop', 'mis-token', 'mis-seq', 'geo-rs', 'veto', 'ais']) {
       const dir = join(root, `onpolicy-${name}`);
@@ -82,7 +120,7 @@ describe('GRPO run', () => {
           expect(line[key], `${name} step ${i + 1} ${key}`).toBe(baseLines[i]?.[key]);
         }
       }
-      const weights = JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002.json'), 'utf8')).weights;
+      const weights = JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
       expect(weights, name).toEqual(baseWeights);
     }
   });

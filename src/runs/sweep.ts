@@ -1,6 +1,6 @@
 // `runSweep`: validates every grid point × seed up front, then runs them in piscina worker threads
 // (one directory per run, as `qrl-sim run` writes) and writes the summary and report. Not the
-// grid syntax (grid.ts) and not a run (src/rl/grpo/run.ts, called by sweep-worker.ts).
+// grid syntax (grid.ts) and not a run (run.ts, called by sweep-worker.ts).
 
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -9,17 +9,18 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from '../errors.js';
 import { precisionPlan } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { writeJsonAtomic } from '../rl/grpo/files.js';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { writeJsonAtomic } from '../files.js';
+import { applyOverrides } from './overrides.js';
+import { warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
-import { RUN_ERROR_FILE, type RunErrorFile } from './runs.js';
-import { canonicalJson } from './summary.js';
+import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
+import { BaselineError, summarizeRuns } from '../report/summary.js';
 import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
-import { type ReportResult, SWEEP_MANIFEST, writeReport } from './write.js';
+import { type ReportResult, SWEEP_MANIFEST, writeReport } from '../report/write.js';
 
 /** Options of {@link planSweep} and {@link runSweep}. */
 export interface SweepOptions {
@@ -41,6 +42,8 @@ export interface SweepOptions {
   readonly factory?: FactorySource;
   /** Warm-start cache directory. @defaultValue `.cache/sft` under the working directory */
   readonly cacheDir?: string;
+  /** Baseline of the report's paired comparison (see `summarizeRuns`); checked against the grid before anything runs. */
+  readonly baseline?: string;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
 }
@@ -158,11 +161,6 @@ export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
   return { filename: new URL('./sweep-worker.js', here).href, execArgv: [] };
 }
 
-/** Runs that share a warm start (same seed, task, policy, plan and SFT settings): the first one fills the cache. */
-function warmStartKey(config: RunConfig): string {
-  return canonicalJson({ seed: config.seed, task: config.task, policy: config.policy, plan: config.plan, sft: { ...config.sft, cache: undefined } });
-}
-
 /**
  * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
  * grid point × seed in worker threads, records failed runs (their `error.json`) without stopping
@@ -171,6 +169,16 @@ function warmStartKey(config: RunConfig): string {
 export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const t0 = performance.now();
   const plan = await planSweep(options);
+  if (options.baseline !== undefined) {
+    // The baseline must pick exactly one grid point: checked on the planned configs, before anything runs.
+    const planned = plan.runs.map((r) => ({ dir: r.dir, name: r.dir, config: r.config as unknown as Record<string, unknown>, metrics: [], eval: [], timings: [], error: null }));
+    try {
+      summarizeRuns(planned, { baseline: options.baseline });
+    } catch (error) {
+      if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
+      throw error;
+    }
+  }
   const outDir = resolve(options.outDir);
   const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
   const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
@@ -223,6 +231,6 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   } finally {
     await pool.destroy();
   }
-  const report = await writeReport(outDir);
+  const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
   return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
 }

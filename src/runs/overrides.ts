@@ -1,7 +1,5 @@
-// `--set path.to.field=value` overrides for run configs, and zod errors as one line naming the field.
-// Not the config schema itself (config.ts) and no validation of values beyond parsing.
-
-import type { z } from 'zod';
+// `--set path.to.field=value` overrides for run configs. Not the config schema itself
+// (rl/grpo/config.ts) and no validation of values beyond parsing.
 
 /**
  * Parses one override `path.to.field=value`. The value is JSON when it parses as JSON
@@ -41,34 +39,4 @@ export function applyOverrides(config: unknown, overrides: readonly string[]): u
     node[path[path.length - 1] as string] = value;
   }
   return root;
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
-  const text = JSON.stringify(value);
-  return text === undefined ? String(value) : text.length > 40 ? `${text.slice(0, 37)}...` : text;
-}
-
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  let node = root;
-  for (const key of path) {
-    if (typeof node !== 'object' || node === null) return undefined;
-    node = (node as Record<PropertyKey, unknown>)[key];
-  }
-  return node;
-}
-
-/**
- * The first zod issue as one line naming the field and the offending value, e.g.
- * `config.optim.lr: Too small: expected number to be >0 (got -1)`.
- */
-export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config'): string {
-  const issue = error.issues[0];
-  if (issue === undefined) return `${root}: invalid`;
-  const path = [root, ...issue.path.map(String)].join('.');
-  if (issue.code === 'unrecognized_keys') {
-    return `${path}: unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
-  }
-  const got = valueAt(input, issue.path);
-  return `${path}: ${issue.message}${got === undefined ? '' : ` (got ${describe(got)})`}`;
 }

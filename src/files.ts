@@ -1,13 +1,20 @@
-// Run files that survive interruption: JSON written atomically (temp file + rename) and JSONL
+// Files that survive interruption: JSON written atomically (temp file + rename) and JSONL
 // appended one complete line at a time with fsync. Not a database and not a log framework.
 
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { threadId } from 'node:worker_threads';
+
+let tempCounter = 0;
+/** A temp name next to `path`, unique across processes, worker threads and calls (pid + threadId + counter). */
+export function tempName(path: string): string {
+  return `${path}.tmp-${process.pid}-${threadId}-${++tempCounter}`;
+}
 
 /** Writes `value` as pretty JSON to `path` so that readers see the old or the new file, never half. */
 export function writeJsonAtomic(path: string, value: unknown): void {
   mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
+  const tmp = tempName(path);
   const fd = openSync(tmp, 'w');
   try {
     writeSync(fd, `${JSON.stringify(value, null, 2)}\n`);

@@ -4,7 +4,7 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { RunConfig } from '../rl/grpo/config.js';
-import type { PolicyFactory } from '../rl/grpo/run.js';
+import type { PolicyFactory } from '../policies/engine.js';
 
 /** A policy factory (with `validate`, which checks a config before anything runs). */
 export type ValidatingPolicyFactory = PolicyFactory;
@@ -20,8 +20,8 @@ export interface FactorySource {
   readonly export?: string;
 }
 
-/** The project's policy factories (`policyFactory(kind)` in src/rl/grpo/policies.ts). */
-export const DEFAULT_FACTORY: FactorySource = Object.freeze({ module: new URL('../rl/grpo/policies.js', import.meta.url).href, export: 'policyFactory' });
+/** The project's policy factories (`policyFactory(kind)` in src/runs/policies.ts). */
+export const DEFAULT_FACTORY: FactorySource = Object.freeze({ module: new URL('./policies.js', import.meta.url).href, export: 'policyFactory' });
 
 function toUrl(module: string): string {
   return /^[a-z]+:/i.test(module) && !/^[a-z]:[\\/]/i.test(module) ? module : new URL(`file://${module.startsWith('/') ? '' : '/'}${module.replace(/\\/g, '/')}`).href;

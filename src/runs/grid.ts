@@ -1,8 +1,8 @@
 // The sweep grid: `key=v1,v2;key2=v3` parsed into axes, short key aliases, and the cartesian
 // product of grid points. Not validation of the values (sweep.ts resolves every point's config).
 
-import { UsageError } from '../cli/errors.js';
-import { applyOverrides } from '../rl/grpo/overrides.js';
+import { UsageError } from '../errors.js';
+import { applyOverrides } from './overrides.js';
 
 /** A short grid key and the config path it stands for. */
 export interface GridAlias {

@@ -3,7 +3,7 @@
 
 import { performance } from 'node:perf_hooks';
 import type { RunConfig } from '../rl/grpo/config.js';
-import { runGrpo } from '../rl/grpo/run.js';
+import { runGrpo } from './run.js';
 import { type FactorySource, loadPolicyFactory } from './factory.js';
 
 /** One run of a sweep, as sent to a worker thread (structured-cloneable). */

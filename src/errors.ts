@@ -1,0 +1,42 @@
+// Usage errors: the one exception type library code throws for bad input; the CLI maps it to exit code 2.
+// Not for internal bugs, which propagate and exit 1 with their stack.
+
+import type { z } from 'zod';
+
+/** A bad invocation or bad input: the CLI prints `qrl-sim: <message>` on one line and exits 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  const text = JSON.stringify(value);
+  return text === undefined ? String(value) : text.length > 40 ? `${text.slice(0, 37)}...` : text;
+}
+
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let node = root;
+  for (const key of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
+}
+
+/**
+ * The first zod issue as one line naming the field and the offending value, e.g.
+ * `config.optim.lr: Too small: expected number to be >0 (got -1)`.
+ */
+export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config'): string {
+  const issue = error.issues[0];
+  if (issue === undefined) return `${root}: invalid`;
+  const path = [root, ...issue.path.map(String)].join('.');
+  if (issue.code === 'unrecognized_keys') {
+    return `${path}: unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
+  }
+  const got = valueAt(input, issue.path);
+  return `${path}: ${issue.message}${got === undefined ? '' : ` (got ${describe(got)})`}`;
+}

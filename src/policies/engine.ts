@@ -1,0 +1,89 @@
+// The in-process engine contract: the synchronous operations the reference backend
+// (src/backend/reference.ts) wraps, and the factory that builds an engine for a run config.
+// Not the loop's contract (src/backend/contract.ts) and not an implementation (policies/*/engine.ts).
+
+import type { PlanSideName } from '../backend/contract.js';
+import type { ParamStore } from '../nn/index.js';
+import type { RunConfig } from '../rl/grpo/config.js';
+import type { Rng } from '../rng.js';
+import type { Task } from '../tasks/index.js';
+
+
+/** A batch of sampled responses, padded to `T` response positions. */
+export interface EngineBatch {
+  /** Number of sequences. */
+  readonly B: number;
+  /** Response positions per sequence (padding included). */
+  readonly T: number;
+  /** Prompt tokens of each sequence. */
+  readonly prompts: readonly (readonly number[])[];
+  /** Response tokens `(B, T)`; positions past the mask hold padding. */
+  readonly responses: Int32Array;
+  /** Response mask `(B, T)`: 1 on the tokens the policy generated (EOS included), else 0. */
+  readonly mask: Float64Array;
+  /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
+  readonly logpRollout: Float64Array;
+  /** Policy-specific record the trainer-side estimators need (diffusion states and seeds). */
+  readonly record?: unknown;
+}
+
+/** Per-token trainer log-probs of some rows of a batch. */
+export interface EngineLogprobs {
+  /** ℓ `(rows, T)`, 0 where the mask is 0. */
+  readonly logp: Float64Array;
+  /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
+  readonly entropy: Float64Array;
+}
+
+/** A synchronous in-process policy engine. One engine owns the FP32 master weights. */
+export interface RlEngine {
+  /** FP32 master weights and their gradients. */
+  readonly params: ParamStore;
+  /** Step 1: rebuild the rollout engine from the master weights (re-quantize, recalibrate KV scales). */
+  sync(): void;
+  /**
+   * Samples one response per prompt with the given side's engine (`rollout` by default), or the
+   * greedy response when `greedy` is set. All randomness comes from `rng`.
+   */
+  generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: PlanSideName }): EngineBatch;
+  /**
+   * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
+   * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
+   */
+  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs;
+  /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
+  backward(gradLogp: Float64Array): void;
+  /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
+  state(): unknown;
+  /** Restores what {@link RlEngine.state} returned. */
+  restore(state: unknown): void;
+}
+
+/** An in-process policy: builds the engine a reference backend wraps and warm-starts it. */
+export interface PolicyFactory {
+  /** Checks the policy-specific fields of a config (model, sampler, plan) before anything runs. */
+  validate(config: RunConfig): void;
+  /** A fresh engine with seeded initial weights. */
+  create(config: RunConfig, task: Task): RlEngine;
+  /**
+   * Supervised warm start of `engine` in place (deterministic for a given config); returns
+   * {@link warmStartMetrics} (`sft/steps`, `sft/loss_first`, `sft/loss_last`, `sft/loss_last10`).
+   * `onProgress` (optional) is called with (steps done, total) for display only.
+   */
+  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Record<string, number>;
+}
+
+/**
+ * The warm-start metrics every policy reports, from its per-step losses: `sft/steps`,
+ * `sft/loss_first`, `sft/loss_last` and `sft/loss_last10` (mean of the last 10; NaN without steps).
+ */
+export function warmStartMetrics(losses: readonly number[]): Record<string, number> {
+  const n = losses.length;
+  const tail = losses.slice(Math.max(0, n - 10));
+  return {
+    'sft/steps': n,
+    'sft/loss_first': n > 0 ? (losses[0] as number) : Number.NaN,
+    'sft/loss_last': n > 0 ? (losses[n - 1] as number) : Number.NaN,
+    'sft/loss_last10': n > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : Number.NaN,
+  };
+}

@@ -1,0 +1,307 @@
+// The run driver: warm start (cached), GRPO steps, evaluation, checkpoints, resume and the run's
+// files, written against the PolicyBackend contract only. Not a step of the algorithm
+// (rl/grpo/loop.ts) and not the command-line parsing (src/cli/run.ts).
+
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { PolicyBackend } from '../backend/contract.js';
+import { ReferenceBackend } from '../backend/reference.js';
+import { UsageError } from '../errors.js';
+import type { PolicyFactory } from '../policies/engine.js';
+import type { RunConfig } from '../rl/grpo/config.js';
+import { type PhaseTimings, evaluate, grpoStep } from '../rl/grpo/loop.js';
+import type { MetricRecord } from '../rl/types.js';
+import { createRng } from '../rng.js';
+import { type Task, makeTask } from '../tasks/index.js';
+import { JsonlWriter, readJsonl, tempName, writeJsonAtomic } from '../files.js';
+import { policyFactory } from './policies.js';
+
+/** What the driver writes next to the backend's state in a checkpoint directory. */
+export interface CheckpointMeta {
+  readonly version: 2;
+  /** Last completed step. */
+  readonly step: number;
+  /** The deterministic run files as they stood at this step: complete lines and their sha256. */
+  readonly files: Readonly<Record<'metrics.jsonl' | 'eval.jsonl', { readonly lines: number; readonly sha256: string }>>;
+}
+
+/** File name of {@link CheckpointMeta} inside a checkpoint directory. */
+export const CHECKPOINT_META = 'checkpoint.json';
+
+/** Progress callbacks (the CLI draws a bar or prints lines). */
+export interface RunObserver {
+  onStart?(info: { totalSteps: number; firstStep: number }): void;
+  onStep?(step: number, metrics: MetricRecord, timings: PhaseTimings): void;
+  onEval?(step: number, metrics: MetricRecord): void;
+  onMessage?(text: string): void;
+  /** Supervised warm-start progress (not called when the warm start comes from the cache). */
+  onWarmStart?(done: number, total: number): void;
+  /** An evaluation at `step` is about to run (it can take a while). */
+  onEvalStart?(step: number): void;
+}
+
+/** Options of {@link runGrpo}. */
+export interface RunOptions {
+  readonly config: RunConfig;
+  readonly outDir: string;
+  /**
+   * The policy backend to drive (the caller keeps it open afterwards). When absent, the driver
+   * builds the in-process {@link ReferenceBackend} over `factory` and closes it at the end.
+   */
+  readonly backend?: PolicyBackend;
+  /** In-process policy for the reference backend. @defaultValue the registry's policy of `config.policy.kind` */
+  readonly factory?: PolicyFactory;
+  /** Resume from the newest whole checkpoint in `outDir` that agrees with its files. */
+  readonly resume?: boolean;
+  readonly observer?: RunObserver;
+  /** Directory of cached warm starts. @defaultValue `.cache/sft` under the working directory */
+  readonly cacheDir?: string;
+  /** Set by a SIGINT handler: the run stops after the current step with a checkpoint. */
+  readonly shouldStop?: () => boolean;
+}
+
+/** What a finished (or stopped) run reports. */
+export interface RunSummary {
+  readonly lastStep: number;
+  readonly stopped: boolean;
+  readonly outDir: string;
+}
+
+const CHECKPOINTS = 'checkpoints';
+const PINNED_FILES = ['metrics.jsonl', 'eval.jsonl'] as const;
+const RUN_FILES = ['metrics.jsonl', 'eval.jsonl', 'timings.jsonl'] as const;
+
+/** Checkpoint directory of `step`. */
+export function checkpointDir(outDir: string, step: number): string {
+  return join(outDir, CHECKPOINTS, `step-${String(step).padStart(6, '0')}`);
+}
+
+/** Checkpoint directories of a run, newest first. */
+export function checkpointDirs(outDir: string): string[] {
+  const dir = join(outDir, CHECKPOINTS);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => /^step-\d{6}$/.test(f))
+    .sort()
+    .reverse()
+    .map((f) => join(dir, f));
+}
+
+/** The newest checkpoint directory of a run, or null (whole or not: see {@link runGrpo}'s resume). */
+export function latestCheckpoint(outDir: string): string | null {
+  return checkpointDirs(outDir)[0] ?? null;
+}
+
+/** `backend.save` into a temp directory, then a rename: the directory at `dir` is whole or absent. */
+export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unknown): Promise<void> {
+  const tmp = tempName(dir);
+  mkdirSync(tmp, { recursive: true });
+  try {
+    await backend.save(tmp);
+    if (meta !== undefined) writeFileSync(join(tmp, CHECKPOINT_META), `${JSON.stringify(meta, null, 2)}\n`);
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  } catch (error) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/**
+ * Cache key of a warm start: everything that determines its result (seed, task, policy, SFT
+ * settings). The plan is not part of it: warm starts are precision-independent (fp32), so every
+ * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
+ */
+export function warmStartKey(config: RunConfig): string {
+  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: config.policy, sft: { ...config.sft, cache: undefined } });
+  return createHash('sha256').update(material).digest('hex').slice(0, 20);
+}
+
+/** Cache directory of a config's warm start. */
+export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
+  return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config)}`);
+}
+
+async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver): Promise<void> {
+  const path = warmStartCacheDir(cacheDir, config);
+  if (config.sft.cache && existsSync(path)) {
+    try {
+      await backend.load(path);
+      observer?.onMessage?.(`warm start: loaded ${path}`);
+      return;
+    } catch (error) {
+      observer?.onMessage?.(`warm start: ignoring cached ${path} (${(error as Error).message}); retraining`);
+    }
+  }
+  const metrics = await backend.warmStart({
+    task: { name: config.task.name, options: config.task.options as never },
+    steps: config.sft.steps,
+    batchSize: config.sft.batchSize,
+    lr: config.sft.lr,
+    seed: config.seed,
+  });
+  observer?.onMessage?.(`warm start: ${config.sft.steps} supervised steps (${Object.entries(metrics).map(([k, v]) => `${k}=${v.toFixed(4)}`).join(' ')})`);
+  if (config.sft.cache && !existsSync(path)) await saveAtomic(backend, path);
+}
+
+/** Complete lines of a JSONL file (a torn last line is not one). */
+function completeLines(path: string): string[] {
+  if (!existsSync(path)) return [];
+  const text = readFileSync(path, 'utf8');
+  const lines = text.split('\n');
+  lines.pop(); // after the last '\n': empty, or a torn line
+  return lines;
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+const joinLines = (lines: readonly string[]): string => lines.map((l) => `${l}\n`).join('');
+
+function fileState(outDir: string): CheckpointMeta['files'] {
+  const out: Record<string, { lines: number; sha256: string }> = {};
+  for (const f of PINNED_FILES) {
+    const lines = completeLines(join(outDir, f));
+    out[f] = { lines: lines.length, sha256: sha256(joinLines(lines)) };
+  }
+  return out as CheckpointMeta['files'];
+}
+
+/** Why checkpoint `dir` cannot be resumed from, or null when it is whole and agrees with the files. */
+function checkpointProblem(outDir: string, dir: string): { problem: string } | { meta: CheckpointMeta } {
+  let meta: CheckpointMeta;
+  try {
+    meta = JSON.parse(readFileSync(join(dir, CHECKPOINT_META), 'utf8')) as CheckpointMeta;
+  } catch (error) {
+    return { problem: `${CHECKPOINT_META} unreadable (${(error as Error).message})` };
+  }
+  if (meta?.version !== 2 || !Number.isInteger(meta.step) || typeof meta.files !== 'object') return { problem: `${CHECKPOINT_META} is not a version-2 checkpoint` };
+  for (const f of PINNED_FILES) {
+    const want = meta.files[f];
+    const lines = completeLines(join(outDir, f));
+    if (want === undefined || lines.length < want.lines || sha256(joinLines(lines.slice(0, want.lines))) !== want.sha256) {
+      return { problem: `${f} does not hold the ${want?.lines ?? '?'} lines it had at step ${meta.step}` };
+    }
+  }
+  return { meta };
+}
+
+/** Restores the newest usable checkpoint into `backend`, truncates the files to it; returns its step. */
+async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver): Promise<number> {
+  const dirs = checkpointDirs(outDir);
+  if (dirs.length === 0) {
+    throw new UsageError(`resume: no checkpoint in ${join(outDir, CHECKPOINTS)}; start over with \`qrl-sim run --config ${join(outDir, 'config.json')} --out ${outDir}\` (after removing it)`);
+  }
+  const skipped: string[] = [];
+  for (const dir of dirs) {
+    const check = checkpointProblem(outDir, dir);
+    if ('problem' in check) {
+      skipped.push(`${dir}: ${check.problem}`);
+      continue;
+    }
+    try {
+      await backend.load(dir);
+    } catch (error) {
+      skipped.push(`${dir}: ${(error as Error).message}`);
+      continue;
+    }
+    for (const s of skipped) observer?.onMessage?.(`resume: skipped ${s}`);
+    const { meta } = check;
+    for (const f of PINNED_FILES) writeFileSync(join(outDir, f), joinLines(completeLines(join(outDir, f)).slice(0, meta.files[f].lines)));
+    const timings = readJsonl<{ step: number }>(join(outDir, 'timings.jsonl')).filter((r) => r.step <= meta.step);
+    writeFileSync(join(outDir, 'timings.jsonl'), timings.map((r) => `${JSON.stringify(r)}\n`).join(''));
+    observer?.onMessage?.(`resumed from ${dir} (step ${meta.step})`);
+    return meta.step;
+  }
+  throw new UsageError(
+    `resume: no usable checkpoint in ${join(outDir, CHECKPOINTS)} (${skipped.join('; ')}); start over with \`qrl-sim run --config ${join(outDir, 'config.json')}\` into a new directory`,
+  );
+}
+
+/**
+ * Runs (or resumes) GRPO as configured through a {@link PolicyBackend}, writing `config.json`,
+ * `metrics.jsonl` (deterministic), `timings.jsonl` (wall clock), `eval.jsonl` and one directory per
+ * checkpoint (`checkpoints/step-NNNNNN/`: the backend's `save` plus `checkpoint.json`) into `outDir`.
+ *
+ * Resume restarts from the newest checkpoint that is whole and agrees with metrics.jsonl and
+ * eval.jsonl (a torn or truncated file makes older checkpoints the candidates), naming each one it
+ * skips; the files then continue byte-identical to an uninterrupted run.
+ */
+export async function runGrpo(options: RunOptions): Promise<RunSummary> {
+  const { config, outDir } = options;
+  const cacheDir = options.cacheDir ?? join(process.cwd(), '.cache', 'sft');
+  const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+  const ownBackend = options.backend === undefined;
+  const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
+  if (backend instanceof ReferenceBackend && options.observer?.onWarmStart !== undefined) backend.onWarmStartProgress = options.observer.onWarmStart.bind(options.observer);
+  try {
+    return await drive(backend, task, config, outDir, cacheDir, options);
+  } finally {
+    if (ownBackend) await backend.close();
+  }
+}
+
+async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outDir: string, cacheDir: string, options: RunOptions): Promise<RunSummary> {
+  const { observer } = options;
+  const root = createRng(config.seed);
+  let firstStep = 1;
+  if (options.resume) {
+    firstStep = (await resumeFrom(backend, outDir, observer)) + 1;
+  } else {
+    mkdirSync(outDir, { recursive: true });
+    for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
+    rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
+    writeJsonAtomic(join(outDir, 'config.json'), config);
+    await warmStart(backend, config, cacheDir, observer);
+    await backend.setReference();
+  }
+
+  const metricsFile = new JsonlWriter(join(outDir, 'metrics.jsonl'));
+  const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
+  const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
+  const evalProblems = task.evalProblems(config.eval.problems, config.seed);
+  const saveCheckpoint = async (step: number): Promise<void> => {
+    const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir) };
+    await saveAtomic(backend, checkpointDir(outDir, step), meta);
+  };
+  const runEval = async (step: number): Promise<void> => {
+    observer?.onEvalStart?.(step);
+    await backend.sync();
+    const evalRng = root.fork('eval').fork(String(step));
+    const record: MetricRecord = {
+      step,
+      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'))),
+      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'))),
+    };
+    evalFile.write(record);
+    observer?.onEval?.(step, record);
+  };
+
+  observer?.onStart?.({ totalSteps: config.steps, firstStep });
+  let last = firstStep - 1;
+  let stopped = false;
+  try {
+    if (firstStep === 1 && config.eval.every > 0) await runEval(0);
+    for (let step = firstStep; step <= config.steps; step++) {
+      const { metrics, timings } = await grpoStep({ config, task, backend }, step, root.fork('step').fork(String(step)));
+      metricsFile.write(metrics);
+      timingsFile.write({ step, ...timings });
+      observer?.onStep?.(step, metrics, timings);
+      last = step;
+      // Let signal handlers (Ctrl-C) run between steps.
+      await new Promise((resolve) => setImmediate(resolve));
+      const isLast = step === config.steps;
+      if ((config.eval.every > 0 && step % config.eval.every === 0) || isLast) await runEval(step);
+      const stopNow = options.shouldStop?.() ?? false;
+      if ((config.checkpoint.every > 0 && step % config.checkpoint.every === 0) || isLast || stopNow) await saveCheckpoint(step);
+      if (stopNow && !isLast) {
+        stopped = true;
+        break;
+      }
+    }
+  } finally {
+    metricsFile.close();
+    timingsFile.close();
+    evalFile.close();
+  }
+  return { lastStep: last, stopped, outDir };
+}
