@@ -3,7 +3,7 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, type ArPolicy } from '../policies/ar/index.js';
+import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
 import {
   createDiffusionEngine,
   diffusionEstimatorNames,
@@ -28,7 +28,7 @@ import { integerOption, parseCommandArgs, required, seedOption } from './parse.j
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
-                        [--temperature T] [--checkpoint FILE] [--json]
+                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N]] [--channels] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
                         [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE] [--json]
 
@@ -61,6 +61,11 @@ Options:
   --checkpoint PATH   a checkpoint directory \`run\` writes (checkpoints/step-N/) or a cached warm
                       start (.cache/sft/<key>/), or their backend.json; ar also takes a policy
                       saved by saveCheckpoint (JSON), diffusion a { config, weights } JSON file
+  --preset NAME       ar only, without --checkpoint: the model preset of the fresh policy
+                      (${arModelPresetNames.join(', ')}; default tiny)
+  --outliers N        with --preset: number of outlier residual channels, 0..64 (overrides the preset's)
+  --channels          ar only: also print the residual stream's per-channel mean |x| per layer
+                      (one fp32 forward over the sampled sequences; outlier channels stand out)
   --json              one JSON object instead of a table (diffusion adds the key estimator)
 
 ar: prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none,
@@ -166,6 +171,19 @@ function print(result: Record<string, string | number>, json: boolean | undefine
   for (const [k, v] of Object.entries(result)) out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
 }
 
+/** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|. */
+function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, json: boolean | undefined, out: (line: string) => void): void {
+  for (const s of residualChannelStats(policy, tokens, B, T)) {
+    const top = s.meanAbs.map((m, c) => [m, c] as const).sort((a, b) => b[0] - a[0]).slice(0, 4);
+    if (json) {
+      out(JSON.stringify({ layer: s.layer, outlierRatio: s.outlierRatio, meanAbs: s.meanAbs, maxAbs: s.maxAbs }));
+      continue;
+    }
+    out(`residual ${s.layer}  outlierRatio ${s.outlierRatio.toExponential(3)}  top ${top.map(([m, c]) => `c${c}=${m.toExponential(2)}`).join(' ')}`);
+    out(`  mean|x| ${s.meanAbs.map((m) => m.toExponential(1)).join(' ')}`);
+  }
+}
+
 /** The `mismatch` subcommand. */
 export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
@@ -181,6 +199,9 @@ export const mismatchCommand: Command = {
       checkpoint: { type: 'string' },
       estimator: { type: 'string' },
       json: { type: 'boolean' },
+      preset: { type: 'string' },
+      channels: { type: 'boolean' },
+      outliers: { type: 'string' },
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
@@ -189,6 +210,11 @@ export const mismatchCommand: Command = {
     const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
     if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
+    if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
+      throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);
+    }
+    if (values.outliers !== undefined && values.preset === undefined) throw new UsageError(`--outliers: only with --preset, got '${values.outliers}'`);
+    if (values.preset !== undefined && values.checkpoint !== undefined) throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
     const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
@@ -203,11 +229,14 @@ export const mismatchCommand: Command = {
       }
     } else {
       task = makeTask('reverse');
-      policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
+      const outliers = values.outliers === undefined ? undefined : integerOption(values.outliers, 'outliers', 0, 0, 64);
+      const model = arModelOptions({ preset: values.preset, outliers });
+      policy = createArPolicy(arConfig({ ...model, vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
     }
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const { diagnostics } = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
-    print({ policy: 'ar', plan: plan.name, length, ...diagnostics }, values.json, io.out);
+    const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics }, values.json, io.out);
+    if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;
   },
 };

@@ -20,3 +20,4 @@ export * from './block.js';
 export * from './block-decode.js';
 export * from './stack.js';
 export * from './support.js';
+export * from './outliers.js';

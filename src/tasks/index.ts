@@ -1,4 +1,4 @@
-// Public surface of the verifiable toy tasks (reverse, sudoku4, countdown) and their shared contract.
+// Public surface of the verifiable toy tasks (reverse, sudoku4, countdown, fibonacci) and their shared contract.
 // Not where anything is implemented; the expression parser and option helpers stay internal.
 
 export { BOS, EOS, MASK, PAD, SEP, specialTokenStrings, createTokenizer, type Tokenizer } from './tokenizer.js';
@@ -27,4 +27,11 @@ export {
   type CountdownTask,
 } from './countdown.js';
 export { threeNumberExpressions, type Rational, type ThreeNumberExpression } from './countdown-expression.js';
+export {
+  createFibonacciTask,
+  fibonacciOptionsSchema,
+  type FibonacciOptions,
+  type FibonacciProblem,
+  type FibonacciTask,
+} from './fibonacci.js';
 export { makeTask, taskNames, tasks, type TaskOptionsByName, type TaskTypes } from './registry.js';

@@ -2,6 +2,7 @@
 // Not a plugin system: adding a task means adding a row to the frozen table below.
 
 import { createCountdownTask, type CountdownOptions, type CountdownTask } from './countdown.js';
+import { createFibonacciTask, type FibonacciOptions, type FibonacciTask } from './fibonacci.js';
 import { createReverseTask, type ReverseOptions, type ReverseTask } from './reverse.js';
 import { createSudoku4Task, type Sudoku4Options, type Sudoku4Task } from './sudoku4.js';
 import type { Task, TaskName } from './task.js';
@@ -14,6 +15,8 @@ export interface TaskTypes {
   readonly sudoku4: Sudoku4Task;
   /** See {@link createCountdownTask}. */
   readonly countdown: CountdownTask;
+  /** See {@link createFibonacciTask}. */
+  readonly fibonacci: FibonacciTask;
 }
 
 /** The options type of each task name. */
@@ -24,6 +27,8 @@ export interface TaskOptionsByName {
   readonly sudoku4: Sudoku4Options;
   /** See {@link CountdownOptions}. */
   readonly countdown: CountdownOptions;
+  /** See {@link FibonacciOptions}. */
+  readonly fibonacci: FibonacciOptions;
 }
 
 /**
@@ -39,10 +44,11 @@ export const tasks = Object.freeze({
   reverse: createReverseTask,
   sudoku4: createSudoku4Task,
   countdown: createCountdownTask,
+  fibonacci: createFibonacciTask,
 } as const satisfies { readonly [N in TaskName]: (options?: Partial<TaskOptionsByName[N]>) => TaskTypes[N] });
 
 /** The task names, in registry order. */
-export const taskNames: readonly TaskName[] = Object.freeze(['reverse', 'sudoku4', 'countdown']);
+export const taskNames: readonly TaskName[] = Object.freeze(['reverse', 'sudoku4', 'countdown', 'fibonacci']);
 
 /**
  * The task `name` built with `options` (validated, defaults filled in). Throws an error naming the

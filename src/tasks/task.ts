@@ -5,7 +5,7 @@ import { createRng, type Rng } from '../rng.js';
 import { EOS, PAD, type Tokenizer } from './tokenizer.js';
 
 /** Names of the tasks in the {@link tasks} registry. */
-export type TaskName = 'reverse' | 'sudoku4' | 'countdown';
+export type TaskName = 'reverse' | 'sudoku4' | 'countdown' | 'fibonacci';
 
 /** The two disjoint halves of a task's problem space: training and held-out evaluation. */
 export type Split = 'train' | 'eval';

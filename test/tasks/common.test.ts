@@ -32,7 +32,7 @@ describe.each(allTasks.map((t) => [t.name, t] as const))('%s', (_name, task) => 
     expect(task.vocabSize).toBe(task.tokenizer.vocab.length);
     expect(task.vocabSize).toBeLessThanOrEqual(32);
     expect(task.tokenizer.vocab.slice(0, 5)).toEqual(['<pad>', '<bos>', '<eos>', '<sep>', '<mask>']);
-    expect(task.promptLength + task.responseLength).toBeLessThanOrEqual(task.name === 'sudoku4' ? 40 : 20);
+    expect(task.promptLength + task.responseLength).toBeLessThanOrEqual({ sudoku4: 40, fibonacci: 41 }[task.name as string] ?? 20);
   });
 
   it('lays out prompts and gold responses as documented', () => {

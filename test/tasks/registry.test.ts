@@ -12,12 +12,13 @@ describe('task registry', () => {
     expect(makeTask('reverse').options).toEqual({ alphabetSize: 8, minLength: 3, maxLength: 6, evalFraction: 0.1 });
     expect(makeTask('sudoku4').options).toEqual({ minBlanks: 8, maxBlanks: 8, evalGrids: 88 });
     expect(makeTask('countdown').options).toEqual({ minTarget: 1, maxTarget: 99, evalFraction: 0.1 });
+    expect(makeTask('fibonacci').options).toEqual({ minLength: 8, maxLength: 32, evalFraction: 0.1 });
     expect(makeTask('reverse', { minLength: 4 }).options.minLength).toBe(4);
     expect(Object.isFrozen(makeTask('reverse').options)).toBe(true);
   });
 
   it('rejects unknown task names', () => {
-    expect(() => makeTask('sort' as TaskName)).toThrow(/task: name must be one of reverse, sudoku4, countdown, got "sort"/);
+    expect(() => makeTask('sort' as TaskName)).toThrow(/task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/);
     expect(() => makeTask('toString' as TaskName)).toThrow(/got "toString"/);
   });
 
@@ -35,6 +36,9 @@ describe('task registry', () => {
     ['sudoku4', { evalGrids: 288 }, /sudoku4: option evalGrids must be an integer in \[1, 287\], got 288/],
     ['countdown', { maxTarget: 1000 }, /countdown: option maxTarget must be an integer in \[1, 729\], got 1000/],
     ['countdown', { minTarget: 50, maxTarget: 20 }, /countdown: option minTarget \(50\) must be ≤ maxTarget \(20\)/],
+    ['fibonacci', { maxLength: 1000 }, /fibonacci: option maxLength must be an integer in \[1, 999\], got 1000/],
+    ['fibonacci', { minLength: 0 }, /fibonacci: option minLength must be an integer in \[1, 999\], got 0/],
+    ['fibonacci', { minLength: 300, maxLength: 256 }, /fibonacci: option minLength \(300\) must be ≤ maxLength \(256\)/],
     ['countdown', { evalFraction: 1 }, /countdown: option evalFraction must be a number in the open interval/],
   ] as const)('%s rejects %j', (name, options, message) => {
     expect(() => makeTask(name, options as never)).toThrow(message);

@@ -37,6 +37,14 @@ export interface ArConfig {
    * load-balancing weight α; docs/moe.md). Absent or null: the dense MLP.
    */
   readonly moe?: BlockMoeConfig | null;
+  /**
+   * Number of outlier residual channels: a fixed, non-trained offset of ±`outlierMagnitude` added
+   * to the residual stream after the embedding (see `outlierOffset` in nn/outliers.ts). Absent or
+   * 0 = none (the toy default; the `small` and `medium` presets set 2).
+   */
+  readonly outliers?: number;
+  /** Magnitude of each outlier channel's offset (absent = 20, used only with `outliers` > 0). */
+  readonly outlierMagnitude?: number;
 }
 
 /**
@@ -84,6 +92,12 @@ export function validateArConfig(cfg: ArConfig): void {
     if (!Number.isInteger(m.experts) || m.experts < 1) throw new Error(`ar config: moe.experts must be a positive integer, got ${JSON.stringify(m.experts)}`);
     if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts) throw new Error(`ar config: moe.topK must be an integer in [1, moe.experts = ${m.experts}], got ${JSON.stringify(m.topK)}`);
     if (typeof m.auxCoeff !== 'number' || !Number.isFinite(m.auxCoeff) || m.auxCoeff < 0) throw new Error(`ar config: moe.auxCoeff must be a finite number ≥ 0, got ${JSON.stringify(m.auxCoeff)}`);
+  }
+  if (cfg.outliers !== undefined && (!Number.isInteger(cfg.outliers) || cfg.outliers < 0 || cfg.outliers > cfg.C)) {
+    throw new Error(`ar config: outliers must be an integer in [0, C=${cfg.C}], got ${JSON.stringify(cfg.outliers)}`);
+  }
+  if (cfg.outlierMagnitude !== undefined && (typeof cfg.outlierMagnitude !== 'number' || !Number.isFinite(cfg.outlierMagnitude) || cfg.outlierMagnitude <= 0)) {
+    throw new Error(`ar config: outlierMagnitude must be a positive finite number, got ${JSON.stringify(cfg.outlierMagnitude)}`);
   }
   if (typeof cfg.tiedEmbeddings !== 'boolean') throw new Error(`ar config: tiedEmbeddings must be a boolean, got ${JSON.stringify(cfg.tiedEmbeddings)}`);
 }

@@ -13,11 +13,13 @@ import { type PrecisionPlan, numericsFor, precisionPlan } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
 import { backwardLogprobs, computeLogprobs, type TrainerLogprobs } from './logprobs.js';
+import { arModelOptions, arModelPresetNames, type ArModelPresetName } from './presets.js';
 import { rollout } from './rollout.js';
 import { trainSupervised } from './supervised.js';
 
 /** `policy.model` options of the AR policy (every field optional; docs/policies.md). */
 export const arModelSchema = z.strictObject({
+  preset: z.enum(arModelPresetNames as [ArModelPresetName, ...ArModelPresetName[]]).optional(),
   C: z.number().int().positive().optional(),
   H: z.number().int().positive().optional(),
   layers: z.number().int().positive().optional(),
@@ -28,13 +30,15 @@ export const arModelSchema = z.strictObject({
   positions: z.enum(['rope', 'learned']).optional(),
   tiedEmbeddings: z.boolean().optional(),
   moe: z.strictObject({ experts: z.number().int().positive(), topK: z.number().int().positive(), auxCoeff: z.number().nonnegative().default(0.01) }).nullable().optional(),
+  outliers: z.number().int().nonnegative().optional(),
+  outlierMagnitude: z.number().positive().optional(),
 });
 
 /** The AR config of a run: the task's vocabulary and lengths plus `policy.model`. */
 export function arConfigFor(config: RunConfig, task: Task): ArConfig {
   const parsed = arModelSchema.safeParse(config.policy.model);
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, config.policy.model, 'config.policy.model'));
-  const model = Object.fromEntries(Object.entries(parsed.data).filter(([, v]) => v !== undefined)) as Partial<ArConfig>;
+  const model = arModelOptions(parsed.data);
   try {
     return arConfig({ ...model, vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength });
   } catch (error) {
@@ -148,7 +152,7 @@ export const arPolicyFactory: PolicyFactory = {
     const parsed = arModelSchema.safeParse(config.policy.model);
     if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, config.policy.model, 'config.policy.model'));
     try {
-      arConfig({ ...(Object.fromEntries(Object.entries(parsed.data).filter(([, v]) => v !== undefined)) as Partial<ArConfig>), vocabSize: 8, maxLen: 8 });
+      arConfig({ ...arModelOptions(parsed.data), vocabSize: 8, maxLen: 8 });
     } catch (error) {
       throw new UsageError(`config.policy.model: ${(error as Error).message}`);
     }

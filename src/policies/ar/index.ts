@@ -11,3 +11,5 @@ export * from './checkpoint.js';
 export * from './probe.js';
 export * from './engine.js';
 export * from './weights.js';
+export * from './presets.js';
+export * from './channels.js';

@@ -8,6 +8,8 @@ import {
   createBlockKvCache,
   createParamStore,
   embeddingForward,
+  addRowOffset,
+  outlierOffset,
   layerNormForward,
   linearForward,
   rmsNormForward,
@@ -75,6 +77,8 @@ export class ArPolicy {
   readonly weights: ArWeights;
   /** Views of the gradients (same structure). */
   readonly gradients: ArWeights;
+  /** The fixed outlier offset (C) added after the embedding, or null without outlier channels. */
+  readonly residualOffset: Float32Array | null;
 
   /** Wraps parameter buffers laid out by {@link arParamSpecs}`(config)`. */
   constructor(config: ArConfig, params: ParamBuffers) {
@@ -89,6 +93,7 @@ export class ArPolicy {
     this.params = params;
     this.weights = arWeights(config, params.layout, params.data);
     this.gradients = arWeights(config, params.layout, params.grads);
+    this.residualOffset = config.outliers ? outlierOffset(config.C, config.outliers, config.outlierMagnitude ?? 20) : null;
   }
 }
 
@@ -101,7 +106,7 @@ export function createArPolicy(config: ArConfig, seed: number | string): ArPolic
 export type ArForwardCache = StackCache;
 
 function stackConfig(policy: ArPolicy): StackConfig {
-  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig };
+  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig, residualOffset: policy.residualOffset };
 }
 
 function finalNormForward(cfg: ArConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: ArWeights, N: number): void {
@@ -207,6 +212,7 @@ export function arDecodeStep(policy: ArPolicy, state: ArDecodeState, tokens: Arr
   const like = policy.params.data;
   let h = allocLike(like, B * C); // (B, C)
   embeddingForward(h, tokens, w.wte, w.wpe ? w.wpe.subarray(t * C, (t + 1) * C) : null, B, 1, C, V);
+  if (policy.residualOffset) addRowOffset(h, policy.residualOffset, B, C);
   for (let l = 0; l < cfg.layers; l++) {
     const out = allocLike(like, B * C); // (B, C)
     blockDecodeForward(out, state.kv[l]!, h, w.blocks[l]!, t, B, policy.blockConfig, numerics.block(l), numerics.kvHook(l) ?? undefined);

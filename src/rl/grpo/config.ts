@@ -52,7 +52,7 @@ export const runConfigSchema = z.strictObject({
   steps: positiveInt.max(RUN_LIMITS.steps).default(30).describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
   task: z
     .strictObject({
-      name: z.enum(['reverse', 'sudoku4', 'countdown']).default('reverse').describe('the verifiable task'),
+      name: z.enum(['reverse', 'sudoku4', 'countdown', 'fibonacci']).default('reverse').describe('the verifiable task'),
       options: z.record(z.string(), z.unknown()).default({}).describe('task options (docs/tasks.md), validated by the task'),
     })
     .default({ name: 'reverse', options: {} }),
