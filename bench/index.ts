@@ -1,10 +1,11 @@
 // `npm run bench`: throughput of qrl-sim's hot paths against onnxruntime measured in the same
 // process, single thread. Prints ratios; nothing here is asserted (no timing asserts in tests).
 
-import { benchAr } from './ar.js';
+import { benchAr, benchSizes, benchSizesLines } from './ar.js';
 import { type BenchLine, benchCast } from './cast.js';
 import { benchGemm } from './gemm.js';
 import { disposeOrtBenches } from './ort.js';
+import { benchThreads } from './threads.js';
 
 function print(line: BenchLine): void {
   const figures = Object.entries(line.figures)
@@ -17,6 +18,10 @@ const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
   ar: () => benchAr(),
+  // QRL_BENCH_SIZES=tiny,small limits the size rows (default: all of benchSizes).
+  sizes: () => benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),
+  // QRL_BENCH_THREADS=n compares 1 with n threads (default 2).
+  threads: () => benchThreads(Number(process.env.QRL_BENCH_THREADS ?? 2)),
 };
 const sections: Record<string, () => Promise<void>> = {
   gemm: async () => {

@@ -6,8 +6,10 @@ import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
+import { checkCommand } from './check.js';
 import { demoCommand } from './demo.js';
 import { estimateCommand } from './estimate.js';
+import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
@@ -17,8 +19,10 @@ import { sweepCommand } from './sweep.js';
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
+  check: checkCommand,
   demo: demoCommand,
   estimate: estimateCommand,
+  golden: goldenCommand,
   quantize: quantizeCommand,
   mismatch: mismatchCommand,
   run: runCommand,

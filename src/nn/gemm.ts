@@ -1,7 +1,32 @@
 // The GEMM hook of the layers: GemmFn (out = a · bᵀ, row-major) and its exact sequential defaults.
 // Not a quantized GEMM: precision plans substitute their own GemmFn; this file only fixes the contract.
 
+import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, threadedGemmF32 } from '../numerics/threads.js';
 import type { FloatArray } from './array.js';
+
+let threads: number | null = null;
+
+/**
+ * Threads {@link gemmSequential} splits its large float32 GEMMs over (fixed row partition, identical
+ * bits for any count): {@link setGemmThreads}'s value, else `QRL_THREADS`, else 1.
+ */
+export function gemmThreads(): number {
+  threads ??= gemmThreadsFromEnv();
+  return threads;
+}
+
+/**
+ * Sets the thread count of {@link gemmSequential}'s large float32 GEMMs (null: back to `QRL_THREADS`).
+ *
+ * @example
+ * ```ts
+ * setGemmThreads(2); // GEMMs with m·n·k ≥ 2^21 use the caller and one worker thread
+ * ```
+ */
+export function setGemmThreads(n: number | null): void {
+  if (n !== null && (!Number.isInteger(n) || n < 1)) throw new Error(`threads: expected a positive integer, got ${n}`);
+  threads = n;
+}
 
 /**
  * A matrix product `out (m×n) = a (m×k) · b (n×k)ᵀ`, all row-major. `out` is overwritten.
@@ -58,7 +83,8 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
 /**
  * The default GEMM: same per-element semantics as {@link gemmReference} (sequential over k in
  * increasing order; exact float32 rounding of every product and add when `out` is a Float32Array),
- * with 2×2 register blocking over (i, j) so each pass over k feeds four accumulators.
+ * with 2×2 register blocking over (i, j) so each pass over k feeds four accumulators. Float32 GEMMs
+ * with m·n·k ≥ 2^21 are split over {@link gemmThreads} threads when that is above 1 (same bits).
  *
  * @example
  * ```ts
@@ -68,8 +94,11 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
  * ```
  */
 export const gemmSequential: GemmFn = (out, a, b, m, n, k) => {
-  if (out instanceof Float32Array) gemmF32(out, a, b, m, n, k);
-  else gemmF64(out, a, b, m, n, k);
+  if (out instanceof Float32Array) {
+    if (m * n * k >= GEMM_THREAD_MIN_WORK && a instanceof Float32Array && b instanceof Float32Array && gemmThreads() > 1) {
+      threadedGemmF32(out, a, b, m, n, k, gemmThreads());
+    } else gemmF32(out, a, b, m, n, k);
+  } else gemmF64(out, a, b, m, n, k);
 };
 
 /** The default {@link LinearGemms}: {@link gemmSequential} for all three products. */

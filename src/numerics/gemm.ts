@@ -53,6 +53,11 @@ export interface GemmOptions {
   readonly splitK?: number;
   /** Round the output to this format (RNE, IEEE overflow), e.g. 'bf16'. @defaultValue none */
   readonly outFormat?: FloatFormatName;
+  /**
+   * Run the scalar reference loops instead of the fast kernels (pre-decoded tables, tiles). Both give
+   * the same bits; the reference is the oracle of the tests. @defaultValue false
+   */
+  readonly reference?: boolean;
 }
 
 /** A prepared operand: element values and where its scales go. */
@@ -69,6 +74,8 @@ interface Operand {
   /** Scale constant along K within `kSize` elements (fine-grained) or along all of K. */
   readonly fine: boolean;
   readonly globalScale: number;
+  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
+  readonly cached: boolean;
 }
 
 function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
@@ -77,14 +84,27 @@ function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
 
 function plainOperand(values: Float32Array, format: FloatFormatName | null): Operand {
   const emin = format === null ? -126 : floatFormat(format).emin;
-  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1 };
+  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false };
 }
 
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand {
+/**
+ * Decoded element values of QuantizedTensors by identity (a QuantizedTensor is a value: nothing writes
+ * into its codes after {@link quantize}), so a weight quantized once is decoded once, not per GEMM.
+ */
+const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
+/** Weight-only GEMMs: dequantized (and rounded) values of caller-given QuantizedTensors, by tensor and rounding format. */
+const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
+
+/** `cache`: the tensor came from the caller (a weight, say) and may be seen again; false for the ones gemm quantized itself. */
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean): Operand {
   const fmt = elementFormat(q.spec.format);
-  const values = quantizedValues(q);
+  let values = cache ? decodedValues.get(q) : undefined;
+  if (values === undefined) {
+    values = quantizedValues(q);
+    if (cache) decodedValues.set(q, values);
+  }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1 };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -95,6 +115,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number): Operand 
     layout,
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
+    cached: cache,
   };
 }
 
@@ -119,14 +140,28 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const scaledB = isScaled(qb);
   // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
   // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
-  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean): Operand => {
+  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean): Operand => {
     if (!isQuantized(x)) return plainOperand(round(x, f), f);
-    if (oneSided && x.spec.scale.kind !== 'none') return plainOperand(round(dequantize(x), otherF), otherF);
-    return quantizedOperand(x, rows, k);
+    if (oneSided && x.spec.scale.kind !== 'none') {
+      if (!cache) return plainOperand(round(dequantize(x), otherF), otherF);
+      let byFormat = dequantizedValues.get(x);
+      if (byFormat === undefined) {
+        byFormat = new Map();
+        dequantizedValues.set(x, byFormat);
+      }
+      let v = byFormat.get(otherF ?? 'fp32');
+      if (v === undefined) {
+        v = round(dequantize(x), otherF);
+        byFormat.set(otherF ?? 'fp32', v);
+      }
+      return plainOperand(v, otherF);
+    }
+    return quantizedOperand(x, rows, k, cache);
   };
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k), quantizedOperand(qb as QuantizedTensor, n, k)];
+  const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa)), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb))];
   const oneSided = scaledA !== scaledB;
-  return [plain(qa, m, fa, fb, oneSided), plain(qb, n, fb, fa, oneSided)];
+  return [plain(qa, m, fa, fb, oneSided, given(a, qa)), plain(qb, n, fb, fa, oneSided, given(b, qb))];
 }
 
 function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
@@ -238,6 +273,7 @@ export function hopperFusedDotAdd(
   return truncateToE8M(sum * u, fractionBits);
 }
 
+/** The scalar reference of {@link hopperRangeFast}: one {@link hopperFusedDotAdd} per chunk. */
 function hopperRange(
   partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
   chunk: number, eminA: number, eminB: number, fractionBits: number,
@@ -251,10 +287,153 @@ function hopperRange(
   }
 }
 
+/** Exponent tables of decoded QuantizedTensor values (weights), by values array and emin. */
+const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
+
+/** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`). */
+function exponentTableOf(values: Float32Array, emin: number, cache: boolean): Int16Array | null {
+  if (!cache) return exponentTable(values, emin);
+  let byEmin = exponentTables.get(values);
+  if (byEmin === undefined) {
+    byEmin = new Map();
+    exponentTables.set(values, byEmin);
+  }
+  let t = byEmin.get(emin);
+  if (t === undefined) {
+    t = exponentTable(values, emin);
+    byEmin.set(emin, t);
+  }
+  return t;
+}
+
+/** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
+function exponentTable(values: Float32Array, emin: number): Int16Array | null {
+  const e = new Int16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    if (!Number.isFinite(v)) return null;
+    e[i] = inputExponent(v, emin);
+  }
+  return e;
+}
+
+/** 2^e for e ∈ [−POW2_BIAS, POW2_BIAS]: every scale the fast hopper kernel forms (|maxE ± fractionBits| stays far inside). */
+const POW2_BIAS = 1000;
+const POW2 = Float64Array.from({ length: 2 * POW2_BIAS + 1 }, (_, i) => 2 ** (i - POW2_BIAS));
+
+/**
+ * {@link hopperRange} on pre-decoded exponent tables, equal to it bit for bit (finite operands only:
+ * the caller falls back to the reference otherwise). Per chunk it forms the same maxE, then scales by
+ * the exact power of two 2^(fractionBits − maxE) instead of dividing by its inverse (the same double,
+ * both are exact), sums the truncated addends as integers (exact in a double, so in any order), and
+ * truncates the sum to `fractionBits + 1` significant bits with integer arithmetic; the rare sums
+ * that could leave the float32 exponent range go through {@link truncateToE8M}.
+ */
+function hopperRangeFast(
+  partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
+  k0: number, k1: number, chunk: number, fractionBits: number,
+): void {
+  const n2 = n - (n % 2);
+  for (let i = 0; i < m; i++) {
+    const ra = i * k;
+    // Two outputs (i, j) and (i, j+1) per pass: the A row and its exponents are read once for both.
+    for (let j = 0; j < n2; j += 2) {
+      const rb0 = j * k;
+      const rb1 = rb0 + k;
+      let c0 = 0;
+      let c1 = 0;
+      for (let lo = k0; lo < k1; lo += chunk) {
+        const hi = Math.min(lo + chunk, k1);
+        let maxE0 = c0 === 0 ? -126 : Math.max(exponentOf(c0), -126);
+        let maxE1 = c1 === 0 ? -126 : Math.max(exponentOf(c1), -126);
+        for (let kk = lo; kk < hi; kk++) {
+          const ea = eA[ra + kk] as number;
+          const e0 = ea + (eB[rb0 + kk] as number);
+          const e1 = ea + (eB[rb1 + kk] as number);
+          if (e0 > maxE0) maxE0 = e0;
+          if (e1 > maxE1) maxE1 = e1;
+        }
+        const inv0 = POW2[POW2_BIAS + fractionBits - maxE0] as number; // 1/u, u = 2^(maxE − fractionBits)
+        const inv1 = POW2[POW2_BIAS + fractionBits - maxE1] as number;
+        let sum0 = Math.trunc(c0 * inv0);
+        let sum1 = Math.trunc(c1 * inv1);
+        for (let kk = lo; kk < hi; kk++) {
+          const a = A[ra + kk] as number;
+          sum0 += Math.trunc(a * (B[rb0 + kk] as number) * inv0);
+          sum1 += Math.trunc(a * (B[rb1 + kk] as number) * inv1);
+        }
+        c0 = roundE8M(sum0, maxE0, fractionBits);
+        c1 = roundE8M(sum1, maxE1, fractionBits);
+      }
+      partial[i * n + j] = c0;
+      partial[i * n + j + 1] = c1;
+    }
+    for (let j = n2; j < n; j++) {
+      const rb = j * k;
+      let c = 0;
+      for (let lo = k0; lo < k1; lo += chunk) {
+        const hi = Math.min(lo + chunk, k1);
+        let maxE = c === 0 ? -126 : Math.max(exponentOf(c), -126);
+        for (let kk = lo; kk < hi; kk++) {
+          const e = (eA[ra + kk] as number) + (eB[rb + kk] as number);
+          if (e > maxE) maxE = e;
+        }
+        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number;
+        let sum = Math.trunc(c * inv);
+        for (let kk = lo; kk < hi; kk++) sum += Math.trunc((A[ra + kk] as number) * (B[rb + kk] as number) * inv);
+        c = roundE8M(sum, maxE, fractionBits);
+      }
+      partial[i * n + j] = c;
+    }
+  }
+}
+
+/**
+ * `truncateToE8M(sum · 2^(maxE − fractionBits))` for an integer `sum` (exact in a double): integer
+ * truncation to `fractionBits + 1` significant bits; sums that could saturate take the reference.
+ */
+function roundE8M(sum: number, maxE: number, fractionBits: number): number {
+  const u = POW2[POW2_BIAS + maxE - fractionBits] as number;
+  const s = Math.abs(sum);
+  if (s === 0) return 0;
+  if (s >= 2 ** 31) return truncateToE8M(sum * u, fractionBits);
+  const bits = 32 - Math.clz32(s); // s ∈ [2^(bits−1), 2^bits)
+  if (maxE - fractionBits + bits - 1 > 127) return truncateToE8M(sum * u, fractionBits); // saturates
+  const keepBits = fractionBits + 1; // significant bits of an e8m13 value
+  if (bits <= keepBits) return sum * u; // already a float with ≤ fractionBits fractional bits
+  const q = POW2[POW2_BIAS + bits - keepBits] as number; // drop the bits below the kept mantissa
+  return Math.sign(sum) * Math.floor(s / q) * q * u;
+}
+
 // ---------------------------------------------------------------------------------------------------
+
+/** Scratch of the segment loop (partial, acc, total: m·n; per-segment scales of A and B rows), grown on demand. */
+let scratchBuf = new Float64Array(0);
+let scratchViews: [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] | null = null;
+let scratchKey = '';
+
+function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
+  const key = `${m},${n}`;
+  if (scratchViews !== null && scratchKey === key) return scratchViews;
+  const mn = m * n;
+  const f32Words = Math.ceil((3 * mn) / 2); // three float32 blocks, in float64 words
+  const need = f32Words + m + n;
+  if (scratchBuf.length < need) scratchBuf = new Float64Array(Math.max(need, 2 * scratchBuf.length));
+  const buf = scratchBuf.buffer;
+  scratchViews = [
+    new Float32Array(buf, 0, mn),
+    new Float32Array(buf, 4 * mn, mn),
+    new Float32Array(buf, 8 * mn, mn),
+    new Float64Array(buf, 8 * f32Words, m),
+    new Float64Array(buf, 8 * (f32Words + m), n),
+  ];
+  scratchKey = key;
+  return scratchViews;
+}
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
+  if (steps.every((s) => !Number.isFinite(s) || s <= 0)) return lo === hi ? [lo] : [lo, hi];
   const set = new Set<number>([lo, hi]);
   for (const s of steps) {
     if (!Number.isFinite(s) || s <= 0) continue;
@@ -324,19 +503,25 @@ export function gemm(
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
+  const hopperTables = ((): [Int16Array, Int16Array] | null => {
+    if (model !== 'hopper-fp8' || options.reference === true) return null;
+    const eA = exponentTableOf(A, opA.emin, opA.cached);
+    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached);
+    return eA !== null && eB !== null ? [eA, eB] : null;
+  })();
   const range = (partial: Float32Array, k0: number, k1: number): void => {
     switch (model) {
       case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
       case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
       case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
       case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
-      case 'hopper-fp8': return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
+      case 'hopper-fp8':
+        if (hopperTables !== null) return hopperRangeFast(partial, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, chunk, fractionBits);
+        return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
     }
   };
   const partSize = Math.ceil(k / splitK);
-  const partial = new Float32Array(m * n);
-  const acc = new Float32Array(m * n);
-  const total = new Float32Array(m * n);
+  const [partial, acc, total, saK, sbK] = scratch(m, n);
   for (let p = 0; p < splitK; p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
@@ -347,12 +532,14 @@ export function gemm(
       const k1 = bounds[s + 1] as number;
       range(partial, k0, k1);
       if (fine) {
+        // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
+        for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+        for (let j = 0; j < n; j++) sbK[j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
         for (let i = 0; i < m; i++) {
-          const sa = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+          const sa = saK[i] as number;
           for (let j = 0; j < n; j++) {
-            const sb = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
             const o = i * n + j;
-            acc[o] = fma32(Math.fround(sa * sb), partial[o] as number, acc[o] as number);
+            acc[o] = fma32(Math.fround(sa * (sbK[j] as number)), partial[o] as number, acc[o] as number);
           }
         }
       } else {

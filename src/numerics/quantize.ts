@@ -2,7 +2,7 @@
 // generic quantize/dequantize pair for row-major 2-D tensors. Not GEMM (gemm.ts), not the named presets (presets.ts).
 
 import type { Rng } from '../rng.js';
-import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatName, floatFormats, intFormats } from './formats.js';
+import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatName, floatFormats, intFormats, signBit } from './formats.js';
 import { type CastProfile, type CastProfileName, type RoundingMode, castProfile } from './profiles.js';
 import { FLT_MAX, type Pow2Rounding, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
 import { type CodeArray, decodeTable, encodeArray } from './vector.js';
@@ -600,13 +600,20 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   const fmax = formatMax(fmt);
   const n = rows * cols;
   const scaled = new Float32Array(n);
+  const scaledBits = new Uint32Array(scaled.buffer);
   const { factors, op } = params;
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     for (let c = 0; c < cols; c++) {
       const f = factors[layout.index(r, c)] as number;
       const v = x[base + c] as number;
-      scaled[base + c] = clampScaled(op === 'div' ? fr(v / f) : fr(v * f), clamp, fmax);
+      const s = clampScaled(op === 'div' ? fr(v / f) : fr(v * f), clamp, fmax);
+      // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
+      // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
+      // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
+      // result is not deterministic.
+      if (Number.isNaN(s)) scaledBits[base + c] = Number.isNaN(v) ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : Number.isNaN(f) ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
+      else scaled[base + c] = s;
     }
   }
   let codes: QuantCodes;
@@ -677,7 +684,7 @@ export function quantizedValues(q: QuantizedTensor, out?: Float32Array): Float32
 
 /**
  * Dequantizes: `fl((q − zp) · s)` per element with the cell's dequant scale `s` (NVFP4:
- * `fl(q · fl(s · globalScale))`). A NaN code or a NaN scale gives NaN.
+ * `fl(q · fl(s · globalScale))`). A NaN code or a NaN scale gives the canonical NaN 0x7fc00000.
  *
  * @example
  * ```ts
@@ -690,10 +697,14 @@ export function dequantize(q: QuantizedTensor, out?: Float32Array): Float32Array
   const layout = cellLayout(q.spec.granularity, rows, cols);
   const g = q.globalScale;
   const eff = g === undefined ? q.scales : q.scales.map((s) => fr(s * g));
+  const valueBits = new Uint32Array(values.buffer, values.byteOffset, values.length);
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
       const i = r * cols + c;
-      values[i] = fr((values[i] as number) * (eff[layout.index(r, c)] as number));
+      const y = fr((values[i] as number) * (eff[layout.index(r, c)] as number));
+      // NaN·NaN takes the sign of whichever operand the engine puts first: store one canonical NaN.
+      if (Number.isNaN(y)) valueBits[i] = 0x7fc00000;
+      else values[i] = y;
     }
   }
   return values;

@@ -9,13 +9,14 @@ export const WIRE_DTYPES = Object.freeze({
   I32: Int32Array,
   U8: Uint8Array,
   U16: Uint16Array,
+  U32: Uint32Array,
 } as const);
 
 /** A dtype name of {@link WIRE_DTYPES}. */
 export type WireDtype = keyof typeof WIRE_DTYPES;
 
 /** A typed array of one of the {@link WIRE_DTYPES}. */
-export type WireArray = Float64Array | Float32Array | Int32Array | Uint8Array | Uint16Array;
+export type WireArray = Float64Array | Float32Array | Int32Array | Uint8Array | Uint16Array | Uint32Array;
 
 /** A tensor as JSON: row-major `shape`, little-endian `data` in standard base64. */
 export interface WireTensor {

@@ -239,6 +239,55 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
     },
   );
 
+  /** Random values over a wide exponent range with zeros, ±0, subnormals, float32 extremes and (optionally) Inf/NaN. */
+  function edgyMatrix(rows: number, cols: number, seed: string, spread: number, specials: boolean): Float32Array {
+    const rng = createRng(seed).fork('edgy');
+    const edges = [0, -0, 2 ** -149, -(2 ** -140), 2 ** -126, 3.4e38, -3.4e38, 448, -448, 2 ** -9, 1, -1];
+    if (specials) edges.push(Infinity, -Infinity, NaN);
+    return Float32Array.from({ length: rows * cols }, () =>
+      rng.int(6) === 0 ? edges[rng.int(edges.length)]! : fr(rng.normal() * 2 ** (rng.int(2 * spread + 1) - spread)),
+    );
+  }
+
+  it.each([
+    // m, n, k, operand quantizer, options
+    [7, 5, 96, 'e4m3', {}],
+    [3, 4, 100, 'e4m3', { promoteEvery: 0 }],
+    [4, 6, 64, 'block', { chunk: 16 }],
+    [5, 3, 80, 'group', { chunk: 16, promoteEvery: 1, splitK: 2 }],
+    [6, 6, 48, 'bf16', { chunk: 8, promoteEvery: 2 }],
+    [6, 6, 48, 'bf16', { chunk: 5, fractionBits: 10 }],
+    [4, 4, 40, 'tensor', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
+  ] as const)('the table kernel equals the scalar reference bit for bit (m=%i n=%i k=%i %s %o)', (m, n, k, quant, extra) => {
+    const specs: Record<string, QuantSpec | 'bf16'> = {
+      e4m3,
+      block: quantPreset('deepseek-fp8-block', { block: 16 }),
+      group: quantPreset('vllm-fp8-group', { block: 16 }),
+      tensor: quantPreset('vllm-fp8-tensor'),
+      bf16: 'bf16',
+    };
+    for (const [spread, specials] of [[4, false], [40, false], [130, false], [8, true]] as const) {
+      for (let trial = 0; trial < 3; trial++) {
+        const a = edgyMatrix(m, k, `fa${m}${k}${spread}${trial}`, spread, specials);
+        const b = edgyMatrix(n, k, `fb${n}${k}${spread}${trial}`, spread, specials);
+        const opts = { aQuant: specs[quant]!, bQuant: quant === 'block' ? specs.group! : specs[quant]!, accumulator: 'hopper-fp8', ...extra } as const;
+        const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
+        const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true });
+        expect(same(fast, ref)).toBe(true);
+      }
+    }
+  });
+
+  test.prop([fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 120 }), fc.integer(), fc.constantFrom(0, 1, 4), fc.constantFrom(1, 7, 32)])(
+    'property: the table kernel equals the scalar reference on e4m3 operands',
+    (m, n, k, seed, promoteEvery, chunk) => {
+      const a = edgyMatrix(m, k, `qa${seed}`, 6, false);
+      const b = edgyMatrix(n, k, `qb${seed}`, 6, false);
+      const opts = { aQuant: e4m3, bQuant: e4m3, accumulator: 'hopper-fp8', promoteEvery, chunk } as const;
+      expect(same(gemm(new Float32Array(m * n), a, b, m, n, k, opts), gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }))).toBe(true);
+    },
+  );
+
   it('scale groups must be a multiple of the chunk', () => {
     const spec = quantPreset('deepseek-fp8-group', { block: 16 });
     const x = randomMatrix(2, 32, 'g');

@@ -1,0 +1,55 @@
+// `qrl-sim golden`: writes golden reference suites (safetensors + manifest.json) for GPU
+// implementations to test against. Not the suites (src/golden/suites) nor the reader (python/qrl_golden).
+
+import { existsSync, readdirSync } from 'node:fs';
+import { goldenSuites } from '../golden/suites/index.js';
+import { writeGolden } from '../golden/write.js';
+import type { Command } from './command.js';
+import { UsageError } from '../errors.js';
+import { integerOption, parseCommandArgs, required } from './parse.js';
+
+const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]
+
+Writes DIR/manifest.json (schema qrl-golden/1) and DIR/<suite>/<case>.safetensors: inputs,
+expected outputs and a compare rule per tensor (bitwise, ulp or rtol/atol). The same seed gives
+byte-identical files. Read them with the Python package qrl_golden (python/); see docs/golden.md.
+
+options:
+  --suite NAMES   comma-separated, or 'all': ${Object.keys(goldenSuites).join(', ')}
+  --out DIR       output directory (created; existing suite files are overwritten)
+  --seed S        seed of the random inputs (default 0)
+
+suites:
+${Object.values(goldenSuites).map((s) => `  ${s.name.padEnd(12)} ${s.description}`).join('\n')}
+
+example:
+  qrl-sim golden --suite gemm,estimators --out golden/`;
+
+/** The `golden` subcommand. */
+export const goldenCommand: Command = {
+  summary: 'write golden reference suites (safetensors + manifest) for other implementations',
+  help,
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, { suite: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' } });
+    const names = required(values.suite, 'suite');
+    const list = names === 'all' ? Object.keys(goldenSuites) : names.split(',').map((s) => s.trim());
+    const suites = list.map((name) => {
+      const suite = goldenSuites[name];
+      if (suite === undefined) throw new UsageError(`--suite: unknown suite '${name}' (known: ${Object.keys(goldenSuites).join(', ')}, all)`);
+      return suite;
+    });
+    const out = required(values.out, 'out');
+    if (existsSync(out) && readdirSync(out).length > 0 && !existsSync(`${out}/manifest.json`)) {
+      throw new UsageError(`--out: '${out}' exists, is not empty and holds no manifest.json (refusing to write into it)`);
+    }
+    const seed = integerOption(values.seed, 'seed', 0, 0);
+    const command = ['qrl-sim', 'golden', '--suite', list.join(','), '--out', out, '--seed', String(seed)].join(' ');
+    writeGolden(out, suites, {
+      seed,
+      command,
+      onSuite: (name, cases, bytes, ms) => io.err(`${name}: ${cases} cases, ${(bytes / 1024).toFixed(0)} KiB, ${(ms / 1000).toFixed(2)} s`),
+    });
+    io.out(`wrote ${out}/manifest.json`);
+    return 0;
+  },
+};

@@ -1,0 +1,13 @@
+// `qrl-sim/testing`: fast-check arbitraries and invariant suites for property tests of your own
+// estimator, cast and quantizer code. Not used by the simulator itself (only by `qrl-sim check`).
+
+export * from './arbitraries.js';
+export * from './invariants.js';
+export { compareArrays, elementMatches, mismatchText, ulpDistance, type Mismatch } from '../golden/compare.js';
+export type { CompareRule, GoldenCase, GoldenManifest, GoldenSuite, GoldenTensor, ManifestCase, ManifestTensor } from '../golden/types.js';
+export { GOLDEN_SCHEMA } from '../golden/types.js';
+export { WIRE_DTYPES, type WireArray, type WireDtype } from '../protocol/tensor.js';
+export type { SafetensorsDtype } from '../protocol/safetensors.js';
+export { readGolden, type GoldenReader } from '../golden/read.js';
+export { writeGolden, tensor, contiguous, type WriteGoldenOptions } from '../golden/write.js';
+export { goldenSuites } from '../golden/suites/index.js';

@@ -1,0 +1,66 @@
+// The threaded fp32 GEMM: byte-identical for 1, 2 and 3 threads and equal to the sequential reference loop.
+// Not a timing test (no timing assertions): the speed-up is measured by `npm run bench threads`.
+import { afterAll, describe, expect, it } from 'vitest';
+import { createRng } from '../../src/rng.js';
+import { GEMM_THREAD_MIN_WORK, disposeGemmThreads, gemm, gemmThreadsFromEnv, threadedGemmF32 } from '../../src/numerics/index.js';
+import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
+
+const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
+
+function matrix(len: number, seed: string): Float32Array {
+  const rng = createRng(seed).fork('t');
+  const edges = [0, -0, 2 ** -149, 3e38, -3e38, Infinity, NaN];
+  return Float32Array.from({ length: len }, () => (rng.int(50) === 0 ? edges[rng.int(edges.length)]! : Math.fround(rng.normal() * 2 ** (rng.int(20) - 10))));
+}
+
+afterAll(() => {
+  setGemmThreads(null);
+  disposeGemmThreads();
+});
+
+describe('threadedGemmF32', () => {
+  it.each([
+    [37, 64, 1024], // 37 rows: three tasks of 16, 16, 5
+    [100, 48, 520],
+    [8, 9, 7], // below the work threshold: caller thread only
+  ])('1, 2 and 3 threads give the same bytes as the fp32 model (m=%i n=%i k=%i)', (m, n, k) => {
+    const a = matrix(m * k, `a${m}`);
+    const b = matrix(n * k, `b${n}`);
+    const ref = gemm(new Float32Array(m * n), a, b, m, n, k);
+    const outs = [1, 2, 3].map((t) => threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, t));
+    for (const o of outs) expect(same(o, ref)).toBe(true);
+    if (m * n * k >= GEMM_THREAD_MIN_WORK) expect(m).toBeGreaterThan(16); // the split really happens
+  });
+
+  it('reuses its workers across calls and sizes, and rejects a bad thread count', () => {
+    for (const [m, n, k] of [[64, 64, 600], [40, 80, 700], [64, 64, 600]] as const) {
+      const a = matrix(m * k, `r${m}${k}`);
+      const b = matrix(n * k, `s${n}${k}`);
+      expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 2), gemm(new Float32Array(m * n), a, b, m, n, k))).toBe(true);
+    }
+    expect(() => threadedGemmF32(new Float32Array(1), new Float32Array(1), new Float32Array(1), 1, 1, 1, 0)).toThrow(/threads: expected a positive integer, got 0/);
+  });
+
+  it('QRL_THREADS: unset or empty is 1, a positive integer is taken, anything else is refused', () => {
+    expect(gemmThreadsFromEnv({}, true)).toBe(1);
+    expect(gemmThreadsFromEnv({ QRL_THREADS: '' }, true)).toBe(1);
+    expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, true)).toBe(3);
+    expect(() => gemmThreadsFromEnv({ QRL_THREADS: 'two' }, true)).toThrow(/QRL_THREADS: expected a positive integer, got "two"/);
+    expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, false)).toBe(1); // inside a worker thread (a sweep's run): never nested
+  });
+
+  it('gemmSequential (the layers\' GEMM) with 1, 2 and 3 threads equals the reference loop', () => {
+    const [m, n, k] = [70, 40, 800];
+    const a = matrix(m * k, 'na');
+    const b = matrix(n * k, 'nb');
+    const ref = new Float32Array(m * n);
+    gemmReference(ref, a, b, m, n, k);
+    for (const t of [1, 2, 3]) {
+      setGemmThreads(t);
+      const out = new Float32Array(m * n);
+      gemmSequential(out, a, b, m, n, k);
+      expect(same(out, ref)).toBe(true);
+    }
+    expect(() => setGemmThreads(1.5)).toThrow(/threads: expected a positive integer, got 1.5/);
+  });
+});
