@@ -1,6 +1,6 @@
 // Import direction of src/ (docs/decisions.md "Layers"): each layer imports only the layers below it.
 //   ground (errors, rng, files, backend/contract) → numerics → nn → tasks → rl → policies
-//   → backend (reference) → runs → report (reads and renders) … → cli
+//   → backend (reference) → runs → report (reads and renders) … → cli; protocol sits on the contract alone
 // `npm run lint:deps` checks it; test/layers.test.ts runs it on the sources and on a violating file.
 
 const above = {
@@ -12,6 +12,8 @@ const above = {
   backend: ['runs', 'report', 'cli'],
   runs: ['cli'],
   report: ['runs', 'cli', 'policies', 'backend'],
+  // qrl-backend/1 (framing, tensors, schemas, client, server) needs only the contract.
+  protocol: ['numerics', 'nn', 'tasks', 'rl', 'policies', 'backend', 'runs', 'report', 'cli'],
 };
 
 // The backend contract is types only and sits on the ground floor with errors, rng and files.

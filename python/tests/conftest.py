@@ -1,4 +1,4 @@
-"""pytest setup for qrl_golden's own tests: the package on sys.path and the golden plugin."""
+"""pytest setup for the python/ tests (qrl_backend and qrl_golden): the packages on sys.path and the golden plugin."""
 
 import os
 import sys

@@ -112,6 +112,11 @@ export const demoCommand: Command = {
       io.out(result.report.markdown);
       io.out(`${result.runs.length} runs on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
       io.out(`report: ${result.report.files.reportHtml}`);
+      io.out('');
+      io.out('These 20 short steps show the mismatch and what each correction does to the weights, not yet a');
+      io.out('training gap. The setting where the uncorrected quantized rollout departs from BF16 by more than');
+      io.out('the seed spread, and TIS recovers it, takes longer: `qrl-sim lab run departure` (about 47 min on');
+      io.out('two cores). Its measured result and verdict: docs/lab/departure.md; every finding: docs/lab/README.md.');
       return result.runs.every((r) => r.ok) ? 0 : 1;
     }
     refuseIgnored(values, ['out', 'seeds', 'workers'], 'with --numerics (it runs no sweep)');

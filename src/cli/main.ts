@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
+import { backendCheckCommand } from './backend-check.js';
 import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
 import { checkCommand } from './check.js';
@@ -14,10 +15,13 @@ import { quantizeCommand } from './quantize.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
+import { serveCommand } from './serve.js';
 import { sweepCommand } from './sweep.js';
+import { labCommand } from './lab.js';
 
 /** Every subcommand, by name. */
 export const commands: Readonly<Record<string, Command>> = {
+  'backend-check': backendCheckCommand,
   cast: castCommand,
   check: checkCommand,
   demo: demoCommand,
@@ -27,7 +31,9 @@ export const commands: Readonly<Record<string, Command>> = {
   mismatch: mismatchCommand,
   run: runCommand,
   report: reportCommand,
+  serve: serveCommand,
   sweep: sweepCommand,
+  lab: labCommand,
 };
 
 const processIo: CliIo = {

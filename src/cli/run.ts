@@ -14,10 +14,11 @@ import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
+import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import { eta, progressLine } from './progress.js';
 
-const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...]
-       qrl-sim run --resume DIR [--steps N]
+const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
+       qrl-sim run --resume DIR [--steps N] [--backend B]
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
 N steps of rollout under the plan's rollout engine, correction, and updates under its trainer.
@@ -31,7 +32,12 @@ options:
   --steps N       override config.steps
   --seed S        override config.seed
   --set P=V       override any field, e.g. --set estimators.correction.name=tis (repeatable)
-  --resume DIR    continue the run in DIR (its config.json; --steps may extend it)
+  --resume DIR    continue the run in DIR (its config.json; --steps may extend it; a run on an
+                  external backend goes back to the address config.json records unless --backend)
+  --backend B     drive a backend in another process over qrl-backend/1 (docs/adapter.md): a
+                  command spoken to over stdio, e.g. "qrl-sim serve --policy ar --stdio", or an
+                  http:// URL; its identity goes into config.json as "backend"
+  --timeout MS    request timeout for --backend (default 600000)
 
 Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
 or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
@@ -46,7 +52,11 @@ examples:
 
 /** Builds the resolved config from the command line; throws UsageError naming the field. */
 export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {
-  const raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(values.config as string, '--config');
+  let raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(values.config as string, '--config');
+  if (values.resume !== undefined && raw !== null && typeof raw === 'object' && 'backend' in raw) {
+    const { backend: _backend, ...rest } = raw as Record<string, unknown>;
+    raw = rest;
+  }
   const overrides = [...(values.set ?? [])];
   checkSetValues(overrides);
   if (values.steps !== undefined) overrides.push(`steps=${integerOption(values.steps, 'steps', 0, 1, MAX_STEPS)}`);
@@ -138,6 +148,8 @@ export const runCommand: Command = {
       seed: { type: 'string' },
       set: { type: 'string', multiple: true },
       resume: { type: 'string' },
+      backend: { type: 'string' },
+      timeout: { type: 'string' },
     });
     if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
     if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
@@ -155,7 +167,42 @@ export const runCommand: Command = {
         return 0;
       }
     } else claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out');
+    const timeoutMs = integerOption(values.timeout, 'timeout', 600_000, 1);
+    let address = values.backend;
+    if (address === undefined && values.resume !== undefined) {
+      // A resumed run goes back to the backend it ran on (config.json records the address).
+      const recorded = (readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: { address?: unknown } }).backend?.address;
+      if (typeof recorded === 'string') address = recorded;
+    }
+    let backend: RemoteBackend | undefined;
+    let backendIdentity: Record<string, unknown> | undefined;
+    if (address !== undefined) {
+      try {
+        backend = await connectBackend(parseBackendAddress(address), { timeoutMs, run: config, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+      } catch (error) {
+        io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
+        return 1;
+      }
+      const info = backend.lastInfo!;
+      backendIdentity = { address, name: info.backend.name, version: info.backend.version, protocol: info.protocol, policy: info.policy, plan: info.plan.name };
+      if (info.policy !== config.policy.kind) {
+        await backend.close();
+        throw new UsageError(`--backend: the backend serves policy '${info.policy}', config.policy.kind is '${config.policy.kind}'`);
+      }
+    }
     const observer = progressObserver(io, io.interactive === true);
+    let lastStep = 0;
+    const tracking: RunObserver = {
+      ...observer,
+      onStart(info) {
+        lastStep = info.firstStep - 1;
+        observer.onStart?.(info);
+      },
+      onStep(step, metrics, timings) {
+        lastStep = step;
+        observer.onStep?.(step, metrics, timings);
+      },
+    };
     let stopRequested = false;
     const onSigint = (): void => {
       if (stopRequested) process.exit(130);
@@ -164,14 +211,26 @@ export const runCommand: Command = {
     };
     process.on('SIGINT', onSigint);
     try {
-      const summary = await runGrpo({
-        config,
-        outDir,
-        factory: policyFactory(config.policy.kind),
-        resume: values.resume !== undefined,
-        observer,
-        shouldStop: () => stopRequested,
-      });
+      let summary;
+      try {
+        summary = await runGrpo({
+          config,
+          outDir,
+          factory: policyFactory(config.policy.kind),
+          resume: values.resume !== undefined,
+          observer: tracking,
+          shouldStop: () => stopRequested,
+          ...(backend !== undefined ? { backend, backendIdentity: backendIdentity! } : {}),
+        });
+      } catch (error) {
+        if (!(error instanceof BackendCallError)) throw error;
+        observer.stop();
+        // One line: the step, the method and the backend; the files written so far are whole (every
+        // line is written at once, checkpoints are renamed into place) and --resume continues.
+        const where = `step ${lastStep + 1}`;
+        io.err(`qrl-sim run: ${where}, ${error.method} (${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`);
+        return 1;
+      }
       observer.stop();
       io.out(`${summary.stopped ? 'stopped' : 'finished'} at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
       const report = await writeReport(outDir);
@@ -179,6 +238,7 @@ export const runCommand: Command = {
       return summary.stopped ? 130 : 0;
     } finally {
       process.off('SIGINT', onSigint);
+      await backend?.close();
     }
   },
 };

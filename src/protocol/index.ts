@@ -1,6 +1,9 @@
-// Public surface of the wire formats: JSON-RPC 2.0 over NDJSON, tensors as JSON, safetensors files.
-// Not the method schemas of qrl-backend/1 (those belong to their callers) and not a tensor library.
+// Public surface of qrl-backend/1: framing, wire tensors, safetensors, message schemas, the remote
+// client and the server. Not a place for logic.
 
 export * from './jsonrpc.js';
 export * from './tensor.js';
 export * from './safetensors.js';
+export * from './schema.js';
+export * from './remote.js';
+export * from './serve.js';

@@ -7,4 +7,5 @@ export * from './policies.js';
 export * from './grid.js';
 export * from './factory.js';
 export * from './sweep.js';
+export * from './lab.js';
 export type { SweepTask, SweepTaskResult } from './sweep-worker.js';

@@ -16,6 +16,9 @@ import { createRng } from '../rng.js';
 import { type Task, makeTask } from '../tasks/index.js';
 import { JsonlWriter, readJsonl, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
+import { createParamStore } from '../nn/index.js';
+import { AR_CONFIG_METADATA, arConfigFor, arParamSpecs } from '../policies/ar/index.js';
+import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */
 export interface CheckpointMeta {
@@ -50,6 +53,8 @@ export interface RunOptions {
    * builds the in-process {@link ReferenceBackend} over `factory` and closes it at the end.
    */
   readonly backend?: PolicyBackend;
+  /** Identity of an external backend (address, name, version, protocol, plan), written as `backend` in config.json. */
+  readonly backendIdentity?: Readonly<Record<string, unknown>>;
   /** In-process policy for the reference backend. @defaultValue the registry's policy of `config.policy.kind` */
   readonly factory?: PolicyFactory;
   /** Resume from the newest whole checkpoint in `outDir` that agrees with its files. */
@@ -123,7 +128,37 @@ export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
   return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config)}`);
 }
 
-async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver): Promise<void> {
+/**
+ * Warm start for a backend without `capabilities.warmStart`: the in-process reference backend
+ * warm-starts (or loads the cached warm start), and its weights are handed over as a directory
+ * holding `weights.safetensors` (ParamStore names, F32, the ArConfig in the metadata; docs/adapter.md)
+ * that the backend `load`s. AR policies only (the weights file is defined for them).
+ */
+async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver): Promise<void> {
+  if (config.policy.kind !== 'ar') throw new UsageError(`--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`);
+  const local = new ReferenceBackend(config, policyFactory(config.policy.kind), task);
+  try {
+    await warmStart(local, config, cacheDir, observer);
+    const arConfig = arConfigFor(config, task);
+    const layout = createParamStore(arParamSpecs(arConfig), 0).layout;
+    const tensors: Record<string, SafetensorsEntry> = {};
+    for (const e of layout.entries) tensors[e.name] = { data: Float32Array.from(layout.view(local.weights, e.name)), shape: e.shape };
+    const dir = tempName(join(cacheDir, 'handover'));
+    mkdirSync(dir, { recursive: true });
+    try {
+      writeSafetensors(join(dir, 'weights.safetensors'), tensors, { [AR_CONFIG_METADATA]: JSON.stringify(arConfig) });
+      await backend.load(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    observer?.onMessage?.('warm start: in-process, weights handed over to the backend (weights.safetensors)');
+  } finally {
+    await local.close();
+  }
+}
+
+async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task): Promise<void> {
+  if (task !== undefined && !(await backend.info()).capabilities.warmStart) return handOverWarmStart(backend, config, task, cacheDir, observer);
   const path = warmStartCacheDir(cacheDir, config);
   if (config.sft.cache && existsSync(path)) {
     try {
@@ -250,8 +285,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     mkdirSync(outDir, { recursive: true });
     for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
     rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
-    writeJsonAtomic(join(outDir, 'config.json'), config);
-    await warmStart(backend, config, cacheDir, observer);
+    writeJsonAtomic(join(outDir, 'config.json'), options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity });
+    await warmStart(backend, config, cacheDir, observer, task);
     await backend.setReference();
   }
 

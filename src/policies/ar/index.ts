@@ -10,3 +10,4 @@ export * from './supervised.js';
 export * from './checkpoint.js';
 export * from './probe.js';
 export * from './engine.js';
+export * from './weights.js';

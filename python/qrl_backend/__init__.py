@@ -1,0 +1,34 @@
+"""qrl_backend: the Python side of qrl-backend/1, the protocol through which qrl-sim drives a policy
+backend in another process. Message codec (wire), server runner (stdio and HTTP) and the Backend base
+class a GPU stack fills in. Not a model: the toy AR references live in numpy_ar and torch_ar.
+
+Only numpy is required; the transports use the standard library.
+"""
+
+from .wire import (
+    PROTOCOL,
+    ProtocolError,
+    RpcError,
+    decode_tensor,
+    encode_tensor,
+    read_safetensors,
+    write_safetensors,
+)
+from .backend import Backend, RolloutBatch
+from .server import serve, serve_stdio, serve_http, handle_message
+
+__all__ = [
+    "PROTOCOL",
+    "ProtocolError",
+    "RpcError",
+    "decode_tensor",
+    "encode_tensor",
+    "read_safetensors",
+    "write_safetensors",
+    "Backend",
+    "RolloutBatch",
+    "serve",
+    "serve_stdio",
+    "serve_http",
+    "handle_message",
+]

@@ -1,0 +1,83 @@
+"""The Backend base class of qrl-backend/1: one method per protocol method, taking and returning numpy
+arrays and plain Python values. A GPU stack subclasses it and fills in the methods; the server
+(server.py) validates params and encodes results. Not a transport and not a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .wire import FAILED_PRECONDITION, PROTOCOL, RpcError
+
+
+@dataclass
+class RolloutBatch:
+    """A batch of sampled responses, padded to T response positions (the contract's RolloutBatch).
+
+    responses: int32 (B, T); mask: float64 (B, T) of 0/1; logp_rollout: float64 (B, T), 0 off the mask;
+    record: what the trainer needs to score the samples again (a dict with a "kind", numpy arrays allowed).
+    """
+
+    weight_version: int
+    prompts: List[List[int]]
+    responses: np.ndarray
+    mask: np.ndarray
+    logp_rollout: np.ndarray
+    record: Dict[str, Any] = field(default_factory=lambda: {"kind": "unknown"})
+
+    @property
+    def B(self) -> int:
+        return int(self.responses.shape[0])
+
+    @property
+    def T(self) -> int:
+        return int(self.responses.shape[1])
+
+
+class Backend:
+    """Base class of a policy backend. Override every method a backend supports; the defaults refuse
+    with a failed-precondition error naming the method. Methods are called one at a time.
+
+    Arrays: `generate` returns a RolloutBatch; `logprobs` returns (logp, entropy, handle) with logp and
+    entropy float64 (len(rows), T); `backward` gets a float64 gradient of shape (len(rows)·T,).
+    """
+
+    protocol = PROTOCOL
+
+    def info(self) -> Dict[str, Any]:
+        """{backend: {name, version}, policy, vocabulary, plan, capabilities, parameters} (protocol is added)."""
+        raise RpcError(FAILED_PRECONDITION, "info: not implemented")
+
+    def sync(self) -> int:
+        """Rebuilds the rollout engine from the trainer's weights; returns the weight version it serves."""
+        raise RpcError(FAILED_PRECONDITION, "sync: not implemented")
+
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+        raise RpcError(FAILED_PRECONDITION, "generate: not implemented")
+
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+        raise RpcError(FAILED_PRECONDITION, "logprobs: not implemented")
+
+    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+        raise RpcError(FAILED_PRECONDITION, "backward: not implemented")
+
+    def step(self, max_grad_norm: float) -> Dict[str, Any]:
+        """Clips, steps the optimizer, zeroes the gradients: {gradNorm, weightVersion}."""
+        raise RpcError(FAILED_PRECONDITION, "step: not implemented")
+
+    def set_reference(self) -> None:
+        raise RpcError(FAILED_PRECONDITION, "setReference: not implemented")
+
+    def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int) -> Dict[str, float]:
+        raise RpcError(FAILED_PRECONDITION, "warmStart: this backend has no warm start (capabilities.warmStart is false)", "method")
+
+    def save(self, directory: str) -> None:
+        raise RpcError(FAILED_PRECONDITION, "save: not implemented")
+
+    def load(self, directory: str) -> None:
+        raise RpcError(FAILED_PRECONDITION, "load: not implemented")
+
+    def close(self) -> None:
+        """Releases resources at shutdown."""

@@ -1,0 +1,302 @@
+"""NumpyArBackend: a qrl-backend/1 backend around the numpy toy AR policy — sampling with the rollout
+plan, trainer log-probs and their backward with the trainer plan, global-norm clipping and AdamW,
+a frozen reference, checkpoints as safetensors. Not the model itself (model.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..backend import Backend, RolloutBatch
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
+from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
+
+PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
+VERSION = "0.1.0"
+
+
+class NumpyArBackend(Backend):
+    """The toy AR policy in numpy behind qrl-backend/1.
+
+    Weights: a dict of float32 arrays named as the TypeScript ParamStore names them. The rollout
+    engine holds a copy made at `sync` (its weight version is what `generate` reports).
+    """
+
+    def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], plan: str = "fp32", lr: float = 1e-3,
+                 weight_decay: float = 0.0, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 max_new_tokens: Optional[int] = None, sampling: Optional[Dict[str, Any]] = None):
+        check_params(cfg, params)
+        self.cfg = cfg
+        self.plan_name = plan
+        self.rollout_plan = Plan(plan)
+        self.trainer_plan = Plan(plan)
+        self.params = {k: np.asarray(v, dtype=np.float32).copy() for k, v in params.items()}
+        self.rollout_params = {k: v.copy() for k, v in self.params.items()}
+        self.reference = {k: v.copy() for k, v in self.params.items()}
+        self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
+        self.m = {k: np.zeros_like(v) for k, v in self.params.items()}
+        self.v = {k: np.zeros_like(v) for k, v in self.params.items()}
+        self.t = 0
+        self.version = 0
+        self.served = 0
+        self.lr, self.wd, self.beta1, self.beta2, self.eps = lr, weight_decay, beta1, beta2, eps
+        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
+        self.handles: Dict[str, Any] = {}
+        self.next_handle = 1
+
+    # --- description ---------------------------------------------------------------------------
+
+    def info(self) -> Dict[str, Any]:
+        side = Plan.PLANS[self.plan_name]
+        return {
+            "backend": {"name": "qrl_backend.numpy_ar", "version": VERSION},
+            "policy": "ar",
+            "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
+            "plan": {"name": self.plan_name, "rollout": dict(side, decode="recompute", logprob="processed"), "trainer": side},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False},
+            "parameters": int(sum(v.size for v in self.params.values())),
+        }
+
+    # --- rollout -------------------------------------------------------------------------------
+
+    def sync(self) -> int:
+        self.rollout_params = {k: v.copy() for k, v in self.params.items()}
+        self.served = self.version
+        return self.served
+
+    def _stream(self, seed: str) -> np.random.Generator:
+        digest = hashlib.sha256(seed.encode("utf8")).digest()
+        return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
+
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+        P = len(prompts[0])
+        if P < 1:
+            raise ProtocolError("prompts.0", "must not be empty")
+        for b, p in enumerate(prompts):
+            if len(p) != P:
+                raise ProtocolError(f"prompts.{b}", f"every prompt must have length {P} (left-pad them), got {len(p)}")
+            for j, t in enumerate(p):
+                if t >= self.cfg.vocabSize:
+                    raise ProtocolError(f"prompts.{b}.{j}", f"token {t} is outside the vocabulary (size {self.cfg.vocabSize})")
+        L = self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
+        if L < 1 or P + L > self.cfg.maxLen:
+            raise ProtocolError("prompts", f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
+        s = sampling or self.sampling
+        tau, top_k, top_p, report = s["temperature"], s["topK"], s["topP"], s["logprob"]
+        weights, plan = (self.rollout_params, self.rollout_plan) if side == "rollout" else (self.params, self.trainer_plan)
+        rng = self._stream(seed)
+        B, V = len(prompts), self.cfg.vocabSize
+        tokens = np.full((B, P + L), PAD, dtype=np.int32)
+        tokens[:, :P] = np.asarray(prompts, dtype=np.int32)
+        mask = np.zeros((B, L))
+        logp = np.zeros((B, L))
+        active = np.ones(B, dtype=bool)
+        for k in range(L):
+            logits, _ = forward(self.cfg, weights, tokens[:, : P + k], plan)
+            z = logits[:, -1, :].astype(np.float64)  # (B, V)
+            for b in range(B):
+                if not active[b]:
+                    continue
+                raw = log_softmax_rows(z[b], 1.0)
+                if greedy:
+                    y = int(np.argmax(z[b]))  # ties: lowest id
+                    lp_proc = 0.0
+                else:
+                    keep = _support(z[b], tau, top_k, top_p)
+                    proc = log_softmax_rows(z[b], tau, keep)
+                    u = rng.random()
+                    cum = np.cumsum(np.where(keep, np.exp(proc), 0.0))
+                    idx = np.nonzero(keep & (u < cum))[0]
+                    y = int(idx[0]) if idx.size else int(np.nonzero(keep)[0][-1])
+                    lp_proc = float(proc[y])
+                tokens[b, P + k] = y
+                mask[b, k] = 1.0
+                logp[b, k] = lp_proc if report == "processed" else float(raw[y])
+                if y == EOS:
+                    active[b] = False
+            if not active.any():
+                break
+        version = self.served if side == "rollout" else self.version
+        record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(tau)}
+        return RolloutBatch(version, [list(p) for p in prompts], tokens[:, P:].copy(), mask, logp, record)
+
+    # --- trainer -------------------------------------------------------------------------------
+
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+        rec = batch.record
+        if rec.get("kind") != "ar":
+            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
+        tau = float(rec.get("temperature", 1.0))
+        if not tau > 0:
+            raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
+        rows = list(rows)
+        prompts = np.asarray([batch.prompts[r] for r in rows], dtype=np.int32)
+        resp = np.asarray(batch.responses[rows], dtype=np.int32)
+        mask = np.asarray(batch.mask[rows])
+        P, T = prompts.shape[1], resp.shape[1]
+        if P + T > self.cfg.maxLen:
+            raise ProtocolError("batch.T", f"prompt {P} + response {T} exceeds maxLen {self.cfg.maxLen}")
+        if resp.size and (resp.min() < 0 or resp.max() >= self.cfg.vocabSize):
+            raise ProtocolError("batch.responses", f"token ids must be in [0, {self.cfg.vocabSize})")
+        tokens = np.concatenate([prompts, resp], axis=1)
+        weights = self.params if policy == "current" else self.reference
+        logits, cache = forward(self.cfg, weights, tokens, self.trainer_plan)
+        z = logits[:, P - 1 : P + T - 1, :]  # (R, T, V): row t predicts response token t
+        lsm = log_softmax_rows(z, tau)
+        lp = np.take_along_axis(lsm, resp[..., None], axis=-1)[..., 0] * mask
+        ent = -np.sum(np.exp(lsm) * lsm, axis=-1) * mask
+        handle = None
+        if grad:
+            handle = f"lp{self.next_handle}"
+            self.next_handle += 1
+            self.handles[handle] = (cache, lsm, resp, mask, tau, P, logits.shape)
+        return lp, ent, handle
+
+    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+        if handle not in self.handles:
+            raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
+        cache, lsm, resp, mask, tau, P, shape = self.handles[handle]
+        R, T = resp.shape
+        if grad_logp.size != R * T:
+            raise ProtocolError("gradLogp", f"must hold rows·T = {R * T} values, got {grad_logp.size}")
+        del self.handles[handle]
+        g = grad_logp.reshape(R, T) * mask  # (R, T)
+        onehot = np.zeros(lsm.shape)
+        np.put_along_axis(onehot, resp[..., None], 1.0, axis=-1)
+        dz = g[..., None] * (onehot - np.exp(lsm)) / tau  # (R, T, V)
+        dlogits = np.zeros(shape)
+        dlogits[:, P - 1 : P + T - 1, :] = dz
+        G = backward(self.cfg, self.params, cache, dlogits.astype(np.float32), self.trainer_plan)
+        for k in self.grads:
+            self.grads[k] += G[k]
+
+    def step(self, max_grad_norm: float) -> Dict[str, Any]:
+        norm = float(np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in self.grads.values())))
+        coef = max_grad_norm / (norm + 1e-6)
+        self.t += 1
+        bc1, bc2 = 1 - self.beta1**self.t, 1 - self.beta2**self.t
+        for k, w in self.params.items():
+            g = self.grads[k].astype(np.float64) * (coef if coef < 1 else 1.0)
+            m = self.beta1 * self.m[k].astype(np.float64) + (1 - self.beta1) * g
+            v = self.beta2 * self.v[k].astype(np.float64) + (1 - self.beta2) * g * g
+            self.m[k], self.v[k] = m.astype(np.float32), v.astype(np.float32)
+            wd = self.wd if w.ndim == 2 else 0.0
+            upd = self.m[k].astype(np.float64) / bc1 / (np.sqrt(self.v[k].astype(np.float64) / bc2) + self.eps) + wd * w.astype(np.float64)
+            self.params[k] = (w.astype(np.float64) - self.lr * upd).astype(np.float32)
+            self.grads[k][...] = 0
+        self.handles.clear()
+        self.version += 1
+        return {"gradNorm": norm, "weightVersion": self.version}
+
+    def set_reference(self) -> None:
+        self.reference = {k: v.copy() for k, v in self.params.items()}
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def save(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        meta = {CONFIG_KEY: self.cfg.to_json()}
+        order = [n for n, _, _ in param_specs(self.cfg)]
+        write_safetensors(os.path.join(directory, "weights.safetensors"), {n: self.params[n] for n in order}, meta)
+        write_safetensors(os.path.join(directory, "reference.safetensors"), {n: self.reference[n] for n in order}, meta)
+        opt = {f"m.{n}": self.m[n] for n in order}
+        opt.update({f"v.{n}": self.v[n] for n in order})
+        write_safetensors(os.path.join(directory, "optimizer.safetensors"), opt, {"step": str(self.t)})
+        state = {"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}
+        tmp = os.path.join(directory, "backend.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, os.path.join(directory, "backend.json"))
+
+    def load(self, directory: str) -> None:
+        path = os.path.join(directory, "weights.safetensors")
+        if not os.path.exists(path):
+            raise RpcError(FAILED_PRECONDITION, f"load: no weights.safetensors in {directory}", "dir")
+        params, meta = read_safetensors(path)
+        if CONFIG_KEY in meta and ArConfig.from_json(meta[CONFIG_KEY]) != self.cfg:
+            raise RpcError(FAILED_PRECONDITION, f"load: {path} holds config {meta[CONFIG_KEY]}, this backend runs {self.cfg.to_json()}", "dir")
+        try:
+            check_params(self.cfg, params)
+        except ValueError as e:
+            raise RpcError(FAILED_PRECONDITION, f"load: {path}: {e}", "dir") from None
+        self.params = {k: v.astype(np.float32) for k, v in params.items()}
+        ref = os.path.join(directory, "reference.safetensors")
+        self.reference = {k: v.astype(np.float32) for k, v in read_safetensors(ref)[0].items()} if os.path.exists(ref) else {k: v.copy() for k, v in self.params.items()}
+        opt = os.path.join(directory, "optimizer.safetensors")
+        if os.path.exists(opt):
+            t, m = read_safetensors(opt)
+            self.m = {n: t[f"m.{n}"] for n in self.params}
+            self.v = {n: t[f"v.{n}"] for n in self.params}
+            self.t = int(m.get("step", "0"))
+        else:
+            self.m = {k: np.zeros_like(v) for k, v in self.params.items()}
+            self.v = {k: np.zeros_like(v) for k, v in self.params.items()}
+            self.t = 0
+        st = os.path.join(directory, "backend.json")
+        state = json.load(open(st)) if os.path.exists(st) else {}
+        self.version = int(state.get("weightVersion", self.version))
+        self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
+        self.handles.clear()
+        self.sync()
+        self.served = int(state.get("servedVersion", self.served))
+
+
+def _support(z: np.ndarray, tau: float, top_k: int, top_p: float) -> np.ndarray:
+    """The processed distribution's support (temperature, then top-k with ties to the lower id, then
+    the smallest most-likely prefix whose mass reaches top-p), as qrl-sim's sampler defines it."""
+    V = z.shape[0]
+    k_on, p_on = 0 < top_k < V, top_p < 1
+    if not k_on and not p_on:
+        return np.ones(V, dtype=bool)
+    order = np.lexsort((np.arange(V), -z))
+    k = top_k if k_on else V
+    keep = np.zeros(V, dtype=bool)
+    keep[order[:k]] = True
+    if not p_on:
+        return keep
+    lsm = log_softmax_rows(z, tau, keep)
+    before = 0.0
+    for i in range(k):
+        v = order[i]
+        if i > 0 and not before < top_p:
+            keep[v] = False
+        before += float(np.exp(lsm[v]))
+    return keep
+
+
+def build(argv: Optional[List[str]] = None) -> NumpyArBackend:
+    """The backend from command-line options (see `python3 -m qrl_backend.numpy_ar --help`)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python3 -m qrl_backend.numpy_ar", description="qrl-backend/1 server: the toy AR policy in numpy.")
+    ap.add_argument("--weights", help="safetensors file of initial weights (ParamStore names; its metadata holds the config)")
+    ap.add_argument("--config", help="ArConfig as JSON, e.g. '{\"vocabSize\":13,\"maxLen\":15}' (when --weights is absent)")
+    ap.add_argument("--init-seed", type=int, default=0, help="seed of numpy's GPT-2 initialization (when --weights is absent)")
+    ap.add_argument("--plan", default="fp32", choices=sorted(Plan.PLANS))
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--max-new-tokens", type=int)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
+    ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
+    ap.add_argument("--host", default="127.0.0.1")
+    a = ap.parse_args(argv)
+    if a.weights:
+        params, meta = read_safetensors(a.weights)
+        if CONFIG_KEY not in meta and not a.config:
+            ap.error(f"--weights {a.weights}: no {CONFIG_KEY} metadata; pass --config")
+        cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
+    else:
+        if not a.config:
+            ap.error("pass --weights FILE or --config JSON")
+        cfg = ArConfig.from_json(a.config)
+        params = init_params(cfg, a.init_seed)
+    sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": "processed"}
+    return NumpyArBackend(cfg, params, plan=a.plan, lr=a.lr, weight_decay=a.weight_decay, max_new_tokens=a.max_new_tokens, sampling=sampling)

@@ -1,0 +1,337 @@
+"""The server runner of qrl-backend/1: validates each JSON-RPC request's params (errors name the
+field), calls the Backend, encodes the result; over stdio (one JSON message per line) or HTTP (POST
+one message to /rpc). Not a backend (backend.py) and not the codec (wire.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Lock
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from .backend import Backend, RolloutBatch
+from .wire import (
+    FAILED_PRECONDITION,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ProtocolError,
+    RpcError,
+    decode_tensor,
+    encode_tensor,
+    record_from_json,
+    record_to_json,
+)
+
+
+# --- params checks: each names the field -------------------------------------------------------
+
+
+def _obj(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
+    """Checks params is an object with exactly the allowed keys (value: required)."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ProtocolError("", "params must be an object")
+    for k in params:
+        if k not in keys:
+            raise ProtocolError(k, "unknown field")
+    for k, required in keys.items():
+        if required and k not in params:
+            raise ProtocolError(k, "required")
+    return params
+
+
+def _int(v: Any, field: str, lo: int = 0) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise ProtocolError(field, f"expected an integer ≥ {lo}, got {v!r}")
+    return v
+
+
+def _num(v: Any, field: str) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
+        raise ProtocolError(field, f"expected a finite number, got {v!r}")
+    return float(v)
+
+
+def _str(v: Any, field: str) -> str:
+    if not isinstance(v, str) or v == "":
+        raise ProtocolError(field, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _prompts(v: Any, field: str) -> list:
+    if not isinstance(v, list):
+        raise ProtocolError(field, "expected a list of token lists")
+    out = []
+    for i, row in enumerate(v):
+        if not isinstance(row, list):
+            raise ProtocolError(f"{field}.{i}", "expected a list of token ids")
+        out.append([_int(t, f"{field}.{i}.{j}") for j, t in enumerate(row)])
+    return out
+
+
+def batch_from_json(v: Any, field: str) -> RolloutBatch:
+    """Decodes and checks a rollout batch (tensors of shape (B, T), prompts B rows, mask 0/1)."""
+    p = _obj(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
+    B = _int(p["B"], f"{field}.B", 1)
+    T = _int(p["T"], f"{field}.T")
+    prompts = _prompts(p["prompts"], f"{field}.prompts")
+    if len(prompts) != B:
+        raise ProtocolError(f"{field}.prompts", f"must hold B={B} rows, got {len(prompts)}")
+    responses = decode_tensor(p["responses"], f"{field}.responses", ("I32",), (B, T))
+    mask = decode_tensor(p["mask"], f"{field}.mask", ("F64",), (B, T))
+    logp = decode_tensor(p["logpRollout"], f"{field}.logpRollout", ("F64",), (B, T))
+    if not np.all((mask == 0) | (mask == 1)):
+        raise ProtocolError(f"{field}.mask", "must hold 0 or 1")
+    rec = p["record"]
+    if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
+        raise ProtocolError(f"{field}.record.kind", "expected a string")
+    return RolloutBatch(_int(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
+
+
+def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:
+    return {
+        "weightVersion": int(b.weight_version),
+        "B": b.B,
+        "T": b.T,
+        "prompts": [list(map(int, p)) for p in b.prompts],
+        "responses": encode_tensor(np.asarray(b.responses, dtype=np.int32)),
+        "mask": encode_tensor(np.asarray(b.mask, dtype=np.float64)),
+        "logpRollout": encode_tensor(np.asarray(b.logp_rollout, dtype=np.float64)),
+        "record": record_to_json(b.record),
+    }
+
+
+def _sampling(v: Any) -> Optional[Dict[str, Any]]:
+    if v is None:
+        return None
+    s = _obj(v, {"temperature": True, "topK": True, "topP": True, "logprob": True})
+    t = _num(s["temperature"], "sampling.temperature")
+    if t <= 0:
+        raise ProtocolError("sampling.temperature", f"must be > 0, got {t}")
+    p = _num(s["topP"], "sampling.topP")
+    if not 0 < p <= 1:
+        raise ProtocolError("sampling.topP", f"must be in (0, 1], got {p}")
+    if s["logprob"] not in ("processed", "raw"):
+        raise ProtocolError("sampling.logprob", f"must be processed or raw, got {s['logprob']!r}")
+    return {"temperature": t, "topK": _int(s["topK"], "sampling.topK"), "topP": p, "logprob": s["logprob"]}
+
+
+# --- the methods ------------------------------------------------------------------------------
+
+
+def _info(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"protocols": True, "run": False})  # run: the driver's run config (ignored unless a backend reads it)
+    if not isinstance(p["protocols"], list) or not p["protocols"]:
+        raise ProtocolError("protocols", "expected a non-empty list of version strings")
+    if be.protocol not in p["protocols"]:
+        raise RpcError(FAILED_PRECONDITION, f"no common protocol version: the client speaks {', '.join(map(str, p['protocols']))}, this backend {be.protocol}", "protocols")
+    return dict(be.info(), protocol=be.protocol)
+
+
+def _sync(be: Backend, params: Any) -> Any:
+    _obj(params, {})
+    return {"weightVersion": int(be.sync())}
+
+
+def _generate(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "greedy": False, "side": False})
+    prompts = _prompts(p["prompts"], "prompts")
+    if not prompts:
+        raise ProtocolError("prompts", "must hold at least one prompt")
+    greedy = p.get("greedy", False)
+    if not isinstance(greedy, bool):
+        raise ProtocolError("greedy", f"expected a boolean, got {greedy!r}")
+    side = p.get("side", "rollout")
+    if side not in ("rollout", "trainer"):
+        raise ProtocolError("side", f"must be rollout or trainer, got {side!r}")
+    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side)
+    return batch_to_json(batch)
+
+
+def _logprobs(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False})
+    batch = batch_from_json(p["batch"], "batch")
+    if not isinstance(p["rows"], list) or not p["rows"]:
+        raise ProtocolError("rows", "expected a non-empty list of row indices")
+    rows = [_int(r, f"rows.{i}") for i, r in enumerate(p["rows"])]
+    for i, r in enumerate(rows):
+        if r >= batch.B:
+            raise ProtocolError(f"rows.{i}", f"{r} is outside the batch (B={batch.B})")
+    if p["policy"] not in ("current", "reference"):
+        raise ProtocolError("policy", f"must be current or reference, got {p['policy']!r}")
+    grad = p.get("grad", False)
+    if not isinstance(grad, bool):
+        raise ProtocolError("grad", f"expected a boolean, got {grad!r}")
+    if grad and p["policy"] != "current":
+        raise ProtocolError("grad", "only the current policy has gradients")
+    logp, entropy, handle = be.logprobs(batch, rows, p["policy"], grad)
+    out = {"logp": encode_tensor(np.asarray(logp, dtype=np.float64)), "entropy": encode_tensor(np.asarray(entropy, dtype=np.float64))}
+    if handle is not None:
+        out["handle"] = handle
+    return out
+
+
+def _backward(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"handle": True, "gradLogp": True})
+    g = decode_tensor(p["gradLogp"], "gradLogp", ("F64",))
+    be.backward(_str(p["handle"], "handle"), g.reshape(-1))
+    return None
+
+
+def _step(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"maxGradNorm": True})
+    m = _num(p["maxGradNorm"], "maxGradNorm")
+    if m <= 0:
+        raise ProtocolError("maxGradNorm", f"must be > 0, got {m}")
+    r = be.step(m)
+    return {"gradNorm": float(r["gradNorm"]), "weightVersion": int(r["weightVersion"])}
+
+
+def _set_reference(be: Backend, params: Any) -> Any:
+    _obj(params, {})
+    be.set_reference()
+    return None
+
+
+def _warm_start(be: Backend, params: Any) -> Any:
+    p = _obj(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True})
+    t = _obj(p["task"], {"name": True, "options": True})
+    return {k: float(v) for k, v in be.warm_start(t, _int(p["steps"], "steps"), _int(p["batchSize"], "batchSize", 1), _num(p["lr"], "lr"), _int(p["seed"], "seed", -(2**53))).items()}
+
+
+def _dir(params: Any) -> str:
+    return _str(_obj(params, {"dir": True})["dir"], "dir")
+
+
+METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
+    "info": _info,
+    "sync": _sync,
+    "generate": _generate,
+    "logprobs": _logprobs,
+    "backward": _backward,
+    "step": _step,
+    "setReference": _set_reference,
+    "warmStart": _warm_start,
+    "save": lambda be, p: be.save(_dir(p)),
+    "load": lambda be, p: be.load(_dir(p)),
+    "shutdown": lambda be, p: (_obj(p, {}), None)[1],
+}
+
+
+def handle_message(be: Backend, line: str, debug: bool = False) -> Optional[Dict[str, Any]]:
+    """The JSON-RPC answer to one request (None for a notification)."""
+    try:
+        m = json.loads(line)
+    except ValueError:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "parse error: the message is not JSON"}}
+    if not isinstance(m, dict) or m.get("jsonrpc") != "2.0" or not isinstance(m.get("method"), str) or not (("id" not in m) or isinstance(m["id"], (int, str))):
+        rid = m.get("id") if isinstance(m, dict) and isinstance(m.get("id"), (int, str)) else None
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": INVALID_REQUEST, "message": 'invalid request: expected {"jsonrpc":"2.0","id","method","params"}'}}
+    rid = m.get("id")
+    method = m["method"]
+    fn = METHODS.get(method)
+    try:
+        if fn is None:
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}")
+        result = fn(be, m.get("params"))
+    except RpcError as e:
+        if rid is None:
+            return None
+        return {"jsonrpc": "2.0", "id": rid, "error": e.to_json()}
+    except Exception as e:  # a backend bug: answered, never a dead server
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        if rid is None:
+            return None
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": INTERNAL_ERROR, "message": f"{method}: {type(e).__name__}: {e}"}}
+    if rid is None:
+        return None
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def serve_stdio(be: Backend, stdin=None, stdout=None) -> None:
+    """Answers one request per line of stdin on stdout until end of input or `shutdown`."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    try:
+        for line in stdin:
+            if not line.strip():
+                continue
+            answer = handle_message(be, line, debug=True)
+            if answer is not None:
+                stdout.write(json.dumps(answer, separators=(",", ":")) + "\n")
+                stdout.flush()
+            if _is_shutdown(line):
+                break
+    finally:
+        be.close()
+
+
+def _is_shutdown(line: str) -> bool:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(m, dict) and m.get("method") == "shutdown"
+
+
+def serve_http(be: Backend, port: int, host: str = "127.0.0.1", ready: Optional[Callable[[int], None]] = None) -> None:
+    """Serves POST /rpc (one JSON-RPC message per request) until `shutdown`. Requests run one at a time."""
+    lock = Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            if self.path != "/rpc":
+                self.send_error(404, "qrl-backend/1: POST one JSON-RPC message to /rpc")
+                return
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode("utf8")
+            with lock:
+                answer = handle_message(be, body, debug=True)
+            if answer is None:
+                self.send_response(204)
+                self.end_headers()
+            else:
+                data = json.dumps(answer, separators=(",", ":")).encode("utf8")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            if _is_shutdown(body):
+                import threading
+
+                threading.Thread(target=server.shutdown, daemon=True).start()
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    if ready is not None:
+        ready(server.server_address[1])
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        be.close()
+
+
+def serve(be: Backend, argv: Optional[list] = None) -> None:
+    """Command-line runner: `--stdio` (default) or `--port N [--host H]` (prints the bound port on stderr)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--stdio", action="store_true")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--host", default="127.0.0.1")
+    a, _ = ap.parse_known_args(argv)
+    if a.port is None:
+        serve_stdio(be)
+    else:
+        serve_http(be, a.port, a.host, ready=lambda p: print(f"qrl-backend/1 listening on http://{a.host}:{p}", file=sys.stderr, flush=True))

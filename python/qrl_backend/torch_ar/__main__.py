@@ -1,0 +1,9 @@
+"""`python3 -m qrl_backend.torch_ar [--weights F | --config JSON] [--plan fp32|bf16] [--device D] [--stdio | --port N]`."""
+
+import sys
+
+from ..server import serve
+from .backend import build
+
+if __name__ == "__main__":
+    serve(build(sys.argv[1:]), sys.argv[1:])

@@ -1,0 +1,260 @@
+"""TorchArBackend: the toy AR policy on PyTorch (autograd backward, torch.optim.AdamW, CUDA when
+present) behind qrl-backend/1 — the shape of a GPU backend. Where a real stack differs is marked
+"REAL STACK:" (a Hugging Face model for the trainer, a vLLM engine for the rollout). Not bit-matched to
+qrl-sim: float32 GEMMs on the device, bf16 via torch.bfloat16 casts of the operands."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..backend import Backend, RolloutBatch
+from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _support
+from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
+
+VERSION = "0.1.0"
+
+
+class TinyAr(torch.nn.Module):
+    """The toy transformer (RMSNorm or LayerNorm, SwiGLU or GELU, learned positions, no biases).
+    Parameters keep the TypeScript ParamStore names (dots become `__` inside torch)."""
+
+    def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], bf16: bool):
+        super().__init__()
+        self.cfg, self.bf16 = cfg, bf16
+        self.names = [n for n, _, _ in param_specs(cfg)]
+        for n in self.names:
+            self.register_parameter(n.replace(".", "__"), torch.nn.Parameter(torch.from_numpy(np.array(params[n], dtype=np.float32))))
+
+    def p(self, name: str) -> torch.Tensor:
+        return getattr(self, name.replace(".", "__"))
+
+    def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if self.bf16:  # operands rounded to bf16, float32 accumulation (the `bf16` plan)
+            return torch.matmul(a.to(torch.bfloat16).float(), b.to(torch.bfloat16).float())
+        return torch.matmul(a, b)
+
+    def norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if self.cfg.norm == "rmsnorm":
+            return x * torch.rsqrt(torch.mean(x * x, -1, keepdim=True) + 1e-5) * w
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, None, 1e-5)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) → logits (B, T, V)."""
+        cfg = self.cfg
+        B, T = tokens.shape
+        H, hs = cfg.H, cfg.C // cfg.H
+        x = self.p("wte")[tokens] + self.p("wpe")[:T]
+        causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
+        for l in range(cfg.layers):
+            pre = f"h{l}."
+            h = self.norm(x, self.p(pre + "ln1.weight"))
+            q, k, v = (self.mm(h, self.p(pre + f"attn.w{n}").T).view(B, T, H, hs).transpose(1, 2) for n in "qkv")
+            s = self.mm(q, k.transpose(-1, -2)) / hs**0.5
+            a = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
+            o = self.mm(a, v).transpose(1, 2).reshape(B, T, cfg.C)
+            x = x + self.mm(o, self.p(pre + "attn.wo").T)
+            h2 = self.norm(x, self.p(pre + "ln2.weight"))
+            up = self.mm(h2, self.p(pre + "mlp.up").T)
+            if cfg.mlp == "swiglu":
+                act = up * torch.nn.functional.silu(self.mm(h2, self.p(pre + "mlp.gate").T))
+            else:
+                act = torch.nn.functional.gelu(up, approximate="tanh")
+            x = x + self.mm(act, self.p(pre + "mlp.down").T)
+        head = self.p("wte") if cfg.tiedEmbeddings else self.p("lmHead")
+        return self.mm(self.norm(x, self.p("lnf.weight")), head.T)
+
+    def state_numpy(self) -> Dict[str, np.ndarray]:
+        return {n: self.p(n).detach().cpu().numpy().astype(np.float32) for n in self.names}
+
+    def load_numpy(self, params: Dict[str, np.ndarray]) -> None:
+        with torch.no_grad():
+            for n in self.names:
+                self.p(n).copy_(torch.from_numpy(np.array(params[n], dtype=np.float32)))
+
+
+class TorchArBackend(Backend):
+    """Trainer = `self.model` with autograd and AdamW; rollout engine = `self.engine`, a copy refreshed
+    at `sync`; reference = `self.ref`, frozen at `setReference`.
+
+    REAL STACK: the trainer is an FSDP/DeepSpeed-wrapped Hugging Face model; `sync` pushes its weights
+    into a vLLM engine (vLLM's weight-transfer API, or safetensors on disk + a reload as prime-rl does)
+    and `generate` calls the engine with logprobs=1 in processed mode; `logprobs` is the trainer's
+    forward with the same temperature; `save`/`load` are the framework's sharded checkpoints."""
+
+    def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], plan: str = "fp32", lr: float = 1e-3,
+                 weight_decay: float = 0.0, max_new_tokens: Optional[int] = None, device: Optional[str] = None):
+        if plan not in ("fp32", "bf16"):
+            raise ValueError(f"plan: {plan!r} is not supported by this backend (fp32, bf16)")
+        check_params(cfg, params)
+        self.cfg, self.plan_name, self.max_new_tokens = cfg, plan, max_new_tokens
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        bf16 = plan == "bf16"
+        self.model = TinyAr(cfg, params, bf16).to(self.device)
+        self.engine = TinyAr(cfg, params, bf16).to(self.device).requires_grad_(False)
+        self.ref = TinyAr(cfg, params, bf16).to(self.device).requires_grad_(False)
+        decay = [p for n, p in zip(self.model.names, self.model.parameters()) if p.ndim == 2]
+        other = [p for n, p in zip(self.model.names, self.model.parameters()) if p.ndim != 2]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999), eps=1e-8)
+        self.version = 0
+        self.served = 0
+        self.handles: Dict[str, torch.Tensor] = {}
+        self.next_handle = 1
+
+    def info(self) -> Dict[str, Any]:
+        gemm = {"kind": "fp32"} if self.plan_name == "fp32" else {"kind": "rounding", "operands": "bf16"}
+        return {
+            "backend": {"name": "qrl_backend.torch_ar", "version": f"{VERSION} (torch {torch.__version__}, {self.device.type})"},
+            "policy": "ar",
+            "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
+            "plan": {"name": self.plan_name, "rollout": {"gemm": gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False},
+            "parameters": int(sum(p.numel() for p in self.model.parameters())),
+        }
+
+    def sync(self) -> int:
+        self.engine.load_state_dict(self.model.state_dict())
+        self.served = self.version
+        return self.served
+
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+        import hashlib
+
+        P = len(prompts[0])
+        for b, p in enumerate(prompts):
+            if len(p) != P or P == 0:
+                raise ProtocolError(f"prompts.{b}", f"every prompt must have length {len(prompts[0])} ≥ 1 (left-pad them)")
+        L = self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
+        if L < 1 or P + L > self.cfg.maxLen:
+            raise ProtocolError("prompts", f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
+        s = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
+        model = self.engine if side == "rollout" else self.model
+        rng = np.random.Generator(np.random.PCG64(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:16], "little")))
+        B = len(prompts)
+        tokens = np.full((B, P + L), PAD, dtype=np.int64)
+        tokens[:, :P] = prompts
+        mask, logp = np.zeros((B, L)), np.zeros((B, L))
+        active = np.ones(B, dtype=bool)
+        # REAL STACK: one vLLM `generate` call with SamplingParams(temperature, top_k, top_p, logprobs=0, seed).
+        with torch.no_grad():
+            for k in range(L):
+                z = model(torch.from_numpy(tokens[:, : P + k]).to(self.device))[:, -1].double().cpu().numpy()
+                for b in np.nonzero(active)[0]:
+                    if greedy:
+                        y, lp = int(np.argmax(z[b])), 0.0
+                    else:
+                        keep = _support(z[b], s["temperature"], s["topK"], s["topP"])
+                        proc = log_softmax_rows(z[b], s["temperature"], keep)
+                        u = rng.random()
+                        idx = np.nonzero(keep & (u < np.cumsum(np.where(keep, np.exp(proc), 0.0))))[0]
+                        y = int(idx[0]) if idx.size else int(np.nonzero(keep)[0][-1])
+                        lp = float(proc[y])
+                    tokens[b, P + k], mask[b, k] = y, 1.0
+                    logp[b, k] = lp if s["logprob"] == "processed" else float(log_softmax_rows(z[b], 1.0)[y])
+                    active[b] = y != EOS
+                if not active.any():
+                    break
+        record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(s["temperature"])}
+        return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record)
+
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+        if batch.record.get("kind") != "ar":
+            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {batch.record.get('kind')!r}")
+        rows = list(rows)
+        tau = float(batch.record.get("temperature", 1.0))
+        P = len(batch.prompts[0])
+        tokens = torch.from_numpy(np.concatenate([np.asarray([batch.prompts[r] for r in rows]), batch.responses[rows]], axis=1).astype(np.int64)).to(self.device)
+        resp = tokens[:, P:]
+        mask = torch.from_numpy(batch.mask[rows]).to(self.device)
+        model = self.model if policy == "current" else self.ref
+        with torch.set_grad_enabled(grad):
+            lsm = torch.log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, -1)
+            lp = lsm.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * mask
+            ent = -(lsm.exp() * lsm).sum(-1) * mask
+        handle = None
+        if grad:
+            handle = f"lp{self.next_handle}"
+            self.next_handle += 1
+            self.handles[handle] = lp
+        return lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle
+
+    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+        lp = self.handles.pop(handle, None)
+        if lp is None:
+            raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
+        if grad_logp.size != lp.numel():
+            raise ProtocolError("gradLogp", f"must hold {lp.numel()} values, got {grad_logp.size}")
+        lp.backward(torch.from_numpy(grad_logp.reshape(lp.shape)).to(self.device))
+
+    def step(self, max_grad_norm: float) -> Dict[str, Any]:
+        for p in self.model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm))
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
+        self.handles.clear()
+        self.version += 1
+        return {"gradNorm": norm, "weightVersion": self.version}
+
+    def set_reference(self) -> None:
+        self.ref.load_state_dict(self.model.state_dict())
+
+    def save(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        meta = {CONFIG_KEY: self.cfg.to_json()}
+        write_safetensors(os.path.join(directory, "weights.safetensors"), self.model.state_numpy(), meta)
+        write_safetensors(os.path.join(directory, "reference.safetensors"), self.ref.state_numpy(), meta)
+        torch.save(self.opt.state_dict(), os.path.join(directory, "optimizer.pt"))
+        with open(os.path.join(directory, "backend.json"), "w") as f:
+            json.dump({"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}, f)
+
+    def load(self, directory: str) -> None:
+        path = os.path.join(directory, "weights.safetensors")
+        if not os.path.exists(path):
+            raise RpcError(FAILED_PRECONDITION, f"load: no weights.safetensors in {directory}", "dir")
+        params, _ = read_safetensors(path)
+        check_params(self.cfg, params)
+        self.model.load_numpy(params)
+        ref = os.path.join(directory, "reference.safetensors")
+        self.ref.load_numpy(read_safetensors(ref)[0] if os.path.exists(ref) else params)
+        opt = os.path.join(directory, "optimizer.pt")
+        if os.path.exists(opt):
+            self.opt.load_state_dict(torch.load(opt))
+        st = os.path.join(directory, "backend.json")
+        state = json.load(open(st)) if os.path.exists(st) else {}
+        self.version = int(state.get("weightVersion", self.version))
+        self.sync()
+        self.served = int(state.get("servedVersion", self.served))
+
+
+def build(argv: Optional[List[str]] = None) -> TorchArBackend:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python3 -m qrl_backend.torch_ar", description="qrl-backend/1 server: the toy AR policy on PyTorch.")
+    ap.add_argument("--weights")
+    ap.add_argument("--config")
+    ap.add_argument("--init-seed", type=int, default=0)
+    ap.add_argument("--plan", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--max-new-tokens", type=int)
+    ap.add_argument("--device", help="cuda, cpu, … (default: cuda when available)")
+    ap.add_argument("--stdio", action="store_true")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--host", default="127.0.0.1")
+    a = ap.parse_args(argv)
+    if a.weights:
+        params, meta = read_safetensors(a.weights)
+        cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
+    elif a.config:
+        cfg = ArConfig.from_json(a.config)
+        params = init_params(cfg, a.init_seed)
+    else:
+        ap.error("pass --weights FILE or --config JSON")
+    return TorchArBackend(cfg, params, plan=a.plan, lr=a.lr, weight_decay=a.weight_decay, max_new_tokens=a.max_new_tokens, device=a.device)

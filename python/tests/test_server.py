@@ -1,0 +1,96 @@
+"""The server runner: JSON-RPC framing, params validation naming the field, version negotiation,
+stdio and HTTP transports, over the numpy backend."""
+
+import io
+import json
+import threading
+import urllib.request
+
+import numpy as np
+
+from qrl_backend import handle_message, serve_http, serve_stdio
+from qrl_backend.numpy_ar import ArConfig, NumpyArBackend, init_params
+from qrl_backend.server import batch_to_json
+
+
+def backend():
+    cfg = ArConfig(vocabSize=9, maxLen=10, C=16, H=2, layers=1, hidden=24)
+    return NumpyArBackend(cfg, init_params(cfg, 1), max_new_tokens=4)
+
+
+def call(be, method, params=None, rid=1):
+    msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return handle_message(be, json.dumps(msg))
+
+
+def test_errors_name_the_field():
+    be = backend()
+    assert call(be, "nope")["error"]["code"] == -32601
+    assert handle_message(be, "{not json")["error"]["code"] == -32700
+    assert handle_message(be, '{"id": 1, "method": "sync"}')["error"]["code"] == -32600
+    e = call(be, "step", {"maxGradNorm": 0})["error"]
+    assert e["code"] == -32602 and e["data"]["field"] == "maxGradNorm"
+    e = call(be, "generate", {"prompts": [[1, 2], [1]], "seed": "s"})["error"]
+    assert e["data"]["field"] == "prompts.1"
+    e = call(be, "generate", {"prompts": [[1, 2]], "seed": "s", "extra": 1})["error"]
+    assert e["data"]["field"] == "extra"
+    e = call(be, "backward", {"handle": "zz", "gradLogp": {"dtype": "F64", "shape": [1], "data": "AAAAAAAAAAA="}})["error"]
+    assert e["code"] == -32000 and e["data"]["field"] == "handle"
+    e = call(be, "info", {"protocols": ["qrl-backend/7"]})["error"]
+    assert e["code"] == -32000 and "no common protocol version" in e["message"]
+
+
+def test_logprobs_checks_the_batch_shapes():
+    be = backend()
+    batch = batch_to_json(be.generate([[1, 5, 3]], "s", None, False, "rollout"))
+    batch["mask"] = {"dtype": "F64", "shape": [1, 1], "data": "AAAAAAAA8D8="}
+    e = call(be, "logprobs", {"batch": batch, "rows": [0], "policy": "current"})["error"]
+    assert e["data"]["field"] == "batch.mask.shape"
+
+
+def test_stdio_and_http_transports():
+    be = backend()
+    lines = [json.dumps({"jsonrpc": "2.0", "id": i, "method": m, "params": p}) for i, (m, p) in enumerate([("info", {"protocols": ["qrl-backend/1"]}), ("sync", {}), ("shutdown", {}), ("sync", {})])]
+    out = io.StringIO()
+    serve_stdio(be, io.StringIO("\n".join(lines) + "\n"), out)
+    answers = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert len(answers) == 3  # nothing after shutdown
+    assert answers[0]["result"]["protocol"] == "qrl-backend/1"
+    assert answers[1]["result"] == {"weightVersion": 0}
+
+    ports = []
+    ready = threading.Event()
+    t = threading.Thread(target=serve_http, args=(backend(), 0), kwargs={"ready": lambda p: (ports.append(p), ready.set())}, daemon=True)
+    t.start()
+    ready.wait(10)
+    url = f"http://127.0.0.1:{ports[0]}/rpc"
+
+    def post(method, params):
+        req = urllib.request.Request(url, json.dumps({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}).encode(), {"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(req, timeout=10).read())
+
+    g = post("generate", {"prompts": [[1, 5, 3], [1, 6, 3]], "seed": "a"})["result"]
+    assert g["B"] == 2 and g["T"] == 4 and g["record"]["kind"] == "ar"
+    assert post("shutdown", {})["result"] is None
+    t.join(10)
+    assert not t.is_alive()
+
+
+def test_wire_round_trip_and_tensor_references(tmp_path):
+    from qrl_backend.wire import ProtocolError, decode_tensor, encode_tensor, write_safetensors
+
+    x = np.array([[-0.0, 1e-300], [np.pi, -2.5]])
+    assert decode_tensor(encode_tensor(x), "x").tobytes() == x.tobytes()
+    assert encode_tensor(np.array([-0.5]))["data"] == "AAAAAAAA4L8="  # the TypeScript codec's example
+    f = str(tmp_path / "p.safetensors")
+    write_safetensors(f, {"t": np.arange(6, dtype=np.int32).reshape(2, 3)})
+    assert decode_tensor({"safetensors": f, "name": "t"}, "r", ("I32",), (2, 3)).tolist() == [[0, 1, 2], [3, 4, 5]]
+    for bad, field in [({"safetensors": f, "name": "u"}, "r.name"), ({"dtype": "F64", "shape": [2], "data": "AAAA"}, "r.data"), ({"dtype": "Q8", "shape": [], "data": ""}, "r.dtype")]:
+        try:
+            decode_tensor(bad, "r")
+        except ProtocolError as e:
+            assert e.field == field
+        else:
+            raise AssertionError(f"accepted {bad}")

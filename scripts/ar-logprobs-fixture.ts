@@ -1,0 +1,38 @@
+// Writes a fixture for the numpy backend's agreement test: the TypeScript AR policy's weights
+// (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans
+// (case.safetensors). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
+
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { arConfig, computeLogprobs, createArPolicy, rollout, writeArWeights } from '../src/policies/ar/index.js';
+import { numericsFor, precisionPlan } from '../src/policies/plans.js';
+import { createRng } from '../src/rng.js';
+import { writeSafetensors } from '../src/protocol/safetensors.js';
+
+const out = process.argv[2];
+if (out === undefined) {
+  console.error('usage: ar-logprobs-fixture.ts OUT_DIR');
+  process.exit(2);
+}
+mkdirSync(out, { recursive: true });
+const policy = createArPolicy(arConfig({ vocabSize: 13, maxLen: 15 }), 42);
+// Sharpen the freshly initialized weights so the log-probs are not all ≈ −log V.
+for (let i = 0; i < policy.params.data.length; i++) policy.params.data[i] = Math.fround(policy.params.data[i]! * 4);
+writeArWeights(policy, join(out, 'weights.safetensors'));
+const prompts = [[1, 7, 9, 11, 3], [1, 5, 6, 8, 3], [1, 12, 10, 9, 3], [1, 6, 6, 5, 3]];
+const P = 5;
+const r = rollout(policy, prompts, { maxNewTokens: 8, numerics: numericsFor(precisionPlan('fp32').rollout), rng: createRng(7).fork('fixture'), eos: null });
+const B = prompts.length;
+const L = r.responseLength;
+const tensors: Record<string, { data: Float64Array | Int32Array; shape: number[] }> = {
+  tokens: { data: r.tokens, shape: [B, P + L] },
+  mask: { data: Float64Array.from(r.responseMask), shape: [B, L] },
+};
+for (const plan of ['fp32', 'bf16']) {
+  for (const tau of [1, 0.7]) {
+    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(precisionPlan(plan).trainer), temperature: tau });
+    tensors[`logp.${plan}.${tau}`] = { data: lp.logp, shape: [B, L] };
+    tensors[`entropy.${plan}.${tau}`] = { data: lp.entropy, shape: [B, L] };
+  }
+}
+writeSafetensors(join(out, 'case.safetensors'), tensors, { promptLength: String(P) });

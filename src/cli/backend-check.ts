@@ -1,0 +1,319 @@
+// `qrl-sim backend-check`: the qrl-backend/1 conformance battery run against a backend command or URL,
+// printed as a table (exit 1 on a violation). Not the protocol (src/protocol) and not a backend.
+
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
+import { probeDiagnostics } from '../policies/diagnostics.js';
+import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
+import { RPC_ERRORS } from '../protocol/jsonrpc.js';
+import type { Command } from './command.js';
+import { UsageError } from '../errors.js';
+import { integerOption, parseCommandArgs, required } from './parse.js';
+
+/** One row of the conformance table. */
+export interface ConformanceRow {
+  /** What was checked. */
+  readonly check: string;
+  /** `ok`, `FAIL` (a violation) or `info` (reported, never a violation). */
+  readonly status: 'ok' | 'FAIL' | 'info';
+  /** Figures or the reason of a failure. */
+  readonly detail: string;
+}
+
+/** Options of {@link runConformance}. */
+export interface ConformanceOptions {
+  /** Sequences per generate. @defaultValue 8 */
+  readonly batch?: number;
+  /** Prompt length (BOS, tokens, SEP). @defaultValue 4 */
+  readonly promptLength?: number;
+  /** Largest |ℓroll − ℓ| allowed when the plan's two sides are identical. @defaultValue 1e-4 */
+  readonly tolerance?: number;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function equalArrays(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return true;
+}
+
+function batchProblems(info: BackendInfo, batch: RolloutBatch, B: number, expectedVersion: number): string[] {
+  const problems: string[] = [];
+  const { T } = batch;
+  const V = info.vocabulary.size;
+  if (batch.B !== B) problems.push(`B = ${batch.B}, expected ${B}`);
+  if (T < 1) problems.push(`T = ${T}`);
+  if (batch.weightVersion !== expectedVersion) problems.push(`weightVersion ${batch.weightVersion}, expected ${expectedVersion}`);
+  for (let b = 0; b < batch.B; b++) {
+    let ended = false;
+    let length = 0;
+    for (let t = 0; t < T; t++) {
+      const i = b * T + t;
+      const y = batch.responses[i]!;
+      const m = batch.mask[i]!;
+      if (y < 0 || y >= V) problems.push(`responses[${b}, ${t}] = ${y} outside the vocabulary`);
+      if (m === 1 && ended) problems.push(`mask[${b}] is not a prefix of ones`);
+      if (m === 0) {
+        ended = true;
+        if (batch.logpRollout[i] !== 0) problems.push(`logpRollout[${b}, ${t}] = ${batch.logpRollout[i]} off the mask`);
+      } else {
+        length += 1;
+        if (!(batch.logpRollout[i]! <= 0)) problems.push(`logpRollout[${b}, ${t}] = ${batch.logpRollout[i]}`);
+        if (y === info.vocabulary.eos && t + 1 < T && batch.mask[i + 1] === 1) problems.push(`mask[${b}] continues after EOS`);
+      }
+    }
+    if (length === 0) problems.push(`row ${b} has no generated token`);
+    if (problems.length > 5) break;
+  }
+  return problems.slice(0, 5);
+}
+
+/**
+ * Runs the conformance battery against a connected backend: protocol version, shapes and masks,
+ * same seed ⇒ same tokens, `generate` ℓroll vs `logprobs` ℓ on the same weights (the mismatch
+ * diagnostics of `qrl-sim mismatch`), the weight version after `step` and `sync`, the frozen
+ * reference, the save/load round trip, and the errors bad requests get. Leaves the backend changed
+ * (it takes optimizer steps); run it on a scratch instance.
+ */
+export async function runConformance(backend: RemoteBackend, options: ConformanceOptions = {}): Promise<ConformanceRow[]> {
+  const rows: ConformanceRow[] = [];
+  const add = (check: string, ok: boolean, detail: string, informational = false): void => {
+    rows.push({ check, status: informational ? 'info' : ok ? 'ok' : 'FAIL', detail });
+  };
+  const B = options.batch ?? 8;
+  const P = options.promptLength ?? 4;
+  const tolerance = options.tolerance ?? 1e-4;
+  const attempt = async <T>(check: string, fn: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await fn();
+    } catch (error) {
+      add(check, false, error instanceof Error ? error.message : String(error));
+      return undefined;
+    }
+  };
+
+  // Protocol and description.
+  const info = backend.lastInfo ?? (await backend.info());
+  add('protocol version', info.protocol === 'qrl-backend/1', `${info.protocol}; ${info.backend.name} ${info.backend.version}, policy ${info.policy}, plan ${info.plan.name}, ${info.parameters} parameters`);
+  const refused = await backend.raw('info', { protocols: ['qrl-backend/999'] }).then(
+    () => 'answered',
+    (e: unknown) => (e instanceof BackendCallError && e.code === RPC_ERRORS.failedPrecondition && e.field === 'protocols' ? 'ok' : String(e)),
+  );
+  add('unknown version refused', refused === 'ok', refused === 'ok' ? 'info {protocols: [qrl-backend/999]} → −32000, field protocols' : `expected error −32000 with field protocols, got ${refused}`);
+  const voc = info.vocabulary;
+  const specials = [voc.pad, voc.bos, voc.eos, voc.sep, voc.mask];
+  const firstFree = Math.max(...specials) + 1;
+  add('vocabulary', specials.every((s) => s < voc.size) && new Set(specials).size === 5 && firstFree < voc.size, `size ${voc.size}, pad ${voc.pad} bos ${voc.bos} eos ${voc.eos} sep ${voc.sep} mask ${voc.mask}`);
+
+  const prompts = Array.from({ length: B }, (_, b) => [voc.bos, ...Array.from({ length: P - 2 }, (_, j) => firstFree + ((b * 3 + j * 5) % (voc.size - firstFree))), voc.sep]);
+  const synced = await attempt('sync', () => backend.sync());
+  if (synced === undefined) return rows;
+  const v0 = synced.weightVersion;
+  add('sync', true, `serves weight version ${v0}`);
+
+  // Shapes, masks, determinism.
+  const seed = 'backend-check/rollout/0';
+  const batch = await attempt('generate shapes and masks', () => backend.generate({ prompts, seed }));
+  if (batch === undefined) return rows;
+  const problems = batchProblems(info, batch, B, v0);
+  let tokens = 0;
+  for (const m of batch.mask) tokens += m;
+  add('generate shapes and masks', problems.length === 0, problems.length === 0 ? `B ${batch.B}, T ${batch.T}, ${tokens} tokens, record kind ${batch.record.kind}` : problems.join('; '));
+  const again = await attempt('same seed ⇒ same tokens', () => backend.generate({ prompts, seed }));
+  if (again !== undefined) {
+    const same = equalArrays(again.responses, batch.responses) && equalArrays(again.logpRollout, batch.logpRollout) && equalArrays(again.mask, batch.mask);
+    add('same seed ⇒ same tokens', same, same ? 'responses, mask and ℓroll identical' : 'a second generate with the same seed differs');
+  }
+  const other = await attempt('other seed ⇒ other tokens', () => backend.generate({ prompts, seed: 'backend-check/rollout/1' }));
+  if (other !== undefined) add('other seed ⇒ other tokens', true, equalArrays(other.responses, batch.responses) ? 'identical (a deterministic policy?)' : 'responses differ', true);
+
+  // Rollout vs trainer log-probs on the same weights.
+  const all = Array.from({ length: B }, (_, b) => b);
+  const lp = await attempt('logprobs shapes', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
+  if (lp !== undefined) {
+    let bad = '';
+    for (let i = 0; i < lp.logp.length; i++) {
+      if (batch.mask[i] === 0 && (lp.logp[i] !== 0 || lp.entropy[i] !== 0)) bad = `nonzero ℓ or entropy off the mask at ${i}`;
+      if (batch.mask[i] === 1 && !(lp.entropy[i]! >= 0)) bad = `entropy ${lp.entropy[i]} at ${i}`;
+    }
+    add('logprobs shapes', bad === '', bad === '' ? `ℓ and entropy (${B}, ${batch.T}), 0 off the mask` : bad);
+    const d = probeDiagnostics(batch.logpRollout, lp.logp, batch.mask);
+    const identicalSides = sameJson(info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm, info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm);
+    const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
+    if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
+    else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
+  }
+
+  // Gradient, step, versions, frozen reference.
+  await attempt('setReference', () => backend.setReference());
+  const refBefore = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
+  const withGrad = await attempt('backward + step', () => backend.logprobs({ batch, rows: all, policy: 'current', grad: true }));
+  if (withGrad !== undefined && refBefore !== undefined) {
+    const handle = withGrad.handle;
+    if (handle === undefined) {
+      add('backward + step', false, 'logprobs with grad returned no handle');
+    } else {
+      const g = Float64Array.from(batch.mask, (m) => -m / Math.max(1, tokens));
+      const stepped = await attempt('backward + step', async () => {
+        await backend.backward(handle, g);
+        return backend.step({ maxGradNorm: 1 });
+      });
+      if (stepped !== undefined) {
+        add('backward + step', Number.isFinite(stepped.gradNorm) && stepped.gradNorm > 0, `gradNorm ${stepped.gradNorm.toExponential(4)}`);
+        add('weight version advances after step', stepped.weightVersion === v0 + 1, `step → ${stepped.weightVersion} (was ${v0})`);
+        const spent = await backend.backward(handle, g).then(
+          () => 'accepted',
+          (e: unknown) => (e instanceof BackendCallError && e.kind === 'remote' ? 'ok' : String(e)),
+        );
+        add('spent handle refused', spent === 'ok', spent === 'ok' ? 'a second backward on the handle is an error' : `expected an error answer, got ${spent}`);
+        const stale = await attempt('generate before sync: old version', () => backend.generate({ prompts, seed }));
+        if (stale !== undefined) {
+          add('generate before sync: old version', stale.weightVersion === v0, `version ${stale.weightVersion} (synced ${v0})`);
+          // Reported, not a violation: an engine that samples with the new weights before sync mislabels
+          // its batches (the contract's StepResult says the engine sees them at the next sync).
+          const same = equalArrays(stale.responses, batch.responses);
+          add('generate before sync: old weights', same, same ? 'same tokens as before the step' : 'tokens differ: the engine samples with weights it has not synced', true);
+        }
+        const resync = await attempt('sync serves the new version', () => backend.sync());
+        if (resync !== undefined) add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
+        const after = await attempt('current policy moved', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
+        if (after !== undefined) {
+          let before = 0;
+          let now = 0;
+          for (let i = 0; i < after.logp.length; i++) {
+            before += withGrad.logp[i]!;
+            now += after.logp[i]!;
+          }
+          add('current policy moved', !equalArrays(after.logp, withGrad.logp), `Σℓ ${before.toFixed(4)} → ${now.toFixed(4)} (one step up the samples' likelihood)`);
+        }
+        const refAfter = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
+        if (refAfter !== undefined) add('reference frozen', equalArrays(refAfter.logp, refBefore.logp), equalArrays(refAfter.logp, refBefore.logp) ? 'reference ℓ bit-identical across the step' : 'the reference moved with the step');
+      }
+    }
+  }
+
+  // Save / load round trip.
+  const dir = mkdtempSync(join(tmpdir(), 'qrl-backend-check-'));
+  try {
+    const roundTrip = await attempt('save/load round trip', async () => {
+      const state = join(dir, 'state');
+      mkdirSync(state);
+      const saved = await backend.logprobs({ batch, rows: all, policy: 'current' });
+      const savedRef = await backend.logprobs({ batch, rows: all, policy: 'reference' });
+      const version = (await backend.sync()).weightVersion;
+      await backend.save(state);
+      const h = await backend.logprobs({ batch, rows: all, policy: 'current', grad: true });
+      await backend.backward(h.handle!, Float64Array.from(batch.mask, (m) => m));
+      await backend.step({ maxGradNorm: 1 });
+      await backend.load(state);
+      const restored = await backend.logprobs({ batch, rows: all, policy: 'current' });
+      const restoredRef = await backend.logprobs({ batch, rows: all, policy: 'reference' });
+      const v = (await backend.sync()).weightVersion;
+      return { ok: equalArrays(saved.logp, restored.logp) && equalArrays(savedRef.logp, restoredRef.logp) && v === version, v, version };
+    });
+    if (roundTrip !== undefined) add('save/load round trip', roundTrip.ok, roundTrip.ok ? `ℓ (current and reference) bit-identical after load; version ${roundTrip.v}` : `after load: version ${roundTrip.v} (saved ${roundTrip.version}) or ℓ differ`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  // Bad requests: clear errors, and the backend keeps serving.
+  const probes: { name: string; method: string; params: unknown; code: number; field?: string }[] = [
+    { name: 'generate {prompts: "x"}', method: 'generate', params: { prompts: 'x', seed: 's' }, code: RPC_ERRORS.invalidParams, field: 'prompts' },
+    { name: 'step {maxGradNorm: -1}', method: 'step', params: { maxGradNorm: -1 }, code: RPC_ERRORS.invalidParams, field: 'maxGradNorm' },
+    { name: 'sync {bogus: 1}', method: 'sync', params: { bogus: 1 }, code: RPC_ERRORS.invalidParams, field: 'bogus' },
+    { name: 'unknown method', method: 'noSuchMethod', params: {}, code: RPC_ERRORS.methodNotFound },
+  ];
+  for (const p of probes) {
+    const got = await backend.raw(p.method, p.params).then(
+      () => 'answered with a result',
+      (e: unknown) => {
+        if (!(e instanceof BackendCallError) || e.kind !== 'remote') return String(e);
+        if (e.code !== p.code) return `code ${e.code}`;
+        if (p.field !== undefined && e.field !== p.field) return `field ${e.field ?? '(none)'}`;
+        return 'ok';
+      },
+    );
+    add(`bad request: ${p.name}`, got === 'ok', got === 'ok' ? `error ${p.code}${p.field ? `, field ${p.field}` : ''}` : `expected error ${p.code}${p.field ? ` naming ${p.field}` : ''}, got ${got}`);
+  }
+  const alive = await attempt('still serving after bad requests', () => backend.sync());
+  if (alive !== undefined) add('still serving after bad requests', true, `sync → ${alive.weightVersion}`);
+  return rows;
+}
+
+/** The table of {@link runConformance} rows. */
+export function formatConformance(rows: readonly ConformanceRow[]): string {
+  const w = Math.max(...rows.map((r) => r.check.length));
+  const lines = rows.map((r) => `${r.check.padEnd(w)}  ${r.status.padEnd(4)}  ${r.detail}`);
+  const failed = rows.filter((r) => r.status === 'FAIL').length;
+  lines.push('', failed === 0 ? `conformance: all ${rows.filter((r) => r.status === 'ok').length} checks passed` : `conformance: ${failed} violation${failed === 1 ? '' : 's'}`);
+  return lines.join('\n');
+}
+
+const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
+                             [--tolerance X] [--json]
+
+Runs the qrl-backend/1 conformance battery against a backend: a shell command spoken to over
+stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation.
+
+Checks: protocol version (and refusal of an unknown one), vocabulary, sync, generate shapes and
+masks, same seed ⇒ same tokens, generate's ℓroll vs the backend's own logprobs on the same weights
+(the mismatch diagnostics of 'qrl-sim mismatch'; a violation only when the plan's two sides are
+identical and max|δ| exceeds --tolerance), backward + step, the weight version after step and
+sync, a spent handle refused, the reference frozen, save/load round trip, the errors bad requests
+get, and that the backend keeps serving after them. The backend takes optimizer steps: use a
+scratch instance.
+
+Options:
+  --backend B         a command (e.g. "PYTHONPATH=python python3 -m qrl_backend.numpy_ar --config '{...}'")
+                      or a URL (http://127.0.0.1:8000)
+  --timeout MS        request timeout in milliseconds (default 120000)
+  --batch B           sequences per generate (default 8)
+  --prompt-length P   prompt tokens, BOS and SEP included (default 4)
+  --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
+  --json              the rows as one JSON object
+
+examples:
+  qrl-sim backend-check --backend "qrl-sim serve --policy ar --stdio" --batch 4`;
+
+/** The `backend-check` subcommand. */
+export const backendCheckCommand: Command = {
+  summary: 'conformance battery of a qrl-backend/1 backend (command or URL); exit 1 on a violation',
+  help,
+  async run(args, io) {
+    const { values } = parseCommandArgs(args, {
+      backend: { type: 'string' },
+      timeout: { type: 'string' },
+      batch: { type: 'string' },
+      'prompt-length': { type: 'string' },
+      tolerance: { type: 'string' },
+      json: { type: 'boolean' },
+    });
+    const address = parseBackendAddress(required(values.backend, 'backend'));
+    const timeoutMs = integerOption(values.timeout, 'timeout', 120_000, 1);
+    const batch = integerOption(values.batch, 'batch', 8, 1);
+    const promptLength = integerOption(values['prompt-length'], 'prompt-length', 4, 2);
+    const tolerance = values.tolerance === undefined ? 1e-4 : Number(values.tolerance);
+    if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
+    let backend: RemoteBackend;
+    try {
+      backend = await connectBackend(address, { timeoutMs, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+    } catch (error) {
+      io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
+      return 1;
+    }
+    let rows: ConformanceRow[];
+    try {
+      rows = await runConformance(backend, { batch, promptLength, tolerance });
+    } finally {
+      await backend.close();
+    }
+    if (values.json) io.out(JSON.stringify({ backend: backend.name, rows }));
+    else io.out(formatConformance(rows));
+    return rows.some((r) => r.status === 'FAIL') ? 1 : 0;
+  },
+};

@@ -1,0 +1,307 @@
+// RemoteBackend: a PolicyBackend whose operations are qrl-backend/1 calls to another process (a spawned
+// command over stdio, or an HTTP server), every answer validated. Not a backend itself, not the server.
+
+import type {
+  BackendInfo,
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  PolicyBackend,
+  RolloutBatch,
+  StepRequest,
+  StepResult,
+  WarmStartRequest,
+} from '../backend/contract.js';
+import { RpcCallError, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
+import {
+  batchFromJson,
+  generateToJson,
+  logprobsResultFromJson,
+  logprobsToJson,
+  parseMessage,
+  PROTOCOL_VERSIONS,
+  ProtocolError,
+  type BackendMethod,
+} from './schema.js';
+import { encodeTensor } from './tensor.js';
+
+/** Where the backend is: a shell command to spawn (stdio) or the base URL of an HTTP server. */
+export type BackendAddress = { readonly command: string } | { readonly url: string };
+
+/** Options of {@link connectBackend}. */
+export interface RemoteBackendOptions {
+  /** Milliseconds any call may take (0 = no limit). @defaultValue 600000 */
+  readonly timeoutMs?: number;
+  /** Milliseconds the first `info` may take (a backend loading a model starts slowly; 0 = no limit). @defaultValue 600000 */
+  readonly startupTimeoutMs?: number;
+  /** Protocol versions offered in `info`, most preferred first. @defaultValue {@link PROTOCOL_VERSIONS} */
+  readonly protocols?: readonly string[];
+  /** The driver's resolved run config, sent with `info` for backends that build their policy from it (`qrl-sim serve`). */
+  readonly run?: unknown;
+  /** Working directory of a spawned command. */
+  readonly cwd?: string;
+  /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
+  readonly onStderr?: (text: string) => void;
+}
+
+/**
+ * Why a remote backend call failed, as one line: the backend, the method and what happened (the
+ * backend answered with an error, died, hung past the timeout, or sent a malformed message).
+ */
+export class BackendCallError extends Error {
+  /** The backend's command or URL. */
+  readonly backend: string;
+  /** The contract method. */
+  readonly method: string;
+  /** `remote`: the backend refused; `exit`, `timeout`, `malformed`: the transport or message failed. */
+  readonly kind: 'remote' | 'exit' | 'timeout' | 'malformed';
+  /** The JSON-RPC error code when `kind` is `remote`. */
+  readonly code?: number;
+  /** The field the backend or the validation named, if any. */
+  readonly field?: string;
+  constructor(backend: string, method: string, kind: BackendCallError['kind'], message: string, extra: { code?: number; field?: string } = {}) {
+    super(message);
+    this.name = 'BackendCallError';
+    this.backend = backend;
+    this.method = method;
+    this.kind = kind;
+    if (extra.code !== undefined) this.code = extra.code;
+    if (extra.field !== undefined) this.field = extra.field;
+  }
+}
+
+interface Transport {
+  call(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
+  const spawned: SpawnedRpc = spawnRpcClient(command, {
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    ...(options.onStderr !== undefined ? { onStderr: options.onStderr } : {}),
+  });
+  return {
+    call: (method, params, timeoutMs) => spawned.client.call(method, params, { timeoutMs }),
+    close: () => spawned.close(),
+  };
+}
+
+function httpTransport(url: string): Transport {
+  const endpoint = new URL('rpc', url.endsWith('/') ? url : `${url}/`).toString();
+  let nextId = 1;
+  const name = `backend ${url}`;
+  return {
+    async call(method, params, timeoutMs) {
+      const id = nextId++;
+      let text: string;
+      try {
+        const response = await fetch(endpoint, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+          ...(timeoutMs > 0 ? { signal: AbortSignal.timeout(timeoutMs) } : {}),
+        });
+        text = await response.text();
+      } catch (error) {
+        const e = error as Error;
+        if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RpcCallError('timeout', method, `${name}: no answer to ${method} within ${timeoutMs} ms`);
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+        throw new RpcCallError('exit', method, `${name}: cannot reach ${endpoint}: ${cause?.code ?? cause?.message ?? e.message}`);
+      }
+      let m: { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown; data?: { field?: unknown } } };
+      try {
+        m = JSON.parse(text) as typeof m;
+      } catch {
+        throw new RpcCallError('malformed', method, `${name}: answered ${method} with a body that is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
+      }
+      if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || m.id !== id || ('result' in m) === ('error' in m)) {
+        throw new RpcCallError('malformed', method, `${name}: answered ${method} with a message that is not its JSON-RPC response: ${JSON.stringify(text.slice(0, 120))}`);
+      }
+      if ('error' in m) {
+        const e = m.error;
+        if (e === null || typeof e !== 'object' || typeof e.code !== 'number' || typeof e.message !== 'string') {
+          throw new RpcCallError('malformed', method, `${name}: ${method} answered with a malformed error object`);
+        }
+        const field = typeof e.data?.field === 'string' ? ` (field ${e.data.field})` : '';
+        throw new RpcCallError('remote', method, `${name}: ${method} failed: ${e.message}${field}`, e as never);
+      }
+      return m.result;
+    },
+    async close() {},
+  };
+}
+
+/**
+ * A {@link PolicyBackend} in another process. Every call is validated on the way out and on the way
+ * back; any failure is a {@link BackendCallError} naming the backend and the method. Create one with
+ * {@link connectBackend}, which negotiates the protocol version.
+ */
+export class RemoteBackend implements PolicyBackend {
+  /** The command or URL, as named in errors. */
+  readonly name: string;
+  private readonly transport: Transport;
+  private readonly timeoutMs: number;
+  private readonly startupTimeoutMs: number;
+  private started = false;
+  private readonly protocols: readonly string[];
+  private readonly run: unknown;
+  private closed = false;
+  private described: BackendInfo | null = null;
+
+  /** Wraps a transport; prefer {@link connectBackend}. */
+  constructor(address: BackendAddress, options: RemoteBackendOptions = {}) {
+    this.name = 'command' in address ? address.command : address.url;
+    this.timeoutMs = options.timeoutMs ?? 600_000;
+    this.startupTimeoutMs = options.startupTimeoutMs ?? 600_000;
+    for (const [k, v] of [['timeoutMs', this.timeoutMs], ['startupTimeoutMs', this.startupTimeoutMs]] as const) {
+      if (!Number.isInteger(v) || v < 0) throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
+    }
+    this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
+    this.run = options.run;
+    this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url);
+  }
+
+  private async call<M extends BackendMethod>(method: M, params: unknown): Promise<unknown> {
+    if (this.closed) throw new BackendCallError(this.name, method, 'exit', `backend '${this.name}': ${method} after close`);
+    let raw: unknown;
+    try {
+      raw = await this.transport.call(method, params, this.started ? this.timeoutMs : this.startupTimeoutMs);
+      this.started = true;
+    } catch (error) {
+      if (error instanceof RpcCallError) {
+        const field = error.error?.data?.field;
+        throw new BackendCallError(this.name, method, error.kind, error.message, {
+          ...(error.error !== undefined ? { code: error.error.code } : {}),
+          ...(typeof field === 'string' ? { field } : {}),
+        });
+      }
+      throw error;
+    }
+    return raw;
+  }
+
+  private fail(method: string, error: unknown): never {
+    if (error instanceof ProtocolError) {
+      throw new BackendCallError(this.name, method, 'malformed', `backend '${this.name}': malformed answer to ${error.message}`, { field: error.field });
+    }
+    throw error;
+  }
+
+  private async invoke<M extends BackendMethod>(method: M, params: unknown): Promise<ReturnType<typeof parseMessage<M, 'result'>>> {
+    const raw = await this.call(method, params);
+    try {
+      return parseMessage(method, 'result', raw);
+    } catch (error) {
+      return this.fail(method, error);
+    }
+  }
+
+  /** The backend's self-description; checks the protocol it chose is one offered. */
+  async info(): Promise<BackendInfo> {
+    const params = this.run === undefined ? { protocols: [...this.protocols] } : { protocols: [...this.protocols], run: this.run };
+    const info = (await this.invoke('info', params)) as BackendInfo;
+    if (!this.protocols.includes(info.protocol)) {
+      throw new BackendCallError(this.name, 'info', 'malformed', `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`, { field: 'result.protocol' });
+    }
+    this.described = info;
+    return info;
+  }
+
+  /** The last {@link RemoteBackend.info} answer (null before the first). */
+  get lastInfo(): BackendInfo | null {
+    return this.described;
+  }
+
+  async sync(): Promise<{ readonly weightVersion: number }> {
+    return this.invoke('sync', {});
+  }
+
+  async generate(request: GenerateRequest): Promise<RolloutBatch> {
+    const json = await this.invoke('generate', generateToJson(request));
+    try {
+      const batch = batchFromJson(json, 'generate', 'result');
+      if (batch.B !== request.prompts.length) throw new ProtocolError('generate', 'result.B', `generate: result.B must equal the number of prompts ${request.prompts.length}, got ${batch.B}`);
+      return batch;
+    } catch (error) {
+      return this.fail('generate', error);
+    }
+  }
+
+  async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
+    const json = await this.invoke('logprobs', logprobsToJson(request));
+    try {
+      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true);
+    } catch (error) {
+      return this.fail('logprobs', error);
+    }
+  }
+
+  async backward(handle: string, gradLogp: Float64Array): Promise<void> {
+    await this.invoke('backward', { handle, gradLogp: encodeTensor(gradLogp) });
+  }
+
+  async step(request: StepRequest): Promise<StepResult> {
+    return this.invoke('step', { maxGradNorm: request.maxGradNorm });
+  }
+
+  async setReference(): Promise<void> {
+    await this.invoke('setReference', {});
+  }
+
+  async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
+    return this.invoke('warmStart', { task: request.task, steps: request.steps, batchSize: request.batchSize, lr: request.lr, seed: request.seed });
+  }
+
+  async save(dir: string): Promise<void> {
+    await this.invoke('save', { dir });
+  }
+
+  async load(dir: string): Promise<void> {
+    await this.invoke('load', { dir });
+  }
+
+  /** Asks the backend to shut down, then ends the transport (a spawned process is killed if it lingers). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.call('shutdown', {});
+    } catch {
+      // A backend that is already gone is closed.
+    }
+    this.closed = true;
+    await this.transport.close();
+  }
+
+  /** Sends a raw request (for the conformance check's bad-request probes); the answer is not validated. */
+  async raw(method: string, params: unknown): Promise<unknown> {
+    return this.call(method as BackendMethod, params);
+  }
+}
+
+/**
+ * Connects to a backend (spawns the command or reaches the URL) and negotiates the protocol with
+ * `info`; closes it again if that fails.
+ *
+ * @example
+ * ```ts
+ * const backend = await connectBackend({ command: 'python3 -m qrl_backend.numpy_ar --task reverse' });
+ * const info = backend.lastInfo!;
+ * ```
+ */
+export async function connectBackend(address: BackendAddress, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
+  const backend = new RemoteBackend(address, options);
+  try {
+    await backend.info();
+  } catch (error) {
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+  return backend;
+}
+
+/** Parses a `--backend` value: an `http://` or `https://` URL, else a shell command. */
+export function parseBackendAddress(value: string): BackendAddress {
+  const v = value.trim();
+  if (v === '') throw new Error('backend: expected a command or an http:// URL, got an empty string');
+  return /^https?:\/\//.test(v) ? { url: v } : { command: v };
+}

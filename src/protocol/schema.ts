@@ -1,0 +1,319 @@
+// The messages of qrl-backend/1: one zod schema per method's params and result, and the codec between
+// the contract's values (typed arrays) and their JSON form (wire tensors or safetensors references).
+// Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
+
+import { z } from 'zod';
+import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
+import { readSafetensors } from './safetensors.js';
+import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
+
+/** The protocol versions this build speaks, most preferred first. */
+export const PROTOCOL_VERSIONS: readonly string[] = Object.freeze(['qrl-backend/1']);
+
+/** The methods of qrl-backend/1, one per contract operation (`close` is `shutdown` on the wire). */
+export const BACKEND_METHODS = Object.freeze([
+  'info', 'sync', 'generate', 'logprobs', 'backward', 'step', 'setReference', 'warmStart', 'save', 'load', 'shutdown',
+] as const);
+
+/** A method name of {@link BACKEND_METHODS}. */
+export type BackendMethod = (typeof BACKEND_METHODS)[number];
+
+/** A malformed message: names the method, the side that sent it and the field (dotted path). */
+export class ProtocolError extends Error {
+  /** The method whose params or result failed. */
+  readonly method: string;
+  /** Dotted path of the first bad field (`''` for the whole message). */
+  readonly field: string;
+  constructor(method: string, field: string, message: string) {
+    super(message);
+    this.name = 'ProtocolError';
+    this.method = method;
+    this.field = field;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors on the wire
+
+const int = z.number().int();
+const nonNegInt = int.nonnegative();
+const finite = z.number().refine(Number.isFinite, 'expected a finite number');
+
+/** `{ dtype, shape, data }`: a wire tensor (tensor.ts). */
+export const wireTensorSchema = z.strictObject({
+  dtype: z.enum(Object.keys(WIRE_DTYPES) as [WireDtype, ...WireDtype[]]),
+  shape: z.array(nonNegInt).readonly(),
+  data: z.string(),
+});
+
+/** `{ safetensors, name }`: a tensor stored in a safetensors file both sides can read (large payloads). */
+export const tensorRefSchema = z.strictObject({ safetensors: z.string().min(1), name: z.string().min(1) });
+
+/** A tensor field: inline or by reference. */
+export const tensorSchema = z.union([wireTensorSchema, tensorRefSchema]);
+
+/** A tensor field as JSON. */
+export type TensorJson = z.infer<typeof tensorSchema>;
+
+/**
+ * Decodes a tensor field (inline, or read from the referenced safetensors file) and checks its
+ * dtype and shape; throws a {@link ProtocolError} naming `method` and `field`.
+ */
+export function tensorFromJson(
+  json: TensorJson,
+  method: string,
+  field: string,
+  expect: { readonly dtypes: readonly WireDtype[]; readonly shape?: readonly number[] },
+): WireArray {
+  let array: WireArray;
+  let shape: readonly number[];
+  try {
+    if ('safetensors' in json) {
+      const file = readSafetensors(json.safetensors);
+      const t = Object.hasOwn(file.tensors, json.name) ? file.tensors[json.name] : undefined;
+      if (t === undefined) throw new Error(`${field}: no tensor ${JSON.stringify(json.name)} in ${json.safetensors}`);
+      array = t.data as WireArray;
+      shape = t.shape;
+    } else {
+      array = decodeTensor(json as WireTensor, field);
+      shape = json.shape;
+    }
+  } catch (error) {
+    throw new ProtocolError(method, field, `${method}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const dtype = (Object.keys(WIRE_DTYPES) as WireDtype[]).find((d) => array instanceof WIRE_DTYPES[d]);
+  if (dtype === undefined || !expect.dtypes.includes(dtype)) {
+    throw new ProtocolError(method, `${field}.dtype`, `${method}: ${field}.dtype must be ${expect.dtypes.join(' or ')}, got ${dtype ?? 'unknown'}`);
+  }
+  if (expect.shape !== undefined && (shape.length !== expect.shape.length || shape.some((d, i) => d !== expect.shape![i]))) {
+    throw new ProtocolError(method, `${field}.shape`, `${method}: ${field}.shape must be [${expect.shape.join(', ')}], got [${shape.join(', ')}]`);
+  }
+  return array;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay records: JSON values whose typed arrays travel as wire tensors
+
+function isWireTensorJson(v: unknown): v is WireTensor {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const keys = Object.keys(v).sort().join();
+  return keys === 'data,dtype,shape' && wireTensorSchema.safeParse(v).success;
+}
+
+function isTypedArray(v: unknown): v is WireArray {
+  return ArrayBuffer.isView(v) && !(v instanceof DataView);
+}
+
+/** A replay-record value as JSON: typed arrays become 1-D wire tensors (an object with exactly `dtype`, `shape`, `data`). */
+export function recordValueToJson(v: ReplayRecordValue): unknown {
+  if (isTypedArray(v)) return encodeTensor(v);
+  if (Array.isArray(v)) return v.map((x) => recordValueToJson(x as ReplayRecordValue));
+  if (v !== null && typeof v === 'object') {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, recordValueToJson(x as ReplayRecordValue)]));
+  }
+  return v;
+}
+
+function recordValueFromJson(v: unknown, method: string, field: string): ReplayRecordValue {
+  if (isWireTensorJson(v)) return tensorFromJson(v, method, field, { dtypes: ['F64', 'F32', 'I32', 'U8'] }) as ReplayRecordValue;
+  if (Array.isArray(v)) return v.map((x, i) => recordValueFromJson(x, method, `${field}.${i}`));
+  if (v !== null && typeof v === 'object') {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, recordValueFromJson(x, method, `${field}.${k}`)]));
+  }
+  if (typeof v === 'number' && !Number.isFinite(v)) throw new ProtocolError(method, field, `${method}: ${field} must be finite, got ${v}`);
+  return v as ReplayRecordValue;
+}
+
+const jsonValueSchema: z.ZodType<unknown> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), finite, z.string(), z.array(jsonValueSchema), z.record(z.string(), jsonValueSchema)]),
+);
+
+const recordSchema = z.looseObject({ kind: z.string().min(1) });
+
+// ---------------------------------------------------------------------------------------------
+// Method schemas
+
+const vocabularySchema = z.strictObject({ size: int.min(1), pad: nonNegInt, bos: nonNegInt, eos: nonNegInt, sep: nonNegInt, mask: nonNegInt });
+const samplingSchema = z.strictObject({
+  temperature: finite.refine((t) => t > 0, 'expected > 0'),
+  topK: nonNegInt,
+  topP: finite.refine((p) => p > 0 && p <= 1, 'expected in (0, 1]'),
+  logprob: z.enum(['processed', 'raw']),
+});
+
+/** Every method's params and result schema (JSON form, before tensors are decoded). */
+export const methodSchemas = {
+  info: {
+    params: z.strictObject({ protocols: z.array(z.string()).min(1), run: jsonValueSchema.optional() }),
+    result: z.strictObject({
+      protocol: z.string(),
+      backend: z.strictObject({ name: z.string().min(1), version: z.string() }),
+      policy: z.string().min(1),
+      vocabulary: vocabularySchema,
+      plan: z.strictObject({ name: z.string(), rollout: jsonValueSchema, trainer: jsonValueSchema }),
+      capabilities: z.strictObject({
+        logprobs: z.array(z.enum(['processed', 'raw'])),
+        entropy: z.boolean(),
+        warmStart: z.boolean(),
+      }),
+      parameters: nonNegInt,
+    }),
+  },
+  sync: { params: z.strictObject({}), result: z.strictObject({ weightVersion: nonNegInt }) },
+  generate: {
+    params: z.strictObject({
+      prompts: z.array(z.array(nonNegInt)).min(1),
+      seed: z.string().min(1),
+      sampling: samplingSchema.optional(),
+      greedy: z.boolean().optional(),
+      side: z.enum(['rollout', 'trainer']).optional(),
+    }),
+    result: z.lazy(() => batchSchema),
+  },
+  logprobs: {
+    params: z.lazy(() =>
+      z.strictObject({ batch: batchSchema, rows: z.array(nonNegInt).min(1), policy: z.enum(['current', 'reference']), grad: z.boolean().optional() }),
+    ),
+    result: z.strictObject({ logp: tensorSchema, entropy: tensorSchema, handle: z.string().min(1).optional() }),
+  },
+  backward: { params: z.strictObject({ handle: z.string().min(1), gradLogp: tensorSchema }), result: z.null() },
+  step: {
+    params: z.strictObject({ maxGradNorm: finite.refine((x) => x > 0, 'expected > 0') }),
+    result: z.strictObject({ gradNorm: z.number().refine((x) => !Number.isNaN(x) && x >= 0, 'expected ≥ 0'), weightVersion: nonNegInt }),
+  },
+  setReference: { params: z.strictObject({}), result: z.null() },
+  warmStart: {
+    params: z.strictObject({
+      task: z.strictObject({ name: z.string().min(1), options: jsonValueSchema }),
+      steps: nonNegInt,
+      batchSize: int.min(1),
+      lr: finite,
+      seed: int,
+    }),
+    result: z.record(z.string(), finite),
+  },
+  save: { params: z.strictObject({ dir: z.string().min(1) }), result: z.null() },
+  load: { params: z.strictObject({ dir: z.string().min(1) }), result: z.null() },
+  shutdown: { params: z.strictObject({}), result: z.null() },
+} as const satisfies Record<BackendMethod, { params: z.ZodType; result: z.ZodType }>;
+
+/** A rollout batch as JSON. */
+const batchSchema = z.strictObject({
+  weightVersion: nonNegInt,
+  B: int.min(1),
+  T: nonNegInt,
+  prompts: z.array(z.array(nonNegInt)),
+  responses: tensorSchema,
+  mask: tensorSchema,
+  logpRollout: tensorSchema,
+  record: recordSchema,
+});
+
+/** The JSON form of a method's params. */
+export type ParamsJson<M extends BackendMethod> = z.infer<(typeof methodSchemas)[M]['params']>;
+/** The JSON form of a method's result. */
+export type ResultJson<M extends BackendMethod> = z.infer<(typeof methodSchemas)[M]['result']>;
+
+/**
+ * Validates `value` as the params (`which = 'params'`) or result of `method`; throws a
+ * {@link ProtocolError} naming the method and the first bad field.
+ */
+export function parseMessage<M extends BackendMethod, W extends 'params' | 'result'>(
+  method: M,
+  which: W,
+  value: unknown,
+): z.infer<(typeof methodSchemas)[M][W]> {
+  const schema = methodSchemas[method][which] as z.ZodType;
+  const parsed = schema.safeParse(value === undefined && which === 'params' ? {} : value);
+  if (parsed.success) return parsed.data as z.infer<(typeof methodSchemas)[M][W]>;
+  const issue = parsed.error.issues[0]!;
+  const path = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys' && issue.keys.length > 0) path.push(issue.keys[0]!);
+  const field = which === 'params' ? path.join('.') : ['result', ...path].join('.');
+  const where = field === '' ? which : field;
+  throw new ProtocolError(method, field, `${method}: ${where}: ${issue.message}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contract values ↔ JSON
+
+/** A {@link RolloutBatch} as JSON (tensors inline). */
+export function batchToJson(batch: RolloutBatch): z.infer<typeof batchSchema> {
+  const { B, T } = batch;
+  return {
+    weightVersion: batch.weightVersion,
+    B,
+    T,
+    prompts: batch.prompts.map((p) => [...p]),
+    responses: encodeTensor(batch.responses, [B, T]),
+    mask: encodeTensor(batch.mask, [B, T]),
+    logpRollout: encodeTensor(batch.logpRollout, [B, T]),
+    record: recordValueToJson(batch.record) as z.infer<typeof recordSchema>,
+  };
+}
+
+/** Decodes a validated batch; checks every tensor's dtype and (B, T) shape, the prompts' count and the mask's values. */
+export function batchFromJson(json: z.infer<typeof batchSchema>, method: string, field: string): RolloutBatch {
+  const { B, T } = json;
+  const shape = [B, T];
+  const f = (name: string): string => (field === '' ? name : `${field}.${name}`);
+  if (json.prompts.length !== B) throw new ProtocolError(method, f('prompts'), `${method}: ${f('prompts')} must hold B=${B} rows, got ${json.prompts.length}`);
+  const responses = tensorFromJson(json.responses, method, f('responses'), { dtypes: ['I32'], shape }) as Int32Array;
+  const mask = tensorFromJson(json.mask, method, f('mask'), { dtypes: ['F64'], shape }) as Float64Array;
+  const logpRollout = tensorFromJson(json.logpRollout, method, f('logpRollout'), { dtypes: ['F64'], shape }) as Float64Array;
+  const badMask = mask.findIndex((m) => m !== 0 && m !== 1);
+  if (badMask >= 0) throw new ProtocolError(method, f('mask'), `${method}: ${f('mask')} must hold 0 or 1, got ${mask[badMask]} at ${badMask}`);
+  const badLogp = logpRollout.findIndex((x) => !(x <= 0));
+  if (badLogp >= 0) throw new ProtocolError(method, f('logpRollout'), `${method}: ${f('logpRollout')} must hold log-probs ≤ 0, got ${logpRollout[badLogp]} at ${badLogp}`);
+  const record = recordValueFromJson(json.record, method, f('record')) as ReplayRecord;
+  return { weightVersion: json.weightVersion, B, T, prompts: json.prompts, responses, mask, logpRollout, record };
+}
+
+/** The `generate` params of a request. */
+export function generateToJson(request: GenerateRequest): ParamsJson<'generate'> {
+  return {
+    prompts: request.prompts.map((p) => [...p]),
+    seed: request.seed,
+    ...(request.sampling !== undefined ? { sampling: { ...request.sampling } } : {}),
+    ...(request.greedy !== undefined ? { greedy: request.greedy } : {}),
+    ...(request.side !== undefined ? { side: request.side } : {}),
+  };
+}
+
+/** The `logprobs` params of a request. */
+export function logprobsToJson(request: LogprobsRequest): ParamsJson<'logprobs'> {
+  return {
+    batch: batchToJson(request.batch),
+    rows: [...request.rows],
+    policy: request.policy,
+    ...(request.grad !== undefined ? { grad: request.grad } : {}),
+  };
+}
+
+/** Decodes validated `logprobs` params; checks the rows are inside the batch. */
+export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest {
+  const batch = batchFromJson(json.batch, 'logprobs', 'batch');
+  const bad = json.rows.findIndex((r) => r >= batch.B);
+  if (bad >= 0) throw new ProtocolError('logprobs', `rows.${bad}`, `logprobs: rows.${bad} = ${json.rows[bad]} is outside the batch (B=${batch.B})`);
+  return { batch, rows: json.rows, policy: json.policy, ...(json.grad !== undefined ? { grad: json.grad } : {}) };
+}
+
+/** A `logprobs` result as JSON. */
+export function logprobsResultToJson(result: LogprobsResult, rows: number, T: number): ResultJson<'logprobs'> {
+  return {
+    logp: encodeTensor(result.logp, [rows, T]),
+    entropy: encodeTensor(result.entropy, [rows, T]),
+    ...(result.handle !== undefined ? { handle: result.handle } : {}),
+  };
+}
+
+/** Decodes a validated `logprobs` result for a request of `rows` rows of a batch of `T` positions. */
+export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean): LogprobsResult {
+  const shape = [rows, T];
+  const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
+  const entropy = tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array;
+  const bad = logp.findIndex((x) => !(x <= 0));
+  if (bad >= 0) throw new ProtocolError('logprobs', 'result.logp', `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`);
+  if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
+  return { logp, entropy, ...(json.handle !== undefined ? { handle: json.handle } : {}) };
+}

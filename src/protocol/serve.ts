@@ -1,0 +1,221 @@
+// serveBackend: answers qrl-backend/1 for any PolicyBackend, over stdio (newline-delimited JSON-RPC)
+// or HTTP (POST one JSON-RPC message to /rpc). Params are validated before the backend sees them.
+// Not a backend and not the client (remote.ts).
+
+import { createServer, type Server } from 'node:http';
+import type { Readable, Writable } from 'node:stream';
+import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
+import { answerRpcLine, RPC_ERRORS, RpcError, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
+import {
+  batchFromJson,
+  batchToJson,
+  logprobsFromJson,
+  logprobsResultToJson,
+  parseMessage,
+  PROTOCOL_VERSIONS,
+  ProtocolError,
+  tensorFromJson,
+  type BackendMethod,
+} from './schema.js';
+
+/** Where {@link serveBackend} listens. */
+export type ServeOptions = (
+  | { readonly stdio: true; readonly input?: Readable; readonly output?: Writable }
+  | { readonly port: number; readonly host?: string }
+) & {
+  /** Called with every `info` request's params before the backend answers (e.g. to build it from `run`). */
+  readonly onInfo?: (params: { readonly protocols: readonly string[]; readonly run?: unknown }) => void | Promise<void>;
+};
+
+/** A running server. */
+export interface BackendServer {
+  /** The HTTP port actually bound (port 0 picks one), or null for stdio. */
+  readonly port: number | null;
+  /** Resolves when the server has stopped (input ended, or `shutdown` was answered). */
+  readonly done: Promise<void>;
+  /** Stops serving and closes the backend. */
+  close(): Promise<void>;
+}
+
+function invalid(error: unknown): never {
+  if (error instanceof ProtocolError) throw new RpcError(RPC_ERRORS.invalidParams, error.message, { field: error.field });
+  throw error;
+}
+
+/**
+ * The JSON-RPC handlers of qrl-backend/1 for `backend`: every params object is validated (an
+ * invalid one is answered with error −32602 and `data.field`), typed arrays are decoded, and the
+ * backend's answers are encoded. `onShutdown` runs after `shutdown` is answered.
+ */
+export function backendHandlers(
+  backend: PolicyBackend,
+  onShutdown: () => void,
+  onInfo?: ServeOptions['onInfo'],
+): Record<BackendMethod, RpcHandler> {
+  const params = <M extends BackendMethod>(method: M, raw: unknown) => {
+    try {
+      return parseMessage(method, 'params', raw);
+    } catch (error) {
+      return invalid(error);
+    }
+  };
+  let info: BackendInfo | null = null;
+  return {
+    async info(raw) {
+      const p = params('info', raw);
+      if (onInfo !== undefined) {
+        try {
+          await onInfo(p);
+        } catch (error) {
+          throw new RpcError(RPC_ERRORS.failedPrecondition, error instanceof Error ? error.message : String(error), { field: 'run' });
+        }
+      }
+      info ??= await backend.info();
+      const chosen = p.protocols.find((v) => PROTOCOL_VERSIONS.includes(v) && v === info!.protocol);
+      if (chosen === undefined) {
+        throw new RpcError(RPC_ERRORS.failedPrecondition, `no common protocol version: the client speaks ${p.protocols.join(', ')}, this backend ${info.protocol}`, { field: 'protocols' });
+      }
+      return { ...info, protocol: chosen };
+    },
+    async sync(raw) {
+      params('sync', raw);
+      return backend.sync();
+    },
+    async generate(raw) {
+      const p = params('generate', raw);
+      const batch = await backend.generate(p);
+      return batchToJson(batch);
+    },
+    async logprobs(raw) {
+      const p = params('logprobs', raw);
+      let request;
+      try {
+        request = logprobsFromJson(p);
+      } catch (error) {
+        return invalid(error);
+      }
+      const result = await backend.logprobs(request);
+      return logprobsResultToJson(result, request.rows.length, request.batch.T);
+    },
+    async backward(raw) {
+      const p = params('backward', raw);
+      let grad: Float64Array;
+      try {
+        grad = tensorFromJson(p.gradLogp, 'backward', 'gradLogp', { dtypes: ['F64'] }) as Float64Array;
+      } catch (error) {
+        return invalid(error);
+      }
+      await backend.backward(p.handle, grad);
+      return null;
+    },
+    async step(raw) {
+      return backend.step(params('step', raw));
+    },
+    async setReference(raw) {
+      params('setReference', raw);
+      await backend.setReference();
+      return null;
+    },
+    async warmStart(raw) {
+      const p = params('warmStart', raw);
+      return backend.warmStart({ ...p, task: { name: p.task.name, options: p.task.options as never } });
+    },
+    async save(raw) {
+      await backend.save(params('save', raw).dir);
+      return null;
+    },
+    async load(raw) {
+      await backend.load(params('load', raw).dir);
+      return null;
+    },
+    async shutdown(raw) {
+      params('shutdown', raw);
+      setImmediate(onShutdown);
+      return null;
+    },
+  };
+}
+
+/** Re-validates a batch the way the server would (exported for backends that receive batches by other routes). */
+export const decodeBatch = batchFromJson;
+
+/**
+ * Serves `backend` over stdio or HTTP until the input ends, `shutdown` is called, or
+ * {@link BackendServer.close}. The backend is closed when serving stops. Over HTTP every request is
+ * one JSON-RPC message POSTed to `/rpc`; requests are answered one at a time, in arrival order.
+ *
+ * @example
+ * ```ts
+ * const server = await serveBackend(myBackend, { port: 0, host: '127.0.0.1' });
+ * const remote = await connectBackend({ url: `http://127.0.0.1:${server.port}` });
+ * ```
+ */
+export async function serveBackend(backend: PolicyBackend, options: ServeOptions): Promise<BackendServer> {
+  let stop: () => void = () => undefined;
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  let closedBackend = false;
+  const closeBackend = async (): Promise<void> => {
+    if (closedBackend) return;
+    closedBackend = true;
+    await backend.close();
+  };
+  const handlers = backendHandlers(backend, () => stop(), options.onInfo);
+  if ('stdio' in options) {
+    const input = options.input ?? process.stdin;
+    const output = options.output ?? process.stdout;
+    const served = serveNdjsonRpc(handlers, input, output);
+    const done = Promise.race([served, stopped]).then(closeBackend);
+    return {
+      port: null,
+      done,
+      async close() {
+        stop();
+        await done;
+      },
+    };
+  }
+  // HTTP: one queue so that requests reach the backend one at a time, like the stdio loop.
+  let queue: Promise<unknown> = Promise.resolve();
+  const server: Server = createServer((req, res) => {
+    if (req.method !== 'POST' || req.url !== '/rpc') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('qrl-backend/1: POST one JSON-RPC message to /rpc\n');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const answer = queue.then(() => answerRpcLine(handlers, body));
+      queue = answer.catch(() => undefined);
+      void answer.then((a) => {
+        if (a === null) res.writeHead(204).end();
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(a));
+      });
+    });
+  });
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : options.port;
+  const done = stopped.then(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 1000).unref();
+      }),
+  ).then(closeBackend);
+  return {
+    port,
+    done,
+    async close() {
+      stop();
+      await done;
+    },
+  };
+}
