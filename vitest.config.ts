@@ -1,6 +1,17 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
+const src = fileURLToPath(new URL('./src/', import.meta.url));
+
 export default defineConfig({
+  // The package's own subpaths (`qrl-sim`, `qrl-sim/<layer>`) resolve to the sources, as tsconfig's
+  // `paths` does for the type check; test/docs/examples.test.ts checks package.json `exports` agrees.
+  resolve: {
+    alias: [
+      { find: /^qrl-sim$/, replacement: `${src}index.ts` },
+      { find: /^qrl-sim\/([a-z]+)$/, replacement: `${src}$1/index.ts` },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 120_000,

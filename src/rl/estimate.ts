@@ -55,14 +55,59 @@ export function sequenceAdvantages(
 }
 
 /**
+ * A batch as {@link estimate} accepts it: {@link EstimateBatch} whose per-token and per-sequence
+ * fields may also be plain `number[]` or any other numeric array (copied into `Float64Array`).
+ */
+export type EstimateBatchInput = {
+  readonly [K in keyof EstimateBatch]: EstimateBatch[K] extends Float64Array | undefined ? Float64Array | Float32Array | readonly number[] | Extract<EstimateBatch[K], undefined> : EstimateBatch[K];
+};
+
+const FLAT_FIELDS = [
+  ['logpTheta', 'BT', true],
+  ['logpOld', 'BT', true],
+  ['logpRollout', 'BT', true],
+  ['mask', 'BT', true],
+  ['logpRef', 'BT', false],
+  ['advantages', 'BT', false],
+  ['logpThetaDetached', 'BT', false],
+  ['rewards', 'B', false],
+] as const;
+
+/** Checks lengths and copies plain arrays into Float64Array; typed float64 inputs pass through unchanged. */
+function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
+  const shape = input.shape as BatchShape | undefined;
+  if (shape === undefined || !Number.isInteger(shape.B) || !Number.isInteger(shape.T) || shape.B < 0 || shape.T < 0) {
+    throw new UsageError(`batch.shape: expected { B, T } with non-negative integers, got ${JSON.stringify(shape)}`);
+  }
+  const out: Record<string, unknown> = { ...input };
+  for (const [field, dims, required] of FLAT_FIELDS) {
+    const v = (input as Record<string, unknown>)[field];
+    if (v === undefined) {
+      if (required) throw new UsageError(`batch.${field}: required (a flat (B·T) array of numbers)`);
+      continue;
+    }
+    const n = dims === 'BT' ? shape.B * shape.T : shape.B;
+    const ok = v instanceof Float64Array || v instanceof Float32Array || (Array.isArray(v) && v.every((x) => typeof x === 'number'));
+    if (!ok) throw new UsageError(`batch.${field}: expected a flat array of numbers of length ${dims === 'BT' ? 'B·T' : 'B'} = ${n} (number[], Float64Array or Float32Array), got ${Array.isArray(v) ? 'an array with a non-number entry (nested rows? flatten them, or use parseEstimateInput)' : typeof v}`);
+    const len = (v as ArrayLike<number>).length;
+    if (len !== n) throw new UsageError(`batch.${field}: expected length ${dims === 'BT' ? 'B·T' : 'B'} = ${n}, got ${len}`);
+    if (!(v instanceof Float64Array)) out[field] = Float64Array.from(v as ArrayLike<number>);
+  }
+  return out as unknown as EstimateBatch;
+}
+
+/**
  * Evaluates one loss over a batch, step for step as spec/grpo.md steps 4, 6 and 7:
  * advantages (from rewards, unless given) → correction weights and masks → policy loss × weight →
  * aggregation → + coef·KL → loss and d loss/d ℓθ. Pure: same inputs ⇒ identical outputs.
+ * Fields are flat `(B·T)` arrays: `Float64Array` or plain `number[]` (copied); a wrong length or a
+ * nested array is a `UsageError` naming `batch.<field>`.
  * @example
  * const { batch, config } = parseEstimateInput(json);
  * const r = estimate(batch, config); // r.loss, r.gradLogpTheta, r.metrics['rollout_corr/ais/alpha']
  */
-export function estimate(batch: EstimateBatch, config: EstimateConfig): EstimateResult {
+export function estimate(input: EstimateBatchInput, config: EstimateConfig): EstimateResult {
+  const batch = toEstimateBatch(input);
   const { shape } = batch;
   const { B, T } = shape;
   const n = B * T;

@@ -171,14 +171,14 @@ export const diagnosticsSpecSchema = z.strictObject({
 
 /** zod schema of the whole `config` object of `estimate`. */
 export const estimateConfigSchema = z.strictObject({
-  advantage: advantageSpecSchema.default({ name: 'grpo', eps: 1e-6, singleton: 'zero' }),
+  advantage: advantageSpecSchema.prefault({ name: 'grpo' }),
   correction: z
     .union([correctionSpecSchema.transform((s) => [s]), z.array(correctionSpecSchema).min(1)])
     .default([{ name: 'none' }]),
-  loss: lossSpecSchema.default({ name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, dualClip: null }),
+  loss: lossSpecSchema.prefault({ name: 'ppo-clip' }),
   aggregation: aggregationSpecSchema.optional(),
   kl: klSpecSchema.nullable().optional(),
-  diagnostics: diagnosticsSpecSchema.default({ emptyRows: 'skip' }),
+  diagnostics: diagnosticsSpecSchema.prefault({}),
   mode: z.enum(['decoupled', 'bypass']).default('decoupled'),
   mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
 });

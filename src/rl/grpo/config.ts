@@ -55,20 +55,15 @@ export const runConfigSchema = z.strictObject({
       name: z.enum(['reverse', 'sudoku4', 'countdown', 'fibonacci']).default('reverse').describe('the verifiable task'),
       options: z.record(z.string(), z.unknown()).default({}).describe('task options (docs/tasks.md), validated by the task'),
     })
-    .default({ name: 'reverse', options: {} }),
+    .prefault({}),
   policy: z
     .strictObject({
       kind: z.enum(['ar', 'diffusion']).default('ar').describe('autoregressive or masked-diffusion toy policy'),
       model: z.record(z.string(), z.unknown()).default({}).describe('model size options (docs/policies.md), validated by the policy'),
-      sampler: samplerSchema.default({ temperature: 1, topK: 0, topP: 1, logprob: 'processed' }),
-      diffusion: diffusionSchema.default({ generationLength: 24, blockLength: 8, steps: 12, remasking: 'low-confidence', estimator: 'd1' }),
+      sampler: samplerSchema.prefault({}),
+      diffusion: diffusionSchema.prefault({}),
     })
-    .default({
-      kind: 'ar',
-      model: {},
-      sampler: { temperature: 1, topK: 0, topP: 1, logprob: 'processed' },
-      diffusion: { generationLength: 24, blockLength: 8, steps: 12, remasking: 'low-confidence', estimator: 'd1' },
-    }),
+    .prefault({}),
   plan: z.string().min(1).default('bf16').describe('precision plan preset (docs/precision-plans.md): rollout side vs trainer side'),
   sft: z
     .strictObject({
@@ -77,7 +72,7 @@ export const runConfigSchema = z.strictObject({
       lr: finite.positive().default(3e-3).describe('warm-start learning rate (AdamW)'),
       cache: z.boolean().default(true).describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
     })
-    .default({ steps: 40, batchSize: 32, lr: 3e-3, cache: true }),
+    .prefault({}),
   rollout: z
     .strictObject({
       prompts: positiveInt.max(RUN_LIMITS.prompts).default(8).describe('P prompts per step'),
@@ -86,7 +81,7 @@ export const runConfigSchema = z.strictObject({
         .default(0)
         .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
     })
-    .default({ prompts: 8, groupSize: 8, staleness: 0 }),
+    .prefault({}),
   reward: z
     .strictObject({
       overlong: z
@@ -99,7 +94,7 @@ export const runConfigSchema = z.strictObject({
         .describe('DAPO overlong reward shaping; off by default (toy answers are short)'),
       dynamicSampling: z.boolean().default(false).describe('drop groups whose rewards are all equal (DAPO); off by default'),
     })
-    .default({ overlong: null, dynamicSampling: false }),
+    .prefault({}),
   estimators: z.unknown().default({}).describe('advantage, correction, loss, aggregation and KL (docs/estimators.md)'),
   optim: z
     .strictObject({
@@ -112,16 +107,16 @@ export const runConfigSchema = z.strictObject({
       epochs: positiveInt.max(RUN_LIMITS.epochs).default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
       miniBatches: positiveInt.default(2).describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
     })
-    .default({ lr: 3e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, epochs: 1, miniBatches: 2 }),
+    .prefault({}),
   eval: z
     .strictObject({
       every: nonNegInt.default(5).describe('evaluate every N steps (0 = only at the end)'),
       problems: positiveInt.max(RUN_LIMITS.evalProblems).default(32).describe('held-out problems per evaluation'),
     })
-    .default({ every: 5, problems: 32 }),
+    .prefault({}),
   checkpoint: z
     .strictObject({ every: nonNegInt.default(5).describe('checkpoint every N steps (0 = only at the end)') })
-    .default({ every: 5 }),
+    .prefault({}),
 });
 
 /** A run configuration with every default filled in (what `config.json` holds). */

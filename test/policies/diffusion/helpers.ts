@@ -1,13 +1,13 @@
 // Test helpers of the diffusion policy: a small model, float64 random weights, and a test-only FP8 (e4m3fn, per-tensor amax) PolicyNumerics.
 // Not a precision plan: the real quantized plans arrive through the same PolicyNumerics interface.
 
+import { fakeQuant } from '../../../src/numerics/index.js';
 import {
-  fakeQuant,
   gemmSequential,
   type BlockGemms,
   type GemmFn,
   type LinearGemms,
-} from '../../../src/index.js';
+} from '../../../src/nn/index.js';
 import type { PolicyNumerics } from '../../../src/policies/numerics.js';
 import { createDiffusionModel, type DiffusionModel } from '../../../src/policies/diffusion/model.js';
 import { createRng } from '../../../src/rng.js';

@@ -2,7 +2,7 @@
 // Not the CLI command (written elsewhere); this tests the function it calls.
 
 import { describe, expect, it } from 'vitest';
-import { fp32Numerics } from '../../../src/index.js';
+import { fp32Numerics } from '../../../src/policies/index.js';
 import { diffusionMismatch } from '../../../src/policies/diffusion/mismatch.js';
 import { probeDiagnostics } from '../../../src/policies/diagnostics.js';
 import { e4m3TestNumerics } from './helpers.js';
