@@ -9,6 +9,7 @@ export * from './losses.js';
 export * from './aggregation.js';
 export * from './kl.js';
 export * from './diagnostics.js';
+export * from './length-diagnostics.js';
 export * from './schema.js';
 export * from './estimate.js';
 export * from './grpo/index.js';

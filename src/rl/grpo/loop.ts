@@ -7,6 +7,7 @@ import type { Task, TaskProblem } from '../../tasks/index.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
+import { lengthMetrics } from '../length-diagnostics.js';
 import { policyObjective, sequenceAdvantages } from '../estimate.js';
 import type { BatchShape, MetricRecord } from '../types.js';
 import type { RunConfig } from './config.js';
@@ -194,6 +195,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
     entropy: old.entropy,
   });
   Object.assign(metrics, diag.metrics);
+  Object.assign(metrics, lengthMetrics({ shape: keptShape, logpOld, logpRollout, mask, responses: sliceRows(Float64Array.from(batch.responses), T, rows) }));
   if (!perMiniBatchCorrection) Object.assign(metrics, full.metrics);
   t.correction = now() - mark;
 
