@@ -7,12 +7,13 @@ import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createAr
 import {
   createDiffusionEngine,
   diffusionEstimatorNames,
-  diffusionMismatch,
+  diffusionMismatchProbe,
   validateDiffusionConfig,
   type DiffusionEstimatorName,
   type DiffusionMismatchOptions,
 } from '../policies/diffusion/index.js';
 import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import type { LengthDiagnostics, MismatchBucket } from '../rl/index.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
 import type { ParamStore } from '../nn/index.js';
 import { arConfigFor } from '../policies/ar/engine.js';
@@ -28,9 +29,11 @@ import { integerOption, parseCommandArgs, required, seedOption } from './parse.j
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
-                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N]] [--channels] [--json]
+                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N]] [--channels]
+                        [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
-                        [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE] [--json]
+                        [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE]
+                        [--positions] [--json]
 
 ar: samples B responses of exactly L tokens (EOS ignored) with the plan's rollout engine,
 recomputes their log-probs with the plan's trainer side.
@@ -66,6 +69,13 @@ Options:
   --outliers N        with --preset: number of outlier residual channels, 0..64 (overrides the preset's)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
+  --positions         also print the mismatch by response position (one row per position t:
+                      tokens, k3, mean |δ|), by position bucket and by response-length bucket
+                      ([0,8) [8,32) [32,128) [128,∞)), the sequence log-ratio S = Σ_t δ_t
+                      (mean, mean |S|, max |S|), the error-token share (e^δ < 1e-2) and the
+                      repetition rate (pooled seq-rep-4); with --json, as the keys positions,
+                      byPosition, byLength (hi null = ∞), seqLogRatioMean, seqLogRatioAbsMean,
+                      seqLogRatioAbsMax, errorTokenFrac, repetitionRate
   --json              one JSON object instead of a table (diffusion adds the key estimator)
 
 ar: prompts are training prompts of the checkpoint's task (reverse when the checkpoint names none,
@@ -162,13 +172,41 @@ function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | '
   }
 }
 
-function print(result: Record<string, string | number>, json: boolean | undefined, out: (line: string) => void): void {
+function print(result: Record<string, unknown>, json: boolean | undefined, out: (line: string) => void): void {
   if (json) {
     out(JSON.stringify(result));
     return;
   }
   const width = Math.max(...Object.keys(result).map((k) => k.length));
   for (const [k, v] of Object.entries(result)) out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
+}
+
+/** `--positions`: the long-response diagnostics as a table, or as the extra keys of the JSON object. */
+function positionsReport(d: LengthDiagnostics, json: boolean | undefined): { fields: Record<string, unknown>; lines: string[] } {
+  const bucket = (b: MismatchBucket): Record<string, unknown> => ({ ...b, hi: b.hi === Infinity ? null : b.hi });
+  const scalars = {
+    sequences: d.sequences,
+    seqLogRatioMean: d.seqLogRatioMean,
+    seqLogRatioAbsMean: d.seqLogRatioAbsMean,
+    seqLogRatioAbsMax: d.seqLogRatioAbsMax,
+    errorTokenFrac: d.errorTokenFrac,
+    repetitionRate: d.repetitionRate,
+  };
+  if (json) {
+    return {
+      fields: { positions: d.positions.map((c, t) => ({ position: t, ...c })), byPosition: d.byPosition.map(bucket), byLength: d.byLength.map(bucket), ...scalars },
+      lines: [],
+    };
+  }
+  const e = (x: number): string => x.toExponential(3);
+  const row = (label: string, b: { tokens: number; k3: number; meanAbsDelta: number }): string => `${label.padEnd(16)}${String(b.tokens).padStart(7)}  ${e(b.k3).padStart(10)}  ${e(b.meanAbsDelta).padStart(10)}`;
+  const range = (b: MismatchBucket): string => `[${b.lo},${b.hi === Infinity ? '∞' : b.hi})`;
+  const lines = [`${'position'.padEnd(16)}${'tokens'.padStart(7)}  ${'k3'.padStart(10)}  ${'mean|δ|'.padStart(10)}`];
+  d.positions.forEach((c, t) => lines.push(row(String(t), c)));
+  for (const b of d.byPosition) lines.push(row(`pos ${range(b)}`, b));
+  for (const b of d.byLength) lines.push(row(`len ${range(b)}`, b));
+  for (const [k, v] of Object.entries(scalars)) lines.push(`${k.padEnd(18)}  ${Number.isInteger(v) ? String(v) : e(v)}`);
+  return { fields: {}, lines };
 }
 
 /** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|. */
@@ -202,6 +240,7 @@ export const mismatchCommand: Command = {
       preset: { type: 'string' },
       channels: { type: 'boolean' },
       outliers: { type: 'string' },
+      positions: { type: 'boolean' },
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
@@ -235,7 +274,9 @@ export const mismatchCommand: Command = {
     }
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics }, values.json, io.out);
+    const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...pos.fields }, values.json, io.out);
+    pos.lines.forEach((l) => io.out(l));
     if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;
   },
@@ -243,7 +284,7 @@ export const mismatchCommand: Command = {
 
 /** `--policy diffusion`: {@link diffusionMismatch} with the plan's two sides. */
 function runDiffusion(
-  values: { length?: string; seed?: string; batch?: string; temperature?: string; checkpoint?: string; estimator?: string; json?: boolean },
+  values: { length?: string; seed?: string; batch?: string; temperature?: string; checkpoint?: string; estimator?: string; json?: boolean; positions?: boolean },
   plan: PrecisionPlan,
   out: (line: string) => void,
 ): number {
@@ -261,7 +302,7 @@ function runDiffusion(
   if (maxSeqLen !== undefined && task.promptLength + length > maxSeqLen) {
     throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxSeqLen ${maxSeqLen}`);
   }
-  const diagnostics = diffusionMismatch({
+  const { diagnostics, lengths } = diffusionMismatchProbe({
     ...loaded,
     rollout: numericsFor(plan.rollout),
     trainer: numericsFor(plan.trainer),
@@ -271,6 +312,8 @@ function runDiffusion(
     sequences,
     sampler,
   });
-  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics }, values.json, out);
+  const pos = values.positions ? positionsReport(lengths, values.json) : { fields: {}, lines: [] };
+  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...pos.fields }, values.json, out);
+  pos.lines.forEach((l) => out(l));
   return 0;
 }

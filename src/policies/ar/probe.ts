@@ -2,6 +2,7 @@
 // side, and summarize the mismatch. Not the CLI (src/cli/mismatch.ts) and not an RL step.
 
 import { createRng } from '../../rng.js';
+import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/index.js';
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { numericsFor, type PrecisionPlan } from '../plans.js';
 import { computeLogprobs } from './logprobs.js';
@@ -29,12 +30,14 @@ export interface ArMismatchProbeResult {
   readonly logpOld: Float64Array;
   /** Mismatch diagnostics over all sampled tokens. */
   readonly diagnostics: MismatchDiagnostics;
+  /** Mismatch by response position and length, sequence log-ratio, error tokens, repetition. */
+  readonly lengths: LengthDiagnostics;
 }
 
 /**
  * Samples `length` tokens per prompt with the plan's rollout side (its decode mode and log-prob
  * semantics, EOS ignored), recomputes ℓold of the same tokens with the plan's trainer side at the same
- * temperature, and returns {@link probeDiagnostics} of (ℓroll, ℓold).
+ * temperature, and returns {@link probeDiagnostics} of (ℓroll, ℓold) and their {@link lengthDiagnostics}.
  *
  * @example
  * ```ts
@@ -59,5 +62,15 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     numerics: numericsFor(plan.trainer),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
   });
-  return { rollout: r, logpOld: lp.logp, diagnostics: probeDiagnostics(r.logpRollout, lp.logp, r.responseMask) };
+  // (B, L) response tokens: the columns after the prompt.
+  const S = r.promptLength + r.responseLength;
+  const responses = new Int32Array(r.B * r.responseLength);
+  for (let i = 0; i < r.B; i++) responses.set(r.tokens.subarray(i * S + r.promptLength, (i + 1) * S), i * r.responseLength);
+  const shape = { B: r.B, T: r.responseLength };
+  return {
+    rollout: r,
+    logpOld: lp.logp,
+    diagnostics: probeDiagnostics(r.logpRollout, lp.logp, r.responseMask),
+    lengths: lengthDiagnostics({ shape, logpOld: lp.logp, logpRollout: r.logpRollout, mask: r.responseMask, responses }),
+  };
 }

@@ -46,7 +46,9 @@ export {
 } from './warmstart.js';
 export {
   diffusionMismatch,
+  diffusionMismatchProbe,
   type DiffusionMismatchOptions,
+  type DiffusionMismatchProbeResult,
 } from './mismatch.js';
 export {
   createDiffusionEngine,

@@ -5,6 +5,7 @@ import type { FloatArray } from '../../nn/index.js';
 import { createParamStore } from '../../nn/index.js';
 import { type MismatchDiagnostics, probeDiagnostics } from '../diagnostics.js';
 import { createRng } from '../../rng.js';
+import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/index.js';
 import { makeTask, type TaskName } from '../../tasks/index.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
@@ -53,6 +54,28 @@ export interface DiffusionMismatchOptions {
  * ```
  */
 export function diffusionMismatch(options: DiffusionMismatchOptions): MismatchDiagnostics {
+  return diffusionMismatchProbe(options).diagnostics;
+}
+
+/** What {@link diffusionMismatchProbe} measured. */
+export interface DiffusionMismatchProbeResult {
+  /** The mismatch diagnostics ({@link diffusionMismatch}). */
+  readonly diagnostics: MismatchDiagnostics;
+  /** Mismatch by response slot and completion length, sequence log-ratio, error tokens, repetition. */
+  readonly lengths: LengthDiagnostics;
+}
+
+/**
+ * {@link diffusionMismatch} with the long-response diagnostics as well: position t is response slot t,
+ * a sequence's length is its completion up to and including the first EOS.
+ *
+ * @example
+ * ```ts
+ * const { lengths } = diffusionMismatchProbe({ rollout: fp32Numerics(), trainer: fp32Numerics(), length: 24, seed: 1, estimator: 'd1' });
+ * lengths.byPosition[0].k3; // 0
+ * ```
+ */
+export function diffusionMismatchProbe(options: DiffusionMismatchOptions): DiffusionMismatchProbeResult {
   const G = options.length;
   if (!Number.isInteger(G) || G < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${G}`);
   const task = makeTask(options.task ?? 'sudoku4', options.taskOptions as never);
@@ -77,6 +100,10 @@ export function diffusionMismatch(options: DiffusionMismatchOptions): MismatchDi
       : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, estOptions).logp;
   const logpOld = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions).logp;
   const mask = diffusionCompletionMask(rollout.sequences);
-  return probeDiagnostics(logpRollout, logpOld, mask);
+  const responses = rollout.sequences.flatMap((q) => q.response);
+  return {
+    diagnostics: probeDiagnostics(logpRollout, logpOld, mask),
+    lengths: lengthDiagnostics({ shape: { B, T: G }, logpOld, logpRollout, mask, responses }),
+  };
 }
 
