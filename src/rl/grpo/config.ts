@@ -130,10 +130,18 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   const parsed = runConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, raw));
   const estimators = resolveConfig(parsed.data.estimators, 'config.estimators');
+  let task: ReturnType<typeof makeTask>;
   try {
-    makeTask(parsed.data.task.name, parsed.data.task.options as never);
+    task = makeTask(parsed.data.task.name, parsed.data.task.options as never);
   } catch (error) {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
+  }
+  // The held-out set is drawn up front, so that a split too small for eval.problems fails before
+  // any warm start or step runs (the run draws the same list from the same seed).
+  try {
+    task.evalProblems(parsed.data.eval.problems, parsed.data.seed);
+  } catch (error) {
+    throw new UsageError(`config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
   // estimator-level features whose loop wiring has not landed: refuse rather than run something else
