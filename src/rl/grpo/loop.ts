@@ -8,6 +8,7 @@ import type { Rng } from '../../rng.js';
 import { applyCorrection } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
 import { policyObjective, sequenceAdvantages } from '../estimate.js';
+import type { EstimateConfig } from '../schema.js';
 import type { BatchShape, MetricRecord } from '../types.js';
 import type { RunConfig } from './config.js';
 
@@ -74,6 +75,28 @@ export function overlongPenalty(length: number, maxLength: number, buffer: numbe
   if (length <= start) return 0;
   if (length > maxLength) return -penalty;
   return (-penalty * (length - start)) / buffer;
+}
+
+/**
+ * Step 4's per-sequence advantages `(rows.length)` over the kept `rows` of a batch of `rewards` and
+ * valid-token `lengths` `(B)`, grouped by prompt (`G` responses each). The lengths reach the
+ * estimator so that REINFORCE++ whitens over every valid token as veRL does (a row of n tokens
+ * counts n times); the group estimators ignore them.
+ */
+export function stepAdvantages(
+  rewards: Float64Array,
+  lengths: Float64Array,
+  rows: readonly number[],
+  G: number,
+  spec: EstimateConfig['advantage'],
+): { value: Float64Array; metrics: MetricRecord } {
+  const groups = rows.map((i) => Math.floor(i / G));
+  return sequenceAdvantages(
+    Float64Array.from(rows, (i) => rewards[i] as number),
+    groups,
+    spec,
+    Float64Array.from(rows, (i) => lengths[i] as number),
+  );
 }
 
 /** Accumulates metrics over mini-batches and reports their means. */
@@ -163,8 +186,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
 
   // 4. Advantages over the kept sequences (groups = prompt index).
   const keptShape: BatchShape = { B: rows.length, T };
-  const groups = rows.map((i) => Math.floor(i / G));
-  const seqAdv = sequenceAdvantages(Float64Array.from(rows, (i) => rewards[i] as number), groups, est.advantage);
+  const seqAdv = stepAdvantages(rewards, lengths, rows, G, est.advantage);
   Object.assign(metrics, seqAdv.metrics);
   const mask = sliceRows(batch.mask, T, rows);
   const advantages = new Float64Array(rows.length * T);
