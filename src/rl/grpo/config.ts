@@ -140,9 +140,6 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   if (config.rollout.staleness !== 0) {
     throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
   }
-  if (estimators.mode === 'bypass') {
-    throw new UsageError('config.estimators.mode: "bypass" is not wired into the GRPO loop yet (qrl-sim estimate supports it), got "bypass"');
-  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

@@ -20,8 +20,8 @@ export interface StepContext {
   readonly backend: PolicyBackend;
 }
 
-/** Wall-clock seconds per phase of one step (kept out of the deterministic metrics). */
-export type PhaseTimings = Record<'sync' | 'rollout' | 'reward' | 'old' | 'correction' | 'update' | 'total', number>;
+/** Wall-clock seconds per phase of one step (kept out of the deterministic metrics); `old` is 0 in bypass mode (no recompute). */
+export type PhaseTimings = Record<'sync' | 'rollout' | 'reward' | 'old' | 'ref' | 'correction' | 'update' | 'total', number>;
 
 /** What one step produced. */
 export interface GrpoStepResult {
@@ -179,7 +179,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   };
   if (rows.length === 0) {
     // Every group was uniform: nothing to learn from this step (DAPO would resample).
-    t.old = t.correction = t.update = 0;
+    t.old = t.ref = t.correction = t.update = 0;
     t.total = now() - t0;
     return { metrics, timings: t as PhaseTimings };
   }
@@ -195,28 +195,35 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   }
   const logpRollout = sliceRows(batch.logpRollout, T, rows);
 
-  // 5. Trainer recompute: ℓold at θ_old under the trainer's plan; ℓref when the KL term is on.
+  // 5. Trainer recompute: ℓold at θ_old under the trainer's plan (skipped in bypass mode, where
+  //    ℓold := ℓroll, verl bypass_mode); ℓref when the KL term is on.
+  const bypass = est.mode === 'bypass';
   mark = now();
-  const old = await backend.logprobs({ batch, rows, policy: 'current' });
-  const logpOld = old.logp;
+  const old = bypass ? undefined : await backend.logprobs({ batch, rows, policy: 'current' });
+  const logpOld = old === undefined ? logpRollout : old.logp;
+  t.old = bypass ? 0 : now() - mark;
+  mark = now();
   const logpRef = est.kl !== null ? (await backend.logprobs({ batch, rows, policy: 'reference' })).logp : undefined;
-  t.old = now() - mark;
+  t.ref = now() - mark;
 
-  // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch (AIS: per mini-batch, below).
+  // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch. AIS, and every stage in
+  //    bypass mode (which compares the detached ℓθ with ℓroll), run per mini-batch below.
   mark = now();
-  const perMiniBatchCorrection = est.correction.some((c) => c.name === 'ais');
-  const full = applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
-  const diag = mismatchDiagnostics({
-    shape: keptShape,
-    logpOld,
-    logpRollout,
-    mask,
-    weights: full.value.weights,
-    effectiveMask: full.value.mask,
-    entropy: old.entropy,
-  });
-  Object.assign(metrics, diag.metrics);
-  if (!perMiniBatchCorrection) Object.assign(metrics, full.metrics);
+  const perMiniBatchCorrection = bypass || est.correction.some((c) => c.name === 'ais');
+  const full = bypass ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
+  if (old !== undefined) {
+    const diag = mismatchDiagnostics({
+      shape: keptShape,
+      logpOld,
+      logpRollout,
+      mask,
+      weights: full?.value.weights ?? Float64Array.from(mask),
+      effectiveMask: full?.value.mask ?? mask,
+      entropy: old.entropy,
+    });
+    Object.assign(metrics, diag.metrics);
+  }
+  if (full !== undefined && !perMiniBatchCorrection) Object.assign(metrics, full.metrics);
   t.correction = now() - mark;
 
   // 7. Update: E epochs × M mini-batches; θ_old stays fixed during the step.
@@ -235,21 +242,28 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       const mbAdv = pick(advantages);
       const mbOld = pick(logpOld);
       const mbRoll = pick(logpRollout);
+      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true });
       let weights: Float64Array;
       let effMask: Float64Array;
       let denMask: Float64Array;
-      if (perMiniBatchCorrection) {
-        const corr = applyCorrection({ shape: mbShape, logpOld: mbOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv }, est.correction);
+      if (perMiniBatchCorrection || full === undefined) {
+        // bypass: the stages see (ℓθ detached, ℓroll) and only `reinforce` applies their weights
+        // (verl compute_policy_loss_bypass_mode, as `estimate`); the mismatch diagnostics likewise
+        const stageOld = bypass ? theta.logp : mbOld;
+        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv }, est.correction);
         means.add(corr.metrics);
-        weights = corr.value.weights;
+        weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.mask) : corr.value.weights;
         effMask = corr.value.mask;
         denMask = corr.value.denominatorMask;
+        if (bypass) {
+          const diag = mismatchDiagnostics({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, weights, effectiveMask: effMask, entropy: theta.entropy });
+          means.add(diag.metrics);
+        }
       } else {
         weights = pick(full.value.weights);
         effMask = pick(full.value.mask);
         denMask = pick(full.value.denominatorMask);
       }
-      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true });
       const objective = policyObjective(
         {
           shape: mbShape,
@@ -261,6 +275,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
           weights,
           mask: effMask,
           denominatorMask: denMask,
+          responseMask: mbMask,
         },
         est,
       );

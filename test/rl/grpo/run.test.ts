@@ -125,6 +125,42 @@ describe('GRPO run', () => {
     }
   });
 
+  it('bypass mode (ℓold := ℓroll): deterministic, no ℓold recompute, and equal to decoupled when the plans are identical', async () => {
+    // With identical plans ℓroll ≡ ℓold bit for bit (test/policies/ar/rollout.test.ts), so the
+    // loss sees the same (ℓθ, ℓold, A) either way; TIS weights are exactly 1 in decoupled mode and
+    // not applied by ppo-clip in bypass mode, the KL mask (response vs denominator) covers the same
+    // tokens when nothing is rejected. Hence the loss/update metrics and the weights agree bit for bit
+    // (actor/loss up to summation order, below); the
+    // rollout_corr/* statistics differ by design (bypass measures ℓθ against ℓroll per mini-batch).
+    const common = ['steps=2', 'eval.every=0', 'estimators.correction={"name":"tis","C":2}', 'estimators.kl={"name":"k3","coef":0.01}'];
+    const dec = join(root, 'bypass-decoupled');
+    const byp = join(root, 'bypass-a');
+    await run(dec, common);
+    await run(byp, [...common, 'estimators.mode=bypass']);
+    await run(join(root, 'bypass-b'), [...common, 'estimators.mode=bypass']);
+    expect(readFileSync(join(root, 'bypass-b', 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(byp, 'metrics.jsonl'), 'utf8'));
+    const d = readJsonl<MetricRecord>(join(dec, 'metrics.jsonl'));
+    const b = readJsonl<MetricRecord>(join(byp, 'metrics.jsonl'));
+    expect(b).toHaveLength(2);
+    for (const [i, line] of b.entries()) {
+      for (const key of ['reward/mean', 'actor/pg_loss', 'actor/kl_loss', 'actor/grad_norm', 'actor/pg_clipfrac', 'actor/ppo_kl']) {
+        expect(line[key], `step ${i + 1} ${key}`).toBeDefined();
+        expect(line[key], `step ${i + 1} ${key}`).toBe(d[i]?.[key]);
+      }
+      // the KL over its own (response) mask is aggregated apart: loss = pg + coef·kl, equal to
+      // decoupled's single aggregation of pg + coef·kl per token up to summation order
+      expect(line['actor/loss']).toBe(line['actor/pg_loss']! + 0.01 * line['actor/kl_loss']!);
+      expect(line['actor/loss']).toBeCloseTo(d[i]!['actor/loss']!, 12);
+    }
+    expect(readFileSync(join(byp, 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(dec, 'eval.jsonl'), 'utf8'));
+    const weights = (dir: string) => JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
+    expect(weights(byp)).toEqual(weights(dec));
+    // the trainer recompute of ℓold is skipped (its phase is exactly 0), the reference one is not
+    const timings = readJsonl<{ old: number; ref: number }>(join(byp, 'timings.jsonl'));
+    expect(timings.map((r) => r.old)).toEqual([0, 0]);
+    expect(readJsonl<{ old: number }>(join(dec, 'timings.jsonl')).every((r) => r.old !== 0)).toBe(true);
+  });
+
   it('learns: on reverse with the bf16 plan mean reward rises over a short run', { timeout: 400_000 }, async () => {
     const dir = join(root, 'learn');
     const config = resolveRunConfig({
