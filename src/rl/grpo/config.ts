@@ -27,6 +27,7 @@ export const RUN_LIMITS = Object.freeze({
   epochs: 100,
   generationLength: 512,
   diffusionSteps: 4096,
+  staleness: 64,
 });
 
 /** Sampler settings of the rollout engine. */
@@ -78,8 +79,9 @@ export const runConfigSchema = z.strictObject({
       prompts: positiveInt.max(RUN_LIMITS.prompts).default(8).describe('P prompts per step'),
       groupSize: positiveInt.max(RUN_LIMITS.groupSize).default(8).describe('G responses per prompt (GRPO group)'),
       staleness: nonNegInt
+        .max(RUN_LIMITS.staleness)
         .default(0)
-        .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
+        .describe('k: step t trains on the batch generated k steps ahead, by the weights of step max(1, t − k) (AReaL, prime-rl max_off_policy_steps); 0 = synchronous'),
     })
     .prefault({}),
   reward: z
@@ -136,10 +138,6 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
-  // estimator-level features whose loop wiring has not landed: refuse rather than run something else
-  if (config.rollout.staleness !== 0) {
-    throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
-  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

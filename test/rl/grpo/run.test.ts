@@ -161,6 +161,34 @@ describe('GRPO run', () => {
     expect(readJsonl<{ old: number }>(join(dec, 'timings.jsonl')).every((r) => r.old !== 0)).toBe(true);
   });
 
+  it('stale rollouts (staleness 2): batch of step t from the weights of step max(1, t − 2); resume is byte-identical', async () => {
+    const common = ['eval.every=0', 'rollout.staleness=2'];
+    const straight = join(root, 'stale-straight');
+    await run(straight, [...common, 'steps=6']);
+    const lines = readJsonl<MetricRecord>(join(straight, 'metrics.jsonl'));
+    expect(lines.map((l) => l['rollout/staleness'])).toEqual([0, 1, 2, 2, 2, 2]);
+    // steps 1–3 train on batches generated at step 1, i.e. by the same weight version
+    const v = lines.map((l) => l['rollout/weight_version'] as number);
+    expect(v[1]).toBe(v[0]);
+    expect(v[2]).toBe(v[0]);
+    // the lag in weight versions is the number of updates since the batch was generated
+    for (const l of lines) expect(l['rollout/version_lag']).toBeGreaterThanOrEqual(0);
+    expect(lines[2]?.['rollout/version_lag']).toBeGreaterThan(0);
+    // step 1 is the synchronous step 1 (same weights, same streams) up to the staleness keys
+    const sync = join(root, 'stale-sync');
+    await run(sync, ['eval.every=0', 'steps=2']);
+    const s = readJsonl<MetricRecord>(join(sync, 'metrics.jsonl'));
+    const { ['rollout/staleness']: _a, ['rollout/weight_version']: _b, ['rollout/version_lag']: _c, ...first } = lines[0]!;
+    expect(first).toEqual(s[0]);
+    expect(lines[1]?.['reward/mean'] === s[1]?.['reward/mean'] && lines[1]?.['actor/loss'] === s[1]?.['actor/loss']).toBe(false);
+    // 3 steps, then resume to 6: the checkpoint carries the two batches generated ahead
+    const resumed = join(root, 'stale-resumed');
+    await run(resumed, [...common, 'steps=3']);
+    expect(JSON.parse(readFileSync(join(resumed, 'checkpoints', 'step-000003', 'checkpoint.json'), 'utf8')).pending.map((p: { step: number }) => p.step)).toEqual([4, 5]);
+    await run(resumed, ['steps=6'], true);
+    expect(readFileSync(join(resumed, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(straight, 'metrics.jsonl'), 'utf8'));
+  });
+
   it('learns: on reverse with the bf16 plan mean reward rises over a short run', { timeout: 400_000 }, async () => {
     const dir = join(root, 'learn');
     const config = resolveRunConfig({
