@@ -36,6 +36,10 @@ const samplerSchema = z.strictObject({
   topK: nonNegInt.default(0).describe('keep the k most likely tokens (0 = off); off by default because truncation is a mismatch source of its own'),
   topP: finite.gt(0).max(1).default(1).describe('nucleus mass (1 = off); off by default for the same reason'),
   logprob: z.enum(['processed', 'raw']).default('processed').describe('ℓroll of the processed distribution (vLLM) or of the raw logits'),
+  supportReplay: z
+    .boolean()
+    .default(false)
+    .describe('record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; AR policy); off to model the unfixed bias'),
 });
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
@@ -138,6 +142,9 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  if (config.policy.sampler.supportReplay && config.policy.kind !== 'ar') {
+    throw new UsageError(`config.policy.sampler.supportReplay: only the AR policy replays its sampling support so far, got policy.kind "${config.policy.kind}"`);
+  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

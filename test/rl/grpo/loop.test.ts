@@ -19,6 +19,13 @@ describe('DAPO overlong shaping', () => {
   });
 });
 
+describe('support replay switch', () => {
+  it('is refused for the diffusion policy, naming the field and the kind', () => {
+    expect(() => resolveRunConfig({ policy: { kind: 'diffusion', sampler: { supportReplay: true } } })).toThrow(/config\.policy\.sampler\.supportReplay: .*"diffusion"/);
+    expect(resolveRunConfig({ policy: { sampler: { supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
+  });
+});
+
 describe('step advantages', () => {
   // verl core_algos.py compute_reinforce_plus_plus_outcome_advantage (l.693–731) broadcasts R_i to
   // the n_i valid tokens of row i and masked_whiten (torch_functional.py l.311–346) whitens over all

@@ -189,6 +189,18 @@ describe('GRPO run', () => {
     expect(readFileSync(join(resumed, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(straight, 'metrics.jsonl'), 'utf8'));
   });
 
+  it('support replay under top-p: identical plans give zero trainer–rollout mismatch; without replay they do not', async () => {
+    const common = ['steps=1', 'eval.every=0', 'policy.sampler.topP=0.7'];
+    await run(join(root, 'topp-replay'), [...common, 'policy.sampler.supportReplay=true']);
+    await run(join(root, 'topp-plain'), common);
+    const replay = readJsonl<MetricRecord>(join(root, 'topp-replay', 'metrics.jsonl'))[0]!;
+    const plain = readJsonl<MetricRecord>(join(root, 'topp-plain', 'metrics.jsonl'))[0]!;
+    expect(replay['rollout_corr/k3_kl']).toBe(0);
+    expect(replay['rollout_corr/log_ppl_diff']).toBe(0);
+    expect(plain['rollout_corr/k3_kl']).toBeGreaterThan(0);
+    expect(replay['reward/mean']).toBe(plain['reward/mean']); // same samples: replay changes the scoring only
+  });
+
   it('learns: on reverse with the bf16 plan mean reward rises over a short run', { timeout: 400_000 }, async () => {
     const dir = join(root, 'learn');
     const config = resolveRunConfig({
