@@ -771,8 +771,9 @@ export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
 };
 
 /**
- * M2PO second-moment mask (arXiv 2510.01161; AReaL `actor.m2_threshold`): while the mean of δ_t² over
- * the kept valid tokens exceeds tau, reject the kept token with the largest δ_t² (ties: the earliest).
+ * M2PO second-moment mask (arXiv 2510.01161; AReaL `actor.m2_threshold`, `_get_m2po_loss_mask` in
+ * areal/trainer/ppo/actor.py l.813–850): while the mean of δ_t² over the kept valid tokens is not below
+ * tau, reject the kept token with the largest δ_t² (ties: the earliest), keeping at least one token.
  */
 export const m2po: CorrectionFn<M2poParams> = (input, params) => {
   const sq = input.logpOld.map((o, k) => (o - input.logpRollout[k]!) ** 2);
@@ -785,7 +786,7 @@ export const m2po: CorrectionFn<M2poParams> = (input, params) => {
   const keep = ones(sq.length);
   const m2Before = kept > 0 ? sum / kept : 0;
   for (const k of order) {
-    if (kept === 0 || sum / kept <= params.tau) break;
+    if (kept <= 1 || sum / kept < params.tau) break;
     keep[k] = 0;
     sum -= sq[k]!;
     kept -= 1;

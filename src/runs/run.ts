@@ -10,7 +10,8 @@ import { ReferenceBackend } from '../backend/reference.js';
 import { UsageError } from '../errors.js';
 import type { PolicyFactory } from '../policies/engine.js';
 import type { RunConfig } from '../rl/grpo/config.js';
-import { type PhaseTimings, evaluate, grpoStep } from '../rl/grpo/loop.js';
+import { type PhaseTimings, StaleRollouts, evaluate, grpoStep } from '../rl/grpo/loop.js';
+import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
 import { createRng } from '../rng.js';
 import { type Task, makeTask } from '../tasks/index.js';
@@ -27,6 +28,8 @@ export interface CheckpointMeta {
   readonly step: number;
   /** The deterministic run files as they stood at this step: complete lines and their sha256. */
   readonly files: Readonly<Record<'metrics.jsonl' | 'eval.jsonl', { readonly lines: number; readonly sha256: string }>>;
+  /** With `rollout.staleness` > 0: the batches generated ahead of the steps after this one (batches as protocol JSON). */
+  readonly pending?: readonly { readonly step: number; readonly generatedAt: number; readonly batch: unknown }[];
 }
 
 /** File name of {@link CheckpointMeta} inside a checkpoint directory. */
@@ -221,7 +224,7 @@ function checkpointProblem(outDir: string, dir: string): { problem: string } | {
 }
 
 /** Restores the newest usable checkpoint into `backend`, truncates the files to it; returns its step. */
-async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver): Promise<number> {
+async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver, stale?: StaleRollouts): Promise<number> {
   const dirs = checkpointDirs(outDir);
   if (dirs.length === 0) {
     throw new UsageError(`resume: no checkpoint in ${join(outDir, CHECKPOINTS)}; start over with \`qrl-sim run --config ${join(outDir, 'config.json')} --out ${outDir}\` (after removing it)`);
@@ -235,6 +238,10 @@ async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: Run
     }
     try {
       await backend.load(dir);
+      if (stale !== undefined) {
+        stale.pending.clear();
+        for (const p of check.meta.pending ?? []) stale.pending.set(p.step, { step: p.step, generatedAt: p.generatedAt, batch: batchFromJson(p.batch as never, 'resume', 'pending.batch') });
+      }
     } catch (error) {
       skipped.push(`${dir}: ${(error as Error).message}`);
       continue;
@@ -278,9 +285,10 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
 async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outDir: string, cacheDir: string, options: RunOptions): Promise<RunSummary> {
   const { observer } = options;
   const root = createRng(config.seed);
+  const stale = config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => root.fork('step').fork(String(s))) : undefined;
   let firstStep = 1;
   if (options.resume) {
-    firstStep = (await resumeFrom(backend, outDir, observer)) + 1;
+    firstStep = (await resumeFrom(backend, outDir, observer, stale)) + 1;
   } else {
     mkdirSync(outDir, { recursive: true });
     for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
@@ -295,7 +303,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
   const evalProblems = task.evalProblems(config.eval.problems, config.seed);
   const saveCheckpoint = async (step: number): Promise<void> => {
-    const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir) };
+    const pending = stale === undefined ? undefined : [...stale.pending.values()].map((p) => ({ step: p.step, generatedAt: p.generatedAt, batch: batchToJson(p.batch) }));
+    const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir), ...(pending === undefined ? {} : { pending }) };
     await saveAtomic(backend, checkpointDir(outDir, step), meta);
   };
   const runEval = async (step: number): Promise<void> => {
@@ -317,7 +326,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   try {
     if (firstStep === 1 && config.eval.every > 0) await runEval(0);
     for (let step = firstStep; step <= config.steps; step++) {
-      const { metrics, timings } = await grpoStep({ config, task, backend }, step, root.fork('step').fork(String(step)));
+      const { metrics, timings } = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
       metricsFile.write(metrics);
       timingsFile.write({ step, ...timings });
       observer?.onStep?.(step, metrics, timings);

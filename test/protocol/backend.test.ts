@@ -13,6 +13,11 @@ import { writeSafetensors } from '../../src/protocol/safetensors.js';
 import { answerRpcLine } from '../../src/protocol/jsonrpc.js';
 import { backendHandlers } from '../../src/protocol/serve.js';
 import { FakeBackend } from './fake-backend.js';
+import { createArEngine } from '../../src/policies/index.js';
+import { resolveRunConfig } from '../../src/rl/index.js';
+import { makeTask } from '../../src/tasks/index.js';
+import { createRng } from '../../src/rng.js';
+import type { ReplayRecord } from '../../src/backend/contract.js';
 
 const fake = (flags = ''): string => `node --import tsx test/protocol/fake-backend.ts ${flags}`;
 const dirs: string[] = [];
@@ -25,6 +30,25 @@ describe('schema', () => {
     const back = batchFromJson(parseMessage('generate', 'result', json), 'generate', 'result');
     expect(back).toEqual(batch);
     expect(back.record.lengths).toBeInstanceOf(Int32Array);
+  });
+
+  it('carries the AR kept sets of support replay: after the round trip the trainer ℓ still equals ℓroll bit for bit under top-p', () => {
+    const config = resolveRunConfig({ task: { name: 'reverse' }, policy: { model: { C: 16, H: 2, layers: 1, hidden: 32 }, sampler: { topP: 0.6, temperature: 0.8, supportReplay: true } }, plan: 'bf16' });
+    const task = makeTask('reverse');
+    const engine = createArEngine(config, task as never);
+    const prompts = task.trainProblems(3, 1).map((p) => [...p.prompt]);
+    const gen = engine.generate(prompts, createRng(5));
+    const batch = { weightVersion: 0, ...gen, record: gen.record as ReplayRecord };
+    expect(batch.record.support).toBeInstanceOf(Uint8Array);
+    const back = batchFromJson(parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))), 'generate', 'result');
+    expect(back).toEqual(batch);
+    const rows = [0, 1, 2];
+    const lp = engine.logprobs(back, rows, { grad: false }).logp;
+    for (let i = 0; i < lp.length; i++) expect(Object.is(lp[i], back.logpRollout[i])).toBe(true);
+    // the same batch without its kept sets is scored over the full vocabulary: ℓ < ℓroll somewhere
+    const { support: _s, ...bare } = back.record;
+    const full = engine.logprobs({ ...back, record: bare }, rows, { grad: false }).logp;
+    expect(full.some((x, i) => x < back.logpRollout[i]! - 1e-9)).toBe(true);
   });
 
   test.prop([fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 5 }), fc.double({ noNaN: true, max: 0 }), fc.nat({ max: 9 })])(

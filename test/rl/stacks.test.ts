@@ -80,6 +80,18 @@ describe('correction stages from the stacks', () => {
     expect(r.metrics['rollout_corr/m2po/m2_before']).toBeCloseTo(0.51 / 5, 15);
     expect(r.metrics['rollout_corr/m2po/m2_after']).toBeCloseTo(0.01 / 3, 15);
   });
+
+  it('M2PO boundaries as AReaL (areal/trainer/ppo/actor.py l.835–847): stop only below τ, keep at least one token', () => {
+    // δ² = [0.25, 0.25] with τ = 0.25: the mean is not < τ, so AReaL masks the largest (the first, ties
+    // earliest) and then stops at one kept token although its δ² = 0.25 is still not below τ.
+    const two = corrInput([[-1, -1]], [[-1.5, -0.5]], [[1, 1]]);
+    const r = applyCorrection(two, resolveConfig({ correction: { name: 'm2po', tau: 0.25 } }).correction);
+    expect(Array.from(r.value.mask)).toEqual([0, 1]);
+    expect(r.metrics['rollout_corr/m2po/m2_after']).toBe(0.25);
+    // with τ just above the mean nothing is masked
+    const none = applyCorrection(two, resolveConfig({ correction: { name: 'm2po', tau: 0.2500001 } }).correction);
+    expect(Array.from(none.value.mask)).toEqual([1, 1]);
+  });
 });
 
 /** One-row estimate with given per-token advantages. */

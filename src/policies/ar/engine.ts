@@ -61,6 +61,8 @@ export interface ArEngineRecord {
   /** (B, P + L) prompt and response tokens. */
   readonly tokens: Int32Array;
   readonly promptLength: number;
+  /** (B, L, V) kept set per sampled slot, with `policy.sampler.supportReplay` (1 = could be drawn). */
+  readonly support?: Uint8Array;
 }
 
 /**
@@ -106,26 +108,30 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         greedy: options.greedy === true,
         decode: planSide.decode ?? 'incremental',
         logprob: sampler.logprob,
+        recordSupport: sampler.supportReplay,
       });
       const L = r.responseLength;
       const P = r.promptLength;
       const T = P + L;
       const responses = new Int32Array(r.B * L);
       for (let b = 0; b < r.B; b++) responses.set(r.tokens.subarray(b * T + P, (b + 1) * T), b * L);
-      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P };
+      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P, ...(r.support === undefined ? {} : { support: r.support }) };
       return { B: r.B, T: L, prompts, responses, mask: Float64Array.from(r.responseMask), logpRollout: r.logpRollout, record };
     },
     logprobs(batch, rows, options): EngineLogprobs {
-      const { tokens, promptLength: P } = recordOf(batch);
+      const { tokens, promptLength: P, support } = recordOf(batch);
+      const V = policy.config.vocabSize;
+      const subSupport = support instanceof Uint8Array ? new Uint8Array(rows.length * batch.T * V) : undefined; // (rows, L, V)
       const T = P + batch.T;
       const sub = new Int32Array(rows.length * T);
       const mask = new Float32Array(rows.length * batch.T);
       rows.forEach((r, i) => {
         sub.set(tokens.subarray(r * T, (r + 1) * T), i * T);
         mask.set(batch.mask.subarray(r * batch.T, (r + 1) * batch.T), i * batch.T);
+        subSupport?.set((support as Uint8Array).subarray(r * batch.T * V, (r + 1) * batch.T * V), i * batch.T * V);
       });
       const target = policyFor(options.weights);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: numericsFor(plan.trainer), temperature: sampler.temperature });
+      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: numericsFor(plan.trainer), temperature: sampler.temperature, support: subSupport });
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
       return { logp: lp.logp, entropy: lp.entropy };
     },

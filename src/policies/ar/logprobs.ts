@@ -12,6 +12,12 @@ export interface TrainerLogprobOptions {
   readonly numerics: PolicyNumerics;
   /** ℓ = log softmax(z/τ)[y]: the same τ the rollout engine sampled with. @defaultValue 1 */
   readonly temperature?: number;
+  /**
+   * (B, L, V) sampling-support replay ({@link Rollout.support}): score each token under softmax(z/τ)
+   * renormalised over the rollout's kept set, as the sampler's processed log-prob (TRL issue 6789,
+   * prime-rl PR 2601). Absent: the full vocabulary.
+   */
+  readonly support?: Uint8Array | undefined;
 }
 
 /** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
@@ -30,6 +36,8 @@ export interface TrainerLogprobs {
   readonly mask: ArrayLike<number>;
   /** τ. */
   readonly temperature: number;
+  /** (B, L, V) kept sets replayed, if any. */
+  readonly support?: Uint8Array | undefined;
   /** The forward caches (logits (B, P + L, V)). */
   readonly cache: ArForwardCache;
   /** The numerics of the forward, reused by the backward. */
@@ -60,6 +68,8 @@ export function computeLogprobs(
   const L = T - P;
   if (responseMask.length !== B * L) throw new Error(`computeLogprobs: responseMask must have B·L = ${B * L} entries, got ${responseMask.length}`);
   const V = policy.config.vocabSize;
+  const support = opts.support;
+  if (support !== undefined && support.length !== B * L * V) throw new Error(`computeLogprobs: support must have B·L·V = ${B * L * V} entries, got ${support.length}`);
   const cache = arForward(policy, tokens, B, T, opts.numerics);
   const logp = new Float64Array(B * L); // (B, L)
   const entropy = new Float64Array(B * L); // (B, L)
@@ -68,11 +78,12 @@ export function computeLogprobs(
       if (!responseMask[b * L + k]) continue;
       const off = (b * T + P + k - 1) * V; // logits row predicting tokens[b, P+k]
       const y = tokens[b * T + P + k]!;
-      logp[b * L + k] = cache.logits[off + y]! / tau - logSumExp(cache.logits, off, V, tau);
+      const keep = support === undefined ? null : support.subarray((b * L + k) * V, (b * L + k + 1) * V);
+      logp[b * L + k] = cache.logits[off + y]! / tau - logSumExp(cache.logits, off, V, tau, keep);
       entropy[b * L + k] = rowEntropy(cache.logits, off, V, tau);
     }
   }
-  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, cache, numerics: opts.numerics };
+  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, support, cache, numerics: opts.numerics };
 }
 
 /**
@@ -95,9 +106,11 @@ export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp:
       if (!lp.mask[b * L + k] || g === 0) continue;
       const off = (b * T + P + k - 1) * V;
       const y = cache.tokens[b * T + P + k]!;
-      const lse = logSumExp(cache.logits, off, V, tau);
+      const keep = lp.support === undefined ? null : lp.support.subarray((b * L + k) * V, (b * L + k + 1) * V);
+      const lse = logSumExp(cache.logits, off, V, tau, keep);
       for (let v = 0; v < V; v++) {
-        const p = Math.exp(cache.logits[off + v]! / tau - lse);
+        // replayed support: p is renormalised over the kept set and 0 outside it
+        const p = keep !== null && !keep[v] ? 0 : Math.exp(cache.logits[off + v]! / tau - lse);
         dlogits[off + v] = (g * ((v === y ? 1 : 0) - p)) / tau;
       }
     }

@@ -24,6 +24,8 @@ export interface RolloutOptions extends SamplerOptions {
   readonly eos?: number | null;
   /** Token written after a sequence has ended. @defaultValue PAD (0) */
   readonly pad?: number;
+  /** Record the sampler's kept set at every sampled position ({@link Rollout.support}). @defaultValue false */
+  readonly recordSupport?: boolean;
 }
 
 /** What the rollout engine returns for B sequences (P prompt tokens, L = maxNewTokens response slots). */
@@ -42,6 +44,8 @@ export interface Rollout {
   readonly logpRollout: Float64Array;
   /** (B) response tokens per sequence (EOS included). */
   readonly lengths: Int32Array;
+  /** (B, L, V) with `recordSupport`: 1 on the ids the sampler could draw at each sampled slot (its top-k/top-p kept set). */
+  readonly support?: Uint8Array;
 }
 
 /** Checks that every prompt has the same length P ≥ 1 and returns the flat (B, P) tokens. */
@@ -94,6 +98,7 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const lengths = new Int32Array(B); // (B)
   const active = new Uint8Array(B).fill(1); // (B)
   const keep = new Uint8Array(V); // (V) sampler scratch
+  const support = opts.recordSupport === true && !s.greedy ? new Uint8Array(B * L * V) : undefined; // (B, L, V)
   const { numerics } = opts;
 
   const state = decode === 'incremental' ? createDecodeState(policy, B, T) : null;
@@ -108,6 +113,7 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
       const d = sampleToken(logits, b * V, V, s, opts.rng, keep);
       tokens[b * T + P + k] = d.token;
       responseMask[b * L + k] = 1;
+      support?.set(keep, (b * L + k) * V);
       logpRollout[b * L + k] = report === 'processed' ? d.logpProcessed : d.logpRaw;
       lengths[b] = k + 1;
       step[b] = d.token;
@@ -116,7 +122,7 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
     if (k === L - 1 || !active.some((a) => a === 1)) break;
     logits = state ? arDecodeStep(policy, state, step, numerics) : lastLogits(policy, tokens, B, T, P + k + 1, numerics);
   }
-  return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths };
+  return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths, ...(support === undefined ? {} : { support }) };
 }
 
 /** Full recompute: logits (B, V) at position `len − 1` from a forward over the first `len` tokens of each row. */

@@ -27,6 +27,7 @@ export const RUN_LIMITS = Object.freeze({
   epochs: 100,
   generationLength: 512,
   diffusionSteps: 4096,
+  staleness: 64,
 });
 
 /** Sampler settings of the rollout engine. */
@@ -35,6 +36,10 @@ const samplerSchema = z.strictObject({
   topK: nonNegInt.default(0).describe('keep the k most likely tokens (0 = off); off by default because truncation is a mismatch source of its own'),
   topP: finite.gt(0).max(1).default(1).describe('nucleus mass (1 = off); off by default for the same reason'),
   logprob: z.enum(['processed', 'raw']).default('processed').describe('ℓroll of the processed distribution (vLLM) or of the raw logits'),
+  supportReplay: z
+    .boolean()
+    .default(false)
+    .describe('record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; AR policy); off to model the unfixed bias'),
 });
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
@@ -78,8 +83,9 @@ export const runConfigSchema = z.strictObject({
       prompts: positiveInt.max(RUN_LIMITS.prompts).default(8).describe('P prompts per step'),
       groupSize: positiveInt.max(RUN_LIMITS.groupSize).default(8).describe('G responses per prompt (GRPO group)'),
       staleness: nonNegInt
+        .max(RUN_LIMITS.staleness)
         .default(0)
-        .describe('rollouts come from the weights of this many steps ago (AReaL, prime-rl max_off_policy_steps, TRL AsyncGRPO); only 0 runs until the asynchronous loop lands'),
+        .describe('k: step t trains on the batch generated k steps ahead, by the weights of step max(1, t − k) (AReaL, prime-rl max_off_policy_steps); 0 = synchronous'),
     })
     .prefault({}),
   reward: z
@@ -144,12 +150,8 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
-  // estimator-level features whose loop wiring has not landed: refuse rather than run something else
-  if (config.rollout.staleness !== 0) {
-    throw new UsageError(`config.rollout.staleness: only 0 is supported by the synchronous loop, got ${config.rollout.staleness}`);
-  }
-  if (estimators.mode === 'bypass') {
-    throw new UsageError('config.estimators.mode: "bypass" is not wired into the GRPO loop yet (qrl-sim estimate supports it), got "bypass"');
+  if (config.policy.sampler.supportReplay && config.policy.kind !== 'ar') {
+    throw new UsageError(`config.policy.sampler.supportReplay: only the AR policy replays its sampling support so far, got policy.kind "${config.policy.kind}"`);
   }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {

@@ -27,10 +27,11 @@ const configArb = fc.record({
   P: fc.integer({ min: 1, max: 3 }),
   L: fc.integer({ min: 1, max: 3 }),
   temperature: fc.constantFrom(0.7, 1, 1.6),
+  support: fc.boolean(),
 });
 
 describe('AR policy: gradient of the trainer log-prob objective', () => {
-  test.prop([configArb], { numRuns: 12 })('backwardLogprobs matches central differences of Σ g·ℓ in float64', (c) => {
+  test.prop([configArb], { numRuns: 12 })('backwardLogprobs matches central differences of Σ g·ℓ in float64 (with and without a replayed support)', (c) => {
     const V = 7;
     const cfg = arConfig({ vocabSize: V, maxLen: 8, C: 8, H: c.H, layers: c.layers, hidden: 12, norm: c.norm, mlp: c.mlp, bias: c.bias, positions: c.positions, tiedEmbeddings: c.tiedEmbeddings });
     const layout = new ParamLayout(arParamSpecs(cfg));
@@ -45,7 +46,18 @@ describe('AR policy: gradient of the trainer log-prob objective', () => {
     const mask = Array.from({ length: B * L }, () => (rng.uniform() < 0.75 ? 1 : 0));
     mask[0] = 1;
     const g = Array.from({ length: B * L }, () => rng.normal());
-    const opts = { numerics: fp32Numerics(), temperature: c.temperature };
+    // sampling-support replay: a random kept set per slot that holds the scored token
+    const support = c.support ? new Uint8Array(B * L * V) : undefined;
+    if (support !== undefined) {
+      for (let b = 0; b < B; b++) {
+        for (let k = 0; k < L; k++) {
+          const o = (b * L + k) * V;
+          for (let v = 0; v < V; v++) support[o + v] = rng.uniform() < 0.5 ? 1 : 0;
+          support[o + tokens[b * (P + L) + P + k]!] = 1;
+        }
+      }
+    }
+    const opts = { numerics: fp32Numerics(), temperature: c.temperature, support };
     const objective = (): number => {
       const lp = computeLogprobs(policy, tokens, B, P, mask, opts);
       let s = 0;

@@ -69,6 +69,30 @@ describe('AR rollout vs trainer under one plan', () => {
     });
   });
 
+  it('support replay under top-p: with the recorded kept sets the trainer ℓ equals ℓroll bit for bit; without, they differ', () => {
+    // TRL issue 6789 / PR 7269, prime-rl PR 2601: score under the support the sampler drew from
+    const policy = sharpPolicy(4);
+    const n = numericsFor(precisionPlans.bf16.rollout);
+    const r = rollout(policy, prompts, { maxNewTokens: 10, numerics: n, rng: createRng(2), temperature: 0.9, topP: 0.7, recordSupport: true });
+    const V = policy.config.vocabSize;
+    expect(r.support?.length).toBe(r.B * r.responseLength * V);
+    const replay = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(precisionPlans.bf16.trainer), temperature: 0.9, support: r.support });
+    expect(sameArrays(r.logpRollout, replay.logp)).toBe(true);
+    const plain = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(precisionPlans.bf16.trainer), temperature: 0.9 });
+    expect(sameArrays(r.logpRollout, plain.logp)).toBe(false);
+    // every sampled token lies in its recorded kept set, and top-p kept fewer than V ids somewhere
+    let truncated = 0;
+    for (let i = 0; i < r.B * r.responseLength; i++) {
+      if (!r.responseMask[i]) continue;
+      const b = Math.floor(i / r.responseLength);
+      const k = i % r.responseLength;
+      const keep = r.support!.subarray(i * V, (i + 1) * V);
+      expect(keep[r.tokens[b * (P + r.responseLength) + P + k]!]).toBe(1);
+      if (keep.reduce((a, x) => a + x, 0) < V) truncated++;
+    }
+    expect(truncated).toBeGreaterThan(5);
+  });
+
   it('with top-k on, processed ℓroll exceeds the trainer ℓ by −log(kept mass) > 0 under identical numerics', () => {
     const policy = sharpPolicy(4);
     const n = numericsFor(precisionPlans.fp32.rollout);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../../src/files.js';
-import { overlongPenalty, resolveRunConfig } from '../../../src/rl/index.js';
+import { overlongPenalty, resolveConfig, resolveRunConfig, stepAdvantages } from '../../../src/rl/index.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 
@@ -16,6 +16,38 @@ describe('DAPO overlong shaping', () => {
     expect(overlongPenalty(7, 10, 4, 1)).toBe(-0.25);
     expect(overlongPenalty(10, 10, 4, 1)).toBe(-1);
     expect(overlongPenalty(11, 10, 4, 0.5)).toBe(-0.5);
+  });
+});
+
+describe('support replay switch', () => {
+  it('is refused for the diffusion policy, naming the field and the kind', () => {
+    expect(() => resolveRunConfig({ policy: { kind: 'diffusion', sampler: { supportReplay: true } } })).toThrow(/config\.policy\.sampler\.supportReplay: .*"diffusion"/);
+    expect(resolveRunConfig({ policy: { sampler: { supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
+  });
+});
+
+describe('step advantages', () => {
+  // verl core_algos.py compute_reinforce_plus_plus_outcome_advantage (l.693–731) broadcasts R_i to
+  // the n_i valid tokens of row i and masked_whiten (torch_functional.py l.311–346) whitens over all
+  // of them: μ = Σ n_i R_i / Σ n_i, var unbiased over tokens, A_i = (R_i − μ)/√(var + 1e-8).
+  const rewards = Float64Array.from([1, 0, 0, 1, 1, 1]);
+  const lengths = Float64Array.from([2, 1, 3, 2, 4, 4]);
+  const spec = resolveConfig({ advantage: { name: 'reinforce++' } }).advantage;
+
+  it('REINFORCE++ whitens over the valid tokens of the kept rows (hand computation)', () => {
+    // rows 0..3: tokens 2+1+3+2 = 8, μ = (2·1 + 2·1)/8 = 0.5, Σ n(R−μ)² = 8·0.25 = 2, var = 2/7
+    const a = stepAdvantages(rewards, lengths, [0, 1, 2, 3], 2, spec).value;
+    const s = 0.5 / Math.sqrt(2 / 7 + 1e-8);
+    expect(Array.from(a)).toEqual([s, -s, -s, s]);
+    // a row-count whitening (every row once) would give var = 1/3 instead: the lengths matter here
+    expect(s).not.toBeCloseTo(0.5 / Math.sqrt(1 / 3 + 1e-8), 6);
+  });
+
+  it('uses the lengths of the kept rows only (dynamic sampling drops rows 4, 5)', () => {
+    // rows 1, 2, 4: tokens 1+3+4 = 8, μ = 4/8 = 0.5, Σ n(R−μ)² = 8·0.25 = 2, var = 2/7
+    const a = stepAdvantages(rewards, lengths, [1, 2, 4], 2, spec).value;
+    const s = 0.5 / Math.sqrt(2 / 7 + 1e-8);
+    expect(Array.from(a)).toEqual([-s, -s, s]);
   });
 });
 

@@ -125,6 +125,82 @@ describe('GRPO run', () => {
     }
   });
 
+  it('bypass mode (ℓold := ℓroll): deterministic, no ℓold recompute, and equal to decoupled when the plans are identical', async () => {
+    // With identical plans ℓroll ≡ ℓold bit for bit (test/policies/ar/rollout.test.ts), so the
+    // loss sees the same (ℓθ, ℓold, A) either way; TIS weights are exactly 1 in decoupled mode and
+    // not applied by ppo-clip in bypass mode, the KL mask (response vs denominator) covers the same
+    // tokens when nothing is rejected. Hence the loss/update metrics and the weights agree bit for bit
+    // (actor/loss up to summation order, below); the
+    // rollout_corr/* statistics differ by design (bypass measures ℓθ against ℓroll per mini-batch).
+    const common = ['steps=2', 'eval.every=0', 'estimators.correction={"name":"tis","C":2}', 'estimators.kl={"name":"k3","coef":0.01}'];
+    const dec = join(root, 'bypass-decoupled');
+    const byp = join(root, 'bypass-a');
+    await run(dec, common);
+    await run(byp, [...common, 'estimators.mode=bypass']);
+    await run(join(root, 'bypass-b'), [...common, 'estimators.mode=bypass']);
+    expect(readFileSync(join(root, 'bypass-b', 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(byp, 'metrics.jsonl'), 'utf8'));
+    const d = readJsonl<MetricRecord>(join(dec, 'metrics.jsonl'));
+    const b = readJsonl<MetricRecord>(join(byp, 'metrics.jsonl'));
+    expect(b).toHaveLength(2);
+    for (const [i, line] of b.entries()) {
+      for (const key of ['reward/mean', 'actor/pg_loss', 'actor/kl_loss', 'actor/grad_norm', 'actor/pg_clipfrac', 'actor/ppo_kl']) {
+        expect(line[key], `step ${i + 1} ${key}`).toBeDefined();
+        expect(line[key], `step ${i + 1} ${key}`).toBe(d[i]?.[key]);
+      }
+      // the KL over its own (response) mask is aggregated apart: loss = pg + coef·kl, equal to
+      // decoupled's single aggregation of pg + coef·kl per token up to summation order
+      expect(line['actor/loss']).toBe(line['actor/pg_loss']! + 0.01 * line['actor/kl_loss']!);
+      expect(line['actor/loss']).toBeCloseTo(d[i]!['actor/loss']!, 12);
+    }
+    expect(readFileSync(join(byp, 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(dec, 'eval.jsonl'), 'utf8'));
+    const weights = (dir: string) => JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
+    expect(weights(byp)).toEqual(weights(dec));
+    // the trainer recompute of ℓold is skipped (its phase is exactly 0), the reference one is not
+    const timings = readJsonl<{ old: number; ref: number }>(join(byp, 'timings.jsonl'));
+    expect(timings.map((r) => r.old)).toEqual([0, 0]);
+    expect(readJsonl<{ old: number }>(join(dec, 'timings.jsonl')).every((r) => r.old !== 0)).toBe(true);
+  });
+
+  it('stale rollouts (staleness 2): batch of step t from the weights of step max(1, t − 2); resume is byte-identical', async () => {
+    const common = ['eval.every=0', 'rollout.staleness=2'];
+    const straight = join(root, 'stale-straight');
+    await run(straight, [...common, 'steps=6']);
+    const lines = readJsonl<MetricRecord>(join(straight, 'metrics.jsonl'));
+    expect(lines.map((l) => l['rollout/staleness'])).toEqual([0, 1, 2, 2, 2, 2]);
+    // steps 1–3 train on batches generated at step 1, i.e. by the same weight version
+    const v = lines.map((l) => l['rollout/weight_version'] as number);
+    expect(v[1]).toBe(v[0]);
+    expect(v[2]).toBe(v[0]);
+    // the lag in weight versions is the number of updates since the batch was generated
+    for (const l of lines) expect(l['rollout/version_lag']).toBeGreaterThanOrEqual(0);
+    expect(lines[2]?.['rollout/version_lag']).toBeGreaterThan(0);
+    // step 1 is the synchronous step 1 (same weights, same streams) up to the staleness keys
+    const sync = join(root, 'stale-sync');
+    await run(sync, ['eval.every=0', 'steps=2']);
+    const s = readJsonl<MetricRecord>(join(sync, 'metrics.jsonl'));
+    const { ['rollout/staleness']: _a, ['rollout/weight_version']: _b, ['rollout/version_lag']: _c, ...first } = lines[0]!;
+    expect(first).toEqual(s[0]);
+    expect(lines[1]?.['reward/mean'] === s[1]?.['reward/mean'] && lines[1]?.['actor/loss'] === s[1]?.['actor/loss']).toBe(false);
+    // 3 steps, then resume to 6: the checkpoint carries the two batches generated ahead
+    const resumed = join(root, 'stale-resumed');
+    await run(resumed, [...common, 'steps=3']);
+    expect(JSON.parse(readFileSync(join(resumed, 'checkpoints', 'step-000003', 'checkpoint.json'), 'utf8')).pending.map((p: { step: number }) => p.step)).toEqual([4, 5]);
+    await run(resumed, ['steps=6'], true);
+    expect(readFileSync(join(resumed, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(straight, 'metrics.jsonl'), 'utf8'));
+  });
+
+  it('support replay under top-p: identical plans give zero trainer–rollout mismatch; without replay they do not', async () => {
+    const common = ['steps=1', 'eval.every=0', 'policy.sampler.topP=0.7'];
+    await run(join(root, 'topp-replay'), [...common, 'policy.sampler.supportReplay=true']);
+    await run(join(root, 'topp-plain'), common);
+    const replay = readJsonl<MetricRecord>(join(root, 'topp-replay', 'metrics.jsonl'))[0]!;
+    const plain = readJsonl<MetricRecord>(join(root, 'topp-plain', 'metrics.jsonl'))[0]!;
+    expect(replay['rollout_corr/k3_kl']).toBe(0);
+    expect(replay['rollout_corr/log_ppl_diff']).toBe(0);
+    expect(plain['rollout_corr/k3_kl']).toBeGreaterThan(0);
+    expect(replay['reward/mean']).toBe(plain['reward/mean']); // same samples: replay changes the scoring only
+  });
+
   it('learns: on reverse with the bf16 plan mean reward rises over a short run', { timeout: 400_000 }, async () => {
     const dir = join(root, 'learn');
     const config = resolveRunConfig({
