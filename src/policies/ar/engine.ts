@@ -61,6 +61,11 @@ export interface ArEngineRecord {
   /** (B, P + L) prompt and response tokens. */
   readonly tokens: Int32Array;
   readonly promptLength: number;
+  /**
+   * MoE only (absent for a dense model): the rollout engine's routing, one (B, P + L, k) array per
+   * layer (see `Rollout.routing`; −1 where the engine never ran the position).
+   */
+  readonly moeRouting?: readonly Int32Array[];
 }
 
 /**
@@ -112,7 +117,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const T = P + L;
       const responses = new Int32Array(r.B * L);
       for (let b = 0; b < r.B; b++) responses.set(r.tokens.subarray(b * T + P, (b + 1) * T), b * L);
-      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P };
+      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P, ...(r.routing ? { moeRouting: r.routing } : {}) };
       return { B: r.B, T: L, prompts, responses, mask: Float64Array.from(r.responseMask), logpRollout: r.logpRollout, record };
     },
     logprobs(batch, rows, options): EngineLogprobs {
