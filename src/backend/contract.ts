@@ -20,6 +20,9 @@ export type JsonValue = null | boolean | number | string | readonly JsonValue[] 
  * (the AR policy's prompt+response tokens, the diffusion policy's sequences and estimator seed, a
  * sampler's kept-token sets, an MoE router's choices). Plain data only: JSON values and typed
  * arrays, never functions or class instances, so that it can cross a process boundary unchanged.
+ *
+ * An MoE AR policy adds `moeRouting`: one Int32Array (B, P + L, k) per layer, the experts the
+ * rollout engine's router chose at each position, −1 where it never ran (docs/moe.md).
  */
 export interface ReplayRecord {
   /** The record's kind, e.g. `"ar"` or `"diffusion"`. */

@@ -63,6 +63,11 @@ export interface ArEngineRecord {
   readonly promptLength: number;
   /** (B, L, V) kept set per sampled slot, with `policy.sampler.supportReplay` (1 = could be drawn). */
   readonly support?: Uint8Array;
+  /**
+   * MoE only (absent for a dense model): the rollout engine's routing, one (B, P + L, k) array per
+   * layer (see `Rollout.routing`; −1 where the engine never ran the position).
+   */
+  readonly moeRouting?: readonly Int32Array[];
 }
 
 /**
@@ -115,7 +120,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const T = P + L;
       const responses = new Int32Array(r.B * L);
       for (let b = 0; b < r.B; b++) responses.set(r.tokens.subarray(b * T + P, (b + 1) * T), b * L);
-      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P, ...(r.support === undefined ? {} : { support: r.support }) };
+      const record: ArEngineRecord = { kind: 'ar', tokens: r.tokens, promptLength: P, ...(r.support === undefined ? {} : { support: r.support }), ...(r.routing ? { moeRouting: r.routing } : {}) };
       return { B: r.B, T: L, prompts, responses, mask: Float64Array.from(r.responseMask), logpRollout: r.logpRollout, record };
     },
     logprobs(batch, rows, options): EngineLogprobs {

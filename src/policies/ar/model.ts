@@ -175,7 +175,14 @@ function headRows(policy: ArPolicy, h: FloatArray, B: number, numerics: PolicyNu
  * whose roped keys and values become rows [0, P) of the KV caches (each row then passes the
  * numerics' `kvHook`). Returns the logits (B, V) of the last prompt position.
  */
-export function arPrefill(policy: ArPolicy, state: ArDecodeState, prompts: ArrayLike<number>, P: number, numerics: PolicyNumerics): FloatArray {
+export function arPrefill(
+  policy: ArPolicy,
+  state: ArDecodeState,
+  prompts: ArrayLike<number>,
+  P: number,
+  numerics: PolicyNumerics,
+  routingOut?: readonly Int32Array[],
+): FloatArray {
   if (state.t !== 0) throw new Error(`arPrefill: state.t must be 0 (empty caches), got ${state.t}`);
   if (!Number.isInteger(P) || P < 1 || P > state.tCap) throw new Error(`arPrefill: P must be an integer in [1, ${state.tCap}], got ${P}`);
   const { B, tCap } = state;
@@ -190,6 +197,12 @@ export function arPrefill(policy: ArPolicy, state: ArDecodeState, prompts: Array
     }
     const hook = numerics.kvHook(l);
     if (hook) for (let t = 0; t < P; t++) hook(kv.k, kv.v, t, B, tCap, C);
+    const routing = bc.moe?.routing;
+    const out = routingOut?.[l];
+    if (routing && out) {
+      const k = routing.length / (B * P);
+      for (let b = 0; b < B; b++) out.set(routing.subarray(b * P * k, (b + 1) * P * k), b * tCap * k); // (B, P, k) → rows [0, P) of (B, tCap, k)
+    }
   }
   state.t = P;
   const logits = allocLike(policy.params.data, B * V); // (B, V)
@@ -201,8 +214,16 @@ export function arPrefill(policy: ArPolicy, state: ArDecodeState, prompts: Array
  * One incremental decode step: the tokens (B) at position `state.t` go through every block over the
  * KV caches (`blockDecodeForward`, with the numerics' `kvHook`), the final norm and the LM head.
  * Returns the logits (B, V) predicting position `state.t + 1`, and advances `state.t`.
+ *
+ * @param routingOut - MoE only: one (B, tCap, k) array per layer; row `state.t` receives the experts chosen at this position
  */
-export function arDecodeStep(policy: ArPolicy, state: ArDecodeState, tokens: ArrayLike<number>, numerics: PolicyNumerics): FloatArray {
+export function arDecodeStep(
+  policy: ArPolicy,
+  state: ArDecodeState,
+  tokens: ArrayLike<number>,
+  numerics: PolicyNumerics,
+  routingOut?: readonly Int32Array[],
+): FloatArray {
   const { B, tCap } = state;
   const t = state.t;
   if (t >= tCap) throw new Error(`arDecodeStep: the caches are full (tCap=${tCap})`);
@@ -213,9 +234,12 @@ export function arDecodeStep(policy: ArPolicy, state: ArDecodeState, tokens: Arr
   let h = allocLike(like, B * C); // (B, C)
   embeddingForward(h, tokens, w.wte, w.wpe ? w.wpe.subarray(t * C, (t + 1) * C) : null, B, 1, C, V);
   if (policy.residualOffset) addRowOffset(h, policy.residualOffset, B, C);
+  const k = policy.blockConfig.moe?.topK ?? 0;
+  const step = routingOut && k > 0 ? new Int32Array(B * k) : undefined; // (B, k)
   for (let l = 0; l < cfg.layers; l++) {
     const out = allocLike(like, B * C); // (B, C)
-    blockDecodeForward(out, state.kv[l]!, h, w.blocks[l]!, t, B, policy.blockConfig, numerics.block(l), numerics.kvHook(l) ?? undefined);
+    blockDecodeForward(out, state.kv[l]!, h, w.blocks[l]!, t, B, policy.blockConfig, numerics.block(l), numerics.kvHook(l) ?? undefined, step);
+    if (step && routingOut) for (let b = 0; b < B; b++) routingOut[l]!.set(step.subarray(b * k, (b + 1) * k), (b * tCap + t) * k);
     h = out;
   }
   state.t = t + 1;

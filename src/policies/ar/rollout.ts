@@ -46,6 +46,13 @@ export interface Rollout {
   readonly lengths: Int32Array;
   /** (B, L, V) with `recordSupport`: 1 on the ids the sampler could draw at each sampled slot (its top-k/top-p kept set). */
   readonly support?: Uint8Array;
+  /**
+   * MoE only (else null): one (B, P + L, k) array per layer, the k experts (rank order) the engine's
+   * router chose for the token at each position; −1 at positions the engine never ran (the last
+   * slot, and every slot after decoding stopped). Sequences that ended keep being fed `pad`, and
+   * those positions are recorded like any other.
+   */
+  readonly routing: readonly Int32Array[] | null;
 }
 
 /** Checks that every prompt has the same length P ≥ 1 and returns the flat (B, P) tokens. */
@@ -100,9 +107,11 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const keep = new Uint8Array(V); // (V) sampler scratch
   const support = opts.recordSupport === true && !s.greedy ? new Uint8Array(B * L * V) : undefined; // (B, L, V)
   const { numerics } = opts;
+  const topK = policy.blockConfig.moe?.topK ?? 0;
+  const routing = topK > 0 ? Array.from({ length: policy.config.layers }, () => new Int32Array(B * T * topK).fill(-1)) : null; // layers × (B, T, k)
 
   const state = decode === 'incremental' ? createDecodeState(policy, B, T) : null;
-  let logits: FloatArray = state ? arPrefill(policy, state, flat, P, numerics) : lastLogits(policy, tokens, B, T, P, numerics);
+  let logits: FloatArray = state ? arPrefill(policy, state, flat, P, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P, numerics, routing, true);
   const step = new Int32Array(B); // (B) tokens fed to the next decode step
   for (let k = 0; k < L; k++) {
     for (let b = 0; b < B; b++) {
@@ -120,17 +129,31 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
       if (eos !== null && d.token === eos) active[b] = 0;
     }
     if (k === L - 1 || !active.some((a) => a === 1)) break;
-    logits = state ? arDecodeStep(policy, state, step, numerics) : lastLogits(policy, tokens, B, T, P + k + 1, numerics);
+    logits = state ? arDecodeStep(policy, state, step, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P + k + 1, numerics, routing, false);
   }
-  return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths, ...(support === undefined ? {} : { support }) };
+  return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths, routing, ...(support === undefined ? {} : { support }) };
 }
 
-/** Full recompute: logits (B, V) at position `len − 1` from a forward over the first `len` tokens of each row. */
-function lastLogits(policy: ArPolicy, tokens: Int32Array, B: number, T: number, len: number, numerics: PolicyNumerics): FloatArray {
+/**
+ * Full recompute: logits (B, V) at position `len − 1` from a forward over the first `len` tokens of
+ * each row. With MoE, `routing` (layers × (B, T, k)) receives the experts of position `len − 1`, or
+ * of every position when `all` (the first pass, over the prompt).
+ */
+function lastLogits(
+  policy: ArPolicy, tokens: Int32Array, B: number, T: number, len: number, numerics: PolicyNumerics, routing: readonly Int32Array[] | null = null, all = false,
+): FloatArray {
   const V = policy.config.vocabSize;
   const prefix = new Int32Array(B * len); // (B, len)
   for (let b = 0; b < B; b++) prefix.set(tokens.subarray(b * T, b * T + len), b * len);
   const cache = arForward(policy, prefix, B, len, numerics);
+  if (routing) {
+    cache.blocks.forEach((bc, l) => {
+      const r = bc.moe!.routing; // (B·len, k)
+      const k = r.length / (B * len);
+      const from = all ? 0 : len - 1;
+      for (let b = 0; b < B; b++) routing[l]!.set(r.subarray((b * len + from) * k, (b * len + len) * k), (b * T + from) * k);
+    });
+  }
   const out = allocLike(cache.logits, B * V); // (B, V)
   for (let b = 0; b < B; b++) out.set(cache.logits.subarray((b * len + len - 1) * V, (b * len + len) * V), b * V);
   return out;
