@@ -44,3 +44,20 @@ describe('diffusion warm start', () => {
     expect(() => diffusionWarmStart(model, task, { batchSize: 0 })).toThrow(/batchSize must be a positive integer, got 0/);
   });
 });
+
+describe('diffusionWarmStartAsync', () => {
+  it('gives the same losses and weights as diffusionWarmStart and lets the event loop run between updates', async () => {
+    const { diffusionWarmStartAsync } = await import('../../../src/policies/diffusion/warmstart.js');
+    const task = makeTask('reverse', { maxLength: 4 });
+    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, nLayer: 1, maxSeqLen: 12 });
+    const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
+    let ticks = 0;
+    const timer = setInterval(() => { ticks++; }, 0);
+    const seen: number[] = [];
+    const b = await diffusionWarmStartAsync(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2, onProgress: () => seen.push(ticks) });
+    clearInterval(timer);
+    expect(b.losses).toEqual(a.losses);
+    expect(Array.from(b.store.data)).toEqual(Array.from(a.store.data));
+    expect(seen[2]!).toBeGreaterThan(seen[0]!);
+  });
+});
