@@ -73,9 +73,9 @@ function taskOf(config: RunConfig): Task {
 
 /** The model a config implies: `config.policy.model` over the toy defaults, maxLen ≥ prompt + generation. */
 function modelFor(config: RunConfig, task: Task): DiffusionModel {
-  const { maxLen, layers, ...rest } = modelOptionsSchema.parse(config.policy.model);
-  const maxSeqLen = maxLen ?? Math.max(diffusionModelDefaults.maxSeqLen, task.promptLength + config.policy.diffusion.generationLength);
-  return createDiffusionModel({ ...rest, ...(layers !== undefined ? { nLayer: layers } : {}), maxSeqLen, vocabSize: task.vocabSize });
+  const { maxLen, ...rest } = modelOptionsSchema.parse(config.policy.model);
+  const length = maxLen ?? Math.max(diffusionModelDefaults.maxLen, task.promptLength + config.policy.diffusion.generationLength);
+  return createDiffusionModel({ ...rest, maxLen: length, vocabSize: task.vocabSize });
 }
 
 /** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */

@@ -11,7 +11,7 @@ import { randomParams64, smallModel } from './helpers.js';
 describe('diffusion warm start', () => {
   const task = makeTask('reverse', { maxLength: 4 });
   const G = 5;
-  const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, nLayer: 1, maxSeqLen: 12 });
+  const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
   const heldOut = task.evalProblems(32, 1);
   const evalLoss = (data: Float32Array): number =>
     maskedDiffusionLoss(model, data, heldOut.map((p) => p.prompt), heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), G)), createRng(5));
@@ -49,7 +49,7 @@ describe('diffusionWarmStartAsync', () => {
   it('gives the same losses and weights as diffusionWarmStart and lets the event loop run between updates', async () => {
     const { diffusionWarmStartAsync } = await import('../../../src/policies/diffusion/warmstart.js');
     const task = makeTask('reverse', { maxLength: 4 });
-    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, nLayer: 1, maxSeqLen: 12 });
+    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
     const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
     let ticks = 0;
     const timer = setInterval(() => { ticks++; }, 0);
