@@ -19,11 +19,6 @@ export default defineConfig({
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     setupFiles: ['test/setup.ts'],
-    // Long synchronous phases (a 200-step warm start, a golden suite) can keep a fork from answering
-    // vitest's internal RPC within its fixed 60 s, which vitest reports as an unhandled
-    // "Timeout calling onTaskUpdate" and turns into exit 1 although every test passed. Failed tests
-    // still fail the run; docs/decisions.md ("Test runner") says why this is accepted for now.
-    dangerouslyIgnoreUnhandledErrors: true,
     // The JSON report lets .ci/run print one plain 'N passed, N failed' line.
     reporters: ['default', ['json', { outputFile: '.cache/vitest-report.json' }]],
   },

@@ -206,7 +206,7 @@ export class ReferenceBackend implements PolicyBackend {
   async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
     if (request.task.name !== this.config.task.name) throw new UsageError(`warmStart.task.name: this backend was built for task '${this.config.task.name}', got '${request.task.name}'`);
     const config: RunConfig = { ...this.config, seed: request.seed, sft: { ...this.config.sft, steps: request.steps, batchSize: request.batchSize, lr: request.lr } };
-    const metrics = this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
+    const metrics = await this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
     this.engine.params.zeroGrad();
     this.trainerVersion++;
     return metrics;

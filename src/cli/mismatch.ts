@@ -298,9 +298,9 @@ function runDiffusion(
   if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };
   else if (loaded?.sampler?.temperature !== undefined) sampler = { ...sampler, temperature: loaded.sampler.temperature };
   const task = makeTask(loaded?.task ?? 'sudoku4', loaded?.taskOptions as never);
-  const maxSeqLen = loaded?.model?.config.maxSeqLen;
-  if (maxSeqLen !== undefined && task.promptLength + length > maxSeqLen) {
-    throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxSeqLen ${maxSeqLen}`);
+  const maxLen = loaded?.model?.config.maxLen;
+  if (maxLen !== undefined && task.promptLength + length > maxLen) {
+    throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);
   }
   const { diagnostics, lengths } = diffusionMismatchProbe({
     ...loaded,

@@ -68,9 +68,10 @@ export interface PolicyFactory {
   /**
    * Supervised warm start of `engine` in place (deterministic for a given config); returns
    * {@link warmStartMetrics} (`sft/steps`, `sft/loss_first`, `sft/loss_last`, `sft/loss_last10`).
-   * `onProgress` (optional) is called with (steps done, total) for display only.
+   * `onProgress` (optional) is called with (steps done, total) for display only. The loop yields to
+   * the event loop between steps, so a minutes-long warm start keeps timers, signals and RPC served.
    */
-  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Record<string, number>;
+  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Promise<Record<string, number>>;
 }
 
 /**

@@ -173,7 +173,7 @@ describe('qrl-sim mismatch --policy diffusion', () => {
     expect(JSON.parse(a.out)).toMatchObject({ policy: 'diffusion', length: 8 });
     expect((await run('--plan', 'bf16-splitk', '--checkpoint', ck, '--batch', '3', '--json')).out).toBe(a.out);
     const tooLong = await run('--plan', 'bf16', '--checkpoint', cache, '--length', '64');
-    expect([tooLong.code, tooLong.err]).toEqual([2, expect.stringMatching(/--length: prompt length 6 \+ 64 exceeds the checkpoint's maxSeqLen 64/)]);
+    expect([tooLong.code, tooLong.err]).toEqual([2, expect.stringMatching(/--length: prompt length 6 \+ 64 exceeds the checkpoint's maxLen 64/)]);
     writeFileSync(join(dir, 'bad.json'), JSON.stringify({ weights: [1, 2, 3], config: { task: config.task, policy: config.policy } }));
     const bad = await run('--plan', 'bf16', '--checkpoint', join(dir, 'bad.json'));
     expect([bad.code, bad.err]).toEqual([2, expect.stringMatching(/--checkpoint: .* is not a usable diffusion checkpoint: it has 3 weights/)]);

@@ -86,7 +86,7 @@ describe('warm-start progress callbacks', () => {
 
   it('diffusionWarmStart calls onProgress once per update and its result is unchanged', () => {
     const task = makeTask('reverse', { maxLength: 4 });
-    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, nLayer: 1, maxSeqLen: 12 });
+    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
     const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
     const calls: number[] = [];
     const b = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2, onProgress: (d) => calls.push(d) });

@@ -105,7 +105,7 @@ export const fakeFactory: ValidatingPolicyFactory = {
     if ((config.policy.model as Record<string, unknown>)['explode'] === true) throw new Error('fake engine exploded on purpose');
     return createEngine(config, task);
   },
-  warmStart: (_engine, config) => {
+  warmStart: async (_engine, config) => {
     // Each warm start appends a line to $QRL_FAKE_WARMSTART_LOG (worker threads inherit the env).
     const log = process.env['QRL_FAKE_WARMSTART_LOG'];
     if (log !== undefined) appendFileSync(log, `${config.plan}\n`);

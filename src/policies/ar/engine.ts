@@ -15,7 +15,7 @@ import { ArPolicy, createArPolicy } from './model.js';
 import { backwardLogprobs, computeLogprobs, type TrainerLogprobs } from './logprobs.js';
 import { arModelOptions, arModelPresetNames, type ArModelPresetName } from './presets.js';
 import { rollout } from './rollout.js';
-import { trainSupervised } from './supervised.js';
+import { trainSupervisedAsync } from './supervised.js';
 
 /** `policy.model` options of the AR policy (every field optional; docs/policies.md). */
 export const arModelSchema = z.strictObject({
@@ -169,11 +169,11 @@ export const arPolicyFactory: PolicyFactory = {
     }
   },
   create: createArEngine,
-  warmStart(engine, config, task, onProgress) {
+  async warmStart(engine, config, task, onProgress) {
     // The warm start is precision-independent (fp32), so every plan of a sweep starts from the
     // same policy and one cached checkpoint serves them all.
     const policy = new ArPolicy(arConfigFor(config, task), engine.params);
-    const { losses } = trainSupervised(policy, task, {
+    const { losses } = await trainSupervisedAsync(policy, task, {
       steps: config.sft.steps,
       batchSize: config.sft.batchSize,
       optimizer: { lr: config.sft.lr, weightDecay: 0.01 },

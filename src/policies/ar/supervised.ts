@@ -1,6 +1,7 @@
 // Supervised warm start of the AR policy: cross-entropy on the response tokens of (prompt, gold response)
 // pairs, AdamW with global-norm clipping. Not RL: the GRPO loop calls this before its first step.
 
+import { yieldToEventLoop } from '../yield.js';
 import {
   AdamW,
   allocLike,
@@ -140,6 +141,28 @@ export interface TrainSupervisedResult {
  * ```
  */
 export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): TrainSupervisedResult {
+  const steps = supervisedSteps(policy, task, opts);
+  for (;;) {
+    const next = steps.next();
+    if (next.done === true) return next.value;
+  }
+}
+
+/**
+ * {@link trainSupervised} that yields to the event loop after every step (same arithmetic, same
+ * result), so a long warm start does not keep timers and I/O waiting for minutes.
+ */
+export async function trainSupervisedAsync(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): Promise<TrainSupervisedResult> {
+  const steps = supervisedSteps(policy, task, opts);
+  for (;;) {
+    const next = steps.next();
+    if (next.done === true) return next.value;
+    await yieldToEventLoop();
+  }
+}
+
+/** The warm-start loop of {@link trainSupervised}, suspended after every step. */
+function* supervisedSteps(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): Generator<void, TrainSupervisedResult, void> {
   const batchSize = opts.batchSize ?? 32;
   if (!Number.isInteger(opts.steps) || opts.steps < 0) throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
@@ -154,6 +177,7 @@ export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervi
     const stepOpts: SftStepOptions = { maxGradNorm: opts.maxGradNorm ?? 1, ...(opts.numerics ? { numerics: opts.numerics } : {}) };
     losses.push(sftStep(policy, optimizer, batch, stepOpts).loss);
     opts.onProgress?.(step + 1, opts.steps);
+    yield;
   }
   return { losses, optimizer };
 }

@@ -15,7 +15,7 @@ import { numericsFor, precisionPlan, type PrecisionPlan } from '../plans.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
-import { diffusionWarmStart } from './warmstart.js';
+import { diffusionWarmStartAsync } from './warmstart.js';
 
 /**
  * What a diffusion {@link EngineBatch} carries in `record`: everything the trainer-side estimator
@@ -73,9 +73,9 @@ function taskOf(config: RunConfig): Task {
 
 /** The model a config implies: `config.policy.model` over the toy defaults, maxLen ≥ prompt + generation. */
 function modelFor(config: RunConfig, task: Task): DiffusionModel {
-  const { maxLen, layers, ...rest } = modelOptionsSchema.parse(config.policy.model);
-  const maxSeqLen = maxLen ?? Math.max(diffusionModelDefaults.maxSeqLen, task.promptLength + config.policy.diffusion.generationLength);
-  return createDiffusionModel({ ...rest, ...(layers !== undefined ? { nLayer: layers } : {}), maxSeqLen, vocabSize: task.vocabSize });
+  const { maxLen, ...rest } = modelOptionsSchema.parse(config.policy.model);
+  const length = maxLen ?? Math.max(diffusionModelDefaults.maxLen, task.promptLength + config.policy.diffusion.generationLength);
+  return createDiffusionModel({ ...rest, maxLen: length, vocabSize: task.vocabSize });
 }
 
 /** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */
@@ -281,9 +281,9 @@ export const diffusionPolicyFactory: PolicyFactory = Object.freeze({
   create(config: RunConfig, task: Task): RlEngine {
     return createDiffusionEngine(config, task);
   },
-  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): MetricRecord {
+  async warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Promise<MetricRecord> {
     if (!isDiffusionEngine(engine)) throw new Error('diffusionPolicyFactory.warmStart: engine must come from createDiffusionEngine');
-    const { losses } = diffusionWarmStart(
+    const { losses } = await diffusionWarmStartAsync(
       engine.model,
       task,
       { steps: config.sft.steps, batchSize: config.sft.batchSize, lr: config.sft.lr, genLength: engine.sampler.genLength, seed: `${config.seed}`, ...(onProgress ? { onProgress } : {}) },

@@ -34,7 +34,7 @@ export interface DiffusionMismatchOptions {
   readonly sampler?: Partial<DiffusionSamplerConfig>;
   /** Estimator options (seed defaults to `seed`). */
   readonly estimatorOptions?: DiffusionEstimatorOptions;
-  /** The model; @defaultValue toy defaults for the task's vocabulary, maxSeqLen ≥ prompt + G */
+  /** The model; @defaultValue toy defaults for the task's vocabulary, maxLen ≥ prompt + G */
   readonly model?: DiffusionModel;
   /** Weights with `model.layout`; @defaultValue GPT-2 initialization from `seed` */
   readonly params?: FloatArray;
@@ -81,7 +81,7 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const task = makeTask(options.task ?? 'sudoku4', options.taskOptions as never);
   const B = options.sequences ?? 16;
   if (!Number.isInteger(B) || B < 1) throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
-  const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxSeqLen: Math.max(64, task.promptLength + G) });
+  const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + G) });
   const params = options.params ?? createParamStore(model.specs, options.seed).data;
   const blockLength = G % 8 === 0 ? 8 : G;
   const sampler: Partial<DiffusionSamplerConfig> = {

@@ -22,9 +22,9 @@ export interface DiffusionModelConfig {
   /** Vocabulary size V (the task's; MASK = 4 is one of its ids). */
   readonly vocabSize: number;
   /** Longest sequence (prompt + generation) the learned position table covers. @defaultValue 64 */
-  readonly maxSeqLen: number;
+  readonly maxLen: number;
   /** Number of transformer blocks. @defaultValue 2 */
-  readonly nLayer: number;
+  readonly layers: number;
   /** Model width C. @defaultValue 32 */
   readonly C: number;
   /** Attention heads H (divides C). @defaultValue 4 */
@@ -36,7 +36,7 @@ export interface DiffusionModelConfig {
 }
 
 /** Toy defaults of {@link DiffusionModelConfig} (everything but the vocabulary). */
-export const diffusionModelDefaults = Object.freeze({ maxSeqLen: 64, nLayer: 2, C: 32, H: 4, hidden: 128 });
+export const diffusionModelDefaults = Object.freeze({ maxLen: 64, layers: 2, C: 32, H: 4, hidden: 128 });
 
 /**
  * A diffusion model: its resolved config, the block config it runs (`causal: false`, LayerNorm,
@@ -65,7 +65,7 @@ export interface DiffusionModel {
  */
 export function createDiffusionModel(config: Partial<DiffusionModelConfig> & { readonly vocabSize: number }): DiffusionModel {
   const c: DiffusionModelConfig = { ...diffusionModelDefaults, ...config };
-  for (const k of ['vocabSize', 'maxSeqLen', 'nLayer', 'C', 'H', 'hidden'] as const) {
+  for (const k of ['vocabSize', 'maxLen', 'layers', 'C', 'H', 'hidden'] as const) {
     if (!Number.isInteger(c[k]) || c[k] < 1) throw new Error(`diffusion model: ${k} must be a positive integer, got ${c[k]}`);
   }
   if (c.vocabSize < 5) throw new Error(`diffusion model: vocabSize must be ≥ 5 (ids 0–4 are PAD BOS EOS SEP MASK), got ${c.vocabSize}`);
@@ -74,9 +74,9 @@ export function createDiffusionModel(config: Partial<DiffusionModelConfig> & { r
   const std = { kind: 'normal', std: 0.02 } as const;
   const specs: ParamSpec[] = [
     { name: 'wte', shape: [c.vocabSize, c.C], init: std },
-    { name: 'wpe', shape: [c.maxSeqLen, c.C], init: std },
+    { name: 'wpe', shape: [c.maxLen, c.C], init: std },
   ];
-  for (let l = 0; l < c.nLayer; l++) specs.push(...blockParamSpecs(`h${l}`, block, c.nLayer));
+  for (let l = 0; l < c.layers; l++) specs.push(...blockParamSpecs(`h${l}`, block, c.layers));
   specs.push(
     { name: 'lnf.weight', shape: [c.C], init: { kind: 'constant', value: 1 } },
     { name: 'lnf.bias', shape: [c.C], init: { kind: 'constant', value: 0 } },
@@ -93,7 +93,7 @@ function stackWeights(model: DiffusionModel, buf: FloatArray): StackWeights {
   return {
     wte: req(model, buf, 'wte'),
     wpe: req(model, buf, 'wpe'),
-    blocks: Array.from({ length: model.config.nLayer }, (_, l) => blockWeights(`h${l}`, (n) => view(model, buf, n))),
+    blocks: Array.from({ length: model.config.layers }, (_, l) => blockWeights(`h${l}`, (n) => view(model, buf, n))),
     lnf: req(model, buf, 'lnf.weight'),
     lnfBias: req(model, buf, 'lnf.bias'),
     lmHead: req(model, buf, 'lmHead'),
@@ -129,9 +129,9 @@ export function diffusionForward(
   T: number,
   numerics: PolicyNumerics,
 ): DiffusionForward {
-  const { maxSeqLen } = model.config;
+  const { maxLen } = model.config;
   if (params.length !== model.layout.size) throw new Error(`diffusionForward: params length must be ${model.layout.size}, got ${params.length}`);
-  if (T > maxSeqLen) throw new Error(`diffusionForward: T must be ≤ maxSeqLen ${maxSeqLen}, got ${T}`);
+  if (T > maxLen) throw new Error(`diffusionForward: T must be ≤ maxLen ${maxLen}, got ${T}`);
   return stackForward(stackWeights(model, params), stackConfig(model), tokens, B, T, numerics);
 }
 

@@ -170,7 +170,7 @@ export function sampleDiffusion(
   const G = cfg.genLength;
   const T = P + G;
   const V = model.config.vocabSize;
-  if (T > model.config.maxSeqLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${G} must be ≤ maxSeqLen ${model.config.maxSeqLen}`);
+  if (T > model.config.maxLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${G} must be ≤ maxLen ${model.config.maxLen}`);
   if (options.ids && options.ids.length !== B) throw new Error(`sampleDiffusion: ids must have one entry per prompt (${B}), got ${options.ids.length}`);
   const x = new Int32Array(B * T); // (B, T) current state
   prompts.forEach((p, r) => {

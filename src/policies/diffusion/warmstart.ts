@@ -1,6 +1,7 @@
 // Supervised warm start of the diffusion policy: LLaDA SFT masked-token training on (prompt, gold response) pairs with AdamW.
 // Not RL: no rewards or log-prob ratios here; the GRPO loop starts from the weights this leaves behind.
 
+import { yieldToEventLoop } from '../yield.js';
 import { AdamW, allocLike, clipGradNorm, createParamStore, type FloatArray, type ParamStore } from '../../nn/index.js';
 import { createRng, type Rng } from '../../rng.js';
 import { EOS, MASK, type Task } from '../../tasks/index.js';
@@ -123,6 +124,33 @@ export function diffusionWarmStart(
   config: DiffusionWarmStartConfig = {},
   store: ParamStore = createParamStore(model.specs, config.seed ?? 0),
 ): DiffusionWarmStartResult {
+  const run = warmStartSteps(model, task, config, store);
+  for (;;) {
+    const next = run.next();
+    if (next.done === true) return next.value;
+  }
+}
+
+/**
+ * {@link diffusionWarmStart} that yields to the event loop after every update (same arithmetic,
+ * same result), so a long warm start does not keep timers and I/O waiting for minutes.
+ */
+export async function diffusionWarmStartAsync(
+  model: DiffusionModel,
+  task: Task,
+  config: DiffusionWarmStartConfig = {},
+  store: ParamStore = createParamStore(model.specs, config.seed ?? 0),
+): Promise<DiffusionWarmStartResult> {
+  const run = warmStartSteps(model, task, config, store);
+  for (;;) {
+    const next = run.next();
+    if (next.done === true) return next.value;
+    await yieldToEventLoop();
+  }
+}
+
+/** The loop of {@link diffusionWarmStart}, suspended after every update. */
+function* warmStartSteps(model: DiffusionModel, task: Task, config: DiffusionWarmStartConfig, store: ParamStore): Generator<void, DiffusionWarmStartResult, void> {
   const steps = config.steps ?? 200;
   const batchSize = config.batchSize ?? 16;
   const G = config.genLength ?? 24;
@@ -150,6 +178,7 @@ export function diffusionWarmStart(
     optimizer.step();
     losses.push(loss);
     config.onProgress?.(s + 1, steps);
+    yield;
   }
   return { store, optimizer, losses };
 }

@@ -104,3 +104,21 @@ describe('checkpoint', () => {
     expect(() => loadCheckpoint({ ...good, params: { ...good.params, data: good.params.data.slice(1) } })).toThrow(/data length/);
   });
 });
+
+describe('trainSupervisedAsync', () => {
+  it('gives the same losses and weights as trainSupervised and lets the event loop run between steps', async () => {
+    const { trainSupervisedAsync } = await import('../../../src/policies/ar/supervised.js');
+    const sync = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen }), 1);
+    const async_ = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen }), 1);
+    const a = trainSupervised(sync, task, { steps: 4, batchSize: 4, seed: 5 });
+    let ticks = 0;
+    const timer = setInterval(() => { ticks++; }, 0);
+    const seen: number[] = [];
+    const b = await trainSupervisedAsync(async_, task, { steps: 4, batchSize: 4, seed: 5, onProgress: () => seen.push(ticks) });
+    clearInterval(timer);
+    expect(b.losses).toEqual(a.losses);
+    expect(Array.from(policyStore(async_).data)).toEqual(Array.from(policyStore(sync).data));
+    // A 0 ms interval fires only when the loop gets control: the count grows between steps.
+    expect(seen[3]!).toBeGreaterThan(seen[0]!);
+  });
+});

@@ -202,10 +202,27 @@ describe('diffusion engine in the GRPO loop', () => {
     }
   });
 
-  it('warmStart trains the engine in place with config.sft and reports its losses', () => {
+  it('warmStart yields to the event loop between steps, with the same weights as the synchronous loop', async () => {
+    const { config, task, engine } = setup();
+    const { engine: twin } = setup();
+    const short = { ...config, sft: { ...config.sft, steps: 3, batchSize: 4 } };
+    let ticks = 0;
+    const seen: number[] = [];
+    const tick = (): void => { ticks++; if (ticks < 10) setImmediate(tick); };
+    setImmediate(tick);
+    await diffusionPolicyFactory.warmStart(engine, short, task, () => seen.push(ticks));
+    // A synchronous loop would report 0 ticks at every step; the async one lets the ticker run in between.
+    expect(seen[0]).toBe(0);
+    expect(seen[2]!).toBeGreaterThan(0);
+    const { diffusionWarmStart } = await import('../../../src/policies/diffusion/warmstart.js');
+    diffusionWarmStart(twin.model, task, { steps: 3, batchSize: 4, lr: short.sft.lr, genLength: twin.sampler.genLength, seed: `${short.seed}` }, twin.params);
+    expect(Array.from(twin.params.data)).toEqual(Array.from(engine.params.data));
+  });
+
+  it('warmStart trains the engine in place with config.sft and reports its losses', async () => {
     const { config, task, engine } = setup();
     const before = Float32Array.from(engine.params.data);
-    const out = diffusionPolicyFactory.warmStart(engine, { ...config, sft: { ...config.sft, steps: 3, batchSize: 4 } }, task);
+    const out = await diffusionPolicyFactory.warmStart(engine, { ...config, sft: { ...config.sft, steps: 3, batchSize: 4 } }, task);
     expect(out['sft/steps']).toBe(3);
     expect(Number.isFinite(out['sft/loss_first']!)).toBe(true);
     expect(engine.params.data).not.toEqual(before);

@@ -23,7 +23,7 @@ const fp32 = fp32Numerics();
 
 describe('gradient of Σ r·ℓ (float64, central differences over every parameter)', () => {
   const task = makeTask('reverse', { maxLength: 3 });
-  const model = smallModel(task.vocabSize, { C: 8, H: 2, hidden: 16, nLayer: 2, maxSeqLen: 12 });
+  const model = smallModel(task.vocabSize, { C: 8, H: 2, hidden: 16, layers: 2, maxLen: 12 });
   const params = randomParams64(model, 21);
   const prompts = task.trainProblems(2, 9).map((p) => p.prompt);
   const rollout = sampleDiffusion(model, params, prompts, { genLength: 4, blockLength: 2, steps: 4, temperature: 0.8 }, fp32, createRng(4));

@@ -49,8 +49,8 @@ export function e4m3TestNumerics(): PolicyNumerics {
 }
 
 /** A small diffusion model for fast tests. */
-export function smallModel(vocabSize: number, overrides: { C?: number; H?: number; hidden?: number; nLayer?: number; maxSeqLen?: number } = {}): DiffusionModel {
-  return createDiffusionModel({ vocabSize, C: 16, H: 2, hidden: 32, nLayer: 2, maxSeqLen: 48, ...overrides });
+export function smallModel(vocabSize: number, overrides: { C?: number; H?: number; hidden?: number; layers?: number; maxLen?: number } = {}): DiffusionModel {
+  return createDiffusionModel({ vocabSize, C: 16, H: 2, hidden: 32, layers: 2, maxLen: 48, ...overrides });
 }
 
 /** Float64 weights for `model`, every entry normal(0, std) from `seed` (large enough for non-trivial logits). */

@@ -191,7 +191,7 @@ describe('sampleDiffusion', () => {
   it('rejects bad prompts naming the index and value', () => {
     expect(() => sampleDiffusion(model, params, [[1, MASK, 3]], base, numerics, createRng(1))).toThrow(/prompts\[0\]\[1\] must be a non-MASK id/);
     expect(() => sampleDiffusion(model, params, [[1, 5, 3], [1, 3]], base, numerics, createRng(1))).toThrow(/prompts\[1\] has length 2, expected 3/);
-    expect(() => sampleDiffusion(model, params, [new Array<number>(40).fill(5)], base, numerics, createRng(1))).toThrow(/maxSeqLen 48/);
+    expect(() => sampleDiffusion(model, params, [new Array<number>(40).fill(5)], base, numerics, createRng(1))).toThrow(/maxLen 48/);
   });
 });
 

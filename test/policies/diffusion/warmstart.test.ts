@@ -11,7 +11,7 @@ import { randomParams64, smallModel } from './helpers.js';
 describe('diffusion warm start', () => {
   const task = makeTask('reverse', { maxLength: 4 });
   const G = 5;
-  const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, nLayer: 1, maxSeqLen: 12 });
+  const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
   const heldOut = task.evalProblems(32, 1);
   const evalLoss = (data: Float32Array): number =>
     maskedDiffusionLoss(model, data, heldOut.map((p) => p.prompt), heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), G)), createRng(5));
@@ -42,5 +42,22 @@ describe('diffusion warm start', () => {
     expect(() => padDiffusionResponse([5, 5, 5], 2)).toThrow(/response of 3 tokens does not fit genLength 2/);
     expect(() => diffusionWarmStart(model, makeTask('countdown'), { steps: 1 })).toThrow(/task countdown has vocabSize 22, more than the model's 13/);
     expect(() => diffusionWarmStart(model, task, { batchSize: 0 })).toThrow(/batchSize must be a positive integer, got 0/);
+  });
+});
+
+describe('diffusionWarmStartAsync', () => {
+  it('gives the same losses and weights as diffusionWarmStart and lets the event loop run between updates', async () => {
+    const { diffusionWarmStartAsync } = await import('../../../src/policies/diffusion/warmstart.js');
+    const task = makeTask('reverse', { maxLength: 4 });
+    const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
+    const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
+    let ticks = 0;
+    const timer = setInterval(() => { ticks++; }, 0);
+    const seen: number[] = [];
+    const b = await diffusionWarmStartAsync(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2, onProgress: () => seen.push(ticks) });
+    clearInterval(timer);
+    expect(b.losses).toEqual(a.losses);
+    expect(Array.from(b.store.data)).toEqual(Array.from(a.store.data));
+    expect(seen[2]!).toBeGreaterThan(seen[0]!);
   });
 });
