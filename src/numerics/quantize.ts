@@ -335,10 +335,13 @@ function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayo
   const amax = new Float32Array(layout.count);
   const min = new Float32Array(layout.count).fill(Infinity);
   const max = new Float32Array(layout.count).fill(-Infinity);
+  const kSize = layout.kSize;
   for (let r = 0; r < rows; r++) {
+    const rowCell = layout.index(r, 0);
     for (let c = 0; c < cols; c++) {
       const v = x[r * cols + c] as number;
-      const i = layout.index(r, c);
+      // index(r, c) = index(r, 0) + ⌊c / kSize⌋ for every layout (kSize = ∞ gives 0).
+      const i = rowCell + Math.floor(c / kSize);
       if (Number.isNaN(v)) {
         if (propagateNan) {
           amax[i] = Number.NaN;
@@ -602,12 +605,16 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   const scaled = new Float32Array(n);
   const scaledBits = new Uint32Array(scaled.buffer);
   const { factors, op } = params;
+  const kSize = layout.kSize;
+  const isDiv = op === 'div';
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
+    const rowCell = layout.index(r, 0);
     for (let c = 0; c < cols; c++) {
-      const f = factors[layout.index(r, c)] as number;
+      const f = factors[rowCell + Math.floor(c / kSize)] as number;
       const v = x[base + c] as number;
-      const s = clampScaled(op === 'div' ? fr(v / f) : fr(v * f), clamp, fmax);
+      const p = isDiv ? fr(v / f) : fr(v * f);
+      const s = clamp === 'none' ? p : clampScaled(p, clamp, fmax);
       // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
       // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
       // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
@@ -698,10 +705,12 @@ export function dequantize(q: QuantizedTensor, out?: Float32Array): Float32Array
   const g = q.globalScale;
   const eff = g === undefined ? q.scales : q.scales.map((s) => fr(s * g));
   const valueBits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const kSize = layout.kSize;
   for (let r = 0; r < rows; r++) {
+    const rowCell = layout.index(r, 0);
     for (let c = 0; c < cols; c++) {
       const i = r * cols + c;
-      const y = fr((values[i] as number) * (eff[layout.index(r, c)] as number));
+      const y = fr((values[i] as number) * (eff[rowCell + Math.floor(c / kSize)] as number));
       // NaN·NaN takes the sign of whichever operand the engine puts first: store one canonical NaN.
       if (Number.isNaN(y)) valueBits[i] = 0x7fc00000;
       else values[i] = y;

@@ -174,10 +174,13 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
     return { code, split, lower, upper };
   };
 
+  // Elements encoded per value so far: small calls repeated many times (activations and KV rows
+  // per decode step) also pay off the tables once their total passes a few table sizes.
+  let perValueCount = 0;
   const encodeInto = (src: Float32Array, dst: CodeArray): void => {
     const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
     const n = bits.length;
-    if (dst instanceof Uint8Array && n >= 4096) {
+    if (dst instanceof Uint8Array && (tables !== null || n >= 4096 || perValueCount >= 262144)) {
       const { code, split, lower, upper } = (tables ??= buildTables());
       for (let i = 0; i < n; i++) {
         const b = bits[i] as number;
@@ -192,6 +195,7 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
       }
       return;
     }
+    perValueCount += n;
     for (let i = 0; i < n; i++) dst[i] = encodeBits(bits[i] as number);
   };
   return { format, encodeInto };
