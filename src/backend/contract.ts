@@ -174,7 +174,23 @@ export interface WarmStartRequest {
 export interface PolicyBackend {
   /** Protocol version, policy kind, vocabulary, plan and capabilities. */
   info(): Promise<BackendInfo>;
-  /** Rebuilds the rollout engine from the trainer's weights; returns the weight version it now serves. */
+  /**
+   * Rebuilds the rollout engine from the trainer's current weights and returns the weight version
+   * it now serves.
+   *
+   * Semantics every backend keeps (the conformance check `qrl-sim backend-check` tests them):
+   * - The trainer's weights have a version: 0 when the backend is built, +1 at every
+   *   {@link PolicyBackend.step} (and as {@link PolicyBackend.load} restores it). Warm start and
+   *   `load` change the weights; only `sync` hands them to the rollout engine.
+   * - `sync` is the only way new weights reach the rollout engine: it copies them (re-quantizing
+   *   under a quantized plan and recalibrating KV-cache scales), and the engine samples with that
+   *   copy until the next `sync`, whatever steps happen in between.
+   * - Every {@link RolloutBatch} carries the version of the weights that generated it, so a batch
+   *   generated k steps after the last sync reports a version k behind the trainer's (how stale
+   *   rollouts are modelled).
+   * - Trainer-side {@link PolicyBackend.logprobs} always score with the current weights, whatever the
+   *   rollout engine serves.
+   */
   sync(): Promise<{ readonly weightVersion: number }>;
   /** Samples (or greedily decodes) one response per prompt. */
   generate(request: GenerateRequest): Promise<RolloutBatch>;

@@ -71,8 +71,9 @@ export interface ArEngineRecord {
 }
 
 /**
- * An {@link RlEngine} over an AR policy. The rollout numerics are rebuilt at each `sync()` (weights
- * re-quantized from the master weights); the trainer numerics at each `logprobs` call (the weights
+ * An {@link RlEngine} over an AR policy. `sync()` copies the master weights into the rollout engine's
+ * own copy and rebuilds the rollout numerics (weights re-quantized, KV scales recalibrated), as the
+ * diffusion engine does; the rollout side samples with that copy until the next `sync()`; the trainer numerics at each `logprobs` call (the weights
  * change after every optimizer step, and numerics cache rounded weights by array identity).
  */
 export function createArEngine(config: RunConfig, task: Task): RlEngine {
@@ -80,6 +81,9 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
   const policy = createArPolicy(arConfigFor(config, task), config.seed);
   const params = policy.params as ParamStore;
   const sampler = config.policy.sampler;
+  // The rollout engine's own copy of the weights, refreshed only by sync(): between a step and the
+  // next sync it keeps sampling with the weights it served (the contract's weight version).
+  const rolloutPolicy = new ArPolicy(policy.config, new ParamStore(params.layout, Float32Array.from(params.data)));
   let rolloutNumerics = numericsFor(plan.rollout);
   let reference: { weights: Float32Array; policy: ArPolicy } | null = null;
   let last: { lp: TrainerLogprobs; rows: number } | null = null;
@@ -98,12 +102,14 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
   return {
     params,
     sync() {
+      rolloutPolicy.params.data.set(params.data);
+      // new numerics: the old ones cache rounded weights by array identity, and the array is reused
       rolloutNumerics = numericsFor(plan.rollout);
     },
     generate(prompts, rng, options = {}) {
       const side = options.side ?? 'rollout';
       const planSide = plan[side];
-      const r = rollout(policy, prompts, {
+      const r = rollout(side === 'rollout' ? rolloutPolicy : policy, prompts, {
         maxNewTokens: task.responseLength,
         numerics: side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer),
         rng,
