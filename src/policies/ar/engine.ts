@@ -8,7 +8,7 @@ import { ParamStore } from '../../nn/index.js';
 import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
-import type { Task } from '../../tasks/index.js';
+import { type Task, makeTask } from '../../tasks/index.js';
 import { type PrecisionPlan, numericsFor, precisionPlan } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
@@ -32,15 +32,22 @@ export const arModelSchema = z.strictObject({
   moe: z.strictObject({ experts: z.number().int().positive(), topK: z.number().int().positive(), auxCoeff: z.number().nonnegative().default(0.01) }).nullable().optional(),
   outliers: z.number().int().nonnegative().optional(),
   outlierMagnitude: z.number().positive().optional(),
+  /** Longest sequence the model takes (learned position table size; RoPE bound): at least prompt + response. */
+  maxLen: z.number().int().positive().optional(),
 });
 
 /** The AR config of a run: the task's vocabulary and lengths plus `policy.model`. */
 export function arConfigFor(config: RunConfig, task: Task): ArConfig {
   const parsed = arModelSchema.safeParse(config.policy.model);
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, config.policy.model, 'config.policy.model'));
-  const model = arModelOptions(parsed.data);
+  const { maxLen, ...fields } = parsed.data;
+  const model = arModelOptions(fields);
+  const needed = task.promptLength + task.responseLength;
+  if (maxLen !== undefined && maxLen < needed) {
+    throw new UsageError(`config.policy.model.maxLen: must be at least prompt + response = ${task.promptLength} + ${task.responseLength} = ${needed} tokens for task '${task.name}', got ${maxLen}`);
+  }
   try {
-    return arConfig({ ...model, vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength });
+    return arConfig({ ...model, vocabSize: task.vocabSize, maxLen: maxLen ?? needed });
   } catch (error) {
     throw new UsageError(`config.policy.model: ${(error as Error).message}`);
   }
@@ -168,11 +175,14 @@ export const arPolicyFactory: PolicyFactory = {
     // here the schema and the size rules (H divides C …) are checked with a stand-in vocabulary.
     const parsed = arModelSchema.safeParse(config.policy.model);
     if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, config.policy.model, 'config.policy.model'));
+    const { maxLen: _maxLen, ...fields } = parsed.data;
     try {
-      arConfig({ ...arModelOptions(parsed.data), vocabSize: 8, maxLen: 8 });
+      arConfig({ ...arModelOptions(fields), vocabSize: 8, maxLen: 8 });
     } catch (error) {
       throw new UsageError(`config.policy.model: ${(error as Error).message}`);
     }
+    // maxLen against the task's lengths (the task options were validated with the run config)
+    if (parsed.data.maxLen !== undefined) arConfigFor(config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
   },
   create: createArEngine,
   async warmStart(engine, config, task, onProgress) {
