@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AdamW, type AdamWState, clipGradNorm } from '../nn/index.js';
-import { precisionPlan } from '../policies/plans.js';
+import { planOfConfig } from '../policies/plans.js';
 import type { EngineBatch, PolicyFactory, RlEngine } from '../policies/engine.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { createRng } from '../rng.js';
@@ -122,13 +122,13 @@ export class ReferenceBackend implements PolicyBackend {
   }
 
   async info(): Promise<BackendInfo> {
-    const plan = precisionPlan(this.config.plan);
+    const plan = planOfConfig(this.config.plan);
     return {
       protocol: BACKEND_PROTOCOL,
       backend: { name: 'qrl-sim reference', version: '1' },
       policy: this.config.policy.kind,
       vocabulary: { size: this.task.vocabSize, pad: PAD, bos: BOS, eos: EOS, sep: SEP, mask: MASK },
-      plan: { name: this.config.plan, rollout: JSON.parse(JSON.stringify(plan.rollout)) as JsonValue, trainer: JSON.parse(JSON.stringify(plan.trainer)) as JsonValue },
+      plan: { name: plan.name, rollout: JSON.parse(JSON.stringify(plan.rollout)) as JsonValue, trainer: JSON.parse(JSON.stringify(plan.trainer)) as JsonValue },
       capabilities: { logprobs: this.config.policy.kind === 'ar' ? ['processed', 'raw'] : ['processed'], entropy: true, warmStart: true },
       parameters: this.engine.params.data.length,
     };

@@ -38,7 +38,7 @@ class ConfiguredReference implements PolicyBackend {
   configure(raw: unknown): void {
     const config = resolveRunConfig(raw);
     if (config.policy.kind !== this.policy) throw new Error(`run.policy.kind: this server serves --policy ${this.policy}, the run config asks for ${config.policy.kind}`);
-    if (this.plan !== undefined && config.plan !== this.plan) throw new Error(`run.plan: this server serves --plan ${this.plan}, the run config asks for ${config.plan}`);
+    if (this.plan !== undefined && config.plan !== this.plan) throw new Error(`run.plan: this server serves --plan ${this.plan}, the run config asks for ${typeof config.plan === 'string' ? config.plan : JSON.stringify(config.plan)}`);
     if (this.config !== null) {
       if (JSON.stringify(this.config) !== JSON.stringify(config)) throw new Error('run: this server was already configured with another run config');
       return;

@@ -286,3 +286,87 @@ export function precisionPlan(name: string): PrecisionPlan {
   }
   return precisionPlans[name as PrecisionPlanName];
 }
+
+/** A precision plan given as data in a run config: both sides, optionally a name and a description. */
+export interface PlanData {
+  readonly name?: string;
+  readonly description?: string;
+  readonly rollout: unknown;
+  readonly trainer: unknown;
+}
+
+/** The keys each part of a plan given as data may have (anything else is refused, naming it). */
+const PLAN_KEYS = Object.freeze({
+  plan: ['name', 'description', 'rollout', 'trainer'],
+  side: ['gemm', 'decode', 'logprob'],
+  fp32: ['kind'],
+  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile'],
+  quantized: ['kind', 'weights', 'activations', 'accumulator', 'promoteEvery', 'chunk', 'splitK', 'out', 'exclude', 'plainOperands', 'attention', 'kvCache', 'backward'],
+} as const);
+
+function objectAt(value: unknown, path: string, keys: readonly string[]): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
+  for (const key of Object.keys(value)) {
+    if (!keys.includes(key)) throw new Error(`${path}: unknown field '${key}' (expected one of ${keys.join(', ')})`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function planSideFrom(value: unknown, path: string): PlanSide {
+  const side = objectAt(value, path, PLAN_KEYS.side);
+  if (side['decode'] !== undefined && side['decode'] !== 'incremental' && side['decode'] !== 'recompute') {
+    throw new Error(`${path}.decode: expected "incremental" or "recompute", got ${JSON.stringify(side['decode'])}`);
+  }
+  if (side['logprob'] !== undefined && side['logprob'] !== 'processed' && side['logprob'] !== 'raw') {
+    throw new Error(`${path}.logprob: expected "processed" or "raw", got ${JSON.stringify(side['logprob'])}`);
+  }
+  const gemmPath = `${path}.gemm`;
+  const kind = objectAt(side['gemm'], gemmPath, [...new Set([...PLAN_KEYS.fp32, ...PLAN_KEYS.rounding, ...PLAN_KEYS.quantized])])['kind'];
+  if (kind !== 'fp32' && kind !== 'rounding' && kind !== 'quantized') throw new Error(`${gemmPath}.kind: expected "fp32", "rounding" or "quantized", got ${JSON.stringify(kind)}`);
+  objectAt(side['gemm'], gemmPath, PLAN_KEYS[kind]);
+  const checked = structuredClone(side) as unknown as PlanSide;
+  // The builders validate every value (formats, quantizer presets, accumulator models …).
+  try {
+    numericsFor(checked);
+  } catch (error) {
+    throw new Error(`${gemmPath}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return checked;
+}
+
+/**
+ * The precision plan of a run config's `plan` field: a preset name ({@link precisionPlan}), or a
+ * plan as data — `{ "rollout": PlanSide, "trainer": PlanSide }` with an optional `name` and
+ * `description` — checked field by field (unknown keys refused) and by building both sides'
+ * numerics. Errors name the path under `plan`.
+ *
+ * @example
+ * ```ts
+ * resolvePlan({ name: 'my-fp8', rollout: { gemm: { kind: 'rounding', operands: 'bf16' } }, trainer: { gemm: { kind: 'rounding', operands: 'bf16' } } });
+ * ```
+ */
+export function resolvePlan(plan: string | PlanData): PrecisionPlan {
+  if (typeof plan === 'string') return precisionPlan(plan);
+  const data = objectAt(plan, 'plan', PLAN_KEYS.plan);
+  if (data['name'] !== undefined && (typeof data['name'] !== 'string' || data['name'] === '')) throw new Error(`plan.name: expected a non-empty string, got ${JSON.stringify(data['name'])}`);
+  if (data['description'] !== undefined && typeof data['description'] !== 'string') throw new Error(`plan.description: expected a string, got ${JSON.stringify(data['description'])}`);
+  return Object.freeze({
+    name: (data['name'] as string | undefined) ?? 'custom',
+    description: (data['description'] as string | undefined) ?? 'a plan given as data in the run config',
+    rollout: planSideFrom(data['rollout'], 'plan.rollout'),
+    trainer: planSideFrom(data['trainer'], 'plan.trainer'),
+  });
+}
+
+/**
+ * {@link resolvePlan} for a run config, as a `UsageError`-ready message: the plan, or an error whose
+ * message names the field under `config.plan`.
+ */
+export function planOfConfig(plan: string | Readonly<Record<string, unknown>>): PrecisionPlan {
+  try {
+    return resolvePlan(plan as string | PlanData);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new Error(message.startsWith('plan') && typeof plan !== 'string' ? `config.${message}` : `config.plan: ${message.replace(/^precision plan: (name )?/, '')}`);
+  }
+}

@@ -407,7 +407,9 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
     if (first.config === null) fields['run'] = first.name;
     else if (differing.length > 0) for (const p of differing) fields[shortFieldName(p)] = displayed.get(p)?.[g] ?? '—';
     else {
-      fields['plan'] = String(first.config['plan']);
+      const plan = first.config['plan'];
+      // a plan given as data shows its name (or 'custom'), like the backend's info()
+      fields['plan'] = typeof plan === 'object' && plan !== null ? String((plan as Record<string, unknown>)['name'] ?? 'custom') : String(plan);
       fields['correction'] = correctionName(first.config);
     }
     const label = Object.entries(fields).map(([k, v]) => `${k}=${v}`).join(', ');

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { UsageError } from '../errors.js';
-import { precisionPlan } from '../policies/plans.js';
+import { planOfConfig } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { writeJsonAtomic } from '../files.js';
 import { applyOverrides } from './overrides.js';
@@ -124,9 +124,9 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
       let config: RunConfig;
       try {
         config = resolveRunConfig({ ...(raw as Record<string, unknown>), seed });
-        precisionPlan(config.plan);
+        planOfConfig(config.plan);
       } catch (error) {
-        usage(where, error instanceof Error && error.message.startsWith('precision plan:') ? new Error(`config.plan: ${error.message.replace(/^precision plan: name /, '')}`) : error);
+        usage(where, error);
       }
       runs.push({ label: point.label, dir: `${point.dirName}/seed-${seed}`, seed, config });
     }

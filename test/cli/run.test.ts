@@ -46,6 +46,7 @@ describe('qrl-sim run', () => {
     ['bad model size', { ...small, policy: { kind: 'ar', model: { C: 30, H: 4 } } }, [], /config\.policy\.model/],
     ['zero steps', small, ['--steps', '0'], /--steps: expected an integer in 1\.\.100000, got '0'/],
     ['bad task option', small, ['--set', 'task.options.maxLength=99'], /config\.task\.options: reverse: option maxLength .* got 99/],
+    ['bad plan data', { ...small, plan: { rollout: { gemm: { kind: 'int3' } }, trainer: { gemm: { kind: 'fp32' } } } }, [], /config\.plan\.rollout\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/],
     ['AR maxLen too small', { ...small, policy: { kind: 'ar', model: { maxLen: 3 } } }, [], /config\.policy\.model\.maxLen: must be at least prompt \+ response = .* got 3/],
     ['held-out split too small', { ...small, task: { name: 'fibonacci', options: { minLength: 8, maxLength: 8 } }, eval: { every: 0, problems: 32 } }, [], /config\.eval\.problems: 32 held-out problems of task 'fibonacci'.*distinct eval problems found \(8\)/],
   ])('bad config (%s) exits 2 naming the field, and writes nothing', async (name, config, extra, message) => {

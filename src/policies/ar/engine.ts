@@ -9,7 +9,7 @@ import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngin
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import { type Task, makeTask } from '../../tasks/index.js';
-import { type PrecisionPlan, numericsFor, precisionPlan } from '../plans.js';
+import { type PrecisionPlan, numericsFor, planOfConfig } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
 import { backwardLogprobs, computeLogprobs, type TrainerLogprobs } from './logprobs.js';
@@ -56,9 +56,9 @@ export function arConfigFor(config: RunConfig, task: Task): ArConfig {
 /** The plan of a run, or a UsageError naming `config.plan`. */
 export function planFor(config: RunConfig): PrecisionPlan {
   try {
-    return precisionPlan(config.plan);
+    return planOfConfig(config.plan);
   } catch (error) {
-    throw new UsageError(`config.plan: ${(error as Error).message}`);
+    throw new UsageError((error as Error).message);
   }
 }
 

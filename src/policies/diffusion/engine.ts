@@ -11,7 +11,7 @@ import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngin
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTask, PAD, type Task } from '../../tasks/index.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { numericsFor, precisionPlan, type PrecisionPlan } from '../plans.js';
+import { numericsFor, planOfConfig, type PrecisionPlan } from '../plans.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
@@ -139,9 +139,9 @@ export function validateDiffusionConfig(config: RunConfig): void {
   if (s.topP !== 1) fail('policy.sampler.topP', s.topP, 'must be 1 for the diffusion policy (its sampler has no top-p)');
   if (s.logprob !== 'processed') fail('policy.sampler.logprob', s.logprob, "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)");
   try {
-    precisionPlan(config.plan);
+    planOfConfig(config.plan);
   } catch (error) {
-    throw new UsageError(`config.plan: ${error instanceof Error ? error.message.replace(/^precision plan: /, '') : String(error)}`);
+    throw new UsageError((error as Error).message);
   }
 }
 
@@ -178,7 +178,7 @@ function recordOf(batch: EngineBatch): DiffusionEngineRecord {
  */
 export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionEngine {
   const model = modelFor(config, task);
-  const plan = precisionPlan(config.plan);
+  const plan = planOfConfig(config.plan);
   const sampler = samplerFor(config);
   const estimator = config.policy.diffusion.estimator;
   const G = sampler.genLength;

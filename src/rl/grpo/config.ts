@@ -69,7 +69,7 @@ export const runConfigSchema = z.strictObject({
       diffusion: diffusionSchema.prefault({}),
     })
     .prefault({}),
-  plan: z.string().min(1).default('bf16').describe('precision plan preset (docs/precision-plans.md): rollout side vs trainer side'),
+  plan: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default('bf16').describe('precision plan: a preset name, or a plan as data { rollout, trainer, name?, description? } (docs/precision-plans.md), validated by the policy'),
   sft: z
     .strictObject({
       steps: nonNegInt.max(RUN_LIMITS.sftSteps).default(40).describe('supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)'),
