@@ -3,7 +3,7 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
+import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, linearInputChannelStats, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
 import {
   createDiffusionEngine,
   diffusionEstimatorNames,
@@ -209,7 +209,7 @@ function positionsReport(d: LengthDiagnostics, json: boolean | undefined): { fie
   return { fields: {}, lines };
 }
 
-/** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|. */
+/** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|; then, per linear-layer input, the median |x| and the top channels with their ratio to it. */
 function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, json: boolean | undefined, out: (line: string) => void): void {
   for (const s of residualChannelStats(policy, tokens, B, T)) {
     const top = s.meanAbs.map((m, c) => [m, c] as const).sort((a, b) => b[0] - a[0]).slice(0, 4);
@@ -219,6 +219,13 @@ function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T
     }
     out(`residual ${s.layer}  outlierRatio ${s.outlierRatio.toExponential(3)}  top ${top.map(([m, c]) => `c${c}=${m.toExponential(2)}`).join(' ')}`);
     out(`  mean|x| ${s.meanAbs.map((m) => m.toExponential(1)).join(' ')}`);
+  }
+  for (const s of linearInputChannelStats(policy, tokens, B, T, 4)) {
+    if (json) {
+      out(JSON.stringify({ linearInput: s.name, median: s.median, top: s.top, meanAbs: s.meanAbs }));
+      continue;
+    }
+    out(`input ${s.name.padEnd(8)}  median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`);
   }
 }
 

@@ -23,6 +23,15 @@ export function outlierOffset(C: number, count: number, magnitude: number): Floa
 }
 
 /**
+ * The outlier channel indices ⌊(i + ½)·C/count⌋, i = 0 … count−1: `count` channels spread over the
+ * width (the channels {@link outlierOffset} sets). Throws when count is not an integer in [0, C].
+ */
+export function outlierChannels(C: number, count: number): number[] {
+  if (!Number.isInteger(count) || count < 0 || count > C) throw new Error(`outliers: count must be an integer in [0, C=${C}], got ${count}`);
+  return Array.from({ length: count }, (_, i) => Math.floor(((i + 0.5) * C) / count));
+}
+
+/**
  * Adds `offset` (C) to every row of `x` (N, C) in place. Its backward is the identity (the offset
  * is a constant), so the stacks' backward passes need nothing for it.
  */
