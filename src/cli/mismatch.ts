@@ -66,8 +66,9 @@ Options:
                       saved by saveCheckpoint (JSON), diffusion a { config, weights } JSON file
   --preset NAME       ar only, without --checkpoint: the model preset of the fresh policy
                       (${arModelPresetNames.join(', ')}; default tiny)
-  --outliers N        with --preset: number of outlier residual channels, 0..64 (overrides the preset's)
-  --channels          ar only: also print the residual stream's per-channel mean |x| per layer
+  --outliers N        with --preset: number of outlier channels (norm gain 20), 0..64 (overrides the preset's)
+  --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
+                      per linear-layer input, the median |x| and the top channels' ratio to it
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
   --positions         also print the mismatch by response position (one row per position t:
                       tokens, k3, mean |δ|), by position bucket and by response-length bucket

@@ -1,5 +1,5 @@
-// Outlier residual channels as LLMs have them: a fixed, non-trained per-channel offset added to the residual stream.
-// Not learned and not a normalization: a model property that makes a few channels dominate every GEMM input row.
+// Outlier channels: their positions (used by the AR policy's norm-gain outliers) and a fixed residual offset helper.
+// Not learned and not a normalization: the AR policy sets the gains (policies/ar/model.ts createArPolicy).
 
 import type { FloatArray } from './array.js';
 
