@@ -3,7 +3,7 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
+import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, linearInputChannelStats, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
 import {
   createDiffusionEngine,
   diffusionEstimatorNames,
@@ -66,8 +66,9 @@ Options:
                       saved by saveCheckpoint (JSON), diffusion a { config, weights } JSON file
   --preset NAME       ar only, without --checkpoint: the model preset of the fresh policy
                       (${arModelPresetNames.join(', ')}; default tiny)
-  --outliers N        with --preset: number of outlier residual channels, 0..64 (overrides the preset's)
-  --channels          ar only: also print the residual stream's per-channel mean |x| per layer
+  --outliers N        with --preset: number of outlier channels (norm gain 20), 0..64 (overrides the preset's)
+  --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
+                      per linear-layer input, the median |x| and the top channels' ratio to it
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
   --positions         also print the mismatch by response position (one row per position t:
                       tokens, k3, mean |δ|), by position bucket and by response-length bucket
@@ -209,7 +210,7 @@ function positionsReport(d: LengthDiagnostics, json: boolean | undefined): { fie
   return { fields: {}, lines };
 }
 
-/** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|. */
+/** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|; then, per linear-layer input, the median |x| and the top channels with their ratio to it. */
 function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, json: boolean | undefined, out: (line: string) => void): void {
   for (const s of residualChannelStats(policy, tokens, B, T)) {
     const top = s.meanAbs.map((m, c) => [m, c] as const).sort((a, b) => b[0] - a[0]).slice(0, 4);
@@ -219,6 +220,13 @@ function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T
     }
     out(`residual ${s.layer}  outlierRatio ${s.outlierRatio.toExponential(3)}  top ${top.map(([m, c]) => `c${c}=${m.toExponential(2)}`).join(' ')}`);
     out(`  mean|x| ${s.meanAbs.map((m) => m.toExponential(1)).join(' ')}`);
+  }
+  for (const s of linearInputChannelStats(policy, tokens, B, T, 4)) {
+    if (json) {
+      out(JSON.stringify({ linearInput: s.name, median: s.median, top: s.top, meanAbs: s.meanAbs }));
+      continue;
+    }
+    out(`input ${s.name.padEnd(8)}  median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`);
   }
 }
 

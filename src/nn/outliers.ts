@@ -1,5 +1,5 @@
-// Outlier residual channels as LLMs have them: a fixed, non-trained per-channel offset added to the residual stream.
-// Not learned and not a normalization: a model property that makes a few channels dominate every GEMM input row.
+// Outlier channels: their positions (used by the AR policy's norm-gain outliers) and a fixed residual offset helper.
+// Not learned and not a normalization: the AR policy sets the gains (policies/ar/model.ts createArPolicy).
 
 import type { FloatArray } from './array.js';
 
@@ -20,6 +20,15 @@ export function outlierOffset(C: number, count: number, magnitude: number): Floa
   const offset = new Float32Array(C);
   for (let i = 0; i < count; i++) offset[Math.floor(((i + 0.5) * C) / count)] = i % 2 === 0 ? magnitude : -magnitude;
   return offset;
+}
+
+/**
+ * The outlier channel indices ⌊(i + ½)·C/count⌋, i = 0 … count−1: `count` channels spread over the
+ * width (the channels {@link outlierOffset} sets). Throws when count is not an integer in [0, C].
+ */
+export function outlierChannels(C: number, count: number): number[] {
+  if (!Number.isInteger(count) || count < 0 || count > C) throw new Error(`outliers: count must be an integer in [0, C=${C}], got ${count}`);
+  return Array.from({ length: count }, (_, i) => Math.floor(((i + 0.5) * C) / count));
 }
 
 /**

@@ -38,12 +38,13 @@ export interface ArConfig {
    */
   readonly moe?: BlockMoeConfig | null;
   /**
-   * Number of outlier residual channels: a fixed, non-trained offset of ±`outlierMagnitude` added
-   * to the residual stream after the embedding (see `outlierOffset` in nn/outliers.ts). Absent or
-   * 0 = none (the toy default; the `small` and `medium` presets set 2).
+   * Number of outlier channels: channels (`outlierChannels` in nn/outliers.ts) whose gain in every
+   * norm that feeds a linear layer is initialized to `outlierMagnitude` instead of 1, so they are
+   * ≈ that many times the other channels at every GEMM input (LLM.int8()). Trainable like any gain.
+   * Absent or 0 = none (the toy default; the `small` and `medium` presets set 2).
    */
   readonly outliers?: number;
-  /** Magnitude of each outlier channel's offset (absent = 20, used only with `outliers` > 0). */
+  /** Initial norm gain of each outlier channel (absent = 20, LLM.int8()'s "up to 20×"; used only with `outliers` > 0). */
   readonly outlierMagnitude?: number;
 }
 

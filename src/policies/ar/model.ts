@@ -8,8 +8,7 @@ import {
   createBlockKvCache,
   createParamStore,
   embeddingForward,
-  addRowOffset,
-  outlierOffset,
+  outlierChannels,
   layerNormForward,
   linearForward,
   rmsNormForward,
@@ -77,8 +76,6 @@ export class ArPolicy {
   readonly weights: ArWeights;
   /** Views of the gradients (same structure). */
   readonly gradients: ArWeights;
-  /** The fixed outlier offset (C) added after the embedding, or null without outlier channels. */
-  readonly residualOffset: Float32Array | null;
 
   /** Wraps parameter buffers laid out by {@link arParamSpecs}`(config)`. */
   constructor(config: ArConfig, params: ParamBuffers) {
@@ -93,20 +90,32 @@ export class ArPolicy {
     this.params = params;
     this.weights = arWeights(config, params.layout, params.data);
     this.gradients = arWeights(config, params.layout, params.grads);
-    this.residualOffset = config.outliers ? outlierOffset(config.C, config.outliers, config.outlierMagnitude ?? 20) : null;
   }
 }
 
-/** A policy with a fresh `ParamStore` (FP32 master weights) initialized from `seed`. */
+/**
+ * A policy with a fresh `ParamStore` (FP32 master weights) initialized from `seed`. With
+ * `config.outliers` > 0, the gains of the outlier channels ({@link outlierChannels}) in every norm
+ * that feeds a linear layer (each block's two norms and the final norm) start at
+ * `config.outlierMagnitude` (default 20) instead of 1, so those channels of every GEMM input are
+ * ≈ that many times the others (docs/policies.md, "Outlier channels").
+ */
 export function createArPolicy(config: ArConfig, seed: number | string): ArPolicy {
-  return new ArPolicy(config, createParamStore(arParamSpecs(config), seed));
+  const policy = new ArPolicy(config, createParamStore(arParamSpecs(config), seed));
+  if (config.outliers) {
+    const gain = Math.fround(config.outlierMagnitude ?? 20);
+    const w = policy.weights;
+    const gains = [...w.blocks.flatMap((b) => [b.ln1, b.ln2]), w.lnf];
+    for (const c of outlierChannels(config.C, config.outliers)) for (const g of gains) g[c] = gain;
+  }
+  return policy;
 }
 
 /** What {@link arForward} keeps for {@link arBackward}: the stack's caches (logits (B, T, V): row (b, t) predicts token t + 1). */
 export type ArForwardCache = StackCache;
 
 function stackConfig(policy: ArPolicy): StackConfig {
-  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig, residualOffset: policy.residualOffset };
+  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig };
 }
 
 function finalNormForward(cfg: ArConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: ArWeights, N: number): void {
@@ -233,7 +242,6 @@ export function arDecodeStep(
   const like = policy.params.data;
   let h = allocLike(like, B * C); // (B, C)
   embeddingForward(h, tokens, w.wte, w.wpe ? w.wpe.subarray(t * C, (t + 1) * C) : null, B, 1, C, V);
-  if (policy.residualOffset) addRowOffset(h, policy.residualOffset, B, C);
   const k = policy.blockConfig.moe?.topK ?? 0;
   const step = routingOut && k > 0 ? new Int32Array(B * k) : undefined; // (B, k)
   for (let l = 0; l < cfg.layers; l++) {

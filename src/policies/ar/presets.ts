@@ -11,8 +11,9 @@ export type ArModelFields = Partial<Omit<ArConfig, 'vocabSize' | 'maxLen'>>;
  * positions) and sets nothing, so runs without a preset are unchanged. `small` and `medium` are
  * larger, LLM-like shapes with rotary positions (RoPE, as in Llama/Qwen), which do not tie the
  * model to the trained lengths the way a learned (maxLen, C) table does — the point for long
- * responses. Hidden = 4·C as in GPT-2. They have two outlier residual channels of magnitude 20
- * (`outliers`; LLM.int8() reports a few such dimensions at up to ≈ 20× the others); set
+ * responses. Hidden = 4·C as in GPT-2. They have two outlier channels whose norm gains start at 20
+ * (`outliers`; LLM.int8() reports a few hidden dimensions at up to ≈ 20× the others at the linear
+ * layers' inputs); set
  * `outliers: 0` to turn them off.
  */
 export const arModelPresets = Object.freeze({

@@ -16,6 +16,7 @@ import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
 import { diffusionWarmStartAsync } from './warmstart.js';
+import { diffusionModelOptions, diffusionModelPresetNames, diffusionModelPresets } from './presets.js';
 
 /**
  * What a diffusion {@link EngineBatch} carries in `record`: everything the trainer-side estimator
@@ -48,6 +49,7 @@ export interface DiffusionEngine extends RlEngine {
 
 /** Model options accepted under `config.policy.model` for the diffusion policy (every one optional). */
 const modelOptionsSchema = z.strictObject({
+  preset: z.string().optional(),
   maxLen: z.number().int().positive().optional(),
   layers: z.number().int().positive().optional(),
   C: z.number().int().positive().optional(),
@@ -73,9 +75,10 @@ function taskOf(config: RunConfig): Task {
 
 /** The model a config implies: `config.policy.model` over the toy defaults, maxLen ≥ prompt + generation. */
 function modelFor(config: RunConfig, task: Task): DiffusionModel {
-  const { maxLen, ...rest } = modelOptionsSchema.parse(config.policy.model);
+  const { preset, maxLen, moe, ...fields } = modelOptionsSchema.parse(config.policy.model);
+  const options = diffusionModelOptions(preset, fields);
   const length = maxLen ?? Math.max(diffusionModelDefaults.maxLen, task.promptLength + config.policy.diffusion.generationLength);
-  return createDiffusionModel({ ...rest, maxLen: length, vocabSize: task.vocabSize });
+  return createDiffusionModel({ ...options, ...(moe !== undefined ? { moe } : {}), maxLen: length, vocabSize: task.vocabSize });
 }
 
 /** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */
@@ -112,6 +115,10 @@ export function validateDiffusionConfig(config: RunConfig): void {
   for (const [old, now] of Object.entries(RENAMED_MODEL_KEYS)) {
     if (Object.hasOwn(config.policy.model, old)) fail(`policy.model.${old}`, config.policy.model[old], `is now '${now}' (one model vocabulary for both policies: layers, C, H, hidden, maxLen)`);
   }
+  const preset = (config.policy.model as Record<string, unknown>)['preset'];
+  if (preset !== undefined && (typeof preset !== 'string' || !Object.hasOwn(diffusionModelPresets, preset))) {
+    fail('policy.model.preset', preset, `must be one of ${diffusionModelPresetNames.join(', ')}`);
+  }
   const parsed = modelOptionsSchema.safeParse(config.policy.model);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -120,7 +127,8 @@ export function validateDiffusionConfig(config: RunConfig): void {
     const reason = issue.code === 'unrecognized_keys' ? `unknown option(s) ${issue.keys.join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})` : 'must be a positive integer';
     fail(`policy.model${issue.code === 'unrecognized_keys' ? '' : key}`, value, reason);
   }
-  const m = parsed.data;
+  const { preset: _preset, maxLen: _maxLen, moe: _moe, ...sizes } = parsed.data;
+  const m = { ...parsed.data, ...diffusionModelOptions(parsed.data.preset, sizes) };
   if (m.moe && m.moe.topK > m.moe.experts) fail('policy.model.moe.topK', m.moe.topK, `must be at most policy.model.moe.experts = ${m.moe.experts}`);
   const C = m.C ?? diffusionModelDefaults.C;
   const H = m.H ?? diffusionModelDefaults.H;

@@ -58,3 +58,4 @@ export {
   type DiffusionEngine,
   type DiffusionEngineRecord,
 } from './engine.js';
+export * from './presets.js';

@@ -9,12 +9,12 @@ import {
   arModelPresets,
   computeLogprobs,
   createArPolicy,
-  residualChannelStats,
+  linearInputChannelStats,
   numericsFor,
   precisionPlans,
   rollout,
 } from '../../../src/policies/index.js';
-import { outlierOffset } from '../../../src/nn/index.js';
+import { outlierChannels, outlierOffset } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
@@ -74,21 +74,29 @@ describe('outlier residual channels', () => {
     expect(() => arConfig({ vocabSize: 13, maxLen: 8, outliers: -1 })).toThrow(/outliers must be an integer in \[0, C=32\], got -1/);
   });
 
-  it('show in the probe as two channels far above the median in every layer, and not without them', () => {
-    const on = residualChannelStats(make(2), tokens, 4, T);
-    const off = residualChannelStats(make(0), tokens, 4, T);
-    expect(on).toHaveLength(5);
+  it('show at every linear-layer input as two channels ≈ magnitude × the median, and not without them', () => {
+    const on = linearInputChannelStats(make(2), tokens, 4, T, 2);
+    const off = linearInputChannelStats(make(0), tokens, 4, T, 2);
+    expect(on.map((s) => s.name)).toEqual(['h0.attn', 'h0.mlp', 'h1.attn', 'h1.mlp', 'h2.attn', 'h2.mlp', 'h3.attn', 'h3.mlp', 'lmHead']);
     for (const s of on) {
-      expect(s.outlierRatio).toBeGreaterThan(100);
-      const top = s.meanAbs.map((m, c) => [m, c] as const).sort((a, b) => b[0] - a[0]).slice(0, 2).map(([, c]) => c).sort((a, b) => a - b);
-      expect(top).toEqual([16, 48]);
+      expect(s.top.map((t) => t.channel).sort((a, b) => a - b)).toEqual([16, 48]);
+      for (const t of s.top) {
+        expect(t.ratio).toBeGreaterThan(8);
+        expect(t.ratio).toBeLessThan(50);
+      }
     }
-    for (const s of off) expect(s.outlierRatio).toBeLessThan(10);
+    for (const s of off) expect(s.top[0]!.ratio).toBeLessThan(5);
   });
 
-  it('leave a policy without them unchanged (no offset)', () => {
-    const policy = make(0);
-    expect(policy.residualOffset).toBeNull();
-    expect(createArPolicy(arConfig({ vocabSize: 13, maxLen: 8 }), 1).residualOffset).toBeNull();
+  it('set the outlier gains of every norm and nothing else; none without them', () => {
+    const on = make(2);
+    const off = make(0);
+    const w = on.weights;
+    for (const g of [...w.blocks.flatMap((b) => [b.ln1, b.ln2]), w.lnf]) {
+      expect(Array.from(g).filter((v, c) => (c === 16 || c === 48 ? v !== 20 : v !== 1))).toEqual([]);
+    }
+    const differ = Array.from(on.params.data).flatMap((v, i) => (v !== off.params.data[i] ? [i] : []));
+    expect(differ).toHaveLength(2 * (2 * 4 + 1));
+    expect(outlierChannels(64, 2)).toEqual([16, 48]);
   });
 });

@@ -257,7 +257,7 @@ describe('diffusionPolicyFactory.validate', () => {
       expect((error as Error).message).toMatch(re);
     }
     const badPlan = resolveRunConfig({ ...base, plan: 'fp7' });
-    expect(() => diffusionPolicyFactory.validate(badPlan)).toThrow(/^config\.plan: name must be one of fp32, bf16, .*, got "fp7"$/);
+    expect(() => diffusionPolicyFactory.validate(badPlan)).toThrow(/^config\.plan: must be one of fp32, bf16, .*, got "fp7"$/);
     expect(() => diffusionPolicyFactory.validate(resolveRunConfig({ ...base, policy: { kind: 'ar' } }))).toThrow(/^config\.policy\.kind: must be 'diffusion'.*got "ar"$/);
     expect(() => diffusionPolicyFactory.validate(resolveRunConfig(base))).not.toThrow();
   });
