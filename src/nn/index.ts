@@ -21,3 +21,4 @@ export * from './block-decode.js';
 export * from './stack.js';
 export * from './support.js';
 export * from './outliers.js';
+export * from './row-logprob.js';

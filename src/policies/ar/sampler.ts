@@ -1,7 +1,7 @@
 // Next-token sampling from one row of logits: temperature, top-k, top-p, greedy, and the log-probs the
 // rollout engine reports (processed or raw). Not the decoding loop (rollout.ts) and not differentiable.
 
-import type { FloatArray } from '../../nn/index.js';
+import { type FloatArray, rowEntropy as nnRowEntropy, rowLogProb, rowLogSumExp } from '../../nn/index.js';
 import type { Rng } from '../../rng.js';
 
 /** How the next token is chosen from the logits. */
@@ -42,32 +42,22 @@ export function resolveSampler(opts: SamplerOptions = {}): ResolvedSampler {
 }
 
 /**
- * Stable `log Σ_{v kept} exp(z_v/τ)` of the row at `off`: `m + log Σ exp(z_v/τ − m)` with `m` the
+ * Stable `log Σ_{v kept} exp(z_v/τ)` of the row at `off` ({@link rowLogSumExp} of nn, the one row implementation both policies use): `m + log Σ exp(z_v/τ − m)` with `m` the
  * max over the kept entries, summed over v in increasing order in doubles (the same loop as the
  * nn softmax layers). `keep` null = all V entries.
  */
 export function logSumExp(logits: FloatArray, off: number, V: number, tau: number, keep: Uint8Array | null = null): number {
-  let m = -Infinity;
-  for (let v = 0; v < V; v++) if (!keep || keep[v]) m = Math.max(m, logits[off + v]! / tau);
-  let s = 0;
-  for (let v = 0; v < V; v++) if (!keep || keep[v]) s += Math.exp(logits[off + v]! / tau - m);
-  return m + Math.log(s);
+  return rowLogSumExp(logits, off, V, tau, keep);
 }
 
 /** `log softmax(z/τ)[y]` of the row at `off` = `z_y/τ − logSumExp(z/τ)`: the trainer's per-token ℓ. */
 export function tokenLogprob(logits: FloatArray, off: number, V: number, y: number, tau: number): number {
-  return logits[off + y]! / tau - logSumExp(logits, off, V, tau);
+  return rowLogProb(logits, off, V, y, tau);
 }
 
 /** Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` of the row at `off` (a metric). */
 export function rowEntropy(logits: FloatArray, off: number, V: number, tau: number): number {
-  const lse = logSumExp(logits, off, V, tau);
-  let h = 0;
-  for (let v = 0; v < V; v++) {
-    const lp = logits[off + v]! / tau - lse;
-    h -= Math.exp(lp) * lp;
-  }
-  return h;
+  return nnRowEntropy(logits, off, V, tau);
 }
 
 /** Ids 0 … V−1 ordered by logit descending, ties by id ascending. */

@@ -1,7 +1,7 @@
 // Per-position scoring shared by the sampler and the estimators: log softmax(z/τ)[y], softmax(z)[y] and Gumbel-max sampling, in doubles.
 // Not an estimator: which positions and which masked views are scored is decided in estimators.ts.
 
-import type { FloatArray } from '../../nn/index.js';
+import { type FloatArray, rowEntropy, rowLogProb, rowLogProbBackward, rowLogSumExp } from '../../nn/index.js';
 import type { Rng } from '../../rng.js';
 
 /*
@@ -21,17 +21,7 @@ import type { Rng } from '../../rng.js';
  * ```
  */
 export function tokenLogProb(logits: FloatArray, offset: number, V: number, y: number, temperature: number, exclude = -1): number {
-  if (y === exclude) return -Infinity;
-  return logits[offset + y]! / temperature - rowLse(logits, offset, V, temperature, exclude);
-}
-
-/** `log Σ_{v ≠ exclude} exp(z_v/τ)`, max-shifted, summed in increasing v. */
-function rowLse(logits: ArrayLike<number>, offset: number, V: number, temperature: number, exclude: number): number {
-  let m = -Infinity;
-  for (let v = 0; v < V; v++) if (v !== exclude) m = Math.max(m, logits[offset + v]! / temperature);
-  let s = 0;
-  for (let v = 0; v < V; v++) if (v !== exclude) s += Math.exp(logits[offset + v]! / temperature - m);
-  return m + Math.log(s);
+  return rowLogProb(logits, offset, V, y, temperature, null, exclude);
 }
 
 /**
@@ -39,26 +29,14 @@ function rowLse(logits: ArrayLike<number>, offset: number, V: number, temperatur
  * in increasing v (the entropy the GRPO loop logs at each scored position).
  */
 export function tokenEntropy(logits: FloatArray, offset: number, V: number, temperature: number, exclude = -1): number {
-  const lse = rowLse(logits, offset, V, temperature, exclude);
-  let h = 0;
-  for (let v = 0; v < V; v++) {
-    if (v === exclude) continue;
-    const lp = logits[offset + v]! / temperature - lse;
-    h -= Math.exp(lp) * lp;
-  }
-  return h;
+  return rowEntropy(logits, offset, V, temperature, exclude);
 }
 
 /**
  * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − softmax(z/τ)[v])/τ`.
  */
 export function tokenLogProbBackward(dlogits: FloatArray, logits: FloatArray, offset: number, V: number, y: number, temperature: number, g: number, exclude = -1): void {
-  const lse = rowLse(logits, offset, V, temperature, exclude);
-  for (let v = 0; v < V; v++) {
-    if (v === exclude) continue;
-    const p = Math.exp(logits[offset + v]! / temperature - lse);
-    dlogits[offset + v] = dlogits[offset + v]! + (g * ((v === y ? 1 : 0) - p)) / temperature;
-  }
+  rowLogProbBackward(dlogits, logits, offset, V, y, temperature, g, exclude);
 }
 
 /**
@@ -116,5 +94,5 @@ export function gumbelArgmax(logits: ArrayLike<number>, offset: number, V: numbe
 /** `softmax(z)[y]` at temperature 1, in doubles (the low-confidence remasking score). */
 export function tokenProb(logits: ArrayLike<number>, offset: number, V: number, y: number, exclude = -1): number {
   if (y === exclude) return 0;
-  return Math.exp(logits[offset + y]! - rowLse(logits, offset, V, 1, exclude));
+  return Math.exp(logits[offset + y]! - rowLogSumExp(logits, offset, V, 1, null, exclude));
 }
