@@ -4,7 +4,7 @@
 // Usage: `npx tsx scripts/outlier-probe.ts [sftSteps] [seeds]` (defaults 60, 3). Warm starts cached in .cache/.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/ar/index.js';
+import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
 import { precisionPlan } from '../src/policies/plans.js';
 import { EOS, makeTask } from '../src/tasks/index.js';
 
