@@ -1,7 +1,7 @@
 // The public surface of every package entry is pinned in test/api-surface.json, so that a name
 // leaks in or drops out only by a deliberate change. Not a check of what the names do.
 
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { apiSurface, SNAPSHOT_FILE, surfaceSnapshot } from '../scripts/api-surface.js';
 
@@ -35,5 +35,21 @@ describe('public surface of the package entries', () => {
     const values = surface.names.filter((n) => n.kind === 'value').map((n) => n.name);
     expect(Object.keys(module).sort()).toEqual(values.sort());
     for (const name of values) expect(module[name], `${surface.entry} exports ${name} as undefined`).toBeDefined();
+  });
+
+  it('the code in README.md and docs/*.md imports only names its entry exports', () => {
+    const docs = ['README.md', ...readdirSync(new URL('../docs/', import.meta.url)).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const wrong: string[] = [];
+    for (const doc of docs) {
+      const text = readFileSync(new URL(`../${doc}`, import.meta.url), 'utf8');
+      for (const m of text.matchAll(/import\s+(?:type\s+)?\{([^}]*)\}\s+from\s+'(qrl-sim(?:\/[a-z]+)?)'/g)) {
+        const names = (current[m[2]!] ?? []).map((n) => n.replace(/^type /, ''));
+        for (const item of m[1]!.split(',')) {
+          const name = item.trim().replace(/^type\s+/, '').split(/\s+as\s+/)[0]!;
+          if (name !== '' && !names.includes(name)) wrong.push(`${doc}: ${name} from '${m[2]}'`);
+        }
+      }
+    }
+    expect(wrong, 'a documented import names something its entry does not export (docs/library.md lists each entry)').toEqual([]);
   });
 });
