@@ -1,6 +1,7 @@
 // Import direction of src/ (docs/decisions.md "Layers"): each layer imports only the layers below it.
 //   ground (errors, rng, files, backend/contract) → numerics → nn → tasks → rl → policies
 //   → backend (reference) → runs → report (reads and renders) … → cli; protocol sits on the contract alone
+// src/ never imports through a package entry (src/index.ts, src/<layer>/index.ts): those are for users.
 // `npm run lint:deps` checks it; test/layers.test.ts runs it on the sources and on a violating file.
 
 const above = {
@@ -34,6 +35,13 @@ module.exports = {
       severity: 'error',
       from: { path: ['^src/(errors|rng|files)\\.ts$', contract] },
       to: { path: '^src/', pathNot: ['^src/(errors|rng|files)\\.ts$', contract] },
+    },
+    {
+      name: 'no-import-through-entry',
+      comment: 'package entries (src/index.ts, src/<layer>/index.ts) are for users; src/ imports the module itself',
+      severity: 'error',
+      from: { path: '^src/', pathNot: ['^src/index\\.ts$', '^src/[a-z]+/index\\.ts$'] },
+      to: { path: ['^src/index\\.ts$', '^src/[a-z]+/index\\.ts$'] },
     },
     { name: 'no-circular', severity: 'error', from: { path: '^src/' }, to: { circular: true } },
   ],

@@ -4,7 +4,7 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { arConfig, computeLogprobs, createArPolicy, rollout, writeArWeights } from '../src/policies/ar/index.js';
+import { arConfig, computeLogprobs, createArPolicy, rollout, writeArWeights } from '../src/policies/index.js';
 import { numericsFor, precisionPlan } from '../src/policies/plans.js';
 import { createRng } from '../src/rng.js';
 import { writeSafetensors } from '../src/protocol/safetensors.js';

@@ -1,10 +1,12 @@
-// Regenerates the tables that docs/numerics.md embeds from the format and profile records.
+// Regenerates the tables the docs embed: formats, profiles and presets (docs/numerics.md, docs/quantization.md),
+// the run config (docs/grpo.md) and the public surface of each package entry (docs/library.md).
 // Usage: npx tsx scripts/doc-tables.ts [--check]; the test suite runs the check.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } from '../src/numerics/describe.js';
 import { presetTableMarkdown } from '../src/numerics/presets.js';
 import { configTableMarkdown } from '../src/rl/grpo/describe.js';
+import { surfaceBlocks } from './api-surface.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
 export function fillMarkers(text: string, blocks: Record<string, string>): string {
@@ -30,6 +32,7 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/numerics.md': numericsBlocks(),
   'docs/grpo.md': grpoBlocks(),
   'docs/quantization.md': { presets: presetTableMarkdown() },
+  'docs/library.md': surfaceBlocks(),
 });
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');

@@ -4,7 +4,7 @@
 // Prints markdown tables of mean ± sample std over seeds. The warm start is cached in .cache/.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/ar/index.js';
+import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
 import { precisionPlan, type PrecisionPlanName } from '../src/policies/plans.js';
 import { LENGTH_BUCKET_EDGES } from '../src/rl/index.js';
 import { EOS, makeTask } from '../src/tasks/index.js';

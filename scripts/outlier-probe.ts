@@ -5,7 +5,7 @@
 // (training seeds 0 … warmStarts − 1: initialisation and SFT problem stream) are cached in .cache/.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/ar/index.js';
+import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
 import { precisionPlan } from '../src/policies/plans.js';
 import { EOS, makeTask } from '../src/tasks/index.js';
 

@@ -4,9 +4,9 @@
 // `/protocol`), listed in docs/library.md.
 
 // Ground floor: seeded streams, the usage error, durable files.
-export * from './rng.js';
+export { createRng, restoreRng, Rng, type RngState } from './rng.js';
 export { UsageError, zodIssueLine } from './errors.js';
-export * from './files.js';
+export { JsonlWriter, readJsonl, writeJsonAtomic } from './files.js';
 
 // numerics: casts and quantizers.
 export { round, encode, type RoundOptions } from './numerics/round.js';

@@ -1,5 +1,28 @@
-// Public surface of policy backends: the asynchronous contract the GRPO loop drives and the
-// in-process reference backend. Not the policies themselves (policies/).
+// `qrl-sim/backend`: the asynchronous policy-backend contract the GRPO loop drives and the in-process reference backend.
+// Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
-export * from './contract.js';
-export * from './reference.js';
+// The asynchronous policy-backend contract.
+export {
+  BACKEND_PROTOCOL,
+  type BackendCapabilities,
+  type BackendInfo,
+  type BackendVocabulary,
+  type GenerateRequest,
+  type JsonValue,
+  type LogprobsRequest,
+  type LogprobsResult,
+  type PlanSideName,
+  type PolicyBackend,
+  type PolicyName,
+  type ReplayRecord,
+  type ReplayRecordValue,
+  type RolloutBatch,
+  type SamplingParams,
+  type StepRequest,
+  type StepResult,
+  type WarmStartRequest,
+} from './contract.js';
+
+// The in-process reference backend and the in-process factory it wraps (defined in policies/).
+export { ReferenceBackend } from './reference.js';
+export type { PolicyFactory } from '../policies/engine.js';

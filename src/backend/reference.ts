@@ -4,12 +4,14 @@
 
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { AdamW, type AdamWState, clipGradNorm } from '../nn/index.js';
+import { AdamW, type AdamWState, clipGradNorm } from '../nn/adamw.js';
 import { planOfConfig } from '../policies/plans.js';
 import type { EngineBatch, PolicyFactory, RlEngine } from '../policies/engine.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { createRng } from '../rng.js';
-import { BOS, EOS, MASK, PAD, SEP, type Task, makeTask } from '../tasks/index.js';
+import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
+import type { Task } from '../tasks/task.js';
+import { makeTask } from '../tasks/registry.js';
 import { UsageError } from '../errors.js';
 export type { PolicyFactory } from '../policies/engine.js';
 import {

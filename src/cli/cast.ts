@@ -1,17 +1,9 @@
 // `qrl-sim cast`: rounds decimal inputs (as float32) to a format under a cast profile and prints
 // code, hex and decoded value. Not a batch tool: for arrays use the library's vector casts.
 
-import {
-  type CastProfile,
-  type FloatFormat,
-  type RoundingMode,
-  castProfiles,
-  decode,
-  floatFormats,
-  profileCovers,
-  roundingModes,
-  scalarEncoder,
-} from '../numerics/index.js';
+import { type CastProfile, type RoundingMode, castProfiles, profileCovers, roundingModes } from '../numerics/profiles.js';
+import { type FloatFormat, decode, floatFormats } from '../numerics/formats.js';
+import { scalarEncoder } from '../numerics/round.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';

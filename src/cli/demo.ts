@@ -5,8 +5,13 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { estimateLabSeconds, gridPoints, loadLabExperiment, parseGrid, runSweep } from '../runs/index.js';
-import { castProfiles, decode, fakeQuant, floatFormats, profileCovers, scalarEncoder } from '../numerics/index.js';
+import { estimateLabSeconds, loadLabExperiment } from '../runs/lab.js';
+import { gridPoints, parseGrid } from '../runs/grid.js';
+import { runSweep } from '../runs/sweep.js';
+import { castProfiles, profileCovers } from '../numerics/profiles.js';
+import { decode, floatFormats } from '../numerics/formats.js';
+import { fakeQuant } from '../numerics/vector.js';
+import { scalarEncoder } from '../numerics/round.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from './cast.js';

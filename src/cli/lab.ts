@@ -3,7 +3,8 @@
 
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { estimateLabSeconds, labExperimentNames, labSweepOptions, loadLabExperiment, planSweep, runLabExperiment } from '../runs/index.js';
+import { estimateLabSeconds, labExperimentNames, labSweepOptions, loadLabExperiment, runLabExperiment } from '../runs/lab.js';
+import { planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { claimOutDir } from './outdir.js';

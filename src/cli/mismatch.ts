@@ -3,22 +3,23 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { arConfig, arMismatchProbe, arModelOptions, arModelPresetNames, createArPolicy, linearInputChannelStats, loadCheckpoint, residualChannelStats, type ArPolicy } from '../policies/ar/index.js';
-import {
-  createDiffusionEngine,
-  diffusionEstimatorNames,
-  diffusionMismatchProbe,
-  validateDiffusionConfig,
-  type DiffusionEstimatorName,
-  type DiffusionMismatchOptions,
-} from '../policies/diffusion/index.js';
+import { arConfig } from '../policies/ar/config.js';
+import { arMismatchProbe } from '../policies/ar/probe.js';
+import { arModelOptions, arModelPresetNames } from '../policies/ar/presets.js';
+import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
+import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
+import { loadCheckpoint } from '../policies/ar/checkpoint.js';
+import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
+import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
+import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
 import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
-import type { LengthDiagnostics, MismatchBucket } from '../rl/index.js';
+import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
-import type { ParamStore } from '../nn/index.js';
+import type { ParamStore } from '../nn/params.js';
 import { arConfigFor } from '../policies/ar/engine.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
-import { makeTask, taskNames, type Task, type TaskName } from '../tasks/index.js';
+import { makeTask, taskNames } from '../tasks/registry.js';
+import type { Task, TaskName } from '../tasks/task.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';

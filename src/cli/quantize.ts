@@ -2,15 +2,8 @@
 // the dequantized values and error statistics. Not a file converter: no binary formats, one tensor per call.
 
 import { readFileSync } from 'node:fs';
-import {
-  type QuantPreset,
-  type QuantPresetParams,
-  type QuantizedTensor,
-  dequantize,
-  quantPreset,
-  quantPresets,
-  quantize,
-} from '../numerics/index.js';
+import { type QuantPreset, type QuantPresetParams, quantPreset, quantPresets } from '../numerics/presets.js';
+import { type QuantizedTensor, dequantize, quantize } from '../numerics/quantize.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { parseJsonInput } from '../json.js';

@@ -2,7 +2,8 @@
 // and prints the table. Not the report's logic (src/report/).
 
 import { existsSync, statSync } from 'node:fs';
-import { BaselineError, writeReport } from '../report/index.js';
+import { BaselineError } from '../report/summary.js';
+import { writeReport } from '../report/write.js';
 import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';

@@ -7,7 +7,7 @@ import cliProgress from 'cli-progress';
 import { applyOverrides } from '../runs/overrides.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
-import { writeReport } from '../report/index.js';
+import { writeReport } from '../report/write.js';
 import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';

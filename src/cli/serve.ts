@@ -19,7 +19,8 @@ import { precisionPlans } from '../policies/plans.js';
 import { serveBackend } from '../protocol/serve.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
-import { makeTask, type Task } from '../tasks/index.js';
+import { makeTask } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
 import type { Command } from './command.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 

@@ -4,7 +4,9 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { GRID_ALIASES, planSweep, runSweep, type FactorySource } from '../runs/index.js';
+import { GRID_ALIASES } from '../runs/grid.js';
+import { planSweep, runSweep } from '../runs/sweep.js';
+import type { FactorySource } from '../runs/factory.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';

@@ -1,15 +1,117 @@
-// Public surface of the numerics core: formats, cast profiles, the scalar reference and vector casts.
-// Not the CLI or the benchmarks; quantizers, presets, GEMM and KV cache live in their own files here.
+// `qrl-sim/numerics`: float formats, cast profiles, the scalar and vector casts, quantizers and presets, GEMM accumulator models, KV cache.
+// Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
-export * from './formats.js';
-export * from './profiles.js';
-export * from './round.js';
-export * from './vector.js';
-export * from './describe.js';
-export * from './scales.js';
-export * from './quantize.js';
-export * from './presets.js';
-export * from './gemm.js';
-export * from './kvcache.js';
-export { fp32KernelIsSimd } from './fp32-kernel.js';
-export { GEMM_ROWS_PER_TASK, GEMM_THREAD_MIN_WORK, disposeGemmThreads, gemmThreadsFromEnv, threadedGemmF32 } from './threads.js';
+// Number formats as data and the generic decode.
+export {
+  floatFormats,
+  floatFormat,
+  type FloatFormat,
+  type FloatFormatName,
+  type FloatFormatSpec,
+  defineFloatFormat,
+  intFormats,
+  type IntFormat,
+  type IntFormatName,
+  decode,
+  type NanEncoding,
+  isNanCode,
+} from './formats.js';
+
+// Cast profiles: what each backend does at a format's edges (overflow, NaN, subnormals).
+export {
+  castProfiles,
+  castProfile,
+  type CastProfile,
+  type CastProfileName,
+  type CastRules,
+  type RoundingMode,
+  roundingModes,
+  resolveRules,
+  profileCovers,
+  type OverflowRule,
+  type NanRule,
+  type RawRange,
+} from './profiles.js';
+
+// The scalar reference cast.
+export { round, encode, type RoundOptions, scalarEncoder, type ScalarEncoder, type FormatLike } from './round.js';
+
+// Vector casts over Float32Array: encode, decode, fake-quantize, nibble packing.
+export {
+  fakeQuant,
+  encodeArray,
+  decodeArray,
+  type VectorCastOptions,
+  type CodeArray,
+  allocCodes,
+  packNibbles,
+  unpackNibbles,
+} from './vector.js';
+
+// Quantizers as data: spec (element format, granularity, scale rule, scaling op, clamp) and the quantizer.
+export {
+  quantize,
+  dequantize,
+  quantizedValues,
+  type QuantSpec,
+  type QuantizedTensor,
+  type QuantizeOptions,
+  type Granularity,
+  type ScaleRule,
+  type ElementFormat,
+  type ElementFormatName,
+  delayedScalingState,
+  delayedScalingUpdate,
+  type DelayedScalingState,
+  type NoScaleRule,
+  type StaticScaleRule,
+  type AmaxScaleRule,
+  type MxScaleRule,
+  type MultiplierScaleRule,
+  type DelayedScaleRule,
+  type MinMaxScaleRule,
+  type Nvfp4ScaleRule,
+  type QuantCodes,
+  type PreCastClamp,
+  type ScalingOp,
+} from './quantize.js';
+
+// Named quantizer presets of the real stacks.
+export {
+  quantPreset,
+  quantPresets,
+  type QuantPreset,
+  type QuantPresetName,
+  type QuantPresetParams,
+} from './presets.js';
+
+// GEMM with operand quantization and accumulator models.
+export {
+  gemm,
+  type GemmOptions,
+  type AccumulatorModel,
+  accumulatorModels,
+  type OperandQuant,
+  hopperFusedDotAdd,
+  truncateToE8M,
+} from './gemm.js';
+
+// FP8 KV-cache quantization.
+export {
+  kvCacheCalibrate,
+  kvCacheForward,
+  kvCacheState,
+  type KvCacheState,
+  kvCacheWeightUpdate,
+  kvDequantize,
+  kvQuantize,
+  type KvCacheSpec,
+  type KvCalibration,
+  type QuantizedKv,
+} from './kvcache.js';
+
+// The threaded fp32 GEMM.
+export { disposeGemmThreads, threadedGemmF32, GEMM_ROWS_PER_TASK, GEMM_THREAD_MIN_WORK } from './threads.js';
+
+// Power-of-two scale roundings (a field of quantizer presets).
+export type { Pow2Rounding } from './scales.js';

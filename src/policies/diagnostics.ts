@@ -1,7 +1,7 @@
 // Rollout–trainer mismatch diagnostics over masked per-token log-probs (k1, k3, |Δp|, |δ|, ESS), as the
 // mismatch probes print them. Not the estimator library's full metric set (χ², CV, clip fractions, …).
 
-import { mismatchDiagnostics, weightStats } from '../rl/index.js';
+import { mismatchDiagnostics, weightStats } from '../rl/diagnostics.js';
 
 /** Mismatch between ℓroll (rollout engine) and ℓold (trainer) over the tokens with mask 1. */
 export interface MismatchDiagnostics {

@@ -3,10 +3,10 @@
 // Not the loop's contract (src/backend/contract.ts) and not an implementation (policies/*/engine.ts).
 
 import type { PlanSideName } from '../backend/contract.js';
-import type { ParamStore } from '../nn/index.js';
+import type { ParamStore } from '../nn/params.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import type { Rng } from '../rng.js';
-import type { Task } from '../tasks/index.js';
+import type { Task } from '../tasks/task.js';
 
 
 /** A batch of sampled responses, padded to `T` response positions. */

@@ -1,10 +1,189 @@
-// Public surface of the toy policies: the precision seam (PolicyNumerics, plans), probe diagnostics,
-// the autoregressive and the masked-diffusion policy. Not a place for logic.
+// `qrl-sim/policies`: the in-process engine contract, the precision seam and plans, the autoregressive and the masked-diffusion policy.
+// Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
-export * from './engine.js';
-export * from './numerics.js';
-export * from './plans.js';
-export * from './quantized.js';
-export * from './diagnostics.js';
-export * from './ar/index.js';
-export * from './diffusion/index.js';
+// The in-process engine contract (RlEngine, PolicyFactory).
+export {
+  type RlEngine,
+  type PolicyFactory,
+  type EngineBatch,
+  type EngineLogprobs,
+  warmStartMetrics,
+} from './engine.js';
+
+// The precision seam: PolicyNumerics and the FP32 / rounding numerics.
+export {
+  type PolicyNumerics,
+  fp32Numerics,
+  roundingNumerics,
+  type RoundingNumericsOptions,
+  type RoundingFormat,
+  type AccumulatorOrder,
+  pairwiseSum,
+} from './numerics.js';
+
+// Quantized PolicyNumerics.
+export {
+  quantizedNumerics,
+  type QuantizedNumericsOptions,
+  type QuantizedPolicyNumerics,
+  type QuantSite,
+  type OperandQuantPlan,
+  type QuantBackward,
+} from './quantized.js';
+
+// Precision plans as data.
+export {
+  precisionPlan,
+  precisionPlans,
+  type PrecisionPlan,
+  type PrecisionPlanName,
+  type PlanSide,
+  type GemmPlan,
+  type Fp32GemmPlan,
+  type RoundingGemmPlan,
+  type QuantizedGemmPlan,
+  type PlanData,
+  resolvePlan,
+  numericsFor,
+  TOY_BLOCK,
+} from './plans.js';
+
+// Probe diagnostics.
+export { probeDiagnostics, type MismatchDiagnostics } from './diagnostics.js';
+
+// AR policy: configuration and parameter layout.
+export { arConfig, type ArConfig, arParamSpecs } from './ar/config.js';
+
+// AR policy: the causal toy transformer.
+export {
+  ArPolicy,
+  createArPolicy,
+  arForward,
+  arBackward,
+  type ArDecodeState,
+  createDecodeState,
+  arPrefill,
+  arDecodeStep,
+  type ParamBuffers,
+} from './ar/model.js';
+
+// AR policy: the rollout engine.
+export { rollout, type Rollout, type RolloutOptions, rolloutResponses } from './ar/rollout.js';
+
+// AR policy: trainer log-probs and their backward.
+export { computeLogprobs, backwardLogprobs, type TrainerLogprobOptions, type TrainerLogprobs } from './ar/logprobs.js';
+
+// AR policy: supervised warm start.
+export {
+  trainSupervised,
+  type TrainSupervisedOptions,
+  type TrainSupervisedResult,
+  sftStep,
+  type SftStepOptions,
+  type SftStepResult,
+  type SupervisedExample,
+} from './ar/supervised.js';
+
+// AR policy: JSON checkpoints.
+export { saveCheckpoint, loadCheckpoint, type ArCheckpoint, type CheckpointTask } from './ar/checkpoint.js';
+
+// AR policy: the mismatch probe.
+export { arMismatchProbe, type ArMismatchProbeOptions, type ArMismatchProbeResult } from './ar/probe.js';
+
+// AR policy: the engine behind the GRPO loop.
+export { createArEngine, arPolicyFactory, type ArEngineRecord } from './ar/engine.js';
+
+// AR policy: safetensors weights files.
+export { readArWeights, writeArWeights } from './ar/weights.js';
+
+// AR policy: model presets.
+export {
+  arModelPresets,
+  arModelPresetNames,
+  type ArModelPresetName,
+  arModelOptions,
+  type ArModelFields,
+} from './ar/presets.js';
+
+// AR policy: per-channel activation magnitudes.
+export {
+  linearInputChannelStats,
+  residualChannelStats,
+  type ChannelStats,
+  type LinearInputStats,
+} from './ar/channels.js';
+
+// Diffusion policy: the bidirectional toy transformer.
+export {
+  createDiffusionModel,
+  diffusionBackward,
+  diffusionForward,
+  diffusionModelDefaults,
+  type DiffusionForward,
+  type DiffusionModel,
+  type DiffusionModelConfig,
+} from './diffusion/model.js';
+
+// Diffusion policy: Gumbel-max sampling.
+export { gumbelArgmax } from './diffusion/logprob.js';
+
+// Diffusion policy: the LLaDA sampler.
+export {
+  diffusionSamplerDefaults,
+  diffusionSchedule,
+  diffusionStateAt,
+  sampleDiffusion,
+  type DiffusionRemasking,
+  type DiffusionRollout,
+  type DiffusionSamplerConfig,
+  type DiffusionSchedule,
+  type DiffusionSequence,
+  type SampleDiffusionOptions,
+} from './diffusion/sampler.js';
+
+// Diffusion policy: the log-prob estimators (table) and completion mask.
+export {
+  diffusionCompletionMask,
+  diffusionEstimatorNames,
+  diffusionEstimators,
+  diffusionLogProbs,
+  type DiffusionEstimatorFn,
+  type DiffusionEstimatorName,
+  type DiffusionEstimatorOptions,
+  type DiffusionLogProbs,
+} from './diffusion/estimators.js';
+
+// Diffusion policy: supervised warm start.
+export {
+  diffusionWarmStart,
+  maskedDiffusionLoss,
+  padDiffusionResponse,
+  type DiffusionWarmStartConfig,
+  type DiffusionWarmStartResult,
+} from './diffusion/warmstart.js';
+
+// Diffusion policy: the mismatch probe.
+export {
+  diffusionMismatch,
+  diffusionMismatchProbe,
+  type DiffusionMismatchOptions,
+  type DiffusionMismatchProbeResult,
+} from './diffusion/mismatch.js';
+
+// Diffusion policy: the engine behind the GRPO loop.
+export {
+  createDiffusionEngine,
+  diffusionPolicyFactory,
+  validateDiffusionConfig,
+  type DiffusionEngine,
+  type DiffusionEngineRecord,
+} from './diffusion/engine.js';
+
+// Diffusion policy: model presets.
+export {
+  diffusionModelPresets,
+  diffusionModelPresetNames,
+  type DiffusionModelPresetName,
+  diffusionModelOptions,
+  type DiffusionModelFields,
+} from './diffusion/presets.js';

@@ -1,28 +1,14 @@
 // The seam between the toy policies and precision: PolicyNumerics (GEMM functions and KV-cache rounding
 // per site) and its non-quantized implementations (exact fp32; operand rounding to bf16/fp16/tf32). Not a quantizer.
 
-import {
-  gemmSequential,
-  sequentialBlockGemms,
-  sequentialLinearGemms,
-  type AttentionGemms,
-  type BlockGemms,
-  type FloatArray,
-  type GemmFn,
-  type KvCacheHook,
-  type LinearGemms,
-} from '../nn/index.js';
-import {
-  allocCodes,
-  decodeArray,
-  encodeArray,
-  fakeQuant,
-  floatFormats,
-  type CastProfile,
-  type CastProfileName,
-  type CodeArray,
-  type FloatFormat,
-} from '../numerics/index.js';
+import { gemmSequential, sequentialLinearGemms, type GemmFn, type LinearGemms } from '../nn/gemm.js';
+import { sequentialBlockGemms, type BlockGemms } from '../nn/block.js';
+import type { AttentionGemms } from '../nn/attention.js';
+import type { FloatArray } from '../nn/array.js';
+import type { KvCacheHook } from '../nn/block-decode.js';
+import { allocCodes, decodeArray, encodeArray, fakeQuant, type CodeArray } from '../numerics/vector.js';
+import { floatFormats, type FloatFormat } from '../numerics/formats.js';
+import type { CastProfile, CastProfileName } from '../numerics/profiles.js';
 
 /**
  * The GEMM functions and KV-cache rounding one engine (rollout or trainer) uses, built from a

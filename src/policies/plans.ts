@@ -1,7 +1,7 @@
 // Precision plans as data: what the rollout engine and the trainer each do at every GEMM site, and the
 // frozen table of named presets. Not the numerics themselves (numerics.ts builds them from a plan side).
 
-import type { CastProfileName } from '../numerics/index.js';
+import type { CastProfileName } from '../numerics/profiles.js';
 import {
   fp32Numerics,
   roundingNumerics,

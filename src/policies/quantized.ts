@@ -1,33 +1,15 @@
 // Quantized PolicyNumerics: W8A8 / W4A16 / block-scaled GEMM sites through the numerics core's quantize + gemm,
 // per-site exclusions, FP8 attention GEMMs, an FP8 KV-cache hook and the qarl/jet backward GEMMs. Not a plan table.
 
-import type {
-  AttentionGemms,
-  BlockGemms,
-  FloatArray,
-  GemmFn,
-  KvCacheHook,
-  LinearGemms,
-} from '../nn/index.js';
-import {
-  dequantize,
-  gemm,
-  kvCacheCalibrate,
-  kvCacheState,
-  kvDequantize,
-  kvQuantize,
-  quantize,
-  quantPreset,
-  accumulatorModels,
-  type AccumulatorModel,
-  type GemmOptions,
-  type KvCacheSpec,
-  type KvCacheState,
-  type QuantizedTensor,
-  type QuantPresetName,
-  type QuantPresetParams,
-  type QuantSpec,
-} from '../numerics/index.js';
+import type { AttentionGemms } from '../nn/attention.js';
+import type { BlockGemms } from '../nn/block.js';
+import type { FloatArray } from '../nn/array.js';
+import type { GemmFn, LinearGemms } from '../nn/gemm.js';
+import type { KvCacheHook } from '../nn/block-decode.js';
+import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../numerics/quantize.js';
+import { gemm, accumulatorModels, type AccumulatorModel, type GemmOptions } from '../numerics/gemm.js';
+import { kvCacheCalibrate, kvCacheState, kvDequantize, kvQuantize, type KvCacheSpec, type KvCacheState } from '../numerics/kvcache.js';
+import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
 
 /** The linear GEMM sites of the toy policies. Embeddings are lookups, not GEMMs, and are never quantized. */

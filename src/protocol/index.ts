@@ -1,9 +1,35 @@
-// Public surface of qrl-backend/1: framing, wire tensors, safetensors, message schemas, the remote
-// client and the server. Not a place for logic.
+// `qrl-sim/protocol`: qrl-backend/1 — the remote backend client, the server, wire tensors, safetensors, protocol errors.
+// Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
-export * from './jsonrpc.js';
-export * from './tensor.js';
-export * from './safetensors.js';
-export * from './schema.js';
-export * from './remote.js';
-export * from './serve.js';
+// The remote backend client.
+export {
+  connectBackend,
+  RemoteBackend,
+  type RemoteBackendOptions,
+  type BackendAddress,
+  parseBackendAddress,
+  BackendCallError,
+} from './remote.js';
+
+// The backend server.
+export { serveBackend, type ServeOptions, type BackendServer } from './serve.js';
+
+// Protocol versions, methods and errors.
+export { ProtocolError, PROTOCOL_VERSIONS, BACKEND_METHODS, type BackendMethod } from './schema.js';
+
+// JSON-RPC errors.
+export { RpcError } from './jsonrpc.js';
+
+// Tensors as JSON.
+export { encodeTensor, decodeTensor, type WireTensor, type WireArray, type WireDtype, WIRE_DTYPES } from './tensor.js';
+
+// Safetensors files.
+export {
+  readSafetensors,
+  writeSafetensors,
+  encodeSafetensors,
+  decodeSafetensors,
+  type SafetensorsDtype,
+  type SafetensorsTensor,
+  type SafetensorsEntry,
+} from './safetensors.js';

@@ -1,11 +1,38 @@
-// Public surface of run orchestration: the run driver, `--set` overrides, sweeps and their grid,
-// the policy registry and factory loading. Not the GRPO step (rl/) and not the reports (report/).
+// `qrl-sim/runs`: the run driver, sweeps and their grid, `--set` overrides, the policy registry, factory sources, the lab.
+// Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
-export * from './run.js';
-export * from './overrides.js';
-export * from './policies.js';
-export * from './grid.js';
-export * from './factory.js';
-export * from './sweep.js';
-export * from './lab.js';
-export type { SweepTask, SweepTaskResult } from './sweep-worker.js';
+// The run driver.
+export { runGrpo, type RunOptions, type RunSummary, type RunObserver } from './run.js';
+
+// Sweeps.
+export {
+  runSweep,
+  type SweepOptions,
+  type SweepResult,
+  type SweepRunResult,
+  planSweep,
+  type SweepPlan,
+  type PlannedRun,
+} from './sweep.js';
+
+// The sweep grid.
+export { parseGrid, gridPoints, type GridAxis, type GridPoint, GRID_ALIASES, type GridAlias } from './grid.js';
+
+// `--set` overrides.
+export { applyOverrides, parseOverride } from './overrides.js';
+
+// The policy registry by `policy.kind`.
+export { policyFactory } from './policies.js';
+
+// Factory sources for sweep workers.
+export { loadPolicyFactory, type FactorySource, DEFAULT_FACTORY } from './factory.js';
+
+// The lab experiments.
+export {
+  runLabExperiment,
+  loadLabExperiment,
+  labExperimentNames,
+  type LabExperiment,
+  type LabRunOptions,
+  labExperimentSchema,
+} from './lab.js';

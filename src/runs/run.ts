@@ -14,11 +14,14 @@ import { type PhaseTimings, StaleRollouts, evaluate, grpoStep } from '../rl/grpo
 import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
 import { createRng } from '../rng.js';
-import { type Task, makeTask } from '../tasks/index.js';
+import type { Task } from '../tasks/task.js';
+import { makeTask } from '../tasks/registry.js';
 import { JsonlWriter, readJsonl, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
-import { createParamStore } from '../nn/index.js';
-import { AR_CONFIG_METADATA, arConfigFor, arParamSpecs } from '../policies/ar/index.js';
+import { createParamStore } from '../nn/params.js';
+import { AR_CONFIG_METADATA } from '../policies/ar/weights.js';
+import { arConfigFor } from '../policies/ar/engine.js';
+import { arParamSpecs } from '../policies/ar/config.js';
 import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */

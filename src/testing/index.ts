@@ -1,8 +1,24 @@
 // `qrl-sim/testing`: fast-check arbitraries and invariant suites for property tests of your own
 // estimator, cast and quantizer code. Not used by the simulator itself (only by `qrl-sim check`).
 
-export * from './arbitraries.js';
-export * from './invariants.js';
+// fast-check arbitraries of formats, profiles, casts, batches, estimator configs, quantizer inputs, plans.
+export {
+  batchArb,
+  castTargetArb,
+  castValueArb,
+  estimatorConfigArb,
+  formatArb,
+  precisionPlanArb,
+  profileArb,
+  quantizeParamsArb,
+  type BatchArbOptions,
+  type BatchJson,
+} from './arbitraries.js';
+
+// Invariant suites for an estimator implementation.
+export { estimatorInvariants, RHO_ONE_IDENTITY, type EstimateFn, type EstimateOutput } from './invariants.js';
+
+// Golden references: comparison rules, the file format and its tensors, reading and writing, the suites.
 export { compareArrays, elementMatches, mismatchText, ulpDistance, type Mismatch } from '../golden/compare.js';
 export type { CompareRule, GoldenCase, GoldenManifest, GoldenSuite, GoldenTensor, ManifestCase, ManifestTensor } from '../golden/types.js';
 export { GOLDEN_SCHEMA } from '../golden/types.js';

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { CliIo } from '../../src/cli/command.js';
 import { eta, formatSeconds, progressLine } from '../../src/cli/progress.js';
 import { sweepProgress } from '../../src/cli/sweep-progress.js';
-import { arConfig, createArPolicy, trainSupervised } from '../../src/policies/ar/index.js';
+import { arConfig, createArPolicy, trainSupervised } from '../../src/policies/index.js';
 import { diffusionWarmStart } from '../../src/policies/diffusion/warmstart.js';
 import { makeTask } from '../../src/tasks/index.js';
 import { smallModel } from '../policies/diffusion/helpers.js';

@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  decode,
-  encodeExact,
-  floatFormat,
-  floatFormats,
-  isNanCode,
-  packNibbles,
-  unpackNibbles,
-} from '../../src/numerics/index.js';
+import { decode, floatFormat, floatFormats, packNibbles, unpackNibbles } from '../../src/numerics/index.js';
+import { encodeExact, isNanCode } from '../../src/numerics/formats.js';
 
 describe('format records', () => {
   // Constants from the format table (spec §1; reference/numerics.md §1).

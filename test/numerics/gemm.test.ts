@@ -3,19 +3,11 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
-import {
-  type QuantSpec,
-  decodeTable,
-  dequantize,
-  exponentOf,
-  fakeQuant,
-  fma32,
-  fp32KernelIsSimd,
-  gemm,
-  quantPreset,
-  quantize,
-  truncateToE8M,
-} from '../../src/numerics/index.js';
+import { type QuantSpec, dequantize, fakeQuant, gemm, quantPreset, quantize, truncateToE8M } from '../../src/numerics/index.js';
+import { decodeTable } from '../../src/numerics/vector.js';
+import { exponentOf } from '../../src/numerics/formats.js';
+import { fma32 } from '../../src/numerics/scales.js';
+import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
 
 const fr = Math.fround;
 

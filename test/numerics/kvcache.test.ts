@@ -1,16 +1,8 @@
 // KV-cache quantization: store/load formulas, per-tensor and per-head scales, the fixed / inference / trainer
 // calibration modes with explicit state, and the edge cases (all-zero heads, NaN, empty caches).
 import { describe, expect, it } from 'vitest';
-import {
-  type KvCacheSpec,
-  decodeTable,
-  kvCacheCalibrate,
-  kvCacheForward,
-  kvCacheState,
-  kvCacheWeightUpdate,
-  kvDequantize,
-  kvQuantize,
-} from '../../src/numerics/index.js';
+import { type KvCacheSpec, kvCacheCalibrate, kvCacheForward, kvCacheState, kvCacheWeightUpdate, kvDequantize, kvQuantize } from '../../src/numerics/index.js';
+import { decodeTable } from '../../src/numerics/vector.js';
 
 const f32 = (...xs: number[]): Float32Array => Float32Array.from(xs);
 

@@ -2,20 +2,9 @@
 // power-of-two scale roundings, edge cases (NaN, ±Inf, empty tensors) and dequantize∘quantize error bounds.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import {
-  type QuantPreset,
-  type QuantSpec,
-  delayedScalingState,
-  dequantize,
-  fma32,
-  nextFloat32Down,
-  nextFloat32Up,
-  pow2Exponent,
-  quantPreset,
-  quantPresets,
-  quantize,
-  roundInt,
-} from '../../src/numerics/index.js';
+import { type QuantPreset, type QuantSpec, delayedScalingState, dequantize, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
+import { fma32, nextFloat32Down, nextFloat32Up, pow2Exponent } from '../../src/numerics/scales.js';
+import { roundInt } from '../../src/numerics/quantize.js';
 
 const f32 = (...xs: number[]): Float32Array => Float32Array.from(xs);
 const codes = (q: { codes: ArrayLike<number> }): number[] => Array.from(q.codes);

@@ -1,18 +1,8 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import {
-  type CastProfile,
-  type FloatFormat,
-  castProfiles,
-  decode,
-  edgeCodes,
-  encode,
-  floatFormats,
-  profileCoverage,
-  resolveRules,
-  round,
-  scalarEncoder,
-} from '../../src/numerics/index.js';
+import { type CastProfile, type FloatFormat, castProfiles, decode, encode, floatFormats, resolveRules, round, scalarEncoder } from '../../src/numerics/index.js';
+import { edgeCodes } from '../../src/numerics/round.js';
+import { profileCoverage } from '../../src/numerics/profiles.js';
 import { createRng } from '../../src/rng.js';
 
 const coverage = profileCoverage();

@@ -2,7 +2,8 @@
 // Not a timing test (no timing assertions): the speed-up is measured by `npm run bench threads`.
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
-import { GEMM_THREAD_MIN_WORK, disposeGemmThreads, gemm, gemmThreadsFromEnv, threadedGemmF32 } from '../../src/numerics/index.js';
+import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
+import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv } from '../../src/numerics/threads.js';
 import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
 
 const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));

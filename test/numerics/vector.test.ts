@@ -1,13 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import {
-  decode,
-  decodeArray,
-  encodeArray,
-  fakeQuant,
-  profileCoverage,
-  scalarEncoder,
-} from '../../src/numerics/index.js';
+import { decode, decodeArray, encodeArray, fakeQuant, scalarEncoder } from '../../src/numerics/index.js';
+import { profileCoverage } from '../../src/numerics/profiles.js';
 import { createRng } from '../../src/rng.js';
 
 const coverage = profileCoverage();

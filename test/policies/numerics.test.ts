@@ -5,15 +5,8 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { gemmReference, gemmSequential } from '../../src/nn/index.js';
 import { round } from '../../src/numerics/index.js';
-import {
-  fp32Numerics,
-  numericsFor,
-  pairwiseSum,
-  precisionPlan,
-  precisionPlans,
-  roundingNumerics,
-  type AccumulatorOrder,
-} from '../../src/policies/index.js';
+import { fp32Numerics, numericsFor, precisionPlan, precisionPlans, roundingNumerics } from '../../src/policies/index.js';
+import { pairwiseSum, type AccumulatorOrder } from '../../src/policies/numerics.js';
 import { createRng } from '../../src/rng.js';
 
 const fr = Math.fround;

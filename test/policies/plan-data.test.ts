@@ -6,7 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { planOfConfig, precisionPlan, resolvePlan } from '../../src/policies/index.js';
+import { precisionPlan, resolvePlan } from '../../src/policies/index.js';
+import { planOfConfig } from '../../src/policies/plans.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 import { runGrpo } from '../../src/runs/index.js';
 

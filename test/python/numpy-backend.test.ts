@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { connectBackend, type RemoteBackend } from '../../src/protocol/remote.js';
-import { computeLogprobs, readArWeights } from '../../src/policies/ar/index.js';
+import { computeLogprobs, readArWeights } from '../../src/policies/index.js';
 import { numericsFor, precisionPlan } from '../../src/policies/plans.js';
 
 const env = { ...process.env, PYTHONPATH: join(process.cwd(), 'python') };

@@ -6,7 +6,7 @@ import { UsageError } from '../../src/errors.js';
 import { createParamStore } from '../../src/nn/index.js';
 import type { RunConfig } from '../../src/rl/grpo/config.js';
 import type { EngineBatch as RolloutBatch, EngineLogprobs, RlEngine } from '../../src/policies/engine.js';
-import type { ValidatingPolicyFactory } from '../../src/runs/index.js';
+import type { ValidatingPolicyFactory } from '../../src/runs/factory.js';
 import type { Rng } from '../../src/rng.js';
 import type { Task } from '../../src/tasks/index.js';
 

@@ -5,7 +5,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { fc, test as fcTest } from '@fast-check/vitest';
-import { BaselineError, readRuns, seedStat, summarizeRuns, summaryMarkdown, formatStat, shortFieldName, pairedDelta, parseBaselineSelector, rewardTailSteps } from '../../src/report/index.js';
+import { BaselineError, readRuns, seedStat, summarizeRuns, summaryMarkdown, pairedDelta, parseBaselineSelector, rewardTailSteps } from '../../src/report/index.js';
+import { formatStat } from '../../src/report/table.js';
+import { shortFieldName } from '../../src/report/summary.js';
 import { fixtureConfig, fixtureMetrics, tempDir, writeFixtureRun } from './fixtures.js';
 
 const none = [{ name: 'none' }];

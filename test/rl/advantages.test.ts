@@ -3,7 +3,8 @@
 
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { advantages, batchStdAdvantage, drgrpoAdvantage, grpoAdvantage } from '../../src/rl/index.js';
+import { advantages } from '../../src/rl/index.js';
+import { batchStdAdvantage, drgrpoAdvantage, grpoAdvantage } from '../../src/rl/advantages.js';
 
 const input = (rewards: number[], groups: (string | number)[]) => ({ rewards: Float64Array.from(rewards), groups });
 

@@ -2,7 +2,8 @@
 // Not a source of expected numbers: every expected value is derived in the test itself.
 
 import { describe, expect, it } from 'vitest';
-import { aggregate, aggregations, k1, k1StraightThrough, k2, k3, k3StraightThrough } from '../../src/rl/index.js';
+import { aggregate, aggregations } from '../../src/rl/index.js';
+import { k1, k1StraightThrough, k2, k3, k3StraightThrough } from '../../src/rl/kl.js';
 import { flat } from './helpers.js';
 
 // rows: 3 valid tokens, 1 valid token, 0 valid tokens (left out of every sequence mean)

@@ -2,7 +2,8 @@
 // Not a source of expected numbers: every expected value is derived in the test itself.
 
 import { describe, expect, it } from 'vitest';
-import { mismatchDiagnostics, weightStats } from '../../src/rl/index.js';
+import { mismatchDiagnostics } from '../../src/rl/index.js';
+import { weightStats } from '../../src/rl/diagnostics.js';
 import { flat } from './helpers.js';
 
 describe('mismatch diagnostics: hand-computed values', () => {

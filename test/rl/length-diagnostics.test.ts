@@ -3,7 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/index.js';
-import { LENGTH_BUCKET_EDGES, lengthBucketOf, lengthDiagnostics, lengthMetrics } from '../../src/rl/index.js';
+import { LENGTH_BUCKET_EDGES, lengthDiagnostics } from '../../src/rl/index.js';
+import { lengthBucketOf, lengthMetrics } from '../../src/rl/length-diagnostics.js';
 
 const k3 = (d: number): number => Math.exp(d) - d - 1;
 

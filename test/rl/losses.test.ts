@@ -3,7 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import type { PolicyLossInput } from '../../src/rl/index.js';
-import { cispo, gspo, losses, ppoClip, reinforce, sapo, tbpo } from '../../src/rl/index.js';
+import { losses } from '../../src/rl/index.js';
+import { cispo, gspo, ppoClip, reinforce, sapo, tbpo } from '../../src/rl/losses.js';
 
 const E = Math.exp;
 

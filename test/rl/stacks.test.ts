@@ -4,16 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { encode } from '../../src/numerics/index.js';
 import { supportLogProb } from '../../src/nn/index.js';
-import {
-  applyCorrection,
-  estimateJson,
-  mismatchDiagnostics,
-  passkAdvantage,
-  reinforcePlusPlusAdvantage,
-  reinforcePlusPlusBaselineAdvantage,
-  resolveConfig,
-  rlooAdvantage,
-} from '../../src/rl/index.js';
+import { applyCorrection, estimateJson, mismatchDiagnostics, resolveConfig } from '../../src/rl/index.js';
+import { passkAdvantage, reinforcePlusPlusAdvantage, reinforcePlusPlusBaselineAdvantage, rlooAdvantage } from '../../src/rl/advantages.js';
 import { centralDifference, corrInput, flat } from './helpers.js';
 
 const E = Math.exp;

@@ -2,7 +2,8 @@
 // Not a copy of veRL: sources are cited as verl-project/verl@1dda039b9 (file, line) beside each case.
 
 import { describe, expect, it } from 'vitest';
-import { applyCorrection, drgrpoAdvantage, estimateJson, grpoAdvantage, mismatchDiagnostics, resolveConfig } from '../../src/rl/index.js';
+import { applyCorrection, estimateJson, mismatchDiagnostics, resolveConfig } from '../../src/rl/index.js';
+import { drgrpoAdvantage, grpoAdvantage } from '../../src/rl/advantages.js';
 import { corrInput, flat } from './helpers.js';
 
 const E = Math.exp;

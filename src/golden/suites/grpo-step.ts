@@ -3,7 +3,8 @@
 
 import { AdamW } from '../../nn/adamw.js';
 import type { ParamStore } from '../../nn/params.js';
-import { arConfig, createArPolicy } from '../../policies/ar/index.js';
+import { arConfig } from '../../policies/ar/config.js';
+import { createArPolicy } from '../../policies/ar/model.js';
 import { backwardLogprobs, computeLogprobs } from '../../policies/ar/logprobs.js';
 import { trainSupervised } from '../../policies/ar/supervised.js';
 import { rollout, rolloutResponses } from '../../policies/ar/rollout.js';
@@ -11,7 +12,7 @@ import { numericsFor, precisionPlan } from '../../policies/plans.js';
 import { estimate } from '../../rl/estimate.js';
 import { parseEstimateInput } from '../../rl/schema.js';
 import { createRng } from '../../rng.js';
-import { makeTask } from '../../tasks/index.js';
+import { makeTask } from '../../tasks/registry.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
 import { ESTIMATOR_RULE } from './estimators.js';

@@ -3,7 +3,7 @@
 
 import { arForward, type ArPolicy } from './model.js';
 import { fp32Numerics } from '../numerics.js';
-import type { FloatArray } from '../../nn/index.js';
+import type { FloatArray } from '../../nn/array.js';
 
 /** Magnitudes of one residual-stream tensor (the input of block l, or the last block's output). */
 export interface ChannelStats {

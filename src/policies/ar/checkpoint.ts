@@ -1,8 +1,8 @@
 // JSON checkpoint of an AR policy (config, FP32 master weights, optional task) and its loader.
 // Not the GRPO loop's run checkpoint (optimizer and RNG states belong to the loop).
 
-import { ParamStore, type ParamStoreJson } from '../../nn/index.js';
-import type { TaskName } from '../../tasks/index.js';
+import { ParamStore, type ParamStoreJson } from '../../nn/params.js';
+import type { TaskName } from '../../tasks/task.js';
 import { validateArConfig, type ArConfig } from './config.js';
 import { ArPolicy } from './model.js';
 

@@ -1,7 +1,9 @@
 // Configuration of the autoregressive toy policy (sizes, norm, MLP, positions, tying) and its parameter
 // declarations. Not the forward pass (model.ts) and not the sampler (sampler.ts).
 
-import { blockParamSpecs, GPT2_INIT, type BlockConfig, type BlockMoeConfig, type MlpKind, type ParamSpec } from '../../nn/index.js';
+import { blockParamSpecs, type BlockConfig, type BlockMoeConfig } from '../../nn/block.js';
+import { GPT2_INIT, type ParamSpec } from '../../nn/params.js';
+import type { MlpKind } from '../../nn/mlp.js';
 
 /** Hyper-parameters of the causal toy transformer. */
 export interface ArConfig {

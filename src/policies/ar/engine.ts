@@ -4,11 +4,12 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
-import { ParamStore } from '../../nn/index.js';
+import { ParamStore } from '../../nn/params.js';
 import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
-import { type Task, makeTask } from '../../tasks/index.js';
+import type { Task } from '../../tasks/task.js';
+import { makeTask } from '../../tasks/registry.js';
 import { type PrecisionPlan, numericsFor, planOfConfig } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';

@@ -1,7 +1,7 @@
 // The trainer's side of the AR policy: per-token log-probs ℓ of given responses by full-sequence
 // recompute, their backward for any per-token coefficients dL/dℓ, and per-token entropy. Not a loss.
 
-import { allocLike, type FloatArray } from '../../nn/index.js';
+import { allocLike, type FloatArray } from '../../nn/array.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArForwardCache, type ArPolicy } from './model.js';
 import { logSumExp, rowEntropy } from './sampler.js';

@@ -1,27 +1,15 @@
 // The causal toy transformer: token batches (B, T) → logits (B, T, V) with caches, the backward from
 // dlogits into the parameter gradients, and the KV-cache prefill/decode step. Not a sampler or a loss.
 
-import {
-  allocLike,
-  blockDecodeForward,
-  blockWeights,
-  createBlockKvCache,
-  createParamStore,
-  embeddingForward,
-  outlierChannels,
-  layerNormForward,
-  linearForward,
-  rmsNormForward,
-  stackBackward,
-  stackForward,
-  type BlockConfig,
-  type BlockKvCache,
-  type FloatArray,
-  type ParamLayout,
-  type StackCache,
-  type StackConfig,
-  type StackWeights,
-} from '../../nn/index.js';
+import { allocLike, type FloatArray } from '../../nn/array.js';
+import { blockDecodeForward, createBlockKvCache, type BlockKvCache } from '../../nn/block-decode.js';
+import { blockWeights, type BlockConfig } from '../../nn/block.js';
+import { createParamStore, type ParamLayout } from '../../nn/params.js';
+import { embeddingForward } from '../../nn/embedding.js';
+import { outlierChannels } from '../../nn/outliers.js';
+import { layerNormForward, rmsNormForward } from '../../nn/norm.js';
+import { linearForward } from '../../nn/linear.js';
+import { stackBackward, stackForward, type StackCache, type StackConfig, type StackWeights } from '../../nn/stack.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBlockConfig, arParamSpecs, validateArConfig, type ArConfig } from './config.js';
 

@@ -2,7 +2,7 @@
 // side, and summarize the mismatch. Not the CLI (src/cli/mismatch.ts) and not an RL step.
 
 import { createRng } from '../../rng.js';
-import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/index.js';
+import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { numericsFor, type PrecisionPlan } from '../plans.js';
 import { computeLogprobs } from './logprobs.js';

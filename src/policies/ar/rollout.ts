@@ -1,12 +1,12 @@
 // The AR rollout engine: batched sampling of responses with a KV cache (or full recompute per step),
 // EOS handling and the per-token log-probs the engine reports. Not the trainer's recompute (logprobs.ts).
 
-import { EOS, PAD } from '../../tasks/index.js';
+import { EOS, PAD } from '../../tasks/tokenizer.js';
 import type { Rng } from '../../rng.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arDecodeStep, arForward, arPrefill, createDecodeState, type ArPolicy } from './model.js';
 import { resolveSampler, sampleToken, type SamplerOptions } from './sampler.js';
-import { allocLike, type FloatArray } from '../../nn/index.js';
+import { allocLike, type FloatArray } from '../../nn/array.js';
 
 /** Options of {@link rollout}. */
 export interface RolloutOptions extends SamplerOptions {

@@ -1,7 +1,8 @@
 // Next-token sampling from one row of logits: temperature, top-k, top-p, greedy, and the log-probs the
 // rollout engine reports (processed or raw). Not the decoding loop (rollout.ts) and not differentiable.
 
-import { type FloatArray, rowEntropy as nnRowEntropy, rowLogProb, rowLogSumExp } from '../../nn/index.js';
+import type { FloatArray } from '../../nn/array.js';
+import { rowEntropy as nnRowEntropy, rowLogProb, rowLogSumExp } from '../../nn/row-logprob.js';
 import type { Rng } from '../../rng.js';
 
 /** How the next token is chosen from the logits. */

@@ -2,17 +2,13 @@
 // pairs, AdamW with global-norm clipping. Not RL: the GRPO loop calls this before its first step.
 
 import { yieldToEventLoop } from '../yield.js';
-import {
-  AdamW,
-  allocLike,
-  clipGradNorm,
-  crossEntropyBackward,
-  crossEntropyForward,
-  ParamStore,
-  type AdamWConfig,
-} from '../../nn/index.js';
+import { AdamW, clipGradNorm, type AdamWConfig } from '../../nn/adamw.js';
+import { allocLike } from '../../nn/array.js';
+import { crossEntropyBackward, crossEntropyForward } from '../../nn/softmax.js';
+import { ParamStore } from '../../nn/params.js';
 import { createRng } from '../../rng.js';
-import { PAD, type Task } from '../../tasks/index.js';
+import { PAD } from '../../tasks/tokenizer.js';
+import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArPolicy } from './model.js';
 

@@ -2,7 +2,7 @@
 // and the ArConfig as JSON in the metadata. What an external backend loads; not the JSON checkpoint.
 
 import { readSafetensors, writeSafetensors, type SafetensorsEntry } from '../../protocol/safetensors.js';
-import { createParamStore } from '../../nn/index.js';
+import { createParamStore } from '../../nn/params.js';
 import { arParamSpecs, validateArConfig, type ArConfig } from './config.js';
 import { ArPolicy } from './model.js';
 

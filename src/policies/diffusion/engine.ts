@@ -3,13 +3,15 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
-import { createParamStore, type ParamStore } from '../../nn/index.js';
+import { createParamStore, type ParamStore } from '../../nn/params.js';
 import type { Rng } from '../../rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import type { PlanSideName } from '../../backend/contract.js';
 import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import type { MetricRecord } from '../../rl/types.js';
-import { makeTask, PAD, type Task } from '../../tasks/index.js';
+import { makeTask } from '../../tasks/registry.js';
+import { PAD } from '../../tasks/tokenizer.js';
+import type { Task } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { numericsFor, planOfConfig, type PrecisionPlan } from '../plans.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';

@@ -1,9 +1,9 @@
 // The three per-token log-prob estimators of the diffusion policy (trajectory, d1, elbo), each with a forward under any PolicyNumerics and a backward into parameter gradients.
 // Not a loss: the GRPO loop turns dL/dℓ into the `backward` argument; not the sampler, whose records they replay.
 
-import { allocLike, type FloatArray } from '../../nn/index.js';
+import { allocLike, type FloatArray } from '../../nn/array.js';
 import { createRng } from '../../rng.js';
-import { EOS, MASK } from '../../tasks/index.js';
+import { EOS, MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { tokenEntropy, tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';

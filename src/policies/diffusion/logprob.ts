@@ -1,7 +1,8 @@
 // Per-position scoring shared by the sampler and the estimators: log softmax(z/τ)[y], softmax(z)[y] and Gumbel-max sampling, in doubles.
 // Not an estimator: which positions and which masked views are scored is decided in estimators.ts.
 
-import { type FloatArray, rowEntropy, rowLogProb, rowLogProbBackward, rowLogSumExp } from '../../nn/index.js';
+import type { FloatArray } from '../../nn/array.js';
+import { rowEntropy, rowLogProb, rowLogProbBackward, rowLogSumExp } from '../../nn/row-logprob.js';
 import type { Rng } from '../../rng.js';
 
 /*

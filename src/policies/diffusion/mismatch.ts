@@ -1,12 +1,13 @@
 // The diffusion mismatch probe behind `qrl-sim mismatch --policy diffusion`: sample under the rollout numerics, score under both, report the diagnostics.
 // Not the CLI command (src/cli) and not a precision plan: both numerics are passed in.
 
-import type { FloatArray } from '../../nn/index.js';
-import { createParamStore } from '../../nn/index.js';
+import type { FloatArray } from '../../nn/array.js';
+import { createParamStore } from '../../nn/params.js';
 import { type MismatchDiagnostics, probeDiagnostics } from '../diagnostics.js';
 import { createRng } from '../../rng.js';
-import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/index.js';
-import { makeTask, type TaskName } from '../../tasks/index.js';
+import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
+import { makeTask } from '../../tasks/registry.js';
+import type { TaskName } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
 import { createDiffusionModel, type DiffusionModel } from './model.js';

@@ -1,20 +1,10 @@
 // The bidirectional toy transformer of the masked-diffusion policy: config, parameters, forward over (B, T) tokens to logits, backward from dlogits.
 // Not a sampler and not a log-prob estimator (sampler.ts, estimators.ts); MASK is an ordinary input token here and there is no timestep input.
 
-import {
-  blockParamSpecs,
-  blockWeights,
-  ParamLayout,
-  stackBackward,
-  stackForward,
-  type BlockConfig,
-  type BlockMoeConfig,
-  type FloatArray,
-  type ParamSpec,
-  type StackCache,
-  type StackConfig,
-  type StackWeights,
-} from '../../nn/index.js';
+import { blockParamSpecs, blockWeights, type BlockConfig, type BlockMoeConfig } from '../../nn/block.js';
+import { ParamLayout, type ParamSpec } from '../../nn/params.js';
+import { stackBackward, stackForward, type StackCache, type StackConfig, type StackWeights } from '../../nn/stack.js';
+import type { FloatArray } from '../../nn/array.js';
 import type { PolicyNumerics } from '../numerics.js';
 
 /** Hyper-parameters of the diffusion toy transformer. */

@@ -1,9 +1,9 @@
 // The LLaDA semi-autoregressive sampler with low-confidence or random remasking, recording what the log-prob estimators need.
 // Not an estimator and not the GRPO loop: it returns tokens, commit steps and the inline trajectory log-prob, nothing else.
 
-import type { FloatArray } from '../../nn/index.js';
+import type { FloatArray } from '../../nn/array.js';
 import type { Rng } from '../../rng.js';
-import { MASK } from '../../tasks/index.js';
+import { MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
 import { diffusionForward, type DiffusionModel } from './model.js';

@@ -2,9 +2,12 @@
 // Not RL: no rewards or log-prob ratios here; the GRPO loop starts from the weights this leaves behind.
 
 import { yieldToEventLoop } from '../yield.js';
-import { AdamW, allocLike, clipGradNorm, createParamStore, type FloatArray, type ParamStore } from '../../nn/index.js';
+import { AdamW, clipGradNorm } from '../../nn/adamw.js';
+import { allocLike, type FloatArray } from '../../nn/array.js';
+import { createParamStore, type ParamStore } from '../../nn/params.js';
 import { createRng, type Rng } from '../../rng.js';
-import { EOS, MASK, type Task } from '../../tasks/index.js';
+import { EOS, MASK } from '../../tasks/tokenizer.js';
+import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';

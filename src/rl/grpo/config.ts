@@ -3,7 +3,7 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
-import { makeTask } from '../../tasks/index.js';
+import { makeTask } from '../../tasks/registry.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
 import { zodIssueLine } from '../../errors.js';
 

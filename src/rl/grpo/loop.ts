@@ -3,7 +3,7 @@
 // (files, eval, checkpoints: src/runs/run.ts).
 
 import type { PolicyBackend, RolloutBatch } from '../../backend/contract.js';
-import type { Task, TaskProblem } from '../../tasks/index.js';
+import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';

@@ -3,7 +3,8 @@
 // policy's (test/policies/diffusion/engine.test.ts).
 
 import { describe, expect, it } from 'vitest';
-import { arConfigFor, arPolicyFactory } from '../../../src/policies/index.js';
+import { arPolicyFactory } from '../../../src/policies/index.js';
+import { arConfigFor } from '../../../src/policies/ar/engine.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
 import { makeTask, type Task } from '../../../src/tasks/index.js';
 

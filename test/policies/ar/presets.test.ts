@@ -14,7 +14,8 @@ import {
   precisionPlans,
   rollout,
 } from '../../../src/policies/index.js';
-import { outlierChannels, outlierOffset } from '../../../src/nn/index.js';
+import { outlierChannels } from '../../../src/nn/index.js';
+import { outlierOffset } from '../../../src/nn/outliers.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 

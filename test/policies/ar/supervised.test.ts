@@ -5,20 +5,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  arConfig,
-  computeLogprobs,
-  createArPolicy,
-  fp32Numerics,
-  loadCheckpoint,
-  rollout,
-  saveCheckpoint,
-  sftStep,
-  trainSupervised,
-  policyStore,
-  numericsFor,
-  precisionPlans,
-} from '../../../src/policies/index.js';
+import { arConfig, computeLogprobs, createArPolicy, fp32Numerics, loadCheckpoint, rollout, saveCheckpoint, sftStep, trainSupervised, numericsFor, precisionPlans } from '../../../src/policies/index.js';
+import { policyStore } from '../../../src/policies/ar/supervised.js';
 import { AdamW } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';

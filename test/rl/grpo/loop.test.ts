@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../../src/files.js';
-import { overlongPenalty, resolveConfig, resolveRunConfig, stepAdvantages } from '../../../src/rl/index.js';
+import { resolveConfig, resolveRunConfig, stepAdvantages } from '../../../src/rl/index.js';
+import { overlongPenalty } from '../../../src/rl/grpo/loop.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 
