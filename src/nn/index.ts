@@ -135,7 +135,7 @@ export {
 export { type KeptSet, type SupportRecord, type SupportLogProb, supportLogProb } from './support.js';
 
 // Outlier channels.
-export { outlierChannels, outlierOffset } from './outliers.js';
+export { outlierChannels } from './outliers.js';
 
 // Row log-prob, entropy and gradient of one logits row (shared by both policies).
 export { rowLogSumExp, rowLogProb, rowEntropy, rowLogProbBackward } from './row-logprob.js';

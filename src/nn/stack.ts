@@ -7,7 +7,6 @@ import { type BlockCache, type BlockConfig, type BlockGemms, type BlockWeights, 
 import { embeddingBackward, embeddingForward } from './embedding.js';
 import type { LinearGemms } from './gemm.js';
 import { linearBackward, linearForward } from './linear.js';
-import { addRowOffset } from './outliers.js';
 import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './norm.js';
 
 /** The tensors of a stack (weights, or their gradients with the same structure). */
@@ -36,8 +35,6 @@ export interface StackConfig {
   readonly norm: 'layernorm' | 'rmsnorm';
   /** The block configuration shared by every block. */
   readonly block: BlockConfig;
-  /** Fixed offset (C) added to the residual stream after the embedding (outlier channels); absent = none. */
-  readonly residualOffset?: ArrayLike<number> | null;
 }
 
 /** The GEMM hooks of a stack: per block, and for the LM head. */
@@ -78,7 +75,6 @@ export function stackForward(w: StackWeights, cfg: StackConfig, tokens: ArrayLik
   const like = w.wte;
   const x: FloatArray[] = [allocLike(like, N * C)]; // (B, T, C) each
   embeddingForward(x[0]!, tokens, w.wte, w.wpe, B, T, C, V);
-  if (cfg.residualOffset) addRowOffset(x[0]!, cfg.residualOffset, N, C);
   const blocks: BlockCache[] = [];
   for (let l = 0; l < w.blocks.length; l++) {
     const cache = createBlockCache(like, B, T, cfg.block);

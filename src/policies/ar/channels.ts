@@ -19,7 +19,7 @@ export interface ChannelStats {
 
 /**
  * Per-channel |activation| statistics of the residual stream for `tokens` (B, T), from one exact
- * fp32 forward pass. Outlier channels (see `outlierOffset`) show up as a few channels with mean |x|
+ * fp32 forward pass. Outlier channels (see `outlierChannels` and the `outliers` model option) show up as a few channels with mean |x|
  * far above the median, in every layer.
  *
  * @example

@@ -15,7 +15,6 @@ import {
   rollout,
 } from '../../../src/policies/index.js';
 import { outlierChannels } from '../../../src/nn/index.js';
-import { outlierOffset } from '../../../src/nn/outliers.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
@@ -68,10 +67,11 @@ describe('outlier residual channels', () => {
   const make = (outliers: number) =>
     createArPolicy(arConfig({ ...arModelOptions({ preset: 'small', outliers }), vocabSize: task.vocabSize, maxLen: T }), 4);
 
-  it('outlierOffset puts ±magnitude on count spread channels and nothing elsewhere', () => {
-    expect(Array.from(outlierOffset(8, 2, 20))).toEqual([0, 0, 20, 0, 0, 0, -20, 0]);
-    expect(Array.from(outlierOffset(4, 0, 20))).toEqual([0, 0, 0, 0]);
-    expect(() => outlierOffset(4, 5, 20)).toThrow(/count must be an integer in \[0, C=4\], got 5/);
+  it('outlierChannels spreads count channels over the width; a bad count is refused', () => {
+    expect(outlierChannels(8, 2)).toEqual([2, 6]);
+    expect(outlierChannels(64, 2)).toEqual([16, 48]);
+    expect(outlierChannels(4, 0)).toEqual([]);
+    expect(() => outlierChannels(4, 5)).toThrow(/count must be an integer in \[0, C=4\], got 5/);
     expect(() => arConfig({ vocabSize: 13, maxLen: 8, outliers: -1 })).toThrow(/outliers must be an integer in \[0, C=32\], got -1/);
   });
 
