@@ -256,6 +256,17 @@ describe('diffusion engine in the GRPO loop', () => {
     }
   });
 
+  it('top-p under identical plans: a GRPO step with supportReplay has zero mismatch (ℓref replayed too), without it the truncation bias shows', async () => {
+    for (const [supportReplay, zero] of [[true, true], [false, false]] as const) {
+      const { config, task } = setup({ plan: 'bf16', estimator: 'trajectory', sampler: { temperature: 0.8, topP: 0.6, supportReplay } });
+      const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
+      await backend.setReference();
+      const { metrics } = await grpoStep({ config, task, backend }, 1, createRng(0).fork('step').fork('1'));
+      for (const v of Object.values(metrics)) expect(Number.isFinite(v)).toBe(true);
+      expect(metrics['rollout_corr/k3_kl'] === 0, `supportReplay ${supportReplay}: ${metrics['rollout_corr/k3_kl']}`).toBe(zero);
+    }
+  });
+
   it('warmStart yields to the event loop between steps, with the same weights as the synchronous loop', async () => {
     const { config, task, engine } = setup();
     const { engine: twin } = setup();
