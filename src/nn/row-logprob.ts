@@ -31,15 +31,16 @@ export function rowLogProb(logits: ArrayLike<number>, off: number, V: number, y:
 
 /**
  * Entropy `−Σ_v p_v log p_v` of softmax(z/τ) over every id but `exclude`, in doubles, summed in
- * increasing v (the entropy metric of both policies).
+ * increasing v (the entropy metric of both policies). With `keep`, of the distribution renormalised
+ * over the kept ids (sampling-support replay): ids outside the set have p_v = 0 and add nothing.
  *
  * @example rowEntropy(new Float32Array([0, 0]), 0, 2, 1) // ln 2
  */
-export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, tau: number, exclude = -1): number {
-  const lse = rowLogSumExp(logits, off, V, tau, null, exclude);
+export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, tau: number, exclude = -1, keep: Uint8Array | null = null): number {
+  const lse = rowLogSumExp(logits, off, V, tau, keep, exclude);
   let h = 0;
   for (let v = 0; v < V; v++) {
-    if (v === exclude) continue;
+    if (v === exclude || (keep && !keep[v])) continue;
     const lp = logits[off + v]! / tau - lse;
     h -= Math.exp(lp) * lp;
   }
@@ -47,14 +48,15 @@ export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, ta
 }
 
 /**
- * Backward of {@link rowLogProb} without a kept set, accumulating into `dlogits`:
- * `dz[v] += g·(1[v = y] − softmax(z/τ)[v])/τ` for every v but `exclude`.
+ * Backward of {@link rowLogProb}, accumulating into `dlogits`:
+ * `dz[v] += g·(1[v = y] − p_v)/τ` for every v but `exclude`, with p = softmax(z/τ), or with `keep`
+ * the softmax renormalised over the kept ids and p_v = 0 outside them (their dz gets nothing).
  */
-export function rowLogProbBackward(dlogits: FloatArray, logits: ArrayLike<number>, off: number, V: number, y: number, tau: number, g: number, exclude = -1): void {
-  const lse = rowLogSumExp(logits, off, V, tau, null, exclude);
+export function rowLogProbBackward(dlogits: FloatArray, logits: ArrayLike<number>, off: number, V: number, y: number, tau: number, g: number, exclude = -1, keep: Uint8Array | null = null): void {
+  const lse = rowLogSumExp(logits, off, V, tau, keep, exclude);
   for (let v = 0; v < V; v++) {
     if (v === exclude) continue;
-    const p = Math.exp(logits[off + v]! / tau - lse);
+    const p = keep && !keep[v] ? 0 : Math.exp(logits[off + v]! / tau - lse);
     dlogits[off + v] = dlogits[off + v]! + (g * ((v === y ? 1 : 0) - p)) / tau;
   }
 }

@@ -140,6 +140,8 @@ export {
   type DiffusionSequence,
   type SampleDiffusionOptions,
 } from './diffusion/sampler.js';
+// Top-k / top-p truncation shared by both samplers
+export { truncationActive, truncatedSupport } from './truncation.js';
 
 // Diffusion policy: the log-prob estimators (table) and completion mask.
 export {

@@ -83,8 +83,14 @@ export interface DpFilterParams {
   /** @defaultValue 0.2 */
   readonly hi: number;
   /** @defaultValue 'token' */
-  readonly level: CorrectionLevel;
+  readonly level: DpFilterLevel;
 }
+/**
+ * Level of `dp-filter`: `token` (each token on its own Δp), `sequence` (a row passes iff every valid
+ * token passes), or ROLL's aggregated levels `roll-geometric` / `roll-sequence` (the masked mean /
+ * masked sum of Δp over the row's valid tokens, broadcast to the row).
+ */
+export type DpFilterLevel = CorrectionLevel | 'roll-geometric' | 'roll-sequence';
 /** `m2po` second-moment budget. */
 export interface M2poParams {
   /** Largest allowed mean of δ² over the kept tokens. @defaultValue 0.04 */
@@ -750,20 +756,45 @@ export const outlierVeto: CorrectionFn<OutlierVetoParams> = (input, params) => {
 };
 
 /**
+ * ROLL's row aggregates of Δp (`roll/utils/train_infer_corrections.py` l.25 and l.30, commit 8eb27cc):
+ * the masked mean and masked sum over the row's n valid tokens, 0 for an empty row (`masked_mean` /
+ * `masked_sum` in `roll/utils/functionals.py` l.285–297).
+ */
+const rollDpAggregates = {
+  'roll-geometric': (sum: number, n: number): number => (n > 0 ? sum / n : 0),
+  'roll-sequence': (sum: number): number => sum,
+} as const satisfies Record<Exclude<DpFilterLevel, CorrectionLevel>, (sum: number, n: number) => number>;
+
+/**
  * Δp filter (ROLL `train_infer_corrections.py` `diff_low/high`): with Δp_t = e^ℓold − e^ℓroll, keep
- * a token iff lo ≤ Δp_t ≤ hi (`token`), or a row iff all its tokens pass (`sequence`).
+ * a token iff lo ≤ Δp_t ≤ hi (`token`), a row iff all its tokens pass (`sequence`), or a row iff
+ * lo ≤ agg_i ≤ hi for ROLL's row aggregate agg_i = mean (`roll-geometric`) or sum (`roll-sequence`)
+ * of Δp over its valid tokens.
  */
 export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
   const dp = input.logpOld.map((o, k) => Math.exp(o) - Math.exp(input.logpRollout[k]!));
-  const pass = (k: number): boolean => dp[k]! >= params.lo && dp[k]! <= params.hi;
+  const inBand = (x: number): boolean => x >= params.lo && x <= params.hi;
+  const pass = (k: number): boolean => inBand(dp[k]!);
   const { T } = input.shape;
+  const level = params.level;
   const keep =
-    params.level === 'token'
+    level === 'token'
       ? dp.map((_, k) => (input.mask[k] !== 1 || pass(k) ? 1 : 0))
-      : rowKeepMask((i) => {
-          for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && !pass(i * T + t)) return false;
-          return true;
-        }, input.shape);
+      : level === 'sequence'
+        ? rowKeepMask((i) => {
+            for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && !pass(i * T + t)) return false;
+            return true;
+          }, input.shape)
+        : rowKeepMask((i) => {
+            let sum = 0;
+            let n = 0;
+            for (let t = 0; t < T; t++) {
+              if (input.mask[i * T + t] !== 1) continue;
+              sum += dp[i * T + t]!;
+              n += 1;
+            }
+            return inBand(rollDpAggregates[level](sum, n));
+          }, input.shape);
   return {
     value: { factor: ones(dp.length), keep, rectifiesAdvantage: false },
     metrics: { ...maskMetrics(input, keep), dp_mean: validMean(dp, input.mask), dp_abs_max: validMax(dp.map(Math.abs), input.mask) },

@@ -95,7 +95,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
       name: z.literal('dp-filter'),
       lo: z.number().default(-0.2),
       hi: z.number().default(0.2),
-      level: z.enum(['token', 'sequence']).default('token'),
+      level: z.enum(['token', 'sequence', 'roll-geometric', 'roll-sequence']).default('token'),
       denominator: denominator.default('kept'),
     })
     .superRefine((v, ctx) => {

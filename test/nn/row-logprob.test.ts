@@ -33,4 +33,25 @@ describe('row log-prob', () => {
     }
     expect(d[3]).toBe(0.25);
   });
+
+  it('entropy and backward over a kept set (sampling-support replay): renormalised, nothing outside the set', () => {
+    const logits = Float64Array.from([0.3, -1.2, 2.0, 0.7, 5]);
+    const keep = Uint8Array.of(1, 0, 1, 1, 1);
+    // entropy of softmax over ids {0, 2, 3} (id 4 excluded, id 1 not kept), τ = 1.5
+    const e = [0.3, 2.0, 0.7].map((x) => Math.exp(x / 1.5));
+    const q = e.map((x) => x / e.reduce((a, b) => a + b, 0));
+    expect(rowEntropy(logits, 0, 5, 1.5, 4, keep)).toBeCloseTo(-q.reduce((h, x) => h + x * Math.log(x), 0), 14);
+    expect(rowEntropy(logits, 0, 5, 1.5, 4, null)).toBe(rowEntropy(logits, 0, 5, 1.5, 4)); // null = the full row, bit for bit
+    const d = new Float64Array(5).fill(0.25);
+    rowLogProbBackward(d, logits, 0, 5, 2, 1.5, 2, 4, keep);
+    const h = 1e-6;
+    for (const v of [0, 2, 3]) {
+      const up = Float64Array.from(logits), dn = Float64Array.from(logits);
+      up[v]! += h;
+      dn[v]! -= h;
+      const fd = (2 * (rowLogProb(up, 0, 5, 2, 1.5, keep, 4) - rowLogProb(dn, 0, 5, 2, 1.5, keep, 4))) / (2 * h);
+      expect(d[v]! - 0.25).toBeCloseTo(fd, 8);
+    }
+    expect([d[1], d[4]]).toEqual([0.25, 0.25]);
+  });
 });

@@ -121,6 +121,19 @@ describe('gradient w.r.t. logpTheta against central finite differences', () => {
     for (const config of extras) for (const aggregation of AGGREGATIONS) fdCheck(batch, { ...config, aggregation }, 1e-6, 2e-7);
   });
 
+  it("dp-filter at ROLL's aggregated levels under every aggregation", () => {
+    const batch = fixedBatch(104, 4, 5, 0.3);
+    // bands that keep some rows and reject others on this batch (row means / sums of Δp)
+    for (const [level, lo, hi] of [['roll-geometric', -0.03, 0.01], ['roll-sequence', -0.05, 0.05]] as const) {
+      const correction = [{ name: 'tis', C: 1.2 }, { name: 'dp-filter', lo, hi, level }];
+      const rejected = estimate(batch, resolveConfig({ correction })).metrics['rollout_corr/dp-filter/seq_masked_fraction']!;
+      expect(rejected > 0 && rejected < 1, `${level}: ${rejected}`).toBe(true);
+      for (const loss of [{ name: 'ppo-clip' }, { name: 'cispo' }]) {
+        for (const aggregation of AGGREGATIONS) fdCheck(batch, { correction, loss, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
+      }
+    }
+  });
+
   it('gspo and tbpo with the papers’ bands (ℓθ within 8e-4 of ℓold)', () => {
     const batch = fixedBatch(7, 8, 4, 8e-4);
     for (const loss of [{ name: 'gspo' }, { name: 'tbpo' }, { name: 'tbpo', mode: 'clamp' }]) {

@@ -65,6 +65,27 @@ describe('correction stages from the stacks', () => {
     expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1, level: 'sequence' }).value.mask)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
+  it("ROLL's aggregated Δp levels: masked mean / masked sum of Δp broadcast to the row (ROLL train_infer_corrections.py l.25, l.30, commit 8eb27cc)", () => {
+    // Δp row 0 = [0.14475, −0.01423, 0] (sum 0.13052, mean 0.04351); row 1 = [−0.14475, 0] (sum
+    // −0.14475, mean −0.07238); row 1's padding (Δp = e^−15 − e^−0.1 = −0.905) is outside the mask.
+    const level = (name: string, lo: number, hi: number) => Array.from(run({ name: 'dp-filter', lo, hi, level: name }).value.mask);
+    expect(level('roll-geometric', -0.05, 0.1)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(level('roll-geometric', -0.1, 0.1)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(level('roll-sequence', -0.1, 0.14)).toEqual([1, 1, 1, 0, 0, 0]);
+    // with the padding in the sum row 1 would be −1.05 and fail; ROLL's masked_sum leaves it out
+    expect(level('roll-sequence', -0.2, 0.14)).toEqual([1, 1, 1, 1, 1, 0]);
+    // qrl-sim's `sequence` differs: row 0's first token alone (0.145 > 0.14) rejects the row
+    expect(level('sequence', -0.2, 0.14)).toEqual([0, 0, 0, 1, 1, 0]);
+    // value pinned from ROLL's formula: masked_sum(e^ℓold − e^ℓinfer) (l.20, l.30), band inclusive (l.154–155)
+    const rowSum = E(-1) - E(-1.5) + (E(-2) - E(-1.9)) + (E(-0.5) - E(-0.5));
+    expect(rowSum).toBeCloseTo(0.1305159, 7);
+    expect(level('roll-sequence', -1, rowSum)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(level('roll-sequence', -1, rowSum - 1e-12)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(level('roll-geometric', -1, rowSum / 3)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(level('roll-geometric', -1, rowSum / 3 - 1e-12)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(() => resolveConfig({ correction: { name: 'dp-filter', level: 'geometric' } })).toThrow(/config\.correction\.level/);
+  });
+
   it('M2PO: drop the largest δ² until the second moment is ≤ τ (AReaL m2_threshold)', () => {
     // δ² = [0.25, 0.01, 0, 0.25, 0]: M2 = 0.102 → drop index 0 (0.065) → drop index 3 (0.0033)
     const r = run({ name: 'm2po', tau: 0.04 });

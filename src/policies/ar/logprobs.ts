@@ -2,9 +2,10 @@
 // recompute, their backward for any per-token coefficients dL/dℓ, and per-token entropy. Not a loss.
 
 import { allocLike, type FloatArray } from '../../nn/array.js';
+import { rowEntropy } from '../../nn/row-logprob.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArForwardCache, type ArPolicy } from './model.js';
-import { logSumExp, rowEntropy } from './sampler.js';
+import { logSumExp } from './sampler.js';
 
 /** Options of {@link computeLogprobs}. */
 export interface TrainerLogprobOptions {
@@ -15,7 +16,8 @@ export interface TrainerLogprobOptions {
   /**
    * (B, L, V) sampling-support replay ({@link Rollout.support}): score each token under softmax(z/τ)
    * renormalised over the rollout's kept set, as the sampler's processed log-prob (TRL issue 6789,
-   * prime-rl PR 2601). Absent: the full vocabulary.
+   * prime-rl PR 2601), and report the entropy of that renormalised distribution. Absent: the full
+   * vocabulary.
    */
   readonly support?: Uint8Array | undefined;
 }
@@ -30,7 +32,10 @@ export interface TrainerLogprobs {
   readonly responseLength: number;
   /** (B, L) ℓ_t = log π(y_t | y_<t) at temperature τ; 0 where the mask is 0. */
   readonly logp: Float64Array;
-  /** (B, L) entropy of softmax(z/τ) at each response position; 0 where the mask is 0 (a metric). */
+  /**
+   * (B, L) entropy of softmax(z/τ) at each response position, over the kept set when `support` is
+   * replayed; 0 where the mask is 0 (a metric).
+   */
   readonly entropy: Float64Array;
   /** (B, L) the response mask used. */
   readonly mask: ArrayLike<number>;
@@ -80,7 +85,7 @@ export function computeLogprobs(
       const y = tokens[b * T + P + k]!;
       const keep = support === undefined ? null : support.subarray((b * L + k) * V, (b * L + k + 1) * V);
       logp[b * L + k] = cache.logits[off + y]! / tau - logSumExp(cache.logits, off, V, tau, keep);
-      entropy[b * L + k] = rowEntropy(cache.logits, off, V, tau);
+      entropy[b * L + k] = rowEntropy(cache.logits, off, V, tau, -1, keep);
     }
   }
   return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, support, cache, numerics: opts.numerics };

@@ -4,6 +4,7 @@
 import type { FloatArray } from '../../nn/array.js';
 import { rowEntropy as nnRowEntropy, rowLogProb, rowLogSumExp } from '../../nn/row-logprob.js';
 import type { Rng } from '../../rng.js';
+import { truncatedSupport } from '../truncation.js';
 
 /** How the next token is chosen from the logits. */
 export interface SamplerOptions {
@@ -61,37 +62,15 @@ export function rowEntropy(logits: FloatArray, off: number, V: number, tau: numb
   return nnRowEntropy(logits, off, V, tau);
 }
 
-/** Ids 0 … V−1 ordered by logit descending, ties by id ascending. */
-function rankByLogit(logits: FloatArray, off: number, V: number): number[] {
-  const ids = Array.from({ length: V }, (_, v) => v);
-  return ids.sort((a, b) => logits[off + b]! - logits[off + a]! || a - b);
-}
-
 /**
  * The support of the processed distribution (vLLM order: temperature, then top-k, then top-p),
- * written into `keep` (V) as 0/1. top-k keeps exactly the k first ids by (logit desc, id asc);
- * top-p then walks that order and keeps an id while the probability mass before it (renormalized
- * over the top-k set) is < p — the smallest prefix whose mass reaches p, at least one id.
+ * written into `keep` (V) as 0/1: {@link truncatedSupport} with nothing excluded. top-k keeps
+ * exactly the k first ids by (logit desc, id asc); top-p then walks that order and keeps an id while
+ * the probability mass before it (renormalized over the top-k set) is < p — the smallest prefix
+ * whose mass reaches p, at least one id.
  */
 export function processedSupport(logits: FloatArray, off: number, V: number, s: ResolvedSampler, keep: Uint8Array): void {
-  const kActive = s.topK > 0 && s.topK < V;
-  const pActive = s.topP < 1;
-  if (!kActive && !pActive) {
-    keep.fill(1, 0, V);
-    return;
-  }
-  const order = rankByLogit(logits, off, V);
-  keep.fill(0, 0, V);
-  const k = kActive ? s.topK : V;
-  for (let i = 0; i < k; i++) keep[order[i]!] = 1;
-  if (!pActive) return;
-  const lse = logSumExp(logits, off, V, s.temperature, keep);
-  let before = 0;
-  for (let i = 0; i < k; i++) {
-    const v = order[i]!;
-    if (i > 0 && !(before < s.topP)) keep[v] = 0;
-    before += Math.exp(logits[off + v]! / s.temperature - lse);
-  }
+  truncatedSupport(logits, off, V, s.temperature, s.topK, s.topP, keep);
 }
 
 /** One sampled token and its log-probs. */

@@ -34,6 +34,12 @@ export interface DiffusionEngineRecord {
   readonly estimatorSeed: string;
   /** τ of every log-prob of this batch: the sampling temperature, or 1 for greedy batches. */
   readonly temperature: number;
+  /**
+   * (B, G, V) with `policy.sampler.supportReplay` and a truncating sampler (top-k/top-p): the kept
+   * set of the draw that committed each response slot (1 = could be drawn). The trainer renormalises
+   * every estimator's softmax at slot j over it.
+   */
+  readonly support?: Uint8Array;
 }
 
 /** The diffusion engine: an {@link RlEngine} that also exposes its model, plan and sampler settings. */
@@ -93,6 +99,8 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
     temperature: config.policy.sampler.temperature,
     remasking: d.remasking === 'low-confidence' ? 'low_confidence' : 'random',
     cfgScale: 0,
+    topK: config.policy.sampler.topK,
+    topP: config.policy.sampler.topP,
   });
 }
 
@@ -101,8 +109,8 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
  * keys `layers`, `C`, `H`, `hidden`, `maxLen` (the old `nLayer`/`maxSeqLen` are refused naming the new key), positive integers, C divisible by H, maxLen ≥ prompt + generation), the sampler's
  * divisibility rules (blockLength divides generationLength, blocks divide steps, at most
  * blockLength steps per block), generationLength ≥ the task's response length (the gold answer must
- * fit the warm start), sampler options the diffusion sampler does not have (topK, topP, raw
- * log-probs) and the plan name. Throws a `UsageError` naming the field and value.
+ * fit the warm start), the sampler option the diffusion sampler does not have (raw log-probs) and
+ * the plan name. Throws a `UsageError` naming the field and value.
  *
  * @example
  * ```ts
@@ -145,8 +153,6 @@ export function validateDiffusionConfig(config: RunConfig): void {
   if (d.steps % blocks !== 0) fail('policy.diffusion.steps', d.steps, `must be a multiple of the number of blocks ${blocks} (generationLength/blockLength)`);
   if (d.steps / blocks > d.blockLength) fail('policy.diffusion.steps', d.steps, `must be ≤ blocks·blockLength = ${blocks * d.blockLength} (a step would commit no token)`);
   const s = config.policy.sampler;
-  if (s.topK !== 0) fail('policy.sampler.topK', s.topK, 'must be 0 for the diffusion policy (its sampler has no top-k)');
-  if (s.topP !== 1) fail('policy.sampler.topP', s.topP, 'must be 1 for the diffusion policy (its sampler has no top-p)');
   if (s.logprob !== 'processed') fail('policy.sampler.logprob', s.logprob, "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)");
   try {
     planOfConfig(config.plan);
@@ -190,6 +196,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   const model = modelFor(config, task);
   const plan = planOfConfig(config.plan);
   const sampler = samplerFor(config);
+  const replay = config.policy.sampler.supportReplay;
   const estimator = config.policy.diffusion.estimator;
   const G = sampler.genLength;
   const params: ParamStore = createParamStore(model.specs, `${config.seed}/diffusion-policy`);
@@ -209,7 +216,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const logpRollout =
       estimator === 'trajectory'
         ? Float64Array.from(rollout.logpRollout) // (B, G)
-        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature }).logp;
+        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support }).logp;
     const responses = new Int32Array(B * G); // (B, G), PAD past the mask
     rollout.sequences.forEach((s, r) => {
       for (let j = 0; j < G; j++) {
@@ -218,7 +225,14 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
         if (mask[k] !== 1) logpRollout[k] = 0;
       }
     });
-    const record: DiffusionEngineRecord = { kind: 'diffusion', sequences: rollout.sequences, estimator, estimatorSeed, temperature: rollout.logpTemperature };
+    const record: DiffusionEngineRecord = {
+      kind: 'diffusion',
+      sequences: rollout.sequences,
+      estimator,
+      estimatorSeed,
+      temperature: rollout.logpTemperature,
+      ...(replay && rollout.support !== null ? { support: rollout.support } : {}),
+    };
     return { B, T: G, prompts, responses, mask, logpRollout, record };
   };
 
@@ -232,9 +246,18 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     last = null;
     if (rows.length === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
     const sequences = rows.map((r) => record.sequences[r]!);
+    const V = model.config.vocabSize;
+    let support: Uint8Array | null = null; // (rows, G, V) replayed kept sets
+    if (record.support instanceof Uint8Array) {
+      if (record.support.length !== batch.B * G * V) throw new Error(`diffusion engine: record.support must have B·G·V = ${batch.B * G * V} entries, got ${record.support.length}`);
+      const all = record.support;
+      support = new Uint8Array(rows.length * G * V);
+      rows.forEach((r, i) => support!.set(all.subarray(r * G * V, (r + 1) * G * V), i * G * V));
+    }
     const lp = diffusionLogProbs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
       seed: record.estimatorSeed,
       temperature: record.temperature,
+      support,
     });
     const mask = new Float64Array(rows.length * G); // (rows, G)
     rows.forEach((r, i) => mask.set(batch.mask.subarray(r * G, r * G + G), i * G));

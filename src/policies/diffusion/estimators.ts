@@ -28,6 +28,12 @@ export interface DiffusionEstimatorOptions {
   readonly pMaskPrompt?: number;
   /** elbo: number of Monte-Carlo masked views per sequence. @defaultValue 8 */
   readonly elboSamples?: number;
+  /**
+   * (B·G·V) sampling-support replay: the kept set of the draw that committed each response slot
+   * (`DiffusionRollout.support`, rows in the order of `sequences`). Every view scoring slot j
+   * renormalises softmax(z/τ) (and its entropy) over slot j's kept set. @defaultValue null (full vocabulary)
+   */
+  readonly support?: Uint8Array | null;
 }
 
 /** Per-token log-probs of a batch of sequences, with their backward. */
@@ -97,7 +103,10 @@ function temperatureOf(options: DiffusionEstimatorOptions): number {
   return tau;
 }
 
-/** One batched forward over the views; ℓ[slot] = Σ weight·log softmax(z[row, pos]/τ)[target]. */
+/**
+ * One batched forward over the views; ℓ[slot] = Σ weight·log softmax(z[row, pos]/τ)[target], the
+ * softmax renormalised over the slot's kept set when `support` (B·G·V) is given.
+ */
 function scoreViews(
   model: DiffusionModel,
   params: FloatArray,
@@ -107,8 +116,11 @@ function scoreViews(
   B: number,
   G: number,
   tau: number,
+  support: Uint8Array | null,
 ): DiffusionLogProbs {
   const V = model.config.vocabSize;
+  if (support !== null && support.length !== B * G * V) throw new Error(`diffusion estimator: support must have B·G·V = ${B * G * V} entries, got ${support.length}`);
+  const keepOf = (slot: number): Uint8Array | null => (support === null ? null : support.subarray(slot * V, (slot + 1) * V));
   const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics);
   const logp = new Float64Array(B * G); // (B, G)
   const entropy = new Float64Array(B * G); // (B, G)
@@ -117,8 +129,9 @@ function scoreViews(
   for (let e = 0; e < n; e++) {
     const off = (views.row[e]! * T + views.pos[e]!) * V;
     const slot = views.slot[e]!;
-    logp[slot] = logp[slot]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK);
-    entropy[slot] = entropy[slot]! + tokenEntropy(fwd.logits, off, V, tau, MASK);
+    const keep = keepOf(slot);
+    logp[slot] = logp[slot]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK, keep);
+    entropy[slot] = entropy[slot]! + tokenEntropy(fwd.logits, off, V, tau, MASK, keep);
     scored[slot] = scored[slot]! + 1;
   }
   for (let k = 0; k < B * G; k++) if (scored[k]! > 1) entropy[k] = entropy[k]! / scored[k]!;
@@ -134,7 +147,7 @@ function scoreViews(
       for (let e = 0; e < n; e++) {
         const g = dlogp[views.slot[e]!]! * views.weight[e]!;
         if (g === 0) continue;
-        tokenLogProbBackward(dlogits, fwd.logits, (views.row[e]! * T + views.pos[e]!) * V, V, views.target[e]!, tau, g, MASK);
+        tokenLogProbBackward(dlogits, fwd.logits, (views.row[e]! * T + views.pos[e]!) * V, V, views.target[e]!, tau, g, MASK, keepOf(views.slot[e]!));
       }
       diffusionBackward(model, params, grads, fwd, dlogits, numerics);
     },
@@ -169,7 +182,7 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
 };
 
 /**
@@ -194,7 +207,7 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
 };
 
 /**
@@ -250,7 +263,7 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       }
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
 };
 
 /**

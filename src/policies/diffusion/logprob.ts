@@ -8,7 +8,8 @@ import type { Rng } from '../../rng.js';
 /*
  * Every function takes an optional `exclude` id (the policy passes MASK): that entry is treated as a
  * logit of −∞ — never sampled, probability 0, no gradient — so the policy is a distribution over the
- * vocabulary without MASK on both the rollout and the trainer side.
+ * vocabulary without MASK on both the rollout and the trainer side. The optional `keep` (V, 0/1) is
+ * a top-k/top-p kept set: the distribution is renormalised over it (sampling-support replay).
  */
 
 /**
@@ -21,23 +22,25 @@ import type { Rng } from '../../rng.js';
  * tokenLogProb(new Float32Array([0, 0]), 0, 2, 1, 1); // −ln 2
  * ```
  */
-export function tokenLogProb(logits: FloatArray, offset: number, V: number, y: number, temperature: number, exclude = -1): number {
-  return rowLogProb(logits, offset, V, y, temperature, null, exclude);
+export function tokenLogProb(logits: FloatArray, offset: number, V: number, y: number, temperature: number, exclude = -1, keep: Uint8Array | null = null): number {
+  return rowLogProb(logits, offset, V, y, temperature, keep, exclude);
 }
 
 /**
- * Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` over the ids other than `exclude`, in doubles, summed
- * in increasing v (the entropy the GRPO loop logs at each scored position).
+ * Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` over the ids other than `exclude` (and, with `keep`,
+ * renormalised over the kept ids), in doubles, summed in increasing v (the entropy the GRPO loop logs
+ * at each scored position).
  */
-export function tokenEntropy(logits: FloatArray, offset: number, V: number, temperature: number, exclude = -1): number {
-  return rowEntropy(logits, offset, V, temperature, exclude);
+export function tokenEntropy(logits: FloatArray, offset: number, V: number, temperature: number, exclude = -1, keep: Uint8Array | null = null): number {
+  return rowEntropy(logits, offset, V, temperature, exclude, keep);
 }
 
 /**
- * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − softmax(z/τ)[v])/τ`.
+ * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − p_v)/τ` with p the
+ * softmax(z/τ), renormalised over `keep` when given (p_v = 0 outside it).
  */
-export function tokenLogProbBackward(dlogits: FloatArray, logits: FloatArray, offset: number, V: number, y: number, temperature: number, g: number, exclude = -1): void {
-  rowLogProbBackward(dlogits, logits, offset, V, y, temperature, g, exclude);
+export function tokenLogProbBackward(dlogits: FloatArray, logits: FloatArray, offset: number, V: number, y: number, temperature: number, g: number, exclude = -1, keep: Uint8Array | null = null): void {
+  rowLogProbBackward(dlogits, logits, offset, V, y, temperature, g, exclude, keep);
 }
 
 /**
@@ -67,7 +70,9 @@ export function argmaxRow(row: ArrayLike<number>, offset: number, V: number, exc
  * `argmax_v z_v/τ + g_v` with `g_v = −log(−log U_v)`, `U_v = rng.uniformOpen()` drawn for
  * v = 0 … V−1 in increasing order (exactly V draws); ties go to the lowest index. `τ = 0` is plain
  * argmax of `z` and draws nothing. `exclude` (the policy passes MASK) still consumes its draw but
- * can never win, so the sample is from the softmax over the other ids.
+ * can never win, so the sample is from the softmax over the other ids; likewise every id outside
+ * `keep` (top-k/top-p): V draws are consumed whatever the kept set, and the sample is from the
+ * softmax renormalised over the kept ids.
  *
  * LLaDA scores `exp(z)/(−log U)^τ`; its argmax equals this one (take logs and divide by τ).
  *
@@ -76,13 +81,13 @@ export function argmaxRow(row: ArrayLike<number>, offset: number, V: number, exc
  * const token = gumbelArgmax(logits, row * V, V, 0.9, rng);
  * ```
  */
-export function gumbelArgmax(logits: ArrayLike<number>, offset: number, V: number, temperature: number, rng: Rng, exclude = -1): number {
+export function gumbelArgmax(logits: ArrayLike<number>, offset: number, V: number, temperature: number, rng: Rng, exclude = -1, keep: Uint8Array | null = null): number {
   if (temperature === 0) return argmaxRow(logits, offset, V, exclude);
   let best = -1;
   let bestScore = -Infinity;
   for (let v = 0; v < V; v++) {
     const g = -Math.log(-Math.log(rng.uniformOpen()));
-    if (v === exclude) continue;
+    if (v === exclude || (keep && !keep[v])) continue;
     const score = logits[offset + v]! / temperature + g;
     if (best < 0 || score > bestScore) {
       best = v;

@@ -98,7 +98,7 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const logpRollout =
     options.estimator === 'trajectory'
       ? rollout.logpRollout
-      : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, estOptions).logp;
+      : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }).logp; // processed: over the draws' kept sets under top-k/top-p
   const logpOld = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions).logp;
   const mask = diffusionCompletionMask(rollout.sequences);
   const responses = rollout.sequences.flatMap((q) => q.response);

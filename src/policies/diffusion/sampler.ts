@@ -1,10 +1,11 @@
-// The LLaDA semi-autoregressive sampler with low-confidence or random remasking, recording what the log-prob estimators need.
+// The LLaDA semi-autoregressive sampler with low-confidence or random remasking and optional top-k/top-p, recording what the log-prob estimators need.
 // Not an estimator and not the GRPO loop: it returns tokens, commit steps and the inline trajectory log-prob, nothing else.
 
 import type { FloatArray } from '../../nn/array.js';
 import type { Rng } from '../../rng.js';
 import { MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
+import { truncatedSupport, truncationActive } from '../truncation.js';
 import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
 import { diffusionForward, type DiffusionModel } from './model.js';
 
@@ -25,6 +26,10 @@ export interface DiffusionSamplerConfig {
   readonly remasking: DiffusionRemasking;
   /** Classifier-free guidance scale w: `z = zu + (w+1)·(zc − zu)`; 0 disables it. @defaultValue 0 */
   readonly cfgScale: number;
+  /** Keep only the k most likely ids (MASK never counts) for each token draw; 0 = off. @defaultValue 0 */
+  readonly topK: number;
+  /** Keep the smallest most-likely prefix whose probability reaches p for each token draw; 1 = off. @defaultValue 1 */
+  readonly topP: number;
 }
 
 /** Defaults of {@link DiffusionSamplerConfig}: the d1/AIS recipe scaled down (blocks of 8, two tokens per step). */
@@ -35,6 +40,8 @@ export const diffusionSamplerDefaults: DiffusionSamplerConfig = Object.freeze({
   temperature: 1,
   remasking: 'low_confidence',
   cfgScale: 0,
+  topK: 0,
+  topP: 1,
 });
 
 /** The block/step schedule a sampler config implies. */
@@ -59,7 +66,7 @@ export interface DiffusionSchedule {
  * ```
  */
 export function diffusionSchedule(config: DiffusionSamplerConfig): DiffusionSchedule {
-  const { genLength: G, blockLength: L, steps: S, temperature, remasking, cfgScale } = config;
+  const { genLength: G, blockLength: L, steps: S, temperature, remasking, cfgScale, topK, topP } = config;
   for (const [k, v] of [['genLength', G], ['blockLength', L], ['steps', S]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`diffusion sampler: ${k} must be a positive integer, got ${v}`);
   }
@@ -70,6 +77,8 @@ export function diffusionSchedule(config: DiffusionSamplerConfig): DiffusionSche
   if (s > L) throw new Error(`diffusion sampler: steps per block (${s}) must be ≤ blockLength (${L}); a step would commit no token`);
   if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`diffusion sampler: temperature must be finite and ≥ 0, got ${temperature}`);
   if (!(cfgScale >= 0) || !Number.isFinite(cfgScale)) throw new Error(`diffusion sampler: cfgScale must be finite and ≥ 0, got ${cfgScale}`);
+  if (!Number.isInteger(topK) || topK < 0) throw new Error(`diffusion sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
+  if (!(topP > 0 && topP <= 1)) throw new Error(`diffusion sampler: topP must be in (0, 1] (1 = off), got ${topP}`);
   if (remasking !== 'low_confidence' && remasking !== 'random') throw new Error(`diffusion sampler: remasking must be low_confidence or random, got ${String(remasking)}`);
   const transfer = Array.from({ length: s }, (_, i) => Math.floor(L / s) + (i < L % s ? 1 : 0));
   return Object.freeze({ blocks, stepsPerBlock: s, transfer: Object.freeze(transfer) });
@@ -109,6 +118,11 @@ export interface DiffusionRollout {
   readonly logpRollout: Float64Array;
   /** τ of `logpRollout`: the sampling temperature, or 1 when it is 0. */
   readonly logpTemperature: number;
+  /**
+   * (B·G·V) the kept set (1 = could be drawn) of the one draw that committed each response slot, when
+   * top-k/top-p truncates (temperature > 0); null otherwise. `logpRollout` is renormalised over it.
+   */
+  readonly support: Uint8Array | null;
   /** (S) the (B, P+G) token state fed to the model at each step; only with `recordStates`. */
   readonly states: readonly Int32Array[] | null;
 }
@@ -141,10 +155,13 @@ export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int
  *
  * Per block b and step i (global step b·s + i), for every row: the masked slots of block b are
  * visited in increasing position; each gets a candidate x0 (Gumbel-max of the logits at the sampling
- * temperature: V uniforms from the row's stream in increasing v; none at temperature 0) and a
+ * temperature: V uniforms from the row's stream in increasing v; none at temperature 0; with top-k /
+ * top-p the argmax runs over the kept set only, still consuming V uniforms) and a
  * confidence (`softmax(z)[x0]` at temperature 1 for `low_confidence`; one more uniform for
  * `random`); the `transfer[i]` candidates with the highest confidence, ties to the lowest position,
- * are committed and never change again. Each row draws from its own stream `rng.fork('row-' + r)`,
+ * are committed and never change again; a committed slot's ℓroll is `log softmax(zc/τ)[x0]`
+ * renormalised over the kept set of its draw, which `support` records. The confidence is not
+ * truncated (LLaDA's `softmax(z)[x0]`). Each row draws from its own stream `rng.fork('row-' + r)`,
  * so a row's sample does not depend on the other rows' draws.
  *
  * @param prompts - B prompts of equal length P (task prompts: `[PAD…] BOS problem SEP`), no MASK
@@ -190,7 +207,9 @@ export function sampleDiffusion(
   const uncond = cfgOn ? new Int32Array(B * T) : null; // (B, T) prompt replaced by MASK
   const guided = new Float64Array(V); // (V) guided logits of one position
   const L = cfg.blockLength;
-  const cand: { j: number; x0: number; c: number }[] = [];
+  const truncate = cfg.temperature > 0 && truncationActive(V, cfg.topK, cfg.topP, MASK);
+  const support = truncate ? new Uint8Array(B * G * V) : null; // (B, G, V)
+  const cand: { j: number; x0: number; c: number; keep: Uint8Array | null }[] = [];
   for (let b = 0; b < schedule.blocks; b++) {
     const lo = P + b * L;
     const hi = lo + L;
@@ -225,16 +244,22 @@ export function sampleDiffusion(
             row = guided;
             rowOff = 0;
           }
-          const x0 = gumbelArgmax(row, rowOff, V, cfg.temperature, rr, MASK);
+          let keep: Uint8Array | null = null; // (V) kept set of this draw
+          if (truncate) {
+            keep = new Uint8Array(V);
+            truncatedSupport(row, rowOff, V, cfg.temperature, cfg.topK, cfg.topP, keep, MASK);
+          }
+          const x0 = gumbelArgmax(row, rowOff, V, cfg.temperature, rr, MASK, keep);
           const c = cfg.remasking === 'low_confidence' ? tokenProb(row, rowOff, V, x0, MASK) : rr.uniformOpen();
-          cand.push({ j, x0, c });
+          cand.push({ j, x0, c, keep });
         }
         cand.sort((p, q) => (q.c !== p.c ? q.c - p.c : p.j - q.j));
         for (let n = 0; n < k && n < cand.length; n++) {
-          const { j, x0 } = cand[n]!;
+          const { j, x0, keep } = cand[n]!;
           x[r * T + j] = x0;
           commitSteps[r]![j - P] = step;
-          logpRollout[r * G + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK);
+          if (keep) support!.set(keep, (r * G + j - P) * V);
+          logpRollout[r * G + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK, keep);
         }
       }
     }
@@ -245,5 +270,5 @@ export function sampleDiffusion(
     response: Array.from(x.subarray(r * T + P, (r + 1) * T)),
     commitStep: commitSteps[r]!,
   }));
-  return { config: cfg, schedule, sequences, logpRollout, logpTemperature, states };
+  return { config: cfg, schedule, sequences, logpRollout, logpTemperature, states, support };
 }

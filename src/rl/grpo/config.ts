@@ -39,7 +39,7 @@ const samplerSchema = z.strictObject({
   supportReplay: z
     .boolean()
     .default(false)
-    .describe('record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; AR policy); off to model the unfixed bias'),
+    .describe('record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias'),
 });
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
@@ -150,9 +150,6 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
-  if (config.policy.sampler.supportReplay && config.policy.kind !== 'ar') {
-    throw new UsageError(`config.policy.sampler.supportReplay: only the AR policy replays its sampling support so far, got policy.kind "${config.policy.kind}"`);
-  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

@@ -89,8 +89,15 @@ describe('AR rollout vs trainer under one plan', () => {
       const keep = r.support!.subarray(i * V, (i + 1) * V);
       expect(keep[r.tokens[b * (P + r.responseLength) + P + k]!]).toBe(1);
       if (keep.reduce((a, x) => a + x, 0) < V) truncated++;
+      // the entropy under replay is that of the renormalised distribution: −Σ_{v∈K} p_K log p_K
+      const off = (b * (P + r.responseLength) + P + k - 1) * V;
+      const lse = Math.log(Array.from(keep).reduce((a, x, v) => a + (x ? Math.exp(replay.cache.logits[off + v]! / 0.9) : 0), 0));
+      const h = Array.from(keep).reduce((a, x, v) => (x ? a - Math.exp(replay.cache.logits[off + v]! / 0.9 - lse) * (replay.cache.logits[off + v]! / 0.9 - lse) : a), 0);
+      expect(replay.entropy[i]).toBeCloseTo(h, 12);
+      if (keep.reduce((a, x) => a + x, 0) === 1) expect(replay.entropy[i]).toBe(0);
     }
     expect(truncated).toBeGreaterThan(5);
+    expect(replay.entropy.some((h, i) => h < plain.entropy[i]! - 1e-9)).toBe(true);
   });
 
   it('with top-k on, processed ℓroll exceeds the trainer ℓ by −log(kept mass) > 0 under identical numerics', () => {

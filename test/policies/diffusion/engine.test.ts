@@ -9,18 +9,30 @@ import { createDiffusionEngine, diffusionPolicyFactory, type DiffusionEngine, ty
 import { diffusionLogProbs } from '../../../src/policies/diffusion/estimators.js';
 import { resolveRunConfig, type RunConfig } from '../../../src/rl/grpo/config.js';
 import { grpoStep } from '../../../src/rl/grpo/loop.js';
+import { batchFromJson, batchToJson, parseMessage } from '../../../src/protocol/schema.js';
+import type { ReplayRecord } from '../../../src/backend/contract.js';
 import { createRng } from '../../../src/rng.js';
 import { EOS, makeTask, PAD, type Task } from '../../../src/tasks/index.js';
 
 const estimators = ['trajectory', 'd1', 'elbo'] as const;
 const tiny = { C: 8, H: 2, hidden: 16, layers: 1 };
 
-function setup(overrides: { plan?: string; estimator?: (typeof estimators)[number]; model?: Record<string, unknown> } = {}): { config: RunConfig; task: Task; engine: DiffusionEngine; prompts: number[][] } {
+function setup(overrides: { plan?: string; estimator?: (typeof estimators)[number]; model?: Record<string, unknown>; sampler?: Record<string, unknown> } = {}): {
+  config: RunConfig;
+  task: Task;
+  engine: DiffusionEngine;
+  prompts: number[][];
+} {
   const config = resolveRunConfig({
     seed: 3,
     task: { name: 'reverse', options: { maxLength: 4, minLength: 2 } },
     plan: overrides.plan ?? 'bf16',
-    policy: { kind: 'diffusion', model: overrides.model ?? tiny, diffusion: { generationLength: 8, blockLength: 4, steps: 4, estimator: overrides.estimator ?? 'd1' } },
+    policy: {
+      kind: 'diffusion',
+      model: overrides.model ?? tiny,
+      diffusion: { generationLength: 8, blockLength: 4, steps: 4, estimator: overrides.estimator ?? 'd1' },
+      ...(overrides.sampler ? { sampler: overrides.sampler } : {}),
+    },
     rollout: { prompts: 2, groupSize: 3 },
     sft: { steps: 0, cache: false },
     estimators: { kl: { name: 'k3', coef: 0.01 } },
@@ -111,6 +123,44 @@ describe('diffusion engine: logprobs', () => {
     }
   });
 
+  it('sampling-support replay under top-p, identical plans ⇒ ℓold ≡ ℓroll bit for bit for every estimator; without the kept sets ℓold < ℓroll somewhere', () => {
+    // TRL issue 6789 / PR 7269, prime-rl PR 2601: the trainer scores under the support the sampler drew from
+    for (const estimator of estimators) {
+      const { engine, prompts } = setup({ plan: 'bf16', estimator, sampler: { temperature: 0.8, topP: 0.6, supportReplay: true } });
+      const batch = engine.generate(prompts, createRng(7).fork('rollout'));
+      const record = batch.record as DiffusionEngineRecord;
+      expect(record.support?.length).toBe(batch.B * batch.T * engine.model.config.vocabSize);
+      const all = engine.logprobs(batch, [0, 1, 2, 3, 4, 5], { grad: false });
+      for (let k = 0; k < all.logp.length; k++) expect(Object.is(all.logp[k], batch.logpRollout[k]), `${estimator} k=${k}`).toBe(true);
+      const rows = [4, 1];
+      const sub = engine.logprobs(batch, rows, { grad: false });
+      rows.forEach((r, i) => {
+        for (let j = 0; j < batch.T; j++) expect(Object.is(sub.logp[i * batch.T + j], batch.logpRollout[r * batch.T + j])).toBe(true);
+      });
+      const { support: _s, ...bare } = record;
+      const full = engine.logprobs({ ...batch, record: bare }, [0, 1, 2, 3, 4, 5], { grad: false });
+      expect(full.logp.some((x, k) => batch.mask[k] === 1 && x < batch.logpRollout[k]! - 1e-9), estimator).toBe(true);
+      // entropy of the renormalised distribution: over fewer ids, never above the full one here
+      expect(all.entropy.some((h, k) => batch.mask[k] === 1 && h < full.entropy[k]! - 1e-9)).toBe(true);
+    }
+    // without supportReplay the batch carries no kept sets and ℓroll stays processed (the modelled bias)
+    const off = setup({ plan: 'bf16', estimator: 'trajectory', sampler: { temperature: 0.8, topP: 0.6 } });
+    const b = off.engine.generate(off.prompts, createRng(7).fork('rollout'));
+    expect((b.record as DiffusionEngineRecord).support).toBeUndefined();
+    const lp = off.engine.logprobs(b, [0, 1, 2, 3, 4, 5], { grad: false }).logp;
+    expect(lp.some((x, k) => b.mask[k] === 1 && x < b.logpRollout[k]! - 1e-9)).toBe(true);
+  });
+
+  it('the kept sets cross the protocol (and so checkpoints of stale batches): after the JSON round trip ℓold still ≡ ℓroll', () => {
+    const { engine, prompts } = setup({ plan: 'bf16', estimator: 'elbo', sampler: { temperature: 0.8, topK: 3, supportReplay: true } });
+    const gen = engine.generate(prompts, createRng(5));
+    const batch = { weightVersion: 0, ...gen, record: gen.record as ReplayRecord };
+    const back = batchFromJson(parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))), 'generate', 'result');
+    expect((back.record as unknown as DiffusionEngineRecord).support).toBeInstanceOf(Uint8Array);
+    const lp = engine.logprobs(back, [0, 1, 2, 3, 4, 5], { grad: false }).logp;
+    for (let k = 0; k < lp.length; k++) expect(Object.is(lp[k], back.logpRollout[k])).toBe(true);
+  });
+
   it('bf16-splitk rollout vs bf16 trainer ⇒ finite, non-zero mismatch under every estimator', () => {
     for (const estimator of estimators) {
       const { engine, prompts } = setup({ plan: 'bf16-splitk', estimator, model: { ...tiny, C: 32, H: 2, hidden: 64 } });
@@ -126,9 +176,10 @@ describe('diffusion engine: logprobs', () => {
     }
   });
 
-  it('backward accumulates d(Σ g·ℓ)/dθ: matches float64 central differences', () => {
-    for (const estimator of estimators) {
-      const { engine, prompts } = setup({ plan: 'fp32', estimator });
+  it('backward accumulates d(Σ g·ℓ)/dθ: matches float64 central differences (also renormalised over replayed kept sets)', () => {
+    const cases = [...estimators.map((estimator) => ({ estimator, sampler: undefined })), ...estimators.map((estimator) => ({ estimator, sampler: { temperature: 0.8, topK: 4, topP: 0.8, supportReplay: true } }))];
+    for (const { estimator, sampler } of cases) {
+      const { engine, prompts } = setup({ plan: 'fp32', estimator, ...(sampler ? { sampler } : {}) });
       const batch = engine.generate(prompts, createRng(9).fork('rollout'));
       const rows = [5, 0, 3];
       const T = batch.T;
@@ -138,15 +189,18 @@ describe('diffusion engine: logprobs', () => {
       engine.backward(g);
       const record = batch.record as DiffusionEngineRecord;
       const seqs = rows.map((r) => record.sequences[r]!);
+      const V = engine.model.config.vocabSize;
+      const support = record.support ? Uint8Array.from(rows.flatMap((r) => Array.from(record.support!.subarray(r * T * V, (r + 1) * T * V)))) : null;
+      expect(support !== null).toBe(sampler !== undefined);
       const mask = Float64Array.from(g, (_, k) => batch.mask[rows[Math.floor(k / T)]! * T + (k % T)]!);
       const theta = Float64Array.from(engine.params.data);
       const f = (p: Float64Array): number => {
-        const { logp } = diffusionLogProbs(estimator, engine.model, p, seqs, fp32Numerics(), { seed: record.estimatorSeed, temperature: record.temperature });
+        const { logp } = diffusionLogProbs(estimator, engine.model, p, seqs, fp32Numerics(), { seed: record.estimatorSeed, temperature: record.temperature, support });
         let s = 0;
         for (let k = 0; k < logp.length; k++) s += mask[k]! * g[k]! * logp[k]!;
         return s;
       };
-      const pick = createRng(estimator).fork('indices');
+      const pick = createRng(estimator).fork(sampler ? 'replay' : 'indices');
       let scale = 0;
       for (const v of engine.params.grads) scale = Math.max(scale, Math.abs(v));
       expect(scale).toBeGreaterThan(0);
@@ -202,6 +256,17 @@ describe('diffusion engine in the GRPO loop', () => {
     }
   });
 
+  it('top-p under identical plans: a GRPO step with supportReplay has zero mismatch (ℓref replayed too), without it the truncation bias shows', async () => {
+    for (const [supportReplay, zero] of [[true, true], [false, false]] as const) {
+      const { config, task } = setup({ plan: 'bf16', estimator: 'trajectory', sampler: { temperature: 0.8, topP: 0.6, supportReplay } });
+      const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
+      await backend.setReference();
+      const { metrics } = await grpoStep({ config, task, backend }, 1, createRng(0).fork('step').fork('1'));
+      for (const v of Object.values(metrics)) expect(Number.isFinite(v)).toBe(true);
+      expect(metrics['rollout_corr/k3_kl'] === 0, `supportReplay ${supportReplay}: ${metrics['rollout_corr/k3_kl']}`).toBe(zero);
+    }
+  });
+
   it('warmStart yields to the event loop between steps, with the same weights as the synchronous loop', async () => {
     const { config, task, engine } = setup();
     const { engine: twin } = setup();
@@ -242,7 +307,7 @@ describe('diffusionPolicyFactory.validate', () => {
     [{ model: { maxLen: 30 } }, /^config\.policy\.model\.maxLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
     [{ model: { nLayer: 2 } }, /^config\.policy\.model\.nLayer: is now 'layers' .*, got 2$/],
     [{ model: { maxSeqLen: 64 } }, /^config\.policy\.model\.maxSeqLen: is now 'maxLen' .*, got 64$/],
-    [{ sampler: { topK: 5 } }, /^config\.policy\.sampler\.topK: /],
+    [{ sampler: { logprob: 'raw' } }, /^config\.policy\.sampler\.logprob: must be 'processed' .*, got "raw"$/],
   ];
   it('names the field and the value', () => {
     for (const [policy, re] of cases) {
@@ -260,5 +325,9 @@ describe('diffusionPolicyFactory.validate', () => {
     expect(() => diffusionPolicyFactory.validate(badPlan)).toThrow(/^config\.plan: must be one of fp32, bf16, .*, got "fp7"$/);
     expect(() => diffusionPolicyFactory.validate(resolveRunConfig({ ...base, policy: { kind: 'ar' } }))).toThrow(/^config\.policy\.kind: must be 'diffusion'.*got "ar"$/);
     expect(() => diffusionPolicyFactory.validate(resolveRunConfig(base))).not.toThrow();
+    // top-k / top-p and sampling-support replay are the diffusion policy's too
+    const replay = resolveRunConfig({ ...base, policy: { ...base.policy, sampler: { topK: 5, topP: 0.9, supportReplay: true } } });
+    expect(() => diffusionPolicyFactory.validate(replay)).not.toThrow();
+    expect(() => resolveRunConfig({ ...base, policy: { ...base.policy, sampler: { topP: 1.5 } } })).toThrow(/^config\.policy\.sampler\.topP: /);
   });
 });

@@ -7,7 +7,8 @@ import { createRng, Rng } from '../../../src/rng.js';
 import { MASK, makeTask } from '../../../src/tasks/index.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { diffusionForward } from '../../../src/policies/diffusion/model.js';
-import { argmaxRow, gumbelArgmax, tokenProb } from '../../../src/policies/diffusion/logprob.js';
+import { argmaxRow, gumbelArgmax, tokenLogProb, tokenProb } from '../../../src/policies/diffusion/logprob.js';
+import { truncatedSupport } from '../../../src/policies/truncation.js';
 import {
   diffusionSamplerDefaults,
   diffusionSchedule,
@@ -70,6 +71,8 @@ describe('diffusionSchedule', () => {
     expect(() => diffusionSchedule({ ...d, cfgScale: NaN })).toThrow(/cfgScale/);
     expect(() => diffusionSchedule({ ...d, remasking: 'top_k' as never })).toThrow(/remasking must be low_confidence or random, got top_k/);
     expect(() => diffusionSchedule({ ...d, blockLength: 0 })).toThrow(/blockLength must be a positive integer, got 0/);
+    expect(() => diffusionSchedule({ ...d, topK: 1.5 })).toThrow(/topK must be a non-negative integer \(0 = off\), got 1.5/);
+    expect(() => diffusionSchedule({ ...d, topP: 0 })).toThrow(/topP must be in \(0, 1\] \(1 = off\), got 0/);
   });
 });
 
@@ -195,6 +198,55 @@ describe('sampleDiffusion', () => {
   });
 });
 
+describe('sampleDiffusion with top-k / top-p', () => {
+  const V = task.vocabSize;
+  it('top-k = 0 / top-p = 1, or a top-k that keeps every id, is bit-identical to the untruncated sampler and records no kept sets', () => {
+    const plain = sampleDiffusion(model, params, prompts, base, numerics, createRng(8));
+    expect(plain.support).toBeNull();
+    for (const cfg of [{ topK: 0, topP: 1 }, { topK: V - 1 }, { topK: V + 3 }]) {
+      const r = sampleDiffusion(model, params, prompts, { ...base, ...cfg }, numerics, createRng(8));
+      expect(r.sequences).toEqual(plain.sequences);
+      r.logpRollout.forEach((x, i) => expect(Object.is(x, plain.logpRollout[i])).toBe(true));
+      expect(r.support).toBeNull();
+    }
+  });
+
+  it('every committed token lies in its recorded kept set (top-k: exactly k ids, MASK never), ℓroll is renormalised over it', () => {
+    for (const cfg of [{ topK: 3 }, { topP: 0.5 }, { topK: 4, topP: 0.7 }]) {
+      const r = sampleDiffusion(model, params, prompts, { ...base, temperature: 0.9, ...cfg }, numerics, createRng(12), { recordStates: true });
+      const G = 12;
+      const T = P + G;
+      expect(r.support!.length).toBe(prompts.length * G * V);
+      let narrowed = 0;
+      r.sequences.forEach((s, i) => {
+        for (let j = 0; j < G; j++) {
+          const keep = r.support!.subarray((i * G + j) * V, (i * G + j + 1) * V);
+          const size = keep.reduce((a, b) => a + b, 0);
+          expect(keep[s.response[j]!]).toBe(1);
+          expect(keep[MASK]).toBe(0);
+          if ('topK' in cfg && !('topP' in cfg)) expect(size).toBe(cfg.topK);
+          if (size < V - 1) narrowed += 1;
+          // recompute the draw's kept set and ℓroll from the logits of the state that committed slot j
+          const k = s.commitStep![j]!;
+          const logits = diffusionForward(model, params, r.states![k]!.subarray(i * T, (i + 1) * T), 1, T, numerics).logits;
+          const expected = new Uint8Array(V);
+          truncatedSupport(logits, (P + j) * V, V, 0.9, cfg.topK ?? 0, cfg.topP ?? 1, expected, MASK);
+          expect(Array.from(keep)).toEqual(Array.from(expected));
+          expect(Object.is(r.logpRollout[i * G + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep))).toBe(true);
+        }
+      });
+      expect(narrowed).toBeGreaterThan(0);
+    }
+  });
+
+  it('greedy (temperature 0) ignores top-k / top-p and records nothing', () => {
+    const g = sampleDiffusion(model, params, prompts, { ...base, temperature: 0 }, numerics, new NoDrawRng());
+    const t = sampleDiffusion(model, params, prompts, { ...base, temperature: 0, topK: 2, topP: 0.3 }, numerics, new NoDrawRng());
+    expect(t.sequences).toEqual(g.sequences);
+    expect(t.support).toBeNull();
+  });
+});
+
 describe('gumbelArgmax', () => {
   const softmax = (z: number[], tau: number): number[] => {
     const m = Math.max(...z.map((x) => x / tau));
@@ -226,6 +278,25 @@ describe('gumbelArgmax', () => {
     const p = softmax(z.slice(0, 4), 1);
     const chi2 = p.reduce((a, pv, v) => a + (counts[v]! - N * pv) ** 2 / (N * pv), 0);
     expect(chi2).toBeLessThan(16.27); // df 3, p = 0.001
+  });
+
+  it('over a kept set: never picks an id outside it, renormalises over it, and still draws V uniforms', () => {
+    const z = [0.3, -1, 0.9, 0.1, 5];
+    const keep = Uint8Array.of(1, 0, 1, 1, 0);
+    const rng = createRng(9).fork('gumbel-keep');
+    const N = 20_000;
+    const counts = new Array<number>(5).fill(0);
+    for (let n = 0; n < N; n++) counts[gumbelArgmax(z, 0, 5, 1, rng, -1, keep)]! += 1;
+    expect([counts[1], counts[4]]).toEqual([0, 0]);
+    const p = softmax([z[0]!, z[2]!, z[3]!], 1);
+    const kept = [counts[0]!, counts[2]!, counts[3]!];
+    const chi2 = p.reduce((a, pv, i) => a + (kept[i]! - N * pv) ** 2 / (N * pv), 0);
+    expect(chi2).toBeLessThan(13.82); // df 2, p = 0.001
+    const a = createRng(1);
+    gumbelArgmax(z, 0, 5, 1, a, -1, keep);
+    const b = createRng(1);
+    for (let v = 0; v < 5; v++) b.uniformOpen();
+    expect(a.uniform()).toBe(b.uniform());
   });
 
   it('draws exactly V uniforms per call, and none at temperature 0 (first maximum on ties)', () => {

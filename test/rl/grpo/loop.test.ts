@@ -21,9 +21,10 @@ describe('DAPO overlong shaping', () => {
 });
 
 describe('support replay switch', () => {
-  it('is refused for the diffusion policy, naming the field and the kind', () => {
-    expect(() => resolveRunConfig({ policy: { kind: 'diffusion', sampler: { supportReplay: true } } })).toThrow(/config\.policy\.sampler\.supportReplay: .*"diffusion"/);
+  it('is accepted for both policies (the diffusion sampler has top-k / top-p and replays its kept sets too)', () => {
+    expect(resolveRunConfig({ policy: { kind: 'diffusion', sampler: { topP: 0.9, supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
     expect(resolveRunConfig({ policy: { sampler: { supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
+    expect(() => resolveRunConfig({ policy: { sampler: { supportReplay: 1 } } })).toThrow(/^config\.policy\.sampler\.supportReplay: /);
   });
 });
 
