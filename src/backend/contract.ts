@@ -128,6 +128,19 @@ export interface LogprobsRequest {
   readonly policy: PolicyName;
   /** Keep what {@link PolicyBackend.backward} needs and return a handle to it (current policy only). */
   readonly grad?: boolean;
+  /**
+   * MoE routing replay (docs/moe.md), current policy only; absent: every position routes by the
+   * trainer's own top-k.
+   * - `'rollout'` (R3): replay the rollout engine's routing, the record's `moeRouting`.
+   * - one Int32Array per layer, in the layout of `moeRouting` restricted to `rows` (rows, S, k)
+   *   (R2: the `routing` an earlier ℓold pass returned): replay exactly these experts.
+   *
+   * A row of k × −1 (a position the engine never ran) keeps the trainer's own top-k. No gradient
+   * flows through the replayed choice; the router still trains through the gates.
+   */
+  readonly routing?: 'rollout' | readonly Int32Array[];
+  /** MoE: return the experts this pass used in {@link LogprobsResult.routing} (R2 records them in the ℓold pass). */
+  readonly returnRouting?: boolean;
 }
 
 /** Per-token trainer log-probs of some rows of a batch. */
@@ -138,6 +151,15 @@ export interface LogprobsResult {
   readonly entropy: Float64Array;
   /** Present when `grad` was set: pass it to {@link PolicyBackend.backward}. */
   readonly handle?: string;
+  /** MoE, when `returnRouting` was set: the experts this pass used, one (rows, S, k) Int32Array per layer. */
+  readonly routing?: readonly Int32Array[];
+  /**
+   * MoE, current policy, when the record carries `moeRouting`: per layer, the share of router
+   * decisions that differ between the rollout record and this pass at the positions whose outputs
+   * score a response token (mask 1). Zero under `'rollout'` replay; the drift of the trainer's own
+   * routing from the engine's otherwise.
+   */
+  readonly routingFlipRate?: readonly number[];
 }
 
 /** A `step` request: one optimizer step on the accumulated gradients. */

@@ -8,3 +8,4 @@ export * from './quantized.js';
 export * from './diagnostics.js';
 export * from './ar/index.js';
 export * from './diffusion/index.js';
+export * from './moe-replay.js';
