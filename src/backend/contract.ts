@@ -21,8 +21,11 @@ export type JsonValue = null | boolean | number | string | readonly JsonValue[] 
  * sampler's kept-token sets, an MoE router's choices). Plain data only: JSON values and typed
  * arrays, never functions or class instances, so that it can cross a process boundary unchanged.
  *
- * An MoE AR policy adds `moeRouting`: one Int32Array (B, P + L, k) per layer, the experts the
- * rollout engine's router chose at each position, −1 where it never ran (docs/moe.md).
+ * An MoE policy adds `moeRouting`: one Int32Array per layer, B rows of S·k experts, the experts
+ * the rollout engine's router chose in the forward that gave ℓroll (docs/moe.md). AR: (B, P + L, k),
+ * −1 where the engine never ran a position; diffusion: (B, R/B·(P + G), k), the rows of the
+ * estimator's forward (the sampler's step passes for `trajectory`). {@link LogprobsRequest.routing}
+ * replays it.
  */
 export interface ReplayRecord {
   /** The record's kind, e.g. `"ar"` or `"diffusion"`. */

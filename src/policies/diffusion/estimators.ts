@@ -28,6 +28,12 @@ export interface DiffusionEstimatorOptions {
   readonly pMaskPrompt?: number;
   /** elbo: number of Monte-Carlo masked views per sequence. @defaultValue 8 */
   readonly elboSamples?: number;
+  /**
+   * MoE routing replay: per layer, (R, T, k) experts for the R rows of the estimator's forward
+   * ({@link DiffusionLogProbs.routing} of the same estimator and seed on the same sequences: the
+   * rollout's for R3, an earlier trainer pass's for R2); a row of −1 keeps the own top-k.
+   */
+  readonly routing?: readonly Int32Array[] | undefined;
 }
 
 /** Per-token log-probs of a batch of sequences, with their backward. */
@@ -45,6 +51,15 @@ export interface DiffusionLogProbs {
   readonly entropy: Float64Array;
   /** Rows (sequences of P+G tokens) of the single batched forward pass that produced `logp`. */
   readonly forwardRows: number;
+  /**
+   * MoE only (null for a dense model): the experts of that forward, one (R, T, k) array per layer,
+   * R = `forwardRows`; the rows of sequence i are R/B consecutive rows from i·R/B.
+   */
+  readonly routing: readonly Int32Array[] | null;
+  /** (n) flat index `row·T + position` of each scored (row, position) of the forward. */
+  readonly scoredAt: Int32Array;
+  /** (n) the response slot `i·G + j` each entry of {@link DiffusionLogProbs.scoredAt} scores. */
+  readonly scoredSlot: Int32Array;
   /**
    * Accumulates `Σ dlogp·∂ℓ/∂θ` into `grads` (layout and element type of `params`), through the
    * backward GEMMs of the same numerics. May be called more than once.
@@ -107,9 +122,10 @@ function scoreViews(
   B: number,
   G: number,
   tau: number,
+  replay: readonly Int32Array[] | undefined,
 ): DiffusionLogProbs {
   const V = model.config.vocabSize;
-  const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics);
+  const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics, replay ?? null);
   const logp = new Float64Array(B * G); // (B, G)
   const entropy = new Float64Array(B * G); // (B, G)
   const scored = new Float64Array(B * G); // (B, G) number of views scoring each slot
@@ -128,6 +144,9 @@ function scoreViews(
     logp,
     entropy,
     forwardRows: views.R,
+    routing: model.block.moe ? fwd.blocks.map((b) => b.moe!.routing) : null,
+    scoredAt: Int32Array.from(views.row, (r, e) => r * T + views.pos[e]!),
+    scoredSlot: Int32Array.from(views.slot),
     backward(dlogp, grads) {
       if (dlogp.length !== B * G) throw new Error(`diffusion estimator backward: dlogp must have B·G = ${B * G} entries, got ${dlogp.length}`);
       const dlogits = allocLike(params, views.R * T * V); // (R, T, V)
@@ -169,7 +188,7 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.routing);
 };
 
 /**
@@ -194,7 +213,7 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.routing);
 };
 
 /**
@@ -250,7 +269,7 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       }
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options));
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.routing);
 };
 
 /**
