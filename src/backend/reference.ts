@@ -163,7 +163,8 @@ export class ReferenceBackend implements PolicyBackend {
       // The reference policy routes by its own top-k, as veRL's reference pass (docs/moe.md).
       if (routing !== undefined) throw new UsageError("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
       if (this.referenceWeights === null) throw new UsageError('logprobs.policy: no reference policy yet (call setReference first)');
-      return this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights });
+      const ref = this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights });
+      return { logp: ref.logp, entropy: ref.entropy };
     }
     if (policy !== 'current') throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
     const engineRouting = routing ?? undefined;
