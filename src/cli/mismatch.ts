@@ -49,7 +49,7 @@ Both print the mismatch diagnostics:
   meanAbsDelta mean |δ|, δ = ℓold − ℓroll;  maxAbsDelta  max |δ|
   ess          1 / mean((w / mean w)²), w = e^δ
   fracAbsDeltaGt1e-3  fraction of tokens with |δ| > 1e-3
-An MoE AR policy (a checkpoint of one, or --moe) adds, after them:
+An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
   flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
                the trainer's own top-k, at the positions whose outputs score a response token
   k1R3, k3R3   k1 and k3 with the rollout's routing replayed in the trainer (R3); k1, k3 above
@@ -140,6 +140,16 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
     if (error instanceof UsageError || error instanceof JsonInputError) throw error;
     throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
+}
+
+/** The MoE lines of the output (none for a dense policy): `flipRate/l<l>`, then `k1R3`, `k3R3`. */
+function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagnosticsR3: { readonly k1: number; readonly k3: number } } | undefined): Record<string, number> {
+  if (moe === undefined) return {};
+  const out: Record<string, number> = {};
+  moe.flipRate.forEach((f, l) => {
+    out[`flipRate/l${l}`] = f;
+  });
+  return { ...out, k1R3: moe.diagnosticsR3.k1, k3R3: moe.diagnosticsR3.k3 };
 }
 
 /** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probe). */
@@ -302,12 +312,7 @@ export const mismatchCommand: Command = {
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
     const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
-    const moeFields: Record<string, number> = {};
-    probe.moe?.flipRate.forEach((f, l) => {
-      moeFields[`flipRate/l${l}`] = f;
-    });
-    if (probe.moe !== undefined) Object.assign(moeFields, { k1R3: probe.moe.diagnosticsR3.k1, k3R3: probe.moe.diagnosticsR3.k3 });
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFields, ...pos.fields }, values.json, io.out);
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...pos.fields }, values.json, io.out);
     pos.lines.forEach((l) => io.out(l));
     if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;
@@ -334,7 +339,7 @@ function runDiffusion(
   if (maxLen !== undefined && task.promptLength + length > maxLen) {
     throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);
   }
-  const { diagnostics, lengths } = diffusionMismatchProbe({
+  const { diagnostics, lengths, moe } = diffusionMismatchProbe({
     ...loaded,
     rollout: numericsFor(plan.rollout),
     trainer: numericsFor(plan.trainer),
@@ -345,7 +350,7 @@ function runDiffusion(
     sampler,
   });
   const pos = values.positions ? positionsReport(lengths, values.json) : { fields: {}, lines: [] };
-  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...pos.fields }, values.json, out);
+  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...moeFieldsOf(moe), ...pos.fields }, values.json, out);
   pos.lines.forEach((l) => out(l));
   return 0;
 }

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../../src/backend/index.js';
-import { createDiffusionEngine, diffusionLogProbs, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
+import { createDiffusionEngine, createDiffusionModel, diffusionLogProbs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
+import { createParamStore } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask, type Task } from '../../../src/tasks/index.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
@@ -73,6 +74,21 @@ it("trajectory: the sampler's step passes route exactly as the trajectory estima
   const record = batch.record as DiffusionEngineRecord;
   const lp = diffusionLogProbs('trajectory', engine.model, w, record.sequences, numericsFor(precisionPlans['int8-rollout']!.rollout), { seed: record.estimatorSeed, temperature: record.temperature });
   lp.routing!.forEach((r, l) => expect(Array.from(r)).toEqual(Array.from(record.moeRouting![l]!)));
+});
+
+it.each(['trajectory', 'd1'] as const)('the mismatch probe (%s): flip rate per layer and the diagnostics with R3 replay', (estimator) => {
+  const task = makeTask('reverse', { minLength: 3, maxLength: 4 });
+  const m = createDiffusionModel({ C: 16, H: 2, layers: 2, hidden: 16, moe: model.moe, vocabSize: task.vocabSize, maxLen: 32 });
+  const params = createParamStore(m.specs, 'probe').data;
+  for (let i = 0; i < params.length; i++) params[i] = Math.fround(params[i]! * 6);
+  const probe = (plan: 'bf16' | 'int8-rollout') =>
+    diffusionMismatchProbe({ rollout: numericsFor(precisionPlans[plan]!.rollout), trainer: numericsFor(precisionPlans[plan]!.trainer), length: 8, seed: 2, estimator, task: 'reverse', taskOptions: { minLength: 3, maxLength: 4 }, sequences: 6, model: m, params });
+  const same = probe('bf16');
+  expect(same.moe!.flipRate).toEqual([0, 0]);
+  expect([same.diagnostics.k3, same.moe!.diagnosticsR3.k3]).toEqual([0, 0]);
+  const q = probe('int8-rollout');
+  expect(q.moe!.flipRate.some((f) => f > 0)).toBe(true);
+  expect(q.moe!.diagnosticsR3.k3).not.toBe(q.diagnostics.k3);
 });
 
 describe('diffusion GRPO with R3 under identical plans', () => {
