@@ -323,6 +323,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
     ? undefined
     : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) });
   const logpOld = old === undefined ? logpRollout : old.logp;
+  if (replay === 'R2' && old !== undefined && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
   const moeMetrics = old === undefined ? {} : await routingDiagnostics(backend, batch, rows, replay, old, logpRollout, keptShape, mask);
   t.old = bypass ? 0 : now() - mark;
   mark = now();
@@ -368,7 +369,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       const mbAdv = pick(advantages);
       const mbOld = pick(logpOld);
       const mbRoll = pick(logpRollout);
-      const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old?.routing !== undefined ? routingRows(old.routing, rows.length, local) : undefined;
+      const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old?.routing !== undefined ? routingRows(old.routing, rows.length, local) : undefined; // R2: the ℓold pass's routing of these rows
       const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
       let weights: Float64Array;
       let effMask: Float64Array;

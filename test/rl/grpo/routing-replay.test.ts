@@ -35,9 +35,9 @@ function moeConfig(extra: Record<string, unknown> = {}) {
 }
 
 describe('routing replay in the GRPO loop', () => {
-  it('R3 with identical plans (bf16 rollout and trainer) ≡ no replay: metrics and final weights bit for bit', async () => {
+  it('R3 (and R2) with identical plans (bf16 rollout and trainer) ≡ no replay: metrics and final weights bit for bit', async () => {
     const out: { lines: Record<string, number>[]; weights: Float32Array }[] = [];
-    for (const mode of ['none', 'R3'] as const) {
+    for (const mode of ['none', 'R3', 'R2'] as const) {
       const config = moeConfig({ policy: { kind: 'ar', model: moeModel, routingReplay: mode } });
       const backend = new ReferenceBackend(config, arPolicyFactory);
       await runGrpo({ config, outDir: join(root, mode), backend, cacheDir: join(root, 'cache') });
@@ -45,8 +45,10 @@ describe('routing replay in the GRPO loop', () => {
       out.push({ lines, weights: Float32Array.from(backend.weights) });
       await backend.close();
     }
-    const [none, r3] = out as [(typeof out)[0], (typeof out)[0]];
+    const [none, r3, r2] = out as [(typeof out)[0], (typeof out)[0], (typeof out)[0]];
     expect(none.lines).toHaveLength(2);
+    expect(r2.lines).toEqual(r3.lines); // one update per step: R2's ℓold routing is the own routing at θ_old
+    expect(Array.from(r2.weights).every((w, i) => Object.is(w, none.weights[i]))).toBe(true);
     none.lines.forEach((line, i) => {
       const other = r3.lines[i] as Record<string, number>;
       for (const [key, value] of Object.entries(line)) expect([key, other[key]]).toEqual([key, value]);
