@@ -21,8 +21,11 @@ export type JsonValue = null | boolean | number | string | readonly JsonValue[] 
  * sampler's kept-token sets, an MoE router's choices). Plain data only: JSON values and typed
  * arrays, never functions or class instances, so that it can cross a process boundary unchanged.
  *
- * An MoE AR policy adds `moeRouting`: one Int32Array (B, P + L, k) per layer, the experts the
- * rollout engine's router chose at each position, −1 where it never ran (docs/moe.md).
+ * An MoE policy adds `moeRouting`: one Int32Array per layer, B rows of S·k experts, the experts
+ * the rollout engine's router chose in the forward that gave ℓroll (docs/moe.md). AR: (B, P + L, k),
+ * −1 where the engine never ran a position; diffusion: (B, R/B·(P + G), k), the rows of the
+ * estimator's forward (the sampler's step passes for `trajectory`). {@link LogprobsRequest.routing}
+ * replays it.
  */
 export interface ReplayRecord {
   /** The record's kind, e.g. `"ar"` or `"diffusion"`. */
@@ -128,6 +131,19 @@ export interface LogprobsRequest {
   readonly policy: PolicyName;
   /** Keep what {@link PolicyBackend.backward} needs and return a handle to it (current policy only). */
   readonly grad?: boolean;
+  /**
+   * MoE routing replay (docs/moe.md), current policy only; absent: every position routes by the
+   * trainer's own top-k.
+   * - `'rollout'` (R3): replay the rollout engine's routing, the record's `moeRouting`.
+   * - one Int32Array per layer, in the layout of `moeRouting` restricted to `rows` (rows, S, k)
+   *   (R2: the `routing` an earlier ℓold pass returned): replay exactly these experts.
+   *
+   * A row of k × −1 (a position the engine never ran) keeps the trainer's own top-k. No gradient
+   * flows through the replayed choice; the router still trains through the gates.
+   */
+  readonly routing?: 'rollout' | readonly Int32Array[];
+  /** MoE: return the experts this pass used in {@link LogprobsResult.routing} (R2 records them in the ℓold pass). */
+  readonly returnRouting?: boolean;
 }
 
 /** Per-token trainer log-probs of some rows of a batch. */
@@ -138,6 +154,15 @@ export interface LogprobsResult {
   readonly entropy: Float64Array;
   /** Present when `grad` was set: pass it to {@link PolicyBackend.backward}. */
   readonly handle?: string;
+  /** MoE, when `returnRouting` was set: the experts this pass used, one (rows, S, k) Int32Array per layer. */
+  readonly routing?: readonly Int32Array[];
+  /**
+   * MoE, current policy, when the record carries `moeRouting`: per layer, the share of router
+   * decisions that differ between the rollout record and this pass at the positions whose outputs
+   * score a response token (mask 1). Zero under `'rollout'` replay; the drift of the trainer's own
+   * routing from the engine's otherwise.
+   */
+  readonly routingFlipRate?: readonly number[];
 }
 
 /** A `step` request: one optimizer step on the accumulated gradients. */

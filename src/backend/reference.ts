@@ -75,6 +75,8 @@ interface GradHandle {
   readonly T: number;
   /** Trainer weight version the log-probs were taken at. */
   readonly weightVersion: number;
+  /** The routing replay of the call (MoE), repeated when the handle is recomputed. */
+  readonly routing: LogprobsRequest['routing'];
 }
 
 /** Copies a batch to plain data with a JSON-safe record (typed arrays stay typed arrays). */
@@ -157,22 +159,32 @@ export class ReferenceBackend implements PolicyBackend {
   }
 
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
-    const { batch, rows, policy } = request;
+    const { batch, rows, policy, routing } = request;
     if (policy === 'reference') {
       if (request.grad) throw new UsageError("logprobs.grad: only the 'current' policy takes gradients, got policy 'reference'");
+      // The reference policy routes by its own top-k, as veRL's reference pass (docs/moe.md).
+      if (routing !== undefined) throw new UsageError("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
       if (this.referenceWeights === null) throw new UsageError('logprobs.policy: no reference policy yet (call setReference first)');
-      return this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights });
+      const ref = this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights });
+      return { logp: ref.logp, entropy: ref.entropy };
     }
     if (policy !== 'current') throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
-    const lp = this.engine.logprobs(batch, rows, { grad: request.grad === true });
+    const engineRouting = routing ?? undefined;
+    const full = this.engine.logprobs(batch, rows, { grad: request.grad === true, ...(engineRouting === undefined ? {} : { routing: engineRouting }) });
+    const lp: LogprobsResult = {
+      logp: full.logp,
+      entropy: full.entropy,
+      ...(request.returnRouting && full.routing !== undefined ? { routing: full.routing } : {}),
+      ...(full.routingFlipRate !== undefined ? { routingFlipRate: full.routingFlipRate } : {}),
+    };
     if (!request.grad) {
       this.lastHandle = null;
       return lp;
     }
     const handle = `h${this.nextHandle++}`;
-    this.handles.set(handle, { batch, rows: [...rows], T: batch.T, weightVersion: this.trainerVersion });
+    this.handles.set(handle, { batch, rows: [...rows], T: batch.T, weightVersion: this.trainerVersion, routing });
     this.lastHandle = handle;
-    return { logp: lp.logp, entropy: lp.entropy, handle };
+    return { ...lp, handle };
   }
 
   async backward(handle: string, gradLogp: Float64Array): Promise<void> {
@@ -180,7 +192,7 @@ export class ReferenceBackend implements PolicyBackend {
     if (h === undefined) throw new UsageError(`backward.handle: unknown or spent handle ${JSON.stringify(handle)} (each logprobs({ grad: true }) handle is spent by one backward, and step retires them all)`);
     if (gradLogp.length !== h.rows.length * h.T) throw new UsageError(`backward.gradLogp: must have rows·T = ${h.rows.length * h.T} entries, got ${gradLogp.length}`);
     this.handles.delete(handle);
-    if (this.lastHandle !== handle) this.engine.logprobs(h.batch, h.rows, { grad: true }); // same weights: same state
+    if (this.lastHandle !== handle) this.engine.logprobs(h.batch, h.rows, { grad: true, ...(h.routing === undefined ? {} : { routing: h.routing }) }); // same weights: same state
     this.lastHandle = null;
     if (!this.accumulating) {
       this.engine.params.zeroGrad();

@@ -30,8 +30,8 @@ import { integerOption, parseCommandArgs, required, seedOption } from './parse.j
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
-                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N]] [--channels]
-                        [--positions] [--json]
+                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
+                        [--channels] [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
                         [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE]
                         [--positions] [--json]
@@ -50,6 +50,11 @@ Both print the mismatch diagnostics:
   meanAbsDelta mean |δ|, δ = ℓold − ℓroll;  maxAbsDelta  max |δ|
   ess          1 / mean((w / mean w)²), w = e^δ
   fracAbsDeltaGt1e-3  fraction of tokens with |δ| > 1e-3
+An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
+  flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
+               the trainer's own top-k, at the positions whose outputs score a response token
+  k1R3, k3R3   k1 and k3 with the rollout's routing replayed in the trainer (R3); k1, k3 above
+               are without replay
 
 Options:
   --policy ar|diffusion  the autoregressive or the masked-diffusion toy policy
@@ -68,6 +73,8 @@ Options:
   --preset NAME       ar only, without --checkpoint: the model preset of the fresh policy
                       (${arModelPresetNames.join(', ')}; default tiny)
   --outliers N        with --preset: number of outlier channels (norm gain 20), 0..64 (overrides the preset's)
+  --moe E,K           ar only, without --checkpoint: an MoE feed-forward of E experts, top-K routing
+                      (1 ≤ K ≤ E ≤ 64)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
                       per linear-layer input, the median |x| and the top channels' ratio to it
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
@@ -134,6 +141,25 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
     if (error instanceof UsageError || error instanceof JsonInputError) throw error;
     throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
+}
+
+/** The MoE lines of the output (none for a dense policy): `flipRate/l<l>`, then `k1R3`, `k3R3`. */
+function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagnosticsR3: { readonly k1: number; readonly k3: number } } | undefined): Record<string, number> {
+  if (moe === undefined) return {};
+  const out: Record<string, number> = {};
+  moe.flipRate.forEach((f, l) => {
+    out[`flipRate/l${l}`] = f;
+  });
+  return { ...out, k1R3: moe.diagnosticsR3.k1, k3R3: moe.diagnosticsR3.k3 };
+}
+
+/** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probe). */
+function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
+  const m = /^(\d+),(\d+)$/.exec(value.trim());
+  const experts = m ? Number(m[1]) : NaN;
+  const topK = m ? Number(m[2]) : NaN;
+  if (!m || experts < 1 || experts > 64 || topK < 1 || topK > experts) throw new UsageError(`--moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '${value}'`);
+  return { experts, topK, auxCoeff: 0.01 };
 }
 
 function parseEstimator(value: string | undefined): DiffusionEstimatorName {
@@ -250,6 +276,7 @@ export const mismatchCommand: Command = {
       channels: { type: 'boolean' },
       outliers: { type: 'string' },
       positions: { type: 'boolean' },
+      moe: { type: 'string' },
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
@@ -263,6 +290,8 @@ export const mismatchCommand: Command = {
     }
     if (values.outliers !== undefined && values.preset === undefined) throw new UsageError(`--outliers: only with --preset, got '${values.outliers}'`);
     if (values.preset !== undefined && values.checkpoint !== undefined) throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
+    if (values.moe !== undefined && values.checkpoint !== undefined) throw new UsageError(`--moe: not with --checkpoint (the checkpoint fixes the model)`);
+    const moe = values.moe === undefined ? undefined : parseMoe(values.moe);
     const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
@@ -279,12 +308,12 @@ export const mismatchCommand: Command = {
       task = makeTask('reverse');
       const outliers = values.outliers === undefined ? undefined : integerOption(values.outliers, 'outliers', 0, 0, 64);
       const model = arModelOptions({ preset: values.preset, outliers });
-      policy = createArPolicy(arConfig({ ...model, vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
+      policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
     }
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
     const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...pos.fields }, values.json, io.out);
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...pos.fields }, values.json, io.out);
     pos.lines.forEach((l) => io.out(l));
     if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;
@@ -311,7 +340,7 @@ function runDiffusion(
   if (maxLen !== undefined && task.promptLength + length > maxLen) {
     throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);
   }
-  const { diagnostics, lengths } = diffusionMismatchProbe({
+  const { diagnostics, lengths, moe } = diffusionMismatchProbe({
     ...loaded,
     rollout: numericsFor(plan.rollout),
     trainer: numericsFor(plan.trainer),
@@ -322,7 +351,7 @@ function runDiffusion(
     sampler,
   });
   const pos = values.positions ? positionsReport(lengths, values.json) : { fields: {}, lines: [] };
-  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...pos.fields }, values.json, out);
+  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...moeFieldsOf(moe), ...pos.fields }, values.json, out);
   pos.lines.forEach((l) => out(l));
   return 0;
 }

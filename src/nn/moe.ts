@@ -92,11 +92,12 @@ function checkConfig(cfg: MoeConfig, w: MoeWeights): void {
  * `out_n = Σ_j g_{n,j} · expert_{e_j}(x_n)`, summed over j in rank order in doubles and stored once.
  * With `replay` the choice is given (routing replay: R2 replays the trainer's own earlier choice, R3
  * the rollout engine's); the gates are still computed from this pass's router, so the router trains.
+ * A replay row of k × −1 (a position the recording engine never ran) takes this pass's own top-k.
  *
  * @param out - (N, C)
  * @param cache - from {@link createMoeCache}, filled
  * @param inp - (N, C)
- * @param replay - (N, k) expert indices to use instead of the top-k, or null
+ * @param replay - (N, k) expert indices to use instead of the top-k (a row of −1: the own top-k), or null
  */
 export function moeForward(
   out: FloatArray,
@@ -124,11 +125,19 @@ export function moeForward(
     for (let n = 0; n < N; n++) topKExperts(cache.probs, n * E, E, k, cache.routing, n * k);
   } else {
     if (replay.length !== N * k) throw new Error(`moe: replay routing must hold N·k = ${N * k} experts, got ${replay.length}`);
-    for (let i = 0; i < N * k; i++) {
-      const e = replay[i] as number;
-      if (!Number.isInteger(e) || e < 0 || e >= E) throw new Error(`moe: replay routing[${i}] must be an expert in [0, ${E}), got ${e}`);
-      for (let i0 = i - (i % k); i0 < i; i0++) if (replay[i0] === e) throw new Error(`moe: replay routing of token ${Math.floor(i / k)} names expert ${e} twice`);
-      cache.routing[i] = e;
+    for (let n = 0; n < N; n++) {
+      if (replay[n * k] === -1) {
+        // a row of −1 (a position the recording engine never ran): this pass's own top-k
+        for (let j = 1; j < k; j++) if (replay[n * k + j] !== -1) throw new Error(`moe: replay routing of token ${n} mixes −1 and experts (${Array.from(replay.subarray(n * k, n * k + k)).join(', ')})`);
+        topKExperts(cache.probs, n * E, E, k, cache.routing, n * k);
+        continue;
+      }
+      for (let i = n * k; i < n * k + k; i++) {
+        const e = replay[i] as number;
+        if (!Number.isInteger(e) || e < 0 || e >= E) throw new Error(`moe: replay routing[${i}] must be an expert in [0, ${E}), got ${e}`);
+        for (let i0 = n * k; i0 < i; i0++) if (replay[i0] === e) throw new Error(`moe: replay routing of token ${n} names expert ${e} twice`);
+        cache.routing[i] = e;
+      }
     }
   }
   for (let n = 0; n < N; n++) {

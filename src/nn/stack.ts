@@ -68,8 +68,20 @@ export interface StackCache {
 /**
  * Forward over (B, T) tokens to logits (B, T, V). Buffers have the element type of `w.wte`
  * (Float32Array: the simulator; Float64Array: gradient checks).
+ *
+ * @param replay - MoE only: per block, (B, T, k) experts to use instead of the router's top-k
+ * (routing replay; a row of −1 keeps the own top-k), or null/absent for none
  */
-export function stackForward(w: StackWeights, cfg: StackConfig, tokens: ArrayLike<number>, B: number, T: number, gemms: StackGemms): StackCache {
+export function stackForward(
+  w: StackWeights,
+  cfg: StackConfig,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  gemms: StackGemms,
+  replay: readonly (Int32Array | null)[] | null = null,
+): StackCache {
+  if (replay !== null && replay.length !== w.blocks.length) throw new Error(`stack: replay must hold one routing per block (${w.blocks.length}), got ${replay.length}`);
   const { C, vocabSize: V } = cfg;
   const N = B * T;
   const like = w.wte;
@@ -79,7 +91,7 @@ export function stackForward(w: StackWeights, cfg: StackConfig, tokens: ArrayLik
   for (let l = 0; l < w.blocks.length; l++) {
     const cache = createBlockCache(like, B, T, cfg.block);
     const out = allocLike(like, N * C); // (B, T, C)
-    blockForward(out, cache, x[l]!, w.blocks[l]!, B, T, cfg.block, gemms.block(l));
+    blockForward(out, cache, x[l]!, w.blocks[l]!, B, T, cfg.block, gemms.block(l), replay?.[l] ?? null);
     blocks.push(cache);
     x.push(out);
   }

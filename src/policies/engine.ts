@@ -33,7 +33,26 @@ export interface EngineLogprobs {
   readonly logp: Float64Array;
   /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
   readonly entropy: Float64Array;
+  /**
+   * MoE only: the experts this pass used, one array per layer in the layout of the record's
+   * `moeRouting`, restricted to the requested rows (what R2 replays in the update passes).
+   */
+  readonly routing?: readonly Int32Array[];
+  /**
+   * MoE only, when the batch's record carries the rollout's `moeRouting`: per layer, the share of
+   * router decisions at the positions whose outputs score a response token (mask 1) that differ
+   * between the rollout record and this pass (`routingFlipRate`, src/nn/moe.ts; 0 under R3 replay).
+   */
+  readonly routingFlipRate?: readonly number[];
 }
+
+/**
+ * MoE routing replay of a trainer log-prob pass: `'rollout'` replays the batch record's
+ * `moeRouting` (R3); an array per layer (the record's layout, restricted to the requested rows)
+ * replays exactly that routing (R2: what the ℓold pass returned). A row of −1 keeps the pass's own
+ * top-k (positions the rollout engine never ran).
+ */
+export type EngineRoutingReplay = 'rollout' | readonly Int32Array[];
 
 /** A synchronous in-process policy engine. One engine owns the FP32 master weights. */
 export interface RlEngine {
@@ -49,8 +68,9 @@ export interface RlEngine {
   /**
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
    * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
+   * With an MoE model, `routing` replays a routing ({@link EngineRoutingReplay}; none by default).
    */
-  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs;
+  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay }): EngineLogprobs;
   /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */

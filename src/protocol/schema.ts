@@ -172,9 +172,22 @@ export const methodSchemas = {
   },
   logprobs: {
     params: z.lazy(() =>
-      z.strictObject({ batch: batchSchema, rows: z.array(nonNegInt).min(1), policy: z.enum(['current', 'reference']), grad: z.boolean().optional() }),
+      z.strictObject({
+        batch: batchSchema,
+        rows: z.array(nonNegInt).min(1),
+        policy: z.enum(['current', 'reference']),
+        grad: z.boolean().optional(),
+        routing: z.union([z.literal('rollout'), z.array(tensorSchema).min(1)]).optional(),
+        returnRouting: z.boolean().optional(),
+      }),
     ),
-    result: z.strictObject({ logp: tensorSchema, entropy: tensorSchema, handle: z.string().min(1).optional() }),
+    result: z.strictObject({
+      logp: tensorSchema,
+      entropy: tensorSchema,
+      handle: z.string().min(1).optional(),
+      routing: z.array(tensorSchema).min(1).optional(),
+      routingFlipRate: z.array(finite).min(1).optional(),
+    }),
   },
   backward: { params: z.strictObject({ handle: z.string().min(1), gradLogp: tensorSchema }), result: z.null() },
   step: {
@@ -287,7 +300,14 @@ export function logprobsToJson(request: LogprobsRequest): ParamsJson<'logprobs'>
     rows: [...request.rows],
     policy: request.policy,
     ...(request.grad !== undefined ? { grad: request.grad } : {}),
+    ...(request.routing !== undefined ? { routing: request.routing === 'rollout' ? 'rollout' : request.routing.map((r) => encodeTensor(r)) } : {}),
+    ...(request.returnRouting !== undefined ? { returnRouting: request.returnRouting } : {}),
   };
+}
+
+/** Per-layer routing tensors (I32) of a `logprobs` request or result. */
+function routingFromJson(json: readonly TensorJson[], field: string): Int32Array[] {
+  return json.map((t, l) => tensorFromJson(t, 'logprobs', `${field}.${l}`, { dtypes: ['I32'] }) as Int32Array);
 }
 
 /** Decodes validated `logprobs` params; checks the rows are inside the batch. */
@@ -295,7 +315,14 @@ export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest 
   const batch = batchFromJson(json.batch, 'logprobs', 'batch');
   const bad = json.rows.findIndex((r) => r >= batch.B);
   if (bad >= 0) throw new ProtocolError('logprobs', `rows.${bad}`, `logprobs: rows.${bad} = ${json.rows[bad]} is outside the batch (B=${batch.B})`);
-  return { batch, rows: json.rows, policy: json.policy, ...(json.grad !== undefined ? { grad: json.grad } : {}) };
+  return {
+    batch,
+    rows: json.rows,
+    policy: json.policy,
+    ...(json.grad !== undefined ? { grad: json.grad } : {}),
+    ...(json.routing !== undefined ? { routing: json.routing === 'rollout' ? 'rollout' : routingFromJson(json.routing, 'routing') } : {}),
+    ...(json.returnRouting !== undefined ? { returnRouting: json.returnRouting } : {}),
+  };
 }
 
 /** A `logprobs` result as JSON. */
@@ -304,6 +331,8 @@ export function logprobsResultToJson(result: LogprobsResult, rows: number, T: nu
     logp: encodeTensor(result.logp, [rows, T]),
     entropy: encodeTensor(result.entropy, [rows, T]),
     ...(result.handle !== undefined ? { handle: result.handle } : {}),
+    ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
+    ...(result.routingFlipRate !== undefined ? { routingFlipRate: [...result.routingFlipRate] } : {}),
   };
 }
 
@@ -315,5 +344,11 @@ export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: numbe
   const bad = logp.findIndex((x) => !(x <= 0));
   if (bad >= 0) throw new ProtocolError('logprobs', 'result.logp', `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`);
   if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
-  return { logp, entropy, ...(json.handle !== undefined ? { handle: json.handle } : {}) };
+  return {
+    logp,
+    entropy,
+    ...(json.handle !== undefined ? { handle: json.handle } : {}),
+    ...(json.routing !== undefined ? { routing: routingFromJson(json.routing, 'result.routing') } : {}),
+    ...(json.routingFlipRate !== undefined ? { routingFlipRate: json.routingFlipRate } : {}),
+  };
 }

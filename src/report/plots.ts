@@ -63,6 +63,43 @@ export const PLOT_PANELS: readonly PlotPanel[] = [
 ];
 
 /**
+ * The MoE routing panels for the runs at hand (none when no run is an MoE run): one flip-rate plot
+ * per layer that some run logged (`moe/flip_rate/l<l>`; the number of layers is the model's), then
+ * the mismatch k3 with the trainer's own routing and with the rollout's routing replayed (logged
+ * with `policy.routingReplay` R2/R3).
+ */
+export function moePanels(runs: Iterable<RunRecord>): PlotPanel[] {
+  const layers = new Set<number>();
+  for (const run of runs) {
+    for (const line of run.metrics) {
+      for (const key of Object.keys(line)) {
+        const m = /^moe\/flip_rate\/l(\d+)$/.exec(key);
+        if (m) layers.add(Number(m[1]));
+      }
+    }
+  }
+  if (layers.size === 0) return [];
+  const section = 'MoE routing';
+  const flips = [...layers].sort((a, b) => a - b).map(
+    (l): PlotPanel => ({
+      id: `moe-flip-l${l}`,
+      section,
+      title: `Routing flip rate, layer ${l}`,
+      source: 'metrics',
+      metric: `moe/flip_rate/l${l}`,
+      yTitle: 'share of router decisions',
+      yZero: true,
+      reading: `Share of layer ${l}’s router decisions (token, expert) that differ between the rollout engine’s record and the trainer’s own top-k at θ_old, over the positions that score a response token. Zero for identical plans; under a quantized rollout, the decisions near a tie that the rollout’s rounding flips — a mismatch no token-level weight explains, which R3 removes by replaying the record.`,
+    }),
+  );
+  return [
+    ...flips,
+    { id: 'moe-k3-own', section, title: 'Mismatch k3, trainer’s own routing', source: 'metrics', metric: 'moe/k3_kl_own_routing', yTitle: 'k3 KL per token (nats, log scale)', yZero: false, yLog: true, omitAllZero: true, reading: 'rollout_corr/k3_kl with ℓold from the trainer’s own routing (runs with policy.routingReplay R2 or R3): the mismatch without replay.' },
+    { id: 'moe-k3-rollout', section, title: 'Mismatch k3, rollout routing replayed (R3)', source: 'metrics', metric: 'moe/k3_kl_rollout_routing', yTitle: 'k3 KL per token (nats, log scale)', yZero: false, yLog: true, omitAllZero: true, reading: 'The same k3 with the rollout engine’s routing replayed in the trainer: what is left of the mismatch once routing flips are removed.' },
+  ];
+}
+
+/**
  * Colour-blind-safe palette of Okabe & Ito ("Color Universal Design", 2008; also Wong, Nature
  * Methods 8:441, 2011), yellow last because it is faint on white. Beyond eight colours hues repeat.
  */

@@ -5,7 +5,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve, sep } from 'node:path';
 import { writeJsonAtomic } from '../files.js';
 import { reportPage, summaryPage, type ReportContext } from './html.js';
-import { configStyles, renderDeltaPlot, renderPlots } from './plots.js';
+import { PLOT_PANELS, configStyles, moePanels, renderDeltaPlot, renderPlots } from './plots.js';
 import { readRuns, type RunRecord } from './runs.js';
 import { summarizeRuns, type Summary, type SummaryOptions } from './summary.js';
 import { summaryMarkdown } from './table.js';
@@ -63,7 +63,7 @@ export async function writeReport(dir: string, options: ReportOptions = {}): Pro
     byLabel.set(g.label, runs.filter((r) => names.has(r.name)));
   }
   const styles = configStyles(summary);
-  const plots = await renderPlots(summary, byLabel);
+  const plots = await renderPlots(summary, byLabel, [...PLOT_PANELS, ...moePanels(runs)]);
   const deltaSvg = await renderDeltaPlot(summary, styles);
   const ctx: ReportContext = { directory: basename(root), deltaSvg, ...(options.title === undefined ? {} : { title: options.title }), ...(options.directory === undefined ? {} : { directory: options.directory }) };
   const markdown = summaryMarkdown(summary);

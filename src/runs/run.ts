@@ -121,11 +121,12 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
 
 /**
  * Cache key of a warm start: everything that determines its result (seed, task, policy, SFT
- * settings). The plan is not part of it: warm starts are precision-independent (fp32), so every
+ * settings). The plan and `policy.routingReplay` are not part of it: warm starts are precision-independent (fp32), so every
  * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
  */
 export function warmStartKey(config: RunConfig): string {
-  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: config.policy, sft: { ...config.sft, cache: undefined } });
+  // routingReplay only acts in the RL phase; dropped (as undefined) so every mode shares the warm start
+  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined } });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 

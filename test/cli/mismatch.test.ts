@@ -27,6 +27,20 @@ describe('qrl-sim mismatch', () => {
     }
   });
 
+  it('--moe: flip rate per layer and k1/k3 with R3 replay; identical sides flip nothing and agree exactly', async () => {
+    const q = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'int8-rollout', '--moe', '4,2', '--length', '8', '--batch', '4', '--json'])).out);
+    expect(Object.keys(q).slice(11)).toEqual(['flipRate/l0', 'flipRate/l1', 'k1R3', 'k3R3']);
+    for (const l of [0, 1]) expect(q[`flipRate/l${l}`]).toBeGreaterThanOrEqual(0);
+    expect(q.k3R3).toBeGreaterThan(0);
+    const z = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '6', '--batch', '3', '--json'])).out);
+    expect([z['flipRate/l0'], z['flipRate/l1'], z.k3, z.k3R3]).toEqual([0, 0, 0, 0]);
+    const table = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '4', '--batch', '2']);
+    expect(table.out).toMatch(/^flipRate\/l1 +0$/m);
+    expect(table.out).toMatch(/^k3R3 +0$/m);
+    const bad = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '2,3']);
+    expect([bad.code, bad.err.trim()]).toEqual([2, "qrl-sim mismatch: --moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '2,3'"]);
+  });
+
   it('--positions: per-position rows and buckets agree with the overall figures, for both policies', async () => {
     const a = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp8-rollout', '--length', '10', '--batch', '3', '--positions', '--json'])).out);
     expect(a.positions).toHaveLength(10);
@@ -125,6 +139,20 @@ describe('qrl-sim mismatch --policy diffusion', () => {
     }
     const d = JSON.parse((await run('--plan', 'fp32', '--json')).out);
     expect([d.estimator, d.length]).toEqual(['d1', 24]);
+  });
+
+  it('--moe: flip rate per layer and k1/k3 with R3 replay; identical sides flip nothing and agree exactly', async () => {
+    const q = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'int8-rollout', '--moe', '4,2', '--length', '8', '--batch', '4', '--json'])).out);
+    expect(Object.keys(q).slice(11)).toEqual(['flipRate/l0', 'flipRate/l1', 'k1R3', 'k3R3']);
+    for (const l of [0, 1]) expect(q[`flipRate/l${l}`]).toBeGreaterThanOrEqual(0);
+    expect(q.k3R3).toBeGreaterThan(0);
+    const z = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '6', '--batch', '3', '--json'])).out);
+    expect([z['flipRate/l0'], z['flipRate/l1'], z.k3, z.k3R3]).toEqual([0, 0, 0, 0]);
+    const table = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '4', '--batch', '2']);
+    expect(table.out).toMatch(/^flipRate\/l1 +0$/m);
+    expect(table.out).toMatch(/^k3R3 +0$/m);
+    const bad = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '2,3']);
+    expect([bad.code, bad.err.trim()]).toEqual([2, "qrl-sim mismatch: --moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '2,3'"]);
   });
 
   it('--positions: per-position rows and buckets agree with the overall figures, for both policies', async () => {

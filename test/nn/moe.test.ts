@@ -99,6 +99,28 @@ describe('moe layer', () => {
     expect(run([0, 3])).toThrow('replay routing[1] must be an expert in [0, 3), got 3');
     expect(run([1, 1])).toThrow('names expert 1 twice');
     expect(run([1])).toThrow('must hold N·k = 2 experts');
+    expect(run([-1, 2])).toThrow('replay routing of token 0 mixes −1 and experts (-1, 2)');
+  });
+
+  it('a replay row of −1 (a position never run by the recording engine) takes the own top-k', () => {
+    const cfg: MoeConfig = { experts: 4, topK: 2, kind: 'gelu' };
+    const N = 3;
+    const C = 3;
+    const r = rngFor(5, 'm1');
+    const x = Float64Array.from(randn(r, N * C));
+    const w = weights(r, 4, C, 2, 'gelu');
+    const own = createMoeCache(x, N, cfg);
+    const a = new Float64Array(N * C);
+    moeForward(a, own, x, w, N, C, 2, cfg);
+    // token 0 and 2 replay given experts (token 0: the own choice reversed, token 2: a different set); token 1 is −1
+    const other = [0, 1, 2, 3].filter((e) => !own.routing.subarray(4, 6).includes(e));
+    const replay = Int32Array.from([own.routing[1]!, own.routing[0]!, -1, -1, other[0]!, other[1]!]);
+    const cache = createMoeCache(x, N, cfg);
+    const b = new Float64Array(N * C);
+    moeForward(b, cache, x, w, N, C, 2, cfg, undefined, replay);
+    expect(Array.from(cache.routing)).toEqual([own.routing[1], own.routing[0], own.routing[2], own.routing[3], other[0], other[1]]);
+    expect(Array.from(b.subarray(C, 2 * C))).toEqual(Array.from(a.subarray(C, 2 * C))); // token 1: own routing, same output
+    expect(Array.from(b.subarray(2 * C))).not.toEqual(Array.from(a.subarray(2 * C))); // token 2: the replayed experts
   });
 
   it('flip rate counts (token, expert) pairs chosen by one routing and not the other', () => {

@@ -1,5 +1,6 @@
 // The MoE routing record of an AR rollout crosses the qrl-backend/1 boundary unchanged: a reference
-// backend with an MoE policy served over HTTP, driven by RemoteBackend; the trainer scores the batch.
+// backend with an MoE policy served over HTTP, driven by RemoteBackend; the trainer scores the batch,
+// with and without routing replay (the request's `routing`, the result's `routing` and flip rates).
 
 import { describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../src/backend/reference.js';
@@ -33,6 +34,16 @@ describe('MoE routing record through serve/remote', () => {
       const lpLocal = await local.logprobs({ batch: want, rows: [0, 1, 2], policy: 'current', grad: false });
       const lpRemote = await remote.logprobs({ batch: got, rows: [0, 1, 2], policy: 'current', grad: false });
       expect(Array.from(lpRemote.logp)).toEqual(Array.from(lpLocal.logp));
+      // routing replay crosses too: R3 by name, R2 as per-layer Int32Arrays, the returned routing and flip rates
+      const r3Local = await local.logprobs({ batch: want, rows: [0, 2], policy: 'current', routing: 'rollout', returnRouting: true });
+      const r3Remote = await remote.logprobs({ batch: got, rows: [0, 2], policy: 'current', routing: 'rollout', returnRouting: true });
+      expect(r3Remote).toEqual(r3Local);
+      r3Remote.routing!.forEach((r) => expect(r).toBeInstanceOf(Int32Array));
+      expect(r3Remote.routingFlipRate).toEqual([0, 0]);
+      const r2Local = await local.logprobs({ batch: want, rows: [0, 2], policy: 'current', routing: r3Local.routing! });
+      const r2Remote = await remote.logprobs({ batch: got, rows: [0, 2], policy: 'current', routing: r3Remote.routing! });
+      expect(r2Remote).toEqual(r2Local);
+      expect(Array.from(r2Remote.logp)).toEqual(Array.from(r3Local.logp));
     } finally {
       await remote.close();
       await server.done;

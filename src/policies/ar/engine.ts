@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { UsageError } from '../../errors.js';
 import { ParamStore } from '../../nn/params.js';
 import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
+import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import type { Task } from '../../tasks/task.js';
@@ -138,7 +139,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       return { B: r.B, T: L, prompts, responses, mask: Float64Array.from(r.responseMask), logpRollout: r.logpRollout, record };
     },
     logprobs(batch, rows, options): EngineLogprobs {
-      const { tokens, promptLength: P, support } = recordOf(batch);
+      const { tokens, promptLength: P, support, moeRouting } = recordOf(batch);
       const V = policy.config.vocabSize;
       const subSupport = support instanceof Uint8Array ? new Uint8Array(rows.length * batch.T * V) : undefined; // (rows, L, V)
       const T = P + batch.T;
@@ -150,9 +151,18 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         subSupport?.set((support as Uint8Array).subarray(r * batch.T * V, (r + 1) * batch.T * V), i * batch.T * V);
       });
       const target = policyFor(options.weights);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: numericsFor(plan.trainer), temperature: sampler.temperature, support: subSupport });
+      const k = policy.blockConfig.moe?.topK ?? 0;
+      const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
+      const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
+      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: numericsFor(plan.trainer), temperature: sampler.temperature, support: subSupport, routing: replay });
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
-      return { logp: lp.logp, entropy: lp.entropy };
+      if (k === 0) return { logp: lp.logp, entropy: lp.entropy };
+      const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)
+      if (recorded === undefined) return { logp: lp.logp, entropy: lp.entropy, routing: used };
+      // positions whose outputs score a response token: P + j − 1 for every slot j with mask 1
+      const scored: number[] = [];
+      for (let i = 0; i < rows.length; i++) for (let j = 0; j < batch.T; j++) if (mask[i * batch.T + j] === 1) scored.push(i * T + P + j - 1);
+      return { logp: lp.logp, entropy: lp.entropy, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
     },
     backward(gradLogp) {
       if (last === null) throw new Error('ar engine: backward needs a preceding logprobs(…, { grad: true }) on the master weights');

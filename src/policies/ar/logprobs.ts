@@ -20,6 +20,12 @@ export interface TrainerLogprobOptions {
    * vocabulary.
    */
   readonly support?: Uint8Array | undefined;
+  /**
+   * MoE routing replay: per layer, (B, P + L, k) experts to use instead of the router's top-k
+   * (R3: the rollout's `moeRouting`; R2: the routing an earlier trainer pass used). A row of −1
+   * keeps this pass's own top-k. Absent: every position routes by its own top-k.
+   */
+  readonly routing?: readonly Int32Array[] | undefined;
 }
 
 /** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
@@ -75,7 +81,7 @@ export function computeLogprobs(
   const V = policy.config.vocabSize;
   const support = opts.support;
   if (support !== undefined && support.length !== B * L * V) throw new Error(`computeLogprobs: support must have B·L·V = ${B * L * V} entries, got ${support.length}`);
-  const cache = arForward(policy, tokens, B, T, opts.numerics);
+  const cache = arForward(policy, tokens, B, T, opts.numerics, opts.routing ?? null);
   const logp = new Float64Array(B * L); // (B, L)
   const entropy = new Float64Array(B * L); // (B, L)
   for (let b = 0; b < B; b++) {

@@ -121,11 +121,12 @@ function checkTokens(policy: ArPolicy, B: number, T: number): void {
  * every GEMM through `numerics`.
  *
  * @param tokens - (B, T) token ids
- * @returns the caches, with the logits (B, T, V)
+ * @param replay - MoE only: per layer, (B, T, k) experts to replay (a row of −1: the own top-k), or null
+ * @returns the caches, with the logits (B, T, V) (and, with MoE, each block's routing used)
  */
-export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, numerics: PolicyNumerics): ArForwardCache {
+export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, numerics: PolicyNumerics, replay: readonly Int32Array[] | null = null): ArForwardCache {
   checkTokens(policy, B, T);
-  return stackForward(policy.weights, stackConfig(policy), tokens, B, T, numerics);
+  return stackForward(policy.weights, stackConfig(policy), tokens, B, T, numerics, replay);
 }
 
 /**

@@ -1,11 +1,13 @@
 // The AR mismatch probe: sample responses under a plan's rollout side, recompute ℓ under its trainer
-// side, and summarize the mismatch. Not the CLI (src/cli/mismatch.ts) and not an RL step.
+// side (and, for MoE, with the rollout's routing replayed), and summarize the mismatch. Not the CLI
+// (src/cli/mismatch.ts) and not an RL step.
 
 import { createRng } from '../../rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { numericsFor, type PrecisionPlan } from '../plans.js';
-import { computeLogprobs } from './logprobs.js';
+import { flipRatesAt } from '../moe-replay.js';
+import { computeLogprobs, type TrainerLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
 import { rollout, type Rollout } from './rollout.js';
 import type { SamplerOptions } from './sampler.js';
@@ -32,6 +34,21 @@ export interface ArMismatchProbeResult {
   readonly diagnostics: MismatchDiagnostics;
   /** Mismatch by response position and length, sequence log-ratio, error tokens, repetition. */
   readonly lengths: LengthDiagnostics;
+  /** MoE policies only (absent for a dense one): routing flips and the mismatch with R3 replay. */
+  readonly moe?: ArMoeProbe;
+}
+
+/** The MoE part of {@link ArMismatchProbeResult}. */
+export interface ArMoeProbe {
+  /**
+   * Per layer: share of router decisions that differ between the rollout engine and the trainer's
+   * own top-k, over the positions whose outputs score a response token (`routingFlipRate`).
+   */
+  readonly flipRate: readonly number[];
+  /** (B, L) ℓold with the rollout's routing replayed (R3). */
+  readonly logpOldR3: Float64Array;
+  /** Mismatch diagnostics of (ℓroll, ℓold under R3); `diagnostics` is without replay. */
+  readonly diagnosticsR3: MismatchDiagnostics;
 }
 
 /**
@@ -72,5 +89,21 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     logpOld: lp.logp,
     diagnostics: probeDiagnostics(r.logpRollout, lp.logp, r.responseMask),
     lengths: lengthDiagnostics({ shape, logpOld: lp.logp, logpRollout: r.logpRollout, mask: r.responseMask, responses }),
+    ...(r.routing === null ? {} : { moe: moeProbe(policy, r, r.routing, lp, opts) }),
   };
+}
+
+/** Flip rates of the trainer's own routing against the rollout's, and ℓold again with the rollout's routing replayed (R3). */
+function moeProbe(policy: ArPolicy, r: Rollout, routing: readonly Int32Array[], own: TrainerLogprobs, opts: ArMismatchProbeOptions): ArMoeProbe {
+  const k = policy.blockConfig.moe!.topK;
+  const S = r.promptLength + r.responseLength;
+  const scored: number[] = [];
+  for (let b = 0; b < r.B; b++) for (let j = 0; j < r.responseLength; j++) if (r.responseMask[b * r.responseLength + j]) scored.push(b * S + r.promptLength + j - 1);
+  const used = own.cache.blocks.map((block) => block.moe!.routing);
+  const r3 = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
+    numerics: numericsFor(opts.plan.trainer),
+    ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+    routing,
+  });
+  return { flipRate: flipRatesAt(routing, used, k, scored), logpOldR3: r3.logp, diagnosticsR3: probeDiagnostics(r.logpRollout, r3.logp, r.responseMask) };
 }

@@ -7,7 +7,8 @@ import { createParamStore, type ParamStore } from '../../nn/params.js';
 import type { Rng } from '../../rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import type { PlanSideName } from '../../backend/contract.js';
-import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
+import { type EngineBatch, type EngineLogprobs, type EngineRoutingReplay, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
+import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTask } from '../../tasks/registry.js';
 import { PAD } from '../../tasks/tokenizer.js';
@@ -40,6 +41,13 @@ export interface DiffusionEngineRecord {
    * every estimator's softmax at slot j over it.
    */
   readonly support?: Uint8Array;
+  /**
+   * MoE only (absent for a dense model): the routing of the rollout-side forward whose logits give
+   * ℓroll, one (B, R/B·(P+G), k) array per layer in the layout of the estimator's forward rows
+   * ({@link DiffusionLogProbs.routing}): for `trajectory` the sampler's step passes (B, S, P+G, k),
+   * for `d1` the rollout-side d1 pass (B, P+G, k), for `elbo` its M views (B, M, P+G, k).
+   */
+  readonly moeRouting?: readonly Int32Array[];
 }
 
 /** The diffusion engine: an {@link RlEngine} that also exposes its model, plan and sampler settings. */
@@ -199,6 +207,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   const replay = config.policy.sampler.supportReplay;
   const estimator = config.policy.diffusion.estimator;
   const G = sampler.genLength;
+  const topK = model.block.moe?.topK ?? 0;
   const params: ParamStore = createParamStore(model.specs, `${config.seed}/diffusion-policy`);
   let rolloutWeights = Float32Array.from(params.data);
   let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
@@ -209,14 +218,18 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const weights = side === 'rollout' ? rolloutWeights : params.data;
     const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
     const cfg = options.greedy ? { ...sampler, temperature: 0 } : sampler;
-    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng);
+    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng, { recordRouting: topK > 0 && estimator === 'trajectory' });
     const B = prompts.length;
     const estimatorSeed = rng.path;
     const mask = diffusionCompletionMask(rollout.sequences); // (B, G)
-    const logpRollout =
+    // ℓroll and the routing of the forward that gave it: the sampler's passes (trajectory) or the
+    // rollout-side estimator's pass over the same views the trainer scores (d1, elbo)
+    const scored =
       estimator === 'trajectory'
-        ? Float64Array.from(rollout.logpRollout) // (B, G)
-        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support }).logp;
+        ? null
+        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support });
+    const logpRollout = scored === null ? Float64Array.from(rollout.logpRollout) : scored.logp; // (B, G)
+    const moeRouting = scored === null ? rollout.routing : scored.routing;
     const responses = new Int32Array(B * G); // (B, G), PAD past the mask
     rollout.sequences.forEach((s, r) => {
       for (let j = 0; j < G; j++) {
@@ -232,11 +245,12 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
       estimatorSeed,
       temperature: rollout.logpTemperature,
       ...(replay && rollout.support !== null ? { support: rollout.support } : {}),
+      ...(moeRouting === null ? {} : { moeRouting: moeRouting.map((r) => Int32Array.from(r)) }),
     };
     return { B, T: G, prompts, responses, mask, logpRollout, record };
   };
 
-  const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs => {
+  const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay }): EngineLogprobs => {
     const record = recordOf(batch);
     if (batch.T !== G) throw new Error(`diffusion engine: batch.T must be generationLength ${G}, got ${batch.T}`);
     if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
@@ -254,17 +268,27 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
       support = new Uint8Array(rows.length * G * V);
       rows.forEach((r, i) => support!.set(all.subarray(r * G * V, (r + 1) * G * V), i * G * V));
     }
+    const recordedAll = record.moeRouting;
+    const rowSize = recordedAll === undefined ? 0 : (recordedAll[0]?.length ?? 0) / batch.B; // R/B·T·k per sequence
+    const recorded = recordedAll === undefined ? undefined : gatherRoutingRows(recordedAll, rows, rowSize);
+    const replay = replayRouting(options.routing, recorded, rows.length * rowSize, model.config.layers, topK);
     const lp = diffusionLogProbs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
       seed: record.estimatorSeed,
       temperature: record.temperature,
       support,
+      routing: replay,
     });
     const mask = new Float64Array(rows.length * G); // (rows, G)
     rows.forEach((r, i) => mask.set(batch.mask.subarray(r * G, r * G + G), i * G));
     const logp = Float64Array.from(lp.logp, (v, k) => (mask[k] === 1 ? v : 0));
     const entropy = Float64Array.from(lp.entropy, (v, k) => (mask[k] === 1 ? v : 0));
     if (options.grad) last = { lp, mask };
-    return { logp, entropy };
+    if (lp.routing === null) return { logp, entropy };
+    const used = lp.routing.map((r) => Int32Array.from(r));
+    if (recorded === undefined) return { logp, entropy, routing: used };
+    // the (row, position) pairs whose outputs score a response slot with mask 1
+    const scoredAt = Array.from(lp.scoredAt).filter((_, e) => mask[lp.scoredSlot[e]!] === 1);
+    return { logp, entropy, routing: used, routingFlipRate: flipRatesAt(recorded, used, topK, scoredAt) };
   };
 
   const backward = (gradLogp: Float64Array): void => {

@@ -34,6 +34,12 @@ export interface DiffusionEstimatorOptions {
    * renormalises softmax(z/τ) (and its entropy) over slot j's kept set. @defaultValue null (full vocabulary)
    */
   readonly support?: Uint8Array | null;
+  /**
+   * MoE routing replay: per layer, (R, T, k) experts for the R rows of the estimator's forward
+   * ({@link DiffusionLogProbs.routing} of the same estimator and seed on the same sequences: the
+   * rollout's for R3, an earlier trainer pass's for R2); a row of −1 keeps the own top-k.
+   */
+  readonly routing?: readonly Int32Array[] | undefined;
 }
 
 /** Per-token log-probs of a batch of sequences, with their backward. */
@@ -51,6 +57,15 @@ export interface DiffusionLogProbs {
   readonly entropy: Float64Array;
   /** Rows (sequences of P+G tokens) of the single batched forward pass that produced `logp`. */
   readonly forwardRows: number;
+  /**
+   * MoE only (null for a dense model): the experts of that forward, one (R, T, k) array per layer,
+   * R = `forwardRows`; the rows of sequence i are R/B consecutive rows from i·R/B.
+   */
+  readonly routing: readonly Int32Array[] | null;
+  /** (n) flat index `row·T + position` of each scored (row, position) of the forward. */
+  readonly scoredAt: Int32Array;
+  /** (n) the response slot `i·G + j` each entry of {@link DiffusionLogProbs.scoredAt} scores. */
+  readonly scoredSlot: Int32Array;
   /**
    * Accumulates `Σ dlogp·∂ℓ/∂θ` into `grads` (layout and element type of `params`), through the
    * backward GEMMs of the same numerics. May be called more than once.
@@ -117,11 +132,12 @@ function scoreViews(
   G: number,
   tau: number,
   support: Uint8Array | null,
+  replay: readonly Int32Array[] | undefined,
 ): DiffusionLogProbs {
   const V = model.config.vocabSize;
   if (support !== null && support.length !== B * G * V) throw new Error(`diffusion estimator: support must have B·G·V = ${B * G * V} entries, got ${support.length}`);
   const keepOf = (slot: number): Uint8Array | null => (support === null ? null : support.subarray(slot * V, (slot + 1) * V));
-  const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics);
+  const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics, replay ?? null);
   const logp = new Float64Array(B * G); // (B, G)
   const entropy = new Float64Array(B * G); // (B, G)
   const scored = new Float64Array(B * G); // (B, G) number of views scoring each slot
@@ -141,6 +157,9 @@ function scoreViews(
     logp,
     entropy,
     forwardRows: views.R,
+    routing: model.block.moe ? fwd.blocks.map((b) => b.moe!.routing) : null,
+    scoredAt: Int32Array.from(views.row, (r, e) => r * T + views.pos[e]!),
+    scoredSlot: Int32Array.from(views.slot),
     backward(dlogp, grads) {
       if (dlogp.length !== B * G) throw new Error(`diffusion estimator backward: dlogp must have B·G = ${B * G} entries, got ${dlogp.length}`);
       const dlogits = allocLike(params, views.R * T * V); // (R, T, V)
@@ -182,7 +201,7 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**
@@ -207,7 +226,7 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**
@@ -263,7 +282,7 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       }
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null);
+  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**

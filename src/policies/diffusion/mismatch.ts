@@ -4,6 +4,7 @@
 import type { FloatArray } from '../../nn/array.js';
 import { createParamStore } from '../../nn/params.js';
 import { type MismatchDiagnostics, probeDiagnostics } from '../diagnostics.js';
+import { flipRatesAt } from '../moe-replay.js';
 import { createRng } from '../../rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { makeTask } from '../../tasks/registry.js';
@@ -64,6 +65,12 @@ export interface DiffusionMismatchProbeResult {
   readonly diagnostics: MismatchDiagnostics;
   /** Mismatch by response slot and completion length, sequence log-ratio, error tokens, repetition. */
   readonly lengths: LengthDiagnostics;
+  /**
+   * MoE models only: per layer, the share of router decisions that differ between the rollout's
+   * ℓroll forward and the trainer's own routing at the positions that score a completion slot, and
+   * the diagnostics with the rollout's routing replayed in the trainer (R3).
+   */
+  readonly moe?: { readonly flipRate: readonly number[]; readonly diagnosticsR3: MismatchDiagnostics };
 }
 
 /**
@@ -93,18 +100,29 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   };
   const root = createRng(options.seed);
   const prompts = task.trainProblems(B, options.seed).map((p) => p.prompt);
-  const rollout = sampleDiffusion(model, params, prompts, sampler, options.rollout, root.fork('mismatch-rollout'));
+  const topK = model.block.moe?.topK ?? 0;
+  const rollout = sampleDiffusion(model, params, prompts, sampler, options.rollout, root.fork('mismatch-rollout'), { recordRouting: topK > 0 && options.estimator === 'trajectory' });
   const estOptions: DiffusionEstimatorOptions = { seed: options.seed, temperature: rollout.logpTemperature, ...options.estimatorOptions };
-  const logpRollout =
+  const rolloutScored =
     options.estimator === 'trajectory'
-      ? rollout.logpRollout
-      : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }).logp; // processed: over the draws' kept sets under top-k/top-p
-  const logpOld = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions).logp;
+      ? null
+      : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }); // processed: over the draws' kept sets under top-k/top-p
+  const logpRollout = rolloutScored === null ? rollout.logpRollout : rolloutScored.logp;
+  const old = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions);
+  const logpOld = old.logp;
   const mask = diffusionCompletionMask(rollout.sequences);
   const responses = rollout.sequences.flatMap((q) => q.response);
+  const recorded = rolloutScored === null ? rollout.routing : rolloutScored.routing;
+  let moe: DiffusionMismatchProbeResult['moe'];
+  if (recorded !== null && old.routing !== null) {
+    const scoredAt = Array.from(old.scoredAt).filter((_, e) => mask[old.scoredSlot[e]!] === 1);
+    const r3 = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, { ...estOptions, routing: recorded });
+    moe = { flipRate: flipRatesAt(recorded, old.routing, topK, scoredAt), diagnosticsR3: probeDiagnostics(logpRollout, r3.logp, mask) };
+  }
   return {
     diagnostics: probeDiagnostics(logpRollout, logpOld, mask),
     lengths: lengthDiagnostics({ shape: { B, T: G }, logpOld, logpRollout, mask, responses }),
+    ...(moe === undefined ? {} : { moe }),
   };
 }
 

@@ -110,6 +110,7 @@ function req(model: DiffusionModel, buf: FloatArray, name: string): FloatArray {
  *
  * @param params - flat weights with `model.layout`
  * @param tokens - (B, T) ids in [0, V)
+ * @param replay - MoE only: per layer, (B, T, k) experts to replay (a row of −1: the own top-k), or null
  */
 export function diffusionForward(
   model: DiffusionModel,
@@ -118,11 +119,12 @@ export function diffusionForward(
   B: number,
   T: number,
   numerics: PolicyNumerics,
+  replay: readonly Int32Array[] | null = null,
 ): DiffusionForward {
   const { maxLen } = model.config;
   if (params.length !== model.layout.size) throw new Error(`diffusionForward: params length must be ${model.layout.size}, got ${params.length}`);
   if (T > maxLen) throw new Error(`diffusionForward: T must be ≤ maxLen ${maxLen}, got ${T}`);
-  return stackForward(stackWeights(model, params), stackConfig(model), tokens, B, T, numerics);
+  return stackForward(stackWeights(model, params), stackConfig(model), tokens, B, T, numerics, replay);
 }
 
 /**

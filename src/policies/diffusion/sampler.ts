@@ -7,7 +7,7 @@ import { MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { truncatedSupport, truncationActive } from '../truncation.js';
 import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
-import { diffusionForward, type DiffusionModel } from './model.js';
+import { diffusionForward, type DiffusionForward, type DiffusionModel } from './model.js';
 
 /** How the sampler picks which candidates to commit (LLaDA `remasking`). */
 export type DiffusionRemasking = 'low_confidence' | 'random';
@@ -125,6 +125,12 @@ export interface DiffusionRollout {
   readonly support: Uint8Array | null;
   /** (S) the (B, P+G) token state fed to the model at each step; only with `recordStates`. */
   readonly states: readonly Int32Array[] | null;
+  /**
+   * MoE only, with `recordRouting`: the experts of every step's forward (the conditional rows), one
+   * (B, S, P+G, k) array per layer — row (b, step) is the `trajectory` estimator's view of sequence b
+   * at that step, so the layout is that estimator's {@link DiffusionLogProbs.routing}. Else null.
+   */
+  readonly routing: readonly Int32Array[] | null;
 }
 
 /** Options of {@link sampleDiffusion} that are not sampler settings. */
@@ -133,6 +139,8 @@ export interface SampleDiffusionOptions {
   readonly ids?: readonly string[];
   /** Keep a copy of the state at every step (tests, debugging). @defaultValue false */
   readonly recordStates?: boolean;
+  /** MoE: record the routing of every step's forward ({@link DiffusionRollout.routing}). @defaultValue false */
+  readonly recordRouting?: boolean;
 }
 
 /**
@@ -209,7 +217,18 @@ export function sampleDiffusion(
   const L = cfg.blockLength;
   const truncate = cfg.temperature > 0 && truncationActive(V, cfg.topK, cfg.topP, MASK);
   const support = truncate ? new Uint8Array(B * G * V) : null; // (B, G, V)
+  /** Rows [0, B) of a step's routing (the conditional ones) into (b, step) of the record. */
+  const recordStep = (fwd: DiffusionForward, step: number): void => {
+    if (routing === null) return;
+    routing.forEach((out, l) => {
+      const r = fwd.blocks[l]!.moe!.routing; // (rows, T, k)
+      for (let b = 0; b < B; b++) out.set(r.subarray(b * T * topK, (b + 1) * T * topK), (b * S + step) * T * topK);
+    });
+  };
   const cand: { j: number; x0: number; c: number; keep: Uint8Array | null }[] = [];
+  const topK = model.block.moe?.topK ?? 0;
+  const S = schedule.blocks * schedule.stepsPerBlock;
+  const routing = options.recordRouting && topK > 0 ? Array.from({ length: model.config.layers }, () => new Int32Array(B * S * T * topK)) : null; // layers × (B, S, T, k)
   for (let b = 0; b < schedule.blocks; b++) {
     const lo = P + b * L;
     const hi = lo + L;
@@ -225,11 +244,14 @@ export function sampleDiffusion(
         const both = new Int32Array(2 * B * T); // (2B, T): [x; un_x] in one batch, as LLaDA does
         both.set(x);
         both.set(uncond, B * T);
-        const all = diffusionForward(model, params, both, 2 * B, T, numerics).logits;
-        logits = all.subarray(0, B * T * V);
-        logitsU = all.subarray(B * T * V);
+        const fwd = diffusionForward(model, params, both, 2 * B, T, numerics);
+        logits = fwd.logits.subarray(0, B * T * V);
+        logitsU = fwd.logits.subarray(B * T * V);
+        recordStep(fwd, step);
       } else {
-        logits = diffusionForward(model, params, x, B, T, numerics).logits;
+        const fwd = diffusionForward(model, params, x, B, T, numerics);
+        logits = fwd.logits;
+        recordStep(fwd, step);
       }
       for (let r = 0; r < B; r++) {
         const rr = rowRngs[r]!;
@@ -270,5 +292,5 @@ export function sampleDiffusion(
     response: Array.from(x.subarray(r * T + P, (r + 1) * T)),
     commitStep: commitSteps[r]!,
   }));
-  return { config: cfg, schedule, sequences, logpRollout, logpTemperature, states, support };
+  return { config: cfg, schedule, sequences, logpRollout, logpTemperature, states, support, routing };
 }

@@ -67,6 +67,10 @@ export const runConfigSchema = z.strictObject({
       model: z.record(z.string(), z.unknown()).default({}).describe('model size options (docs/policies.md), validated by the policy'),
       sampler: samplerSchema.prefault({}),
       diffusion: diffusionSchema.prefault({}),
+      routingReplay: z
+        .enum(['none', 'R2', 'R3'])
+        .default('none')
+        .describe("MoE routing replay in the trainer (docs/moe.md): R2 = the update passes replay the routing of the trainer's own ℓold pass (veRL router_replay.mode R2, slime --use-routing-replay); R3 = ℓold and the update passes replay the rollout engine's routing (veRL R3, slime --use-rollout-routing-replay); needs policy.model.moe"),
     })
     .prefault({}),
   plan: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default('bf16').describe('precision plan: a preset name, or a plan as data { rollout, trainer, name?, description? } (docs/precision-plans.md), validated by the policy'),
@@ -150,6 +154,16 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     throw new UsageError(`config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`);
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  const replay = config.policy.routingReplay;
+  if (replay !== 'none') {
+    const moe = (config.policy.model as { moe?: unknown }).moe;
+    if (moe === undefined || moe === null) {
+      throw new UsageError(`config.policy.routingReplay: '${replay}' replays an MoE router's choices and needs an MoE model (policy.model.moe), got a dense model`);
+    }
+    if (replay === 'R2' && config.estimators.mode === 'bypass') {
+      throw new UsageError("config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.mode 'bypass' skips (use 'R3' or mode 'decoupled')");
+    }
+  }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
     throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);

@@ -2,7 +2,7 @@
 // recompute, correction, update, log) against the asynchronous PolicyBackend. Not the run driver
 // (files, eval, checkpoints: src/runs/run.ts).
 
-import type { PolicyBackend, RolloutBatch } from '../../backend/contract.js';
+import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection } from '../correction.js';
@@ -178,6 +178,51 @@ class MetricMeans {
   }
 }
 
+/** Rows `picks` of every layer's routing of `nRows` rows (each array (nRows, S, k)). */
+function routingRows(routing: readonly Int32Array[], nRows: number, picks: readonly number[]): Int32Array[] {
+  return routing.map((layer) => {
+    const size = layer.length / nRows;
+    const out = new Int32Array(picks.length * size); // (picks, S, k)
+    picks.forEach((p, i) => out.set(layer.subarray(p * size, (p + 1) * size), i * size));
+    return out;
+  });
+}
+
+/**
+ * MoE routing diagnostics of step 5 (none for a dense policy, whose passes report no flip rate):
+ * `moe/flip_rate/l{l}` = share of router decisions at the scored positions that differ between the
+ * rollout record and the trainer's own routing at θ_old; with replay on, the mismatch k3 (as
+ * `rollout_corr/k3_kl`) with the trainer's own routing (`moe/k3_kl_own_routing`) and with the
+ * rollout's routing replayed (`moe/k3_kl_rollout_routing`). One of them is the ℓold pass itself
+ * (own for none/R2, rollout for R3); the other costs one more forward, only with replay on.
+ */
+async function routingDiagnostics(
+  backend: PolicyBackend,
+  batch: RolloutBatch,
+  rows: readonly number[],
+  replay: RunConfig['policy']['routingReplay'],
+  old: LogprobsResult,
+  logpRollout: Float64Array,
+  shape: BatchShape,
+  mask: Float64Array,
+): Promise<MetricRecord> {
+  if (old.routingFlipRate === undefined && replay === 'none') return {};
+  const other = replay === 'none' ? undefined : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? {} : { routing: 'rollout' as const }) });
+  const own = replay === 'R3' ? (other as LogprobsResult) : old;
+  const out: MetricRecord = {};
+  own.routingFlipRate?.forEach((rate, l) => {
+    out[`moe/flip_rate/l${l}`] = rate;
+  });
+  if (other !== undefined) {
+    const k3 = (logpOld: Float64Array): number =>
+      mismatchDiagnostics({ shape, logpOld, logpRollout, mask, weights: mask, effectiveMask: mask }).metrics['rollout_corr/k3_kl'] as number;
+    const rolloutRouted = replay === 'R3' ? old : other;
+    out['moe/k3_kl_own_routing'] = k3(own.logp);
+    out['moe/k3_kl_rollout_routing'] = k3(rolloutRouted.logp);
+  }
+  return out;
+}
+
 /**
  * Runs GRPO step `step` (1-based) and returns its metrics. `rng` is the step's own stream
  * (`root.fork('step').fork(step)`), so a resumed run draws exactly what an uninterrupted one does;
@@ -269,10 +314,17 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
 
   // 5. Trainer recompute: ℓold at θ_old under the trainer's plan (skipped in bypass mode, where
   //    ℓold := ℓroll, verl bypass_mode); ℓref when the KL term is on.
+  //    MoE routing replay: R3 replays the rollout's routing here and in the update; R2 records the
+  //    routing of this pass and replays it in the update (docs/moe.md).
   const bypass = est.mode === 'bypass';
+  const replay = config.policy.routingReplay;
   mark = now();
-  const old = bypass ? undefined : await backend.logprobs({ batch, rows, policy: 'current' });
+  const old = bypass
+    ? undefined
+    : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) });
   const logpOld = old === undefined ? logpRollout : old.logp;
+  if (replay === 'R2' && old !== undefined && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
+  const moeMetrics = old === undefined ? {} : await routingDiagnostics(backend, batch, rows, replay, old, logpRollout, keptShape, mask);
   t.old = bypass ? 0 : now() - mark;
   mark = now();
   const logpRef = est.kl !== null ? (await backend.logprobs({ batch, rows, policy: 'reference' })).logp : undefined;
@@ -296,6 +348,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
     Object.assign(metrics, diag.metrics);
     // by position and length (bypass has no trainer ℓold to compare with, so no mismatch to split)
     Object.assign(metrics, lengthMetrics({ shape: keptShape, logpOld, logpRollout, mask, responses: sliceRows(Float64Array.from(batch.responses), T, rows) }));
+    Object.assign(metrics, moeMetrics);
   }
   if (full !== undefined && !perMiniBatchCorrection) Object.assign(metrics, full.metrics);
   t.correction = now() - mark;
@@ -316,7 +369,8 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       const mbAdv = pick(advantages);
       const mbOld = pick(logpOld);
       const mbRoll = pick(logpRollout);
-      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true });
+      const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old?.routing !== undefined ? routingRows(old.routing, rows.length, local) : undefined; // R2: the ℓold pass's routing of these rows
+      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
       let weights: Float64Array;
       let effMask: Float64Array;
       let denMask: Float64Array;
