@@ -6,7 +6,7 @@ import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatN
 import { type CastProfile, type CastProfileName, type RoundingMode, castProfile } from './profiles.js';
 import { FLT_MAX, type Pow2Rounding, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
 import { type CodeArray, decodeTable, encodeArray } from './vector.js';
-import { encode } from './round.js';
+import { type ScalarEncoder, scalarEncoder } from './round.js';
 
 /** Element formats a quantizer can target: every float format and every integer format. */
 export type ElementFormatName = FloatFormatName | IntFormatName;
@@ -331,33 +331,61 @@ interface CellStats {
   max: Float32Array;
 }
 
+/**
+ * Scratch of one {@link quantize} call (per-cell statistics and element factors, the scaled
+ * elements), grown on demand and never returned: small calls repeated per decode step allocate
+ * only what the result keeps.
+ */
+const scratch: Record<'amax' | 'min' | 'max' | 'factors' | 'scaled', Float32Array<ArrayBuffer>> = { amax: new Float32Array(64), min: new Float32Array(64), max: new Float32Array(64), factors: new Float32Array(64), scaled: new Float32Array(1024) };
+
+function grown(a: Float32Array<ArrayBuffer>, n: number): Float32Array<ArrayBuffer> {
+  return a.length >= n ? a : new Float32Array(Math.max(n, 2 * a.length));
+}
+
+/** Per-cell statistics of x, in the scratch arrays (valid for indices below `layout.count`). */
 function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean): CellStats {
-  const amax = new Float32Array(layout.count);
-  const min = new Float32Array(layout.count).fill(Infinity);
-  const max = new Float32Array(layout.count).fill(-Infinity);
+  const count = layout.count;
+  const amax = (scratch.amax = grown(scratch.amax, count));
+  const min = (scratch.min = grown(scratch.min, count));
+  const max = (scratch.max = grown(scratch.max, count));
+  amax.fill(0, 0, count);
+  min.fill(Infinity, 0, count);
+  max.fill(-Infinity, 0, count);
   const kSize = layout.kSize;
+  // A cell covers `seg` consecutive elements of a row: index(r, c) = index(r, 0) + ⌊c / kSize⌋ for every layout.
+  const seg = Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
   for (let r = 0; r < rows; r++) {
     const rowCell = layout.index(r, 0);
-    for (let c = 0; c < cols; c++) {
-      const v = x[r * cols + c] as number;
-      // index(r, c) = index(r, 0) + ⌊c / kSize⌋ for every layout (kSize = ∞ gives 0).
-      const i = rowCell + Math.floor(c / kSize);
-      if (Number.isNaN(v)) {
-        if (propagateNan) {
-          amax[i] = Number.NaN;
-          min[i] = Number.NaN;
-          max[i] = Number.NaN;
+    const base = r * cols;
+    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
+      const cEnd = Math.min(cols, c0 + seg);
+      let am = amax[cell] as number;
+      let mn = min[cell] as number;
+      let mx = max[cell] as number;
+      let nan = false;
+      for (let c = c0; c < cEnd; c++) {
+        const v = x[base + c] as number;
+        if (v !== v) {
+          nan = true;
+          continue;
         }
-        continue;
+        const a = Math.abs(v);
+        if (a > am) am = a;
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
       }
-      const a = Math.abs(v);
-      if (a > (amax[i] as number)) amax[i] = a;
-      if (v < (min[i] as number)) min[i] = v;
-      if (v > (max[i] as number)) max[i] = v;
+      if (nan && propagateNan) {
+        am = Number.NaN;
+        mn = Number.NaN;
+        mx = Number.NaN;
+      }
+      amax[cell] = am;
+      min[cell] = mn;
+      max[cell] = mx;
     }
   }
   // Empty cells (only possible for empty tensors) have amax 0 and min = max = 0.
-  for (let i = 0; i < layout.count; i++) {
+  for (let i = 0; i < count; i++) {
     if (min[i] === Infinity) min[i] = 0;
     if (max[i] === -Infinity) max[i] = 0;
   }
@@ -410,11 +438,19 @@ function minmaxParams(rule: MinMaxScaleRule, fmt: ElementFormat, stats: CellStat
   return { scales, zeroPoints };
 }
 
+/** The NVFP4 block-scale cast (E4M3, satfinite), resolved once: `encode` per cell re-resolves the profile. */
+let e4m3SatfiniteEncoder: ScalarEncoder | null = null;
+function e4m3Satfinite(x: number): number {
+  e4m3SatfiniteEncoder ??= scalarEncoder(floatFormats.e4m3fn, 'satfinite');
+  return e4m3SatfiniteEncoder(x);
+}
+
 function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions): CellParams {
   const count = layout.count;
   const rule = spec.scale;
   const scales = new Float32Array(count);
-  const factors = new Float32Array(count);
+  // Every path writes factors[0, count) before use (or aliases the scales): scratch, not returned.
+  const factors = (scratch.factors = grown(scratch.factors, count));
   const fmax = formatMax(fmt);
   const scaling = spec.scaling ?? 'divide';
   const byScaling = (zeroPoints?: Int32Array): CellParams => {
@@ -533,7 +569,7 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
       const e4m3 = floatFormats.e4m3fn;
       const table = decodeTable(e4m3);
       for (let i = 0; i < count; i++) {
-        const code = encode(e4m3, fr((stats.amax[i] as number) * encTimesInv6), { profile: 'satfinite' });
+        const code = e4m3Satfinite(fr((stats.amax[i] as number) * encTimesInv6));
         scaleCodes[i] = code;
         const sb = table[code] as number;
         scales[i] = sb;
@@ -602,25 +638,32 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   const clamp = spec.clamp ?? 'none';
   const fmax = formatMax(fmt);
   const n = rows * cols;
-  const scaled = new Float32Array(n);
-  const scaledBits = new Uint32Array(scaled.buffer);
+  scratch.scaled = grown(scratch.scaled, n);
+  const scaled = scratch.scaled.subarray(0, n);
+  const scaledBits = new Uint32Array(scaled.buffer, 0, n);
   const { factors, op } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
+  const noClamp = clamp === 'none';
+  // Elements of one cell are consecutive in a row: the factor is read once per cell segment.
+  const seg = Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     const rowCell = layout.index(r, 0);
-    for (let c = 0; c < cols; c++) {
-      const f = factors[rowCell + Math.floor(c / kSize)] as number;
-      const v = x[base + c] as number;
-      const p = isDiv ? fr(v / f) : fr(v * f);
-      const s = clamp === 'none' ? p : clampScaled(p, clamp, fmax);
-      // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
-      // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
-      // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
-      // result is not deterministic.
-      if (Number.isNaN(s)) scaledBits[base + c] = Number.isNaN(v) ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : Number.isNaN(f) ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
-      else scaled[base + c] = s;
+    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
+      const f = factors[cell] as number;
+      const end = base + Math.min(cols, c0 + seg);
+      for (let i = base + c0; i < end; i++) {
+        const v = x[i] as number;
+        const p = isDiv ? fr(v / f) : fr(v * f);
+        const s = noClamp ? p : clampScaled(p, clamp, fmax);
+        // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
+        // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
+        // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
+        // result is not deterministic.
+        if (s !== s) scaledBits[i] = v !== v ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : f !== f ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
+        else scaled[i] = s;
+      }
     }
   }
   let codes: QuantCodes;
