@@ -96,11 +96,12 @@ const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
 const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
 
 /** `cache`: the tensor came from the caller (a weight, say) and may be seen again; false for the ones gemm quantized itself. */
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean): Operand {
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1): Operand {
   const fmt = elementFormat(q.spec.format);
   let values = cache ? decodedValues.get(q) : undefined;
   if (values === undefined) {
-    values = quantizedValues(q);
+    // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
+    values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
     if (cache) decodedValues.set(q, values);
   }
   if (q.spec.scale.kind === 'none') {
@@ -117,6 +118,20 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     globalScale: q.globalScale ?? 1,
     cached: cache,
   };
+}
+
+/** Per-call decoded values and exponent tables of the operands gemm quantized itself (slot 0: A, 1: B), grown on demand. */
+const operandScratchBuf: [Float32Array, Float32Array] = [new Float32Array(256), new Float32Array(256)];
+const exponentScratchBuf: [Int16Array, Int16Array] = [new Int16Array(256), new Int16Array(256)];
+
+function operandScratch(slot: 0 | 1, n: number): Float32Array {
+  if (operandScratchBuf[slot].length < n) operandScratchBuf[slot] = new Float32Array(Math.max(n, 2 * operandScratchBuf[slot].length));
+  return operandScratchBuf[slot].subarray(0, n);
+}
+
+function exponentScratch(slot: 0 | 1, n: number): Int16Array {
+  if (exponentScratchBuf[slot].length < n) exponentScratchBuf[slot] = new Int16Array(Math.max(n, 2 * exponentScratchBuf[slot].length));
+  return exponentScratchBuf[slot].subarray(0, n);
 }
 
 function isScaled(x: Float32Array | QuantizedTensor): boolean {
@@ -140,7 +155,7 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const scaledB = isScaled(qb);
   // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
   // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
-  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean): Operand => {
+  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean, slot: 0 | 1): Operand => {
     if (!isQuantized(x)) return plainOperand(round(x, f), f);
     if (oneSided && x.spec.scale.kind !== 'none') {
       if (!cache) return plainOperand(round(dequantize(x), otherF), otherF);
@@ -156,12 +171,12 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
       }
       return plainOperand(v, otherF);
     }
-    return quantizedOperand(x, rows, k, cache);
+    return quantizedOperand(x, rows, k, cache, slot);
   };
   const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa)), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb))];
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa), 0), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb), 1)];
   const oneSided = scaledA !== scaledB;
-  return [plain(qa, m, fa, fb, oneSided, given(a, qa)), plain(qb, n, fb, fa, oneSided, given(b, qb))];
+  return [plain(qa, m, fa, fb, oneSided, given(a, qa), 0), plain(qb, n, fb, fa, oneSided, given(b, qb), 1)];
 }
 
 function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
@@ -291,8 +306,8 @@ function hopperRange(
 const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
 
 /** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`). */
-function exponentTableOf(values: Float32Array, emin: number, cache: boolean): Int16Array | null {
-  if (!cache) return exponentTable(values, emin);
+function exponentTableOf(values: Float32Array, emin: number, cache: boolean, slot: 0 | 1): Int16Array | null {
+  if (!cache) return exponentTable(values, emin, exponentScratch(slot, values.length));
   let byEmin = exponentTables.get(values);
   if (byEmin === undefined) {
     byEmin = new Map();
@@ -307,8 +322,8 @@ function exponentTableOf(values: Float32Array, emin: number, cache: boolean): In
 }
 
 /** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
-function exponentTable(values: Float32Array, emin: number): Int16Array | null {
-  const e = new Int16Array(values.length);
+function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
+  const e = out ?? new Int16Array(values.length);
   for (let i = 0; i < values.length; i++) {
     const v = values[i] as number;
     if (!Number.isFinite(v)) return null;
@@ -407,33 +422,45 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
 
 // ---------------------------------------------------------------------------------------------------
 
-/** Scratch of the segment loop (partial, acc, total: m·n; per-segment scales of A and B rows), grown on demand. */
-let scratchBuf = new Float64Array(0);
-let scratchViews: [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] | null = null;
-let scratchKey = '';
+/**
+ * Scratch of the segment loop (partial, acc, total: at least m·n; per-segment scales of A and B rows:
+ * at least m and n), grown on demand. Only indices below m·n (m, n) are used, so calls of changing
+ * shapes (attention GEMMs alternate) reuse the same arrays without building views.
+ */
+const segmentScratch = {
+  partial: new Float32Array(256),
+  acc: new Float32Array(256),
+  total: new Float32Array(256),
+  saK: new Float64Array(64),
+  sbK: new Float64Array(64),
+};
 
 function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
-  const key = `${m},${n}`;
-  if (scratchViews !== null && scratchKey === key) return scratchViews;
   const mn = m * n;
-  const f32Words = Math.ceil((3 * mn) / 2); // three float32 blocks, in float64 words
-  const need = f32Words + m + n;
-  if (scratchBuf.length < need) scratchBuf = new Float64Array(Math.max(need, 2 * scratchBuf.length));
-  const buf = scratchBuf.buffer;
-  scratchViews = [
-    new Float32Array(buf, 0, mn),
-    new Float32Array(buf, 4 * mn, mn),
-    new Float32Array(buf, 8 * mn, mn),
-    new Float64Array(buf, 8 * f32Words, m),
-    new Float64Array(buf, 8 * (f32Words + m), n),
-  ];
-  scratchKey = key;
-  return scratchViews;
+  const sc = segmentScratch;
+  if (sc.partial.length < mn) {
+    const cap = Math.max(mn, 2 * sc.partial.length);
+    sc.partial = new Float32Array(cap);
+    sc.acc = new Float32Array(cap);
+    sc.total = new Float32Array(cap);
+  }
+  if (sc.saK.length < m) sc.saK = new Float64Array(Math.max(m, 2 * sc.saK.length));
+  if (sc.sbK.length < n) sc.sbK = new Float64Array(Math.max(n, 2 * sc.sbK.length));
+  return [sc.partial, sc.acc, sc.total, sc.saK, sc.sbK];
 }
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
-  if (steps.every((s) => !Number.isFinite(s) || s <= 0)) return lo === hi ? [lo] : [lo, hi];
+  const finite = steps.filter((s) => Number.isFinite(s) && s > 0);
+  if (finite.length === 0) return lo === hi ? [lo] : [lo, hi];
+  if (finite.every((s) => s === finite[0])) {
+    // One step (the common case): its multiples inside (lo, hi), in order, without a set.
+    const s = finite[0] as number;
+    const out = [lo];
+    for (let b = Math.ceil(lo / s) * s; b < hi; b += s) if (b > lo) out.push(b);
+    if (hi !== lo) out.push(hi);
+    return out;
+  }
   const set = new Set<number>([lo, hi]);
   for (const s of steps) {
     if (!Number.isFinite(s) || s <= 0) continue;
@@ -505,8 +532,8 @@ export function gemm(
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
   const hopperTables = ((): [Int16Array, Int16Array] | null => {
     if (model !== 'hopper-fp8' || options.reference === true) return null;
-    const eA = exponentTableOf(A, opA.emin, opA.cached);
-    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached);
+    const eA = exponentTableOf(A, opA.emin, opA.cached, 0);
+    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached, 1);
     return eA !== null && eB !== null ? [eA, eB] : null;
   })();
   const range = (partial: Float32Array, k0: number, k1: number): void => {
@@ -526,7 +553,7 @@ export function gemm(
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
     const bounds = boundaries(lo, hi, steps);
-    acc.fill(0);
+    acc.fill(0, 0, m * n);
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
       const k1 = bounds[s + 1] as number;
@@ -546,7 +573,7 @@ export function gemm(
         for (let o = 0; o < m * n; o++) acc[o] = Math.fround((acc[o] as number) + (partial[o] as number));
       }
     }
-    if (p === 0) total.set(acc);
+    if (p === 0) for (let o = 0; o < m * n; o++) total[o] = acc[o] as number;
     else for (let o = 0; o < m * n; o++) total[o] = Math.fround((total[o] as number) + (acc[o] as number));
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.

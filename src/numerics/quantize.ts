@@ -600,6 +600,9 @@ export function roundInt(v: number, mode: RoundingMode): number {
   }
 }
 
+/** {@link PreCastClamp} as the small integer the element loop switches on. */
+const clampCodes: Readonly<Record<PreCastClamp, number>> = Object.freeze({ none: 0, 'fminf-first': 1, 'fmaxf-first': 2, 'propagate-nan': 3 });
+
 function clampScaled(v: number, clamp: PreCastClamp, max: number): number {
   switch (clamp) {
     case 'none':
@@ -644,7 +647,10 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   const { factors, op } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
-  const noClamp = clamp === 'none';
+  // The clamp as a small code, its C semantics inlined below (the same fminf/fmaxf decisions as clampScaled).
+  const cl = clampCodes[clamp];
+  if (cl === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
+  const negMax = -fmax;
   // Elements of one cell are consecutive in a row: the factor is read once per cell segment.
   const seg = Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
   for (let r = 0; r < rows; r++) {
@@ -656,7 +662,14 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
       for (let i = base + c0; i < end; i++) {
         const v = x[i] as number;
         const p = isDiv ? fr(v / f) : fr(v * f);
-        const s = noClamp ? p : clampScaled(p, clamp, fmax);
+        let s = p;
+        if (cl === 1) {
+          const t = p !== p ? fmax : p < fmax ? p : fmax; // fminf(p, max)
+          s = negMax > t ? negMax : t; // fmaxf(−max, t), t never NaN
+        } else if (cl === 2) {
+          const t = p !== p ? negMax : p > negMax ? p : negMax; // fmaxf(p, −max)
+          s = t < fmax ? t : fmax; // fminf(t, max), t never NaN
+        } else if (cl === 3) s = clampScaled(p, clamp, fmax);
         // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
         // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
         // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
