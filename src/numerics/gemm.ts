@@ -1,7 +1,7 @@
 // GEMM out(m×n) = A(m×k)·B(n×k)ᵀ with operand rounding/quantization, scales applied where real kernels apply them,
 // and named accumulator models (fp32, pairwise, fp64, int32, hopper-fp8). Not a fast BLAS: exact semantics first.
 
-import { type FloatFormatName, exponentOf, floatFormat } from './formats.js';
+import { type FloatFormat, type FloatFormatName, exponentOf, floatFormat } from './formats.js';
 import {
   type CellLayout,
   type QuantSpec,
@@ -14,7 +14,7 @@ import {
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
 import { fma32 } from './scales.js';
-import { fakeQuant } from './vector.js';
+import { decodeTable, fakeQuant } from './vector.js';
 
 /**
  * How products are summed along K:
@@ -76,6 +76,8 @@ interface Operand {
   readonly globalScale: number;
   /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
   readonly cached: boolean;
+  /** hopper-fp8 input exponents decoded with the values (null: a non-finite value), when computed in the same pass. */
+  readonly exponents?: Int16Array | null;
 }
 
 function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
@@ -96,16 +98,57 @@ const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
 const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
 
 /** `cache`: the tensor came from the caller (a weight, say) and may be seen again; false for the ones gemm quantized itself. */
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1): Operand {
+/** Sentinel of {@link codeExponents} for codes that decode to NaN or ±Inf. */
+const NON_FINITE = 0x7fff;
+const codeExponentTables = new Map<FloatFormat, Int16Array>();
+
+/** The MMA-Sim input exponent of every code of an 8-bit-or-narrower float format ({@link NON_FINITE} for NaN/Inf codes). */
+function codeExponents(fmt: FloatFormat): Int16Array {
+  let t = codeExponentTables.get(fmt);
+  if (t === undefined) {
+    const values = decodeTable(fmt);
+    t = Int16Array.from(values, (v) => (Number.isFinite(v) ? inputExponent(v, fmt.emin) : NON_FINITE));
+    codeExponentTables.set(fmt, t);
+  }
+  return t;
+}
+
+/**
+ * A float-coded tensor gemm quantized itself, decoded into the slot's scratch with its hopper-fp8
+ * exponent table in the same pass (the values and exponents {@link quantizedValues} and
+ * {@link exponentTable} would give).
+ */
+function decodeWithExponents(q: QuantizedTensor, fmt: FloatFormat, n: number, slot: 0 | 1): [Float32Array, Int16Array | null] {
+  const values = operandScratch(slot, n);
+  const exps = exponentScratch(slot, n);
+  const table = decodeTable(fmt);
+  const et = codeExponents(fmt);
+  const codes = q.codes;
+  let finite = true;
+  for (let i = 0; i < n; i++) {
+    const c = codes[i] as number;
+    values[i] = table[c] as number;
+    const e = et[c] as number;
+    if (e === NON_FINITE) finite = false;
+    exps[i] = e;
+  }
+  return [values, finite ? exps : null];
+}
+
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
   const fmt = elementFormat(q.spec.format);
   let values = cache ? decodedValues.get(q) : undefined;
+  let exponents: Int16Array | null | undefined;
+  if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
+    [values, exponents] = decodeWithExponents(q, fmt, rows * k, slot);
+  }
   if (values === undefined) {
     // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
     values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
     if (cache) decodedValues.set(q, values);
   }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache, ...(exponents !== undefined ? { exponents } : {}) };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -117,6 +160,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
     cached: cache,
+    ...(exponents !== undefined ? { exponents } : {}),
   };
 }
 
@@ -174,7 +218,8 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
     return quantizedOperand(x, rows, k, cache, slot);
   };
   const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa), 0), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb), 1)];
+  const hopper = options.accumulator === 'hopper-fp8' && options.reference !== true;
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa), 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb), 1, hopper)];
   const oneSided = scaledA !== scaledB;
   return [plain(qa, m, fa, fb, oneSided, given(a, qa), 0), plain(qb, n, fb, fa, oneSided, given(b, qb), 1)];
 }
@@ -348,42 +393,64 @@ function hopperRangeFast(
   partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
   k0: number, k1: number, chunk: number, fractionBits: number,
 ): void {
-  const n2 = n - (n % 2);
+  const n4 = n - (n % 4);
+  const base = POW2_BIAS + fractionBits; // POW2[base − maxE] = 1/u, u = 2^(maxE − fractionBits)
   for (let i = 0; i < m; i++) {
     const ra = i * k;
-    // Two outputs (i, j) and (i, j+1) per pass: the A row and its exponents are read once for both.
-    for (let j = 0; j < n2; j += 2) {
+    // Four outputs (i, j..j+3) per pass: the A row and its exponents are read once for all four.
+    for (let j = 0; j < n4; j += 4) {
       const rb0 = j * k;
       const rb1 = rb0 + k;
+      const rb2 = rb1 + k;
+      const rb3 = rb2 + k;
       let c0 = 0;
       let c1 = 0;
+      let c2 = 0;
+      let c3 = 0;
       for (let lo = k0; lo < k1; lo += chunk) {
         const hi = Math.min(lo + chunk, k1);
         let maxE0 = c0 === 0 ? -126 : Math.max(exponentOf(c0), -126);
         let maxE1 = c1 === 0 ? -126 : Math.max(exponentOf(c1), -126);
+        let maxE2 = c2 === 0 ? -126 : Math.max(exponentOf(c2), -126);
+        let maxE3 = c3 === 0 ? -126 : Math.max(exponentOf(c3), -126);
         for (let kk = lo; kk < hi; kk++) {
           const ea = eA[ra + kk] as number;
           const e0 = ea + (eB[rb0 + kk] as number);
           const e1 = ea + (eB[rb1 + kk] as number);
+          const e2 = ea + (eB[rb2 + kk] as number);
+          const e3 = ea + (eB[rb3 + kk] as number);
           if (e0 > maxE0) maxE0 = e0;
           if (e1 > maxE1) maxE1 = e1;
+          if (e2 > maxE2) maxE2 = e2;
+          if (e3 > maxE3) maxE3 = e3;
         }
-        const inv0 = POW2[POW2_BIAS + fractionBits - maxE0] as number; // 1/u, u = 2^(maxE − fractionBits)
-        const inv1 = POW2[POW2_BIAS + fractionBits - maxE1] as number;
-        let sum0 = Math.trunc(c0 * inv0);
-        let sum1 = Math.trunc(c1 * inv1);
+        const inv0 = POW2[base - maxE0] as number;
+        const inv1 = POW2[base - maxE1] as number;
+        const inv2 = POW2[base - maxE2] as number;
+        const inv3 = POW2[base - maxE3] as number;
+        let sum0 = c0 === 0 ? 0 : Math.trunc(c0 * inv0);
+        let sum1 = c1 === 0 ? 0 : Math.trunc(c1 * inv1);
+        let sum2 = c2 === 0 ? 0 : Math.trunc(c2 * inv2);
+        let sum3 = c3 === 0 ? 0 : Math.trunc(c3 * inv3);
         for (let kk = lo; kk < hi; kk++) {
           const a = A[ra + kk] as number;
           sum0 += Math.trunc(a * (B[rb0 + kk] as number) * inv0);
           sum1 += Math.trunc(a * (B[rb1 + kk] as number) * inv1);
+          sum2 += Math.trunc(a * (B[rb2 + kk] as number) * inv2);
+          sum3 += Math.trunc(a * (B[rb3 + kk] as number) * inv3);
         }
         c0 = roundE8M(sum0, maxE0, fractionBits);
         c1 = roundE8M(sum1, maxE1, fractionBits);
+        c2 = roundE8M(sum2, maxE2, fractionBits);
+        c3 = roundE8M(sum3, maxE3, fractionBits);
       }
-      partial[i * n + j] = c0;
-      partial[i * n + j + 1] = c1;
+      const o = i * n + j;
+      partial[o] = c0;
+      partial[o + 1] = c1;
+      partial[o + 2] = c2;
+      partial[o + 3] = c3;
     }
-    for (let j = n2; j < n; j++) {
+    for (let j = n4; j < n; j++) {
       const rb = j * k;
       let c = 0;
       for (let lo = k0; lo < k1; lo += chunk) {
@@ -393,8 +460,8 @@ function hopperRangeFast(
           const e = (eA[ra + kk] as number) + (eB[rb + kk] as number);
           if (e > maxE) maxE = e;
         }
-        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number;
-        let sum = Math.trunc(c * inv);
+        const inv = POW2[base - maxE] as number;
+        let sum = c === 0 ? 0 : Math.trunc(c * inv);
         for (let kk = lo; kk < hi; kk++) sum += Math.trunc((A[ra + kk] as number) * (B[rb + kk] as number) * inv);
         c = roundE8M(sum, maxE, fractionBits);
       }
@@ -532,8 +599,8 @@ export function gemm(
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
   const hopperTables = ((): [Int16Array, Int16Array] | null => {
     if (model !== 'hopper-fp8' || options.reference === true) return null;
-    const eA = exponentTableOf(A, opA.emin, opA.cached, 0);
-    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached, 1);
+    const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(A, opA.emin, opA.cached, 0);
+    const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(B, opB.emin, opB.cached, 1);
     return eA !== null && eB !== null ? [eA, eB] : null;
   })();
   const range = (partial: Float32Array, k0: number, k1: number): void => {

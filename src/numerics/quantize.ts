@@ -343,7 +343,8 @@ function grown(a: Float32Array<ArrayBuffer>, n: number): Float32Array<ArrayBuffe
 }
 
 /** Per-cell statistics of x, in the scratch arrays (valid for indices below `layout.count`). */
-function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean): CellStats {
+function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean, needRange: boolean): CellStats {
+  if (!needRange) return cellAmax(x, rows, cols, layout, propagateNan);
   const count = layout.count;
   const amax = (scratch.amax = grown(scratch.amax, count));
   const min = (scratch.min = grown(scratch.min, count));
@@ -390,6 +391,30 @@ function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayo
     if (max[i] === -Infinity) max[i] = 0;
   }
   return { amax, min, max };
+}
+
+/** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
+function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean): CellStats {
+  const count = layout.count;
+  const amax = (scratch.amax = grown(scratch.amax, count));
+  amax.fill(0, 0, count);
+  const seg = Number.isFinite(layout.kSize) ? layout.kSize : Math.max(cols, 1);
+  for (let r = 0; r < rows; r++) {
+    const rowCell = layout.index(r, 0);
+    const base = r * cols;
+    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
+      const end = base + Math.min(cols, c0 + seg);
+      let am = amax[cell] as number;
+      let nan = false;
+      for (let i = base + c0; i < end; i++) {
+        const a = Math.abs(x[i] as number);
+        if (a > am) am = a; // false for NaN: skipped
+        else if (a !== a) nan = true;
+      }
+      amax[cell] = nan && propagateNan ? Number.NaN : am;
+    }
+  }
+  return { amax, min: scratch.min, max: scratch.max };
 }
 
 /** Per-cell quantization parameters: dequant scale, element op, zero point. */
@@ -636,7 +661,7 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
-  const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate');
+  const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate', spec.scale.kind === 'minmax');
   const params = cellParams(spec, fmt, stats, layout, options);
   const clamp = spec.clamp ?? 'none';
   const fmax = formatMax(fmt);
