@@ -13,6 +13,7 @@ import {
   quantizedValues,
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
+import { hopperChunkSums } from './hopper-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable, fakeQuant } from './vector.js';
 
@@ -470,6 +471,21 @@ function hopperRangeFast(
   }
 }
 
+/** Below this many products per range the WebAssembly step's packing costs more than it saves (same bits either way). */
+const SIMD_MIN_WORK = 2048;
+
+let hopperSums = new Float64Array(256);
+let hopperMaxes = new Int32Array(256);
+
+/** Scratch for {@link hopperChunkSums}: at least n sums and exponents. */
+function hopperScratch(n: number): [Float64Array, Int32Array] {
+  if (hopperSums.length < n) {
+    hopperSums = new Float64Array(Math.max(n, 2 * hopperSums.length));
+    hopperMaxes = new Int32Array(hopperSums.length);
+  }
+  return [hopperSums, hopperMaxes];
+}
+
 /**
  * `truncateToE8M(sum · 2^(maxE − fractionBits))` for an integer `sum` (exact in a double): integer
  * truncation to `fractionBits + 1` significant bits; sums that could saturate take the reference.
@@ -610,6 +626,13 @@ export function gemm(
       case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
       case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
       case 'hopper-fp8':
+        if (hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK) {
+          const [sums, maxes] = hopperScratch(m * n);
+          if (hopperChunkSums(sums, maxes, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits)) {
+            for (let o = 0; o < m * n; o++) partial[o] = roundE8M(sums[o] as number, maxes[o] as number, fractionBits);
+            return;
+          }
+        }
         if (hopperTables !== null) return hopperRangeFast(partial, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, chunk, fractionBits);
         return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
     }

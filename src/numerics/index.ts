@@ -12,4 +12,5 @@ export * from './presets.js';
 export * from './gemm.js';
 export * from './kvcache.js';
 export { fp32KernelIsSimd } from './fp32-kernel.js';
+export { hopperKernelIsSimd } from './hopper-kernel.js';
 export { GEMM_ROWS_PER_TASK, GEMM_THREAD_MIN_WORK, disposeGemmThreads, gemmThreadsFromEnv, threadedGemmF32 } from './threads.js';
