@@ -9,7 +9,7 @@ import {
   cellLayout,
   dequantize,
   elementFormat,
-  quantize,
+  quantizeTransient,
   quantizedValues,
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
@@ -185,12 +185,13 @@ function isScaled(x: Float32Array | QuantizedTensor): boolean {
 
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
 function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
-  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined): Float32Array | QuantizedTensor => {
+  // gemm consumes the tensors it quantizes itself within this call: their codes and scales may live in scratch.
+  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor => {
     if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-    return quantize(quant, x, [rows, k]);
+    return quantizeTransient(quant, x, [rows, k], slot);
   };
-  const qa = prep(a, m, options.aQuant);
-  const qb = prep(b, n, options.bQuant);
+  const qa = prep(a, m, options.aQuant, 0);
+  const qb = prep(b, n, options.bQuant, 1);
   const formatOf = (x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null =>
     !isQuantized(x) && typeof quant === 'string' ? quant : null;
   const fa = formatOf(qa, options.aQuant);

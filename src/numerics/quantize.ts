@@ -470,10 +470,10 @@ function e4m3Satfinite(x: number): number {
   return e4m3SatfiniteEncoder(x);
 }
 
-function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions): CellParams {
+function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions, scalesDst?: Float32Array): CellParams {
   const count = layout.count;
   const rule = spec.scale;
-  const scales = new Float32Array(count);
+  const scales = scalesDst ?? new Float32Array(count);
   // Every path writes factors[0, count) before use (or aliases the scales): scratch, not returned.
   const factors = (scratch.factors = grown(scratch.factors, count));
   const fmax = formatMax(fmt);
@@ -658,11 +658,37 @@ function clampScaled(v: number, clamp: PreCastClamp, max: number): number {
  * ```
  */
 export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions = {}): QuantizedTensor {
+  return quantizeWith(spec, x, shape, options, null);
+}
+
+/** Per-slot code and scale scratch of {@link quantizeTransient}. */
+const transientBuffers: [{ codes: Uint8Array; scales: Float32Array<ArrayBuffer> }, { codes: Uint8Array; scales: Float32Array<ArrayBuffer> }] = [
+  { codes: new Uint8Array(1024), scales: new Float32Array(64) },
+  { codes: new Uint8Array(1024), scales: new Float32Array(64) },
+];
+
+/**
+ * {@link quantize} whose codes (float formats of at most 8 bits) and scales live in scratch owned by
+ * `slot`: valid only until the next call with the same slot. For callers that consume the tensor at
+ * once and keep nothing of it (gemm's own operand quantization); the values are those of quantize.
+ * @internal
+ */
+export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], slot: 0 | 1): QuantizedTensor {
+  return quantizeWith(spec, x, shape, {}, slot);
+}
+
+function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, slot: 0 | 1 | null): QuantizedTensor {
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate', spec.scale.kind === 'minmax');
-  const params = cellParams(spec, fmt, stats, layout, options);
+  let scalesDst: Float32Array | undefined;
+  if (slot !== null) {
+    const t = transientBuffers[slot];
+    t.scales = grown(t.scales, layout.count);
+    scalesDst = t.scales.subarray(0, layout.count);
+  }
+  const params = cellParams(spec, fmt, stats, layout, options, scalesDst);
   const clamp = spec.clamp ?? 'none';
   const fmax = formatMax(fmt);
   const n = rows * cols;
@@ -708,7 +734,13 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
   if (fmt.kind === 'float') {
     const profile = spec.profile ?? 'satfinite';
     const prof = typeof profile === 'string' ? castProfile(profile) : profile;
-    codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) });
+    let codesDst: Uint8Array | undefined;
+    if (slot !== null && fmt.bits <= 8) {
+      const t = transientBuffers[slot];
+      if (t.codes.length < n) t.codes = new Uint8Array(Math.max(n, 2 * t.codes.length));
+      codesDst = t.codes.subarray(0, n);
+    }
+    codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
   } else {
     const mode = spec.mode ?? 'rne';
     const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;
