@@ -475,18 +475,6 @@ function hopperRangeFast(
 /** Below this many products per range the WebAssembly step's packing costs more than it saves (same bits either way). */
 const SIMD_MIN_WORK = 2048;
 
-let hopperSums = new Float64Array(256);
-let hopperMaxes = new Int32Array(256);
-
-/** Scratch for {@link hopperChunkSums}: at least n sums and exponents. */
-function hopperScratch(n: number): [Float64Array, Int32Array] {
-  if (hopperSums.length < n) {
-    hopperSums = new Float64Array(Math.max(n, 2 * hopperSums.length));
-    hopperMaxes = new Int32Array(hopperSums.length);
-  }
-  return [hopperSums, hopperMaxes];
-}
-
 /**
  * `truncateToE8M(sum · 2^(maxE − fractionBits))` for an integer `sum` (exact in a double): integer
  * truncation to `fractionBits + 1` significant bits; sums that could saturate take the reference.
@@ -628,9 +616,12 @@ export function gemm(
       case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
       case 'hopper-fp8':
         if (hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK) {
-          const [sums, maxes] = hopperScratch(m * n);
-          if (hopperChunkSums(sums, maxes, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits)) {
-            for (let o = 0; o < m * n; o++) partial[o] = roundE8M(sums[o] as number, maxes[o] as number, fractionBits);
+          const r = hopperChunkSums(A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits, opB.cached);
+          if (r !== null) {
+            const { sums, maxes, stride } = r;
+            for (let i = 0; i < m; i++) {
+              for (let j = 0; j < n; j++) partial[i * n + j] = roundE8M(sums[i * stride + j] as number, maxes[i * stride + j] as number, fractionBits);
+            }
             return;
           }
         }

@@ -177,22 +177,73 @@ export function hopperKernelIsSimd(): boolean {
   return hopperWasm() !== null;
 }
 
+/** B panels packed for one K-chunk: values (np·len·4 doubles) and exponents (np·len·4 int32), panel[p][kk][c]. */
+interface PackedPanels {
+  readonly k0: number;
+  readonly len: number;
+  readonly n: number;
+  readonly values: Float64Array;
+  readonly exps: Int32Array;
+}
+
+/** Packed panels of B operands that are cached decodings of weights (immutable), by values array and k0. */
+const packedCache = new WeakMap<Float32Array, Map<number, PackedPanels>>();
+
+function packPanels(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number): PackedPanels {
+  const np = Math.ceil(n / 4);
+  const values = new Float64Array(np * len * 4);
+  const exps = new Int32Array(np * len * 4);
+  for (let p = 0; p < np; p++) {
+    for (let c = 0; c < 4; c++) {
+      const j = 4 * p + c;
+      for (let kk = 0; kk < len; kk++) {
+        const at = (p * len + kk) * 4 + c;
+        // Padding columns (j ≥ n) compute on zeros; their results are never read.
+        values[at] = j < n ? (B[j * k + k0 + kk] as number) : 0;
+        exps[at] = j < n ? (eB[j * k + k0 + kk] as number) : -126;
+      }
+    }
+  }
+  return { k0, len, n, values, exps };
+}
+
+/** {@link packPanels}, kept with B when B is a cached weight decoding (`cacheB`). */
+function panelsOf(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number, cacheB: boolean): PackedPanels {
+  if (!cacheB) return packPanels(B, eB, n, k, k0, len);
+  let byK0 = packedCache.get(B);
+  if (byK0 === undefined) packedCache.set(B, (byK0 = new Map()));
+  let packed = byK0.get(k0);
+  if (packed === undefined || packed.len !== len || packed.n !== n) {
+    packed = packPanels(B, eB, n, k, k0, len);
+    byK0.set(k0, packed);
+  }
+  return packed;
+}
+
+/** Results of {@link hopperChunkSums}: output (i, j) at `i·stride + j` of both views (valid until the next call). */
+export interface HopperChunkResult {
+  readonly sums: Float64Array;
+  readonly maxes: Int32Array;
+  readonly stride: number;
+}
+
 /**
- * One K-chunk [k0, k1) of every output (i, j) from a zero accumulator: `maxes[i·n + j]` = max(−126,
- * max_kk eA(i,kk) + eB(j,kk)) and `sums[i·n + j]` = Σ_kk trunc(A(i,kk)·B(j,kk)·2^(fractionBits − maxE)),
- * exactly as the JS table kernel forms them. Returns false (nothing written) where WebAssembly SIMD
- * is unavailable.
+ * One K-chunk [k0, k1) of every output (i, j) from a zero accumulator: `maxes` = max(−126,
+ * max_kk eA(i,kk) + eB(j,kk)) and `sums` = Σ_kk trunc(A(i,kk)·B(j,kk)·2^(fractionBits − maxE)),
+ * exactly as the JS table kernel forms them. `cacheB`: B is an immutable cached weight decoding, so
+ * its packed panels are kept with it. Returns null (nothing computed) where WebAssembly SIMD is
+ * unavailable.
  * @internal
  */
 export function hopperChunkSums(
-  sums: Float64Array, maxes: Int32Array,
   A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
-  k0: number, k1: number, fractionBits: number,
-): boolean {
+  k0: number, k1: number, fractionBits: number, cacheB: boolean,
+): HopperChunkResult | null {
   const w = hopperWasm();
-  if (w === null) return false;
+  if (w === null) return null;
   const len = k1 - k0;
   const np = Math.ceil(n / 4);
+  const panels = panelsOf(B, eB, n, k, k0, len, cacheB);
   // layout (bytes): [A values m·len·8][A exps m·len·4][B values np·len·32][B exps np·len·16][sums m·np·32][maxes m·np·16]
   const align = (x: number): number => Math.ceil(x / 16) * 16; // every region 16-byte aligned (typed-array views need 8)
   const av = 0;
@@ -208,28 +259,15 @@ export function hopperChunkSums(
   const f64 = new Float64Array(buf);
   const i32 = new Int32Array(buf);
   for (let i = 0; i < m; i++) {
+    const src = i * k + k0;
+    const dst = i * len;
     for (let kk = 0; kk < len; kk++) {
-      f64[av / 8 + i * len + kk] = A[i * k + k0 + kk] as number;
-      i32[ae / 4 + i * len + kk] = eA[i * k + k0 + kk] as number;
+      f64[av / 8 + dst + kk] = A[src + kk] as number;
+      i32[ae / 4 + dst + kk] = eA[src + kk] as number;
     }
   }
-  for (let p = 0; p < np; p++) {
-    for (let c = 0; c < 4; c++) {
-      const j = 4 * p + c;
-      for (let kk = 0; kk < len; kk++) {
-        const at = (p * len + kk) * 4 + c;
-        // Padding columns (j ≥ n) compute on zeros; their results are never read.
-        f64[bv / 8 + at] = j < n ? (B[j * k + k0 + kk] as number) : 0;
-        i32[be / 4 + at] = j < n ? (eB[j * k + k0 + kk] as number) : -126;
-      }
-    }
-  }
+  f64.set(panels.values, bv / 8);
+  i32.set(panels.exps, be / 4);
   w.chunk(m, np, len, av, ae, bv, be, so, mo, fractionBits + 1023);
-  for (let i = 0; i < m; i++) {
-    for (let j = 0; j < n; j++) {
-      sums[i * n + j] = f64[so / 8 + i * np * 4 + j] as number;
-      maxes[i * n + j] = i32[mo / 4 + i * np * 4 + j] as number;
-    }
-  }
-  return true;
+  return { sums: new Float64Array(buf, so, m * np * 4), maxes: new Int32Array(buf, mo, m * np * 4), stride: np * 4 };
 }
