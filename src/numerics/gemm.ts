@@ -660,10 +660,12 @@ export function gemm(
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
   const global = Math.fround(opA.globalScale * opB.globalScale);
+  const rowScalesB = !opB.fine && opB.scales !== null;
+  if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
   for (let i = 0; i < m; i++) {
     const sa = !opA.fine && opA.scales ? (opA.scales[(opA.layout as CellLayout).index(i, 0)] as number) : null;
     for (let j = 0; j < n; j++) {
-      const sb = !opB.fine && opB.scales ? (opB.scales[(opB.layout as CellLayout).index(j, 0)] as number) : null;
+      const sb = rowScalesB ? (sbK[j] as number) : null;
       let v = total[i * n + j] as number;
       if (sb !== null) v = Math.fround(sb * v);
       if (sa !== null) v = Math.fround(sa * v);

@@ -398,12 +398,15 @@ function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayou
   const count = layout.count;
   const amax = (scratch.amax = grown(scratch.amax, count));
   amax.fill(0, 0, count);
-  const seg = Number.isFinite(layout.kSize) ? layout.kSize : Math.max(cols, 1);
-  for (let r = 0; r < rows; r++) {
-    const rowCell = layout.index(r, 0);
+  // One cell (per-tensor scale): the whole tensor is one run of elements.
+  const flat = count === 1;
+  const seg = flat ? Math.max(rows * cols, 1) : Number.isFinite(layout.kSize) ? layout.kSize : Math.max(cols, 1);
+  for (let r = 0; r < (flat ? Math.min(rows, 1) : rows); r++) {
+    const rowCell = flat ? 0 : layout.index(r, 0);
     const base = r * cols;
-    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
-      const end = base + Math.min(cols, c0 + seg);
+    const width = flat ? rows * cols : cols;
+    for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
+      const end = base + Math.min(width, c0 + seg);
       let am = amax[cell] as number;
       let nan = false;
       for (let i = base + c0; i < end; i++) {
@@ -702,14 +705,16 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
   const cl = clampCodes[clamp];
   if (cl === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
   const negMax = -fmax;
-  // Elements of one cell are consecutive in a row: the factor is read once per cell segment.
-  const seg = Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
-  for (let r = 0; r < rows; r++) {
+  // Elements of one cell are consecutive in a row (in the whole tensor for one cell): the factor is read once per run.
+  const flat = layout.count === 1;
+  const seg = flat ? Math.max(n, 1) : Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
+  for (let r = 0; r < (flat ? Math.min(rows, 1) : rows); r++) {
     const base = r * cols;
-    const rowCell = layout.index(r, 0);
-    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
+    const rowCell = flat ? 0 : layout.index(r, 0);
+    const width = flat ? n : cols;
+    for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
       const f = factors[cell] as number;
-      const end = base + Math.min(cols, c0 + seg);
+      const end = base + Math.min(width, c0 + seg);
       for (let i = base + c0; i < end; i++) {
         const v = x[i] as number;
         const p = isDiv ? fr(v / f) : fr(v * f);
