@@ -77,8 +77,8 @@ interface Operand {
   readonly globalScale: number;
   /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
   readonly cached: boolean;
-  /** hopper-fp8 input exponents decoded with the values (null: a non-finite value), when computed in the same pass. */
-  readonly exponents?: Int16Array | null;
+  /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
+  readonly exponents: Int16Array | null | undefined;
 }
 
 function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
@@ -87,7 +87,7 @@ function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
 
 function plainOperand(values: Float32Array, format: FloatFormatName | null): Operand {
   const emin = format === null ? -126 : floatFormat(format).emin;
-  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false };
+  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false, exponents: undefined };
 }
 
 /**
@@ -149,7 +149,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     if (cache) decodedValues.set(q, values);
   }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache, ...(exponents !== undefined ? { exponents } : {}) };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache, exponents };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -161,7 +161,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
     cached: cache,
-    ...(exponents !== undefined ? { exponents } : {}),
+    exponents,
   };
 }
 
@@ -541,6 +541,21 @@ function boundaries(lo: number, hi: number, steps: number[]): number[] {
   return [...set].sort((x, y) => x - y);
 }
 
+/** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
+function normalizeOptions(o: GemmOptions): GemmOptions {
+  return {
+    aQuant: o.aQuant,
+    bQuant: o.bQuant,
+    accumulator: o.accumulator,
+    promoteEvery: o.promoteEvery,
+    chunk: o.chunk,
+    fractionBits: o.fractionBits,
+    splitK: o.splitK,
+    outFormat: o.outFormat,
+    reference: o.reference,
+  } as GemmOptions;
+}
+
 /**
  * out(m×n) = A(m×k)·B(n×k)ᵀ, row-major, under an explicit accumulator model (the argument order of the
  * NN layers: output first, then inputs, then sizes).
@@ -573,6 +588,8 @@ export function gemm(
   options: GemmOptions = {},
 ): Float32Array {
   checkShapes(out, a, b, m, n, k);
+  // Callers pass option objects of many shapes: read them once, here, into one fixed shape.
+  options = normalizeOptions(options);
   const model = options.accumulator ?? 'fp32';
   if (!accumulatorModels.includes(model)) throw new Error(`accumulator: unknown model '${model}' (known: ${accumulatorModels.join(', ')})`);
   const splitK = options.splitK ?? 1;
