@@ -541,6 +541,45 @@ function boundaries(lo: number, hi: number, steps: number[]): number[] {
   return [...set].sort((x, y) => x - y);
 }
 
+/** The hopper-fp8 exponent tables of both operands, or null when a value is not finite (the scalar reference runs then). */
+function hopperTablesOf(opA: Operand, opB: Operand): [Int16Array, Int16Array] | null {
+  const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(opA.values, opA.emin, opA.cached, 0);
+  const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(opB.values, opB.emin, opB.cached, 1);
+  return eA !== null && eB !== null ? [eA, eB] : null;
+}
+
+/** One K-range [k0, k1) of every output under `model` into `partial` (module level: no per-call closures in the hot path). */
+function runRange(
+  model: AccumulatorModel, fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null, tables: [Int16Array, Int16Array] | null,
+  partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
+  chunk: number, fractionBits: number, eminA: number, eminB: number, cachedB: boolean,
+): void {
+  switch (model) {
+    case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
+    case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
+    case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
+    case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
+    case 'hopper-fp8':
+      if (tables === null) return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, eminA, eminB, fractionBits);
+      if (k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK && hopperSimdRange(partial, A, B, tables, m, n, k, k0, k1, fractionBits, cachedB)) return;
+      return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, chunk, fractionBits);
+  }
+}
+
+/** One chunk of every output through the WebAssembly step, rounded to e8m13 here; false where SIMD is unavailable. */
+function hopperSimdRange(
+  partial: Float32Array, A: Float32Array, B: Float32Array, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
+  k0: number, k1: number, fractionBits: number, cachedB: boolean,
+): boolean {
+  const r = hopperChunkSums(A, B, tables[0], tables[1], m, n, k, k0, k1, fractionBits, cachedB);
+  if (r === null) return false;
+  const { sums, maxes, stride } = r;
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) partial[i * n + j] = roundE8M(sums[i * stride + j] as number, maxes[i * stride + j] as number, fractionBits);
+  }
+  return true;
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -619,33 +658,7 @@ export function gemm(
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
-  const hopperTables = ((): [Int16Array, Int16Array] | null => {
-    if (model !== 'hopper-fp8' || options.reference === true) return null;
-    const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(A, opA.emin, opA.cached, 0);
-    const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(B, opB.emin, opB.cached, 1);
-    return eA !== null && eB !== null ? [eA, eB] : null;
-  })();
-  const range = (partial: Float32Array, k0: number, k1: number): void => {
-    switch (model) {
-      case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
-      case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
-      case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
-      case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
-      case 'hopper-fp8':
-        if (hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK) {
-          const r = hopperChunkSums(A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits, opB.cached);
-          if (r !== null) {
-            const { sums, maxes, stride } = r;
-            for (let i = 0; i < m; i++) {
-              for (let j = 0; j < n; j++) partial[i * n + j] = roundE8M(sums[i * stride + j] as number, maxes[i * stride + j] as number, fractionBits);
-            }
-            return;
-          }
-        }
-        if (hopperTables !== null) return hopperRangeFast(partial, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, chunk, fractionBits);
-        return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
-    }
-  };
+  const hopperTables = model === 'hopper-fp8' && options.reference !== true ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);
   for (let p = 0; p < splitK; p++) {
@@ -656,7 +669,7 @@ export function gemm(
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
       const k1 = bounds[s + 1] as number;
-      range(partial, k0, k1);
+      runRange(model, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, chunk, fractionBits, opA.emin, opB.emin, opB.cached);
       if (fine) {
         // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
         for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
