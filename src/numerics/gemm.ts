@@ -183,51 +183,67 @@ function isScaled(x: Float32Array | QuantizedTensor): boolean {
   return isQuantized(x) && x.spec.scale.kind !== 'none';
 }
 
+/** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
+function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
+  if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
+  return quantizeTransient(quant, x, [rows, k], slot);
+}
+
+/** The rounding format of a Float32Array operand given a format name, else null. */
+function roundingFormatOf(x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null {
+  return !isQuantized(x) && typeof quant === 'string' ? quant : null;
+}
+
+function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
+  return f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' });
+}
+
+/**
+ * The operand of the unscaled or weight-only path. Weight-only (one operand scaled): the quantized
+ * operand is dequantized first, then rounded to the other operand's float format when one was
+ * given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
+ */
+function plainPathOperand(
+  x: Float32Array | QuantizedTensor, rows: number, k: number, f: FloatFormatName | null, otherF: FloatFormatName | null,
+  oneSided: boolean, cache: boolean, slot: 0 | 1,
+): Operand {
+  if (!isQuantized(x)) return plainOperand(roundTo(x, f), f);
+  if (oneSided && x.spec.scale.kind !== 'none') {
+    if (!cache) return plainOperand(roundTo(dequantize(x), otherF), otherF);
+    let byFormat = dequantizedValues.get(x);
+    if (byFormat === undefined) {
+      byFormat = new Map();
+      dequantizedValues.set(x, byFormat);
+    }
+    let v = byFormat.get(otherF ?? 'fp32');
+    if (v === undefined) {
+      v = roundTo(dequantize(x), otherF);
+      byFormat.set(otherF ?? 'fp32', v);
+    }
+    return plainOperand(v, otherF);
+  }
+  return quantizedOperand(x, rows, k, cache, slot);
+}
+
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
 function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
-  // gemm consumes the tensors it quantizes itself within this call: their codes and scales may live in scratch.
-  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor => {
-    if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-    return quantizeTransient(quant, x, [rows, k], slot);
-  };
-  const qa = prep(a, m, options.aQuant, 0);
-  const qb = prep(b, n, options.bQuant, 1);
-  const formatOf = (x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null =>
-    !isQuantized(x) && typeof quant === 'string' ? quant : null;
-  const fa = formatOf(qa, options.aQuant);
-  const fb = formatOf(qb, options.bQuant);
-  const round = (v: Float32Array, f: FloatFormatName | null): Float32Array => (f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' }));
+  const qa = prepOperand(a, m, k, options.aQuant, 0);
+  const qb = prepOperand(b, n, k, options.bQuant, 1);
+  const fa = roundingFormatOf(qa, options.aQuant);
+  const fb = roundingFormatOf(qb, options.bQuant);
   const scaledA = isScaled(qa);
   const scaledB = isScaled(qb);
-  // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
-  // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
-  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean, slot: 0 | 1): Operand => {
-    if (!isQuantized(x)) return plainOperand(round(x, f), f);
-    if (oneSided && x.spec.scale.kind !== 'none') {
-      if (!cache) return plainOperand(round(dequantize(x), otherF), otherF);
-      let byFormat = dequantizedValues.get(x);
-      if (byFormat === undefined) {
-        byFormat = new Map();
-        dequantizedValues.set(x, byFormat);
-      }
-      let v = byFormat.get(otherF ?? 'fp32');
-      if (v === undefined) {
-        v = round(dequantize(x), otherF);
-        byFormat.set(otherF ?? 'fp32', v);
-      }
-      return plainOperand(v, otherF);
-    }
-    return quantizedOperand(x, rows, k, cache, slot);
-  };
-  const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
+  // `given`: passed in quantized (a === qa), not quantized here, so it may be seen again and its derived tables cached.
+  const givenA = a === qa;
+  const givenB = b === qb;
   const hopper = options.accumulator === 'hopper-fp8' && options.reference !== true;
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa), 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb), 1, hopper)];
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, givenA, 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, givenB, 1, hopper)];
   const oneSided = scaledA !== scaledB;
-  return [plain(qa, m, fa, fb, oneSided, given(a, qa), 0), plain(qb, n, fb, fa, oneSided, given(b, qb), 1)];
+  return [plainPathOperand(qa, m, k, fa, fb, oneSided, givenA, 0), plainPathOperand(qb, n, k, fb, fa, oneSided, givenB, 1)];
 }
 
 function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
-  const dims = [m, n, k].every((d) => Number.isInteger(d) && d >= 0);
+  const dims = Number.isInteger(m) && m >= 0 && Number.isInteger(n) && n >= 0 && Number.isInteger(k) && k >= 0;
   const aLen = isQuantized(a) ? a.codes.length : a.length;
   const bLen = isQuantized(b) ? b.codes.length : b.length;
   const aOk = isQuantized(a) ? a.shape[0] === m && a.shape[1] === k : a.length === m * k;
@@ -523,11 +539,18 @@ function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Arra
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
-  const finite = steps.filter((s) => Number.isFinite(s) && s > 0);
-  if (finite.length === 0) return lo === hi ? [lo] : [lo, hi];
-  if (finite.every((s) => s === finite[0])) {
-    // One step (the common case): its multiples inside (lo, hi), in order, without a set.
-    const s = finite[0] as number;
+  // The distinct finite steps: none, one (the common case) or more.
+  let step = 0;
+  let several = false;
+  for (const s of steps) {
+    if (!Number.isFinite(s) || s <= 0) continue;
+    if (step === 0) step = s;
+    else if (s !== step) several = true;
+  }
+  if (step === 0) return lo === hi ? [lo] : [lo, hi];
+  if (!several) {
+    // One step: its multiples inside (lo, hi), in order, without a set.
+    const s = step;
     const out = [lo];
     for (let b = Math.ceil(lo / s) * s; b < hi; b += s) if (b > lo) out.push(b);
     if (hi !== lo) out.push(hi);

@@ -220,6 +220,11 @@ function panelsOf(B: Float32Array, eB: Int16Array, n: number, k: number, k0: num
   return packed;
 }
 
+/** Rounds a byte offset up to 16 (every region 16-byte aligned; typed-array views need 8). */
+function align(x: number): number {
+  return Math.ceil(x / 16) * 16;
+}
+
 /** Results of {@link hopperChunkSums}: output (i, j) at `i·stride + j` of both views (valid until the next call). */
 export interface HopperChunkResult {
   readonly sums: Float64Array;
@@ -245,7 +250,6 @@ export function hopperChunkSums(
   const np = Math.ceil(n / 4);
   const panels = panelsOf(B, eB, n, k, k0, len, cacheB);
   // layout (bytes): [A values m·len·8][A exps m·len·4][B values np·len·32][B exps np·len·16][sums m·np·32][maxes m·np·16]
-  const align = (x: number): number => Math.ceil(x / 16) * 16; // every region 16-byte aligned (typed-array views need 8)
   const av = 0;
   const ae = align(av + m * len * 8);
   const bv = align(ae + m * len * 4);

@@ -248,23 +248,43 @@ export interface CellLayout {
   readonly kSize: number;
 }
 
+/**
+ * A {@link CellLayout} as one class (one object shape, `index` on the prototype, no closure per
+ * call): cell of (r, c) = ⌊r / rowDiv⌋ · rowStride + ⌊c / colDiv⌋.
+ */
+class GridLayout implements CellLayout {
+  constructor(
+    readonly count: number,
+    readonly shape: readonly number[],
+    readonly perRow: number,
+    readonly kSize: number,
+    private readonly rowDiv: number,
+    private readonly rowStride: number,
+    private readonly colDiv: number,
+  ) {}
+
+  index(r: number, c: number): number {
+    return Math.floor(r / this.rowDiv) * this.rowStride + Math.floor(c / this.colDiv);
+  }
+}
+
 /** The scale cells of `granularity` over a (rows, cols) tensor. */
 export function cellLayout(granularity: Granularity, rows: number, cols: number): CellLayout {
   switch (granularity.kind) {
     case 'tensor':
-      return { count: 1, shape: [], perRow: 1, index: () => 0, kSize: Infinity };
+      return new GridLayout(1, [], 1, Infinity, 1, 0, Infinity);
     case 'row':
-      return { count: rows, shape: [rows], perRow: 1, index: (r) => r, kSize: Infinity };
+      return new GridLayout(rows, [rows], 1, Infinity, 1, 1, Infinity);
     case 'group': {
       const g = checkSize(granularity.size, 'granularity.size');
       const ng = Math.ceil(cols / g);
-      return { count: rows * ng, shape: [rows, ng], perRow: ng, index: (r, c) => r * ng + Math.floor(c / g), kSize: g };
+      return new GridLayout(rows * ng, [rows, ng], ng, g, 1, ng, g);
     }
     case 'block': {
       const b = checkSize(granularity.size, 'granularity.size');
       const nbr = Math.ceil(rows / b);
       const nbc = Math.ceil(cols / b);
-      return { count: nbr * nbc, shape: [nbr, nbc], perRow: nbc, index: (r, c) => Math.floor(r / b) * nbc + Math.floor(c / b), kSize: b };
+      return new GridLayout(nbr * nbc, [nbr, nbc], nbc, b, b, nbc, b);
     }
     default:
       throw new Error(`granularity.kind: unknown '${(granularity as { kind: string }).kind}' (known: tensor, row, group, block)`);
@@ -473,6 +493,22 @@ function e4m3Satfinite(x: number): number {
   return e4m3SatfiniteEncoder(x);
 }
 
+/** The element factors of an amax/minmax/static rule per its {@link ScalingOp} (the scales are already set). */
+function paramsByScaling(
+  scaling: ScalingOp, rule: ScaleRule, fmax: number, stats: CellStats, scales: Float32Array, factors: Float32Array, count: number, zeroPoints?: Int32Array,
+): CellParams {
+  if (scaling === 'divide') return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
+  for (let i = 0; i < count; i++) {
+    if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
+    else {
+      const a = stats.amax[i] as number;
+      const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
+      factors[i] = a === 0 ? 0 : fr(divisor / a);
+    }
+  }
+  return zeroPoints ? { scales, factors, op: 'mul', zeroPoints } : { scales, factors, op: 'mul' };
+}
+
 function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions, scalesDst?: Float32Array): CellParams {
   const count = layout.count;
   const rule = spec.scale;
@@ -481,18 +517,6 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
   const factors = (scratch.factors = grown(scratch.factors, count));
   const fmax = formatMax(fmt);
   const scaling = spec.scaling ?? 'divide';
-  const byScaling = (zeroPoints?: Int32Array): CellParams => {
-    if (scaling === 'divide') return { scales, factors: scales, op: 'div', ...(zeroPoints ? { zeroPoints } : {}) };
-    for (let i = 0; i < count; i++) {
-      if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
-      else {
-        const a = stats.amax[i] as number;
-        const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
-        factors[i] = a === 0 ? 0 : fr(divisor / a);
-      }
-    }
-    return { scales, factors, op: 'mul', ...(zeroPoints ? { zeroPoints } : {}) };
-  };
   switch (rule.kind) {
     case 'none':
       scales.fill(1);
@@ -508,7 +532,7 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
         zeroPoints = new Int32Array(count);
         for (let i = 0; i < count; i++) zeroPoints[i] = typeof rule.zeroPoint === 'number' ? rule.zeroPoint : (rule.zeroPoint[i] ?? 0);
       }
-      return byScaling(zeroPoints);
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count, zeroPoints);
     }
     case 'amax': {
       const divisor = rule.divisor ?? fmax;
@@ -524,12 +548,12 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
         }
         scales[i] = s;
       }
-      return byScaling();
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count);
     }
     case 'minmax': {
       const { scales: s, zeroPoints } = minmaxParams(rule, fmt, stats, count);
       scales.set(s);
-      return byScaling(zeroPoints);
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count, zeroPoints);
     }
     case 'mx': {
       if (fmt.kind !== 'float') throw new Error(`scale.kind 'mx' needs a float element format, got '${fmt.name}'`);
