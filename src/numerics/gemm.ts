@@ -1,7 +1,7 @@
 // GEMM out(m×n) = A(m×k)·B(n×k)ᵀ with operand rounding/quantization, scales applied where real kernels apply them,
 // and named accumulator models (fp32, pairwise, fp64, int32, hopper-fp8). Not a fast BLAS: exact semantics first.
 
-import { type FloatFormatName, exponentOf, floatFormat } from './formats.js';
+import { type FloatFormat, type FloatFormatName, exponentOf, floatFormat } from './formats.js';
 import {
   type CellLayout,
   type QuantSpec,
@@ -9,12 +9,13 @@ import {
   cellLayout,
   dequantize,
   elementFormat,
-  quantize,
+  quantizeTransient,
   quantizedValues,
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
+import { hopperChunkSums } from './hopper-kernel.js';
 import { fma32 } from './scales.js';
-import { fakeQuant } from './vector.js';
+import { decodeTable, fakeQuant } from './vector.js';
 
 /**
  * How products are summed along K:
@@ -76,6 +77,8 @@ interface Operand {
   readonly globalScale: number;
   /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
   readonly cached: boolean;
+  /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
+  readonly exponents: Int16Array | null | undefined;
 }
 
 function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
@@ -84,7 +87,7 @@ function isQuantized(x: Float32Array | QuantizedTensor): x is QuantizedTensor {
 
 function plainOperand(values: Float32Array, format: FloatFormatName | null): Operand {
   const emin = format === null ? -126 : floatFormat(format).emin;
-  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false };
+  return { values, emin, integer: false, scales: null, layout: null, fine: false, globalScale: 1, cached: false, exponents: undefined };
 }
 
 /**
@@ -96,15 +99,57 @@ const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
 const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
 
 /** `cache`: the tensor came from the caller (a weight, say) and may be seen again; false for the ones gemm quantized itself. */
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean): Operand {
+/** Sentinel of {@link codeExponents} for codes that decode to NaN or ±Inf. */
+const NON_FINITE = 0x7fff;
+const codeExponentTables = new Map<FloatFormat, Int16Array>();
+
+/** The MMA-Sim input exponent of every code of an 8-bit-or-narrower float format ({@link NON_FINITE} for NaN/Inf codes). */
+function codeExponents(fmt: FloatFormat): Int16Array {
+  let t = codeExponentTables.get(fmt);
+  if (t === undefined) {
+    const values = decodeTable(fmt);
+    t = Int16Array.from(values, (v) => (Number.isFinite(v) ? inputExponent(v, fmt.emin) : NON_FINITE));
+    codeExponentTables.set(fmt, t);
+  }
+  return t;
+}
+
+/**
+ * A float-coded tensor gemm quantized itself, decoded into the slot's scratch with its hopper-fp8
+ * exponent table in the same pass (the values and exponents {@link quantizedValues} and
+ * {@link exponentTable} would give).
+ */
+function decodeWithExponents(q: QuantizedTensor, fmt: FloatFormat, n: number, slot: 0 | 1): [Float32Array, Int16Array | null] {
+  const values = operandScratch(slot, n);
+  const exps = exponentScratch(slot, n);
+  const table = decodeTable(fmt);
+  const et = codeExponents(fmt);
+  const codes = q.codes;
+  let finite = true;
+  for (let i = 0; i < n; i++) {
+    const c = codes[i] as number;
+    values[i] = table[c] as number;
+    const e = et[c] as number;
+    if (e === NON_FINITE) finite = false;
+    exps[i] = e;
+  }
+  return [values, finite ? exps : null];
+}
+
+function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
   const fmt = elementFormat(q.spec.format);
   let values = cache ? decodedValues.get(q) : undefined;
+  let exponents: Int16Array | null | undefined;
+  if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
+    [values, exponents] = decodeWithExponents(q, fmt, rows * k, slot);
+  }
   if (values === undefined) {
-    values = quantizedValues(q);
+    // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
+    values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
     if (cache) decodedValues.set(q, values);
   }
   if (q.spec.scale.kind === 'none') {
-    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache };
+    return { values, emin: fmt.kind === 'float' ? fmt.emin : 0, integer: fmt.kind === 'int', scales: null, layout: null, fine: false, globalScale: 1, cached: cache, exponents };
   }
   const layout = cellLayout(q.spec.granularity, rows, k);
   return {
@@ -116,56 +161,89 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     fine: Number.isFinite(layout.kSize) && layout.kSize < k,
     globalScale: q.globalScale ?? 1,
     cached: cache,
+    exponents,
   };
+}
+
+/** Per-call decoded values and exponent tables of the operands gemm quantized itself (slot 0: A, 1: B), grown on demand. */
+const operandScratchBuf: [Float32Array, Float32Array] = [new Float32Array(256), new Float32Array(256)];
+const exponentScratchBuf: [Int16Array, Int16Array] = [new Int16Array(256), new Int16Array(256)];
+
+function operandScratch(slot: 0 | 1, n: number): Float32Array {
+  if (operandScratchBuf[slot].length < n) operandScratchBuf[slot] = new Float32Array(Math.max(n, 2 * operandScratchBuf[slot].length));
+  return operandScratchBuf[slot].subarray(0, n);
+}
+
+function exponentScratch(slot: 0 | 1, n: number): Int16Array {
+  if (exponentScratchBuf[slot].length < n) exponentScratchBuf[slot] = new Int16Array(Math.max(n, 2 * exponentScratchBuf[slot].length));
+  return exponentScratchBuf[slot].subarray(0, n);
 }
 
 function isScaled(x: Float32Array | QuantizedTensor): boolean {
   return isQuantized(x) && x.spec.scale.kind !== 'none';
 }
 
+/** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
+function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
+  if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
+  return quantizeTransient(quant, x, [rows, k], slot);
+}
+
+/** The rounding format of a Float32Array operand given a format name, else null. */
+function roundingFormatOf(x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null {
+  return !isQuantized(x) && typeof quant === 'string' ? quant : null;
+}
+
+function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
+  return f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' });
+}
+
+/**
+ * The operand of the unscaled or weight-only path. Weight-only (one operand scaled): the quantized
+ * operand is dequantized first, then rounded to the other operand's float format when one was
+ * given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
+ */
+function plainPathOperand(
+  x: Float32Array | QuantizedTensor, rows: number, k: number, f: FloatFormatName | null, otherF: FloatFormatName | null,
+  oneSided: boolean, cache: boolean, slot: 0 | 1,
+): Operand {
+  if (!isQuantized(x)) return plainOperand(roundTo(x, f), f);
+  if (oneSided && x.spec.scale.kind !== 'none') {
+    if (!cache) return plainOperand(roundTo(dequantize(x), otherF), otherF);
+    let byFormat = dequantizedValues.get(x);
+    if (byFormat === undefined) {
+      byFormat = new Map();
+      dequantizedValues.set(x, byFormat);
+    }
+    let v = byFormat.get(otherF ?? 'fp32');
+    if (v === undefined) {
+      v = roundTo(dequantize(x), otherF);
+      byFormat.set(otherF ?? 'fp32', v);
+    }
+    return plainOperand(v, otherF);
+  }
+  return quantizedOperand(x, rows, k, cache, slot);
+}
+
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
 function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
-  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined): Float32Array | QuantizedTensor => {
-    if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-    return quantize(quant, x, [rows, k]);
-  };
-  const qa = prep(a, m, options.aQuant);
-  const qb = prep(b, n, options.bQuant);
-  const formatOf = (x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null =>
-    !isQuantized(x) && typeof quant === 'string' ? quant : null;
-  const fa = formatOf(qa, options.aQuant);
-  const fb = formatOf(qb, options.bQuant);
-  const round = (v: Float32Array, f: FloatFormatName | null): Float32Array => (f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' }));
+  const qa = prepOperand(a, m, k, options.aQuant, 0);
+  const qb = prepOperand(b, n, k, options.bQuant, 1);
+  const fa = roundingFormatOf(qa, options.aQuant);
+  const fb = roundingFormatOf(qb, options.bQuant);
   const scaledA = isScaled(qa);
   const scaledB = isScaled(qb);
-  // Weight-only (one operand scaled): the quantized operand is dequantized first, then rounded to the other
-  // operand's float format when one was given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
-  const plain = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null, oneSided: boolean, cache: boolean): Operand => {
-    if (!isQuantized(x)) return plainOperand(round(x, f), f);
-    if (oneSided && x.spec.scale.kind !== 'none') {
-      if (!cache) return plainOperand(round(dequantize(x), otherF), otherF);
-      let byFormat = dequantizedValues.get(x);
-      if (byFormat === undefined) {
-        byFormat = new Map();
-        dequantizedValues.set(x, byFormat);
-      }
-      let v = byFormat.get(otherF ?? 'fp32');
-      if (v === undefined) {
-        v = round(dequantize(x), otherF);
-        byFormat.set(otherF ?? 'fp32', v);
-      }
-      return plainOperand(v, otherF);
-    }
-    return quantizedOperand(x, rows, k, cache);
-  };
-  const given = (x: Float32Array | QuantizedTensor, q: Float32Array | QuantizedTensor): boolean => x === q; // passed in quantized, not quantized here
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, given(a, qa)), quantizedOperand(qb as QuantizedTensor, n, k, given(b, qb))];
+  // `given`: passed in quantized (a === qa), not quantized here, so it may be seen again and its derived tables cached.
+  const givenA = a === qa;
+  const givenB = b === qb;
+  const hopper = options.accumulator === 'hopper-fp8' && options.reference !== true;
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, givenA, 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, givenB, 1, hopper)];
   const oneSided = scaledA !== scaledB;
-  return [plain(qa, m, fa, fb, oneSided, given(a, qa)), plain(qb, n, fb, fa, oneSided, given(b, qb))];
+  return [plainPathOperand(qa, m, k, fa, fb, oneSided, givenA, 0), plainPathOperand(qb, n, k, fb, fa, oneSided, givenB, 1)];
 }
 
 function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
-  const dims = [m, n, k].every((d) => Number.isInteger(d) && d >= 0);
+  const dims = Number.isInteger(m) && m >= 0 && Number.isInteger(n) && n >= 0 && Number.isInteger(k) && k >= 0;
   const aLen = isQuantized(a) ? a.codes.length : a.length;
   const bLen = isQuantized(b) ? b.codes.length : b.length;
   const aOk = isQuantized(a) ? a.shape[0] === m && a.shape[1] === k : a.length === m * k;
@@ -291,8 +369,8 @@ function hopperRange(
 const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
 
 /** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`). */
-function exponentTableOf(values: Float32Array, emin: number, cache: boolean): Int16Array | null {
-  if (!cache) return exponentTable(values, emin);
+function exponentTableOf(values: Float32Array, emin: number, cache: boolean, slot: 0 | 1): Int16Array | null {
+  if (!cache) return exponentTable(values, emin, exponentScratch(slot, values.length));
   let byEmin = exponentTables.get(values);
   if (byEmin === undefined) {
     byEmin = new Map();
@@ -307,8 +385,8 @@ function exponentTableOf(values: Float32Array, emin: number, cache: boolean): In
 }
 
 /** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
-function exponentTable(values: Float32Array, emin: number): Int16Array | null {
-  const e = new Int16Array(values.length);
+function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
+  const e = out ?? new Int16Array(values.length);
   for (let i = 0; i < values.length; i++) {
     const v = values[i] as number;
     if (!Number.isFinite(v)) return null;
@@ -333,42 +411,64 @@ function hopperRangeFast(
   partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
   k0: number, k1: number, chunk: number, fractionBits: number,
 ): void {
-  const n2 = n - (n % 2);
+  const n4 = n - (n % 4);
+  const base = POW2_BIAS + fractionBits; // POW2[base − maxE] = 1/u, u = 2^(maxE − fractionBits)
   for (let i = 0; i < m; i++) {
     const ra = i * k;
-    // Two outputs (i, j) and (i, j+1) per pass: the A row and its exponents are read once for both.
-    for (let j = 0; j < n2; j += 2) {
+    // Four outputs (i, j..j+3) per pass: the A row and its exponents are read once for all four.
+    for (let j = 0; j < n4; j += 4) {
       const rb0 = j * k;
       const rb1 = rb0 + k;
+      const rb2 = rb1 + k;
+      const rb3 = rb2 + k;
       let c0 = 0;
       let c1 = 0;
+      let c2 = 0;
+      let c3 = 0;
       for (let lo = k0; lo < k1; lo += chunk) {
         const hi = Math.min(lo + chunk, k1);
         let maxE0 = c0 === 0 ? -126 : Math.max(exponentOf(c0), -126);
         let maxE1 = c1 === 0 ? -126 : Math.max(exponentOf(c1), -126);
+        let maxE2 = c2 === 0 ? -126 : Math.max(exponentOf(c2), -126);
+        let maxE3 = c3 === 0 ? -126 : Math.max(exponentOf(c3), -126);
         for (let kk = lo; kk < hi; kk++) {
           const ea = eA[ra + kk] as number;
           const e0 = ea + (eB[rb0 + kk] as number);
           const e1 = ea + (eB[rb1 + kk] as number);
+          const e2 = ea + (eB[rb2 + kk] as number);
+          const e3 = ea + (eB[rb3 + kk] as number);
           if (e0 > maxE0) maxE0 = e0;
           if (e1 > maxE1) maxE1 = e1;
+          if (e2 > maxE2) maxE2 = e2;
+          if (e3 > maxE3) maxE3 = e3;
         }
-        const inv0 = POW2[POW2_BIAS + fractionBits - maxE0] as number; // 1/u, u = 2^(maxE − fractionBits)
-        const inv1 = POW2[POW2_BIAS + fractionBits - maxE1] as number;
-        let sum0 = Math.trunc(c0 * inv0);
-        let sum1 = Math.trunc(c1 * inv1);
+        const inv0 = POW2[base - maxE0] as number;
+        const inv1 = POW2[base - maxE1] as number;
+        const inv2 = POW2[base - maxE2] as number;
+        const inv3 = POW2[base - maxE3] as number;
+        let sum0 = c0 === 0 ? 0 : Math.trunc(c0 * inv0);
+        let sum1 = c1 === 0 ? 0 : Math.trunc(c1 * inv1);
+        let sum2 = c2 === 0 ? 0 : Math.trunc(c2 * inv2);
+        let sum3 = c3 === 0 ? 0 : Math.trunc(c3 * inv3);
         for (let kk = lo; kk < hi; kk++) {
           const a = A[ra + kk] as number;
           sum0 += Math.trunc(a * (B[rb0 + kk] as number) * inv0);
           sum1 += Math.trunc(a * (B[rb1 + kk] as number) * inv1);
+          sum2 += Math.trunc(a * (B[rb2 + kk] as number) * inv2);
+          sum3 += Math.trunc(a * (B[rb3 + kk] as number) * inv3);
         }
         c0 = roundE8M(sum0, maxE0, fractionBits);
         c1 = roundE8M(sum1, maxE1, fractionBits);
+        c2 = roundE8M(sum2, maxE2, fractionBits);
+        c3 = roundE8M(sum3, maxE3, fractionBits);
       }
-      partial[i * n + j] = c0;
-      partial[i * n + j + 1] = c1;
+      const o = i * n + j;
+      partial[o] = c0;
+      partial[o + 1] = c1;
+      partial[o + 2] = c2;
+      partial[o + 3] = c3;
     }
-    for (let j = n2; j < n; j++) {
+    for (let j = n4; j < n; j++) {
       const rb = j * k;
       let c = 0;
       for (let lo = k0; lo < k1; lo += chunk) {
@@ -378,8 +478,8 @@ function hopperRangeFast(
           const e = (eA[ra + kk] as number) + (eB[rb + kk] as number);
           if (e > maxE) maxE = e;
         }
-        const inv = POW2[POW2_BIAS + fractionBits - maxE] as number;
-        let sum = Math.trunc(c * inv);
+        const inv = POW2[base - maxE] as number;
+        let sum = c === 0 ? 0 : Math.trunc(c * inv);
         for (let kk = lo; kk < hi; kk++) sum += Math.trunc((A[ra + kk] as number) * (B[rb + kk] as number) * inv);
         c = roundE8M(sum, maxE, fractionBits);
       }
@@ -387,6 +487,9 @@ function hopperRangeFast(
     }
   }
 }
+
+/** Below this many products per range the WebAssembly step's packing costs more than it saves (same bits either way). */
+const SIMD_MIN_WORK = 2048;
 
 /**
  * `truncateToE8M(sum · 2^(maxE − fractionBits))` for an integer `sum` (exact in a double): integer
@@ -407,39 +510,112 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
 
 // ---------------------------------------------------------------------------------------------------
 
-/** Scratch of the segment loop (partial, acc, total: m·n; per-segment scales of A and B rows), grown on demand. */
-let scratchBuf = new Float64Array(0);
-let scratchViews: [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] | null = null;
-let scratchKey = '';
+/**
+ * Scratch of the segment loop (partial, acc, total: at least m·n; per-segment scales of A and B rows:
+ * at least m and n), grown on demand. Only indices below m·n (m, n) are used, so calls of changing
+ * shapes (attention GEMMs alternate) reuse the same arrays without building views.
+ */
+const segmentScratch = {
+  partial: new Float32Array(256),
+  acc: new Float32Array(256),
+  total: new Float32Array(256),
+  saK: new Float64Array(64),
+  sbK: new Float64Array(64),
+};
 
 function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
-  const key = `${m},${n}`;
-  if (scratchViews !== null && scratchKey === key) return scratchViews;
   const mn = m * n;
-  const f32Words = Math.ceil((3 * mn) / 2); // three float32 blocks, in float64 words
-  const need = f32Words + m + n;
-  if (scratchBuf.length < need) scratchBuf = new Float64Array(Math.max(need, 2 * scratchBuf.length));
-  const buf = scratchBuf.buffer;
-  scratchViews = [
-    new Float32Array(buf, 0, mn),
-    new Float32Array(buf, 4 * mn, mn),
-    new Float32Array(buf, 8 * mn, mn),
-    new Float64Array(buf, 8 * f32Words, m),
-    new Float64Array(buf, 8 * (f32Words + m), n),
-  ];
-  scratchKey = key;
-  return scratchViews;
+  const sc = segmentScratch;
+  if (sc.partial.length < mn) {
+    const cap = Math.max(mn, 2 * sc.partial.length);
+    sc.partial = new Float32Array(cap);
+    sc.acc = new Float32Array(cap);
+    sc.total = new Float32Array(cap);
+  }
+  if (sc.saK.length < m) sc.saK = new Float64Array(Math.max(m, 2 * sc.saK.length));
+  if (sc.sbK.length < n) sc.sbK = new Float64Array(Math.max(n, 2 * sc.sbK.length));
+  return [sc.partial, sc.acc, sc.total, sc.saK, sc.sbK];
 }
 
 /** Segment boundaries of [lo, hi): every multiple of each step in `steps` (finite ones), plus lo and hi. */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
-  if (steps.every((s) => !Number.isFinite(s) || s <= 0)) return lo === hi ? [lo] : [lo, hi];
+  // The distinct finite steps: none, one (the common case) or more.
+  let step = 0;
+  let several = false;
+  for (const s of steps) {
+    if (!Number.isFinite(s) || s <= 0) continue;
+    if (step === 0) step = s;
+    else if (s !== step) several = true;
+  }
+  if (step === 0) return lo === hi ? [lo] : [lo, hi];
+  if (!several) {
+    // One step: its multiples inside (lo, hi), in order, without a set.
+    const s = step;
+    const out = [lo];
+    for (let b = Math.ceil(lo / s) * s; b < hi; b += s) if (b > lo) out.push(b);
+    if (hi !== lo) out.push(hi);
+    return out;
+  }
   const set = new Set<number>([lo, hi]);
   for (const s of steps) {
     if (!Number.isFinite(s) || s <= 0) continue;
     for (let b = Math.ceil(lo / s) * s; b < hi; b += s) if (b > lo) set.add(b);
   }
   return [...set].sort((x, y) => x - y);
+}
+
+/** The hopper-fp8 exponent tables of both operands, or null when a value is not finite (the scalar reference runs then). */
+function hopperTablesOf(opA: Operand, opB: Operand): [Int16Array, Int16Array] | null {
+  const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(opA.values, opA.emin, opA.cached, 0);
+  const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(opB.values, opB.emin, opB.cached, 1);
+  return eA !== null && eB !== null ? [eA, eB] : null;
+}
+
+/** One K-range [k0, k1) of every output under `model` into `partial` (module level: no per-call closures in the hot path). */
+function runRange(
+  model: AccumulatorModel, fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null, tables: [Int16Array, Int16Array] | null,
+  partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
+  chunk: number, fractionBits: number, eminA: number, eminB: number, cachedB: boolean,
+): void {
+  switch (model) {
+    case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
+    case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
+    case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
+    case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
+    case 'hopper-fp8':
+      if (tables === null) return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, eminA, eminB, fractionBits);
+      if (k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK && hopperSimdRange(partial, A, B, tables, m, n, k, k0, k1, fractionBits, cachedB)) return;
+      return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, chunk, fractionBits);
+  }
+}
+
+/** One chunk of every output through the WebAssembly step, rounded to e8m13 here; false where SIMD is unavailable. */
+function hopperSimdRange(
+  partial: Float32Array, A: Float32Array, B: Float32Array, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
+  k0: number, k1: number, fractionBits: number, cachedB: boolean,
+): boolean {
+  const r = hopperChunkSums(A, B, tables[0], tables[1], m, n, k, k0, k1, fractionBits, cachedB);
+  if (r === null) return false;
+  const { sums, maxes, stride } = r;
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) partial[i * n + j] = roundE8M(sums[i * stride + j] as number, maxes[i * stride + j] as number, fractionBits);
+  }
+  return true;
+}
+
+/** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
+function normalizeOptions(o: GemmOptions): GemmOptions {
+  return {
+    aQuant: o.aQuant,
+    bQuant: o.bQuant,
+    accumulator: o.accumulator,
+    promoteEvery: o.promoteEvery,
+    chunk: o.chunk,
+    fractionBits: o.fractionBits,
+    splitK: o.splitK,
+    outFormat: o.outFormat,
+    reference: o.reference,
+  } as GemmOptions;
 }
 
 /**
@@ -474,6 +650,8 @@ export function gemm(
   options: GemmOptions = {},
 ): Float32Array {
   checkShapes(out, a, b, m, n, k);
+  // Callers pass option objects of many shapes: read them once, here, into one fixed shape.
+  options = normalizeOptions(options);
   const model = options.accumulator ?? 'fp32';
   if (!accumulatorModels.includes(model)) throw new Error(`accumulator: unknown model '${model}' (known: ${accumulatorModels.join(', ')})`);
   const splitK = options.splitK ?? 1;
@@ -503,34 +681,18 @@ export function gemm(
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
   const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
-  const hopperTables = ((): [Int16Array, Int16Array] | null => {
-    if (model !== 'hopper-fp8' || options.reference === true) return null;
-    const eA = exponentTableOf(A, opA.emin, opA.cached);
-    const eB = eA === null ? null : exponentTableOf(B, opB.emin, opB.cached);
-    return eA !== null && eB !== null ? [eA, eB] : null;
-  })();
-  const range = (partial: Float32Array, k0: number, k1: number): void => {
-    switch (model) {
-      case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
-      case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
-      case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
-      case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
-      case 'hopper-fp8':
-        if (hopperTables !== null) return hopperRangeFast(partial, A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, chunk, fractionBits);
-        return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, opA.emin, opB.emin, fractionBits);
-    }
-  };
+  const hopperTables = model === 'hopper-fp8' && options.reference !== true ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);
   for (let p = 0; p < splitK; p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
     const bounds = boundaries(lo, hi, steps);
-    acc.fill(0);
+    acc.fill(0, 0, m * n);
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
       const k1 = bounds[s + 1] as number;
-      range(partial, k0, k1);
+      runRange(model, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, chunk, fractionBits, opA.emin, opB.emin, opB.cached);
       if (fine) {
         // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
         for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
@@ -546,15 +708,17 @@ export function gemm(
         for (let o = 0; o < m * n; o++) acc[o] = Math.fround((acc[o] as number) + (partial[o] as number));
       }
     }
-    if (p === 0) total.set(acc);
+    if (p === 0) for (let o = 0; o < m * n; o++) total[o] = acc[o] as number;
     else for (let o = 0; o < m * n; o++) total[o] = Math.fround((total[o] as number) + (acc[o] as number));
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
   const global = Math.fround(opA.globalScale * opB.globalScale);
+  const rowScalesB = !opB.fine && opB.scales !== null;
+  if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
   for (let i = 0; i < m; i++) {
     const sa = !opA.fine && opA.scales ? (opA.scales[(opA.layout as CellLayout).index(i, 0)] as number) : null;
     for (let j = 0; j < n; j++) {
-      const sb = !opB.fine && opB.scales ? (opB.scales[(opB.layout as CellLayout).index(j, 0)] as number) : null;
+      const sb = rowScalesB ? (sbK[j] as number) : null;
       let v = total[i * n + j] as number;
       if (sb !== null) v = Math.fround(sb * v);
       if (sa !== null) v = Math.fround(sa * v);

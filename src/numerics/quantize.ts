@@ -6,7 +6,7 @@ import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatN
 import { type CastProfile, type CastProfileName, type RoundingMode, castProfile } from './profiles.js';
 import { FLT_MAX, type Pow2Rounding, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
 import { type CodeArray, decodeTable, encodeArray } from './vector.js';
-import { encode } from './round.js';
+import { type ScalarEncoder, scalarEncoder } from './round.js';
 
 /** Element formats a quantizer can target: every float format and every integer format. */
 export type ElementFormatName = FloatFormatName | IntFormatName;
@@ -248,23 +248,43 @@ export interface CellLayout {
   readonly kSize: number;
 }
 
+/**
+ * A {@link CellLayout} as one class (one object shape, `index` on the prototype, no closure per
+ * call): cell of (r, c) = ⌊r / rowDiv⌋ · rowStride + ⌊c / colDiv⌋.
+ */
+class GridLayout implements CellLayout {
+  constructor(
+    readonly count: number,
+    readonly shape: readonly number[],
+    readonly perRow: number,
+    readonly kSize: number,
+    private readonly rowDiv: number,
+    private readonly rowStride: number,
+    private readonly colDiv: number,
+  ) {}
+
+  index(r: number, c: number): number {
+    return Math.floor(r / this.rowDiv) * this.rowStride + Math.floor(c / this.colDiv);
+  }
+}
+
 /** The scale cells of `granularity` over a (rows, cols) tensor. */
 export function cellLayout(granularity: Granularity, rows: number, cols: number): CellLayout {
   switch (granularity.kind) {
     case 'tensor':
-      return { count: 1, shape: [], perRow: 1, index: () => 0, kSize: Infinity };
+      return new GridLayout(1, [], 1, Infinity, 1, 0, Infinity);
     case 'row':
-      return { count: rows, shape: [rows], perRow: 1, index: (r) => r, kSize: Infinity };
+      return new GridLayout(rows, [rows], 1, Infinity, 1, 1, Infinity);
     case 'group': {
       const g = checkSize(granularity.size, 'granularity.size');
       const ng = Math.ceil(cols / g);
-      return { count: rows * ng, shape: [rows, ng], perRow: ng, index: (r, c) => r * ng + Math.floor(c / g), kSize: g };
+      return new GridLayout(rows * ng, [rows, ng], ng, g, 1, ng, g);
     }
     case 'block': {
       const b = checkSize(granularity.size, 'granularity.size');
       const nbr = Math.ceil(rows / b);
       const nbc = Math.ceil(cols / b);
-      return { count: nbr * nbc, shape: [nbr, nbc], perRow: nbc, index: (r, c) => Math.floor(r / b) * nbc + Math.floor(c / b), kSize: b };
+      return new GridLayout(nbr * nbc, [nbr, nbc], nbc, b, b, nbc, b);
     }
     default:
       throw new Error(`granularity.kind: unknown '${(granularity as { kind: string }).kind}' (known: tensor, row, group, block)`);
@@ -331,37 +351,93 @@ interface CellStats {
   max: Float32Array;
 }
 
-function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean): CellStats {
-  const amax = new Float32Array(layout.count);
-  const min = new Float32Array(layout.count).fill(Infinity);
-  const max = new Float32Array(layout.count).fill(-Infinity);
+/**
+ * Scratch of one {@link quantize} call (per-cell statistics and element factors, the scaled
+ * elements), grown on demand and never returned: small calls repeated per decode step allocate
+ * only what the result keeps.
+ */
+const scratch: Record<'amax' | 'min' | 'max' | 'factors' | 'scaled', Float32Array<ArrayBuffer>> = { amax: new Float32Array(64), min: new Float32Array(64), max: new Float32Array(64), factors: new Float32Array(64), scaled: new Float32Array(1024) };
+
+function grown(a: Float32Array<ArrayBuffer>, n: number): Float32Array<ArrayBuffer> {
+  return a.length >= n ? a : new Float32Array(Math.max(n, 2 * a.length));
+}
+
+/** Per-cell statistics of x, in the scratch arrays (valid for indices below `layout.count`). */
+function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean, needRange: boolean): CellStats {
+  if (!needRange) return cellAmax(x, rows, cols, layout, propagateNan);
+  const count = layout.count;
+  const amax = (scratch.amax = grown(scratch.amax, count));
+  const min = (scratch.min = grown(scratch.min, count));
+  const max = (scratch.max = grown(scratch.max, count));
+  amax.fill(0, 0, count);
+  min.fill(Infinity, 0, count);
+  max.fill(-Infinity, 0, count);
   const kSize = layout.kSize;
+  // A cell covers `seg` consecutive elements of a row: index(r, c) = index(r, 0) + ⌊c / kSize⌋ for every layout.
+  const seg = Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
   for (let r = 0; r < rows; r++) {
     const rowCell = layout.index(r, 0);
-    for (let c = 0; c < cols; c++) {
-      const v = x[r * cols + c] as number;
-      // index(r, c) = index(r, 0) + ⌊c / kSize⌋ for every layout (kSize = ∞ gives 0).
-      const i = rowCell + Math.floor(c / kSize);
-      if (Number.isNaN(v)) {
-        if (propagateNan) {
-          amax[i] = Number.NaN;
-          min[i] = Number.NaN;
-          max[i] = Number.NaN;
+    const base = r * cols;
+    for (let c0 = 0, cell = rowCell; c0 < cols; c0 += seg, cell++) {
+      const cEnd = Math.min(cols, c0 + seg);
+      let am = amax[cell] as number;
+      let mn = min[cell] as number;
+      let mx = max[cell] as number;
+      let nan = false;
+      for (let c = c0; c < cEnd; c++) {
+        const v = x[base + c] as number;
+        if (v !== v) {
+          nan = true;
+          continue;
         }
-        continue;
+        const a = Math.abs(v);
+        if (a > am) am = a;
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
       }
-      const a = Math.abs(v);
-      if (a > (amax[i] as number)) amax[i] = a;
-      if (v < (min[i] as number)) min[i] = v;
-      if (v > (max[i] as number)) max[i] = v;
+      if (nan && propagateNan) {
+        am = Number.NaN;
+        mn = Number.NaN;
+        mx = Number.NaN;
+      }
+      amax[cell] = am;
+      min[cell] = mn;
+      max[cell] = mx;
     }
   }
   // Empty cells (only possible for empty tensors) have amax 0 and min = max = 0.
-  for (let i = 0; i < layout.count; i++) {
+  for (let i = 0; i < count; i++) {
     if (min[i] === Infinity) min[i] = 0;
     if (max[i] === -Infinity) max[i] = 0;
   }
   return { amax, min, max };
+}
+
+/** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
+function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean): CellStats {
+  const count = layout.count;
+  const amax = (scratch.amax = grown(scratch.amax, count));
+  amax.fill(0, 0, count);
+  // One cell (per-tensor scale): the whole tensor is one run of elements.
+  const flat = count === 1;
+  const seg = flat ? Math.max(rows * cols, 1) : Number.isFinite(layout.kSize) ? layout.kSize : Math.max(cols, 1);
+  for (let r = 0; r < (flat ? Math.min(rows, 1) : rows); r++) {
+    const rowCell = flat ? 0 : layout.index(r, 0);
+    const base = r * cols;
+    const width = flat ? rows * cols : cols;
+    for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
+      const end = base + Math.min(width, c0 + seg);
+      let am = amax[cell] as number;
+      let nan = false;
+      for (let i = base + c0; i < end; i++) {
+        const a = Math.abs(x[i] as number);
+        if (a > am) am = a; // false for NaN: skipped
+        else if (a !== a) nan = true;
+      }
+      amax[cell] = nan && propagateNan ? Number.NaN : am;
+    }
+  }
+  return { amax, min: scratch.min, max: scratch.max };
 }
 
 /** Per-cell quantization parameters: dequant scale, element op, zero point. */
@@ -410,25 +486,37 @@ function minmaxParams(rule: MinMaxScaleRule, fmt: ElementFormat, stats: CellStat
   return { scales, zeroPoints };
 }
 
-function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions): CellParams {
+/** The NVFP4 block-scale cast (E4M3, satfinite), resolved once: `encode` per cell re-resolves the profile. */
+let e4m3SatfiniteEncoder: ScalarEncoder | null = null;
+function e4m3Satfinite(x: number): number {
+  e4m3SatfiniteEncoder ??= scalarEncoder(floatFormats.e4m3fn, 'satfinite');
+  return e4m3SatfiniteEncoder(x);
+}
+
+/** The element factors of an amax/minmax/static rule per its {@link ScalingOp} (the scales are already set). */
+function paramsByScaling(
+  scaling: ScalingOp, rule: ScaleRule, fmax: number, stats: CellStats, scales: Float32Array, factors: Float32Array, count: number, zeroPoints?: Int32Array,
+): CellParams {
+  if (scaling === 'divide') return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
+  for (let i = 0; i < count; i++) {
+    if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
+    else {
+      const a = stats.amax[i] as number;
+      const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
+      factors[i] = a === 0 ? 0 : fr(divisor / a);
+    }
+  }
+  return zeroPoints ? { scales, factors, op: 'mul', zeroPoints } : { scales, factors, op: 'mul' };
+}
+
+function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions, scalesDst?: Float32Array): CellParams {
   const count = layout.count;
   const rule = spec.scale;
-  const scales = new Float32Array(count);
-  const factors = new Float32Array(count);
+  const scales = scalesDst ?? new Float32Array(count);
+  // Every path writes factors[0, count) before use (or aliases the scales): scratch, not returned.
+  const factors = (scratch.factors = grown(scratch.factors, count));
   const fmax = formatMax(fmt);
   const scaling = spec.scaling ?? 'divide';
-  const byScaling = (zeroPoints?: Int32Array): CellParams => {
-    if (scaling === 'divide') return { scales, factors: scales, op: 'div', ...(zeroPoints ? { zeroPoints } : {}) };
-    for (let i = 0; i < count; i++) {
-      if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
-      else {
-        const a = stats.amax[i] as number;
-        const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
-        factors[i] = a === 0 ? 0 : fr(divisor / a);
-      }
-    }
-    return { scales, factors, op: 'mul', ...(zeroPoints ? { zeroPoints } : {}) };
-  };
   switch (rule.kind) {
     case 'none':
       scales.fill(1);
@@ -444,7 +532,7 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
         zeroPoints = new Int32Array(count);
         for (let i = 0; i < count; i++) zeroPoints[i] = typeof rule.zeroPoint === 'number' ? rule.zeroPoint : (rule.zeroPoint[i] ?? 0);
       }
-      return byScaling(zeroPoints);
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count, zeroPoints);
     }
     case 'amax': {
       const divisor = rule.divisor ?? fmax;
@@ -460,12 +548,12 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
         }
         scales[i] = s;
       }
-      return byScaling();
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count);
     }
     case 'minmax': {
       const { scales: s, zeroPoints } = minmaxParams(rule, fmt, stats, count);
       scales.set(s);
-      return byScaling(zeroPoints);
+      return paramsByScaling(scaling, rule, fmax, stats, scales, factors, count, zeroPoints);
     }
     case 'mx': {
       if (fmt.kind !== 'float') throw new Error(`scale.kind 'mx' needs a float element format, got '${fmt.name}'`);
@@ -533,7 +621,7 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
       const e4m3 = floatFormats.e4m3fn;
       const table = decodeTable(e4m3);
       for (let i = 0; i < count; i++) {
-        const code = encode(e4m3, fr((stats.amax[i] as number) * encTimesInv6), { profile: 'satfinite' });
+        const code = e4m3Satfinite(fr((stats.amax[i] as number) * encTimesInv6));
         scaleCodes[i] = code;
         const sb = table[code] as number;
         scales[i] = sb;
@@ -563,6 +651,9 @@ export function roundInt(v: number, mode: RoundingMode): number {
       throw new Error("mode: 'stochastic' is not supported for integer formats");
   }
 }
+
+/** {@link PreCastClamp} as the small integer the element loop switches on. */
+const clampCodes: Readonly<Record<PreCastClamp, number>> = Object.freeze({ none: 0, 'fminf-first': 1, 'fmaxf-first': 2, 'propagate-nan': 3 });
 
 function clampScaled(v: number, clamp: PreCastClamp, max: number): number {
   switch (clamp) {
@@ -594,40 +685,91 @@ function clampScaled(v: number, clamp: PreCastClamp, max: number): number {
  * ```
  */
 export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions = {}): QuantizedTensor {
+  return quantizeWith(spec, x, shape, options, null);
+}
+
+/** Per-slot code and scale scratch of {@link quantizeTransient}. */
+const transientBuffers: [{ codes: Uint8Array; scales: Float32Array<ArrayBuffer> }, { codes: Uint8Array; scales: Float32Array<ArrayBuffer> }] = [
+  { codes: new Uint8Array(1024), scales: new Float32Array(64) },
+  { codes: new Uint8Array(1024), scales: new Float32Array(64) },
+];
+
+/**
+ * {@link quantize} whose codes (float formats of at most 8 bits) and scales live in scratch owned by
+ * `slot`: valid only until the next call with the same slot. For callers that consume the tensor at
+ * once and keep nothing of it (gemm's own operand quantization); the values are those of quantize.
+ * @internal
+ */
+export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], slot: 0 | 1): QuantizedTensor {
+  return quantizeWith(spec, x, shape, {}, slot);
+}
+
+function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, slot: 0 | 1 | null): QuantizedTensor {
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
-  const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate');
-  const params = cellParams(spec, fmt, stats, layout, options);
+  const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate', spec.scale.kind === 'minmax');
+  let scalesDst: Float32Array | undefined;
+  if (slot !== null) {
+    const t = transientBuffers[slot];
+    t.scales = grown(t.scales, layout.count);
+    scalesDst = t.scales.subarray(0, layout.count);
+  }
+  const params = cellParams(spec, fmt, stats, layout, options, scalesDst);
   const clamp = spec.clamp ?? 'none';
   const fmax = formatMax(fmt);
   const n = rows * cols;
-  const scaled = new Float32Array(n);
-  const scaledBits = new Uint32Array(scaled.buffer);
+  scratch.scaled = grown(scratch.scaled, n);
+  const scaled = scratch.scaled.subarray(0, n);
+  const scaledBits = new Uint32Array(scaled.buffer, 0, n);
   const { factors, op } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
-  for (let r = 0; r < rows; r++) {
+  // The clamp as a small code, its C semantics inlined below (the same fminf/fmaxf decisions as clampScaled).
+  const cl = clampCodes[clamp];
+  if (cl === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
+  const negMax = -fmax;
+  // Elements of one cell are consecutive in a row (in the whole tensor for one cell): the factor is read once per run.
+  const flat = layout.count === 1;
+  const seg = flat ? Math.max(n, 1) : Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
+  for (let r = 0; r < (flat ? Math.min(rows, 1) : rows); r++) {
     const base = r * cols;
-    const rowCell = layout.index(r, 0);
-    for (let c = 0; c < cols; c++) {
-      const f = factors[rowCell + Math.floor(c / kSize)] as number;
-      const v = x[base + c] as number;
-      const p = isDiv ? fr(v / f) : fr(v * f);
-      const s = clamp === 'none' ? p : clampScaled(p, clamp, fmax);
-      // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
-      // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
-      // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
-      // result is not deterministic.
-      if (Number.isNaN(s)) scaledBits[base + c] = Number.isNaN(v) ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : Number.isNaN(f) ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
-      else scaled[base + c] = s;
+    const rowCell = flat ? 0 : layout.index(r, 0);
+    const width = flat ? n : cols;
+    for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
+      const f = factors[cell] as number;
+      const end = base + Math.min(width, c0 + seg);
+      for (let i = base + c0; i < end; i++) {
+        const v = x[i] as number;
+        const p = isDiv ? fr(v / f) : fr(v * f);
+        let s = p;
+        if (cl === 1) {
+          const t = p !== p ? fmax : p < fmax ? p : fmax; // fminf(p, max)
+          s = negMax > t ? negMax : t; // fmaxf(−max, t), t never NaN
+        } else if (cl === 2) {
+          const t = p !== p ? negMax : p > negMax ? p : negMax; // fmaxf(p, −max)
+          s = t < fmax ? t : fmax; // fminf(t, max), t never NaN
+        } else if (cl === 3) s = clampScaled(p, clamp, fmax);
+        // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
+        // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
+        // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
+        // result is not deterministic.
+        if (s !== s) scaledBits[i] = v !== v ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : f !== f ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
+        else scaled[i] = s;
+      }
     }
   }
   let codes: QuantCodes;
   if (fmt.kind === 'float') {
     const profile = spec.profile ?? 'satfinite';
     const prof = typeof profile === 'string' ? castProfile(profile) : profile;
-    codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) });
+    let codesDst: Uint8Array | undefined;
+    if (slot !== null && fmt.bits <= 8) {
+      const t = transientBuffers[slot];
+      if (t.codes.length < n) t.codes = new Uint8Array(Math.max(n, 2 * t.codes.length));
+      codesDst = t.codes.subarray(0, n);
+    }
+    codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
   } else {
     const mode = spec.mode ?? 'rne';
     const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;

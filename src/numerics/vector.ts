@@ -201,16 +201,29 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   return { format, encodeInto };
 }
 
+/** Kernels of the built-in profiles by profile record, format record and mode: no key string per call. */
+const kernelsByProfile = new WeakMap<CastProfile, Map<FloatFormat, Map<RoundingMode, Kernel>>>();
+
 function kernelFor(format: FloatFormat, profile: CastProfile, mode: RoundingMode): Kernel {
+  const known = kernelsByProfile.get(profile)?.get(format)?.get(mode);
+  if (known !== undefined) return known;
   const key = `${format.name}|${profile.name}|${mode}`;
   const builtin = kernels.get(key);
-  // Cache only the built-in records; user-defined profiles may reuse a built-in name.
-  if (builtin !== undefined && resolveProfile(profile.name as CastProfileName) === profile) return builtin;
-  const kernel = compileKernel(format, profile, mode);
+  let isBuiltin = false;
   try {
-    if (resolveProfile(profile.name as CastProfileName) === profile) kernels.set(key, kernel);
+    isBuiltin = resolveProfile(profile.name as CastProfileName) === profile;
   } catch {
     // not a built-in profile: not cached
+  }
+  // Cache only the built-in records; user-defined profiles may reuse a built-in name.
+  const kernel = builtin !== undefined && isBuiltin ? builtin : compileKernel(format, profile, mode);
+  if (isBuiltin) {
+    kernels.set(key, kernel);
+    let byFormat = kernelsByProfile.get(profile);
+    if (byFormat === undefined) kernelsByProfile.set(profile, (byFormat = new Map()));
+    let byMode = byFormat.get(format);
+    if (byMode === undefined) byFormat.set(format, (byMode = new Map()));
+    byMode.set(mode, kernel);
   }
   return kernel;
 }

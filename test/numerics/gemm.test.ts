@@ -8,6 +8,7 @@ import { decodeTable } from '../../src/numerics/vector.js';
 import { exponentOf } from '../../src/numerics/formats.js';
 import { fma32 } from '../../src/numerics/scales.js';
 import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
+import { hopperKernelIsSimd } from '../../src/numerics/hopper-kernel.js';
 
 const fr = Math.fround;
 
@@ -250,7 +251,14 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
     [6, 6, 48, 'bf16', { chunk: 8, promoteEvery: 2 }],
     [6, 6, 48, 'bf16', { chunk: 5, fractionBits: 10 }],
     [4, 4, 40, 'tensor', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
+    // One chunk per segment with ≥ 2048 products: the WebAssembly SIMD step (4-column panels, n not a multiple of 4).
+    [16, 13, 48, 'group', { chunk: 16, promoteEvery: 1 }],
+    [12, 9, 64, 'block', { chunk: 16, promoteEvery: 1 }],
+    [20, 7, 40, 'tensor', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
+    [9, 11, 64, 'e4m3', { chunk: 32, promoteEvery: 1 }],
+    [10, 10, 60, 'bf16', { chunk: 24, promoteEvery: 1, fractionBits: 10 }],
   ] as const)('the table kernel equals the scalar reference bit for bit (m=%i n=%i k=%i %s %o)', (m, n, k, quant, extra) => {
+    expect(hopperKernelIsSimd()).toBe(true);
     const specs: Record<string, QuantSpec | 'bf16'> = {
       e4m3,
       block: quantPreset('deepseek-fp8-block', { block: 16 }),
@@ -267,6 +275,26 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
         const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true });
         expect(same(fast, ref)).toBe(true);
       }
+    }
+  });
+
+  it.each([
+    // m, n, k, operand quantizer, options: one chunk per segment and ≥ 2048 products, so the WebAssembly SIMD step runs
+    [20, 7, 40, 'tensor', { chunk: 16, promoteEvery: 1 }],
+    [16, 13, 48, 'group', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
+    [10, 10, 60, 'bf16', { chunk: 24, promoteEvery: 1, fractionBits: 10 }],
+    [33, 6, 32, 'e4m3', { chunk: 32, promoteEvery: 1 }],
+  ] as const)('the SIMD step equals the scalar reference on ordinary data (m=%i n=%i k=%i %s %o)', (m, n, k, quant, extra) => {
+    expect(hopperKernelIsSimd()).toBe(true);
+    const specs: Record<string, QuantSpec | 'bf16'> = { e4m3, group: quantPreset('vllm-fp8-group', { block: 16 }), tensor: quantPreset('vllm-fp8-tensor'), bf16: 'bf16' };
+    // Wide scales only where a quantizer scales them back (unscaled e4m3 would flush 2^-20 to zero).
+    for (const scale of quant === 'e4m3' ? [1, 8] : [1, 2 ** -20, 2 ** 30]) {
+      const a = randomMatrix(m, k, `sa${m}${scale}`, scale);
+      const b = randomMatrix(n, k, `sb${n}${scale}`, 1 / scale);
+      const opts = { aQuant: specs[quant]!, bQuant: specs[quant]!, accumulator: 'hopper-fp8', ...extra } as const;
+      const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
+      expect(same(fast, gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }))).toBe(true);
+      expect(fast.some((v) => v !== 0)).toBe(true);
     }
   });
 
