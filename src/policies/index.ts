@@ -7,6 +7,7 @@ export {
   type PolicyFactory,
   type EngineBatch,
   type EngineLogprobs,
+  type EngineRoutingReplay,
   warmStartMetrics,
 } from './engine.js';
 
@@ -88,7 +89,7 @@ export {
 export { saveCheckpoint, loadCheckpoint, type ArCheckpoint, type CheckpointTask } from './ar/checkpoint.js';
 
 // AR policy: the mismatch probe.
-export { arMismatchProbe, type ArMismatchProbeOptions, type ArMismatchProbeResult } from './ar/probe.js';
+export { arMismatchProbe, type ArMismatchProbeOptions, type ArMismatchProbeResult, type ArMoeProbe } from './ar/probe.js';
 
 // AR policy: the engine behind the GRPO loop.
 export { createArEngine, arPolicyFactory, type ArEngineRecord } from './ar/engine.js';

@@ -37,6 +37,7 @@ export {
   type OpsmParams,
   type OutlierVetoParams,
   type DpFilterParams,
+  type DpFilterLevel,
   type M2poParams,
   type Denominator,
   type RejectionLevel,
