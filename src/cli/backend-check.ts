@@ -73,11 +73,60 @@ function batchProblems(info: BackendInfo, batch: RolloutBatch, B: number, expect
   return problems.slice(0, 5);
 }
 
+type AddRow = (check: string, ok: boolean, detail: string, informational?: boolean) => void;
+type Attempt = <T>(check: string, fn: () => Promise<T>) => Promise<T | undefined>;
+
+/**
+ * The MoE routing checks (docs/moe.md), run when the rollout record carries the engine's routing
+ * (`moeRouting`): the trainer pass returns its own routing per layer without changing ℓ, its flip
+ * rates against the record lie in [0, 1], replaying its own routing (R2's request) reproduces ℓ bit
+ * for bit, and replaying the rollout's (R3) answers; the k3 with and without R3 is reported.
+ */
+async function checkRoutingReplay(backend: RemoteBackend, batch: RolloutBatch, rows: readonly number[], logp: Float64Array, add: AddRow, attempt: Attempt): Promise<void> {
+  const recorded = (batch.record as { moeRouting?: unknown }).moeRouting;
+  if (!Array.isArray(recorded) || recorded.length === 0) {
+    add('MoE routing replay', true, 'no moeRouting in the rollout record (a dense model): not exercised', true);
+    return;
+  }
+  const layers = recorded.length;
+  const own = await attempt('MoE: own routing returned', () => backend.logprobs({ batch, rows, policy: 'current', returnRouting: true }));
+  if (own === undefined) return;
+  const routing = own.routing;
+  const shaped = routing !== undefined && routing.length === layers && routing.every((r) => r instanceof Int32Array && r.length > 0);
+  const sameLogp = equalArrays(own.logp, logp);
+  add(
+    'MoE: own routing returned',
+    shaped && sameLogp,
+    !shaped
+      ? `returnRouting gave ${routing === undefined ? 'no routing' : `${routing.length} array(s)`} for ${layers} recorded layer(s)`
+      : sameLogp
+        ? `${layers} layer(s), ${routing[0]!.length} experts each; ℓ unchanged by returnRouting`
+        : 'ℓ differs from the same pass without returnRouting',
+  );
+  const rates = own.routingFlipRate;
+  const ratesOk = rates !== undefined && rates.length === layers && rates.every((r) => r >= 0 && r <= 1);
+  add('MoE: flip rate per layer', ratesOk, ratesOk ? rates.map((r, l) => `l${l} ${(100 * r).toFixed(2)} %`).join(', ') : `routingFlipRate ${JSON.stringify(rates)} for ${layers} layer(s)`);
+  if (shaped) {
+    const replayed = await attempt('MoE: replaying its own routing (R2) keeps ℓ', () => backend.logprobs({ batch, rows, policy: 'current', routing }));
+    if (replayed !== undefined) {
+      const same = equalArrays(replayed.logp, own.logp);
+      add('MoE: replaying its own routing (R2) keeps ℓ', same, same ? 'ℓ bit-identical with the returned routing replayed' : 'replaying the routing the pass returned changes ℓ: the returned routing is not the one used');
+    }
+  }
+  const r3 = await attempt('MoE: rollout routing replay (R3)', () => backend.logprobs({ batch, rows, policy: 'current', routing: 'rollout' }));
+  if (r3 !== undefined) {
+    const before = probeDiagnostics(batch.logpRollout, own.logp, batch.mask);
+    const after = probeDiagnostics(batch.logpRollout, r3.logp, batch.mask);
+    add('MoE: rollout routing replay (R3)', true, `k3 ${before.k3.toExponential(3)} with the trainer's own routing → ${after.k3.toExponential(3)} with the rollout's`, true);
+  }
+}
+
 /**
  * Runs the conformance battery against a connected backend: protocol version, shapes and masks,
  * same seed ⇒ same tokens, `generate` ℓroll vs `logprobs` ℓ on the same weights (the mismatch
  * diagnostics of `qrl-sim mismatch`), the weight version after `step` and `sync`, the frozen
- * reference, the save/load round trip, and the errors bad requests get. Leaves the backend changed
+ * reference, the save/load round trip, MoE routing replay when the record carries a routing, and the
+ * errors bad requests get. Leaves the backend changed
  * (it takes optimizer steps); run it on a scratch instance.
  */
 export async function runConformance(backend: RemoteBackend, options: ConformanceOptions = {}): Promise<ConformanceRow[]> {
@@ -147,6 +196,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
     if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
+    await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
   }
 
   // Gradient, step, versions, frozen reference.
