@@ -3,7 +3,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
-import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv } from '../../src/numerics/threads.js';
+import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd } from '../../src/numerics/threads.js';
+import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
 import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
 
 const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
@@ -40,6 +41,37 @@ describe('threadedGemmF32', () => {
       expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 2), gemm(new Float32Array(m * n), a, b, m, n, k))).toBe(true);
     }
     expect(() => threadedGemmF32(new Float32Array(1), new Float32Array(1), new Float32Array(1), 1, 1, 1, 0)).toThrow(/threads: expected a positive integer, got 0/);
+  });
+
+  // Edge operands for the SIMD path of every thread: NaN, ±Inf, −0, subnormals (and products that round to
+  // subnormals or overflow), mixed with magnitudes whose sums depend on the order over k (so a kernel that
+  // summed in any other order would differ). Shapes leave rows per thread and columns off the 4×8 tile.
+  function edgeMatrix(rows: number, k: number, seed: string): Float32Array {
+    const rng = createRng(seed).fork('edge');
+    const edges = [0, -0, 2 ** -149, -(2 ** -149), 2 ** -126 * 0.75, 2 ** 100, -(2 ** 100), 3e38, Infinity, -Infinity, NaN];
+    const scales = [2 ** -70, 2 ** -64, 1, 2 ** 10, 2 ** -20]; // per row: tiny rows times tiny rows give subnormal outputs
+    const out = new Float32Array(rows * k);
+    for (let i = 0; i < rows; i++) {
+      const scale = scales[rng.int(scales.length)]!;
+      for (let p = 0; p < k; p++) out[i * k + p] = rng.int(3000) === 0 ? edges[rng.int(edges.length)]! : Math.fround(rng.normal() * scale * 2 ** (rng.int(16) - 8));
+    }
+    return out;
+  }
+
+  it.each([
+    [37, 61, 1000], // tasks 16, 16, 5: 2 threads → caller 21 rows (5 groups of 4 + 1), worker 16; 61 = 7·8 + 5 columns
+    [50, 83, 520], // tasks 16, 16, 16, 2; 83 = 10·8 + 3 columns
+    [18, 7, 20000], // n < 8 and a 2-row share: the scalar loop inside every thread
+  ])('the SIMD path in the caller and the workers equals the scalar reference on edge data (m=%i n=%i k=%i)', (m, n, k) => {
+    expect(m * n * k).toBeGreaterThanOrEqual(GEMM_THREAD_MIN_WORK);
+    const a = edgeMatrix(m, k, `ea${m}`);
+    const b = edgeMatrix(n, k, `eb${n}`);
+    const ref = new Float32Array(m * n);
+    gemmReference(ref, a, b, m, n, k);
+    // the edges reach the SIMD-tile outputs: NaN, infinities, subnormals (the scalar-only case has too few outputs to show all three)
+    if (n >= 8) expect([ref.some(Number.isNaN), ref.some((v) => Math.abs(v) === Infinity), ref.some((v) => v !== 0 && Math.abs(v) < 2 ** -126)]).toEqual([true, true, true]);
+    for (const t of [1, 2, 3]) expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, t), ref)).toBe(true);
+    expect(gemmThreadsWithSimd()).toBe(fp32KernelIsSimd() ? 3 : 0); // the caller and both workers of the 3-thread pool
   });
 
   it('QRL_THREADS: unset or empty is 1, a positive integer is taken, anything else is refused', () => {
