@@ -22,8 +22,8 @@ afterAll(() => {
 
 describe('threadedGemmF32', () => {
   it.each([
-    [37, 64, 1024], // 37 rows: three tasks of 16, 16, 5
-    [100, 48, 520],
+    [37, 64, 7100], // 37 rows: three tasks of 16, 16, 5
+    [100, 48, 3500],
     [8, 9, 7], // below the work threshold: caller thread only
   ])('1, 2 and 3 threads give the same bytes as the fp32 model (m=%i n=%i k=%i)', (m, n, k) => {
     const a = matrix(m * k, `a${m}`);
@@ -35,7 +35,7 @@ describe('threadedGemmF32', () => {
   });
 
   it('reuses its workers across calls and sizes, and rejects a bad thread count', () => {
-    for (const [m, n, k] of [[64, 64, 600], [40, 80, 700], [64, 64, 600]] as const) {
+    for (const [m, n, k] of [[64, 64, 4100], [40, 80, 5300], [64, 64, 4100]] as const) {
       const a = matrix(m * k, `r${m}${k}`);
       const b = matrix(n * k, `s${n}${k}`);
       expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 2), gemm(new Float32Array(m * n), a, b, m, n, k))).toBe(true);
@@ -59,9 +59,9 @@ describe('threadedGemmF32', () => {
   }
 
   it.each([
-    [37, 61, 1000], // tasks 16, 16, 5: 2 threads → caller 21 rows (5 groups of 4 + 1), worker 16; 61 = 7·8 + 5 columns
-    [50, 83, 520], // tasks 16, 16, 16, 2; 83 = 10·8 + 3 columns
-    [20, 7, 15000], // n < 8 (the scalar loop inside every thread); the worker of 2 threads has rows 16..19
+    [37, 61, 7500], // tasks 16, 16, 5: 2 threads → caller 21 rows (5 groups of 4 + 1), worker 16; 61 = 7·8 + 5 columns
+    [50, 83, 4100], // tasks 16, 16, 16, 2; 83 = 10·8 + 3 columns
+    [20, 7, 120000], // n < 8 (the scalar loop inside every thread); the worker of 2 threads has rows 16..19
   ])('the SIMD path in the caller and the workers equals the scalar reference on edge data (m=%i n=%i k=%i)', (m, n, k) => {
     expect(m * n * k).toBeGreaterThanOrEqual(GEMM_THREAD_MIN_WORK);
     const a = edgeMatrix(m, k, `ea${m}`);
@@ -83,7 +83,7 @@ describe('threadedGemmF32', () => {
   });
 
   it('gemmSequential (the layers\' GEMM) with 1, 2 and 3 threads equals the reference loop', () => {
-    const [m, n, k] = [70, 40, 800];
+    const [m, n, k] = [70, 40, 6000];
     const a = matrix(m * k, 'na');
     const b = matrix(n * k, 'nb');
     const ref = new Float32Array(m * n);
