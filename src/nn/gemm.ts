@@ -1,7 +1,7 @@
 // The GEMM hook of the layers: GemmFn (out = a · bᵀ, row-major) and its exact sequential defaults.
 // Not a quantized GEMM: precision plans substitute their own GemmFn; this file only fixes the contract.
 
-import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, threadedGemmF32 } from '../numerics/threads.js';
+import { gemmThreadsFromEnv, threadedGemmF32 } from '../numerics/threads.js';
 import type { FloatArray } from './array.js';
 
 let threads: number | null = null;
@@ -83,8 +83,9 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
 /**
  * The default GEMM: same per-element semantics as {@link gemmReference} (sequential over k in
  * increasing order; exact float32 rounding of every product and add when `out` is a Float32Array),
- * with 2×2 register blocking over (i, j) so each pass over k feeds four accumulators. Float32 GEMMs
- * with m·n·k ≥ 2^21 are split over {@link gemmThreads} threads when that is above 1 (same bits).
+ * computed by the WebAssembly SIMD kernel of `threadedGemmF32` when out, a and b are Float32Arrays with
+ * m ≥ 4 and n ≥ 8 (split over {@link gemmThreads} threads when that is above 1 and m·n·k ≥ 2^21; same bits),
+ * else by a scalar loop with 2×2 register blocking over (i, j).
  *
  * @example
  * ```ts
@@ -95,9 +96,9 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
  */
 export const gemmSequential: GemmFn = (out, a, b, m, n, k) => {
   if (out instanceof Float32Array) {
-    if (m * n * k >= GEMM_THREAD_MIN_WORK && a instanceof Float32Array && b instanceof Float32Array && gemmThreads() > 1) {
-      threadedGemmF32(out, a, b, m, n, k, gemmThreads());
-    } else gemmF32(out, a, b, m, n, k);
+    // At least one 4×8 tile: the SIMD kernel of threadedGemmF32 (split over threads above the work threshold).
+    if (m >= 4 && n >= 8 && a instanceof Float32Array && b instanceof Float32Array) threadedGemmF32(out, a, b, m, n, k, gemmThreads());
+    else gemmF32(out, a, b, m, n, k);
   } else gemmF64(out, a, b, m, n, k);
 };
 

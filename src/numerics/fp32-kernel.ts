@@ -102,7 +102,8 @@ function moduleBytes(): Uint8Array {
 }
 
 /** The parts of the WebAssembly JS API used here (the project's `lib` has no DOM/WebAssembly typings). */
-interface WasmMemory {
+/** @internal */
+export interface WasmMemory {
   readonly buffer: ArrayBuffer;
   grow(pages: number): number;
 }
@@ -113,30 +114,51 @@ interface WasmApi {
 }
 const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 
-interface WasmKernel {
+/** An instance of the kernel: its memory and its `tile` export. @internal */
+export interface WasmKernel {
   readonly memory: WasmMemory;
   readonly tile: (a: number, kBytes: number, bp: number, bpEnd: number, out: number, nBytes: number) => void;
 }
 
+let compiled: object | null | undefined;
 let kernel: WasmKernel | null | undefined;
 
-/** The compiled kernel, or null where WebAssembly SIMD is unavailable (the scalar JS loop is used then). */
-function wasmKernel(): WasmKernel | null {
-  if (kernel !== undefined) return kernel;
+/**
+ * The compiled kernel module (a `WebAssembly.Module`, which can be posted to worker threads), or null where
+ * WebAssembly SIMD is unavailable. Its one export `tile(a, kBytes, bp, bpEnd, out, nBytes)` computes a 4×8
+ * block of outputs from 4 rows of A and one packed 8-column panel of B (layout above); `mem` is its memory.
+ * @internal
+ */
+export function fp32KernelModule(): object | null {
+  if (compiled !== undefined) return compiled;
   try {
     const bytes = moduleBytes();
-    if (wasmApi === undefined || !wasmApi.validate(bytes)) {
-      kernel = null;
-      return kernel;
-    }
-    const instance = new wasmApi.Instance(new wasmApi.Module(bytes));
-    kernel = {
-      memory: instance.exports['mem'] as WasmMemory,
-      tile: instance.exports['tile'] as WasmKernel['tile'],
-    };
+    compiled = wasmApi !== undefined && wasmApi.validate(bytes) ? new wasmApi.Module(bytes) : null;
   } catch {
-    kernel = null;
+    compiled = null;
   }
+  return compiled;
+}
+
+/**
+ * A new instance of the kernel with its own memory (so callers never share scratch), or null where
+ * WebAssembly SIMD is unavailable.
+ * @internal
+ */
+export function newFp32Kernel(): WasmKernel | null {
+  const module = fp32KernelModule();
+  if (module === null || wasmApi === undefined) return null;
+  try {
+    const instance = new wasmApi.Instance(module);
+    return { memory: instance.exports['mem'] as WasmMemory, tile: instance.exports['tile'] as WasmKernel['tile'] };
+  } catch {
+    return null;
+  }
+}
+
+/** The kernel instance of {@link fp32Gemm}, or null where WebAssembly SIMD is unavailable (the scalar JS loop is used then). */
+function wasmKernel(): WasmKernel | null {
+  if (kernel === undefined) kernel = newFp32Kernel();
   return kernel;
 }
 
