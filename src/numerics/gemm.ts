@@ -13,7 +13,7 @@ import {
   quantizedValues,
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
-import { hopperChunkSums } from './hopper-kernel.js';
+import { hopperChunkSums, type HopperChunkResult } from './hopper-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable, fakeQuant } from './vector.js';
 
@@ -504,8 +504,11 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
   if (maxE - fractionBits + bits - 1 > 127) return truncateToE8M(sum * u, fractionBits); // saturates
   const keepBits = fractionBits + 1; // significant bits of an e8m13 value
   if (bits <= keepBits) return sum * u; // already a float with ≤ fractionBits fractional bits
-  const q = POW2[POW2_BIAS + bits - keepBits] as number; // drop the bits below the kept mantissa
-  return Math.sign(sum) * Math.floor(s / q) * q * u;
+  // Drop the bits below the kept mantissa: floor(s / 2^shift) · 2^shift as int32 shifts (s < 2^31; for an
+  // integral s these equal the float division and floor), the sign put back after the exact scaling by u.
+  const shift = bits - keepBits;
+  const t = ((s >>> shift) << shift) * u;
+  return sum < 0 ? -t : t;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -575,7 +578,7 @@ function hopperTablesOf(opA: Operand, opB: Operand): [Int16Array, Int16Array] | 
 function runRange(
   model: AccumulatorModel, fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null, tables: [Int16Array, Int16Array] | null,
   partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number,
-  chunk: number, fractionBits: number, eminA: number, eminB: number, cachedB: boolean,
+  chunk: number, fractionBits: number, eminA: number, eminB: number,
 ): void {
   switch (model) {
     case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
@@ -584,23 +587,29 @@ function runRange(
     case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
     case 'hopper-fp8':
       if (tables === null) return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, eminA, eminB, fractionBits);
-      if (k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK && hopperSimdRange(partial, A, B, tables, m, n, k, k0, k1, fractionBits, cachedB)) return;
       return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, chunk, fractionBits);
   }
 }
 
-/** One chunk of every output through the WebAssembly step, rounded to e8m13 here; false where SIMD is unavailable. */
-function hopperSimdRange(
-  partial: Float32Array, A: Float32Array, B: Float32Array, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
-  k0: number, k1: number, fractionBits: number, cachedB: boolean,
-): boolean {
-  const r = hopperChunkSums(A, B, tables[0], tables[1], m, n, k, k0, k1, fractionBits, cachedB);
-  if (r === null) return false;
+/**
+ * Adds one chunk's WebAssembly sums into `acc`, each rounded to e8m13 (and stored as float32, as the
+ * `partial` buffer of {@link runRange} would hold it), then scaled and accumulated exactly as the
+ * segment loop of {@link gemm} does: `fma32(fl(sa·sb), c, acc)` with fine-grained scales, else
+ * `fl(acc + c)`. One pass over the outputs instead of a store to `partial` and a second pass.
+ */
+function accumulateChunkSums(
+  acc: Float32Array, r: HopperChunkResult, saK: Float64Array, sbK: Float64Array, m: number, n: number, fine: boolean, fractionBits: number,
+): void {
   const { sums, maxes, stride } = r;
   for (let i = 0; i < m; i++) {
-    for (let j = 0; j < n; j++) partial[i * n + j] = roundE8M(sums[i * stride + j] as number, maxes[i * stride + j] as number, fractionBits);
+    const sa = saK[i] as number;
+    const row = i * stride;
+    for (let j = 0; j < n; j++) {
+      const o = i * n + j;
+      const c = Math.fround(roundE8M(sums[row + j] as number, maxes[row + j] as number, fractionBits));
+      acc[o] = fine ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
+    }
   }
-  return true;
 }
 
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
@@ -692,11 +701,20 @@ export function gemm(
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
       const k1 = bounds[s + 1] as number;
-      runRange(model, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, chunk, fractionBits, opA.emin, opB.emin, opB.cached);
+      // A single-chunk hopper-fp8 segment with enough products runs the WebAssembly step (null: no SIMD here).
+      const simd =
+        hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK
+          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits, opB.cached)
+          : null;
+      if (simd === null) runRange(model, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, chunk, fractionBits, opA.emin, opB.emin);
       if (fine) {
         // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
         for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
         for (let j = 0; j < n; j++) sbK[j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+      }
+      if (simd !== null) {
+        accumulateChunkSums(acc, simd, saK, sbK, m, n, fine, fractionBits);
+      } else if (fine) {
         for (let i = 0; i < m; i++) {
           const sa = saK[i] as number;
           for (let j = 0; j < n; j++) {

@@ -119,6 +119,34 @@ function transposeF32(x: Float32Array, rows: number, cols: number): Float32Array
   return t;
 }
 
+/** True when `a` and `b` hold the same float32 bit patterns (stricter than `Object.is` only for NaN payloads). */
+function sameBits(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  const ia = new Int32Array(a.buffer, a.byteOffset, a.length);
+  const ib = new Int32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < ia.length; i++) if (ia[i] !== ib[i]) return false;
+  return true;
+}
+
+/**
+ * A quantizer of per-call operands that remembers its last two results: an operand whose shape and
+ * float32 bits equal a remembered input gets the same QuantizedTensor back (quantization is a pure
+ * function of spec, shape and values, so the bits are those of a fresh quantization). The q, k and v
+ * projections read one normalized input, up and gate another, and their wgrad GEMMs the transposes
+ * of those, so each such tensor is quantized once instead of once per site.
+ */
+function rememberingQuantizer(spec: QuantSpec): (x: Float32Array, rows: number, cols: number) => QuantizedTensor {
+  const seen: { copy: Float32Array; rows: number; q: QuantizedTensor }[] = [];
+  return (x, rows, cols) => {
+    for (const e of seen) if (e.rows === rows && sameBits(e.copy, x)) return e.q;
+    const copy = Float32Array.from(x);
+    const q = quantize(spec, copy, [rows, cols]);
+    seen.unshift({ copy, rows, q });
+    if (seen.length > 2) seen.pop();
+    return q;
+  };
+}
+
 function sameValues(a: Float32Array, b: Float32Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
@@ -198,9 +226,16 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
     return q;
   };
 
+  // Scaled activations are quantized here (not inside gemm) so one input shared by several sites is quantized once.
+  const quantizedActivation = typeof actQuant === 'string' ? null : rememberingQuantizer(actQuant);
   const forward: GemmFn = (out, a, b, m, n, k) => {
-    coreGemm(out, asFloat32(a, m * k), quantizedWeight(b, n, k), m, n, k, forwardOpts);
+    const x = asFloat32(a, m * k);
+    coreGemm(out, quantizedActivation ? quantizedActivation(x, m, k) : x, quantizedWeight(b, n, k), m, n, k, forwardOpts);
   };
+
+  // One remembering quantizer of wgrad's xᵀ for the whole object (q, k and v share xᵀ, as do up and gate).
+  let wgradInput: ((x: Float32Array, rows: number, cols: number) => QuantizedTensor) | null = null;
+  const wgradInputQuantizer = (spec: QuantSpec) => (wgradInput ??= rememberingQuantizer(spec));
 
   /** One site's LinearGemms: the dgrad operand derived from the weight is cached per site (one weight per site). */
   const quantizedLinear = (): LinearGemms => {
@@ -235,8 +270,9 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
       const op = dgradOperand(wT, () => quantize(wSpec, Float32Array.from(wT), [n, k]));
       coreGemm(out, asFloat32(a, m * k), op, m, n, k, { ...accumulate, ...outOpt, aQuant: gradSpec });
     };
+    const quantizedInput = wgradInputQuantizer(inSpec);
     const wgrad: GemmFn = (out, a, b, m, n, k) => {
-      coreGemm(out, asFloat32(a, m * k), asFloat32(b, n * k), m, n, k, { ...accumulate, ...outOpt, aQuant: gradSpec, bQuant: inSpec });
+      coreGemm(out, asFloat32(a, m * k), quantizedInput(asFloat32(b, n * k), n, k), m, n, k, { ...accumulate, ...outOpt, aQuant: gradSpec });
     };
     return Object.freeze({ forward, dgrad, wgrad });
   };
