@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
 import { precisionPlan, type PrecisionPlanName } from '../src/policies/plans.js';
 import { LENGTH_BUCKET_EDGES } from '../src/rl/index.js';
+import { seedStat } from '../src/report/summary.js';
 import { EOS, makeTask } from '../src/tasks/index.js';
 
 const sftSteps = Number(process.argv[2] ?? 200);
@@ -30,10 +31,10 @@ function warmStart(): ArPolicy {
   return policy;
 }
 
+/** `mean ± sample std` of the values (std 0 for one value). */
 const ms = (xs: number[]): string => {
-  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
-  const s = xs.length > 1 ? Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / (xs.length - 1)) : 0;
-  return `${m.toExponential(2)} ± ${s.toExponential(1)}`;
+  const { mean, std } = seedStat(xs);
+  return `${mean.toExponential(2)} ± ${(xs.length > 1 ? std : 0).toExponential(1)}`;
 };
 
 const policy = warmStart();

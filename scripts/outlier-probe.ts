@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
 import { precisionPlan } from '../src/policies/plans.js';
+import { seedStat } from '../src/report/summary.js';
 import { EOS, makeTask } from '../src/tasks/index.js';
 
 const sftSteps = Number(process.argv[2] ?? 60);
@@ -27,10 +28,10 @@ function warmStart(outliers: number, w: number): ArPolicy {
   return policy;
 }
 
+/** `mean ± sample std` of the values (std 0 for one value). */
 const ms = (xs: number[]): string => {
-  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
-  const s = xs.length > 1 ? Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / (xs.length - 1)) : 0;
-  return `${m.toExponential(2)} ± ${s.toExponential(1)}`;
+  const { mean, std } = seedStat(xs);
+  return `${mean.toExponential(2)} ± ${(xs.length > 1 ? std : 0).toExponential(1)}`;
 };
 
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;

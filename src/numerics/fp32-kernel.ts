@@ -7,6 +7,8 @@
 // subnormals (no flush to zero), i.e. exactly Math.fround after every operation, four outputs per instruction.
 // Only NaN payloads and signs are left unspecified by WebAssembly, and NaN payloads are not part of the model.
 
+import { oneFunctionModule, uleb, wasmApi, type WasmMemory } from './wasm.js';
+
 /** Opcodes used by the kernel (WebAssembly core spec §5.4, SIMD proposal opcode table). */
 const op = {
   block: 0x02, loop: 0x03, br: 0x0c, brIf: 0x0d, end: 0x0b,
@@ -21,25 +23,6 @@ const simd = {
   v128Load: [0x00], v128Store: [0x0b], v128Const: [0x0c], f32x4Splat: [0x13],
   f32x4Add: [0xe4, 0x01], f32x4Mul: [0xe6, 0x01],
 } as const;
-
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) byte |= 0x80;
-    out.push(byte);
-  } while (n !== 0);
-  return out;
-}
-
-function str(s: string): number[] {
-  return [...uleb(s.length), ...Array.from(new TextEncoder().encode(s))];
-}
-
-function section(id: number, body: number[]): number[] {
-  return [id, ...uleb(body.length), ...body];
-}
 
 // Parameters and locals of `tile(a, kBytes, bp, bpEnd, out, nBytes)`:
 //   a      byte address of A(i, k0), rows kBytes apart (A row-major, (m, k) float32)
@@ -89,30 +72,9 @@ function tileBody(): number[] {
 }
 
 function moduleBytes(): Uint8Array {
-  const i32 = 0x7f;
-  const bytes = [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [1, 0x60, 6, i32, i32, i32, i32, i32, i32, 0]),
-    ...section(3, [1, 0]),
-    ...section(5, [1, 0x00, 1]),
-    ...section(7, [2, ...str('tile'), 0x00, 0, ...str('mem'), 0x02, 0]),
-    ...section(10, [1, ...tileBody()]),
-  ];
-  return Uint8Array.from(bytes);
+  return oneFunctionModule('tile', 6, tileBody());
 }
 
-/** The parts of the WebAssembly JS API used here (the project's `lib` has no DOM/WebAssembly typings). */
-/** @internal */
-export interface WasmMemory {
-  readonly buffer: ArrayBuffer;
-  grow(pages: number): number;
-}
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 
 /** An instance of the kernel: its memory and its `tile` export. @internal */
 export interface WasmKernel {

@@ -5,6 +5,8 @@
 // the power of two 2^(fractionBits − maxE) is exact, `f64x2.trunc` is IEEE truncation, and the truncated addends are
 // integers far below 2^53, so their double sums are exact in any order. The JS caller does the e8m13 rounding.
 
+import { oneFunctionModule, sleb, uleb, wasmApi, type WasmMemory } from './wasm.js';
+
 /** Core opcodes used (WebAssembly core spec §5.4). */
 const op = {
   block: 0x02, loop: 0x03, br: 0x0c, brIf: 0x0d, end: 0x0b,
@@ -23,39 +25,6 @@ const simd = {
   i64x2ExtendLowI32x4S: [0xc7, 0x01], i64x2ExtendHighI32x4S: [0xc8, 0x01], i64x2Shl: [0xcb, 0x01],
   f64x2Add: [0xf0, 0x01], f64x2Mul: [0xf2, 0x01],
 } as const;
-
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let byte = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) byte |= 0x80;
-    out.push(byte);
-  } while (n !== 0);
-  return out;
-}
-
-/** Signed LEB128 of a 32-bit integer (i32.const immediates). */
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const byte = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) {
-      out.push(byte);
-      return out;
-    }
-    out.push(byte | 0x80);
-  }
-}
-
-function str(s: string): number[] {
-  return [...uleb(s.length), ...Array.from(new TextEncoder().encode(s))];
-}
-
-function section(id: number, body: number[]): number[] {
-  return [id, ...uleb(body.length), ...body];
-}
 
 // Parameters of `chunk(m, np, len, av, ae, bv, be, sums, maxes, bias)` (byte addresses):
 //   av/ae   A values (f64) and exponents (i32), row-major (m, len)
@@ -125,29 +94,9 @@ function chunkBody(): number[] {
 }
 
 function moduleBytes(): Uint8Array {
-  const i32 = 0x7f;
-  const bytes = [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [1, 0x60, 10, ...new Array(10).fill(i32), 0]),
-    ...section(3, [1, 0]),
-    ...section(5, [1, 0x00, 1]),
-    ...section(7, [2, ...str('chunk'), 0x00, 0, ...str('mem'), 0x02, 0]),
-    ...section(10, [1, ...chunkBody()]),
-  ];
-  return Uint8Array.from(bytes);
+  return oneFunctionModule('chunk', 10, chunkBody());
 }
 
-/** The parts of the WebAssembly JS API used here (the project's `lib` has no DOM/WebAssembly typings). */
-interface WasmMemory {
-  readonly buffer: ArrayBuffer;
-  grow(pages: number): number;
-}
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 
 interface HopperWasm {
   readonly memory: WasmMemory;

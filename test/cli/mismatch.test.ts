@@ -141,42 +141,6 @@ describe('qrl-sim mismatch --policy diffusion', () => {
     expect([d.estimator, d.length]).toEqual(['d1', 24]);
   });
 
-  it('--moe: flip rate per layer and k1/k3 with R3 replay; identical sides flip nothing and agree exactly', async () => {
-    const q = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'int8-rollout', '--moe', '4,2', '--length', '8', '--batch', '4', '--json'])).out);
-    expect(Object.keys(q).slice(11)).toEqual(['flipRate/l0', 'flipRate/l1', 'k1R3', 'k3R3']);
-    for (const l of [0, 1]) expect(q[`flipRate/l${l}`]).toBeGreaterThanOrEqual(0);
-    expect(q.k3R3).toBeGreaterThan(0);
-    const z = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '6', '--batch', '3', '--json'])).out);
-    expect([z['flipRate/l0'], z['flipRate/l1'], z.k3, z.k3R3]).toEqual([0, 0, 0, 0]);
-    const table = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '4', '--batch', '2']);
-    expect(table.out).toMatch(/^flipRate\/l1 +0$/m);
-    expect(table.out).toMatch(/^k3R3 +0$/m);
-    const bad = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '2,3']);
-    expect([bad.code, bad.err.trim()]).toEqual([2, "qrl-sim mismatch: --moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '2,3'"]);
-  });
-
-  it('--positions: per-position rows and buckets agree with the overall figures, for both policies', async () => {
-    const a = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp8-rollout', '--length', '10', '--batch', '3', '--positions', '--json'])).out);
-    expect(a.positions).toHaveLength(10);
-    expect(a.positions.every((c: { tokens: number }) => c.tokens === 3)).toBe(true);
-    const k3 = a.positions.reduce((s: number, c: { k3: number }) => s + c.k3, 0) / 10;
-    expect(k3).toBeCloseTo(a.k3, 12);
-    expect(a.byPosition.map((b: { tokens: number }) => b.tokens)).toEqual([24, 6, 0, 0]);
-    expect(a.byLength.map((b: { tokens: number; hi: number | null }) => [b.tokens, b.hi])).toEqual([[0, 8], [30, 32], [0, 128], [0, null]]);
-    expect(a.byLength[1].meanAbsDelta).toBeCloseTo(a.meanAbsDelta, 12);
-    expect(a.seqLogRatioAbsMax).toBeGreaterThan(0);
-    expect(a.seqLogRatioAbsMax).toBeLessThanOrEqual(10 * a.maxAbsDelta + 1e-12);
-    expect(a.errorTokenFrac).toBe(0);
-    expect(a.repetitionRate).toBeGreaterThanOrEqual(0);
-    const d = JSON.parse((await runCli(['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--length', '8', '--batch', '2', '--positions', '--json'])).out);
-    expect(d.positions).toHaveLength(8);
-    expect(d.positions.reduce((s: number, c: { tokens: number }) => s + c.tokens, 0)).toBe(d.tokens);
-    expect([d.seqLogRatioAbsMax, d.errorTokenFrac]).toEqual([0, 0]);
-    const t = await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp32', '--length', '4', '--batch', '2', '--positions']);
-    expect(t.out).toMatch(/^pos \[0,8\)\s+8\s+0\.000e\+0\s+0\.000e\+0$/m);
-    expect(t.out).toMatch(/^seqLogRatioAbsMax\s+0$/m);
-  });
-
   it('prints a table without --json', async () => {
     const t = await run('--plan', 'fp32', '--length', '4', '--batch', '2');
     expect(t.code).toBe(0);

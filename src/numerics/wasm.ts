@@ -1,0 +1,69 @@
+// The few pieces both WebAssembly kernels share: LEB128 and section encoding, the one-function module
+// layout (a function and its memory exported), and the typed slice of the WebAssembly JS API. Not a kernel.
+
+/** Unsigned LEB128 (sizes, indices, memarg fields). */
+export function uleb(n: number): number[] {
+  const out: number[] = [];
+  do {
+    let byte = n & 0x7f;
+    n >>>= 7;
+    if (n !== 0) byte |= 0x80;
+    out.push(byte);
+  } while (n !== 0);
+  return out;
+}
+
+/** Signed LEB128 of a 32-bit integer (i32.const immediates). */
+export function sleb(n: number): number[] {
+  const out: number[] = [];
+  for (;;) {
+    const byte = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) {
+      out.push(byte);
+      return out;
+    }
+    out.push(byte | 0x80);
+  }
+}
+
+function str(s: string): number[] {
+  return [...uleb(s.length), ...Array.from(new TextEncoder().encode(s))];
+}
+
+function section(id: number, body: number[]): number[] {
+  return [id, ...uleb(body.length), ...body];
+}
+
+/**
+ * A module with one function `name` of `params` i32 parameters and no result, whose encoded body
+ * (locals and code, with its size prefix) is `body`, and one memory of one initial page; exports the
+ * function as `name` and the memory as `mem`.
+ */
+export function oneFunctionModule(name: string, params: number, body: number[]): Uint8Array {
+  const i32 = 0x7f;
+  return Uint8Array.from([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [1, 0x60, params, ...new Array<number>(params).fill(i32), 0]),
+    ...section(3, [1, 0]),
+    ...section(5, [1, 0x00, 1]),
+    ...section(7, [2, ...str(name), 0x00, 0, ...str('mem'), 0x02, 0]),
+    ...section(10, [1, ...body]),
+  ]);
+}
+
+/** A kernel instance's memory (the project's `lib` has no DOM/WebAssembly typings). @internal */
+export interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
+
+/** The parts of the WebAssembly JS API the kernels use. */
+interface WasmApi {
+  validate(bytes: Uint8Array): boolean;
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object) => { exports: Record<string, unknown> };
+}
+
+/** The WebAssembly JS API, or undefined where the runtime has none. */
+export const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
