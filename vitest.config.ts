@@ -1,7 +1,16 @@
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 const src = fileURLToPath(new URL('./src/', import.meta.url));
+
+// The project's Python environment (scripts/python-env.sh, run by `npm test` before vitest): its
+// python3 (torch 2.13, numpy, ml_dtypes, transformers, pytest) is the one every test spawns.
+const venvBin = fileURLToPath(new URL('./.venv/bin', import.meta.url));
+if (existsSync(venvBin)) {
+  process.env['PATH'] = `${venvBin}:${process.env['PATH'] ?? ''}`;
+  process.env['VIRTUAL_ENV'] = fileURLToPath(new URL('./.venv', import.meta.url));
+}
 
 export default defineConfig({
   // The package's own subpaths (`qrl-sim`, `qrl-sim/<layer>`) resolve to the sources, as tsconfig's
