@@ -174,6 +174,21 @@ def vllm_fp8_group_triton(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     return _vllm_group(x, p, ue8m0_floor=False)
 
 
+def sglang_fp8_group_triton(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
+    """SGLang per-token-group FP8, Triton. sgl-project/sglang python/sglang/srt/layers/quantization/
+    fp8_kernel.py ``_per_token_group_quant_8bit``: ``tl.maximum(tl.max(tl.abs(y)), eps)``,
+    y_s = absmax / bit8_max, ``y_s_inv = 1.0 / y_s``, ``tl.clamp(y * y_s_inv, bit8_min, bit8_max)``
+    then the cast (row-major scales; UE8M0 is only on the column-major kernel)."""
+    rows, cols = x.shape
+    xg = _groups(x, int(p["block"]))
+    eps = torch.tensor(1e-10, dtype=torch.float32, device=x.device)
+    s = torch.fmax(_amax_fmaxf(xg.abs(), dim=2), eps) / E4M3_MAX
+    m = torch.tensor(E4M3_MAX, device=x.device)
+    q = torch.fmin(torch.fmax(xg * (1.0 / s[..., None]), -m), m)
+    codes = _e4m3_satfinite(q)
+    return {"codes": _ungroup(codes, rows, cols), "scales": s, "dequantized": _ungroup(_e4m3_value(codes) * s[..., None], rows, cols)}
+
+
 # --------------------------------------------------------------------------------------------
 # DeepSeek-V3 Triton kernels and DeepGEMM's PyTorch reference casts.
 # --------------------------------------------------------------------------------------------
@@ -470,6 +485,7 @@ PATHS: Dict[str, str] = {
     "vllm-fp8-token": "vLLM CUDA kernel (common.cu)",
     "vllm-fp8-group": "vLLM CUDA kernel (per_token_group_quant.cu)",
     "vllm-fp8-group-triton": "vLLM Triton fallback (fp8_utils.py)",
+    "sglang-fp8-group-triton": "SGLang Triton kernel (fp8_kernel.py)",
     "deepseek-fp8-group": "DeepSeek-V3 Triton kernel (kernel.py)",
     "deepseek-fp8-block": "DeepSeek-V3 Triton kernel (kernel.py)",
     "deepgemm-fp8-group": "DeepGEMM PyTorch (utils/math.py)",
@@ -490,6 +506,7 @@ TORCH_QUANTIZERS: Dict[str, Callable[["torch.Tensor", Mapping[str, Any]], Output
     "vllm-fp8-token": vllm_fp8_token,
     "vllm-fp8-group": vllm_fp8_group,
     "vllm-fp8-group-triton": vllm_fp8_group_triton,
+    "sglang-fp8-group-triton": sglang_fp8_group_triton,
     "deepseek-fp8-group": deepseek_fp8_group,
     "deepseek-fp8-block": deepseek_fp8_block,
     "deepgemm-fp8-group": deepgemm_fp8_group,

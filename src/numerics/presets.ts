@@ -114,6 +114,17 @@ export const quantPresets = Object.freeze({
       scaling: 'divide', clamp: 'fmaxf-first', profile: 'satfinite',
     }),
   },
+  'sglang-fp8-group-triton': {
+    description: "SGLang per-token-group FP8, Triton kernel (row-major scales): s = max(amax, 1e-10)/448, elements x·fl(1/s), no UE8M0",
+    source: 'sgl-project/sglang python/sglang/srt/layers/quantization/fp8_kernel.py _per_token_group_quant_8bit (per_token_group_quant_fp8, column_major_scales=False)',
+    formula: 's = fl(max(amax, 1e-10)/448); q = e4m3_satfinite(clamp(fl(x·fl(1/s)), ±448))',
+    params: ['block'],
+    defaultBlock: 128,
+    build: (p) => ({
+      name: 'sglang-fp8-group-triton', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
+      scale: { kind: 'amax', amaxFloor: 1e-10 }, scaling: 'reciprocal', clamp: 'fmaxf-first', profile: 'satfinite',
+    }),
+  },
   'vllm-int8-token': {
     description: "vLLM dynamic per-token INT8 symmetric: s = amax/127, x·(127/amax), RNE, saturate, NaN → 0",
     source: 'vllm csrc/quantization/w8a8/int8/scaled_quant.cu dynamic_scaled_int8_quant_kernel',

@@ -35,7 +35,7 @@ describe('quantizer presets against their torch transcriptions (torch 2.13, CPU)
 
   it('covers every torch-side preset on every input variant, UE8M0 included', () => {
     const presets = new Set(rows.map((r) => r.case.split('.')[0]));
-    for (const p of ['vllm-fp8-tensor', 'vllm-fp8-token', 'vllm-fp8-group', 'vllm-fp8-group-triton', 'deepseek-fp8-group', 'deepseek-fp8-block', 'deepgemm-fp8-group', 'deepgemm-fp8-block', 'te-current', 'te-current-pyref', 'torchao-fp8-row', 'mxfp8', 'mxfp4', 'nvfp4', 'nvfp4-te-pyref']) {
+    for (const p of ['vllm-fp8-tensor', 'vllm-fp8-token', 'vllm-fp8-group', 'vllm-fp8-group-triton', 'sglang-fp8-group-triton', 'deepseek-fp8-group', 'deepseek-fp8-block', 'deepgemm-fp8-group', 'deepgemm-fp8-block', 'te-current', 'te-current-pyref', 'torchao-fp8-row', 'mxfp8', 'mxfp4', 'nvfp4', 'nvfp4-te-pyref']) {
       expect(presets.has(p), p).toBe(true);
     }
     const names = new Set(rows.map((r) => r.case));
