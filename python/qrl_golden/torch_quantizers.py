@@ -11,6 +11,13 @@ kernel in 2.13) uses the library's own PyTorch cast where the library has one, e
     from qrl_golden.torch_quantizers import compare_quantizers
     for row in compare_quantizers("golden/", device="cuda"):
         print(row["case"], row["agreeing"], "/", row["compared"], row["note"])
+
+Sources, at the commits read (line numbers refer to them): vllm-project/vllm
+csrc/quantization/w8a8/fp8/per_token_group_quant.cu @ 0f5257e2, common.cu/common.cuh,
+vllm/model_executor/layers/quantization/utils/fp8_utils.py @ 007d5005; sgl-project/sglang
+python/sglang/srt/layers/quantization/fp8_kernel.py @ 008601fa; deepseek-ai/DeepSeek-V3
+inference/kernel.py @ 06231633; deepseek-ai/DeepGEMM deep_gemm/utils/math.py @ 54e2261;
+NVIDIA/TransformerEngine @ d0067d0d; pytorch/ao @ 36027d82.
 """
 
 from __future__ import annotations
@@ -227,7 +234,7 @@ def deepseek_fp8_block(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
 
 
 def _ceil_to_ue8m0(s: "torch.Tensor") -> "torch.Tensor":
-    """DeepGEMM deep_gemm/utils/math.py ``ceil_to_ue8m0``: exponent field + (mantissa ≠ 0), clamped
+    """DeepGEMM deep_gemm/utils/math.py ``ceil_to_ue8m0`` (lines 13-16): exponent field + (mantissa ≠ 0), clamped
     to [1, 254], read back as a float (NaN and Inf scales become 2^127)."""
     bits = s.abs().float().view(torch.int32)
     exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
@@ -235,7 +242,7 @@ def _ceil_to_ue8m0(s: "torch.Tensor") -> "torch.Tensor":
 
 
 def deepgemm_fp8_group(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
-    """DeepGEMM deep_gemm/utils/math.py ``per_token_cast_to_fp8``: zero-pad to the group, ``x_view.abs()
+    """DeepGEMM deep_gemm/utils/math.py ``per_token_cast_to_fp8`` (lines 26-37): zero-pad to the group, ``x_view.abs()
     .float().amax(dim=2)`` (NaN propagates) ``.clamp(1e-4)`` (NaN stays NaN), sf = amax / 448.0,
     optionally ``ceil_to_ue8m0``, ``(x_view * (1.0 / sf)).to(torch.float8_e4m3fn)``."""
     rows, cols = x.shape
@@ -249,7 +256,7 @@ def deepgemm_fp8_group(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
 
 
 def deepgemm_fp8_block(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
-    """DeepGEMM deep_gemm/utils/math.py ``per_block_cast_to_fp8``: zero-padded B×B blocks,
+    """DeepGEMM deep_gemm/utils/math.py ``per_block_cast_to_fp8`` (lines 51-60): zero-padded B×B blocks,
     ``amax(dim=(1, 3)).clamp(1e-4)``, sf = amax / 448.0, optionally ``ceil_to_ue8m0``,
     ``(x_view * (1.0 / sf)).to(torch.float8_e4m3fn)``."""
     rows, cols = x.shape
@@ -383,7 +390,7 @@ def _torchao_mx(x: "torch.Tensor", p: Mapping[str, Any], elem: str) -> Outputs:
 
 def mxfp8(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     """torchao MX, FLOOR scale. pytorch/ao torchao/prototype/mx_formats/mx_tensor.py ``to_mx``
-    (lines 228-410): torch.amax (NaN propagates), E8M0 exponent ⌊log2 amax⌋ − 8 from the float32
+    (lines 228-410; ``_e8m0_scale_to_reciprocal_fp32`` line 132): torch.amax (NaN propagates), E8M0 exponent ⌊log2 amax⌋ − 8 from the float32
     bits clamped to [−127, 128], non-finite amax → 0xFF, elements ``data_hp * reciprocal`` from
     ``_e8m0_scale_to_reciprocal_fp32``, cast ``.to(torch.float8_e4m3fn)`` (saturating from torch
     2.13, so no clamp); dequant ``get_fp_scale`` (line 412)."""
@@ -464,8 +471,8 @@ def _te_cast_to_fp4(x: "torch.Tensor") -> "torch.Tensor":
 
 def nvfp4(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     """NVFP4, TransformerEngine CUDA rule. TransformerEngine transformer_engine/common/cast/nvfp4/
-    core_nvfp4.cuh ``compute_global_encode_scaling_factor_FP4`` (S_enc = min(448·6 / amax, FLT_MAX),
-    1 when 0), ``compute_decoding_scaling_factor`` (block scale e4m3(amax_b · S_enc · (1/6)),
+    core_nvfp4.cuh ``compute_global_encode_scaling_factor_FP4`` (lines 82-95: S_enc = min(448·6 / amax, FLT_MAX),
+    1 when 0), ``compute_decoding_scaling_factor`` (lines 61-69: block scale e4m3(amax_b · S_enc · (1/6)),
     satfinite), element multiplier min(1 / (s_b · S_dec), FLT_MAX), ``cvt.rn.satfinite.e2m1x2.f32``;
     amax reductions with ``fmaxf`` (NaN skipped)."""
     return _nvfp4(x, p, reference=False)
