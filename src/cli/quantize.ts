@@ -10,10 +10,10 @@ import { parseJsonInput } from '../json.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
-  .map(([name, p]) => `  ${name.padEnd(20)} ${p.description}`)
+  .map(([name, p]) => `  ${name.padEnd(24)} ${p.description}`)
   .join('\n');
 
-const help = `usage: qrl-sim quantize --preset NAME [--block N] --input FILE|- [--json]
+const help = `usage: qrl-sim quantize --preset NAME [--block N] [--ue8m0] --input FILE|- [--json]
 
 Reads a JSON array of numbers (one row) or an array of equal-length arrays (rows = tokens or
 output channels; groups and blocks run along each row), quantizes it with the preset and prints
@@ -27,6 +27,8 @@ rounded to float32.
 options:
   --preset NAME   one of the presets below
   --block N       group/block size of the presets that have one (default: the preset's)
+  --ue8m0         power-of-two (UE8M0) scales, for the presets that take ue8m0
+                  (vllm-fp8-group*, deepseek-*, deepgemm-*)
   --input FILE    JSON file, or - for standard input
   --json          print {preset, codes, scales, zeroPoints?, dequantized,
                   stats: {maxAbsError, rmse, sqnrDb, nonFinite}}
@@ -37,7 +39,8 @@ ${presetLines}
 
 examples:
   echo '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]' | qrl-sim quantize --preset vllm-fp8-token --input - --json
-  qrl-sim quantize --preset mxfp4 --block 32 --input docs/examples/weights.json`;
+  qrl-sim quantize --preset mxfp4 --block 32 --input docs/examples/weights.json
+  echo '[[1, -2, 3.5, 0]]' | qrl-sim quantize --preset deepgemm-fp8-group --block 4 --ue8m0 --input -`;
 
 const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
 
@@ -116,6 +119,7 @@ export const quantizeCommand: Command = {
     const { values } = parseCommandArgs(args, {
       preset: { type: 'string' },
       block: { type: 'string' },
+      ue8m0: { type: 'boolean', default: false },
       input: { type: 'string' },
       json: { type: 'boolean', default: false },
     });
@@ -126,6 +130,10 @@ export const quantizeCommand: Command = {
     if (values.block !== undefined) {
       if (!preset.params.includes('block')) throw new UsageError(`--block: preset '${name}' has no block size`);
       Object.assign(params, { block: integerOption(values.block, 'block', 0, 1) });
+    }
+    if (values.ue8m0) {
+      if (!preset.params.includes('ue8m0')) throw new UsageError(`--ue8m0: preset '${name}' has no UE8M0 variant (presets with one: ${Object.entries(quantPresets as Record<string, QuantPreset>).filter(([, p]) => p.params.includes('ue8m0')).map(([n]) => n).join(', ')})`);
+      Object.assign(params, { ue8m0: true });
     }
     const inputPath = required(values.input, 'input');
     let text: string;

@@ -3,6 +3,7 @@
 
 import type { Pow2Rounding } from './scales.js';
 import type { CastProfileName } from './profiles.js';
+import type { CastProfile } from './profiles.js';
 import type { QuantSpec } from './quantize.js';
 
 /** Parameters a preset may take; each preset documents which ones it reads. */
@@ -47,6 +48,23 @@ export interface QuantPreset {
 
 const blockOf = (p: QuantPresetParams, dflt: number): number => p.block ?? dflt;
 
+/**
+ * The E2M1 cast of TransformerEngine's NVFP4 reference, `cast_to_fp4x2`: a threshold table (round
+ * to nearest even, saturating) where a NaN matches no threshold and stays code 0. Its −0 → +0 is
+ * the spec's `negativeZero` (values that round to zero from below keep code 0x8).
+ */
+const teFp4ReferenceCast: CastProfile = Object.freeze<CastProfile>({
+  name: 'te-fp4-reference',
+  description: "TransformerEngine reference_nvfp4.py cast_to_fp4x2: RNE, saturating, NaN → 0",
+  source: 'NVIDIA/TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py cast_to_fp4x2',
+  mode: 'rne',
+  rules: {
+    overflow: 'saturate', infinity: 'saturate', nan: { to: 'zero', sign: 'positive' }, negativeZero: 'keep',
+    zero: 'nan', underflow: 'nan', negative: 'nan', rawRanges: [],
+  },
+  formats: { e2m1: {} },
+});
+
 /** Every named quantizer preset (frozen table). */
 export const quantPresets = Object.freeze({
   'vllm-fp8-tensor': {
@@ -73,8 +91,8 @@ export const quantPresets = Object.freeze({
     }),
   },
   'vllm-fp8-group': {
-    description: 'vLLM per-token-group FP8 (DeepSeek-style 1×G activations): s = max(amax, 1e-10)/448, x/s, NaN → −448',
-    source: 'vllm csrc/quantization/w8a8/fp8/per_token_group_quant.cu per_token_group_quant_8bit_kernel',
+    description: 'vLLM per-token-group FP8 (DeepSeek-style 1×G activations), CUDA kernel: s = max(amax, 1e-10)/448, x/s, NaN → −448',
+    source: 'vllm csrc/quantization/w8a8/fp8/per_token_group_quant.cu ComputeGroupScale, QuantizeGroup (per_token_group_quant_8bit_kernel)',
     formula: 's = fl(max(amax, 1e-10)/448); ue8m0: s = exp2f(ceilf(log2f(max(s, 1e-10)))); q = e4m3_satfinite(fminf(fmaxf(fl(x/s), −448), 448))',
     params: ['block', 'ue8m0'],
     defaultBlock: 128,
@@ -82,6 +100,29 @@ export const quantPresets = Object.freeze({
       name: 'vllm-fp8-group', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
       scale: { kind: 'amax', amaxFloor: 1e-10, ...(p.ue8m0 ? { scaleFloor: 1e-10, pow2: 'exp2-ceil-log2' as const } : {}) },
       scaling: 'divide', clamp: 'fmaxf-first', profile: 'satfinite',
+    }),
+  },
+  'vllm-fp8-group-triton': {
+    description: 'vLLM per-token-group FP8, Triton fallback (non-CUDA platforms): as vllm-fp8-group, but the UE8M0 scale has no 1e-10 floor',
+    source: 'vllm vllm/model_executor/layers/quantization/utils/fp8_utils.py _per_token_group_quant_fp8 (used by per_token_group_quant_fp8 when the CUDA op is unavailable)',
+    formula: 's = fl(max(amax, 1e-10)/448); ue8m0: s = exp2(ceil(log2 s)) (an all-zero group: 2^-42, the kernel 2^-33); q = e4m3_satfinite(clamp(fl(x/s), ±448))',
+    params: ['block', 'ue8m0'],
+    defaultBlock: 128,
+    build: (p) => ({
+      name: 'vllm-fp8-group-triton', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
+      scale: { kind: 'amax', amaxFloor: 1e-10, ...(p.ue8m0 ? { pow2: 'exp2-ceil-log2' as const } : {}) },
+      scaling: 'divide', clamp: 'fmaxf-first', profile: 'satfinite',
+    }),
+  },
+  'sglang-fp8-group-triton': {
+    description: "SGLang per-token-group FP8, Triton kernel (row-major scales): s = max(amax, 1e-10)/448, elements x·fl(1/s), no UE8M0",
+    source: 'sgl-project/sglang python/sglang/srt/layers/quantization/fp8_kernel.py _per_token_group_quant_8bit (per_token_group_quant_fp8, column_major_scales=False)',
+    formula: 's = fl(max(amax, 1e-10)/448); q = e4m3_satfinite(clamp(fl(x·fl(1/s)), ±448))',
+    params: ['block'],
+    defaultBlock: 128,
+    build: (p) => ({
+      name: 'sglang-fp8-group-triton', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
+      scale: { kind: 'amax', amaxFloor: 1e-10 }, scaling: 'reciprocal', clamp: 'fmaxf-first', profile: 'satfinite',
     }),
   },
   'vllm-int8-token': {
@@ -139,27 +180,27 @@ export const quantPresets = Object.freeze({
     }),
   },
   'deepgemm-fp8-group': {
-    description: 'DeepGEMM per_token_cast_to_fp8 (1×G): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf)',
+    description: 'DeepGEMM per_token_cast_to_fp8 (1×G): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf); torch.amax and clamp, so a NaN cell has sf NaN (UE8M0: 2^127)',
     source: 'deepseek-ai/DeepGEMM deep_gemm/utils/math.py per_token_cast_to_fp8, ceil_to_ue8m0',
-    formula: 'sf = fl(max(amax, 1e-4)/448); ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127); q = e4m3(fl(x·fl(1/sf)))',
+    formula: 'sf = fl(clamp(amax, 1e-4)/448), amax NaN if the group holds a NaN; ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127) on the bits (NaN, Inf → 2^127); q = e4m3(fl(x·fl(1/sf)))',
     params: ['block', 'ue8m0'],
     defaultBlock: 128,
     build: (p) => ({
       name: 'deepgemm-fp8-group', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
-      scale: { kind: 'amax', amaxFloor: 1e-4, ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const } : {}) },
-      scaling: 'reciprocal', profile: 'satfinite',
+      scale: { kind: 'amax', amaxFloor: 1e-4, amaxFloorNan: 'propagate', ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const, pow2NonFinite: 'bits' as const } : {}) },
+      scaling: 'reciprocal', profile: 'satfinite', amaxNan: 'propagate',
     }),
   },
   'deepgemm-fp8-block': {
-    description: 'DeepGEMM per_block_cast_to_fp8 (B×B): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf)',
+    description: 'DeepGEMM per_block_cast_to_fp8 (B×B): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf); torch.amax and clamp, so a NaN cell has sf NaN (UE8M0: 2^127)',
     source: 'deepseek-ai/DeepGEMM deep_gemm/utils/math.py per_block_cast_to_fp8',
-    formula: 'sf = fl(max(amax, 1e-4)/448) per B×B block; ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127); q = e4m3(fl(x·fl(1/sf)))',
+    formula: 'sf = fl(clamp(amax, 1e-4)/448) per B×B block, amax NaN if the block holds a NaN; ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127) on the bits (NaN, Inf → 2^127); q = e4m3(fl(x·fl(1/sf)))',
     params: ['block', 'ue8m0'],
     defaultBlock: 128,
     build: (p) => ({
       name: 'deepgemm-fp8-block', format: 'e4m3fn', granularity: { kind: 'block', size: blockOf(p, 128) },
-      scale: { kind: 'amax', amaxFloor: 1e-4, ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const } : {}) },
-      scaling: 'reciprocal', profile: 'satfinite',
+      scale: { kind: 'amax', amaxFloor: 1e-4, amaxFloorNan: 'propagate', ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const, pow2NonFinite: 'bits' as const } : {}) },
+      scaling: 'reciprocal', profile: 'satfinite', amaxNan: 'propagate',
     }),
   },
   'te-delayed': {
@@ -175,22 +216,33 @@ export const quantPresets = Object.freeze({
     }),
   },
   'te-current': {
-    description: 'TransformerEngine Float8CurrentScaling: scale = 448/amax (1 for zero or non-finite amax), x·scale, satfinite',
+    description: 'TransformerEngine Float8CurrentScaling, CUDA kernel: scale = 448/amax (1 for zero or non-finite amax), x·scale, satfinite',
     source: 'NVIDIA/TransformerEngine common/recipe/recipe_common.cuh compute_scale_from_amax; recipe/current_scaling.cu',
     formula: 'scale = amax finite and > 0 ? fl(448/amax) : 1 (Inf → FLT_MAX); q = e4m3_satfinite(fl(x·scale)); dequant fl(1/scale)',
     params: [],
     defaultBlock: null,
     build: () => ({ name: 'te-current', format: 'e4m3fn', granularity: { kind: 'tensor' }, scale: { kind: 'multiplier', invalidAmax: 'one' }, profile: 'satfinite' }),
   },
+  'te-current-pyref': {
+    description: "TransformerEngine's PyTorch current-scaling reference (CustomRecipe current_scaling_ref_factory): as te-current on finite tensors; a NaN amax gives NaN scales, an infinite one scale 0",
+    source: 'NVIDIA/TransformerEngine transformer_engine/pytorch/custom_recipes/reference_current_scaling.py compute_scale, _scale_from_amax_tensor, _quantize',
+    formula: 'amax = torch.amax(|x|) (NaN propagates); scale = fl(448/amax), Inf → FLT_MAX, amax = 0 → 1; q = e4m3(fl(x·scale)) (torch cast); dequant reciprocal(scale)',
+    params: [],
+    defaultBlock: null,
+    build: () => ({
+      name: 'te-current-pyref', format: 'e4m3fn', granularity: { kind: 'tensor' }, scale: { kind: 'multiplier', invalidAmax: 'zero' },
+      profile: 'torch-2.11', amaxNan: 'propagate',
+    }),
+  },
   'torchao-fp8-row': {
     description: 'torchao float8 rowwise: scale = 448/max(amax, 1e-12) in double, rounded down to a power of two, x·scale, clamp, cast',
     source: 'pytorch/ao torchao/float8/float8_utils.py amax_to_scale, _round_scale_down_to_power_of_2, to_fp8_saturated',
-    formula: 'scale = 2^⌊log2 fl(448/max(amax, 1e-12))⌋ (double division); q = e4m3(clamp(fl(x·scale), ±448)) (NaN stays NaN)',
+    formula: 'scale = exp2(floor(log2f(fl(448/max(amax, 1e-12))))) (double division; log2 in float32, so a scale a few ulps below 2^k gives 2^k); q = e4m3(clamp(fl(x·scale), ±448)) (NaN stays NaN)',
     params: [],
     defaultBlock: null,
     build: () => ({
       name: 'torchao-fp8-row', format: 'e4m3fn', granularity: { kind: 'row' },
-      scale: { kind: 'multiplier', amaxFloor: 1e-12, precision: 'fp64', invalidAmax: 'literal', pow2Down: true },
+      scale: { kind: 'multiplier', amaxFloor: 1e-12, precision: 'fp64', invalidAmax: 'literal', pow2: 'exp2-floor-log2' },
       clamp: 'propagate-nan', profile: 'torch-2.11', amaxNan: 'propagate',
     }),
   },
@@ -217,13 +269,24 @@ export const quantPresets = Object.freeze({
     }),
   },
   nvfp4: {
-    description: 'NVFP4 (E2M1 elements, 1×16 blocks, E4M3 block scale, FP32 global scale), TransformerEngine rule',
+    description: 'NVFP4 (E2M1 elements, 1×16 blocks, E4M3 block scale, FP32 global scale), TransformerEngine CUDA kernel',
     source: 'NVIDIA/TransformerEngine common/cast/nvfp4/core_nvfp4.cuh compute_global_encode_scaling_factor_FP4, compute_decoding_scaling_factor',
     formula: 'S_enc = min(fl(2688/amax_tensor), FLT_MAX) (1 if 0); S_dec = fl(1/S_enc); s_b = e4m3_satfinite(fl(amax_b·fl(S_enc·fl(1/6)))); q = e2m1_satfinite(fl(x·min(fl(1/fl(s_b·S_dec)), FLT_MAX))); x ≈ q·s_b·S_dec',
     params: ['block'],
     defaultBlock: 16,
     build: (p) => ({
       name: 'nvfp4', format: 'e2m1', granularity: { kind: 'group', size: blockOf(p, 16) }, scale: { kind: 'nvfp4' }, profile: 'satfinite',
+    }),
+  },
+  'nvfp4-te-pyref': {
+    description: "NVFP4 as TransformerEngine's PyTorch reference quantizes it (NVFP4QuantizerRef, 1×16, no RHT): −0 → +0, NaN → code 0, torch.amax/torch.max propagate NaN, an all-zero tensor keeps S_enc = FLT_MAX",
+    source: 'NVIDIA/TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py _quantize_blockwise_reference, cast_to_fp4x2',
+    formula: 'as nvfp4 with S_enc = min(fl(2688/amax_tensor), FLT_MAX), 1 only if that is 0; q = cast_to_fp4x2(clamp(fl(x·enc), ±6)): thresholds, −0 → 0x0, NaN → 0x0',
+    params: ['block'],
+    defaultBlock: 16,
+    build: (p) => ({
+      name: 'nvfp4-te-pyref', format: 'e2m1', granularity: { kind: 'group', size: blockOf(p, 16) }, scale: { kind: 'nvfp4', unitEncode: 'reference' },
+      clamp: 'propagate-nan', profile: teFp4ReferenceCast, amaxNan: 'propagate', negativeZero: 'positive',
     }),
   },
   'gptq-w4g128': {

@@ -58,6 +58,14 @@ export interface AmaxScaleRule {
   readonly pow2?: Pow2Rounding;
   /** Clamp of the power-of-two exponent. @defaultValue [-127, 127] (DeepGEMM `ceil_to_ue8m0`: [-126, 127]) */
   readonly pow2Range?: readonly [number, number];
+  /** What `amaxFloor` makes of a NaN amax: the floor (`fmaxf`, CUDA kernels) or NaN (`torch.clamp`, DeepGEMM). @defaultValue 'floor' */
+  readonly amaxFloorNan?: 'floor' | 'propagate';
+  /**
+   * A NaN or infinite s under `pow2`: kept as it is, or rounded from its float32 bits like a finite
+   * one (exponent field 255, plus one for a NaN's mantissa; DeepGEMM `ceil_to_ue8m0`) and clamped
+   * to `pow2Range`. @defaultValue 'keep'
+   */
+  readonly pow2NonFinite?: 'keep' | 'bits';
 }
 
 /**
@@ -82,10 +90,16 @@ export interface MultiplierScaleRule {
   readonly amaxFloor?: number;
   /** Margin in powers of two. @defaultValue 0 */
   readonly margin?: number;
-  /** Round the multiplier down to a power of two (TE `force_pow_2_scales`, torchao pow-2). @defaultValue false */
+  /** Round the multiplier down to a power of two from its bits (TE `force_pow_2_scales`: `bits & 0xFF800000`). @defaultValue false */
   readonly pow2Down?: boolean;
-  /** `one`: a zero or non-finite amax gives mult = 1 (TE); `literal`: the division as written (torchao). @defaultValue 'one' */
-  readonly invalidAmax?: 'one' | 'literal';
+  /** Round the multiplier to a power of two with this rule instead (torchao `exp2(floor(log2 s))`: `exp2-floor-log2`). @defaultValue none */
+  readonly pow2?: Pow2Rounding;
+  /**
+   * `one`: a zero or non-finite amax gives mult = 1 (TE kernel); `zero`: only a zero amax gives 1, a
+   * NaN or infinite one the division as written (TE's PyTorch reference); `literal`: the division as
+   * written (torchao). @defaultValue 'one'
+   */
+  readonly invalidAmax?: 'one' | 'zero' | 'literal';
   /** Precision of the division `max / amax`: float32 (TE `__fdiv_rn`) or double then float32 (torchao). @defaultValue 'fp32' */
   readonly precision?: 'fp32' | 'fp64';
 }
@@ -127,6 +141,12 @@ export interface MinMaxScaleRule {
  */
 export interface Nvfp4ScaleRule {
   readonly kind: 'nvfp4';
+  /**
+   * When `S_enc` becomes 1: `kernel` = global amax 0, `S_enc` 0 or NaN (TE `core_nvfp4.cuh`);
+   * `reference` = `S_enc` 0 only, so an all-zero tensor keeps FLT_MAX and a NaN amax gives NaN
+   * (TE `reference_nvfp4.py`). @defaultValue 'kernel'
+   */
+  readonly unitEncode?: 'kernel' | 'reference';
 }
 
 /** How a scale is chosen. */
@@ -175,6 +195,8 @@ export interface QuantSpec {
   readonly intNan?: 'min' | 'zero';
   /** Whether a NaN element makes amax/min/max NaN (`torch.amax`) or is skipped (CUDA `fmaxf`). @defaultValue 'ignore' */
   readonly amaxNan?: 'ignore' | 'propagate';
+  /** A scaled element that is exactly −0 before the cast: kept, or made +0 (TE's NVFP4 reference tests `x >= 0.0` first). @defaultValue 'keep' */
+  readonly negativeZero?: 'keep' | 'positive';
 }
 
 /** Explicit state of TransformerEngine delayed scaling (never hidden inside the quantizer). */
@@ -539,12 +561,14 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
       const [eLo, eHi] = rule.pow2Range ?? [-127, 127];
       for (let i = 0; i < count; i++) {
         let a = stats.amax[i] as number;
-        if (rule.amaxFloor !== undefined) a = fmaxf(a, fr(rule.amaxFloor));
+        if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate')) a = fmaxf(a, fr(rule.amaxFloor));
         if (rule.amaxCeiling !== undefined) a = fminf(a, fr(rule.amaxCeiling));
         let s = fr(a / divisor);
         if (rule.scaleFloor !== undefined) s = fmaxf(s, fr(rule.scaleFloor));
         if (rule.pow2 !== undefined && s > 0 && Number.isFinite(s)) {
           s = 2 ** Math.min(eHi, Math.max(eLo, pow2Exponent(s, rule.pow2)));
+        } else if (rule.pow2 !== undefined && rule.pow2NonFinite === 'bits' && !Number.isFinite(s)) {
+          s = 2 ** Math.min(eHi, Math.max(eLo, s !== s ? 129 : 128)); // field 255 (+1 for a NaN's mantissa) − 127
         }
         scales[i] = s;
       }
@@ -587,10 +611,14 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
         let a = stats.amax[i] as number;
         if (rule.amaxFloor !== undefined) a = (rule.precision ?? 'fp32') === 'fp64' ? Math.max(a, rule.amaxFloor) : fmaxf(a, fr(rule.amaxFloor));
         let m: number;
-        if ((rule.invalidAmax ?? 'one') === 'one' && !(a > 0 && Number.isFinite(a))) m = 1;
+        const invalid = rule.invalidAmax ?? 'one';
+        if ((invalid === 'one' && !(a > 0 && Number.isFinite(a))) || (invalid === 'zero' && a === 0)) m = 1;
         else m = fr(maxScaled / a);
         if (m === Infinity) m = fr(FLT_MAX);
-        if (rule.pow2Down && Number.isFinite(m) && m > 0) m = 2 ** float32Exponent(m);
+        if (rule.pow2 !== undefined && Number.isFinite(m) && m > 0) m = 2 ** pow2Exponent(m, rule.pow2);
+        else if (rule.pow2Down && Number.isFinite(m) && m > 0) m = 2 ** float32Exponent(m);
+        // A NaN amax is |x| (positive), and max/NaN propagates it: the multiplier is +NaN, whatever sign V8 gave it.
+        if (m !== m) m = Number.NaN;
         factors[i] = m;
         scales[i] = fr(1 / m);
       }
@@ -612,9 +640,11 @@ function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layou
       if (fmt.kind !== 'float') throw new Error(`scale.kind 'nvfp4' needs a float element format, got '${fmt.name}'`);
       let globalAmax = 0;
       for (let i = 0; i < count; i++) globalAmax = fmaxf(globalAmax, stats.amax[i] as number);
+      // With amaxNan 'propagate' a NaN block amax (torch.max over the tensor) makes the global amax NaN.
+      if ((spec.amaxNan ?? 'ignore') === 'propagate' && stats.amax.subarray(0, count).some((a) => a !== a)) globalAmax = Number.NaN;
       const fp4Max = fmt.maxFinite;
       let sEnc = Math.min(fr(fr(448 * fp4Max) / globalAmax), fr(FLT_MAX));
-      if (globalAmax === 0 || sEnc === 0 || Number.isNaN(sEnc)) sEnc = 1;
+      if ((rule.unitEncode ?? 'kernel') === 'kernel' ? globalAmax === 0 || sEnc === 0 || Number.isNaN(sEnc) : sEnc === 0) sEnc = 1;
       const sDec = fr(1 / sEnc);
       const encTimesInv6 = fr(sEnc * fr(1 / fp4Max));
       const scaleCodes = new Uint8Array(count);
@@ -758,6 +788,9 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
         else scaled[i] = s;
       }
     }
+  }
+  if ((spec.negativeZero ?? 'keep') === 'positive') {
+    for (let i = 0; i < n; i++) if (scaledBits[i] === 0x80000000) scaledBits[i] = 0;
   }
   let codes: QuantCodes;
   if (fmt.kind === 'float') {

@@ -83,18 +83,21 @@ export function nextFloat32Down(x: number): number {
  *   `ceil_to_ue8m0`, TransformerEngine `float_to_e8m0`, torchao RCEIL, PTX `cvt.rp.ue8m0x2`).
  * - `exp2-ceil-log2`: `exp2f(ceilf(log2f(s)))` in float32 (vLLM per-token-group, DeepSeek Triton);
  *   `log2f` is modelled as correctly rounded, so s a few ulps above 2^k gives 2^k, not 2^(k+1).
+ * - `exp2-floor-log2`: `exp2(floor(log2(s)))` in float32 (torchao `_round_scale_down_to_power_of_2`);
+ *   s a few ulps below 2^k has log2 rounded to exactly k, so it gives 2^k, above s.
  * - `nearest-ties-up`: nearest power of two in the significand, 1.5·2^k going up (torch c10
  *   `Float8_e8m0fnu`, ml_dtypes, ONNX Runtime `round_mode="nearest"`).
  * - `nearest-ties-even`: as above but 1.5·2^k goes to the even biased exponent (gfloat
  *   `round_float(ocp_e8m0, TiesToEven)`).
  */
-export type Pow2Rounding = 'floor' | 'ceil-bits' | 'exp2-ceil-log2' | 'nearest-ties-up' | 'nearest-ties-even';
+export type Pow2Rounding = 'floor' | 'ceil-bits' | 'exp2-ceil-log2' | 'exp2-floor-log2' | 'nearest-ties-up' | 'nearest-ties-even';
 
 /** Every {@link Pow2Rounding}. */
 export const pow2Roundings: readonly Pow2Rounding[] = Object.freeze([
   'floor',
   'ceil-bits',
   'exp2-ceil-log2',
+  'exp2-floor-log2',
   'nearest-ties-up',
   'nearest-ties-even',
 ]);
@@ -108,6 +111,7 @@ export const pow2Roundings: readonly Pow2Rounding[] = Object.freeze([
  * ```ts
  * pow2Exponent(Math.fround(1 + 2 ** -23), 'ceil-bits');      // 1
  * pow2Exponent(Math.fround(1 + 2 ** -23), 'exp2-ceil-log2'); // 0 (log2f rounds to exactly 0)
+ * pow2Exponent(Math.fround(16 * (1 - 2 ** -23)), 'exp2-floor-log2'); // 4 (log2f rounds up to exactly 4)
  * pow2Exponent(1.5, 'nearest-ties-up');   // 1
  * pow2Exponent(1.5, 'nearest-ties-even'); // 0 (biased exponent 127 is odd, 128 even → 1)
  * ```
@@ -127,6 +131,8 @@ export function pow2Exponent(s: number, rule: Pow2Rounding): number {
       return mant === 0 ? e : e + 1;
     case 'exp2-ceil-log2':
       return Math.ceil(Math.fround(Math.log2(Math.fround(s))));
+    case 'exp2-floor-log2':
+      return Math.floor(Math.fround(Math.log2(Math.fround(s))));
     case 'nearest-ties-up':
       if (field === 0) return mant >= 0x600000 ? -126 : -127; // 1.5·2^-127 ties up
       return mant >= 0x400000 ? e + 1 : e;

@@ -35,6 +35,14 @@ describe('qrl-sim quantize', () => {
     expect(j.dequantized.slice(4)).toEqual([0, 0, 0, 0]);
   });
 
+  it('--ue8m0 gives power-of-two scales (DeepGEMM ceil_to_ue8m0)', async () => {
+    const r = await runCli(['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--ue8m0', '--input', '-', '--json'], '[[1, -2, 3, 0]]');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out).scales).toEqual([[2 ** -7]]); // 3/448 ≈ 1.71·2^-8 rounds up
+    const fp32 = await runCli(['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--input', '-', '--json'], '[[1, -2, 3, 0]]');
+    expect(JSON.parse(fp32.out).scales).toEqual([[Math.fround(3 / 448)]]);
+  });
+
   it('NaN, ±Infinity and −0 travel as strings; an all-zero input has infinite SQNR', async () => {
     const r = await runCli(['quantize', '--preset', 'mxfp8', '--block', '2', '--input', '-', '--json'], '[["NaN", 1, "-0", 0]]');
     const j = JSON.parse(r.out);
@@ -73,6 +81,7 @@ describe('qrl-sim quantize', () => {
     [['--preset', 'nope', '--input', '-'], '[1]', /--preset: unknown preset 'nope'/],
     [['--preset', 'te-delayed', '--block', '4', '--input', '-'], '[1]', /--block: preset 'te-delayed' has no block size/],
     [['--preset', 'mxfp8', '--block', '0', '--input', '-'], '[1]', /--block: expected an integer ≥ 1, got '0'/],
+    [['--preset', 'mxfp8', '--ue8m0', '--input', '-'], '[1]', /--ue8m0: preset 'mxfp8' has no UE8M0 variant \(presets with one: vllm-fp8-group, /],
     [['--preset', 'mxfp8', '--input', '-'], '{"a": 1}', /--input: expected a JSON array/],
     [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input is not valid JSON/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, 2], [3]]', /--input: row 1 has 1 values, row 0 has 2/],

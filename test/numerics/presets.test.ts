@@ -3,7 +3,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { type QuantPreset, type QuantSpec, delayedScalingState, dequantize, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
-import { fma32, nextFloat32Down, nextFloat32Up, pow2Exponent } from '../../src/numerics/scales.js';
+import { FLT_MAX, fma32, nextFloat32Down, nextFloat32Up, pow2Exponent } from '../../src/numerics/scales.js';
 import { roundInt } from '../../src/numerics/quantize.js';
 
 const f32 = (...xs: number[]): Float32Array => Float32Array.from(xs);
@@ -12,7 +12,7 @@ const codes = (q: { codes: ArrayLike<number> }): number[] => Array.from(q.codes)
 describe('power-of-two scale roundings', () => {
   it('exact powers of two are kept by every rule', () => {
     for (const s of [2 ** -20, 0.125, 1, 2, 2 ** 40]) {
-      for (const rule of ['floor', 'ceil-bits', 'exp2-ceil-log2', 'nearest-ties-up', 'nearest-ties-even'] as const) {
+      for (const rule of ['floor', 'ceil-bits', 'exp2-ceil-log2', 'exp2-floor-log2', 'nearest-ties-up', 'nearest-ties-even'] as const) {
         expect(pow2Exponent(s, rule)).toBe(Math.log2(s));
       }
     }
@@ -232,6 +232,72 @@ describe('preset scale rules, hand-checked', () => {
   });
 });
 
+describe('presets that reproduce the code they cite at its edges', () => {
+  const u32 = (a: Float32Array): number[] => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
+
+  it('torchao-fp8-row rounds 448/amax down with exp2(floor(log2f)): one ulp below 2^k gives 2^k', () => {
+    // amax one ulp above 28: 448/amax = 16·(1 − 2^-24) in float32, log2f of it rounds to exactly 4.
+    const amax = nextFloat32Up(28);
+    expect(Math.fround(448 / amax)).toBe(16 - 2 ** -20);
+    const q = quantize(quantPreset('torchao-fp8-row'), f32(amax, 1, 28, -3), [2, 2]);
+    expect(Array.from(q.scales)).toEqual([1 / 16, 1 / 16]); // the bits would give 1/8 for the first row
+    expect(pow2Exponent(Math.fround(448 / amax), 'exp2-floor-log2')).toBe(4);
+    expect(pow2Exponent(Math.fround(448 / amax), 'floor')).toBe(3);
+  });
+
+  it('torchao-fp8-row: a NaN row scales every element to +NaN (|x| is positive, max/NaN propagates it)', () => {
+    const q = quantize(quantPreset('torchao-fp8-row'), f32(Number.NaN, -1, 2, 3), [2, 2]);
+    expect(Array.from(q.codes.slice(0, 2))).toEqual([0x7f, 0x7f]);
+  });
+
+  it('deepgemm-fp8-group/-block: torch.amax and clamp keep NaN, ceil_to_ue8m0 makes NaN and Inf 2^127', () => {
+    for (const name of ['deepgemm-fp8-group', 'deepgemm-fp8-block'] as const) {
+      const x = f32(Number.NaN, 1, 2, 3);
+      const q = quantize(quantPreset(name, { block: 2 }), x, [2, 2]);
+      expect(Number.isNaN(q.scales[0])).toBe(true);
+      const qe = quantize(quantPreset(name, { block: 2, ue8m0: true }), x, [2, 2]);
+      expect(qe.scales[0]).toBe(2 ** 127);
+      const inf = quantize(quantPreset(name, { block: 2, ue8m0: true }), f32(Infinity, 1, 2, 3), [2, 2]);
+      expect(inf.scales[0]).toBe(2 ** 127);
+      expect(inf.codes[1]).toBe(0); // 1·2^-127 rounds to +0
+    }
+    const g = quantize(quantPreset('deepgemm-fp8-group', { block: 2 }), f32(Number.NaN, 1, 2, 3), [1, 4]);
+    expect(Array.from(g.codes)).toEqual([0x7f, 0x7f, 121, 126]); // the whole NaN group is NaN (torch gives the same codes)
+  });
+
+  it('vllm-fp8-group-triton: the UE8M0 scale of an all-zero group has no 1e-10 floor', () => {
+    const z = f32(0, 0, 0, 0);
+    const cuda = quantize(quantPreset('vllm-fp8-group', { block: 4, ue8m0: true }), z, [1, 4]);
+    const triton = quantize(quantPreset('vllm-fp8-group-triton', { block: 4, ue8m0: true }), z, [1, 4]);
+    expect(cuda.scales[0]).toBe(2 ** -33); // log2f(1e-10) = −33.2
+    expect(triton.scales[0]).toBe(2 ** -42); // log2f(1e-10/448) = −41.9
+    const x = f32(1, -2, 0.5, 3);
+    expect(u32(quantize(quantPreset('vllm-fp8-group-triton', { block: 4 }), x, [1, 4]).scales)).toEqual(u32(quantize(quantPreset('vllm-fp8-group', { block: 4 }), x, [1, 4]).scales));
+  });
+
+  it('te-current-pyref: NaN amax gives NaN scales, Inf amax scale 0 (scale_inv Inf), zero amax 1; finite tensors as te-current', () => {
+    const pyref = quantPreset('te-current-pyref');
+    expect(Number.isNaN(quantize(pyref, f32(Number.NaN, 1), [1, 2]).scales[0])).toBe(true);
+    expect(quantize(pyref, f32(Infinity, 1), [1, 2]).scales[0]).toBe(Infinity);
+    expect(quantize(quantPreset('te-current'), f32(Infinity, 1), [1, 2]).scales[0]).toBe(1);
+    expect(quantize(pyref, f32(0, 0), [1, 2]).scales[0]).toBe(1);
+    const x = f32(1, -2, 0.5, 3);
+    expect(Array.from(quantize(pyref, x, [1, 4]).codes)).toEqual(Array.from(quantize(quantPreset('te-current'), x, [1, 4]).codes));
+  });
+
+  it('nvfp4-te-pyref: −0 → code 0, NaN → code 0, tiny negatives keep 0x8, an all-zero tensor keeps S_enc = FLT_MAX', () => {
+    const q = quantize(quantPreset('nvfp4-te-pyref', { block: 4 }), f32(-0, -0.01, 6, 1), [1, 4]);
+    expect(Array.from(q.codes)).toEqual([0x0, 0x8, 0x7, 0x2]);
+    const k = quantize(quantPreset('nvfp4', { block: 4 }), f32(-0, -0.01, 6, 1), [1, 4]);
+    expect(Array.from(k.codes)).toEqual([0x8, 0x8, 0x7, 0x2]);
+    const z = quantize(quantPreset('nvfp4-te-pyref', { block: 4 }), f32(0, 0, 0, 0), [1, 4]);
+    expect(z.globalScale).toBe(Math.fround(1 / FLT_MAX));
+    expect(quantize(quantPreset('nvfp4', { block: 4 }), f32(0, 0, 0, 0), [1, 4]).globalScale).toBe(1);
+    const n = quantize(quantPreset('nvfp4-te-pyref', { block: 4 }), f32(Number.NaN, 1, 2, 3), [1, 4]);
+    expect(Array.from(n.codes)).toEqual([0, 0, 0, 0]);
+  });
+});
+
 describe('edge cases every preset defines', () => {
   const names = Object.keys(quantPresets);
 
@@ -252,7 +318,10 @@ describe('edge cases every preset defines', () => {
     const dirty = f32(Number.NaN, Infinity, -Infinity, 3, 1, -2, 0.5, 3);
     const a = dequantize(quantize(spec, clean, [2, 4]));
     const b = dequantize(quantize(spec, dirty, [2, 4]));
-    if (spec.granularity.kind === 'row' || spec.granularity.kind === 'group') expect(Array.from(b.slice(4))).toEqual(Array.from(a.slice(4)));
+    // TE's NVFP4 reference takes torch.max over the whole tensor: a NaN anywhere makes the global scale NaN.
+    const tensorWideNan = spec.scale.kind === 'nvfp4' && spec.amaxNan === 'propagate';
+    if ((spec.granularity.kind === 'row' || spec.granularity.kind === 'group') && !tensorWideNan) expect(Array.from(b.slice(4))).toEqual(Array.from(a.slice(4)));
+    if (tensorWideNan) expect(Array.from(b).every(Number.isNaN)).toBe(true);
     expect(b.length).toBe(8);
     expect(Array.from(quantize(spec, dirty, [2, 4]).codes)).toEqual(Array.from(quantize(spec, dirty, [2, 4]).codes)); // deterministic
   });
