@@ -146,8 +146,16 @@ class HfBackend(Backend):
         self.served = self.version
         return self.served
 
+    def engine_logprobs(self, batch: RolloutBatch) -> np.ndarray:
+        """The rollout engine's ℓ of a batch's own tokens, teacher-forced through the same KV-cache decode
+        that `generate` runs (temperature of the record, processed = full softmax): the engine side of a
+        mismatch measured on fixed tokens (not a protocol method)."""
+        s = dict(self.sampling, temperature=float(batch.record.get("temperature", 1.0)), topK=0, topP=1.0, logprob="processed")
+        out = self.generate(batch.prompts, "teacher-forced", s, False, "rollout", max_new_tokens=batch.T, forced=(batch.responses, batch.mask))
+        return out.logp_rollout
+
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
-                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
+                 max_new_tokens: Optional[int] = None, forced=None) -> RolloutBatch:
         P = len(prompts[0])
         if P < 1:
             raise ProtocolError("prompts.0", "must not be empty")
@@ -169,6 +177,8 @@ class HfBackend(Backend):
         mask, logp = np.zeros((B, L)), np.zeros((B, L))
         active = np.ones(B, dtype=bool)
         tau = float(s["temperature"])
+        if forced is not None:
+            forced, mask_in = forced
         filtered = (0 < s["topK"] < self.vocab) or s["topP"] < 1
         with torch.no_grad():
             ids = torch.tensor(prompts, dtype=torch.long, device=self.device)
@@ -185,7 +195,10 @@ class HfBackend(Backend):
                 zn = z.cpu().numpy()
                 nxt = np.full(B, PAD, dtype=np.int64)
                 for b in np.nonzero(active)[0]:
-                    if greedy:
+                    if forced is not None:
+                        y = int(forced[b, k])
+                        lp = float(proc[b, y])
+                    elif greedy:
                         y, lp = int(choice[b]), 0.0
                     else:
                         row = proc[b]
@@ -204,7 +217,7 @@ class HfBackend(Backend):
                         lp = float(pr[y])
                     responses[b, k], mask[b, k], nxt[b] = y, 1.0, y
                     logp[b, k] = lp if s["logprob"] == "processed" else float(raw[b, y])
-                    active[b] = y != EOS
+                    active[b] = y != EOS and (forced is None or k + 1 < L and mask_in[b, k + 1] > 0)
                 if not active.any() or k == L - 1:
                     break
                 out = model(input_ids=torch.from_numpy(nxt[:, None]).to(self.device), past_key_values=cache, use_cache=True)
