@@ -101,6 +101,7 @@ class HfBackend(Backend):
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
         self.source = source
+        self.timing_path: Optional[str] = None
         model.config._attn_implementation = ATTENTION_NAME
         self.model = model.to(self.device)
         self.model.train(False)  # no dropout: the forward is a deterministic function of the weights

@@ -58,6 +58,7 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
     smp.add_argument("--logprob", default="processed", choices=["processed", "raw"])
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the same code)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (fixed for determinism)")
+    ap.add_argument("--timing", help="write the seconds spent per backend method and per message to this JSON file at shutdown")
     ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
     ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
     ap.add_argument("--host", default="127.0.0.1")
@@ -102,5 +103,7 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation=ATTENTION_NAME, dtype=dtype)
         source = f"{a.arch} {a.model}"
     sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": a.logprob}
-    return HfBackend(model, a.plan, block=a.fp8_block, lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay,
-                     max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source)
+    be = HfBackend(model, a.plan, block=a.fp8_block, lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay,
+                   max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source)
+    be.timing_path = a.timing
+    return be
