@@ -163,3 +163,17 @@ def test_cuda_same_code(base_model):
     assert mismatch(be, b) == (0.0, 0.0)
     fp8 = HfBackend(copy.deepcopy(base_model), "fp8-w8a8-rollout", max_new_tokens=7, device="cuda")
     assert mismatch(fp8, b)[0] > 0
+
+
+def test_server_passes_max_new_tokens(base_model):
+    import json
+
+    from qrl_backend.server import handle_message
+
+    be = backend(base_model)
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "generate", "params": {"prompts": PROMPTS[:2], "seed": "s", "maxNewTokens": 3,
+                                                                        "sampling": {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}}}
+    assert handle_message(be, json.dumps(msg))["result"]["T"] == 3
+    msg["params"]["maxNewTokens"] = 0
+    err = handle_message(be, json.dumps(msg))["error"]
+    assert err["code"] == -32602 and err["data"]["field"] == "maxNewTokens"
