@@ -177,3 +177,12 @@ def test_server_passes_max_new_tokens(base_model):
     msg["params"]["maxNewTokens"] = 0
     err = handle_message(be, json.dumps(msg))["error"]
     assert err["code"] == -32602 and err["data"]["field"] == "maxNewTokens"
+
+
+def test_local_checkpoint_directory(base_model, tmp_path):
+    base_model.save_pretrained(str(tmp_path))
+    be = build(["--checkpoint", str(tmp_path), "--plan", "bf16", "--max-new-tokens", "4"])
+    assert be.info()["vocabulary"]["size"] == 13
+    b = be.generate(PROMPTS[:4], "s", None, False, "rollout")
+    mine = backend(base_model).generate(PROMPTS[:4], "s", None, False, "rollout", max_new_tokens=4)
+    assert np.array_equal(b.responses, mine.responses) and np.array_equal(b.logp_rollout, mine.logp_rollout)
