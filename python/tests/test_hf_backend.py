@@ -186,3 +186,20 @@ def test_local_checkpoint_directory(base_model, tmp_path):
     b = be.generate(PROMPTS[:4], "s", None, False, "rollout")
     mine = backend(base_model).generate(PROMPTS[:4], "s", None, False, "rollout", max_new_tokens=4)
     assert np.array_equal(b.responses, mine.responses) and np.array_equal(b.logp_rollout, mine.logp_rollout)
+
+
+def test_thread_count_does_not_change_bits(base_model):
+    before = torch.get_num_threads()
+    try:
+        for plan in ("bf16", "fp8-w8a8-rollout", "fp8-kv"):
+            runs = []
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                be = backend(base_model, plan, block=16)
+                b = be.generate(PROMPTS, "s", None, False, "rollout")
+                lp, _, h = be.logprobs(b, list(range(b.B)), "current", True)
+                be.backward(h, -b.mask.reshape(-1))
+                runs.append((b.responses.tobytes(), b.logp_rollout.tobytes(), lp.tobytes(), repr(be.step(1.0))))
+            assert runs[0] == runs[1], plan
+    finally:
+        torch.set_num_threads(before)
