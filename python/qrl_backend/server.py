@@ -141,7 +141,7 @@ def _sync(be: Backend, params: Any) -> Any:
 
 
 def _generate(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "greedy": False, "side": False})
+    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "greedy": False, "side": False, "maxNewTokens": False})
     prompts = _prompts(p["prompts"], "prompts")
     if not prompts:
         raise ProtocolError("prompts", "must hold at least one prompt")
@@ -151,7 +151,9 @@ def _generate(be: Backend, params: Any) -> Any:
     side = p.get("side", "rollout")
     if side not in ("rollout", "trainer"):
         raise ProtocolError("side", f"must be rollout or trainer, got {side!r}")
-    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side)
+    # maxNewTokens (response slots) reaches the backend as a keyword only when sent.
+    extra = {"max_new_tokens": _int(p["maxNewTokens"], "maxNewTokens", 1)} if "maxNewTokens" in p else {}
+    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **extra)
     return batch_to_json(batch)
 
 

@@ -1,0 +1,355 @@
+"""HfBackend: a Hugging Face transformers causal LM behind qrl-backend/1. The trainer is the model
+itself (fp32 or bf16 weights, autograd, torch.optim.AdamW); the rollout engine is a second copy,
+rebuilt only by `sync` through a refit under the plan's rollout side (bf16, FP8 W8A8 with
+`torch._scaled_mm`, block FP8, FP8 KV cache) and decoding over a KV cache; the reference is a third
+copy frozen by `setReference`. Token ids in and out: the task's tokenizer is qrl-sim's (PAD 0, BOS 1,
+EOS 2, SEP 3, MASK 4) and the model's vocabulary is sized from the task. Not the numerics
+(numerics.py) nor the command line (__main__.py)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..backend import Backend, RolloutBatch
+from ..numpy_ar.backend import _support
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
+from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
+
+PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
+VERSION = "0.1.0"
+CONFIG_KEY = "qrl-sim.hf-config"
+AR_CONFIG_KEY = "qrl-sim.ar-config"
+
+# The plans this backend runs. `linear`: the GEMM of every nn.Linear but the LM head; `head`: the LM
+# head's operand format (kept BF16 under FP8, as vLLM and qrl-sim's presets do); `attention`: operand
+# format of QKᵀ and PV; `kv`: the KV-cache format. `rollout`/`trainer` as qrl-sim plan sides (data).
+_BF16 = {"linear": ("exact", "bf16"), "head": "bf16", "attention": "bf16", "kv": None}
+_BF16_DATA = {"gemm": {"kind": "rounding", "operands": "bf16", "accumulator": "fp64"}}
+_FP8_KV_DATA = {"format": "e4m3fn", "calibration": {"mode": "inference"}, "loadFormat": "bf16"}
+
+
+def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
+    """name → {rollout, trainer, data}: the engine/trainer numerics and the sides as qrl-sim plan data."""
+    fp32 = {"linear": ("exact", "fp32"), "head": "fp32", "attention": "fp32", "kv": None}
+    w8a8 = {"kind": "quantized", "weights": {"preset": "vllm-fp8-token"}, "activations": {"preset": "vllm-fp8-token"}, "accumulator": "fp32"}
+    blockwise = {
+        "kind": "quantized",
+        "weights": {"preset": "deepseek-fp8-block", "params": {"block": block}},
+        "activations": {"preset": "vllm-fp8-group", "params": {"block": block}},
+        "accumulator": "fp64",
+    }
+    inc = {"decode": "incremental", "logprob": "processed"}
+    return {
+        "fp32": {"rollout": fp32, "trainer": fp32, "data": ({"gemm": {"kind": "fp32"}, **inc}, {"gemm": {"kind": "fp32"}})},
+        "bf16": {"rollout": _BF16, "trainer": _BF16, "data": ({**_BF16_DATA, **inc}, _BF16_DATA)},
+        "fp8-w8a8-rollout": {
+            "rollout": dict(_BF16, linear=("fp8-w8a8",)),
+            "trainer": _BF16,
+            "data": ({"gemm": w8a8, **inc}, _BF16_DATA),
+        },
+        "fp8-rollout": {
+            "rollout": dict(_BF16, linear=("fp8-block", block)),
+            "trainer": _BF16,
+            "data": ({"gemm": blockwise, **inc}, _BF16_DATA),
+        },
+        "fp8-kv": {
+            "rollout": dict(_BF16, linear=("fp8-block", block), kv="fp8"),
+            "trainer": _BF16,
+            "data": ({"gemm": dict(blockwise, kvCache=_FP8_KV_DATA), **inc}, _BF16_DATA),
+        },
+    }
+
+
+PLAN_NAMES = ("fp32", "bf16", "fp8-w8a8-rollout", "fp8-rollout", "fp8-kv")
+MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+
+def moe_experts(config: Any) -> int:
+    """The number of routed experts a transformers config declares (0 for a dense model)."""
+    for k in MOE_KEYS:
+        v = getattr(config, k, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return 0
+
+
+class HfBackend(Backend):
+    """A transformers causal LM (any architecture transformers builds, dense) behind qrl-backend/1."""
+
+    def __init__(self, model: torch.nn.Module, plan: str = "bf16", *, block: int = 128, lr: float = 1e-3,
+                 beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
+                 max_new_tokens: int = 16, sampling: Optional[Dict[str, Any]] = None, device: str = "cpu",
+                 source: str = "config"):
+        plans = plan_table(block)
+        if plan not in plans:
+            raise ValueError(f"plan: must be one of {', '.join(PLAN_NAMES)}, got {plan!r}")
+        experts = moe_experts(model.config)
+        if experts:
+            raise ValueError(
+                f"model: {type(model).__name__} is a mixture of experts ({experts} experts); this backend does not "
+                "record or replay MoE routing (docs/moe.md), so it refuses MoE models: use a dense config")
+        register_attention()
+        self.plan_name, self.plan, self.block = plan, plans[plan], block
+        self.device = torch.device(device)
+        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
+        self.source = source
+        self.timing_path: Optional[str] = None
+        model.config._attn_implementation = ATTENTION_NAME
+        self.model = model.to(self.device)
+        self.model.train(False)  # no dropout: the forward is a deterministic function of the weights
+        adopt_linears(self.model, self.plan["trainer"]["linear"][1])
+        set_attention(self.model, self.plan["trainer"]["attention"], None)
+        self.engine = copy.deepcopy(self.model).requires_grad_(False)
+        self.ref = copy.deepcopy(self.model).requires_grad_(False)
+        self.vocab = int(self.model.config.vocab_size)
+        if self.vocab <= MASK:
+            raise ValueError(f"model: vocab_size must exceed the special tokens (≥ {MASK + 1}), got {self.vocab}")
+        decay = [p for p in self.model.parameters() if p.ndim >= 2]
+        other = [p for p in self.model.parameters() if p.ndim < 2]
+        self.opt_config = {"lr": lr, "betas": (beta1, beta2), "eps": eps}
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}], **self.opt_config)
+        self.version = 0
+        self.served = 0
+        self.handles: Dict[str, torch.Tensor] = {}
+        self.next_handle = 1
+        self._refit()
+
+    # --- description ---------------------------------------------------------------------------
+
+    def info(self) -> Dict[str, Any]:
+        import transformers
+
+        rollout, trainer = self.plan["data"]
+        return {
+            "backend": {"name": "qrl_backend.hf", "version": f"{VERSION} ({type(self.model).__name__}, transformers {transformers.__version__}, torch {torch.__version__}, {self.device.type})"},
+            "policy": "ar",
+            "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
+            "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True},
+            "parameters": int(sum(p.numel() for p in self.model.parameters())),
+        }
+
+    # --- rollout -------------------------------------------------------------------------------
+
+    def _refit(self) -> None:
+        refit_engine(self.engine, self.model, self.plan["rollout"])
+
+    def sync(self) -> int:
+        self._refit()
+        self.served = self.version
+        return self.served
+
+    def engine_logprobs(self, batch: RolloutBatch) -> np.ndarray:
+        """The rollout engine's ℓ of a batch's own tokens, teacher-forced through the same KV-cache decode
+        that `generate` runs (temperature of the record, processed = full softmax): the engine side of a
+        mismatch measured on fixed tokens (not a protocol method)."""
+        s = dict(self.sampling, temperature=float(batch.record.get("temperature", 1.0)), topK=0, topP=1.0, logprob="processed")
+        out = self.generate(batch.prompts, "teacher-forced", s, False, "rollout", max_new_tokens=batch.T, forced=(batch.responses, batch.mask))
+        return out.logp_rollout
+
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
+                 max_new_tokens: Optional[int] = None, forced=None) -> RolloutBatch:
+        P = len(prompts[0])
+        if P < 1:
+            raise ProtocolError("prompts.0", "must not be empty")
+        for b, p in enumerate(prompts):
+            if len(p) != P:
+                raise ProtocolError(f"prompts.{b}", f"every prompt must have length {P} (left-pad them), got {len(p)}")
+            for j, t in enumerate(p):
+                if t >= self.vocab:
+                    raise ProtocolError(f"prompts.{b}.{j}", f"token {t} is outside the vocabulary (size {self.vocab})")
+        L = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        if L < 1:
+            raise ProtocolError("maxNewTokens", f"must be ≥ 1, got {L}")
+        s = sampling or self.sampling
+        model = self.engine if side == "rollout" else self.model
+        digest = hashlib.sha256(seed.encode("utf8")).digest()
+        rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
+        B = len(prompts)
+        responses = np.full((B, L), PAD, dtype=np.int32)
+        mask, logp = np.zeros((B, L)), np.zeros((B, L))
+        active = np.ones(B, dtype=bool)
+        tau = float(s["temperature"])
+        if forced is not None:
+            forced, mask_in = forced
+        filtered = (0 < s["topK"] < self.vocab) or s["topP"] < 1
+        with torch.no_grad():
+            ids = torch.tensor(prompts, dtype=torch.long, device=self.device)
+            out = model(input_ids=ids, use_cache=True)
+            cache = out.past_key_values
+            for k in range(L):
+                z = out.logits[:, -1].to(torch.float64)  # (B, V)
+                raw = torch.log_softmax(z, -1)
+                if greedy:
+                    choice = torch.argmax(z, -1).cpu().numpy()  # ties: the lowest id
+                    proc = None
+                else:
+                    proc = torch.log_softmax(z / tau, -1)
+                zn = z.cpu().numpy()
+                nxt = np.full(B, PAD, dtype=np.int64)
+                for b in np.nonzero(active)[0]:
+                    if forced is not None:
+                        y = int(forced[b, k])
+                        lp = float(proc[b, y])
+                    elif greedy:
+                        y, lp = int(choice[b]), 0.0
+                    else:
+                        row = proc[b]
+                        if filtered:
+                            keep = _support(zn[b], tau, s["topK"], s["topP"])
+                            row = torch.log_softmax(torch.where(torch.from_numpy(keep).to(z.device), z[b] / tau, -torch.inf), -1)
+                        else:
+                            keep = None
+                        pr = row.cpu().numpy()
+                        probs = np.exp(pr) if keep is None else np.where(keep, np.exp(pr), 0.0)
+                        u = rng.random()
+                        idx = np.nonzero(u < np.cumsum(probs))[0]
+                        if keep is not None:
+                            idx = idx[keep[idx]]
+                        y = int(idx[0]) if idx.size else int(np.nonzero(probs > 0)[0][-1])
+                        lp = float(pr[y])
+                    responses[b, k], mask[b, k], nxt[b] = y, 1.0, y
+                    logp[b, k] = lp if s["logprob"] == "processed" else float(raw[b, y])
+                    active[b] = y != EOS and (forced is None or k + 1 < L and mask_in[b, k + 1] > 0)
+                if not active.any() or k == L - 1:
+                    break
+                out = model(input_ids=torch.from_numpy(nxt[:, None]).to(self.device), past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+        record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else tau}
+        version = self.served if side == "rollout" else self.version
+        return RolloutBatch(version, [list(p) for p in prompts], responses, mask, logp, record)
+
+    # --- trainer -------------------------------------------------------------------------------
+
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+        rec = batch.record
+        if rec.get("kind") != "ar":
+            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
+        tau = float(rec.get("temperature", 1.0))
+        if not tau > 0:
+            raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
+        rows = list(rows)
+        resp = np.asarray(batch.responses[rows], dtype=np.int64)
+        if resp.size and (resp.min() < 0 or resp.max() >= self.vocab):
+            raise ProtocolError("batch.responses", f"token ids must be in [0, {self.vocab})")
+        prompts = np.asarray([batch.prompts[r] for r in rows], dtype=np.int64)
+        P, T = prompts.shape[1], resp.shape[1]
+        tokens = torch.from_numpy(np.concatenate([prompts, resp], axis=1)).to(self.device)
+        mask = torch.from_numpy(np.asarray(batch.mask[rows], dtype=np.float64)).to(self.device)
+        model = self.model if policy == "current" else self.ref
+        with torch.set_grad_enabled(grad):
+            logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + T - 1]
+            lsm = torch.log_softmax(logits.to(torch.float64) / tau, -1)
+            lp = lsm.gather(-1, tokens[:, P:, None])[..., 0] * mask
+            ent = -(lsm.exp() * lsm).sum(-1) * mask
+        handle = None
+        if grad:
+            handle = f"lp{self.next_handle}"
+            self.next_handle += 1
+            self.handles[handle] = lp
+        return lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle
+
+    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+        lp = self.handles.get(handle)
+        if lp is None:
+            raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
+        if grad_logp.size != lp.numel():
+            raise ProtocolError("gradLogp", f"must hold rows·T = {lp.numel()} values, got {grad_logp.size}")
+        del self.handles[handle]
+        lp.backward(torch.from_numpy(np.ascontiguousarray(grad_logp, dtype=np.float64).reshape(lp.shape)).to(self.device))
+
+    def step(self, max_grad_norm: float) -> Dict[str, Any]:
+        params = list(self.model.parameters())
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=False))
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
+        self.handles.clear()
+        self.version += 1
+        return {"gradNorm": norm, "weightVersion": self.version}
+
+    def set_reference(self) -> None:
+        with torch.no_grad():
+            self.ref.load_state_dict(self.model.state_dict())
+
+    def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int) -> Dict[str, float]:
+        if steps == 0:
+            return {}
+        raise RpcError(
+            FAILED_PRECONDITION,
+            f"warmStart: {steps} supervised steps on {task.get('name')!r} need the task's gold responses, which qrl-backend/1 "
+            "does not carry; set sft.steps to 0 (RL from the initial weights) or start from a checkpoint (--checkpoint DIR)",
+            "steps")
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    def _state(self, model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+
+    def save(self, directory: str) -> None:
+        from safetensors.torch import save_file
+
+        os.makedirs(directory, exist_ok=True)
+        meta = {CONFIG_KEY: self.model.config.to_json_string(use_diff=False)}
+        for name, model in (("weights", self.model), ("reference", self.ref)):
+            tmp = os.path.join(directory, f"{name}.safetensors.tmp")
+            save_file(self._state(model), tmp, metadata=meta)
+            os.replace(tmp, os.path.join(directory, f"{name}.safetensors"))
+        tmp = os.path.join(directory, "optimizer.pt.tmp")
+        torch.save(self.opt.state_dict(), tmp)
+        os.replace(tmp, os.path.join(directory, "optimizer.pt"))
+        state = {"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}
+        tmp = os.path.join(directory, "backend.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, os.path.join(directory, "backend.json"))
+
+    def _read(self, path: str) -> Dict[str, torch.Tensor]:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        with safe_open(path, "pt") as f:
+            meta = f.metadata() or {}
+        if AR_CONFIG_KEY in meta:
+            raise RpcError(FAILED_PRECONDITION, f"load: {path} holds qrl-sim's toy AR weights (a warm start handed over); this backend serves a transformers model: set sft.steps to 0", "dir")
+        tensors = load_file(path)
+        own = self.model.state_dict()
+        if set(tensors) != set(own) or any(tuple(tensors[k].shape) != tuple(own[k].shape) for k in own):
+            raise RpcError(FAILED_PRECONDITION, f"load: {path} does not hold this model's parameters ({type(self.model).__name__}, {len(own)} tensors)", "dir")
+        return tensors
+
+    def load(self, directory: str) -> None:
+        path = os.path.join(directory, "weights.safetensors")
+        if not os.path.exists(path):
+            raise RpcError(FAILED_PRECONDITION, f"load: no weights.safetensors in {directory}", "dir")
+        weights = self._read(path)
+        ref_path = os.path.join(directory, "reference.safetensors")
+        ref = self._read(ref_path) if os.path.exists(ref_path) else weights
+        opt = os.path.join(directory, "optimizer.pt")
+        with torch.no_grad():
+            self.model.load_state_dict(weights)
+            self.ref.load_state_dict(ref)
+        decay = [p for p in self.model.parameters() if p.ndim >= 2]
+        other = [p for p in self.model.parameters() if p.ndim < 2]
+        wd = self.opt.param_groups[0]["weight_decay"]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": other, "weight_decay": 0.0}], **self.opt_config)
+        if os.path.exists(opt):
+            self.opt.load_state_dict(torch.load(opt, map_location=self.device))
+        for p in self.model.parameters():
+            p.grad = None
+        st = os.path.join(directory, "backend.json")
+        state = json.load(open(st)) if os.path.exists(st) else {}
+        self.version = int(state.get("weightVersion", self.version))
+        self.handles.clear()
+        self.sync()
+        self.served = int(state.get("servedVersion", self.served))
