@@ -51,7 +51,7 @@ export function profileTableMarkdown(): string {
   const rows = profileCoverage().map(({ profile, format, rules }) => {
     const codes = edgeCodes(format, rules);
     const ties = { rne: 'RNE', rha: 'ties away', rtz: 'toward zero', stochastic: 'stochastic' }[profile.mode];
-    const quirks = rules.rawRanges.map((r) => `[${r.lo}, ${r.hi}) → ${outcome(format, rawRangeCodes(format, r, codes))}`);
+    const quirks = rules.rawRanges.map((r) => `[${r.lo}, ${r.hi}) → ${outcome(format, rawRangeCodes(format, r, codes))}${r.to === 'up' ? ' (rne only)' : ''}`);
     if (!format.hasZero) {
       quirks.push(`0 → ${outcome(format, codes.zeroInput).replace('+', '')}`, `underflow → ${outcome(format, codes.zero).replace('+', '')}`);
       quirks.push(`negative → ${codes.negative === null ? 'abs(x)' : outcome(format, [codes.negative, codes.negative]).replace('+', '')}`);

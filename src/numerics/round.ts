@@ -131,6 +131,15 @@ export function rawRangeCodes(format: FloatFormat, range: RawRange, codes: EdgeC
 }
 
 /**
+ * The raw ranges that apply under `mode`: all of them, except that `up` ranges (a bit-level
+ * round-to-nearest-even of the library) apply under `rne` only; other modes round by value.
+ * @internal
+ */
+export function activeRawRanges(rules: CastRules, mode: RoundingMode): readonly RawRange[] {
+  return rules.rawRanges.filter((r) => r.to !== 'up' || mode === 'rne');
+}
+
+/**
  * The mantissa bits a `payload` NaN rule keeps: the top `manBits` bits of the float32 NaN's
  * 23-bit mantissa (0 for other rules), OR-ed into the quiet NaN code.
  * @internal
@@ -180,7 +189,7 @@ export function scalarEncoder(
   const rules = resolveRules(fmt, prof);
   const codes = edgeCodes(fmt, rules);
   const m = mode ?? prof.mode;
-  const ranges = rules.rawRanges.map((r) => ({ lo: r.lo, hi: r.hi, codes: rawRangeCodes(fmt, r, codes) }));
+  const ranges = activeRawRanges(rules, m).map((r) => ({ lo: r.lo, hi: r.hi, codes: rawRangeCodes(fmt, r, codes) }));
   const payloadShift = nanPayloadShift(fmt, rules);
   return (x, randomBits) => {
     let negative = signBit(x);

@@ -9,7 +9,7 @@ import {
   type RoundingMode,
   resolveRules,
 } from './profiles.js';
-import { type FormatLike, edgeCodes, nanPayloadShift, rawRangeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
+import { type FormatLike, activeRawRanges, edgeCodes, nanPayloadShift, rawRangeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
 
 /** Typed array holding codes of a format: 8-bit codes in bytes, 16-bit in shorts, wider in words. */
 export type CodeArray = Uint8Array | Uint16Array | Uint32Array;
@@ -71,7 +71,7 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
         ? ceilBits(tie)
         : ceilBits(tie) + (Math.fround(tie) === tie ? 1 : 0);
   const overflowCodes = mode === 'rtz' ? codes.max : codes.overflow;
-  const ranges = rules.rawRanges.map((r) => ({
+  const ranges = activeRawRanges(rules, mode).map((r) => ({
     lo: ceilBits(r.lo),
     hi: ceilBits(r.hi),
     codes: rawRangeCodes(format, r, codes),
