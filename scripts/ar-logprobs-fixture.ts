@@ -1,6 +1,6 @@
 // Writes a fixture for the numpy backend's agreement test: the TypeScript AR policy's weights
-// (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans
-// (case.safetensors). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
+// (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans, and its
+// rollout-engine log-probs under fp8-tensor-rollout (case.safetensors, `logp.rollout.fp8-tensor-rollout.τ`). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +33,15 @@ for (const plan of ['fp32', 'bf16']) {
     const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(precisionPlan(plan).trainer), temperature: tau });
     tensors[`logp.${plan}.${tau}`] = { data: lp.logp, shape: [B, L] };
     tensors[`entropy.${plan}.${tau}`] = { data: lp.entropy, shape: [B, L] };
+  }
+}
+// The same FP8 rollout with float32 accumulation instead of Hopper's (what torch._scaled_mm does on a CPU).
+const fp8 = precisionPlan('fp8-tensor-rollout').rollout;
+const fp8Fp32Acc = { ...fp8, gemm: { ...fp8.gemm, accumulator: 'fp32' } } as typeof fp8;
+for (const tau of [1, 0.7]) {
+  for (const [name, side] of [['fp8-tensor-rollout', fp8], ['fp8-tensor-rollout.fp32-accumulator', fp8Fp32Acc]] as const) {
+    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(side), temperature: tau });
+    tensors[`logp.rollout.${name}.${tau}`] = { data: lp.logp, shape: [B, L] };
   }
 }
 writeSafetensors(join(out, 'case.safetensors'), tensors, { promptLength: String(P) });

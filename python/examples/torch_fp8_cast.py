@@ -2,10 +2,10 @@
 
     python3 torch_fp8_cast.py DIR      # DIR from: qrl-sim golden --suite casts --out DIR
 
-torch.Tensor.to(torch.float8_e4m3fn) is non-saturating, NaN keeps its sign: the `torch-2.11`
-profile (from 2.12 CPU casts saturate finite overflow, see PyTorch PR 178817, so expect the
-overflow rows to differ there). Without torch float8 (e.g. Debian's torch 1.13) the same check
-runs with ml_dtypes against the `ml-dtypes` profile; with neither it skips (exit 0).
+torch 2.13's CPU torch.Tensor.to(torch.float8_e4m3fn) saturates finite overflow and ±Inf to ±448
+and keeps a NaN's sign: the `torch-2.13` profile (before PyTorch PR 178817, torch ≤ 2.11, the
+`torch-2.11` profile: overflow → NaN). Without torch float8 the same check runs with ml_dtypes
+against the `ml-dtypes` profile; with neither it skips (exit 0).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def torch_cast():
     def cast(fmt, x):
         return torch.from_numpy(x).to(dtypes[fmt])  # a float8 tensor; the reader compares its codes
 
-    return "torch-2.11", cast
+    return "torch-2.13", cast
 
 
 def ml_dtypes_cast():

@@ -4,7 +4,7 @@ Enable it with ``pytest_plugins = ["qrl_golden.pytest_plugin"]`` in conftest.py 
 qrl_golden.pytest_plugin``), point it at a directory with ``--qrl-golden DIR`` or $QRL_GOLDEN_DIR,
 and mark a test that takes a ``golden_case`` argument:
 
-    @pytest.mark.qrl_golden("casts", format="e4m3fn", profile="torch-2.11")
+    @pytest.mark.qrl_golden("casts", format="e4m3fn", profile="torch-2.13")
     def test_cast(golden_case):
         golden_case.assert_matches({"codes": my_cast(golden_case.inputs["input"])})
 

@@ -106,6 +106,11 @@ def test_finite_in_range_inputs_round_by_the_mode(golden_case):
     applies = np.isfinite(ref) & (ref > 0) & (ref <= vals.max()) & (np.abs(x) >= (smallest if fmt == "e8m0" else 0))
     if not FORMATS[fmt][4]:
         applies &= x > 0
+    if fmt == "e8m0" and mode == "rne" and golden_case.params["profile"] in ("torch-2.13", "torch-2.11", "ml-dtypes"):
+        # c10 and ml_dtypes round the exponent field on the bits: float32 subnormals in
+        # (2^-127, 1.5*2^-127] go up to 2^-126 (checked against the libraries by qrl_golden.library_casts)
+        b = x.view(np.uint32) & 0x7FFFFFFF
+        applies &= ~((b > 0x00400000) & (b <= 0x00600000))
     expected = np.where(np.signbit(x), -ref, ref)
     checked = int(applies.sum())
     assert checked > 0
@@ -152,10 +157,4 @@ def test_ml_dtypes_profile_matches_ml_dtypes(golden_case):
     codes = y.view(np.uint16 if y.dtype.itemsize == 2 else np.uint8)
     if golden_case.params["bits"] < 8:
         codes = codes & ((1 << golden_case.params["bits"]) - 1)
-    want = golden_case.arrays()["codes"]
-    if fmt == "e8m0":
-        # Known difference, recorded in docs/golden.md: ml_dtypes 0.6 rounds float32 subnormals just
-        # below the 1.5·2^-127 tie (e.g. 0x005fffff) up to 2^-126; qrl-sim rounds them to nearest.
-        sub = (x.view(np.uint32) & 0x7F800000) == 0
-        codes = np.where(sub, want, codes)
     golden_case.assert_matches({"codes": codes})

@@ -20,7 +20,7 @@ options:
   --seed S        seed of the random inputs (default 0)
 
 suites:
-${Object.values(goldenSuites).map((s) => `  ${s.name.padEnd(12)} ${s.description}`).join('\n')}
+${Object.values(goldenSuites).map((s) => `  ${s.name.padEnd(14)} ${s.description}`).join('\n')}
 
 example:
   qrl-sim golden --suite gemm,estimators --out golden/`;

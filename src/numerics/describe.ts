@@ -3,7 +3,7 @@
 
 import { type FloatFormat, decode, floatFormats } from './formats.js';
 import { castProfiles, profileCoverage } from './profiles.js';
-import { edgeCodes } from './round.js';
+import { edgeCodes, rawRangeCodes } from './round.js';
 
 function hex(format: FloatFormat, code: number): string {
   return `0x${code.toString(16).toUpperCase().padStart(Math.ceil(format.bits / 4), '0')}`;
@@ -51,12 +51,12 @@ export function profileTableMarkdown(): string {
   const rows = profileCoverage().map(({ profile, format, rules }) => {
     const codes = edgeCodes(format, rules);
     const ties = { rne: 'RNE', rha: 'ties away', rtz: 'toward zero', stochastic: 'stochastic' }[profile.mode];
-    const quirks = rules.rawRanges.map((r) => `[${r.lo}, ${r.hi}) → ${outcome(format, r.to === 'max' ? codes.max : codes.nanSigned)}`);
+    const quirks = rules.rawRanges.map((r) => `[${r.lo}, ${r.hi}) → ${outcome(format, rawRangeCodes(format, r, codes))}${r.to === 'up' ? ' (rne only)' : ''}`);
     if (!format.hasZero) {
       quirks.push(`0 → ${outcome(format, codes.zeroInput).replace('+', '')}`, `underflow → ${outcome(format, codes.zero).replace('+', '')}`);
       quirks.push(`negative → ${codes.negative === null ? 'abs(x)' : outcome(format, [codes.negative, codes.negative]).replace('+', '')}`);
     }
-    return `| \`${profile.name}\` | \`${format.name}\` | ${ties} | ${outcome(format, codes.overflow)} | ${outcome(format, codes.infinity)} | ${outcome(format, codes.nan)} | ${outcome(format, [codes.zeroInput[1], codes.zeroInput[1]])} | ${quirks.join('; ') || '—'} |`;
+    return `| \`${profile.name}\` | \`${format.name}\` | ${ties} | ${outcome(format, codes.overflow)} | ${outcome(format, codes.infinity)} | ${outcome(format, codes.nan)}${rules.nan.to === 'nan' && rules.nan.pattern === 'payload' && format.nanEncoding === 'ieee' ? ' with the float32 payload' : ''} | ${outcome(format, [codes.zeroInput[1], codes.zeroInput[1]])} | ${quirks.join('; ') || '—'} |`;
   });
   return [
     '| profile | format | ties | overflow (+/−) | ±Inf in | NaN in (+/−) | −0 in | other rules |',

@@ -32,24 +32,30 @@ export type OverflowRule = 'saturate' | 'inf' | 'nan';
 export type NanRule =
   | {
       readonly to: 'nan';
-      /** Sign of the NaN code: the input's, or always positive. */
-      readonly sign: 'keep' | 'positive';
+      /** Sign of the NaN code: the input's, always positive, or always negative (sign bit set). */
+      readonly sign: 'keep' | 'positive' | 'negative';
       /**
        * Which NaN code of an IEEE-style format: `quiet` = exponent all ones and mantissa MSB only
        * (0x7E for E5M2, 0x7FC0 for BF16); `all-ones` = every exponent and mantissa bit set (0x7F,
-       * 0x7FFF). Formats with a single NaN code ignore this.
+       * 0x7FFF); `payload` = the quiet code with the top mantissa bits of the float32 NaN kept
+       * (x86 F16C `vcvtps2ph` and Arm `FCVT`: 0x7F808000 → FP16 0x7E04). Formats with a single NaN
+       * code ignore this.
        */
-      readonly pattern: 'quiet' | 'all-ones';
+      readonly pattern: 'quiet' | 'all-ones' | 'payload';
     }
   | { readonly to: 'max'; readonly sign: 'keep' | 'positive' }
   /** `flip` = +NaN → −0 and −NaN → +0 (ml_dtypes FP4/FP6, whose quiet NaN is the −0 code). */
   | { readonly to: 'zero'; readonly sign: 'keep' | 'positive' | 'flip' };
 
-/** A raw-input range [lo, hi) of |x| that a backend maps to a fixed result before rounding. */
+/**
+ * A raw-input range [lo, hi) of |x| that a backend maps to a fixed result before rounding: ±max,
+ * NaN, or `up` = the representable magnitude next above `lo` (a bit-level rounding that rounds
+ * these inputs up where rounding by value would not).
+ */
 export interface RawRange {
   readonly lo: number;
   readonly hi: number;
-  readonly to: 'max' | 'nan';
+  readonly to: 'max' | 'nan' | 'up';
 }
 
 /** The edge rules of a profile for one format. */
@@ -76,7 +82,7 @@ export type CastProfileName =
   | 'ieee'
   | 'satfinite'
   | 'torch-2.11'
-  | 'torch-pr178817'
+  | 'torch-2.13'
   | 'ml-dtypes'
   | 'onnx-sat'
   | 'ort-1.30'
@@ -122,6 +128,14 @@ const e8m0OutOfRangeNan: Partial<CastRules> = {
   ],
 };
 
+/**
+ * E8M0 from float32 by rounding the exponent field with the mantissa as guard/round/sticky bits
+ * (c10 fp8e8m0fnu_from_fp32_value; ml_dtypes float8_e8m0fnu): a float32 subnormal's field is 0, an
+ * even lsb, so every subnormal in (2^-127, 1.5·2^-127] rounds up to 2^-126, where rounding its value
+ * would give 2^-127.
+ */
+const e8m0SubnormalBits: readonly RawRange[] = [{ lo: 2 ** -127 + 2 ** -149, hi: 1.5 * 2 ** -127 + 2 ** -149, to: 'up' }];
+
 const profileList: readonly CastProfile[] = [
   {
     name: 'ieee',
@@ -149,9 +163,29 @@ const profileList: readonly CastProfile[] = [
     },
   },
   {
+    name: 'torch-2.13',
+    description: 'PyTorch 2.13 CPU eager cast (Tensor.to): E4M3FN saturates finite overflow and ±Inf to ±448; BF16 NaN → 0xFFFF; FP16 NaN keeps its payload; E8M0 rounds float32 subnormals on their bits',
+    source:
+      'observed with torch 2.13.0+cpu (python/requirements.lock; the library-casts check runs it in npm test). E4M3FN: PR pytorch/pytorch#178817 (torch/headeronly/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value, aten/src/ATen/cpu/vec/vec512/vec512_float8.h); ' +
+      'BF16: aten/src/ATen/cpu/vec/vec512/vec512_bfloat16.h cvtfp32_bf16 (NaN lanes blended with 0xffff; the AVX2 copy in vec256/vec256_16bit_float.h likewise); FP16: the F16C vcvtps2ph conversion of the vectorized copy; ' +
+      'E8M0: torch/headeronly/util/Float8_e8m0fnu.h fp8e8m0fnu_from_fp32_value (round up iff guard && (round || sticky || exponent-field lsb): a float32 subnormal above 2^-127 rounds up to 2^-126); other formats c10 Float8_e5m2.h, Float8_e4m3fnuz.h, Float8_e5m2fnuz.h',
+    mode: 'rne',
+    rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
+    formats: {
+      e4m3fn: { overflow: 'saturate', infinity: 'saturate' },
+      e4m3fnuz: {},
+      e5m2: {},
+      e5m2fnuz: {},
+      e8m0: { zero: 'min', underflow: 'min', negative: 'abs', rawRanges: e8m0SubnormalBits },
+      bf16: { nan: { to: 'nan', sign: 'negative', pattern: 'all-ones' } },
+      fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
+    },
+  },
+  {
     name: 'torch-2.11',
-    description: 'PyTorch c10 eager cast up to 2.11: non-saturating, NaN = all-ones code with the input sign',
-    source: 'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value (and e5m2, fnuz, e8m0fnu, BFloat16.h, Half.h)',
+    description: 'PyTorch CPU eager cast up to 2.11: as torch-2.13 except E4M3FN, which does not saturate (finite overflow and ±Inf → NaN with the input sign)',
+    source:
+      'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value before PR pytorch/pytorch#178817 (f_bits >= fp8_max → 0x7f); the other formats are assumed to take the same code as in 2.13 (c10 Float8_*.h, ATen vec cvtfp32_bf16 and the F16C path predate 2.11), checked against torch 2.13 under torch-2.13; torch 2.11 itself is not run here (the lockfile has 2.13)',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: {
@@ -159,31 +193,15 @@ const profileList: readonly CastProfile[] = [
       e4m3fnuz: {},
       e5m2: {},
       e5m2fnuz: {},
-      e8m0: { zero: 'min', underflow: 'min', negative: 'abs' },
-      bf16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
-      fp16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
-    },
-  },
-  {
-    name: 'torch-pr178817',
-    description: 'PyTorch eager cast after PR 178817 (merged 2026-04-17): E4M3FN saturates finite overflow to ±448; ±Inf and NaN still NaN; other formats as torch-2.11',
-    source: 'pytorch/pytorch PR 178817 (commit 9deaf8d: torch/headeronly/util/Float8_e4m3fn.h, aten/src/ATen/cpu/vec/vec512/vec512_float8.h); first release not established (torchao PR 4364 gates on 2.12.0.dev0 nightlies, tinygrad PR 17228 names 2.13.0)',
-    mode: 'rne',
-    rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
-    formats: {
-      e4m3fn: { overflow: 'saturate' },
-      e4m3fnuz: {},
-      e5m2: {},
-      e5m2fnuz: {},
-      e8m0: { zero: 'min', underflow: 'min', negative: 'abs' },
-      bf16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
-      fp16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } },
+      e8m0: { zero: 'min', underflow: 'min', negative: 'abs', rawRanges: e8m0SubnormalBits },
+      bf16: { nan: { to: 'nan', sign: 'negative', pattern: 'all-ones' } },
+      fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
     },
   },
   {
     name: 'ml-dtypes',
-    description: 'ml_dtypes astype (= ONNX reference without saturation); FP4/FP6 saturate and map NaN to ∓0',
-    source: 'jax-ml/ml_dtypes include/float8.h ConvertImpl (kSaturate=false), mxfloat.h numeric_limits',
+    description: 'ml_dtypes 0.6 astype (= ONNX reference without saturation); FP4/FP6 saturate and map NaN to ∓0; E8M0 rounds float32 subnormals on their bits',
+    source: 'jax-ml/ml_dtypes include/float8.h ConvertImpl (kSaturate=false), mxfloat.h numeric_limits; observed with ml_dtypes 0.6.0 (the library-casts check)',
     mode: 'rne',
     rules: { ...base, underflow: 'min' },
     formats: {
@@ -194,9 +212,8 @@ const profileList: readonly CastProfile[] = [
       e3m2: { ...saturating, nan: { to: 'zero', sign: 'flip' } },
       e2m3: { ...saturating, nan: { to: 'zero', sign: 'flip' } },
       e2m1: { ...saturating, nan: { to: 'zero', sign: 'flip' } },
-      e8m0: {},
+      e8m0: { rawRanges: e8m0SubnormalBits },
       bf16: {},
-      fp16: {},
     },
   },
   {
@@ -212,14 +229,14 @@ const profileList: readonly CastProfile[] = [
       e5m2fnuz: {},
       e2m1: { nan: { to: 'max', sign: 'positive' } },
       e8m0: { zero: 'min', underflow: 'min', negative: 'min' },
-      bf16: { overflow: 'inf', infinity: 'inf' },
-      fp16: { overflow: 'inf', infinity: 'inf' },
+      bf16: { overflow: 'inf', infinity: 'inf', nan: { to: 'nan', sign: 'keep', pattern: 'quiet' } },
+      fp16: { overflow: 'inf', infinity: 'inf', nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
     },
   },
   {
     name: 'ort-1.30',
-    description: 'onnxruntime 1.30 CPU with saturate=0: the spec plus two observed quirks (E4M3FN [480,496) → ±448, E5M2 [61440,65536) → NaN)',
-    source: 'observed with onnxruntime-node 1.30 CPU; include/onnxruntime/core/framework/float8.h',
+    description: 'onnxruntime 1.30 CPU with saturate=0: the spec plus two observed quirks (E4M3FN [480,496) → ±448, E5M2 [61440,65536) → NaN); BF16 NaN → quiet with sign, FP16 NaN keeps its payload',
+    source: 'observed with onnxruntime-node 1.30 CPU and onnxruntime 1.30 python (the library-casts check); include/onnxruntime/core/framework/float8.h',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: {
@@ -228,8 +245,8 @@ const profileList: readonly CastProfile[] = [
       e5m2: { rawRanges: [{ lo: 61440, hi: 65536, to: 'nan' }] },
       e5m2fnuz: {},
       e8m0: e8m0OutOfRangeNan,
-      bf16: {},
-      fp16: {},
+      bf16: { nan: { to: 'nan', sign: 'keep', pattern: 'quiet' } },
+      fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
     },
   },
   {

@@ -15,6 +15,7 @@ import {
   type CastProfileName,
   type CastRules,
   type OverflowRule,
+  type RawRange,
   type RoundingMode,
   castProfile,
   resolveRules,
@@ -63,7 +64,7 @@ export interface EdgeCodes {
   readonly negative: number | null;
 }
 
-function nanCode(format: FloatFormat, negative: boolean, pattern: 'quiet' | 'all-ones'): number {
+function nanCode(format: FloatFormat, negative: boolean, pattern: 'quiet' | 'all-ones' | 'payload'): number {
   const sign = negative && format.signed ? format.signMask : 0;
   const expField = (2 ** format.expBits - 1) * 2 ** format.manBits;
   switch (format.nanEncoding) {
@@ -72,7 +73,7 @@ function nanCode(format: FloatFormat, negative: boolean, pattern: 'quiet' | 'all
     case 'all-ones':
       return sign + expField + (2 ** format.manBits - 1);
     case 'ieee':
-      return sign + expField + (pattern === 'quiet' ? 2 ** (format.manBits - 1) : 2 ** format.manBits - 1);
+      return sign + expField + (pattern === 'all-ones' ? 2 ** format.manBits - 1 : 2 ** (format.manBits - 1));
     case 'none':
       throw new Error(`format ${format.name} has no NaN`);
   }
@@ -98,7 +99,7 @@ export function edgeCodes(format: FloatFormat, rules: CastRules): EdgeCodes {
   const noZero = (rule: 'min' | 'nan'): number => (rule === 'min' ? 0 : nanOf(false));
   const nanInput = (neg: boolean): number => {
     const rule = rules.nan;
-    const outNeg = rule.sign === 'keep' ? neg : rule.sign === 'positive' ? false : !neg;
+    const outNeg = rule.sign === 'keep' ? neg : rule.sign === 'positive' ? false : rule.sign === 'negative' ? true : !neg;
     if (rule.to === 'nan') return nanOf(outNeg);
     if (rule.to === 'max') return max(outNeg);
     return signed(format, 0, outNeg && format.hasNegZero);
@@ -114,6 +115,37 @@ export function edgeCodes(format: FloatFormat, rules: CastRules): EdgeCodes {
     zeroInput: pair((neg) => (format.hasZero ? zeroCode(neg) : noZero(rules.zero))),
     negative: format.signed || rules.negative === 'abs' ? null : rules.negative === 'min' ? 0 : nanOf(false),
   };
+}
+
+/**
+ * The codes [positive, negative] a raw range maps to: ±max, NaN, or (`up`) the representable
+ * magnitude next above the range's `lo`.
+ * @internal
+ */
+export function rawRangeCodes(format: FloatFormat, range: RawRange, codes: EdgeCodes): readonly [number, number] {
+  if (range.to === 'max') return codes.max;
+  if (range.to === 'nan') return codes.nanSigned;
+  const quantumExp = Math.max(exponentOf(range.lo), format.emin) - format.manBits;
+  const magnitude = (Math.floor(range.lo * 2 ** -quantumExp) + 1) * 2 ** quantumExp;
+  return [encodeExact(format, false, magnitude), encodeExact(format, format.signed, magnitude)];
+}
+
+/**
+ * The raw ranges that apply under `mode`: all of them, except that `up` ranges (a bit-level
+ * round-to-nearest-even of the library) apply under `rne` only; other modes round by value.
+ * @internal
+ */
+export function activeRawRanges(rules: CastRules, mode: RoundingMode): readonly RawRange[] {
+  return rules.rawRanges.filter((r) => r.to !== 'up' || mode === 'rne');
+}
+
+/**
+ * The mantissa bits a `payload` NaN rule keeps: the top `manBits` bits of the float32 NaN's
+ * 23-bit mantissa (0 for other rules), OR-ed into the quiet NaN code.
+ * @internal
+ */
+export function nanPayloadShift(format: FloatFormat, rules: CastRules): number {
+  return rules.nan.to === 'nan' && rules.nan.pattern === 'payload' && format.nanEncoding === 'ieee' ? 23 - format.manBits : -1;
 }
 
 /**
@@ -137,6 +169,9 @@ export function roundsUp(mode: RoundingMode, fl: number, frac: number, randomBit
   }
 }
 
+const payloadF32 = new Float32Array(1);
+const payloadU32 = new Uint32Array(payloadF32.buffer);
+
 /** A scalar encoder with its format, profile and mode resolved once. */
 export type ScalarEncoder = (x: number, randomBits?: number) => number;
 
@@ -154,10 +189,17 @@ export function scalarEncoder(
   const rules = resolveRules(fmt, prof);
   const codes = edgeCodes(fmt, rules);
   const m = mode ?? prof.mode;
+  const ranges = activeRawRanges(rules, m).map((r) => ({ lo: r.lo, hi: r.hi, codes: rawRangeCodes(fmt, r, codes) }));
+  const payloadShift = nanPayloadShift(fmt, rules);
   return (x, randomBits) => {
     let negative = signBit(x);
     const idx = negative ? 1 : 0;
-    if (Number.isNaN(x)) return codes.nan[idx];
+    if (Number.isNaN(x)) {
+      if (payloadShift < 0) return codes.nan[idx];
+      // float64 → float32 keeps a NaN's payload (quieted), so the top mantissa bits survive
+      payloadF32[0] = x;
+      return (codes.nan[idx] as number) | (((payloadU32[0] as number) & 0x7fffff) >>> payloadShift);
+    }
     if (negative && !fmt.signed && x !== 0) {
       if (codes.negative !== null) return codes.negative;
       negative = false;
@@ -165,8 +207,8 @@ export function scalarEncoder(
     const s = negative ? 1 : 0;
     const a = Math.abs(x);
     if (a === Infinity) return codes.infinity[s];
-    for (const range of rules.rawRanges) {
-      if (a >= range.lo && a < range.hi) return range.to === 'max' ? codes.max[s] : codes.nanSigned[s];
+    for (const range of ranges) {
+      if (a >= range.lo && a < range.hi) return range.codes[s] as number;
     }
     if (a === 0) return codes.zeroInput[s];
     const quantumExp = Math.max(exponentOf(a), fmt.emin) - fmt.manBits;

@@ -9,7 +9,7 @@ import {
   type RoundingMode,
   resolveRules,
 } from './profiles.js';
-import { type FormatLike, edgeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
+import { type FormatLike, activeRawRanges, edgeCodes, nanPayloadShift, rawRangeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
 
 /** Typed array holding codes of a format: 8-bit codes in bytes, 16-bit in shorts, wider in words. */
 export type CodeArray = Uint8Array | Uint16Array | Uint32Array;
@@ -71,11 +71,12 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
         ? ceilBits(tie)
         : ceilBits(tie) + (Math.fround(tie) === tie ? 1 : 0);
   const overflowCodes = mode === 'rtz' ? codes.max : codes.overflow;
-  const ranges = rules.rawRanges.map((r) => ({
+  const ranges = activeRawRanges(rules, mode).map((r) => ({
     lo: ceilBits(r.lo),
     hi: ceilBits(r.hi),
-    codes: r.to === 'max' ? codes.max : codes.nanSigned,
+    codes: rawRangeCodes(format, r, codes),
   }));
+  const payloadShift = nanPayloadShift(format, rules);
   const roundBias = shift === 0 || mode === 'rtz' ? 0 : mode === 'rha' ? 2 ** (shift - 1) : 2 ** (shift - 1) - 1;
   const addend = (format.bias - 127) * 2 ** 23 + roundBias;
   const tiesToEven = mode === 'rne' && shift > 0;
@@ -91,7 +92,7 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   const encodeBits = (b: number): number => {
     let neg = b >>> 31;
     const a = b & 0x7fffffff;
-    if (a > 0x7f800000) return neg ? nanNeg : nanPos;
+    if (a > 0x7f800000) return (neg ? nanNeg : nanPos) | (payloadShift < 0 ? 0 : (a & 0x7fffff) >>> payloadShift);
     if (neg && unsigned) {
       if (a !== 0 && negativeCode !== null) return negativeCode;
       neg = 0;

@@ -1,6 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { type CastProfile, type FloatFormat, castProfiles, decode, encode, floatFormats, resolveRules, round, scalarEncoder } from '../../src/numerics/index.js';
+import { type CastProfile, type FloatFormat, castProfiles, decode, encode, encodeArray, floatFormats, resolveRules, round, scalarEncoder } from '../../src/numerics/index.js';
 import { edgeCodes } from '../../src/numerics/round.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
 import { createRng } from '../../src/rng.js';
@@ -79,6 +79,39 @@ describe('hand-checked values from the reference', () => {
     expect(e(1.5 * 2 ** 127, 'onnx-sat')).toBe(0xfe);
   });
 
+  it('library quirks found by the library-casts check (torch 2.13, ml_dtypes 0.6, onnxruntime 1.30)', () => {
+    const f32 = new Float32Array(1);
+    const u32 = new Uint32Array(f32.buffer);
+    const fromBits = (b: number): number => {
+      u32[0] = b;
+      return f32[0] as number;
+    };
+    // E8M0: float32 subnormals in (2^-127, 1.5·2^-127] round up on their bits (c10, ml_dtypes)
+    for (const p of ['torch-2.13', 'torch-2.11', 'ml-dtypes'] as const) {
+      expect(encode('e8m0', fromBits(0x00400001), { profile: p }), p).toBe(0x01);
+      expect(encode('e8m0', fromBits(0x00600000), { profile: p }), p).toBe(0x01);
+      expect(encode('e8m0', fromBits(0x00400000), { profile: p }), p).toBe(0x00);
+      expect(encode('e8m0', fromBits(0x003fffff), { profile: p }), p).toBe(0x00);
+    }
+    expect(encode('e8m0', -fromBits(0x00500000), { profile: 'torch-2.13' })).toBe(0x01);
+    expect(encode('e8m0', fromBits(0x00500000), { profile: 'ieee' })).toBe(0x00); // by value: nearest is 2^-127
+    // BF16 NaN: torch's vectorized CPU copy gives 0xFFFF for either sign; onnxruntime keeps the sign
+    expect(encode('bf16', Number.NaN, { profile: 'torch-2.13' })).toBe(0xffff);
+    expect(encode('bf16', fromBits(0x7fc00000), { profile: 'torch-2.11' })).toBe(0xffff);
+    expect(encode('bf16', fromBits(0xffc00000), { profile: 'ort-1.30' })).toBe(0xffc0);
+    expect(encode('bf16', fromBits(0xffc00000), { profile: 'onnx-sat' })).toBe(0xffc0);
+    // FP16 NaN keeps the top payload bits with the quiet bit set (F16C vcvtps2ph), scalar and vector alike
+    for (const p of ['torch-2.13', 'ort-1.30', 'onnx-sat'] as const) {
+      expect(encode('fp16', fromBits(0x7f808000), { profile: p }), p).toBe(0x7e04);
+      expect(encode('fp16', fromBits(0xffffffff), { profile: p }), p).toBe(0xffff);
+      expect(encode('fp16', fromBits(0x7f800001), { profile: p }), p).toBe(0x7e00);
+      const src = new Float32Array(new Uint32Array([0x7f808000, 0xffa00000, 0x7fc00000]).buffer);
+      expect([...encodeArray('fp16', src, { profile: p })], p).toEqual([0x7e04, 0xff00, 0x7e00]);
+    }
+    // E4M3FN ±Inf saturate under torch-2.13
+    expect(encode('e4m3fn', -Infinity, { profile: 'torch-2.13' })).toBe(0xfe);
+  });
+
   it('BF16 and FP16 RNE edges', () => {
     expect(encode('bf16', 1 + 2 ** -8, { profile: 'ieee' })).toBe(0x3f80); // tie → even
     expect(encode('bf16', 1 + 3 * 2 ** -8, { profile: 'ieee' })).toBe(0x3f82);
@@ -86,7 +119,7 @@ describe('hand-checked values from the reference', () => {
     expect(encode('fp16', 65519.996, { profile: 'ieee' })).toBe(0x7bff);
     expect(encode('fp16', 2 ** -25, { profile: 'ieee' })).toBe(0x0000);
     expect(encode('fp16', 1.5 * 2 ** -24, { profile: 'ieee' })).toBe(0x0002);
-    expect(encode('bf16', Number.NaN, { profile: 'torch-2.11' })).toBe(0x7fc0);
+    expect(encode('bf16', Number.NaN, { profile: 'ieee' })).toBe(0x7fc0);
     expect(encode('tf32', 1 + 2 ** -11, { profile: 'ieee', mode: 'rha' })).toBe(encode('tf32', 1 + 2 ** -10, { profile: 'ieee' }));
   });
 

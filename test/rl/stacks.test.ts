@@ -258,12 +258,15 @@ describe('sampling-support replay (TRL PR 7269, prime-rl PR 2601)', () => {
   });
 });
 
-describe('cast profile torch-pr178817 (PyTorch PR 178817)', () => {
-  it('E4M3FN finite overflow saturates to ±448; Inf and NaN stay NaN; torch-2.11 gives NaN', () => {
-    expect(encode('e4m3fn', 465, { profile: 'torch-pr178817' })).toBe(0x7e);
-    expect(encode('e4m3fn', -1e6, { profile: 'torch-pr178817' })).toBe(0xfe);
-    expect(encode('e4m3fn', Infinity, { profile: 'torch-pr178817' })).toBe(0x7f);
+describe('cast profiles torch-2.13 and torch-2.11 (PyTorch PR 178817 in between)', () => {
+  it('E4M3FN finite overflow and ±Inf saturate to ±448 under torch-2.13, NaN stays NaN; torch-2.11 gives NaN', () => {
+    expect(encode('e4m3fn', 465, { profile: 'torch-2.13' })).toBe(0x7e);
+    expect(encode('e4m3fn', -1e6, { profile: 'torch-2.13' })).toBe(0xfe);
+    expect(encode('e4m3fn', Infinity, { profile: 'torch-2.13' })).toBe(0x7e);
+    expect(encode('e4m3fn', -Infinity, { profile: 'torch-2.13' })).toBe(0xfe);
+    expect(encode('e4m3fn', Number.NaN, { profile: 'torch-2.13' })).toBe(0x7f);
     expect(encode('e4m3fn', 465, { profile: 'torch-2.11' })).toBe(0x7f);
-    expect(encode('e5m2', 1e6, { profile: 'torch-pr178817' })).toBe(encode('e5m2', 1e6, { profile: 'torch-2.11' }));
+    expect(encode('e4m3fn', Infinity, { profile: 'torch-2.11' })).toBe(0x7f);
+    expect(encode('e5m2', 1e6, { profile: 'torch-2.13' })).toBe(encode('e5m2', 1e6, { profile: 'torch-2.11' }));
   });
 });

@@ -1,7 +1,11 @@
 """TorchArBackend: the toy AR policy on PyTorch (autograd backward, torch.optim.AdamW, CUDA when
 present) behind qrl-backend/1 — the shape of a GPU backend. Where a real stack differs is marked
 "REAL STACK:" (a Hugging Face model for the trainer, a vLLM engine for the rollout). Not bit-matched to
-qrl-sim: float32 GEMMs on the device, bf16 via torch.bfloat16 casts of the operands."""
+qrl-sim: float32 GEMMs on the device, bf16 via torch.bfloat16 casts of the operands, and the
+`fp8-tensor-rollout` plan's rollout linears in real float8: operands cast to torch.float8_e4m3fn
+with one TransformerEngine current-scaling scale per tensor (scale = 448/amax) and multiplied by
+torch._scaled_mm (a Hopper/Ada FP8 GEMM on CUDA; on the CPU it dequantizes the operands and sums in
+float32, where qrl-sim models Hopper's FP8 accumulator). Needs torch ≥ 2.13 (python/requirements.lock)."""
 
 from __future__ import annotations
 
@@ -20,13 +24,30 @@ from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensor
 VERSION = "0.1.0"
 
 
+E4M3_MAX = 448.0
+
+#: plan → (rollout engine: bf16 operands, fp8 linears; trainer: bf16 operands). `fp8-tensor-rollout`
+#: is qrl-sim's plan of that name: te-current E4M3 W8A8 linears, lm_head and attention in BF16,
+#: BF16 trainer.
+PLANS = {"fp32": ((False, False), False), "bf16": ((True, False), True), "fp8-tensor-rollout": ((True, True), True)}
+
+
+def quantize_e4m3_tensor(x: torch.Tensor):
+    """TransformerEngine current scaling (qrl-sim preset `te-current`): scale = fl(448/amax) (1 when
+    amax is 0 or not finite), codes = (x·scale).to(torch.float8_e4m3fn) (torch 2.13 saturates finite
+    overflow, as satfinite does), dequant scale = fl(1/scale). Returns (codes, dequant scale)."""
+    amax = x.detach().abs().max().float()
+    scale = torch.where(torch.isfinite(amax) & (amax > 0), E4M3_MAX / amax, torch.ones_like(amax)).float()
+    return (x * scale).to(torch.float8_e4m3fn), (1.0 / scale).float()
+
+
 class TinyAr(torch.nn.Module):
     """The toy transformer (RMSNorm or LayerNorm, SwiGLU or GELU, learned positions, no biases).
     Parameters keep the TypeScript ParamStore names (dots become `__` inside torch)."""
 
-    def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], bf16: bool):
+    def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], bf16: bool, fp8: bool = False):
         super().__init__()
-        self.cfg, self.bf16 = cfg, bf16
+        self.cfg, self.bf16, self.fp8 = cfg, bf16, fp8
         self.names = [n for n, _, _ in param_specs(cfg)]
         for n in self.names:
             self.register_parameter(n.replace(".", "__"), torch.nn.Parameter(torch.from_numpy(np.array(params[n], dtype=np.float32))))
@@ -38,6 +59,15 @@ class TinyAr(torch.nn.Module):
         if self.bf16:  # operands rounded to bf16, float32 accumulation (the `bf16` plan)
             return torch.matmul(a.to(torch.bfloat16).float(), b.to(torch.bfloat16).float())
         return torch.matmul(a, b)
+
+    def linear(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """x (…, K) · wᵀ (w: N×K): FP8 W8A8 with per-tensor scales under an fp8 plan, else `mm`."""
+        if not self.fp8:
+            return self.mm(x, w.T)
+        xq, xs = quantize_e4m3_tensor(x.reshape(-1, x.shape[-1]))
+        wq, ws = quantize_e4m3_tensor(w)
+        out = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=torch.float32)
+        return out.reshape(*x.shape[:-1], w.shape[0])
 
     def norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         if self.cfg.norm == "rmsnorm":
@@ -54,18 +84,18 @@ class TinyAr(torch.nn.Module):
         for l in range(cfg.layers):
             pre = f"h{l}."
             h = self.norm(x, self.p(pre + "ln1.weight"))
-            q, k, v = (self.mm(h, self.p(pre + f"attn.w{n}").T).view(B, T, H, hs).transpose(1, 2) for n in "qkv")
+            q, k, v = (self.linear(h, self.p(pre + f"attn.w{n}")).view(B, T, H, hs).transpose(1, 2) for n in "qkv")
             s = self.mm(q, k.transpose(-1, -2)) / hs**0.5
             a = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
             o = self.mm(a, v).transpose(1, 2).reshape(B, T, cfg.C)
-            x = x + self.mm(o, self.p(pre + "attn.wo").T)
+            x = x + self.linear(o, self.p(pre + "attn.wo"))
             h2 = self.norm(x, self.p(pre + "ln2.weight"))
-            up = self.mm(h2, self.p(pre + "mlp.up").T)
+            up = self.linear(h2, self.p(pre + "mlp.up"))
             if cfg.mlp == "swiglu":
-                act = up * torch.nn.functional.silu(self.mm(h2, self.p(pre + "mlp.gate").T))
+                act = up * torch.nn.functional.silu(self.linear(h2, self.p(pre + "mlp.gate")))
             else:
                 act = torch.nn.functional.gelu(up, approximate="tanh")
-            x = x + self.mm(act, self.p(pre + "mlp.down").T)
+            x = x + self.linear(act, self.p(pre + "mlp.down"))
         head = self.p("wte") if cfg.tiedEmbeddings else self.p("lmHead")
         return self.mm(self.norm(x, self.p("lnf.weight")), head.T)
 
@@ -89,14 +119,14 @@ class TorchArBackend(Backend):
 
     def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], plan: str = "fp32", lr: float = 1e-3,
                  weight_decay: float = 0.0, max_new_tokens: Optional[int] = None, device: Optional[str] = None):
-        if plan not in ("fp32", "bf16"):
-            raise ValueError(f"plan: {plan!r} is not supported by this backend (fp32, bf16)")
+        if plan not in PLANS:
+            raise ValueError(f"plan: {plan!r} is not supported by this backend ({', '.join(PLANS)})")
         check_params(cfg, params)
         self.cfg, self.plan_name, self.max_new_tokens = cfg, plan, max_new_tokens
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        bf16 = plan == "bf16"
+        (engine_bf16, engine_fp8), bf16 = PLANS[plan]
         self.model = TinyAr(cfg, params, bf16).to(self.device)
-        self.engine = TinyAr(cfg, params, bf16).to(self.device).requires_grad_(False)
+        self.engine = TinyAr(cfg, params, engine_bf16, engine_fp8).to(self.device).requires_grad_(False)
         self.ref = TinyAr(cfg, params, bf16).to(self.device).requires_grad_(False)
         decay = [p for n, p in zip(self.model.names, self.model.parameters()) if p.ndim == 2]
         other = [p for n, p in zip(self.model.names, self.model.parameters()) if p.ndim != 2]
@@ -108,11 +138,14 @@ class TorchArBackend(Backend):
 
     def info(self) -> Dict[str, Any]:
         gemm = {"kind": "fp32"} if self.plan_name == "fp32" else {"kind": "rounding", "operands": "bf16"}
+        rollout_gemm = gemm
+        if self.plan_name == "fp8-tensor-rollout":
+            rollout_gemm = {"kind": "quantized", "weights": "te-current", "activations": "te-current", "dtype": "torch.float8_e4m3fn", "kernel": "torch._scaled_mm"}
         return {
             "backend": {"name": "qrl_backend.torch_ar", "version": f"{VERSION} (torch {torch.__version__}, {self.device.type})"},
             "policy": "ar",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
-            "plan": {"name": self.plan_name, "rollout": {"gemm": gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
+            "plan": {"name": self.plan_name, "rollout": {"gemm": rollout_gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
             "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
@@ -240,7 +273,7 @@ def build(argv: Optional[List[str]] = None) -> TorchArBackend:
     ap.add_argument("--weights")
     ap.add_argument("--config")
     ap.add_argument("--init-seed", type=int, default=0)
-    ap.add_argument("--plan", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--plan", default="fp32", choices=list(PLANS))
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--max-new-tokens", type=int)

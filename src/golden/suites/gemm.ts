@@ -3,9 +3,10 @@
 
 import { type AccumulatorModel, gemm } from '../../numerics/gemm.js';
 import { quantPreset } from '../../numerics/presets.js';
+import { type QuantizedTensor, dequantize, quantize } from '../../numerics/quantize.js';
 import { createRng, type Rng } from '../../rng.js';
 import { tensor } from '../write.js';
-import type { GoldenCase, GoldenSuite } from '../types.js';
+import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
 
 const M = 4;
 const N = 4;
@@ -24,7 +25,7 @@ function operand(rng: Rng, rows: number, k: number): Float32Array {
 interface GemmVariant {
   readonly name: string;
   readonly accumulator: AccumulatorModel;
-  readonly quant?: 'bf16' | 'e4m3fn' | 'int8-row';
+  readonly quant?: 'bf16' | 'e4m3fn' | 'int8-row' | 'e4m3fn-tensor' | 'e4m3fn-tensor-dequantized';
   readonly promoteEvery?: number;
   readonly note: string;
 }
@@ -36,6 +37,15 @@ const variants: readonly GemmVariant[] = [
   { name: 'fp64', accumulator: 'fp64', note: 'products summed in double, rounded to float32 once' },
   { name: 'int32', accumulator: 'int32', quant: 'int8-row', note: 'int8-row quantized operands, exact int32 sum, scales in the epilogue' },
   { name: 'hopper-fp8.promote4', accumulator: 'hopper-fp8', quant: 'e4m3fn', promoteEvery: 4, note: 'e4m3 operands, Hopper wgmma chunks of 32 truncated to 13 fractional bits, promoted to fp32 every 4 chunks' },
+  { name: 'pairwise.bf16-operands', accumulator: 'pairwise', quant: 'bf16', note: 'operands rounded to bf16 (RNE), pairwise' },
+  { name: 'fp64.bf16-operands', accumulator: 'fp64', quant: 'bf16', note: 'operands rounded to bf16 (RNE), summed in double' },
+  { name: 'fp32.e4m3fn-operands', accumulator: 'fp32', quant: 'e4m3fn', note: 'operands rounded to e4m3fn (RNE, no scale), fp32 sequential' },
+  { name: 'pairwise.e4m3fn-operands', accumulator: 'pairwise', quant: 'e4m3fn', note: 'operands rounded to e4m3fn (RNE, no scale), pairwise' },
+  { name: 'fp64.e4m3fn-operands', accumulator: 'fp64', quant: 'e4m3fn', note: 'operands rounded to e4m3fn (RNE, no scale), summed in double' },
+  { name: 'fp32.e4m3fn-tensor-scaled', accumulator: 'fp32', quant: 'e4m3fn-tensor', note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), fp32 sequential, scales in the epilogue' },
+  { name: 'fp64.e4m3fn-tensor-scaled', accumulator: 'fp64', quant: 'e4m3fn-tensor', note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), summed in double, scales in the epilogue' },
+  { name: 'fp32.e4m3fn-tensor-dequantized', accumulator: 'fp32', quant: 'e4m3fn-tensor-dequantized', note: 'operands quantized by vllm-fp8-tensor and dequantized (code·scale in float32) before the GEMM, fp32 sequential' },
+  { name: 'hopper-fp8.e4m3fn-tensor-scaled', accumulator: 'hopper-fp8', quant: 'e4m3fn-tensor', promoteEvery: 4, note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), hopper-fp8 promoted every 4 chunks, scales in the epilogue' },
   { name: 'hopper-fp8.no-promotion', accumulator: 'hopper-fp8', quant: 'e4m3fn', promoteEvery: 0, note: 'as promote4 but never promoted: the whole K stays in the truncating accumulator' },
 ];
 
@@ -44,8 +54,24 @@ function gemmCase(v: GemmVariant, seed: number): GoldenCase {
   const a = operand(rng, M, K);
   const b = operand(rng, N, K);
   const out = new Float32Array(M * N);
-  const quant = v.quant === 'int8-row' ? quantPreset('int8-row') : v.quant;
-  gemm(out, a, b, M, N, K, { accumulator: v.accumulator, ...(quant !== undefined ? { aQuant: quant, bQuant: quant } : {}), ...(v.promoteEvery !== undefined ? { promoteEvery: v.promoteEvery } : {}) });
+  const promote = v.promoteEvery !== undefined ? { promoteEvery: v.promoteEvery } : {};
+  let scaled: { qa: QuantizedTensor; qb: QuantizedTensor } | null = null;
+  if (v.quant === 'e4m3fn-tensor' || v.quant === 'e4m3fn-tensor-dequantized') {
+    // quantized here, so that the file can hold the codes and scales the GEMM used
+    const spec = quantPreset('vllm-fp8-tensor');
+    scaled = { qa: quantize(spec, a, [M, K]), qb: quantize(spec, b, [N, K]) };
+    if (v.quant === 'e4m3fn-tensor') gemm(out, scaled.qa, scaled.qb, M, N, K, { accumulator: v.accumulator, ...promote });
+    else gemm(out, dequantize(scaled.qa), dequantize(scaled.qb), M, N, K, { accumulator: v.accumulator });
+  } else {
+    const quant = v.quant === 'int8-row' ? quantPreset('int8-row') : v.quant;
+    gemm(out, a, b, M, N, K, { accumulator: v.accumulator, ...(quant !== undefined ? { aQuant: quant, bQuant: quant } : {}), ...promote });
+  }
+  const quantTensors: Record<string, GoldenTensor> = scaled === null ? {} : {
+    aCodes: tensor('input', Uint8Array.from(scaled.qa.codes), 'bitwise', [M, K], 'F8_E4M3'),
+    aScale: tensor('input', Float32Array.from(scaled.qa.scales), 'bitwise', [1]),
+    bCodes: tensor('input', Uint8Array.from(scaled.qb.codes), 'bitwise', [N, K], 'F8_E4M3'),
+    bScale: tensor('input', Float32Array.from(scaled.qb.scales), 'bitwise', [1]),
+  };
   return {
     name: v.name,
     description: `out = A·Bᵀ (${M}×${K} · ${N}×${K}): ${v.note}`,
@@ -53,6 +79,7 @@ function gemmCase(v: GemmVariant, seed: number): GoldenCase {
     tensors: {
       a: tensor('input', a, 'bitwise', [M, K]),
       b: tensor('input', b, 'bitwise', [N, K]),
+      ...quantTensors,
       out: tensor('expected', out, { ulp: 0 }, [M, N]),
     },
   };
@@ -61,7 +88,7 @@ function gemmCase(v: GemmVariant, seed: number): GoldenCase {
 /** Every accumulator model on the same operands (so the files show where they differ). */
 export const gemmSuite: GoldenSuite = {
   name: 'gemm',
-  description: 'A·Bᵀ under every accumulator model (fp32, pairwise, fp64, int32, hopper-fp8 with/without promotion) on the same operands',
+  description: 'A·Bᵀ under every accumulator model (fp32, pairwise, fp64, int32, hopper-fp8 with/without promotion) on the same operands: fp32, bf16, e4m3fn and per-tensor scaled e4m3fn',
   cases(seed) {
     return variants.map((v) => gemmCase(v, seed));
   },

@@ -6,6 +6,7 @@ import { castsSuite } from './casts.js';
 import { estimatorsSuite } from './estimators.js';
 import { gemmSuite } from './gemm.js';
 import { grpoStepSuite } from './grpo-step.js';
+import { libraryCastsSuite } from './library-casts.js';
 import { quantizersSuite } from './quantizers.js';
 
 /** Every golden suite, by name. */
@@ -15,4 +16,5 @@ export const goldenSuites: Readonly<Record<string, GoldenSuite>> = Object.freeze
   gemm: gemmSuite,
   estimators: estimatorsSuite,
   'grpo-step': grpoStepSuite,
+  'library-casts': libraryCastsSuite,
 });
