@@ -3,7 +3,7 @@
 // and its layer table covers every file of src/ exactly once. Not a style check.
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -104,6 +104,16 @@ describe('the layer table', () => {
       .map((f) => ({ f, rows: rows.filter((re) => re.test(f)).map(String) }))
       .filter(({ rows }) => rows.length !== 1);
     expect(misplaced).toEqual([]);
+  });
+
+  it('is the README table, row for row and in the same order', () => {
+    const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Layout of the sources'));
+    const table = section.slice(0, section.indexOf('\n## ')).split('\n').filter((l) => l.startsWith('| `src/'));
+    const first = table.map((l) => (/^\| `(src\/[^`]*)`/.exec(l) as RegExpExecArray)[1] as string);
+    const rows = layerRows().map((p) => new RegExp(p));
+    expect(first).toHaveLength(rows.length);
+    first.forEach((path, i) => expect(rows.findIndex((re) => re.test(path)), path).toBe(i));
   });
 
   it('would catch a file outside every row', () => {
