@@ -1,41 +1,55 @@
-// Import direction of src/ (docs/decisions.md "Layers"): each layer imports only the layers below it.
-//   ground (errors, rng, files, backend/contract) → numerics → nn → tasks → rl → policies
-//   → backend (reference) → runs → report (reads and renders) … → cli; protocol sits on the contract alone
+// The layer table of src/ (README "Layout of the sources", docs/decisions.md "Layer table"), bottom to top:
+// every file of src/ belongs to exactly one row (test/layers.test.ts checks it), and a row imports only
+// rows below it; a row with `only` imports just those rows. cli/ is the top row, so nothing imports it.
 // src/ never imports through a package entry (src/index.ts, src/<layer>/index.ts): those are for users.
-// `npm run lint:deps` checks it; test/layers.test.ts runs it on the sources and on a violating file.
+// `npm run lint:deps` checks it; test/layers.test.ts runs it on the sources and on planted violations.
 
-const above = {
-  numerics: ['nn', 'tasks', 'rl', 'policies', 'backend', 'runs', 'report', 'cli'],
-  nn: ['tasks', 'rl', 'policies', 'backend', 'runs', 'report', 'cli'],
-  tasks: ['rl', 'policies', 'backend', 'runs', 'report', 'cli'],
-  rl: ['policies', 'backend', 'runs', 'report', 'cli'],
-  policies: ['backend', 'runs', 'report', 'cli'],
-  backend: ['runs', 'report', 'cli'],
-  runs: ['cli'],
-  report: ['runs', 'cli', 'policies', 'backend'],
+/** @type {{ layer: string, path: string, only?: string[] }[]} */
+const layers = [
+  { layer: 'ground', path: '^src/((errors|rng|files|json)\\.ts|backend/contract\\.ts)$' },
+  { layer: 'numerics', path: '^src/numerics/' },
+  { layer: 'nn', path: '^src/nn/' },
+  { layer: 'tasks', path: '^src/tasks/' },
+  { layer: 'rl', path: '^src/rl/' },
   // qrl-backend/1 (framing, tensors, schemas, client, server) needs only the contract.
-  protocol: ['numerics', 'nn', 'tasks', 'rl', 'policies', 'backend', 'runs', 'report', 'cli'],
-};
-
-// The backend contract is types only and sits on the ground floor with errors, rng and files.
-const contract = 'src/backend/contract\\.ts$';
+  { layer: 'protocol', path: '^src/protocol/', only: ['ground'] },
+  { layer: 'policies', path: '^src/policies/' },
+  { layer: 'backend', path: '^src/backend/(?!contract\\.ts$)' },
+  // Reads run directories and renders them: it knows the files, not the code that wrote them.
+  { layer: 'report', path: '^src/report/', only: ['ground'] },
+  { layer: 'runs', path: '^src/runs/' },
+  { layer: 'golden', path: '^src/golden/' },
+  { layer: 'testing', path: '^src/testing/' },
+  { layer: 'entry', path: '^src/index\\.ts$' },
+  { layer: 'cli', path: '^src/cli/' },
+];
 
 module.exports = {
   forbidden: [
-    ...Object.entries(above).map(([layer, targets]) => ({
-      name: `${layer}-imports-downward`,
-      comment: `src/${layer}/ may not import ${targets.join(', ')}`,
-      severity: 'error',
-      from: { path: `^src/${layer}/` },
-      to: { path: `^src/(${targets.join('|')})/`, pathNot: contract },
-    })),
-    {
-      name: 'ground-floor',
-      comment: 'errors, rng, files and the backend contract import no other project module',
-      severity: 'error',
-      from: { path: ['^src/(errors|rng|files)\\.ts$', contract] },
-      to: { path: '^src/', pathNot: ['^src/(errors|rng|files)\\.ts$', contract] },
-    },
+    ...layers.flatMap(({ layer, path, only }, i) => {
+      const above = layers.slice(i + 1);
+      const rules = [];
+      if (above.length > 0) {
+        rules.push({
+          name: `${layer}-no-upward-imports`,
+          comment: `${layer} (${path}) may not import ${above.map((l) => l.layer).join(', ')}`,
+          severity: 'error',
+          from: { path },
+          to: { path: above.map((l) => l.path) },
+        });
+      }
+      if (only !== undefined) {
+        const beside = layers.slice(0, i).filter((l) => !only.includes(l.layer));
+        rules.push({
+          name: `${layer}-no-imports-beyond-${only.join('-')}`,
+          comment: `${layer} (${path}) imports only ${only.join(', ')}, not ${beside.map((l) => l.layer).join(', ')}`,
+          severity: 'error',
+          from: { path },
+          to: { path: beside.map((l) => l.path) },
+        });
+      }
+      return rules;
+    }),
     {
       name: 'no-import-through-entry',
       comment: 'package entries (src/index.ts, src/<layer>/index.ts) are for users; src/ imports the module itself',

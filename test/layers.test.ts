@@ -1,11 +1,12 @@
-// Import direction of src/: dependency-cruiser with .dependency-cruiser.cjs passes on the sources
-// and fails on a violating import (rl/ importing policies/, src/ importing through a package entry).
-// Not a style check.
+// Import direction of src/: dependency-cruiser with .dependency-cruiser.cjs passes on the sources,
+// fails on planted violations (upward imports, an import of cli/, an import through a package entry),
+// and its layer table covers every file of src/ exactly once. Not a style check.
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -37,9 +38,87 @@ describe('layers import only downward', () => {
     writeFileSync(join(tmp, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }));
     const r = cruise(tmp);
     expect(r.status).not.toBe(0);
-    expect(r.out).toMatch(/rl-imports-downward/);
+    expect(r.out).toMatch(/rl-no-upward-imports/);
     expect(r.out).toMatch(/src\/rl\/r\.ts → src\/policies\/p\.ts/);
     expect(r.out).toMatch(/no-import-through-entry/);
     expect(r.out).toMatch(/src\/policies\/q\.ts → src\/rl\/index\.ts/);
   }, 120_000);
+
+  it('numerics/ importing rl/, golden/ importing cli/ and report/ importing numerics/ fail, each under its rule', () => {
+    const dir = join(tmp, 'planted');
+    const files: Record<string, string> = {
+      'src/rl/types.ts': 'export type Advantage = number;\n',
+      'src/numerics/up.ts': "import type { Advantage } from '../rl/types.js';\nexport const a: Advantage = 1;\n",
+      'src/numerics/values.ts': 'export const v = 1;\n',
+      'src/cli/cast.ts': 'export const castCommand = 1;\n',
+      'src/golden/methods.ts': "import { castCommand } from '../cli/cast.js';\nexport const m = castCommand;\n",
+      'src/report/table.ts': "import { v } from '../numerics/values.js';\nexport const t = v;\n",
+      'tsconfig.json': JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }),
+    };
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(dir, path)), { recursive: true });
+      writeFileSync(join(dir, path), text);
+    }
+    const r = cruise(dir);
+    expect(r.status).not.toBe(0);
+    expect(r.out).toMatch(/numerics-no-upward-imports: src\/numerics\/up\.ts → src\/rl\/types\.ts/);
+    expect(r.out).toMatch(/golden-no-upward-imports: src\/golden\/methods\.ts → src\/cli\/cast\.ts/);
+    expect(r.out).toMatch(/report-no-imports-beyond-ground: src\/report\/table\.ts → src\/numerics\/values\.ts/);
+    expect(r.out).toMatch(/x 3 dependency violations/);
+  }, 120_000);
+});
+
+interface Rule {
+  readonly name: string;
+  readonly from: { readonly path?: string | string[] };
+  readonly to: { readonly path?: string | string[] };
+}
+
+/** The rows of the layer table: the paths named by the `*-no-upward-imports` rules, as source and as target. */
+function layerRows(): string[] {
+  const { forbidden } = createRequire(import.meta.url)(config) as { forbidden: Rule[] };
+  const rows = new Set<string>();
+  for (const rule of forbidden.filter((r) => r.name.endsWith('-no-upward-imports'))) {
+    for (const p of [rule.from.path ?? [], rule.to.path ?? []].flat()) rows.add(p);
+  }
+  return [...rows];
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : [join(dir, e.name)]));
+}
+
+describe('the layer table', () => {
+  it('has one row per layer, the root entry and cli/ among them', () => {
+    const rows = layerRows();
+    expect(rows.length).toBe(14);
+    expect(rows.filter((p) => new RegExp(p).test('src/cli/main.ts'))).toHaveLength(1);
+    expect(rows.filter((p) => new RegExp(p).test('src/index.ts'))).toHaveLength(1);
+  });
+
+  it('puts every file of src/ in exactly one row', () => {
+    const rows = layerRows().map((p) => new RegExp(p));
+    const files = filesUnder(join(repo, 'src')).map((f) => relative(repo, f).split('\\').join('/'));
+    expect(files.length).toBeGreaterThan(100);
+    const misplaced = files
+      .map((f) => ({ f, rows: rows.filter((re) => re.test(f)).map(String) }))
+      .filter(({ rows }) => rows.length !== 1);
+    expect(misplaced).toEqual([]);
+  });
+
+  it('is the README table, row for row and in the same order', () => {
+    const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Layout of the sources'));
+    const table = section.slice(0, section.indexOf('\n## ')).split('\n').filter((l) => l.startsWith('| `src/'));
+    const first = table.map((l) => (/^\| `(src\/[^`]*)`/.exec(l) as RegExpExecArray)[1] as string);
+    const rows = layerRows().map((p) => new RegExp(p));
+    expect(first).toHaveLength(rows.length);
+    first.forEach((path, i) => expect(rows.findIndex((re) => re.test(path)), path).toBe(i));
+  });
+
+  it('would catch a file outside every row', () => {
+    const rows = layerRows().map((p) => new RegExp(p));
+    expect(rows.filter((re) => re.test('src/extra.ts'))).toHaveLength(0);
+    expect(rows.filter((re) => re.test('src/backend/contract.ts'))).toHaveLength(1);
+  });
 });

@@ -4,6 +4,7 @@
 import { type CastProfile, type RoundingMode, castProfiles, profileCovers, roundingModes } from '../numerics/profiles.js';
 import { type FloatFormat, decode, floatFormats } from '../numerics/formats.js';
 import { scalarEncoder } from '../numerics/round.js';
+import { formatValue, parseFloat32 } from '../numerics/values.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
@@ -28,22 +29,6 @@ VALUES are decimal numbers, NaN, Infinity, -Infinity or -0; put '--' before nega
 examples:
   qrl-sim cast --format e4m3fn --profile satfinite 448 464 465 1e6
   qrl-sim cast --format e2m1 --profile mx --json -- 2.5 -2.5 NaN`;
-
-const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
-const SPECIAL: Record<string, number> = { nan: Number.NaN, infinity: Infinity, '+infinity': Infinity, '-infinity': -Infinity, inf: Infinity, '-inf': -Infinity };
-
-/** Parses a CLI value to float32 (decimal, NaN, ±Infinity, −0). */
-export function parseFloat32(text: string): number {
-  const special = SPECIAL[text.toLowerCase()];
-  if (special !== undefined) return special;
-  if (!NUMBER.test(text)) throw new UsageError(`value '${text}' is not a number (decimal, NaN, Infinity, -Infinity or -0)`);
-  return Math.fround(Number(text));
-}
-
-/** Formats a number so that −0, NaN and ±Infinity read back unchanged. */
-export function formatValue(v: number): string {
-  return Object.is(v, -0) ? '-0' : String(v);
-}
 
 function hex(code: number, format: FloatFormat): string {
   return `0x${code.toString(16).padStart(Math.ceil(format.bits / 4), '0')}`;

@@ -8,7 +8,7 @@ import { referenceMethods } from '../golden/methods.js';
 import { ESTIMATOR_RULE } from '../golden/suites/estimators.js';
 import type { CompareRule } from '../golden/types.js';
 import { RpcCallError, spawnRpcClient } from '../protocol/jsonrpc.js';
-import { formatValue } from './cast.js';
+import { formatValue } from '../numerics/values.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from '../testing/arbitraries.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';

@@ -14,7 +14,7 @@ import { fakeQuant } from '../numerics/vector.js';
 import { scalarEncoder } from '../numerics/round.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
-import { formatValue } from './cast.js';
+import { formatValue } from '../numerics/values.js';
 import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
 import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';

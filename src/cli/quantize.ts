@@ -6,7 +6,7 @@ import { type QuantPreset, type QuantPresetParams, quantPreset, quantPresets } f
 import { type QuantizedTensor, dequantize, quantize } from '../numerics/quantize.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseJsonInput } from '../json.js';
+import { parseQuantizeInput, quantizationStats } from '../numerics/values.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
 
 const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
@@ -42,35 +42,6 @@ examples:
   qrl-sim quantize --preset mxfp4 --block 32 --input docs/examples/weights.json
   echo '[[1, -2, 3.5, 0]]' | qrl-sim quantize --preset deepgemm-fp8-group --block 4 --ue8m0 --input -`;
 
-const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
-
-function parseElement(v: unknown, where: string): number {
-  if (typeof v === 'number') return Math.fround(v);
-  if (typeof v === 'string' && v in SPECIAL) return SPECIAL[v] as number;
-  throw new UsageError(`--input: element ${where} is not a number: ${JSON.stringify(v)}`);
-}
-
-/** Parses the input JSON into float32 values and a (rows, cols) shape; `oneD` when the input was a flat array. */
-export function parseQuantizeInput(text: string): { x: Float32Array; shape: [number, number]; oneD: boolean } {
-  const data = parseJsonInput(text, '--input');
-  if (!Array.isArray(data)) throw new UsageError('--input: expected a JSON array of numbers or an array of rows');
-  if (data.length === 0 || !Array.isArray(data[0])) {
-    const x = Float32Array.from(data, (v, i) => parseElement(v, `[${i}]`));
-    return { x, shape: [1, x.length], oneD: true };
-  }
-  const rows = data as unknown[];
-  const cols = (rows[0] as unknown[]).length;
-  const x = new Float32Array(rows.length * cols);
-  rows.forEach((row, r) => {
-    if (!Array.isArray(row)) throw new UsageError(`--input: row ${r} is not an array`);
-    if (row.length !== cols) throw new UsageError(`--input: row ${r} has ${row.length} values, row 0 has ${cols}`);
-    row.forEach((v, c) => {
-      x[r * cols + c] = parseElement(v, `[${r}][${c}]`);
-    });
-  });
-  return { x, shape: [rows.length, cols], oneD: false };
-}
-
 /** A JSON-safe number: non-finite values and −0 as strings. */
 function jsonNumber(v: number): number | string {
   if (Object.is(v, -0)) return '-0';
@@ -82,33 +53,6 @@ function shaped<T>(values: T[], shape: readonly number[], oneD: boolean): T[] | 
   if (shape.length === 1 || oneD) return values;
   const [rows, cols] = shape as [number, number];
   return Array.from({ length: rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
-}
-
-/**
- * Error statistics over the elements where input and output are both finite, and `nonFinite`:
- * the number of elements whose input is finite but whose dequantized value is not (NaN or ±∞),
- * which the statistics cannot include and must not hide.
- */
-export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsError: number; rmse: number; sqnrDb: number; nonFinite: number } {
-  let maxAbs = 0;
-  let sumSq = 0;
-  let sumErr = 0;
-  let n = 0;
-  let nonFinite = 0;
-  for (let i = 0; i < x.length; i++) {
-    const a = x[i] as number;
-    const b = y[i] as number;
-    if (Number.isFinite(a) && !Number.isFinite(b)) nonFinite++;
-    if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
-    const e = a - b;
-    maxAbs = Math.max(maxAbs, Math.abs(e));
-    sumSq += a * a;
-    sumErr += e * e;
-    n++;
-  }
-  const rmse = n === 0 ? 0 : Math.sqrt(sumErr / n);
-  const sqnrDb = sumErr === 0 ? Infinity : 10 * Math.log10(sumSq / sumErr);
-  return { maxAbsError: maxAbs, rmse, sqnrDb, nonFinite };
 }
 
 /** The `quantize` subcommand. */

@@ -1,14 +1,13 @@
 // The three methods `qrl-sim check` calls on an implementation, computed by qrl-sim: `estimate`,
 // `cast` and `quantize`, each taking and returning the JSON of the matching CLI command.
 
-import { formatValue, parseFloat32 } from '../cli/cast.js';
-import { parseQuantizeInput, quantizationStats } from '../cli/quantize.js';
 import { UsageError } from '../errors.js';
 import { decode, floatFormat } from '../numerics/formats.js';
 import { castProfile, profileCovers, roundingModes, type RoundingMode } from '../numerics/profiles.js';
 import { quantPreset } from '../numerics/presets.js';
 import { dequantize, quantize } from '../numerics/quantize.js';
 import { scalarEncoder } from '../numerics/round.js';
+import { formatValue, parseFloat32, parseQuantizeInput, quantizationStats } from '../numerics/values.js';
 import { estimateJson } from '../rl/estimate.js';
 
 /** Params of `cast`: format, profile, mode and the inputs as the strings `qrl-sim cast` prints. */
