@@ -292,6 +292,28 @@ function int32Range(partial: Float32Array, A: Float32Array, B: Float32Array, m: 
   }
 }
 
+/**
+ * Whether every `int32` sum of A·Bᵀ is computed exactly by float32 arithmetic: integer operands with
+ * k·max|A|·max|B| < 2^24. Then each product and each partial sum is an integer below 2^24 in
+ * magnitude, exact in float32, so the sequential float32 sum (fp32 model, any order) equals the
+ * integer sum, which never reaches 2^31 and so equals the wrapping int32 sum; it starts at +0 and
+ * x + (−x) is +0 in round-to-nearest, so no −0 appears either. INT8 operands (|v| ≤ 128) qualify
+ * up to k = 1023.
+ */
+function int32IsExactInFloat32(A: Float32Array, B: Float32Array, m: number, n: number, k: number): boolean {
+  let maxA = 0;
+  for (let i = 0; i < m * k; i++) {
+    const v = Math.abs(A[i] as number);
+    if (v > maxA) maxA = v;
+  }
+  let maxB = 0;
+  for (let i = 0; i < n * k; i++) {
+    const v = Math.abs(B[i] as number);
+    if (v > maxB) maxB = v;
+  }
+  return k * maxA * maxB < 2 ** 24;
+}
+
 /** Exponent MMA-Sim assigns to an input value: ⌊log2|v|⌋, floored at the format's emin (zeros and subnormals). */
 function inputExponent(v: number, emin: number): number {
   if (v === 0 || !Number.isFinite(v)) return emin;
@@ -584,7 +606,10 @@ function runRange(
     case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
     case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
     case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
-    case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
+    case 'int32':
+      // Small integer operands: the float32 kernel's sums are the exact int32 sums (int32IsExactInFloat32).
+      if (fp32 !== null) return fp32(partial, k0, k1);
+      return int32Range(partial, A, B, m, n, k, k0, k1);
     case 'hopper-fp8':
       if (tables === null) return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, eminA, eminB, fractionBits);
       return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, chunk, fractionBits);
@@ -689,7 +714,7 @@ export function gemm(
     opB.fine && opB.layout ? opB.layout.kSize : Infinity,
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
-  const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
+  const fp32 = model === 'fp32' || (model === 'int32' && options.reference !== true && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   const hopperTables = model === 'hopper-fp8' && options.reference !== true ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);
