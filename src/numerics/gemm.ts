@@ -14,6 +14,7 @@ import {
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
 import { hopperChunkSums, type HopperChunkResult } from './hopper-kernel.js';
+import { hopperGemmSegments } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable, fakeQuant } from './vector.js';
 
@@ -637,6 +638,38 @@ function accumulateChunkSums(
   }
 }
 
+/** Per-segment scales of {@link hopperOneCall}: (segment, row) of A and (segment, row) of B, grown on demand. */
+let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
+
+/**
+ * The hopper-fp8 GEMM of finite operands in one {@link hopperGemmSegments} call when every K-segment
+ * is exactly one chunk and there are enough products to pay for the copies; writes the float32
+ * accumulators into `total` and returns true, or returns false (nothing written that the segment
+ * loop would read) for the segment loop to run.
+ */
+function hopperOneCall(
+  total: Float32Array, opA: Operand, opB: Operand, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
+  steps: number[], chunk: number, fine: boolean, fractionBits: number,
+): boolean {
+  if (k === 0 || k % chunk !== 0 || m * n * k < SIMD_MIN_WORK) return false;
+  const bounds = boundaries(0, k, steps);
+  const nseg = k / chunk;
+  if (bounds.length !== nseg + 1) return false;
+  for (let s = 0; s <= nseg; s++) if (bounds[s] !== s * chunk) return false;
+  if (fine) {
+    if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
+      segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
+    }
+    const { a: sa, b: sb } = segmentScales;
+    for (let s = 0; s < nseg; s++) {
+      const k0 = s * chunk;
+      for (let i = 0; i < m; i++) sa[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+      for (let j = 0; j < n; j++) sb[s * n + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+    }
+  }
+  return hopperGemmSegments(total, opA.values, opB.values, tables[0], tables[1], m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -718,7 +751,9 @@ export function gemm(
   const hopperTables = model === 'hopper-fp8' && options.reference !== true ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);
-  for (let p = 0; p < splitK; p++) {
+  // Every K-segment one chunk (the presets): the whole GEMM in one WebAssembly call, else the segment loop below.
+  const oneCall = hopperTables !== null && splitK === 1 && hopperOneCall(total, opA, opB, hopperTables, m, n, k, steps, chunk, fine, fractionBits);
+  for (let p = 0; p < (oneCall ? 0 : splitK); p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
     const bounds = boundaries(lo, hi, steps);
