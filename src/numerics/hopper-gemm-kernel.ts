@@ -244,19 +244,33 @@ interface FullPanels {
 /** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
 const panelCache = new WeakMap<Float32Array, FullPanels>();
 
-function packFull(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
+/** Writes B's panels into `values`/`exps` from element `vo`/`eo` on (padding columns: 0 and −126). */
+function packInto(B: Float32Array, eB: Int16Array, n: number, K: number, values: Float64Array, vo: number, exps: Int32Array, eo: number): void {
   const np = Math.ceil(n / 4);
-  const values = new Float64Array(np * K * 4);
-  const exps = new Int32Array(np * K * 4).fill(-126);
+  for (let j = n; j < np * 4; j++) {
+    const p = j >> 2;
+    const c = j & 3;
+    for (let kk = 0; kk < K; kk++) {
+      values[vo + (p * K + kk) * 4 + c] = 0;
+      exps[eo + (p * K + kk) * 4 + c] = -126;
+    }
+  }
   for (let j = 0; j < n; j++) {
     const p = j >> 2;
     const c = j & 3;
     for (let kk = 0; kk < K; kk++) {
       const at = (p * K + kk) * 4 + c;
-      values[at] = B[j * K + kk] as number;
-      exps[at] = eB[j * K + kk] as number;
+      values[vo + at] = B[j * K + kk] as number;
+      exps[eo + at] = eB[j * K + kk] as number;
     }
   }
+}
+
+function packFull(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
+  const np = Math.ceil(n / 4);
+  const values = new Float64Array(np * K * 4);
+  const exps = new Int32Array(np * K * 4);
+  packInto(B, eB, n, K, values, 0, exps, 0);
   return { n, K, values, exps };
 }
 
@@ -282,9 +296,9 @@ export function hopperGemmSegments(
   const nseg = K / segLen;
   const np = Math.ceil(n / 4);
   let panels = cacheB ? panelCache.get(B) : undefined;
-  if (panels === undefined || panels.n !== n || panels.K !== K) {
+  if (cacheB && (panels === undefined || panels.n !== n || panels.K !== K)) {
     panels = packFull(B, eB, n, K);
-    if (cacheB) panelCache.set(B, panels);
+    panelCache.set(B, panels);
   }
   const av = 0;
   const ae = align(av + m * K * 8);
@@ -306,8 +320,10 @@ export function hopperGemmSegments(
     f64[x] = A[x] as number;
     i32[ae / 4 + x] = eA[x] as number;
   }
-  f64.set(panels.values, bv / 8);
-  i32.set(panels.exps, be / 4);
+  if (panels !== undefined) {
+    f64.set(panels.values, bv / 8);
+    i32.set(panels.exps, be / 4);
+  } else packInto(B, eB, n, K, f64, bv / 8, i32, be / 4); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
