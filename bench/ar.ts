@@ -42,6 +42,15 @@ interface PlanTimes {
   roll: number[];
   fwd: number[];
   bwd: number[];
+  /** Process CPU milliseconds (user + system) of the rollout and of the trainer forward + backward: robust to a shared machine. */
+  rollCpu: number[];
+  trainerCpu: number[];
+}
+
+/** Process CPU time in milliseconds (user + system). */
+function cpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
 }
 
 /** Runs every plan once per repeat, interleaved (so load changes hit all plans alike); returns the times. */
@@ -51,20 +60,24 @@ function timePlans(size: BenchSize, planNames: readonly string[], repeats: numbe
   const L = size.length;
   const policy = createArPolicy(arConfig({ ...size.model, vocabSize: task.vocabSize, maxLen: task.promptLength + L }), 0);
   const prompts = task.trainProblems(B, 0).map((p) => [...p.prompt]);
-  const times = new Map<string, PlanTimes>(planNames.map((p) => [p, { roll: [], fwd: [], bwd: [] }]));
+  const times = new Map<string, PlanTimes>(planNames.map((p) => [p, { roll: [], fwd: [], bwd: [], rollCpu: [], trainerCpu: [] }]));
   for (let i = 0; i < repeats; i++) {
     for (const name of planNames) {
       const plan = precisionPlans[name as keyof typeof precisionPlans];
       const t = times.get(name) as PlanTimes;
+      const c0 = cpuMs();
       const t0 = performance.now();
       const r = rollout(policy, prompts, { maxNewTokens: L, numerics: numericsFor(plan.rollout), rng: createRng(i), eos: null });
       const t1 = performance.now();
+      const c1 = cpuMs();
       const lp = computeLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, { numerics: numericsFor(plan.trainer) });
       const t2 = performance.now();
       policy.params.grads.fill(0);
       backwardLogprobs(policy, lp, new Float64Array(B * L).fill(1 / (B * L)));
       const t3 = performance.now();
+      const c3 = cpuMs();
       t.roll.push(t1 - t0); t.fwd.push(t2 - t1); t.bwd.push(t3 - t2);
+      t.rollCpu.push(c1 - c0); t.trainerCpu.push(c3 - c1);
     }
   }
   return { times, promptLength: task.promptLength };
@@ -86,7 +99,11 @@ export async function benchAr(repeats = 5, planNames: readonly string[] = Object
     const roll = median(t.roll), fwd = median(t.fwd), bwd = median(t.bwd);
     return {
       name: `ar ${name}: rollout ${size.batch}×${size.length} (prompt ${promptLength}), trainer forward/backward on (${size.batch}, ${promptLength + size.length})`,
-      figures: { rolloutMs: roll, trainerForwardMs: fwd, trainerBackwardMs: bwd, rolloutVsBf16: roll / baseRoll, trainerVsBf16: (fwd + bwd) / (baseStep - baseRoll), stepVsBf16: (roll + fwd + bwd) / baseStep },
+      figures: {
+        rolloutMs: roll, trainerForwardMs: fwd, trainerBackwardMs: bwd, rolloutVsBf16: roll / baseRoll, trainerVsBf16: (fwd + bwd) / (baseStep - baseRoll), stepVsBf16: (roll + fwd + bwd) / baseStep,
+        // The same ratios in process CPU time: they do not count time spent waiting for a core.
+        rolloutCpuVsBf16: median(t.rollCpu) / median(base.rollCpu), trainerCpuVsBf16: median(t.trainerCpu) / median(base.trainerCpu),
+      },
     };
   });
 }

@@ -4,6 +4,7 @@
 import { benchAr, benchSizes, benchSizesLines } from './ar.js';
 import { type BenchLine, benchCast } from './cast.js';
 import { benchGemm } from './gemm.js';
+import { benchLength, lengthBenchPlans } from './length.js';
 import { disposeOrtBenches } from './ort.js';
 import { benchThreads } from './threads.js';
 
@@ -22,6 +23,8 @@ const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   sizes: () => benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),
   // QRL_BENCH_THREADS=n compares 1 with n threads (default 2).
   threads: () => benchThreads(Number(process.env.QRL_BENCH_THREADS ?? 2)),
+  // The long-response lab setting, one GRPO step per plan (QRL_BENCH_PLANS=a,b; QRL_BENCH_REPEATS=n rounds).
+  length: () => benchLength(process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : lengthBenchPlans, Number(process.env.QRL_BENCH_REPEATS ?? 1)),
 };
 const sections: Record<string, () => Promise<void>> = {
   gemm: async () => {

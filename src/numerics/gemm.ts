@@ -14,6 +14,7 @@ import {
 } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
 import { hopperChunkSums, type HopperChunkResult } from './hopper-kernel.js';
+import { hopperGemmSegments } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable, fakeQuant } from './vector.js';
 
@@ -290,6 +291,28 @@ function int32Range(partial: Float32Array, A: Float32Array, B: Float32Array, m: 
       partial[i * n + j] = s; // int32 → float32 conversion (RNE), as the kernels' epilogue does
     }
   }
+}
+
+/**
+ * Whether every `int32` sum of A·Bᵀ is computed exactly by float32 arithmetic: integer operands with
+ * k·max|A|·max|B| < 2^24. Then each product and each partial sum is an integer below 2^24 in
+ * magnitude, exact in float32, so the sequential float32 sum (fp32 model, any order) equals the
+ * integer sum, which never reaches 2^31 and so equals the wrapping int32 sum; it starts at +0 and
+ * x + (−x) is +0 in round-to-nearest, so no −0 appears either. INT8 operands (|v| ≤ 128) qualify
+ * up to k = 1023.
+ */
+function int32IsExactInFloat32(A: Float32Array, B: Float32Array, m: number, n: number, k: number): boolean {
+  let maxA = 0;
+  for (let i = 0; i < m * k; i++) {
+    const v = Math.abs(A[i] as number);
+    if (v > maxA) maxA = v;
+  }
+  let maxB = 0;
+  for (let i = 0; i < n * k; i++) {
+    const v = Math.abs(B[i] as number);
+    if (v > maxB) maxB = v;
+  }
+  return k * maxA * maxB < 2 ** 24;
 }
 
 /** Exponent MMA-Sim assigns to an input value: ⌊log2|v|⌋, floored at the format's emin (zeros and subnormals). */
@@ -584,7 +607,10 @@ function runRange(
     case 'fp32': return (fp32 as NonNullable<typeof fp32>)(partial, k0, k1);
     case 'pairwise': return pairwiseRange(partial, A, B, m, n, k, k0, k1);
     case 'fp64': return fp64Range(partial, A, B, m, n, k, k0, k1);
-    case 'int32': return int32Range(partial, A, B, m, n, k, k0, k1);
+    case 'int32':
+      // Small integer operands: the float32 kernel's sums are the exact int32 sums (int32IsExactInFloat32).
+      if (fp32 !== null) return fp32(partial, k0, k1);
+      return int32Range(partial, A, B, m, n, k, k0, k1);
     case 'hopper-fp8':
       if (tables === null) return hopperRange(partial, A, B, m, n, k, k0, k1, chunk, eminA, eminB, fractionBits);
       return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, chunk, fractionBits);
@@ -610,6 +636,38 @@ function accumulateChunkSums(
       acc[o] = fine ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
     }
   }
+}
+
+/** Per-segment scales of {@link hopperOneCall}: (segment, row) of A and (segment, row) of B, grown on demand. */
+let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
+
+/**
+ * The hopper-fp8 GEMM of finite operands in one {@link hopperGemmSegments} call when every K-segment
+ * is exactly one chunk and there are enough products to pay for the copies; writes the float32
+ * accumulators into `total` and returns true, or returns false (nothing written that the segment
+ * loop would read) for the segment loop to run.
+ */
+function hopperOneCall(
+  total: Float32Array, opA: Operand, opB: Operand, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
+  steps: number[], chunk: number, fine: boolean, fractionBits: number,
+): boolean {
+  if (k === 0 || k % chunk !== 0 || m * n * k < SIMD_MIN_WORK) return false;
+  const bounds = boundaries(0, k, steps);
+  const nseg = k / chunk;
+  if (bounds.length !== nseg + 1) return false;
+  for (let s = 0; s <= nseg; s++) if (bounds[s] !== s * chunk) return false;
+  if (fine) {
+    if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
+      segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
+    }
+    const { a: sa, b: sb } = segmentScales;
+    for (let s = 0; s < nseg; s++) {
+      const k0 = s * chunk;
+      for (let i = 0; i < m; i++) sa[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+      for (let j = 0; j < n; j++) sb[s * n + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+    }
+  }
+  return hopperGemmSegments(total, opA.values, opB.values, tables[0], tables[1], m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
 }
 
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
@@ -689,11 +747,13 @@ export function gemm(
     opB.fine && opB.layout ? opB.layout.kSize : Infinity,
     model === 'hopper-fp8' && promoteEvery > 0 ? promoteEvery * chunk : Infinity,
   ];
-  const fp32 = model === 'fp32' ? fp32Gemm(A, B, m, n, k) : null;
+  const fp32 = model === 'fp32' || (model === 'int32' && options.reference !== true && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   const hopperTables = model === 'hopper-fp8' && options.reference !== true ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);
-  for (let p = 0; p < splitK; p++) {
+  // Every K-segment one chunk (the presets): the whole GEMM in one WebAssembly call, else the segment loop below.
+  const oneCall = hopperTables !== null && splitK === 1 && hopperOneCall(total, opA, opB, hopperTables, m, n, k, steps, chunk, fine, fractionBits);
+  for (let p = 0; p < (oneCall ? 0 : splitK); p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
     const bounds = boundaries(lo, hi, steps);

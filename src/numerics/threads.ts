@@ -139,11 +139,45 @@ export function disposeGemmThreads(): void {
 }
 
 /**
+ * Operands their owner promised never to write again (a weight rounded once per numerics object, i.e.
+ * per weight version: a sync or an optimizer step builds a new numerics object and a new array). The
+ * caller's thread keeps their packed 8-column panels and copies them into the kernel's memory instead
+ * of packing b on every call (a decode step then packs only its activations).
+ */
+const immutableOperands = new WeakSet<Float32Array>();
+/** Packed panels (n8 / 8, k, 8) of immutable b operands, by array. */
+const packedPanels = new WeakMap<Float32Array, { readonly n8: number; readonly k: number; readonly panels: Float32Array }>();
+
+/**
+ * Declares that `b` will not be written again, so {@link threadedGemmF32} may keep its packed panels
+ * (by array identity) for later calls. Only for arrays nobody mutates: a weight copy rounded once per
+ * weight version. @internal
+ */
+export function markGemmOperandImmutable(b: Float32Array): void {
+  immutableOperands.add(b);
+}
+
+function panelsOf(B: Float32Array, n8: number, k: number): Float32Array {
+  const known = packedPanels.get(B);
+  if (known !== undefined && known.n8 === n8 && known.k === k) return known.panels;
+  const panels = new Float32Array(n8 * k);
+  for (let p = 0; p < n8 / 8; p++) {
+    for (let c = 0; c < 8; c++) {
+      const row = (p * 8 + c) * k;
+      const base = p * k * 8 + c;
+      for (let kk = 0; kk < k; kk++) panels[base + kk * 8] = B[row + kk] as number;
+    }
+  }
+  packedPanels.set(B, { n8, k, panels });
+  return panels;
+}
+
+/**
  * The caller's share: the rows of tasks id, id + threads, … of out (m×n) = A (m×k) · B (n×k)ᵀ, through the SIMD
  * kernel where WebAssembly SIMD is available and the sequential float32 loop elsewhere (same bits); the
  * worker's `threadRows` in WORKER_SOURCE is the same algorithm.
  */
-function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number, n: number, k: number, id: number, threads: number, rowsPerTask: number): void {
+function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number, n: number, k: number, id: number, threads: number, rowsPerTask: number, immutableB: Float32Array | null = null): void {
   if (callerKernel === undefined) callerKernel = newFp32Kernel();
   const wasm = callerKernel;
   const rows: number[] = [];
@@ -162,11 +196,14 @@ function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number
     const mem = new Float32Array(wasm.memory.buffer);
     for (let r = 0; r < r4; r++) mem.set(A.subarray((rows[r] as number) * k, (rows[r] as number) * k + k), r * k);
     const bBase = aBytes / 4;
-    for (let p = 0; p < n8 / 8; p++) {
-      for (let c = 0; c < 8; c++) {
-        const row = (p * 8 + c) * k;
-        const base = bBase + p * k * 8 + c;
-        for (let kk = 0; kk < k; kk++) mem[base + kk * 8] = B[row + kk] as number;
+    if (immutableB !== null) mem.set(panelsOf(immutableB, n8, k), bBase);
+    else {
+      for (let p = 0; p < n8 / 8; p++) {
+        for (let c = 0; c < 8; c++) {
+          const row = (p * 8 + c) * k;
+          const base = bBase + p * k * 8 + c;
+          for (let kk = 0; kk < k; kk++) mem[base + kk * 8] = B[row + kk] as number;
+        }
       }
     }
     for (let p = 0; p < n8 / 8; p++) {
@@ -206,7 +243,8 @@ export function threadedGemmF32(out: Float32Array, a: Float32Array, b: Float32Ar
   const used = m * n * k < GEMM_THREAD_MIN_WORK ? 1 : Math.min(threads, Math.ceil(m / GEMM_ROWS_PER_TASK));
   const words = m * k + n * k + m * n;
   if (used === 1) {
-    threadRows(a.subarray(0, m * k), b.subarray(0, n * k), out.subarray(0, m * n), m, n, k, 0, 1, GEMM_ROWS_PER_TASK);
+    const immutableB = b.length === n * k && immutableOperands.has(b) ? b : null;
+    threadRows(a.subarray(0, m * k), b.subarray(0, n * k), out.subarray(0, m * n), m, n, k, 0, 1, GEMM_ROWS_PER_TASK, immutableB);
     return out;
   }
   const p = poolOf(threads - 1);

@@ -132,11 +132,13 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
     return neg ? code + signMask : code;
   };
 
-  // For formats of at most 8 bits, most float32 inputs are decided by their top 16 bits: a
+  // For formats of at most 16 bits, most float32 inputs are decided by their top 16 bits: a
   // 65 536-entry table holds the code of every such bucket. Rounding is monotone within a bucket of
   // one sign, so equal ends imply one code for the whole bucket; when the ends differ by one code
   // (a rounding boundary inside the bucket), the boundary's low 16 bits are stored instead. Buckets
-  // with more codes or a raw-range edge inside are AMBIGUOUS and take the per-value path.
+  // with more codes or a raw-range edge inside are AMBIGUOUS and take the per-value path. For a
+  // 16-bit format the code 0xffff itself is stored as AMBIGUOUS (it takes the per-value path), and
+  // bf16 buckets are all one- or two-code buckets (its codes are the top 16 bits of a float32).
   const AMBIGUOUS = 0xffff;
   interface Tables {
     readonly code: Uint16Array; // (65536) code, or AMBIGUOUS
@@ -181,7 +183,7 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   const encodeInto = (src: Float32Array, dst: CodeArray): void => {
     const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
     const n = bits.length;
-    if (dst instanceof Uint8Array && (tables !== null || n >= 4096 || perValueCount >= 262144)) {
+    if ((dst instanceof Uint8Array || dst instanceof Uint16Array) && (tables !== null || n >= 4096 || perValueCount >= 262144)) {
       const { code, split, lower, upper } = (tables ??= buildTables());
       for (let i = 0; i < n; i++) {
         const b = bits[i] as number;

@@ -9,6 +9,7 @@ import type { KvCacheHook } from '../nn/block-decode.js';
 import { allocCodes, decodeArray, encodeArray, fakeQuant, type CodeArray } from '../numerics/vector.js';
 import { floatFormats, type FloatFormat } from '../numerics/formats.js';
 import type { CastProfile, CastProfileName } from '../numerics/profiles.js';
+import { markGemmOperandImmutable } from '../numerics/threads.js';
 
 /**
  * The GEMM functions and KV-cache rounding one engine (rollout or trainer) uses, built from a
@@ -190,6 +191,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     if (wb === undefined) {
       wb = round(b);
       weightCache.set(b, wb);
+      markGemmOperandImmutable(wb); // nothing writes wb: its packed panels may be kept
     }
     accumulate(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
     finish(o.subarray(0, m * n));

@@ -153,6 +153,32 @@ describe('int32 accumulator', () => {
     }
   });
 
+  it('the float32 SIMD kernel path (k·max|A|·max|B| < 2^24) equals the scalar int32 reference, Object.is, at tile and edge shapes', () => {
+    const rng = createRng('int').fork('simd');
+    // Edge values: ±0 products, −128·−128, mixed signs that cancel to 0; m, n off the 4×8 tile on purpose.
+    for (const [m, n, k] of [[9, 17, 64], [4, 8, 1], [16, 64, 32], [5, 3, 1023]] as const) {
+      const edge = [-128, 127, 0, -1, 1, -127];
+      const a = Float32Array.from({ length: m * k }, (_, i) => (i % 7 === 0 ? edge[i % edge.length]! : rng.int(256) - 128));
+      const b = Float32Array.from({ length: n * k }, (_, i) => (i % 5 === 0 ? edge[(i >> 1) % edge.length]! : rng.int(256) - 128));
+      const fast = gemm(new Float32Array(m * n), a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32' });
+      const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32', reference: true });
+      for (let i = 0; i < m * n; i++) if (!Object.is(fast[i], ref[i])) expect(fast[i], `m=${m} n=${n} k=${k} at ${i}`).toBe(ref[i]);
+    }
+    // Per-token × per-channel scales (the int8-rollout plan's presets), a sum that cancels to zero, and k over the bound.
+    const [m, n, k] = [8, 16, 40];
+    const x = randomMatrix(m, k, 'sx');
+    x.fill(0, 0, k); // a zero row: scale 0
+    const w = randomMatrix(n, k, 'sw');
+    const qa = quantize(quantPreset('vllm-int8-token'), x, [m, k]);
+    const qb = quantize(quantPreset('int8-row'), w, [n, k]);
+    const fast = gemm(new Float32Array(m * n), qa, qb, m, n, k, { accumulator: 'int32' });
+    const ref = gemm(new Float32Array(m * n), qa, qb, m, n, k, { accumulator: 'int32', reference: true });
+    for (let i = 0; i < m * n; i++) expect(Object.is(fast[i], ref[i]), `scaled at ${i}`).toBe(true);
+    const big = new Float32Array(4 * 1100).fill(127);
+    const wide = gemm(new Float32Array(16), big, big, 4, 4, 1100, { aQuant: int8, bQuant: int8, accumulator: 'int32' });
+    expect(wide[0]).toBe(127 * 127 * 1100); // over the bound: the int32 loop (exact, no wrap yet)
+  });
+
   it('refuses float operands', () => {
     expect(() => gemm(new Float32Array(1), Float32Array.of(1.5), Float32Array.of(1), 1, 1, 1, { accumulator: 'int32' })).toThrow(/'int32' needs integer operands/);
   });

@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
-import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd } from '../../src/numerics/threads.js';
+import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd, markGemmOperandImmutable } from '../../src/numerics/threads.js';
 import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
 import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
 
@@ -32,6 +32,21 @@ describe('threadedGemmF32', () => {
     const outs = [1, 2, 3].map((t) => threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, t));
     for (const o of outs) expect(same(o, ref)).toBe(true);
     if (m * n * k >= GEMM_THREAD_MIN_WORK) expect(m).toBeGreaterThan(16); // the split really happens
+  });
+
+  it('an operand marked immutable keeps its packed panels: same bytes on every call and for each shape it is read as', () => {
+    const [n, k] = [24, 36];
+    const b = matrix(n * k, 'imm-b');
+    markGemmOperandImmutable(b);
+    for (const m of [4, 16, 9, 16]) {
+      const a = matrix(m * k, `imm-a${m}`);
+      const ref = gemm(new Float32Array(m * n), a, b, m, n, k);
+      expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 1), ref), `m=${m}`).toBe(true);
+    }
+    // The same array read as (n', k') = (36, 24): panels of that shape, not the cached ones.
+    const a = matrix(8 * 24, 'imm-a-t');
+    const ref = gemm(new Float32Array(8 * 36), a, b, 8, 36, 24);
+    expect(same(threadedGemmF32(new Float32Array(8 * 36), a, b, 8, 36, 24, 1), ref)).toBe(true);
   });
 
   it('reuses its workers across calls and sizes, and rejects a bad thread count', () => {

@@ -66,7 +66,7 @@ describe('vector casts equal the scalar reference', () => {
     },
   );
 
-  it.each(coverage.filter((c) => c.format.bits <= 8).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+  it.each(coverage.filter((c) => c.format.bits <= 16).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
     '%s/%s: every tie between neighbouring codes and its float32 neighbours (table path)',
     (_p, _f, profile, format) => {
       const values: number[] = [];
@@ -80,7 +80,10 @@ describe('vector casts equal the scalar reference', () => {
         return f32[0] as number;
       };
       const inputs: number[] = [];
+      // 16-bit formats: every 17th tie plus all ties of the 64 smallest and largest codes (keeps the test fast).
+      const every = format.bits <= 8 ? 1 : 17;
       for (let i = 0; i + 1 < finite.length; i++) {
+        if (i % every !== 0 && i >= 64 && i + 65 < finite.length) continue;
         const mid = Math.fround(((finite[i] as number) + (finite[i + 1] as number)) / 2);
         for (const d of [-2, -1, 0, 1, 2]) inputs.push(near(mid, d));
       }

@@ -1,0 +1,144 @@
+// The one-call WebAssembly hopper-fp8 GEMM (src/numerics/hopper-gemm-kernel.ts) against its scalar reference, built
+// here from the exported scalar pieces: per segment hopperFusedDotAdd from zero, then fma32(fl(sa·sb), c, acc) or
+// fl(acc + c). Object.is on edge data: an fma32 tie that a double rounding would break, ±0, subnormal scales,
+// cancellation, overflow to ±Inf, and the flagged sums that must fall back.
+
+import { describe, expect, it } from 'vitest';
+import { hopperFusedDotAdd, gemm, quantPreset, quantize } from '../../src/numerics/index.js';
+import { exponentOf } from '../../src/numerics/formats.js';
+import { fma32 } from '../../src/numerics/scales.js';
+import { hopperGemmKernelIsSimd, hopperGemmSegments } from '../../src/numerics/hopper-gemm-kernel.js';
+import { createRng } from '../../src/rng.js';
+
+const fr = Math.fround;
+const EMIN = -6; // e4m3's; the kernel takes any exponent tables
+
+function exps(v: Float32Array): Int16Array {
+  return Int16Array.from(v, (x) => (x === 0 ? EMIN : Math.max(exponentOf(x), EMIN)));
+}
+
+function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: number, seg: number, fine: boolean, sa: Float64Array, sb: Float64Array, fb = 13): Float32Array {
+  const out = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let acc = 0;
+      for (let s = 0; s < K / seg; s++) {
+        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, (s + 1) * seg, EMIN, EMIN, fb));
+        acc = fine ? fma32(fr((sa[s * m + i] as number) * (sb[s * n + j] as number)), c, acc) : fr(acc + c);
+      }
+      out[i * n + j] = acc;
+    }
+  }
+  return out;
+}
+
+function expectSame(got: Float32Array, want: Float32Array, label: string): void {
+  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect(got[i], `${label} at ${i}`).toBe(want[i]);
+}
+
+describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM', () => {
+  it('equals the scalar reference, Object.is, on edge data (fma32 ties, ±0, subnormal scales, cancellation, Inf)', () => {
+    const [m, n, K, seg] = [6, 11, 64, 16];
+    const rng = createRng('hopper-gemm').fork('edge');
+    const e4m3 = [0, -0, 448, -448, 2 ** -9, -(2 ** -9), 1, -1, 0.875, 240, 2 ** -6];
+    const A = Float32Array.from({ length: m * K }, (_, x) => (x % 3 === 0 ? e4m3[x % e4m3.length]! : fr(rng.normal())));
+    const B = Float32Array.from({ length: n * K }, (_, x) => (x % 4 === 0 ? e4m3[(x >> 2) % e4m3.length]! : fr(rng.normal())));
+    const sa = Float64Array.from({ length: (K / seg) * m }, () => fr(2 ** (rng.int(40) - 20) * (1 + rng.uniform())));
+    const sb = Float64Array.from({ length: (K / seg) * n }, () => fr(2 ** (rng.int(40) - 20) * (1 + rng.uniform())));
+    // Row 0 / column 0: acc = 2^24 after segment 0, then p = fl(sa·sb)·c = 1 + 2^-33, so t = 2^24 + 1 + 2^-33 rounds in
+    // double to the float32 midpoint 2^24 + 1; fma32 gives 2^24 + 2 where fround(t) would give 2^24. Row 1: the negation.
+    for (const [row, sign] of [[0, 1], [1, -1]] as const) {
+      for (let kk = 0; kk < K; kk++) A[row * K + kk] = 0;
+      for (let kk = 0; kk < K; kk++) B[kk] = 0;
+      A[row * K] = sign;
+      B[0] = 1;
+      A[row * K + seg] = sign * (1 + 2 ** -11);
+      B[seg] = 1;
+      sa[row] = 2 ** 24;
+      sb[0] = 1;
+      sa[m + row] = fr(1 - 2 ** -11 + 2 ** -22);
+      sb[n] = 1;
+    }
+    // Row 2: a subnormal float32 scale product; row 3: scales large enough for the accumulator to overflow to Inf.
+    sa[2] = 2 ** -140;
+    for (let s = 0; s < K / seg; s++) sa[s * m + 3] = 2 ** 120;
+    for (let j = 0; j < n; j++) for (let s = 0; s < K / seg; s++) sb[s * n + j] = j % 2 === 0 && j >= 2 ? 2 ** 100 : sb[s * n + j]!;
+    const want = reference(A, B, m, n, K, seg, true, sa, sb);
+    expect(want[0]).toBe(2 ** 24 + 2);
+    expect(want[n]).toBe(-(2 ** 24 + 2));
+    expect(want.some((v) => v === Infinity || v === -Infinity)).toBe(true);
+    const got = new Float32Array(m * n);
+    expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, 13, false)).toBe(true);
+    expectSame(got, want, 'fine');
+    const plain = new Float32Array(m * n);
+    expect(hopperGemmSegments(plain, A, B, exps(A), exps(B), m, n, K, seg, false, sa, sb, 13, true)).toBe(true);
+    expectSame(plain, reference(A, B, m, n, K, seg, false, sa, sb), 'per-row (fl(acc + c))');
+    // Cached panels of B give the same result on a second call.
+    const again = new Float32Array(m * n);
+    hopperGemmSegments(again, A, B, exps(A), exps(B), m, n, K, seg, false, sa, sb, 13, true);
+    expectSame(again, plain, 'cached B');
+  });
+
+  it('random e4m3 data at several shapes and fraction bits', () => {
+    const rng = createRng('hopper-gemm').fork('random');
+    for (const [m, n, K, seg, fb] of [[1, 4, 32, 16, 13], [16, 32, 32, 16, 13], [9, 7, 96, 32, 10], [5, 13, 48, 16, 23]] as const) {
+      const q = quantPreset('vllm-fp8-group', { block: seg });
+      const qa = quantize(q, Float32Array.from({ length: m * K }, () => rng.normal() * 3), [m, K]);
+      const qb = quantize(q, Float32Array.from({ length: n * K }, () => rng.normal()), [n, K]);
+      const decode = (x: typeof qa): Float32Array => Float32Array.from(x.codes, (c) => gemmDecode(c));
+      const A = decode(qa);
+      const B = decode(qb);
+      const sa = Float64Array.from({ length: (K / seg) * m }, (_, x) => qa.scales[(x % m) * (K / seg) + Math.floor(x / m)]!);
+      const sb = Float64Array.from({ length: (K / seg) * n }, (_, x) => qb.scales[(x % n) * (K / seg) + Math.floor(x / n)]!);
+      const got = new Float32Array(m * n);
+      expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false)).toBe(true);
+      expectSame(got, reference(A, B, m, n, K, seg, true, sa, sb, fb), `m=${m} n=${n} K=${K} fb=${fb}`);
+    }
+  });
+
+  it('a chunk sum at or above 2^31 units, or one that saturates, is handed back (false) and gemm still equals its reference', () => {
+    const [m, n, K] = [4, 8, 64];
+    const A = new Float32Array(m * K).fill(448);
+    const B = new Float32Array(n * K).fill(448);
+    // 16 addends of ≈ 2^29.6 units each at fractionBits 28: chunk sums ≥ 2^31 units
+    const got = new Float32Array(m * n);
+    const ones = new Float64Array(64).fill(1);
+    expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, 16, true, ones, ones, 28, false)).toBe(false);
+    const out = gemm(new Float32Array(m * n), A, B, m, n, K, { accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1, fractionBits: 28 });
+    const ref = gemm(new Float32Array(m * n), A, B, m, n, K, { accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1, fractionBits: 28, reference: true });
+    expectSame(out, ref, 'fallback');
+  });
+
+  it('gemm with the FP8 presets (one call) equals gemm with reference: true', () => {
+    const rng = createRng('hopper-gemm').fork('presets');
+    const [m, n, k] = [24, 40, 64];
+    const x = Float32Array.from({ length: m * k }, (_, i) => (i % 17 === 0 ? 0 : rng.normal() * (i % 32 === 5 ? 20 : 1)));
+    const w = Float32Array.from({ length: n * k }, () => rng.normal() * 0.1);
+    const cases = [
+      { a: quantPreset('vllm-fp8-group', { block: 16 }), b: quantPreset('deepseek-fp8-block', { block: 16 }) },
+      { a: quantPreset('te-current'), b: quantPreset('te-current') },
+    ];
+    for (const { a, b } of cases) {
+      const wq = quantize(b, w, [n, k]);
+      const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
+      const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
+      const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
+      expectSame(fast, ref, `${a.name}`);
+    }
+  });
+});
+
+const e4m3Table = (() => {
+  const t = new Float32Array(256);
+  for (let c = 0; c < 256; c++) {
+    const s = c & 0x80 ? -1 : 1;
+    const e = (c >> 3) & 0xf;
+    const mm = c & 7;
+    t[c] = e === 15 && mm === 7 ? Number.NaN : e === 0 ? s * 2 ** -6 * (mm / 8) : s * 2 ** (e - 7) * (1 + mm / 8);
+  }
+  return t;
+})();
+
+function gemmDecode(code: number): number {
+  return e4m3Table[code] as number;
+}
