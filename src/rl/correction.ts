@@ -22,8 +22,13 @@ export interface CorrectionInput {
   readonly logpRollout: Float64Array;
   /** Response mask m ∈ {0, 1}, `(B, T)`. */
   readonly mask: Float64Array;
-  /** Per-token advantages before any rectification, `(B, T)` (used by `ais` only). */
+  /** Per-token advantages before any rectification, `(B, T)` (used by `ais` and `opsm`). */
   readonly advantages: Float64Array;
+  /**
+   * ℓθ detached, `(B, T)`: read only by the stages that compare the old policy with the current one
+   * (`opsm` with `form: "slime"`; see {@link correctionNeedsTheta}).
+   */
+  readonly logpTheta?: Float64Array | undefined;
 }
 
 /** What one correction stage returns. */
@@ -64,10 +69,19 @@ export interface CapParams {
    */
   readonly lo?: number | undefined;
 }
+/**
+ * Which two policies `opsm` compares: `deepseek` — the row KL mean_t(ℓroll − ℓold) of the rollout
+ * against the old policy, dropping rows with mean advantage < 0 (DeepSeek-V3.2, TRL); `slime` — slime
+ * without `--use-rollout-logprobs`: the row KL mean_t(ℓold − ℓθ) of the old policy against the current
+ * one (ℓθ detached), dropping the tokens with A_t < 0 of such rows (slime `compute_opsm_mask`).
+ */
+export type OpsmForm = 'deepseek' | 'slime';
 /** `opsm` threshold (DeepSeek-V3.2 off-policy sequence masking). */
 export interface OpsmParams {
-  /** Drop a sequence with mean advantage < 0 when mean_t(ℓroll − ℓold) > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
+  /** Drop a sequence with mean advantage < 0 when its row KL > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
   readonly delta: number;
+  /** Which policies the row KL compares. @defaultValue 'deepseek' */
+  readonly form?: OpsmForm | undefined;
 }
 /** Two-sided ratio band of `outlier-veto`. */
 export interface OutlierVetoParams {
@@ -707,10 +721,15 @@ function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
  * OPSM, DeepSeek-V3.2's off-policy sequence masking (arXiv 2512.02556; TRL `get_off_policy_mask`,
  * grpo_trainer.py l.2920–2938; slime `--use-opsm`): drop row i iff its mean advantage is < 0 and
  * mean_t(ℓroll − ℓold) > delta. With `mode: "bypass"` the stage sees ℓθ (detached) as ℓold, which is
- * TRL's form (`sampling_per_token_logps − per_token_logps`).
+ * TRL's form (`sampling_per_token_logps − per_token_logps`) and slime's with `--use-rollout-logprobs`.
+ * `form: "slime"` is slime without `--use-rollout-logprobs` (slime 624b824 `compute_opsm_mask`,
+ * slime/utils/ppo_utils.py l.79–89, fed with ℓθ and the trainer's ℓold by loss.py l.965, l.1011–1017):
+ * row KL mean_t(ℓold − ℓθ) over max(n_i, 1) tokens, and token t of such a row is dropped iff A_t < 0.
  */
 export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
   const { B, T } = input.shape;
+  const slime = params.form === 'slime';
+  if (slime && input.logpTheta === undefined) throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
   const n = rowCounts(input.mask, input.shape);
   const kl = new Float64Array(B);
   const adv = new Float64Array(B);
@@ -720,18 +739,25 @@ export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
       if (input.mask[k] !== 1) continue;
-      s += input.logpRollout[k]! - input.logpOld[k]!;
+      s += slime ? input.logpOld[k]! - input.logpTheta![k]! : input.logpRollout[k]! - input.logpOld[k]!;
       a += input.advantages[k]!;
     }
     kl[i] = s / Math.max(n[i]!, 1);
     adv[i] = a / Math.max(n[i]!, 1);
   }
-  const keep = rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
+  const keep = slime
+    ? input.advantages.map((a, k) => (a < 0 && kl[Math.floor(k / T)]! > params.delta ? 0 : 1))
+    : rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
   return {
     value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
     metrics: { ...maskMetrics(input, keep), seq_kl_mean: validMean(broadcastRows(kl, input.shape), input.mask) },
   };
 };
+
+/** True when a stage of the chain reads ℓθ ({@link CorrectionInput.logpTheta}): it must then run per mini-batch. */
+export function correctionNeedsTheta(specs: readonly CorrectionSpec[]): boolean {
+  return specs.some((s) => s.name === 'opsm' && s.form === 'slime');
+}
 
 /**
  * Two-sided outlier-token veto (SkyRL `outlier_token_is_threshold_low/high`): reject row i if any

@@ -131,7 +131,10 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   const bypass = config.mode === 'bypass';
   const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : batch.logpOld;
   const lossOld = bypass ? batch.logpRollout : batch.logpOld;
-  const corr = applyCorrection({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv }, config.correction);
+  const corr = applyCorrection(
+    { shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
+    config.correction,
+  );
   Object.assign(metrics, corr.metrics);
   const { mask, denominatorMask } = corr.value;
   // bypass: only reinforce applies the IS weights; the PPO-style losses already see r = πθ/πroll (l.2515–2540)
@@ -181,7 +184,7 @@ export interface ObjectiveInput {
   readonly weights: Float64Array;
   /** Effective loss mask (numerator). */
   readonly mask: Float64Array;
-  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response`). */
+  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response` or `numerator`). */
   readonly denominatorMask: Float64Array;
   /** The original response mask, used by the KL term when `kl.mask` is `response`. @defaultValue denominatorMask */
   readonly responseMask?: Float64Array | undefined;
@@ -202,7 +205,8 @@ export interface ObjectiveValue {
 /**
  * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
- * with the same coefficients, or with `kl.mask: 'response'` over the response mask with that mask's own
+ * with the same coefficients, with `kl.mask: 'numerator'` over the effective mask with the same coefficients
+ * (slime), or with `kl.mask: 'response'` over the response mask with that mask's own
  * aggregation coefficients, as verl's bypass mode), and the
  * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
  * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
@@ -240,9 +244,11 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
-    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : denominatorMask;
+    // `numerator`: the KL over the effective mask with the policy loss's coefficients (slime rebuilds its
+    // reducer with the rejection-modified masks and the original denominators, loss.py l.1086–1092, l.1128)
+    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : config.kl.mask === 'numerator' ? mask : denominatorMask;
     // the KL term's own coefficients: those of the policy loss unless it runs over another mask
-    const ckl = klMask === denominatorMask ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
+    const ckl = klMask === denominatorMask || config.kl.mask === 'numerator' ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
     // bias-corrected KL: KL_t·ρ_t with ρ = exp(ℓθ − ℓold) carrying gradient (TRL use_bias_correction_kl,
     // grpo_trainer.py l.3068–3076) or ρ = sg[exp(ℓθ − ℓroll)] (NeMo-RL use_on_policy_kl_approximation)

@@ -20,6 +20,7 @@ export {
 export {
   corrections,
   applyCorrection,
+  correctionNeedsTheta,
   type CorrectionFn,
   type CorrectionInput,
   type CorrectionName,
@@ -35,6 +36,7 @@ export {
   type BatchNormParams,
   type AisParams,
   type OpsmParams,
+  type OpsmForm,
   type OutlierVetoParams,
   type DpFilterParams,
   type DpFilterLevel,

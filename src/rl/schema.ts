@@ -84,7 +84,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     betaVar: nonNegative().default(1),
     eps: positive().default(1e-6),
   }),
-  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original') }),
+  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original'), form: z.enum(['deepseek', 'slime']).optional() }),
   z
     .strictObject({ name: z.literal('outlier-veto'), lo: nonNegative().default(1e-4), hi: positive().default(100), denominator: denominator.default('kept') })
     .superRefine((v, ctx) => {
@@ -143,7 +143,7 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('ipo'), threshold: nonNegative().default(0.1), c: positive().default(20) }),
 ]);
 
-const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
+const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'] as const;
 
 /** zod schema of the aggregation: a mode name, or `{ name, normalizer? }`. */
 export const aggregationSpecSchema = z.union([
@@ -155,7 +155,7 @@ export const aggregationSpecSchema = z.union([
 export const klSpecSchema = z.strictObject({
   name: z.enum(['k1', 'k2', 'k3', 'k1+', 'k3+']),
   coef: nonNegative().default(0.001),
-  mask: z.enum(['denominator', 'response']).default('denominator'),
+  mask: z.enum(['denominator', 'response', 'numerator']).default('denominator'),
   biasCorrection: z.enum(['none', 'old', 'rollout']).default('none'),
 });
 
@@ -289,6 +289,11 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   const rawKl = (raw as { kl?: { mask?: unknown } } | null | undefined)?.kl;
   const klMaskGiven = rawKl !== null && typeof rawKl === 'object' && rawKl.mask !== undefined;
   const kl = c.kl == null ? null : c.mode === 'bypass' && !klMaskGiven ? { ...c.kl, mask: 'response' as const } : c.kl;
+  const slimeOpsm = correction.findIndex((s) => s.name === 'opsm' && s.form === 'slime');
+  if (c.mode === 'bypass' && slimeOpsm >= 0) {
+    const where = Array.isArray((raw as { correction?: unknown }).correction) ? `${prefix}.correction[${slimeOpsm}].form` : `${prefix}.correction.form`;
+    throw new UsageError(`${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`);
+  }
   return {
     advantage: c.advantage,
     correction,

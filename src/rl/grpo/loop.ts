@@ -5,7 +5,7 @@
 import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
-import { applyCorrection } from '../correction.js';
+import { applyCorrection, correctionNeedsTheta } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
 import { lengthMetrics } from '../length-diagnostics.js';
 import { policyObjective, sequenceAdvantages } from '../estimate.js';
@@ -333,8 +333,9 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch. AIS, and every stage in
   //    bypass mode (which compares the detached ℓθ with ℓroll), run per mini-batch below.
   mark = now();
-  const perMiniBatchCorrection = bypass || est.correction.some((c) => c.name === 'ais');
-  const full = bypass ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
+  // Stages that read ℓθ (slime's OPSM form) also run per mini-batch, on that mini-batch's ℓθ.
+  const perMiniBatchCorrection = bypass || est.correction.some((c) => c.name === 'ais') || correctionNeedsTheta(est.correction);
+  const full = bypass || correctionNeedsTheta(est.correction) ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
   if (old !== undefined) {
     const diag = mismatchDiagnostics({
       shape: keptShape,
@@ -378,7 +379,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
         // bypass: the stages see (ℓθ detached, ℓroll) and only `reinforce` applies their weights
         // (verl compute_policy_loss_bypass_mode, as `estimate`); the mismatch diagnostics likewise
         const stageOld = bypass ? theta.logp : mbOld;
-        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv }, est.correction);
+        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv, logpTheta: theta.logp }, est.correction);
         means.add(corr.metrics);
         weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.mask) : corr.value.weights;
         effMask = corr.value.mask;
