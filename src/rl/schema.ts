@@ -7,7 +7,7 @@ import { advantages } from './advantages.js';
 import { aggregations } from './aggregation.js';
 import type { AggregationName } from './aggregation.js';
 import type { CorrectionSpec } from './correction.js';
-import { corrections } from './correction.js';
+import { corrections, parseVerlRs } from './correction.js';
 import { kl } from './kl.js';
 import { losses } from './losses.js';
 import type { BatchShape } from './types.js';
@@ -102,6 +102,41 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
       if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
     }),
   z.strictObject({ name: z.literal('m2po'), tau: nonNegative().default(0.04), denominator: denominator.default('kept') }),
+  z
+    .strictObject({
+      name: z.literal('rollout_rs'),
+      rollout_rs: z.string(),
+      rollout_rs_threshold: z.union([z.string(), positive()]),
+      denominator: denominator.default('kept'),
+    })
+    .superRefine((v, ctx) => {
+      try {
+        parseVerlRs(v.rollout_rs, v.rollout_rs_threshold);
+      } catch (e) {
+        const msg = (e as Error).message;
+        ctx.addIssue({ code: 'custom', path: [msg.startsWith('rollout_rs_threshold') ? 'rollout_rs_threshold' : 'rollout_rs'], message: msg.replace(/^rollout_rs(_threshold)?: /, '') });
+      }
+    }),
+  z
+    .strictObject({
+      name: z.literal('rejection_sampling'),
+      level: z.enum(['token', 'sequence']).default('token'),
+      action: z.enum(['mask', 'clamp']).default('mask'),
+      metric: z.enum(['ratio', 'kl_k1', 'kl_k2', 'kl_k3', 'binary_kl']).default('ratio'),
+      agg: z.enum(['sum', 'mean', 'max']).default('mean'),
+      upper: z.number().default(5),
+      lower: z.number().nullable().default(null),
+      denominator: denominator.default('original'),
+    })
+    .superRefine((v, ctx) => {
+      // AReaL RejectionSamplingConfig.__post_init__ (areal/api/cli_args.py l.1602–1660)
+      const issue = (path: string, message: string): void => ctx.addIssue({ code: 'custom', path: [path], message });
+      if (v.lower !== null && v.lower > v.upper) issue('lower', `must be <= upper (${v.upper}), got ${v.lower}`);
+      if (v.metric === 'ratio' && v.upper <= 1) issue('upper', `must be > 1 for metric 'ratio', got ${v.upper}`);
+      if (v.metric === 'ratio' && v.lower !== null && v.lower <= 0) issue('lower', `must be > 0 for metric 'ratio', got ${v.lower}`);
+      if ((v.metric === 'kl_k2' || v.metric === 'kl_k3' || v.metric === 'binary_kl') && v.upper <= 0) issue('upper', `must be > 0 for metric '${v.metric}', got ${v.upper}`);
+      if (v.action === 'clamp' && v.metric !== 'ratio') issue('action', `'clamp' needs metric 'ratio', got metric '${v.metric}'`);
+    }),
 ]);
 
 /** zod schema of the advantage estimator. */

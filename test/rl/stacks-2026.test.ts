@@ -1,0 +1,128 @@
+// The stacks' 2026 estimators: veRL rollout_rs, AReaL rejection_sampling (incl. KPop), SkyRL's CISPO anchor,
+// veRL geo_mean, TRL LUSPO/VESPO, ROLL TOPR, NeMo-RL's sequence log-prob error gate, AReaL's log-linear proximal
+// policy. Every expected value is worked out here from the cited formula (file and line in docs/estimators.md).
+
+import { describe, expect, it } from 'vitest';
+import { applyCorrection, resolveConfig } from '../../src/rl/index.js';
+import { corrInput, fdCheck, fixedBatch } from './helpers.js';
+
+const E = Math.exp;
+const L = Math.log;
+
+// δ = ℓold − ℓroll: row 0 [0.5, −0.1, 0], row 1 [−0.5, 0, padding]
+const OLD = [
+  [-1.0, -2.0, -0.5],
+  [-1.5, -0.2, -15],
+];
+const ROLL = [
+  [-1.5, -1.9, -0.5],
+  [-1.0, -0.2, -0.1],
+];
+const MASK = [
+  [1, 1, 1],
+  [1, 1, 0],
+];
+const inp = corrInput(OLD, ROLL, MASK, [[1, 1, 1], [-1, -1, 0]]);
+const run = (s: object | object[]) => applyCorrection(inp, resolveConfig({ correction: s }).correction);
+
+describe('veRL rollout_rs (rollout_corr_helper.py compute_rollout_rejection_mask, l.197–413)', () => {
+  it('token_k1 keeps log lo ≤ −δ ≤ log hi (veRL code band); seq_max_k3 keeps max_t(e^δ − 1 − δ) ≤ hi', () => {
+    // k1 = −δ = [−0.5, 0.1, 0, 0.5, 0]; band [log 0.7, log 1.5] = [−0.357, 0.405]
+    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: '0.7_1.5' }).value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    // k3 row maxima: row 0 e^0.5 − 1.5 = 0.1487, row 1 e^−0.5 − 0.5 = 0.1065
+    const k3 = run({ name: 'rollout_rs', rollout_rs: 'seq_max_k3', rollout_rs_threshold: 0.12 });
+    expect(Array.from(k3.value.mask)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_max']).toBeCloseTo(E(0.5) - 1.5, 15);
+    expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_min']).toBeCloseTo(E(-0.5) - 0.5, 15);
+    expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_fraction_high']).toBe(1 / 2);
+    expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_fraction_low']).toBe(0);
+  });
+
+  it('chains options with one threshold each; the global seq fraction is over all B rows (l.402–406)', () => {
+    const r = run({ name: 'rollout_rs', rollout_rs: 'token_k1, seq_max_k3', rollout_rs_threshold: '0.7_1.5,0.12' });
+    expect(Array.from(r.value.mask)).toEqual([0, 0, 0, 0, 1, 0]);
+    expect(r.metrics['rollout_corr/rollout_rs_masked_fraction']).toBe(4 / 5);
+    expect(r.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBe(1);
+    expect(r.metrics['rollout_corr/rollout_rs_token_k1_masked_fraction']).toBe(2 / 5);
+    // a k1 threshold without '_' is the upper bound, lower = 1/upper (l.163–166): [0.5, 2] keeps every token
+    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: 2 }).value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+  });
+
+  it('rejects what veRL rejects, naming the field', () => {
+    const bad = (rs: string, th: string | number) => () => resolveConfig({ correction: { name: 'rollout_rs', rollout_rs: rs, rollout_rs_threshold: th } });
+    expect(bad('seq_max_k1', 1)).toThrow(/config\.correction\.rollout_rs: unknown option 'seq_max_k1'/);
+    expect(bad('token_k3', '0.5_2')).toThrow(/config\.correction\.rollout_rs_threshold: 'token_k3' takes one upper bound/);
+    expect(bad('token_k1,token_k2,token_k3', '1,2')).toThrow(/config\.correction\.rollout_rs_threshold: expected one threshold or 3, got 2/);
+    expect(bad('token_k2', '-1')).toThrow(/rollout_rs_threshold/);
+  });
+});
+
+describe('AReaL rejection_sampling (areal/utils/functional/functional.py apply_rejection_sampling)', () => {
+  it('kl_k3 at token level uses AReaL k3 = e^(−δ) − 1 + δ and weighs kept tokens by the raw ratio e^δ', () => {
+    // AReaL k3: δ = 0.5 → 0.1065 > 0.1 (rejected), δ = −0.5 → 0.1487 (rejected); veRL's k3 would swap them
+    const r = run({ name: 'rejection_sampling', metric: 'kl_k3', upper: 0.1 });
+    expect(Array.from(r.value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(r.value.weights[1]).toBeCloseTo(E(-0.1), 15);
+    expect(r.value.weights[4]).toBe(1);
+    // rejected tokens stay in the denominator (loss_mask_count of the original mask, l.484–488)
+    expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(r.metrics['rollout_corr/rejection_sampling/filtered_fraction']).toBe(2 / 5);
+    const upper = run({ name: 'rejection_sampling', metric: 'kl_k3', upper: 0.12 });
+    expect(Array.from(upper.value.mask)).toEqual([1, 1, 1, 0, 1, 0]);
+  });
+
+  it('ratio at sequence level: the geometric-mean row ratio is both the test and the weight', () => {
+    // row 0: exp((0.5 − 0.1 + 0)/3) = 1.1426 > 1.1 → masked; row 1: exp(−0.25) = 0.7788 ∈ [0.75, 1.1]
+    const r = run({ name: 'rejection_sampling', level: 'sequence', upper: 1.1, lower: 0.75 });
+    expect(Array.from(r.value.mask)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(r.value.weights[3]).toBeCloseTo(E(-0.25), 15);
+    expect(r.value.weights[4]).toBeCloseTo(E(-0.25), 15);
+    // agg sum: row 1 exp(−0.5) = 0.607 < 0.75 → masked as well, row 0 exp(0.4) = 1.49 > 1.1
+    expect(Array.from(run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', upper: 1.1, lower: 0.75 }).value.mask)).toEqual([0, 0, 0, 0, 0, 0]);
+  });
+
+  it('clamp truncates the weight into [lower, upper] and masks nothing', () => {
+    const r = run({ name: 'rejection_sampling', action: 'clamp', upper: 1.5, lower: 0.7 });
+    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    [1.5, E(-0.1), 1, 0.7, 1, 0].forEach((w, k) => expect(r.value.weights[k]).toBeCloseTo(w, 15));
+    expect(r.metrics['rollout_corr/rejection_sampling/filtered_fraction']).toBe(2 / 5);
+    // sequence clamp with agg sum: row 0 exp(0.4) > 1.1 → its geometric weight 1.1426 is clamped to 1.1
+    const s = run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', action: 'clamp', upper: 1.1 });
+    expect(s.value.weights[0]).toBe(1.1);
+    expect(s.value.weights[3]).toBeCloseTo(E(-0.25), 15);
+  });
+
+  it('KPop (metric binary_kl): max of the two Bernoulli KLs of p_old and p_roll (l.248–258, l.440–449)', () => {
+    const bkl = (p: number, q: number) => p * L(p / q) + (1 - p) * L((1 - p) / (1 - q));
+    const stat = (o: number, r: number) => Math.max(bkl(E(o), E(r)), bkl(E(r), E(o)));
+    const s0 = stat(-1, -1.5); // 0.0536
+    const s3 = stat(-1.5, -1.0);
+    expect(s0).toBeCloseTo(0.05356, 4);
+    const upper = Math.min(s0, s3) - 1e-6;
+    const r = run({ name: 'rejection_sampling', metric: 'binary_kl', upper });
+    expect(Array.from(r.value.mask)).toEqual([0, stat(-2, -1.9) <= upper ? 1 : 0, 1, 0, 1, 0]);
+  });
+
+  it('validates as AReaL RejectionSamplingConfig.__post_init__', () => {
+    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 1 } })).toThrow(/config\.correction\.upper: must be > 1 for metric 'ratio'/);
+    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', metric: 'kl_k2', action: 'clamp', upper: 1 } })).toThrow(/config\.correction\.action/);
+    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 2, lower: 3 } })).toThrow(/config\.correction\.lower: must be <= upper/);
+  });
+});
+
+describe('the 2026 stages against central differences', () => {
+  it('rollout_rs and rejection_sampling under PPO and CISPO', () => {
+    const batch = fixedBatch(401, 4, 5, 0.3);
+    const chains: object[] = [
+      [{ name: 'rollout_rs', rollout_rs: 'token_k1,seq_mean_k3', rollout_rs_threshold: '0.8_1.25,0.02' }],
+      [{ name: 'rejection_sampling', metric: 'kl_k2', upper: 0.02 }],
+      [{ name: 'rejection_sampling', level: 'sequence', action: 'clamp', upper: 1.05, lower: 0.95 }],
+      [{ name: 'rejection_sampling', metric: 'binary_kl', upper: 0.002 }],
+    ];
+    for (const correction of chains) {
+      for (const loss of [{ name: 'ppo-clip' }, { name: 'cispo' }]) {
+        for (const aggregation of ['token-mean', 'seq-mean-token-mean']) fdCheck(batch, { correction, loss, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
+      }
+    }
+  });
+});
