@@ -153,8 +153,12 @@ export interface VetoParams {
 }
 /** `batch-norm` level. */
 export interface BatchNormParams {
-  /** @defaultValue 'token' */
-  readonly level: CorrectionLevel;
+  /**
+   * `token`, `sequence` (veRL: mean over non-empty rows of the row means), or `slime-sequence` (slime
+   * `tis_batch_normalize` at `tis_level: sequence`: mean over all B rows, an empty row's mean 0).
+   * @defaultValue 'token'
+   */
+  readonly level: CorrectionLevel | 'slime-sequence';
 }
 /** AIS hyper-parameters (AIS paper App. C.4; β_var has no published value). */
 export interface AisParams {
@@ -191,7 +195,8 @@ export type CorrectionSpec =
   | ({ readonly name: 'dp-filter'; readonly denominator: Denominator } & DpFilterParams)
   | ({ readonly name: 'm2po'; readonly denominator: Denominator } & M2poParams)
   | ({ readonly name: 'rollout_rs'; readonly denominator: Denominator } & VerlRsParams)
-  | ({ readonly name: 'rejection_sampling'; readonly denominator: Denominator } & ArealRsParams);
+  | ({ readonly name: 'rejection_sampling'; readonly denominator: Denominator } & ArealRsParams)
+  | ({ readonly name: 'seq_logprob_error_threshold'; readonly denominator: Denominator } & SeqLogprobErrorParams);
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -631,7 +636,11 @@ export const batchNorm: CorrectionFn<BatchNormParams> = (input, params, weightsS
     let s = 0;
     let rows = 0;
     for (let i = 0; i < B; i++) {
-      if (n[i]! === 0) continue;
+      if (n[i]! === 0) {
+        // slime divides the sum of the per-sample masked means by the sample count (mis.py l.283–287)
+        if (params.level === 'slime-sequence') rows += 1;
+        continue;
+      }
       let r = 0;
       for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) r += weightsSoFar[i * T + t]!;
       s += r / n[i]!;
@@ -1087,6 +1096,53 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
   };
 };
 
+/** NeMo-RL's sequence gate on the multiplicative probability error. */
+export interface SeqLogprobErrorParams {
+  /** Keep a row iff mean_t e^|ℓold − ℓroll| ≤ threshold. @defaultValue 2 (NeMo-RL Nemotron 3 Nano recipe; the config default is null = off) */
+  readonly threshold: number;
+}
+
+/**
+ * NeMo-RL `grpo.seq_logprob_error_threshold` (`compute_and_apply_seq_logprob_error_masking`,
+ * nemo_rl/algorithms/grpo.py l.2513–2630 at 7ea279a): per row the multiplicative probability error
+ * e_i = Σ_t m·e^|ℓold − ℓroll| / n_i (the per-row `token_mult_prob_error`); a row is kept iff e_i ≤ threshold
+ * (its `sample_mask` is zeroed otherwise). Metrics under NeMo-RL's names: `max|mean|min_seq_mult_prob_error`
+ * (non-empty rows), the same `_after_mask` over the kept non-empty rows (0 when none), `num_masked_seqs`.
+ */
+export const seqLogprobError: CorrectionFn<SeqLogprobErrorParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const err: number[] = [];
+  const kept: number[] = [];
+  let masked = 0;
+  const keep = rowKeepMask((i) => {
+    let s = 0;
+    let n = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      s += Math.exp(Math.abs(input.logpOld[k]! - input.logpRollout[k]!));
+      n += 1;
+    }
+    const e = n > 0 ? s / n : 0;
+    const ok = e <= params.threshold;
+    if (n > 0) {
+      err.push(e);
+      if (ok) kept.push(e);
+    }
+    if (!ok) masked += 1;
+    return ok;
+  }, input.shape);
+  const stats = (xs: number[], suffix: string): MetricRecord => ({
+    [`max_seq_mult_prob_error${suffix}`]: xs.length > 0 ? Math.max(...xs) : 0,
+    [`mean_seq_mult_prob_error${suffix}`]: xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : 0,
+    [`min_seq_mult_prob_error${suffix}`]: xs.length > 0 ? Math.min(...xs) : 0,
+  });
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), ...stats(err, ''), ...stats(kept, '_after_mask'), num_masked_seqs: masked },
+  };
+};
+
 /** Every correction estimator by its config name (composition: see {@link applyCorrection}). */
 export const corrections = {
   none: noCorrection,
@@ -1109,6 +1165,7 @@ export const corrections = {
   m2po,
   rollout_rs: verlRolloutRs,
   rejection_sampling: arealRejectionSampling,
+  seq_logprob_error_threshold: seqLogprobError,
 } as const satisfies Record<string, CorrectionFn>;
 
 /** Config name of a correction estimator. */

@@ -158,6 +158,7 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
       denominatorMask,
       responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
+      rewards: batch.rewards,
     },
     config,
   );
@@ -190,6 +191,8 @@ export interface ObjectiveInput {
   readonly responseMask?: Float64Array | undefined;
   /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /** Per-row rewards `(B)`, read by `topr` (rows with reward > 0 are its positives). */
+  readonly rewards?: Float64Array | undefined;
 }
 
 /** Loss, per-token loss and gradient of one objective evaluation. */
@@ -231,6 +234,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       mask,
       upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
       logpThetaDetached: input.logpThetaDetached,
+      rewards: input.rewards,
       metricMask: denominatorMask,
     },
     config.loss,

@@ -75,7 +75,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     denominator: denominator.default('kept'),
   }),
   z.strictObject({ name: z.literal('veto'), v: positive().default(1e-4), denominator: denominator.default('kept') }),
-  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence']).default('token') }),
+  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence', 'slime-sequence']).default('token') }),
   z.strictObject({
     name: z.literal('ais'),
     C: atLeastOne().default(5),
@@ -105,8 +105,8 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
   z
     .strictObject({
       name: z.literal('rollout_rs'),
-      rollout_rs: z.string(),
-      rollout_rs_threshold: z.union([z.string(), positive()]),
+      rollout_rs: z.string().default('seq_mean_k3'),
+      rollout_rs_threshold: z.union([z.string(), positive()]).default(0.01),
       denominator: denominator.default('kept'),
     })
     .superRefine((v, ctx) => {
@@ -117,6 +117,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
         ctx.addIssue({ code: 'custom', path: [msg.startsWith('rollout_rs_threshold') ? 'rollout_rs_threshold' : 'rollout_rs'], message: msg.replace(/^rollout_rs(_threshold)?: /, '') });
       }
     }),
+  z.strictObject({ name: z.literal('seq_logprob_error_threshold'), threshold: positive().default(2), denominator: denominator.default('kept') }),
   z
     .strictObject({
       name: z.literal('rejection_sampling'),
@@ -162,7 +163,7 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
   }),
   z.strictObject({ name: z.literal('gspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
   z.strictObject({ name: z.literal('sapo'), tauPos: positive().default(1), tauNeg: positive().default(1.05) }),
-  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
+  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), anchor: z.enum(['old', 'rollout']).optional() }),
   z.strictObject({ name: z.literal('reinforce') }),
   z.strictObject({
     name: z.literal('tbpo'),
@@ -176,6 +177,10 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('dppo-tv'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
   z.strictObject({ name: z.literal('dppo-kl'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
   z.strictObject({ name: z.literal('ipo'), threshold: nonNegative().default(0.1), c: positive().default(20) }),
+  z.strictObject({ name: z.literal('luspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
+  z.strictObject({ name: z.literal('vespo'), kPos: nonNegative().default(2), lambdaPos: nonNegative().default(3), kNeg: nonNegative().default(3), lambdaNeg: nonNegative().default(2) }),
+  z.strictObject({ name: z.literal('geo_mean'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
+  z.strictObject({ name: z.literal('topr'), positiveWeight: nonNegative().default(1), negativeWeight: nonNegative().default(1) }),
 ]);
 
 const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'] as const;
@@ -318,7 +323,8 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   if (!parsed.success) throw new UsageError(describeIssue(prefix, parsed.error.issues[0]!, [], raw));
   const c = parsed.data;
   const lossName = c.loss.name;
-  const defaultAgg = lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' ? 'seq-mean-token-mean' : 'token-mean';
+  const defaultAgg =
+    lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' || lossName === 'geo_mean' ? 'seq-mean-token-mean' : lossName === 'luspo' ? 'seq-mean-token-sum' : 'token-mean';
   const correction: readonly CorrectionSpec[] = c.correction;
   // bypass mode: the KL runs over the full response mask unless the config says otherwise (verl)
   const rawKl = (raw as { kl?: { mask?: unknown } } | null | undefined)?.kl;

@@ -405,6 +405,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
           mask: effMask,
           denominatorMask: denMask,
           responseMask: mbMask,
+          rewards: Float64Array.from(local, (j) => rewards[rows[j] as number] as number),
         },
         est,
       );
