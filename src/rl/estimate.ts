@@ -9,6 +9,7 @@ import type { AggregationFn, AggregationParams } from './aggregation.js';
 import { applyCorrection } from './correction.js';
 import type { CorrectionResult } from './correction.js';
 import { mismatchDiagnostics } from './diagnostics.js';
+import { stackMetrics } from './stack-metrics.js';
 import { kl as klTable } from './kl.js';
 import type { KlFn } from './kl.js';
 import { losses } from './losses.js';
@@ -143,6 +144,9 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
     metrics,
     mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask, emptyRows: config.diagnostics.emptyRows }).metrics,
   );
+  if (config.diagnostics.stacks !== undefined) {
+    Object.assign(metrics, stackMetrics({ shape, logpTrain: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, effectiveMask: mask, weights, advantages: tokenAdv }, config.diagnostics.stacks));
+  }
 
   // step 7: policy loss × weight, aggregation, KL, gradient
   const objective = policyObjective(

@@ -83,6 +83,17 @@ export { kl, type KlFn, type KlInput, type KlName, type KlValue } from './kl.js'
 // Mismatch diagnostics.
 export { mismatchDiagnostics, type DiagnosticsInput, type EmptyRows } from './diagnostics.js';
 
+// Every stack's mismatch metrics under its own names, and their docs table.
+export {
+  stackMetricSets,
+  stackMetrics,
+  stackMetricsTableMarkdown,
+  type StackMetricDoc,
+  type StackMetricInput,
+  type StackMetricSet,
+  type StackName,
+} from './stack-metrics.js';
+
 // Mismatch by response position and length.
 export {
   lengthDiagnostics,

@@ -11,6 +11,8 @@ import { corrections, parseVerlRs } from './correction.js';
 import { kl } from './kl.js';
 import { losses } from './losses.js';
 import type { BatchShape } from './types.js';
+import { stackMetricSets } from './stack-metrics.js';
+import type { StackName } from './stack-metrics.js';
 
 const positive = (): z.ZodNumber => z.number().gt(0, { error: (iss) => `must be > 0, got ${String(iss.input)}` });
 const nonNegative = (): z.ZodNumber => z.number().gte(0, { error: (iss) => `must be >= 0, got ${String(iss.input)}` });
@@ -207,6 +209,8 @@ export const mismatchPenaltySpecSchema = z.strictObject({
 /** zod schema of the diagnostics options. */
 export const diagnosticsSpecSchema = z.strictObject({
   emptyRows: z.enum(['skip', 'verl']).default('skip'),
+  /** Stacks whose own mismatch metrics are also logged, under their names (src/rl/stack-metrics.ts). */
+  stacks: z.array(z.enum(Object.keys(stackMetricSets) as [StackName, ...StackName[]])).optional(),
 });
 
 /** zod schema of the whole `config` object of `estimate`. */

@@ -7,6 +7,7 @@ import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection, correctionNeedsTheta } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
+import { stackMetrics } from '../stack-metrics.js';
 import { lengthMetrics } from '../length-diagnostics.js';
 import { policyObjective, sequenceAdvantages } from '../estimate.js';
 import type { EstimateConfig } from '../schema.js';
@@ -347,6 +348,9 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       entropy: old.entropy,
     });
     Object.assign(metrics, diag.metrics);
+    if (est.diagnostics.stacks !== undefined) {
+      Object.assign(metrics, stackMetrics({ shape: keptShape, logpTrain: logpOld, logpRollout, mask, effectiveMask: full?.value.mask ?? mask, weights: full?.value.weights ?? Float64Array.from(mask), advantages }, est.diagnostics.stacks));
+    }
     // by position and length (bypass has no trainer ℓold to compare with, so no mismatch to split)
     Object.assign(metrics, lengthMetrics({ shape: keptShape, logpOld, logpRollout, mask, responses: sliceRows(Float64Array.from(batch.responses), T, rows) }));
     Object.assign(metrics, moeMetrics);
@@ -387,6 +391,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
         if (bypass) {
           const diag = mismatchDiagnostics({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, weights, effectiveMask: effMask, entropy: theta.entropy });
           means.add(diag.metrics);
+          if (est.diagnostics.stacks !== undefined) means.add(stackMetrics({ shape: mbShape, logpTrain: stageOld, logpRollout: mbRoll, mask: mbMask, effectiveMask: effMask, weights, advantages: mbAdv }, est.diagnostics.stacks));
         }
       } else {
         weights = pick(full.value.weights);
