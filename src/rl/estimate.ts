@@ -130,8 +130,10 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   // step 6: correction weights and masks (detached). Bypass mode: ℓold := ℓroll in the loss, and the
   // stages compare the detached ℓθ with ℓroll (verl compute_policy_loss_bypass_mode, core_algos.py l.2495–2507)
   const bypass = config.mode === 'bypass';
-  const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : batch.logpOld;
-  const lossOld = bypass ? batch.logpRollout : batch.logpOld;
+  // AReaL prox_logp_method "loglinear": ℓold := ℓroll + α(sg[ℓθ] − ℓroll) for the stages and the loss
+  const prox = config.proxLogp != null ? loglinearProximal(batch.logpThetaDetached ?? batch.logpTheta, batch.logpRollout, config.proxLogp.versionLag) : undefined;
+  const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : (prox ?? batch.logpOld);
+  const lossOld = bypass ? batch.logpRollout : (prox ?? batch.logpOld);
   const corr = applyCorrection(
     { shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
     config.correction,
@@ -169,6 +171,16 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   Object.assign(metrics, objective.metrics);
   const { tokenLoss, loss, gradLogpTheta } = objective.value;
   return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+}
+
+/**
+ * AReaL's log-linear proximal policy (areal/trainer/ppo/actor.py `compute_prox_logp_approximations`
+ * l.768–830 at AReaL cbff54d): with the version lag k = v_θ − v_behave and v_prox = v_θ − 1,
+ * α = clamp((k − 1)/k, 0, 1) (0 when k = 0) and ℓprox = ℓroll + α·(ℓθ − ℓroll), ℓθ detached.
+ */
+export function loglinearProximal(logpThetaDetached: Float64Array, logpRollout: Float64Array, versionLag: number): Float64Array {
+  const alpha = versionLag > 0 ? Math.min(1, Math.max(0, (versionLag - 1) / versionLag)) : 0;
+  return logpRollout.map((r, k) => r + alpha * (logpThetaDetached[k]! - r));
 }
 
 /** Inputs of {@link policyObjective}: a (mini-)batch with its correction already applied (all `(B, T)`). */

@@ -206,6 +206,12 @@ export const mismatchPenaltySpecSchema = z.strictObject({
   tau: nonNegative().default(1e-3),
 });
 
+/** zod schema of AReaL's proximal-policy approximation (`actor.prox_logp_method`). */
+export const proxLogpSpecSchema = z.strictObject({
+  method: z.literal('loglinear'),
+  versionLag: z.number().int({ error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).gte(0, { error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).default(1),
+});
+
 /** zod schema of the diagnostics options. */
 export const diagnosticsSpecSchema = z.strictObject({
   emptyRows: z.enum(['skip', 'verl']).default('skip'),
@@ -225,6 +231,7 @@ export const estimateConfigSchema = z.strictObject({
   diagnostics: diagnosticsSpecSchema.prefault({}),
   mode: z.enum(['decoupled', 'bypass']).default('decoupled'),
   mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
+  proxLogp: proxLogpSpecSchema.nullable().optional(),
 });
 
 /** Resolved advantage spec. */
@@ -258,7 +265,15 @@ export interface EstimateConfig {
   readonly mode: 'decoupled' | 'bypass';
   /** τ·(ℓθ − ℓroll)² per token (prime-rl `kl_tau`), or null. */
   readonly mismatchPenalty: MismatchPenaltySpec | null;
+  /**
+   * AReaL's log-linear proximal policy (`prox_logp_method: loglinear`): ℓold is not given but approximated
+   * by ℓroll + α·(sg[ℓθ] − ℓroll), α = (lag − 1)/lag (0 for lag 0). Absent: ℓold as given.
+   */
+  readonly proxLogp?: ProxLogpSpec | undefined;
 }
+
+/** Resolved proximal-policy spec. */
+export type ProxLogpSpec = z.output<typeof proxLogpSpecSchema>;
 
 /** Resolved mismatch-penalty spec. */
 export type MismatchPenaltySpec = z.output<typeof mismatchPenaltySpecSchema>;
@@ -335,6 +350,7 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   const klMaskGiven = rawKl !== null && typeof rawKl === 'object' && rawKl.mask !== undefined;
   const kl = c.kl == null ? null : c.mode === 'bypass' && !klMaskGiven ? { ...c.kl, mask: 'response' as const } : c.kl;
   const slimeOpsm = correction.findIndex((s) => s.name === 'opsm' && s.form === 'slime');
+  if (c.mode === 'bypass' && c.proxLogp != null) throw new UsageError(`${prefix}.proxLogp: AReaL's log-linear proximal policy replaces ℓold in decoupled mode; bypass mode has no ℓold (use mode "decoupled")`);
   if (c.mode === 'bypass' && slimeOpsm >= 0) {
     const where = Array.isArray((raw as { correction?: unknown }).correction) ? `${prefix}.correction[${slimeOpsm}].form` : `${prefix}.correction.form`;
     throw new UsageError(`${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`);
@@ -348,6 +364,7 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     diagnostics: c.diagnostics,
     mode: c.mode,
     mismatchPenalty: c.mismatchPenalty,
+    ...(c.proxLogp != null ? { proxLogp: c.proxLogp } : {}),
   };
 }
 

@@ -238,3 +238,24 @@ describe('the 2026 losses against central differences', () => {
     }
   });
 });
+
+describe("AReaL's log-linear proximal policy (actor.py compute_prox_logp_approximations l.768–830)", () => {
+  it('replaces ℓold by ℓroll + α(sg[ℓθ] − ℓroll), α = (k − 1)/k, for the stages and the loss', () => {
+    // k = 4: α = 0.75; ℓprox = −1.2 + 0.75·(−1.0 + 1.2) = −1.05; r = e^(−1.0 + 1.05) = e^0.05
+    const out = estimateJson({ logpTheta: [[-1.0]], logpOld: [[-7]], logpRollout: [[-1.2]], mask: [[1]], advantages: [1], config: { proxLogp: { method: 'loglinear', versionLag: 4 }, correction: { name: 'token-is' } } });
+    // token-is weight e^(ℓprox − ℓroll) = e^0.15; ppo-clip gradient −A·w·r (r inside the band)
+    expect(out.weights[0]![0]).toBeCloseTo(E(0.15), 14);
+    expect(out.gradLogpTheta[0]![0]).toBeCloseTo(-E(0.15) * E(0.05), 14);
+    // k = 1 (and 0): α = 0, ℓprox = ℓroll
+    const k1 = estimateJson({ logpTheta: [[-1.0]], logpOld: [[-7]], logpRollout: [[-1.2]], mask: [[1]], advantages: [1], config: { proxLogp: { method: 'loglinear', versionLag: 1 } } });
+    expect(k1.loss).toBeCloseTo(-Math.min(E(0.2), 1.2), 14);
+    expect(() => resolveConfig({ proxLogp: { method: 'loglinear', versionLag: 1.5 } })).toThrow(/config\.proxLogp\.versionLag/);
+  });
+
+  it('against central differences (ℓprox held at the detached ℓθ)', () => {
+    const batch = fixedBatch(403, 4, 5, 0.3);
+    for (const aggregation of ['token-mean', 'seq-mean-token-mean']) {
+      fdCheck(batch, { proxLogp: { method: 'loglinear', versionLag: 3 }, correction: [{ name: 'rejection_sampling', upper: 1.5 }], loss: { name: 'ppo-clip' }, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
+    }
+  });
+});
