@@ -182,12 +182,41 @@ function primeMasks(input: StackMetricInput, k: number): { masked: boolean; low:
 export const stackMetricSets = {
   verl: {
     commit: VERL,
-    metrics: Object.fromEntries(
-      verlNames.map((n) => [`rollout_corr/${n}`, { formula: verlFormula[n], source: `${VERL} verl/trainer/ppo/rollout_corr_helper.py compute_offpolicy_metrics l.904–1010` }]),
-    ),
+    metrics: {
+      ...Object.fromEntries(
+        verlNames.map((n) => [`rollout_corr/${n}`, { formula: verlFormula[n], source: `${VERL} verl/trainer/ppo/rollout_corr_helper.py compute_offpolicy_metrics l.904–1010` }]),
+      ),
+      'training/rollout_probs_diff_valid': { formula: '1 if any token is valid, else 0', source: `${VERL} verl/utils/debug/metrics.py calculate_debug_metrics l.63–121` },
+      'training/rollout_probs_diff_max': { formula: 'max over tokens of |e^ℓtrain − e^ℓroll| (this and the next three omitted where veRL logs NaN: no token; std and corr also with one token or a constant side)', source: `${VERL} verl/utils/debug/metrics.py l.58–60, l.114–117` },
+      'training/rollout_probs_diff_mean': { formula: 'token mean of |e^ℓtrain − e^ℓroll|', source: `${VERL} verl/utils/debug/metrics.py l.118` },
+      'training/rollout_probs_diff_std': { formula: 'Bessel std over tokens of |e^ℓtrain − e^ℓroll|', source: `${VERL} verl/utils/debug/metrics.py l.119` },
+      'training/rollout_actor_probs_pearson_corr': { formula: 'Pearson correlation over tokens of e^ℓtrain and e^ℓroll', source: `${VERL} verl/utils/debug/metrics.py l.48–55, l.113` },
+    },
     compute: (input) => {
       const d = mismatchDiagnostics({ shape: input.shape, logpOld: input.logpTrain, logpRollout: input.logpRollout, mask: input.mask, emptyRows: 'verl' }).metrics;
-      return Object.fromEntries(verlNames.map((n) => [`rollout_corr/${n}`, d[`rollout_corr/${n}`]!]));
+      const out: MetricRecord = Object.fromEntries(verlNames.map((n) => [`rollout_corr/${n}`, d[`rollout_corr/${n}`]!]));
+      const ts = tokens(input);
+      out['training/rollout_probs_diff_valid'] = ts.length > 0 ? 1 : 0;
+      if (ts.length === 0) return out;
+      const p = ts.map((t) => Math.exp(input.logpTrain[t.k]!));
+      const q = ts.map((t) => Math.exp(input.logpRollout[t.k]!));
+      const diff = p.map((v, j) => Math.abs(v - q[j]!));
+      out['training/rollout_probs_diff_max'] = max(diff);
+      out['training/rollout_probs_diff_mean'] = mean(diff);
+      if (diff.length > 1) out['training/rollout_probs_diff_std'] = std(diff);
+      const mp = mean(p);
+      const mq = mean(q);
+      let sxy = 0;
+      let sxx = 0;
+      let syy = 0;
+      p.forEach((v, j) => {
+        sxy += (v - mp) * (q[j]! - mq);
+        sxx += (v - mp) ** 2;
+        syy += (q[j]! - mq) ** 2;
+      });
+      const r = sxy / Math.sqrt(sxx * syy);
+      if (Number.isFinite(r)) out['training/rollout_actor_probs_pearson_corr'] = r;
+      return out;
     },
   },
   slime: {

@@ -79,6 +79,14 @@ describe("every stack's mismatch metrics under its own names", () => {
     const d0 = mean([-1.5, -1.9, -0.5]) - mean([-1.0, -2.0, -0.5]);
     const d1 = mean([-1.0, -0.2]) - mean([-1.5, -0.2]);
     expect(m['rollout_corr/log_ppl_diff']).toBeCloseTo((d0 + d1 + 0) / 3, 15);
+    const p = [E(-1), E(-2), E(-0.5), E(-1.5), E(-0.2)];
+    const q = [E(-1.5), E(-1.9), E(-0.5), E(-1.0), E(-0.2)];
+    expect(m['training/rollout_probs_diff_mean']).toBeCloseTo(mean(p.map((v, j) => Math.abs(v - q[j]!))), 15);
+    const mp = mean(p);
+    const mq = mean(q);
+    const cov = p.reduce((a, v, j) => a + (v - mp) * (q[j]! - mq), 0);
+    const r = cov / Math.sqrt(p.reduce((a, v) => a + (v - mp) ** 2, 0) * q.reduce((a, v) => a + (v - mq) ** 2, 0));
+    expect(m['training/rollout_actor_probs_pearson_corr']).toBeCloseTo(r, 14);
   });
 
   it('emits exactly the documented names; names are distinct across stacks; bad names are usage errors', () => {
