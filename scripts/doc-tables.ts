@@ -1,11 +1,13 @@
 // Regenerates the tables the docs embed: formats, profiles and presets (docs/numerics.md, docs/quantization.md),
-// the run config (docs/grpo.md) and the public surface of each package entry (docs/library.md).
+// the run config (docs/grpo.md), the stacks' metric names (docs/estimators.md) and the public surface of each
+// package entry (docs/library.md).
 // Usage: npx tsx scripts/doc-tables.ts [--check]; the test suite runs the check.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } from '../src/numerics/describe.js';
 import { presetTableMarkdown } from '../src/numerics/presets.js';
 import { configTableMarkdown } from '../src/rl/grpo/describe.js';
+import { stackMetricsTableMarkdown } from '../src/rl/stack-metrics.js';
 import { surfaceBlocks } from './api-surface.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
@@ -33,6 +35,7 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/grpo.md': grpoBlocks(),
   'docs/quantization.md': { presets: presetTableMarkdown() },
   'docs/library.md': surfaceBlocks(),
+  'docs/estimators.md': { 'stack-metrics': stackMetricsTableMarkdown() },
 });
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');

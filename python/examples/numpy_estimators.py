@@ -105,6 +105,9 @@ def estimate(params: dict) -> dict:
         c = np.repeat((1.0 / (seqs * np.maximum(n, 1)))[:, None], T, axis=1)
     elif agg["name"] == "seq-mean-token-sum-norm":
         c = np.full_like(mask, 1.0 / (seqs * agg.get("normalizer", T)))
+    elif agg["name"] == "slime-per-token":
+        # slime --calculate-per-token-loss: Σ L·m / Σ_i max(n_i, 1) (an empty sample counts one)
+        c = np.full_like(mask, 1.0 / np.maximum(n, 1).sum())
     else:
         raise NotImplementedError(f"aggregation {agg['name']}")
     c = c * mask

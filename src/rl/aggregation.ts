@@ -72,12 +72,27 @@ export const seqMeanTokenSumNorm: AggregationFn<AggregationParams> = (mask, shap
   };
 };
 
+/**
+ * `slime-per-token` (slime `--calculate-per-token-loss`): Σ L·m / Σ_i max(n_i, 1) over all B rows, so a
+ * row without a loss token adds one to the denominator. slime 624b824 sums the masked token losses
+ * (`sum_of_token`, slime/backends/megatron_utils/cp_utils.py l.83–88, l.124) and hands Megatron the
+ * normaliser Σ_i clamp_min(loss_mask_i.sum(), 1) (loss.py l.1317, l.1365). Equals `token-mean` when no
+ * row is empty.
+ */
+export const slimePerToken: AggregationFn<AggregationParams> = (mask, shape) => {
+  const { n, tokens, seqs } = counts(mask, shape);
+  let denom = 0;
+  for (const c of n) denom += Math.max(c, 1);
+  return { value: fill(mask, shape, () => 1 / denom), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+};
+
 /** Every aggregation mode by its config name. */
 export const aggregations = {
   'token-mean': tokenMean,
   'seq-mean-token-sum': seqMeanTokenSum,
   'seq-mean-token-mean': seqMeanTokenMean,
   'seq-mean-token-sum-norm': seqMeanTokenSumNorm,
+  'slime-per-token': slimePerToken,
 } as const satisfies Record<string, AggregationFn>;
 
 /** Config name of an aggregation mode. */

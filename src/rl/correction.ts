@@ -22,8 +22,13 @@ export interface CorrectionInput {
   readonly logpRollout: Float64Array;
   /** Response mask m ∈ {0, 1}, `(B, T)`. */
   readonly mask: Float64Array;
-  /** Per-token advantages before any rectification, `(B, T)` (used by `ais` only). */
+  /** Per-token advantages before any rectification, `(B, T)` (used by `ais` and `opsm`). */
   readonly advantages: Float64Array;
+  /**
+   * ℓθ detached, `(B, T)`: read only by the stages that compare the old policy with the current one
+   * (`opsm` with `form: "slime"`; see {@link correctionNeedsTheta}).
+   */
+  readonly logpTheta?: Float64Array | undefined;
 }
 
 /** What one correction stage returns. */
@@ -40,6 +45,8 @@ export interface CorrectionStep {
    * reports them globally, as verl has one IS stage.
    */
   readonly verlIsMetrics?: MetricRecord | undefined;
+  /** Metrics under a stack's own names, reported as `rollout_corr/<name>` without the stage key. */
+  readonly stackMetrics?: MetricRecord | undefined;
 }
 
 /**
@@ -64,10 +71,19 @@ export interface CapParams {
    */
   readonly lo?: number | undefined;
 }
+/**
+ * Which two policies `opsm` compares: `deepseek` — the row KL mean_t(ℓroll − ℓold) of the rollout
+ * against the old policy, dropping rows with mean advantage < 0 (DeepSeek-V3.2, TRL); `slime` — slime
+ * without `--use-rollout-logprobs`: the row KL mean_t(ℓold − ℓθ) of the old policy against the current
+ * one (ℓθ detached), dropping the tokens with A_t < 0 of such rows (slime `compute_opsm_mask`).
+ */
+export type OpsmForm = 'deepseek' | 'slime';
 /** `opsm` threshold (DeepSeek-V3.2 off-policy sequence masking). */
 export interface OpsmParams {
-  /** Drop a sequence with mean advantage < 0 when mean_t(ℓroll − ℓold) > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
+  /** Drop a sequence with mean advantage < 0 when its row KL > delta. @defaultValue 1e-4 (slime `--opsm-delta`) */
   readonly delta: number;
+  /** Which policies the row KL compares. @defaultValue 'deepseek' */
+  readonly form?: OpsmForm | undefined;
 }
 /** Two-sided ratio band of `outlier-veto`. */
 export interface OutlierVetoParams {
@@ -137,8 +153,12 @@ export interface VetoParams {
 }
 /** `batch-norm` level. */
 export interface BatchNormParams {
-  /** @defaultValue 'token' */
-  readonly level: CorrectionLevel;
+  /**
+   * `token`, `sequence` (veRL: mean over non-empty rows of the row means), or `slime-sequence` (slime
+   * `tis_batch_normalize` at `tis_level: sequence`: mean over all B rows, an empty row's mean 0).
+   * @defaultValue 'token'
+   */
+  readonly level: CorrectionLevel | 'slime-sequence';
 }
 /** AIS hyper-parameters (AIS paper App. C.4; β_var has no published value). */
 export interface AisParams {
@@ -173,7 +193,10 @@ export type CorrectionSpec =
   | ({ readonly name: 'opsm'; readonly denominator: Denominator } & OpsmParams)
   | ({ readonly name: 'outlier-veto'; readonly denominator: Denominator } & OutlierVetoParams)
   | ({ readonly name: 'dp-filter'; readonly denominator: Denominator } & DpFilterParams)
-  | ({ readonly name: 'm2po'; readonly denominator: Denominator } & M2poParams);
+  | ({ readonly name: 'm2po'; readonly denominator: Denominator } & M2poParams)
+  | ({ readonly name: 'rollout_rs'; readonly denominator: Denominator } & VerlRsParams)
+  | ({ readonly name: 'rejection_sampling'; readonly denominator: Denominator } & ArealRsParams)
+  | ({ readonly name: 'seq_logprob_error_threshold'; readonly denominator: Denominator } & SeqLogprobErrorParams);
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -613,7 +636,11 @@ export const batchNorm: CorrectionFn<BatchNormParams> = (input, params, weightsS
     let s = 0;
     let rows = 0;
     for (let i = 0; i < B; i++) {
-      if (n[i]! === 0) continue;
+      if (n[i]! === 0) {
+        // slime divides the sum of the per-sample masked means by the sample count (mis.py l.283–287)
+        if (params.level === 'slime-sequence') rows += 1;
+        continue;
+      }
       let r = 0;
       for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) r += weightsSoFar[i * T + t]!;
       s += r / n[i]!;
@@ -707,10 +734,15 @@ function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
  * OPSM, DeepSeek-V3.2's off-policy sequence masking (arXiv 2512.02556; TRL `get_off_policy_mask`,
  * grpo_trainer.py l.2920–2938; slime `--use-opsm`): drop row i iff its mean advantage is < 0 and
  * mean_t(ℓroll − ℓold) > delta. With `mode: "bypass"` the stage sees ℓθ (detached) as ℓold, which is
- * TRL's form (`sampling_per_token_logps − per_token_logps`).
+ * TRL's form (`sampling_per_token_logps − per_token_logps`) and slime's with `--use-rollout-logprobs`.
+ * `form: "slime"` is slime without `--use-rollout-logprobs` (slime 624b824 `compute_opsm_mask`,
+ * slime/utils/ppo_utils.py l.79–89, fed with ℓθ and the trainer's ℓold by loss.py l.965, l.1011–1017):
+ * row KL mean_t(ℓold − ℓθ) over max(n_i, 1) tokens, and token t of such a row is dropped iff A_t < 0.
  */
 export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
   const { B, T } = input.shape;
+  const slime = params.form === 'slime';
+  if (slime && input.logpTheta === undefined) throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
   const n = rowCounts(input.mask, input.shape);
   const kl = new Float64Array(B);
   const adv = new Float64Array(B);
@@ -720,18 +752,25 @@ export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
       if (input.mask[k] !== 1) continue;
-      s += input.logpRollout[k]! - input.logpOld[k]!;
+      s += slime ? input.logpOld[k]! - input.logpTheta![k]! : input.logpRollout[k]! - input.logpOld[k]!;
       a += input.advantages[k]!;
     }
     kl[i] = s / Math.max(n[i]!, 1);
     adv[i] = a / Math.max(n[i]!, 1);
   }
-  const keep = rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
+  const keep = slime
+    ? input.advantages.map((a, k) => (a < 0 && kl[Math.floor(k / T)]! > params.delta ? 0 : 1))
+    : rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
   return {
     value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
     metrics: { ...maskMetrics(input, keep), seq_kl_mean: validMean(broadcastRows(kl, input.shape), input.mask) },
   };
 };
+
+/** True when a stage of the chain reads ℓθ ({@link CorrectionInput.logpTheta}): it must then run per mini-batch. */
+export function correctionNeedsTheta(specs: readonly CorrectionSpec[]): boolean {
+  return specs.some((s) => s.name === 'opsm' && s.form === 'slime');
+}
 
 /**
  * Two-sided outlier-token veto (SkyRL `outlier_token_is_threshold_low/high`): reject row i if any
@@ -828,6 +867,282 @@ export const m2po: CorrectionFn<M2poParams> = (input, params) => {
   };
 };
 
+/** One parsed veRL `rollout_rs` option: statistic, level and band. */
+export interface VerlRsOption {
+  /** veRL's option name, e.g. `seq_mean_k3`. */
+  readonly option: string;
+  /** Statistic. */
+  readonly kind: 'k1' | 'k2' | 'k3';
+  /** Aggregation level. */
+  readonly level: RejectionLevel;
+  /** Lower ratio bound (k1 only; the band is log lower ≤ k1 ≤ log upper, veRL's code), else null. */
+  readonly lower: number | null;
+  /** Upper bound (k1: a ratio; k2/k3: the statistic). */
+  readonly upper: number;
+}
+
+const VERL_RS_LEVELS: Record<string, RejectionLevel> = { token: 'token', seq_sum: 'seq-sum', seq_mean: 'seq-mean', seq_max: 'seq-max' };
+
+/**
+ * Parses veRL's `rollout_rs` (comma-separated options `token_k1` … `seq_max_k3`, duplicates dropped) and
+ * `rollout_rs_threshold` (one threshold shared by every option or one per option; k1: `"lower_upper"` or
+ * `upper` with lower = 1/upper; k2/k3: one positive upper bound), as veRL 1dda039
+ * `_parse_rollout_rs_thresholds` and `compute_rollout_rejection_mask` (rollout_corr_helper.py l.77–90,
+ * l.132–194, l.235–262). Throws an Error naming the offending value.
+ */
+export function parseVerlRs(rs: string, threshold: string | number): VerlRsOption[] {
+  const options: string[] = [];
+  for (const o of rs.split(',').map((x) => x.trim()).filter((x) => x !== '')) if (!options.includes(o)) options.push(o);
+  if (options.length === 0) throw new Error('rollout_rs must contain at least one option');
+  const specs = typeof threshold === 'number' ? [String(threshold)] : threshold.split(',').map((x) => x.trim()).filter((x) => x !== '');
+  if (specs.length !== 1 && specs.length !== options.length) throw new Error(`rollout_rs_threshold: expected one threshold or ${options.length}, got ${specs.length}`);
+  const num = (x: string, o: string): number => {
+    const v = Number(x);
+    if (x === '' || !Number.isFinite(v) || v <= 0) throw new Error(`rollout_rs_threshold: thresholds of '${o}' must be positive numbers, got '${x}'`);
+    return v;
+  };
+  return options.map((option, j) => {
+    const m = /^(token|seq_sum|seq_mean|seq_max)_(k[123])$/.exec(option);
+    if (m === null || option === 'seq_max_k1') throw new Error(`rollout_rs: unknown option '${option}' (token_k1…k3, seq_sum_k1…k3, seq_mean_k1…k3, seq_max_k2, seq_max_k3)`);
+    const spec = specs.length === 1 ? specs[0]! : specs[j]!;
+    const kind = m[2] as 'k1' | 'k2' | 'k3';
+    const level = VERL_RS_LEVELS[m[1]!]!;
+    if (kind === 'k1') {
+      const [a, b] = spec.includes('_') ? [spec.slice(0, spec.indexOf('_')), spec.slice(spec.indexOf('_') + 1)] : [null, spec];
+      const upper = num(b, option);
+      const lower = a === null ? 1 / upper : num(a, option);
+      if (lower > upper) throw new Error(`rollout_rs_threshold: '${option}' needs lower <= upper, got '${spec}'`);
+      return { option, kind, level, lower, upper };
+    }
+    if (spec.includes('_')) throw new Error(`rollout_rs_threshold: '${option}' takes one upper bound without '_', got '${spec}'`);
+    return { option, kind, level, lower: null, upper: num(spec, option) };
+  });
+}
+
+/** veRL `rollout_rs` parameters, as veRL spells them. */
+export interface VerlRsParams {
+  /** Comma-separated options, e.g. `"token_k1,seq_max_k3"`. */
+  readonly rollout_rs: string;
+  /** Thresholds, e.g. `"0.5_2.0,0.01"` or `0.01`. */
+  readonly rollout_rs_threshold: string | number;
+}
+
+/**
+ * veRL's trust-region rejection sampling (`algorithm.rollout_correction.rollout_rs`, veRL 1dda039
+ * `compute_rollout_rejection_mask`, rollout_corr_helper.py l.197–413): every option keeps a token or a row
+ * by its statistic (k1 with veRL's coded band, as `rs-k1` with `verlBand: true`; k2/k3 ≤ upper), the
+ * options' keep masks multiply. Metrics under veRL's names `rollout_rs_<option>_*` (compute_rs_metrics,
+ * l.416–519) and `rollout_rs_masked_fraction` / `rollout_rs_seq_masked_fraction` (l.402–406; the latter over
+ * all B rows, as veRL).
+ */
+export const verlRolloutRs: CorrectionFn<VerlRsParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const keep = ones(B * T);
+  const stack: MetricRecord = {};
+  for (const o of parseVerlRs(params.rollout_rs, params.rollout_rs_threshold)) {
+    const stat = levelStat(input, o.kind, o.level);
+    const a = o.lower === null ? null : Math.log(o.lower);
+    const b = o.lower === null ? o.upper : Math.log(o.upper);
+    const inBand = (x: number): boolean => (a === null ? x <= b : a <= x && x <= b);
+    const own = ones(B * T);
+    for (let k = 0; k < stat.length; k++) {
+      if (input.mask[k] === 1 && !inBand(stat[k]!)) {
+        own[k] = 0;
+        keep[k] = 0;
+      }
+    }
+    const m = rejectionMetrics(stat, own, input, o.level, { band: (x) => x, lower: a, upper: b });
+    const pre = `rollout_rs_${o.option}`;
+    stack[`${pre}_mean`] = m['stat_mean']!;
+    stack[`${pre}_max`] = m['stat_max']!;
+    stack[`${pre}_min`] = m['stat_min']!;
+    stack[`${pre}_fraction_high`] = m['fraction_high']!;
+    stack[`${pre}_fraction_low`] = m['fraction_low'] ?? 0;
+    stack[`${pre}_std`] = m['std']!;
+    for (const q of ['seq_mean', 'seq_std', 'seq_max', 'seq_min', 'seq_max_deviation', 'seq_fraction_high']) stack[`${pre}_${q}`] = m[q]!;
+    if (m['seq_fraction_low'] !== undefined) stack[`${pre}_seq_fraction_low`] = m['seq_fraction_low'];
+    stack[`${pre}_masked_fraction`] = m['masked_fraction']!;
+    stack[`${pre}_seq_masked_fraction`] = m['seq_masked_fraction']!;
+  }
+  stack['rollout_rs_masked_fraction'] = tokenFraction(input.mask, (k) => keep[k] === 0);
+  let rejectedRows = 0;
+  for (let i = 0; i < B; i++) {
+    for (let t = 0; t < T; t++) {
+      if (input.mask[i * T + t] === 1 && keep[i * T + t] === 0) {
+        rejectedRows += 1;
+        break;
+      }
+    }
+  }
+  stack['rollout_rs_seq_masked_fraction'] = B > 0 ? rejectedRows / B : 0;
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false, stackMetrics: stack },
+    metrics: maskMetrics(input, keep),
+  };
+};
+
+/** AReaL `actor.rejection_sampling` parameters, as AReaL spells them (areal/api/cli_args.py l.1505–1600). */
+export interface ArealRsParams {
+  /** @defaultValue 'token' */
+  readonly level: CorrectionLevel;
+  /** @defaultValue 'mask' */
+  readonly action: 'mask' | 'clamp';
+  /** @defaultValue 'ratio' */
+  readonly metric: 'ratio' | 'kl_k1' | 'kl_k2' | 'kl_k3' | 'binary_kl';
+  /** Sequence aggregation (level `sequence` only). @defaultValue 'mean' */
+  readonly agg: 'sum' | 'mean' | 'max';
+  /** @defaultValue 5 */
+  readonly upper: number;
+  /** @defaultValue null (none; 0 for `action: clamp`) */
+  readonly lower: number | null;
+}
+
+/** Bernoulli KL(P‖Q) from log-probs with p, q clamped to [1e-8, 1 − 1e-8] (AReaL compute_binary_kl_divergence). */
+function binaryKl(logP: number, logQ: number): number {
+  const eps = 1e-8;
+  const p = Math.min(1 - eps, Math.max(eps, Math.exp(logP)));
+  const q = Math.min(1 - eps, Math.max(eps, Math.exp(logQ)));
+  return p * Math.log(p / q) + (1 - p) * Math.log((1 - p) / (1 - q));
+}
+
+/**
+ * AReaL's rejection sampling (`apply_rejection_sampling`, areal/utils/functional/functional.py l.190–433 at
+ * AReaL cbff54d, 2-D padded path): with lr = ℓold − ℓroll (non-finite → 0) the metric is `ratio` e^lr,
+ * `kl_k1` lr, `kl_k2` ½lr², `kl_k3` e^(−lr) − 1 + lr (AReaL's KLEstimator sign, areal/utils/data.py
+ * l.1677–1694; not veRL's k3), or `binary_kl` max(KL(p_old‖p_roll), KL(p_roll‖p_old)) of Bernoullis (KPop,
+ * l.248–258, l.440–449). Sequence level aggregates per row (ratio in log space: exp(sum|mean|max lr);
+ * others arithmetic; counts clamped at 1; an empty row aggregates to 0) and the ratio metric's weight becomes
+ * the row's geometric mean exp(mean lr). The weight is the behaviour importance weight e^lr (unclamped);
+ * `mask` keeps lower ≤ metric ≤ upper, `clamp` (ratio only) clamps the weight into [lower ?? 0, upper] on the
+ * out-of-bounds tokens / rows.
+ */
+export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const n = B * T;
+  const lr = new Float64Array(n);
+  for (let k = 0; k < n; k++) {
+    const d = input.logpOld[k]! - input.logpRollout[k]!;
+    lr[k] = Number.isFinite(d) ? d : 0;
+  }
+  const metricOf = (k: number): number => {
+    const x = lr[k]!;
+    switch (params.metric) {
+      case 'ratio':
+        return Math.exp(x);
+      case 'kl_k1':
+        return x;
+      case 'kl_k2':
+        return (x * x) / 2;
+      case 'kl_k3':
+        return Math.exp(-x) - 1 + x;
+      case 'binary_kl':
+        return Math.max(binaryKl(input.logpOld[k]!, input.logpRollout[k]!), binaryKl(input.logpRollout[k]!, input.logpOld[k]!));
+    }
+  };
+  const inBounds = (v: number): boolean => (params.lower !== null ? v >= params.lower && v <= params.upper : v <= params.upper);
+  const weight = new Float64Array(n);
+  for (let k = 0; k < n; k++) weight[k] = Math.exp(lr[k]!);
+  const original = Float64Array.from(weight);
+  const keep = ones(n);
+  const ratio = params.metric === 'ratio';
+  const lo = params.lower ?? 0;
+  if (params.level === 'token') {
+    for (let k = 0; k < n; k++) {
+      if (input.mask[k] !== 1) continue;
+      if (params.action === 'mask') keep[k] = inBounds(metricOf(k)) ? 1 : 0;
+      else weight[k] = Math.min(params.upper, Math.max(lo, weight[k]!));
+    }
+  } else {
+    for (let i = 0; i < B; i++) {
+      let sum = 0;
+      let c = 0;
+      let max = -Infinity;
+      let lsum = 0;
+      for (let t = 0; t < T; t++) {
+        const k = i * T + t;
+        if (input.mask[k] !== 1) continue;
+        const v = ratio ? lr[k]! : metricOf(k);
+        sum += v;
+        lsum += lr[k]!;
+        max = Math.max(max, v);
+        c += 1;
+      }
+      if (ratio) {
+        const g = Math.exp(lsum / Math.max(c, 1));
+        for (let t = 0; t < T; t++) weight[i * T + t] = g;
+        for (let t = 0; t < T; t++) original[i * T + t] = g;
+      }
+      const agg = params.agg === 'sum' ? sum : params.agg === 'mean' ? sum / Math.max(c, 1) : c === 0 ? 0 : max;
+      const ok = inBounds(ratio ? Math.exp(agg) : agg);
+      if (ok) continue;
+      for (let t = 0; t < T; t++) {
+        const k = i * T + t;
+        if (input.mask[k] !== 1) continue;
+        if (params.action === 'mask') keep[k] = 0;
+        else weight[k] = Math.min(params.upper, Math.max(lo, weight[k]!));
+      }
+    }
+  }
+  let valid = 0;
+  let changed = 0;
+  for (let k = 0; k < n; k++) {
+    if (input.mask[k] !== 1) continue;
+    valid += 1;
+    if (params.action === 'mask' ? keep[k] === 0 : original[k] !== weight[k]) changed += 1;
+  }
+  return {
+    value: { factor: zeroMaskedFactor(weight, input.mask), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), filtered_fraction: changed / Math.max(valid, 1) },
+  };
+};
+
+/** NeMo-RL's sequence gate on the multiplicative probability error. */
+export interface SeqLogprobErrorParams {
+  /** Keep a row iff mean_t e^|ℓold − ℓroll| ≤ threshold. @defaultValue 2 (NeMo-RL Nemotron 3 Nano recipe; the config default is null = off) */
+  readonly threshold: number;
+}
+
+/**
+ * NeMo-RL `grpo.seq_logprob_error_threshold` (`compute_and_apply_seq_logprob_error_masking`,
+ * nemo_rl/algorithms/grpo.py l.2513–2630 at 7ea279a): per row the multiplicative probability error
+ * e_i = Σ_t m·e^|ℓold − ℓroll| / n_i (the per-row `token_mult_prob_error`); a row is kept iff e_i ≤ threshold
+ * (its `sample_mask` is zeroed otherwise). Metrics under NeMo-RL's names: `max|mean|min_seq_mult_prob_error`
+ * (non-empty rows), the same `_after_mask` over the kept non-empty rows (0 when none), `num_masked_seqs`.
+ */
+export const seqLogprobError: CorrectionFn<SeqLogprobErrorParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const err: number[] = [];
+  const kept: number[] = [];
+  let masked = 0;
+  const keep = rowKeepMask((i) => {
+    let s = 0;
+    let n = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      s += Math.exp(Math.abs(input.logpOld[k]! - input.logpRollout[k]!));
+      n += 1;
+    }
+    const e = n > 0 ? s / n : 0;
+    const ok = e <= params.threshold;
+    if (n > 0) {
+      err.push(e);
+      if (ok) kept.push(e);
+    }
+    if (!ok) masked += 1;
+    return ok;
+  }, input.shape);
+  const stats = (xs: number[], suffix: string): MetricRecord => ({
+    [`max_seq_mult_prob_error${suffix}`]: xs.length > 0 ? Math.max(...xs) : 0,
+    [`mean_seq_mult_prob_error${suffix}`]: xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : 0,
+    [`min_seq_mult_prob_error${suffix}`]: xs.length > 0 ? Math.min(...xs) : 0,
+  });
+  return {
+    value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
+    metrics: { ...maskMetrics(input, keep), ...stats(err, ''), ...stats(kept, '_after_mask'), num_masked_seqs: masked },
+  };
+};
+
 /** Every correction estimator by its config name (composition: see {@link applyCorrection}). */
 export const corrections = {
   none: noCorrection,
@@ -848,6 +1163,9 @@ export const corrections = {
   'outlier-veto': outlierVeto,
   'dp-filter': dpFilter,
   m2po,
+  rollout_rs: verlRolloutRs,
+  rejection_sampling: arealRejectionSampling,
+  seq_logprob_error_threshold: seqLogprobError,
 } as const satisfies Record<string, CorrectionFn>;
 
 /** Config name of a correction estimator. */
@@ -906,6 +1224,7 @@ export function applyCorrection(input: CorrectionInput, specs: readonly Correcti
       verlIsReported = true;
       for (const [name, v] of Object.entries(step.value.verlIsMetrics)) metrics[`rollout_corr/${name}`] = v;
     }
+    if (step.value.stackMetrics !== undefined) for (const [name, v] of Object.entries(step.value.stackMetrics)) metrics[`rollout_corr/${name}`] = v;
     let key = stageKey(spec);
     const seen = used.get(key) ?? 0;
     used.set(key, seen + 1);

@@ -9,6 +9,7 @@ import type { AggregationFn, AggregationParams } from './aggregation.js';
 import { applyCorrection } from './correction.js';
 import type { CorrectionResult } from './correction.js';
 import { mismatchDiagnostics } from './diagnostics.js';
+import { stackMetrics } from './stack-metrics.js';
 import { kl as klTable } from './kl.js';
 import type { KlFn } from './kl.js';
 import { losses } from './losses.js';
@@ -129,9 +130,14 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   // step 6: correction weights and masks (detached). Bypass mode: ℓold := ℓroll in the loss, and the
   // stages compare the detached ℓθ with ℓroll (verl compute_policy_loss_bypass_mode, core_algos.py l.2495–2507)
   const bypass = config.mode === 'bypass';
-  const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : batch.logpOld;
-  const lossOld = bypass ? batch.logpRollout : batch.logpOld;
-  const corr = applyCorrection({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv }, config.correction);
+  // AReaL prox_logp_method "loglinear": ℓold := ℓroll + α(sg[ℓθ] − ℓroll) for the stages and the loss
+  const prox = config.proxLogp != null ? loglinearProximal(batch.logpThetaDetached ?? batch.logpTheta, batch.logpRollout, config.proxLogp.versionLag) : undefined;
+  const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : (prox ?? batch.logpOld);
+  const lossOld = bypass ? batch.logpRollout : (prox ?? batch.logpOld);
+  const corr = applyCorrection(
+    { shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
+    config.correction,
+  );
   Object.assign(metrics, corr.metrics);
   const { mask, denominatorMask } = corr.value;
   // bypass: only reinforce applies the IS weights; the PPO-style losses already see r = πθ/πroll (l.2515–2540)
@@ -140,6 +146,9 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
     metrics,
     mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask, emptyRows: config.diagnostics.emptyRows }).metrics,
   );
+  if (config.diagnostics.stacks !== undefined) {
+    Object.assign(metrics, stackMetrics({ shape, logpTrain: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, effectiveMask: mask, weights, advantages: tokenAdv }, config.diagnostics.stacks));
+  }
 
   // step 7: policy loss × weight, aggregation, KL, gradient
   const objective = policyObjective(
@@ -155,12 +164,23 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
       denominatorMask,
       responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
+      rewards: batch.rewards,
     },
     config,
   );
   Object.assign(metrics, objective.metrics);
   const { tokenLoss, loss, gradLogpTheta } = objective.value;
   return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+}
+
+/**
+ * AReaL's log-linear proximal policy (areal/trainer/ppo/actor.py `compute_prox_logp_approximations`
+ * l.768–830 at AReaL cbff54d): with the version lag k = v_θ − v_behave and v_prox = v_θ − 1,
+ * α = clamp((k − 1)/k, 0, 1) (0 when k = 0) and ℓprox = ℓroll + α·(ℓθ − ℓroll), ℓθ detached.
+ */
+export function loglinearProximal(logpThetaDetached: Float64Array, logpRollout: Float64Array, versionLag: number): Float64Array {
+  const alpha = versionLag > 0 ? Math.min(1, Math.max(0, (versionLag - 1) / versionLag)) : 0;
+  return logpRollout.map((r, k) => r + alpha * (logpThetaDetached[k]! - r));
 }
 
 /** Inputs of {@link policyObjective}: a (mini-)batch with its correction already applied (all `(B, T)`). */
@@ -181,12 +201,14 @@ export interface ObjectiveInput {
   readonly weights: Float64Array;
   /** Effective loss mask (numerator). */
   readonly mask: Float64Array;
-  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response`). */
+  /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response` or `numerator`). */
   readonly denominatorMask: Float64Array;
   /** The original response mask, used by the KL term when `kl.mask` is `response`. @defaultValue denominatorMask */
   readonly responseMask?: Float64Array | undefined;
   /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /** Per-row rewards `(B)`, read by `topr` (rows with reward > 0 are its positives). */
+  readonly rewards?: Float64Array | undefined;
 }
 
 /** Loss, per-token loss and gradient of one objective evaluation. */
@@ -202,7 +224,8 @@ export interface ObjectiveValue {
 /**
  * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
- * with the same coefficients, or with `kl.mask: 'response'` over the response mask with that mask's own
+ * with the same coefficients, with `kl.mask: 'numerator'` over the effective mask with the same coefficients
+ * (slime), or with `kl.mask: 'response'` over the response mask with that mask's own
  * aggregation coefficients, as verl's bypass mode), and the
  * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
  * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
@@ -227,6 +250,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       mask,
       upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
       logpThetaDetached: input.logpThetaDetached,
+      rewards: input.rewards,
       metricMask: denominatorMask,
     },
     config.loss,
@@ -240,9 +264,11 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
-    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : denominatorMask;
+    // `numerator`: the KL over the effective mask with the policy loss's coefficients (slime rebuilds its
+    // reducer with the rejection-modified masks and the original denominators, loss.py l.1086–1092, l.1128)
+    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : config.kl.mask === 'numerator' ? mask : denominatorMask;
     // the KL term's own coefficients: those of the policy loss unless it runs over another mask
-    const ckl = klMask === denominatorMask ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
+    const ckl = klMask === denominatorMask || config.kl.mask === 'numerator' ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
     // bias-corrected KL: KL_t·ρ_t with ρ = exp(ℓθ − ℓold) carrying gradient (TRL use_bias_correction_kl,
     // grpo_trainer.py l.3068–3076) or ρ = sg[exp(ℓθ − ℓroll)] (NeMo-RL use_on_policy_kl_approximation)

@@ -20,6 +20,7 @@ export {
 export {
   corrections,
   applyCorrection,
+  correctionNeedsTheta,
   type CorrectionFn,
   type CorrectionInput,
   type CorrectionName,
@@ -35,6 +36,12 @@ export {
   type BatchNormParams,
   type AisParams,
   type OpsmParams,
+  type OpsmForm,
+  parseVerlRs,
+  type VerlRsOption,
+  type VerlRsParams,
+  type ArealRsParams,
+  type SeqLogprobErrorParams,
   type OutlierVetoParams,
   type DpFilterParams,
   type DpFilterLevel,
@@ -51,6 +58,9 @@ export {
   type PolicyLossInput,
   type PolicyLossValue,
   type ClipParams,
+  type CispoParams,
+  type VespoParams,
+  type ToprParams,
   type DppoParams,
   type IpoParams,
   type PpoClipParams,
@@ -72,6 +82,17 @@ export { kl, type KlFn, type KlInput, type KlName, type KlValue } from './kl.js'
 
 // Mismatch diagnostics.
 export { mismatchDiagnostics, type DiagnosticsInput, type EmptyRows } from './diagnostics.js';
+
+// Every stack's mismatch metrics under its own names, and their docs table.
+export {
+  stackMetricSets,
+  stackMetrics,
+  stackMetricsTableMarkdown,
+  type StackMetricDoc,
+  type StackMetricInput,
+  type StackMetricSet,
+  type StackName,
+} from './stack-metrics.js';
 
 // Mismatch by response position and length.
 export {

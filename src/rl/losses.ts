@@ -25,6 +25,8 @@ export interface PolicyLossInput {
   readonly upstream: Float64Array;
   /** Point at which stop-gradient terms (`cispo`'s sg[clip(r)]) are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /** Per-row rewards `(B)`, when the batch has them (`topr` splits rows by reward sign). */
+  readonly rewards?: Float64Array | undefined;
   /**
    * Tokens the `actor/*` token metrics average over, a superset of `mask`. verl averages them over the
    * `response_mask` handed to the loss, which is qrl-sim's denominator mask (IcePop-zeroed tokens stay
@@ -59,6 +61,14 @@ export interface ClipParams {
   readonly epsLow: number;
   /** Upper clip offset ε_high. */
   readonly epsHigh: number;
+}
+/** CISPO parameters: the clip range and SkyRL's anchor. */
+export interface CispoParams extends ClipParams {
+  /**
+   * The behaviour policy of the ratio: `old` r = π_θ/π_old (the CISPO paper), `rollout` r = π_θ/π_roll
+   * (SkyRL `cispo.cispo_anchor`). @defaultValue 'old'
+   */
+  readonly anchor?: 'old' | 'rollout' | undefined;
 }
 /** SAPO temperatures. */
 export interface SapoParams {
@@ -188,7 +198,13 @@ function rowMeanLogRatio(input: PolicyLossInput, i: number): { mean: number; cou
  * this function: d/dℓθ_u = (Σ_t upstream_t·∂L_t/∂s)·s_i/n_i. (verl's token surrogate gives the same
  * gradient whenever the correction weight and the advantage are constant within each sequence.)
  */
-export const gspo: LossFn<ClipParams> = (input, params) => {
+export const gspo: LossFn<ClipParams> = (input, params) => sequenceRatioLoss(input, params, 10);
+
+/**
+ * The GSPO surrogate with the sequence log-ratio capped at `cap` (GSPO: 10, verl; LUSPO: none, TRL's
+ * `importance_sampling_level="sequence"` takes exp of the plain mean, grpo_trainer.py l.3058–3060).
+ */
+function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: number): Estimate<PolicyLossValue> {
   const { B, T } = input.shape;
   const tokenLoss = new Float64Array(B * T);
   const grad = new Float64Array(B * T);
@@ -205,7 +221,7 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
       }
       continue;
     }
-    const logS = Math.min(mean, 10);
+    const logS = Math.min(mean, cap);
     const s = Math.exp(logS);
     seqSum += s;
     seqs += 1;
@@ -233,6 +249,170 @@ export const gspo: LossFn<ClipParams> = (input, params) => {
     value: { tokenLoss, gradLogpTheta: grad },
     metrics: { ...m.result(), 'actor/seq_ratio_mean': seqs > 0 ? seqSum / seqs : 0 },
   };
+}
+
+/**
+ * LUSPO (TRL `loss_type="luspo"`, grpo_trainer.py l.3083–3090, l.3143–3148): the GSPO clipped surrogate on
+ * s_i = exp(mean_t m(ℓθ − ℓold)) without GSPO's cap at 10; TRL scales each row's loss by its length n_i
+ * and averages over rows, which is this loss under `seq-mean-token-sum` (its default aggregation).
+ */
+export const luspo: LossFn<ClipParams> = (input, params) => sequenceRatioLoss(input, params, Infinity);
+
+/** VESPO's Gamma-weight parameters (TRL `vespo_k_pos`, `vespo_lambda_pos`, `vespo_k_neg`, `vespo_lambda_neg`). */
+export interface VespoParams {
+  /** Shape k for A ≥ 0. @defaultValue 2 */
+  readonly kPos: number;
+  /** Rate λ for A ≥ 0. @defaultValue 3 */
+  readonly lambdaPos: number;
+  /** Shape k for A < 0. @defaultValue 3 */
+  readonly kNeg: number;
+  /** Rate λ for A < 0. @defaultValue 2 */
+  readonly lambdaNeg: number;
+}
+
+/**
+ * VESPO (TRL `loss_type="vespo"`, `get_gamma_weights`, grpo_trainer.py l.2943–2991, l.3096–3108): per row,
+ * log w = clamp(Σ_t m·clamp(sg[ℓθ] − ℓold, ±20), log 1e-8, 20), w = e^(log w), and the detached Gamma weight
+ * φ = exp(λ + k·log w − λ·w) (k, λ by the sign of the row's advantage, A ≥ 0 positive; λ ≥ 1e-4; a
+ * non-finite φ is 0). L_t = −φ·A_t·ℓθ_t, so dL/dℓθ = −φ·A.
+ */
+export const vespo: LossFn<VespoParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const tokenLoss = new Float64Array(B * T);
+  const grad = new Float64Array(B * T);
+  const det = input.logpThetaDetached ?? input.logpTheta;
+  const lower = Math.log(1e-8);
+  const m = new Means(['actor/ppo_kl']);
+  let phiSum = 0;
+  let phiRows = 0;
+  for (let i = 0; i < B; i++) {
+    let s = 0;
+    let first = -1;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      if (first < 0) first = k;
+      s += clampLog(det[k]! - input.logpOld[k]!);
+    }
+    const logW = Math.min(20, Math.max(lower, s));
+    const w = Math.exp(logW);
+    // TRL's advantages are per row (B, 1): the sign of the row's (first valid) advantage picks k and λ
+    const pos = first < 0 || input.advantages[first]! >= 0;
+    const kk = pos ? params.kPos : params.kNeg;
+    const lam = Math.max(1e-4, pos ? params.lambdaPos : params.lambdaNeg);
+    const raw = Math.exp(lam + kk * logW - lam * w);
+    const phi = Number.isFinite(raw) ? raw : 0;
+    if (first >= 0) {
+      phiSum += phi;
+      phiRows += 1;
+    }
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (!visited(input, k)) continue;
+      const A = input.advantages[k]!;
+      if (input.mask[k] === 1) {
+        tokenLoss[k] = -phi * A * input.logpTheta[k]!;
+        grad[k] = input.upstream[k]! * -phi * A;
+      }
+      if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
+    }
+  }
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: { ...m.result(), 'actor/vespo_phi_seq_mean': phiRows > 0 ? phiSum / phiRows : 0 } };
+};
+
+/**
+ * GMPO, veRL `loss_mode=geo_mean` (`compute_policy_loss_geo_mean`, core_algos.py l.1927–2015, arXiv
+ * 2507.20673): with lr_t = ℓθ − ℓold (unclamped) and σ = sign(A_t), the token-clipped log-ratio
+ * lr̃_t = σ·min(σ·lr_t, σ·clamp(lr_t, −ε_low, ε_high)); per row ratio_i = exp(Σ m·lr̃/(n_i + 1e-8)),
+ * Ā_i = Σ m·A/(n_i + 1e-8), loss_i = −Ā_i·ratio_i, broadcast to the row's tokens (veRL averages over the B
+ * rows: `seq-mean-token-mean`, the default, gives that when no row is empty). Gradient:
+ * ∂/∂ℓθ_u = (Σ_t upstream_t)·(−Ā_i)·ratio_i·[lr̃_u = lr_u]/(n_i + 1e-8).
+ */
+export const geoMean: LossFn<ClipParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const tokenLoss = new Float64Array(B * T);
+  const grad = new Float64Array(B * T);
+  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl']);
+  const live = new Uint8Array(T);
+  for (let i = 0; i < B; i++) {
+    let n = 0;
+    let s = 0;
+    let a = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      live[t] = 0;
+      if (visited(input, k)) {
+        const lr = input.logpTheta[k]! - input.logpOld[k]!;
+        const A = input.advantages[k]!;
+        const c = clip(lr, -params.epsLow, params.epsHigh);
+        if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== lr && A > 0 ? 1 : 0, 'actor/pg_clipfrac_lower': c !== lr && A < 0 ? 1 : 0, 'actor/ppo_kl': -lr });
+        if (input.mask[k] !== 1) continue;
+        const sg = Math.sign(A);
+        const picked = Math.min(sg * lr, sg * c);
+        s += sg * picked;
+        a += A;
+        n += 1;
+        live[t] = sg !== 0 && sg * lr <= sg * c ? 1 : 0;
+      }
+    }
+    if (n === 0) continue;
+    const ratio = Math.exp(s / (n + 1e-8));
+    const Abar = a / (n + 1e-8);
+    let G = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] !== 1) continue;
+      tokenLoss[k] = -Abar * ratio;
+      G += input.upstream[k]!;
+    }
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (input.mask[k] === 1 && live[t] === 1) grad[k] = (G * -Abar * ratio) / (n + 1e-8);
+    }
+  }
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
+};
+
+/** TOPR weights (ROLL `topr_positive_weight`, `topr_negative_weight`). */
+export interface ToprParams {
+  /** @defaultValue 1 */
+  readonly positiveWeight: number;
+  /** @defaultValue 1 */
+  readonly negativeWeight: number;
+}
+
+/**
+ * TOPR, tapered off-policy REINFORCE (arXiv 2503.14286; ROLL `pg_variant: topr`, `_compute_topr_loss`,
+ * roll/pipeline/agentic/agentic_actor_pg_worker.py l.260–330): rows with reward > 0 take the SFT-like
+ * L = −w⁺·A·ℓθ, the others L = −w⁻·sg[clamp(r, 0, 1)]·A·ℓθ with r = exp(sg[ℓθ] − ℓold) (unclamped, as
+ * ROLL). Without rewards (advantages given) a row is positive iff its first valid advantage is > 0.
+ */
+export const topr: LossFn<ToprParams> = (input, params) => {
+  const { B, T } = input.shape;
+  const tokenLoss = new Float64Array(B * T);
+  const grad = new Float64Array(B * T);
+  const det = input.logpThetaDetached ?? input.logpTheta;
+  const m = new Means(['actor/ppo_kl', 'actor/topr_negative_clipfrac']);
+  let positives = 0;
+  for (let i = 0; i < B; i++) {
+    let first = -1;
+    for (let t = 0; t < T && first < 0; t++) if (input.mask[i * T + t] === 1) first = i * T + t;
+    const pos = input.rewards !== undefined ? input.rewards[i]! > 0 : first >= 0 && input.advantages[first]! > 0;
+    if (pos) positives += 1;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (!visited(input, k)) continue;
+      const A = input.advantages[k]!;
+      const r = Math.exp(det[k]! - input.logpOld[k]!);
+      const coef = pos ? params.positiveWeight : params.negativeWeight * Math.min(1, Math.max(0, r));
+      if (input.mask[k] === 1) {
+        tokenLoss[k] = -coef * A * input.logpTheta[k]!;
+        grad[k] = input.upstream[k]! * -coef * A;
+      }
+      if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]!, 'actor/topr_negative_clipfrac': !pos && r > 1 ? 1 : 0 });
+    }
+  }
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: { ...m.result(), 'actor/topr_positive_ratio': B > 0 ? positives / (B + 1e-8) : 0 } };
 };
 
 /**
@@ -267,15 +447,17 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
  * The clipped ratio is detached (evaluated at `logpThetaDetached`), so dL/dℓθ = −clip(r)·A.
  * MetricRecord: `actor/pg_clipfrac` (r ≠ clip(r)), `actor/pg_clipfrac_lower` (0), `actor/ppo_kl`, `actor/ratio_mean`.
  */
-export const cispo: LossFn<ClipParams> = (input, params) => {
+export const cispo: LossFn<CispoParams> = (input, params) => {
   const n = input.mask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const det = input.logpThetaDetached ?? input.logpTheta;
+  // SkyRL cispo_anchor "rollout": ratio against the rollout log-probs (ppo_utils.py l.769–782)
+  const anchor = params.anchor === 'rollout' ? input.logpRollout : input.logpOld;
   const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean']);
   for (let k = 0; k < n; k++) {
     if (!visited(input, k)) continue;
-    const d = clampLog(det[k]! - input.logpOld[k]!);
+    const d = clampLog(det[k]! - anchor[k]!);
     const r = Math.exp(d);
     const c = clip(r, 1 - params.epsLow, 1 + params.epsHigh);
     const A = input.advantages[k]!;
@@ -469,6 +651,10 @@ export const losses = {
   'dppo-tv': dppoTv,
   'dppo-kl': dppoKl,
   ipo,
+  luspo,
+  vespo,
+  geo_mean: geoMean,
+  topr,
 } as const satisfies Record<string, LossFn>;
 
 /** Config name of a policy loss. */

@@ -7,10 +7,12 @@ import { advantages } from './advantages.js';
 import { aggregations } from './aggregation.js';
 import type { AggregationName } from './aggregation.js';
 import type { CorrectionSpec } from './correction.js';
-import { corrections } from './correction.js';
+import { corrections, parseVerlRs } from './correction.js';
 import { kl } from './kl.js';
 import { losses } from './losses.js';
 import type { BatchShape } from './types.js';
+import { stackMetricSets } from './stack-metrics.js';
+import type { StackName } from './stack-metrics.js';
 
 const positive = (): z.ZodNumber => z.number().gt(0, { error: (iss) => `must be > 0, got ${String(iss.input)}` });
 const nonNegative = (): z.ZodNumber => z.number().gte(0, { error: (iss) => `must be >= 0, got ${String(iss.input)}` });
@@ -75,7 +77,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     denominator: denominator.default('kept'),
   }),
   z.strictObject({ name: z.literal('veto'), v: positive().default(1e-4), denominator: denominator.default('kept') }),
-  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence']).default('token') }),
+  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence', 'slime-sequence']).default('token') }),
   z.strictObject({
     name: z.literal('ais'),
     C: atLeastOne().default(5),
@@ -84,7 +86,7 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     betaVar: nonNegative().default(1),
     eps: positive().default(1e-6),
   }),
-  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original') }),
+  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original'), form: z.enum(['deepseek', 'slime']).optional() }),
   z
     .strictObject({ name: z.literal('outlier-veto'), lo: nonNegative().default(1e-4), hi: positive().default(100), denominator: denominator.default('kept') })
     .superRefine((v, ctx) => {
@@ -102,6 +104,42 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
       if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
     }),
   z.strictObject({ name: z.literal('m2po'), tau: nonNegative().default(0.04), denominator: denominator.default('kept') }),
+  z
+    .strictObject({
+      name: z.literal('rollout_rs'),
+      rollout_rs: z.string().default('seq_mean_k3'),
+      rollout_rs_threshold: z.union([z.string(), positive()]).default(0.01),
+      denominator: denominator.default('kept'),
+    })
+    .superRefine((v, ctx) => {
+      try {
+        parseVerlRs(v.rollout_rs, v.rollout_rs_threshold);
+      } catch (e) {
+        const msg = (e as Error).message;
+        ctx.addIssue({ code: 'custom', path: [msg.startsWith('rollout_rs_threshold') ? 'rollout_rs_threshold' : 'rollout_rs'], message: msg.replace(/^rollout_rs(_threshold)?: /, '') });
+      }
+    }),
+  z.strictObject({ name: z.literal('seq_logprob_error_threshold'), threshold: positive().default(2), denominator: denominator.default('kept') }),
+  z
+    .strictObject({
+      name: z.literal('rejection_sampling'),
+      level: z.enum(['token', 'sequence']).default('token'),
+      action: z.enum(['mask', 'clamp']).default('mask'),
+      metric: z.enum(['ratio', 'kl_k1', 'kl_k2', 'kl_k3', 'binary_kl']).default('ratio'),
+      agg: z.enum(['sum', 'mean', 'max']).default('mean'),
+      upper: z.number().default(5),
+      lower: z.number().nullable().default(null),
+      denominator: denominator.default('original'),
+    })
+    .superRefine((v, ctx) => {
+      // AReaL RejectionSamplingConfig.__post_init__ (areal/api/cli_args.py l.1602–1660)
+      const issue = (path: string, message: string): void => ctx.addIssue({ code: 'custom', path: [path], message });
+      if (v.lower !== null && v.lower > v.upper) issue('lower', `must be <= upper (${v.upper}), got ${v.lower}`);
+      if (v.metric === 'ratio' && v.upper <= 1) issue('upper', `must be > 1 for metric 'ratio', got ${v.upper}`);
+      if (v.metric === 'ratio' && v.lower !== null && v.lower <= 0) issue('lower', `must be > 0 for metric 'ratio', got ${v.lower}`);
+      if ((v.metric === 'kl_k2' || v.metric === 'kl_k3' || v.metric === 'binary_kl') && v.upper <= 0) issue('upper', `must be > 0 for metric '${v.metric}', got ${v.upper}`);
+      if (v.action === 'clamp' && v.metric !== 'ratio') issue('action', `'clamp' needs metric 'ratio', got metric '${v.metric}'`);
+    }),
 ]);
 
 /** zod schema of the advantage estimator. */
@@ -127,7 +165,7 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
   }),
   z.strictObject({ name: z.literal('gspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
   z.strictObject({ name: z.literal('sapo'), tauPos: positive().default(1), tauNeg: positive().default(1.05) }),
-  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
+  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), anchor: z.enum(['old', 'rollout']).optional() }),
   z.strictObject({ name: z.literal('reinforce') }),
   z.strictObject({
     name: z.literal('tbpo'),
@@ -141,9 +179,13 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('dppo-tv'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
   z.strictObject({ name: z.literal('dppo-kl'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
   z.strictObject({ name: z.literal('ipo'), threshold: nonNegative().default(0.1), c: positive().default(20) }),
+  z.strictObject({ name: z.literal('luspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
+  z.strictObject({ name: z.literal('vespo'), kPos: nonNegative().default(2), lambdaPos: nonNegative().default(3), kNeg: nonNegative().default(3), lambdaNeg: nonNegative().default(2) }),
+  z.strictObject({ name: z.literal('geo_mean'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
+  z.strictObject({ name: z.literal('topr'), positiveWeight: nonNegative().default(1), negativeWeight: nonNegative().default(1) }),
 ]);
 
-const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
+const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'] as const;
 
 /** zod schema of the aggregation: a mode name, or `{ name, normalizer? }`. */
 export const aggregationSpecSchema = z.union([
@@ -155,7 +197,7 @@ export const aggregationSpecSchema = z.union([
 export const klSpecSchema = z.strictObject({
   name: z.enum(['k1', 'k2', 'k3', 'k1+', 'k3+']),
   coef: nonNegative().default(0.001),
-  mask: z.enum(['denominator', 'response']).default('denominator'),
+  mask: z.enum(['denominator', 'response', 'numerator']).default('denominator'),
   biasCorrection: z.enum(['none', 'old', 'rollout']).default('none'),
 });
 
@@ -164,9 +206,17 @@ export const mismatchPenaltySpecSchema = z.strictObject({
   tau: nonNegative().default(1e-3),
 });
 
+/** zod schema of AReaL's proximal-policy approximation (`actor.prox_logp_method`). */
+export const proxLogpSpecSchema = z.strictObject({
+  method: z.literal('loglinear'),
+  versionLag: z.number().int({ error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).gte(0, { error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).default(1),
+});
+
 /** zod schema of the diagnostics options. */
 export const diagnosticsSpecSchema = z.strictObject({
   emptyRows: z.enum(['skip', 'verl']).default('skip'),
+  /** Stacks whose own mismatch metrics are also logged, under their names (src/rl/stack-metrics.ts). */
+  stacks: z.array(z.enum(Object.keys(stackMetricSets) as [StackName, ...StackName[]])).optional(),
 });
 
 /** zod schema of the whole `config` object of `estimate`. */
@@ -181,6 +231,7 @@ export const estimateConfigSchema = z.strictObject({
   diagnostics: diagnosticsSpecSchema.prefault({}),
   mode: z.enum(['decoupled', 'bypass']).default('decoupled'),
   mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
+  proxLogp: proxLogpSpecSchema.nullable().optional(),
 });
 
 /** Resolved advantage spec. */
@@ -214,7 +265,15 @@ export interface EstimateConfig {
   readonly mode: 'decoupled' | 'bypass';
   /** τ·(ℓθ − ℓroll)² per token (prime-rl `kl_tau`), or null. */
   readonly mismatchPenalty: MismatchPenaltySpec | null;
+  /**
+   * AReaL's log-linear proximal policy (`prox_logp_method: loglinear`): ℓold is not given but approximated
+   * by ℓroll + α·(sg[ℓθ] − ℓroll), α = (lag − 1)/lag (0 for lag 0). Absent: ℓold as given.
+   */
+  readonly proxLogp?: ProxLogpSpec | undefined;
 }
+
+/** Resolved proximal-policy spec. */
+export type ProxLogpSpec = z.output<typeof proxLogpSpecSchema>;
 
 /** Resolved mismatch-penalty spec. */
 export type MismatchPenaltySpec = z.output<typeof mismatchPenaltySpecSchema>;
@@ -283,12 +342,19 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   if (!parsed.success) throw new UsageError(describeIssue(prefix, parsed.error.issues[0]!, [], raw));
   const c = parsed.data;
   const lossName = c.loss.name;
-  const defaultAgg = lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' ? 'seq-mean-token-mean' : 'token-mean';
+  const defaultAgg =
+    lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' || lossName === 'geo_mean' ? 'seq-mean-token-mean' : lossName === 'luspo' ? 'seq-mean-token-sum' : 'token-mean';
   const correction: readonly CorrectionSpec[] = c.correction;
   // bypass mode: the KL runs over the full response mask unless the config says otherwise (verl)
   const rawKl = (raw as { kl?: { mask?: unknown } } | null | undefined)?.kl;
   const klMaskGiven = rawKl !== null && typeof rawKl === 'object' && rawKl.mask !== undefined;
   const kl = c.kl == null ? null : c.mode === 'bypass' && !klMaskGiven ? { ...c.kl, mask: 'response' as const } : c.kl;
+  const slimeOpsm = correction.findIndex((s) => s.name === 'opsm' && s.form === 'slime');
+  if (c.mode === 'bypass' && c.proxLogp != null) throw new UsageError(`${prefix}.proxLogp: AReaL's log-linear proximal policy replaces ℓold in decoupled mode; bypass mode has no ℓold (use mode "decoupled")`);
+  if (c.mode === 'bypass' && slimeOpsm >= 0) {
+    const where = Array.isArray((raw as { correction?: unknown }).correction) ? `${prefix}.correction[${slimeOpsm}].form` : `${prefix}.correction.form`;
+    throw new UsageError(`${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`);
+  }
   return {
     advantage: c.advantage,
     correction,
@@ -298,6 +364,7 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     diagnostics: c.diagnostics,
     mode: c.mode,
     mismatchPenalty: c.mismatchPenalty,
+    ...(c.proxLogp != null ? { proxLogp: c.proxLogp } : {}),
   };
 }
 

@@ -125,8 +125,15 @@ const correctionSpecs = [
   { name: 'none' }, { name: 'token-is' }, { name: 'tis', C: 2 }, { name: 'seq-tis', C: 2 }, { name: 'icepop' }, { name: 'mis-token' },
   { name: 'mis-seq' }, { name: 'geo-rs', lo: 0.9, hi: 1.1 }, { name: 'rs-k1' }, { name: 'rs-k2', hi: 0.05 }, { name: 'rs-k3', hi: 0.05 },
   { name: 'veto', v: 0.05 }, { name: 'batch-norm' }, { name: 'ais' },
+  // the stacks' options
+  { name: 'opsm', form: 'slime', delta: 0.001 }, { name: 'rollout_rs', rollout_rs: 'token_k1,seq_max_k3', rollout_rs_threshold: '0.5_2.0,0.05' },
+  { name: 'rejection_sampling', metric: 'kl_k3', level: 'sequence', agg: 'max', upper: 0.5 }, { name: 'rejection_sampling', action: 'clamp', upper: 1.5 },
+  { name: 'rejection_sampling', metric: 'binary_kl', upper: 0.02 }, { name: 'batch-norm', level: 'slime-sequence' }, { name: 'seq_logprob_error_threshold', threshold: 1.5 },
 ] as const;
-const lossSpecs = [{ name: 'ppo-clip' }, { name: 'ppo-clip', dualClip: 3 }, { name: 'gspo' }, { name: 'sapo' }, { name: 'cispo' }, { name: 'reinforce' }, { name: 'tbpo' }] as const;
+const lossSpecs = [
+  { name: 'ppo-clip' }, { name: 'ppo-clip', dualClip: 3 }, { name: 'gspo' }, { name: 'sapo' }, { name: 'cispo' }, { name: 'reinforce' }, { name: 'tbpo' },
+  { name: 'cispo', anchor: 'rollout' }, { name: 'geo_mean' }, { name: 'luspo' }, { name: 'vespo' }, { name: 'topr' },
+] as const;
 
 /** An `estimate` config: any advantage, correction stage, loss, aggregation and optional KL. */
 export const estimatorConfigArb = (): fc.Arbitrary<Record<string, unknown>> =>
@@ -134,7 +141,7 @@ export const estimatorConfigArb = (): fc.Arbitrary<Record<string, unknown>> =>
     advantage: fc.constantFrom({ name: 'grpo' }, { name: 'drgrpo' }, { name: 'batch-std' }),
     correction: fc.constantFrom(...correctionSpecs),
     loss: fc.constantFrom(...lossSpecs),
-    aggregation: fc.constantFrom('token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'),
+    aggregation: fc.constantFrom('token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'),
     kl: fc.constantFrom(null, { name: 'k1', coef: 0.01 }, { name: 'k2', coef: 0.01 }, { name: 'k3', coef: 0.01 }, { name: 'k3+', coef: 0.01 }),
   });
 

@@ -324,6 +324,6 @@ describe('correction: properties', () => {
 
 it('the correction table is frozen-typed and complete', () => {
   expect(Object.keys(corrections).sort()).toEqual(
-    ['ais', 'batch-norm', 'dp-filter', 'geo-rs', 'icepop', 'm2po', 'mis-seq', 'mis-token', 'none', 'opsm', 'outlier-veto', 'rs-k1', 'rs-k2', 'rs-k3', 'seq-tis', 'tis', 'token-is', 'veto'],
+    ['ais', 'batch-norm', 'dp-filter', 'geo-rs', 'icepop', 'm2po', 'mis-seq', 'mis-token', 'none', 'opsm', 'outlier-veto', 'rejection_sampling', 'rollout_rs', 'rs-k1', 'rs-k2', 'rs-k3', 'seq-tis', 'seq_logprob_error_threshold', 'tis', 'token-is', 'veto'],
   );
 });

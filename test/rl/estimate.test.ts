@@ -5,26 +5,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import type { EstimateBatch } from '../../src/rl/index.js';
 import { aggregations, estimate, estimateJson, kl, losses, resolveConfig } from '../../src/rl/index.js';
-import { batchArb, centralDifference, flat, lcg, toBatch } from './helpers.js';
-
-/** A fixed random batch: B × T, ℓθ, ℓroll, ℓref within ±spread of ℓold, ~25 % padding. */
-function fixedBatch(seed: number, B: number, T: number, spread: number): EstimateBatch {
-  const u = lcg(seed);
-  const n = B * T;
-  const old = Float64Array.from({ length: n }, () => -0.05 - 3 * u());
-  const near = () => old.map((o) => o + spread * (2 * u() - 1));
-  const mask = Float64Array.from({ length: n }, (_, k) => (k % T === 0 || u() > 0.25 ? 1 : 0));
-  return {
-    shape: { B, T },
-    logpOld: old,
-    logpTheta: near(),
-    logpRollout: old.map((o) => o + 0.4 * (2 * u() - 1)),
-    logpRef: near(),
-    mask,
-    rewards: Float64Array.from({ length: B }, (_, i) => (i % 3 === 0 ? 1 : u())),
-    groups: Array.from({ length: B }, (_, i) => i % 2),
-  };
-}
+import { batchArb, fdCheck, fixedBatch, flat, toBatch } from './helpers.js';
 
 /** Loss configs whose kinks are far from the test points (wide TBPO/GSPO bands), plus dual-clip. */
 const LOSS_CONFIGS: object[] = [
@@ -54,19 +35,6 @@ const CORRECTIONS: object[][] = [
 ];
 /** The stacks' masks: two-sided truncation, OPSM, Δp filter, M2PO, outlier veto. */
 const STACK_CHAIN: object[] = [{ name: 'tis', C: 1.2, lo: 0.9 }, { name: 'opsm', delta: 0.01 }, { name: 'dp-filter', lo: -0.05, hi: 0.05 }, { name: 'm2po', tau: 0.03 }, { name: 'outlier-veto', lo: 0.7, hi: 1.5 }];
-
-function fdCheck(batch: EstimateBatch, rawConfig: object, h: number, tol: number): void {
-  const config = resolveConfig(rawConfig);
-  const x0 = batch.logpTheta;
-  const f = (x: Float64Array) => estimate({ ...batch, logpTheta: x, logpThetaDetached: x0 }, config).loss;
-  const r = estimate(batch, config);
-  const fd = centralDifference(f, x0, h);
-  for (let k = 0; k < x0.length; k++) {
-    const scale = Math.max(1, Math.abs(fd[k]!));
-    expect(Math.abs(r.gradLogpTheta[k]! - fd[k]!), `${JSON.stringify(rawConfig)} k=${k}: ${r.gradLogpTheta[k]} vs ${fd[k]}`).toBeLessThanOrEqual(tol * scale);
-    if (batch.mask[k] === 0) expect(r.gradLogpTheta[k]).toBe(0);
-  }
-}
 
 describe('gradient w.r.t. logpTheta against central finite differences', () => {
   it('every loss × aggregation × KL (× three correction chains)', () => {

@@ -2,7 +2,9 @@
 // Not a reference implementation of any estimator (those live inside each test, written independently).
 
 import { fc } from '@fast-check/vitest';
+import { expect } from 'vitest';
 import type { BatchShape, CorrectionInput, EstimateBatch } from '../../src/rl/index.js';
+import { estimate, resolveConfig } from '../../src/rl/index.js';
 
 /** Flattens rows into a (B, T) Float64Array. */
 export function flat(rows: number[][]): Float64Array {
@@ -108,3 +110,37 @@ export function centralDifference(f: (x: Float64Array) => number, x: Float64Arra
   }
   return g;
 }
+
+/** A fixed random batch: B × T, ℓθ, ℓroll, ℓref within ±spread of ℓold, ~25 % padding. */
+export function fixedBatch(seed: number, B: number, T: number, spread: number): EstimateBatch {
+  const u = lcg(seed);
+  const n = B * T;
+  const old = Float64Array.from({ length: n }, () => -0.05 - 3 * u());
+  const near = () => old.map((o) => o + spread * (2 * u() - 1));
+  const mask = Float64Array.from({ length: n }, (_, k) => (k % T === 0 || u() > 0.25 ? 1 : 0));
+  return {
+    shape: { B, T },
+    logpOld: old,
+    logpTheta: near(),
+    logpRollout: old.map((o) => o + 0.4 * (2 * u() - 1)),
+    logpRef: near(),
+    mask,
+    rewards: Float64Array.from({ length: B }, (_, i) => (i % 3 === 0 ? 1 : u())),
+    groups: Array.from({ length: B }, (_, i) => i % 2),
+  };
+}
+
+/** Checks estimate's dLoss/dℓθ against central differences (ℓθ's detached copy held at x0). */
+export function fdCheck(batch: EstimateBatch, rawConfig: object, h: number, tol: number): void {
+  const config = resolveConfig(rawConfig);
+  const x0 = batch.logpTheta;
+  const f = (x: Float64Array) => estimate({ ...batch, logpTheta: x, logpThetaDetached: x0 }, config).loss;
+  const r = estimate(batch, config);
+  const fd = centralDifference(f, x0, h);
+  for (let k = 0; k < x0.length; k++) {
+    const scale = Math.max(1, Math.abs(fd[k]!));
+    expect(Math.abs(r.gradLogpTheta[k]! - fd[k]!), `${JSON.stringify(rawConfig)} k=${k}: ${r.gradLogpTheta[k]} vs ${fd[k]}`).toBeLessThanOrEqual(tol * scale);
+    if (batch.mask[k] === 0) expect(r.gradLogpTheta[k]).toBe(0);
+  }
+}
+

@@ -176,5 +176,5 @@ describe('tbpo with the paper bands (ε⁺_high 4e-4, ε⁻_low 3e-4, ε⁻_high
 });
 
 it('the loss table lists every loss', () => {
-  expect(Object.keys(losses).sort()).toEqual(['cispo', 'dppo-kl', 'dppo-tv', 'gspo', 'ipo', 'ppo-clip', 'reinforce', 'sapo', 'tbpo']);
+  expect(Object.keys(losses).sort()).toEqual(['cispo', 'dppo-kl', 'dppo-tv', 'geo_mean', 'gspo', 'ipo', 'luspo', 'ppo-clip', 'reinforce', 'sapo', 'tbpo', 'topr', 'vespo']);
 });

@@ -72,13 +72,33 @@ export function estimatorConfigs(): Record<string, unknown>[] {
   for (const correction of [{ name: 'tis', C: 2 }, { name: 'none' }]) {
     for (const aggregation of aggregations) out.push({ advantage: { name: 'grpo' }, correction, loss: { name: 'ppo-clip' }, aggregation, kl: null });
   }
+  // the stacks' own options (appended, so earlier cases keep their indices): each with the stack's usual loss
+  for (const [correction, loss, aggregation, kl] of stackCases) out.push({ advantage: { name: 'grpo' }, correction, loss, aggregation, kl });
   return out;
 }
+
+/** The stacks' options of 2026: slime, veRL, AReaL, NeMo-RL stages and TRL, SkyRL, ROLL, veRL losses. */
+const stackCases: readonly [Record<string, unknown> | Record<string, unknown>[], Record<string, unknown>, string, Record<string, unknown> | null][] = [
+  [{ name: 'opsm', form: 'slime', delta: 0.001 }, { name: 'ppo-clip' }, 'token-mean', null],
+  [{ name: 'mis-token', denominator: 'original' }, { name: 'ppo-clip' }, 'seq-mean-token-mean', { name: 'k3', coef: 0.01, mask: 'numerator' }],
+  [{ name: 'tis', C: 2 }, { name: 'ppo-clip' }, 'slime-per-token', null],
+  [{ name: 'rollout_rs', rollout_rs: 'token_k1,seq_max_k3', rollout_rs_threshold: '0.5_2.0,0.05' }, { name: 'ppo-clip', dualClip: 3 }, 'token-mean', { name: 'k3', coef: 0.01 }],
+  [{ name: 'rejection_sampling', metric: 'kl_k3', level: 'sequence', agg: 'max', upper: 0.5 }, { name: 'ppo-clip' }, 'token-mean', null],
+  [{ name: 'rejection_sampling', level: 'sequence', action: 'clamp', upper: 1.2, lower: 0.8 }, { name: 'ppo-clip' }, 'token-mean', null],
+  [{ name: 'rejection_sampling', metric: 'binary_kl', upper: 0.02 }, { name: 'ppo-clip' }, 'token-mean', null],
+  [[{ name: 'seq-tis', C: 2 }, { name: 'batch-norm', level: 'slime-sequence' }], { name: 'ppo-clip' }, 'token-mean', null],
+  [{ name: 'seq_logprob_error_threshold', threshold: 1.5 }, { name: 'ppo-clip' }, 'token-mean', { name: 'k3', coef: 0.01 }],
+  [{ name: 'none' }, { name: 'cispo', anchor: 'rollout' }, 'token-mean', null],
+  [{ name: 'tis', C: 2 }, { name: 'geo_mean' }, 'seq-mean-token-mean', null],
+  [{ name: 'none' }, { name: 'luspo' }, 'seq-mean-token-sum', null],
+  [{ name: 'none' }, { name: 'vespo' }, 'token-mean', null],
+  [{ name: 'tis', C: 2 }, { name: 'topr' }, 'token-mean', null],
+];
 
 const flat = (rows: number[][]): Float64Array => Float64Array.from(rows.flat());
 
 function slug(config: Record<string, unknown>): string {
-  const c = config.correction as { name: string };
+  const c = (Array.isArray(config.correction) ? config.correction[config.correction.length - 1] : config.correction) as { name: string };
   const l = config.loss as { name: string; dualClip?: number };
   const k = config.kl as { name: string } | null;
   return `${c.name}.${l.name}${l.dualClip !== undefined ? '-dual' : ''}.${config.aggregation as string}.${(config.advantage as { name: string }).name}.${k ? k.name.replace('+', 'p') : 'nokl'}`;
@@ -113,7 +133,7 @@ function estimatorCase(config: Record<string, unknown>, index: number, seed: num
     description: `estimate over ${B}×${T} (ragged masks, an empty row, a singleton group, ratios e³ and e⁻⁴) with ${JSON.stringify(config)}`,
     params: {
       advantage: (config.advantage as { name: string }).name,
-      correction: (config.correction as { name: string }).name,
+      correction: (Array.isArray(config.correction) ? config.correction.map((x: { name: string }) => x.name).join('+') : (config.correction as { name: string }).name),
       loss: (config.loss as { name: string }).name,
       aggregation: config.aggregation,
       kl: config.kl === null ? null : (config.kl as { name: string }).name,

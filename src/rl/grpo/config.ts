@@ -160,6 +160,9 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     if (moe === undefined || moe === null) {
       throw new UsageError(`config.policy.routingReplay: '${replay}' replays an MoE router's choices and needs an MoE model (policy.model.moe), got a dense model`);
     }
+    if (replay === 'R2' && config.estimators.proxLogp != null) {
+      throw new UsageError("config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.proxLogp 'loglinear' skips (use 'R3')");
+    }
     if (replay === 'R2' && config.estimators.mode === 'bypass') {
       throw new UsageError("config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.mode 'bypass' skips (use 'R3' or mode 'decoupled')");
     }

@@ -5,10 +5,11 @@
 import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
-import { applyCorrection } from '../correction.js';
+import { applyCorrection, correctionNeedsTheta } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
+import { stackMetrics } from '../stack-metrics.js';
 import { lengthMetrics } from '../length-diagnostics.js';
-import { policyObjective, sequenceAdvantages } from '../estimate.js';
+import { loglinearProximal, policyObjective, sequenceAdvantages } from '../estimate.js';
 import type { EstimateConfig } from '../schema.js';
 import type { BatchShape, MetricRecord } from '../types.js';
 import type { RunConfig } from './config.js';
@@ -317,15 +318,19 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   //    MoE routing replay: R3 replays the rollout's routing here and in the update; R2 records the
   //    routing of this pass and replays it in the update (docs/moe.md).
   const bypass = est.mode === 'bypass';
+  // AReaL prox_logp_method "loglinear": no recompute either; ℓold is approximated per mini-batch from
+  // ℓθ and ℓroll with this step's version lag (estimate.ts loglinearProximal)
+  const loglinear = est.proxLogp != null;
+  const versionLag = stale !== undefined ? weightVersion - batch.weightVersion : 0;
   const replay = config.policy.routingReplay;
   mark = now();
-  const old = bypass
+  const old = bypass || loglinear
     ? undefined
     : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) });
   const logpOld = old === undefined ? logpRollout : old.logp;
   if (replay === 'R2' && old !== undefined && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
   const moeMetrics = old === undefined ? {} : await routingDiagnostics(backend, batch, rows, replay, old, logpRollout, keptShape, mask);
-  t.old = bypass ? 0 : now() - mark;
+  t.old = bypass || loglinear ? 0 : now() - mark;
   mark = now();
   const logpRef = est.kl !== null ? (await backend.logprobs({ batch, rows, policy: 'reference' })).logp : undefined;
   t.ref = now() - mark;
@@ -333,8 +338,9 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch. AIS, and every stage in
   //    bypass mode (which compares the detached ℓθ with ℓroll), run per mini-batch below.
   mark = now();
-  const perMiniBatchCorrection = bypass || est.correction.some((c) => c.name === 'ais');
-  const full = bypass ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
+  // Stages that read ℓθ (slime's OPSM form) also run per mini-batch, on that mini-batch's ℓθ.
+  const perMiniBatchCorrection = bypass || loglinear || est.correction.some((c) => c.name === 'ais') || correctionNeedsTheta(est.correction);
+  const full = bypass || loglinear || correctionNeedsTheta(est.correction) ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
   if (old !== undefined) {
     const diag = mismatchDiagnostics({
       shape: keptShape,
@@ -346,6 +352,9 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       entropy: old.entropy,
     });
     Object.assign(metrics, diag.metrics);
+    if (est.diagnostics.stacks !== undefined) {
+      Object.assign(metrics, stackMetrics({ shape: keptShape, logpTrain: logpOld, logpRollout, mask, effectiveMask: full?.value.mask ?? mask, weights: full?.value.weights ?? Float64Array.from(mask), advantages }, est.diagnostics.stacks));
+    }
     // by position and length (bypass has no trainer ℓold to compare with, so no mismatch to split)
     Object.assign(metrics, lengthMetrics({ shape: keptShape, logpOld, logpRollout, mask, responses: sliceRows(Float64Array.from(batch.responses), T, rows) }));
     Object.assign(metrics, moeMetrics);
@@ -367,10 +376,11 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
       const pick = (x: Float64Array): Float64Array => sliceRows(x, T, local);
       const mbMask = pick(mask);
       const mbAdv = pick(advantages);
-      const mbOld = pick(logpOld);
+      const mbOld0 = pick(logpOld);
       const mbRoll = pick(logpRollout);
       const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old?.routing !== undefined ? routingRows(old.routing, rows.length, local) : undefined; // R2: the ℓold pass's routing of these rows
       const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
+      const mbOld = loglinear ? loglinearProximal(theta.logp, mbRoll, versionLag) : mbOld0;
       let weights: Float64Array;
       let effMask: Float64Array;
       let denMask: Float64Array;
@@ -378,14 +388,15 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
         // bypass: the stages see (ℓθ detached, ℓroll) and only `reinforce` applies their weights
         // (verl compute_policy_loss_bypass_mode, as `estimate`); the mismatch diagnostics likewise
         const stageOld = bypass ? theta.logp : mbOld;
-        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv }, est.correction);
+        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv, logpTheta: theta.logp }, est.correction);
         means.add(corr.metrics);
         weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.mask) : corr.value.weights;
         effMask = corr.value.mask;
         denMask = corr.value.denominatorMask;
-        if (bypass) {
+        if (bypass || loglinear) {
           const diag = mismatchDiagnostics({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, weights, effectiveMask: effMask, entropy: theta.entropy });
           means.add(diag.metrics);
+          if (est.diagnostics.stacks !== undefined) means.add(stackMetrics({ shape: mbShape, logpTrain: stageOld, logpRollout: mbRoll, mask: mbMask, effectiveMask: effMask, weights, advantages: mbAdv }, est.diagnostics.stacks));
         }
       } else {
         weights = pick(full.value.weights);
@@ -404,6 +415,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
           mask: effMask,
           denominatorMask: denMask,
           responseMask: mbMask,
+          rewards: Float64Array.from(local, (j) => rewards[rows[j] as number] as number),
         },
         est,
       );
