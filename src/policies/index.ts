@@ -49,6 +49,28 @@ export {
   TOY_BLOCK,
 } from './plans.js';
 
+// First-divergence localisation: op-by-op comparison of two forwards, the AR recorder, qrl-dump/1 files.
+export {
+  compareForwards,
+  ulpDistances,
+  ulpOf,
+  type OpRecord,
+  type DivergeOptions,
+  type DivergeRow,
+  type DivergeReport,
+} from './diverge.js';
+export { arDiverge, arForwardOps, arOpRecords, nextTokenLogprobs, type ArDivergeResult } from './ar/diverge.js';
+export {
+  readForwardDump,
+  writeForwardDump,
+  type ForwardDump,
+  DUMP_VERSION_KEY,
+  DUMP_ORDER_KEY,
+  DUMP_DTYPES_KEY,
+  DUMP_INPUTS_KEY,
+  DUMP_TOKENS,
+} from './dump.js';
+
 // Probe diagnostics.
 export { probeDiagnostics, type MismatchDiagnostics } from './diagnostics.js';
 
