@@ -8,7 +8,7 @@ import { arDiverge } from '../policies/ar/diverge.js';
 import { arModelOptions, arModelPresetNames } from '../policies/ar/presets.js';
 import { createArPolicy } from '../policies/ar/model.js';
 import { rollout } from '../policies/ar/rollout.js';
-import { numericsFor } from '../policies/plans.js';
+import { sideNumerics } from '../policies/plans.js';
 import { compareForwards, type DivergeReport } from '../policies/diverge.js';
 import { readForwardDump, writeForwardDump } from '../policies/dump.js';
 import { floatFormats, type FloatFormatName } from '../numerics/formats.js';
@@ -161,7 +161,7 @@ export const divergeCommand: Command = {
     const model = arModelOptions({ preset: values.preset, outliers });
     const policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const r = rollout(policy, prompts, { maxNewTokens: length, numerics: numericsFor(plan.rollout), rng: createRng(seed).fork('diverge-rollout'), eos: null });
+    const r = rollout(policy, prompts, { maxNewTokens: length, numerics: sideNumerics(plan.rollout, policy.weights), rng: createRng(seed).fork('diverge-rollout'), eos: null });
     const T = r.promptLength + r.responseLength;
     const result = arDiverge(policy, plan, r.tokens, r.B, T, { ...(format ? { format } : {}), ...(tolerance !== undefined ? { tolerance } : {}) });
     if (values['write-dumps'] !== undefined) {

@@ -12,7 +12,8 @@ import { loadCheckpoint } from '../policies/ar/checkpoint.js';
 import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
 import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
-import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { planOption } from './plan-option.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
 import type { ParamStore } from '../nn/params.js';
@@ -58,7 +59,8 @@ An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
 
 Options:
   --policy ar|diffusion  the autoregressive or the masked-diffusion toy policy
-  --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')}
+  --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')},
+                      or a plan .json file ({ rollout, trainer }: docs/precision-plans.md, docs/refit.md)
   --length L          response tokens per sequence, 1..1024 (default 16; diffusion: 24, or the
                       checkpoint's generationLength; blocks of 8 when 8 divides L, else one block,
                       two tokens committed per step)
@@ -280,10 +282,11 @@ export const mismatchCommand: Command = {
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
-    const planName = required(values.plan, 'plan');
-    if (!Object.hasOwn(precisionPlans, planName)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${planName}'`);
-    const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
-    if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
+    const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
+    if (policyName === 'diffusion') {
+      if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains and precision overrides are for --policy ar only, got one in plan '${plan.name}'`);
+      return runDiffusion(values, plan, io.out);
+    }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
     if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
       throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);

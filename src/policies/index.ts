@@ -46,8 +46,14 @@ export {
   type PlanData,
   resolvePlan,
   numericsFor,
+  sideNumerics,
+  planNeedsWeights,
   TOY_BLOCK,
 } from './plans.js';
+
+// The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
+export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFusion } from './refit.js';
+export { overriddenNumerics, checkOverrides, siteNames, type PrecisionOverride } from './overrides.js';
 
 // First-divergence localisation: op-by-op comparison of two forwards, the AR recorder, qrl-dump/1 files.
 export {

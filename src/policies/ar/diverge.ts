@@ -6,7 +6,7 @@ import type { FloatArray } from '../../nn/array.js';
 import type { StackCache } from '../../nn/stack.js';
 import { compareForwards, type DivergeOptions, type DivergeReport, type OpRecord } from '../diverge.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { numericsFor, type PrecisionPlan } from '../plans.js';
+import { sideNumerics, type PrecisionPlan } from '../plans.js';
 import { arForward, type ArPolicy } from './model.js';
 
 /** A float32 copy (the caches are reused by nothing, but a record must own its values). */
@@ -108,8 +108,8 @@ export interface ArDivergeResult {
  */
 export function arDiverge(policy: ArPolicy, plan: PrecisionPlan, tokens: ArrayLike<number>, B: number, T: number, options: DivergeOptions = {}): ArDivergeResult {
   const V = policy.config.vocabSize;
-  const tc = arForward(policy, tokens, B, T, numericsFor(plan.trainer));
-  const rc = arForward(policy, tokens, B, T, numericsFor(plan.rollout));
+  const tc = arForward(policy, tokens, B, T, sideNumerics(plan.trainer, policy.weights));
+  const rc = arForward(policy, tokens, B, T, sideNumerics(plan.rollout, policy.weights));
   const trainer = arOpRecords(tc, V);
   const rollout = arOpRecords(rc, V);
   const report = compareForwards(trainer, rollout, options);
