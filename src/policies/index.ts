@@ -53,7 +53,18 @@ export {
 
 // The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
 export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFusion } from './refit.js';
-export { overriddenNumerics, checkOverrides, siteNames, type PrecisionOverride } from './overrides.js';
+export { overriddenNumerics, checkOverrides, siteNames, patternMatches, type PrecisionOverride } from './overrides.js';
+
+// Log-prob semantics of each side and their named differences.
+export {
+  logprobSemantics,
+  logitsFormat,
+  semanticsDifferences,
+  semanticsLine,
+  type LogprobSemantics,
+  type SemanticsSampler,
+  type SemanticsDifference,
+} from './semantics.js';
 
 // First-divergence localisation: op-by-op comparison of two forwards, the AR recorder, qrl-dump/1 files.
 export {

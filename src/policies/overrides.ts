@@ -44,6 +44,14 @@ function compile(pattern: string, path: string): Matcher {
   return (name) => re.test(name);
 }
 
+/**
+ * Whether name pattern `pattern` (see {@link PrecisionOverride}) matches site `name` of block `layer`
+ * (null for `lmHead`) in a stack of `layers` blocks.
+ */
+export function patternMatches(pattern: string, name: string, layer: number | null, layers: number): boolean {
+  return compile(pattern, 'pattern')(name, layer, layers);
+}
+
 /** Every site name of a stack of `layers` blocks, for pattern checks. */
 export function siteNames(layers: number): string[] {
   const names: string[] = [];
