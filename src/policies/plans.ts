@@ -34,6 +34,8 @@ export interface RoundingGemmPlan {
   readonly splitK?: number;
   /** Cast profile. @defaultValue 'ieee' */
   readonly profile?: CastProfileName;
+  /** `split-k` only: split-K in GEMMs of at most this many rows, sequential above (batch-dependent kernel choice). @defaultValue unset (always) */
+  readonly splitKMaxRows?: number;
 }
 
 /**
@@ -108,6 +110,7 @@ const numericsBuilders = Object.freeze({
       ...(g.accumulator !== undefined ? { accumulator: g.accumulator } : {}),
       ...(g.splitK !== undefined ? { splitK: g.splitK } : {}),
       ...(g.profile !== undefined ? { profile: g.profile } : {}),
+      ...(g.splitKMaxRows !== undefined ? { splitKMaxRows: g.splitKMaxRows } : {}),
     }),
   quantized: (g: QuantizedGemmPlan) => {
     const { kind: _kind, ...options } = g;
@@ -341,7 +344,7 @@ const PLAN_KEYS = Object.freeze({
   plan: ['name', 'description', 'rollout', 'trainer'],
   side: ['gemm', 'decode', 'logprob', 'refit', 'overrides'],
   fp32: ['kind'],
-  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile'],
+  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile', 'splitKMaxRows'],
   quantized: ['kind', 'weights', 'activations', 'accumulator', 'promoteEvery', 'chunk', 'splitK', 'out', 'exclude', 'plainOperands', 'attention', 'kvCache', 'backward'],
 } as const);
 
