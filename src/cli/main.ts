@@ -9,6 +9,7 @@ import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
 import { checkCommand } from './check.js';
 import { demoCommand } from './demo.js';
+import { divergeCommand } from './diverge.js';
 import { estimateCommand } from './estimate.js';
 import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
@@ -25,6 +26,7 @@ export const commands: Readonly<Record<string, Command>> = {
   cast: castCommand,
   check: checkCommand,
   demo: demoCommand,
+  diverge: divergeCommand,
   estimate: estimateCommand,
   golden: goldenCommand,
   quantize: quantizeCommand,

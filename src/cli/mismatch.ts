@@ -12,7 +12,9 @@ import { loadCheckpoint } from '../policies/ar/checkpoint.js';
 import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
 import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
-import { numericsFor, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
+import { planOption } from './plan-option.js';
+import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
 import type { ParamStore } from '../nn/params.js';
@@ -30,7 +32,8 @@ import { integerOption, parseCommandArgs, required, seedOption } from './parse.j
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
-                        [--temperature T] [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
+                        [--temperature T] [--top-k K] [--top-p P]
+                        [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
                         [--channels] [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
                         [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE]
@@ -50,6 +53,10 @@ Both print the mismatch diagnostics:
   meanAbsDelta mean |δ|, δ = ℓold − ℓroll;  maxAbsDelta  max |δ|
   ess          1 / mean((w / mean w)²), w = e^δ
   fracAbsDeltaGt1e-3  fraction of tokens with |δ| > 1e-3
+ar, when the log-prob semantics of the two sides differ (docs/logprob-semantics.md), adds
+  semantics    the differing fields, e.g. "support truncated≠full" (processed top-k/top-p
+               log-probs carry −log S of the kept mass S), "temperature 1≠0.7" (raw rollout
+               log-probs against a trainer at T), "logits bf16≠fp32" (the lm_head epilogue)
 An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
   flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
                the trainer's own top-k, at the positions whose outputs score a response token
@@ -58,7 +65,8 @@ An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
 
 Options:
   --policy ar|diffusion  the autoregressive or the masked-diffusion toy policy
-  --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')}
+  --plan P            precision plan: ${Object.keys(precisionPlans).join(', ')},
+                      or a plan .json file ({ rollout, trainer }: docs/precision-plans.md, docs/refit.md)
   --length L          response tokens per sequence, 1..1024 (default 16; diffusion: 24, or the
                       checkpoint's generationLength; blocks of 8 when 8 divides L, else one block,
                       two tokens committed per step)
@@ -75,6 +83,8 @@ Options:
   --outliers N        with --preset: number of outlier channels (norm gain 20), 0..64 (overrides the preset's)
   --moe E,K           ar only, without --checkpoint: an MoE feed-forward of E experts, top-K routing
                       (1 ≤ K ≤ E ≤ 64)
+  --top-k K           ar only: sample from the K most likely tokens (default off)
+  --top-p P           ar only: sample from the smallest set of mass ≥ P, 0 < P ≤ 1 (default 1, off)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
                       per linear-layer input, the median |x| and the top channels' ratio to it
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
@@ -95,6 +105,13 @@ fresh policy is the toy default model initialized from the seed.
 examples:
   qrl-sim mismatch --policy ar --plan fp8-rollout --batch 4
   qrl-sim mismatch --policy diffusion --plan bf16 --batch 2 --json`;
+
+function parseTopP(value: string | undefined): number {
+  if (value === undefined) return 1;
+  const p = Number(value);
+  if (value.trim() === '' || !Number.isFinite(p) || !(p > 0) || p > 1) throw new UsageError(`--top-p: expected a number in (0, 1], got '${value}'`);
+  return p;
+}
 
 function parseTemperature(value: string | undefined): number {
   if (value === undefined) return 1;
@@ -277,13 +294,17 @@ export const mismatchCommand: Command = {
       outliers: { type: 'string' },
       positions: { type: 'boolean' },
       moe: { type: 'string' },
+      'top-k': { type: 'string' },
+      'top-p': { type: 'string' },
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
-    const planName = required(values.plan, 'plan');
-    if (!Object.hasOwn(precisionPlans, planName)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${planName}'`);
-    const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
-    if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
+    const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
+    if (policyName === 'diffusion' && (values['top-k'] !== undefined || values['top-p'] !== undefined)) throw new UsageError(`--${values['top-k'] !== undefined ? 'top-k' : 'top-p'}: only for --policy ar`);
+    if (policyName === 'diffusion') {
+      if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains and precision overrides are for --policy ar only, got one in plan '${plan.name}'`);
+      return runDiffusion(values, plan, io.out);
+    }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
     if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
       throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);
@@ -310,10 +331,15 @@ export const mismatchCommand: Command = {
       const model = arModelOptions({ preset: values.preset, outliers });
       policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
     }
+    const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
+    const topP = parseTopP(values['top-p']);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature });
+    const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}) });
+    const sampler = { temperature, topK, topP };
+    const diffs = semanticsDifferences(logprobSemantics(plan.rollout, 'rollout', sampler), logprobSemantics(plan.trainer, 'trainer', sampler));
+    const semantics = diffs.length > 0 ? { semantics: semanticsLine(diffs) } : {};
     const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...pos.fields }, values.json, io.out);
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...semantics, ...pos.fields }, values.json, io.out);
     pos.lines.forEach((l) => io.out(l));
     if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;

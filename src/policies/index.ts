@@ -46,8 +46,47 @@ export {
   type PlanData,
   resolvePlan,
   numericsFor,
+  sideNumerics,
+  planNeedsWeights,
   TOY_BLOCK,
 } from './plans.js';
+
+// The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
+export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFusion } from './refit.js';
+export { overriddenNumerics, checkOverrides, siteNames, patternMatches, type PrecisionOverride } from './overrides.js';
+
+// Log-prob semantics of each side and their named differences.
+export {
+  logprobSemantics,
+  logitsFormat,
+  semanticsDifferences,
+  semanticsLine,
+  type LogprobSemantics,
+  type SemanticsSampler,
+  type SemanticsDifference,
+} from './semantics.js';
+
+// First-divergence localisation: op-by-op comparison of two forwards, the AR recorder, qrl-dump/1 files.
+export {
+  compareForwards,
+  ulpDistances,
+  ulpOf,
+  type OpRecord,
+  type DivergeOptions,
+  type DivergeRow,
+  type DivergeReport,
+} from './diverge.js';
+export { arDiverge, arForwardOps, arOpRecords, nextTokenLogprobs, type ArDivergeResult } from './ar/diverge.js';
+export {
+  readForwardDump,
+  writeForwardDump,
+  type ForwardDump,
+  DUMP_VERSION_KEY,
+  DUMP_ORDER_KEY,
+  DUMP_DTYPES_KEY,
+  DUMP_INPUTS_KEY,
+  DUMP_TOKENS,
+} from './dump.js';
 
 // Probe diagnostics.
 export { probeDiagnostics, type MismatchDiagnostics } from './diagnostics.js';

@@ -77,6 +77,13 @@ export interface RoundingNumericsOptions {
   readonly accumulator?: AccumulatorOrder;
   /** Chunk length of the `split-k` accumulator. @defaultValue 16 */
   readonly splitK?: number;
+  /**
+   * `split-k` only: use split-K only in GEMMs of at most this many rows (the tokens the engine
+   * batches into one GEMM: B in a decode step, B·P in a prefill), sequential accumulation above —
+   * a kernel choice that depends on the batch the engine runs (docs/engine-paths.md).
+   * @defaultValue unset (split-K in every GEMM)
+   */
+  readonly splitKMaxRows?: number;
 }
 
 /**
@@ -155,7 +162,10 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   if (!['fp32', 'pairwise', 'split-k'].includes(order)) throw new Error(`roundingNumerics: accumulator must be fp32, pairwise or split-k, got ${JSON.stringify(order)}`);
   if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
   const cast = { profile } as const;
-  const accumulate = accumulatorGemm(order, splitK);
+  const maxRows = options.splitKMaxRows;
+  if (maxRows !== undefined && (!Number.isInteger(maxRows) || maxRows < 1 || order !== 'split-k')) throw new Error(`roundingNumerics: splitKMaxRows must be a positive integer with accumulator split-k, got ${maxRows}`);
+  const byOrder = accumulatorGemm(order, splitK);
+  const accumulate: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => (m <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
   const opFormat = floatFormats[operands];
   const outFormat = out === undefined ? null : floatFormats[out];
   // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
@@ -204,7 +214,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     attention,
     router: linear,
   });
-  const acc = order === 'fp32' ? 'fp32 accumulate' : order === 'pairwise' ? 'fp32 pairwise accumulate' : `fp32 split-K accumulate (chunk ${splitK})`;
+  const acc = order === 'fp32' ? 'fp32 accumulate' : order === 'pairwise' ? 'fp32 pairwise accumulate' : `fp32 split-K accumulate (chunk ${splitK}${maxRows === undefined ? '' : `, GEMMs of ≤ ${maxRows} rows`})`;
   const label = `${operands} operands, ${acc}${out ? `, ${out} out` : ''}${profile === 'ieee' ? '' : `, profile ${typeof profile === 'string' ? profile : profile.name}`}`;
   return Object.freeze({ label, block: () => block, lmHead: () => linear, kvHook: () => null });
 }

@@ -10,6 +10,9 @@ import {
   type RoundingFormat,
 } from './numerics.js';
 import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions } from './quantized.js';
+import type { StackWeights } from '../nn/stack.js';
+import { checkRefitChain, refittedNumerics, type RefitChain } from './refit.js';
+import { checkOverrides, overriddenNumerics, type PrecisionOverride } from './overrides.js';
 
 /** Exact fp32 GEMMs everywhere (sequential accumulation). */
 export interface Fp32GemmPlan {
@@ -31,6 +34,8 @@ export interface RoundingGemmPlan {
   readonly splitK?: number;
   /** Cast profile. @defaultValue 'ieee' */
   readonly profile?: CastProfileName;
+  /** `split-k` only: split-K in GEMMs of at most this many rows, sequential above (batch-dependent kernel choice). @defaultValue unset (always) */
+  readonly splitKMaxRows?: number;
 }
 
 /**
@@ -65,6 +70,20 @@ export interface PlanSide {
    * @defaultValue 'processed'
    */
   readonly logprob?: 'processed' | 'raw';
+  /**
+   * How this side's forward weights are derived from the FP32 master at each weight sync (BF16
+   * export, checkpoint quantize→dequantize steps, fused scales); see {@link RefitChain} and
+   * docs/refit.md. Applied by {@link sideNumerics}; AR policy only.
+   * @defaultValue absent (the master weights, as before)
+   */
+  readonly refit?: RefitChain;
+  /**
+   * Per-module precision exceptions: sites matched by name pattern (`lmHead`, `h*.router`, `h0.*`,
+   * `first:1.*`, `last:1.*`) run their own GEMM plan; the first match wins. See
+   * {@link PrecisionOverride} and docs/precision-overrides.md. Applied by {@link sideNumerics}; AR policy only.
+   * @defaultValue absent (every site runs `gemm`)
+   */
+  readonly overrides?: readonly PrecisionOverride<GemmPlan>[];
 }
 
 /** A named pair of plan sides: what the rollout engine does and what the trainer does. */
@@ -91,6 +110,7 @@ const numericsBuilders = Object.freeze({
       ...(g.accumulator !== undefined ? { accumulator: g.accumulator } : {}),
       ...(g.splitK !== undefined ? { splitK: g.splitK } : {}),
       ...(g.profile !== undefined ? { profile: g.profile } : {}),
+      ...(g.splitKMaxRows !== undefined ? { splitKMaxRows: g.splitKMaxRows } : {}),
     }),
   quantized: (g: QuantizedGemmPlan) => {
     const { kind: _kind, ...options } = g;
@@ -121,6 +141,30 @@ export function numericsFor(side: PlanSide): PolicyNumerics {
       throw new Error(`numericsFor: gemm.kind must be one of ${Object.keys(numericsBuilders).join(', ')}, got ${JSON.stringify((kind as { kind?: unknown }).kind)}`);
     }
   }
+}
+
+/**
+ * The {@link PolicyNumerics} of one plan side over a policy's weights: {@link numericsFor}, with the
+ * side's precision overrides ({@link overriddenNumerics}) and then its refit chain applied to the
+ * forward weights ({@link refittedNumerics}). Without either this is `numericsFor(side)` itself.
+ * Build it at each weight sync.
+ *
+ * @example
+ * ```ts
+ * const rolloutNumerics = sideNumerics(plan.rollout, policy.weights);
+ * ```
+ */
+export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumerics {
+  let inner = numericsFor(side);
+  if (side.overrides !== undefined && side.overrides.length > 0) {
+    inner = overriddenNumerics(inner, side.overrides, side.overrides.map((o) => numericsFor({ gemm: o.gemm })), weights.blocks.length);
+  }
+  return side.refit === undefined ? inner : refittedNumerics(inner, weights, side.refit);
+}
+
+/** True when a plan needs the AR policy's weight structure (a refit chain or precision overrides on either side). */
+export function planNeedsWeights(plan: PrecisionPlan): boolean {
+  return [plan.rollout, plan.trainer].some((s) => s.refit !== undefined || (s.overrides !== undefined && s.overrides.length > 0));
 }
 
 function deepFreeze<T>(x: T): T {
@@ -298,9 +342,9 @@ export interface PlanData {
 /** The keys each part of a plan given as data may have (anything else is refused, naming it). */
 const PLAN_KEYS = Object.freeze({
   plan: ['name', 'description', 'rollout', 'trainer'],
-  side: ['gemm', 'decode', 'logprob'],
+  side: ['gemm', 'decode', 'logprob', 'refit', 'overrides'],
   fp32: ['kind'],
-  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile'],
+  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile', 'splitKMaxRows'],
   quantized: ['kind', 'weights', 'activations', 'accumulator', 'promoteEvery', 'chunk', 'splitK', 'out', 'exclude', 'plainOperands', 'attention', 'kvCache', 'backward'],
 } as const);
 
@@ -320,18 +364,23 @@ function planSideFrom(value: unknown, path: string): PlanSide {
   if (side['logprob'] !== undefined && side['logprob'] !== 'processed' && side['logprob'] !== 'raw') {
     throw new Error(`${path}.logprob: expected "processed" or "raw", got ${JSON.stringify(side['logprob'])}`);
   }
-  const gemmPath = `${path}.gemm`;
-  const kind = objectAt(side['gemm'], gemmPath, [...new Set([...PLAN_KEYS.fp32, ...PLAN_KEYS.rounding, ...PLAN_KEYS.quantized])])['kind'];
+  if (side['refit'] !== undefined) checkRefitChain(side['refit'], `${path}.refit`);
+  checkGemmPlan(side['gemm'], `${path}.gemm`);
+  if (side['overrides'] !== undefined) checkOverrides(side['overrides'], `${path}.overrides`, checkGemmPlan);
+  return structuredClone(side) as unknown as PlanSide;
+}
+
+/** Checks a GEMM plan given as data: its keys per `kind`, then every value by building its numerics. */
+function checkGemmPlan(gemm: unknown, gemmPath: string): void {
+  const kind = objectAt(gemm, gemmPath, [...new Set([...PLAN_KEYS.fp32, ...PLAN_KEYS.rounding, ...PLAN_KEYS.quantized])])['kind'];
   if (kind !== 'fp32' && kind !== 'rounding' && kind !== 'quantized') throw new Error(`${gemmPath}.kind: expected "fp32", "rounding" or "quantized", got ${JSON.stringify(kind)}`);
-  objectAt(side['gemm'], gemmPath, PLAN_KEYS[kind]);
-  const checked = structuredClone(side) as unknown as PlanSide;
+  objectAt(gemm, gemmPath, PLAN_KEYS[kind]);
   // The builders validate every value (formats, quantizer presets, accumulator models …).
   try {
-    numericsFor(checked);
+    numericsFor({ gemm: structuredClone(gemm) as GemmPlan });
   } catch (error) {
     throw new Error(`${gemmPath}: ${error instanceof Error ? error.message : String(error)}`);
   }
-  return checked;
 }
 
 /**

@@ -11,7 +11,7 @@ import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import type { Task } from '../../tasks/task.js';
 import { makeTask } from '../../tasks/registry.js';
-import { type PrecisionPlan, numericsFor, planOfConfig } from '../plans.js';
+import { type PrecisionPlan, planOfConfig, sideNumerics } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
 import { backwardLogprobs, computeLogprobs, type TrainerLogprobs } from './logprobs.js';
@@ -93,7 +93,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
   // The rollout engine's own copy of the weights, refreshed only by sync(): between a step and the
   // next sync it keeps sampling with the weights it served (the contract's weight version).
   const rolloutPolicy = new ArPolicy(policy.config, new ParamStore(params.layout, Float32Array.from(params.data)));
-  let rolloutNumerics = numericsFor(plan.rollout);
+  let rolloutNumerics = sideNumerics(plan.rollout, rolloutPolicy.weights);
   let reference: { weights: Float32Array; policy: ArPolicy } | null = null;
   let last: { lp: TrainerLogprobs; rows: number } | null = null;
 
@@ -113,14 +113,14 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
     sync() {
       rolloutPolicy.params.data.set(params.data);
       // new numerics: the old ones cache rounded weights by array identity, and the array is reused
-      rolloutNumerics = numericsFor(plan.rollout);
+      rolloutNumerics = sideNumerics(plan.rollout, rolloutPolicy.weights);
     },
     generate(prompts, rng, options = {}) {
       const side = options.side ?? 'rollout';
       const planSide = plan[side];
       const r = rollout(side === 'rollout' ? rolloutPolicy : policy, prompts, {
         maxNewTokens: task.responseLength,
-        numerics: side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer),
+        numerics: side === 'rollout' ? rolloutNumerics : sideNumerics(plan.trainer, policy.weights),
         rng,
         temperature: sampler.temperature,
         ...(sampler.topK > 0 ? { topK: sampler.topK } : {}),
@@ -154,7 +154,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const k = policy.blockConfig.moe?.topK ?? 0;
       const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
       const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: numericsFor(plan.trainer), temperature: sampler.temperature, support: subSupport, routing: replay });
+      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay });
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
       if (k === 0) return { logp: lp.logp, entropy: lp.entropy };
       const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)

@@ -5,7 +5,7 @@
 import { createRng } from '../../rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
-import { numericsFor, type PrecisionPlan } from '../plans.js';
+import { sideNumerics, type PrecisionPlan } from '../plans.js';
 import { flipRatesAt } from '../moe-replay.js';
 import { computeLogprobs, type TrainerLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
@@ -69,14 +69,14 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     ...(opts.topP !== undefined ? { topP: opts.topP } : {}),
     ...(opts.greedy !== undefined ? { greedy: opts.greedy } : {}),
     maxNewTokens: opts.length,
-    numerics: numericsFor(plan.rollout),
+    numerics: sideNumerics(plan.rollout, policy.weights),
     rng: createRng(opts.seed).fork('probe-rollout'),
     decode: plan.rollout.decode ?? 'incremental',
     logprob: plan.rollout.logprob ?? 'processed',
     eos: null,
   });
   const lp = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
-    numerics: numericsFor(plan.trainer),
+    numerics: sideNumerics(plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
   });
   // (B, L) response tokens: the columns after the prompt.
@@ -101,7 +101,7 @@ function moeProbe(policy: ArPolicy, r: Rollout, routing: readonly Int32Array[], 
   for (let b = 0; b < r.B; b++) for (let j = 0; j < r.responseLength; j++) if (r.responseMask[b * r.responseLength + j]) scored.push(b * S + r.promptLength + j - 1);
   const used = own.cache.blocks.map((block) => block.moe!.routing);
   const r3 = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
-    numerics: numericsFor(opts.plan.trainer),
+    numerics: sideNumerics(opts.plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
     routing,
   });

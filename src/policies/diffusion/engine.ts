@@ -14,7 +14,7 @@ import { makeTask } from '../../tasks/registry.js';
 import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { numericsFor, planOfConfig, type PrecisionPlan } from '../plans.js';
+import { numericsFor, planNeedsWeights, planOfConfig, type PrecisionPlan } from '../plans.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
@@ -162,11 +162,13 @@ export function validateDiffusionConfig(config: RunConfig): void {
   if (d.steps / blocks > d.blockLength) fail('policy.diffusion.steps', d.steps, `must be ≤ blocks·blockLength = ${blocks * d.blockLength} (a step would commit no token)`);
   const s = config.policy.sampler;
   if (s.logprob !== 'processed') fail('policy.sampler.logprob', s.logprob, "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)");
+  let plan: PrecisionPlan;
   try {
-    planOfConfig(config.plan);
+    plan = planOfConfig(config.plan);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+  if (planNeedsWeights(plan)) fail('plan', 'refit', 'refit chains and precision overrides are for the ar policy only');
 }
 
 function recordOf(batch: EngineBatch): DiffusionEngineRecord {

@@ -1,0 +1,204 @@
+// The refit chain as data: how the weights a plan side computes with are derived from the FP32 master
+// (BF16-rounded export, checkpoint quantize→dequantize steps, fused tensors sharing scales), applied
+// as a PolicyNumerics wrapper that swaps each forward GEMM's weight. Not a quantizer (numerics core).
+
+import type { FloatArray } from '../nn/array.js';
+import type { GemmFn, LinearGemms } from '../nn/gemm.js';
+import type { BlockGemms } from '../nn/block.js';
+import type { StackWeights } from '../nn/stack.js';
+import type { MlpGemms } from '../nn/mlp.js';
+import { floatFormats } from '../numerics/formats.js';
+import { dequantize, quantize, type QuantSpec } from '../numerics/quantize.js';
+import { quantPreset } from '../numerics/presets.js';
+import { fakeQuant } from '../numerics/vector.js';
+import type { PolicyNumerics } from './numerics.js';
+import { quantSites, type OperandQuantPlan, type QuantSite } from './quantized.js';
+
+/** Tensors that a fused refit quantizes as one (rows stacked): `qkv` = [Wq; Wk; Wv], `gate-up` = [Wgate; Wup]. */
+export type RefitFusion = 'qkv' | 'gate-up';
+
+/**
+ * The refit chain of a plan side: what the side's GEMMs receive as weights, derived from the FP32
+ * master at every weight sync, in this order:
+ *
+ * 1. `source`: `fp32` (the master itself) or `bf16` (the export the trainer sends, every weight
+ *    rounded to BF16, round to nearest even);
+ * 2. each step of `checkpoint` in turn: quantize with the step's quantizer and dequantize (an FP8
+ *    checkpoint the engine loads; the side's own weight quantizer then re-quantizes the result —
+ *    the quant → dequant → requant chain), on every linear site except `exclude`; tensors named by
+ *    `fuse` are stacked along their output rows and quantized as one tensor, so they share
+ *    per-tensor (or per-column-block) scales.
+ *
+ * Only the forward GEMMs use the refitted weights; the backward (trainer side) uses the master.
+ */
+export interface RefitChain {
+  /** Where the chain starts. @defaultValue 'fp32' */
+  readonly source?: 'fp32' | 'bf16';
+  /** Checkpoint quantize→dequantize steps, in order. @defaultValue [] */
+  readonly checkpoint?: readonly OperandQuantPlan[];
+  /** Sites the checkpoint steps leave alone. @defaultValue ['lmHead', 'router'] (slime's convert_hf_to_fp8.py skips lm_head, router, gate) */
+  readonly exclude?: readonly QuantSite[];
+  /** Tensors quantized as one by the checkpoint steps. @defaultValue [] */
+  readonly fuse?: readonly RefitFusion[];
+}
+
+const REFIT_KEYS = ['source', 'checkpoint', 'exclude', 'fuse'] as const;
+
+function specOf(p: OperandQuantPlan, field: string): QuantSpec {
+  if (typeof p !== 'object' || p === null || typeof p.preset !== 'string') throw new Error(`${field}: expected { preset, params? }, got ${JSON.stringify(p)}`);
+  try {
+    return quantPreset(p.preset, p.params ?? {});
+  } catch (error) {
+    throw new Error(`${field}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/**
+ * Checks a refit chain given as data (unknown keys, values, quantizer presets); errors name the field
+ * under `path`. Returns it unchanged.
+ */
+export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
+  for (const key of Object.keys(value)) if (!(REFIT_KEYS as readonly string[]).includes(key)) throw new Error(`${path}: unknown field '${key}' (expected one of ${REFIT_KEYS.join(', ')})`);
+  const r = value as Record<string, unknown>;
+  if (r['source'] !== undefined && r['source'] !== 'fp32' && r['source'] !== 'bf16') throw new Error(`${path}.source: expected "fp32" or "bf16", got ${JSON.stringify(r['source'])}`);
+  if (r['checkpoint'] !== undefined) {
+    if (!Array.isArray(r['checkpoint'])) throw new Error(`${path}.checkpoint: expected an array of { preset, params? }, got ${JSON.stringify(r['checkpoint'])}`);
+    r['checkpoint'].forEach((p, i) => specOf(p as OperandQuantPlan, `${path}.checkpoint[${i}]`));
+  }
+  if (r['exclude'] !== undefined) {
+    if (!Array.isArray(r['exclude']) || r['exclude'].some((s) => !quantSites.includes(s as QuantSite))) throw new Error(`${path}.exclude: expected sites among ${quantSites.join(', ')}, got ${JSON.stringify(r['exclude'])}`);
+  }
+  if (r['fuse'] !== undefined) {
+    if (!Array.isArray(r['fuse']) || r['fuse'].some((s) => s !== 'qkv' && s !== 'gate-up')) throw new Error(`${path}.fuse: expected a list of "qkv", "gate-up", got ${JSON.stringify(r['fuse'])}`);
+  }
+  return value as RefitChain;
+}
+
+/** One linear weight of the stack: its site, its array and its (rows, cols) shape. */
+interface SiteWeight {
+  readonly site: QuantSite;
+  readonly w: FloatArray;
+  readonly n: number;
+  readonly k: number;
+}
+
+/** The linear weights of one feed-forward (dense MLP or one expert) in refit order. */
+function mlpWeights(m: { up: FloatArray; gate: FloatArray | null; down: FloatArray }, C: number): SiteWeight[][] {
+  const Hd = m.up.length / C;
+  const up: SiteWeight = { site: 'up', w: m.up, n: Hd, k: C };
+  const groups: SiteWeight[][] = m.gate ? [[{ site: 'gate', w: m.gate, n: Hd, k: C }, up]] : [[up]];
+  groups.push([{ site: 'down', w: m.down, n: C, k: Hd }]);
+  return groups;
+}
+
+/**
+ * Every linear weight of a stack, grouped: a group of several tensors is what `fuse` may stack
+ * ([q, k, v] per block, [gate, up] per MLP or expert); others are singletons.
+ */
+function weightGroups(w: StackWeights): SiteWeight[][] {
+  const C = w.lnf.length;
+  const groups: SiteWeight[][] = [];
+  for (const b of w.blocks) {
+    groups.push([{ site: 'q', w: b.wq, n: C, k: C }, { site: 'k', w: b.wk, n: C, k: C }, { site: 'v', w: b.wv, n: C, k: C }]);
+    groups.push([{ site: 'o', w: b.wo, n: C, k: C }]);
+    if (b.mlp) groups.push(...mlpWeights(b.mlp, C));
+    if (b.moe) {
+      groups.push([{ site: 'router', w: b.moe.router, n: b.moe.router.length / C, k: C }]);
+      for (const e of b.moe.experts) groups.push(...mlpWeights(e, C));
+    }
+  }
+  groups.push([{ site: 'lmHead', w: w.lmHead, n: w.lmHead.length / C, k: C }]);
+  return groups;
+}
+
+/** Quantize→dequantize of `x` (rows, cols) with `spec`. */
+function quantDequant(spec: QuantSpec, x: Float32Array, rows: number, cols: number): Float32Array {
+  return dequantize(quantize(spec, x, [rows, cols]));
+}
+
+/**
+ * The refitted weights of `weights` under `chain`: a map from each linear weight array (by identity)
+ * to the array the side's forward GEMMs get instead. Arrays the chain leaves unchanged map to a copy
+ * equal to the original.
+ *
+ * @example
+ * ```ts
+ * const map = refitWeights(policy.weights, { source: 'bf16', checkpoint: [{ preset: 'deepseek-fp8-block', params: { block: 16 } }] });
+ * ```
+ */
+export function refitWeights(weights: StackWeights, chain: RefitChain): Map<FloatArray, Float32Array> {
+  checkRefitChain(chain);
+  const steps = (chain.checkpoint ?? []).map((p, i) => specOf(p, `refit.checkpoint[${i}]`));
+  const exclude = chain.exclude ?? ['lmHead', 'router'];
+  const fuse = chain.fuse ?? [];
+  const bf16 = floatFormats.bf16;
+  const out = new Map<FloatArray, Float32Array>();
+  for (const group of weightGroups(weights)) {
+    const values = group.map((g) => {
+      const x = Float32Array.from(g.w);
+      return chain.source === 'bf16' ? fakeQuant(bf16, x, { profile: 'ieee' }) : x;
+    });
+    const fused = group.length > 1 && ((group[0]!.site === 'q' && fuse.includes('qkv')) || (group[0]!.site === 'gate' && fuse.includes('gate-up')));
+    for (const spec of steps) {
+      if (fused && !group.some((g) => exclude.includes(g.site))) {
+        const k = group[0]!.k;
+        const rows = group.reduce((s, g) => s + g.n, 0);
+        const stacked = new Float32Array(rows * k); // (Σ n, k) the fused tensor
+        let o = 0;
+        values.forEach((v) => {
+          stacked.set(v, o);
+          o += v.length;
+        });
+        const dq = quantDequant(spec, stacked, rows, k);
+        o = 0;
+        values.forEach((v, i) => {
+          values[i] = dq.slice(o, o + v.length);
+          o += v.length;
+        });
+        continue;
+      }
+      group.forEach((g, i) => {
+        if (!exclude.includes(g.site)) values[i] = quantDequant(spec, values[i]!, g.n, g.k);
+      });
+    }
+    group.forEach((g, i) => out.set(g.w, values[i]!));
+  }
+  return out;
+}
+
+function swapLinear(inner: LinearGemms, map: Map<FloatArray, Float32Array>): LinearGemms {
+  const forward: GemmFn = (out, a, b, m, n, k) => inner.forward(out, a, map.get(b) ?? b, m, n, k);
+  return Object.freeze({
+    forward,
+    dgrad: inner.dgrad,
+    wgrad: inner.wgrad,
+  });
+}
+
+/**
+ * `inner` with every linear forward GEMM's weight operand replaced by its refitted array (the
+ * backward GEMMs, attention and KV hook unchanged). Build it at each weight sync, like `inner`.
+ */
+export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, chain: RefitChain): PolicyNumerics {
+  const map = refitWeights(weights, chain);
+  const blocks: BlockGemms[] = [];
+  const block = (layer: number): BlockGemms => {
+    let g = blocks[layer];
+    if (g === undefined) {
+      const b = inner.block(layer);
+      const mlp: MlpGemms = Object.freeze({ up: swapLinear(b.mlp.up, map), gate: swapLinear(b.mlp.gate, map), down: swapLinear(b.mlp.down, map) });
+      g = Object.freeze({
+        q: swapLinear(b.q, map), k: swapLinear(b.k, map), v: swapLinear(b.v, map), o: swapLinear(b.o, map),
+        mlp,
+        attention: b.attention,
+        ...(b.router ? { router: swapLinear(b.router, map) } : {}),
+      });
+      blocks[layer] = g;
+    }
+    return g;
+  };
+  const head = swapLinear(inner.lmHead(), map);
+  const parts = [chain.source === 'bf16' ? 'bf16 export' : null, ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`), (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null].filter(Boolean);
+  return Object.freeze({ label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`, block, lmHead: () => head, kvHook: (l: number) => inner.kvHook(l) });
+}
