@@ -46,6 +46,14 @@ class Backend:
 
     protocol = PROTOCOL
 
+    def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
+        """Called before `info` when the client sends its run: `run` is the driver's resolved run config
+        (qrl-sim's own JSON), `setup` the same in the protocol's terms — {policy, vocabulary, plan?:
+        {name, rollout, trainer}, promptLength, maxNewTokens, sampling, optim: {lr, beta1, beta2, eps,
+        weightDecay}, model?} (docs/adapter.md §5). A backend that builds its policy from the run does
+        it here (command-line flags override); the default ignores both. Raise ProtocolError naming
+        `setup.<field>` for a value it cannot serve. May be called again with the same values."""
+
     def info(self) -> Dict[str, Any]:
         """{backend: {name, version}, policy, vocabulary, plan, capabilities, parameters} (protocol is added)."""
         raise RpcError(FAILED_PRECONDITION, "info: not implemented")
@@ -54,7 +62,11 @@ class Backend:
         """Rebuilds the rollout engine from the trainer's weights; returns the weight version it serves."""
         raise RpcError(FAILED_PRECONDITION, "sync: not implemented")
 
-    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
+                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
+        """Samples one response per prompt with `sampling` ({temperature, topK, topP, logprob}; None: the
+        backend's own sampler) and at most `max_new_tokens` response tokens (None: the backend's limit).
+        The run driver always sends both."""
         raise RpcError(FAILED_PRECONDITION, "generate: not implemented")
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):

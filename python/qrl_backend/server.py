@@ -126,12 +126,34 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 # --- the methods ------------------------------------------------------------------------------
 
 
+def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dict[str, Any]:
+    """The keyword arguments of `extra` that `fn` takes. A backend written before a field existed keeps
+    working as long as the request does not use it; one that is used but not taken is refused."""
+    import inspect
+
+    if not extra:
+        return {}
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return extra
+    for k in extra:
+        if k not in params:
+            field = {"max_new_tokens": "maxNewTokens", "routing": "routing", "return_routing": "returnRouting"}.get(k, k)
+            raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {k}", field)
+    return extra
+
+
 def _info(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"protocols": True, "run": False})  # run: the driver's run config (ignored unless a backend reads it)
+    p = _obj(params, {"protocols": True, "run": False, "setup": False})
     if not isinstance(p["protocols"], list) or not p["protocols"]:
         raise ProtocolError("protocols", "expected a non-empty list of version strings")
     if be.protocol not in p["protocols"]:
         raise RpcError(FAILED_PRECONDITION, f"no common protocol version: the client speaks {', '.join(map(str, p['protocols']))}, this backend {be.protocol}", "protocols")
+    for k in ("run", "setup"):
+        if k in p and p[k] is not None and not isinstance(p[k], dict):
+            raise ProtocolError(k, "expected an object")
+    if p.get("run") is not None or p.get("setup") is not None:
+        be.configure(p.get("run"), p.get("setup"))
     return dict(be.info(), protocol=be.protocol)
 
 
@@ -141,7 +163,7 @@ def _sync(be: Backend, params: Any) -> Any:
 
 
 def _generate(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "greedy": False, "side": False})
+    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False})
     prompts = _prompts(p["prompts"], "prompts")
     if not prompts:
         raise ProtocolError("prompts", "must hold at least one prompt")
@@ -151,7 +173,10 @@ def _generate(be: Backend, params: Any) -> Any:
     side = p.get("side", "rollout")
     if side not in ("rollout", "trainer"):
         raise ProtocolError("side", f"must be rollout or trainer, got {side!r}")
-    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side)
+    extra = {}
+    if "maxNewTokens" in p:
+        extra["max_new_tokens"] = _int(p["maxNewTokens"], "maxNewTokens", 1)
+    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_accepted(be.generate, extra, "generate"))
     return batch_to_json(batch)
 
 

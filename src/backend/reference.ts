@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AdamW, type AdamWState, clipGradNorm } from '../nn/adamw.js';
 import { planOfConfig } from '../policies/plans.js';
 import type { EngineBatch, PolicyFactory, RlEngine } from '../policies/engine.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { createRng } from '../rng.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
 import type { Task } from '../tasks/task.js';
@@ -152,6 +152,10 @@ export class ReferenceBackend implements PolicyBackend {
       if (r.temperature !== s.temperature || r.topK !== s.topK || r.topP !== s.topP || r.logprob !== s.logprob) {
         throw new UsageError(`generate.sampling: the reference backend samples with its configured sampler ${JSON.stringify(s)}, got ${JSON.stringify(r)}`);
       }
+    }
+    if (request.maxNewTokens !== undefined) {
+      const limit = generationOf(this.config, this.task).maxNewTokens;
+      if (request.maxNewTokens !== limit) throw new UsageError(`generate.maxNewTokens: the reference backend generates ${limit} response tokens (its run config), got ${request.maxNewTokens}`);
     }
     const side = request.side ?? 'rollout';
     const batch = this.engine.generate(request.prompts, createRng(request.seed), { greedy: request.greedy === true, side });

@@ -321,7 +321,9 @@ scratch instance.
 Options:
   --backend B         a command (e.g. "PYTHONPATH=python python3 -m qrl_backend.numpy_ar --config '{...}'")
                       or a URL (http://127.0.0.1:8000)
-  --timeout MS        request timeout in milliseconds (default 120000)
+  --timeout MS        request timeout in milliseconds (default 120000); on expiry the backend's
+                      whole process group is killed
+  --startup-timeout MS  timeout of the first info (default --timeout)
   --batch B           sequences per generate (default 8)
   --prompt-length P   prompt tokens, BOS and SEP included (default 4)
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
@@ -338,6 +340,7 @@ export const backendCheckCommand: Command = {
     const { values } = parseCommandArgs(args, {
       backend: { type: 'string' },
       timeout: { type: 'string' },
+      'startup-timeout': { type: 'string' },
       batch: { type: 'string' },
       'prompt-length': { type: 'string' },
       tolerance: { type: 'string' },
@@ -345,13 +348,14 @@ export const backendCheckCommand: Command = {
     });
     const address = parseBackendAddress(required(values.backend, 'backend'));
     const timeoutMs = integerOption(values.timeout, 'timeout', 120_000, 1);
+    const startupTimeoutMs = integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1);
     const batch = integerOption(values.batch, 'batch', 8, 1);
     const promptLength = integerOption(values['prompt-length'], 'prompt-length', 4, 2);
     const tolerance = values.tolerance === undefined ? 1e-4 : Number(values.tolerance);
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     let backend: RemoteBackend;
     try {
-      backend = await connectBackend(address, { timeoutMs, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+      backend = await connectBackend(address, { timeoutMs, startupTimeoutMs, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
     } catch (error) {
       io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
       return 1;

@@ -9,7 +9,7 @@ import type { PolicyBackend } from '../backend/contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { UsageError } from '../errors.js';
 import type { PolicyFactory } from '../policies/engine.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { type PhaseTimings, StaleRollouts, evaluate, grpoStep } from '../rl/grpo/loop.js';
 import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
@@ -38,6 +38,9 @@ export interface CheckpointMeta {
 /** File name of {@link CheckpointMeta} inside a checkpoint directory. */
 export const CHECKPOINT_META = 'checkpoint.json';
 
+/** Names in a checkpoint directory that belong to the driver: a backend's `save` must not write them. */
+export const RESERVED_CHECKPOINT_NAMES: readonly string[] = Object.freeze([CHECKPOINT_META]);
+
 /** Progress callbacks (the CLI draws a bar or prints lines). */
 export interface RunObserver {
   onStart?(info: { totalSteps: number; firstStep: number }): void;
@@ -48,6 +51,10 @@ export interface RunObserver {
   onWarmStart?(done: number, total: number): void;
   /** An evaluation at `step` is about to run (it can take a while). */
   onEvalStart?(step: number): void;
+  /** Step `step` is about to run (its rollout, scoring and updates). */
+  onStepStart?(step: number): void;
+  /** The checkpoint of `step` is about to be written. */
+  onCheckpointStart?(step: number): void;
 }
 
 /** Options of {@link runGrpo}. */
@@ -110,6 +117,8 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
   mkdirSync(tmp, { recursive: true });
   try {
     await backend.save(tmp);
+    const taken = RESERVED_CHECKPOINT_NAMES.filter((f) => existsSync(join(tmp, f)));
+    if (taken.length > 0) throw new Error(`save: the backend wrote ${taken.join(', ')} into ${tmp}, a name reserved for the driver (docs/adapter.md §3, Checkpoints)`);
     if (meta !== undefined) writeFileSync(join(tmp, CHECKPOINT_META), `${JSON.stringify(meta, null, 2)}\n`);
     rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
@@ -143,7 +152,8 @@ export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
  */
 async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver): Promise<void> {
   if (config.policy.kind !== 'ar') throw new UsageError(`--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`);
-  const local = new ReferenceBackend(config, policyFactory(config.policy.kind), task);
+  // The warm start is precision-independent (fp32); a plan taken from the backend is no qrl-sim plan.
+  const local = new ReferenceBackend(config.plan === 'backend' ? { ...config, plan: 'fp32' } : config, policyFactory(config.policy.kind), task);
   try {
     await warmStart(local, config, cacheDir, observer);
     const arConfig = arConfigFor(config, task);
@@ -306,9 +316,11 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
   const evalProblems = task.evalProblems(config.eval.problems, config.seed);
+  const generation = generationOf(config, task);
   const saveCheckpoint = async (step: number): Promise<void> => {
     const pending = stale === undefined ? undefined : [...stale.pending.values()].map((p) => ({ step: p.step, generatedAt: p.generatedAt, batch: batchToJson(p.batch) }));
     const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir), ...(pending === undefined ? {} : { pending }) };
+    observer?.onCheckpointStart?.(step);
     await saveAtomic(backend, checkpointDir(outDir, step), meta);
   };
   const runEval = async (step: number): Promise<void> => {
@@ -317,8 +329,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     const evalRng = root.fork('eval').fork(String(step));
     const record: MetricRecord = {
       step,
-      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'))),
-      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'))),
+      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'), generation)),
+      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'), generation)),
     };
     evalFile.write(record);
     observer?.onEval?.(step, record);
@@ -330,6 +342,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   try {
     if (firstStep === 1 && config.eval.every > 0) await runEval(0);
     for (let step = firstStep; step <= config.steps; step++) {
+      observer?.onStepStart?.(step);
       const { metrics, timings } = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
       metricsFile.write(metrics);
       timingsFile.write({ step, ...timings });
