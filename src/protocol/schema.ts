@@ -354,7 +354,8 @@ export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest 
 export function logprobsResultToJson(result: LogprobsResult, rows: number, T: number): ResultJson<'logprobs'> {
   return {
     logp: encodeTensor(result.logp, [rows, T]),
-    entropy: encodeTensor(result.entropy, [rows, T]),
+    // a backend without capabilities.entropy may leave it out
+    ...((result.entropy as Float64Array | undefined) !== undefined ? { entropy: encodeTensor(result.entropy, [rows, T]) } : {}),
     ...(result.handle !== undefined ? { handle: result.handle } : {}),
     ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
     ...(result.routingFlipRate !== undefined ? { routingFlipRate: [...result.routingFlipRate] } : {}),
