@@ -73,6 +73,13 @@ export interface BackendCapabilities {
   readonly entropy: boolean;
   /** `warmStart` is implemented (else the driver warm-starts elsewhere and `load`s the weights). */
   readonly warmStart: boolean;
+  /**
+   * Whether `load` takes a directory holding only qrl-sim's AR `weights.safetensors` (the driver's
+   * warm-start hand-over to a backend without `warmStart`). `false`: the backend's policy is not
+   * qrl-sim's transformer; the driver never pushes weights, and a run without `warmStart` must have
+   * `sft.steps = 0` (RL starts from the backend's own weights). @defaultValue true
+   */
+  readonly handOver?: boolean;
 }
 
 /** A backend's self-description. */

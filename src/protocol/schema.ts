@@ -155,6 +155,7 @@ export const methodSchemas = {
         logprobs: z.array(z.enum(['processed', 'raw'])),
         entropy: z.boolean(),
         warmStart: z.boolean(),
+        handOver: z.boolean().optional(),
       }),
       parameters: nonNegInt,
     }),

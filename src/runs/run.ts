@@ -133,16 +133,21 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
  * settings). The plan and `policy.routingReplay` are not part of it: warm starts are precision-independent (fp32), so every
  * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
  */
-export function warmStartKey(config: RunConfig): string {
+export function warmStartKey(config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
   // routingReplay only acts in the RL phase; dropped (as undefined) so every mode shares the warm start
-  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined } });
+  // An external backend that warm-starts itself saves its own format: its identity is part of the key
+  // (the reference backend, in-process or served, keeps the key it always had).
+  const owner = backend === undefined || backend.name === REFERENCE_NAME ? undefined : { name: backend.name, version: backend.version };
+  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined }, backend: owner });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 
 /** Cache directory of a config's warm start. */
-export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
-  return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config)}`);
+export function warmStartCacheDir(cacheDir: string, config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
+  return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config, backend)}`);
 }
+
+const REFERENCE_NAME = 'qrl-sim reference';
 
 /**
  * Warm start for a backend without `capabilities.warmStart`: the in-process reference backend
@@ -175,8 +180,15 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
 }
 
 async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task): Promise<void> {
-  if (task !== undefined && !(await backend.info()).capabilities.warmStart) return handOverWarmStart(backend, config, task, cacheDir, observer);
-  const path = warmStartCacheDir(cacheDir, config);
+  const info = await backend.info();
+  if (task !== undefined && !info.capabilities.warmStart) {
+    if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer);
+    // The backend declines qrl-sim's weights (its policy is not qrl-sim's transformer) and cannot warm-start itself.
+    if (config.sft.steps > 0) throw new UsageError(`config.sft.steps: the backend neither warm-starts (capabilities.warmStart) nor takes qrl-sim's weights (capabilities.handOver), so sft.steps must be 0, got ${config.sft.steps}`);
+    observer?.onMessage?.("warm start: none (sft.steps 0); the backend's own initial weights");
+    return;
+  }
+  const path = warmStartCacheDir(cacheDir, config, info.backend);
   if (config.sft.cache && existsSync(path)) {
     try {
       await backend.load(path);

@@ -13,7 +13,7 @@ import { ReferenceBackend } from '../../src/backend/reference.js';
 import { connectBackend } from '../../src/protocol/remote.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';
 import { policyFactory } from '../../src/runs/policies.js';
-import { runGrpo, saveAtomic } from '../../src/runs/run.js';
+import { runGrpo, saveAtomic, warmStartKey } from '../../src/runs/run.js';
 import { makeTask } from '../../src/tasks/registry.js';
 import type { Task } from '../../src/tasks/task.js';
 import { FakeBackend } from '../protocol/fake-backend.js';
@@ -123,4 +123,20 @@ describe('the strict driver', () => {
     expect(r.code, r.err).toBe(1);
     expect(r.err).toMatch(message);
   }, 60_000);
+
+  it('a backend that declines the weight hand-over gets none: sft.steps 0 starts from its weights, more is exit 2', async () => {
+    const declined = await runCli(['run', '--config', configFile('decline'), '--out', join(root, 'decline'), '--backend', fake('--vocab 13 --no-handover'), '--timeout', '30000']);
+    expect(declined.code).toBe(2);
+    expect(declined.err).toMatch(/config\.sft\.steps: the backend neither warm-starts .* nor takes qrl-sim's weights .*, so sft\.steps must be 0, got 2/);
+    const own = await runCli(['run', '--config', configFile('own', { sft: { steps: 0, cache: false } }), '--out', join(root, 'own'), '--backend', fake('--vocab 13 --no-handover'), '--timeout', '30000']);
+    expect(own.code, own.err).toBe(0);
+    expect(own.out).toMatch(/warm start: none \(sft\.steps 0\); the backend's own initial weights/);
+  }, 60_000);
+
+  it("keys the warm-start cache by the backend's identity (the reference backend keeps its key)", () => {
+    const config = resolveRunConfig(small);
+    expect(warmStartKey(config, { name: 'qrl-sim reference', version: '1' })).toBe(warmStartKey(config));
+    expect(warmStartKey(config, { name: 'my-backend', version: '1' })).not.toBe(warmStartKey(config));
+    expect(warmStartKey(config, { name: 'my-backend', version: '2' })).not.toBe(warmStartKey(config, { name: 'my-backend', version: '1' }));
+  });
 });

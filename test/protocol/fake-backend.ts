@@ -4,7 +4,8 @@
 // Run as a process: `node --import tsx test/protocol/fake-backend.ts [--die-after N] [--hang-on M] [--garbage-on M] [--protocol P]
 // [--vocab V] [--eos E] [--T T]` plus one deliberate bug for the conformance tests: `--stale-version`,
 // `--wrong-sign`, `--no-spend`, `--load-skips-optimizer`, `--omit-entropy` (declares entropy, omits it),
-// `--no-entropy` (declares none, omits it: correct), `--writes-reserved` (save writes checkpoint.json).
+// `--no-entropy` (declares none, omits it: correct), `--writes-reserved` (save writes checkpoint.json),
+// `--no-handover` (declines qrl-sim's weights: capabilities.handOver false).
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
@@ -47,7 +48,7 @@ export class FakeBackend implements PolicyBackend {
       policy: 'ar',
       vocabulary: { size: this.vocabSize, pad: 0, bos: 1, eos: this.eos, sep: 3, mask: 4 },
       plan: { name: 'fp32', rollout: { gemm: { kind: 'fp32' } }, trainer: { gemm: { kind: 'fp32' } } },
-      capabilities: { logprobs: ['processed'], entropy: !this.bugs.has('no-entropy'), warmStart: false },
+      capabilities: { logprobs: ['processed'], entropy: !this.bugs.has('no-entropy'), warmStart: false, ...(this.bugs.has('no-handover') ? { handOver: false } : {}) },
       parameters: 1,
     };
   }
@@ -154,7 +155,7 @@ async function main(argv: string[]): Promise<void> {
   const hangOn = arg('--hang-on');
   const garbageOn = arg('--garbage-on');
   const backend = new FakeBackend(arg('--protocol'), arg('--T') === undefined ? 3 : Number(arg('--T')));
-  for (const bug of ['stale-version', 'wrong-sign', 'no-spend', 'load-skips-optimizer', 'omit-entropy', 'no-entropy', 'writes-reserved']) {
+  for (const bug of ['stale-version', 'wrong-sign', 'no-spend', 'load-skips-optimizer', 'omit-entropy', 'no-entropy', 'writes-reserved', 'no-handover']) {
     if (argv.includes(`--${bug}`)) backend.bugs.add(bug);
   }
   if (arg('--vocab') !== undefined) backend.vocabSize = Number(arg('--vocab'));
