@@ -1,7 +1,7 @@
 // `qrl-sim backend-check`: the qrl-backend/1 conformance battery run against a backend command or URL,
 // printed as a table (exit 1 on a violation). Not the protocol (src/protocol) and not a backend.
 
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
@@ -14,6 +14,7 @@ import { backendMismatches, backendSetup } from '../runs/backend-expect.js';
 import { makeTask } from '../tasks/registry.js';
 import type { Task } from '../tasks/task.js';
 import { readJsonFile } from './input.js';
+import { runGrpo } from '../runs/run.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
@@ -376,6 +377,83 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   return rows;
 }
 
+/** The first field in which two JSONL lines differ, as `field: resumed vs uninterrupted`. */
+function firstDifference(whole: string, resumed: string): string {
+  try {
+    const a = JSON.parse(whole) as Record<string, unknown>;
+    const b = JSON.parse(resumed) as Record<string, unknown>;
+    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) return `${key} ${JSON.stringify(b[key])} resumed vs ${JSON.stringify(a[key])} uninterrupted`;
+    }
+  } catch {
+    // not JSON (a torn line): quote both
+  }
+  return `${JSON.stringify(resumed.slice(0, 100))} resumed vs ${JSON.stringify(whole.slice(0, 100))} uninterrupted`;
+}
+
+/**
+ * `--kill-resume`: runs the config (3 steps at most, a checkpoint every step, no warm-start cache)
+ * uninterrupted on one backend instance; then again on a fresh one whose process group is killed
+ * (SIGKILL) as step 2 starts, resumed on another fresh instance; metrics.jsonl and eval.jsonl of the
+ * two must be byte-identical. One row, naming the first differing file and line.
+ */
+export async function killResumeCheck(
+  address: ReturnType<typeof parseBackendAddress>,
+  config: RunConfig,
+  connect: (setup: unknown) => Promise<RemoteBackend>,
+): Promise<ConformanceRow> {
+  const check = 'kill → resume: files byte-identical';
+  if (!('command' in address)) return { check, status: 'info', detail: 'an HTTP backend cannot be killed from here: not exercised' };
+  const steps = Math.min(config.steps, 3);
+  if (steps < 2) return { check, status: 'info', detail: `config.steps ${config.steps} < 2: nothing to interrupt` };
+  const run: RunConfig = { ...config, steps, checkpoint: { ...config.checkpoint, every: 1 }, sft: { ...config.sft, cache: false } };
+  const task = makeTask(run.task.name, run.task.options as never) as unknown as Task;
+  const setup = backendSetup(run, task);
+  const root = mkdtempSync(join(tmpdir(), 'qrl-kill-resume-'));
+  const cacheDir = join(root, 'cache');
+  const drive = async (outDir: string, options: { resume?: boolean; killAt?: number }): Promise<string | null> => {
+    const backend = await connect(setup);
+    try {
+      await runGrpo({
+        config: run,
+        outDir,
+        backend,
+        cacheDir,
+        ...(options.resume ? { resume: true } : {}),
+        ...(options.killAt === undefined ? {} : { observer: { onStepStart: (s: number) => void (s === options.killAt && backend.kill()) } }),
+      });
+      return null;
+    } catch (error) {
+      if (error instanceof BackendCallError) return error.message;
+      throw error;
+    } finally {
+      await backend.close();
+    }
+  };
+  try {
+    const whole = join(root, 'whole');
+    const cut = join(root, 'cut');
+    const first = await drive(whole, {});
+    if (first !== null) return { check, status: 'FAIL', detail: `the uninterrupted run failed: ${first}` };
+    const killed = await drive(cut, { killAt: 2 });
+    if (killed === null) return { check, status: 'FAIL', detail: 'the backend kept answering after its process group was killed' };
+    const resumed = await drive(cut, { resume: true });
+    if (resumed !== null) return { check, status: 'FAIL', detail: `the resumed run failed: ${resumed}` };
+    for (const f of ['metrics.jsonl', 'eval.jsonl']) {
+      const a = readFileSync(join(whole, f), 'utf8').split('\n');
+      const b = readFileSync(join(cut, f), 'utf8').split('\n');
+      const i = a.findIndex((line, k) => line !== b[k]);
+      if (i >= 0 || a.length !== b.length) {
+        const k = i >= 0 ? i : Math.min(a.length, b.length);
+        return { check, status: 'FAIL', detail: `${f} differs at line ${k + 1} after the kill at step 2 and the resume: ${firstDifference(a[k] ?? '', b[k] ?? '')} (does load restore everything save wrote, the optimizer state included?)` };
+      }
+    }
+    return { check, status: 'ok', detail: `killed at step 2 of ${steps}, resumed from the checkpoint of step 1: metrics.jsonl and eval.jsonl byte-identical` };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
 /** The table of {@link runConformance} rows. */
 export function formatConformance(rows: readonly ConformanceRow[]): string {
   const w = Math.max(...rows.map((r) => r.check.length));
@@ -386,7 +464,7 @@ export function formatConformance(rows: readonly ConformanceRow[]): string {
 }
 
 const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
-                             [--tolerance X] [--config FILE] [--json]
+                             [--tolerance X] [--config FILE [--kill-resume]] [--json]
 
 Runs the qrl-backend/1 conformance battery against a backend: a shell command spoken to over
 stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation.
@@ -413,6 +491,9 @@ Options:
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
   --config FILE       a run config: sent with info (run and setup, as run --backend does) and the
                       backend's plan, vocabulary, special tokens and ℓroll modes checked against it
+  --kill-resume       with --config: run it (3 steps at most) uninterrupted, then again with the
+                      backend's process group killed as step 2 starts and resumed on a fresh
+                      instance; metrics.jsonl and eval.jsonl must be byte-identical
   --json              the rows as one JSON object
 
 examples:
@@ -432,7 +513,9 @@ export const backendCheckCommand: Command = {
       tolerance: { type: 'string' },
       json: { type: 'boolean' },
       config: { type: 'string' },
+      'kill-resume': { type: 'boolean' },
     });
+    if (values['kill-resume'] && values.config === undefined) throw new UsageError('--kill-resume: needs --config FILE (the run to kill and resume)');
     const config = values.config === undefined ? undefined : resolveRunConfig(readJsonFile(values.config, '--config'));
     const address = parseBackendAddress(required(values.backend, 'backend'));
     const timeoutMs = integerOption(values.timeout, 'timeout', 120_000, 1);
@@ -454,6 +537,10 @@ export const backendCheckCommand: Command = {
       rows = await runConformance(backend, { batch, promptLength, tolerance, ...(config === undefined ? {} : { config }) });
     } finally {
       await backend.close();
+    }
+    if (values['kill-resume'] && config !== undefined) {
+      const connect = (setup: unknown): Promise<RemoteBackend> => connectBackend(address, { timeoutMs, startupTimeoutMs, run: config, setup, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+      rows.push(await killResumeCheck(address, config, connect));
     }
     if (values.json) io.out(JSON.stringify({ backend: backend.name, rows }));
     else io.out(formatConformance(rows));

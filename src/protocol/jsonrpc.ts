@@ -206,6 +206,8 @@ export interface SpawnedRpc {
   readonly child: ChildProcessWithoutNullStreams;
   /** Ends stdin, waits for the child to exit (up to `graceMs`), then kills its whole process group. */
   close(graceMs?: number): Promise<void>;
+  /** Kills the child's whole process group now (SIGKILL): a crash, for tests of recovery. */
+  kill(): void;
 }
 
 /** Process groups of spawned peers still alive: killed when the driver exits, however it exits. */
@@ -301,6 +303,9 @@ export function spawnRpcClient(
       await exited;
       clearTimeout(timer);
       end(); // whatever the command left running in its group
+    },
+    kill() {
+      killGroup(pid);
     },
   };
 }

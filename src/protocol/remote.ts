@@ -80,6 +80,7 @@ export class BackendCallError extends Error {
 interface Transport {
   call(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   close(): Promise<void>;
+  kill?(): void;
 }
 
 function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
@@ -90,6 +91,7 @@ function stdioTransport(command: string, options: RemoteBackendOptions): Transpo
   return {
     call: (method, params, timeoutMs) => spawned.client.call(method, params, { timeoutMs }),
     close: () => spawned.close(),
+    kill: () => spawned.kill(),
   };
 }
 
@@ -281,6 +283,16 @@ export class RemoteBackend implements PolicyBackend {
     }
     this.closed = true;
     await this.transport.close();
+  }
+
+  /**
+   * Kills a spawned backend's whole process group at once (SIGKILL), as a crash would; the next call
+   * fails with kind `exit`. Returns false for an HTTP backend (nothing to kill).
+   */
+  kill(): boolean {
+    if (this.transport.kill === undefined) return false;
+    this.transport.kill();
+    return true;
   }
 
   /** Sends a raw request (for the conformance check's bad-request probes); the answer is not validated. */

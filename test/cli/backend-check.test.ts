@@ -84,6 +84,26 @@ describe('qrl-sim backend-check', () => {
     }
   }, 120_000);
 
+  it.each([
+    ['', 'ok', /killed at step 2 of 3, resumed from the checkpoint of step 1: metrics\.jsonl and eval\.jsonl byte-identical/],
+    ['--load-skips-optimizer', 'FAIL', /metrics\.jsonl differs at line 2 after the kill at step 2 and the resume: [a-z_/]+ \S+ resumed vs \S+ uninterrupted/],
+  ])('--kill-resume kills the backend mid-run, resumes and compares the files (%s)', async (flag, status, detail) => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-bc-kill-'));
+    try {
+      const file = join(dir, 'run.json');
+      writeFileSync(file, JSON.stringify({ steps: 3, task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, sft: { steps: 2, batchSize: 8 }, rollout: { prompts: 2, groupSize: 2 }, eval: { every: 1, problems: 2 }, plan: 'fp32' }));
+      const c = capture();
+      const code = await main(['backend-check', '--backend', fake(`--vocab 13 ${flag}`), '--config', file, '--kill-resume', '--json'], c.io);
+      expect(code).toBe(status === 'ok' ? 0 : 1);
+      const { rows } = JSON.parse(c.out.join('')) as { rows: { check: string; status: string; detail: string }[] };
+      const row = rows.find((r) => r.check === 'kill → resume: files byte-identical');
+      expect(row?.status).toBe(status);
+      expect(row?.detail).toMatch(detail);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('exits 1 on a backend that answers garbage', async () => {
     const c = capture();
     const code = await main(['backend-check', '--backend', fake('--garbage-on logprobs')], c.io);
