@@ -227,7 +227,8 @@ export class ReferenceBackend implements PolicyBackend {
     const metrics = await this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
     this.engine.params.zeroGrad();
     this.trainerVersion++;
-    return metrics;
+    // a metric without a value (the losses of 0 steps) is left out: the protocol's metrics are finite
+    return Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
   }
 
   async save(dir: string): Promise<void> {

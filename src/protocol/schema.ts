@@ -269,7 +269,7 @@ function describeIssue(issue: z.core.$ZodIssue, got: unknown): string {
       ? `expected a wire tensor {dtype, shape, data} or a reference {safetensors, name}, got ${shown}`
       : `no accepted form matches ${shown}`;
   }
-  return `${issue.message}, got ${shown}`;
+  return /received/.test(issue.message) ? issue.message : `${issue.message}, got ${shown}`;
 }
 
 // ---------------------------------------------------------------------------------------------

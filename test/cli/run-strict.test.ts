@@ -139,4 +139,11 @@ describe('the strict driver', () => {
     expect(warmStartKey(config, { name: 'my-backend', version: '1' })).not.toBe(warmStartKey(config));
     expect(warmStartKey(config, { name: 'my-backend', version: '2' })).not.toBe(warmStartKey(config, { name: 'my-backend', version: '1' }));
   });
+
+  it('a warm start of 0 steps through qrl-sim serve answers finite metrics (the losses are left out)', async () => {
+    const serve = `node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio`;
+    const r = await runCli(['run', '--config', configFile('sft0', { sft: { steps: 0, cache: false } }), '--out', join(root, 'sft0'), '--backend', serve]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/warm start: 0 supervised steps \(sft\/steps=0\.0000\)/);
+  }, 120_000);
 });
