@@ -14,7 +14,8 @@ from .wire import (
     read_safetensors,
     write_safetensors,
 )
-from .backend import Backend, RolloutBatch
+from .wire import RolloutBatch, batch_from_json, batch_to_json
+from .backend import Backend, LogprobsResult, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -27,6 +28,10 @@ __all__ = [
     "write_safetensors",
     "Backend",
     "RolloutBatch",
+    "LogprobsResult",
+    "StepResult",
+    "batch_from_json",
+    "batch_to_json",
     "serve",
     "serve_stdio",
     "serve_http",

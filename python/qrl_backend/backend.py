@@ -9,31 +9,36 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .wire import FAILED_PRECONDITION, PROTOCOL, RpcError
+from .wire import FAILED_PRECONDITION, PROTOCOL, RolloutBatch, RpcError
 
 
 @dataclass
-class RolloutBatch:
-    """A batch of sampled responses, padded to T response positions (the contract's RolloutBatch).
+class LogprobsResult:
+    """What `Backend.logprobs` returns (a plain `(logp, entropy, handle)` tuple is accepted too).
 
-    responses: int32 (B, T); mask: float64 (B, T) of 0/1; logp_rollout: float64 (B, T), 0 off the mask;
-    record: what the trainer needs to score the samples again (a dict with a "kind", numpy arrays allowed).
+    logp: float64 (len(rows), T), 0 off the mask; entropy: float64 (len(rows), T), or None when the
+    backend declares capabilities.entropy = false; handle: set when grad was asked; routing (MoE, when
+    return_routing): one int32 (len(rows), S, k) array per layer; routing_flip_rate (MoE): per layer,
+    the share of router decisions that differ from the record's.
     """
 
+    logp: np.ndarray
+    entropy: Optional[np.ndarray] = None
+    handle: Optional[str] = None
+    routing: Optional[List[np.ndarray]] = None
+    routing_flip_rate: Optional[List[float]] = None
+
+    def __iter__(self):  # unpacks like the (logp, entropy, handle) tuple
+        return iter((self.logp, self.entropy, self.handle))
+
+
+@dataclass
+class StepResult:
+    """What `Backend.step` returns (a {"gradNorm", "weightVersion"} dict is accepted too): the global
+    gradient norm before clipping and the trainer's weight version after the step."""
+
+    grad_norm: float
     weight_version: int
-    prompts: List[List[int]]
-    responses: np.ndarray
-    mask: np.ndarray
-    logp_rollout: np.ndarray
-    record: Dict[str, Any] = field(default_factory=lambda: {"kind": "unknown"})
-
-    @property
-    def B(self) -> int:
-        return int(self.responses.shape[0])
-
-    @property
-    def T(self) -> int:
-        return int(self.responses.shape[1])
 
 
 class Backend:
@@ -46,6 +51,14 @@ class Backend:
 
     protocol = PROTOCOL
 
+    def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
+        """Called before `info` when the client sends its run: `run` is the driver's resolved run config
+        (qrl-sim's own JSON), `setup` the same in the protocol's terms — {policy, vocabulary, plan?:
+        {name, rollout, trainer}, promptLength, maxNewTokens, sampling, optim: {lr, beta1, beta2, eps,
+        weightDecay}, model?} (docs/adapter.md §5). A backend that builds its policy from the run does
+        it here (command-line flags override); the default ignores both. Raise ProtocolError naming
+        `setup.<field>` for a value it cannot serve. May be called again with the same values."""
+
     def info(self) -> Dict[str, Any]:
         """{backend: {name, version}, policy, vocabulary, plan, capabilities, parameters} (protocol is added)."""
         raise RpcError(FAILED_PRECONDITION, "info: not implemented")
@@ -54,10 +67,18 @@ class Backend:
         """Rebuilds the rollout engine from the trainer's weights; returns the weight version it serves."""
         raise RpcError(FAILED_PRECONDITION, "sync: not implemented")
 
-    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
+                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
+        """Samples one response per prompt with `sampling` ({temperature, topK, topP, logprob}; None: the
+        backend's own sampler) and at most `max_new_tokens` response tokens (None: the backend's limit).
+        The run driver always sends both."""
         raise RpcError(FAILED_PRECONDITION, "generate: not implemented")
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+        """Trainer-side log-probs of `rows` → LogprobsResult (or a (logp, entropy, handle) tuple). An MoE
+        backend adds keyword parameters `routing` ("rollout", or one int32 (len(rows), S, k) array per
+        layer: replay these experts) and `return_routing` (bool); a backend without them is refused
+        such requests naming the field."""
         raise RpcError(FAILED_PRECONDITION, "logprobs: not implemented")
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:

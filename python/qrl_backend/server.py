@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from .backend import Backend, RolloutBatch
+from .backend import Backend, LogprobsResult, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -24,88 +24,17 @@ from .wire import (
     RpcError,
     decode_tensor,
     encode_tensor,
+    RolloutBatch,
+    _int,
+    _num,
+    _obj,
+    _prompts,
+    _str,
+    batch_from_json,
+    batch_to_json,
     record_from_json,
     record_to_json,
 )
-
-
-# --- params checks: each names the field -------------------------------------------------------
-
-
-def _obj(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
-    """Checks params is an object with exactly the allowed keys (value: required)."""
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise ProtocolError("", "params must be an object")
-    for k in params:
-        if k not in keys:
-            raise ProtocolError(k, "unknown field")
-    for k, required in keys.items():
-        if required and k not in params:
-            raise ProtocolError(k, "required")
-    return params
-
-
-def _int(v: Any, field: str, lo: int = 0) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise ProtocolError(field, f"expected an integer ≥ {lo}, got {v!r}")
-    return v
-
-
-def _num(v: Any, field: str) -> float:
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
-        raise ProtocolError(field, f"expected a finite number, got {v!r}")
-    return float(v)
-
-
-def _str(v: Any, field: str) -> str:
-    if not isinstance(v, str) or v == "":
-        raise ProtocolError(field, f"expected a non-empty string, got {v!r}")
-    return v
-
-
-def _prompts(v: Any, field: str) -> list:
-    if not isinstance(v, list):
-        raise ProtocolError(field, "expected a list of token lists")
-    out = []
-    for i, row in enumerate(v):
-        if not isinstance(row, list):
-            raise ProtocolError(f"{field}.{i}", "expected a list of token ids")
-        out.append([_int(t, f"{field}.{i}.{j}") for j, t in enumerate(row)])
-    return out
-
-
-def batch_from_json(v: Any, field: str) -> RolloutBatch:
-    """Decodes and checks a rollout batch (tensors of shape (B, T), prompts B rows, mask 0/1)."""
-    p = _obj(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
-    B = _int(p["B"], f"{field}.B", 1)
-    T = _int(p["T"], f"{field}.T")
-    prompts = _prompts(p["prompts"], f"{field}.prompts")
-    if len(prompts) != B:
-        raise ProtocolError(f"{field}.prompts", f"must hold B={B} rows, got {len(prompts)}")
-    responses = decode_tensor(p["responses"], f"{field}.responses", ("I32",), (B, T))
-    mask = decode_tensor(p["mask"], f"{field}.mask", ("F64",), (B, T))
-    logp = decode_tensor(p["logpRollout"], f"{field}.logpRollout", ("F64",), (B, T))
-    if not np.all((mask == 0) | (mask == 1)):
-        raise ProtocolError(f"{field}.mask", "must hold 0 or 1")
-    rec = p["record"]
-    if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
-        raise ProtocolError(f"{field}.record.kind", "expected a string")
-    return RolloutBatch(_int(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
-
-
-def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:
-    return {
-        "weightVersion": int(b.weight_version),
-        "B": b.B,
-        "T": b.T,
-        "prompts": [list(map(int, p)) for p in b.prompts],
-        "responses": encode_tensor(np.asarray(b.responses, dtype=np.int32)),
-        "mask": encode_tensor(np.asarray(b.mask, dtype=np.float64)),
-        "logpRollout": encode_tensor(np.asarray(b.logp_rollout, dtype=np.float64)),
-        "record": record_to_json(b.record),
-    }
 
 
 def _sampling(v: Any) -> Optional[Dict[str, Any]]:
@@ -126,12 +55,34 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 # --- the methods ------------------------------------------------------------------------------
 
 
+def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dict[str, Any]:
+    """The keyword arguments of `extra` that `fn` takes. A backend written before a field existed keeps
+    working as long as the request does not use it; one that is used but not taken is refused."""
+    import inspect
+
+    if not extra:
+        return {}
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return extra
+    for k in extra:
+        if k not in params:
+            field = {"max_new_tokens": "maxNewTokens", "routing": "routing", "return_routing": "returnRouting"}.get(k, k)
+            raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {k}", field)
+    return extra
+
+
 def _info(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"protocols": True, "run": False})  # run: the driver's run config (ignored unless a backend reads it)
+    p = _obj(params, {"protocols": True, "run": False, "setup": False})
     if not isinstance(p["protocols"], list) or not p["protocols"]:
         raise ProtocolError("protocols", "expected a non-empty list of version strings")
     if be.protocol not in p["protocols"]:
         raise RpcError(FAILED_PRECONDITION, f"no common protocol version: the client speaks {', '.join(map(str, p['protocols']))}, this backend {be.protocol}", "protocols")
+    for k in ("run", "setup"):
+        if k in p and p[k] is not None and not isinstance(p[k], dict):
+            raise ProtocolError(k, "expected an object")
+    if p.get("run") is not None or p.get("setup") is not None:
+        be.configure(p.get("run"), p.get("setup"))
     return dict(be.info(), protocol=be.protocol)
 
 
@@ -141,7 +92,7 @@ def _sync(be: Backend, params: Any) -> Any:
 
 
 def _generate(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "greedy": False, "side": False, "maxNewTokens": False})
+    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False})
     prompts = _prompts(p["prompts"], "prompts")
     if not prompts:
         raise ProtocolError("prompts", "must hold at least one prompt")
@@ -151,14 +102,15 @@ def _generate(be: Backend, params: Any) -> Any:
     side = p.get("side", "rollout")
     if side not in ("rollout", "trainer"):
         raise ProtocolError("side", f"must be rollout or trainer, got {side!r}")
-    # maxNewTokens (response slots) reaches the backend as a keyword only when sent.
-    extra = {"max_new_tokens": _int(p["maxNewTokens"], "maxNewTokens", 1)} if "maxNewTokens" in p else {}
-    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **extra)
+    extra = {}
+    if "maxNewTokens" in p:
+        extra["max_new_tokens"] = _int(p["maxNewTokens"], "maxNewTokens", 1)
+    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_accepted(be.generate, extra, "generate"))
     return batch_to_json(batch)
 
 
 def _logprobs(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False})
+    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False})
     batch = batch_from_json(p["batch"], "batch")
     if not isinstance(p["rows"], list) or not p["rows"]:
         raise ProtocolError("rows", "expected a non-empty list of row indices")
@@ -173,11 +125,34 @@ def _logprobs(be: Backend, params: Any) -> Any:
         raise ProtocolError("grad", f"expected a boolean, got {grad!r}")
     if grad and p["policy"] != "current":
         raise ProtocolError("grad", "only the current policy has gradients")
-    logp, entropy, handle = be.logprobs(batch, rows, p["policy"], grad)
-    out = {"logp": encode_tensor(np.asarray(logp, dtype=np.float64)), "entropy": encode_tensor(np.asarray(entropy, dtype=np.float64))}
-    if handle is not None:
-        out["handle"] = handle
-    return out
+    extra: Dict[str, Any] = {}
+    if "routing" in p:
+        r = p["routing"]
+        if p["policy"] != "current":
+            raise ProtocolError("routing", "only the current policy replays a routing (the reference routes by its own top-k)")
+        if r == "rollout":
+            extra["routing"] = "rollout"
+        elif isinstance(r, list) and r:
+            extra["routing"] = [decode_tensor(t, f"routing.{i}", ("I32",)) for i, t in enumerate(r)]
+        else:
+            raise ProtocolError("routing", f"expected 'rollout' or a non-empty list of I32 tensors, got {r!r}"[:200])
+    if "returnRouting" in p:
+        if not isinstance(p["returnRouting"], bool):
+            raise ProtocolError("returnRouting", f"expected a boolean, got {p['returnRouting']!r}")
+        if p["returnRouting"]:
+            extra["return_routing"] = True
+    out = be.logprobs(batch, rows, p["policy"], grad, **_accepted(be.logprobs, extra, "logprobs"))
+    res = out if isinstance(out, LogprobsResult) else LogprobsResult(*out)
+    answer: Dict[str, Any] = {"logp": encode_tensor(np.asarray(res.logp, dtype=np.float64))}
+    if res.entropy is not None:
+        answer["entropy"] = encode_tensor(np.asarray(res.entropy, dtype=np.float64))
+    if res.handle is not None:
+        answer["handle"] = res.handle
+    if res.routing is not None:
+        answer["routing"] = [encode_tensor(np.asarray(x, dtype=np.int32)) for x in res.routing]
+    if res.routing_flip_rate is not None:
+        answer["routingFlipRate"] = [float(x) for x in res.routing_flip_rate]
+    return answer
 
 
 def _backward(be: Backend, params: Any) -> Any:
@@ -193,6 +168,8 @@ def _step(be: Backend, params: Any) -> Any:
     if m <= 0:
         raise ProtocolError("maxGradNorm", f"must be > 0, got {m}")
     r = be.step(m)
+    if isinstance(r, StepResult):
+        return {"gradNorm": float(r.grad_norm), "weightVersion": int(r.weight_version)}
     return {"gradNorm": float(r["gradNorm"]), "weightVersion": int(r["weightVersion"])}
 
 

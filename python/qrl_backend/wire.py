@@ -8,7 +8,8 @@ import base64
 import json
 import os
 import struct
-from typing import Any, Dict, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -186,3 +187,108 @@ def read_safetensors(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
         a, b = e["data_offsets"]
         out[name] = np.frombuffer(body[a:b], dtype=dt).reshape(e["shape"]).copy()
     return out, meta
+
+
+# --- the rollout batch and the params checks (each names the field) ---------------------------
+
+
+@dataclass
+class RolloutBatch:
+    """A batch of sampled responses, padded to T response positions (the contract's RolloutBatch).
+
+    responses: int32 (B, T); mask: float64 (B, T) of 0/1; logp_rollout: float64 (B, T), 0 off the mask;
+    record: what the trainer needs to score the samples again (a dict with a "kind", numpy arrays allowed).
+    """
+
+    weight_version: int
+    prompts: List[List[int]]
+    responses: np.ndarray
+    mask: np.ndarray
+    logp_rollout: np.ndarray
+    record: Dict[str, Any] = field(default_factory=lambda: {"kind": "unknown"})
+
+    @property
+    def B(self) -> int:
+        return int(self.responses.shape[0])
+
+    @property
+    def T(self) -> int:
+        return int(self.responses.shape[1])
+
+
+def _obj(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
+    """Checks params is an object with exactly the allowed keys (value: required)."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ProtocolError("", "params must be an object")
+    for k in params:
+        if k not in keys:
+            raise ProtocolError(k, "unknown field")
+    for k, required in keys.items():
+        if required and k not in params:
+            raise ProtocolError(k, "required")
+    return params
+
+
+def _int(v: Any, field: str, lo: int = 0) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise ProtocolError(field, f"expected an integer ≥ {lo}, got {v!r}")
+    return v
+
+
+def _num(v: Any, field: str) -> float:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
+        raise ProtocolError(field, f"expected a finite number, got {v!r}")
+    return float(v)
+
+
+def _str(v: Any, field: str) -> str:
+    if not isinstance(v, str) or v == "":
+        raise ProtocolError(field, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _prompts(v: Any, field: str) -> list:
+    if not isinstance(v, list):
+        raise ProtocolError(field, "expected a list of token lists")
+    out = []
+    for i, row in enumerate(v):
+        if not isinstance(row, list):
+            raise ProtocolError(f"{field}.{i}", "expected a list of token ids")
+        out.append([_int(t, f"{field}.{i}.{j}") for j, t in enumerate(row)])
+    return out
+
+
+def batch_from_json(v: Any, field: str) -> RolloutBatch:
+    """Decodes and checks a rollout batch (tensors of shape (B, T), prompts B rows, mask 0/1)."""
+    p = _obj(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
+    B = _int(p["B"], f"{field}.B", 1)
+    T = _int(p["T"], f"{field}.T")
+    prompts = _prompts(p["prompts"], f"{field}.prompts")
+    if len(prompts) != B:
+        raise ProtocolError(f"{field}.prompts", f"must hold B={B} rows, got {len(prompts)}")
+    responses = decode_tensor(p["responses"], f"{field}.responses", ("I32",), (B, T))
+    mask = decode_tensor(p["mask"], f"{field}.mask", ("F64",), (B, T))
+    logp = decode_tensor(p["logpRollout"], f"{field}.logpRollout", ("F64",), (B, T))
+    if not np.all((mask == 0) | (mask == 1)):
+        raise ProtocolError(f"{field}.mask", "must hold 0 or 1")
+    rec = p["record"]
+    if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
+        raise ProtocolError(f"{field}.record.kind", "expected a string")
+    return RolloutBatch(_int(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
+
+
+def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:
+    return {
+        "weightVersion": int(b.weight_version),
+        "B": b.B,
+        "T": b.T,
+        "prompts": [list(map(int, p)) for p in b.prompts],
+        "responses": encode_tensor(np.asarray(b.responses, dtype=np.int32)),
+        "mask": encode_tensor(np.asarray(b.mask, dtype=np.float64)),
+        "logpRollout": encode_tensor(np.asarray(b.logp_rollout, dtype=np.float64)),
+        "record": record_to_json(b.record),
+    }
+
+

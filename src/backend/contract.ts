@@ -66,10 +66,20 @@ export interface BackendVocabulary {
 export interface BackendCapabilities {
   /** Which ℓroll kinds `generate` can report. */
   readonly logprobs: readonly ('processed' | 'raw')[];
-  /** `logprobs` returns the policy's entropy at each position. */
+  /**
+   * `logprobs` returns the policy's entropy at each position. When false, a `logprobs` result may
+   * omit `entropy` (the client then reports NaN entropies and the entropy metrics read NaN).
+   */
   readonly entropy: boolean;
   /** `warmStart` is implemented (else the driver warm-starts elsewhere and `load`s the weights). */
   readonly warmStart: boolean;
+  /**
+   * Whether `load` takes a directory holding only qrl-sim's AR `weights.safetensors` (the driver's
+   * warm-start hand-over to a backend without `warmStart`). `false`: the backend's policy is not
+   * qrl-sim's transformer; the driver never pushes weights, and a run without `warmStart` must have
+   * `sft.steps = 0` (RL starts from the backend's own weights). @defaultValue true
+   */
+  readonly handOver?: boolean;
 }
 
 /** A backend's self-description. */
@@ -94,8 +104,18 @@ export interface GenerateRequest {
   readonly prompts: readonly (readonly number[])[];
   /** The RNG path of this generation (e.g. `"0/step/3/rollout"`): same seed and weights ⇒ same tokens. */
   readonly seed: string;
-  /** Sampler settings; the backend's configured sampler when absent. */
+  /**
+   * Sampler settings. The run driver always sends the run config's `policy.sampler`; a backend
+   * samples with exactly these (or refuses the request). Absent (a hand-written client): the
+   * backend's configured sampler.
+   */
   readonly sampling?: SamplingParams;
+  /**
+   * Most response tokens to generate per prompt (EOS included); a row that has not emitted EOS by
+   * then ends unfinished. The run driver always sends it (AR: the task's response length;
+   * diffusion: `policy.diffusion.generationLength`). Absent: the backend's own limit.
+   */
+  readonly maxNewTokens?: number;
   /** Greedy decoding (argmax; ℓroll is still reported). */
   readonly greedy?: boolean;
   /** Which side of the plan generates. @defaultValue 'rollout' */

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AdamW, type AdamWState, clipGradNorm } from '../nn/adamw.js';
 import { planOfConfig } from '../policies/plans.js';
 import type { EngineBatch, PolicyFactory, RlEngine } from '../policies/engine.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { createRng } from '../rng.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
 import type { Task } from '../tasks/task.js';
@@ -153,6 +153,10 @@ export class ReferenceBackend implements PolicyBackend {
         throw new UsageError(`generate.sampling: the reference backend samples with its configured sampler ${JSON.stringify(s)}, got ${JSON.stringify(r)}`);
       }
     }
+    if (request.maxNewTokens !== undefined) {
+      const limit = generationOf(this.config, this.task).maxNewTokens;
+      if (request.maxNewTokens !== limit) throw new UsageError(`generate.maxNewTokens: the reference backend generates ${limit} response tokens (its run config), got ${request.maxNewTokens}`);
+    }
     const side = request.side ?? 'rollout';
     const batch = this.engine.generate(request.prompts, createRng(request.seed), { greedy: request.greedy === true, side });
     return plainBatch(batch, side === 'rollout' ? this.rolloutVersion : this.trainerVersion);
@@ -223,7 +227,8 @@ export class ReferenceBackend implements PolicyBackend {
     const metrics = await this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
     this.engine.params.zeroGrad();
     this.trainerVersion++;
-    return metrics;
+    // a metric without a value (the losses of 0 steps) is left out: the protocol's metrics are finite
+    return Object.fromEntries(Object.entries(metrics).filter(([, v]) => Number.isFinite(v)));
   }
 
   async save(dir: string): Promise<void> {

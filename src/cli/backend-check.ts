@@ -1,13 +1,20 @@
 // `qrl-sim backend-check`: the qrl-backend/1 conformance battery run against a backend command or URL,
 // printed as a table (exit 1 on a violation). Not the protocol (src/protocol) and not a backend.
 
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
 import { probeDiagnostics } from '../policies/diagnostics.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
+import { logprobsToJson } from '../protocol/schema.js';
+import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
+import { backendMismatches, backendSetup } from '../runs/backend-expect.js';
+import { makeTask } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
+import { readJsonFile } from './input.js';
+import { runGrpo } from '../runs/run.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, required } from './parse.js';
@@ -30,16 +37,38 @@ export interface ConformanceOptions {
   readonly promptLength?: number;
   /** Largest |ℓroll − ℓ| allowed when the plan's two sides are identical. @defaultValue 1e-4 */
   readonly tolerance?: number;
+  /** A run config: the backend's plan, vocabulary, special tokens and ℓroll modes are checked against it (as `run` does at start). */
+  readonly config?: RunConfig;
+}
+
+/** JSON with object keys sorted (key order carries no meaning). */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  return JSON.stringify(v);
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return canonicalJson(a) === canonicalJson(b);
 }
 
 function equalArrays(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
   return true;
+}
+
+/** Where two ℓ arrays differ, in words: how many positions and the largest |Δ|. */
+function differences(a: Float64Array, b: Float64Array): string {
+  let n = 0;
+  let max = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (!Object.is(a[i], b[i])) {
+      n += 1;
+      max = Math.max(max, Math.abs(a[i]! - b[i]!));
+    }
+  }
+  return `ℓ differs at ${n} of ${a.length} positions, max |Δ| ${max.toExponential(3)}`;
 }
 
 function batchProblems(info: BackendInfo, batch: RolloutBatch, B: number, expectedVersion: number): string[] {
@@ -154,6 +183,14 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     (e: unknown) => (e instanceof BackendCallError && e.code === RPC_ERRORS.failedPrecondition && e.field === 'protocols' ? 'ok' : String(e)),
   );
   add('unknown version refused', refused === 'ok', refused === 'ok' ? 'info {protocols: [qrl-backend/999]} → −32000, field protocols' : `expected error −32000 with field protocols, got ${refused}`);
+  const infoAgain = await backend.raw('info', { protocols: ['qrl-backend/1'] }).then((r) => r, (e: unknown) => String(e));
+  const stable = sameJson(infoAgain, { ...info });
+  add('info answers the same twice', stable, stable ? 'a second info gives the same description' : `a second info answered ${JSON.stringify(infoAgain).slice(0, 160)}`);
+  if (options.config !== undefined) {
+    const config = options.config;
+    const mismatches = backendMismatches(info, config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+    add('plan and vocabulary against the run config', mismatches.length === 0, mismatches.length === 0 ? `policy ${info.policy}, plan ${info.plan.name}, vocabulary ${info.vocabulary.size} and special tokens as the config asks` : mismatches.join('; '));
+  }
   const voc = info.vocabulary;
   const specials = [voc.pad, voc.bos, voc.eos, voc.sep, voc.mask];
   const firstFree = Math.max(...specials) + 1;
@@ -181,14 +218,24 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   const other = await attempt('other seed ⇒ other tokens', () => backend.generate({ prompts, seed: 'backend-check/rollout/1' }));
   if (other !== undefined) add('other seed ⇒ other tokens', true, equalArrays(other.responses, batch.responses) ? 'identical (a deterministic policy?)' : 'responses differ', true);
 
-  // Rollout vs trainer log-probs on the same weights.
+  // The entropy capability: declared ⇒ returned; not declared ⇒ may be omitted.
   const all = Array.from({ length: B }, (_, b) => b);
+  const probe = await attempt('entropy capability', () => backend.raw('logprobs', logprobsToJson({ batch, rows: all, policy: 'current' })));
+  if (probe === undefined) return rows;
+  const hasEntropy = probe !== null && typeof probe === 'object' && 'entropy' in probe;
+  if (info.capabilities.entropy && !hasEntropy) {
+    add('entropy capability', false, 'capabilities.entropy is true but logprobs returned no entropy: return it, or declare entropy: false (then the run reports NaN entropies); the checks that score log-probs are skipped');
+    return rows;
+  }
+  add('entropy capability', true, info.capabilities.entropy ? 'declared and returned' : hasEntropy ? 'not declared, returned anyway' : 'not declared and omitted (the run reports NaN entropies)');
+
+  // Rollout vs trainer log-probs on the same weights.
   const lp = await attempt('logprobs shapes', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
   if (lp !== undefined) {
     let bad = '';
     for (let i = 0; i < lp.logp.length; i++) {
-      if (batch.mask[i] === 0 && (lp.logp[i] !== 0 || lp.entropy[i] !== 0)) bad = `nonzero ℓ or entropy off the mask at ${i}`;
-      if (batch.mask[i] === 1 && !(lp.entropy[i]! >= 0)) bad = `entropy ${lp.entropy[i]} at ${i}`;
+      if (batch.mask[i] === 0 && (lp.logp[i] !== 0 || (info.capabilities.entropy && lp.entropy[i] !== 0))) bad = `nonzero ℓ or entropy off the mask at ${i}`;
+      if (info.capabilities.entropy && batch.mask[i] === 1 && !(lp.entropy[i]! >= 0)) bad = `entropy ${lp.entropy[i]} at ${i}`;
     }
     add('logprobs shapes', bad === '', bad === '' ? `ℓ and entropy (${B}, ${batch.T}), 0 off the mask` : bad);
     const d = probeDiagnostics(batch.logpRollout, lp.logp, batch.mask);
@@ -199,28 +246,37 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
   }
 
-  // Gradient, step, versions, frozen reference.
+  // Gradient, handles, step, versions, frozen reference.
+  const maskedMean = (logp: Float64Array): number => {
+    let sum = 0;
+    for (let i = 0; i < logp.length; i++) sum += batch.mask[i]! * logp[i]!;
+    return sum / Math.max(1, tokens);
+  };
   await attempt('setReference', () => backend.setReference());
   const refBefore = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
   const withGrad = await attempt('backward + step', () => backend.logprobs({ batch, rows: all, policy: 'current', grad: true }));
+  const unspent = withGrad === undefined ? undefined : await attempt('step retires unspent handles', () => backend.logprobs({ batch, rows: all, policy: 'current', grad: true }));
+  // g = ∂(−mean ℓ)/∂ℓ: one step descending it must raise the samples' mean ℓ
+  const g = Float64Array.from(batch.mask, (m) => -m / Math.max(1, tokens));
+  const refusedAnswer = (e: unknown): string => (e instanceof BackendCallError && e.kind === 'remote' ? 'ok' : String(e));
   if (withGrad !== undefined && refBefore !== undefined) {
     const handle = withGrad.handle;
     if (handle === undefined) {
       add('backward + step', false, 'logprobs with grad returned no handle');
     } else {
-      const g = Float64Array.from(batch.mask, (m) => -m / Math.max(1, tokens));
       const stepped = await attempt('backward + step', async () => {
         await backend.backward(handle, g);
+        const spent = await backend.backward(handle, g).then(() => 'accepted: the gradient was accumulated twice', refusedAnswer);
+        add('spent handle refused', spent === 'ok', spent === 'ok' ? 'a second backward on the same handle (before step) is an error' : `backward must spend its handle; a second backward on it was ${spent}`);
         return backend.step({ maxGradNorm: 1 });
       });
       if (stepped !== undefined) {
         add('backward + step', Number.isFinite(stepped.gradNorm) && stepped.gradNorm > 0, `gradNorm ${stepped.gradNorm.toExponential(4)}`);
         add('weight version advances after step', stepped.weightVersion === v0 + 1, `step → ${stepped.weightVersion} (was ${v0})`);
-        const spent = await backend.backward(handle, g).then(
-          () => 'accepted',
-          (e: unknown) => (e instanceof BackendCallError && e.kind === 'remote' ? 'ok' : String(e)),
-        );
-        add('spent handle refused', spent === 'ok', spent === 'ok' ? 'a second backward on the handle is an error' : `expected an error answer, got ${spent}`);
+        if (unspent?.handle !== undefined) {
+          const retired = await backend.backward(unspent.handle, g).then(() => 'accepted', refusedAnswer);
+          add('step retires unspent handles', retired === 'ok', retired === 'ok' ? 'backward on a handle taken before the step is an error' : `step must drop unspent handles; backward on one taken before the step was ${retired}`);
+        }
         const stale = await attempt('generate before sync: old version', () => backend.generate({ prompts, seed }));
         if (stale !== undefined) {
           add('generate before sync: old version', stale.weightVersion === v0, `version ${stale.weightVersion} (synced ${v0})`);
@@ -233,40 +289,66 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
         if (resync !== undefined) add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
         const after = await attempt('current policy moved', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
         if (after !== undefined) {
-          let before = 0;
-          let now = 0;
-          for (let i = 0; i < after.logp.length; i++) {
-            before += withGrad.logp[i]!;
-            now += after.logp[i]!;
-          }
-          add('current policy moved', !equalArrays(after.logp, withGrad.logp), `Σℓ ${before.toFixed(4)} → ${now.toFixed(4)} (one step up the samples' likelihood)`);
+          add('current policy moved', !equalArrays(after.logp, withGrad.logp), equalArrays(after.logp, withGrad.logp) ? 'ℓ bit-identical after a step with a nonzero gradient' : 'ℓ changed with the step');
+          const before = maskedMean(withGrad.logp);
+          const now = maskedMean(after.logp);
+          add(
+            'gradient direction (finite difference)',
+            now > before,
+            now > before
+              ? `one step descending −mean ℓ raised mean ℓ ${before.toFixed(6)} → ${now.toFixed(6)} (Δ ${(now - before).toExponential(3)})`
+              : `one step descending −mean ℓ (gradLogp = −mask/${tokens}) moved mean ℓ ${before.toFixed(6)} → ${now.toFixed(6)} (Δ ${(now - before).toExponential(3)}): the gradient points the wrong way; backward must accumulate +∂(Σ gradLogp·ℓ)/∂θ and step must descend it`,
+          );
         }
         const refAfter = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
-        if (refAfter !== undefined) add('reference frozen', equalArrays(refAfter.logp, refBefore.logp), equalArrays(refAfter.logp, refBefore.logp) ? 'reference ℓ bit-identical across the step' : 'the reference moved with the step');
+        if (refAfter !== undefined) add('reference frozen', equalArrays(refAfter.logp, refBefore.logp), equalArrays(refAfter.logp, refBefore.logp) ? 'reference ℓ bit-identical across the step' : `the reference moved with the step (${differences(refBefore.logp, refAfter.logp)})`);
       }
     }
   }
 
-  // Save / load round trip.
+  // save → step → load → step: the restore (weights, reference, version) and the optimizer state.
   const dir = mkdtempSync(join(tmpdir(), 'qrl-backend-check-'));
   try {
-    const roundTrip = await attempt('save/load round trip', async () => {
-      const state = join(dir, 'state');
-      mkdirSync(state);
+    const state = join(dir, 'state');
+    mkdirSync(state);
+    const oneStep = async (): Promise<{ logp: Float64Array; version: number }> => {
+      const h = await backend.logprobs({ batch, rows: all, policy: 'current', grad: true });
+      await backend.backward(h.handle!, g);
+      const { weightVersion } = await backend.step({ maxGradNorm: 1 });
+      return { logp: (await backend.logprobs({ batch, rows: all, policy: 'current' })).logp, version: weightVersion };
+    };
+    const roundTrip = await attempt('save/load restores weights, reference and version', async () => {
       const saved = await backend.logprobs({ batch, rows: all, policy: 'current' });
       const savedRef = await backend.logprobs({ batch, rows: all, policy: 'reference' });
       const version = (await backend.sync()).weightVersion;
       await backend.save(state);
-      const h = await backend.logprobs({ batch, rows: all, policy: 'current', grad: true });
-      await backend.backward(h.handle!, Float64Array.from(batch.mask, (m) => m));
-      await backend.step({ maxGradNorm: 1 });
+      const first = await oneStep();
       await backend.load(state);
       const restored = await backend.logprobs({ batch, rows: all, policy: 'current' });
       const restoredRef = await backend.logprobs({ batch, rows: all, policy: 'reference' });
       const v = (await backend.sync()).weightVersion;
-      return { ok: equalArrays(saved.logp, restored.logp) && equalArrays(savedRef.logp, restoredRef.logp) && v === version, v, version };
+      const problems: string[] = [];
+      if (v !== version) problems.push(`version after load and sync is ${v}, saved at ${version}`);
+      if (!equalArrays(saved.logp, restored.logp)) problems.push(`current ℓ differs from the saved (${differences(saved.logp, restored.logp)})`);
+      if (!equalArrays(savedRef.logp, restoredRef.logp)) problems.push(`reference ℓ differs from the saved (${differences(savedRef.logp, restoredRef.logp)})`);
+      add('save/load restores weights, reference and version', problems.length === 0, problems.length === 0 ? `ℓ (current and reference) bit-identical after load; version ${v}` : problems.join('; '));
+      return { first, restoredOk: problems.length === 0 };
     });
-    if (roundTrip !== undefined) add('save/load round trip', roundTrip.ok, roundTrip.ok ? `ℓ (current and reference) bit-identical after load; version ${roundTrip.v}` : `after load: version ${roundTrip.v} (saved ${roundTrip.version}) or ℓ differ`);
+    if (roundTrip?.restoredOk) {
+      const second = await attempt('save → step → load → step (optimizer state)', oneStep);
+      if (second !== undefined) {
+        const same = equalArrays(second.logp, roundTrip.first.logp) && second.version === roundTrip.first.version;
+        add(
+          'save → step → load → step (optimizer state)',
+          same,
+          same
+            ? `the step after load reproduces the step after save bit-for-bit (version ${second.version})`
+            : second.version !== roundTrip.first.version
+              ? `the step after load reports version ${second.version}, the same step after save ${roundTrip.first.version}`
+              : `the step after load gives other weights than the same step after save (${differences(roundTrip.first.logp, second.logp)}): load does not restore the optimizer state (or step is not deterministic); a resumed run would diverge`,
+        );
+      }
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -295,6 +377,83 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   return rows;
 }
 
+/** The first field in which two JSONL lines differ, as `field: resumed vs uninterrupted`. */
+function firstDifference(whole: string, resumed: string): string {
+  try {
+    const a = JSON.parse(whole) as Record<string, unknown>;
+    const b = JSON.parse(resumed) as Record<string, unknown>;
+    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) return `${key} ${JSON.stringify(b[key])} resumed vs ${JSON.stringify(a[key])} uninterrupted`;
+    }
+  } catch {
+    // not JSON (a torn line): quote both
+  }
+  return `${JSON.stringify(resumed.slice(0, 100))} resumed vs ${JSON.stringify(whole.slice(0, 100))} uninterrupted`;
+}
+
+/**
+ * `--kill-resume`: runs the config (3 steps at most, a checkpoint every step, no warm-start cache)
+ * uninterrupted on one backend instance; then again on a fresh one whose process group is killed
+ * (SIGKILL) as step 2 starts, resumed on another fresh instance; metrics.jsonl and eval.jsonl of the
+ * two must be byte-identical. One row, naming the first differing file and line.
+ */
+export async function killResumeCheck(
+  address: ReturnType<typeof parseBackendAddress>,
+  config: RunConfig,
+  connect: (setup: unknown) => Promise<RemoteBackend>,
+): Promise<ConformanceRow> {
+  const check = 'kill → resume: files byte-identical';
+  if (!('command' in address)) return { check, status: 'info', detail: 'an HTTP backend cannot be killed from here: not exercised' };
+  const steps = Math.min(config.steps, 3);
+  if (steps < 2) return { check, status: 'info', detail: `config.steps ${config.steps} < 2: nothing to interrupt` };
+  const run: RunConfig = { ...config, steps, checkpoint: { ...config.checkpoint, every: 1 }, sft: { ...config.sft, cache: false } };
+  const task = makeTask(run.task.name, run.task.options as never) as unknown as Task;
+  const setup = backendSetup(run, task);
+  const root = mkdtempSync(join(tmpdir(), 'qrl-kill-resume-'));
+  const cacheDir = join(root, 'cache');
+  const drive = async (outDir: string, options: { resume?: boolean; killAt?: number }): Promise<string | null> => {
+    const backend = await connect(setup);
+    try {
+      await runGrpo({
+        config: run,
+        outDir,
+        backend,
+        cacheDir,
+        ...(options.resume ? { resume: true } : {}),
+        ...(options.killAt === undefined ? {} : { observer: { onStepStart: (s: number) => void (s === options.killAt && backend.kill()) } }),
+      });
+      return null;
+    } catch (error) {
+      if (error instanceof BackendCallError) return error.message;
+      throw error;
+    } finally {
+      await backend.close();
+    }
+  };
+  try {
+    const whole = join(root, 'whole');
+    const cut = join(root, 'cut');
+    const first = await drive(whole, {});
+    if (first !== null) return { check, status: 'FAIL', detail: `the uninterrupted run failed: ${first}` };
+    const killed = await drive(cut, { killAt: 2 });
+    if (killed === null) return { check, status: 'FAIL', detail: 'the backend kept answering after its process group was killed' };
+    const resumed = await drive(cut, { resume: true });
+    if (resumed !== null) return { check, status: 'FAIL', detail: `the resumed run failed: ${resumed}` };
+    for (const f of ['metrics.jsonl', 'eval.jsonl']) {
+      const a = readFileSync(join(whole, f), 'utf8').split('\n');
+      const b = readFileSync(join(cut, f), 'utf8').split('\n');
+      const i = a.findIndex((line, k) => line !== b[k]);
+      if (i >= 0 || a.length !== b.length) {
+        const k = i >= 0 ? i : Math.min(a.length, b.length);
+        return { check, status: 'FAIL', detail: `${f} differs at line ${k + 1} after the kill at step 2 and the resume: ${firstDifference(a[k] ?? '', b[k] ?? '')} (does load restore everything save wrote, the optimizer state included?)` };
+      }
+    }
+    return { check, status: 'ok', detail: `killed at step 2 of ${steps}, resumed from the checkpoint of step 1: metrics.jsonl and eval.jsonl byte-identical` };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
 /** The table of {@link runConformance} rows. */
 export function formatConformance(rows: readonly ConformanceRow[]): string {
   const w = Math.max(...rows.map((r) => r.check.length));
@@ -305,26 +464,36 @@ export function formatConformance(rows: readonly ConformanceRow[]): string {
 }
 
 const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
-                             [--tolerance X] [--json]
+                             [--tolerance X] [--config FILE [--kill-resume]] [--json]
 
 Runs the qrl-backend/1 conformance battery against a backend: a shell command spoken to over
 stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation.
 
-Checks: protocol version (and refusal of an unknown one), vocabulary, sync, generate shapes and
-masks, same seed ⇒ same tokens, generate's ℓroll vs the backend's own logprobs on the same weights
+Checks: protocol version (and refusal of an unknown one), info the same when asked twice, the plan
+and vocabulary against --config, vocabulary, sync, generate shapes and masks, same seed ⇒ same
+tokens, the entropy capability, generate's ℓroll vs the backend's own logprobs on the same weights
 (the mismatch diagnostics of 'qrl-sim mismatch'; a violation only when the plan's two sides are
-identical and max|δ| exceeds --tolerance), backward + step, the weight version after step and
-sync, a spent handle refused, the reference frozen, save/load round trip, the errors bad requests
-get, and that the backend keeps serving after them. The backend takes optimizer steps: use a
-scratch instance.
+identical and max|δ| exceeds --tolerance), backward + step, a handle spent by its backward and
+unspent ones retired by step, the weight version after step and sync, the gradient's direction (a
+step descending −mean ℓ must raise mean ℓ: a finite difference), the reference frozen, save/load
+restoring weights, reference and version, save → step → load → step reproducing the step (the
+optimizer state), the errors bad requests get, and that the backend keeps serving after them.
+The backend takes optimizer steps: use a scratch instance.
 
 Options:
   --backend B         a command (e.g. "PYTHONPATH=python python3 -m qrl_backend.numpy_ar --config '{...}'")
                       or a URL (http://127.0.0.1:8000)
-  --timeout MS        request timeout in milliseconds (default 120000)
+  --timeout MS        request timeout in milliseconds (default 120000); on expiry the backend's
+                      whole process group is killed
+  --startup-timeout MS  timeout of the first info (default --timeout)
   --batch B           sequences per generate (default 8)
   --prompt-length P   prompt tokens, BOS and SEP included (default 4)
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
+  --config FILE       a run config: sent with info (run and setup, as run --backend does) and the
+                      backend's plan, vocabulary, special tokens and ℓroll modes checked against it
+  --kill-resume       with --config: run it (3 steps at most) uninterrupted, then again with the
+                      backend's process group killed as step 2 starts and resumed on a fresh
+                      instance; metrics.jsonl and eval.jsonl must be byte-identical
   --json              the rows as one JSON object
 
 examples:
@@ -338,29 +507,40 @@ export const backendCheckCommand: Command = {
     const { values } = parseCommandArgs(args, {
       backend: { type: 'string' },
       timeout: { type: 'string' },
+      'startup-timeout': { type: 'string' },
       batch: { type: 'string' },
       'prompt-length': { type: 'string' },
       tolerance: { type: 'string' },
       json: { type: 'boolean' },
+      config: { type: 'string' },
+      'kill-resume': { type: 'boolean' },
     });
+    if (values['kill-resume'] && values.config === undefined) throw new UsageError('--kill-resume: needs --config FILE (the run to kill and resume)');
+    const config = values.config === undefined ? undefined : resolveRunConfig(readJsonFile(values.config, '--config'));
     const address = parseBackendAddress(required(values.backend, 'backend'));
     const timeoutMs = integerOption(values.timeout, 'timeout', 120_000, 1);
+    const startupTimeoutMs = integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1);
     const batch = integerOption(values.batch, 'batch', 8, 1);
     const promptLength = integerOption(values['prompt-length'], 'prompt-length', 4, 2);
     const tolerance = values.tolerance === undefined ? 1e-4 : Number(values.tolerance);
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     let backend: RemoteBackend;
     try {
-      backend = await connectBackend(address, { timeoutMs, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+      const task = config === undefined ? undefined : (makeTask(config.task.name, config.task.options as never) as unknown as Task);
+      backend = await connectBackend(address, { timeoutMs, startupTimeoutMs, ...(config === undefined ? {} : { run: config, setup: backendSetup(config, task!) }), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
     } catch (error) {
       io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
       return 1;
     }
     let rows: ConformanceRow[];
     try {
-      rows = await runConformance(backend, { batch, promptLength, tolerance });
+      rows = await runConformance(backend, { batch, promptLength, tolerance, ...(config === undefined ? {} : { config }) });
     } finally {
       await backend.close();
+    }
+    if (values['kill-resume'] && config !== undefined) {
+      const connect = (setup: unknown): Promise<RemoteBackend> => connectBackend(address, { timeoutMs, startupTimeoutMs, run: config, setup, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+      rows.push(await killResumeCheck(address, config, connect));
     }
     if (values.json) io.out(JSON.stringify({ backend: backend.name, rows }));
     else io.out(formatConformance(rows));

@@ -16,8 +16,12 @@ import { claimOutDir, outDirKind } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import { eta, progressLine } from './progress.js';
+import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
+import { makeTask } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
+                    [--startup-timeout MS]
        qrl-sim run --resume DIR [--steps N] [--backend B]
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
@@ -37,7 +41,10 @@ options:
   --backend B     drive a backend in another process over qrl-backend/1 (docs/adapter.md): a
                   command spoken to over stdio, e.g. "qrl-sim serve --policy ar --stdio", or an
                   http:// URL; its identity goes into config.json as "backend"
-  --timeout MS    request timeout for --backend (default 600000)
+  --timeout MS    request timeout for --backend (default 600000); on expiry the backend's
+                  whole process group is killed
+  --startup-timeout MS  timeout of the first info, for a backend that loads a model (default
+                  --timeout)
 
 Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
 or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
@@ -68,7 +75,10 @@ export function configFromArgs(values: { config?: string; steps?: string; seed?:
     throw new UsageError((error as Error).message);
   }
   const config = resolveRunConfig(merged);
-  policyFactory(config.policy.kind).validate(config);
+  if (config.plan === PLAN_FROM_BACKEND) {
+    // the plan comes from the backend's info; everything else is validated as usual
+    policyFactory(config.policy.kind).validate({ ...config, plan: 'fp32' });
+  } else policyFactory(config.policy.kind).validate(config);
   return config;
 }
 
@@ -150,6 +160,7 @@ export const runCommand: Command = {
       resume: { type: 'string' },
       backend: { type: 'string' },
       timeout: { type: 'string' },
+      'startup-timeout': { type: 'string' },
     });
     if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
     if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
@@ -167,7 +178,11 @@ export const runCommand: Command = {
         return 0;
       }
     } else claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out');
+    if (config.plan === PLAN_FROM_BACKEND && values.backend === undefined && values.resume === undefined) {
+      throw new UsageError(`config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`);
+    }
     const timeoutMs = integerOption(values.timeout, 'timeout', 600_000, 1);
+    const startupTimeoutMs = integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1);
     let address = values.backend;
     if (address === undefined && values.resume !== undefined) {
       // A resumed run goes back to the backend it ran on (config.json records the address).
@@ -178,29 +193,34 @@ export const runCommand: Command = {
     let backendIdentity: Record<string, unknown> | undefined;
     if (address !== undefined) {
       try {
-        backend = await connectBackend(parseBackendAddress(address), { timeoutMs, run: config, onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+        backend = await connectBackend(parseBackendAddress(address), { timeoutMs, startupTimeoutMs, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;
       }
       const info = backend.lastInfo!;
       backendIdentity = { address, name: info.backend.name, version: info.backend.version, protocol: info.protocol, policy: info.policy, plan: info.plan.name };
-      if (info.policy !== config.policy.kind) {
+      const mismatches = backendMismatches(info, config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+      if (mismatches.length > 0) {
         await backend.close();
-        throw new UsageError(`--backend: the backend serves policy '${info.policy}', config.policy.kind is '${config.policy.kind}'`);
+        throw new UsageError(`--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`);
       }
     }
     const observer = progressObserver(io, io.interactive === true);
-    let lastStep = 0;
+    // Where the run is, for the one line a backend failure prints.
+    let where = values.resume !== undefined ? 'resume' : 'warm start';
     const tracking: RunObserver = {
       ...observer,
-      onStart(info) {
-        lastStep = info.firstStep - 1;
-        observer.onStart?.(info);
+      onStepStart(step) {
+        where = `step ${step}`;
       },
-      onStep(step, metrics, timings) {
-        lastStep = step;
-        observer.onStep?.(step, metrics, timings);
+      onEvalStart(step) {
+        where = `evaluation at step ${step}`;
+        observer.onEvalStart?.(step);
+      },
+      onCheckpointStart(step) {
+        where = `checkpoint of step ${step}`;
       },
     };
     let stopRequested = false;
@@ -227,7 +247,6 @@ export const runCommand: Command = {
         observer.stop();
         // One line: the step, the method and the backend; the files written so far are whole (every
         // line is written at once, checkpoints are renamed into place) and --resume continues.
-        const where = `step ${lastStep + 1}`;
         io.err(`qrl-sim run: ${where}, ${error.method} (${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`);
         return 1;
       }

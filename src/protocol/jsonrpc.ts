@@ -89,6 +89,9 @@ export class NdjsonRpcClient {
   private readonly timeoutMs: number;
   /** Extra words for transport failures (e.g. the tail of the child's stderr). */
   private detail: () => string = () => '';
+  /** Called once when the client fails (spawnRpcClient ends the child's process group). */
+  private onFailure: (kind: RpcCallError['kind']) => void = () => undefined;
+  private readonly settle: Promise<unknown>;
 
   constructor(
     input: Readable,
@@ -97,13 +100,21 @@ export class NdjsonRpcClient {
   ) {
     this.name = options.name;
     this.timeoutMs = options.timeoutMs ?? 0;
+    this.settle = options.settleOnClose ?? Promise.resolve();
     const lines = createInterface({ input, crlfDelay: Infinity });
     lines.on('line', (line) => this.onLine(line));
-    lines.on('close', () => {
-      const settle = options.settleOnClose ?? Promise.resolve();
-      const limit = new Promise((resolve) => setTimeout(resolve, 1000).unref());
-      void Promise.race([settle, limit]).then(() => this.fail('exit', `${this.name}: the connection closed`));
-    });
+    lines.on('close', () => this.failAfterSettling(`${this.name}: the connection closed`));
+  }
+
+  /** Fails with kind `exit` once the peer's exit is known (at most one second later), so that the message carries its status. */
+  private failAfterSettling(message: string): void {
+    const limit = new Promise((resolve) => setTimeout(resolve, 1000).unref());
+    void Promise.race([this.settle, limit]).then(() => this.fail('exit', message));
+  }
+
+  /** Sets what runs once when the client fails (used by {@link spawnRpcClient} to end the child). */
+  setOnFailure(callback: (kind: RpcCallError['kind']) => void): void {
+    this.onFailure = callback;
   }
 
   /** Sets what transport-failure messages append (used by {@link spawnRpcClient} for stderr). */
@@ -126,7 +137,8 @@ export class NdjsonRpcClient {
       this.pending.set(id, { method, resolve, reject, timer });
       const message = params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params };
       this.output.write(`${JSON.stringify(message)}\n`, (error) => {
-        if (error) this.fail('exit', `${this.name}: cannot send ${method}: ${error.message}`);
+        // EPIPE: the peer is gone (or never started); say why once its exit status is known
+        if (error) this.failAfterSettling(`${this.name}: cannot send ${method}: ${error.message}`);
       });
     });
   }
@@ -148,10 +160,11 @@ export class NdjsonRpcClient {
       this.pending.delete(id);
       p.reject(new RpcCallError(kind, p.method, `${full} (during ${p.method})`));
     }
+    this.onFailure(kind);
   }
 
   private onLine(line: string): void {
-    if (line.trim() === '') return;
+    if (this.failure !== null || line.trim() === '') return;
     let message: unknown;
     try {
       message = JSON.parse(line);
@@ -191,19 +204,50 @@ export class NdjsonRpcClient {
 export interface SpawnedRpc {
   readonly client: NdjsonRpcClient;
   readonly child: ChildProcessWithoutNullStreams;
-  /** Ends stdin and waits for the child to exit (kills it after `graceMs`). */
+  /** Ends stdin, waits for the child to exit (up to `graceMs`), then kills its whole process group. */
   close(graceMs?: number): Promise<void>;
+  /** Kills the child's whole process group now (SIGKILL): a crash, for tests of recovery. */
+  kill(): void;
+}
+
+/** Process groups of spawned peers still alive: killed when the driver exits, however it exits. */
+const liveGroups = new Set<number>();
+let exitHookInstalled = false;
+
+function killGroup(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone
+  }
 }
 
 /**
- * Spawns `command` through the shell and speaks newline-delimited JSON-RPC 2.0 over its stdin and
- * stdout. Its stderr is passed through `onStderr` (and its last lines are quoted when it dies).
+ * Spawns `command` through the shell, in a process group of its own, and speaks newline-delimited
+ * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed through `onStderr` (and its last
+ * lines are quoted when it dies).
+ *
+ * The own process group is what lets the caller end everything the command started (a shell's
+ * children included) and keeps a terminal's Ctrl-C from reaching it: on a timeout or a malformed
+ * message the whole group is killed and its output no longer read, `close` kills what is left of
+ * the group after the grace period, and a driver that exits takes the group with it.
  */
 export function spawnRpcClient(
   command: string,
   options: { readonly timeoutMs?: number; readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly onStderr?: (text: string) => void } = {},
 ): SpawnedRpc {
-  const child = spawn(command, { shell: true, cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(command, { shell: true, detached: true, cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const pid = child.pid;
+  if (pid !== undefined) {
+    liveGroups.add(pid);
+    if (!exitHookInstalled) {
+      exitHookInstalled = true;
+      process.on('exit', () => {
+        for (const g of liveGroups) killGroup(g);
+      });
+    }
+  }
   let exitCode: number | null = null;
   let exitSignal: NodeJS.Signals | null = null;
   let client: NdjsonRpcClient | undefined;
@@ -218,6 +262,14 @@ export function spawnRpcClient(
       resolve();
     });
   });
+  const end = (): void => {
+    killGroup(pid);
+    if (pid !== undefined) liveGroups.delete(pid);
+    // a grandchild may hold the pipes open after the group is signalled: stop waiting on them
+    child.stdout.destroy();
+    child.stderr.destroy();
+    child.stdin.destroy();
+  };
   client = new NdjsonRpcClient(child.stdout, child.stdin, { name: `backend '${command}'`, timeoutMs: options.timeoutMs ?? 0, settleOnClose: exited });
   let stderrTail = '';
   child.stderr.setEncoding('utf8');
@@ -226,9 +278,20 @@ export function spawnRpcClient(
     options.onStderr?.(text);
   });
   client.setFailureDetail(() => {
-    const status = exitSignal !== null ? `killed by ${exitSignal}` : exitCode !== null ? `exit code ${exitCode}` : 'still running';
+    const status =
+      exitSignal !== null
+        ? `killed by ${exitSignal}`
+        : exitCode === 127
+          ? 'exit code 127 (command not found)'
+          : exitCode !== null
+            ? `exit code ${exitCode}`
+            : 'still running';
     const last = stderrTail.trim().split('\n').slice(-3).join(' | ');
     return last === '' ? status : `${status}; stderr: ${last}`;
+  });
+  // A hung or babbling peer is ended at once, with everything it started.
+  client.setOnFailure((kind) => {
+    end();
   });
   child.stdin.on('error', () => undefined); // EPIPE after the child died: reported through the pending calls.
   return {
@@ -236,9 +299,13 @@ export function spawnRpcClient(
     child,
     async close(graceMs = 5000) {
       child.stdin.end();
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const timer = setTimeout(end, graceMs);
       await exited;
       clearTimeout(timer);
+      end(); // whatever the command left running in its group
+    },
+    kill() {
+      killGroup(pid);
     },
   };
 }

@@ -1,6 +1,7 @@
 // RemoteBackend: a PolicyBackend whose operations are qrl-backend/1 calls to another process (a spawned
 // command over stdio, or an HTTP server), every answer validated. Not a backend itself, not the server.
 
+import { resolve } from 'node:path';
 import type {
   BackendInfo,
   GenerateRequest,
@@ -32,12 +33,18 @@ export type BackendAddress = { readonly command: string } | { readonly url: stri
 export interface RemoteBackendOptions {
   /** Milliseconds any call may take (0 = no limit). @defaultValue 600000 */
   readonly timeoutMs?: number;
-  /** Milliseconds the first `info` may take (a backend loading a model starts slowly; 0 = no limit). @defaultValue 600000 */
+  /** Milliseconds the first `info` may take (a backend loading a model starts slowly; 0 = no limit). @defaultValue `timeoutMs` */
   readonly startupTimeoutMs?: number;
   /** Protocol versions offered in `info`, most preferred first. @defaultValue {@link PROTOCOL_VERSIONS} */
   readonly protocols?: readonly string[];
   /** The driver's resolved run config, sent with `info` for backends that build their policy from it (`qrl-sim serve`). */
   readonly run?: unknown;
+  /**
+   * What the run asks of the backend in the protocol's terms (vocabulary, plan, sampler, lengths,
+   * optimizer, model shape), sent with `info` as `setup` so that a backend can build itself from the
+   * run (docs/adapter.md §5).
+   */
+  readonly setup?: unknown;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
   /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
@@ -73,6 +80,7 @@ export class BackendCallError extends Error {
 interface Transport {
   call(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   close(): Promise<void>;
+  kill?(): void;
 }
 
 function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
@@ -83,6 +91,7 @@ function stdioTransport(command: string, options: RemoteBackendOptions): Transpo
   return {
     call: (method, params, timeoutMs) => spawned.client.call(method, params, { timeoutMs }),
     close: () => spawned.close(),
+    kill: () => spawned.kill(),
   };
 }
 
@@ -145,6 +154,7 @@ export class RemoteBackend implements PolicyBackend {
   private started = false;
   private readonly protocols: readonly string[];
   private readonly run: unknown;
+  private readonly setup: unknown;
   private closed = false;
   private described: BackendInfo | null = null;
 
@@ -152,12 +162,13 @@ export class RemoteBackend implements PolicyBackend {
   constructor(address: BackendAddress, options: RemoteBackendOptions = {}) {
     this.name = 'command' in address ? address.command : address.url;
     this.timeoutMs = options.timeoutMs ?? 600_000;
-    this.startupTimeoutMs = options.startupTimeoutMs ?? 600_000;
+    this.startupTimeoutMs = options.startupTimeoutMs ?? this.timeoutMs;
     for (const [k, v] of [['timeoutMs', this.timeoutMs], ['startupTimeoutMs', this.startupTimeoutMs]] as const) {
       if (!Number.isInteger(v) || v < 0) throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
     }
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
     this.run = options.run;
+    this.setup = options.setup;
     this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url);
   }
 
@@ -198,7 +209,7 @@ export class RemoteBackend implements PolicyBackend {
 
   /** The backend's self-description; checks the protocol it chose is one offered. */
   async info(): Promise<BackendInfo> {
-    const params = this.run === undefined ? { protocols: [...this.protocols] } : { protocols: [...this.protocols], run: this.run };
+    const params = { protocols: [...this.protocols], ...(this.run === undefined ? {} : { run: this.run }), ...(this.setup === undefined ? {} : { setup: this.setup }) };
     const info = (await this.invoke('info', params)) as BackendInfo;
     if (!this.protocols.includes(info.protocol)) {
       throw new BackendCallError(this.name, 'info', 'malformed', `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`, { field: 'result.protocol' });
@@ -230,7 +241,7 @@ export class RemoteBackend implements PolicyBackend {
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const json = await this.invoke('logprobs', logprobsToJson(request));
     try {
-      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true);
+      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true, this.described?.capabilities.entropy !== false);
     } catch (error) {
       return this.fail('logprobs', error);
     }
@@ -252,12 +263,14 @@ export class RemoteBackend implements PolicyBackend {
     return this.invoke('warmStart', { task: request.task, steps: request.steps, batchSize: request.batchSize, lr: request.lr, seed: request.seed });
   }
 
+  /** Sends `dir` as an absolute path (the backend's working directory is not the driver's). */
   async save(dir: string): Promise<void> {
-    await this.invoke('save', { dir });
+    await this.invoke('save', { dir: resolve(dir) });
   }
 
+  /** Sends `dir` as an absolute path. */
   async load(dir: string): Promise<void> {
-    await this.invoke('load', { dir });
+    await this.invoke('load', { dir: resolve(dir) });
   }
 
   /** Asks the backend to shut down, then ends the transport (a spawned process is killed if it lingers). */
@@ -270,6 +283,16 @@ export class RemoteBackend implements PolicyBackend {
     }
     this.closed = true;
     await this.transport.close();
+  }
+
+  /**
+   * Kills a spawned backend's whole process group at once (SIGKILL), as a crash would; the next call
+   * fails with kind `exit`. Returns false for an HTTP backend (nothing to kill).
+   */
+  kill(): boolean {
+    if (this.transport.kill === undefined) return false;
+    this.transport.kill();
+    return true;
   }
 
   /** Sends a raw request (for the conformance check's bad-request probes); the answer is not validated. */

@@ -144,7 +144,7 @@ const samplingSchema = z.strictObject({
 /** Every method's params and result schema (JSON form, before tensors are decoded). */
 export const methodSchemas = {
   info: {
-    params: z.strictObject({ protocols: z.array(z.string()).min(1), run: jsonValueSchema.optional() }),
+    params: z.strictObject({ protocols: z.array(z.string()).min(1), run: jsonValueSchema.optional(), setup: jsonValueSchema.optional() }),
     result: z.strictObject({
       protocol: z.string(),
       backend: z.strictObject({ name: z.string().min(1), version: z.string() }),
@@ -155,6 +155,7 @@ export const methodSchemas = {
         logprobs: z.array(z.enum(['processed', 'raw'])),
         entropy: z.boolean(),
         warmStart: z.boolean(),
+        handOver: z.boolean().optional(),
       }),
       parameters: nonNegInt,
     }),
@@ -165,6 +166,7 @@ export const methodSchemas = {
       prompts: z.array(z.array(nonNegInt)).min(1),
       seed: z.string().min(1),
       sampling: samplingSchema.optional(),
+      maxNewTokens: int.min(1).optional(),
       greedy: z.boolean().optional(),
       side: z.enum(['rollout', 'trainer']).optional(),
     }),
@@ -183,7 +185,7 @@ export const methodSchemas = {
     ),
     result: z.strictObject({
       logp: tensorSchema,
-      entropy: tensorSchema,
+      entropy: tensorSchema.optional(),
       handle: z.string().min(1).optional(),
       routing: z.array(tensorSchema).min(1).optional(),
       routingFlipRate: z.array(finite).min(1).optional(),
@@ -244,7 +246,30 @@ export function parseMessage<M extends BackendMethod, W extends 'params' | 'resu
   if (issue.code === 'unrecognized_keys' && issue.keys.length > 0) path.push(issue.keys[0]!);
   const field = which === 'params' ? path.join('.') : ['result', ...path].join('.');
   const where = field === '' ? which : field;
-  throw new ProtocolError(method, field, `${method}: ${where}: ${issue.message}`);
+  throw new ProtocolError(method, field, `${method}: ${where}: ${describeIssue(issue, valueAt(value, issue.path))}`);
+}
+
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let v = value;
+  for (const key of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
+}
+
+/** One issue as words: a missing field says so, a failed union says what was expected (zod's own text is "Invalid input"). */
+function describeIssue(issue: z.core.$ZodIssue, got: unknown): string {
+  if (issue.code === 'unrecognized_keys') return `unknown field (known fields are fixed by docs/adapter.md §3)`;
+  if (got === undefined && issue.code !== 'custom') return 'required field is missing';
+  const shown = JSON.stringify(got)?.slice(0, 80) ?? String(got);
+  if (issue.code === 'invalid_union') {
+    const tensorLike = got !== null && typeof got === 'object' && ('dtype' in got || 'safetensors' in got);
+    return tensorLike
+      ? `expected a wire tensor {dtype, shape, data} or a reference {safetensors, name}, got ${shown}`
+      : `no accepted form matches ${shown}`;
+  }
+  return /received/.test(issue.message) ? issue.message : `${issue.message}, got ${shown}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,7 +312,8 @@ export function generateToJson(request: GenerateRequest): ParamsJson<'generate'>
   return {
     prompts: request.prompts.map((p) => [...p]),
     seed: request.seed,
-    ...(request.sampling !== undefined ? { sampling: { ...request.sampling } } : {}),
+    ...(request.sampling !== undefined ? { sampling: { temperature: request.sampling.temperature, topK: request.sampling.topK, topP: request.sampling.topP, logprob: request.sampling.logprob } } : {}),
+    ...(request.maxNewTokens !== undefined ? { maxNewTokens: request.maxNewTokens } : {}),
     ...(request.greedy !== undefined ? { greedy: request.greedy } : {}),
     ...(request.side !== undefined ? { side: request.side } : {}),
   };
@@ -329,18 +355,26 @@ export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest 
 export function logprobsResultToJson(result: LogprobsResult, rows: number, T: number): ResultJson<'logprobs'> {
   return {
     logp: encodeTensor(result.logp, [rows, T]),
-    entropy: encodeTensor(result.entropy, [rows, T]),
+    // a backend without capabilities.entropy may leave it out
+    ...((result.entropy as Float64Array | undefined) !== undefined ? { entropy: encodeTensor(result.entropy, [rows, T]) } : {}),
     ...(result.handle !== undefined ? { handle: result.handle } : {}),
     ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
     ...(result.routingFlipRate !== undefined ? { routingFlipRate: [...result.routingFlipRate] } : {}),
   };
 }
 
-/** Decodes a validated `logprobs` result for a request of `rows` rows of a batch of `T` positions. */
-export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean): LogprobsResult {
+/**
+ * Decodes a validated `logprobs` result for a request of `rows` rows of a batch of `T` positions.
+ * `entropy` may be absent only when the backend declared `capabilities.entropy: false`
+ * (`entropyRequired` false); it is then NaN at every position.
+ */
+export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean, entropyRequired = true): LogprobsResult {
   const shape = [rows, T];
   const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
-  const entropy = tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array;
+  if (json.entropy === undefined && entropyRequired) {
+    throw new ProtocolError('logprobs', 'result.entropy', 'logprobs: result.entropy is missing, and the backend declared capabilities.entropy = true (declare false to omit it)');
+  }
+  const entropy = json.entropy === undefined ? new Float64Array(rows * T).fill(Number.NaN) : (tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array);
   const bad = logp.findIndex((x) => !(x <= 0));
   if (bad >= 0) throw new ProtocolError('logprobs', 'result.logp', `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`);
   if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');

@@ -409,7 +409,9 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
     else {
       const plan = first.config['plan'];
       // a plan given as data shows its name (or 'custom'), like the backend's info()
-      fields['plan'] = typeof plan === 'object' && plan !== null ? String((plan as Record<string, unknown>)['name'] ?? 'custom') : String(plan);
+      // a plan taken from the backend ('backend') shows the plan the backend served (config.backend.plan)
+      const served = (first.config['backend'] as { plan?: unknown } | undefined)?.plan;
+      fields['plan'] = plan === 'backend' && typeof served === 'string' ? served : typeof plan === 'object' && plan !== null ? String((plan as Record<string, unknown>)['name'] ?? 'custom') : String(plan);
       fields['correction'] = correctionName(first.config);
     }
     const label = Object.entries(fields).map(([k, v]) => `${k}=${v}`).join(', ');

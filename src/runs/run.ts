@@ -9,7 +9,7 @@ import type { PolicyBackend } from '../backend/contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { UsageError } from '../errors.js';
 import type { PolicyFactory } from '../policies/engine.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { type PhaseTimings, StaleRollouts, evaluate, grpoStep } from '../rl/grpo/loop.js';
 import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
@@ -38,6 +38,9 @@ export interface CheckpointMeta {
 /** File name of {@link CheckpointMeta} inside a checkpoint directory. */
 export const CHECKPOINT_META = 'checkpoint.json';
 
+/** Names in a checkpoint directory that belong to the driver: a backend's `save` must not write them. */
+export const RESERVED_CHECKPOINT_NAMES: readonly string[] = Object.freeze([CHECKPOINT_META]);
+
 /** Progress callbacks (the CLI draws a bar or prints lines). */
 export interface RunObserver {
   onStart?(info: { totalSteps: number; firstStep: number }): void;
@@ -48,6 +51,10 @@ export interface RunObserver {
   onWarmStart?(done: number, total: number): void;
   /** An evaluation at `step` is about to run (it can take a while). */
   onEvalStart?(step: number): void;
+  /** Step `step` is about to run (its rollout, scoring and updates). */
+  onStepStart?(step: number): void;
+  /** The checkpoint of `step` is about to be written. */
+  onCheckpointStart?(step: number): void;
 }
 
 /** Options of {@link runGrpo}. */
@@ -110,6 +117,8 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
   mkdirSync(tmp, { recursive: true });
   try {
     await backend.save(tmp);
+    const taken = RESERVED_CHECKPOINT_NAMES.filter((f) => existsSync(join(tmp, f)));
+    if (taken.length > 0) throw new Error(`save: the backend wrote ${taken.join(', ')} into ${tmp}, a name reserved for the driver (docs/adapter.md §3, Checkpoints)`);
     if (meta !== undefined) writeFileSync(join(tmp, CHECKPOINT_META), `${JSON.stringify(meta, null, 2)}\n`);
     rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
@@ -124,16 +133,21 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
  * settings). The plan and `policy.routingReplay` are not part of it: warm starts are precision-independent (fp32), so every
  * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
  */
-export function warmStartKey(config: RunConfig): string {
+export function warmStartKey(config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
   // routingReplay only acts in the RL phase; dropped (as undefined) so every mode shares the warm start
-  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined } });
+  // An external backend that warm-starts itself saves its own format: its identity is part of the key
+  // (the reference backend, in-process or served, keeps the key it always had).
+  const owner = backend === undefined || backend.name === REFERENCE_NAME ? undefined : { name: backend.name, version: backend.version };
+  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined }, backend: owner });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 
 /** Cache directory of a config's warm start. */
-export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
-  return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config)}`);
+export function warmStartCacheDir(cacheDir: string, config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
+  return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config, backend)}`);
 }
+
+const REFERENCE_NAME = 'qrl-sim reference';
 
 /**
  * Warm start for a backend without `capabilities.warmStart`: the in-process reference backend
@@ -143,7 +157,8 @@ export function warmStartCacheDir(cacheDir: string, config: RunConfig): string {
  */
 async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver): Promise<void> {
   if (config.policy.kind !== 'ar') throw new UsageError(`--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`);
-  const local = new ReferenceBackend(config, policyFactory(config.policy.kind), task);
+  // The warm start is precision-independent (fp32); a plan taken from the backend is no qrl-sim plan.
+  const local = new ReferenceBackend(config.plan === 'backend' ? { ...config, plan: 'fp32' } : config, policyFactory(config.policy.kind), task);
   try {
     await warmStart(local, config, cacheDir, observer);
     const arConfig = arConfigFor(config, task);
@@ -165,8 +180,15 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
 }
 
 async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task): Promise<void> {
-  if (task !== undefined && !(await backend.info()).capabilities.warmStart) return handOverWarmStart(backend, config, task, cacheDir, observer);
-  const path = warmStartCacheDir(cacheDir, config);
+  const info = await backend.info();
+  if (task !== undefined && !info.capabilities.warmStart) {
+    if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer);
+    // The backend declines qrl-sim's weights (its policy is not qrl-sim's transformer) and cannot warm-start itself.
+    if (config.sft.steps > 0) throw new UsageError(`config.sft.steps: the backend neither warm-starts (capabilities.warmStart) nor takes qrl-sim's weights (capabilities.handOver), so sft.steps must be 0, got ${config.sft.steps}`);
+    observer?.onMessage?.("warm start: none (sft.steps 0); the backend's own initial weights");
+    return;
+  }
+  const path = warmStartCacheDir(cacheDir, config, info.backend);
   if (config.sft.cache && existsSync(path)) {
     try {
       await backend.load(path);
@@ -306,9 +328,11 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
   const evalProblems = task.evalProblems(config.eval.problems, config.seed);
+  const generation = generationOf(config, task);
   const saveCheckpoint = async (step: number): Promise<void> => {
     const pending = stale === undefined ? undefined : [...stale.pending.values()].map((p) => ({ step: p.step, generatedAt: p.generatedAt, batch: batchToJson(p.batch) }));
     const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir), ...(pending === undefined ? {} : { pending }) };
+    observer?.onCheckpointStart?.(step);
     await saveAtomic(backend, checkpointDir(outDir, step), meta);
   };
   const runEval = async (step: number): Promise<void> => {
@@ -317,8 +341,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     const evalRng = root.fork('eval').fork(String(step));
     const record: MetricRecord = {
       step,
-      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'))),
-      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'))),
+      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'), generation)),
+      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'), generation)),
     };
     evalFile.write(record);
     observer?.onEval?.(step, record);
@@ -330,6 +354,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   try {
     if (firstStep === 1 && config.eval.every > 0) await runEval(0);
     for (let step = firstStep; step <= config.steps; step++) {
+      observer?.onStepStart?.(step);
       const { metrics, timings } = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
       metricsFile.write(metrics);
       timingsFile.write({ step, ...timings });

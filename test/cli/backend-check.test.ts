@@ -1,7 +1,12 @@
 // `qrl-sim backend-check`: passes on the numpy AR backend (fp32 and bf16) and on the in-test fake,
-// fails (exit 1, the row named) on a backend whose step does not advance the weight version, and on
-// one that answers garbage.
+// fails (exit 1, the row named, saying what differed) on a fake with exactly one bug: a step that
+// does not advance the weight version, a gradient of the wrong sign, a handle never spent, a load that
+// skips the optimizer state, a declared entropy omitted; on one that answers garbage; and checks
+// the plan and vocabulary against --config.
 
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 
@@ -40,11 +45,70 @@ describe('qrl-sim backend-check', () => {
     expect(failed).toContain('sync serves the new version');
   }, 120_000);
 
+  it.each([
+    ['--wrong-sign', 'gradient direction (finite difference)', /moved mean ℓ .* → .*: the gradient points the wrong way; backward must accumulate \+∂\(Σ gradLogp·ℓ\)\/∂θ/],
+    ['--no-spend', 'spent handle refused', /backward must spend its handle; a second backward on it was accepted/],
+    ['--load-skips-optimizer', 'save → step → load → step (optimizer state)', /the step after load gives other weights than the same step after save \(ℓ differs at \d+ of \d+ positions, max \|Δ\| .*\): load does not restore the optimizer state/],
+    ['--omit-entropy', 'entropy capability', /capabilities\.entropy is true but logprobs returned no entropy/],
+  ])('catches a backend with exactly one bug (%s): that row fails with what differed', async (flag, check, detail) => {
+    const c = capture();
+    const code = await main(['backend-check', '--backend', fake(flag), '--json'], c.io);
+    expect(code).toBe(1);
+    const { rows } = JSON.parse(c.out.join('')) as { rows: { check: string; status: string; detail: string }[] };
+    const failed = rows.filter((r) => r.status === 'FAIL');
+    expect(failed.map((r) => r.check)).toEqual([check]);
+    expect(failed[0]!.detail).toMatch(detail);
+    expect(failed[0]!.detail).not.toMatch(/Invalid input/);
+  }, 120_000);
+
+  it('passes a backend that declares no entropy and omits it', async () => {
+    const c = capture();
+    expect(await main(['backend-check', '--backend', fake('--no-entropy')], c.io), c.out.join('\n')).toBe(0);
+    expect(c.out.join('\n')).toMatch(/entropy capability +ok +not declared and omitted/);
+  }, 120_000);
+
+  it('checks the plan and vocabulary against --config, sending the run so a backend builds itself from it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-bc-config-'));
+    try {
+      const file = join(dir, 'run.json');
+      writeFileSync(file, JSON.stringify({ task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, plan: 'fp32' }));
+      const bad = capture();
+      expect(await main(['backend-check', '--backend', fake('--vocab 14'), '--config', file], bad.io)).toBe(1);
+      expect(bad.out.join('\n')).toMatch(/plan and vocabulary against the run config +FAIL +vocabulary\.size: the backend's vocabulary has 14 tokens, task 'reverse' has 13/);
+      const good = capture();
+      const code = await main(['backend-check', '--backend', 'PYTHONPATH=python python3 -m qrl_backend.numpy_ar', '--config', file, '--batch', '4'], good.io);
+      expect(code, good.out.join('\n')).toBe(0);
+      expect(good.out.join('\n')).toMatch(/plan and vocabulary against the run config +ok +policy ar, plan fp32, vocabulary 13/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it.each([
+    ['', 'ok', /killed at step 2 of 3, resumed from the checkpoint of step 1: metrics\.jsonl and eval\.jsonl byte-identical/],
+    ['--load-skips-optimizer', 'FAIL', /metrics\.jsonl differs at line 2 after the kill at step 2 and the resume: [a-z_/]+ \S+ resumed vs \S+ uninterrupted/],
+  ])('--kill-resume kills the backend mid-run, resumes and compares the files (%s)', async (flag, status, detail) => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-bc-kill-'));
+    try {
+      const file = join(dir, 'run.json');
+      writeFileSync(file, JSON.stringify({ steps: 3, task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, sft: { steps: 2, batchSize: 8 }, rollout: { prompts: 2, groupSize: 2 }, eval: { every: 1, problems: 2 }, plan: 'fp32' }));
+      const c = capture();
+      const code = await main(['backend-check', '--backend', fake(`--vocab 13 ${flag}`), '--config', file, '--kill-resume', '--json'], c.io);
+      expect(code).toBe(status === 'ok' ? 0 : 1);
+      const { rows } = JSON.parse(c.out.join('')) as { rows: { check: string; status: string; detail: string }[] };
+      const row = rows.find((r) => r.check === 'kill → resume: files byte-identical');
+      expect(row?.status).toBe(status);
+      expect(row?.detail).toMatch(detail);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('exits 1 on a backend that answers garbage', async () => {
     const c = capture();
     const code = await main(['backend-check', '--backend', fake('--garbage-on logprobs')], c.io);
     expect(code).toBe(1);
-    expect(c.out.join('\n')).toMatch(/logprobs shapes +FAIL .*not JSON/);
+    expect(c.out.join('\n')).toMatch(/entropy capability +FAIL .*not JSON/); // the first logprobs call
   }, 120_000);
 
   it('exits 2 without --backend', async () => {

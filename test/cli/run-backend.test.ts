@@ -49,7 +49,7 @@ describe('qrl-sim run --backend', () => {
 
   it.each([
     ['dies', 'die', '', /step \(exit\): backend '.*': the connection closed; exit code 3.*\(during step\)/],
-    ['hangs', 'hang', '--timeout 4000', /step \(timeout\): backend '.*': no answer to step within 4000 ms/],
+    ['hangs', 'hang', '--timeout 4000 --startup-timeout 60000', /step \(timeout\): backend '.*': no answer to step within 4000 ms/],
     ['answers garbage', 'garbage', '', /step \(malformed\): backend '.*': sent a line that is not JSON.*\(during step\)/],
   ])('a backend that %s mid-run: one line, whole files, --resume finishes byte-identical', async (_name, mode, timeout, message) => {
     const out = join(root, `fault-${mode}`);

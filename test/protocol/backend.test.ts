@@ -124,7 +124,8 @@ async function exercise(backend: Awaited<ReturnType<typeof connectBackend>>): Pr
   await backend.backward(lp.handle!, new Float64Array(lp.logp.length).fill(0.25));
   const step = await backend.step({ maxGradNorm: 1 });
   expect(step.weightVersion).toBe(1);
-  expect(step.gradNorm).toBeCloseTo(1.5, 12);
+  // ∂(Σ g·ℓ)/∂w with ℓ = −(1 + w)/(t + 2) at w = 0: Σ g·ℓ
+  expect(step.gradNorm).toBeCloseTo(Math.abs(lp.logp.reduce((a, x) => a + 0.25 * x, 0)), 12);
   await backend.setReference();
   const dir = mkdtempSync(join(tmpdir(), 'qrl-proto-'));
   dirs.push(dir);
@@ -168,7 +169,7 @@ describe('RemoteBackend', () => {
     expect((e1 as Error).message).toMatch(/fake-backend\.ts --die-after 2.*exit code 3.*generate/);
     await dead.close();
 
-    const hung = await connectBackend({ command: fake('--hang-on step') }, { timeoutMs: 1500 });
+    const hung = await connectBackend({ command: fake('--hang-on step') }, { timeoutMs: 1500, startupTimeoutMs: 30_000 });
     const e2 = await hung.step({ maxGradNorm: 1 }).catch((e: unknown) => e);
     expect((e2 as BackendCallError).kind).toBe('timeout');
     expect((e2 as Error).message).toMatch(/no answer to step within 1500 ms/);

@@ -1,23 +1,42 @@
 // A small in-test PolicyBackend (deterministic, no model) and its stdio entry point, for the protocol
 // tests. Not a policy: tokens come from a hash of the seed, log-probs from the weight version.
 //
-// Run as a process: `node --import tsx test/protocol/fake-backend.ts [--die-after N] [--hang-on M] [--garbage-on M] [--protocol P]`.
+// Run as a process: `node --import tsx test/protocol/fake-backend.ts [--die-after N] [--hang-on M] [--garbage-on M] [--protocol P]
+// [--vocab V] [--eos E] [--T T]` plus one deliberate bug for the conformance tests: `--stale-version`,
+// `--wrong-sign`, `--no-spend`, `--load-skips-optimizer`, `--omit-entropy` (declares entropy, omits it),
+// `--no-entropy` (declares none, omits it: correct), `--writes-reserved` (save writes checkpoint.json),
+// `--no-handover` (declines qrl-sim's weights: capabilities.handOver false).
 
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepResult } from '../../src/backend/contract.js';
 
-/** The fake: weights are one number `w`; ℓ = −(1 + w)/(t + 2) on masked positions. */
+/**
+ * The fake: weights are one number `w`; ℓ = −(1 + w)/(t + 2) on masked positions, so ∂ℓ/∂w = −1/(t + 2).
+ * `backward` accumulates ∂(Σ g·ℓ)/∂w, `step` is SGD with momentum 0.5 (its optimizer state, saved).
+ */
 export class FakeBackend implements PolicyBackend {
   w = 0;
   version = 0;
   served = 0;
   reference = 0;
   grad = 0;
-  handles = new Map<string, { rows: number; T: number }>();
+  momentum = 0;
+  handles = new Map<string, { rows: number; T: number; mask: Float64Array }>();
   closed = false;
+  /** Bugs for the conformance tests (each makes exactly one check fail). */
+  bugs = new Set<string>();
   /** A broken backend for the conformance test: `step` does not advance the version. */
-  staleVersion = false;
+  get staleVersion(): boolean {
+    return this.bugs.has('stale-version');
+  }
+  set staleVersion(on: boolean) {
+    if (on) this.bugs.add('stale-version');
+    else this.bugs.delete('stale-version');
+  }
+  vocabSize = 8;
+  eos = 2;
+  private nextHandle = 1;
   constructor(
     private readonly protocol = 'qrl-backend/1',
     private readonly responseLength = 3,
@@ -27,9 +46,9 @@ export class FakeBackend implements PolicyBackend {
       protocol: this.protocol,
       backend: { name: 'fake', version: '0.0.1' },
       policy: 'ar',
-      vocabulary: { size: 8, pad: 0, bos: 1, eos: 2, sep: 3, mask: 4 },
+      vocabulary: { size: this.vocabSize, pad: 0, bos: 1, eos: this.eos, sep: 3, mask: 4 },
       plan: { name: 'fp32', rollout: { gemm: { kind: 'fp32' } }, trainer: { gemm: { kind: 'fp32' } } },
-      capabilities: { logprobs: ['processed'], entropy: true, warmStart: false },
+      capabilities: { logprobs: ['processed'], entropy: !this.bugs.has('no-entropy'), warmStart: false, ...(this.bugs.has('no-handover') ? { handOver: false } : {}) },
       parameters: 1,
     };
   }
@@ -48,7 +67,7 @@ export class FakeBackend implements PolicyBackend {
     for (let b = 0; b < B; b++) {
       const len = 1 + ((h + b) % T);
       for (let t = 0; t < len; t++) {
-        responses[b * T + t] = t === len - 1 ? 2 : 5 + ((h + b + t) % 3);
+        responses[b * T + t] = t === len - 1 ? this.eos : 5 + ((h + b + t) % 3);
         mask[b * T + t] = 1;
         logpRollout[b * T + t] = -(1 + this.served) / (t + 2);
       }
@@ -60,28 +79,35 @@ export class FakeBackend implements PolicyBackend {
     const w = request.policy === 'reference' ? this.reference : this.w;
     const logp = new Float64Array(request.rows.length * T);
     const entropy = new Float64Array(request.rows.length * T);
+    const mask = new Float64Array(request.rows.length * T);
     request.rows.forEach((r, i) => {
       for (let t = 0; t < T; t++) {
         if (!request.batch.mask[r * T + t]) continue;
+        mask[i * T + t] = 1;
         logp[i * T + t] = -(1 + w) / (t + 2);
         entropy[i * T + t] = 0.5;
       }
     });
-    if (!request.grad) return { logp, entropy };
-    const handle = `h${this.handles.size + 1}-${this.version}`;
-    this.handles.set(handle, { rows: request.rows.length, T });
-    return { logp, entropy, handle };
+    const omit = this.bugs.has('omit-entropy') || this.bugs.has('no-entropy');
+    const out = (omit ? { logp } : { logp, entropy }) as LogprobsResult;
+    if (!request.grad) return out;
+    const handle = `h${this.nextHandle++}-${this.version}`;
+    this.handles.set(handle, { rows: request.rows.length, T, mask });
+    return { ...out, handle };
   }
   async backward(handle: string, gradLogp: Float64Array): Promise<void> {
     const h = this.handles.get(handle);
     if (!h) throw new Error(`unknown handle ${handle}`);
-    this.handles.delete(handle);
-    for (const g of gradLogp) this.grad += g;
+    if (!this.bugs.has('no-spend')) this.handles.delete(handle);
+    for (let i = 0; i < gradLogp.length; i++) if (h.mask[i]) this.grad += gradLogp[i]! * (-1 / ((i % h.T) + 2));
   }
   async step(request: { maxGradNorm: number }): Promise<StepResult> {
     const gradNorm = Math.abs(this.grad);
-    this.w += 0.01 * Math.sign(this.grad) * Math.min(gradNorm, request.maxGradNorm);
+    const clipped = gradNorm > request.maxGradNorm ? (this.grad * request.maxGradNorm) / gradNorm : this.grad;
+    this.momentum = 0.5 * this.momentum + clipped;
+    this.w += (this.bugs.has('wrong-sign') ? 0.01 : -0.01) * this.momentum;
     this.grad = 0;
+    this.handles.clear();
     if (!this.staleVersion) this.version += 1;
     return { gradNorm, weightVersion: this.version };
   }
@@ -92,14 +118,26 @@ export class FakeBackend implements PolicyBackend {
     throw new Error('warmStart: not supported');
   }
   async save(dir: string): Promise<void> {
+    if (!isAbsolute(dir)) throw new Error(`save: dir must be an absolute path, got ${dir}`);
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'fake.json'), JSON.stringify({ w: this.w, version: this.version, reference: this.reference }));
+    writeFileSync(join(dir, 'fake.json'), JSON.stringify({ w: this.w, version: this.version, reference: this.reference, momentum: this.momentum }));
+    if (this.bugs.has('writes-reserved')) writeFileSync(join(dir, 'checkpoint.json'), '{}');
   }
   async load(dir: string): Promise<void> {
-    const s = JSON.parse(readFileSync(join(dir, 'fake.json'), 'utf8')) as { w: number; version: number; reference: number };
+    if (!isAbsolute(dir)) throw new Error(`load: dir must be an absolute path, got ${dir}`);
+    if (!existsSync(join(dir, 'fake.json')) && existsSync(join(dir, 'weights.safetensors'))) {
+      // the driver's weight hand-over: weights only, the optimizer zeroed
+      this.reference = this.w;
+      this.momentum = 0;
+      return;
+    }
+    const s = JSON.parse(readFileSync(join(dir, 'fake.json'), 'utf8')) as { w: number; version: number; reference: number; momentum: number };
     this.w = s.w;
     this.version = s.version;
     this.reference = s.reference;
+    if (!this.bugs.has('load-skips-optimizer')) this.momentum = s.momentum;
+    this.grad = 0;
+    this.handles.clear();
   }
   async close(): Promise<void> {
     this.closed = true;
@@ -117,7 +155,11 @@ async function main(argv: string[]): Promise<void> {
   const hangOn = arg('--hang-on');
   const garbageOn = arg('--garbage-on');
   const backend = new FakeBackend(arg('--protocol'), arg('--T') === undefined ? 3 : Number(arg('--T')));
-  backend.staleVersion = argv.includes('--stale-version');
+  for (const bug of ['stale-version', 'wrong-sign', 'no-spend', 'load-skips-optimizer', 'omit-entropy', 'no-entropy', 'writes-reserved', 'no-handover']) {
+    if (argv.includes(`--${bug}`)) backend.bugs.add(bug);
+  }
+  if (arg('--vocab') !== undefined) backend.vocabSize = Number(arg('--vocab'));
+  if (arg('--eos') !== undefined) backend.eos = Number(arg('--eos'));
   let count = 0;
   const { PassThrough } = await import('node:stream');
   const input = new PassThrough();

@@ -73,7 +73,8 @@ class NumpyArBackend(Backend):
         digest = hashlib.sha256(seed.encode("utf8")).digest()
         return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
 
-    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
+                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
         P = len(prompts[0])
         if P < 1:
             raise ProtocolError("prompts.0", "must not be empty")
@@ -83,9 +84,10 @@ class NumpyArBackend(Backend):
             for j, t in enumerate(p):
                 if t >= self.cfg.vocabSize:
                     raise ProtocolError(f"prompts.{b}.{j}", f"token {t} is outside the vocabulary (size {self.cfg.vocabSize})")
-        L = self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
+        L = max_new_tokens if max_new_tokens is not None else self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
         if L < 1 or P + L > self.cfg.maxLen:
-            raise ProtocolError("prompts", f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
+            field = "maxNewTokens" if max_new_tokens is not None else "prompts"
+            raise ProtocolError(field, f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
         s = sampling or self.sampling
         tau, top_k, top_p, report = s["temperature"], s["topK"], s["topP"], s["logprob"]
         weights, plan = (self.rollout_params, self.rollout_plan) if side == "rollout" else (self.params, self.trainer_plan)
@@ -269,34 +271,132 @@ def _support(z: np.ndarray, tau: float, top_k: int, top_p: float) -> np.ndarray:
     return keep
 
 
-def build(argv: Optional[List[str]] = None) -> NumpyArBackend:
-    """The backend from command-line options (see `python3 -m qrl_backend.numpy_ar --help`)."""
+class ConfiguredNumpyAr(Backend):
+    """The numpy backend built from what the driver sends (`configure`), command-line flags overriding:
+    `python3 -m qrl_backend.numpy_ar` alone serves `qrl-sim run --backend` (the model from
+    setup.model, the plan from setup.plan.name, AdamW from setup.optim, the sampler from
+    setup.sampling). Until configured it answers `info` with a failed precondition naming `setup`."""
+
+    def __init__(self, flags: Any, inner: Optional[NumpyArBackend] = None):
+        self.flags = flags
+        self.inner = inner
+        self.setup: Optional[Dict[str, Any]] = None
+
+    def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
+        if setup is None:
+            return
+        if self.inner is not None:
+            if self.setup is not None and setup != self.setup:
+                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
+            if self.setup is not None or self.flags.fixed:
+                return
+        a = self.flags
+        if setup.get("policy") != "ar":
+            raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
+        if a.config or a.weights:
+            cfg, params = _model_from_flags(a)
+        else:
+            model = setup.get("model")
+            if not isinstance(model, dict):
+                raise ProtocolError("setup.model", "expected the ArConfig object (or start the backend with --config/--weights)")
+            try:
+                cfg = ArConfig.from_json(json.dumps(model))
+            except (TypeError, ValueError) as e:
+                raise ProtocolError("setup.model", str(e)) from None
+            params = init_params(cfg, a.init_seed)
+        plan = a.plan
+        if plan is None:
+            name = (setup.get("plan") or {}).get("name") if isinstance(setup.get("plan"), dict) else None
+            plan = name or "fp32"
+            if plan not in Plan.PLANS:
+                raise ProtocolError("setup.plan.name", f"this backend runs plans {', '.join(sorted(Plan.PLANS))}, the run asks for {plan!r}")
+        optim = setup.get("optim") or {}
+        sampling = dict(setup.get("sampling") or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"})
+        for flag, key in (("temperature", "temperature"), ("top_k", "topK"), ("top_p", "topP")):
+            if getattr(a, flag) is not None:
+                sampling[key] = getattr(a, flag)
+        self.inner = NumpyArBackend(
+            cfg, params, plan=plan,
+            lr=a.lr if a.lr is not None else float(optim.get("lr", 1e-3)),
+            weight_decay=a.weight_decay if a.weight_decay is not None else float(optim.get("weightDecay", 0.0)),
+            beta1=float(optim.get("beta1", 0.9)), beta2=float(optim.get("beta2", 0.999)), eps=float(optim.get("eps", 1e-8)),
+            max_new_tokens=a.max_new_tokens if a.max_new_tokens is not None else setup.get("maxNewTokens"),
+            sampling=sampling,
+        )
+        self.setup = setup
+
+    def _be(self) -> NumpyArBackend:
+        if self.inner is None:
+            raise RpcError(FAILED_PRECONDITION, "this backend builds its model from the run: send info with params.setup (qrl-sim run --backend does), or start it with --config JSON or --weights FILE", "setup")
+        return self.inner
+
+    def info(self) -> Dict[str, Any]:
+        return self._be().info()
+
+    def sync(self) -> int:
+        return self._be().sync()
+
+    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
+        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
+
+    def logprobs(self, batch, rows, policy, grad):
+        return self._be().logprobs(batch, rows, policy, grad)
+
+    def backward(self, handle, grad_logp):
+        return self._be().backward(handle, grad_logp)
+
+    def step(self, max_grad_norm):
+        return self._be().step(max_grad_norm)
+
+    def set_reference(self):
+        return self._be().set_reference()
+
+    def save(self, directory):
+        return self._be().save(directory)
+
+    def load(self, directory):
+        return self._be().load(directory)
+
+
+def _model_from_flags(a: Any):
+    if a.weights:
+        params, meta = read_safetensors(a.weights)
+        if CONFIG_KEY not in meta and not a.config:
+            raise SystemExit(f"--weights {a.weights}: no {CONFIG_KEY} metadata; pass --config")
+        return ArConfig.from_json(a.config or meta[CONFIG_KEY]), params
+    cfg = ArConfig.from_json(a.config)
+    return cfg, init_params(cfg, a.init_seed)
+
+
+def build(argv: Optional[List[str]] = None) -> Backend:
+    """The backend from command-line options (see `python3 -m qrl_backend.numpy_ar --help`). With
+    --config or --weights the model is built now; without, from the run the driver sends (`configure`).
+    Flags given override what the run sends."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python3 -m qrl_backend.numpy_ar", description="qrl-backend/1 server: the toy AR policy in numpy.")
     ap.add_argument("--weights", help="safetensors file of initial weights (ParamStore names; its metadata holds the config)")
-    ap.add_argument("--config", help="ArConfig as JSON, e.g. '{\"vocabSize\":13,\"maxLen\":15}' (when --weights is absent)")
+    ap.add_argument("--config", help="ArConfig as JSON, e.g. '{\"vocabSize\":13,\"maxLen\":15}' (default: setup.model of the run)")
     ap.add_argument("--init-seed", type=int, default=0, help="seed of numpy's GPT-2 initialization (when --weights is absent)")
-    ap.add_argument("--plan", default="fp32", choices=sorted(Plan.PLANS))
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--plan", choices=sorted(Plan.PLANS), help="default: setup.plan.name of the run, else fp32")
+    ap.add_argument("--lr", type=float, help="default: setup.optim.lr of the run, else 1e-3")
+    ap.add_argument("--weight-decay", type=float)
     ap.add_argument("--max-new-tokens", type=int)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--top-k", type=int, default=0)
-    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--temperature", type=float)
+    ap.add_argument("--top-k", type=int)
+    ap.add_argument("--top-p", type=float)
     ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
     ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
     ap.add_argument("--host", default="127.0.0.1")
     a = ap.parse_args(argv)
-    if a.weights:
-        params, meta = read_safetensors(a.weights)
-        if CONFIG_KEY not in meta and not a.config:
-            ap.error(f"--weights {a.weights}: no {CONFIG_KEY} metadata; pass --config")
-        cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
-    else:
-        if not a.config:
-            ap.error("pass --weights FILE or --config JSON")
-        cfg = ArConfig.from_json(a.config)
-        params = init_params(cfg, a.init_seed)
-    sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": "processed"}
-    return NumpyArBackend(cfg, params, plan=a.plan, lr=a.lr, weight_decay=a.weight_decay, max_new_tokens=a.max_new_tokens, sampling=sampling)
+    a.fixed = False
+    if not (a.weights or a.config):
+        return ConfiguredNumpyAr(a)
+    try:
+        cfg, params = _model_from_flags(a)
+    except (ValueError, SystemExit) as e:
+        ap.error(str(e))
+    sampling = {"temperature": 1.0 if a.temperature is None else a.temperature, "topK": a.top_k or 0, "topP": 1.0 if a.top_p is None else a.top_p, "logprob": "processed"}
+    inner = NumpyArBackend(cfg, params, plan=a.plan or "fp32", lr=1e-3 if a.lr is None else a.lr, weight_decay=a.weight_decay or 0.0,
+                           max_new_tokens=a.max_new_tokens, sampling=sampling)
+    return ConfiguredNumpyAr(a, inner)

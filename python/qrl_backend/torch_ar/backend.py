@@ -155,16 +155,17 @@ class TorchArBackend(Backend):
         self.served = self.version
         return self.served
 
-    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str) -> RolloutBatch:
+    def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
+                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
         import hashlib
 
         P = len(prompts[0])
         for b, p in enumerate(prompts):
             if len(p) != P or P == 0:
                 raise ProtocolError(f"prompts.{b}", f"every prompt must have length {len(prompts[0])} ≥ 1 (left-pad them)")
-        L = self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
+        L = max_new_tokens if max_new_tokens is not None else self.max_new_tokens if self.max_new_tokens is not None else self.cfg.maxLen - P
         if L < 1 or P + L > self.cfg.maxLen:
-            raise ProtocolError("prompts", f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
+            raise ProtocolError("maxNewTokens" if max_new_tokens is not None else "prompts", f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
         s = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
         model = self.engine if side == "rollout" else self.model
         rng = np.random.Generator(np.random.PCG64(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:16], "little")))

@@ -178,3 +178,19 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   }
   return config;
 }
+
+/**
+ * What every `generate` of a run asks for: the sampler of `policy.sampler` (as the contract's
+ * SamplingParams) and the most response tokens (AR: the task's response length; diffusion:
+ * `policy.diffusion.generationLength`, the positions the sampler fills).
+ */
+export function generationOf(config: RunConfig, task: { readonly responseLength: number }): {
+  readonly sampling: { readonly temperature: number; readonly topK: number; readonly topP: number; readonly logprob: 'processed' | 'raw' };
+  readonly maxNewTokens: number;
+} {
+  const s = config.policy.sampler;
+  return {
+    sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, logprob: s.logprob },
+    maxNewTokens: config.policy.kind === 'diffusion' ? config.policy.diffusion.generationLength : task.responseLength,
+  };
+}

@@ -12,7 +12,7 @@ import { lengthMetrics } from '../length-diagnostics.js';
 import { loglinearProximal, policyObjective, sequenceAdvantages } from '../estimate.js';
 import type { EstimateConfig } from '../schema.js';
 import type { BatchShape, MetricRecord } from '../types.js';
-import type { RunConfig } from './config.js';
+import { generationOf, type RunConfig } from './config.js';
 
 /** Everything one step needs besides the config. */
 export interface StepContext {
@@ -79,7 +79,7 @@ function stepProblems(config: RunConfig, task: Task, rng: Rng): TaskProblem[] {
 async function generateStepBatch(ctx: StepContext, rng: Rng): Promise<RolloutBatch> {
   const problems = stepProblems(ctx.config, ctx.task, rng);
   const prompts = problems.flatMap((pr) => Array.from({ length: ctx.config.rollout.groupSize }, () => pr.prompt));
-  return ctx.backend.generate({ prompts, seed: rng.fork('rollout').path });
+  return ctx.backend.generate({ prompts, seed: rng.fork('rollout').path, ...generationOf(ctx.config, ctx.task) });
 }
 
 /** Wall-clock seconds per phase of one step (kept out of the deterministic metrics); `old` is 0 in bypass mode (no recompute). */
@@ -432,11 +432,18 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
 }
 
 /** Held-out evaluation under one plan side: greedy and sampled pass@1 and mean reward. */
-export async function evaluate(backend: PolicyBackend, task: Task, problems: readonly TaskProblem[], side: 'rollout' | 'trainer', rng: Rng): Promise<MetricRecord> {
+export async function evaluate(
+  backend: PolicyBackend,
+  task: Task,
+  problems: readonly TaskProblem[],
+  side: 'rollout' | 'trainer',
+  rng: Rng,
+  generation: Partial<ReturnType<typeof generationOf>> = {},
+): Promise<MetricRecord> {
   const prompts = problems.map((p) => p.prompt);
   const out: MetricRecord = {};
   for (const greedy of [true, false]) {
-    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(greedy ? 'greedy' : 'sampled').path, greedy, side });
+    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(greedy ? 'greedy' : 'sampled').path, greedy, side, ...generation });
     let acc = 0;
     let reward = 0;
     for (let i = 0; i < batch.B; i++) {

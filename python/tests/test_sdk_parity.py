@@ -1,0 +1,81 @@
+"""SDK parity with the TypeScript side: `routing`/`returnRouting` reach a backend that takes them
+(decoded to int32 arrays) and are refused, naming the field, by one that does not; typed results
+(LogprobsResult, StepResult) are encoded like the tuple/dict forms, entropy omitted when None; the
+codec lives in wire.py; `maxNewTokens` reaches `generate` as `max_new_tokens`."""
+
+import json
+
+import numpy as np
+
+from qrl_backend import Backend, LogprobsResult, RolloutBatch, StepResult
+from qrl_backend import wire
+from qrl_backend.server import handle_message
+from qrl_backend.wire import batch_to_json, decode_tensor, encode_tensor
+
+BATCH = RolloutBatch(0, [[1, 5, 3]], np.array([[6, 2]], dtype=np.int32), np.array([[1.0, 1.0]]), np.array([[-0.5, -0.25]]), {"kind": "ar"})
+
+
+class MoeLike(Backend):
+    def __init__(self):
+        self.seen = {}
+
+    def logprobs(self, batch, rows, policy, grad, routing=None, return_routing=False):
+        self.seen = {"routing": routing, "return_routing": return_routing}
+        out = LogprobsResult(logp=np.array([[-0.5, -0.25]]), entropy=None)
+        if return_routing:
+            out.routing = [np.array([[[0, 1], [1, 2]]], dtype=np.int32)]
+            out.routing_flip_rate = [0.5]
+        return out
+
+    def step(self, max_grad_norm):
+        return StepResult(grad_norm=0.5, weight_version=3)
+
+    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
+        self.seen = {"max_new_tokens": max_new_tokens, "sampling": sampling}
+        return BATCH
+
+
+class Dense(Backend):
+    def logprobs(self, batch, rows, policy, grad):
+        return np.array([[-0.5, -0.25]]), np.array([[0.1, 0.2]]), None
+
+
+def call(be, method, params):
+    return handle_message(be, json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+
+
+def test_routing_replay_reaches_a_backend_that_takes_it():
+    be = MoeLike()
+    routing = [encode_tensor(np.array([[[3, 4], [-1, -1]]], dtype=np.int32))]
+    a = call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "routing": routing, "returnRouting": True})
+    assert "result" in a, a
+    assert np.array_equal(be.seen["routing"][0], np.array([[[3, 4], [-1, -1]]], dtype=np.int32))
+    assert be.seen["return_routing"] is True
+    assert "entropy" not in a["result"]
+    assert np.array_equal(decode_tensor(a["result"]["routing"][0], "r"), np.array([[[0, 1], [1, 2]]]))
+    assert a["result"]["routingFlipRate"] == [0.5]
+    assert call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "routing": "rollout"})["result"]
+    assert be.seen["routing"] == "rollout"
+    ref = call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "reference", "routing": "rollout"})
+    assert ref["error"]["code"] == -32602 and ref["error"]["data"]["field"] == "routing"
+
+
+def test_a_dense_backend_refuses_routing_naming_the_field():
+    a = call(Dense(), "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "routing": "rollout"})
+    assert a["error"]["code"] == -32000 and a["error"]["data"]["field"] == "routing"
+    ok = call(Dense(), "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current"})
+    assert set(ok["result"]) == {"logp", "entropy"}
+
+
+def test_typed_step_result_and_max_new_tokens():
+    be = MoeLike()
+    assert call(be, "step", {"maxGradNorm": 1})["result"] == {"gradNorm": 0.5, "weightVersion": 3}
+    call(be, "generate", {"prompts": [[1, 5, 3]], "seed": "s", "maxNewTokens": 2, "sampling": {"temperature": 0.7, "topK": 5, "topP": 1, "logprob": "raw"}})
+    assert be.seen == {"max_new_tokens": 2, "sampling": {"temperature": 0.7, "topK": 5, "topP": 1.0, "logprob": "raw"}}
+    bad = call(be, "generate", {"prompts": [[1]], "seed": "s", "maxNewTokens": 0})
+    assert bad["error"]["data"]["field"] == "maxNewTokens"
+
+
+def test_the_codec_lives_in_wire():
+    assert wire.batch_from_json(wire.batch_to_json(BATCH), "batch").responses.tolist() == [[6, 2]]
+    assert wire.RolloutBatch is RolloutBatch
