@@ -78,9 +78,14 @@ function usage(): string {
  */
 export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    // A usage error like any other: the text goes to standard error, with exit code 2.
+    io.err(usage());
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
     io.out(usage());
-    return name === undefined ? 2 : 0;
+    return 0;
   }
   if (name === '--version' || name === '-V') {
     io.out(packageVersion());
@@ -99,7 +104,8 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     return await command.run(rest, io);
   } catch (error) {
     if (error instanceof UsageError || error instanceof JsonInputError) {
-      io.err(`qrl-sim ${name}: ${error.message}`);
+      // Messages from shared code may start with the command's name already ('lab: …'): say it once.
+      io.err(`qrl-sim ${name}: ${error.message.startsWith(`${name}: `) ? error.message.slice(name.length + 2) : error.message}`);
       return 2;
     }
     throw error;

@@ -24,7 +24,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { JsonInputError } from '../json.js';
-import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
+import { integerOption, parseCommandArgs, refuseIgnored, required, seedOption } from './parse.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -283,7 +283,10 @@ export const mismatchCommand: Command = {
     const planName = required(values.plan, 'plan');
     if (!Object.hasOwn(precisionPlans, planName)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${planName}'`);
     const plan: PrecisionPlan = precisionPlans[planName as keyof typeof precisionPlans];
-    if (policyName === 'diffusion') return runDiffusion(values, plan, io.out);
+    if (policyName === 'diffusion') {
+      refuseIgnored(values, ['preset', 'outliers', 'moe', 'channels'], 'with --policy diffusion (ar only)');
+      return runDiffusion(values, plan, io.out);
+    }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
     if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
       throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);

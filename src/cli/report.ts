@@ -55,6 +55,8 @@ export const reportCommand: Command = {
     } catch (error) {
       if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
       if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+      const code = (error as NodeJS.ErrnoException).code;
+      if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) throw new UsageError(`DIR: cannot write the report into '${dir}' (${code}${'path' in (error as object) ? `: ${(error as NodeJS.ErrnoException).path}` : ''})`);
       throw error;
     }
     io.out(result.markdown);

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { applyOverrides } from '../runs/overrides.js';
+import { checkModelLimits } from '../runs/limits.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/write.js';
@@ -68,6 +69,7 @@ export function configFromArgs(values: { config?: string; steps?: string; seed?:
     throw new UsageError((error as Error).message);
   }
   const config = resolveRunConfig(merged);
+  checkModelLimits(config);
   policyFactory(config.policy.kind).validate(config);
   return config;
 }
@@ -156,6 +158,8 @@ export const runCommand: Command = {
     if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
       throw new UsageError('--resume only accepts --steps (other changes would break determinism)');
     }
+    if (values.resume !== undefined && values.out !== undefined) throw new UsageError(`--out: not used with --resume (the run continues in '${values.resume}')`);
+    if (values.timeout !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--timeout: not used without --backend (it is the request timeout of an external backend)');
     const config = configFromArgs(values);
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {

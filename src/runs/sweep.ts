@@ -14,6 +14,7 @@ import { planOfConfig } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { writeJsonAtomic } from '../files.js';
 import { applyOverrides } from './overrides.js';
+import { checkModelLimits } from './limits.js';
 import { warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
@@ -125,6 +126,7 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
       try {
         config = resolveRunConfig({ ...(raw as Record<string, unknown>), seed });
         planOfConfig(config.plan);
+        checkModelLimits(config);
       } catch (error) {
         usage(where, error);
       }
