@@ -3,11 +3,10 @@
 // Not a general sweep tool (`qrl-sim sweep`).
 
 import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { estimateLabSeconds, loadLabExperiment } from '../runs/lab.js';
 import { gridPoints, parseGrid } from '../runs/grid.js';
-import { runSweep } from '../runs/sweep.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { fakeQuant } from '../numerics/vector.js';
@@ -17,10 +16,8 @@ import type { Command } from './command.js';
 import { formatValue } from './cast.js';
 import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
-import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';
+import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
-import { sweepProgress } from './sweep-progress.js';
-import { availableParallelism } from 'node:os';
 
 /** The demonstration's base config and grid. */
 export const DEMO_CONFIG = fileURLToPath(new URL('../../sims/demo.json', import.meta.url));
@@ -99,24 +96,16 @@ export const demoCommand: Command = {
         io.err(`qrl-sim demo: replacing the previous demonstration in ${outDir}`);
       }
       claimOutDir(outDir, 'sweep', values.out === undefined ? 'output directory' : '--out');
-      const runs = 4 * seeds;
-      const progress = sweepProgress(io, Math.min(workers ?? availableParallelism(), runs), runs);
       io.out(`qrl-sim demonstration: GRPO on reverse, BF16 baseline vs NVFP4 rollout × {none, TIS}, ${seeds} seed(s) → ${outDir}`);
-      const result = await runSweep({
-        baseConfig: JSON.parse(readFileSync(DEMO_CONFIG, 'utf8')),
-        grid: DEMO_GRID,
-        seeds,
+      let ok = false;
+      const code = await executeSweep(
+        io,
+        { baseConfig: JSON.parse(readFileSync(DEMO_CONFIG, 'utf8')), grid: DEMO_GRID, seeds, outDir: resolve(outDir), ...(workers !== undefined ? { workers } : {}) },
         outDir,
-        ...(workers !== undefined ? { workers } : {}),
-        onRunDone: (run, done, total) => {
-          progress.runDone(done, total, run.ok);
-          io.out(`[${done}/${total}] ${run.dir}${run.ok ? '' : `: FAILED: ${run.error}`}`);
-        },
-      }).finally(() => progress.stop());
-      io.out('');
-      io.out(result.report.markdown);
-      io.out(`${result.runs.length} runs on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
-      io.out(`report: ${result.report.files.reportHtml}`);
+        'demo',
+        { after: (result) => (ok = result.runs.every((r) => r.ok)) },
+      );
+      if (code !== 0 && !ok) return code;
       io.out('');
       // The long experiment's duration comes from its spec's measured run time, not from this text.
       const departure = loadLabExperiment('departure');
@@ -126,7 +115,7 @@ export const demoCommand: Command = {
       io.out('training gap. The setting where the uncorrected quantized rollout departs from BF16 by more than');
       io.out(`the seed spread, and TIS recovers it, takes longer: \`qrl-sim lab run departure\` (about ${departureMinutes} min on`);
       io.out('two cores). Its measured result and verdict: docs/lab/departure.md; every finding: docs/lab/README.md.');
-      return result.runs.every((r) => r.ok) ? 0 : 1;
+      return code;
     }
     refuseIgnored(values, ['out', 'seeds', 'workers'], 'with --numerics (it runs no sweep)');
     const seed = seedOption(values.seed);

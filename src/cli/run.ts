@@ -17,6 +17,7 @@ import { claimOutDir, outDirKind } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import { eta, progressLine } from './progress.js';
+import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
        qrl-sim run --resume DIR [--steps N] [--backend B]
@@ -26,6 +27,9 @@ N steps of rollout under the plan's rollout engine, correction, and updates unde
 Writes DIR/config.json (resolved), metrics.jsonl (one deterministic line per step),
 timings.jsonl, eval.jsonl and checkpoints/. Ctrl-C stops after the current step with a
 checkpoint; --resume DIR continues from the last checkpoint with byte-identical metrics.
+SIGTERM (Slurm, Kubernetes) and a closed standard output (| head) stop the same way; a second
+signal stops at once with the files whole. Stopped during the warm start, before a first
+checkpoint, --resume DIR starts the run over from step 0 (the same files, byte for byte).
 
 options:
   --config FILE   JSON run config (see sims/ for examples)
@@ -165,8 +169,7 @@ export const runCommand: Command = {
     if (values.resume !== undefined) {
       if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);
       const done = checkpointStep(outDir);
-      if (done === 0) throw new UsageError(`--resume: '${outDir}' has no checkpoint to resume from`);
-      if (done >= config.steps) {
+      if (done > 0 && done >= config.steps) {
         io.out(`${outDir}: already finished at step ${done} of ${config.steps}; nothing to do (--steps N with N > ${done} extends it)`);
         return 0;
       }
@@ -207,13 +210,7 @@ export const runCommand: Command = {
         observer.onStep?.(step, metrics, timings);
       },
     };
-    let stopRequested = false;
-    const onSigint = (): void => {
-      if (stopRequested) process.exit(130);
-      stopRequested = true;
-      io.err('qrl-sim run: stopping after this step (Ctrl-C again to abort now)');
-    };
-    process.on('SIGINT', onSigint);
+    const unhandle = handleStopSignals(io, 'run');
     try {
       let summary;
       try {
@@ -223,7 +220,7 @@ export const runCommand: Command = {
           factory: policyFactory(config.policy.kind),
           resume: values.resume !== undefined,
           observer: tracking,
-          shouldStop: () => stopRequested,
+          shouldStop: stopRequested,
           ...(backend !== undefined ? { backend, backendIdentity: backendIdentity! } : {}),
         });
       } catch (error) {
@@ -236,12 +233,19 @@ export const runCommand: Command = {
         return 1;
       }
       observer.stop();
-      io.out(`${summary.stopped ? 'stopped' : 'finished'} at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
+      if (summary.stopped) {
+        const reason = stopReason() ?? 'SIGINT';
+        const at = summary.lastStep === 0 ? 'before step 1 (no checkpoint yet: --resume starts it over from step 0)' : `at step ${summary.lastStep} with a checkpoint`;
+        io.err(`qrl-sim run: stopped (${reason}) ${at}; continue with: qrl-sim run --resume ${outDir}`);
+        io.out(`stopped at step ${summary.lastStep}: ${outDir}`);
+        return STOP_EXIT[reason];
+      }
+      io.out(`finished at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
       const report = await writeReport(outDir);
       io.out(`report: ${report.files.reportHtml}`);
-      return summary.stopped ? 130 : 0;
+      return 0;
     } finally {
-      process.off('SIGINT', onSigint);
+      unhandle();
       await backend?.close();
     }
   },

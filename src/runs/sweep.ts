@@ -2,7 +2,7 @@
 // (one directory per run, as `qrl-sim run` writes) and writes the summary and report. Not the
 // grid syntax (grid.ts) and not a run (run.ts, called by sweep-worker.ts).
 
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,10 +12,10 @@ import { Piscina } from 'piscina';
 import { UsageError } from '../errors.js';
 import { planOfConfig } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { writeJsonAtomic } from '../files.js';
+import { removeStaleTemps, writeJsonAtomic } from '../files.js';
 import { applyOverrides } from './overrides.js';
 import { checkModelLimits } from './limits.js';
-import { warmStartKey } from './run.js';
+import { latestCheckpoint, warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
 import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
@@ -47,6 +47,42 @@ export interface SweepOptions {
   readonly baseline?: string;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
+  /**
+   * Continue the sweep in `outDir` (its runs as they stand): a finished run is kept, a run that was
+   * cut resumes from its checkpoint (or starts over when it has none), a missing or failed run runs.
+   */
+  readonly resume?: boolean;
+  /**
+   * Polled while the sweep runs: once true, no further run starts and every running run stops
+   * after its current step with a checkpoint; {@link runSweep} then rejects with {@link SweepStopped}.
+   */
+  readonly shouldStop?: () => boolean;
+}
+
+/** What `sweep.json` records of the options, so that `sweep --resume DIR` plans the same runs. */
+export interface SweepManifestOptions {
+  readonly baseConfig: unknown;
+  readonly grid: string;
+  readonly seeds: number;
+  readonly overrides: readonly string[];
+  readonly steps?: number;
+  readonly baseline?: string;
+  readonly factory?: FactorySource;
+}
+
+/** Thrown by {@link runSweep} when `shouldStop` stopped it: every run is whole, and `resume` continues it. */
+export class SweepStopped extends Error {
+  constructor(
+    /** Runs that finished (before or during this call). */
+    readonly finished: number,
+    /** Runs stopped part-way (each with a checkpoint, or none when stopped in its warm start). */
+    readonly cut: number,
+    /** Runs of the plan in all. */
+    readonly total: number,
+  ) {
+    super(`sweep stopped: ${finished} of ${total} runs finished, ${cut} stopped part-way, ${total - finished - cut} not started`);
+    this.name = 'SweepStopped';
+  }
 }
 
 /** One validated run of a sweep. */
@@ -71,6 +107,8 @@ export interface SweepPlan {
 /** How one run of a sweep ended. */
 export interface SweepRunResult extends PlannedRun {
   readonly ok: boolean;
+  /** Stopped part-way by `shouldStop` (resumable), or not started because of it. */
+  readonly stopped?: boolean;
   readonly error: string | null;
   /** Wall-clock seconds (warm start and evaluation included). */
   readonly seconds: number;
@@ -163,6 +201,55 @@ export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
   return { filename: new URL('./sweep-worker.js', here).href, execArgv: [] };
 }
 
+/** The grid as `--grid` text (axes keep the texts they were parsed from). */
+export function gridText(axes: readonly GridAxis[]): string {
+  return axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';');
+}
+
+/** The contents of `sweep.json`: the grid, seeds and runs, and the options that plan them again. */
+function sweepManifest(plan: SweepPlan, options: SweepOptions): unknown {
+  const recorded: SweepManifestOptions = {
+    baseConfig: options.baseConfig,
+    grid: gridText(plan.axes),
+    seeds: plan.seeds.length,
+    overrides: [...(options.overrides ?? [])],
+    ...(options.steps === undefined ? {} : { steps: options.steps }),
+    ...(options.baseline === undefined ? {} : { baseline: options.baseline }),
+    ...(options.factory === undefined ? {} : { factory: options.factory }),
+  };
+  return {
+    version: 1,
+    grid: plan.axes.map((a) => ({ key: a.key, path: a.path, values: a.texts })),
+    seeds: plan.seeds,
+    runs: plan.runs.map((r) => ({ dir: r.dir, label: r.label, seed: r.seed })),
+    options: recorded,
+  };
+}
+
+/** The options recorded in a sweep directory's `sweep.json`; a UsageError naming the problem otherwise. */
+export function readSweepManifestOptions(dir: string): SweepManifestOptions {
+  const path = join(dir, SWEEP_MANIFEST);
+  if (!existsSync(path)) throw new UsageError(`--resume: '${dir}' holds no sweep (no ${SWEEP_MANIFEST})`);
+  let manifest: { options?: SweepManifestOptions };
+  try {
+    manifest = JSON.parse(readFileSync(path, 'utf8')) as { options?: SweepManifestOptions };
+  } catch (error) {
+    throw new UsageError(`--resume: ${path} is not valid JSON (${(error as Error).message})`);
+  }
+  if (manifest.options === undefined || typeof manifest.options !== 'object') {
+    throw new UsageError(`--resume: ${path} does not record the sweep's options (written by an older qrl-sim): run the sweep again into a new directory`);
+  }
+  return manifest.options;
+}
+
+/** True when the run in `dir` reached its last step (its newest checkpoint is at `config.steps`). */
+function runFinished(dir: string, config: RunConfig): boolean {
+  if (existsSync(join(dir, RUN_ERROR_FILE))) return false;
+  const latest = latestCheckpoint(dir);
+  const m = latest === null ? null : /step-(\d+)$/.exec(latest);
+  return m !== null && Number(m[1]) >= config.steps;
+}
+
 /**
  * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
  * grid point × seed in worker threads, records failed runs (their `error.json`) without stopping
@@ -185,25 +272,37 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
   const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
   mkdirSync(outDir, { recursive: true });
-  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), {
-    version: 1,
-    grid: plan.axes.map((a) => ({ key: a.key, path: a.path, values: a.texts })),
-    seeds: plan.seeds,
-    runs: plan.runs.map((r) => ({ dir: r.dir, label: r.label, seed: r.seed })),
-  });
+  removeStaleTemps(outDir);
+  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
   const entry = sweepWorkerEntry();
   const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: workers, idleTimeout: 1000 });
   const factory = options.factory ?? DEFAULT_FACTORY;
+  // The stop flag the worker threads poll after each step (shared memory: they never wait on a message).
+  const stop = new Int32Array(new SharedArrayBuffer(4));
+  const stopping = (): boolean => {
+    if (Atomics.load(stop, 0) === 0 && options.shouldStop?.() === true) Atomics.store(stop, 0, 1);
+    return Atomics.load(stop, 0) !== 0;
+  };
+  const poll = options.shouldStop === undefined ? undefined : setInterval(stopping, 100);
+  poll?.unref();
   let done = 0;
   const runOne = async (run: PlannedRun): Promise<SweepRunResult> => {
     const dir = join(outDir, run.dir);
+    if (options.resume === true && runFinished(dir, run.config)) {
+      const out: SweepRunResult = { ...run, ok: true, error: null, seconds: 0 };
+      options.onRunDone?.(out, ++done, plan.runs.length);
+      return out;
+    }
+    if (stopping()) return { ...run, ok: true, error: null, seconds: 0, stopped: true };
+    const resume = options.resume === true && existsSync(join(dir, 'config.json')) && !existsSync(join(dir, RUN_ERROR_FILE));
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
-      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir });
+      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir, resume, stop: stop.buffer as SharedArrayBuffer });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
     }
+    if (result.ok && result.stopped === true) return { ...run, ok: true, error: null, seconds: result.seconds, stopped: true };
     if (!result.ok) {
       const record: RunErrorFile = { error: result.error ?? 'unknown error', config: run.config };
       if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
@@ -231,7 +330,12 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   try {
     results = await Promise.all(pending);
   } finally {
+    if (poll !== undefined) clearInterval(poll);
     await pool.destroy();
+  }
+  if (results.some((r) => r.stopped === true)) {
+    const cut = results.filter((r) => r.stopped === true && existsSync(join(outDir, r.dir, 'config.json'))).length;
+    throw new SweepStopped(results.filter((r) => r.stopped !== true).length, cut, results.length);
   }
   const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
   return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
