@@ -1,11 +1,12 @@
 // `qrl-sim sweep`: a grid of configs × seeds run in parallel worker threads, then the summary
 // table and the report. Not the sweep logic (src/report/sweep.ts) nor the grid syntax (grid.ts).
 
-import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { existsSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { packageRoot } from '../runs/lab.js';
 import { availableParallelism } from 'node:os';
 import { GRID_ALIASES } from '../runs/grid.js';
-import { planSweep, readSweepManifestOptions, runSweep, SweepStopped, type SweepOptions, type SweepResult } from '../runs/sweep.js';
+import { emitSweepJobs, planSweep, readSweepManifestOptions, runSweep, SweepStopped, type SweepOptions, type SweepResult } from '../runs/sweep.js';
 import type { FactorySource } from '../runs/factory.js';
 import type { CliIo, Command } from './command.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
@@ -29,6 +30,7 @@ const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [-
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
                      [--baseline KEY=V[,KEY=V…]]
        qrl-sim sweep --resume DIR [--workers N]
+       qrl-sim sweep --config FILE … --out DIR --emit-jobs FILE
 
 Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
@@ -46,6 +48,11 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
   --factory M#E    module exporting the policy factory (default: the built-in policies)
   --baseline SEL   the report's baseline for the paired comparison, e.g. plan=bf16,correction=none
                    (the default; must select exactly one grid point)
+  --resume DIR     continue a stopped sweep (see below)
+  --emit-jobs FILE run nothing: write DIR/sweep.json, each run's config (DIR/jobs/NNNN.json) and
+                   FILE, one self-contained 'qrl-sim run --config … --out DIR/<point>/seed-<s>'
+                   command per line, for a scheduler (Slurm array, ray job submit, GNU parallel,
+                   xargs -P); then 'qrl-sim report DIR' writes the sweep's summary (docs/reports.md)
 
 Grid key aliases:
 ${aliases}
@@ -93,6 +100,7 @@ export const sweepCommand: Command = {
       factory: { type: 'string' },
       baseline: { type: 'string' },
       resume: { type: 'string' },
+      'emit-jobs': { type: 'string' },
     });
     if (values.resume !== undefined) {
       refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline'], 'with --resume (the sweep keeps the options its sweep.json records)');
@@ -128,10 +136,32 @@ export const sweepCommand: Command = {
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);
     if (plan.runs.length > MAX_RUNS) throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
+    if (values['emit-jobs'] !== undefined) {
+      refuseIgnored(values, ['workers'], 'with --emit-jobs (the scheduler runs the jobs)');
+      const jobsFile = values['emit-jobs'];
+      if (existsSync(jobsFile)) throw new UsageError(`--emit-jobs: '${jobsFile}' exists (give a new file)`);
+      claimOutDir(outDir, 'sweep');
+      const jobs = await emitSweepJobs(sweepOptions);
+      const bin = join(packageRoot(), 'bin', 'qrl-sim.js');
+      const lines = jobs.map((j) => [process.execPath, bin, 'run', '--config', j.configPath, '--out', j.outDir].map(shellQuote).join(' '));
+      try {
+        writeFileSync(jobsFile, `${lines.join('\n')}\n`);
+      } catch (error) {
+        throw new UsageError(`--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+      io.out(`wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`);
+      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; docs/reports.md)`);
+      return 0;
+    }
     claimOutDir(outDir, 'sweep');
     return executeSweep(io, sweepOptions, outDir, 'sweep');
   },
 };
+
+/** `text` quoted for a POSIX shell (left bare when it has only safe characters). */
+export function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
 
 /**
  * Runs a planned sweep (or resumes one) under the stopping discipline of src/cli/stop.ts, printing

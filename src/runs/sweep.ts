@@ -250,6 +250,33 @@ function runFinished(dir: string, config: RunConfig): boolean {
   return m !== null && Number(m[1]) >= config.steps;
 }
 
+/** One run of a sweep as a job of its own (see {@link emitSweepJobs}). */
+export interface SweepJob {
+  readonly run: PlannedRun;
+  /** Absolute path of the run's resolved config (`<outDir>/jobs/NNNN.json`). */
+  readonly configPath: string;
+  /** Absolute run directory (`<outDir>/<point>/seed-<s>`). */
+  readonly outDir: string;
+}
+
+/**
+ * Plans the sweep ({@link planSweep}) and, instead of running it, writes what its runs need to run
+ * anywhere: `sweep.json` (as {@link runSweep} writes it, so `report DIR` merges the runs in grid
+ * order) and each run's resolved config as `jobs/NNNN.json`. Returns the jobs in grid order; each is
+ * `qrl-sim run --config <configPath> --out <outDir>`, whose files equal the in-process run's.
+ */
+export async function emitSweepJobs(options: SweepOptions): Promise<SweepJob[]> {
+  const plan = await planSweep(options);
+  const outDir = resolve(options.outDir);
+  mkdirSync(join(outDir, 'jobs'), { recursive: true });
+  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
+  return plan.runs.map((run, i) => {
+    const configPath = join(outDir, 'jobs', `${String(i).padStart(4, '0')}.json`);
+    writeJsonAtomic(configPath, run.config);
+    return { run, configPath, outDir: join(outDir, run.dir) };
+  });
+}
+
 /**
  * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
  * grid point × seed in worker threads, records failed runs (their `error.json`) without stopping
