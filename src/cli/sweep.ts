@@ -28,7 +28,7 @@ const aliases = Object.entries(GRID_ALIASES)
 
 const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [--seeds N] [--workers N]
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
-                     [--baseline KEY=V[,KEY=V…]]
+                     [--baseline KEY=V[,KEY=V…]] [--exclude KEY=V[,KEY=V…][;…]]
        qrl-sim sweep --resume DIR [--workers N]
        qrl-sim sweep --config FILE … --out DIR --emit-jobs FILE
 
@@ -48,6 +48,8 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
   --factory M#E    module exporting the policy factory (default: the built-in policies)
   --baseline SEL   the report's baseline for the paired comparison, e.g. plan=bf16,correction=none
                    (the default; must select exactly one grid point)
+  --exclude SEL    leave out the grid points SEL matches (';' between selectors), e.g.
+                   plan=bf16,correction=tis — an arm identical to the baseline by construction
   --resume DIR     continue a stopped sweep (see below)
   --emit-jobs FILE run nothing: write DIR/sweep.json, each run's config (DIR/jobs/NNNN.json) and
                    FILE, one self-contained 'qrl-sim run --config … --out DIR/<point>/seed-<s>'
@@ -101,9 +103,10 @@ export const sweepCommand: Command = {
       baseline: { type: 'string' },
       resume: { type: 'string' },
       'emit-jobs': { type: 'string' },
+      exclude: { type: 'string' },
     });
     if (values.resume !== undefined) {
-      refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline'], 'with --resume (the sweep keeps the options its sweep.json records)');
+      refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'], 'with --resume (the sweep keeps the options its sweep.json records)');
       const recorded = readSweepManifestOptions(values.resume);
       const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
       return executeSweep(io, {
@@ -132,6 +135,7 @@ export const sweepCommand: Command = {
       ...(steps === undefined ? {} : { steps }),
       ...(factory === undefined ? {} : { factory }),
       ...(values.baseline === undefined ? {} : { baseline: values.baseline }),
+      ...(values.exclude === undefined ? {} : { exclude: values.exclude }),
     };
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);

@@ -45,6 +45,11 @@ export interface SweepOptions {
   readonly cacheDir?: string;
   /** Baseline of the report's paired comparison (see `summarizeRuns`); checked against the grid before anything runs. */
   readonly baseline?: string;
+  /**
+   * Grid points left out, e.g. `plan=bf16,correction=tis` (arms identical by construction);
+   * several selectors separated by `;`. Each must match at least one point.
+   */
+  readonly exclude?: string;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
   /**
@@ -67,6 +72,7 @@ export interface SweepManifestOptions {
   readonly overrides: readonly string[];
   readonly steps?: number;
   readonly baseline?: string;
+  readonly exclude?: string;
   readonly factory?: FactorySource;
 }
 
@@ -154,7 +160,7 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
   }
   const baseSeed = (rawSeed as number | undefined) ?? 0;
   const seeds = Array.from({ length: count }, (_, i) => baseSeed + i);
-  const points = gridPoints(axes);
+  const points = excludePoints(gridPoints(axes), axes, options.exclude);
   const runs: PlannedRun[] = [];
   for (const point of points) {
     const raw = applyGridPoint(base, point);
@@ -188,6 +194,31 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
 }
 
 /**
+ * The grid points that no selector of `exclude` (`key=v,key=v;…`, keys as in the grid) matches.
+ * A selector with a key outside the grid, or that matches no point, is a UsageError.
+ */
+function excludePoints(points: GridPoint[], axes: readonly GridAxis[], exclude: string | undefined): GridPoint[] {
+  if (exclude === undefined || exclude.trim() === '') return points;
+  const pairsOf = (label: string): Set<string> => new Set(label === 'base' ? [] : label.split(', '));
+  let kept = points;
+  for (const selector of exclude.split(';').map((t) => t.trim())) {
+    const wanted = selector.split(',').map((t) => t.trim());
+    for (const pair of wanted) {
+      const [key, value] = pair.split('=');
+      const axis = axes.find((a) => a.key === key);
+      if (axis === undefined || value === undefined || !axis.texts.includes(value)) {
+        throw new UsageError(`--exclude: '${pair}' is not a grid value (grid: ${axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';') || 'none'})`);
+      }
+    }
+    const before = kept.length;
+    kept = kept.filter((p) => !wanted.every((w) => pairsOf(p.label).has(w)));
+    if (kept.length === before) throw new UsageError(`--exclude: '${selector}' matches no grid point left`);
+  }
+  if (kept.length === 0) throw new UsageError(`--exclude: leaves no grid point`);
+  return kept;
+}
+
+/**
  * The worker module and the Node flags it needs. From the compiled package (dist/*.js) the worker
  * is plain JS; from the TypeScript sources (vitest, tsx) the worker threads load tsx's ESM hooks
  * (`--import tsx`), which are a dev dependency.
@@ -215,6 +246,7 @@ function sweepManifest(plan: SweepPlan, options: SweepOptions): unknown {
     overrides: [...(options.overrides ?? [])],
     ...(options.steps === undefined ? {} : { steps: options.steps }),
     ...(options.baseline === undefined ? {} : { baseline: options.baseline }),
+    ...(options.exclude === undefined ? {} : { exclude: options.exclude }),
     ...(options.factory === undefined ? {} : { factory: options.factory }),
   };
   return {
