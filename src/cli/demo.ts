@@ -78,12 +78,13 @@ function finalTrainerAccuracy(runDir: string): number | null {
 const pp = (d: number): string => `${d >= 0 ? '+' : '−'}${Math.abs(d * 100).toFixed(1)} pp`;
 
 /**
- * What the demonstration found, in plain words, from its own runs: per seed, the held-out accuracy
- * at the trainer's precision of each MXFP4 arm minus BF16's (the experiment's measure).
+ * What the demonstration found, in plain words, from its own runs (`runs`: as sweep.json lists
+ * them): per seed, the held-out accuracy at the trainer's precision of each MXFP4 arm minus BF16's
+ * (the experiment's measure). scripts/demo-docs.ts puts the same lines into docs/getting-started.md.
  */
-function findings(outDir: string, result: SweepResult): string[] {
+export function demoFindings(outDir: string, runs: readonly { readonly label: string; readonly seed: number; readonly dir: string }[]): string[] {
   const bySeed = new Map<number, Record<string, number | null>>();
-  for (const run of result.runs) {
+  for (const run of runs) {
     const arm = run.label.includes('bf16') ? 'bf16' : run.label.includes('correction=tis') ? 'tis' : 'none';
     bySeed.set(run.seed, { ...(bySeed.get(run.seed) ?? {}), [arm]: finalTrainerAccuracy(join(outDir, run.dir)) });
   }
@@ -169,7 +170,7 @@ export const demoCommand: Command = {
       io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
       let found: string[] = [];
       const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
-        after: (result) => (found = findings(resolve(outDir), result)),
+        after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
       });
       if (found.length === 0) return code;
       io.out('');
