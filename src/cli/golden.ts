@@ -8,6 +8,7 @@ import { writeGolden } from '../golden/write.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { makeOutDir } from './outdir.js';
+import { removeStaleTemps } from '../files.js';
 import { parseCommandArgs, required, seedOption } from './parse.js';
 
 const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]
@@ -48,6 +49,8 @@ export const goldenCommand: Command = {
     }
     // One level at a time and probed for writing: /proc/x, a read-only or unwritable parent fail here at once.
     makeOutDir(out, '--out');
+    // Temp files of an earlier golden that was killed mid-write (safetensors and manifest are renamed into place).
+    for (const dir of [out, ...suites.map((suite) => join(out, suite.name))]) removeStaleTemps(dir);
     const command = ['qrl-sim', 'golden', '--suite', list.join(','), '--out', out, '--seed', String(seed)].join(' ');
     writeGolden(out, suites, {
       seed,
