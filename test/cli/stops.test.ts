@@ -50,7 +50,8 @@ function qrl(args: string[]): Spawned {
   };
   child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), check()));
   child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), check()));
-  const exit = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+  // A process ended by a signal reads as the shell shows it: 128 + the signal's number.
+  const exit = new Promise<number | null>((resolve) => child.on('close', (c, signal) => resolve(c ?? (signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : null))));
   return {
     child,
     out: () => out,
