@@ -1,14 +1,44 @@
 // Files that survive interruption: JSON written atomically (temp file + rename) and JSONL
 // appended one complete line at a time with fsync. Not a database and not a log framework.
 
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { threadId } from 'node:worker_threads';
 
 let tempCounter = 0;
 /** A temp name next to `path`, unique across processes, worker threads and calls (pid + threadId + counter). */
 export function tempName(path: string): string {
   return `${path}.tmp-${process.pid}-${threadId}-${++tempCounter}`;
+}
+
+/** Temp names of {@link tempName} (and the safetensors and golden writers): `<name>.tmp-<pid>[-<thread>-<n>]`. */
+const TEMP = /\.tmp-(\d+)(-\d+-\d+)?$/;
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the temp files and directories directly in `dir` that a process which no longer runs
+ * left behind (killed between writing a temp and renaming it into place); those of live processes
+ * are kept. Returns the names removed. A missing directory is nothing to clean.
+ */
+export function removeStaleTemps(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const removed: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const m = TEMP.exec(name);
+    if (m === null || alive(Number(m[1]))) continue;
+    rmSync(join(dir, name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 /** Writes `value` as pretty JSON to `path` so that readers see the old or the new file, never half. */

@@ -12,10 +12,14 @@ import { formatValue } from '../numerics/values.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from '../testing/arbitraries.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
 
 const SUITES = { estimators: 'estimate', casts: 'cast', quantizers: 'quantize' } as const;
 type Suite = keyof typeof SUITES;
+/** What `--config` holds per suite (named in the error when a file does not fit its suite). */
+const CONFIG_SHAPE: Record<Suite, string> = { estimators: 'the estimate "config" object', casts: '{ format, profile, mode }', quantizers: '{ preset, block? }' };
+/** Most generated cases of one `check` (each is a round trip to the implementation). */
+export const MAX_CHECK_RUNS = 100_000;
 type Method = (typeof SUITES)[Suite];
 
 const help = `usage: qrl-sim check --impl COMMAND --suite estimators|casts|quantizers [--config FILE] [--runs N] [--seed S]
@@ -36,8 +40,8 @@ options:
   --suite NAME     estimators (method estimate), casts (cast) or quantizers (quantize)
   --config FILE    fix the configuration, vary only the data: estimators: the estimate "config"
                    object; casts: { format, profile, mode }; quantizers: { preset, block? }
-  --runs N         generated cases (default 100)
-  --seed S         fast-check seed (default 0; the report prints it)
+  --runs N         generated cases (default 100, at most 100000)
+  --seed S         fast-check seed in 0..4294967295 (default 0; the report prints it)
   --timeout MS     per-call timeout (default 30000)
 
 example:
@@ -158,13 +162,18 @@ export const checkCommand: Command = {
     if (!Object.hasOwn(SUITES, suite)) throw new UsageError(`--suite: unknown suite '${suite}' (known: ${Object.keys(SUITES).join(', ')})`);
     const method = SUITES[suite as Suite];
     const config = readConfig(values.config);
-    const runs = integerOption(values.runs, 'runs', 100, 1);
-    const seed = integerOption(values.seed, 'seed', 0);
+    const runs = integerOption(values.runs, 'runs', 100, 1, MAX_CHECK_RUNS);
+    const seed = seedOption(values.seed);
     const timeoutMs = integerOption(values.timeout, 'timeout', 30_000, 1);
     const reference = referenceMethods[method];
     if (config !== undefined) {
       // validate the fixed config once, so a bad file is a usage error rather than a counterexample
-      fc.sample(paramsArb(method, config), { numRuns: 1, seed }).forEach((p) => reference(p));
+      try {
+        fc.sample(paramsArb(method, config), { numRuns: 1, seed }).forEach((p) => reference(p));
+      } catch (error) {
+        if (error instanceof UsageError) throw error;
+        throw new UsageError(`--config: not a ${suite} config (${CONFIG_SHAPE[suite as Suite]}): ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
     const rpc = spawnRpcClient(impl, { timeoutMs, onStderr: (t) => io.err(t.trimEnd()) });
     const fields = new Set<string>();

@@ -2,12 +2,10 @@
 // baseline, with and without correction; `--numerics` prints the cast-profile demonstration instead.
 // Not a general sweep tool (`qrl-sim sweep`).
 
-import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { estimateLabSeconds, loadLabExperiment } from '../runs/lab.js';
-import { gridPoints, parseGrid } from '../runs/grid.js';
-import { runSweep } from '../runs/sweep.js';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { labSweepOptions, loadLabExperiment } from '../runs/lab.js';
+import { readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { fakeQuant } from '../numerics/vector.js';
@@ -17,25 +15,34 @@ import type { Command } from './command.js';
 import { formatValue } from '../numerics/values.js';
 import { UsageError } from '../errors.js';
 import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
-import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';
+import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
-import { sweepProgress } from './sweep-progress.js';
-import { availableParallelism } from 'node:os';
 
-/** The demonstration's base config and grid. */
-export const DEMO_CONFIG = fileURLToPath(new URL('../../sims/demo.json', import.meta.url));
-export const DEMO_GRID = 'plan=bf16,nvfp4-rollout;correction=none,tis';
+/**
+ * The demonstration is the lab's `departure` experiment (sims/lab/departure.json) as it stands —
+ * its config, settings and baseline — over the arms of its finding: BF16 without correction, and
+ * the MXFP4 rollout without correction and with TIS. BF16 with TIS is left out because it is
+ * identical to BF16 without by construction (rollout and trainer agree, every ratio is 1).
+ */
+export const DEMO_EXPERIMENT = 'departure';
+export const DEMO_GRID = 'plan=bf16,mxfp4-rollout;correction=none,tis';
+export const DEMO_EXCLUDE = 'plan=bf16,correction=tis';
+/** Seeds of the demonstration (the experiment has 3; 2 keep it near a minute and a half on two cores). */
+export const DEMO_SEEDS = 2;
 
 const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
        qrl-sim demo --numerics [--seed S]
 
-Without --numerics (what npm start runs): a GRPO sweep of the autoregressive toy policy on the
-reverse task (sims/demo.json) — the BF16 baseline next to an NVFP4-quantized rollout engine, each
-without correction and with TIS, over 2 seeds — in worker threads, under a minute on two cores.
-Prints the summary table and the path of the HTML report (default out: runs/demo), with a live
-progress line on standard error. A previous demonstration in the output directory is
-replaced; any other existing run, sweep or non-empty directory is refused (exit 2).
-Equivalent to: qrl-sim sweep --config sims/demo.json --grid "${DEMO_GRID}" --seeds 2
+Without --numerics (what npm start runs): the lab's departure experiment (qrl-sim lab run
+departure: sims/quantized-departure.json, sudoku4, 60 GRPO steps, settings unchanged) over the
+arms of its finding — BF16 without correction, an MXFP4 rollout engine without correction and
+with TIS (BF16 with TIS is identical to BF16 by construction and left out) — 2 seeds, in worker
+threads. Prints the summary table, then what it found in plain words: each MXFP4 arm's held-out
+accuracy at the trainer's precision minus BF16's, per seed. Default out: runs/demo; a finished
+previous demonstration there is replaced, a stopped one continued (Ctrl-C or SIGTERM stop it after
+the current step of every run); any other existing run, sweep or non-empty directory is refused
+(exit 2). The same runs: qrl-sim sweep --config sims/quantized-departure.json
+  --grid "${DEMO_GRID}" --exclude "${DEMO_EXCLUDE}" --seeds 2 --baseline plan=bf16,correction=none
 
 With --numerics: how each cast profile treats the same float32 inputs in E4M3FN (the edge cases
 that differ between backends), and the round-trip error of a seeded N(0,1) tensor in each format
@@ -46,15 +53,64 @@ examples:
   qrl-sim demo --numerics --seed 1
   (npm start runs 'qrl-sim demo', the full demonstration)`;
 
-/** True when `dir` holds the output of an earlier `demo` (its sweep.json has the demo's grid). */
+/** True when `dir` holds the output of an earlier `demo` (its sweep.json has the demo's grid and exclusion). */
 function isPreviousDemo(dir: string): boolean {
   if (outDirKind(dir) !== 'sweep') return false;
   try {
-    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { grid?: { key: string; values: string[] }[] };
-    return (manifest.grid ?? []).map((a) => `${a.key}=${a.values.join(',')}`).join(';') === DEMO_GRID;
+    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { options?: { grid?: string; exclude?: string } };
+    return manifest.options?.grid === DEMO_GRID && manifest.options.exclude === DEMO_EXCLUDE;
   } catch {
     return false;
   }
+}
+
+/** Held-out greedy accuracy at the trainer's precision at the run's last evaluation, or null. */
+function finalTrainerAccuracy(runDir: string): number | null {
+  try {
+    const lines = readFileSync(join(runDir, 'eval.jsonl'), 'utf8').trim().split('\n');
+    const last = JSON.parse(lines[lines.length - 1] as string) as Record<string, number>;
+    return last['eval/trainer/greedy_accuracy'] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+const pp = (d: number): string => `${d >= 0 ? '+' : '−'}${Math.abs(d * 100).toFixed(1)} pp`;
+
+/**
+ * What the demonstration found, in plain words, from its own runs (`runs`: as sweep.json lists
+ * them): per seed, the held-out accuracy at the trainer's precision of each MXFP4 arm minus BF16's
+ * (the experiment's measure). scripts/demo-docs.ts puts the same lines into docs/getting-started.md.
+ */
+export function demoFindings(outDir: string, runs: readonly { readonly label: string; readonly seed: number; readonly dir: string }[]): string[] {
+  const bySeed = new Map<number, Record<string, number | null>>();
+  for (const run of runs) {
+    const arm = run.label.includes('bf16') ? 'bf16' : run.label.includes('correction=tis') ? 'tis' : 'none';
+    bySeed.set(run.seed, { ...(bySeed.get(run.seed) ?? {}), [arm]: finalTrainerAccuracy(join(outDir, run.dir)) });
+  }
+  const none: number[] = [];
+  const tis: number[] = [];
+  for (const arms of bySeed.values()) {
+    if (arms['bf16'] == null || arms['none'] == null || arms['tis'] == null) continue;
+    none.push(arms['none'] - arms['bf16']);
+    tis.push(arms['tis'] - arms['bf16']);
+  }
+  if (none.length === 0) return ['(no complete seed to compare)'];
+  const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const list = (xs: number[]): string => xs.map(pp).join(', ');
+  const departs = none.every((d) => d < 0);
+  const recovers = departs && tis.every((d, i) => d > (none[i] as number)) && Math.abs(mean(tis)) < Math.abs(mean(none)) / 2;
+  return [
+    'What it found (held-out accuracy, greedy, at the BF16 trainer\'s precision, after the last step;',
+    'each MXFP4 arm minus BF16 on the same seed):',
+    `  MXFP4 rollout, no correction: ${pp(mean(none))} on average (per seed: ${list(none)})`,
+    `  MXFP4 rollout, TIS:           ${pp(mean(tis))} on average (per seed: ${list(tis)})`,
+    departs
+      ? recovers
+        ? 'Training on uncorrected 4-bit rollouts made the policy worse on every seed; truncated importance\nsampling recovered most of the loss — the papers\' main finding.'
+        : 'Training on uncorrected 4-bit rollouts made the policy worse on every seed; TIS did not recover\nmost of it on these seeds.'
+      : 'On these seeds the uncorrected 4-bit rollout did not fall below BF16 on every seed: the gap is\nwithin the seed spread here (docs/lab/departure.md has more seeds).',
+  ];
 }
 
 /** Per-tensor amax-scaled fake quantization error of `x` in a format (simple demonstration). */
@@ -91,42 +147,38 @@ export const demoCommand: Command = {
     });
     if (!values.numerics) {
       if (values.seed !== undefined) throw new UsageError('--seed goes with --numerics; the sweep uses --seeds N');
-      const seeds = integerOption(values.seeds, 'seeds', 2, 1, MAX_SEEDS);
+      const seeds = integerOption(values.seeds, 'seeds', DEMO_SEEDS, 1, MAX_SEEDS);
       const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
       const outDir = values.out ?? 'runs/demo';
-      if (isPreviousDemo(outDir)) {
-        rmSync(outDir, { recursive: true, force: true });
-        io.err(`qrl-sim demo: replacing the previous demonstration in ${outDir}`);
-      }
-      claimOutDir(outDir, 'sweep', values.out === undefined ? 'output directory' : '--out');
-      const runs = 4 * seeds;
-      const progress = sweepProgress(io, Math.min(workers ?? availableParallelism(), runs), runs);
-      io.out(`qrl-sim demonstration: GRPO on reverse, BF16 baseline vs NVFP4 rollout × {none, TIS}, ${seeds} seed(s) → ${outDir}`);
-      const result = await runSweep({
-        baseConfig: JSON.parse(readFileSync(DEMO_CONFIG, 'utf8')),
+      const departure = loadLabExperiment(DEMO_EXPERIMENT);
+      const options = {
+        ...labSweepOptions(departure, { outDir: resolve(outDir), seeds, ...(workers !== undefined ? { workers } : {}) }),
         grid: DEMO_GRID,
-        seeds,
-        outDir,
-        ...(workers !== undefined ? { workers } : {}),
-        onRunDone: (run, done, total) => {
-          progress.runDone(done, total, run.ok);
-          io.out(`[${done}/${total}] ${run.dir}${run.ok ? '' : `: FAILED: ${run.error}`}`);
-        },
-      }).finally(() => progress.stop());
+        exclude: DEMO_EXCLUDE,
+      };
+      let resume = false;
+      if (isPreviousDemo(outDir)) {
+        // A finished demonstration is replaced; a stopped one (no summary yet) is continued.
+        resume = !existsSync(join(outDir, 'summary.json')) && readSweepManifestOptions(outDir).seeds === seeds;
+        if (!resume) rmSync(outDir, { recursive: true, force: true });
+        io.err(`qrl-sim demo: ${resume ? 'continuing the stopped' : 'replacing the previous'} demonstration in ${outDir}`);
+      }
+      if (!resume) claimOutDir(outDir, 'sweep', values.out === undefined ? 'output directory' : '--out');
+      io.out(`qrl-sim demonstration: ${departure.title}`);
+      io.out(`  ${departure.source}`);
+      io.out(`  GRPO on sudoku4 (${departure.config}, as \`qrl-sim lab run departure\` runs it): BF16 vs an MXFP4`);
+      io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
+      let found: string[] = [];
+      const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
+        after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
+      });
+      if (found.length === 0) return code;
       io.out('');
-      io.out(result.report.markdown);
-      io.out(`${result.runs.length} runs on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
-      io.out(`report: ${result.report.files.reportHtml}`);
+      for (const line of found) io.out(line);
       io.out('');
-      // The long experiment's duration comes from its spec's measured run time, not from this text.
-      const departure = loadLabExperiment('departure');
-      const departureRuns = gridPoints(parseGrid(departure.grid)).length * departure.seeds;
-      const departureMinutes = Math.round(estimateLabSeconds(departure, departureRuns, departure.seeds, 2) / 60);
-      io.out('These 15 short steps show the mismatch and what each correction does to the weights, not yet a');
-      io.out('training gap. The setting where the uncorrected quantized rollout departs from BF16 by more than');
-      io.out(`the seed spread, and TIS recovers it, takes longer: \`qrl-sim lab run departure\` (about ${departureMinutes} min on`);
-      io.out('two cores). Its measured result and verdict: docs/lab/departure.md; every finding: docs/lab/README.md.');
-      return result.runs.every((r) => r.ok) ? 0 : 1;
+      io.out('The full experiment (AIS as well, 3 seeds): qrl-sim lab run departure; its page and verdict:');
+      io.out('docs/lab/departure.md; every finding: docs/lab/README.md.');
+      return code;
     }
     refuseIgnored(values, ['out', 'seeds', 'workers'], 'with --numerics (it runs no sweep)');
     const seed = seedOption(values.seed);

@@ -44,6 +44,30 @@ async function readInput(path: string, io: CliIo): Promise<string> {
   }
 }
 
+/** The path and value of the first non-finite number in a JSON-bound value, or null. */
+function firstNonFinite(value: unknown, path: string): { path: string; value: number } | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : { path: path || 'value', value };
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
+    const a = value as unknown as ArrayLike<number>;
+    for (let i = 0; i < a.length; i++) if (typeof a[i] === 'number' && !Number.isFinite(a[i])) return { path: `${path}[${i}]`, value: a[i] as number };
+    return null;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const r = firstNonFinite(value[i], `${path}[${i}]`);
+      if (r !== null) return r;
+    }
+    return null;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      const r = firstNonFinite(v, path === '' ? k : `${path}.${k}`);
+      if (r !== null) return r;
+    }
+  }
+  return null;
+}
+
 /** The `estimate` subcommand. */
 export const estimateCommand: Command = {
   summary: 'evaluate advantages, rollout correction, policy loss, KL and d loss/d logpTheta on a JSON batch',
@@ -52,8 +76,11 @@ export const estimateCommand: Command = {
     const { values } = parseCommandArgs(args, { input: { type: 'string' }, output: { type: 'string' } });
     if (values.input === undefined) throw new UsageError('--input: required (a file path or - for standard input)');
     const text = await readInput(values.input, io);
-    const json = parseJsonInput(text, 'input');
-    const out = `${JSON.stringify(estimateJson(json), null, 2)}\n`;
+    const json = parseJsonInput(text, values.input === '-' ? '--input' : `--input '${values.input}'`);
+    const result = estimateJson(json);
+    const bad = firstNonFinite(result, '');
+    if (bad !== null) throw new UsageError(`result ${bad.path} is ${bad.value} (not finite: the input's magnitudes overflow float64 arithmetic; JSON cannot carry it)`);
+    const out = `${JSON.stringify(result, null, 2)}\n`;
     if (values.output !== undefined) {
       try {
         await writeFile(values.output, out);

@@ -1,12 +1,15 @@
 // `qrl-sim golden`: writes golden reference suites (safetensors + manifest.json) for GPU
 // implementations to test against. Not the suites (src/golden/suites) nor the reader (python/qrl_golden).
 
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { goldenSuites } from '../golden/suites/index.js';
 import { writeGolden } from '../golden/write.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { makeOutDir } from './outdir.js';
+import { removeStaleTemps } from '../files.js';
+import { parseCommandArgs, required, seedOption } from './parse.js';
 
 const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]
 
@@ -39,17 +42,22 @@ export const goldenCommand: Command = {
       return suite;
     });
     const out = required(values.out, 'out');
-    if (existsSync(out) && readdirSync(out).length > 0 && !existsSync(`${out}/manifest.json`)) {
+    const seed = seedOption(values.seed);
+    if (existsSync(out) && !statSync(out).isDirectory()) throw new UsageError(`--out: '${out}' is a file, not a directory`);
+    if (existsSync(out) && readdirSync(out).length > 0 && !existsSync(join(out, 'manifest.json'))) {
       throw new UsageError(`--out: '${out}' exists, is not empty and holds no manifest.json (refusing to write into it)`);
     }
-    const seed = integerOption(values.seed, 'seed', 0, 0);
+    // One level at a time and probed for writing: /proc/x, a read-only or unwritable parent fail here at once.
+    makeOutDir(out, '--out');
+    // Temp files of an earlier golden that was killed mid-write (safetensors and manifest are renamed into place).
+    for (const dir of [out, ...suites.map((suite) => join(out, suite.name))]) removeStaleTemps(dir);
     const command = ['qrl-sim', 'golden', '--suite', list.join(','), '--out', out, '--seed', String(seed)].join(' ');
     writeGolden(out, suites, {
       seed,
       command,
       onSuite: (name, cases, bytes, ms) => io.err(`${name}: ${cases} cases, ${(bytes / 1024).toFixed(0)} KiB, ${(ms / 1000).toFixed(2)} s`),
     });
-    io.out(`wrote ${out}/manifest.json`);
+    io.out(`wrote ${join(out, 'manifest.json')}`);
     return 0;
   },
 };

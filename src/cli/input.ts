@@ -18,14 +18,19 @@ export function readJsonFile(path: string, flag: string): unknown {
 
 /** Refuses `--set` values whose number overflows float64 (`--set optim.lr=1e400`). */
 export function checkSetValues(sets: readonly string[]): void {
+  const seen = new Map<string, string>();
   for (const text of sets) {
     const eq = text.indexOf('=');
     if (eq < 0) continue;
+    const key = text.slice(0, eq);
+    const earlier = seen.get(key);
+    if (earlier !== undefined) throw new UsageError(`--set: '${key}' given twice ('${earlier}' and '${text}'; give each field once)`);
+    seen.set(key, text);
     const raw = text.slice(eq + 1);
     try {
       JSON.parse(raw);
     } catch {
-      continue; // not JSON: the value is taken as a string
+      continue; // not JSON: the value is taken as a string (malformed JSON is refused by parseOverride)
     }
     const overflow = findOverflowingNumber(raw);
     if (overflow !== null) throw new UsageError(`--set '${text}': ${overflow.literal} overflows float64`);

@@ -3,14 +3,13 @@
 
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { estimateLabSeconds, labExperimentNames, labSweepOptions, loadLabExperiment, runLabExperiment } from '../runs/lab.js';
+import { estimateLabSeconds, labExperimentNames, labSweepOptions, loadLabExperiment } from '../runs/lab.js';
 import { planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, parseCommandArgs } from './parse.js';
-import { sweepProgress } from './sweep-progress.js';
-import { MAX_SEEDS, MAX_WORKERS } from './sweep.js';
+import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 
 const help = `usage: qrl-sim lab list
        qrl-sim lab run NAME [--seeds N] [--workers N] [--out DIR] [--smoke]
@@ -24,7 +23,8 @@ mechanism, the measured result and a verdict (index: docs/lab/README.md).
                   summary and the paired comparison with the baseline and writes report.html
   --seeds N       seeds (default: the experiment's, at most ${MAX_SEEDS})
   --workers N     worker threads (default: available cores = ${availableParallelism()})
-  --out DIR       output directory; must be new or empty
+  --out DIR       output directory; must be new or empty (default runs/lab/NAME, with --smoke
+                  runs/lab/NAME-smoke)
   --smoke         the seconds-long version (tiny sizes, one step): checks that it runs, measures nothing
 
 The estimate printed before a run is the experiment's measured time per run on two idle cores
@@ -61,7 +61,8 @@ export const labCommand: Command = {
     const exp = loadLabExperiment(positionals[0] as string);
     const seeds = values.seeds === undefined ? undefined : integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);
     const workers = values.workers === undefined ? Math.min(availableParallelism(), MAX_WORKERS) : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
-    const out = values.out ?? `runs/lab/${exp.name}`;
+    // A smoke run has its own default directory: the real run's stays free.
+    const out = values.out ?? `runs/lab/${exp.name}${values.smoke === true ? '-smoke' : ''}`;
     const outDir = isAbsolute(out) ? out : resolve(out);
     const smoke = values.smoke === true;
     const options = { outDir, workers, smoke, ...(seeds === undefined ? {} : { seeds }) };
@@ -74,16 +75,9 @@ export const labCommand: Command = {
         ? `smoke run: ${plan.runs.length} runs at a tiny size (seconds); it measures nothing`
         : `${plan.runs.length} runs (${plan.points.length} configurations × ${plan.seeds.length} seeds) on ${Math.min(workers, plan.runs.length)} workers: about ${minutes(estimateLabSeconds(exp, plan.runs.length, plan.seeds.length, Math.min(workers, plan.runs.length)))} on two idle cores`,
     );
-    const progress = sweepProgress(io, Math.min(workers, plan.runs.length), plan.runs.length);
-    const result = await runLabExperiment(exp, {
-      ...options,
-      onRunDone: (run, done, total) => progress.runDone(done, total, run.ok),
-    }).finally(() => progress.stop());
-    const failed = result.runs.filter((r) => !r.ok).length;
-    io.out('');
-    io.out(result.report.markdown);
-    io.out(`${result.runs.length} runs (${failed} failed) in ${result.seconds.toFixed(1)} s; the page: ${exp.page}`);
-    io.out(`report: ${result.report.files.reportHtml}`);
-    return failed === 0 ? 0 : 1;
+    return executeSweep(io, labSweepOptions(exp, options), out, 'lab', {
+      perRun: false,
+      after: () => io.out(`the page: ${exp.page}`),
+    });
   },
 };

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
+import { requestStop } from './stop.js';
 import { backendCheckCommand } from './backend-check.js';
 import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
@@ -38,12 +39,36 @@ export const commands: Readonly<Record<string, Command>> = {
   lab: labCommand,
 };
 
+// A cut pipe (`qrl-sim … | head`) closes standard output: printing stops there, and long work is
+// asked to stop cleanly (src/cli/stop.ts) instead of the process dying mid-way.
+let stdoutOpen = true;
+let stderrOpen = true;
+function watchPipes(): void {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    stdoutOpen = false;
+    requestStop('EPIPE');
+  });
+  process.stderr.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    stderrOpen = false;
+  });
+}
+
 const processIo: CliIo = {
   interactive: process.stdout.isTTY === true,
-  out: (text) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
-  err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
+  out: (text) => {
+    if (stdoutOpen) process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  },
+  err: (text) => {
+    if (stderrOpen) process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+  },
   ...(process.stderr.isTTY === true
-    ? { status: (text: string) => process.stderr.write(`\r\x1b[2K${text.slice(0, Math.max(10, (process.stderr.columns ?? 80) - 1))}`) }
+    ? {
+        status: (text: string) => {
+          if (stderrOpen) process.stderr.write(`\r\x1b[2K${text.slice(0, Math.max(10, (process.stderr.columns ?? 80) - 1))}`);
+        },
+      }
     : {}),
   readStdin: async () => {
     const chunks: Buffer[] = [];
@@ -79,10 +104,16 @@ function usage(): string {
  * Usage errors print one line `qrl-sim: <reason>` on stderr and give 2.
  */
 export async function main(argv: string[], io: CliIo = processIo): Promise<number> {
+  if (io === processIo) watchPipes();
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    // A usage error like any other: the text goes to standard error, with exit code 2.
+    io.err(usage());
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
     io.out(usage());
-    return name === undefined ? 2 : 0;
+    return 0;
   }
   if (name === '--version' || name === '-V') {
     io.out(packageVersion());
@@ -101,7 +132,8 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     return await command.run(rest, io);
   } catch (error) {
     if (error instanceof UsageError || error instanceof JsonInputError) {
-      io.err(`qrl-sim ${name}: ${error.message}`);
+      // Messages from shared code may start with the command's name already ('lab: …'): say it once.
+      io.err(`qrl-sim ${name}: ${error.message.startsWith(`${name}: `) ? error.message.slice(name.length + 2) : error.message}`);
       return 2;
     }
     throw error;

@@ -26,7 +26,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { JsonInputError } from '../json.js';
-import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
+import { integerOption, parseCommandArgs, refuseIgnored, required, seedOption } from './parse.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -302,6 +302,7 @@ export const mismatchCommand: Command = {
     const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
     if (policyName === 'diffusion' && (values['top-k'] !== undefined || values['top-p'] !== undefined)) throw new UsageError(`--${values['top-k'] !== undefined ? 'top-k' : 'top-p'}: only for --policy ar`);
     if (policyName === 'diffusion') {
+      refuseIgnored(values, ['preset', 'outliers', 'moe', 'channels'], 'with --policy diffusion (ar only)');
       if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains and precision overrides are for --policy ar only, got one in plan '${plan.name}'`);
       return runDiffusion(values, plan, io.out);
     }

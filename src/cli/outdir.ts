@@ -2,8 +2,8 @@
 // and create the directory one level at a time so that bad paths fail at once with one line.
 // Not the writers of the run files (src/files.ts) and not the sweep logic.
 
-import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { UsageError } from '../errors.js';
 
 /** What an existing directory holds, judged by the files `run` and `sweep` write. */
@@ -54,6 +54,17 @@ export function makeOutDir(dir: string, flag: string): void {
   }
 }
 
+/** True when the sweep in `sweepDir` lists `runDir` as one of its runs (a job of `sweep --emit-jobs`). */
+function sweepListsRun(sweepDir: string, runDir: string): boolean {
+  try {
+    const manifest = JSON.parse(readFileSync(join(sweepDir, 'sweep.json'), 'utf8')) as { runs?: { dir?: unknown }[] };
+    const rel = relative(sweepDir, runDir).split(sep).join('/');
+    return (manifest.runs ?? []).some((r) => r.dir === rel);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Refuses an output directory that already holds a run or a sweep (or, for a run, anything that
  * is not empty), so that results are never overwritten or mixed; then creates it.
@@ -65,7 +76,9 @@ export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'):
   if (kind === 'run') throw new UsageError(`${flag}: '${dir}' already holds a run (${hint})`);
   if (kind === 'sweep') throw new UsageError(`${flag}: '${dir}' already holds a sweep (${hint})`);
   for (let up = dirname(resolve(dir)); want === 'run'; up = dirname(up)) {
-    if (existsSync(join(up, 'sweep.json'))) throw new UsageError(`${flag}: '${dir}' is inside the sweep directory '${up}' (give a directory outside it)`);
+    if (existsSync(join(up, 'sweep.json')) && !sweepListsRun(up, resolve(dir))) {
+      throw new UsageError(`${flag}: '${dir}' is inside the sweep directory '${up}' (give a directory outside it)`);
+    }
     if (dirname(up) === up) break;
   }
   if (kind === 'other') {

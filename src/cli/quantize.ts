@@ -89,7 +89,7 @@ export const quantizeCommand: Command = {
         throw new UsageError(`--input: cannot read '${inputPath}' (${error instanceof Error ? error.message.split('\n')[0] : String(error)})`);
       }
     }
-    const { x, shape, oneD } = parseQuantizeInput(text);
+    const { x, shape, oneD } = parseQuantizeInput(text, inputPath === '-' ? '--input' : `--input '${inputPath}'`);
     const spec = quantPreset(name, params);
     const q: QuantizedTensor = quantize(spec, x, shape);
     const y = dequantize(q);

@@ -1,7 +1,8 @@
 // `qrl-sim report DIR`: writes summary.json/md/html and report.html for a run or sweep directory
 // and prints the table. Not the report's logic (src/report/).
 
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { BaselineError } from '../report/summary.js';
 import { writeReport } from '../report/write.js';
 import { readRuns } from '../report/runs.js';
@@ -29,6 +30,16 @@ examples:
   qrl-sim run --config sims/smoke-reverse.json --out runs/smoke-report
   qrl-sim report runs/smoke-report --title "smoke run"`;
 
+/** The baseline a sweep directory's sweep.json records (`--baseline` of the sweep), if any. */
+function recordedBaseline(dir: string): string | undefined {
+  try {
+    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { options?: { baseline?: unknown } };
+    return typeof manifest.options?.baseline === 'string' ? manifest.options.baseline : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The `report` subcommand. */
 export const reportCommand: Command = {
   summary: 'summary table and self-contained HTML report (plots) of a run or sweep directory',
@@ -49,12 +60,16 @@ export const reportCommand: Command = {
     if (runs.every((r) => r.metrics.length === 0 && r.error === null)) {
       throw new UsageError(`DIR: no steps recorded yet in '${dir}' (metrics.jsonl is empty in ${runs.length === 1 ? 'its run' : `all ${runs.length} runs`}): nothing to report`);
     }
+    // A sweep directory's recorded baseline (sweep.json) is the default, as the sweep itself reported.
+    const baseline = values.baseline ?? recordedBaseline(dir);
     let result;
     try {
-      result = await writeReport(dir, { ...(values.title === undefined ? {} : { title: values.title }), ...(values.baseline === undefined ? {} : { baseline: values.baseline }) });
+      result = await writeReport(dir, { ...(values.title === undefined ? {} : { title: values.title }), ...(baseline === undefined ? {} : { baseline }) });
     } catch (error) {
       if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
       if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+      const code = (error as NodeJS.ErrnoException).code;
+      if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) throw new UsageError(`DIR: cannot write the report into '${dir}' (${code}${'path' in (error as object) ? `: ${(error as NodeJS.ErrnoException).path}` : ''})`);
       throw error;
     }
     io.out(result.markdown);

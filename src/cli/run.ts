@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { applyOverrides } from '../runs/overrides.js';
+import { checkModelLimits } from '../runs/limits.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/write.js';
@@ -19,6 +20,7 @@ import { eta, progressLine } from './progress.js';
 import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
 import { makeTask } from '../tasks/registry.js';
 import type { Task } from '../tasks/task.js';
+import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
                     [--startup-timeout MS]
@@ -29,6 +31,9 @@ N steps of rollout under the plan's rollout engine, correction, and updates unde
 Writes DIR/config.json (resolved), metrics.jsonl (one deterministic line per step),
 timings.jsonl, eval.jsonl and checkpoints/. Ctrl-C stops after the current step with a
 checkpoint; --resume DIR continues from the last checkpoint with byte-identical metrics.
+SIGTERM (Slurm, Kubernetes) and a closed standard output (| head) stop the same way; a second
+signal stops at once with the files whole. Stopped during the warm start, before a first
+checkpoint, --resume DIR starts the run over from step 0 (the same files, byte for byte).
 
 options:
   --config FILE   JSON run config (see sims/ for examples)
@@ -75,6 +80,7 @@ export function configFromArgs(values: { config?: string; steps?: string; seed?:
     throw new UsageError((error as Error).message);
   }
   const config = resolveRunConfig(merged);
+  checkModelLimits(config);
   if (config.plan === PLAN_FROM_BACKEND) {
     // the plan comes from the backend's info; everything else is validated as usual
     policyFactory(config.policy.kind).validate({ ...config, plan: 'fp32' });
@@ -167,13 +173,14 @@ export const runCommand: Command = {
     if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
       throw new UsageError('--resume only accepts --steps (other changes would break determinism)');
     }
+    if (values.resume !== undefined && values.out !== undefined) throw new UsageError(`--out: not used with --resume (the run continues in '${values.resume}')`);
+    if (values.timeout !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--timeout: not used without --backend (it is the request timeout of an external backend)');
     const config = configFromArgs(values);
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {
       if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);
       const done = checkpointStep(outDir);
-      if (done === 0) throw new UsageError(`--resume: '${outDir}' has no checkpoint to resume from`);
-      if (done >= config.steps) {
+      if (done > 0 && done >= config.steps) {
         io.out(`${outDir}: already finished at step ${done} of ${config.steps}; nothing to do (--steps N with N > ${done} extends it)`);
         return 0;
       }
@@ -223,13 +230,7 @@ export const runCommand: Command = {
         where = `checkpoint of step ${step}`;
       },
     };
-    let stopRequested = false;
-    const onSigint = (): void => {
-      if (stopRequested) process.exit(130);
-      stopRequested = true;
-      io.err('qrl-sim run: stopping after this step (Ctrl-C again to abort now)');
-    };
-    process.on('SIGINT', onSigint);
+    const unhandle = handleStopSignals(io, 'run');
     try {
       let summary;
       try {
@@ -239,7 +240,7 @@ export const runCommand: Command = {
           factory: policyFactory(config.policy.kind),
           resume: values.resume !== undefined,
           observer: tracking,
-          shouldStop: () => stopRequested,
+          shouldStop: stopRequested,
           ...(backend !== undefined ? { backend, backendIdentity: backendIdentity! } : {}),
         });
       } catch (error) {
@@ -251,12 +252,19 @@ export const runCommand: Command = {
         return 1;
       }
       observer.stop();
-      io.out(`${summary.stopped ? 'stopped' : 'finished'} at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
+      if (summary.stopped) {
+        const reason = stopReason() ?? 'SIGINT';
+        const at = summary.lastStep === 0 ? 'before step 1 (no checkpoint yet: --resume starts it over from step 0)' : `at step ${summary.lastStep} with a checkpoint`;
+        io.err(`qrl-sim run: stopped (${reason}) ${at}; continue with: qrl-sim run --resume ${outDir}`);
+        io.out(`stopped at step ${summary.lastStep}: ${outDir}`);
+        return STOP_EXIT[reason];
+      }
+      io.out(`finished at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
       const report = await writeReport(outDir);
       io.out(`report: ${report.files.reportHtml}`);
-      return summary.stopped ? 130 : 0;
+      return 0;
     } finally {
-      process.off('SIGINT', onSigint);
+      unhandle();
       await backend?.close();
     }
   },

@@ -133,6 +133,8 @@ export const serveCommand: Command = {
     if (policy !== 'ar' && policy !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got ${policy === undefined ? 'nothing' : `'${policy}'`}`);
     if (values.plan !== undefined && !Object.hasOwn(precisionPlans, values.plan)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${values.plan}'`);
     if (values.stdio && values.port !== undefined) throw new UsageError('--stdio and --port are exclusive');
+    if (values.host !== undefined && values.port === undefined) throw new UsageError('--host: not used without --port (it is the HTTP address)');
+    const port = values.port === undefined ? undefined : integerOption(values.port, 'port', 0, 0, 65535);
     const backend = new ConfiguredReference(policy, values.plan);
     if (values.config !== undefined) {
       let raw: unknown;
@@ -153,8 +155,8 @@ export const serveCommand: Command = {
       else if (!backend.configured) backend.configure({ task: { name: 'reverse' }, policy: { kind: policy }, ...(values.plan !== undefined ? { plan: values.plan } : {}) });
     };
     const server =
-      values.port !== undefined
-        ? await serveBackend(backend, { port: integerOption(values.port, 'port', 0, 0), host: values.host ?? '127.0.0.1', onInfo })
+      port !== undefined
+        ? await serveBackend(backend, { port, host: values.host ?? '127.0.0.1', onInfo })
         : await serveBackend(backend, { stdio: true, onInfo });
     if (server.port !== null) io.err(`qrl-backend/1 listening on http://${values.host ?? '127.0.0.1'}:${server.port}`);
     await server.done;

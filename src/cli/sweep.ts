@@ -1,17 +1,19 @@
 // `qrl-sim sweep`: a grid of configs × seeds run in parallel worker threads, then the summary
 // table and the report. Not the sweep logic (src/report/sweep.ts) nor the grid syntax (grid.ts).
 
-import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { existsSync, writeFileSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { packageRoot } from '../runs/lab.js';
 import { availableParallelism } from 'node:os';
 import { GRID_ALIASES } from '../runs/grid.js';
-import { planSweep, runSweep } from '../runs/sweep.js';
+import { emitSweepJobs, planSweep, readSweepManifestOptions, runSweep, SweepStopped, type SweepOptions, type SweepResult } from '../runs/sweep.js';
 import type { FactorySource } from '../runs/factory.js';
-import type { Command } from './command.js';
+import type { CliIo, Command } from './command.js';
+import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
-import { integerOption, MAX_STEPS, parseCommandArgs, required } from './parse.js';
+import { integerOption, MAX_STEPS, parseCommandArgs, refuseIgnored, required } from './parse.js';
 import { sweepProgress } from './sweep-progress.js';
 
 /** Most seeds per grid point and most worker threads (docs/decisions.md, "CLI limits"). */
@@ -26,7 +28,9 @@ const aliases = Object.entries(GRID_ALIASES)
 
 const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [--seeds N] [--workers N]
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
-                     [--baseline KEY=V[,KEY=V…]]
+                     [--baseline KEY=V[,KEY=V…]] [--exclude KEY=V[,KEY=V…][;…]]
+       qrl-sim sweep --resume DIR [--workers N]
+       qrl-sim sweep --config FILE … --out DIR --emit-jobs FILE
 
 Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
@@ -44,6 +48,13 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
   --factory M#E    module exporting the policy factory (default: the built-in policies)
   --baseline SEL   the report's baseline for the paired comparison, e.g. plan=bf16,correction=none
                    (the default; must select exactly one grid point)
+  --exclude SEL    leave out the grid points SEL matches (';' between selectors), e.g.
+                   plan=bf16,correction=tis — an arm identical to the baseline by construction
+  --resume DIR     continue a stopped sweep (see below)
+  --emit-jobs FILE run nothing: write DIR/sweep.json, each run's config (DIR/jobs/NNNN.json) and
+                   FILE, one self-contained 'qrl-sim run --config … --out DIR/<point>/seed-<s>'
+                   command per line, for a scheduler (Slurm array, ray job submit, GNU parallel,
+                   xargs -P); then 'qrl-sim report DIR' writes the sweep's summary (docs/reports.md)
 
 Grid key aliases:
 ${aliases}
@@ -53,6 +64,12 @@ value list or an invalid value exits with code 2. A run that fails is recorded i
 (with its error) and does not stop the others; the sweep then exits with code 1.
 
 A live line on standard error shows runs done, running, failed and the ETA.
+
+Ctrl-C, SIGTERM or a closed standard output stop the sweep: no further run starts and every
+running run stops after its current step with a checkpoint (a second signal stops at once, files
+whole). --resume DIR continues it with the options sweep.json records: finished runs are kept, cut
+runs resume from their checkpoint, missing or failed runs run; the results are byte-identical to
+an uninterrupted sweep. It continues a 'lab run' or 'demo' directory the same way.
 
 examples:
   qrl-sim sweep --config sims/smoke-reverse.json --grid "correction=none,tis" --workers 2 --out runs/smoke-sweep
@@ -84,7 +101,21 @@ export const sweepCommand: Command = {
       set: { type: 'string', multiple: true },
       factory: { type: 'string' },
       baseline: { type: 'string' },
+      resume: { type: 'string' },
+      'emit-jobs': { type: 'string' },
+      exclude: { type: 'string' },
     });
+    if (values.resume !== undefined) {
+      refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'], 'with --resume (the sweep keeps the options its sweep.json records)');
+      const recorded = readSweepManifestOptions(values.resume);
+      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+      return executeSweep(io, {
+        ...recorded,
+        outDir: resolve(values.resume),
+        resume: true,
+        ...(workers === undefined ? {} : { workers }),
+      }, values.resume, 'sweep');
+    }
     const file = required(values.config, 'config');
     if (!existsSync(file)) throw new UsageError(`--config: no such file '${file}'`);
     const baseConfig = readJsonFile(file, '--config');
@@ -104,24 +135,78 @@ export const sweepCommand: Command = {
       ...(steps === undefined ? {} : { steps }),
       ...(factory === undefined ? {} : { factory }),
       ...(values.baseline === undefined ? {} : { baseline: values.baseline }),
+      ...(values.exclude === undefined ? {} : { exclude: values.exclude }),
     };
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);
     if (plan.runs.length > MAX_RUNS) throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
+    if (values['emit-jobs'] !== undefined) {
+      refuseIgnored(values, ['workers'], 'with --emit-jobs (the scheduler runs the jobs)');
+      const jobsFile = values['emit-jobs'];
+      if (existsSync(jobsFile)) throw new UsageError(`--emit-jobs: '${jobsFile}' exists (give a new file)`);
+      claimOutDir(outDir, 'sweep');
+      const jobs = await emitSweepJobs(sweepOptions);
+      const bin = join(packageRoot(), 'bin', 'qrl-sim.js');
+      const lines = jobs.map((j) => [process.execPath, bin, 'run', '--config', j.configPath, '--out', j.outDir].map(shellQuote).join(' '));
+      try {
+        writeFileSync(jobsFile, `${lines.join('\n')}\n`);
+      } catch (error) {
+        throw new UsageError(`--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+      io.out(`wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`);
+      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; docs/reports.md)`);
+      return 0;
+    }
     claimOutDir(outDir, 'sweep');
-    const progress = sweepProgress(io, Math.min(workers ?? availableParallelism(), plan.runs.length), plan.runs.length);
-    const result = await runSweep({
-      ...sweepOptions,
-      onRunDone: (run, done, total) => {
-        progress.runDone(done, total, run.ok);
-        io.out(`[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`);
-      },
-    }).finally(() => progress.stop());
-    const failed = result.runs.filter((r) => !r.ok).length;
-    io.out('');
-    io.out(result.report.markdown);
-    io.out(`${result.runs.length} runs (${failed} failed) on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
-    io.out(`report: ${result.report.files.reportHtml}`);
-    return failed === 0 ? 0 : 1;
+    return executeSweep(io, sweepOptions, outDir, 'sweep');
   },
 };
+
+/** `text` quoted for a POSIX shell (left bare when it has only safe characters). */
+export function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * Runs a planned sweep (or resumes one) under the stopping discipline of src/cli/stop.ts, printing
+ * a line per finished run, then the table; a stopped sweep says how to continue it and exits with
+ * 128 + the signal. `command` names the command in messages (sweep, lab, demo).
+ */
+export async function executeSweep(
+  io: CliIo,
+  options: SweepOptions,
+  outDir: string,
+  command: string,
+  print: { perRun?: boolean; after?: (result: SweepResult) => void } = {},
+): Promise<number> {
+  const plan = await planSweep(options);
+  const progress = sweepProgress(io, Math.min(options.workers ?? availableParallelism(), plan.runs.length), plan.runs.length);
+  const unhandle = handleStopSignals(io, command, 'no further run starts; the running ones stop after their current step');
+  let result: SweepResult;
+  try {
+    result = await runSweep({
+      ...options,
+      shouldStop: stopRequested,
+      onRunDone: (run, done, total) => {
+        progress.runDone(done, total, run.ok);
+        if (print.perRun !== false) io.out(`[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`);
+      },
+    });
+  } catch (error) {
+    progress.stop();
+    if (!(error instanceof SweepStopped)) throw error;
+    const reason = stopReason() ?? 'SIGINT';
+    io.err(`qrl-sim ${command}: stopped (${reason}): ${error.finished} of ${error.total} runs finished, ${error.cut} stopped part-way (files whole); continue with: qrl-sim sweep --resume ${outDir}`);
+    return STOP_EXIT[reason];
+  } finally {
+    unhandle();
+  }
+  progress.stop();
+  const failed = result.runs.filter((r) => !r.ok).length;
+  io.out('');
+  io.out(result.report.markdown);
+  io.out(`${result.runs.length} runs (${failed} failed) on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
+  io.out(`report: ${result.report.files.reportHtml}`);
+  print.after?.(result);
+  return failed === 0 ? 0 : 1;
+}

@@ -31,9 +31,10 @@ function parseElement(v: unknown, where: string): number {
 }
 
 /** Parses the input JSON into float32 values and a (rows, cols) shape; `oneD` when the input was a flat array. */
-export function parseQuantizeInput(text: string): { x: Float32Array; shape: [number, number]; oneD: boolean } {
-  const data = parseJsonInput(text, '--input');
+export function parseQuantizeInput(text: string, name = '--input'): { x: Float32Array; shape: [number, number]; oneD: boolean } {
+  const data = parseJsonInput(text, name);
   if (!Array.isArray(data)) throw new UsageError('--input: expected a JSON array of numbers or an array of rows');
+  if (data.length === 0 || (Array.isArray(data[0]) && data[0].length === 0)) throw new UsageError('--input: empty array (give at least one value to quantize)');
   if (data.length === 0 || !Array.isArray(data[0])) {
     const x = Float32Array.from(data, (v, i) => parseElement(v, `[${i}]`));
     return { x, shape: [1, x.length], oneD: true };

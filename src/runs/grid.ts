@@ -1,6 +1,7 @@
 // The sweep grid: `key=v1,v2;key2=v3` parsed into axes, short key aliases, and the cartesian
 // product of grid points. Not validation of the values (sweep.ts resolves every point's config).
 
+import { findOverflowingNumber } from '../json.js';
 import { UsageError } from '../errors.js';
 import { applyOverrides } from './overrides.js';
 
@@ -76,12 +77,17 @@ function splitTopLevel(text: string, sep: string): string[] {
 }
 
 /** A grid value parsed like a `--set` value: JSON when it parses, else the raw string. */
-function parseValue(text: string): unknown {
+function parseValue(text: string, key: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
-  } catch {
+    value = JSON.parse(text) as unknown;
+  } catch (error) {
+    if (/^\s*[[{"]/.test(text)) throw new UsageError(`--grid: ${key}=${text}: the value is not valid JSON (${(error as Error).message.split('\n')[0]})`);
     return text;
   }
+  const overflow = findOverflowingNumber(text);
+  if (overflow !== null) throw new UsageError(`--grid: ${key}=${text}: ${overflow.literal} overflows float64`);
+  return value;
 }
 
 /**
@@ -109,7 +115,7 @@ export function parseGrid(text: string): GridAxis[] {
     if (texts.some((v) => v === '')) throw new UsageError(`--grid: key '${key}' has an empty value in '${rawValues.trim()}'`);
     if (new Set(texts).size !== texts.length) throw new UsageError(`--grid: key '${key}' repeats a value in '${rawValues.trim()}'`);
     const values = texts.map((t) => {
-      const v = parseValue(t);
+      const v = parseValue(t, key);
       return alias?.spec === true && typeof v === 'string' ? { name: v } : v;
     });
     axes.push({ key, path, texts, values });

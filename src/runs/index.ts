@@ -13,6 +13,7 @@ export {
   planSweep,
   type SweepPlan,
   type PlannedRun,
+  SweepStopped,
 } from './sweep.js';
 
 // The sweep grid.

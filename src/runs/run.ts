@@ -16,7 +16,7 @@ import type { MetricRecord } from '../rl/types.js';
 import { createRng } from '../rng.js';
 import type { Task } from '../tasks/task.js';
 import { makeTask } from '../tasks/registry.js';
-import { JsonlWriter, readJsonl, tempName, writeJsonAtomic } from '../files.js';
+import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
 import { createParamStore } from '../nn/params.js';
 import { AR_CONFIG_METADATA } from '../policies/ar/weights.js';
@@ -75,15 +75,36 @@ export interface RunOptions {
   readonly observer?: RunObserver;
   /** Directory of cached warm starts. @defaultValue `.cache/sft` under the working directory */
   readonly cacheDir?: string;
-  /** Set by a SIGINT handler: the run stops after the current step with a checkpoint. */
+  /**
+   * Polled at every safe point: after each step (the run then stops with a checkpoint), between
+   * warm-start steps of the in-process reference (the run then stops before step 1 and has no
+   * checkpoint: `resume` starts it over from step 0, byte-identically) and after the warm start.
+   */
   readonly shouldStop?: () => boolean;
 }
 
 /** What a finished (or stopped) run reports. */
 export interface RunSummary {
+  /** The last completed step (0: stopped before the first). */
   readonly lastStep: number;
   readonly stopped: boolean;
   readonly outDir: string;
+}
+
+/** Thrown from a warm-start progress callback to stop the warm start between two of its steps. */
+class WarmStartStopped extends Error {
+  constructor() {
+    super('stopped during the warm start');
+  }
+}
+
+/** A warm-start progress callback that also stops the warm start when `shouldStop` says so. */
+function stoppingProgress(observer: RunObserver | undefined, shouldStop: (() => boolean) | undefined): ((done: number, total: number) => void) | undefined {
+  if (observer?.onWarmStart === undefined && shouldStop === undefined) return undefined;
+  return (done, total) => {
+    observer?.onWarmStart?.(done, total);
+    if (done < total && shouldStop?.() === true) throw new WarmStartStopped();
+  };
 }
 
 const CHECKPOINTS = 'checkpoints';
@@ -155,12 +176,14 @@ const REFERENCE_NAME = 'qrl-sim reference';
  * holding `weights.safetensors` (ParamStore names, F32, the ArConfig in the metadata; docs/adapter.md)
  * that the backend `load`s. AR policies only (the weights file is defined for them).
  */
-async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver): Promise<void> {
+async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver, shouldStop?: () => boolean): Promise<void> {
   if (config.policy.kind !== 'ar') throw new UsageError(`--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`);
   // The warm start is precision-independent (fp32); a plan taken from the backend is no qrl-sim plan.
   const local = new ReferenceBackend(config.plan === 'backend' ? { ...config, plan: 'fp32' } : config, policyFactory(config.policy.kind), task);
+  local.onWarmStartProgress = stoppingProgress(observer, shouldStop);
   try {
     await warmStart(local, config, cacheDir, observer);
+    if (shouldStop?.() === true) throw new WarmStartStopped();
     const arConfig = arConfigFor(config, task);
     const layout = createParamStore(arParamSpecs(arConfig), 0).layout;
     const tensors: Record<string, SafetensorsEntry> = {};
@@ -179,10 +202,10 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
   }
 }
 
-async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task): Promise<void> {
+async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task, shouldStop?: () => boolean): Promise<void> {
   const info = await backend.info();
   if (task !== undefined && !info.capabilities.warmStart) {
-    if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer);
+    if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer, shouldStop);
     // The backend declines qrl-sim's weights (its policy is not qrl-sim's transformer) and cannot warm-start itself.
     if (config.sft.steps > 0) throw new UsageError(`config.sft.steps: the backend neither warm-starts (capabilities.warmStart) nor takes qrl-sim's weights (capabilities.handOver), so sft.steps must be 0, got ${config.sft.steps}`);
     observer?.onMessage?.("warm start: none (sft.steps 0); the backend's own initial weights");
@@ -249,11 +272,16 @@ function checkpointProblem(outDir: string, dir: string): { problem: string } | {
   return { meta };
 }
 
-/** Restores the newest usable checkpoint into `backend`, truncates the files to it; returns its step. */
-async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver, stale?: StaleRollouts): Promise<number> {
+/**
+ * Restores the newest usable checkpoint into `backend`, truncates the files to it; returns its
+ * step, or null when the run has no checkpoint yet (stopped or killed before its first one: it
+ * starts over from step 0).
+ */
+async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver, stale?: StaleRollouts): Promise<number | null> {
   const dirs = checkpointDirs(outDir);
   if (dirs.length === 0) {
-    throw new UsageError(`resume: no checkpoint in ${join(outDir, CHECKPOINTS)}; start over with \`qrl-sim run --config ${join(outDir, 'config.json')} --out ${outDir}\` (after removing it)`);
+    observer?.onMessage?.(`resume: no checkpoint yet in ${join(outDir, CHECKPOINTS)}; starting over from step 0`);
+    return null;
   }
   const skipped: string[] = [];
   for (const dir of dirs) {
@@ -300,7 +328,9 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
   const ownBackend = options.backend === undefined;
   const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
-  if (backend instanceof ReferenceBackend && options.observer?.onWarmStart !== undefined) backend.onWarmStartProgress = options.observer.onWarmStart.bind(options.observer);
+  if (backend instanceof ReferenceBackend) backend.onWarmStartProgress = stoppingProgress(options.observer, options.shouldStop);
+  // Temp files of a process killed between writing and renaming (checkpoints, cached warm starts, JSON files).
+  for (const dir of [outDir, join(outDir, CHECKPOINTS), cacheDir]) removeStaleTemps(dir);
   try {
     return await drive(backend, task, config, outDir, cacheDir, options);
   } finally {
@@ -313,14 +343,22 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   const root = createRng(config.seed);
   const stale = config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => root.fork('step').fork(String(s))) : undefined;
   let firstStep = 1;
-  if (options.resume) {
-    firstStep = (await resumeFrom(backend, outDir, observer, stale)) + 1;
+  const resumedAt = options.resume ? await resumeFrom(backend, outDir, observer, stale) : null;
+  if (resumedAt !== null) {
+    firstStep = resumedAt + 1;
   } else {
     mkdirSync(outDir, { recursive: true });
     for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
     rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
     writeJsonAtomic(join(outDir, 'config.json'), options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity });
-    await warmStart(backend, config, cacheDir, observer, task);
+    try {
+      await warmStart(backend, config, cacheDir, observer, task, options.shouldStop);
+    } catch (error) {
+      if (error instanceof WarmStartStopped) return { lastStep: 0, stopped: true, outDir };
+      throw error;
+    }
+    // A stop asked for during a warm start that could not be cut (cached, or an external backend's).
+    if (options.shouldStop?.() === true) return { lastStep: 0, stopped: true, outDir };
     await backend.setReference();
   }
 

@@ -14,6 +14,10 @@ export interface SweepTask {
   readonly factory: FactorySource;
   /** Warm-start cache directory (absolute). */
   readonly cacheDir: string;
+  /** Continue the run in `outDir` (from its checkpoint, or from step 0 when it has none). */
+  readonly resume?: boolean;
+  /** A shared Int32 flag: once non-zero, the run stops after its current step (with a checkpoint). */
+  readonly stop?: SharedArrayBuffer;
 }
 
 /** What a worker reports back. */
@@ -23,6 +27,8 @@ export interface SweepTaskResult {
   readonly error: string | null;
   /** Wall-clock seconds of the run (warm start and evaluation included). */
   readonly seconds: number;
+  /** Stopped part-way by the stop flag (resumable). */
+  readonly stopped?: boolean;
 }
 
 /** Runs one task; never throws (a failure is returned). */
@@ -30,8 +36,16 @@ export default async function runSweepTask(task: SweepTask): Promise<SweepTaskRe
   const t0 = performance.now();
   try {
     const factory = await loadPolicyFactory(task.factory, task.config.policy.kind);
-    await runGrpo({ config: task.config, outDir: task.outDir, factory, cacheDir: task.cacheDir });
-    return { ok: true, error: null, seconds: (performance.now() - t0) / 1000 };
+    const flag = task.stop === undefined ? undefined : new Int32Array(task.stop);
+    const summary = await runGrpo({
+      config: task.config,
+      outDir: task.outDir,
+      factory,
+      cacheDir: task.cacheDir,
+      resume: task.resume === true,
+      ...(flag === undefined ? {} : { shouldStop: () => Atomics.load(flag, 0) !== 0 }),
+    });
+    return { ok: true, error: null, seconds: (performance.now() - t0) / 1000, stopped: summary.stopped };
   } catch (error) {
     const message = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
     return { ok: false, error: message, seconds: (performance.now() - t0) / 1000 };

@@ -2,7 +2,7 @@
 // (one directory per run, as `qrl-sim run` writes) and writes the summary and report. Not the
 // grid syntax (grid.ts) and not a run (run.ts, called by sweep-worker.ts).
 
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,9 +12,10 @@ import { Piscina } from 'piscina';
 import { UsageError } from '../errors.js';
 import { planOfConfig } from '../policies/plans.js';
 import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
-import { writeJsonAtomic } from '../files.js';
+import { removeStaleTemps, writeJsonAtomic } from '../files.js';
 import { applyOverrides } from './overrides.js';
-import { warmStartKey } from './run.js';
+import { checkModelLimits } from './limits.js';
+import { latestCheckpoint, warmStartKey } from './run.js';
 import { DEFAULT_FACTORY, type FactorySource, type ValidatingPolicyFactory, loadPolicyFactory } from './factory.js';
 import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } from './grid.js';
 import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
@@ -44,8 +45,50 @@ export interface SweepOptions {
   readonly cacheDir?: string;
   /** Baseline of the report's paired comparison (see `summarizeRuns`); checked against the grid before anything runs. */
   readonly baseline?: string;
+  /**
+   * Grid points left out, e.g. `plan=bf16,correction=tis` (arms identical by construction);
+   * several selectors separated by `;`. Each must match at least one point.
+   */
+  readonly exclude?: string;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
+  /**
+   * Continue the sweep in `outDir` (its runs as they stand): a finished run is kept, a run that was
+   * cut resumes from its checkpoint (or starts over when it has none), a missing or failed run runs.
+   */
+  readonly resume?: boolean;
+  /**
+   * Polled while the sweep runs: once true, no further run starts and every running run stops
+   * after its current step with a checkpoint; {@link runSweep} then rejects with {@link SweepStopped}.
+   */
+  readonly shouldStop?: () => boolean;
+}
+
+/** What `sweep.json` records of the options, so that `sweep --resume DIR` plans the same runs. */
+export interface SweepManifestOptions {
+  readonly baseConfig: unknown;
+  readonly grid: string;
+  readonly seeds: number;
+  readonly overrides: readonly string[];
+  readonly steps?: number;
+  readonly baseline?: string;
+  readonly exclude?: string;
+  readonly factory?: FactorySource;
+}
+
+/** Thrown by {@link runSweep} when `shouldStop` stopped it: every run is whole, and `resume` continues it. */
+export class SweepStopped extends Error {
+  constructor(
+    /** Runs that finished (before or during this call). */
+    readonly finished: number,
+    /** Runs stopped part-way (each with a checkpoint, or none when stopped in its warm start). */
+    readonly cut: number,
+    /** Runs of the plan in all. */
+    readonly total: number,
+  ) {
+    super(`sweep stopped: ${finished} of ${total} runs finished, ${cut} stopped part-way, ${total - finished - cut} not started`);
+    this.name = 'SweepStopped';
+  }
 }
 
 /** One validated run of a sweep. */
@@ -70,6 +113,8 @@ export interface SweepPlan {
 /** How one run of a sweep ended. */
 export interface SweepRunResult extends PlannedRun {
   readonly ok: boolean;
+  /** Stopped part-way by `shouldStop` (resumable), or not started because of it. */
+  readonly stopped?: boolean;
   readonly error: string | null;
   /** Wall-clock seconds (warm start and evaluation included). */
   readonly seconds: number;
@@ -115,7 +160,7 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
   }
   const baseSeed = (rawSeed as number | undefined) ?? 0;
   const seeds = Array.from({ length: count }, (_, i) => baseSeed + i);
-  const points = gridPoints(axes);
+  const points = excludePoints(gridPoints(axes), axes, options.exclude);
   const runs: PlannedRun[] = [];
   for (const point of points) {
     const raw = applyGridPoint(base, point);
@@ -125,6 +170,7 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
       try {
         config = resolveRunConfig({ ...(raw as Record<string, unknown>), seed });
         planOfConfig(config.plan);
+        checkModelLimits(config);
       } catch (error) {
         usage(where, error);
       }
@@ -148,6 +194,31 @@ export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
 }
 
 /**
+ * The grid points that no selector of `exclude` (`key=v,key=v;…`, keys as in the grid) matches.
+ * A selector with a key outside the grid, or that matches no point, is a UsageError.
+ */
+function excludePoints(points: GridPoint[], axes: readonly GridAxis[], exclude: string | undefined): GridPoint[] {
+  if (exclude === undefined || exclude.trim() === '') return points;
+  const pairsOf = (label: string): Set<string> => new Set(label === 'base' ? [] : label.split(', '));
+  let kept = points;
+  for (const selector of exclude.split(';').map((t) => t.trim())) {
+    const wanted = selector.split(',').map((t) => t.trim());
+    for (const pair of wanted) {
+      const [key, value] = pair.split('=');
+      const axis = axes.find((a) => a.key === key);
+      if (axis === undefined || value === undefined || !axis.texts.includes(value)) {
+        throw new UsageError(`--exclude: '${pair}' is not a grid value (grid: ${axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';') || 'none'})`);
+      }
+    }
+    const before = kept.length;
+    kept = kept.filter((p) => !wanted.every((w) => pairsOf(p.label).has(w)));
+    if (kept.length === before) throw new UsageError(`--exclude: '${selector}' matches no grid point left`);
+  }
+  if (kept.length === 0) throw new UsageError(`--exclude: leaves no grid point`);
+  return kept;
+}
+
+/**
  * The worker module and the Node flags it needs. From the compiled package (dist/*.js) the worker
  * is plain JS; from the TypeScript sources (vitest, tsx) the worker threads load tsx's ESM hooks
  * (`--import tsx`), which are a dev dependency.
@@ -159,6 +230,83 @@ export function sweepWorkerEntry(): { filename: string; execArgv: string[] } {
     return { filename: new URL('./sweep-worker.ts', here).href, execArgv: ['--import', tsx] };
   }
   return { filename: new URL('./sweep-worker.js', here).href, execArgv: [] };
+}
+
+/** The grid as `--grid` text (axes keep the texts they were parsed from). */
+export function gridText(axes: readonly GridAxis[]): string {
+  return axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';');
+}
+
+/** The contents of `sweep.json`: the grid, seeds and runs, and the options that plan them again. */
+function sweepManifest(plan: SweepPlan, options: SweepOptions): unknown {
+  const recorded: SweepManifestOptions = {
+    baseConfig: options.baseConfig,
+    grid: gridText(plan.axes),
+    seeds: plan.seeds.length,
+    overrides: [...(options.overrides ?? [])],
+    ...(options.steps === undefined ? {} : { steps: options.steps }),
+    ...(options.baseline === undefined ? {} : { baseline: options.baseline }),
+    ...(options.exclude === undefined ? {} : { exclude: options.exclude }),
+    ...(options.factory === undefined ? {} : { factory: options.factory }),
+  };
+  return {
+    version: 1,
+    grid: plan.axes.map((a) => ({ key: a.key, path: a.path, values: a.texts })),
+    seeds: plan.seeds,
+    runs: plan.runs.map((r) => ({ dir: r.dir, label: r.label, seed: r.seed })),
+    options: recorded,
+  };
+}
+
+/** The options recorded in a sweep directory's `sweep.json`; a UsageError naming the problem otherwise. */
+export function readSweepManifestOptions(dir: string): SweepManifestOptions {
+  const path = join(dir, SWEEP_MANIFEST);
+  if (!existsSync(path)) throw new UsageError(`--resume: '${dir}' holds no sweep (no ${SWEEP_MANIFEST})`);
+  let manifest: { options?: SweepManifestOptions };
+  try {
+    manifest = JSON.parse(readFileSync(path, 'utf8')) as { options?: SweepManifestOptions };
+  } catch (error) {
+    throw new UsageError(`--resume: ${path} is not valid JSON (${(error as Error).message})`);
+  }
+  if (manifest.options === undefined || typeof manifest.options !== 'object') {
+    throw new UsageError(`--resume: ${path} does not record the sweep's options (written by an older qrl-sim): run the sweep again into a new directory`);
+  }
+  return manifest.options;
+}
+
+/** True when the run in `dir` reached its last step (its newest checkpoint is at `config.steps`). */
+function runFinished(dir: string, config: RunConfig): boolean {
+  if (existsSync(join(dir, RUN_ERROR_FILE))) return false;
+  const latest = latestCheckpoint(dir);
+  const m = latest === null ? null : /step-(\d+)$/.exec(latest);
+  return m !== null && Number(m[1]) >= config.steps;
+}
+
+/** One run of a sweep as a job of its own (see {@link emitSweepJobs}). */
+export interface SweepJob {
+  readonly run: PlannedRun;
+  /** Absolute path of the run's resolved config (`<outDir>/jobs/NNNN.json`). */
+  readonly configPath: string;
+  /** Absolute run directory (`<outDir>/<point>/seed-<s>`). */
+  readonly outDir: string;
+}
+
+/**
+ * Plans the sweep ({@link planSweep}) and, instead of running it, writes what its runs need to run
+ * anywhere: `sweep.json` (as {@link runSweep} writes it, so `report DIR` merges the runs in grid
+ * order) and each run's resolved config as `jobs/NNNN.json`. Returns the jobs in grid order; each is
+ * `qrl-sim run --config <configPath> --out <outDir>`, whose files equal the in-process run's.
+ */
+export async function emitSweepJobs(options: SweepOptions): Promise<SweepJob[]> {
+  const plan = await planSweep(options);
+  const outDir = resolve(options.outDir);
+  mkdirSync(join(outDir, 'jobs'), { recursive: true });
+  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
+  return plan.runs.map((run, i) => {
+    const configPath = join(outDir, 'jobs', `${String(i).padStart(4, '0')}.json`);
+    writeJsonAtomic(configPath, run.config);
+    return { run, configPath, outDir: join(outDir, run.dir) };
+  });
 }
 
 /**
@@ -183,25 +331,37 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
   const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
   mkdirSync(outDir, { recursive: true });
-  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), {
-    version: 1,
-    grid: plan.axes.map((a) => ({ key: a.key, path: a.path, values: a.texts })),
-    seeds: plan.seeds,
-    runs: plan.runs.map((r) => ({ dir: r.dir, label: r.label, seed: r.seed })),
-  });
+  removeStaleTemps(outDir);
+  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
   const entry = sweepWorkerEntry();
   const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: workers, idleTimeout: 1000 });
   const factory = options.factory ?? DEFAULT_FACTORY;
+  // The stop flag the worker threads poll after each step (shared memory: they never wait on a message).
+  const stop = new Int32Array(new SharedArrayBuffer(4));
+  const stopping = (): boolean => {
+    if (Atomics.load(stop, 0) === 0 && options.shouldStop?.() === true) Atomics.store(stop, 0, 1);
+    return Atomics.load(stop, 0) !== 0;
+  };
+  const poll = options.shouldStop === undefined ? undefined : setInterval(stopping, 100);
+  poll?.unref();
   let done = 0;
   const runOne = async (run: PlannedRun): Promise<SweepRunResult> => {
     const dir = join(outDir, run.dir);
+    if (options.resume === true && runFinished(dir, run.config)) {
+      const out: SweepRunResult = { ...run, ok: true, error: null, seconds: 0 };
+      options.onRunDone?.(out, ++done, plan.runs.length);
+      return out;
+    }
+    if (stopping()) return { ...run, ok: true, error: null, seconds: 0, stopped: true };
+    const resume = options.resume === true && existsSync(join(dir, 'config.json')) && !existsSync(join(dir, RUN_ERROR_FILE));
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
-      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir });
+      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir, resume, stop: stop.buffer as SharedArrayBuffer });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
     }
+    if (result.ok && result.stopped === true) return { ...run, ok: true, error: null, seconds: result.seconds, stopped: true };
     if (!result.ok) {
       const record: RunErrorFile = { error: result.error ?? 'unknown error', config: run.config };
       if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
@@ -229,7 +389,12 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   try {
     results = await Promise.all(pending);
   } finally {
+    if (poll !== undefined) clearInterval(poll);
     await pool.destroy();
+  }
+  if (results.some((r) => r.stopped === true)) {
+    const cut = results.filter((r) => r.stopped === true && existsSync(join(outDir, r.dir, 'config.json'))).length;
+    throw new SweepStopped(results.filter((r) => r.stopped !== true).length, cut, results.length);
   }
   const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
   return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
