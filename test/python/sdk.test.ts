@@ -5,8 +5,8 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
 describe('python SDK (pytest)', () => {
-  it('passes python3 -m pytest python/ -q', () => {
-    const r = spawnSync('python3', ['-m', 'pytest', 'python/', '-q', '-rs', '-p', 'no:cacheprovider'], { encoding: 'utf8', timeout: 600_000 });
+  it('passes python3 -m pytest python/ -q', { timeout: 900_000 }, () => {
+    const r = spawnSync('python3', ['-m', 'pytest', 'python/', '-q', '-rs', '-p', 'no:cacheprovider'], { encoding: 'utf8', timeout: 890_000 });
     if (r.error) throw new Error(`cannot run python3: ${r.error.message}`);
     const out = `${r.stdout}\n${r.stderr}`;
     if (r.status !== 0) console.error(out);
