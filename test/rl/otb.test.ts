@@ -1,7 +1,9 @@
 // veRL's optimal token baseline (OTB): compute_optimal_token_baseline_advantage, verl-project 1dda039
 // verl/trainer/ppo/core_algos.py l.871–987. Every expected value is worked out here from that formula.
 
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { paramsArb } from '../../src/cli/check.js';
 import { advantages, estimate, estimateJson, resolveConfig, resolveRunConfig } from '../../src/rl/index.js';
 
 const L = Math.log;
@@ -96,5 +98,46 @@ describe('veRL optimal_token_baseline (core_algos.py l.871–987)', () => {
       { epsilon: 0, handleZeroTail: true },
     );
     expect(Array.from(r.value)).toEqual([0.5, -0.5]);
+  });
+});
+
+describe('qrl-sim check with a fixed optimal_token_baseline config', () => {
+  it('draws probSqSum shaped like the mask, so every drawn batch is a valid estimate input', () => {
+    const config = { advantage: { name: 'optimal_token_baseline' }, loss: { name: 'ppo-clip' }, kl: null };
+    for (const p of fc.sample(paramsArb('estimate', config), { seed: 7, numRuns: 20 })) {
+      const mask = p.mask as number[][];
+      expect((p.probSqSum as number[][]).map((r) => r.length)).toEqual(mask.map((r) => r.length));
+      expect(() => estimateJson(p)).not.toThrow();
+    }
+  });
+});
+
+describe('optimal_token_baseline: properties', () => {
+  it('permuting sequences permutes the (B, T) advantages', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 6 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 1e6 }), (B, T, seed) => {
+        const u = (k: number) => ((Math.sin(seed + k * 12.9898) * 43758.5453) % 1 + 1) % 1;
+        const rewards = Float64Array.from({ length: B }, (_, i) => Math.round(u(i) * 2));
+        const groups = Array.from({ length: B }, (_, i) => i % 2);
+        const mask = Float64Array.from({ length: B * T }, (_, k) => (k % T < 1 + Math.floor(u(100 + Math.floor(k / T)) * T) ? 1 : 0));
+        const logpOld = Float64Array.from({ length: B * T }, (_, k) => -0.05 - 3 * u(200 + k));
+        const probSqSum = Float64Array.from(logpOld, (l, k) => Math.exp(2 * l) + (1 - Math.exp(2 * l)) * u(400 + k));
+        const run = (perm: number[]) => {
+          const rows = (x: Float64Array) => Float64Array.from(perm.flatMap((p) => Array.from(x.subarray(p * T, p * T + T))));
+          return advantages.optimal_token_baseline(
+            { rewards: Float64Array.from(perm, (p) => rewards[p]!), groups: perm.map((p) => groups[p]!), tokens: { T, mask: rows(mask), logpOld: rows(logpOld), probSqSum: rows(probSqSum) } },
+            { epsilon: 1e-8, handleZeroTail: true },
+          ).value;
+        };
+        const id = Array.from({ length: B }, (_, i) => i);
+        const perm = [...id].reverse();
+        const a = run(id);
+        const b = run(perm);
+        perm.forEach((p, i) => {
+          for (let t = 0; t < T; t++) expect(b[i * T + t]).toBeCloseTo(a[p * T + t]!, 12);
+        });
+      }),
+      { seed: 20261125, numRuns: 50 },
+    );
   });
 });
