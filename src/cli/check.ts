@@ -128,6 +128,20 @@ function readConfig(path: string | undefined): Record<string, unknown> | undefin
 /** The generator of params for `method`, with the configuration fixed when given. */
 export function paramsArb(method: Method, config?: Record<string, unknown>): fc.Arbitrary<Record<string, unknown>> {
   if (method === 'estimate') {
+    if ((config?.advantage as { name?: unknown } | undefined)?.name === 'optimal_token_baseline') {
+      // veRL OTB needs Σπ² per token: any value in [0, 1], shaped like the mask (only for this fixed config,
+      // so the draws of every other config are unchanged)
+      const psq = fc.double({ min: 0, max: 1, noNaN: true });
+      return batchArb().chain((batch) => {
+        const rows = batch.mask as number[][];
+        return fc.array(fc.array(psq, { minLength: rows[0]!.length, maxLength: rows[0]!.length }), { minLength: rows.length, maxLength: rows.length })
+          .map((probSqSum) => {
+            const p: Record<string, unknown> = { ...batch, probSqSum, config };
+            if (config?.kl === null || config?.kl === undefined) delete p.logpRef;
+            return p;
+          });
+      });
+    }
     return fc.record({ batch: batchArb(), config: config !== undefined ? fc.constant(config) : estimatorConfigArb() }).map(({ batch, config: c }) => {
       const p: Record<string, unknown> = { ...batch, config: c };
       if (c.kl === null || c.kl === undefined) delete p.logpRef;

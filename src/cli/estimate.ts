@@ -14,9 +14,11 @@ Evaluates one GRPO loss over a batch and prints the result as JSON (the contract
 implementations are checked against; see docs/estimators.md).
 
 input JSON:  { "logpTheta", "logpOld", "logpRollout", "logpRef"?, "mask",
-               "rewards" | "advantages", "groups"?, "config" }
+               "rewards" | "advantages", "groups"?, "probSqSum"?, "config" }
              2-D arrays have one row per sequence; rewards and groups one entry per sequence.
-config:      { "advantage": { "name": "grpo" | "drgrpo" | "batch-std", ... },
+             probSqSum (Σ_v π(v)² per token, like mask) is needed by the advantage
+             optimal_token_baseline only.
+config:      { "advantage": { "name": "grpo" | "drgrpo" | "batch-std" | "optimal_token_baseline" | …, ... },
                "correction": { "name", ...params } | [ stage, stage, ... ],
                "loss": { "name": "ppo-clip" | "gspo" | "sapo" | "cispo" | "reinforce" | "tbpo", ... },
                "aggregation": "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean"

@@ -15,6 +15,26 @@ export interface AdvantageInput {
    * `reinforce++-baseline` (verl whitens over every valid token). @defaultValue 1 per sequence
    */
   readonly lengths?: Float64Array | undefined;
+  /**
+   * Per-token inputs of the token-level estimator `optimal_token_baseline` (ignored by the others).
+   * With them that estimator returns `(B, T)` advantages instead of `(B)`.
+   */
+  readonly tokens?: TokenAdvantageInput | undefined;
+}
+
+/** Per-token inputs of a token-level advantage estimator, each `(B, T)` row-major like the batch. */
+export interface TokenAdvantageInput {
+  /** Positions per sequence. */
+  readonly T: number;
+  /** Response mask `(B, T)`, entries 0 or 1. */
+  readonly mask: Float64Array;
+  /** ℓold `(B, T)`: log-prob of each sampled token under the policy the advantages are computed for. */
+  readonly logpOld: Float64Array;
+  /**
+   * Σ_v π(v)² `(B, T)`: the sum over the vocabulary of the squared token probabilities of that policy
+   * at each position (veRL `sum_pi_squared`). Required by `optimal_token_baseline`.
+   */
+  readonly probSqSum?: Float64Array | undefined;
 }
 
 /**
@@ -278,6 +298,91 @@ export const passkAdvantage: AdvantageFn<PassKParams> = (input, params) => {
   return summary(a, zeroStdFraction(st));
 };
 
+/** Parameters of `optimal_token_baseline` (veRL `compute_optimal_token_baseline_advantage`). */
+export interface OptimalTokenBaselineParams {
+  /** Added to the baseline's denominator. @defaultValue 1e-8 (veRL `epsilon`) */
+  readonly epsilon: number;
+  /**
+   * Zero the baseline of a group's unique longest sequence from column `second-longest length` on
+   * (veRL `handle_zero_tail`). @defaultValue true
+   */
+  readonly handleZeroTail: boolean;
+}
+
+/**
+ * veRL's optimal token baseline (OTB; `compute_optimal_token_baseline_advantage`, verl-project 1dda039
+ * `verl/trainer/ppo/core_algos.py` l.871–987, PR #4678): per token, with the outcome reward R on the last
+ * valid token, G_t = Σ_{s≥t} r_s·m_s (= R up to the last valid token), w_t = 1 − 2·exp(ℓold_t) + Σπ²_t,
+ * W_t = Σ_{s≤t} w_s·m_s, and per group and column B_t = Σ_i G·W·m / (Σ_i W·m + ε); A_t = (G_t − B_t)·m_t.
+ * A singleton group keeps B = 0 (A = G). With `handleZeroTail`, a group's unique longest sequence gets
+ * B = 0 from column L₂ on (L₂ = the second-largest mask sum). Returns `(B, T)` advantages; needs
+ * `input.tokens` with `probSqSum` (`UsageError` naming `probSqSum` otherwise). veRL's ρ̄² scaling of w by
+ * `rollout_is_weights` is not applied (advantages precede the correction stages here).
+ */
+export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselineParams> = (input, params) => {
+  const tok = input.tokens;
+  if (tok?.probSqSum === undefined) {
+    throw new UsageError('probSqSum: required when advantage.name is optimal_token_baseline (Σ_v π(v)² per token, shaped like mask)');
+  }
+  const st = groupStats(input);
+  const B = input.rewards.length;
+  const { T, mask, logpOld, probSqSum } = tok;
+  const n = B * T;
+  // returns: reward on the last valid token, reverse cumulative sum of reward·mask (core_algos.py l.924)
+  const G = new Float64Array(n);
+  const W = new Float64Array(n);
+  const len = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let last = -1;
+    for (let t = 0; t < T; t++) if (mask[i * T + t] === 1) last = t;
+    for (let t = 0; t <= last; t++) G[i * T + t] = input.rewards[i]!;
+    let acc = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      // l.927–928: w = 1 − 2π + Σπ²; l.938: W = cumsum(w·mask)
+      acc += (1 - 2 * Math.exp(logpOld[k]!) + probSqSum[k]!) * mask[k]!;
+      W[k] = acc;
+      len[i]! += mask[k]!;
+    }
+  }
+  const baseline = new Float64Array(n);
+  const members: number[][] = Array.from({ length: st.size.length }, () => []);
+  for (let i = 0; i < B; i++) members[st.index[i]!]!.push(i);
+  for (const idx of members) {
+    if (idx.length === 1) continue; // l.949–951: a lone trajectory has no baseline
+    for (let t = 0; t < T; t++) {
+      let num = 0;
+      let den = 0;
+      for (const i of idx) {
+        const k = i * T + t;
+        num += G[k]! * W[k]! * mask[k]!;
+        den += W[k]! * mask[k]!;
+      }
+      const b = num / (den + params.epsilon);
+      for (const i of idx) baseline[i * T + t] = b;
+    }
+    if (params.handleZeroTail) {
+      // l.972–983: the unique longest trajectory gets B = 0 from column L₂ (second-largest length) on
+      const sorted = idx.map((i) => len[i]!).sort((a, b) => a - b);
+      const max = sorted[sorted.length - 1]!;
+      const second = sorted[sorted.length - 2]!;
+      const longest = idx.filter((i) => len[i] === max);
+      if (longest.length === 1 && max > second) baseline.fill(0, longest[0]! * T + second, longest[0]! * T + T);
+    }
+  }
+  const a = new Float64Array(n);
+  const valid: number[] = [];
+  for (let k = 0; k < n; k++) {
+    a[k] = (G[k]! - baseline[k]!) * mask[k]!;
+    if (mask[k] === 1) valid.push(a[k]!);
+  }
+  const s = summary(Float64Array.from(valid), zeroStdFraction(st));
+  return { value: a, metrics: s.metrics };
+};
+
+/** Config names of the estimators whose advantages are per token `(B, T)` rather than per sequence `(B)`. */
+export const tokenLevelAdvantageNames: readonly string[] = ['optimal_token_baseline'];
+
 /** Every advantage estimator by its config name. */
 export const advantages = {
   grpo: grpoAdvantage,
@@ -287,6 +392,7 @@ export const advantages = {
   'reinforce++': reinforcePlusPlusAdvantage,
   'reinforce++-baseline': reinforcePlusPlusBaselineAdvantage,
   passk: passkAdvantage,
+  optimal_token_baseline: optimalTokenBaselineAdvantage,
 } as const satisfies Record<string, AdvantageFn>;
 
 /** Config name of an advantage estimator. */

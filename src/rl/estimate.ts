@@ -2,7 +2,7 @@
 // Not the training loop (no optimiser, no mini-batching) and not I/O: the CLI wraps it with JSON in and out.
 
 import { UsageError } from '../errors.js';
-import { advantages as advantageTable } from './advantages.js';
+import { advantages as advantageTable, tokenLevelAdvantageNames } from './advantages.js';
 import type { AdvantageFn } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';
 import type { AggregationFn, AggregationParams } from './aggregation.js';
@@ -71,6 +71,7 @@ const FLAT_FIELDS = [
   ['logpRef', 'BT', false],
   ['advantages', 'BT', false],
   ['logpThetaDetached', 'BT', false],
+  ['probSqSum', 'BT', false],
   ['rewards', 'B', false],
 ] as const;
 
@@ -118,6 +119,13 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   let tokenAdv: Float64Array;
   if (batch.advantages !== undefined) {
     tokenAdv = batch.advantages.map((a, k) => (batch.mask[k] === 1 ? a : 0));
+  } else if (batch.rewards !== undefined && tokenLevelAdvantageNames.includes(config.advantage.name)) {
+    // a token-level baseline (veRL OTB): ℓold is veRL's old_log_probs, ℓroll in bypass mode (ℓold := ℓroll)
+    const fn = advantageTable[config.advantage.name] as AdvantageFn<AdvantageSpec>;
+    const logpOld = config.mode === 'bypass' ? batch.logpRollout : batch.logpOld;
+    const tok = fn({ rewards: batch.rewards, groups: batch.groups ?? Array.from(batch.rewards, () => 0), tokens: { T, mask: batch.mask, logpOld, probSqSum: batch.probSqSum } }, config.advantage);
+    Object.assign(metrics, tok.metrics);
+    tokenAdv = tok.value;
   } else if (batch.rewards !== undefined) {
     const seq = sequenceAdvantages(batch.rewards, batch.groups, config.advantage, rowCounts(batch.mask, shape));
     Object.assign(metrics, seq.metrics);

@@ -13,6 +13,8 @@ export {
   type StdAdvantageParams,
   type DrGrpoParams,
   type PassKParams,
+  type OptimalTokenBaselineParams,
+  type TokenAdvantageInput,
   type SingletonRule,
 } from './advantages.js';
 

@@ -153,6 +153,7 @@ export const advantageSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('reinforce++') }),
   z.strictObject({ name: z.literal('reinforce++-baseline'), singleton: singleton.default('zero') }),
   z.strictObject({ name: z.literal('passk'), normalize: z.boolean().default(true), eps: nonNegative().default(1e-6) }),
+  z.strictObject({ name: z.literal('optimal_token_baseline'), epsilon: nonNegative().default(1e-8), handleZeroTail: z.boolean().default(true) }),
 ]);
 
 /** zod schema of the policy loss. */
@@ -389,6 +390,11 @@ export interface EstimateBatch {
   readonly rewards?: Float64Array | undefined;
   /** Given advantages per token `(B, T)` (a per-sequence input is broadcast). */
   readonly advantages?: Float64Array | undefined;
+  /**
+   * Σ_v π(v)² `(B, T)`: per token, the sum over the vocabulary of the squared probabilities of the
+   * policy that scored ℓold (veRL `sum_pi_squared`); required by the advantage `optimal_token_baseline`.
+   */
+  readonly probSqSum?: Float64Array | undefined;
   /** Group id per sequence `(B)`; absent ⇒ one group. */
   readonly groups?: readonly (string | number)[] | undefined;
   /**
@@ -429,7 +435,7 @@ function vector(raw: unknown, field: string, B: number): Float64Array {
   });
 }
 
-const inputKeys = new Set(['logpTheta', 'logpOld', 'logpRollout', 'logpRef', 'mask', 'rewards', 'advantages', 'groups', 'config']);
+const inputKeys = new Set(['logpTheta', 'logpOld', 'logpRollout', 'logpRef', 'mask', 'rewards', 'advantages', 'groups', 'probSqSum', 'config']);
 
 /**
  * Validates the JSON input of `estimate` (see docs/estimators.md) into a flat {@link EstimateBatch} and a
@@ -449,6 +455,9 @@ export function parseEstimateInput(json: unknown): { batch: EstimateBatch; confi
   const logpOld = matrix(o['logpOld'], 'logpOld', B, T).data;
   const logpRollout = matrix(o['logpRollout'], 'logpRollout', B, T).data;
   const logpRef = o['logpRef'] === undefined ? undefined : matrix(o['logpRef'], 'logpRef', B, T).data;
+  const probSqSum = o['probSqSum'] === undefined ? undefined : matrix(o['probSqSum'], 'probSqSum', B, T, (v, where) => {
+    if (v < 0 || v > 1) throw new UsageError(`${where}: a sum of squared probabilities lies in [0, 1], got ${v}`);
+  }).data;
   const hasRewards = o['rewards'] !== undefined;
   const hasAdv = o['advantages'] !== undefined;
   if (hasRewards === hasAdv) throw new UsageError(hasRewards ? 'advantages: give either rewards or advantages, not both' : 'rewards: expected rewards (one per sequence) or advantages');
@@ -475,8 +484,11 @@ export function parseEstimateInput(json: unknown): { batch: EstimateBatch; confi
   }
   const config = resolveConfig(o['config']);
   if (config.kl !== null && logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
+  if (config.advantage.name === 'optimal_token_baseline' && rewards !== undefined && probSqSum === undefined) {
+    throw new UsageError("probSqSum: required when config.advantage.name is 'optimal_token_baseline' (Σ_v π(v)² per token, shaped like mask)");
+  }
   return {
-    batch: { shape: { B, T }, logpTheta, logpOld, logpRollout, logpRef, mask: mask.data, rewards, advantages: adv, groups },
+    batch: { shape: { B, T }, logpTheta, logpOld, logpRollout, logpRef, mask: mask.data, rewards, advantages: adv, groups, ...(probSqSum !== undefined ? { probSqSum } : {}) },
     config,
   };
 }

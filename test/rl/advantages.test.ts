@@ -50,8 +50,12 @@ const rewardsArb = fc.integer({ min: 1, max: 8 }).chain((B) =>
   }),
 );
 
-/** passk is defined only when every group has at least two responses. */
+/**
+ * passk is defined only when every group has at least two responses; the token-level
+ * optimal_token_baseline needs per-token inputs (its own tests: test/rl/otb.test.ts).
+ */
 function defined(name: string, groups: readonly number[]): boolean {
+  if (name === 'optimal_token_baseline') return false;
   if (name !== 'passk') return true;
   return groups.every((g) => groups.filter((h) => h === g).length >= 2);
 }

@@ -19,6 +19,8 @@ export interface EstimateInputJson {
   mask: number[][];
   rewards: number[];
   groups: number[];
+  /** Σ_v π(v)² per token, only for the advantage `optimal_token_baseline`. */
+  probSqSum?: number[][];
   config: Record<string, unknown>;
 }
 
@@ -74,6 +76,9 @@ export function estimatorConfigs(): Record<string, unknown>[] {
   }
   // the stacks' own options (appended, so earlier cases keep their indices): each with the stack's usual loss
   for (const [correction, loss, aggregation, kl] of stackCases) out.push({ advantage: { name: 'grpo' }, correction, loss, aggregation, kl });
+  // veRL's optimal token baseline (its input probSqSum drawn from its own stream, so the batch is the same as before)
+  out.push({ advantage: { name: 'optimal_token_baseline' }, correction: { name: 'tis', C: 2 }, loss: { name: 'ppo-clip' }, aggregation: 'token-mean', kl: null });
+  out.push({ advantage: { name: 'optimal_token_baseline', handleZeroTail: false }, correction: { name: 'none' }, loss: { name: 'ppo-clip' }, aggregation: 'seq-mean-token-mean', kl: { name: 'k3', coef: 0.01 } });
   return out;
 }
 
@@ -109,6 +114,14 @@ function estimatorCase(config: Record<string, unknown>, index: number, seed: num
   const batch = goldenBatch(rng);
   const input: EstimateInputJson = { ...batch, config };
   if (config.kl === null) delete input.logpRef;
+  if ((config.advantage as { name: string }).name === 'optimal_token_baseline') {
+    // Σπ² lies in [π², 1] for the sampled token's π = exp(ℓold) (clamped to 1 where the batch's ℓold > 0)
+    const prng = createRng(seed).fork(`golden/estimators/${index}/probSqSum`);
+    input.probSqSum = input.logpOld.map((row) => row.map((l) => {
+      const p2 = Math.min(1, Math.exp(2 * l));
+      return p2 + (1 - p2) * prng.uniform();
+    }));
+  }
   const parsed = parseEstimateInput(input);
   const r = estimate(parsed.batch, parsed.config);
   const { B, T } = r.shape;
@@ -120,6 +133,7 @@ function estimatorCase(config: Record<string, unknown>, index: number, seed: num
     mask: tensor('input', flat(input.mask), 'bitwise', [B, T]),
     rewards: tensor('input', Float64Array.from(input.rewards), 'bitwise', [B]),
     groups: tensor('input', Int32Array.from(input.groups), 'bitwise', [B]),
+    ...(input.probSqSum ? { probSqSum: tensor('input', flat(input.probSqSum), 'bitwise', [B, T]) } : {}),
     advantages: tensor('expected', r.advantages, ESTIMATOR_RULE, [B, T]),
     weights: tensor('expected', r.weights, ESTIMATOR_RULE, [B, T]),
     effectiveMask: tensor('expected', r.mask, 'bitwise', [B, T]),

@@ -140,6 +140,10 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   const parsed = runConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, raw));
   const estimators = resolveConfig(parsed.data.estimators, 'config.estimators');
+  if (estimators.advantage.name === 'optimal_token_baseline') {
+    // the backends' logprobs calls return sampled-token log-probs only, not the per-token probSqSum OTB needs
+    throw new UsageError("config.estimators.advantage.name: 'optimal_token_baseline' needs probSqSum (Σ_v π(v)² per token), which runs do not compute yet; use it through `estimate`");
+  }
   let task: ReturnType<typeof makeTask>;
   try {
     task = makeTask(parsed.data.task.name, parsed.data.task.options as never);
