@@ -1,12 +1,14 @@
 """qrl_backend.hf in-process: identical plan sides give bit-identical ℓroll and ℓ (k3 exactly 0), the FP8
 refits give a mismatch ordered as their scale granularity says, the FP8 W8A8 layer is torch._scaled_mm
 on the refit's codes, the rollout engine changes only at sync, save/load restores weights, reference,
-optimizer and versions, a request's sampling and maxNewTokens win over the defaults, MoE is refused,
+optimizer and versions, a request's sampling and maxNewTokens win over the defaults, `configure` takes the vocabulary, AdamW's
+hyper-parameters and the sampler from the run's setup with command-line flags overriding, MoE is refused,
 and the same code runs on CUDA (skipped without it)."""
 
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ pytest.importorskip("transformers")
 from qrl_backend.hf.backend import HfBackend  # noqa: E402
 from qrl_backend.hf.cli import build, model_config  # noqa: E402
 from qrl_backend.hf.numerics import ATTENTION_NAME, PlanLinear, quant_rows, register_attention  # noqa: E402
+from qrl_backend.wire import ProtocolError, RpcError  # noqa: E402
 
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 PROMPTS = [[0, 1, 5, 6, 7, 3]] * 8 + [[1, 8, 9, 10, 11, 3]] * 8 + [[0, 0, 1, 12, 6, 3]] * 8
@@ -32,7 +35,7 @@ def base_model():
     return AutoModelForCausalLM.from_config(model_config("llama", 13, TINY), attn_implementation=ATTENTION_NAME)
 
 
-def backend(model, plan="bf16", **kw) -> HfBackend:
+def backend(model, plan="hf-bf16", **kw) -> HfBackend:
     return HfBackend(copy.deepcopy(model), plan, lr=3e-3, max_new_tokens=7, **kw)
 
 
@@ -50,7 +53,7 @@ def batch(base_model):
 
 
 def test_identical_sides_give_zero_mismatch(base_model):
-    for plan in ("bf16", "fp32"):
+    for plan in ("hf-bf16", "hf-fp32"):
         be = backend(base_model, plan)
         b = be.generate(PROMPTS, "0/step/1/rollout", None, False, "rollout")  # the sampled ℓroll itself
         lp, _, _ = be.logprobs(b, list(range(b.B)), "current", False)
@@ -60,10 +63,10 @@ def test_identical_sides_give_zero_mismatch(base_model):
 
 def test_fp8_mismatch_is_positive_and_of_one_magnitude(base_model, batch):
     k3 = {
-        "w8a8": mismatch(backend(base_model, "fp8-w8a8-rollout"), batch)[0],
-        "block16": mismatch(backend(base_model, "fp8-rollout", block=16), batch)[0],
-        "block128": mismatch(backend(base_model, "fp8-rollout", block=128), batch)[0],
-        "kv16": mismatch(backend(base_model, "fp8-kv", block=16), batch)[0],
+        "w8a8": mismatch(backend(base_model, "hf-fp8-w8a8-rollout"), batch)[0],
+        "block16": mismatch(backend(base_model, "hf-fp8-rollout", block=16), batch)[0],
+        "block128": mismatch(backend(base_model, "hf-fp8-rollout", block=128), batch)[0],
+        "kv16": mismatch(backend(base_model, "hf-fp8-kv", block=16), batch)[0],
     }
     # E4M3 keeps 3 mantissa bits whatever the scale: every FP8 plan pays a relative rounding of ~2^-4
     # per operand, and the scale granularity only matters for values pushed below E4M3's 2^15 normal
@@ -74,7 +77,7 @@ def test_fp8_mismatch_is_positive_and_of_one_magnitude(base_model, batch):
 
 
 def test_w8a8_layer_is_scaled_mm_of_the_refit_codes(base_model):
-    be = backend(base_model, "fp8-w8a8-rollout")
+    be = backend(base_model, "hf-fp8-w8a8-rollout")
     layer = next(m for m in be.engine.modules() if isinstance(m, PlanLinear) and m.gemm[0] == "fp8-w8a8")
     x = torch.randn(5, layer.in_features, generator=torch.Generator().manual_seed(1))
     xq, xs = quant_rows(x)
@@ -87,7 +90,7 @@ def test_w8a8_layer_is_scaled_mm_of_the_refit_codes(base_model):
 
 
 def test_engine_changes_only_at_sync(base_model):
-    be = backend(base_model, "fp8-rollout", block=16)
+    be = backend(base_model, "hf-fp8-rollout", block=16)
     b0 = be.generate(PROMPTS, "s", None, False, "rollout")
     lp, _, h = be.logprobs(b0, list(range(b0.B)), "current", True)
     be.backward(h, -b0.mask.reshape(-1))
@@ -125,7 +128,7 @@ def test_save_load_restores_weights_reference_optimizer(base_model, tmp_path):
 
 def test_same_seed_same_run(base_model):
     def run():
-        be = backend(base_model, "fp8-kv", block=16)
+        be = backend(base_model, "hf-fp8-kv", block=16)
         out = []
         for s in range(2):
             b = be.generate(PROMPTS, f"0/step/{s}/rollout", None, False, "rollout")
@@ -158,10 +161,10 @@ def test_moe_and_bad_options_are_refused():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the --device cuda path is not exercised on this machine")
 def test_cuda_same_code(base_model):
-    be = HfBackend(copy.deepcopy(base_model), "bf16", max_new_tokens=7, device="cuda")
+    be = HfBackend(copy.deepcopy(base_model), "hf-bf16", max_new_tokens=7, device="cuda")
     b = be.generate(PROMPTS, "s", None, False, "rollout")
     assert mismatch(be, b) == (0.0, 0.0)
-    fp8 = HfBackend(copy.deepcopy(base_model), "fp8-w8a8-rollout", max_new_tokens=7, device="cuda")
+    fp8 = HfBackend(copy.deepcopy(base_model), "hf-fp8-w8a8-rollout", max_new_tokens=7, device="cuda")
     assert mismatch(fp8, b)[0] > 0
 
 
@@ -181,7 +184,7 @@ def test_server_passes_max_new_tokens(base_model):
 
 def test_local_checkpoint_directory(base_model, tmp_path):
     base_model.save_pretrained(str(tmp_path))
-    be = build(["--checkpoint", str(tmp_path), "--plan", "bf16", "--max-new-tokens", "4"])
+    be = build(["--checkpoint", str(tmp_path), "--plan", "hf-bf16", "--max-new-tokens", "4"])
     assert be.info()["vocabulary"]["size"] == 13
     b = be.generate(PROMPTS[:4], "s", None, False, "rollout")
     mine = backend(base_model).generate(PROMPTS[:4], "s", None, False, "rollout", max_new_tokens=4)
@@ -191,7 +194,7 @@ def test_local_checkpoint_directory(base_model, tmp_path):
 def test_thread_count_does_not_change_bits(base_model):
     before = torch.get_num_threads()
     try:
-        for plan in ("bf16", "fp8-w8a8-rollout", "fp8-kv"):
+        for plan in ("hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-kv"):
             runs = []
             for threads in (1, 2):
                 torch.set_num_threads(threads)
@@ -203,3 +206,46 @@ def test_thread_count_does_not_change_bits(base_model):
             assert runs[0] == runs[1], plan
     finally:
         torch.set_num_threads(before)
+
+
+SETUP = {
+    "policy": "ar", "vocabulary": {"size": 10, "pad": 0, "bos": 1, "eos": 2, "sep": 3, "mask": 4},
+    "promptLength": 16, "maxNewTokens": 17,
+    "sampling": {"temperature": 0.7, "topK": 3, "topP": 0.9, "logprob": "raw"},
+    "optim": {"lr": 0.01, "beta1": 0.8, "beta2": 0.95, "eps": 1e-6, "weightDecay": 0.1},
+}
+TINY_FLAG = ["--model", json.dumps(TINY)]
+
+
+def test_configure_takes_vocabulary_optim_and_sampler_from_the_setup():
+    from qrl_backend.server import handle_message
+
+    be = build(TINY_FLAG)
+    r = handle_message(be, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "info", "params": {"protocols": ["qrl-backend/1"], "setup": SETUP}}))
+    assert r["result"]["vocabulary"]["size"] == 10 and r["result"]["plan"]["name"] == "hf-bf16"
+    assert be.model.config.vocab_size == 10 and be.model.get_output_embeddings().weight.shape[0] == 10
+    decay, other = be.opt.param_groups
+    assert decay["lr"] == other["lr"] == 0.01 and decay["betas"] == (0.8, 0.95) and decay["eps"] == 1e-6
+    assert decay["weight_decay"] == 0.1 and other["weight_decay"] == 0.0
+    assert be.max_new_tokens == 17 and be.sampling == SETUP["sampling"]
+    # rebuilt at the task's vocabulary from the same --init-seed: the model --vocab-size 10 builds
+    direct = build([*TINY_FLAG, "--vocab-size", "10"])
+    assert all(torch.equal(a, b) for a, b in zip(be.model.state_dict().values(), direct.model.state_dict().values()))
+    be.configure(None, SETUP)  # the same setup again is accepted
+    with pytest.raises(RpcError):
+        be.configure(None, dict(SETUP, maxNewTokens=3))
+
+
+def test_command_line_flags_override_the_setup():
+    be = build([*TINY_FLAG, "--vocab-size", "13", "--lr", "0.5", "--weight-decay", "0", "--max-new-tokens", "4", "--temperature", "1.5"])
+    be.configure(None, SETUP)
+    decay, _ = be.opt.param_groups
+    assert be.vocab == 13 and decay["lr"] == 0.5 and decay["weight_decay"] == 0.0 and decay["betas"] == (0.8, 0.95)
+    assert be.max_new_tokens == 4 and be.sampling["temperature"] == 1.5 and be.sampling["topK"] == 3
+
+
+def test_configure_refuses_other_special_tokens():
+    be = build(TINY_FLAG)
+    with pytest.raises(ProtocolError) as e:
+        be.configure(None, dict(SETUP, vocabulary=dict(SETUP["vocabulary"], eos=9)))
+    assert e.value.field == "setup.vocabulary.eos"

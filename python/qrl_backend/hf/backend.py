@@ -12,7 +12,7 @@ import copy
 import hashlib
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -47,19 +47,19 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
     }
     inc = {"decode": "incremental", "logprob": "processed"}
     return {
-        "fp32": {"rollout": fp32, "trainer": fp32, "data": ({"gemm": {"kind": "fp32"}, **inc}, {"gemm": {"kind": "fp32"}})},
-        "bf16": {"rollout": _BF16, "trainer": _BF16, "data": ({**_BF16_DATA, **inc}, _BF16_DATA)},
-        "fp8-w8a8-rollout": {
+        "hf-fp32": {"rollout": fp32, "trainer": fp32, "data": ({"gemm": {"kind": "fp32"}, **inc}, {"gemm": {"kind": "fp32"}})},
+        "hf-bf16": {"rollout": _BF16, "trainer": _BF16, "data": ({**_BF16_DATA, **inc}, _BF16_DATA)},
+        "hf-fp8-w8a8-rollout": {
             "rollout": dict(_BF16, linear=("fp8-w8a8",)),
             "trainer": _BF16,
             "data": ({"gemm": w8a8, **inc}, _BF16_DATA),
         },
-        "fp8-rollout": {
+        "hf-fp8-rollout": {
             "rollout": dict(_BF16, linear=("fp8-block", block)),
             "trainer": _BF16,
             "data": ({"gemm": blockwise, **inc}, _BF16_DATA),
         },
-        "fp8-kv": {
+        "hf-fp8-kv": {
             "rollout": dict(_BF16, linear=("fp8-block", block), kv="fp8"),
             "trainer": _BF16,
             "data": ({"gemm": dict(blockwise, kvCache=_FP8_KV_DATA), **inc}, _BF16_DATA),
@@ -67,7 +67,13 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
     }
 
 
-PLAN_NAMES = ("fp32", "bf16", "fp8-w8a8-rollout", "fp8-rollout", "fp8-kv")
+# Every name is prefixed `hf-`: these are this backend's numerics (float64 accumulation rounded once,
+# torch's quantizers), not qrl-sim's presets of the bare names, whose plan data differ; a run takes
+# them with `"plan": "backend"` (the driver then names the served plan in its reports).
+PLAN_NAMES = ("hf-fp32", "hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-rollout", "hf-fp8-kv")
+DEFAULT_PLAN = "hf-bf16"
+# What `configure` may take from the run's setup, unless the command line fixed it (HfBackend.fixed).
+SETUP_FIELDS = ("vocab_size", "lr", "beta1", "beta2", "eps", "weight_decay", "max_new_tokens", "temperature", "top_k", "top_p", "logprob")
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
@@ -83,18 +89,17 @@ def moe_experts(config: Any) -> int:
 class HfBackend(Backend):
     """A transformers causal LM (any architecture transformers builds, dense) behind qrl-backend/1."""
 
-    def __init__(self, model: torch.nn.Module, plan: str = "bf16", *, block: int = 128, lr: float = 1e-3,
+    def __init__(self, model: torch.nn.Module, plan: str = DEFAULT_PLAN, *, block: int = 128, lr: float = 1e-3,
                  beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
                  max_new_tokens: int = 16, sampling: Optional[Dict[str, Any]] = None, device: str = "cpu",
-                 source: str = "config"):
+                 source: str = "config", factory: Optional[Callable[[int], torch.nn.Module]] = None,
+                 fixed: Sequence[str] = ()):
+        """`factory(V)` rebuilds the model at vocabulary V (a config-built model; None for a checkpoint):
+        `configure` uses it when the run's vocabulary differs. `fixed`: the SETUP_FIELDS the command line
+        set, which the run's setup does not override."""
         plans = plan_table(block)
         if plan not in plans:
             raise ValueError(f"plan: must be one of {', '.join(PLAN_NAMES)}, got {plan!r}")
-        experts = moe_experts(model.config)
-        if experts:
-            raise ValueError(
-                f"model: {type(model).__name__} is a mixture of experts ({experts} experts); this backend does not "
-                "record or replay MoE routing (docs/moe.md), so it refuses MoE models: use a dense config")
         register_attention()
         self.plan_name, self.plan, self.block = plan, plans[plan], block
         self.device = torch.device(device)
@@ -102,6 +107,20 @@ class HfBackend(Backend):
         self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
         self.source = source
         self.timing_path: Optional[str] = None
+        self.factory = factory
+        self.fixed = frozenset(fixed)
+        self.setup: Optional[Dict[str, Any]] = None
+        self.opt_config = {"lr": lr, "betas": (beta1, beta2), "eps": eps}
+        self.weight_decay = weight_decay
+        self._install(model)
+
+    def _install(self, model: torch.nn.Module) -> None:
+        """Takes `model` as the trainer, builds the engine and reference copies and a fresh AdamW."""
+        experts = moe_experts(model.config)
+        if experts:
+            raise ValueError(
+                f"model: {type(model).__name__} is a mixture of experts ({experts} experts); this backend does not "
+                "record or replay MoE routing (docs/moe.md), so it refuses MoE models: use a dense config")
         model.config._attn_implementation = ATTENTION_NAME
         self.model = model.to(self.device)
         self.model.train(False)  # no dropout: the forward is a deterministic function of the weights
@@ -112,15 +131,63 @@ class HfBackend(Backend):
         self.vocab = int(self.model.config.vocab_size)
         if self.vocab <= MASK:
             raise ValueError(f"model: vocab_size must exceed the special tokens (≥ {MASK + 1}), got {self.vocab}")
-        decay = [p for p in self.model.parameters() if p.ndim >= 2]
-        other = [p for p in self.model.parameters() if p.ndim < 2]
-        self.opt_config = {"lr": lr, "betas": (beta1, beta2), "eps": eps}
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}], **self.opt_config)
+        self._new_optimizer()
         self.version = 0
         self.served = 0
         self.handles: Dict[str, torch.Tensor] = {}
         self.next_handle = 1
         self._refit()
+
+    def _new_optimizer(self) -> None:
+        decay = [p for p in self.model.parameters() if p.ndim >= 2]
+        other = [p for p in self.model.parameters() if p.ndim < 2]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.weight_decay}, {"params": other, "weight_decay": 0.0}], **self.opt_config)
+
+    # --- configuration from the run ------------------------------------------------------------
+
+    def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
+        """Takes from the run's setup (qrl-sim run --backend sends it with `info`) what the command line
+        did not fix: the vocabulary size (a config-built model is rebuilt at the task's vocabulary,
+        same --init-seed), AdamW's lr, betas, eps and weight decay (setup.optim), maxNewTokens and the
+        sampler defaults. Precedence: command-line flag > setup > the flag's default. The special
+        tokens must be qrl-sim's (PAD 0 … MASK 4); the plan is always --plan (the run config says
+        `"plan": "backend"`). Before the first step only; a second call must repeat the first setup."""
+        if setup is None:
+            return
+        if self.setup is not None:
+            if setup != self.setup:
+                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
+            return
+        if self.version != 0:
+            raise RpcError(FAILED_PRECONDITION, "info: setup arrived after training began", "setup")
+        if setup.get("policy") != "ar":
+            raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
+        voc = setup.get("vocabulary")
+        if not isinstance(voc, dict):
+            raise ProtocolError("setup.vocabulary", f"expected an object, got {voc!r}")
+        for key, want in (("pad", PAD), ("bos", BOS), ("eos", EOS), ("sep", SEP), ("mask", MASK)):
+            if voc.get(key) != want:
+                raise ProtocolError(f"setup.vocabulary.{key}", f"this backend's special tokens are PAD 0, BOS 1, EOS 2, SEP 3, MASK 4; the run has {key} {voc.get(key)!r}")
+        size = voc.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size <= MASK:
+            raise ProtocolError("setup.vocabulary.size", f"expected an integer > {MASK}, got {size!r}")
+        if "vocab_size" not in self.fixed and self.factory is not None and size != self.vocab:
+            self._install(self.factory(size))
+        optim = setup.get("optim") or {}
+        lr, (b1, b2), eps = self.opt_config["lr"], self.opt_config["betas"], self.opt_config["eps"]
+        take = lambda field, key, cur: cur if field in self.fixed or key not in optim else float(optim[key])  # noqa: E731
+        self.opt_config = {"lr": take("lr", "lr", lr), "betas": (take("beta1", "beta1", b1), take("beta2", "beta2", b2)), "eps": take("eps", "eps", eps)}
+        self.weight_decay = take("weight_decay", "weightDecay", self.weight_decay)
+        self._new_optimizer()
+        if "max_new_tokens" not in self.fixed and isinstance(setup.get("maxNewTokens"), int):
+            self.max_new_tokens = int(setup["maxNewTokens"])
+        sampling = setup.get("sampling") or {}
+        s = dict(self.sampling)
+        for field, key in (("temperature", "temperature"), ("top_k", "topK"), ("top_p", "topP"), ("logprob", "logprob")):
+            if field not in self.fixed and key in sampling:
+                s[key] = sampling[key]
+        self.sampling = s
+        self.setup = setup
 
     # --- description ---------------------------------------------------------------------------
 
@@ -339,10 +406,7 @@ class HfBackend(Backend):
         with torch.no_grad():
             self.model.load_state_dict(weights)
             self.ref.load_state_dict(ref)
-        decay = [p for p in self.model.parameters() if p.ndim >= 2]
-        other = [p for p in self.model.parameters() if p.ndim < 2]
-        wd = self.opt.param_groups[0]["weight_decay"]
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": other, "weight_decay": 0.0}], **self.opt_config)
+        self._new_optimizer()
         if os.path.exists(opt):
             self.opt.load_state_dict(torch.load(opt, map_location=self.device))
         for p in self.model.parameters():

@@ -8,9 +8,10 @@ import argparse
 import json
 from typing import List, Optional
 
-from .backend import PLAN_NAMES, HfBackend, moe_experts
+from .backend import DEFAULT_PLAN, PLAN_NAMES, SETUP_FIELDS, HfBackend, moe_experts
 
-# Small dense defaults (overridable with --model JSON); the vocabulary comes from --vocab-size.
+# Small dense defaults (overridable with --model JSON); the vocabulary comes from the run's setup
+# (qrl-sim run --backend) or --vocab-size.
 ARCH_DEFAULTS = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -20,6 +21,9 @@ ARCH_DEFAULTS = {
     "max_position_embeddings": 64,
     "tie_word_embeddings": False,
 }
+# The flags' values when neither the command line nor a run's setup gives one.
+FLAG_DEFAULTS = {"vocab_size": 13, "lr": 3e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,
+                 "max_new_tokens": 7, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "logprob": "processed"}
 ARCHS = ("llama", "qwen2", "mistral", "qwen2_moe", "mixtral")
 
 
@@ -38,24 +42,26 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
     src = ap.add_argument_group("model")
     src.add_argument("--arch", default="llama", choices=ARCHS, help="model type built from a config with random initialisation (default llama)")
     src.add_argument("--model", default="{}", help="config overrides as JSON, e.g. '{\"hidden_size\":32,\"num_hidden_layers\":1}'")
-    src.add_argument("--vocab-size", type=int, default=13, help="vocabulary of the task (qrl-sim's reverse task: 13)")
+    src.add_argument("--vocab-size", type=int, help="vocabulary (default: the run's setup.vocabulary.size, else 13, the reverse task's)")
     src.add_argument("--checkpoint", help="a local Hugging Face checkpoint directory instead of --arch (config.json + weights)")
     src.add_argument("--init-seed", type=int, default=0, help="seed of torch's initialisation of a config-built model")
     src.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="trainer (master) weight dtype")
-    ap.add_argument("--plan", default="bf16", choices=PLAN_NAMES)
+    ap.add_argument("--plan", default=DEFAULT_PLAN, choices=PLAN_NAMES, help="this backend's own plans (a run takes them with \"plan\": \"backend\")")
     ap.add_argument("--fp8-block", type=int, default=128, help="block FP8: B×B weight blocks, 1×B activation groups (DeepSeek: 128; 16 matches qrl-sim's toy presets)")
-    opt = ap.add_argument_group("optimizer (the run's optim.*)")
-    opt.add_argument("--lr", type=float, default=3e-3)
-    opt.add_argument("--beta1", type=float, default=0.9)
-    opt.add_argument("--beta2", type=float, default=0.999)
-    opt.add_argument("--eps", type=float, default=1e-8)
-    opt.add_argument("--weight-decay", type=float, default=0.0)
-    smp = ap.add_argument_group("sampling defaults (a generate request's sampling and maxNewTokens win)")
-    smp.add_argument("--max-new-tokens", type=int, default=7, help="response slots (reverse task default: 7)")
-    smp.add_argument("--temperature", type=float, default=1.0)
-    smp.add_argument("--top-k", type=int, default=0)
-    smp.add_argument("--top-p", type=float, default=1.0)
-    smp.add_argument("--logprob", default="processed", choices=["processed", "raw"])
+    # Each of these overrides the run's setup (flag > setup > default); the defaults serve a backend
+    # started without a run (e.g. backend-check).
+    opt = ap.add_argument_group("optimizer (default: the run's setup.optim, else the value shown)")
+    opt.add_argument("--lr", type=float, help="default 3e-3")
+    opt.add_argument("--beta1", type=float, help="default 0.9")
+    opt.add_argument("--beta2", type=float, help="default 0.999")
+    opt.add_argument("--eps", type=float, help="default 1e-8")
+    opt.add_argument("--weight-decay", type=float, help="default 0")
+    smp = ap.add_argument_group("sampling defaults (default: the run's setup; a generate request's sampling and maxNewTokens win)")
+    smp.add_argument("--max-new-tokens", type=int, help="response slots (default 7, the reverse task's)")
+    smp.add_argument("--temperature", type=float, help="default 1")
+    smp.add_argument("--top-k", type=int, help="default 0")
+    smp.add_argument("--top-p", type=float, help="default 1")
+    smp.add_argument("--logprob", choices=["processed", "raw"], help="default processed")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the same code)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (fixed for determinism)")
     ap.add_argument("--timing", help="write the seconds spent per backend method and per message to this JSON file at shutdown")
@@ -63,6 +69,10 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
     ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
     ap.add_argument("--host", default="127.0.0.1")
     a = ap.parse_args(argv)
+    fixed = [f for f in SETUP_FIELDS if getattr(a, f) is not None]
+    for f, v in FLAG_DEFAULTS.items():
+        if getattr(a, f) is None:
+            setattr(a, f, v)
     for name, v, lo in (("--vocab-size", a.vocab_size, 5), ("--max-new-tokens", a.max_new_tokens, 1), ("--fp8-block", a.fp8_block, 1), ("--threads", a.threads, 1)):
         if v < lo:
             raise ValueError(f"{name}: must be ≥ {lo}, got {v}")
@@ -89,6 +99,7 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
             raise ValueError(f"--checkpoint: {a.checkpoint} is a mixture-of-experts model ({moe_experts(cfg)} experts); this backend refuses MoE models (no routing replay)")
         model = AutoModelForCausalLM.from_pretrained(a.checkpoint, attn_implementation=ATTENTION_NAME, dtype=dtype)
         source = a.checkpoint
+        factory = None
     else:
         try:
             overrides = json.loads(a.model)
@@ -99,11 +110,18 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
         cfg = model_config(a.arch, a.vocab_size, overrides)
         if moe_experts(cfg):
             raise ValueError(f"--arch {a.arch}: a mixture-of-experts model ({moe_experts(cfg)} experts); this backend does not record or replay MoE routing (docs/moe.md), so it refuses MoE models: use llama, qwen2 or mistral")
-        torch.manual_seed(a.init_seed)
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation=ATTENTION_NAME, dtype=dtype)
+
+        def factory(vocab_size: int):
+            """The config-built model at `vocab_size`, initialised from --init-seed."""
+            torch.manual_seed(a.init_seed)
+            return AutoModelForCausalLM.from_config(model_config(a.arch, vocab_size, overrides), attn_implementation=ATTENTION_NAME, dtype=dtype)
+
+        model = factory(a.vocab_size)
         source = f"{a.arch} {a.model}"
+        if "vocab_size" in overrides:
+            fixed.append("vocab_size")
     sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": a.logprob}
     be = HfBackend(model, a.plan, block=a.fp8_block, lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay,
-                   max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source)
+                   max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source, factory=factory, fixed=fixed)
     be.timing_path = a.timing
     return be

@@ -20,8 +20,8 @@ from typing import List, Optional
 import numpy as np
 
 PROMPTS = [[0, 1, 5, 6, 7, 3]] * 8 + [[1, 8, 9, 10, 11, 3]] * 8 + [[0, 0, 1, 12, 6, 3]] * 8
-CELLS = [("bf16", "bf16", 16), ("fp8-w8a8-rollout", "fp8-w8a8-rollout", 16), ("fp8-rollout, B = 16", "fp8-rollout", 16),
-         ("fp8-rollout, B = 128", "fp8-rollout", 128), ("fp8-kv, B = 16", "fp8-kv", 16)]
+CELLS = [("hf-bf16", "hf-bf16", 16), ("hf-fp8-w8a8-rollout", "hf-fp8-w8a8-rollout", 16), ("hf-fp8-rollout, B = 16", "hf-fp8-rollout", 16),
+         ("hf-fp8-rollout, B = 128", "hf-fp8-rollout", 128), ("hf-fp8-kv, B = 16", "hf-fp8-kv", 16)]
 
 
 def _write(text: str, path: Optional[str], command: str) -> None:
@@ -47,7 +47,7 @@ def mismatch(inits: int, path: Optional[str]) -> None:
     for init in range(inits):
         torch.manual_seed(init)
         model = AutoModelForCausalLM.from_config(model_config("llama", 13, {}), attn_implementation=ATTENTION_NAME)
-        ref = HfBackend(copy.deepcopy(model), "bf16", max_new_tokens=7)
+        ref = HfBackend(copy.deepcopy(model), "hf-bf16", max_new_tokens=7)
         batch = ref.generate(PROMPTS, f"figures/{init}", None, False, "rollout")
         lp = ref.logprobs(batch, list(range(batch.B)), "current", False)[0]
         on = batch.mask > 0
@@ -74,7 +74,8 @@ def curve(runs: List[str], block: int, path: Optional[str]) -> None:
         blocks = [r[i : i + block] for i in range(0, len(r), block)]
         head = " | ".join(f"{i * block + 1}–{i * block + len(b)}" for i, b in enumerate(blocks))
         vals = " | ".join(f"{sum(b) / len(b):.3f}" for b in blocks)
-        plan = cfg["plan"] if isinstance(cfg["plan"], str) else cfg["plan"].get("name", "custom")
+        served = (cfg.get("backend") or {}).get("plan")  # "plan": "backend" runs name the served plan here
+        plan = served if cfg["plan"] == "backend" and served else cfg["plan"] if isinstance(cfg["plan"], str) else cfg["plan"].get("name", "custom")
         lines.append(f"**{cfg['task']['name']}**, plan {plan}, seed {cfg['seed']}, {len(r)} steps (`{os.path.basename(os.path.normpath(run))}`):\n\n"
                      f"| steps | {head} |\n|---|{'---|' * len(blocks)}\n| reward/mean | {vals} |\n")
     _write("\n".join(lines), path, f"python -m qrl_backend.hf.figures curve … --block {block}")

@@ -70,8 +70,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             toy = dict(BASE, steps=a.steps, plan=plan, policy={"kind": "ar", "model": TOY_MODEL})
             rows.append(dict(measure(f"toy-{plan}", toy, out, qrl_sim, None, env), backend="in-process toy", plan=plan))
             timing = os.path.join(out, f"hf-{plan}-timing.json")
-            backend = f"{shlex.quote(a.python)} -m qrl_backend.hf --plan {plan} --fp8-block 16 --vocab-size 13 --max-new-tokens 7 --timing {shlex.quote(timing)}"
-            row = measure(f"hf-{plan}", dict(BASE, steps=a.steps, plan=plan), out, qrl_sim, backend, env)
+            # the backend's own plan of the same numerics family (hf-<plan>), taken by the run as "backend"
+            backend = f"{shlex.quote(a.python)} -m qrl_backend.hf --plan hf-{plan} --fp8-block 16 --timing {shlex.quote(timing)}"
+            row = measure(f"hf-{plan}", dict(BASE, steps=a.steps, plan="backend"), out, qrl_sim, backend, env)
             with open(timing) as f:
                 log = json.load(f)["messages"]
             # Steps 2…N: the messages after step 1's `step` up to the last `step` (each GRPO step is
@@ -81,7 +82,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             steps_total = row["step_s"] * row["steps"]
             handled = sum(m[1] for m in window)
             compute = sum(m[2] for m in window)
-            row.update(backend="transformers (qrl_backend.hf)", plan=plan, compute_share=compute / steps_total, codec_share=(handled - compute) / steps_total,
+            row.update(backend="transformers (qrl_backend.hf)", plan=f"hf-{plan}", compute_share=compute / steps_total, codec_share=(handled - compute) / steps_total,
                        rest_share=(steps_total - handled) / steps_total)
             rows.append(row)
     head = "| backend | plan | GRPO step (s) | rollout tokens/s | rollout share of a step | backend compute | SDK codec | JSON text, pipes and driver |\n|---|---|---|---|---|---|---|---|\n"
