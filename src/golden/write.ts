@@ -43,7 +43,8 @@ export function qrlSimIdentity(): { version: string; commit?: string } {
 
 const CASE_NAME = /^[A-Za-z0-9._-]+$/;
 
-function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
+/** A case's manifest entry and the tensors of its file (the file's bytes: `encodeSafetensors(tensors, caseMetadata(...))`). */
+export function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
   if (!CASE_NAME.test(c.name)) throw new Error(`golden: ${suite}: case name '${c.name}' has characters other than letters, digits, '.', '-', '_'`);
   const tensors: Record<string, SafetensorsEntry> = {};
   const info: Record<string, ManifestCase['tensors'][string]> = {};
@@ -55,6 +56,11 @@ function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tens
     info[name] = { role: t.role, dtype: dtype as NonNullable<SafetensorsEntry['dtype']>, shape: [...t.array.shape], compare: t.compare };
   }
   return { manifest: { file: `${suite}/${c.name}.safetensors`, description: c.description, params: c.params, tensors: info }, tensors };
+}
+
+/** The safetensors metadata of a case file. */
+export function caseMetadata(suite: string, name: string): Record<string, string> {
+  return { schema: GOLDEN_SCHEMA, suite, case: name };
 }
 
 /** Options of {@link writeGolden}. */
@@ -84,7 +90,7 @@ export function writeGolden(dir: string, suites: readonly GoldenSuite[], options
       names.add(c.name);
       const { manifest, tensors } = caseEntry(suite.name, c);
       const path = join(dir, manifest.file);
-      writeSafetensors(path, tensors, { schema: GOLDEN_SCHEMA, suite: suite.name, case: c.name });
+      writeSafetensors(path, tensors, caseMetadata(suite.name, c.name));
       bytes += statSync(path).size;
       list.push(manifest);
     }
