@@ -77,14 +77,27 @@ export interface WriteGoldenOptions {
  * seed gives byte-identical files. Suites are validated before anything is written.
  */
 export function writeGolden(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions): GoldenManifest {
+  const steps = goldenWriteSteps(dir, suites, options);
+  for (let r = steps.next(); ; r = steps.next()) if (r.done === true) return r.value;
+}
+
+/**
+ * {@link writeGolden} one case at a time: yields after each case file (`stop()` then ends it
+ * early), returns the manifest. A stopped generation writes `manifest.json` for the suites it
+ * finished whole, so the directory's manifest never lists a file of another generation.
+ * @internal
+ */
+export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions & { readonly stopped?: () => boolean }): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
   const entries: Record<string, { description: string; cases: ManifestCase[] }> = {};
   for (const suite of suites) {
+    if (options.stopped?.() === true) break;
     const start = performance.now();
     const cases = suite.cases(options.seed);
     const names = new Set<string>();
     mkdirSync(join(dir, suite.name), { recursive: true });
     let bytes = 0;
     const list: ManifestCase[] = [];
+    let whole = true;
     for (const c of cases) {
       if (names.has(c.name)) throw new Error(`golden: ${suite.name}: duplicate case name '${c.name}'`);
       names.add(c.name);
@@ -93,7 +106,13 @@ export function writeGolden(dir: string, suites: readonly GoldenSuite[], options
       writeSafetensors(path, tensors, caseMetadata(suite.name, c.name));
       bytes += statSync(path).size;
       list.push(manifest);
+      yield { suite: suite.name, done: list.length, of: cases.length };
+      if (options.stopped?.() === true && list.length < cases.length) {
+        whole = false;
+        break;
+      }
     }
+    if (!whole) break;
     entries[suite.name] = { description: suite.description, cases: list };
     options.onSuite?.(suite.name, cases.length, bytes, performance.now() - start);
   }
