@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
 import { probeDiagnostics } from '../policies/diagnostics.js';
 import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
+import { resolveBackendAddress } from './self-command.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import { logprobsToJson } from '../protocol/schema.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
@@ -517,7 +518,7 @@ export const backendCheckCommand: Command = {
     });
     if (values['kill-resume'] && values.config === undefined) throw new UsageError('--kill-resume: needs --config FILE (the run to kill and resume)');
     const config = values.config === undefined ? undefined : resolveRunConfig(readJsonFile(values.config, '--config'));
-    const address = parseBackendAddress(required(values.backend, 'backend'));
+    const address = resolveBackendAddress(required(values.backend, 'backend'));
     const timeoutMs = integerOption(values.timeout, 'timeout', 120_000, 1);
     const startupTimeoutMs = integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1);
     const batch = integerOption(values.batch, 'batch', 8, 1);

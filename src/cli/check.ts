@@ -8,6 +8,7 @@ import { referenceMethods } from '../golden/methods.js';
 import { ESTIMATOR_RULE } from '../golden/suites/estimators.js';
 import type { CompareRule } from '../golden/types.js';
 import { RpcCallError, spawnRpcClient } from '../protocol/jsonrpc.js';
+import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import { formatValue } from '../numerics/values.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from '../testing/arbitraries.js';
 import type { Command } from './command.js';
@@ -194,7 +195,13 @@ export const checkCommand: Command = {
     let calls = 0;
     let missing: string | null = null;
     let transport: RpcCallError | null = null;
+    // SIGINT/SIGTERM: no further case starts (each later one throws `stopped` at once), the
+    // implementation's process group is ended by rpc.close, and what passed so far is printed.
+    const stopped = new Error('stopped');
+    let passed = 0;
+    let failedOnce = false;
     const property = fc.asyncProperty(paramsArb(method, config), async (params) => {
+      if (stopRequested()) throw stopped;
       let want: unknown;
       try {
         want = reference(params);
@@ -219,14 +226,25 @@ export const checkCommand: Command = {
       }
       for (const f of fieldsOf(method, got)) fields.add(f);
       const d = diffJson(method, got, want);
-      if (d !== null) throw new Error(d);
+      if (d !== null) {
+        failedOnce = true;
+        throw new Error(d);
+      }
+      if (!failedOnce) passed++;
     });
     const start = performance.now();
     let result: fc.RunDetails<[Record<string, unknown>]>;
+    const unhandle = handleStopSignals(io, 'check', 'no further case starts');
     try {
       result = await fc.check(property, { numRuns: runs, seed, endOnFailure: false });
     } finally {
+      unhandle();
       await rpc.close(2000);
+    }
+    const why = stopReason();
+    if (why !== null && (!result.failed || result.errorInstance === stopped)) {
+      io.out(`check ${suite}: stopped (${why}) after ${passed} of ${runs} cases passed against '${impl}' (method ${method}; seed ${seed}); no difference found in them`);
+      return STOP_EXIT[why];
     }
     const seconds = (performance.now() - start) / 1000;
     if (missing !== null) {

@@ -4,7 +4,9 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { goldenSuites } from '../golden/suites/index.js';
-import { writeGolden } from '../golden/write.js';
+import { goldenWriteSteps } from '../golden/write.js';
+import type { GoldenManifest } from '../golden/types.js';
+import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { makeOutDir } from './outdir.js';
@@ -52,11 +54,34 @@ export const goldenCommand: Command = {
     // Temp files of an earlier golden that was killed mid-write (safetensors and manifest are renamed into place).
     for (const dir of [out, ...suites.map((suite) => join(out, suite.name))]) removeStaleTemps(dir);
     const command = ['qrl-sim', 'golden', '--suite', list.join(','), '--out', out, '--seed', String(seed)].join(' ');
-    writeGolden(out, suites, {
-      seed,
-      command,
-      onSuite: (name, cases, bytes, ms) => io.err(`${name}: ${cases} cases, ${(bytes / 1024).toFixed(0)} KiB, ${(ms / 1000).toFixed(2)} s`),
-    });
+    // SIGINT/SIGTERM stop after the current case file; manifest.json then lists the suites finished whole.
+    const unhandle = handleStopSignals(io, 'golden', 'stopping after this case file; manifest.json will list the suites finished');
+    let manifest: GoldenManifest;
+    try {
+      const steps = goldenWriteSteps(out, suites, {
+        seed,
+        command,
+        stopped: stopRequested,
+        onSuite: (name, cases, bytes, ms) => io.err(`${name}: ${cases} cases, ${(bytes / 1024).toFixed(0)} KiB, ${(ms / 1000).toFixed(2)} s`),
+      });
+      for (;;) {
+        const r = steps.next();
+        if (r.done === true) {
+          manifest = r.value;
+          break;
+        }
+        // Signals are delivered between cases.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      unhandle();
+    }
+    const why = stopReason();
+    if (why !== null) {
+      const done = Object.keys(manifest.suites);
+      io.err(`qrl-sim golden: stopped (${why}): ${join(out, 'manifest.json')} lists ${done.length} of ${suites.length} suites (${done.join(', ') || 'none'}); every file is whole; run the same command again for the rest`);
+      return STOP_EXIT[why];
+    }
     io.out(`wrote ${join(out, 'manifest.json')}`);
     return 0;
   },

@@ -15,7 +15,8 @@ import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
-import { BackendCallError, connectBackend, parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
+import { BackendCallError, connectBackend, type RemoteBackend } from '../protocol/remote.js';
+import { resolveBackendAddress } from './self-command.js';
 import { eta, progressLine } from './progress.js';
 import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
 import { makeTask } from '../tasks/registry.js';
@@ -201,7 +202,7 @@ export const runCommand: Command = {
     if (address !== undefined) {
       try {
         const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-        backend = await connectBackend(parseBackendAddress(address), { timeoutMs, startupTimeoutMs, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        backend = await connectBackend(resolveBackendAddress(address), { timeoutMs, startupTimeoutMs, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;

@@ -43,7 +43,8 @@ export function qrlSimIdentity(): { version: string; commit?: string } {
 
 const CASE_NAME = /^[A-Za-z0-9._-]+$/;
 
-function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
+/** A case's manifest entry and the tensors of its file (the file's bytes: `encodeSafetensors(tensors, caseMetadata(...))`). */
+export function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
   if (!CASE_NAME.test(c.name)) throw new Error(`golden: ${suite}: case name '${c.name}' has characters other than letters, digits, '.', '-', '_'`);
   const tensors: Record<string, SafetensorsEntry> = {};
   const info: Record<string, ManifestCase['tensors'][string]> = {};
@@ -55,6 +56,11 @@ function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tens
     info[name] = { role: t.role, dtype: dtype as NonNullable<SafetensorsEntry['dtype']>, shape: [...t.array.shape], compare: t.compare };
   }
   return { manifest: { file: `${suite}/${c.name}.safetensors`, description: c.description, params: c.params, tensors: info }, tensors };
+}
+
+/** The safetensors metadata of a case file. */
+export function caseMetadata(suite: string, name: string): Record<string, string> {
+  return { schema: GOLDEN_SCHEMA, suite, case: name };
 }
 
 /** Options of {@link writeGolden}. */
@@ -71,23 +77,42 @@ export interface WriteGoldenOptions {
  * seed gives byte-identical files. Suites are validated before anything is written.
  */
 export function writeGolden(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions): GoldenManifest {
+  const steps = goldenWriteSteps(dir, suites, options);
+  for (let r = steps.next(); ; r = steps.next()) if (r.done === true) return r.value;
+}
+
+/**
+ * {@link writeGolden} one case at a time: yields after each case file (`stop()` then ends it
+ * early), returns the manifest. A stopped generation writes `manifest.json` for the suites it
+ * finished whole, so the directory's manifest never lists a file of another generation.
+ * @internal
+ */
+export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions & { readonly stopped?: () => boolean }): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
   const entries: Record<string, { description: string; cases: ManifestCase[] }> = {};
   for (const suite of suites) {
+    if (options.stopped?.() === true) break;
     const start = performance.now();
     const cases = suite.cases(options.seed);
     const names = new Set<string>();
     mkdirSync(join(dir, suite.name), { recursive: true });
     let bytes = 0;
     const list: ManifestCase[] = [];
+    let whole = true;
     for (const c of cases) {
       if (names.has(c.name)) throw new Error(`golden: ${suite.name}: duplicate case name '${c.name}'`);
       names.add(c.name);
       const { manifest, tensors } = caseEntry(suite.name, c);
       const path = join(dir, manifest.file);
-      writeSafetensors(path, tensors, { schema: GOLDEN_SCHEMA, suite: suite.name, case: c.name });
+      writeSafetensors(path, tensors, caseMetadata(suite.name, c.name));
       bytes += statSync(path).size;
       list.push(manifest);
+      yield { suite: suite.name, done: list.length, of: cases.length };
+      if (options.stopped?.() === true && list.length < cases.length) {
+        whole = false;
+        break;
+      }
     }
+    if (!whole) break;
     entries[suite.name] = { description: suite.description, cases: list };
     options.onSuite?.(suite.name, cases.length, bytes, performance.now() - start);
   }

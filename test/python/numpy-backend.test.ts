@@ -2,7 +2,7 @@
 // negotiation, generate/logprobs agreement, backward + step, the frozen reference, save/load, and the
 // error a bad request gets.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,4 +98,22 @@ describe('numpy AR backend through RemoteBackend', () => {
     await new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.on('exit', resolve)));
     expect(child.exitCode).toBe(0);
   }, 180_000);
+});
+
+describe('numpy AR backend: bad flags', () => {
+  // Exit 2 and one line naming the flag and its value (no argparse usage block, no traceback).
+  it.each([
+    ['--config', '{bad'],
+    ['--config', '{"vocabSize":13}'],
+    ['--config', 'null'],
+    ['--config', '{"vocabSize":13,"maxLen":15,"hidden":-1}'],
+    ['--weights', '/nonexistent/weights.safetensors'],
+    ['--weights', 'README.md'],
+  ])('%s %s', (flag, value) => {
+    const r = spawnSync('python3', ['-m', 'qrl_backend.numpy_ar', flag, value], { env, encoding: 'utf8', input: '' });
+    expect(r.status, r.stderr).toBe(2);
+    const lines = r.stderr.trimEnd().split('\n');
+    expect(lines, r.stderr).toHaveLength(1);
+    expect(lines[0]).toContain(`python3 -m qrl_backend.numpy_ar: ${flag} ${value}: `);
+  }, 60_000);
 });

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -294,7 +295,10 @@ class ConfiguredNumpyAr(Backend):
         if setup.get("policy") != "ar":
             raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
         if a.config or a.weights:
-            cfg, params = _model_from_flags(a)
+            try:
+                cfg, params = _model_from_flags(a)
+            except _FlagError as e:
+                raise ProtocolError("setup.model", str(e)) from None
         else:
             model = setup.get("model")
             if not isinstance(model, dict):
@@ -358,14 +362,28 @@ class ConfiguredNumpyAr(Backend):
         return self._be().load(directory)
 
 
+class _FlagError(Exception):
+    """A --weights/--config value that does not build a model; the message names the flag and value."""
+
+
 def _model_from_flags(a: Any):
+    meta: Dict[str, str] = {}
+    params = None
     if a.weights:
-        params, meta = read_safetensors(a.weights)
+        try:
+            params, meta = read_safetensors(a.weights)
+        except OSError as e:
+            raise _FlagError(f"--weights {a.weights}: {e.strerror or e}") from None
+        except (ValueError, TypeError, KeyError) as e:
+            raise _FlagError(f"--weights {a.weights}: not a safetensors file ({e})") from None
         if CONFIG_KEY not in meta and not a.config:
-            raise SystemExit(f"--weights {a.weights}: no {CONFIG_KEY} metadata; pass --config")
-        return ArConfig.from_json(a.config or meta[CONFIG_KEY]), params
-    cfg = ArConfig.from_json(a.config)
-    return cfg, init_params(cfg, a.init_seed)
+            raise _FlagError(f"--weights {a.weights}: no {CONFIG_KEY} metadata; pass --config")
+    source = f"--config {a.config}" if a.config else f"--weights {a.weights}: metadata {CONFIG_KEY}"
+    try:
+        cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise _FlagError(f"{source}: {e}") from None
+    return cfg, (params if params is not None else init_params(cfg, a.init_seed))
 
 
 def build(argv: Optional[List[str]] = None) -> Backend:
@@ -394,8 +412,10 @@ def build(argv: Optional[List[str]] = None) -> Backend:
         return ConfiguredNumpyAr(a)
     try:
         cfg, params = _model_from_flags(a)
-    except (ValueError, SystemExit) as e:
-        ap.error(str(e))
+    except _FlagError as e:
+        # One line and exit 2 (the CLI's rule for bad input), not argparse's usage block or a traceback.
+        sys.stderr.write(f"{ap.prog}: {e}\n")
+        sys.exit(2)
     sampling = {"temperature": 1.0 if a.temperature is None else a.temperature, "topK": a.top_k or 0, "topP": 1.0 if a.top_p is None else a.top_p, "logprob": "processed"}
     inner = NumpyArBackend(cfg, params, plan=a.plan or "fp32", lr=1e-3 if a.lr is None else a.lr, weight_decay=a.weight_decay or 0.0,
                            max_new_tokens=a.max_new_tokens, sampling=sampling)
