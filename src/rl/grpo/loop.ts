@@ -2,7 +2,7 @@
 // recompute, correction, update, log) against the asynchronous PolicyBackend. Not the run driver
 // (files, eval, checkpoints: src/runs/run.ts).
 
-import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
+import type { GenerateRequest, LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
 import { applyCorrection, correctionNeedsTheta } from '../correction.js';
@@ -438,7 +438,7 @@ export async function evaluate(
   problems: readonly TaskProblem[],
   side: 'rollout' | 'trainer',
   rng: Rng,
-  generation: Partial<ReturnType<typeof generationOf>> = {},
+  generation: Pick<GenerateRequest, 'sampling' | 'maxNewTokens'> = {},
 ): Promise<MetricRecord> {
   const prompts = problems.map((p) => p.prompt);
   const out: MetricRecord = {};
