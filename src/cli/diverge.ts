@@ -18,6 +18,7 @@ import { UsageError } from '../errors.js';
 import type { Command } from './command.js';
 import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
 import { planOption } from './plan-option.js';
+import { parseMoe } from './mismatch.js';
 
 const help = `usage: qrl-sim diverge --policy ar --plan P [--preset NAME] [--outliers N] [--moe E,K]
                        [--length L] [--batch B] [--seed S] [--format F] [--tolerance K]
@@ -89,14 +90,6 @@ function printReport(report: DivergeReport, extra: Record<string, unknown>, all:
     out(`${r.name.padEnd(width)}  ${e(r.maxAbsDelta).padStart(9)}  ${e(r.meanAbsDelta).padStart(9)}  ${r.fracDiffer.toFixed(3).padStart(6)}  ${e(r.maxUlpFp32).padStart(9)}  ${e(r.maxUlp).padStart(9)}  ${e(r.relError).padStart(9)}  ${e(r.added).padStart(9)}${r.exceeds ? '  ← exceeds' : ''}`);
   }
   for (const [k, v] of Object.entries({ ...extra, ...summary })) out(`${k.padEnd(16)} ${Array.isArray(v) ? v.map((x: number) => x.toFixed(3)).join(' ') : typeof v === 'number' ? e(v) : String(v ?? 'none')}`);
-}
-
-function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
-  const m = /^(\d+),(\d+)$/.exec(value.trim());
-  const experts = m ? Number(m[1]) : NaN;
-  const topK = m ? Number(m[2]) : NaN;
-  if (!m || experts < 1 || experts > 64 || topK < 1 || topK > experts) throw new UsageError(`--moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '${value}'`);
-  return { experts, topK, auxCoeff: 0.01 };
 }
 
 /** The `diverge` subcommand. */

@@ -171,7 +171,7 @@ function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagn
 }
 
 /** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probe). */
-function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
+export function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
   const m = /^(\d+),(\d+)$/.exec(value.trim());
   const experts = m ? Number(m[1]) : NaN;
   const topK = m ? Number(m[2]) : NaN;
