@@ -88,7 +88,7 @@ export function integerOption(value: string | undefined, name: string, fallback:
 /** Most GRPO steps of a run: the same bound as the config field `steps` (docs/grpo.md). */
 export const MAX_STEPS = 100_000;
 
-/** Largest seed: seeds are unsigned 32-bit integers (docs/decisions.md, "CLI"). */
+/** Largest seed: seeds are unsigned 32-bit integers (docs/decisions.md, "Seeds are unsigned 32-bit integers"). */
 export const MAX_SEED = 0xffffffff;
 
 /** Parses `--seed`: an integer in 0..2³²−1; −1 and other negatives are refused with the range. */

@@ -16,7 +16,7 @@ import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, parseCommandArgs, refuseIgnored, required } from './parse.js';
 import { sweepProgress } from './sweep-progress.js';
 
-/** Most seeds per grid point and most worker threads (docs/decisions.md, "CLI limits"). */
+/** Most seeds per grid point and most worker threads (docs/decisions.md, "Size limits"). */
 export const MAX_SEEDS = 1000;
 export const MAX_WORKERS = 256;
 /** Most runs (grid points × seeds) in one sweep. */
