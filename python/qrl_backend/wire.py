@@ -29,6 +29,7 @@ DTYPES: Dict[str, np.dtype] = {
     "I32": np.dtype("<i4"),
     "U8": np.dtype("u1"),
     "U16": np.dtype("<u2"),
+    "U32": np.dtype("<u4"),
 }
 _NAMES = {np.dtype(v).str: k for k, v in DTYPES.items()}
 # safetensors names this module reads beyond the wire dtypes (kept as raw codes or upcast).

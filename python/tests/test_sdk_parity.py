@@ -79,3 +79,15 @@ def test_typed_step_result_and_max_new_tokens():
 def test_the_codec_lives_in_wire():
     assert wire.batch_from_json(wire.batch_to_json(BATCH), "batch").responses.tolist() == [[6, 2]]
     assert wire.RolloutBatch is RolloutBatch
+
+
+def test_wire_dtypes_are_the_typescript_ones():
+    # src/protocol/tensor.ts WIRE_DTYPES: every dtype the TypeScript side can send decodes here
+    import pathlib
+    import re
+    ts = (pathlib.Path(__file__).resolve().parents[2] / "src" / "protocol" / "tensor.ts").read_text()
+    block = ts[ts.index("WIRE_DTYPES = Object.freeze({"):]
+    block = block[: block.index("}")]
+    assert sorted(re.findall(r"^\s*([A-Z0-9]+):", block, re.M)) == sorted(wire.DTYPES)
+    u32 = np.array([[0, 4294967295]], dtype=np.uint32)
+    assert decode_tensor(encode_tensor(u32), "x").tolist() == [[0, 4294967295]]
