@@ -46,20 +46,16 @@ export interface GoldenSuite {
   cases(seed: number): GoldenCase[];
 }
 
-/** A tensor's entry in the manifest. */
-export interface ManifestTensor {
-  readonly role: 'input' | 'expected';
+/** A tensor's entry in the manifest: the {@link GoldenTensor}'s role and compare rule, with the stored dtype and shape in place of the array. */
+export interface ManifestTensor extends Pick<GoldenTensor, 'role' | 'compare'> {
   readonly dtype: SafetensorsDtype;
   readonly shape: readonly number[];
-  readonly compare: CompareRule;
 }
 
-/** A case's entry in the manifest. */
-export interface ManifestCase {
+/** A case's entry in the manifest: the {@link GoldenCase}'s description and params, with its file in place of its name and tensor entries in place of its tensors. */
+export interface ManifestCase extends Omit<GoldenCase, 'name' | 'tensors'> {
   /** Path relative to the golden directory, e.g. `casts/e4m3fn.satfinite.rne.safetensors`. */
   readonly file: string;
-  readonly description: string;
-  readonly params: Readonly<Record<string, unknown>>;
   readonly tensors: Readonly<Record<string, ManifestTensor>>;
 }
 

@@ -195,33 +195,17 @@ export function blockWeights(prefix: string, get: (name: string) => FloatArray |
     down: req(`${p}.down`), downBias: opt(`${p}.downBias`),
   });
   const router = opt('moe.router');
-  if (router) {
-    const experts: MlpWeights[] = [];
-    for (let e = 0; get(`${prefix}.moe.e${e}.up`) !== null; e++) experts.push(ffn(`moe.e${e}`));
-    return {
-      ln1: req('ln1.weight'), ln1Bias: opt('ln1.bias'),
-      wq: req('attn.wq'), bq: opt('attn.bq'),
-      wk: req('attn.wk'), bk: opt('attn.bk'),
-      wv: req('attn.wv'), bv: opt('attn.bv'),
-      wo: req('attn.wo'), bo: opt('attn.bo'),
-      ln2: req('ln2.weight'), ln2Bias: opt('ln2.bias'),
-      mlp: null,
-      moe: { router, experts },
-    };
-  }
-  return {
+  const experts: MlpWeights[] = [];
+  if (router) for (let e = 0; get(`${prefix}.moe.e${e}.up`) !== null; e++) experts.push(ffn(`moe.e${e}`));
+  const attentionAndNorms = {
     ln1: req('ln1.weight'), ln1Bias: opt('ln1.bias'),
     wq: req('attn.wq'), bq: opt('attn.bq'),
     wk: req('attn.wk'), bk: opt('attn.bk'),
     wv: req('attn.wv'), bv: opt('attn.bv'),
     wo: req('attn.wo'), bo: opt('attn.bo'),
     ln2: req('ln2.weight'), ln2Bias: opt('ln2.bias'),
-    mlp: {
-      up: req('mlp.up'), upBias: opt('mlp.upBias'),
-      gate: opt('mlp.gate'), gateBias: opt('mlp.gateBias'),
-      down: req('mlp.down'), downBias: opt('mlp.downBias'),
-    },
   };
+  return router ? { ...attentionAndNorms, mlp: null, moe: { router, experts } } : { ...attentionAndNorms, mlp: ffn('mlp') };
 }
 
 /** Activations {@link blockForward} keeps for {@link blockBackward}; every buffer is (B·T, …). */

@@ -2,7 +2,7 @@
 // plot shows, configurations and runs. No script, no external request. Not the plotting itself.
 
 import type { RenderedPlot } from './plots.js';
-import type { Summary } from './summary.js';
+import { configAt, type Summary } from './summary.js';
 import { deltaTableHtml, escapeHtml, summaryTableHtml, swatchHtml, type SeriesStyle } from './table.js';
 
 /** Inline stylesheet shared by report.html and summary.html. */
@@ -50,25 +50,15 @@ export interface ReportContext {
   readonly deltaSvg?: string | null;
 }
 
-/** The value at a dotted path of a config, or undefined. */
-function at(config: unknown, path: string): unknown {
-  let node = config;
-  for (const key of path.split('.')) {
-    if (typeof node !== 'object' || node === null) return undefined;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return node;
-}
-
 function describeSetup(summary: Summary): string {
   const first = summary.groups.find((g) => g.config !== null)?.config;
   const runs = summary.groups.reduce((a, g) => a + g.runs.length, 0);
   const parts = [`${runs} run${runs === 1 ? '' : 's'} in ${summary.groups.length} configuration${summary.groups.length === 1 ? '' : 's'}`];
-  const task = at(first, 'task.name');
-  const kind = at(first, 'policy.kind');
-  const steps = at(first, 'steps');
-  const prompts = at(first, 'rollout.prompts');
-  const groupSize = at(first, 'rollout.groupSize');
+  const task = configAt(first, 'task.name');
+  const kind = configAt(first, 'policy.kind');
+  const steps = configAt(first, 'steps');
+  const prompts = configAt(first, 'rollout.prompts');
+  const groupSize = configAt(first, 'rollout.groupSize');
   if (task !== undefined) parts.push(`task ${String(task)}`);
   if (kind !== undefined) parts.push(`${String(kind)} policy`);
   if (steps !== undefined) parts.push(`${String(steps)} steps`);

@@ -325,8 +325,8 @@ function splitSelector(selector: string): string[] {
   return parts;
 }
 
-/** The value at a dotted path of a config, or undefined. */
-function configAt(config: unknown, path: string): unknown {
+/** The value at a dotted path of a config (`'policy.kind'`), or undefined where the path leaves the objects. */
+export function configAt(config: unknown, path: string): unknown {
   let node = config;
   for (const key of path.split('.')) {
     if (typeof node !== 'object' || node === null) return undefined;

@@ -6,6 +6,9 @@ import { decode, floatFormats, isNanCode, type FloatFormat } from '../numerics/f
 import { castProfiles, profileCoverage, type RoundingMode } from '../numerics/profiles.js';
 import { quantPresets, type QuantPreset } from '../numerics/presets.js';
 import { precisionPlans } from '../policies/plans.js';
+import type { BatchJson } from '../golden/suites/estimators.js';
+
+export type { BatchJson };
 
 /** Any float format name. */
 export const formatArb = (): fc.Arbitrary<string> => fc.constantFrom(...Object.keys(floatFormats));
@@ -66,17 +69,6 @@ export interface BatchArbOptions {
   readonly maxT?: number;
   /** Include `logpRef` (needed by KL configs). @defaultValue true */
   readonly withRef?: boolean;
-}
-
-/** An `estimate` batch as JSON, without `config`. */
-export interface BatchJson {
-  logpTheta: number[][];
-  logpOld: number[][];
-  logpRollout: number[][];
-  logpRef?: number[][];
-  mask: number[][];
-  rewards: number[];
-  groups: number[];
 }
 
 /**

@@ -10,8 +10,8 @@ import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../type
 /** Compare rule of float64 estimator outputs: tight enough for any formula bug, loose enough for a float64 re-ordering. */
 export const ESTIMATOR_RULE: CompareRule = Object.freeze({ rtol: 1e-7, atol: 1e-10 });
 
-/** The JSON input of `qrl-sim estimate` for a batch (what the golden case's tensors hold). */
-export interface EstimateInputJson {
+/** An `estimate` batch as JSON, without `config` (what the golden cases and the property tests feed the contract). */
+export interface BatchJson {
   logpTheta: number[][];
   logpOld: number[][];
   logpRollout: number[][];
@@ -19,6 +19,10 @@ export interface EstimateInputJson {
   mask: number[][];
   rewards: number[];
   groups: number[];
+}
+
+/** The JSON input of `qrl-sim estimate` for a batch (what the golden case's tensors hold). */
+export interface EstimateInputJson extends BatchJson {
   /** Σ_v π(v)² per token, only for the advantage `optimal_token_baseline`. */
   probSqSum?: number[][];
   config: Record<string, unknown>;
