@@ -26,8 +26,13 @@ export interface TensorParallel {
    * @defaultValue 'ring'
    */
   readonly reduce?: 'ring' | 'tree' | 'rank-order';
-  /** Format of the partial sums and of every add of the reduction. @defaultValue 'bf16' */
-  readonly dtype?: 'bf16' | 'fp32';
+  /**
+   * Formats of the reduction: `bf16`, partials and every add in BF16 (an NCCL all-reduce of BF16
+   * buffers); `fp32`, partials and adds in fp32; `bf16-fp32`, BF16 partials summed in fp32 and the
+   * sum rounded to BF16 once (vLLM's custom all-reduce: `packed_reduce` upcasts, adds, downcasts).
+   * @defaultValue 'bf16'
+   */
+  readonly dtype?: 'bf16' | 'fp32' | 'bf16-fp32';
 }
 
 /** How a plan side executes beyond its GEMM numerics (docs/engine-paths.md). */
@@ -83,7 +88,7 @@ export function checkEngineExecution(value: unknown, path: string, role: 'rollou
   for (const key of Object.keys(t)) if (!(TP_KEYS as readonly string[]).includes(key)) throw new Error(`${tpPath}: unknown field '${key}' (expected one of ${TP_KEYS.join(', ')})`);
   positiveInt(t['ranks'], `${tpPath}.ranks`, 8);
   if (t['reduce'] !== undefined && !['ring', 'tree', 'rank-order'].includes(t['reduce'] as string)) throw new Error(`${tpPath}.reduce: expected "ring", "tree" or "rank-order", got ${JSON.stringify(t['reduce'])}`);
-  if (t['dtype'] !== undefined && t['dtype'] !== 'bf16' && t['dtype'] !== 'fp32') throw new Error(`${tpPath}.dtype: expected "bf16" or "fp32", got ${JSON.stringify(t['dtype'])}`);
+  if (t['dtype'] !== undefined && !['bf16', 'fp32', 'bf16-fp32'].includes(t['dtype'] as string)) throw new Error(`${tpPath}.dtype: expected "bf16", "fp32" or "bf16-fp32", got ${JSON.stringify(t['dtype'])}`);
 }
 
 /**
@@ -132,7 +137,10 @@ function sliceColumns(x: FloatArray, rows: number, k: number, lo: number, hi: nu
 function rowParallel(inner: LinearGemms, tp: TensorParallel): LinearGemms {
   const R = tp.ranks;
   const reduce = tp.reduce ?? 'ring';
-  const fr = (tp.dtype ?? 'bf16') === 'fp32' ? Math.fround : (x: number): number => round('bf16', x, { profile: 'ieee' });
+  const dtype = tp.dtype ?? 'bf16';
+  const bf16 = (x: number): number => round('bf16', x, { profile: 'ieee' });
+  const fr = dtype === 'bf16' ? bf16 : Math.fround; // every add
+  const edge = dtype === 'bf16-fp32' ? bf16 : (x: number): number => x; // the partials in, the sum out
   const shards = new WeakMap<FloatArray, FloatArray[]>(); // weight → its R shards (stable identities for the inner weight caches)
   const forward: GemmFn = (out, a, b, m, n, k) => {
     if (k < R) throw new Error(`tensorParallel: ranks ${R} exceed the reduction length ${k}`);
@@ -150,8 +158,8 @@ function rowParallel(inner: LinearGemms, tp: TensorParallel): LinearGemms {
     const p = new Array<number>(R);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
-        for (let r = 0; r < R; r++) p[r] = partials[r]![i * n + j]!;
-        out[i * n + j] = reducePartials(p, reduce, fr, j, n);
+        for (let r = 0; r < R; r++) p[r] = edge(partials[r]![i * n + j]!);
+        out[i * n + j] = edge(reducePartials(p, reduce, fr, j, n));
       }
     }
   };

@@ -124,6 +124,22 @@ describe('tensor-parallel all-reduce order', () => {
       expect(run(tp.o)).toEqual(run(splitK.o));
       expect(run(tp.mlp.down)).toEqual(run(splitK.mlp.down));
       expect(run(tp.q)).toEqual(run(inner.block(0).q)); // column-parallel: unchanged
+      // vLLM's custom all-reduce: the same fp32 sum of BF16-rounded partials, rounded to BF16 once
+      const vllm = tensorParallelNumerics(inner, { ranks: 4, reduce: 'rank-order', dtype: 'bf16-fp32' }).block(0);
+      const bf = (x: number) => round('bf16', x, { profile: 'ieee' });
+      const hand = (() => {
+        const out = new Float32Array(m * n);
+        const part = new Float32Array(m * n);
+        for (let r = 0; r < 4; r++) {
+          const [lo, hi] = shardRange(k, 4, r);
+          const as = Float32Array.from({ length: m * (hi - lo) }, (_, x) => a[Math.floor(x / (hi - lo)) * k + lo + (x % (hi - lo))]!);
+          const bs = Float32Array.from({ length: n * (hi - lo) }, (_, x) => b[Math.floor(x / (hi - lo)) * k + lo + (x % (hi - lo))]!);
+          inner.block(0).o.forward(part, as, bs, m, n, hi - lo);
+          for (let x = 0; x < m * n; x++) out[x] = r === 0 ? bf(part[x]!) : Math.fround(out[x]! + bf(part[x]!));
+        }
+        return [...out].map(bf);
+      })();
+      expect(run(vllm.o)).toEqual(hand);
     }
   });
 });
@@ -232,7 +248,7 @@ describe('engine settings as plan data', () => {
     expect(plan({ engine: { splitK: 2 } })).toThrow(/plan\.rollout\.engine: unknown field 'splitK'/);
     expect(plan({ engine: { tensorParallel: { ranks: 9 } } })).toThrow(/plan\.rollout\.engine\.tensorParallel\.ranks: expected an integer in 1\.\.8, got 9/);
     expect(plan({ engine: { tensorParallel: { ranks: 2, reduce: 'butterfly' } } })).toThrow(/tensorParallel\.reduce: expected "ring", "tree" or "rank-order", got "butterfly"/);
-    expect(plan({ engine: { tensorParallel: { ranks: 2, dtype: 'fp16' } } })).toThrow(/tensorParallel\.dtype: expected "bf16" or "fp32", got "fp16"/);
+    expect(plan({ engine: { tensorParallel: { ranks: 2, dtype: 'fp16' } } })).toThrow(/tensorParallel\.dtype: expected "bf16", "fp32" or "bf16-fp32", got "fp16"/);
     expect(plan({}, { ...side, engine: { maxBatch: 4 } })).toThrow(/plan\.trainer\.engine\.maxBatch: a rollout engine setting, not for the trainer/);
     expect(plan({ temperatureAt: 'after-log-softmax' })).toThrow(/plan\.rollout\.temperatureAt: trainer only/);
     expect(plan({}, { ...side, temperatureAt: 'late' })).toThrow(/plan\.trainer\.temperatureAt: expected "before-log-softmax" or "after-log-softmax", got "late"/);
