@@ -53,7 +53,7 @@ const e = (x: number): string => (x === 0 ? '0' : x.toExponential(2));
 async function table(rows: readonly Row[], extra: 'engine' | 'semantics'): Promise<string> {
   const lines = [`| path | \`qrl-sim mismatch --policy ar …\` | ${extra} | k3 | mean \\|δ\\| | max \\|δ\\| |`, '| --- | --- | --- | --- | --- | --- |'];
   for (const row of rows) {
-    const runs = [];
+    const runs: Record<string, unknown>[] = [];
     for (const seed of SEEDS) runs.push(await mismatch(row.args, seed));
     const mean = (k: string): number => runs.reduce((a, r) => a + (r[k] as number), 0) / runs.length;
     lines.push(`| ${row.path} | \`${row.args}\` | ${(runs[0]![extra] as string | undefined) ?? '—'} | ${e(mean('k3'))} | ${e(mean('meanAbsDelta'))} | ${e(Math.max(...runs.map((r) => r['maxAbsDelta'] as number)))} |`);
