@@ -197,6 +197,16 @@ describe('continuous batching and chunked prefill', () => {
     }
   });
 
+  it('MoE: the scheduler records each request\'s routing where the lockstep rollout does', () => {
+    const moe = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: P + 5, moe: { experts: 4, topK: 2, auxCoeff: 0.01 } }), 1);
+    const fp8 = resolvePlan('fp8-rollout');
+    const q = prompts(5);
+    const a = arMismatchProbe(moe, { plan: fp8, length: 5, prompts: q, seed: 1 });
+    const b = arMismatchProbe(moe, { plan: { ...fp8, rollout: { ...fp8.rollout, engine: { maxBatch: 5 } } }, length: 5, prompts: q, seed: 1 });
+    expect(b.rollout.routing!.map((r) => [...r])).toEqual(a.rollout.routing!.map((r) => [...r]));
+    expect(b.moe!.flipRate).toEqual(a.moe!.flipRate);
+  });
+
   it('requests leaving the batch shrink the decode GEMMs under the split-K limit: mismatch the lockstep batch does not have', () => {
     const B = 20;
     const requestLengths = Array.from({ length: B }, (_, b) => 1 + (b % L));
