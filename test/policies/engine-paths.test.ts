@@ -3,6 +3,7 @@
 // path mismatch vanishing exactly when every GEMM the engine runs is larger than the split-K limit.
 
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { roundingNumerics, withKernelRows } from '../../src/policies/numerics.js';
 import { reducePartials, ringOrder, shardRange, tensorParallelNumerics, type EngineExecution } from '../../src/policies/execution.js';
@@ -263,5 +264,51 @@ describe('engine settings as plan data', () => {
     expect(plan({ temperatureAt: 'after-log-softmax' })).toThrow(/plan\.rollout\.temperatureAt: trainer only/);
     expect(plan({}, { ...side, temperatureAt: 'late' })).toThrow(/plan\.trainer\.temperatureAt: expected "before-log-softmax" or "after-log-softmax", got "late"/);
     expect(plan({ engine: { maxBatch: 2, tensorParallel: { ranks: 2 } } }, { ...side, engine: { tensorParallel: { ranks: 2 } }, temperatureAt: 'after-log-softmax' })).not.toThrow();
+  });
+});
+
+describe('scheduler and all-reduce properties (fast-check)', () => {
+  const task = makeTask('reverse');
+  const P = task.promptLength;
+  const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: P + 4 }), 9);
+  const numerics = roundingNumerics({ operands: 'bf16' });
+
+  it('every request samples exactly its length, slots in order; no step runs more than maxBatch requests; step tokens = chunks + decodes', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }).chain((B) => fc.tuple(fc.constant(B), fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: P + 1 }), fc.array(fc.integer({ min: 1, max: 4 }), { minLength: B, maxLength: B }))),
+        ([B, maxBatch, chunk, lengths]) => {
+          const seen: number[][] = Array.from({ length: B }, () => []);
+          const steps = scheduleRequests({
+            policy, prompts: Int32Array.from(task.trainProblems(B, 1).flatMap((q) => [...q.prompt])), B, P, T: P + 4, numerics, routing: null,
+            sample: (b, k) => {
+              seen[b]!.push(k);
+              return { token: 3, ended: k + 1 === lengths[b] };
+            },
+            maxBatch, prefillChunk: chunk,
+          });
+          seen.forEach((ks, b) => expect(ks).toEqual(Array.from({ length: lengths[b]! }, (_, k) => k)));
+          for (const s of steps) expect(s.requests.length).toBeLessThanOrEqual(maxBatch);
+          // total tokens: every prompt once, plus one decode token per sampled slot after the first
+          expect(steps.reduce((a, s) => a + s.tokens, 0)).toBe(B * P + lengths.reduce((a, n) => a + n - 1, 0));
+        },
+      ),
+      { numRuns: 25 },
+    );
+  });
+
+  it('ring order is rank order rotated to start at rank c+1; fp32 rank order is the sequential float32 sum', () => {
+    fc.assert(
+      fc.property(fc.array(fc.float({ noNaN: true, noDefaultInfinity: true, min: -1e6, max: 1e6 }), { minLength: 1, maxLength: 8 }), fc.integer({ min: 0, max: 15 }), (p, j) => {
+        const R = p.length;
+        const n = 16;
+        const c = Math.floor((j * R) / n);
+        const rotated = Array.from({ length: R }, (_, i) => p[(c + 1 + i) % R]!);
+        expect(reducePartials(p, 'ring', Math.fround, j, n)).toBe(reducePartials(rotated, 'rank-order', Math.fround, 0, n));
+        let acc = Math.fround(p[0]!);
+        for (let i = 1; i < R; i++) acc = Math.fround(acc + Math.fround(p[i]!));
+        expect(reducePartials(p, 'rank-order', Math.fround, j, n)).toBe(acc);
+      }),
+    );
   });
 });
