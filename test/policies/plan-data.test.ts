@@ -14,6 +14,17 @@ import { runGrpo } from '../../src/runs/index.js';
 const root = mkdtempSync(join(tmpdir(), 'qrl-plan-data-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
+/** A run of a few seconds: two steps of a one-block AR policy on short reverse problems. */
+const TINY_RUN = {
+  seed: 0,
+  steps: 2,
+  task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+  policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+  sft: { steps: 4, batchSize: 8, cache: false },
+  rollout: { prompts: 2, groupSize: 4 },
+  eval: { every: 1, problems: 4 },
+};
+
 const asData = (name: string) => JSON.parse(JSON.stringify({ rollout: precisionPlan(name).rollout, trainer: precisionPlan(name).trainer })) as Record<string, unknown>;
 
 describe('plan as data', () => {
@@ -38,15 +49,7 @@ describe('plan as data', () => {
   });
 
   it('a run with the fp8-rollout plan as data writes the same metrics.jsonl and eval.jsonl as the preset name', async () => {
-    const base = {
-      seed: 0,
-      steps: 2,
-      task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
-      policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-      sft: { steps: 4, batchSize: 8, cache: false },
-      rollout: { prompts: 2, groupSize: 4 },
-      eval: { every: 1, problems: 4 },
-    };
+    const base = TINY_RUN;
     const files: string[][] = [];
     for (const [name, plan] of [['named', 'fp8-rollout'], ['data', asData('fp8-rollout')]] as const) {
       const out = join(root, name);
@@ -59,15 +62,7 @@ describe('plan as data', () => {
 });
 
 describe('engine settings and log-prob semantics in a run', () => {
-  const base = {
-    seed: 0,
-    steps: 1,
-    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
-    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-    sft: { steps: 2, batchSize: 8, cache: false },
-    rollout: { prompts: 2, groupSize: 4 },
-    eval: { every: 0, problems: 2 },
-  };
+  const base = { ...TINY_RUN, steps: 1, sft: { ...TINY_RUN.sft, steps: 2 }, eval: { every: 0, problems: 2 } };
   const metricsOf = async (name: string, extra: Record<string, unknown>) => {
     const out = join(root, name);
     await runGrpo({ config: resolveRunConfig({ ...base, ...extra }), outDir: out });
