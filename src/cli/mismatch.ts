@@ -14,6 +14,8 @@ import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policie
 import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
+import type { EngineExecution, TensorParallel } from '../policies/execution.js';
+import { createRng } from '../rng.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
@@ -33,6 +35,7 @@ export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
                         [--temperature T] [--top-k K] [--top-p P]
+                        [--max-batch N] [--prefill-chunk N] [--batch-invariant] [--min-length M]
                         [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
                         [--channels] [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
@@ -56,7 +59,12 @@ Both print the mismatch diagnostics:
 ar, when the log-prob semantics of the two sides differ (docs/logprob-semantics.md), adds
   semantics    the differing fields, e.g. "support truncated≠full" (processed top-k/top-p
                log-probs carry −log S of the kept mass S), "temperature 1≠0.7" (raw rollout
-               log-probs against a trainer at T), "logits bf16≠fp32" (the lm_head epilogue)
+               log-probs against a trainer at T), "temperatureAt before-log-softmax≠
+               after-log-softmax" (a trainer dividing log softmax(z) by T), "logits bf16≠fp32"
+               (the lm_head epilogue)
+ar, when the plan's rollout side has engine settings (docs/engine-paths.md), adds
+  engine       e.g. "maxBatch 8, prefillChunk 2, batchInvariant"; "tp 4 ring bf16" for tensor
+               parallelism (rollout side; "trainer tp …" for the trainer's)
 An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
   flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
                the trainer's own top-k, at the positions whose outputs score a response token
@@ -85,6 +93,13 @@ Options:
                       (1 ≤ K ≤ E ≤ 64)
   --top-k K           ar only: sample from the K most likely tokens (default off)
   --top-p P           ar only: sample from the smallest set of mass ≥ P, 0 < P ≤ 1 (default 1, off)
+  --max-batch N       ar only: continuous batching, at most N requests running at once (sets the
+                      plan's rollout engine.maxBatch; docs/engine-paths.md), 1..4096
+  --prefill-chunk N   ar only: chunked prefill, N prompt tokens per request per engine step
+                      (engine.prefillChunk; 1 = token by token), 1..1024
+  --batch-invariant   ar only: the batch-invariant switch (engine.batchInvariant)
+  --min-length M      ar only: requests of different lengths, each drawn uniformly from M..L
+                      (stream <seed>/probe-lengths), 1..L (default L: all of length L)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
                       per linear-layer input, the median |x| and the top channels' ratio to it
                       (one fp32 forward over the sampled sequences; outlier channels stand out)
@@ -274,6 +289,31 @@ function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T
   }
 }
 
+/** The plan's rollout engine settings with the command-line ones on top (undefined when there are none). */
+function engineOf(plan: PrecisionPlan, values: { 'max-batch'?: string; 'prefill-chunk'?: string; 'batch-invariant'?: boolean }): EngineExecution | undefined {
+  const flags: EngineExecution = {
+    ...(values['max-batch'] !== undefined ? { maxBatch: integerOption(values['max-batch'], 'max-batch', 0, 1, MISMATCH_LIMITS.batch) } : {}),
+    ...(values['prefill-chunk'] !== undefined ? { prefillChunk: integerOption(values['prefill-chunk'], 'prefill-chunk', 0, 1, MISMATCH_LIMITS.length) } : {}),
+    ...(values['batch-invariant'] === true ? { batchInvariant: true } : {}),
+  };
+  if (plan.rollout.engine === undefined && Object.keys(flags).length === 0) return undefined;
+  return { ...plan.rollout.engine, ...flags };
+}
+
+/** `maxBatch 8, prefillChunk 2, batchInvariant, tp 4 ring bf16, trainer tp 4 ring bf16`, or '' without engine settings. */
+function engineDescription(plan: PrecisionPlan): string {
+  const tp = (t: TensorParallel | undefined): string => (t === undefined ? '' : `tp ${t.ranks} ${t.reduce ?? 'ring'} ${t.dtype ?? 'bf16'}`);
+  const r = plan.rollout.engine ?? {};
+  const parts = [
+    r.maxBatch !== undefined ? `maxBatch ${r.maxBatch}` : '',
+    r.prefillChunk !== undefined ? `prefillChunk ${r.prefillChunk}` : '',
+    r.batchInvariant === true ? 'batchInvariant' : '',
+    tp(r.tensorParallel),
+    plan.trainer.engine?.tensorParallel !== undefined ? `trainer ${tp(plan.trainer.engine.tensorParallel)}` : '',
+  ];
+  return parts.filter((p) => p !== '').join(', ');
+}
+
 /** The `mismatch` subcommand. */
 export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
@@ -296,14 +336,18 @@ export const mismatchCommand: Command = {
       moe: { type: 'string' },
       'top-k': { type: 'string' },
       'top-p': { type: 'string' },
+      'max-batch': { type: 'string' },
+      'prefill-chunk': { type: 'string' },
+      'batch-invariant': { type: 'boolean' },
+      'min-length': { type: 'string' },
     });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
     const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
     if (policyName === 'diffusion' && (values['top-k'] !== undefined || values['top-p'] !== undefined)) throw new UsageError(`--${values['top-k'] !== undefined ? 'top-k' : 'top-p'}: only for --policy ar`);
     if (policyName === 'diffusion') {
-      refuseIgnored(values, ['preset', 'outliers', 'moe', 'channels'], 'with --policy diffusion (ar only)');
-      if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains and precision overrides are for --policy ar only, got one in plan '${plan.name}'`);
+      refuseIgnored(values, ['preset', 'outliers', 'moe', 'channels', 'max-batch', 'prefill-chunk', 'batch-invariant', 'min-length'], 'with --policy diffusion (ar only)');
+      if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains, precision overrides, engine execution and temperatureAt are for --policy ar only, got one in plan '${plan.name}'`);
       return runDiffusion(values, plan, io.out);
     }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
@@ -318,6 +362,12 @@ export const mismatchCommand: Command = {
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
     const temperature = parseTemperature(values.temperature);
+    const minLength = integerOption(values['min-length'], 'min-length', length, 1, length);
+    const engine = engineOf(plan, values);
+    if (engine !== undefined && (plan.rollout.decode ?? 'incremental') !== 'incremental' && (engine.maxBatch !== undefined || engine.prefillChunk !== undefined)) {
+      throw new UsageError(`--plan: engine.maxBatch and engine.prefillChunk need decode "incremental", plan '${plan.name}' decodes by ${plan.rollout.decode}`);
+    }
+    const probePlan: PrecisionPlan = engine === undefined ? plan : { ...plan, rollout: { ...plan.rollout, engine } };
 
     let policy: ArPolicy;
     let task: Task;
@@ -335,12 +385,15 @@ export const mismatchCommand: Command = {
     const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const probe = arMismatchProbe(policy, { plan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}) });
+    const lengthRng = createRng(seed).fork('probe-lengths');
+    const requestLengths = minLength < length ? Array.from({ length: batch }, () => minLength + lengthRng.int(length - minLength + 1)) : undefined;
+    const probe = arMismatchProbe(policy, { plan: probePlan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}), ...(requestLengths ? { requestLengths } : {}) });
     const sampler = { temperature, topK, topP };
     const diffs = semanticsDifferences(logprobSemantics(plan.rollout, 'rollout', sampler), logprobSemantics(plan.trainer, 'trainer', sampler));
     const semantics = diffs.length > 0 ? { semantics: semanticsLine(diffs) } : {};
     const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...semantics, ...pos.fields }, values.json, io.out);
+    const engineLine = engineDescription(probePlan);
+    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...semantics, ...(engineLine === '' ? {} : { engine: engineLine }), ...pos.fields }, values.json, io.out);
     pos.lines.forEach((l) => io.out(l));
     if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;

@@ -20,7 +20,20 @@ export {
   type RoundingFormat,
   type AccumulatorOrder,
   pairwiseSum,
+  withKernelRows,
 } from './numerics.js';
+
+// Execution paths: the rollout engine's scheduler settings and tensor-parallel all-reduce order.
+export {
+  type EngineExecution,
+  type TensorParallel,
+  checkEngineExecution,
+  tensorParallelNumerics,
+  reducePartials,
+  ringOrder,
+  shardRange,
+} from './execution.js';
+export { scheduleRequests, type ScheduleOptions, type EngineStep } from './ar/scheduler.js';
 
 // Quantized PolicyNumerics.
 export {
@@ -61,6 +74,7 @@ export {
   logitsFormat,
   semanticsDifferences,
   semanticsLine,
+  semanticsMetrics,
   type LogprobSemantics,
   type SemanticsSampler,
   type SemanticsDifference,

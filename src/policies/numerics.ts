@@ -86,6 +86,32 @@ export interface RoundingNumericsOptions {
   readonly splitKMaxRows?: number;
 }
 
+/** The token count of the engine step being computed, or null (each GEMM's own row count). */
+let kernelRows: number | null = null;
+
+/**
+ * Runs `fn` with every linear layer's batch-dependent kernel choice ({@link RoundingNumericsOptions.splitKMaxRows})
+ * made for `rows` tokens instead of the rows of each GEMM call: the tokens of one engine step, which
+ * an engine that computes a step as several calls (per request, per prefill chunk) runs as one GEMM.
+ * `Infinity` picks the large-batch kernel at every step (the batch-invariant switch). Attention GEMMs
+ * keep their own shape. Calls nest; the previous value is restored on return or throw.
+ *
+ * @example
+ * ```ts
+ * const logits = withKernelRows(24, () => arDecodeStep(policy, state, tokens, numerics));
+ * ```
+ */
+export function withKernelRows<T>(rows: number, fn: () => T): T {
+  if (!(rows >= 1)) throw new Error(`withKernelRows: rows must be ≥ 1, got ${rows}`);
+  const before = kernelRows;
+  kernelRows = rows;
+  try {
+    return fn();
+  } finally {
+    kernelRows = before;
+  }
+}
+
 /**
  * Sum of `x[lo … lo+n−1]` by a balanced binary tree: one element is itself, otherwise
  * `fround(sum(first ⌈n/2⌉) + sum(last ⌊n/2⌋))`. `n = 0` gives +0.
@@ -166,6 +192,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   if (maxRows !== undefined && (!Number.isInteger(maxRows) || maxRows < 1 || order !== 'split-k')) throw new Error(`roundingNumerics: splitKMaxRows must be a positive integer with accumulator split-k, got ${maxRows}`);
   const byOrder = accumulatorGemm(order, splitK);
   const accumulate: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => (m <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
+  // A linear layer's kernel follows the tokens of the engine step that runs it (withKernelRows).
+  const accumulateLinear: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => ((kernelRows ?? m) <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
   const opFormat = floatFormats[operands];
   const outFormat = out === undefined ? null : floatFormats[out];
   // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
@@ -203,7 +231,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
       weightCache.set(b, wb);
       markGemmOperandImmutable(wb); // nothing writes wb: its packed panels may be kept
     }
-    accumulate(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
+    accumulateLinear(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
     finish(o.subarray(0, m * n));
   };
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });

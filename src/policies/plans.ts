@@ -13,6 +13,7 @@ import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions
 import type { StackWeights } from '../nn/stack.js';
 import { checkRefitChain, refittedNumerics, type RefitChain } from './refit.js';
 import { checkOverrides, overriddenNumerics, type PrecisionOverride } from './overrides.js';
+import { checkEngineExecution, tensorParallelNumerics, type EngineExecution } from './execution.js';
 
 /** Exact fp32 GEMMs everywhere (sequential accumulation). */
 export interface Fp32GemmPlan {
@@ -84,6 +85,21 @@ export interface PlanSide {
    * @defaultValue absent (every site runs `gemm`)
    */
   readonly overrides?: readonly PrecisionOverride<GemmPlan>[];
+  /**
+   * How the side executes beyond its GEMM numerics: the rollout engine's scheduler (continuous
+   * batching, chunked prefill, the batch-invariant switch) and tensor-parallel all-reduce order
+   * (either side). See {@link EngineExecution} and docs/engine-paths.md; AR policy only.
+   * @defaultValue absent (lockstep batch, one prefill, one device: as before)
+   */
+  readonly engine?: EngineExecution;
+  /**
+   * Trainer only: where the temperature T enters its log-prob — `before-log-softmax`,
+   * ℓ = log softmax(z/T)[y] (what the samplers sample from), or `after-log-softmax`,
+   * ℓ = log softmax(z)[y] / T (a mis-wired recompute; its gradient follows it). See
+   * docs/logprob-semantics.md.
+   * @defaultValue 'before-log-softmax'
+   */
+  readonly temperatureAt?: 'before-log-softmax' | 'after-log-softmax';
 }
 
 /** A named pair of plan sides: what the rollout engine does and what the trainer does. */
@@ -159,12 +175,15 @@ export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumer
   if (side.overrides !== undefined && side.overrides.length > 0) {
     inner = overriddenNumerics(inner, side.overrides, side.overrides.map((o) => numericsFor({ gemm: o.gemm })), weights.blocks.length);
   }
+  // inside the refit chain, so the shards are cut from the refitted weights
+  const tp = side.engine?.tensorParallel;
+  if (tp !== undefined) inner = tensorParallelNumerics(inner, tp);
   return side.refit === undefined ? inner : refittedNumerics(inner, weights, side.refit);
 }
 
-/** True when a plan needs the AR policy's weight structure (a refit chain or precision overrides on either side). */
+/** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution or a trainer temperature placement on either side). */
 export function planNeedsWeights(plan: PrecisionPlan): boolean {
-  return [plan.rollout, plan.trainer].some((s) => s.refit !== undefined || (s.overrides !== undefined && s.overrides.length > 0));
+  return [plan.rollout, plan.trainer].some((s) => s.refit !== undefined || (s.overrides !== undefined && s.overrides.length > 0) || s.engine !== undefined || s.temperatureAt !== undefined);
 }
 
 function deepFreeze<T>(x: T): T {
@@ -342,7 +361,7 @@ export interface PlanData {
 /** The keys each part of a plan given as data may have (anything else is refused, naming it). */
 const PLAN_KEYS = Object.freeze({
   plan: ['name', 'description', 'rollout', 'trainer'],
-  side: ['gemm', 'decode', 'logprob', 'refit', 'overrides'],
+  side: ['gemm', 'decode', 'logprob', 'refit', 'overrides', 'engine', 'temperatureAt'],
   fp32: ['kind'],
   rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile', 'splitKMaxRows'],
   quantized: ['kind', 'weights', 'activations', 'accumulator', 'promoteEvery', 'chunk', 'splitK', 'out', 'exclude', 'plainOperands', 'attention', 'kvCache', 'backward'],
@@ -356,8 +375,12 @@ function objectAt(value: unknown, path: string, keys: readonly string[]): Record
   return value as Record<string, unknown>;
 }
 
-function planSideFrom(value: unknown, path: string): PlanSide {
+function planSideFrom(value: unknown, path: string, role: 'rollout' | 'trainer'): PlanSide {
   const side = objectAt(value, path, PLAN_KEYS.side);
+  if (side['engine'] !== undefined) checkEngineExecution(side['engine'], `${path}.engine`, role);
+  const at = side['temperatureAt'];
+  if (at !== undefined && at !== 'before-log-softmax' && at !== 'after-log-softmax') throw new Error(`${path}.temperatureAt: expected "before-log-softmax" or "after-log-softmax", got ${JSON.stringify(at)}`);
+  if (at !== undefined && role === 'rollout') throw new Error(`${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(at)}`);
   if (side['decode'] !== undefined && side['decode'] !== 'incremental' && side['decode'] !== 'recompute') {
     throw new Error(`${path}.decode: expected "incremental" or "recompute", got ${JSON.stringify(side['decode'])}`);
   }
@@ -402,8 +425,8 @@ export function resolvePlan(plan: string | PlanData): PrecisionPlan {
   return Object.freeze({
     name: (data['name'] as string | undefined) ?? 'custom',
     description: (data['description'] as string | undefined) ?? 'a plan given as data in the run config',
-    rollout: planSideFrom(data['rollout'], 'plan.rollout'),
-    trainer: planSideFrom(data['trainer'], 'plan.trainer'),
+    rollout: planSideFrom(data['rollout'], 'plan.rollout', 'rollout'),
+    trainer: planSideFrom(data['trainer'], 'plan.trainer', 'trainer'),
   });
 }
 

@@ -22,6 +22,8 @@ import { createParamStore } from '../nn/params.js';
 import { AR_CONFIG_METADATA } from '../policies/ar/weights.js';
 import { arConfigFor } from '../policies/ar/engine.js';
 import { arParamSpecs } from '../policies/ar/config.js';
+import { planOfConfig } from '../policies/plans.js';
+import { semanticsMetrics } from '../policies/semantics.js';
 import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */
@@ -362,6 +364,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     await backend.setReference();
   }
 
+  // The log-prob semantics diagnostic (docs/logprob-semantics.md): keys only when the sides differ.
+  const semantics = backend instanceof ReferenceBackend && config.policy.kind === 'ar' ? semanticsMetrics(planOfConfig(config.plan), config.policy.sampler) : {};
   const metricsFile = new JsonlWriter(join(outDir, 'metrics.jsonl'));
   const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
@@ -393,7 +397,9 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     if (firstStep === 1 && config.eval.every > 0) await runEval(0);
     for (let step = firstStep; step <= config.steps; step++) {
       observer?.onStepStart?.(step);
-      const { metrics, timings } = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
+      const result = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
+      const { timings } = result;
+      const metrics = Object.keys(semantics).length === 0 ? result.metrics : { ...result.metrics, ...semantics };
       metricsFile.write(metrics);
       timingsFile.write({ step, ...timings });
       observer?.onStep?.(step, metrics, timings);

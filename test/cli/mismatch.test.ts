@@ -189,3 +189,41 @@ describe('qrl-sim mismatch --policy diffusion', () => {
     }
   });
 });
+
+describe('qrl-sim mismatch engine paths', () => {
+  const run = async (...extra: string[]) => runCli(['mismatch', '--policy', 'ar', '--length', '6', '--batch', '20', '--json', ...extra]);
+  it('--max-batch, --prefill-chunk, --batch-invariant and --min-length set the rollout engine; the key engine names it', async () => {
+    const cb = JSON.parse((await run('--plan', 'sims/plans/bf16-batch-variant.json', '--max-batch', '20', '--min-length', '1')).out);
+    expect(cb.engine).toBe('maxBatch 20');
+    expect(cb.maxAbsDelta).toBeGreaterThan(0); // requests leave: decode GEMMs fall under the split-K limit
+    expect(cb.tokens).toBeLessThan(20 * 6); // requests of different lengths
+    const inv = JSON.parse((await run('--plan', 'sims/plans/bf16-batch-variant.json', '--max-batch', '7', '--prefill-chunk', '3', '--min-length', '2', '--batch-invariant')).out);
+    expect(inv.engine).toBe('maxBatch 7, prefillChunk 3, batchInvariant');
+    expect([inv.k1, inv.k3, inv.maxAbsDelta]).toEqual([0, 0, 0]);
+    const tp = JSON.parse((await run('--plan', 'sims/plans/true-on-policy-tp4.json', '--max-batch', '5')).out);
+    expect(tp.engine).toBe('maxBatch 5, batchInvariant, tp 4 ring bf16, trainer tp 4 ring bf16');
+    expect([tp.k1, tp.k3, tp.maxAbsDelta]).toEqual([0, 0, 0]);
+    expect('engine' in JSON.parse((await run('--plan', 'bf16')).out)).toBe(false);
+  });
+
+  it('bad values exit 2 with one line naming the option', async () => {
+    for (const [args, message] of [
+      [['--plan', 'bf16', '--max-batch', '0'], /--max-batch: expected an integer in 1\.\.4096, got '0'/],
+      [['--plan', 'bf16', '--prefill-chunk', 'x'], /--prefill-chunk: expected an integer in 1\.\.1024, got 'x'/],
+      [['--plan', 'bf16', '--min-length', '7'], /--min-length: expected an integer in 1\.\.6, got '7'/],
+      [['--plan', 'sims/plans/bf16-tp4-ring.json', '--max-batch', '2', '--prefill-chunk', '1'], null],
+    ] as const) {
+      const r = await run(...args);
+      if (message === null) {
+        expect(r.code).toBe(0);
+        continue;
+      }
+      expect(r.code).toBe(2);
+      expect(r.err.trim().split('\n')).toHaveLength(1);
+      expect(r.err).toMatch(message);
+    }
+    const diff = await runCli(['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--max-batch', '2']);
+    expect(diff.code).toBe(2);
+    expect(diff.err).toMatch(/--max-batch/);
+  });
+});

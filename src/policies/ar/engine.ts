@@ -129,6 +129,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         decode: planSide.decode ?? 'incremental',
         logprob: sampler.logprob,
         recordSupport: sampler.supportReplay,
+        ...(side === 'rollout' && planSide.engine !== undefined ? { engine: planSide.engine } : {}),
       });
       const L = r.responseLength;
       const P = r.promptLength;
@@ -154,7 +155,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const k = policy.blockConfig.moe?.topK ?? 0;
       const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
       const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay });
+      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay, ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}) });
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
       if (k === 0) return { logp: lp.logp, entropy: lp.entropy };
       const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)

@@ -26,6 +26,12 @@ export interface TrainerLogprobOptions {
    * keeps this pass's own top-k. Absent: every position routes by its own top-k.
    */
   readonly routing?: readonly Int32Array[] | undefined;
+  /**
+   * Where τ enters: `before-log-softmax`, ℓ = log softmax(z/τ)[y]; `after-log-softmax`,
+   * ℓ = log softmax(z)[y] / τ (a mis-wired recompute; the entropy and the backward follow it: the
+   * entropy is of softmax(z)). @defaultValue 'before-log-softmax'
+   */
+  readonly temperatureAt?: 'before-log-softmax' | 'after-log-softmax';
 }
 
 /** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
@@ -47,6 +53,8 @@ export interface TrainerLogprobs {
   readonly mask: ArrayLike<number>;
   /** τ. */
   readonly temperature: number;
+  /** Where τ entered ({@link TrainerLogprobOptions.temperatureAt}); absent = before the log-softmax. */
+  readonly temperatureAt?: 'after-log-softmax';
   /** (B, L, V) kept sets replayed, if any. */
   readonly support?: Uint8Array | undefined;
   /** The forward caches (logits (B, P + L, V)). */
@@ -81,6 +89,9 @@ export function computeLogprobs(
   const V = policy.config.vocabSize;
   const support = opts.support;
   if (support !== undefined && support.length !== B * L * V) throw new Error(`computeLogprobs: support must have B·L·V = ${B * L * V} entries, got ${support.length}`);
+  const after = opts.temperatureAt === 'after-log-softmax';
+  if (opts.temperatureAt !== undefined && !after && opts.temperatureAt !== 'before-log-softmax') throw new Error(`computeLogprobs: temperatureAt must be before-log-softmax or after-log-softmax, got ${JSON.stringify(opts.temperatureAt)}`);
+  const sm = after ? 1 : tau; // the temperature inside the softmax
   const cache = arForward(policy, tokens, B, T, opts.numerics, opts.routing ?? null);
   const logp = new Float64Array(B * L); // (B, L)
   const entropy = new Float64Array(B * L); // (B, L)
@@ -90,17 +101,18 @@ export function computeLogprobs(
       const off = (b * T + P + k - 1) * V; // logits row predicting tokens[b, P+k]
       const y = tokens[b * T + P + k]!;
       const keep = support === undefined ? null : support.subarray((b * L + k) * V, (b * L + k + 1) * V);
-      logp[b * L + k] = cache.logits[off + y]! / tau - logSumExp(cache.logits, off, V, tau, keep);
-      entropy[b * L + k] = rowEntropy(cache.logits, off, V, tau, -1, keep);
+      const l = cache.logits[off + y]! / sm - logSumExp(cache.logits, off, V, sm, keep);
+      logp[b * L + k] = after ? l / tau : l;
+      entropy[b * L + k] = rowEntropy(cache.logits, off, V, sm, -1, keep);
     }
   }
-  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, support, cache, numerics: opts.numerics };
+  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}), support, cache, numerics: opts.numerics };
 }
 
 /**
  * Accumulates into `policy.params.grads` the gradient of `Σ_{b,k} dLdLogp[b,k] · ℓ[b,k]` (masked slots
  * contribute nothing): per scored slot, `dz[b, P+k−1, v] = g·(1[v = y] − softmax(z/τ)_v)/τ`
- * (reference/policies.md §3.2), then the model backward. This is how the GRPO loop backprops the
+ * (reference/policies.md §3.2; softmax(z) when τ entered after the log-softmax), then the model backward. This is how the GRPO loop backprops the
  * estimator library's gradient with respect to ℓθ.
  *
  * @param dLdLogp - (B, L) dL/dℓ per token
@@ -118,10 +130,11 @@ export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp:
       const off = (b * T + P + k - 1) * V;
       const y = cache.tokens[b * T + P + k]!;
       const keep = lp.support === undefined ? null : lp.support.subarray((b * L + k) * V, (b * L + k + 1) * V);
-      const lse = logSumExp(cache.logits, off, V, tau, keep);
+      const sm = lp.temperatureAt === 'after-log-softmax' ? 1 : tau; // the temperature inside the softmax
+      const lse = logSumExp(cache.logits, off, V, sm, keep);
       for (let v = 0; v < V; v++) {
         // replayed support: p is renormalised over the kept set and 0 outside it
-        const p = keep !== null && !keep[v] ? 0 : Math.exp(cache.logits[off + v]! / tau - lse);
+        const p = keep !== null && !keep[v] ? 0 : Math.exp(cache.logits[off + v]! / sm - lse);
         dlogits[off + v] = (g * ((v === y ? 1 : 0) - p)) / tau;
       }
     }

@@ -22,6 +22,8 @@ export interface ArMismatchProbeOptions extends SamplerOptions {
   readonly prompts: readonly (readonly number[])[];
   /** Seed of the sampling stream (`<seed>/probe-rollout`). */
   readonly seed: number | string;
+  /** (B) most response tokens of each request (requests of different lengths). @defaultValue `length` each */
+  readonly requestLengths?: ArrayLike<number>;
 }
 
 /** What {@link arMismatchProbe} measured. */
@@ -74,10 +76,13 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     decode: plan.rollout.decode ?? 'incremental',
     logprob: plan.rollout.logprob ?? 'processed',
     eos: null,
+    ...(plan.rollout.engine !== undefined ? { engine: plan.rollout.engine } : {}),
+    ...(opts.requestLengths !== undefined ? { requestLengths: opts.requestLengths } : {}),
   });
   const lp = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
     numerics: sideNumerics(plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+    ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
   });
   // (B, L) response tokens: the columns after the prompt.
   const S = r.promptLength + r.responseLength;
@@ -103,6 +108,7 @@ function moeProbe(policy: ArPolicy, r: Rollout, routing: readonly Int32Array[], 
   const r3 = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
     numerics: sideNumerics(opts.plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+    ...(opts.plan.trainer.temperatureAt !== undefined ? { temperatureAt: opts.plan.trainer.temperatureAt } : {}),
     routing,
   });
   return { flipRate: flipRatesAt(routing, used, k, scored), logpOldR3: r3.logp, diagnosticsR3: probeDiagnostics(r.logpRollout, r3.logp, r.responseMask) };

@@ -3,7 +3,9 @@
 
 import { EOS, PAD } from '../../tasks/tokenizer.js';
 import type { Rng } from '../../rng.js';
-import type { PolicyNumerics } from '../numerics.js';
+import { withKernelRows, type PolicyNumerics } from '../numerics.js';
+import type { EngineExecution } from '../execution.js';
+import { scheduleRequests } from './scheduler.js';
 import { arDecodeStep, arForward, arPrefill, createDecodeState, type ArPolicy } from './model.js';
 import { resolveSampler, sampleToken, type SamplerOptions } from './sampler.js';
 import { allocLike, type FloatArray } from '../../nn/array.js';
@@ -26,6 +28,14 @@ export interface RolloutOptions extends SamplerOptions {
   readonly pad?: number;
   /** Record the sampler's kept set at every sampled position ({@link Rollout.support}). @defaultValue false */
   readonly recordSupport?: boolean;
+  /**
+   * The engine's scheduler ({@link EngineExecution}: `maxBatch`, `prefillChunk`, `batchInvariant`;
+   * its `tensorParallel` lives in the numerics). With `maxBatch` or `prefillChunk` the requests run
+   * through {@link scheduleRequests} (incremental decode only). @defaultValue lockstep, one prefill
+   */
+  readonly engine?: EngineExecution;
+  /** (B) most response tokens of each request (1..maxNewTokens), e.g. requests of different lengths. @defaultValue maxNewTokens each */
+  readonly requestLengths?: ArrayLike<number>;
 }
 
 /** What the rollout engine returns for B sequences (P prompt tokens, L = maxNewTokens response slots). */
@@ -96,6 +106,18 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   if (decode !== 'incremental' && decode !== 'recompute') throw new Error(`rollout: decode must be incremental or recompute, got ${JSON.stringify(decode)}`);
   if (report !== 'processed' && report !== 'raw') throw new Error(`rollout: logprob must be processed or raw, got ${JSON.stringify(report)}`);
   const eos = opts.eos === undefined ? EOS : opts.eos;
+  const requested = opts.requestLengths;
+  if (requested !== undefined) {
+    if (requested.length !== B) throw new Error(`rollout: requestLengths must have B = ${B} entries, got ${requested.length}`);
+    for (let b = 0; b < B; b++) {
+      const n = requested[b]!;
+      if (!Number.isInteger(n) || n < 1 || n > L) throw new Error(`rollout: requestLengths[${b}] must be an integer in 1..${L}, got ${n}`);
+    }
+  }
+  const limit = Int32Array.from({ length: B }, (_, b) => requested?.[b] ?? L); // (B) most tokens per request
+  const engine = opts.engine ?? {};
+  const scheduled = engine.maxBatch !== undefined || engine.prefillChunk !== undefined;
+  if (scheduled && decode !== 'incremental') throw new Error('rollout: engine.maxBatch and engine.prefillChunk need decode incremental (a scheduler over KV caches)');
   const pad = opts.pad ?? PAD;
   const T = P + L;
   const tokens = new Int32Array(B * T).fill(pad); // (B, T)
@@ -110,26 +132,40 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const topK = policy.blockConfig.moe?.topK ?? 0;
   const routing = topK > 0 ? Array.from({ length: policy.config.layers }, () => new Int32Array(B * T * topK).fill(-1)) : null; // layers × (B, T, k)
 
-  const state = decode === 'incremental' ? createDecodeState(policy, B, T) : null;
-  let logits: FloatArray = state ? arPrefill(policy, state, flat, P, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P, numerics, routing, true);
-  const step = new Int32Array(B); // (B) tokens fed to the next decode step
-  for (let k = 0; k < L; k++) {
-    for (let b = 0; b < B; b++) {
-      if (!active[b]) {
-        step[b] = pad;
-        continue;
+  /** Samples slot k of sequence b from logits row `off`; true when the sequence has ended (EOS or its length). */
+  const sample = (b: number, k: number, logits: FloatArray, off: number): { token: number; ended: boolean } => {
+    const d = sampleToken(logits, off, V, s, opts.rng, keep);
+    tokens[b * T + P + k] = d.token;
+    responseMask[b * L + k] = 1;
+    support?.set(keep, (b * L + k) * V);
+    logpRollout[b * L + k] = report === 'processed' ? d.logpProcessed : d.logpRaw;
+    lengths[b] = k + 1;
+    return { token: d.token, ended: (eos !== null && d.token === eos) || k + 1 === limit[b] };
+  };
+  const lockstep = (): void => {
+    const state = decode === 'incremental' ? createDecodeState(policy, B, T) : null;
+    let logits: FloatArray = state ? arPrefill(policy, state, flat, P, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P, numerics, routing, true);
+    const step = new Int32Array(B); // (B) tokens fed to the next decode step
+    for (let k = 0; k < L; k++) {
+      for (let b = 0; b < B; b++) {
+        if (!active[b]) {
+          step[b] = pad;
+          continue;
+        }
+        const d = sample(b, k, logits, b * V);
+        step[b] = d.token;
+        if (d.ended) active[b] = 0;
       }
-      const d = sampleToken(logits, b * V, V, s, opts.rng, keep);
-      tokens[b * T + P + k] = d.token;
-      responseMask[b * L + k] = 1;
-      support?.set(keep, (b * L + k) * V);
-      logpRollout[b * L + k] = report === 'processed' ? d.logpProcessed : d.logpRaw;
-      lengths[b] = k + 1;
-      step[b] = d.token;
-      if (eos !== null && d.token === eos) active[b] = 0;
+      if (k === L - 1 || !active.some((a) => a === 1)) break;
+      logits = state ? arDecodeStep(policy, state, step, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P + k + 1, numerics, routing, false);
     }
-    if (k === L - 1 || !active.some((a) => a === 1)) break;
-    logits = state ? arDecodeStep(policy, state, step, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P + k + 1, numerics, routing, false);
+  };
+  if (scheduled) {
+    scheduleRequests({ policy, prompts: flat, B, P, T, numerics, routing, sample, ...engine });
+  } else if (engine.batchInvariant === true) {
+    withKernelRows(Infinity, lockstep);
+  } else {
+    lockstep();
   }
   return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths, routing, ...(support === undefined ? {} : { support }) };
 }

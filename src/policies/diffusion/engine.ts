@@ -168,7 +168,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  if (planNeedsWeights(plan)) fail('plan', 'refit', 'refit chains and precision overrides are for the ar policy only');
+  if (planNeedsWeights(plan)) fail('plan', 'refit', 'refit chains and precision overrides are for the ar policy only (engine execution and temperatureAt too)');
 }
 
 function recordOf(batch: EngineBatch): DiffusionEngineRecord {
