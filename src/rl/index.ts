@@ -153,7 +153,7 @@ export {
   type StepContext,
   evaluate,
   type PhaseTimings,
-  stepAdvantages,
   StaleRollouts,
   type PendingRollout,
 } from './grpo/loop.js';
+export { stepAdvantages } from './grpo/phases.js';
