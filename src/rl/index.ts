@@ -141,6 +141,7 @@ export {
   type ObjectiveInput,
   type ObjectiveValue,
   sequenceAdvantages,
+  tokenAdvantages,
 } from './estimate.js';
 
 // The run configuration.

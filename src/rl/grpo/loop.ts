@@ -146,13 +146,13 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   // every group was uniform: nothing to learn from this step (DAPO would resample)
   if (reward.value.rows.length === 0) return { metrics, timings: clock.timings() };
   const kept = keepRows(batch, reward.value.rows);
-  // 4 advantages over the kept rows, groups = prompt index
-  const advantages = advantagePhase(kept, reward.value, config.rollout.groupSize, est.advantage);
-  Object.assign(metrics, advantages.metrics);
-  // 5 trainer recompute: ℓold at θ_old (none in bypass / loglinear), ℓref when the KL term is on
+  // 4 trainer recompute: ℓold at θ_old (none in bypass / loglinear; + Σπ² for OTB), ℓref when the KL term is on
   const old = await clock.time('old', () => recomputeOld(backend, kept, est, config.policy.routingReplay));
   if (old.value.old === undefined) clock.skipped('old');
   const logpRef = await clock.time('ref', () => recomputeRef(backend, kept, est));
+  // 5 advantages over the kept rows, groups = prompt index (per token for OTB, from ℓold and Σπ²)
+  const advantages = advantagePhase(kept, reward.value, config.rollout.groupSize, est.advantage, old.value);
+  Object.assign(metrics, advantages.metrics);
   // 6 correction from (ℓold, ℓroll) over the batch (or per mini-batch in 7); mismatch diagnostics at θ_old
   const correction = await clock.time('correction', () => {
     const value = correctionPhase(kept, advantages.value, old.value.logpOld, est);

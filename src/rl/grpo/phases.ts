@@ -8,7 +8,8 @@ import { applyCorrection, correctionNeedsTheta, type CorrectionResult } from '..
 import { mismatchDiagnostics } from '../diagnostics.js';
 import { stackMetrics } from '../stack-metrics.js';
 import { lengthMetrics } from '../length-diagnostics.js';
-import { loglinearProximal, policyObjective, sequenceAdvantages } from '../estimate.js';
+import { tokenLevelAdvantageNames } from '../advantages.js';
+import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages } from '../estimate.js';
 import type { EstimateConfig } from '../schema.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
@@ -102,7 +103,7 @@ export function keepRows(batch: RolloutBatch, rows: readonly number[]): KeptBatc
 }
 
 /**
- * Step 4's per-sequence advantages `(rows.length)` over the kept `rows` of a batch of `rewards` and
+ * Step 5's per-sequence advantages `(rows.length)` over the kept `rows` of a batch of `rewards` and
  * valid-token `lengths` `(B)`, grouped by prompt (`G` responses each). The lengths reach the
  * estimator so that REINFORCE++ whitens over every valid token as veRL does (a row of n tokens
  * counts n times); the group estimators ignore them.
@@ -124,11 +125,19 @@ export function stepAdvantages(
 }
 
 /**
- * Step 4, advantages over the kept rows (groups = prompt index), broadcast to their valid tokens:
- * `(rows, T)`, 0 where the mask is 0. Metrics: the estimator's `advantages/*`.
+ * Step 5, advantages over the kept rows (groups = prompt index), after the ℓold recompute as in veRL
+ * (`compute_advantage` follows `old_log_prob`): a per-sequence estimator's value broadcast to the
+ * valid tokens, or a token-level one's (veRL OTB: from ℓold and the ℓold pass's Σπ²). `(rows, T)`,
+ * 0 where the mask is 0. Metrics: the estimator's `advantages/*`.
  */
-export function advantagePhase(kept: KeptBatch, reward: StepRewards, G: number, spec: EstimateConfig['advantage']): Estimate<Float64Array> {
+export function advantagePhase(kept: KeptBatch, reward: StepRewards, G: number, spec: EstimateConfig['advantage'], old: OldLogprobs): Estimate<Float64Array> {
   const { B, T } = kept.shape;
+  if (tokenLevelAdvantageNames.includes(spec.name)) {
+    if (old.old?.probSqSum === undefined) throw new Error(`grpo: advantage '${spec.name}' needs Σπ² from the ℓold pass, but backend.logprobs({ probSqSum: true }) returned none`);
+    const rewards = Float64Array.from(kept.rows, (i) => reward.rewards[i] as number);
+    const groups = kept.rows.map((i) => Math.floor(i / G));
+    return tokenAdvantages(rewards, groups, spec, { T, mask: kept.mask, logpOld: old.logpOld, probSqSum: old.old.probSqSum });
+  }
   const seq = stepAdvantages(reward.rewards, reward.lengths, kept.rows, G, spec);
   const advantages = new Float64Array(B * T); // (rows, T)
   for (let i = 0; i < B; i++) {
@@ -137,7 +146,7 @@ export function advantagePhase(kept: KeptBatch, reward: StepRewards, G: number, 
   return { value: advantages, metrics: seq.metrics };
 }
 
-/** Step 5's ℓold. */
+/** Step 4's ℓold. */
 export interface OldLogprobs {
   /** The trainer's ℓold pass at θ_old; absent where the mode skips it (bypass, AReaL loglinear). */
   readonly old: LogprobsResult | undefined;
@@ -146,7 +155,7 @@ export interface OldLogprobs {
 }
 
 /**
- * MoE routing diagnostics of step 5 (none for a dense policy, whose passes report no flip rate):
+ * MoE routing diagnostics of step 4 (none for a dense policy, whose passes report no flip rate):
  * `moe/flip_rate/l{l}` = share of router decisions at the scored positions that differ between the
  * rollout record and the trainer's own routing at θ_old; with replay on, the mismatch k3 (as
  * `rollout_corr/k3_kl`) with the trainer's own routing (`moe/k3_kl_own_routing`) and with the
@@ -173,20 +182,24 @@ async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, repla
 }
 
 /**
- * Step 5, trainer recompute of ℓold at θ_old under the trainer's plan; skipped in bypass mode
+ * Step 4, trainer recompute of ℓold at θ_old under the trainer's plan; skipped in bypass mode
  * (ℓold := ℓroll, veRL bypass_mode) and with AReaL's loglinear proximal policy (approximated per
  * mini-batch in the update). MoE routing replay: R3 replays the rollout's routing here; R2 records
- * this pass's routing for the update (docs/moe.md). Metrics: the routing diagnostics.
+ * this pass's routing for the update (docs/moe.md). A token-level advantage also asks for Σπ².
+ * Metrics: the routing diagnostics.
  */
 export async function recomputeOld(backend: PolicyBackend, kept: KeptBatch, est: EstimateConfig, replay: RunConfig['policy']['routingReplay']): Promise<Estimate<OldLogprobs>> {
   if (est.mode === 'bypass' || est.proxLogp != null) return { value: { old: undefined, logpOld: kept.logpRollout }, metrics: {} };
   const { batch, rows } = kept;
-  const old = await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) });
+  const routing = { ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) };
+  // a token-level advantage (veRL OTB) reads Σπ² of this pass (veRL's actor computes sum_pi_squared with old_log_prob)
+  const probSqSum = tokenLevelAdvantageNames.includes(est.advantage.name) ? { probSqSum: true } : {};
+  const old = await backend.logprobs({ batch, rows, policy: 'current', ...routing, ...probSqSum });
   if (replay === 'R2' && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
   return { value: { old, logpOld: old.logp }, metrics: await routingDiagnostics(backend, kept, replay, old) };
 }
 
-/** Step 5, ℓref `(rows, T)` at θ_ref when the KL term is on (undefined otherwise). */
+/** Step 4, ℓref `(rows, T)` at θ_ref when the KL term is on (undefined otherwise). */
 export async function recomputeRef(backend: PolicyBackend, kept: KeptBatch, est: EstimateConfig): Promise<Float64Array | undefined> {
   return est.kl === null ? undefined : (await backend.logprobs({ batch: kept.batch, rows: kept.rows, policy: 'reference' })).logp;
 }
