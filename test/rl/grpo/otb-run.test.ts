@@ -6,12 +6,14 @@ import { describe, expect, it } from 'vitest';
 import type { LogprobsRequest, LogprobsResult, RolloutBatch } from '../../../src/backend/contract.js';
 import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { rowProbSqSum } from '../../../src/nn/row-logprob.js';
-import { arConfig, computeLogprobs, createArPolicy, numericsFor, precisionPlans, rollout } from '../../../src/policies/index.js';
+import { arConfig, computeLogprobs, createArPolicy, diffusionPolicyFactory, numericsFor, precisionPlans, rollout } from '../../../src/policies/index.js';
 import { arPolicyFactory } from '../../../src/policies/ar/engine.js';
 import { estimate, grpoStep, resolveRunConfig } from '../../../src/rl/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask, type Task } from '../../../src/tasks/index.js';
 import { backendMismatches } from '../../../src/runs/backend-expect.js';
+import { BackendCallError, connectBackend } from '../../../src/protocol/remote.js';
+import { serveBackend } from '../../../src/protocol/serve.js';
 
 /** log Σ_v exp(a_v) in doubles: an independent reference, not the engine's routine. */
 function lse(a: readonly number[]): number {
@@ -159,4 +161,52 @@ describe('optimal_token_baseline in a run', () => {
     expect(grads).toHaveLength(1);
     expect(Array.from(grads[0]!)).toEqual(Array.from(ref.gradLogpTheta));
   }, 120_000);
+});
+
+describe('probSqSum from the reference backend', () => {
+  it('the diffusion policy refuses it naming logprobs.probSqSum, and does not declare it', async () => {
+    const config = resolveRunConfig({
+      task: { name: 'reverse', options: { minLength: 2, maxLength: 3 } },
+      policy: { kind: 'diffusion', model: { C: 8, H: 2, layers: 1, hidden: 16 }, diffusion: { generationLength: 8, blockLength: 8, steps: 4 } },
+    });
+    const task = makeTask('reverse', { minLength: 2, maxLength: 3 }) as unknown as Task;
+    const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
+    expect((await backend.info()).capabilities.probSqSum).toBe(false);
+    const batch = await backend.generate({ prompts: [task.sampleProblem(createRng(1), 'train').prompt], seed: 's' });
+    expect((await backend.logprobs({ batch, rows: [0], policy: 'current' })).probSqSum).toBeUndefined();
+    await expect(backend.logprobs({ batch, rows: [0], policy: 'current', probSqSum: true })).rejects.toThrow(/^logprobs\.probSqSum: the diffusion policy/);
+  });
+});
+
+describe('probSqSum over qrl-backend/1', () => {
+  it('travels as F64 (rows, T) bit for bit; an answer without it, when asked, is malformed naming result.probSqSum', async () => {
+    const config = resolveRunConfig({ task: { name: 'reverse', options: { minLength: 2, maxLength: 3 } }, policy: { model: { C: 8, H: 2, layers: 1, hidden: 16 } } });
+    const task = makeTask('reverse', { minLength: 2, maxLength: 3 }) as unknown as Task;
+    const local = new ReferenceBackend(config, arPolicyFactory, task);
+    const served = new ReferenceBackend(config, arPolicyFactory, task);
+    let drop = false;
+    const inner = served.logprobs.bind(served);
+    served.logprobs = async (request) => {
+      const r = await inner(request);
+      return drop ? { logp: r.logp, entropy: r.entropy } : r;
+    };
+    const server = await serveBackend(served, { port: 0 });
+    const remote = await connectBackend({ url: `http://127.0.0.1:${server.port}` }, { timeoutMs: 30_000 });
+    try {
+      expect(remote.lastInfo?.capabilities.probSqSum).toBe(true);
+      const request = { prompts: [task.sampleProblem(createRng(1), 'train').prompt, task.sampleProblem(createRng(2), 'train').prompt], seed: '0/step/1/rollout' };
+      const batch = await remote.generate(request);
+      const want = await local.logprobs({ batch: await local.generate(request), rows: [1, 0], policy: 'current', probSqSum: true });
+      const got = await remote.logprobs({ batch, rows: [1, 0], policy: 'current', probSqSum: true });
+      expect(Array.from(got.probSqSum!)).toEqual(Array.from(want.probSqSum!));
+      expect((await remote.logprobs({ batch, rows: [0], policy: 'current' })).probSqSum).toBeUndefined();
+      drop = true;
+      const e = (await remote.logprobs({ batch, rows: [0], policy: 'current', probSqSum: true }).catch((x: unknown) => x)) as BackendCallError;
+      expect(e).toBeInstanceOf(BackendCallError);
+      expect(e.field).toBe('result.probSqSum');
+    } finally {
+      await remote.close();
+      await server.done;
+    }
+  }, 60_000);
 });
