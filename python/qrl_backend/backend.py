@@ -19,7 +19,9 @@ class LogprobsResult:
     logp: float64 (len(rows), T), 0 off the mask; entropy: float64 (len(rows), T), or None when the
     backend declares capabilities.entropy = false; handle: set when grad was asked; routing (MoE, when
     return_routing): one int32 (len(rows), S, k) array per layer; routing_flip_rate (MoE): per layer,
-    the share of router decisions that differ from the record's.
+    the share of router decisions that differ from the record's; prob_sq_sum (when prob_sq_sum was
+    asked): float64 (len(rows), T), Σ_v π(v)² of the softmax row each log-prob was taken from, 0 off
+    the mask (veRL's sum_pi_squared, for the optimal token baseline).
     """
 
     logp: np.ndarray
@@ -27,9 +29,13 @@ class LogprobsResult:
     handle: Optional[str] = None
     routing: Optional[List[np.ndarray]] = None
     routing_flip_rate: Optional[List[float]] = None
+    prob_sq_sum: Optional[np.ndarray] = None
 
     def __iter__(self):  # unpacks like the (logp, entropy, handle) tuple
         return iter((self.logp, self.entropy, self.handle))
+
+    def __getitem__(self, i):  # and indexes like it
+        return (self.logp, self.entropy, self.handle)[i]
 
 
 @dataclass
@@ -78,7 +84,8 @@ class Backend:
         """Trainer-side log-probs of `rows` → LogprobsResult (or a (logp, entropy, handle) tuple). An MoE
         backend adds keyword parameters `routing` ("rollout", or one int32 (len(rows), S, k) array per
         layer: replay these experts) and `return_routing` (bool); a backend without them is refused
-        such requests naming the field."""
+        such requests naming the field. A backend that declares capabilities.probSqSum takes
+        `prob_sq_sum` (bool) and then fills LogprobsResult.prob_sq_sum."""
         raise RpcError(FAILED_PRECONDITION, "logprobs: not implemented")
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:

@@ -67,7 +67,7 @@ def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dic
         return extra
     for k in extra:
         if k not in params:
-            field = {"max_new_tokens": "maxNewTokens", "routing": "routing", "return_routing": "returnRouting"}.get(k, k)
+            field = {"max_new_tokens": "maxNewTokens", "routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}.get(k, k)
             raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {k}", field)
     return extra
 
@@ -110,7 +110,7 @@ def _generate(be: Backend, params: Any) -> Any:
 
 
 def _logprobs(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False})
+    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False, "probSqSum": False})
     batch = batch_from_json(p["batch"], "batch")
     if not isinstance(p["rows"], list) or not p["rows"]:
         raise ProtocolError("rows", "expected a non-empty list of row indices")
@@ -141,6 +141,11 @@ def _logprobs(be: Backend, params: Any) -> Any:
             raise ProtocolError("returnRouting", f"expected a boolean, got {p['returnRouting']!r}")
         if p["returnRouting"]:
             extra["return_routing"] = True
+    if "probSqSum" in p:
+        if not isinstance(p["probSqSum"], bool):
+            raise ProtocolError("probSqSum", f"expected a boolean, got {p['probSqSum']!r}")
+        if p["probSqSum"]:
+            extra["prob_sq_sum"] = True
     out = be.logprobs(batch, rows, p["policy"], grad, **_accepted(be.logprobs, extra, "logprobs"))
     res = out if isinstance(out, LogprobsResult) else LogprobsResult(*out)
     answer: Dict[str, Any] = {"logp": encode_tensor(np.asarray(res.logp, dtype=np.float64))}
@@ -152,6 +157,10 @@ def _logprobs(be: Backend, params: Any) -> Any:
         answer["routing"] = [encode_tensor(np.asarray(x, dtype=np.int32)) for x in res.routing]
     if res.routing_flip_rate is not None:
         answer["routingFlipRate"] = [float(x) for x in res.routing_flip_rate]
+    if res.prob_sq_sum is not None:
+        answer["probSqSum"] = encode_tensor(np.asarray(res.prob_sq_sum, dtype=np.float64))
+    elif extra.get("prob_sq_sum"):
+        raise RpcError(FAILED_PRECONDITION, "logprobs.probSqSum: asked for, but this backend's logprobs returned no prob_sq_sum", "probSqSum")
     return answer
 
 

@@ -85,3 +85,25 @@ def test_step_advances_version_reference_stays_and_checkpoint_round_trips(tmp_pa
     assert np.array_equal(other.logprobs(batch, [0, 1, 2], "current", False)[0], lp1)
     assert np.array_equal(other.logprobs(batch, [0, 1, 2], "reference", False)[0], ref)
     assert other.step(1.0)["weightVersion"] == 2
+
+
+def test_prob_sq_sum_is_verls_formula_on_the_trainer_logits_and_leaves_logp_unchanged():
+    # veRL calculate_sum_pi_squared_from_logits: exp(logsumexp(2z) − 2·logsumexp(z)), here at τ = 0.7
+    be = small_backend()
+    batch = be.generate([[1, 5, 6, 3]] * 3, "0/step/0/rollout", {"temperature": 0.7, "topK": 0, "topP": 1.0, "logprob": "processed"}, False, "rollout")
+    lp0, ent0, _ = be.logprobs(batch, [0, 1, 2], "current", False)
+    res = be.logprobs(batch, [0, 1, 2], "current", False, prob_sq_sum=True)
+    assert np.array_equal(res.logp, lp0) and np.array_equal(res.entropy, ent0)
+    assert be.logprobs(batch, [0], "current", False).prob_sq_sum is None
+    P = len(batch.prompts[0])
+    tokens = np.concatenate([np.asarray(batch.prompts, dtype=np.int32), batch.responses.astype(np.int32)], axis=1)
+    logits, _ = forward(be.cfg, be.params, tokens, be.trainer_plan)
+    z = logits[:, P - 1 : P + batch.responses.shape[1] - 1, :].astype(np.float64) / 0.7
+
+    def lse(a):
+        m = a.max(-1, keepdims=True)
+        return (m + np.log(np.exp(a - m).sum(-1, keepdims=True)))[..., 0]
+
+    want = np.exp(lse(2 * z) - 2 * lse(z)) * batch.mask
+    assert np.max(np.abs(res.prob_sq_sum - want)) < 1e-12
+    assert np.all(res.prob_sq_sum[batch.mask == 1] > 0) and np.all(res.prob_sq_sum[batch.mask == 0] == 0)

@@ -94,3 +94,21 @@ def test_wire_round_trip_and_tensor_references(tmp_path):
             assert e.field == field
         else:
             raise AssertionError(f"accepted {bad}")
+
+
+def test_logprobs_prob_sq_sum_on_the_wire_and_refused_by_a_backend_without_it():
+    be = backend()
+    batch = batch_to_json(be.generate([[1, 5, 3]] * 2, "s", None, False, "rollout"))
+    r = call(be, "logprobs", {"batch": batch, "rows": [0, 1], "policy": "current", "probSqSum": True})["result"]
+    assert r["probSqSum"]["dtype"] == "F64" and r["probSqSum"]["shape"] == r["logp"]["shape"]
+    assert "probSqSum" not in call(be, "logprobs", {"batch": batch, "rows": [0, 1], "policy": "current"})["result"]
+    e = call(be, "logprobs", {"batch": batch, "rows": [0], "policy": "current", "probSqSum": 1})["error"]
+    assert e["data"]["field"] == "probSqSum"
+
+    class Older(NumpyArBackend):
+        def logprobs(self, batch, rows, policy, grad):  # written before probSqSum existed
+            return super().logprobs(batch, rows, policy, grad)
+
+    old = Older(be.cfg, be.params, max_new_tokens=4)
+    e = call(old, "logprobs", {"batch": batch, "rows": [0], "policy": "current", "probSqSum": True})["error"]
+    assert e["data"]["field"] == "probSqSum" and "does not take prob_sq_sum" in e["message"]

@@ -83,3 +83,19 @@ def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
     diff = float(np.max(np.abs(lp - ts_lp)))
     print(f"torch_ar {plan} τ={tau}: max |ℓ_torch − ℓ_ts| = {diff:.3g} over {int(mask.sum())} tokens")
     assert diff <= TOLERANCE[plan]
+
+
+def test_torch_prob_sq_sum_matches_numpy():
+    from qrl_backend.numpy_ar import ArConfig, NumpyArBackend, init_params
+    from qrl_backend.torch_ar.backend import TorchArBackend
+
+    cfg = ArConfig(vocabSize=11, maxLen=12, C=16, H=2, layers=1, hidden=24)
+    params = init_params(cfg, 4)
+    ref = NumpyArBackend(cfg, params, max_new_tokens=6)
+    tb = TorchArBackend(cfg, params, max_new_tokens=6, device="cpu")
+    batch = ref.generate([[1, 5, 6, 3], [1, 7, 8, 3]], "t/0", None, False, "rollout")
+    a = ref.logprobs(batch, [0, 1], "current", False, prob_sq_sum=True).prob_sq_sum
+    b = tb.logprobs(batch, [0, 1], "current", True, prob_sq_sum=True).prob_sq_sum
+    assert b.dtype == np.float64 and float(np.max(np.abs(a - b))) < 1e-5
+    assert np.all(b[batch.mask == 0] == 0) and np.all(b[batch.mask == 1] > 0)
+    assert tb.info()["capabilities"]["probSqSum"] is True

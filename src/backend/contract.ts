@@ -80,6 +80,12 @@ export interface BackendCapabilities {
    * `sft.steps = 0` (RL starts from the backend's own weights). @defaultValue true
    */
   readonly handOver?: boolean;
+  /**
+   * `logprobs` returns {@link LogprobsResult.probSqSum} when asked ({@link LogprobsRequest.probSqSum}):
+   * the run driver needs it for a token-level advantage (veRL's optimal token baseline) and refuses
+   * such a run against a backend without it. @defaultValue false
+   */
+  readonly probSqSum?: boolean;
 }
 
 /** A backend's self-description. */
@@ -164,6 +170,11 @@ export interface LogprobsRequest {
   readonly routing?: 'rollout' | readonly Int32Array[];
   /** MoE: return the experts this pass used in {@link LogprobsResult.routing} (R2 records them in the ℓold pass). */
   readonly returnRouting?: boolean;
+  /**
+   * Also return Σ_v π(v)² at each position in {@link LogprobsResult.probSqSum} (the ℓold pass of a
+   * run whose advantage is veRL's optimal token baseline; needs {@link BackendCapabilities.probSqSum}).
+   */
+  readonly probSqSum?: boolean;
 }
 
 /** Per-token trainer log-probs of some rows of a batch. */
@@ -172,6 +183,12 @@ export interface LogprobsResult {
   readonly logp: Float64Array;
   /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
   readonly entropy: Float64Array;
+  /**
+   * When `probSqSum` was asked: Σ_v π(v)² `(rows, T)` of the distribution each log-prob was taken
+   * from (float64, the same softmax row, temperature and kept set as `logp`; veRL `sum_pi_squared`),
+   * 0 where the mask is 0.
+   */
+  readonly probSqSum?: Float64Array;
   /** Present when `grad` was set: pass it to {@link PolicyBackend.backward}. */
   readonly handle?: string;
   /** MoE, when `returnRouting` was set: the experts this pass used, one (rows, S, k) Int32Array per layer. */

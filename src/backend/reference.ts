@@ -133,7 +133,7 @@ export class ReferenceBackend implements PolicyBackend {
       policy: this.config.policy.kind,
       vocabulary: { size: this.task.vocabSize, pad: PAD, bos: BOS, eos: EOS, sep: SEP, mask: MASK },
       plan: { name: plan.name, rollout: JSON.parse(JSON.stringify(plan.rollout)) as JsonValue, trainer: JSON.parse(JSON.stringify(plan.trainer)) as JsonValue },
-      capabilities: { logprobs: this.config.policy.kind === 'ar' ? ['processed', 'raw'] : ['processed'], entropy: true, warmStart: true },
+      capabilities: { logprobs: this.config.policy.kind === 'ar' ? ['processed', 'raw'] : ['processed'], entropy: true, warmStart: true, probSqSum: this.config.policy.kind === 'ar' },
       parameters: this.engine.params.data.length,
     };
   }
@@ -169,15 +169,16 @@ export class ReferenceBackend implements PolicyBackend {
       // The reference policy routes by its own top-k, as veRL's reference pass (docs/moe.md).
       if (routing !== undefined) throw new UsageError("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
       if (this.referenceWeights === null) throw new UsageError('logprobs.policy: no reference policy yet (call setReference first)');
-      const ref = this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights });
-      return { logp: ref.logp, entropy: ref.entropy };
+      const ref = this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights, ...this.probSqSumOption(request) });
+      return { logp: ref.logp, entropy: ref.entropy, ...(ref.probSqSum === undefined ? {} : { probSqSum: ref.probSqSum }) };
     }
     if (policy !== 'current') throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
     const engineRouting = routing ?? undefined;
-    const full = this.engine.logprobs(batch, rows, { grad: request.grad === true, ...(engineRouting === undefined ? {} : { routing: engineRouting }) });
+    const full = this.engine.logprobs(batch, rows, { grad: request.grad === true, ...(engineRouting === undefined ? {} : { routing: engineRouting }), ...this.probSqSumOption(request) });
     const lp: LogprobsResult = {
       logp: full.logp,
       entropy: full.entropy,
+      ...(full.probSqSum === undefined ? {} : { probSqSum: full.probSqSum }),
       ...(request.returnRouting && full.routing !== undefined ? { routing: full.routing } : {}),
       ...(full.routingFlipRate !== undefined ? { routingFlipRate: full.routingFlipRate } : {}),
     };
@@ -189,6 +190,13 @@ export class ReferenceBackend implements PolicyBackend {
     this.handles.set(handle, { batch, rows: [...rows], T: batch.T, weightVersion: this.trainerVersion, routing });
     this.lastHandle = handle;
     return { ...lp, handle };
+  }
+
+  /** The engine option for `request.probSqSum`; refused by the diffusion policy, whose ℓ is an estimator's average. */
+  private probSqSumOption(request: LogprobsRequest): { probSqSum?: boolean } {
+    if (request.probSqSum !== true) return {};
+    if (this.config.policy.kind !== 'ar') throw new UsageError(`logprobs.probSqSum: the ${this.config.policy.kind} policy has no single softmax row per token to sum π² over (AR only)`);
+    return { probSqSum: true };
   }
 
   async backward(handle: string, gradLogp: Float64Array): Promise<void> {

@@ -107,6 +107,27 @@ type AddRow = (check: string, ok: boolean, detail: string, informational?: boole
 type Attempt = <T>(check: string, fn: () => Promise<T>) => Promise<T | undefined>;
 
 /**
+ * The `probSqSum` capability (veRL's optimal token baseline reads it): declared ⇒ `logprobs` with
+ * `probSqSum: true` returns Σ_v π(v)² without changing ℓ, in [π(y)², 1] on the mask (the sampled
+ * token's own term is one of the sum's) and 0 off it.
+ */
+async function checkProbSqSum(backend: RemoteBackend, info: BackendInfo, batch: RolloutBatch, rows: readonly number[], logp: Float64Array, add: AddRow, attempt: Attempt): Promise<void> {
+  if (info.capabilities.probSqSum !== true) {
+    add('probSqSum capability', true, 'not declared (runs with advantage optimal_token_baseline are refused)', true);
+    return;
+  }
+  const r = await attempt('probSqSum capability', () => backend.logprobs({ batch, rows, policy: 'current', probSqSum: true }));
+  if (r === undefined) return;
+  const sq = r.probSqSum as Float64Array;
+  let bad = equalArrays(r.logp, logp) ? '' : 'ℓ differs from the same pass without probSqSum';
+  for (let i = 0; i < sq.length && bad === ''; i++) {
+    const low = Math.exp(2 * logp[i]!) * (1 - 1e-9);
+    if (batch.mask[i] === 1 ? !(sq[i]! >= low && sq[i]! <= 1) : sq[i] !== 0) bad = `probSqSum ${sq[i]} at ${i} (π(y)² = ${Math.exp(2 * logp[i]!)}, mask ${batch.mask[i]})`;
+  }
+  add('probSqSum capability', bad === '', bad === '' ? 'declared and returned: Σπ² in [π(y)², 1] on the mask, ℓ unchanged' : bad);
+}
+
+/**
  * The MoE routing checks (docs/moe.md), run when the rollout record carries the engine's routing
  * (`moeRouting`): the trainer pass returns its own routing per layer without changing ℓ, its flip
  * rates against the record lie in [0, 1], replaying its own routing (R2's request) reproduces ℓ bit
@@ -245,6 +266,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
     await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
+    await checkProbSqSum(backend, info, batch, all, lp.logp, add, attempt);
   }
 
   // Gradient, handles, step, versions, frozen reference.

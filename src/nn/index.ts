@@ -138,4 +138,4 @@ export { type KeptSet, type SupportRecord, type SupportLogProb, supportLogProb }
 export { outlierChannels } from './outliers.js';
 
 // Row log-prob, entropy and gradient of one logits row (shared by both policies).
-export { rowLogSumExp, rowLogProb, rowEntropy, rowLogProbBackward } from './row-logprob.js';
+export { rowLogSumExp, rowLogProb, rowEntropy, rowProbSqSum, rowLogProbBackward } from './row-logprob.js';

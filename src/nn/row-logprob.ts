@@ -48,6 +48,24 @@ export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, ta
 }
 
 /**
+ * `Σ_v p_v²` of softmax(z/τ), in doubles, summed in increasing v, with p_v = exp(z_v/τ − lse) and
+ * `lse` the row's {@link rowLogSumExp} (pass the one the log-prob used, so both come from the same
+ * softmax row): veRL's `sum_pi_squared`, the input of its optimal token baseline. With `keep`, of
+ * the distribution renormalised over the kept ids (the rest have p_v = 0).
+ *
+ * @example rowProbSqSum(new Float32Array([0, 0]), 0, 2, 1, Math.LN2) // 0.5
+ */
+export function rowProbSqSum(logits: ArrayLike<number>, off: number, V: number, tau: number, lse: number, keep: Uint8Array | null = null): number {
+  let s = 0;
+  for (let v = 0; v < V; v++) {
+    if (keep && !keep[v]) continue;
+    const p = Math.exp(logits[off + v]! / tau - lse);
+    s += p * p;
+  }
+  return s;
+}
+
+/**
  * Backward of {@link rowLogProb}, accumulating into `dlogits`:
  * `dz[v] += g·(1[v = y] − p_v)/τ` for every v but `exclude`, with p = softmax(z/τ), or with `keep`
  * the softmax renormalised over the kept ids and p_v = 0 outside them (their dz gets nothing).

@@ -33,6 +33,8 @@ export interface EngineLogprobs {
   readonly logp: Float64Array;
   /** Entropy of the policy at each position `(rows, T)`, 0 where the mask is 0. */
   readonly entropy: Float64Array;
+  /** Σ_v π(v)² at each position `(rows, T)`, 0 where the mask is 0, when `probSqSum` was asked (AR only). */
+  readonly probSqSum?: Float64Array;
   /**
    * MoE only: the experts this pass used, one array per layer in the layout of the record's
    * `moeRouting`, restricted to the requested rows (what R2 replays in the update passes).
@@ -69,8 +71,10 @@ export interface RlEngine {
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
    * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
    * With an MoE model, `routing` replays a routing ({@link EngineRoutingReplay}; none by default).
+   * With `probSqSum`, an engine that can also returns Σ_v π(v)² per position (the AR engine does;
+   * the diffusion engine, whose per-token log-probs are estimator averages, does not).
    */
-  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay }): EngineLogprobs;
+  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay; probSqSum?: boolean }): EngineLogprobs;
   /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */

@@ -241,7 +241,7 @@ export class RemoteBackend implements PolicyBackend {
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const json = await this.invoke('logprobs', logprobsToJson(request));
     try {
-      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true, this.described?.capabilities.entropy !== false);
+      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true, this.described?.capabilities.entropy !== false, request.probSqSum === true);
     } catch (error) {
       return this.fail('logprobs', error);
     }

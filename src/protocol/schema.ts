@@ -156,6 +156,7 @@ export const methodSchemas = {
         entropy: z.boolean(),
         warmStart: z.boolean(),
         handOver: z.boolean().optional(),
+        probSqSum: z.boolean().optional(),
       }),
       parameters: nonNegInt,
     }),
@@ -181,11 +182,13 @@ export const methodSchemas = {
         grad: z.boolean().optional(),
         routing: z.union([z.literal('rollout'), z.array(tensorSchema).min(1)]).optional(),
         returnRouting: z.boolean().optional(),
+        probSqSum: z.boolean().optional(),
       }),
     ),
     result: z.strictObject({
       logp: tensorSchema,
       entropy: tensorSchema.optional(),
+      probSqSum: tensorSchema.optional(),
       handle: z.string().min(1).optional(),
       routing: z.array(tensorSchema).min(1).optional(),
       routingFlipRate: z.array(finite).min(1).optional(),
@@ -328,6 +331,7 @@ export function logprobsToJson(request: LogprobsRequest): ParamsJson<'logprobs'>
     ...(request.grad !== undefined ? { grad: request.grad } : {}),
     ...(request.routing !== undefined ? { routing: request.routing === 'rollout' ? 'rollout' : request.routing.map((r) => encodeTensor(r)) } : {}),
     ...(request.returnRouting !== undefined ? { returnRouting: request.returnRouting } : {}),
+    ...(request.probSqSum !== undefined ? { probSqSum: request.probSqSum } : {}),
   };
 }
 
@@ -348,6 +352,7 @@ export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest 
     ...(json.grad !== undefined ? { grad: json.grad } : {}),
     ...(json.routing !== undefined ? { routing: json.routing === 'rollout' ? 'rollout' : routingFromJson(json.routing, 'routing') } : {}),
     ...(json.returnRouting !== undefined ? { returnRouting: json.returnRouting } : {}),
+    ...(json.probSqSum !== undefined ? { probSqSum: json.probSqSum } : {}),
   };
 }
 
@@ -357,6 +362,7 @@ export function logprobsResultToJson(result: LogprobsResult, rows: number, T: nu
     logp: encodeTensor(result.logp, [rows, T]),
     // a backend without capabilities.entropy may leave it out
     ...((result.entropy as Float64Array | undefined) !== undefined ? { entropy: encodeTensor(result.entropy, [rows, T]) } : {}),
+    ...(result.probSqSum !== undefined ? { probSqSum: encodeTensor(result.probSqSum, [rows, T]) } : {}),
     ...(result.handle !== undefined ? { handle: result.handle } : {}),
     ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
     ...(result.routingFlipRate !== undefined ? { routingFlipRate: [...result.routingFlipRate] } : {}),
@@ -366,9 +372,10 @@ export function logprobsResultToJson(result: LogprobsResult, rows: number, T: nu
 /**
  * Decodes a validated `logprobs` result for a request of `rows` rows of a batch of `T` positions.
  * `entropy` may be absent only when the backend declared `capabilities.entropy: false`
- * (`entropyRequired` false); it is then NaN at every position.
+ * (`entropyRequired` false); it is then NaN at every position. `probSqSum` must be present, F64
+ * `(rows, T)` with values in [0, 1], when the request asked for it (`probSqSumAsked`).
  */
-export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean, entropyRequired = true): LogprobsResult {
+export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean, entropyRequired = true, probSqSumAsked = false): LogprobsResult {
   const shape = [rows, T];
   const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
   if (json.entropy === undefined && entropyRequired) {
@@ -378,9 +385,14 @@ export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: numbe
   const bad = logp.findIndex((x) => !(x <= 0));
   if (bad >= 0) throw new ProtocolError('logprobs', 'result.logp', `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`);
   if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
+  if (probSqSumAsked && json.probSqSum === undefined) throw new ProtocolError('logprobs', 'result.probSqSum', 'logprobs: result.probSqSum is required when the request sets probSqSum');
+  const probSqSum = json.probSqSum === undefined ? undefined : (tensorFromJson(json.probSqSum, 'logprobs', 'result.probSqSum', { dtypes: ['F64'], shape }) as Float64Array);
+  const badSq = probSqSum === undefined ? -1 : probSqSum.findIndex((x) => !(x >= 0 && x <= 1));
+  if (badSq >= 0) throw new ProtocolError('logprobs', 'result.probSqSum', `logprobs: result.probSqSum must hold sums of squared probabilities in [0, 1], got ${probSqSum?.[badSq]} at ${badSq}`);
   return {
     logp,
     entropy,
+    ...(probSqSum !== undefined ? { probSqSum } : {}),
     ...(json.handle !== undefined ? { handle: json.handle } : {}),
     ...(json.routing !== undefined ? { routing: routingFromJson(json.routing, 'result.routing') } : {}),
     ...(json.routingFlipRate !== undefined ? { routingFlipRate: json.routingFlipRate } : {}),

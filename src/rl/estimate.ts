@@ -3,7 +3,7 @@
 
 import { UsageError } from '../errors.js';
 import { advantages as advantageTable, tokenLevelAdvantageNames } from './advantages.js';
-import type { AdvantageFn } from './advantages.js';
+import type { AdvantageFn, TokenAdvantageInput } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';
 import type { AggregationFn, AggregationParams } from './aggregation.js';
 import { applyCorrection } from './correction.js';
@@ -56,6 +56,21 @@ export function sequenceAdvantages(
 }
 
 /**
+ * Token-level advantages `(B, T)` from rewards, groups and the per-token inputs `tokens` (ℓold,
+ * mask, Σπ²) with a token-level estimator (`tokenLevelAdvantageNames`: veRL's optimal token
+ * baseline), for `estimate` and the GRPO loop alike.
+ */
+export function tokenAdvantages(
+  rewards: Float64Array,
+  groups: readonly (string | number)[] | undefined,
+  spec: AdvantageSpec,
+  tokens: TokenAdvantageInput,
+): { value: Float64Array; metrics: MetricRecord } {
+  const fn = advantageTable[spec.name] as AdvantageFn<AdvantageSpec>;
+  return fn({ rewards, groups: groups ?? Array.from(rewards, () => 0), tokens }, spec);
+}
+
+/**
  * A batch as {@link estimate} accepts it: {@link EstimateBatch} whose per-token and per-sequence
  * fields may also be plain `number[]` or any other numeric array (copied into `Float64Array`).
  */
@@ -99,7 +114,7 @@ function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
 }
 
 /**
- * Evaluates one loss over a batch, step for step as spec/grpo.md steps 4, 6 and 7:
+ * Evaluates one loss over a batch, step for step as docs/grpo.md steps 5, 6 and 7:
  * advantages (from rewards, unless given) → correction weights and masks → policy loss × weight →
  * aggregation → + coef·KL → loss and d loss/d ℓθ. Pure: same inputs ⇒ identical outputs.
  * Fields are flat `(B·T)` arrays: `Float64Array` or plain `number[]` (copied); a wrong length or a
@@ -115,15 +130,14 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   const n = B * T;
   const metrics: MetricRecord = {};
 
-  // step 4: advantages, broadcast to tokens (B, T)
+  // step 5: advantages, broadcast to tokens (B, T)
   let tokenAdv: Float64Array;
   if (batch.advantages !== undefined) {
     tokenAdv = batch.advantages.map((a, k) => (batch.mask[k] === 1 ? a : 0));
   } else if (batch.rewards !== undefined && tokenLevelAdvantageNames.includes(config.advantage.name)) {
     // a token-level baseline (veRL OTB): ℓold is veRL's old_log_probs, ℓroll in bypass mode (ℓold := ℓroll)
-    const fn = advantageTable[config.advantage.name] as AdvantageFn<AdvantageSpec>;
     const logpOld = config.mode === 'bypass' ? batch.logpRollout : batch.logpOld;
-    const tok = fn({ rewards: batch.rewards, groups: batch.groups ?? Array.from(batch.rewards, () => 0), tokens: { T, mask: batch.mask, logpOld, probSqSum: batch.probSqSum } }, config.advantage);
+    const tok = tokenAdvantages(batch.rewards, batch.groups, config.advantage, { T, mask: batch.mask, logpOld, probSqSum: batch.probSqSum });
     Object.assign(metrics, tok.metrics);
     tokenAdv = tok.value;
   } else if (batch.rewards !== undefined) {

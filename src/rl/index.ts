@@ -141,6 +141,7 @@ export {
   type ObjectiveInput,
   type ObjectiveValue,
   sequenceAdvantages,
+  tokenAdvantages,
 } from './estimate.js';
 
 // The run configuration.
@@ -153,7 +154,7 @@ export {
   type StepContext,
   evaluate,
   type PhaseTimings,
-  stepAdvantages,
   StaleRollouts,
   type PendingRollout,
 } from './grpo/loop.js';
+export { stepAdvantages } from './grpo/phases.js';

@@ -1,7 +1,7 @@
 // The mismatch diagnostics of each RL stack under that stack's own metric names and definitions, and their docs table.
 // Not qrl-sim's own diagnostics (diagnostics.ts) and not used by any loss: logged numbers only, from detached inputs.
 
-import type { BatchShape, MetricRecord } from './types.js';
+import { type BatchShape, type MetricRecord, mean, sampleStd } from './types.js';
 import { mismatchDiagnostics } from './diagnostics.js';
 
 /**
@@ -55,15 +55,8 @@ function tokens(input: StackMetricInput, mask = input.mask): Tok[] {
   return out;
 }
 
-const mean = (xs: readonly number[]): number => (xs.length > 0 ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 const max = (xs: readonly number[]): number => (xs.length > 0 ? Math.max(...xs) : 0);
 const min = (xs: readonly number[]): number => (xs.length > 0 ? Math.min(...xs) : 0);
-/** Bessel-corrected std (torch `.std()`), 0 with fewer than 2 values. */
-function std(xs: readonly number[]): number {
-  if (xs.length < 2) return 0;
-  const m = mean(xs);
-  return Math.sqrt(xs.reduce((a, v) => a + (v - m) ** 2, 0) / (xs.length - 1));
-}
 /** torch.median: the lower middle value. */
 function median(xs: readonly number[]): number {
   if (xs.length === 0) return 0;
@@ -203,7 +196,7 @@ export const stackMetricSets = {
       const diff = p.map((v, j) => Math.abs(v - q[j]!));
       out['training/rollout_probs_diff_max'] = max(diff);
       out['training/rollout_probs_diff_mean'] = mean(diff);
-      if (diff.length > 1) out['training/rollout_probs_diff_std'] = std(diff);
+      if (diff.length > 1) out['training/rollout_probs_diff_std'] = sampleStd(diff);
       const mp = mean(p);
       const mq = mean(q);
       let sxy = 0;
@@ -263,7 +256,7 @@ export const stackMetricSets = {
       // prime-rl reports NaN for an empty tensor and torch's std of one value is NaN: those keys are left out
       return {
         ...(kl.length > 0 ? { 'mismatch_kl/all/mean': mean(kl), 'mismatch_kl/all/min': min(kl), 'mismatch_kl/all/max': max(kl), 'mismatch_kl/all/median': median(kl) } : {}),
-        ...(kl.length > 1 ? { 'mismatch_kl/all/std': std(kl) } : {}),
+        ...(kl.length > 1 ? { 'mismatch_kl/all/std': sampleStd(kl) } : {}),
         'is_masked/mean': mean(m.map((q) => (q.masked ? 1 : 0))),
         'is_masked_low/mean': mean(m.map((q) => (q.low ? 1 : 0))),
         'is_masked_high/mean': mean(m.map((q) => (q.high ? 1 : 0))),
@@ -310,7 +303,7 @@ export const stackMetricSets = {
       return {
         'policy/rollout_train_logprobs_abs_diff_mean': mean(a),
         // torch's std of one value is NaN, which JSON cannot carry: the key is left out instead
-        ...(a.length > 1 ? { 'policy/rollout_train_logprobs_abs_diff_std': std(a) } : {}),
+        ...(a.length > 1 ? { 'policy/rollout_train_logprobs_abs_diff_std': sampleStd(a) } : {}),
         'policy/rollout_train_logprobs_abs_diff_max': max(a),
         'policy/rollout_train_logprobs_abs_diff_min': min(a),
       };

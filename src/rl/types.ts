@@ -44,6 +44,22 @@ export function rowCounts(mask: Float64Array, shape: BatchShape): Float64Array {
   return n;
 }
 
+/** Mean of `xs`, summed in index order (0 when empty). */
+export function mean(xs: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < xs.length; i++) s += xs[i]!;
+  return xs.length > 0 ? s / xs.length : 0;
+}
+
+/** Bessel-corrected standard deviation of `xs` (torch `.std()`), 0 with fewer than 2 values. */
+export function sampleStd(xs: ArrayLike<number>): number {
+  if (xs.length < 2) return 0;
+  const m = mean(xs);
+  let s = 0;
+  for (let i = 0; i < xs.length; i++) s += (xs[i]! - m) ** 2;
+  return Math.sqrt(s / (xs.length - 1));
+}
+
 /** Masked mean of `x` over entries with mask 1 (0 when no entry is valid). */
 export function maskedMean(x: Float64Array, mask: Float64Array): number {
   let s = 0;

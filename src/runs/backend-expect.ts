@@ -6,6 +6,7 @@
 import type { BackendInfo, JsonValue } from '../backend/contract.js';
 import { arConfigFor } from '../policies/ar/engine.js';
 import { planOfConfig } from '../policies/plans.js';
+import { tokenLevelAdvantageNames } from '../rl/advantages.js';
 import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import type { Task } from '../tasks/task.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
@@ -99,6 +100,10 @@ export function backendMismatches(info: BackendInfo, config: RunConfig, task: Ta
   const mode = want.sampling.logprob;
   if (!info.capabilities.logprobs.includes(mode)) {
     out.push(`capabilities.logprobs: the backend reports ℓroll as [${info.capabilities.logprobs.join(', ')}], config.policy.sampler.logprob is '${mode}'`);
+  }
+  const advantage = config.estimators.advantage.name;
+  if (tokenLevelAdvantageNames.includes(advantage) && info.capabilities.probSqSum !== true) {
+    out.push(`capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is ${String(info.capabilities.probSqSum ?? false)}), which config.estimators.advantage.name '${advantage}' needs`);
   }
   return out;
 }

@@ -28,11 +28,13 @@ describe('qrl-sim backend-check', () => {
     expect(code, table).toBe(0);
     expect(table).toMatch(/conformance: all \d+ checks passed/);
     expect(table).toMatch(/ℓroll vs ℓ \(same sides.*ok +tokens \d+, k1 /);
+    expect(table).toMatch(/probSqSum capability +ok +declared and returned: Σπ² in \[π\(y\)², 1\]/);
   }, 120_000);
 
   it('passes on the in-test fake backend', async () => {
     const c = capture();
     expect(await main(['backend-check', '--backend', fake()], c.io), c.out.join('\n')).toBe(0);
+    expect(c.out.join('\n')).toMatch(/probSqSum capability +info +not declared/);
   }, 120_000);
 
   it('exits 1 naming the violated check', async () => {

@@ -63,6 +63,12 @@ async function exercise(backend: RemoteBackend): Promise<void> {
   }
   const ts = computeLogprobs(policy, tokens, batch.B, P, batch.mask, { numerics: numericsFor(precisionPlan('fp32').trainer) });
   for (let i = 0; i < ts.logp.length; i++) expect(Math.abs(ts.logp[i]! - after.logp[i]!)).toBeLessThan(2e-5);
+  // Σ_v π(v)² (veRL's sum_pi_squared, for the optimal token baseline) agrees with the TypeScript trainer's likewise
+  expect(info.capabilities.probSqSum).toBe(true);
+  const sq = (await backend.logprobs({ batch, rows: [0, 1, 2, 3], policy: 'current', probSqSum: true })).probSqSum!;
+  const tsSq = computeLogprobs(policy, tokens, batch.B, P, batch.mask, { numerics: numericsFor(precisionPlan('fp32').trainer), probSqSum: true }).probSqSum!;
+  expect(sq).toHaveLength(tsSq.length);
+  for (let i = 0; i < tsSq.length; i++) expect(Math.abs(tsSq[i]! - sq[i]!)).toBeLessThan(2e-5);
   await backend.step({ maxGradNorm: 1 });
   await backend.load(dir);
   expect((await backend.logprobs({ batch, rows: [0, 1, 2, 3], policy: 'current' })).logp).toEqual(after.logp);

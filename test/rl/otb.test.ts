@@ -78,7 +78,7 @@ describe('veRL optimal_token_baseline (core_algos.py l.871–987)', () => {
     expect(m['advantages/max']).toBe(2);
   });
 
-  it('without probSqSum: estimate, the library call and run configs refuse with one line naming the field', () => {
+  it('without probSqSum: estimate, the library call and diffusion run configs refuse with one line naming the field', () => {
     const { probSqSum: _, ...noPsq } = json({ name: 'optimal_token_baseline' });
     expect(() => estimateJson(noPsq)).toThrow(/^probSqSum: required when config\.advantage\.name is 'optimal_token_baseline'/);
     // other advantages do not need it
@@ -89,7 +89,8 @@ describe('veRL optimal_token_baseline (core_algos.py l.871–987)', () => {
     const cfg = resolveConfig({ advantage: { name: 'optimal_token_baseline' } });
     expect(() => estimate(batch, cfg)).toThrow(/^probSqSum: required/);
     expect(estimate({ ...batch, probSqSum: flat(PSQ) }, cfg).advantages[2 * 3]).toBe(2);
-    expect(() => resolveRunConfig({ estimators: { advantage: { name: 'optimal_token_baseline' } } })).toThrow(/^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs probSqSum/);
+    // runs take Σπ² from the ℓold pass (test/rl/grpo/otb-run.test.ts); a policy without one softmax row per token refuses
+    expect(() => resolveRunConfig({ policy: { kind: 'diffusion' }, estimators: { advantage: { name: 'optimal_token_baseline' } } })).toThrow(/^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs Σ_v π\(v\)²/);
   });
 
   it('the table entry returns (B, T) advantages from tokens', () => {

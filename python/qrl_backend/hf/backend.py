@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, RolloutBatch
+from ..backend import Backend, LogprobsResult, RolloutBatch
 from ..numpy_ar.backend import _support
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
@@ -200,7 +200,7 @@ class HfBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "probSqSum": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -296,7 +296,7 @@ class HfBackend(Backend):
 
     # --- trainer -------------------------------------------------------------------------------
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
@@ -317,12 +317,14 @@ class HfBackend(Backend):
             lsm = torch.log_softmax(logits.to(torch.float64) / tau, -1)
             lp = lsm.gather(-1, tokens[:, P:, None])[..., 0] * mask
             ent = -(lsm.exp() * lsm).sum(-1) * mask
+            # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
+            sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
             self.handles[handle] = lp
-        return lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle
+        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy())
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:
         lp = self.handles.get(handle)

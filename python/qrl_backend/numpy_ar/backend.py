@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..backend import Backend, RolloutBatch
+from ..backend import Backend, LogprobsResult, RolloutBatch
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
 from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
 
@@ -59,7 +59,7 @@ class NumpyArBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": dict(side, decode="recompute", logprob="processed"), "trainer": side},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True},
             "parameters": int(sum(v.size for v in self.params.values())),
         }
 
@@ -130,7 +130,7 @@ class NumpyArBackend(Backend):
 
     # --- trainer -------------------------------------------------------------------------------
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
@@ -153,12 +153,14 @@ class NumpyArBackend(Backend):
         lsm = log_softmax_rows(z, tau)
         lp = np.take_along_axis(lsm, resp[..., None], axis=-1)[..., 0] * mask
         ent = -np.sum(np.exp(lsm) * lsm, axis=-1) * mask
+        # Σ_v π(v)² of the same softmax row (veRL sum_pi_squared), float64
+        sq = np.sum(np.exp(lsm.astype(np.float64)) ** 2, axis=-1) * mask if prob_sq_sum else None
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
             self.handles[handle] = (cache, lsm, resp, mask, tau, P, logits.shape)
-        return lp, ent, handle
+        return LogprobsResult(lp, ent, handle, prob_sq_sum=sq)
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:
         if handle not in self.handles:
@@ -343,8 +345,8 @@ class ConfiguredNumpyAr(Backend):
     def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
         return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
 
-    def logprobs(self, batch, rows, policy, grad):
-        return self._be().logprobs(batch, rows, policy, grad)
+    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):
+        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
 
     def backward(self, handle, grad_logp):
         return self._be().backward(handle, grad_logp)

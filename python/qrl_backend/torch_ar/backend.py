@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, RolloutBatch
+from ..backend import Backend, LogprobsResult, RolloutBatch
 from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _support
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
@@ -146,7 +146,7 @@ class TorchArBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": {"gemm": rollout_gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -196,7 +196,7 @@ class TorchArBackend(Backend):
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(s["temperature"])}
         return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record)
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         if batch.record.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {batch.record.get('kind')!r}")
         rows = list(rows)
@@ -210,12 +210,14 @@ class TorchArBackend(Backend):
             lsm = torch.log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, -1)
             lp = lsm.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * mask
             ent = -(lsm.exp() * lsm).sum(-1) * mask
+            # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
+            sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
             self.handles[handle] = lp
-        return lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle
+        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy())
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:
         lp = self.handles.pop(handle, None)

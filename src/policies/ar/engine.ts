@@ -155,15 +155,16 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const k = policy.blockConfig.moe?.topK ?? 0;
       const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
       const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay, ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}) });
+      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay, probSqSum: options.probSqSum, ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}) });
+      const sq = lp.probSqSum === undefined ? {} : { probSqSum: lp.probSqSum };
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
-      if (k === 0) return { logp: lp.logp, entropy: lp.entropy };
+      if (k === 0) return { logp: lp.logp, entropy: lp.entropy, ...sq };
       const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)
-      if (recorded === undefined) return { logp: lp.logp, entropy: lp.entropy, routing: used };
+      if (recorded === undefined) return { logp: lp.logp, entropy: lp.entropy, ...sq, routing: used };
       // positions whose outputs score a response token: P + j − 1 for every slot j with mask 1
       const scored: number[] = [];
       for (let i = 0; i < rows.length; i++) for (let j = 0; j < batch.T; j++) if (mask[i * batch.T + j] === 1) scored.push(i * T + P + j - 1);
-      return { logp: lp.logp, entropy: lp.entropy, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
+      return { logp: lp.logp, entropy: lp.entropy, ...sq, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
     },
     backward(gradLogp) {
       if (last === null) throw new Error('ar engine: backward needs a preceding logprobs(…, { grad: true }) on the master weights');

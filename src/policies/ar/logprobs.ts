@@ -2,7 +2,7 @@
 // recompute, their backward for any per-token coefficients dL/dℓ, and per-token entropy. Not a loss.
 
 import { allocLike, type FloatArray } from '../../nn/array.js';
-import { rowEntropy } from '../../nn/row-logprob.js';
+import { rowEntropy, rowProbSqSum } from '../../nn/row-logprob.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArForwardCache, type ArPolicy } from './model.js';
 import { logSumExp } from './sampler.js';
@@ -32,6 +32,8 @@ export interface TrainerLogprobOptions {
    * entropy is of softmax(z)). @defaultValue 'before-log-softmax'
    */
   readonly temperatureAt?: 'before-log-softmax' | 'after-log-softmax';
+  /** Also return Σ_v π(v)² at each scored position ({@link TrainerLogprobs.probSqSum}). @defaultValue false */
+  readonly probSqSum?: boolean | undefined;
 }
 
 /** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
@@ -49,6 +51,11 @@ export interface TrainerLogprobs {
    * replayed; 0 where the mask is 0 (a metric).
    */
   readonly entropy: Float64Array;
+  /**
+   * (B, L) Σ_v π(v)² of softmax(z/τ) (over the kept set when `support` is replayed), from the same
+   * row and log-sum-exp as `logp`; 0 where the mask is 0. Only when `probSqSum` was asked.
+   */
+  readonly probSqSum?: Float64Array | undefined;
   /** (B, L) the response mask used. */
   readonly mask: ArrayLike<number>;
   /** τ. */
@@ -95,18 +102,21 @@ export function computeLogprobs(
   const cache = arForward(policy, tokens, B, T, opts.numerics, opts.routing ?? null);
   const logp = new Float64Array(B * L); // (B, L)
   const entropy = new Float64Array(B * L); // (B, L)
+  const probSqSum = opts.probSqSum === true ? new Float64Array(B * L) : undefined; // (B, L)
   for (let b = 0; b < B; b++) {
     for (let k = 0; k < L; k++) {
       if (!responseMask[b * L + k]) continue;
       const off = (b * T + P + k - 1) * V; // logits row predicting tokens[b, P+k]
       const y = tokens[b * T + P + k]!;
       const keep = support === undefined ? null : support.subarray((b * L + k) * V, (b * L + k + 1) * V);
-      const l = cache.logits[off + y]! / sm - logSumExp(cache.logits, off, V, sm, keep);
+      const lse = logSumExp(cache.logits, off, V, sm, keep);
+      const l = cache.logits[off + y]! / sm - lse;
       logp[b * L + k] = after ? l / tau : l;
       entropy[b * L + k] = rowEntropy(cache.logits, off, V, sm, -1, keep);
+      if (probSqSum !== undefined) probSqSum[b * L + k] = rowProbSqSum(cache.logits, off, V, sm, lse, keep);
     }
   }
-  return { B, promptLength: P, responseLength: L, logp, entropy, mask: responseMask, temperature: tau, ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}), support, cache, numerics: opts.numerics };
+  return { B, promptLength: P, responseLength: L, logp, entropy, probSqSum, mask: responseMask, temperature: tau, ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}), support, cache, numerics: opts.numerics };
 }
 
 /**

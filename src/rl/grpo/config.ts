@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
 import { makeTask } from '../../tasks/registry.js';
+import { tokenLevelAdvantageNames } from '../advantages.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
 import { zodIssueLine } from '../../errors.js';
 
@@ -140,9 +141,16 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   const parsed = runConfigSchema.safeParse(raw ?? {});
   if (!parsed.success) throw new UsageError(zodIssueLine(parsed.error, raw));
   const estimators = resolveConfig(parsed.data.estimators, 'config.estimators');
-  if (estimators.advantage.name === 'optimal_token_baseline') {
-    // the backends' logprobs calls return sampled-token log-probs only, not the per-token probSqSum OTB needs
-    throw new UsageError("config.estimators.advantage.name: 'optimal_token_baseline' needs probSqSum (Σ_v π(v)² per token), which runs do not compute yet; use it through `estimate`");
+  const advantage = estimators.advantage.name;
+  if (tokenLevelAdvantageNames.includes(advantage)) {
+    // veRL OTB reads Σ_v π(v)² of the ℓold pass (veRL asserts sum_pi_squared in compute_advantage, ray_trainer.py l.203–210)
+    if (parsed.data.policy.kind !== 'ar') {
+      throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² of one softmax row per token, which the ${parsed.data.policy.kind} policy (config.policy.kind) does not have; use an AR policy`);
+    }
+    if (estimators.mode === 'bypass' || estimators.proxLogp != null) {
+      const skip = estimators.mode === 'bypass' ? "estimators.mode 'bypass'" : "estimators.proxLogp 'loglinear'";
+      throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² from the ℓold recompute, which ${skip} skips (use mode 'decoupled' without proxLogp)`);
+    }
   }
   let task: ReturnType<typeof makeTask>;
   try {

@@ -1,18 +1,13 @@
-// One GRPO step, top to bottom as spec/grpo.md lists it (sync, rollout, reward, advantages, trainer
-// recompute, correction, update, log) against the asynchronous PolicyBackend. Not the run driver
-// (files, eval, checkpoints: src/runs/run.ts).
+// One GRPO step, top to bottom as docs/grpo.md lists it (sync, rollout, reward, advantages, trainer
+// recompute, correction, update), against the asynchronous PolicyBackend. Not the phases' arithmetic
+// (phases.ts) and not the run driver (files, eval, checkpoints: src/runs/run.ts).
 
-import type { GenerateRequest, LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
+import type { GenerateRequest, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../rng.js';
-import { applyCorrection, correctionNeedsTheta } from '../correction.js';
-import { mismatchDiagnostics } from '../diagnostics.js';
-import { stackMetrics } from '../stack-metrics.js';
-import { lengthMetrics } from '../length-diagnostics.js';
-import { loglinearProximal, policyObjective, sequenceAdvantages } from '../estimate.js';
-import type { EstimateConfig } from '../schema.js';
-import type { BatchShape, MetricRecord } from '../types.js';
+import type { MetricRecord } from '../types.js';
 import { generationOf, type RunConfig } from './config.js';
+import { advantagePhase, correctionPhase, keepRows, mismatchAtOld, recomputeOld, recomputeRef, rewardPhase, updatePhase } from './phases.js';
 
 /** Everything one step needs besides the config. */
 export interface StepContext {
@@ -94,341 +89,83 @@ export interface GrpoStepResult {
 
 const now = (): number => Number(process.hrtime.bigint()) / 1e9;
 
-function mean(xs: ArrayLike<number>): number {
-  let s = 0;
-  for (let i = 0; i < xs.length; i++) s += xs[i] as number;
-  return xs.length === 0 ? 0 : s / xs.length;
-}
-
-function std(xs: ArrayLike<number>): number {
-  if (xs.length < 2) return 0;
-  const m = mean(xs);
-  let s = 0;
-  for (let i = 0; i < xs.length; i++) s += ((xs[i] as number) - m) ** 2;
-  return Math.sqrt(s / (xs.length - 1));
-}
-
-/** Rows `rows` of a (B, T) array. */
-export function sliceRows(x: Float64Array, T: number, rows: readonly number[]): Float64Array {
-  const out = new Float64Array(rows.length * T);
-  rows.forEach((r, i) => out.set(x.subarray(r * T, r * T + T), i * T));
-  return out;
-}
-
-/** Masked mean of a per-token quantity. */
-function maskedMean(x: Float64Array, mask: Float64Array): number {
-  let s = 0;
-  let n = 0;
-  for (let k = 0; k < x.length; k++) {
-    if (mask[k] === 1) {
-      s += x[k] as number;
-      n++;
-    }
+/** Times the phases of one step; a phase that did not run reads 0. */
+class PhaseClock {
+  private readonly start = now();
+  private readonly t: Partial<PhaseTimings> = {};
+  async time<V>(phase: Exclude<keyof PhaseTimings, 'total'>, run: () => V | Promise<V>): Promise<V> {
+    const mark = now();
+    const value = await run();
+    this.t[phase] = now() - mark;
+    return value;
   }
-  return n === 0 ? 0 : s / n;
+  skipped(phase: Exclude<keyof PhaseTimings, 'total'>): void {
+    this.t[phase] = 0;
+  }
+  timings(): PhaseTimings {
+    const { sync = 0, rollout = 0, reward = 0, old = 0, ref = 0, correction = 0, update = 0 } = this.t;
+    return { sync, rollout, reward, old, ref, correction, update, total: now() - this.start };
+  }
 }
 
 /**
- * DAPO soft overlong penalty for a response of `length` tokens with maximum `maxLength`:
- * 0 up to maxLength − buffer, then −penalty·(length − (maxLength − buffer))/buffer, −penalty beyond.
+ * Step 2, rollout: P prompts from the task's training split, G responses each (with staleness k,
+ * the batch generated k steps ago; its prompts are drawn again from the same stream).
  */
-export function overlongPenalty(length: number, maxLength: number, buffer: number, penalty: number): number {
-  const start = maxLength - buffer;
-  if (length <= start) return 0;
-  if (length > maxLength) return -penalty;
-  return (-penalty * (length - start)) / buffer;
+async function rolloutPhase(ctx: StepContext, step: number, rng: Rng): Promise<{ batch: RolloutBatch; problems: TaskProblem[]; stale?: PendingRollout }> {
+  const problems = stepProblems(ctx.config, ctx.task, rng);
+  if (ctx.config.rollout.staleness === 0) return { batch: await generateStepBatch(ctx, rng), problems };
+  if (ctx.stale === undefined) throw new Error('grpo: rollout.staleness > 0 needs StepContext.stale');
+  const stale = await ctx.stale.take(ctx, step);
+  return { batch: stale.batch, problems, stale };
 }
 
 /**
- * Step 4's per-sequence advantages `(rows.length)` over the kept `rows` of a batch of `rewards` and
- * valid-token `lengths` `(B)`, grouped by prompt (`G` responses each). The lengths reach the
- * estimator so that REINFORCE++ whitens over every valid token as veRL does (a row of n tokens
- * counts n times); the group estimators ignore them.
- */
-export function stepAdvantages(
-  rewards: Float64Array,
-  lengths: Float64Array,
-  rows: readonly number[],
-  G: number,
-  spec: EstimateConfig['advantage'],
-): { value: Float64Array; metrics: MetricRecord } {
-  const groups = rows.map((i) => Math.floor(i / G));
-  return sequenceAdvantages(
-    Float64Array.from(rows, (i) => rewards[i] as number),
-    groups,
-    spec,
-    Float64Array.from(rows, (i) => lengths[i] as number),
-  );
-}
-
-/** Accumulates metrics over mini-batches and reports their means. */
-class MetricMeans {
-  private readonly sums = new Map<string, number>();
-  private readonly counts = new Map<string, number>();
-  add(metrics: MetricRecord): void {
-    for (const [k, v] of Object.entries(metrics)) {
-      if (typeof v !== 'number' || !Number.isFinite(v)) continue;
-      this.sums.set(k, (this.sums.get(k) ?? 0) + v);
-      this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
-    }
-  }
-  means(): MetricRecord {
-    const out: MetricRecord = {};
-    for (const [k, s] of this.sums) out[k] = s / (this.counts.get(k) as number);
-    return out;
-  }
-}
-
-/** Rows `picks` of every layer's routing of `nRows` rows (each array (nRows, S, k)). */
-function routingRows(routing: readonly Int32Array[], nRows: number, picks: readonly number[]): Int32Array[] {
-  return routing.map((layer) => {
-    const size = layer.length / nRows;
-    const out = new Int32Array(picks.length * size); // (picks, S, k)
-    picks.forEach((p, i) => out.set(layer.subarray(p * size, (p + 1) * size), i * size));
-    return out;
-  });
-}
-
-/**
- * MoE routing diagnostics of step 5 (none for a dense policy, whose passes report no flip rate):
- * `moe/flip_rate/l{l}` = share of router decisions at the scored positions that differ between the
- * rollout record and the trainer's own routing at θ_old; with replay on, the mismatch k3 (as
- * `rollout_corr/k3_kl`) with the trainer's own routing (`moe/k3_kl_own_routing`) and with the
- * rollout's routing replayed (`moe/k3_kl_rollout_routing`). One of them is the ℓold pass itself
- * (own for none/R2, rollout for R3); the other costs one more forward, only with replay on.
- */
-async function routingDiagnostics(
-  backend: PolicyBackend,
-  batch: RolloutBatch,
-  rows: readonly number[],
-  replay: RunConfig['policy']['routingReplay'],
-  old: LogprobsResult,
-  logpRollout: Float64Array,
-  shape: BatchShape,
-  mask: Float64Array,
-): Promise<MetricRecord> {
-  if (old.routingFlipRate === undefined && replay === 'none') return {};
-  const other = replay === 'none' ? undefined : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? {} : { routing: 'rollout' as const }) });
-  const own = replay === 'R3' ? (other as LogprobsResult) : old;
-  const out: MetricRecord = {};
-  own.routingFlipRate?.forEach((rate, l) => {
-    out[`moe/flip_rate/l${l}`] = rate;
-  });
-  if (other !== undefined) {
-    const k3 = (logpOld: Float64Array): number =>
-      mismatchDiagnostics({ shape, logpOld, logpRollout, mask, weights: mask, effectiveMask: mask }).metrics['rollout_corr/k3_kl'] as number;
-    const rolloutRouted = replay === 'R3' ? old : other;
-    out['moe/k3_kl_own_routing'] = k3(own.logp);
-    out['moe/k3_kl_rollout_routing'] = k3(rolloutRouted.logp);
-  }
-  return out;
-}
-
-/**
- * Runs GRPO step `step` (1-based) and returns its metrics. `rng` is the step's own stream
- * (`root.fork('step').fork(step)`), so a resumed run draws exactly what an uninterrupted one does;
- * the backend generates from the path of its `rollout` fork.
+ * Runs GRPO step `step` (1-based) and returns its metrics: the pseudocode of docs/grpo.md, one
+ * phase per line (phases.ts). `rng` is the step's own stream (`root.fork('step').fork(step)`), so a
+ * resumed run draws exactly what an uninterrupted one does; the backend generates from the path of
+ * its `rollout` fork.
  */
 export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promise<GrpoStepResult> {
   const { config, task, backend } = ctx;
   const est = config.estimators;
-  const t: Partial<PhaseTimings> = {};
-  const t0 = now();
+  const clock = new PhaseClock();
 
-  // 1. Weight sync: re-quantize the master weights into the rollout engine (and KV scales).
-  const { weightVersion } = await backend.sync();
-  t.sync = now() - t0;
-
-  // 2. Rollout: P prompts from the task's training split, G responses each (with staleness k, the
-  //    batch generated k steps ago; its prompts are drawn again from the same stream).
-  let mark = now();
-  const problems = stepProblems(config, task, rng);
-  let batch: RolloutBatch;
-  let stale: PendingRollout | undefined;
-  if (config.rollout.staleness > 0) {
-    if (ctx.stale === undefined) throw new Error('grpo: rollout.staleness > 0 needs StepContext.stale');
-    stale = await ctx.stale.take(ctx, step);
-    batch = stale.batch;
-  } else {
-    batch = await generateStepBatch(ctx, rng);
-  }
-  t.rollout = now() - mark;
-
-  // 3. Reward (+ optional DAPO overlong shaping and dynamic sampling).
-  mark = now();
-  const { B, T } = batch;
-  const G = config.rollout.groupSize;
-  const rewards = new Float64Array(B);
-  const correct = new Float64Array(B);
-  const lengths = new Float64Array(B);
-  for (let i = 0; i < B; i++) {
-    const response = Array.from(batch.responses.subarray(i * T, i * T + T));
-    const length = batch.mask.subarray(i * T, i * T + T).reduce((a, b) => a + b, 0);
-    const r = task.reward(problems[Math.floor(i / G)] as TaskProblem, response.slice(0, length));
-    lengths[i] = length;
-    correct[i] = r.correct ? 1 : 0;
-    rewards[i] = r.reward;
-    if (config.reward.overlong !== null) {
-      rewards[i] = (rewards[i] as number) + overlongPenalty(length, task.responseLength, config.reward.overlong.buffer, config.reward.overlong.penalty);
-    }
-  }
-  let rows = Array.from({ length: B }, (_, i) => i);
-  if (config.reward.dynamicSampling) {
-    rows = rows.filter((i) => {
-      const g = Math.floor(i / G);
-      const group = rewards.subarray(g * G, g * G + G);
-      return group.some((r) => r !== group[0]);
-    });
-  }
-  t.reward = now() - mark;
-  const metrics: MetricRecord = {
-    step,
-    'reward/mean': mean(rewards),
-    'reward/std': std(rewards),
-    'reward/accuracy': mean(correct),
-    'response_length/mean': mean(lengths),
-    'batch/sequences': B,
-    'batch/kept_sequences': rows.length,
-  };
+  // 1 sync: re-quantize the master weights into the rollout engine (and KV scales)
+  const { weightVersion } = await clock.time('sync', () => backend.sync());
+  // 2 rollout
+  const { batch, problems, stale } = await clock.time('rollout', () => rolloutPhase(ctx, step, rng));
+  // 3 reward (+ DAPO overlong shaping, dynamic sampling)
+  const reward = await clock.time('reward', () => rewardPhase(config, task, batch, problems));
+  const metrics: MetricRecord = { step, ...reward.metrics };
   if (stale !== undefined) {
     metrics['rollout/staleness'] = step - stale.generatedAt;
     metrics['rollout/weight_version'] = batch.weightVersion;
     metrics['rollout/version_lag'] = weightVersion - batch.weightVersion;
   }
-  if (rows.length === 0) {
-    // Every group was uniform: nothing to learn from this step (DAPO would resample).
-    t.old = t.ref = t.correction = t.update = 0;
-    t.total = now() - t0;
-    return { metrics, timings: t as PhaseTimings };
-  }
-
-  // 4. Advantages over the kept sequences (groups = prompt index).
-  const keptShape: BatchShape = { B: rows.length, T };
-  const seqAdv = stepAdvantages(rewards, lengths, rows, G, est.advantage);
-  Object.assign(metrics, seqAdv.metrics);
-  const mask = sliceRows(batch.mask, T, rows);
-  const advantages = new Float64Array(rows.length * T);
-  for (let i = 0; i < rows.length; i++) {
-    for (let k = 0; k < T; k++) if (mask[i * T + k] === 1) advantages[i * T + k] = seqAdv.value[i] as number;
-  }
-  const logpRollout = sliceRows(batch.logpRollout, T, rows);
-
-  // 5. Trainer recompute: ℓold at θ_old under the trainer's plan (skipped in bypass mode, where
-  //    ℓold := ℓroll, verl bypass_mode); ℓref when the KL term is on.
-  //    MoE routing replay: R3 replays the rollout's routing here and in the update; R2 records the
-  //    routing of this pass and replays it in the update (docs/moe.md).
-  const bypass = est.mode === 'bypass';
-  // AReaL prox_logp_method "loglinear": no recompute either; ℓold is approximated per mini-batch from
-  // ℓθ and ℓroll with this step's version lag (estimate.ts loglinearProximal)
-  const loglinear = est.proxLogp != null;
+  // every group was uniform: nothing to learn from this step (DAPO would resample)
+  if (reward.value.rows.length === 0) return { metrics, timings: clock.timings() };
+  const kept = keepRows(batch, reward.value.rows);
+  // 4 trainer recompute: ℓold at θ_old (none in bypass / loglinear; + Σπ² for OTB), ℓref when the KL term is on
+  const old = await clock.time('old', () => recomputeOld(backend, kept, est, config.policy.routingReplay));
+  if (old.value.old === undefined) clock.skipped('old');
+  const logpRef = await clock.time('ref', () => recomputeRef(backend, kept, est));
+  // 5 advantages over the kept rows, groups = prompt index (per token for OTB, from ℓold and Σπ²)
+  const advantages = advantagePhase(kept, reward.value, config.rollout.groupSize, est.advantage, old.value);
+  Object.assign(metrics, advantages.metrics);
+  // 6 correction from (ℓold, ℓroll) over the batch (or per mini-batch in 7); mismatch diagnostics at θ_old
+  const correction = await clock.time('correction', () => {
+    const value = correctionPhase(kept, advantages.value, old.value.logpOld, est);
+    const mismatch = old.value.old === undefined ? undefined : mismatchAtOld(kept, advantages.value, old.value.old, value.value, est);
+    Object.assign(metrics, mismatch?.metrics, old.metrics, value.metrics);
+    return value.value;
+  });
+  // 7 update: E epochs × M mini-batches of ℓθ, loss × correction, backward, clip, AdamW
   const versionLag = stale !== undefined ? weightVersion - batch.weightVersion : 0;
-  const replay = config.policy.routingReplay;
-  mark = now();
-  const old = bypass || loglinear
-    ? undefined
-    : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) });
-  const logpOld = old === undefined ? logpRollout : old.logp;
-  if (replay === 'R2' && old !== undefined && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
-  const moeMetrics = old === undefined ? {} : await routingDiagnostics(backend, batch, rows, replay, old, logpRollout, keptShape, mask);
-  t.old = bypass || loglinear ? 0 : now() - mark;
-  mark = now();
-  const logpRef = est.kl !== null ? (await backend.logprobs({ batch, rows, policy: 'reference' })).logp : undefined;
-  t.ref = now() - mark;
-
-  // 6. Correction weights and masks from (ℓold, ℓroll) over the whole batch. AIS, and every stage in
-  //    bypass mode (which compares the detached ℓθ with ℓroll), run per mini-batch below.
-  mark = now();
-  // Stages that read ℓθ (slime's OPSM form) also run per mini-batch, on that mini-batch's ℓθ.
-  const perMiniBatchCorrection = bypass || loglinear || est.correction.some((c) => c.name === 'ais') || correctionNeedsTheta(est.correction);
-  const full = bypass || loglinear || correctionNeedsTheta(est.correction) ? undefined : applyCorrection({ shape: keptShape, logpOld, logpRollout, mask, advantages }, est.correction);
-  if (old !== undefined) {
-    const diag = mismatchDiagnostics({
-      shape: keptShape,
-      logpOld,
-      logpRollout,
-      mask,
-      weights: full?.value.weights ?? Float64Array.from(mask),
-      effectiveMask: full?.value.mask ?? mask,
-      entropy: old.entropy,
-    });
-    Object.assign(metrics, diag.metrics);
-    if (est.diagnostics.stacks !== undefined) {
-      Object.assign(metrics, stackMetrics({ shape: keptShape, logpTrain: logpOld, logpRollout, mask, effectiveMask: full?.value.mask ?? mask, weights: full?.value.weights ?? Float64Array.from(mask), advantages }, est.diagnostics.stacks));
-    }
-    // by position and length (bypass has no trainer ℓold to compare with, so no mismatch to split)
-    Object.assign(metrics, lengthMetrics({ shape: keptShape, logpOld, logpRollout, mask, responses: sliceRows(Float64Array.from(batch.responses), T, rows) }));
-    Object.assign(metrics, moeMetrics);
-  }
-  if (full !== undefined && !perMiniBatchCorrection) Object.assign(metrics, full.metrics);
-  t.correction = now() - mark;
-
-  // 7. Update: E epochs × M mini-batches; θ_old stays fixed during the step.
-  mark = now();
-  const means = new MetricMeans();
-  const M = Math.min(config.optim.miniBatches, rows.length);
-  const order = rows.map((_, i) => i);
-  const shuffleRng = rng.fork('minibatches');
-  for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
-    shuffleRng.shuffle(order);
-    for (let mb = 0; mb < M; mb++) {
-      const local = order.filter((_, j) => j % M === mb).sort((a, b) => a - b);
-      const mbShape: BatchShape = { B: local.length, T };
-      const pick = (x: Float64Array): Float64Array => sliceRows(x, T, local);
-      const mbMask = pick(mask);
-      const mbAdv = pick(advantages);
-      const mbOld0 = pick(logpOld);
-      const mbRoll = pick(logpRollout);
-      const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old?.routing !== undefined ? routingRows(old.routing, rows.length, local) : undefined; // R2: the ℓold pass's routing of these rows
-      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
-      const mbOld = loglinear ? loglinearProximal(theta.logp, mbRoll, versionLag) : mbOld0;
-      let weights: Float64Array;
-      let effMask: Float64Array;
-      let denMask: Float64Array;
-      if (perMiniBatchCorrection || full === undefined) {
-        // bypass: the stages see (ℓθ detached, ℓroll) and only `reinforce` applies their weights
-        // (verl compute_policy_loss_bypass_mode, as `estimate`); the mismatch diagnostics likewise
-        const stageOld = bypass ? theta.logp : mbOld;
-        const corr = applyCorrection({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, advantages: mbAdv, logpTheta: theta.logp }, est.correction);
-        means.add(corr.metrics);
-        weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.mask) : corr.value.weights;
-        effMask = corr.value.mask;
-        denMask = corr.value.denominatorMask;
-        if (bypass || loglinear) {
-          const diag = mismatchDiagnostics({ shape: mbShape, logpOld: stageOld, logpRollout: mbRoll, mask: mbMask, weights, effectiveMask: effMask, entropy: theta.entropy });
-          means.add(diag.metrics);
-          if (est.diagnostics.stacks !== undefined) means.add(stackMetrics({ shape: mbShape, logpTrain: stageOld, logpRollout: mbRoll, mask: mbMask, effectiveMask: effMask, weights, advantages: mbAdv }, est.diagnostics.stacks));
-        }
-      } else {
-        weights = pick(full.value.weights);
-        effMask = pick(full.value.mask);
-        denMask = pick(full.value.denominatorMask);
-      }
-      const objective = policyObjective(
-        {
-          shape: mbShape,
-          logpTheta: theta.logp,
-          logpOld: mbOld,
-          logpRollout: mbRoll,
-          logpRef: logpRef === undefined ? undefined : pick(logpRef),
-          advantages: mbAdv,
-          weights,
-          mask: effMask,
-          denominatorMask: denMask,
-          responseMask: mbMask,
-          rewards: Float64Array.from(local, (j) => rewards[rows[j] as number] as number),
-        },
-        est,
-      );
-      if (theta.handle === undefined) throw new Error('grpo: backend.logprobs({ grad: true }) returned no handle');
-      await backend.backward(theta.handle, objective.value.gradLogpTheta);
-      const { gradNorm } = await backend.step({ maxGradNorm: config.optim.maxGradNorm });
-      means.add({ ...objective.metrics, 'actor/grad_norm': gradNorm, 'actor/entropy_theta': maskedMean(theta.entropy, mbMask) });
-    }
-  }
-  Object.assign(metrics, means.means());
-  t.update = now() - mark;
-  t.total = now() - t0;
-  return { metrics, timings: t as PhaseTimings };
+  const inputs = { kept, rewards: reward.value.rewards, advantages: advantages.value, old: old.value, logpRef, correction, versionLag };
+  const update = await clock.time('update', () => updatePhase(backend, inputs, config, rng));
+  Object.assign(metrics, update.metrics);
+  return { metrics, timings: clock.timings() };
 }
 
 /** Held-out evaluation under one plan side: greedy and sampled pass@1 and mean reward. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../../src/files.js';
 import { resolveConfig, resolveRunConfig, stepAdvantages } from '../../../src/rl/index.js';
-import { overlongPenalty } from '../../../src/rl/grpo/loop.js';
+import { overlongPenalty } from '../../../src/rl/grpo/phases.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 
