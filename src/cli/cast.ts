@@ -8,7 +8,7 @@ import { formatValue, parseFloat32 } from '../numerics/values.js';
 import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseCommandArgs, required, seedOption } from './parse.js';
+import { booleans, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...
 
@@ -39,17 +39,7 @@ export const castCommand: Command = {
   summary: 'round values to a format under a cast profile (code, hex, decoded value)',
   help,
   async run(args, io) {
-    const { values, positionals } = parseCommandArgs(
-      args,
-      {
-        format: { type: 'string' },
-        profile: { type: 'string' },
-        mode: { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean', default: false },
-      },
-      true,
-    );
+    const { values, positionals } = parseCommandArgs(args, { ...strings('format', 'profile', 'mode', 'seed'), ...booleans('json') }, true);
     const formatName = required(values.format, 'format');
     const format = (floatFormats as Record<string, FloatFormat>)[formatName];
     if (format === undefined) throw new UsageError(`--format: unknown format '${formatName}' (known: ${Object.keys(floatFormats).join(', ')})`);

@@ -14,7 +14,7 @@ import { createRng } from '../rng.js';
 import type { Command } from './command.js';
 import { formatValue } from '../numerics/values.js';
 import { UsageError } from '../errors.js';
-import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
+import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, seedOption, strings } from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 
@@ -138,13 +138,7 @@ export const demoCommand: Command = {
   summary: 'the npm start demonstration: quantized-rollout GRPO sweep vs BF16 (--numerics: cast profiles side by side)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      seed: { type: 'string' },
-      numerics: { type: 'boolean', default: false },
-      out: { type: 'string' },
-      seeds: { type: 'string' },
-      workers: { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('seed'), ...booleans('numerics'), ...PARALLEL_OPTIONS });
     if (!values.numerics) {
       if (values.seed !== undefined) throw new UsageError('--seed goes with --numerics; the sweep uses --seeds N');
       const seeds = integerOption(values.seeds, 'seeds', DEMO_SEEDS, 1, MAX_SEEDS);

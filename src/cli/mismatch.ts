@@ -3,9 +3,8 @@
 
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { arConfig } from '../policies/ar/config.js';
 import { arMismatchProbe } from '../policies/ar/probe.js';
-import { arModelOptions, arModelPresetNames } from '../policies/ar/presets.js';
+import { arModelPresetNames } from '../policies/ar/presets.js';
 import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
 import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
 import { loadCheckpoint } from '../policies/ar/checkpoint.js';
@@ -14,6 +13,7 @@ import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policie
 import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
+import { freshArPolicy, modelOption } from './model-option.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
@@ -26,7 +26,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { JsonInputError } from '../json.js';
-import { integerOption, parseCommandArgs, refuseIgnored, required, seedOption } from './parse.js';
+import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -170,15 +170,6 @@ function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagn
   return { ...out, k1R3: moe.diagnosticsR3.k1, k3R3: moe.diagnosticsR3.k3 };
 }
 
-/** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probe). */
-export function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
-  const m = /^(\d+),(\d+)$/.exec(value.trim());
-  const experts = m ? Number(m[1]) : NaN;
-  const topK = m ? Number(m[2]) : NaN;
-  if (!m || experts < 1 || experts > 64 || topK < 1 || topK > experts) throw new UsageError(`--moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '${value}'`);
-  return { experts, topK, auxCoeff: 0.01 };
-}
-
 function parseEstimator(value: string | undefined): DiffusionEstimatorName {
   if (value === undefined) return 'd1';
   if (!(diffusionEstimatorNames as readonly string[]).includes(value)) throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
@@ -279,24 +270,7 @@ export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      policy: { type: 'string' },
-      plan: { type: 'string' },
-      length: { type: 'string' },
-      seed: { type: 'string' },
-      batch: { type: 'string' },
-      temperature: { type: 'string' },
-      checkpoint: { type: 'string' },
-      estimator: { type: 'string' },
-      json: { type: 'boolean' },
-      preset: { type: 'string' },
-      channels: { type: 'boolean' },
-      outliers: { type: 'string' },
-      positions: { type: 'boolean' },
-      moe: { type: 'string' },
-      'top-k': { type: 'string' },
-      'top-p': { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'length', 'seed', 'batch', 'temperature', 'checkpoint', 'estimator', 'top-k', 'top-p'), ...MODEL_OPTIONS, ...booleans('json', 'channels', 'positions') });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
     const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
@@ -307,13 +281,9 @@ export const mismatchCommand: Command = {
       return runDiffusion(values, plan, io.out);
     }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
-    if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
-      throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);
-    }
-    if (values.outliers !== undefined && values.preset === undefined) throw new UsageError(`--outliers: only with --preset, got '${values.outliers}'`);
+    const model = modelOption(values);
     if (values.preset !== undefined && values.checkpoint !== undefined) throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
     if (values.moe !== undefined && values.checkpoint !== undefined) throw new UsageError(`--moe: not with --checkpoint (the checkpoint fixes the model)`);
-    const moe = values.moe === undefined ? undefined : parseMoe(values.moe);
     const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
@@ -328,9 +298,7 @@ export const mismatchCommand: Command = {
       }
     } else {
       task = makeTask('reverse');
-      const outliers = values.outliers === undefined ? undefined : integerOption(values.outliers, 'outliers', 0, 0, 64);
-      const model = arModelOptions({ preset: values.preset, outliers });
-      policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
+      policy = freshArPolicy(model, task, length, seed);
     }
     const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);

@@ -7,7 +7,7 @@ import { type QuantizedTensor, dequantize, quantize } from '../numerics/quantize
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { parseQuantizeInput, quantizationStats } from '../numerics/values.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 
 const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
   .map(([name, p]) => `  ${name.padEnd(24)} ${p.description}`)
@@ -60,13 +60,7 @@ export const quantizeCommand: Command = {
   summary: 'quantize a JSON array with a named preset (codes, scales, dequantized values, error)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      preset: { type: 'string' },
-      block: { type: 'string' },
-      ue8m0: { type: 'boolean', default: false },
-      input: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('preset', 'block', 'input'), ...booleans('ue8m0', 'json') });
     const name = required(values.preset, 'preset');
     const preset = (quantPresets as Record<string, QuantPreset>)[name];
     if (preset === undefined) throw new UsageError(`--preset: unknown preset '${name}' (known: ${Object.keys(quantPresets).join(', ')})`);
