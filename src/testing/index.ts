@@ -32,3 +32,6 @@ export { goldenSuites } from '../golden/suites/index.js';
 // The qrl-backend/1 conformance battery of `qrl-sim backend-check`, for a backend's own test suite.
 export { formatConformance, runConformance, type ConformanceOptions, type ConformanceRow } from './conformance.js';
 export { killResumeCheck } from './kill-resume.js';
+
+// Differential property testing of another implementation of estimate, cast or quantize (`qrl-sim check`).
+export { CHECK_SUITES, checkFixedConfig, differentialCheck, paramsArb, type CheckMethod, type CheckSuite, type DifferentialOptions, type DifferentialResult } from './differential.js';
