@@ -1,27 +1,20 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { existsSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { arMismatchProbe } from '../policies/ar/probe.js';
 import { arModelPresetNames } from '../policies/ar/presets.js';
-import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
+import type { ArPolicy } from '../policies/ar/model.js';
 import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
-import { loadCheckpoint } from '../policies/ar/checkpoint.js';
-import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
-import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
+import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
 import { freshArPolicy, modelOption } from './model-option.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
-import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
-import type { ParamStore } from '../nn/params.js';
-import { arConfigFor } from '../policies/ar/engine.js';
-import { resolveRunConfig } from '../rl/grpo/config.js';
-import { makeTask, taskNames } from '../tasks/registry.js';
-import type { Task, TaskName } from '../tasks/task.js';
+import { makeTask } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
+import { loadArProbeCheckpoint, loadDiffusionProbeCheckpoint } from '../runs/probe-checkpoint.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
@@ -120,43 +113,17 @@ function parseTemperature(value: string | undefined): number {
   return t;
 }
 
-/** A checkpoint `run` or a cached warm start wrote (a directory with backend.json, or that file), else null. */
-function backendState(file: string): ReferenceBackendState | null {
-  const isDir = existsSync(file) && statSync(file).isDirectory();
-  if (!isDir && !file.endsWith(REFERENCE_STATE_FILE)) return null;
+/**
+ * `--checkpoint FILE` through `load`: a broken backend state (`checkpoint: …`) and an unusable
+ * checkpoint become one-line usage errors naming `--checkpoint`; read and parse errors already do.
+ */
+function checkpointOption<T>(file: string, load: (file: string, readJson: (path: string) => unknown) => T): T {
   try {
-    return readReferenceState(file);
+    return load(file, (path) => readJsonFile(path, '--checkpoint'));
   } catch (error) {
-    throw new UsageError(`--${(error as Error).message}`);
-  }
-}
-
-function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
-  const state = backendState(file);
-  if (state !== null) {
-    try {
-      const config = resolveRunConfig(state.config);
-      if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
-      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-      const policy = createArPolicy(arConfigFor(config, task), config.seed);
-      if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
-      (policy.params as ParamStore).data.set(state.weights);
-      return { policy, task };
-    } catch (error) {
-      if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
-      throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-  const json = readJsonFile(file, '--checkpoint');
-  try {
-    const { policy, task } = loadCheckpoint(json);
-    if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
-    const t = task ? makeTask(task.name as TaskName, task.options as never) : makeTask('reverse');
-    if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
-    return { policy, task: t };
-  } catch (error) {
+    if (error instanceof UsageError && error.message.startsWith('checkpoint: ')) throw new UsageError(`--${error.message}`);
     if (error instanceof UsageError || error instanceof JsonInputError) throw error;
-    throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
+    throw new UsageError(`--checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
@@ -174,38 +141,6 @@ function parseEstimator(value: string | undefined): DiffusionEstimatorName {
   if (value === undefined) return 'd1';
   if (!(diffusionEstimatorNames as readonly string[]).includes(value)) throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
   return value as DiffusionEstimatorName;
-}
-
-/** A diffusion checkpoint: weights plus the run config that built the model (embedded or `../config.json`). */
-function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
-  const read = (path: string): Record<string, unknown> => readJsonFile(path, '--checkpoint') as Record<string, unknown>;
-  const state = backendState(file);
-  const json: Record<string, unknown> = state !== null ? { weights: state.weights, config: state.config } : read(file);
-  try {
-    const weights = json.weights;
-    if (!Array.isArray(weights)) throw new Error('it has no weights array');
-    const sibling = join(dirname(file), '..', 'config.json');
-    const raw = (json.config as Record<string, unknown> | undefined) ?? (existsSync(sibling) ? read(sibling) : undefined);
-    if (raw === undefined) throw new Error(`it has no config and there is no ${sibling}`);
-    const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
-    if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
-    validateDiffusionConfig(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-    const engine = createDiffusionEngine(config, task);
-    if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
-    engine.params.data.set(weights as number[]);
-    const d = config.policy.diffusion;
-    return {
-      model: engine.model,
-      params: engine.params.data,
-      task: config.task.name,
-      taskOptions: config.task.options,
-      sampler: { genLength: d.generationLength, blockLength: d.blockLength, steps: d.steps, remasking: engine.sampler.remasking, temperature: engine.sampler.temperature },
-    };
-  } catch (error) {
-    if ((error instanceof UsageError && error.message.startsWith('--checkpoint')) || error instanceof JsonInputError) throw error;
-    throw new UsageError(`--checkpoint: '${file}' is not a usable diffusion checkpoint: ${error instanceof Error ? error.message : String(error)}`);
-  }
 }
 
 function print(result: Record<string, unknown>, json: boolean | undefined, out: (line: string) => void): void {
@@ -292,7 +227,7 @@ export const mismatchCommand: Command = {
     let policy: ArPolicy;
     let task: Task;
     if (values.checkpoint !== undefined) {
-      ({ policy, task } = loadPolicy(values.checkpoint));
+      ({ policy, task } = checkpointOption(values.checkpoint, loadArProbeCheckpoint));
       if (task.promptLength + length > policy.config.maxLen) {
         throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${policy.config.maxLen}`);
       }
@@ -324,7 +259,7 @@ function runDiffusion(
   const estimator = parseEstimator(values.estimator);
   const seed = seedOption(values.seed);
   const sequences = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
-  const loaded = values.checkpoint !== undefined ? loadDiffusion(values.checkpoint) : undefined;
+  const loaded = values.checkpoint !== undefined ? checkpointOption(values.checkpoint, loadDiffusionProbeCheckpoint) : undefined;
   const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1, MISMATCH_LIMITS.length);
   // The checkpoint's own sampler schedule applies at its generation length; any other length uses the probe's defaults.
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
