@@ -123,7 +123,7 @@ export function checkFixedConfig(method: CheckMethod, config: Record<string, unk
 export interface DifferentialOptions {
   /** The method compared. */
   readonly method: CheckMethod;
-  /** Calls the implementation; an error answer rejects with an {@link RpcCallError} of kind `remote`, a broken transport with another kind. */
+  /** Calls the implementation; an error answer rejects with the JSON-RPC client's `RpcCallError` of kind `remote`, a broken transport with another kind. */
   readonly call: (method: CheckMethod, params: Record<string, unknown>) => Promise<unknown>;
   /** A fixed configuration (only the data varies), as `--config` gives it. */
   readonly config?: Record<string, unknown> | undefined;
@@ -158,11 +158,11 @@ export interface DifferentialResult {
   /** `missing`: the start of the result that lacked the required field. */
   readonly missing?: string;
   /** `transport`: the error that broke the transport. */
-  readonly transport?: RpcCallError;
+  readonly transport?: Error;
 }
 
 /**
- * Differential property test of `options.call` against qrl-sim's {@link referenceMethods}: every
+ * Differential property test of `options.call` against qrl-sim's own answer (`referenceMethods` of golden/methods.ts): every
  * field the implementation returns is compared by the golden compare rules (estimators by
  * `ESTIMATOR_RULE`, codes bitwise, values float32-exact); the first failing case is shrunk.
  */
