@@ -5,7 +5,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { demoFindings } from '../src/cli/demo.js';
+import { demoFindings } from '../src/runs/demo.js';
 import { fillMarkers } from './doc-tables.js';
 
 const dir = process.argv[2] ?? 'runs/demo';

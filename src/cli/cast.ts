@@ -1,14 +1,14 @@
-// `qrl-sim cast`: rounds decimal inputs (as float32) to a format under a cast profile and prints
-// code, hex and decoded value. Not a batch tool: for arrays use the library's vector casts.
+// `qrl-sim cast`: rounds decimal inputs (as float32) to a format under a cast profile (castRows in
+// golden/methods.ts) and prints code, hex and decoded value. Not a batch tool: for arrays use the
+// library's vector casts.
 
 import { type CastProfile, type RoundingMode, castProfiles, profileCovers, roundingModes } from '../numerics/profiles.js';
-import { type FloatFormat, decode, floatFormats } from '../numerics/formats.js';
-import { scalarEncoder } from '../numerics/round.js';
-import { formatValue, parseFloat32 } from '../numerics/values.js';
-import { createRng } from '../rng.js';
+import { type FloatFormat, floatFormats } from '../numerics/formats.js';
+import { parseFloat32 } from '../numerics/values.js';
+import { castRows } from '../golden/methods.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseCommandArgs, required, seedOption } from './parse.js';
+import { booleans, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...
 
@@ -30,26 +30,12 @@ examples:
   qrl-sim cast --format e4m3fn --profile satfinite 448 464 465 1e6
   qrl-sim cast --format e2m1 --profile mx --json -- 2.5 -2.5 NaN`;
 
-function hex(code: number, format: FloatFormat): string {
-  return `0x${code.toString(16).padStart(Math.ceil(format.bits / 4), '0')}`;
-}
-
 /** The `cast` subcommand. */
 export const castCommand: Command = {
   summary: 'round values to a format under a cast profile (code, hex, decoded value)',
   help,
   async run(args, io) {
-    const { values, positionals } = parseCommandArgs(
-      args,
-      {
-        format: { type: 'string' },
-        profile: { type: 'string' },
-        mode: { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean', default: false },
-      },
-      true,
-    );
+    const { values, positionals } = parseCommandArgs(args, { ...strings('format', 'profile', 'mode', 'seed'), ...booleans('json') }, true);
     const formatName = required(values.format, 'format');
     const format = (floatFormats as Record<string, FloatFormat>)[formatName];
     if (format === undefined) throw new UsageError(`--format: unknown format '${formatName}' (known: ${Object.keys(floatFormats).join(', ')})`);
@@ -64,13 +50,7 @@ export const castCommand: Command = {
     const seed = seedOption(values.seed);
     if (values.seed !== undefined && mode !== 'stochastic') throw new UsageError(`--seed: only used with --mode stochastic (mode is ${mode})`);
     if (positionals.length === 0) throw new UsageError('no VALUES given');
-    const inputs = positionals.map(parseFloat32);
-    const rng = createRng(seed).fork('cast');
-    const encoder = scalarEncoder(format, profile, mode);
-    const results = inputs.map((input) => {
-      const code = encoder(input, mode === 'stochastic' ? rng.uint32() : undefined);
-      return { input: formatValue(input), code, hex: hex(code, format), value: formatValue(decode(format, code)) };
-    });
+    const results = castRows(format, profile, mode, positionals.map(parseFloat32), seed);
     if (values.json) {
       io.out(JSON.stringify({ format: format.name, profile: profile.name, mode, results }));
       return 0;

@@ -1,27 +1,19 @@
 // `qrl-sim check`: differential property testing of another implementation of estimate, cast or
-// quantize over JSON-RPC, with fast-check inputs and a shrunk counterexample. Not the golden files.
+// quantize over JSON-RPC: parses its flags, spawns the implementation, runs differentialCheck
+// (src/testing/differential.ts) and prints the outcome. Not the comparison and not the golden files.
 
 import { readFileSync } from 'node:fs';
-import fc from 'fast-check';
-import { elementMatches, hexOf } from '../golden/compare.js';
-import { referenceMethods } from '../golden/methods.js';
-import { ESTIMATOR_RULE } from '../golden/suites/estimators.js';
-import type { CompareRule } from '../golden/types.js';
-import { RpcCallError, spawnRpcClient } from '../protocol/jsonrpc.js';
+import { spawnRpcClient } from '../protocol/jsonrpc.js';
+import { CHECK_SUITES, checkFixedConfig, differentialCheck, type CheckSuite } from '../testing/differential.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
-import { formatValue } from '../numerics/values.js';
-import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from '../testing/arbitraries.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { integerOption, parseCommandArgs, required, seedOption } from './parse.js';
+import { integerOption, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
-const SUITES = { estimators: 'estimate', casts: 'cast', quantizers: 'quantize' } as const;
-type Suite = keyof typeof SUITES;
 /** What `--config` holds per suite (named in the error when a file does not fit its suite). */
-const CONFIG_SHAPE: Record<Suite, string> = { estimators: 'the estimate "config" object', casts: '{ format, profile, mode }', quantizers: '{ preset, block? }' };
+const CONFIG_SHAPE: Record<CheckSuite, string> = { estimators: 'the estimate "config" object', casts: '{ format, profile, mode }', quantizers: '{ preset, block? }' };
 /** Most generated cases of one `check` (each is a round trip to the implementation). */
 export const MAX_CHECK_RUNS = 100_000;
-type Method = (typeof SUITES)[Suite];
 
 const help = `usage: qrl-sim check --impl COMMAND --suite estimators|casts|quantizers [--config FILE] [--runs N] [--seed S]
 
@@ -48,67 +40,6 @@ options:
 example:
   qrl-sim check --impl 'python3 docs/examples/check_numpy_estimators.py' --suite estimators --config docs/examples/check-tis-ppo.json --runs 50`;
 
-const F32_EXACT: CompareRule = { ulp: 0 };
-
-/** The compare rule of a result field (by its path), per method. */
-function ruleFor(method: Method, path: string): { rule: CompareRule; dtype: 'F64' | 'F32' | 'I32' } {
-  if (method === 'estimate') return path.startsWith('mask') ? { rule: 'bitwise', dtype: 'F64' } : { rule: ESTIMATOR_RULE, dtype: 'F64' };
-  if (/(^|\.)codes?\b|zeroPoints/.test(path) || /\.code$/.test(path)) return { rule: 'bitwise', dtype: 'I32' };
-  return { rule: F32_EXACT, dtype: 'F32' };
-}
-
-const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
-const asNumber = (v: unknown): number | null => (typeof v === 'number' ? v : typeof v === 'string' && (v in SPECIAL || /^[-+0-9.eE]+$/.test(v)) ? (SPECIAL[v] ?? Number(v)) : null);
-
-/** First difference of `got` from `want` under the method's rules, as one line, or null. Walks only what `got` returns. */
-export function diffJson(method: Method, got: unknown, want: unknown, path = ''): string | null {
-  if (Array.isArray(want)) {
-    if (!Array.isArray(got)) return `${path}: expected an array of ${want.length}, got ${JSON.stringify(got)?.slice(0, 80)}`;
-    if (got.length !== want.length) return `${path}: ${got.length} entries, expected ${want.length}`;
-    for (let i = 0; i < want.length; i++) {
-      const d = diffJson(method, got[i], want[i], `${path}[${i}]`);
-      if (d !== null) return d;
-    }
-    return null;
-  }
-  if (want !== null && typeof want === 'object') {
-    if (got === null || typeof got !== 'object') return `${path}: expected an object, got ${JSON.stringify(got)?.slice(0, 80)}`;
-    for (const key of Object.keys(got as object)) {
-      if (!(key in want) || key === 'stats' || key === 'hex' || key === 'input' || (path === '' && ['format', 'profile', 'mode', 'preset', 'block'].includes(key))) continue;
-      const d = diffJson(method, (got as Record<string, unknown>)[key], (want as Record<string, unknown>)[key], path === '' ? key : `${path}.${key}`);
-      if (d !== null) return d;
-    }
-    return null;
-  }
-  const w = asNumber(want);
-  const g = asNumber(got);
-  if (w === null) return null;
-  const { rule, dtype } = ruleFor(method, path);
-  // JSON cannot carry NaN or ±Infinity: a JSON null stands for any of them (JSON.stringify's own encoding)
-  if (g === null && got === null && !Number.isFinite(w)) return null;
-  if (g === null) return `${path}: got ${JSON.stringify(got)}, expected ${formatValue(w)}`;
-  if (elementMatches(g, w, rule, dtype)) return null;
-  const rt = rule === 'bitwise' ? 'bitwise' : 'ulp' in rule ? `ulp ≤ ${rule.ulp}` : `rtol ${rule.rtol} atol ${rule.atol}`;
-  return `${path}: got ${formatValue(g)} (${hexOf(g, dtype)}), expected ${formatValue(w)} (${hexOf(w, dtype)}) (${rt})`;
-}
-
-/** Top-level (and, for cast, per-result) field names the implementation returned. */
-function fieldsOf(method: Method, result: unknown): string[] {
-  if (result === null || typeof result !== 'object') return [];
-  const top = Object.keys(result as object);
-  if (method === 'cast' && Array.isArray((result as { results?: unknown }).results)) {
-    const first = ((result as { results: unknown[] }).results[0] ?? {}) as object;
-    return top.flatMap((k) => (k === 'results' ? Object.keys(first).map((f) => `results[].${f}`) : [k]));
-  }
-  return top;
-}
-
-const REQUIRED: Record<Method, (r: Record<string, unknown>) => boolean> = {
-  estimate: (r) => 'loss' in r,
-  cast: (r) => Array.isArray(r.results) && r.results.every((x: unknown) => x !== null && typeof x === 'object' && 'code' in (x as object)),
-  quantize: (r) => 'codes' in r,
-};
-
 function readConfig(path: string | undefined): Record<string, unknown> | undefined {
   if (path === undefined) return undefined;
   let text: string;
@@ -126,37 +57,6 @@ function readConfig(path: string | undefined): Record<string, unknown> | undefin
   }
 }
 
-/** The generator of params for `method`, with the configuration fixed when given. */
-export function paramsArb(method: Method, config?: Record<string, unknown>): fc.Arbitrary<Record<string, unknown>> {
-  if (method === 'estimate') {
-    if ((config?.advantage as { name?: unknown } | undefined)?.name === 'optimal_token_baseline') {
-      // veRL OTB needs Σπ² per token: any value in [0, 1], shaped like the mask (only for this fixed config,
-      // so the draws of every other config are unchanged)
-      const psq = fc.double({ min: 0, max: 1, noNaN: true });
-      return batchArb().chain((batch) => {
-        const rows = batch.mask as number[][];
-        return fc.array(fc.array(psq, { minLength: rows[0]!.length, maxLength: rows[0]!.length }), { minLength: rows.length, maxLength: rows.length })
-          .map((probSqSum) => {
-            const p: Record<string, unknown> = { ...batch, probSqSum, config };
-            if (config?.kl === null || config?.kl === undefined) delete p.logpRef;
-            return p;
-          });
-      });
-    }
-    return fc.record({ batch: batchArb(), config: config !== undefined ? fc.constant(config) : estimatorConfigArb() }).map(({ batch, config: c }) => {
-      const p: Record<string, unknown> = { ...batch, config: c };
-      if (c.kl === null || c.kl === undefined) delete p.logpRef;
-      return p;
-    });
-  }
-  if (method === 'cast') {
-    const target = config !== undefined ? fc.constant(config as { format: string; profile: string; mode: string }) : castTargetArb();
-    return target.chain((t) => fc.array(castValueArb(t.format), { minLength: 1, maxLength: 12 }).map((xs) => ({ ...t, inputs: xs.map(formatValue) })));
-  }
-  if (config !== undefined) return quantizeParamsArb().map((p) => ({ ...p, preset: config.preset, ...(config.block !== undefined ? { block: config.block } : {}) }));
-  return quantizeParamsArb();
-}
-
 /** JSON with one top-level key per line and each value on one line (rows stay readable). */
 export function compactJson(value: unknown): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return JSON.stringify(value);
@@ -164,108 +64,64 @@ export function compactJson(value: unknown): string {
   return `{\n${lines.join(',\n')}\n}`;
 }
 
+
 /** The `check` subcommand. */
 export const checkCommand: Command = {
   summary: "differential property testing of another implementation (estimate, cast, quantize) with shrunk counterexamples",
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      impl: { type: 'string' }, suite: { type: 'string' }, config: { type: 'string' }, runs: { type: 'string' }, seed: { type: 'string' }, timeout: { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, strings('impl', 'suite', 'config', 'runs', 'seed', 'timeout'));
     const impl = required(values.impl, 'impl');
     const suite = required(values.suite, 'suite');
-    if (!Object.hasOwn(SUITES, suite)) throw new UsageError(`--suite: unknown suite '${suite}' (known: ${Object.keys(SUITES).join(', ')})`);
-    const method = SUITES[suite as Suite];
+    if (!Object.hasOwn(CHECK_SUITES, suite)) throw new UsageError(`--suite: unknown suite '${suite}' (known: ${Object.keys(CHECK_SUITES).join(', ')})`);
+    const method = CHECK_SUITES[suite as CheckSuite];
     const config = readConfig(values.config);
     const runs = integerOption(values.runs, 'runs', 100, 1, MAX_CHECK_RUNS);
     const seed = seedOption(values.seed);
     const timeoutMs = integerOption(values.timeout, 'timeout', 30_000, 1);
-    const reference = referenceMethods[method];
     if (config !== undefined) {
-      // validate the fixed config once, so a bad file is a usage error rather than a counterexample
       try {
-        fc.sample(paramsArb(method, config), { numRuns: 1, seed }).forEach((p) => reference(p));
+        checkFixedConfig(method, config, seed);
       } catch (error) {
         if (error instanceof UsageError) throw error;
-        throw new UsageError(`--config: not a ${suite} config (${CONFIG_SHAPE[suite as Suite]}): ${error instanceof Error ? error.message : String(error)}`);
+        throw new UsageError(`--config: not a ${suite} config (${CONFIG_SHAPE[suite as CheckSuite]}): ${error instanceof Error ? error.message : String(error)}`);
       }
     }
     const rpc = spawnRpcClient(impl, { timeoutMs, onStderr: (t) => io.err(t.trimEnd()) });
-    const fields = new Set<string>();
-    let calls = 0;
-    let missing: string | null = null;
-    let transport: RpcCallError | null = null;
-    // SIGINT/SIGTERM: no further case starts (each later one throws `stopped` at once), the
-    // implementation's process group is ended by rpc.close, and what passed so far is printed.
-    const stopped = new Error('stopped');
-    let passed = 0;
-    let failedOnce = false;
-    const property = fc.asyncProperty(paramsArb(method, config), async (params) => {
-      if (stopRequested()) throw stopped;
-      let want: unknown;
-      try {
-        want = reference(params);
-      } catch (error) {
-        if (error instanceof UsageError) fc.pre(false);
-        throw error;
-      }
-      let got: unknown;
-      try {
-        calls++;
-        got = await rpc.client.call(method, params);
-      } catch (error) {
-        if (error instanceof RpcCallError && error.kind !== 'remote') {
-          transport = error;
-          throw error;
-        }
-        throw new Error(`the implementation answered with an error: ${(error as Error).message}`);
-      }
-      if (got === null || typeof got !== 'object' || !REQUIRED[method](got as Record<string, unknown>)) {
-        missing = JSON.stringify(got)?.slice(0, 200) ?? 'nothing';
-        throw new Error('missing required field');
-      }
-      for (const f of fieldsOf(method, got)) fields.add(f);
-      const d = diffJson(method, got, want);
-      if (d !== null) {
-        failedOnce = true;
-        throw new Error(d);
-      }
-      if (!failedOnce) passed++;
-    });
     const start = performance.now();
-    let result: fc.RunDetails<[Record<string, unknown>]>;
+    // SIGINT/SIGTERM: no further case starts, the implementation's process group is ended by
+    // rpc.close, and what passed so far is printed.
     const unhandle = handleStopSignals(io, 'check', 'no further case starts');
+    let result;
     try {
-      result = await fc.check(property, { numRuns: runs, seed, endOnFailure: false });
+      result = await differentialCheck({ method, call: (m, params) => rpc.client.call(m, params), config, runs, seed, shouldStop: stopRequested });
     } finally {
       unhandle();
       await rpc.close(2000);
     }
     const why = stopReason();
-    if (why !== null && (!result.failed || result.errorInstance === stopped)) {
-      io.out(`check ${suite}: stopped (${why}) after ${passed} of ${runs} cases passed against '${impl}' (method ${method}; seed ${seed}); no difference found in them`);
+    if (result.outcome === 'stopped' && why !== null) {
+      io.out(`check ${suite}: stopped (${why}) after ${result.passed} of ${runs} cases passed against '${impl}' (method ${method}; seed ${seed}); no difference found in them`);
       return STOP_EXIT[why];
     }
     const seconds = (performance.now() - start) / 1000;
-    if (missing !== null) {
-      throw new UsageError(`--impl: '${method}' must return ${method === 'estimate' ? '"loss"' : method === 'cast' ? '"results": [{ "code" }, …]' : '"codes"'}, got ${missing}`);
+    if (result.outcome === 'missing') {
+      throw new UsageError(`--impl: '${method}' must return ${method === 'estimate' ? '"loss"' : method === 'cast' ? '"results": [{ "code" }, …]' : '"codes"'}, got ${result.missing}`);
     }
-    if (transport !== null) {
-      io.err(`qrl-sim check: the implementation failed: ${(transport as RpcCallError).message}`);
+    if (result.outcome === 'transport') {
+      io.err(`qrl-sim check: the implementation failed: ${result.transport!.message}`);
       return 1;
     }
-    const compared = [...fields].sort().join(', ') || '(none)';
-    if (!result.failed) {
-      io.out(`check ${suite}: ${result.numRuns} cases passed against '${impl}' (method ${method}; fields compared: ${compared}; seed ${seed}) in ${seconds.toFixed(2)} s, ${(result.numRuns / seconds).toFixed(1)} cases/s, ${calls} calls`);
+    const compared = result.fields.join(', ') || '(none)';
+    if (result.outcome === 'passed') {
+      io.out(`check ${suite}: ${result.numRuns} cases passed against '${impl}' (method ${method}; fields compared: ${compared}; seed ${seed}) in ${seconds.toFixed(2)} s, ${(result.numRuns / seconds).toFixed(1)} cases/s, ${result.calls} calls`);
       return 0;
     }
-    const example = result.counterexample?.[0];
-    const reason = result.errorInstance instanceof Error ? result.errorInstance.message : String(result.errorInstance);
-    io.out(`check ${suite}: FAILED after ${result.numRuns} cases, shrunk in ${result.numShrinks} steps (seed ${seed}, path ${result.counterexamplePath ?? '-'})`);
-    io.out(`first difference: ${reason}`);
+    io.out(`check ${suite}: FAILED after ${result.numRuns} cases, shrunk in ${result.numShrinks} steps (seed ${seed}, path ${result.path ?? '-'})`);
+    io.out(`first difference: ${result.reason}`);
     io.out(`fields compared: ${compared}`);
     io.out(`counterexample (params of '${method}'; qrl-sim's answer: qrl-sim ${method === 'estimate' ? 'estimate --input FILE' : method === 'cast' ? 'cast --json' : 'quantize --json'}):`);
-    io.out(compactJson(example));
+    io.out(compactJson(result.counterexample));
     return 1;
   },
 };

@@ -3,10 +3,8 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { arConfig } from '../policies/ar/config.js';
 import { arDiverge } from '../policies/ar/diverge.js';
-import { arModelOptions, arModelPresetNames } from '../policies/ar/presets.js';
-import { createArPolicy } from '../policies/ar/model.js';
+import { arModelPresetNames } from '../policies/ar/presets.js';
 import { rollout } from '../policies/ar/rollout.js';
 import { sideNumerics } from '../policies/plans.js';
 import { compareForwards, type DivergeReport } from '../policies/diverge.js';
@@ -16,9 +14,9 @@ import { createRng } from '../rng.js';
 import { makeTask } from '../tasks/registry.js';
 import { UsageError } from '../errors.js';
 import type { Command } from './command.js';
-import { integerOption, parseCommandArgs, refuseIgnored, seedOption } from './parse.js';
+import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, seedOption, strings } from './parse.js';
 import { planOption } from './plan-option.js';
-import { parseMoe } from './mismatch.js';
+import { freshArPolicy, modelOption } from './model-option.js';
 
 const help = `usage: qrl-sim diverge --policy ar --plan P [--preset NAME] [--outliers N] [--moe E,K]
                        [--length L] [--batch B] [--seed S] [--format F] [--tolerance K]
@@ -97,22 +95,7 @@ export const divergeCommand: Command = {
   summary: 'where two forwards first part: op-by-op max|Δ|, ulp distance and the first op beyond the numerics',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      policy: { type: 'string' },
-      plan: { type: 'string' },
-      preset: { type: 'string' },
-      outliers: { type: 'string' },
-      moe: { type: 'string' },
-      length: { type: 'string' },
-      batch: { type: 'string' },
-      seed: { type: 'string' },
-      format: { type: 'string' },
-      tolerance: { type: 'string' },
-      dump: { type: 'string', multiple: true },
-      'write-dumps': { type: 'string' },
-      all: { type: 'boolean' },
-      json: { type: 'boolean' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'length', 'batch', 'seed', 'format', 'tolerance', 'write-dumps'), ...MODEL_OPTIONS, dump: REPEATED, ...booleans('all', 'json') });
     let format = formatOption(values.format);
     const tolerance = toleranceOption(values.tolerance);
     if (values.dump !== undefined) {
@@ -143,16 +126,12 @@ export const divergeCommand: Command = {
     if (values.policy !== 'ar') throw new UsageError(`--policy: expected ar (or give --dump twice), got '${values.policy ?? ''}'`);
     if (values.plan === undefined) throw new UsageError('missing required option --plan');
     const plan = planOption(values.plan);
-    if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);
-    if (values.outliers !== undefined && values.preset === undefined) throw new UsageError(`--outliers: only with --preset, got '${values.outliers}'`);
+    const model = modelOption(values);
     const length = integerOption(values.length, 'length', 8, 1, 256);
     const batch = integerOption(values.batch, 'batch', 2, 1, 64);
     const seed = seedOption(values.seed);
-    const moe = values.moe === undefined ? undefined : parseMoe(values.moe);
     const task = makeTask('reverse');
-    const outliers = values.outliers === undefined ? undefined : integerOption(values.outliers, 'outliers', 0, 0, 64);
-    const model = arModelOptions({ preset: values.preset, outliers });
-    const policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
+    const policy = freshArPolicy(model, task, length, seed);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const r = rollout(policy, prompts, { maxNewTokens: length, numerics: sideNumerics(plan.rollout, policy.weights), rng: createRng(seed).fork('diverge-rollout'), eos: null });
     const T = r.promptLength + r.responseLength;

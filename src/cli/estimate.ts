@@ -5,7 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { estimateJson } from '../rl/estimate.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseCommandArgs } from './parse.js';
+import { parseCommandArgs, strings } from './parse.js';
 import { parseJsonInput } from '../json.js';
 
 const help = `usage: qrl-sim estimate --input FILE|- [--output FILE]
@@ -75,7 +75,7 @@ export const estimateCommand: Command = {
   summary: 'evaluate advantages, rollout correction, policy loss, KL and d loss/d logpTheta on a JSON batch',
   help,
   async run(args: string[], io: CliIo): Promise<number> {
-    const { values } = parseCommandArgs(args, { input: { type: 'string' }, output: { type: 'string' } });
+    const { values } = parseCommandArgs(args, strings('input', 'output'));
     if (values.input === undefined) throw new UsageError('--input: required (a file path or - for standard input)');
     const text = await readInput(values.input, io);
     const json = parseJsonInput(text, values.input === '-' ? '--input' : `--input '${values.input}'`);

@@ -11,7 +11,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { makeOutDir } from './outdir.js';
 import { removeStaleTemps } from '../files.js';
-import { parseCommandArgs, required, seedOption } from './parse.js';
+import { parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]
 
@@ -35,7 +35,7 @@ export const goldenCommand: Command = {
   summary: 'write golden reference suites (safetensors + manifest) for other implementations',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { suite: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' } });
+    const { values } = parseCommandArgs(args, strings('suite', 'out', 'seed'));
     const names = required(values.suite, 'suite');
     const list = names === 'all' ? Object.keys(goldenSuites) : names.split(',').map((s) => s.trim());
     const suites = list.map((name) => {

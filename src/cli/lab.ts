@@ -8,7 +8,7 @@ import { planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { claimOutDir } from './outdir.js';
-import { integerOption, parseCommandArgs } from './parse.js';
+import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs } from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 
 const help = `usage: qrl-sim lab list
@@ -56,7 +56,7 @@ export const labCommand: Command = {
       return 0;
     }
     if (verb !== 'run') throw new UsageError(`lab: expected 'list' or 'run NAME', got ${verb === undefined ? 'nothing' : `'${verb}'`}`);
-    const { values, positionals } = parseCommandArgs(rest, { seeds: { type: 'string' }, workers: { type: 'string' }, out: { type: 'string' }, smoke: { type: 'boolean' } }, true);
+    const { values, positionals } = parseCommandArgs(rest, { ...PARALLEL_OPTIONS, ...booleans('smoke') }, true);
     if (positionals.length !== 1) throw new UsageError(`lab run: expected one experiment name, got ${positionals.length}`);
     const exp = loadLabExperiment(positionals[0] as string);
     const seeds = values.seeds === undefined ? undefined : integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);

@@ -1,34 +1,27 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { existsSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { arConfig } from '../policies/ar/config.js';
 import { arMismatchProbe } from '../policies/ar/probe.js';
-import { arModelOptions, arModelPresetNames } from '../policies/ar/presets.js';
-import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
+import { arModelPresetNames } from '../policies/ar/presets.js';
+import type { ArPolicy } from '../policies/ar/model.js';
 import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
-import { loadCheckpoint } from '../policies/ar/checkpoint.js';
-import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
-import { diffusionMismatchProbe, type DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
+import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
 import type { EngineExecution, TensorParallel } from '../policies/execution.js';
 import { createRng } from '../rng.js';
+import { freshArPolicy, modelOption } from './model-option.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
-import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
-import type { ParamStore } from '../nn/params.js';
-import { arConfigFor } from '../policies/ar/engine.js';
-import { resolveRunConfig } from '../rl/grpo/config.js';
-import { makeTask, taskNames } from '../tasks/registry.js';
-import type { Task, TaskName } from '../tasks/task.js';
+import { makeTask } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
+import { loadArProbeCheckpoint, loadDiffusionProbeCheckpoint } from '../runs/probe-checkpoint.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { JsonInputError } from '../json.js';
-import { integerOption, parseCommandArgs, refuseIgnored, required, seedOption } from './parse.js';
+import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -135,43 +128,17 @@ function parseTemperature(value: string | undefined): number {
   return t;
 }
 
-/** A checkpoint `run` or a cached warm start wrote (a directory with backend.json, or that file), else null. */
-function backendState(file: string): ReferenceBackendState | null {
-  const isDir = existsSync(file) && statSync(file).isDirectory();
-  if (!isDir && !file.endsWith(REFERENCE_STATE_FILE)) return null;
+/**
+ * `--checkpoint FILE` through `load`: a broken backend state (`checkpoint: …`) and an unusable
+ * checkpoint become one-line usage errors naming `--checkpoint`; read and parse errors already do.
+ */
+function checkpointOption<T>(file: string, load: (file: string, readJson: (path: string) => unknown) => T): T {
   try {
-    return readReferenceState(file);
+    return load(file, (path) => readJsonFile(path, '--checkpoint'));
   } catch (error) {
-    throw new UsageError(`--${(error as Error).message}`);
-  }
-}
-
-function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
-  const state = backendState(file);
-  if (state !== null) {
-    try {
-      const config = resolveRunConfig(state.config);
-      if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
-      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-      const policy = createArPolicy(arConfigFor(config, task), config.seed);
-      if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
-      (policy.params as ParamStore).data.set(state.weights);
-      return { policy, task };
-    } catch (error) {
-      if (error instanceof UsageError && error.message.startsWith('--checkpoint')) throw error;
-      throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-  const json = readJsonFile(file, '--checkpoint');
-  try {
-    const { policy, task } = loadCheckpoint(json);
-    if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
-    const t = task ? makeTask(task.name as TaskName, task.options as never) : makeTask('reverse');
-    if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
-    return { policy, task: t };
-  } catch (error) {
+    if (error instanceof UsageError && error.message.startsWith('checkpoint: ')) throw new UsageError(`--${error.message}`);
     if (error instanceof UsageError || error instanceof JsonInputError) throw error;
-    throw new UsageError(`--checkpoint: '${file}' is not a usable AR checkpoint: ${error instanceof Error ? error.message : String(error)}`);
+    throw new UsageError(`--checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
@@ -185,51 +152,10 @@ function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagn
   return { ...out, k1R3: moe.diagnosticsR3.k1, k3R3: moe.diagnosticsR3.k3 };
 }
 
-/** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probe). */
-export function parseMoe(value: string): { experts: number; topK: number; auxCoeff: number } {
-  const m = /^(\d+),(\d+)$/.exec(value.trim());
-  const experts = m ? Number(m[1]) : NaN;
-  const topK = m ? Number(m[2]) : NaN;
-  if (!m || experts < 1 || experts > 64 || topK < 1 || topK > experts) throw new UsageError(`--moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '${value}'`);
-  return { experts, topK, auxCoeff: 0.01 };
-}
-
 function parseEstimator(value: string | undefined): DiffusionEstimatorName {
   if (value === undefined) return 'd1';
   if (!(diffusionEstimatorNames as readonly string[]).includes(value)) throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
   return value as DiffusionEstimatorName;
-}
-
-/** A diffusion checkpoint: weights plus the run config that built the model (embedded or `../config.json`). */
-function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
-  const read = (path: string): Record<string, unknown> => readJsonFile(path, '--checkpoint') as Record<string, unknown>;
-  const state = backendState(file);
-  const json: Record<string, unknown> = state !== null ? { weights: state.weights, config: state.config } : read(file);
-  try {
-    const weights = json.weights;
-    if (!Array.isArray(weights)) throw new Error('it has no weights array');
-    const sibling = join(dirname(file), '..', 'config.json');
-    const raw = (json.config as Record<string, unknown> | undefined) ?? (existsSync(sibling) ? read(sibling) : undefined);
-    if (raw === undefined) throw new Error(`it has no config and there is no ${sibling}`);
-    const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
-    if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
-    validateDiffusionConfig(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-    const engine = createDiffusionEngine(config, task);
-    if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
-    engine.params.data.set(weights as number[]);
-    const d = config.policy.diffusion;
-    return {
-      model: engine.model,
-      params: engine.params.data,
-      task: config.task.name,
-      taskOptions: config.task.options,
-      sampler: { genLength: d.generationLength, blockLength: d.blockLength, steps: d.steps, remasking: engine.sampler.remasking, temperature: engine.sampler.temperature },
-    };
-  } catch (error) {
-    if ((error instanceof UsageError && error.message.startsWith('--checkpoint')) || error instanceof JsonInputError) throw error;
-    throw new UsageError(`--checkpoint: '${file}' is not a usable diffusion checkpoint: ${error instanceof Error ? error.message : String(error)}`);
-  }
 }
 
 function print(result: Record<string, unknown>, json: boolean | undefined, out: (line: string) => void): void {
@@ -319,28 +245,7 @@ export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      policy: { type: 'string' },
-      plan: { type: 'string' },
-      length: { type: 'string' },
-      seed: { type: 'string' },
-      batch: { type: 'string' },
-      temperature: { type: 'string' },
-      checkpoint: { type: 'string' },
-      estimator: { type: 'string' },
-      json: { type: 'boolean' },
-      preset: { type: 'string' },
-      channels: { type: 'boolean' },
-      outliers: { type: 'string' },
-      positions: { type: 'boolean' },
-      moe: { type: 'string' },
-      'top-k': { type: 'string' },
-      'top-p': { type: 'string' },
-      'max-batch': { type: 'string' },
-      'prefill-chunk': { type: 'string' },
-      'batch-invariant': { type: 'boolean' },
-      'min-length': { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'length', 'seed', 'batch', 'temperature', 'checkpoint', 'estimator', 'top-k', 'top-p', 'max-batch', 'prefill-chunk', 'min-length'), ...MODEL_OPTIONS, ...booleans('json', 'channels', 'positions', 'batch-invariant') });
     const policyName = required(values.policy, 'policy');
     if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
     const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
@@ -351,13 +256,9 @@ export const mismatchCommand: Command = {
       return runDiffusion(values, plan, io.out);
     }
     if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
-    if (values.preset !== undefined && !(arModelPresetNames as readonly string[]).includes(values.preset)) {
-      throw new UsageError(`--preset: expected one of ${arModelPresetNames.join(', ')}, got '${values.preset}'`);
-    }
-    if (values.outliers !== undefined && values.preset === undefined) throw new UsageError(`--outliers: only with --preset, got '${values.outliers}'`);
+    const model = modelOption(values);
     if (values.preset !== undefined && values.checkpoint !== undefined) throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
     if (values.moe !== undefined && values.checkpoint !== undefined) throw new UsageError(`--moe: not with --checkpoint (the checkpoint fixes the model)`);
-    const moe = values.moe === undefined ? undefined : parseMoe(values.moe);
     const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
@@ -372,15 +273,13 @@ export const mismatchCommand: Command = {
     let policy: ArPolicy;
     let task: Task;
     if (values.checkpoint !== undefined) {
-      ({ policy, task } = loadPolicy(values.checkpoint));
+      ({ policy, task } = checkpointOption(values.checkpoint, loadArProbeCheckpoint));
       if (task.promptLength + length > policy.config.maxLen) {
         throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${policy.config.maxLen}`);
       }
     } else {
       task = makeTask('reverse');
-      const outliers = values.outliers === undefined ? undefined : integerOption(values.outliers, 'outliers', 0, 0, 64);
-      const model = arModelOptions({ preset: values.preset, outliers });
-      policy = createArPolicy(arConfig({ ...model, ...(moe === undefined ? {} : { moe }), vocabSize: task.vocabSize, maxLen: task.promptLength + length }), seed);
+      policy = freshArPolicy(model, task, length, seed);
     }
     const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);
@@ -409,7 +308,7 @@ function runDiffusion(
   const estimator = parseEstimator(values.estimator);
   const seed = seedOption(values.seed);
   const sequences = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
-  const loaded = values.checkpoint !== undefined ? loadDiffusion(values.checkpoint) : undefined;
+  const loaded = values.checkpoint !== undefined ? checkpointOption(values.checkpoint, loadDiffusionProbeCheckpoint) : undefined;
   const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1, MISMATCH_LIMITS.length);
   // The checkpoint's own sampler schedule applies at its generation length; any other length uses the probe's defaults.
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};

@@ -1,5 +1,6 @@
 // Shared argument parsing for `qrl-sim` subcommands: parseArgs with one-line usage errors, flags
-// given twice refused, negative numbers accepted as option values, integers with documented bounds.
+// given twice refused, negative numbers accepted as option values, integers with documented bounds,
+// and the option groups several commands share (so each command states only its own flags).
 // Not command logic; each command validates its own values.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -59,6 +60,37 @@ export function parseCommandArgs<T extends Options>(args: string[], options: T, 
     seen.add(token.name);
   }
   return { values: parsed.values, positionals: parsed.positionals };
+}
+
+/** `--name VALUE` options, one per name: `strings('config', 'out')` is `{ config: { type: 'string' }, out: … }`. */
+export function strings<const N extends string>(...names: readonly N[]): { readonly [K in N]: { readonly type: 'string' } } {
+  return Object.fromEntries(names.map((n) => [n, { type: 'string' }])) as { readonly [K in N]: { readonly type: 'string' } };
+}
+
+/** `--name` switches, one per name: `booleans('json')` is `{ json: { type: 'boolean' } }`. */
+export function booleans<const N extends string>(...names: readonly N[]): { readonly [K in N]: { readonly type: 'boolean' } } {
+  return Object.fromEntries(names.map((n) => [n, { type: 'boolean' }])) as { readonly [K in N]: { readonly type: 'boolean' } };
+}
+
+/** A string option that may be given several times (`--set a=1 --set b=2`); its value is a list. */
+export const REPEATED = Object.freeze({ type: 'string', multiple: true } as const);
+
+/** An external backend (`run`, `backend-check`): `--backend COMMAND|URL`, `--timeout MS`, `--startup-timeout MS`. */
+export const BACKEND_OPTIONS = strings('backend', 'timeout', 'startup-timeout');
+
+/** A fresh toy AR model of the probes (`mismatch`, `diverge`): `--preset NAME`, `--outliers N`, `--moe E,K`. */
+export const MODEL_OPTIONS = strings('preset', 'outliers', 'moe');
+
+/** Runs in parallel (`sweep`, `demo`, `lab`): `--seeds N`, `--workers N`, `--out DIR`. */
+export const PARALLEL_OPTIONS = strings('seeds', 'workers', 'out');
+
+/**
+ * `--timeout MS` and `--startup-timeout MS` of {@link BACKEND_OPTIONS}: integers ≥ 1; the startup
+ * timeout (the first info) defaults to the request timeout, which defaults to `fallbackMs`.
+ */
+export function backendTimeouts(values: { readonly timeout?: string | undefined; readonly 'startup-timeout'?: string | undefined }, fallbackMs: number): { timeoutMs: number; startupTimeoutMs: number } {
+  const timeoutMs = integerOption(values.timeout, 'timeout', fallbackMs, 1);
+  return { timeoutMs, startupTimeoutMs: integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1) };
 }
 
 /** The value of a required string option, or a {@link UsageError} naming it. */

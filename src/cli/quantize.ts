@@ -2,12 +2,12 @@
 // the dequantized values and error statistics. Not a file converter: no binary formats, one tensor per call.
 
 import { readFileSync } from 'node:fs';
-import { type QuantPreset, type QuantPresetParams, quantPreset, quantPresets } from '../numerics/presets.js';
-import { type QuantizedTensor, dequantize, quantize } from '../numerics/quantize.js';
+import { type QuantPreset, type QuantPresetParams, quantPresets } from '../numerics/presets.js';
+import { quantizeArray } from '../golden/methods.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseQuantizeInput, quantizationStats } from '../numerics/values.js';
-import { integerOption, parseCommandArgs, required } from './parse.js';
+import { parseQuantizeInput } from '../numerics/values.js';
+import { booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 
 const presetLines = Object.entries(quantPresets as Record<string, QuantPreset>)
   .map(([name, p]) => `  ${name.padEnd(24)} ${p.description}`)
@@ -48,25 +48,12 @@ function jsonNumber(v: number): number | string {
   return Number.isFinite(v) ? v : String(v);
 }
 
-function shaped<T>(values: T[], shape: readonly number[], oneD: boolean): T[] | T[][] | T {
-  if (shape.length === 0) return values[0] as T;
-  if (shape.length === 1 || oneD) return values;
-  const [rows, cols] = shape as [number, number];
-  return Array.from({ length: rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
-}
-
 /** The `quantize` subcommand. */
 export const quantizeCommand: Command = {
   summary: 'quantize a JSON array with a named preset (codes, scales, dequantized values, error)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      preset: { type: 'string' },
-      block: { type: 'string' },
-      ue8m0: { type: 'boolean', default: false },
-      input: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('preset', 'block', 'input'), ...booleans('ue8m0', 'json') });
     const name = required(values.preset, 'preset');
     const preset = (quantPresets as Record<string, QuantPreset>)[name];
     if (preset === undefined) throw new UsageError(`--preset: unknown preset '${name}' (known: ${Object.keys(quantPresets).join(', ')})`);
@@ -90,26 +77,12 @@ export const quantizeCommand: Command = {
       }
     }
     const { x, shape, oneD } = parseQuantizeInput(text, inputPath === '-' ? '--input' : `--input '${inputPath}'`);
-    const spec = quantPreset(name, params);
-    const q: QuantizedTensor = quantize(spec, x, shape);
-    const y = dequantize(q);
-    const stats = quantizationStats(x, y);
+    const { spec, q, y, stats, json } = quantizeArray(name, params, { x, shape, oneD });
     const codes = Array.from(q.codes as ArrayLike<number>);
     const dataShape = oneD ? [shape[1]] : [...shape];
     const scaleShape = oneD && q.scaleShape.length === 2 ? [q.scaleShape[1] as number] : q.scaleShape;
     if (values.json) {
-      io.out(
-        JSON.stringify({
-          preset: name,
-          ...(params.block !== undefined ? { block: params.block } : {}),
-          codes: shaped(codes, dataShape, oneD),
-          scales: shaped(Array.from(q.scales, jsonNumber), scaleShape, oneD && scaleShape.length === 1),
-          ...(q.zeroPoints ? { zeroPoints: shaped(Array.from(q.zeroPoints), scaleShape, oneD && scaleShape.length === 1) } : {}),
-          ...(q.globalScale !== undefined ? { globalScale: q.globalScale } : {}),
-          dequantized: shaped(Array.from(y, jsonNumber), dataShape, oneD),
-          stats: { maxAbsError: jsonNumber(stats.maxAbsError), rmse: jsonNumber(stats.rmse), sqnrDb: jsonNumber(stats.sqnrDb), nonFinite: stats.nonFinite },
-        }),
-      );
+      io.out(JSON.stringify(json));
       return 0;
     }
     io.out(`${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`);

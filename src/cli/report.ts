@@ -8,7 +8,7 @@ import { writeReport } from '../report/write.js';
 import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { parseCommandArgs } from './parse.js';
+import { parseCommandArgs, strings } from './parse.js';
 
 const help = `usage: qrl-sim report DIR [--title TEXT] [--baseline KEY=V[,KEY=V…]]
 
@@ -45,7 +45,7 @@ export const reportCommand: Command = {
   summary: 'summary table and self-contained HTML report (plots) of a run or sweep directory',
   help,
   async run(args, io) {
-    const { values, positionals } = parseCommandArgs(args, { title: { type: 'string' }, baseline: { type: 'string' } }, true);
+    const { values, positionals } = parseCommandArgs(args, strings('title', 'baseline'), true);
     if (positionals.length !== 1) throw new UsageError(`expected one directory, got ${positionals.length === 0 ? 'none' : positionals.map((p) => `'${p}'`).join(' ')}`);
     const dir = positionals[0] as string;
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`DIR: no such directory '${dir}'`);

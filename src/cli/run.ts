@@ -14,7 +14,7 @@ import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
-import { integerOption, MAX_STEPS, parseCommandArgs, seedOption } from './parse.js';
+import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
 import { BackendCallError, connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { resolveBackendAddress } from './self-command.js';
 import { eta, progressLine } from './progress.js';
@@ -158,17 +158,7 @@ export const runCommand: Command = {
   summary: 'one GRPO run from a JSON config (progress bar, checkpoints, --resume)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      config: { type: 'string' },
-      out: { type: 'string' },
-      steps: { type: 'string' },
-      seed: { type: 'string' },
-      set: { type: 'string', multiple: true },
-      resume: { type: 'string' },
-      backend: { type: 'string' },
-      timeout: { type: 'string' },
-      'startup-timeout': { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume'), set: REPEATED, ...BACKEND_OPTIONS });
     if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
     if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
     if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
@@ -189,8 +179,7 @@ export const runCommand: Command = {
     if (config.plan === PLAN_FROM_BACKEND && values.backend === undefined && values.resume === undefined) {
       throw new UsageError(`config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`);
     }
-    const timeoutMs = integerOption(values.timeout, 'timeout', 600_000, 1);
-    const startupTimeoutMs = integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1);
+    const timeouts = backendTimeouts(values, 600_000);
     let address = values.backend;
     if (address === undefined && values.resume !== undefined) {
       // A resumed run goes back to the backend it ran on (config.json records the address).
@@ -202,7 +191,7 @@ export const runCommand: Command = {
     if (address !== undefined) {
       try {
         const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
-        backend = await connectBackend(resolveBackendAddress(address), { timeoutMs, startupTimeoutMs, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;

@@ -13,7 +13,7 @@ import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.
 import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
-import { integerOption, MAX_STEPS, parseCommandArgs, refuseIgnored, required } from './parse.js';
+import { integerOption, MAX_STEPS, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, required, strings } from './parse.js';
 import { sweepProgress } from './sweep-progress.js';
 
 /** Most seeds per grid point and most worker threads (docs/decisions.md, "Size limits"). */
@@ -91,20 +91,7 @@ export const sweepCommand: Command = {
   summary: 'run a grid of configs × seeds in parallel; summary table and HTML report',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, {
-      config: { type: 'string' },
-      grid: { type: 'string' },
-      seeds: { type: 'string' },
-      workers: { type: 'string' },
-      out: { type: 'string' },
-      steps: { type: 'string' },
-      set: { type: 'string', multiple: true },
-      factory: { type: 'string' },
-      baseline: { type: 'string' },
-      resume: { type: 'string' },
-      'emit-jobs': { type: 'string' },
-      exclude: { type: 'string' },
-    });
+    const { values } = parseCommandArgs(args, { ...strings('config', 'grid', 'steps', 'factory', 'baseline', 'resume', 'emit-jobs', 'exclude'), ...PARALLEL_OPTIONS, set: REPEATED });
     if (values.resume !== undefined) {
       refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'], 'with --resume (the sweep keeps the options its sweep.json records)');
       const recorded = readSweepManifestOptions(values.resume);

@@ -1,5 +1,6 @@
 // `qrl-sim/testing`: fast-check arbitraries and invariant suites for property tests of your own
-// estimator, cast and quantizer code. Not used by the simulator itself (only by `qrl-sim check`).
+// estimator, cast and quantizer code, and the qrl-backend/1 conformance battery for your own backend.
+// Not used by the simulator itself (only by `qrl-sim check` and `qrl-sim backend-check`).
 
 // fast-check arbitraries of formats, profiles, casts, batches, estimator configs, quantizer inputs, plans.
 export {
@@ -27,3 +28,10 @@ export type { SafetensorsDtype } from '../protocol/safetensors.js';
 export { readGolden, type GoldenReader } from '../golden/read.js';
 export { writeGolden, tensor, contiguous, type WriteGoldenOptions } from '../golden/write.js';
 export { goldenSuites } from '../golden/suites/index.js';
+
+// The qrl-backend/1 conformance battery of `qrl-sim backend-check`, for a backend's own test suite.
+export { formatConformance, runConformance, type ConformanceOptions, type ConformanceRow } from './conformance.js';
+export { killResumeCheck } from './kill-resume.js';
+
+// Differential property testing of another implementation of estimate, cast or quantize (`qrl-sim check`).
+export { CHECK_SUITES, checkFixedConfig, differentialCheck, paramsArb, type CheckMethod, type CheckSuite, type DifferentialOptions, type DifferentialResult } from './differential.js';

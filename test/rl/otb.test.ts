@@ -3,7 +3,7 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { paramsArb } from '../../src/cli/check.js';
+import { paramsArb } from '../../src/testing/differential.js';
 import { advantages, estimate, estimateJson, resolveConfig, resolveRunConfig } from '../../src/rl/index.js';
 
 const L = Math.log;

@@ -1,10 +1,10 @@
-// `qrl-sim backend-check`'s MoE routing rows against a served MoE reference backend: they pass on the
+// The conformance battery's MoE routing rows (`qrl-sim backend-check`) against a served MoE reference backend: they pass on the
 // reference backend and fail on one whose returned routing is not the routing it used.
 
 import { describe, expect, it } from 'vitest';
 import type { LogprobsRequest, LogprobsResult } from '../../src/backend/contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
-import { runConformance } from '../../src/cli/backend-check.js';
+import { runConformance } from '../../src/testing/conformance.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
 import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
 import { serveBackend } from '../../src/protocol/serve.js';
