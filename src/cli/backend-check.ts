@@ -12,8 +12,7 @@ import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import { logprobsToJson } from '../protocol/schema.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
 import { backendMismatches, backendSetup } from '../runs/backend-expect.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { readJsonFile } from './input.js';
 import { runGrpo } from '../runs/run.js';
 import type { Command } from './command.js';
@@ -189,7 +188,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   add('info answers the same twice', stable, stable ? 'a second info gives the same description' : `a second info answered ${JSON.stringify(infoAgain).slice(0, 160)}`);
   if (options.config !== undefined) {
     const config = options.config;
-    const mismatches = backendMismatches(info, config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+    const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
     add('plan and vocabulary against the run config', mismatches.length === 0, mismatches.length === 0 ? `policy ${info.policy}, plan ${info.plan.name}, vocabulary ${info.vocabulary.size} and special tokens as the config asks` : mismatches.join('; '));
   }
   const voc = info.vocabulary;
@@ -408,7 +407,7 @@ export async function killResumeCheck(
   const steps = Math.min(config.steps, 3);
   if (steps < 2) return { check, status: 'info', detail: `config.steps ${config.steps} < 2: nothing to interrupt` };
   const run: RunConfig = { ...config, steps, checkpoint: { ...config.checkpoint, every: 1 }, sft: { ...config.sft, cache: false } };
-  const task = makeTask(run.task.name, run.task.options as never) as unknown as Task;
+  const task = makeTaskFromConfig(run.task);
   const setup = backendSetup(run, task);
   const root = mkdtempSync(join(tmpdir(), 'qrl-kill-resume-'));
   const cacheDir = join(root, 'cache');
@@ -527,7 +526,7 @@ export const backendCheckCommand: Command = {
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     let backend: RemoteBackend;
     try {
-      const task = config === undefined ? undefined : (makeTask(config.task.name, config.task.options as never) as unknown as Task);
+      const task = config === undefined ? undefined : makeTaskFromConfig(config.task);
       backend = await connectBackend(address, { timeoutMs, startupTimeoutMs, ...(config === undefined ? {} : { run: config, setup: backendSetup(config, task!) }), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
     } catch (error) {
       io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);

@@ -20,8 +20,8 @@ import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } 
 import type { ParamStore } from '../nn/params.js';
 import { arConfigFor } from '../policies/ar/engine.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
-import { makeTask, taskNames } from '../tasks/registry.js';
-import type { Task, TaskName } from '../tasks/task.js';
+import { makeTask, makeTaskFromConfig, taskNames } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
@@ -137,7 +137,7 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
     try {
       const config = resolveRunConfig(state.config);
       if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
-      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+      const task = makeTaskFromConfig(config.task);
       const policy = createArPolicy(arConfigFor(config, task), config.seed);
       if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
       (policy.params as ParamStore).data.set(state.weights);
@@ -151,7 +151,7 @@ function loadPolicy(file: string): { policy: ArPolicy; task: Task } {
   try {
     const { policy, task } = loadCheckpoint(json);
     if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
-    const t = task ? makeTask(task.name as TaskName, task.options as never) : makeTask('reverse');
+    const t = task ? makeTaskFromConfig(task) : makeTask('reverse');
     if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
     return { policy, task: t };
   } catch (error) {
@@ -199,7 +199,7 @@ function loadDiffusion(file: string): Pick<DiffusionMismatchOptions, 'model' | '
     const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
     if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
     validateDiffusionConfig(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const task = makeTaskFromConfig(config.task);
     const engine = createDiffusionEngine(config, task);
     if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
     engine.params.data.set(weights as number[]);
@@ -362,7 +362,7 @@ function runDiffusion(
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
   if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };
   else if (loaded?.sampler?.temperature !== undefined) sampler = { ...sampler, temperature: loaded.sampler.temperature };
-  const task = makeTask(loaded?.task ?? 'sudoku4', loaded?.taskOptions as never);
+  const task = makeTaskFromConfig({ name: loaded?.task ?? 'sudoku4', options: loaded?.taskOptions });
   const maxLen = loaded?.model?.config.maxLen;
   if (maxLen !== undefined && task.promptLength + length > maxLen) {
     throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);

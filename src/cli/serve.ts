@@ -19,8 +19,7 @@ import { precisionPlans } from '../policies/plans.js';
 import { serveBackend } from '../protocol/serve.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import type { Command } from './command.js';
 import { integerOption, parseCommandArgs } from './parse.js';
 
@@ -46,7 +45,7 @@ class ConfiguredReference implements PolicyBackend {
     }
     const factory = policyFactory(config.policy.kind);
     factory.validate(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const task = makeTaskFromConfig(config.task);
     this.config = config;
     this.inner = new ReferenceBackend(config, factory, task);
   }

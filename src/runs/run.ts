@@ -15,7 +15,7 @@ import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
 import { createRng } from '../rng.js';
 import type { Task } from '../tasks/task.js';
-import { makeTask } from '../tasks/registry.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
 import { createParamStore } from '../nn/params.js';
@@ -325,7 +325,7 @@ async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: Run
 export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const { config, outDir } = options;
   const cacheDir = options.cacheDir ?? join(process.cwd(), '.cache', 'sft');
-  const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+  const task = makeTaskFromConfig(config.task);
   const ownBackend = options.backend === undefined;
   const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
   if (backend instanceof ReferenceBackend) backend.onWarmStartProgress = stoppingProgress(options.observer, options.shouldStop);

@@ -3,7 +3,8 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
-import { makeTask } from '../../tasks/registry.js';
+import { makeTaskFromConfig } from '../../tasks/registry.js';
+import type { Task } from '../../tasks/task.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
 import { zodIssueLine } from '../../errors.js';
 
@@ -144,9 +145,9 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     // the backends' logprobs calls return sampled-token log-probs only, not the per-token probSqSum OTB needs
     throw new UsageError("config.estimators.advantage.name: 'optimal_token_baseline' needs probSqSum (Σ_v π(v)² per token), which runs do not compute yet; use it through `estimate`");
   }
-  let task: ReturnType<typeof makeTask>;
+  let task: Task;
   try {
-    task = makeTask(parsed.data.task.name, parsed.data.task.options as never);
+    task = makeTaskFromConfig(parsed.data.task);
   } catch (error) {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }
