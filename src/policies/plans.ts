@@ -215,7 +215,7 @@ const fp8Kv = { format: 'e4m3fn', calibration: { mode: 'inference' }, loadFormat
 const w4a16Gemm: QuantizedGemmPlan = { kind: 'quantized', weights: q('gptq-w4g128', TOY_BLOCK), activations: 'bf16' };
 
 /**
- * The named presets of `spec/policies.md` §2 (plus `bf16-splitk`). Every rollout side decodes
+ * The named presets of docs/precision-plans.md §3 "Presets". Every rollout side decodes
  * incrementally and reports processed log-probs; trainer sides are BF16 unless the plan says
  * otherwise. `qarl` and `jet` give both sides the *same* GEMM plan (the rollout never runs the
  * backward), so their rollout and trainer forwards are bit-identical.

@@ -7,7 +7,6 @@ import type { Readable, Writable } from 'node:stream';
 import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
 import { answerRpcLine, RPC_ERRORS, RpcError, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
 import {
-  batchFromJson,
   batchToJson,
   logprobsFromJson,
   logprobsResultToJson,
@@ -135,9 +134,6 @@ export function backendHandlers(
     },
   };
 }
-
-/** Re-validates a batch the way the server would (exported for backends that receive batches by other routes). */
-export const decodeBatch = batchFromJson;
 
 /**
  * Serves `backend` over stdio or HTTP until the input ends, `shutdown` is called, or

@@ -99,7 +99,7 @@ function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
 }
 
 /**
- * Evaluates one loss over a batch, step for step as spec/grpo.md steps 4, 6 and 7:
+ * Evaluates one loss over a batch, step for step as docs/grpo.md "Pseudocode" steps 4, 6 and 7:
  * advantages (from rewards, unless given) → correction weights and masks → policy loss × weight →
  * aggregation → + coef·KL → loss and d loss/d ℓθ. Pure: same inputs ⇒ identical outputs.
  * Fields are flat `(B·T)` arrays: `Float64Array` or plain `number[]` (copied); a wrong length or a
@@ -230,7 +230,7 @@ export interface ObjectiveValue {
 }
 
 /**
- * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
+ * Step 7 of docs/grpo.md "Pseudocode" for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
  * with the same coefficients, with `kl.mask: 'numerator'` over the effective mask with the same coefficients
  * (slime), or with `kl.mask: 'response'` over the response mask with that mask's own

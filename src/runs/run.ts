@@ -1,5 +1,6 @@
 // The run driver: warm start (cached), GRPO steps, evaluation, checkpoints, resume and the run's
-// files, written against the PolicyBackend contract only. Not a step of the algorithm
+// files, driving any PolicyBackend; the in-process ReferenceBackend is the default backend and
+// the one that warm-starts a backend that has no warm start of its own. Not a step of the algorithm
 // (rl/grpo/loop.ts) and not the command-line parsing (src/cli/run.ts).
 
 import { createHash } from 'node:crypto';

@@ -1,4 +1,4 @@
-// One GRPO step, top to bottom as spec/grpo.md lists it (sync, rollout, reward, advantages, trainer
+// One GRPO step, top to bottom as docs/grpo.md "Pseudocode" lists it (sync, rollout, reward, advantages, trainer
 // recompute, correction, update, log) against the asynchronous PolicyBackend. Not the run driver
 // (files, eval, checkpoints: src/runs/run.ts).
 
