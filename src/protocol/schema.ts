@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
+import { ProtocolError } from './errors.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
 
@@ -17,20 +18,6 @@ export const BACKEND_METHODS = Object.freeze([
 
 /** A method name of {@link BACKEND_METHODS}. */
 export type BackendMethod = (typeof BACKEND_METHODS)[number];
-
-/** A malformed message: names the method, the side that sent it and the field (dotted path). */
-export class ProtocolError extends Error {
-  /** The method whose params or result failed. */
-  readonly method: string;
-  /** Dotted path of the first bad field (`''` for the whole message). */
-  readonly field: string;
-  constructor(method: string, field: string, message: string) {
-    super(message);
-    this.name = 'ProtocolError';
-    this.method = method;
-    this.field = field;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tensors on the wire

@@ -5,14 +5,14 @@
 import { createServer, type Server } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
-import { answerRpcLine, RPC_ERRORS, RpcError, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
+import { ProtocolError, RpcError } from './errors.js';
+import { answerRpcLine, RPC_ERRORS, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
 import {
   batchToJson,
   logprobsFromJson,
   logprobsResultToJson,
   parseMessage,
   PROTOCOL_VERSIONS,
-  ProtocolError,
   tensorFromJson,
   type BackendMethod,
 } from './schema.js';
