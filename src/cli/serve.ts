@@ -2,17 +2,7 @@
 // qrl-backend/1 over stdio or HTTP. Not the protocol (src/protocol/serve.ts) nor the backend itself.
 
 import { readFileSync } from 'node:fs';
-import type {
-  BackendInfo,
-  GenerateRequest,
-  LogprobsRequest,
-  LogprobsResult,
-  PolicyBackend,
-  RolloutBatch,
-  StepRequest,
-  StepResult,
-  WarmStartRequest,
-} from '../backend/contract.js';
+import type { PolicyBackend } from '../backend/contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { UsageError } from '../errors.js';
 import { precisionPlans } from '../policies/plans.js';
@@ -60,36 +50,17 @@ class ConfiguredReference implements PolicyBackend {
     return this.inner;
   }
 
-  info(): Promise<BackendInfo> {
-    return this.backend.info();
-  }
-  sync(): Promise<{ readonly weightVersion: number }> {
-    return this.backend.sync();
-  }
-  generate(request: GenerateRequest): Promise<RolloutBatch> {
-    return this.backend.generate(request);
-  }
-  logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
-    return this.backend.logprobs(request);
-  }
-  backward(handle: string, gradLogp: Float64Array): Promise<void> {
-    return this.backend.backward(handle, gradLogp);
-  }
-  step(request: StepRequest): Promise<StepResult> {
-    return this.backend.step(request);
-  }
-  setReference(): Promise<void> {
-    return this.backend.setReference();
-  }
-  warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
-    return this.backend.warmStart(request);
-  }
-  save(dir: string): Promise<void> {
-    return this.backend.save(dir);
-  }
-  load(dir: string): Promise<void> {
-    return this.backend.load(dir);
-  }
+  // Every operation is the configured backend's, typed by the contract.
+  readonly info: PolicyBackend['info'] = () => this.backend.info();
+  readonly sync: PolicyBackend['sync'] = () => this.backend.sync();
+  readonly generate: PolicyBackend['generate'] = (request) => this.backend.generate(request);
+  readonly logprobs: PolicyBackend['logprobs'] = (request) => this.backend.logprobs(request);
+  readonly backward: PolicyBackend['backward'] = (handle, gradLogp) => this.backend.backward(handle, gradLogp);
+  readonly step: PolicyBackend['step'] = (request) => this.backend.step(request);
+  readonly setReference: PolicyBackend['setReference'] = () => this.backend.setReference();
+  readonly warmStart: PolicyBackend['warmStart'] = (request) => this.backend.warmStart(request);
+  readonly save: PolicyBackend['save'] = (dir) => this.backend.save(dir);
+  readonly load: PolicyBackend['load'] = (dir) => this.backend.load(dir);
   async close(): Promise<void> {
     if (this.inner !== null) await this.inner.close();
   }

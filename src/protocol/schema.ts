@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
 import { ProtocolError } from './errors.js';
+import { valueAt } from '../errors.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
 
@@ -236,14 +237,6 @@ export function parseMessage<M extends BackendMethod, W extends 'params' | 'resu
   throw new ProtocolError(method, field, `${method}: ${where}: ${describeIssue(issue, valueAt(value, issue.path))}`);
 }
 
-function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
-  let v = value;
-  for (const key of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
-}
 
 /** One issue as words: a missing field says so, a failed union says what was expected (zod's own text is "Invalid input"). */
 function describeIssue(issue: z.core.$ZodIssue, got: unknown): string {

@@ -2,6 +2,7 @@
 // Not the run config (which embeds these schemas) and not where defaults are explained (see docs/tasks.md).
 
 import { z } from 'zod';
+import { valueAt } from '../errors.js';
 
 /** An integer option in `[min, max]`. */
 export function intOption(min: number, max: number) {
@@ -24,14 +25,6 @@ function show(value: unknown): string {
   }
 }
 
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let v = input;
-  for (const key of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
-}
 
 /**
  * `input` parsed by `schema` (defaults filled in, unknown keys rejected), or an `Error` such as
