@@ -12,8 +12,7 @@ import {
 } from './countdown-expression.js';
 import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
 import {
-  drawEvalProblems,
-  drawTrainProblems,
+  assembleTask,
   drawUntil,
   leftPad,
   responseBody,
@@ -186,21 +185,17 @@ export function createCountdownTask(options?: Partial<CountdownOptions>): Countd
     return [...tokenizer.encode(best), EOS];
   };
 
-  const task: CountdownTask = {
+  return assembleTask<CountdownTask>({
     name: 'countdown',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength,
     responseLength: 8,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf: (p) => splitOfPair(p.numbers, p.target),
     reward,
     goldResponse,
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

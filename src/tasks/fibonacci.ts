@@ -2,16 +2,13 @@
 // Not a reasoning task: the rule is local and fixed; it exists for long responses where one wrong token derails the rest.
 
 import { z } from 'zod';
-import type { Rng } from '../rng.js';
 import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
 import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
+  assembleTask,
+  hashSplit,
   responseBody,
-  splitHash,
+  splitSampler,
   type RewardResult,
-  type Split,
   type Task,
   type TaskProblem,
 } from './task.js';
@@ -94,7 +91,7 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
   checkOrdered('fibonacci', 'minLength', o.minLength, 'maxLength', o.maxLength);
   const tokenizer = createTokenizer(['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '#']);
 
-  const splitOf = (p: { key: string }): Split => (splitHash(`fibonacci:${p.key}`) < o.evalFraction ? 'eval' : 'train');
+  const splitOf = hashSplit('fibonacci', o.evalFraction);
 
   const problemOf = (length: number, x0: number, x1: number): FibonacciProblem => {
     const inner = [
@@ -130,16 +127,11 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     return problemOf(length, x0, x1);
   };
 
-  const sampleProblem = (rng: Rng, split: Split = 'train'): FibonacciProblem =>
-    drawUntil(
-      () => {
-        const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-        const x0 = rng.int(10);
-        return problemOf(n, x0, rng.int(10));
-      },
-      (p) => splitOf(p) === split,
-      () => `fibonacci.sampleProblem(${split})`,
-    );
+  const sampleProblem = splitSampler('fibonacci', (rng) => {
+    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+    const x0 = rng.int(10);
+    return problemOf(n, x0, rng.int(10));
+  }, splitOf);
 
   const reward = (problem: FibonacciProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);
@@ -152,21 +144,17 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     return { reward: value, correct: prefix === y.length && body.length === y.length };
   };
 
-  const task: FibonacciTask = {
+  return assembleTask<FibonacciTask>({
     name: 'fibonacci',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength: 8,
     responseLength: o.maxLength + 1,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf,
     reward,
     goldResponse: (problem) => [...problem.answer, EOS],
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

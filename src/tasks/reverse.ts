@@ -2,17 +2,14 @@
 // Not sorting or any other sequence transduction; the reward is a fixed formula, not a learned judge.
 
 import { z } from 'zod';
-import type { Rng } from '../rng.js';
 import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
 import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
+  assembleTask,
+  hashSplit,
   leftPad,
   responseBody,
-  splitHash,
+  splitSampler,
   type RewardResult,
-  type Split,
   type Task,
   type TaskProblem,
 } from './task.js';
@@ -95,7 +92,7 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
   const firstSymbol = 5; // ids of `a`, `b`, … start after the five special tokens
   const promptLength = o.maxLength + 2;
 
-  const splitOf = (p: { key: string }): Split => (splitHash(`reverse:${p.key}`) < o.evalFraction ? 'eval' : 'train');
+  const splitOf = hashSplit('reverse', o.evalFraction);
 
   const problemOf = (input: number[]): ReverseProblem =>
     Object.freeze({
@@ -113,15 +110,10 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     return problemOf(tokenizer.encode(text));
   };
 
-  const sampleProblem = (rng: Rng, split: Split = 'train'): ReverseProblem =>
-    drawUntil(
-      () => {
-        const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-        return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
-      },
-      (p) => splitOf(p) === split,
-      () => `reverse.sampleProblem(${split})`,
-    );
+  const sampleProblem = splitSampler('reverse', (rng) => {
+    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+    return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
+  }, splitOf);
 
   const reward = (problem: ReverseProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);
@@ -134,21 +126,17 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     return { reward: value, correct: right === y.length && body.length === y.length };
   };
 
-  const task: ReverseTask = {
+  return assembleTask<ReverseTask>({
     name: 'reverse',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength,
     responseLength: o.maxLength + 1,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf,
     reward,
     goldResponse: (problem) => [...problem.answer, EOS],
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }
