@@ -2,20 +2,12 @@
 // Not a reasoning task: the rule is local and fixed; it exists for long responses where one wrong token derails the rest.
 
 import { z } from 'zod';
-import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
-import {
-  assembleTask,
-  hashSplit,
-  responseBody,
-  splitSampler,
-  type RewardResult,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
+import { assembleTask, hashSplit, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `fibonacci` task. */
-export interface FibonacciOptions {
+export interface FibonacciOptions extends HashSplitOptions {
   /**
    * Fewest terms asked for, 1–999.
    * @defaultValue 8
@@ -27,18 +19,13 @@ export interface FibonacciOptions {
    * @defaultValue 32
    */
   readonly maxLength: number;
-  /**
-   * Fraction of the problem space (length × seed pair) held out for evaluation, by a hash of the key.
-   * @defaultValue 0.1
-   */
-  readonly evalFraction: number;
 }
 
 /** Zod schema of {@link FibonacciOptions}: every field optional with its default; unknown keys rejected. */
 export const fibonacciOptionsSchema: z.ZodType<FibonacciOptions, Partial<FibonacciOptions>> = z.strictObject({
   minLength: intOption(1, 999).default(8),
   maxLength: intOption(1, 999).default(32),
-  evalFraction: fractionOption().default(0.1),
+  ...hashSplitOptionsShape,
 });
 
 /** A `fibonacci` problem. */
@@ -139,9 +126,7 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     const y = problem.answer;
     let prefix = 0;
     while (prefix < Math.min(body.length, y.length) && body[prefix] === y[prefix]) prefix++;
-    const denominator = Math.max(body.length, y.length);
-    const value = denominator === 0 ? 0 : prefix / denominator;
-    return { reward: value, correct: prefix === y.length && body.length === y.length };
+    return matchedShare(prefix, body.length, y.length);
   };
 
   return assembleTask<FibonacciTask>({

@@ -5,6 +5,7 @@
 export { BOS, EOS, MASK, PAD, SEP, specialTokenStrings, createTokenizer, type Tokenizer } from './tokenizer.js';
 
 // The task contract and the train/test split.
+export { type HashSplitOptions } from './options.js';
 export {
   splitHash,
   type RewardResult,

@@ -16,6 +16,19 @@ export function fractionOption() {
   return z.number({ error }).gt(0, { error }).lt(1, { error });
 }
 
+/** The option of a task whose train/eval split is a hash of the problem (`hashSplit` in task.ts). */
+export interface HashSplitOptions {
+  /**
+   * Fraction of the problem space held out for evaluation, by a hash of the problem (its key;
+   * countdown: its number multiset and target). A larger fraction only adds problems to `eval`.
+   * @defaultValue 0.1
+   */
+  readonly evalFraction: number;
+}
+
+/** Zod shape of {@link HashSplitOptions}, spread into a task's options schema. */
+export const hashSplitOptionsShape = Object.freeze({ evalFraction: fractionOption().default(0.1) });
+
 function show(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'bigint' || value === undefined) return String(value);
   try {

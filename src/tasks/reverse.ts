@@ -2,21 +2,12 @@
 // Not sorting or any other sequence transduction; the reward is a fixed formula, not a learned judge.
 
 import { z } from 'zod';
-import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
-import {
-  assembleTask,
-  hashSplit,
-  leftPad,
-  responseBody,
-  splitSampler,
-  type RewardResult,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
+import { assembleTask, hashSplit, leftPad, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `reverse` task. */
-export interface ReverseOptions {
+export interface ReverseOptions extends HashSplitOptions {
   /**
    * Number of distinct symbols (`a`, `b`, … in the vocabulary), 2–26. Eight follows the
    * reference design (vocabulary of 8) and gives 8^n strings of length n.
@@ -33,11 +24,6 @@ export interface ReverseOptions {
    * @defaultValue 6
    */
   readonly maxLength: number;
-  /**
-   * Fraction of the problem space held out for evaluation (by a hash of the string).
-   * @defaultValue 0.1
-   */
-  readonly evalFraction: number;
 }
 
 /** Zod schema of {@link ReverseOptions}: every field optional with its default; unknown keys rejected. */
@@ -45,7 +31,7 @@ export const reverseOptionsSchema: z.ZodType<ReverseOptions, Partial<ReverseOpti
   alphabetSize: intOption(2, 26).default(8),
   minLength: intOption(1, 8).default(3),
   maxLength: intOption(1, 8).default(6),
-  evalFraction: fractionOption().default(0.1),
+  ...hashSplitOptionsShape,
 });
 
 /** A `reverse` problem. */
@@ -121,9 +107,7 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     const y = problem.answer;
     let right = 0;
     for (let k = 0; k < Math.min(body.length, y.length); k++) if (body[k] === y[k]) right++;
-    const denominator = Math.max(body.length, y.length);
-    const value = denominator === 0 ? 0 : right / denominator;
-    return { reward: value, correct: right === y.length && body.length === y.length };
+    return matchedShare(right, body.length, y.length);
   };
 
   return assembleTask<ReverseTask>({

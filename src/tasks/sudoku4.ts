@@ -5,16 +5,7 @@ import { z } from 'zod';
 import { createRng, type Rng } from '../rng.js';
 import { checkOrdered, intOption, parseOptions } from './options.js';
 import { countSolutions, sudoku4Grids } from './sudoku4-grids.js';
-import {
-  assembleTask,
-  drawUntil,
-  leftPad,
-  responseBody,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { assembleTask, drawUntil, leftPad, responseBody, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `sudoku4` task. */

@@ -80,6 +80,19 @@ export function responseBody(response: readonly number[]): readonly number[] | u
   return end < 0 ? undefined : response.slice(0, end);
 }
 
+/**
+ * The reward of a body scored against an answer token by token: `matched / max(m, n)` (0 when both
+ * are empty), correct when all n answer tokens matched and the body has exactly n tokens.
+ *
+ * @param matched - answer tokens the body got right (how they are counted is the task's rule)
+ * @param m - body length
+ * @param n - answer length
+ */
+export function matchedShare(matched: number, m: number, n: number): RewardResult {
+  const denominator = Math.max(m, n);
+  return { reward: denominator === 0 ? 0 : matched / denominator, correct: matched === n && m === n };
+}
+
 /** `tokens` left-padded with PAD to `length`. */
 export function leftPad(tokens: readonly number[], length: number): number[] {
   if (tokens.length > length) {
