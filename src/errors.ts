@@ -17,7 +17,11 @@ function describe(value: unknown): string {
   return text === undefined ? String(value) : text.length > 40 ? `${text.slice(0, 37)}...` : text;
 }
 
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+/**
+ * The value at `path` inside `root` (a zod issue's path into the input it rejected), or `undefined`
+ * where the path leaves the objects: what an error message quotes as the offending value.
+ */
+export function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
   let node = root;
   for (const key of path) {
     if (typeof node !== 'object' || node === null) return undefined;

@@ -2,8 +2,13 @@
 // which JSON.parse silently turns into Infinity and JSON.stringify into null) reported with the
 // file, line and column. Not a schema validator: callers check the shape of what they get.
 
-/** Bad JSON input; the CLI prints its message on one line and exits with code 2. */
-export class JsonInputError extends Error {
+import { UsageError } from './errors.js';
+
+/**
+ * Bad JSON input (a syntax error, an overflowing number), naming the input and the line: a
+ * {@link UsageError}, so the CLI prints its message on one line and exits with code 2.
+ */
+export class JsonInputError extends UsageError {
   constructor(message: string) {
     super(message);
     this.name = 'JsonInputError';

@@ -128,10 +128,11 @@ export interface GenerateRequest {
   readonly side?: PlanSideName;
 }
 
-/** A batch of sampled responses as plain data, padded to `T` response positions. */
-export interface RolloutBatch {
-  /** Weight version of the engine that generated it (what `sync` last returned). */
-  readonly weightVersion: number;
+/**
+ * The sampled responses of a batch, padded to `T` response positions: the fields every batch
+ * shares, the loop's {@link RolloutBatch} and the in-process engine's `EngineBatch` alike.
+ */
+export interface SampledBatch {
   /** Number of sequences. */
   readonly B: number;
   /** Response positions per sequence (padding included). */
@@ -144,6 +145,12 @@ export interface RolloutBatch {
   readonly mask: Float64Array;
   /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
   readonly logpRollout: Float64Array;
+}
+
+/** A batch of sampled responses as plain data, as a backend returns it from `generate`. */
+export interface RolloutBatch extends SampledBatch {
+  /** Weight version of the engine that generated it (what `sync` last returned). */
+  readonly weightVersion: number;
   /** What the trainer side needs to score these samples again. */
   readonly record: ReplayRecord;
 }

@@ -17,6 +17,7 @@ export {
   type ReplayRecord,
   type ReplayRecordValue,
   type RolloutBatch,
+  type SampledBatch,
   type SamplingParams,
   type StepRequest,
   type StepResult,

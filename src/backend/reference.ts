@@ -11,7 +11,7 @@ import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { createRng } from '../rng.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
 import type { Task } from '../tasks/task.js';
-import { makeTask } from '../tasks/registry.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { UsageError } from '../errors.js';
 export type { PolicyFactory } from '../policies/engine.js';
 import {
@@ -113,7 +113,7 @@ export class ReferenceBackend implements PolicyBackend {
   constructor(
     readonly config: RunConfig,
     private readonly factory: PolicyFactory,
-    readonly task: Task = makeTask(config.task.name, config.task.options as never) as unknown as Task,
+    readonly task: Task = makeTaskFromConfig(config.task),
   ) {
     this.engine = factory.create(config, task);
     const o = config.optim;

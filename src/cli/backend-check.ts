@@ -5,8 +5,7 @@
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
 import { backendSetup } from '../runs/backend-expect.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { formatConformance, runConformance, type ConformanceRow } from '../testing/conformance.js';
 import { killResumeCheck } from '../testing/kill-resume.js';
 import type { Command } from './command.js';
@@ -69,7 +68,7 @@ export const backendCheckCommand: Command = {
     const connect = (setup?: unknown): Promise<RemoteBackend> => connectBackend(address, { ...timeouts, ...(config === undefined ? {} : { run: config, setup }), onStderr });
     let backend: RemoteBackend;
     try {
-      backend = await connect(config === undefined ? undefined : backendSetup(config, makeTask(config.task.name, config.task.options as never) as unknown as Task));
+      backend = await connect(config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)));
     } catch (error) {
       io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
       return 1;

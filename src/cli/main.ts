@@ -6,7 +6,6 @@ import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { requestStop } from './stop.js';
 import { backendCheckCommand } from './backend-check.js';
-import { JsonInputError } from '../json.js';
 import { castCommand } from './cast.js';
 import { checkCommand } from './check.js';
 import { demoCommand } from './demo.js';
@@ -131,7 +130,7 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
   try {
     return await command.run(rest, io);
   } catch (error) {
-    if (error instanceof UsageError || error instanceof JsonInputError) {
+    if (error instanceof UsageError) {
       // Messages from shared code may start with the command's name already ('lab: …'): say it once.
       io.err(`qrl-sim ${name}: ${error.message.startsWith(`${name}: `) ? error.message.slice(name.length + 2) : error.message}`);
       return 2;

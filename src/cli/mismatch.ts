@@ -14,13 +14,12 @@ import { createRng } from '../rng.js';
 import { freshArPolicy, modelOption } from './model-option.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
-import { makeTask } from '../tasks/registry.js';
+import { makeTask, makeTaskFromConfig } from '../tasks/registry.js';
 import type { Task } from '../tasks/task.js';
 import { loadArProbeCheckpoint, loadDiffusionProbeCheckpoint } from '../runs/probe-checkpoint.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
-import { JsonInputError } from '../json.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
@@ -137,7 +136,7 @@ function checkpointOption<T>(file: string, load: (file: string, readJson: (path:
     return load(file, (path) => readJsonFile(path, '--checkpoint'));
   } catch (error) {
     if (error instanceof UsageError && error.message.startsWith('checkpoint: ')) throw new UsageError(`--${error.message}`);
-    if (error instanceof UsageError || error instanceof JsonInputError) throw error;
+    if (error instanceof UsageError) throw error;
     throw new UsageError(`--checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
@@ -314,7 +313,7 @@ function runDiffusion(
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
   if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };
   else if (loaded?.sampler?.temperature !== undefined) sampler = { ...sampler, temperature: loaded.sampler.temperature };
-  const task = makeTask(loaded?.task ?? 'sudoku4', loaded?.taskOptions as never);
+  const task = makeTaskFromConfig({ name: loaded?.task ?? 'sudoku4', options: loaded?.taskOptions });
   const maxLen = loaded?.model?.config.maxLen;
   if (maxLen !== undefined && task.promptLength + length > maxLen) {
     throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);

@@ -15,12 +15,12 @@ import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
-import { BackendCallError, connectBackend, type RemoteBackend } from '../protocol/remote.js';
+import { BackendCallError } from '../protocol/errors.js';
+import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { resolveBackendAddress } from './self-command.js';
 import { eta, progressLine } from './progress.js';
 import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
@@ -190,7 +190,7 @@ export const runCommand: Command = {
     let backendIdentity: Record<string, unknown> | undefined;
     if (address !== undefined) {
       try {
-        const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+        const task = makeTaskFromConfig(config.task);
         backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
@@ -198,7 +198,7 @@ export const runCommand: Command = {
       }
       const info = backend.lastInfo!;
       backendIdentity = { address, name: info.backend.name, version: info.backend.version, protocol: info.protocol, policy: info.policy, plan: info.plan.name };
-      const mismatches = backendMismatches(info, config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+      const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
       if (mismatches.length > 0) {
         await backend.close();
         throw new UsageError(`--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`);

@@ -24,7 +24,7 @@ export interface MismatchDiagnostics {
 }
 
 /**
- * The diagnostics of `spec/estimators.md` "Diagnostics" that need only ℓroll and ℓold, as token means
+ * The diagnostics of docs/estimators.md "Diagnostics" that need only ℓroll and ℓold, as token means
  * over the mask, computed with the estimator library (`rollout_corr/kl`, `k3_kl`,
  * `prob_abs_diff_mean`, `logp_abs_diff_mean|max`, and the ESS ratio of the unclipped w = e^(ℓold − ℓroll)).
  * Both policies' mismatch probes report these.

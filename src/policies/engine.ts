@@ -2,27 +2,15 @@
 // (src/backend/reference.ts) wraps, and the factory that builds an engine for a run config.
 // Not the loop's contract (src/backend/contract.ts) and not an implementation (policies/*/engine.ts).
 
-import type { PlanSideName } from '../backend/contract.js';
+import type { PlanSideName, SampledBatch } from '../backend/contract.js';
 import type { ParamStore } from '../nn/params.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import type { Rng } from '../rng.js';
 import type { Task } from '../tasks/task.js';
 
 
-/** A batch of sampled responses, padded to `T` response positions. */
-export interface EngineBatch {
-  /** Number of sequences. */
-  readonly B: number;
-  /** Response positions per sequence (padding included). */
-  readonly T: number;
-  /** Prompt tokens of each sequence. */
-  readonly prompts: readonly (readonly number[])[];
-  /** Response tokens `(B, T)`; positions past the mask hold padding. */
-  readonly responses: Int32Array;
-  /** Response mask `(B, T)`: 1 on the tokens the policy generated (EOS included), else 0. */
-  readonly mask: Float64Array;
-  /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
-  readonly logpRollout: Float64Array;
+/** A batch the in-process engine sampled: the shared fields and the engine's own record. */
+export interface EngineBatch extends SampledBatch {
   /** Policy-specific record the trainer-side estimators need (diffusion states and seeds). */
   readonly record?: unknown;
 }

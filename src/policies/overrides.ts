@@ -4,6 +4,8 @@
 import type { BlockGemms } from '../nn/block.js';
 import type { LinearGemms } from '../nn/gemm.js';
 import type { PolicyNumerics } from './numerics.js';
+import { z } from 'zod';
+import { overridesShapeSchema, parseAt } from './plan-schema.js';
 import { quantSites, type QuantSite } from './quantized.js';
 
 /**
@@ -63,18 +65,16 @@ export function siteNames(layers: number): string[] {
   return names;
 }
 
-/** Checks the shape of an overrides list (each `{ match, gemm }`, patterns well-formed); `checkGemm` checks each gemm. */
+/**
+ * Checks an overrides list: its shape (each `{ match, gemm }`) by zod, each pattern by compiling it;
+ * `checkGemm` checks each gemm. Errors name the field under `path` and the value.
+ */
 export function checkOverrides(value: unknown, path: string, checkGemm: (gemm: unknown, path: string) => void): readonly PrecisionOverride[] {
-  if (!Array.isArray(value)) throw new Error(`${path}: expected an array of { match, gemm }, got ${JSON.stringify(value)}`);
-  value.forEach((o, i) => {
+  const list = parseAt(overridesShapeSchema(z.unknown().optional()), value, path);
+  list.forEach((o, i) => {
     const p = `${path}[${i}]`;
-    if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new Error(`${p}: expected { match, gemm }, got ${JSON.stringify(o)}`);
-    for (const key of Object.keys(o)) if (key !== 'match' && key !== 'gemm') throw new Error(`${p}: unknown field '${key}' (expected match, gemm)`);
-    const match = (o as { match?: unknown }).match;
-    const patterns = Array.isArray(match) ? match : [match];
-    if (patterns.length === 0) throw new Error(`${p}.match: expected a pattern or a non-empty list of patterns`);
-    patterns.forEach((m) => compile(m as string, `${p}.match`));
-    checkGemm((o as { gemm?: unknown }).gemm, `${p}.gemm`);
+    (Array.isArray(o.match) ? o.match : [o.match]).forEach((m) => compile(m, `${p}.match`));
+    checkGemm(o.gemm, `${p}.gemm`);
   });
   return value as readonly PrecisionOverride[];
 }

@@ -11,6 +11,8 @@ import {
 } from './numerics.js';
 import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions } from './quantized.js';
 import type { StackWeights } from '../nn/stack.js';
+import { z } from 'zod';
+import { gemmPlanShapeSchema, parseAt, planDataShapeSchema } from './plan-schema.js';
 import { checkRefitChain, refittedNumerics, type RefitChain } from './refit.js';
 import { checkOverrides, overriddenNumerics, type PrecisionOverride } from './overrides.js';
 import { checkEngineExecution, tensorParallelNumerics, type EngineExecution } from './execution.js';
@@ -234,7 +236,7 @@ const fp8Kv = { format: 'e4m3fn', calibration: { mode: 'inference' }, loadFormat
 const w4a16Gemm: QuantizedGemmPlan = { kind: 'quantized', weights: q('gptq-w4g128', TOY_BLOCK), activations: 'bf16' };
 
 /**
- * The named presets of `spec/policies.md` §2 (plus `bf16-splitk`). Every rollout side decodes
+ * The named presets of docs/precision-plans.md §3 "Presets". Every rollout side decodes
  * incrementally and reports processed log-probs; trainer sides are BF16 unless the plan says
  * otherwise. `qarl` and `jet` give both sides the *same* GEMM plan (the rollout never runs the
  * backward), so their rollout and trainer forwards are bit-identical.
@@ -358,46 +360,18 @@ export interface PlanData {
   readonly trainer: unknown;
 }
 
-/** The keys each part of a plan given as data may have (anything else is refused, naming it). */
-const PLAN_KEYS = Object.freeze({
-  plan: ['name', 'description', 'rollout', 'trainer'],
-  side: ['gemm', 'decode', 'logprob', 'refit', 'overrides', 'engine', 'temperatureAt'],
-  fp32: ['kind'],
-  rounding: ['kind', 'operands', 'out', 'accumulator', 'splitK', 'profile', 'splitKMaxRows'],
-  quantized: ['kind', 'weights', 'activations', 'accumulator', 'promoteEvery', 'chunk', 'splitK', 'out', 'exclude', 'plainOperands', 'attention', 'kvCache', 'backward'],
-} as const);
-
-function objectAt(value: unknown, path: string, keys: readonly string[]): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
-  for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) throw new Error(`${path}: unknown field '${key}' (expected one of ${keys.join(', ')})`);
-  }
-  return value as Record<string, unknown>;
+/** Checks one side's values the shape schema leaves to their builders, naming the path. */
+function checkSideValues(side: PlanSide, path: string, role: 'rollout' | 'trainer'): void {
+  if (side.engine !== undefined) checkEngineExecution(side.engine, `${path}.engine`, role);
+  if (side.temperatureAt !== undefined && role === 'rollout') throw new Error(`${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(side.temperatureAt)}`);
+  if (side.refit !== undefined) checkRefitChain(side.refit, `${path}.refit`);
+  checkGemmPlan(side.gemm, `${path}.gemm`);
+  if (side.overrides !== undefined) checkOverrides(side.overrides, `${path}.overrides`, checkGemmPlan);
 }
 
-function planSideFrom(value: unknown, path: string, role: 'rollout' | 'trainer'): PlanSide {
-  const side = objectAt(value, path, PLAN_KEYS.side);
-  if (side['engine'] !== undefined) checkEngineExecution(side['engine'], `${path}.engine`, role);
-  const at = side['temperatureAt'];
-  if (at !== undefined && at !== 'before-log-softmax' && at !== 'after-log-softmax') throw new Error(`${path}.temperatureAt: expected "before-log-softmax" or "after-log-softmax", got ${JSON.stringify(at)}`);
-  if (at !== undefined && role === 'rollout') throw new Error(`${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(at)}`);
-  if (side['decode'] !== undefined && side['decode'] !== 'incremental' && side['decode'] !== 'recompute') {
-    throw new Error(`${path}.decode: expected "incremental" or "recompute", got ${JSON.stringify(side['decode'])}`);
-  }
-  if (side['logprob'] !== undefined && side['logprob'] !== 'processed' && side['logprob'] !== 'raw') {
-    throw new Error(`${path}.logprob: expected "processed" or "raw", got ${JSON.stringify(side['logprob'])}`);
-  }
-  if (side['refit'] !== undefined) checkRefitChain(side['refit'], `${path}.refit`);
-  checkGemmPlan(side['gemm'], `${path}.gemm`);
-  if (side['overrides'] !== undefined) checkOverrides(side['overrides'], `${path}.overrides`, checkGemmPlan);
-  return structuredClone(side) as unknown as PlanSide;
-}
-
-/** Checks a GEMM plan given as data: its keys per `kind`, then every value by building its numerics. */
+/** Checks a GEMM plan given as data: its shape (keys per `kind`), then every value by building its numerics. */
 function checkGemmPlan(gemm: unknown, gemmPath: string): void {
-  const kind = objectAt(gemm, gemmPath, [...new Set([...PLAN_KEYS.fp32, ...PLAN_KEYS.rounding, ...PLAN_KEYS.quantized])])['kind'];
-  if (kind !== 'fp32' && kind !== 'rounding' && kind !== 'quantized') throw new Error(`${gemmPath}.kind: expected "fp32", "rounding" or "quantized", got ${JSON.stringify(kind)}`);
-  objectAt(gemm, gemmPath, PLAN_KEYS[kind]);
+  parseAt(gemmPlanShapeSchema, gemm, gemmPath);
   // The builders validate every value (formats, quantizer presets, accumulator models …).
   try {
     numericsFor({ gemm: structuredClone(gemm) as GemmPlan });
@@ -409,36 +383,39 @@ function checkGemmPlan(gemm: unknown, gemmPath: string): void {
 /**
  * The precision plan of a run config's `plan` field: a preset name ({@link precisionPlan}), or a
  * plan as data — `{ "rollout": PlanSide, "trainer": PlanSide }` with an optional `name` and
- * `description` — checked field by field (unknown keys refused) and by building both sides'
- * numerics. Errors name the path under `plan`.
+ * `description` — its shape checked by zod (src/policies/plan-schema.ts: unknown keys refused, enums,
+ * strings), its values by building both sides' numerics. Errors name the field under `path` and the
+ * value, e.g. `plan.rollout.decode: expected "incremental" or "recompute", got "fast"`.
  *
  * @example
  * ```ts
  * resolvePlan({ name: 'my-fp8', rollout: { gemm: { kind: 'rounding', operands: 'bf16' } }, trainer: { gemm: { kind: 'rounding', operands: 'bf16' } } });
  * ```
  */
-export function resolvePlan(plan: string | PlanData): PrecisionPlan {
+export function resolvePlan(plan: string | PlanData, path = 'plan'): PrecisionPlan {
   if (typeof plan === 'string') return precisionPlan(plan);
-  const data = objectAt(plan, 'plan', PLAN_KEYS.plan);
-  if (data['name'] !== undefined && (typeof data['name'] !== 'string' || data['name'] === '')) throw new Error(`plan.name: expected a non-empty string, got ${JSON.stringify(data['name'])}`);
-  if (data['description'] !== undefined && typeof data['description'] !== 'string') throw new Error(`plan.description: expected a string, got ${JSON.stringify(data['description'])}`);
+  const data = parseAt(planDataShapeSchema, plan, path);
+  const rollout = structuredClone(plan.rollout) as PlanSide;
+  const trainer = structuredClone(plan.trainer) as PlanSide;
+  checkSideValues(rollout, `${path}.rollout`, 'rollout');
+  checkSideValues(trainer, `${path}.trainer`, 'trainer');
   return Object.freeze({
-    name: (data['name'] as string | undefined) ?? 'custom',
-    description: (data['description'] as string | undefined) ?? 'a plan given as data in the run config',
-    rollout: planSideFrom(data['rollout'], 'plan.rollout', 'rollout'),
-    trainer: planSideFrom(data['trainer'], 'plan.trainer', 'trainer'),
+    name: data.name ?? 'custom',
+    description: data.description ?? 'a plan given as data in the run config',
+    rollout,
+    trainer,
   });
 }
 
+const presetNameSchema = z.enum(Object.keys(precisionPlans) as [PrecisionPlanName, ...PrecisionPlanName[]], {
+  error: `must be one of ${Object.keys(precisionPlans).join(', ')}`,
+});
+
 /**
  * {@link resolvePlan} for a run config, as a `UsageError`-ready message: the plan, or an error whose
- * message names the field under `config.plan`.
+ * message names the field under `config.plan` and the value.
  */
 export function planOfConfig(plan: string | Readonly<Record<string, unknown>>): PrecisionPlan {
-  try {
-    return resolvePlan(plan as string | PlanData);
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    throw new Error(message.startsWith('plan') && typeof plan !== 'string' ? `config.${message}` : `config.plan: ${message.replace(/^precision plan: (name )?/, '')}`);
-  }
+  if (typeof plan === 'string') return precisionPlans[parseAt(presetNameSchema, plan, 'config.plan')];
+  return resolvePlan(plan as unknown as PlanData, 'config.plan');
 }

@@ -12,7 +12,8 @@ import { dequantize, quantize, type QuantSpec } from '../numerics/quantize.js';
 import { quantPreset } from '../numerics/presets.js';
 import { fakeQuant } from '../numerics/vector.js';
 import type { PolicyNumerics } from './numerics.js';
-import { quantSites, type OperandQuantPlan, type QuantSite } from './quantized.js';
+import { parseAt, refitChainShapeSchema } from './plan-schema.js';
+import { type OperandQuantPlan, type QuantSite } from './quantized.js';
 
 /** Tensors that a fused refit quantizes as one (rows stacked): `qkv` = [Wq; Wk; Wv], `gate-up` = [Wgate; Wup]. */
 export type RefitFusion = 'qkv' | 'gate-up';
@@ -42,8 +43,6 @@ export interface RefitChain {
   readonly fuse?: readonly RefitFusion[];
 }
 
-const REFIT_KEYS = ['source', 'checkpoint', 'exclude', 'fuse'] as const;
-
 function specOf(p: OperandQuantPlan, field: string): QuantSpec {
   if (typeof p !== 'object' || p === null || typeof p.preset !== 'string') throw new Error(`${field}: expected { preset, params? }, got ${JSON.stringify(p)}`);
   try {
@@ -58,20 +57,8 @@ function specOf(p: OperandQuantPlan, field: string): QuantSpec {
  * under `path`. Returns it unchanged.
  */
 export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
-  for (const key of Object.keys(value)) if (!(REFIT_KEYS as readonly string[]).includes(key)) throw new Error(`${path}: unknown field '${key}' (expected one of ${REFIT_KEYS.join(', ')})`);
-  const r = value as Record<string, unknown>;
-  if (r['source'] !== undefined && r['source'] !== 'fp32' && r['source'] !== 'bf16') throw new Error(`${path}.source: expected "fp32" or "bf16", got ${JSON.stringify(r['source'])}`);
-  if (r['checkpoint'] !== undefined) {
-    if (!Array.isArray(r['checkpoint'])) throw new Error(`${path}.checkpoint: expected an array of { preset, params? }, got ${JSON.stringify(r['checkpoint'])}`);
-    r['checkpoint'].forEach((p, i) => specOf(p as OperandQuantPlan, `${path}.checkpoint[${i}]`));
-  }
-  if (r['exclude'] !== undefined) {
-    if (!Array.isArray(r['exclude']) || r['exclude'].some((s) => !quantSites.includes(s as QuantSite))) throw new Error(`${path}.exclude: expected sites among ${quantSites.join(', ')}, got ${JSON.stringify(r['exclude'])}`);
-  }
-  if (r['fuse'] !== undefined) {
-    if (!Array.isArray(r['fuse']) || r['fuse'].some((s) => s !== 'qkv' && s !== 'gate-up')) throw new Error(`${path}.fuse: expected a list of "qkv", "gate-up", got ${JSON.stringify(r['fuse'])}`);
-  }
+  const chain = parseAt(refitChainShapeSchema, value, path);
+  chain.checkpoint?.forEach((p, i) => specOf(p as OperandQuantPlan, `${path}.checkpoint[${i}]`));
   return value as RefitChain;
 }
 

@@ -8,17 +8,24 @@ export {
   type RemoteBackendOptions,
   type BackendAddress,
   parseBackendAddress,
-  BackendCallError,
 } from './remote.js';
 
 // The backend server.
 export { serveBackend, type ServeOptions, type BackendServer } from './serve.js';
 
-// Protocol versions, methods and errors.
-export { ProtocolError, PROTOCOL_VERSIONS, BACKEND_METHODS, type BackendMethod } from './schema.js';
+// Protocol versions and methods.
+export { PROTOCOL_VERSIONS, BACKEND_METHODS, type BackendMethod } from './schema.js';
 
-// JSON-RPC errors.
-export { RpcError } from './jsonrpc.js';
+// The protocol layer's errors: one base class, a subclass and a kind per situation.
+export {
+  BackendProtocolError,
+  type ProtocolErrorKind,
+  ProtocolError,
+  RpcError,
+  RpcCallError,
+  BackendCallError,
+  type RpcErrorObject,
+} from './errors.js';
 
 // Tensors as JSON.
 export { encodeTensor, decodeTensor, type WireTensor, type WireArray, type WireDtype, WIRE_DTYPES } from './tensor.js';

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
+import { RpcCallError, RpcError, type RpcErrorObject } from './errors.js';
 
 /** JSON-RPC 2.0 error codes used by qrl-backend/1 (the spec's reserved range plus two of ours). */
 export const RPC_ERRORS = Object.freeze({
@@ -19,44 +20,6 @@ export const RPC_ERRORS = Object.freeze({
   /** The request was valid but the backend cannot do it now (e.g. an unknown handle, a missing capability). */
   failedPrecondition: -32000,
 } as const);
-
-/** A JSON-RPC 2.0 error object. `data.field` names the offending field where there is one. */
-export interface RpcErrorObject {
-  readonly code: number;
-  readonly message: string;
-  readonly data?: { readonly field?: string; readonly [key: string]: unknown };
-}
-
-/** An error a handler throws to answer with a specific JSON-RPC error (else: internal error). */
-export class RpcError extends Error {
-  readonly code: number;
-  readonly data?: RpcErrorObject['data'];
-  constructor(code: number, message: string, data?: RpcErrorObject['data']) {
-    super(message);
-    this.name = 'RpcError';
-    this.code = code;
-    if (data !== undefined) this.data = data;
-  }
-}
-
-/**
- * Why a call to a remote process failed: the remote answered with an error, the process exited,
- * it sent a malformed message, or it did not answer in time. The message names the peer and method.
- */
-export class RpcCallError extends Error {
-  /** `remote`: a JSON-RPC error answer; `exit`, `malformed`, `timeout`: the transport failed. */
-  readonly kind: 'remote' | 'exit' | 'malformed' | 'timeout';
-  readonly method: string;
-  /** The remote's error object (kind `remote`). */
-  readonly error?: RpcErrorObject;
-  constructor(kind: RpcCallError['kind'], method: string, message: string, error?: RpcErrorObject) {
-    super(message);
-    this.name = 'RpcCallError';
-    this.kind = kind;
-    this.method = method;
-    if (error !== undefined) this.error = error;
-  }
-}
 
 interface Pending {
   readonly method: string;

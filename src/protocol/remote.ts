@@ -13,7 +13,8 @@ import type {
   StepResult,
   WarmStartRequest,
 } from '../backend/contract.js';
-import { RpcCallError, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
+import { BackendCallError, ProtocolError, RpcCallError } from './errors.js';
+import { spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {
   batchFromJson,
   generateToJson,
@@ -21,7 +22,6 @@ import {
   logprobsToJson,
   parseMessage,
   PROTOCOL_VERSIONS,
-  ProtocolError,
   type BackendMethod,
 } from './schema.js';
 import { encodeTensor } from './tensor.js';
@@ -49,32 +49,6 @@ export interface RemoteBackendOptions {
   readonly cwd?: string;
   /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
   readonly onStderr?: (text: string) => void;
-}
-
-/**
- * Why a remote backend call failed, as one line: the backend, the method and what happened (the
- * backend answered with an error, died, hung past the timeout, or sent a malformed message).
- */
-export class BackendCallError extends Error {
-  /** The backend's command or URL. */
-  readonly backend: string;
-  /** The contract method. */
-  readonly method: string;
-  /** `remote`: the backend refused; `exit`, `timeout`, `malformed`: the transport or message failed. */
-  readonly kind: 'remote' | 'exit' | 'timeout' | 'malformed';
-  /** The JSON-RPC error code when `kind` is `remote`. */
-  readonly code?: number;
-  /** The field the backend or the validation named, if any. */
-  readonly field?: string;
-  constructor(backend: string, method: string, kind: BackendCallError['kind'], message: string, extra: { code?: number; field?: string } = {}) {
-    super(message);
-    this.name = 'BackendCallError';
-    this.backend = backend;
-    this.method = method;
-    this.kind = kind;
-    if (extra.code !== undefined) this.code = extra.code;
-    if (extra.field !== undefined) this.field = extra.field;
-  }
 }
 
 interface Transport {

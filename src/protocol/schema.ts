@@ -4,6 +4,8 @@
 
 import { z } from 'zod';
 import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
+import { ProtocolError } from './errors.js';
+import { valueAt } from '../errors.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
 
@@ -17,20 +19,6 @@ export const BACKEND_METHODS = Object.freeze([
 
 /** A method name of {@link BACKEND_METHODS}. */
 export type BackendMethod = (typeof BACKEND_METHODS)[number];
-
-/** A malformed message: names the method, the side that sent it and the field (dotted path). */
-export class ProtocolError extends Error {
-  /** The method whose params or result failed. */
-  readonly method: string;
-  /** Dotted path of the first bad field (`''` for the whole message). */
-  readonly field: string;
-  constructor(method: string, field: string, message: string) {
-    super(message);
-    this.name = 'ProtocolError';
-    this.method = method;
-    this.field = field;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tensors on the wire
@@ -252,14 +240,6 @@ export function parseMessage<M extends BackendMethod, W extends 'params' | 'resu
   throw new ProtocolError(method, field, `${method}: ${where}: ${describeIssue(issue, valueAt(value, issue.path))}`);
 }
 
-function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
-  let v = value;
-  for (const key of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
-}
 
 /** One issue as words: a missing field says so, a failed union says what was expected (zod's own text is "Invalid input"). */
 function describeIssue(issue: z.core.$ZodIssue, got: unknown): string {

@@ -5,15 +5,14 @@
 import { createServer, type Server } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
-import { answerRpcLine, RPC_ERRORS, RpcError, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
+import { ProtocolError, RpcError } from './errors.js';
+import { answerRpcLine, RPC_ERRORS, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
 import {
-  batchFromJson,
   batchToJson,
   logprobsFromJson,
   logprobsResultToJson,
   parseMessage,
   PROTOCOL_VERSIONS,
-  ProtocolError,
   tensorFromJson,
   type BackendMethod,
 } from './schema.js';
@@ -135,9 +134,6 @@ export function backendHandlers(
     },
   };
 }
-
-/** Re-validates a batch the way the server would (exported for backends that receive batches by other routes). */
-export const decodeBatch = batchFromJson;
 
 /**
  * Serves `backend` over stdio or HTTP until the input ends, `shutdown` is called, or

@@ -244,7 +244,7 @@ export interface ObjectiveValue {
 }
 
 /**
- * Step 7 of spec/grpo.md for one (mini-)batch: per-token policy loss × correction weight,
+ * Step 7 of docs/grpo.md "Pseudocode" for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
  * with the same coefficients, with `kl.mask: 'numerator'` over the effective mask with the same coefficients
  * (slime), or with `kl.mask: 'response'` over the response mask with that mask's own

@@ -2,7 +2,7 @@
 // Not the estimators: this file only turns untrusted JSON into typed, flat, checked data or a UsageError.
 
 import { z } from 'zod';
-import { UsageError } from '../errors.js';
+import { UsageError, valueAt } from '../errors.js';
 import { advantages } from './advantages.js';
 import { aggregations } from './aggregation.js';
 import type { AggregationName } from './aggregation.js';
@@ -296,14 +296,6 @@ function formatPath(prefix: string, path: readonly PropertyKey[]): string {
   return s;
 }
 
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  let v = root;
-  for (const p of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[p];
-  }
-  return v;
-}
 
 type Issue = z.core.$ZodIssue;
 

@@ -4,8 +4,7 @@
 import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepRequest, StepResult, WarmStartRequest } from '../backend/contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { policyFactory } from './policies.js';
 
 /**
@@ -31,7 +30,7 @@ export class ConfiguredReference implements PolicyBackend {
     }
     const factory = policyFactory(config.policy.kind);
     factory.validate(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const task = makeTaskFromConfig(config.task);
     this.config = config;
     this.inner = new ReferenceBackend(config, factory, task);
   }

@@ -14,8 +14,8 @@ import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
 import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import type { DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';
-import { makeTask, taskNames } from '../tasks/registry.js';
-import type { Task, TaskName } from '../tasks/task.js';
+import { makeTask, makeTaskFromConfig, taskNames } from '../tasks/registry.js';
+import type { Task } from '../tasks/task.js';
 
 /** Reads a JSON file; what it throws (a read or parse error naming the option) reaches the caller unchanged. */
 export type ReadJson = (path: string) => unknown;
@@ -42,7 +42,7 @@ export function loadArProbeCheckpoint(file: string, readJson: ReadJson): { polic
     try {
       const config = resolveRunConfig(state.config);
       if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
-      const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+      const task = makeTaskFromConfig(config.task);
       const policy = createArPolicy(arConfigFor(config, task), config.seed);
       if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
       (policy.params as ParamStore).data.set(state.weights);
@@ -55,7 +55,7 @@ export function loadArProbeCheckpoint(file: string, readJson: ReadJson): { polic
   try {
     const { policy, task } = loadCheckpoint(json);
     if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
-    const t = task ? makeTask(task.name as TaskName, task.options as never) : makeTask('reverse');
+    const t = task ? makeTaskFromConfig(task) : makeTask('reverse');
     if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
     return { policy, task: t };
   } catch (error) {
@@ -90,7 +90,7 @@ export function loadDiffusionProbeCheckpoint(file: string, readJson: ReadJson): 
     const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
     if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
     validateDiffusionConfig(config);
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const task = makeTaskFromConfig(config.task);
     const engine = createDiffusionEngine(config, task);
     if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
     engine.params.data.set(weights as number[]);

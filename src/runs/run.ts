@@ -1,5 +1,6 @@
 // The run driver: warm start (cached), GRPO steps, evaluation, checkpoints, resume and the run's
-// files, written against the PolicyBackend contract only. Not a step of the algorithm
+// files, driving any PolicyBackend; the in-process ReferenceBackend is the default backend and
+// the one that warm-starts a backend that has no warm start of its own. Not a step of the algorithm
 // (rl/grpo/loop.ts) and not the command-line parsing (src/cli/run.ts).
 
 import { createHash } from 'node:crypto';
@@ -15,7 +16,7 @@ import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
 import { createRng } from '../rng.js';
 import type { Task } from '../tasks/task.js';
-import { makeTask } from '../tasks/registry.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
 import { createParamStore } from '../nn/params.js';
@@ -327,7 +328,7 @@ async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: Run
 export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const { config, outDir } = options;
   const cacheDir = options.cacheDir ?? join(process.cwd(), '.cache', 'sft');
-  const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+  const task = makeTaskFromConfig(config.task);
   const ownBackend = options.backend === undefined;
   const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
   if (backend instanceof ReferenceBackend) backend.onWarmStartProgress = stoppingProgress(options.observer, options.shouldStop);

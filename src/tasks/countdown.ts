@@ -10,23 +10,12 @@ import {
   threeNumberExpressions,
   type ThreeNumberExpression,
 } from './countdown-expression.js';
-import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
-import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
-  leftPad,
-  responseBody,
-  splitHash,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
+import { assembleTask, drawUntil, leftPad, responseBody, splitHash, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `countdown` task. */
-export interface CountdownOptions {
+export interface CountdownOptions extends HashSplitOptions {
   /**
    * Smallest target, 1–729 (targets are positive, as in TinyZero's data).
    * @defaultValue 1
@@ -38,18 +27,13 @@ export interface CountdownOptions {
    * @defaultValue 99
    */
   readonly maxTarget: number;
-  /**
-   * Fraction of the (number multiset, target) pairs held out for evaluation, by hash.
-   * @defaultValue 0.1
-   */
-  readonly evalFraction: number;
 }
 
 /** Zod schema of {@link CountdownOptions}: every field optional with its default; unknown keys rejected. */
 export const countdownOptionsSchema: z.ZodType<CountdownOptions, Partial<CountdownOptions>> = z.strictObject({
   minTarget: intOption(1, 729).default(1),
   maxTarget: intOption(1, 729).default(99),
-  evalFraction: fractionOption().default(0.1),
+  ...hashSplitOptionsShape,
 });
 
 /** A `countdown` problem. */
@@ -186,21 +170,17 @@ export function createCountdownTask(options?: Partial<CountdownOptions>): Countd
     return [...tokenizer.encode(best), EOS];
   };
 
-  const task: CountdownTask = {
+  return assembleTask<CountdownTask>({
     name: 'countdown',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength,
     responseLength: 8,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf: (p) => splitOfPair(p.numbers, p.target),
     reward,
     goldResponse,
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

@@ -2,23 +2,12 @@
 // Not a reasoning task: the rule is local and fixed; it exists for long responses where one wrong token derails the rest.
 
 import { z } from 'zod';
-import type { Rng } from '../rng.js';
-import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
-import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
-  responseBody,
-  splitHash,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
+import { assembleTask, hashSplit, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `fibonacci` task. */
-export interface FibonacciOptions {
+export interface FibonacciOptions extends HashSplitOptions {
   /**
    * Fewest terms asked for, 1–999.
    * @defaultValue 8
@@ -30,18 +19,13 @@ export interface FibonacciOptions {
    * @defaultValue 32
    */
   readonly maxLength: number;
-  /**
-   * Fraction of the problem space (length × seed pair) held out for evaluation, by a hash of the key.
-   * @defaultValue 0.1
-   */
-  readonly evalFraction: number;
 }
 
 /** Zod schema of {@link FibonacciOptions}: every field optional with its default; unknown keys rejected. */
 export const fibonacciOptionsSchema: z.ZodType<FibonacciOptions, Partial<FibonacciOptions>> = z.strictObject({
   minLength: intOption(1, 999).default(8),
   maxLength: intOption(1, 999).default(32),
-  evalFraction: fractionOption().default(0.1),
+  ...hashSplitOptionsShape,
 });
 
 /** A `fibonacci` problem. */
@@ -94,7 +78,7 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
   checkOrdered('fibonacci', 'minLength', o.minLength, 'maxLength', o.maxLength);
   const tokenizer = createTokenizer(['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '#']);
 
-  const splitOf = (p: { key: string }): Split => (splitHash(`fibonacci:${p.key}`) < o.evalFraction ? 'eval' : 'train');
+  const splitOf = hashSplit('fibonacci', o.evalFraction);
 
   const problemOf = (length: number, x0: number, x1: number): FibonacciProblem => {
     const inner = [
@@ -130,16 +114,11 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     return problemOf(length, x0, x1);
   };
 
-  const sampleProblem = (rng: Rng, split: Split = 'train'): FibonacciProblem =>
-    drawUntil(
-      () => {
-        const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-        const x0 = rng.int(10);
-        return problemOf(n, x0, rng.int(10));
-      },
-      (p) => splitOf(p) === split,
-      () => `fibonacci.sampleProblem(${split})`,
-    );
+  const sampleProblem = splitSampler('fibonacci', (rng) => {
+    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+    const x0 = rng.int(10);
+    return problemOf(n, x0, rng.int(10));
+  }, splitOf);
 
   const reward = (problem: FibonacciProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);
@@ -147,26 +126,20 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     const y = problem.answer;
     let prefix = 0;
     while (prefix < Math.min(body.length, y.length) && body[prefix] === y[prefix]) prefix++;
-    const denominator = Math.max(body.length, y.length);
-    const value = denominator === 0 ? 0 : prefix / denominator;
-    return { reward: value, correct: prefix === y.length && body.length === y.length };
+    return matchedShare(prefix, body.length, y.length);
   };
 
-  const task: FibonacciTask = {
+  return assembleTask<FibonacciTask>({
     name: 'fibonacci',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength: 8,
     responseLength: o.maxLength + 1,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf,
     reward,
     goldResponse: (problem) => [...problem.answer, EOS],
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

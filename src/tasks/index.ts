@@ -5,6 +5,7 @@
 export { BOS, EOS, MASK, PAD, SEP, specialTokenStrings, createTokenizer, type Tokenizer } from './tokenizer.js';
 
 // The task contract and the train/test split.
+export { type HashSplitOptions } from './options.js';
 export {
   splitHash,
   type RewardResult,
@@ -15,7 +16,7 @@ export {
 } from './task.js';
 
 // The task registry by name.
-export { makeTask, taskNames, tasks, type TaskOptionsByName, type TaskTypes } from './registry.js';
+export { makeTask, makeTaskFromConfig, taskNames, tasks, type TaskConfig, type TaskOptionsByName, type TaskTypes } from './registry.js';
 
 // reverse (each task comes with its options schema and types).
 export { createReverseTask, reverseOptionsSchema, type ReverseOptions, type ReverseProblem, type ReverseTask } from './reverse.js';

@@ -2,6 +2,7 @@
 // Not the run config (which embeds these schemas) and not where defaults are explained (see docs/tasks.md).
 
 import { z } from 'zod';
+import { valueAt } from '../errors.js';
 
 /** An integer option in `[min, max]`. */
 export function intOption(min: number, max: number) {
@@ -15,6 +16,19 @@ export function fractionOption() {
   return z.number({ error }).gt(0, { error }).lt(1, { error });
 }
 
+/** The option of a task whose train/eval split is a hash of the problem (`hashSplit` in task.ts). */
+export interface HashSplitOptions {
+  /**
+   * Fraction of the problem space held out for evaluation, by a hash of the problem (its key;
+   * countdown: its number multiset and target). A larger fraction only adds problems to `eval`.
+   * @defaultValue 0.1
+   */
+  readonly evalFraction: number;
+}
+
+/** Zod shape of {@link HashSplitOptions}, spread into a task's options schema. */
+export const hashSplitOptionsShape = Object.freeze({ evalFraction: fractionOption().default(0.1) });
+
 function show(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'bigint' || value === undefined) return String(value);
   try {
@@ -24,14 +38,6 @@ function show(value: unknown): string {
   }
 }
 
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let v = input;
-  for (const key of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
-}
 
 /**
  * `input` parsed by `schema` (defaults filled in, unknown keys rejected), or an `Error` such as

@@ -61,9 +61,33 @@ export const taskNames: readonly TaskName[] = Object.freeze(['reverse', 'sudoku4
  * ```
  */
 export function makeTask<N extends TaskName>(name: N, options?: Partial<TaskOptionsByName[N]>): TaskTypes[N] {
+  return makeTaskFromConfig({ name, options }) as TaskTypes[N];
+}
+
+/** A task as a run config names it: a task name and its options, both not yet checked. */
+export interface TaskConfig {
+  /** A name in {@link tasks}. */
+  readonly name: string;
+  /** The task's options (absent: every default); validated by the task's zod schema. */
+  readonly options?: unknown;
+}
+
+/**
+ * The task a config names (`config.task`, or a name and options read from a file): the name is
+ * checked against {@link tasks} and the options are validated by that task's zod schema, so the
+ * caller needs no cast. Throws what {@link makeTask} throws.
+ *
+ * @example
+ * ```ts
+ * const task: Task = makeTaskFromConfig({ name: 'reverse', options: { maxLength: 4 } });
+ * ```
+ */
+export function makeTaskFromConfig(config: TaskConfig): Task {
+  const { name, options } = config;
   if (typeof name !== 'string' || !Object.hasOwn(tasks, name)) {
     throw new Error(`task: name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(name)}`);
   }
-  const factory = tasks[name] as (options?: Partial<TaskOptionsByName[N]>) => Task;
-  return factory(options) as TaskTypes[N];
+  // Each factory parses `options` with its own schema (parseOptions), so any value may reach it.
+  const factory = tasks[name as TaskName] as (options?: unknown) => Task;
+  return factory(options);
 }

@@ -2,24 +2,12 @@
 // Not sorting or any other sequence transduction; the reward is a fixed formula, not a learned judge.
 
 import { z } from 'zod';
-import type { Rng } from '../rng.js';
-import { checkOrdered, fractionOption, intOption, parseOptions } from './options.js';
-import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
-  leftPad,
-  responseBody,
-  splitHash,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
+import { assembleTask, hashSplit, leftPad, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `reverse` task. */
-export interface ReverseOptions {
+export interface ReverseOptions extends HashSplitOptions {
   /**
    * Number of distinct symbols (`a`, `b`, … in the vocabulary), 2–26. Eight follows the
    * reference design (vocabulary of 8) and gives 8^n strings of length n.
@@ -36,11 +24,6 @@ export interface ReverseOptions {
    * @defaultValue 6
    */
   readonly maxLength: number;
-  /**
-   * Fraction of the problem space held out for evaluation (by a hash of the string).
-   * @defaultValue 0.1
-   */
-  readonly evalFraction: number;
 }
 
 /** Zod schema of {@link ReverseOptions}: every field optional with its default; unknown keys rejected. */
@@ -48,7 +31,7 @@ export const reverseOptionsSchema: z.ZodType<ReverseOptions, Partial<ReverseOpti
   alphabetSize: intOption(2, 26).default(8),
   minLength: intOption(1, 8).default(3),
   maxLength: intOption(1, 8).default(6),
-  evalFraction: fractionOption().default(0.1),
+  ...hashSplitOptionsShape,
 });
 
 /** A `reverse` problem. */
@@ -95,7 +78,7 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
   const firstSymbol = 5; // ids of `a`, `b`, … start after the five special tokens
   const promptLength = o.maxLength + 2;
 
-  const splitOf = (p: { key: string }): Split => (splitHash(`reverse:${p.key}`) < o.evalFraction ? 'eval' : 'train');
+  const splitOf = hashSplit('reverse', o.evalFraction);
 
   const problemOf = (input: number[]): ReverseProblem =>
     Object.freeze({
@@ -113,15 +96,10 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     return problemOf(tokenizer.encode(text));
   };
 
-  const sampleProblem = (rng: Rng, split: Split = 'train'): ReverseProblem =>
-    drawUntil(
-      () => {
-        const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-        return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
-      },
-      (p) => splitOf(p) === split,
-      () => `reverse.sampleProblem(${split})`,
-    );
+  const sampleProblem = splitSampler('reverse', (rng) => {
+    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+    return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
+  }, splitOf);
 
   const reward = (problem: ReverseProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);
@@ -129,26 +107,20 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     const y = problem.answer;
     let right = 0;
     for (let k = 0; k < Math.min(body.length, y.length); k++) if (body[k] === y[k]) right++;
-    const denominator = Math.max(body.length, y.length);
-    const value = denominator === 0 ? 0 : right / denominator;
-    return { reward: value, correct: right === y.length && body.length === y.length };
+    return matchedShare(right, body.length, y.length);
   };
 
-  const task: ReverseTask = {
+  return assembleTask<ReverseTask>({
     name: 'reverse',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength,
     responseLength: o.maxLength + 1,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf,
     reward,
     goldResponse: (problem) => [...problem.answer, EOS],
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

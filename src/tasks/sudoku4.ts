@@ -5,17 +5,7 @@ import { z } from 'zod';
 import { createRng, type Rng } from '../rng.js';
 import { checkOrdered, intOption, parseOptions } from './options.js';
 import { countSolutions, sudoku4Grids } from './sudoku4-grids.js';
-import {
-  drawEvalProblems,
-  drawTrainProblems,
-  drawUntil,
-  leftPad,
-  responseBody,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskProblem,
-} from './task.js';
+import { assembleTask, drawUntil, leftPad, responseBody, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `sudoku4` task. */
@@ -170,21 +160,17 @@ export function createSudoku4Task(options?: Partial<Sudoku4Options>): Sudoku4Tas
     return { reward: blanks === 0 ? 0 : blanksRight / blanks, correct: allRight };
   };
 
-  const task: Sudoku4Task = {
+  return assembleTask<Sudoku4Task>({
     name: 'sudoku4',
     options: o,
     tokenizer,
-    vocabSize: tokenizer.vocabSize,
     promptLength: 18,
     responseLength: 17,
     rewardRange: [0, 1],
     sampleProblem,
-    trainProblems: (n, seed) => drawTrainProblems(task, n, seed),
-    evalProblems: (n, seed) => drawEvalProblems(task, n, seed),
     splitOf,
     reward,
     goldResponse: (problem) => [...problem.solution.map(digitId), EOS],
     makeProblem,
-  };
-  return Object.freeze(task);
+  });
 }

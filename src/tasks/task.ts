@@ -80,6 +80,19 @@ export function responseBody(response: readonly number[]): readonly number[] | u
   return end < 0 ? undefined : response.slice(0, end);
 }
 
+/**
+ * The reward of a body scored against an answer token by token: `matched / max(m, n)` (0 when both
+ * are empty), correct when all n answer tokens matched and the body has exactly n tokens.
+ *
+ * @param matched - answer tokens the body got right (how they are counted is the task's rule)
+ * @param m - body length
+ * @param n - answer length
+ */
+export function matchedShare(matched: number, m: number, n: number): RewardResult {
+  const denominator = Math.max(m, n);
+  return { reward: denominator === 0 ? 0 : matched / denominator, correct: matched === n && m === n };
+}
+
 /** `tokens` left-padded with PAD to `length`. */
 export function leftPad(tokens: readonly number[], length: number): number[] {
   if (tokens.length > length) {
@@ -122,31 +135,23 @@ export function drawUntil<T>(draw: () => T, accept: (x: T) => boolean, what: () 
   throw new Error(`${what()}: no problem found in ${maxDraws} draws; the split is empty or nearly so`);
 }
 
-function checkCount(task: string, method: string, n: number): void {
+/** The stream `<seed>/<name>-<split>` that `n` problems of `split` are drawn from; `n` checked. */
+function splitStream(name: string, split: Split, n: number, seed: number | string): Rng {
   if (!Number.isSafeInteger(n) || n < 0) {
-    throw new Error(`${task}.${method}: n must be a non-negative integer, got ${String(n)}`);
+    throw new Error(`${name}.${split}Problems: n must be a non-negative integer, got ${String(n)}`);
   }
+  return createRng(seed).fork(`${name}-${split}`);
 }
 
 /** `n` training problems: i.i.d. draws from the `train` stream of `seed`. */
-export function drawTrainProblems<P extends TaskProblem>(
-  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
-  n: number,
-  seed: number | string,
-): P[] {
-  checkCount(task.name, 'trainProblems', n);
-  const rng = createRng(seed).fork(`${task.name}-train`);
+export function drawTrainProblems<P extends TaskProblem>(task: Pick<Task<P>, 'name' | 'sampleProblem'>, n: number, seed: number | string): P[] {
+  const rng = splitStream(task.name, 'train', n, seed);
   return Array.from({ length: n }, () => task.sampleProblem(rng, 'train'));
 }
 
 /** `n` distinct evaluation problems from the `eval` stream of `seed` (duplicates redrawn). */
-export function drawEvalProblems<P extends TaskProblem>(
-  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
-  n: number,
-  seed: number | string,
-): P[] {
-  checkCount(task.name, 'evalProblems', n);
-  const rng = createRng(seed).fork(`${task.name}-eval`);
+export function drawEvalProblems<P extends TaskProblem>(task: Pick<Task<P>, 'name' | 'sampleProblem'>, n: number, seed: number | string): P[] {
+  const rng = splitStream(task.name, 'eval', n, seed);
   const seen = new Set<string>();
   const out: P[] = [];
   while (out.length < n) {
@@ -159,4 +164,35 @@ export function drawEvalProblems<P extends TaskProblem>(
     out.push(p);
   }
   return out;
+}
+
+/**
+ * The split of a problem by a hash of its key: `eval` when `splitHash("<name>:<key>") < evalFraction`.
+ * A pure function of the problem, so a larger fraction only adds problems to `eval`.
+ */
+export function hashSplit(name: TaskName, evalFraction: number): (problem: { readonly key: string }) => Split {
+  return (problem) => (splitHash(`${name}:${problem.key}`) < evalFraction ? 'eval' : 'train');
+}
+
+/**
+ * `sampleProblem` of a task whose problems are drawn whole by `draw` and split by `splitOf`: draws
+ * until the problem falls in the asked split (rejection, {@link drawUntil}).
+ */
+export function splitSampler<P extends TaskProblem>(name: TaskName, draw: (rng: Rng) => P, splitOf: (problem: P) => Split): (rng: Rng, split?: Split) => P {
+  return (rng, split = 'train') => drawUntil(() => draw(rng), (p) => splitOf(p) === split, () => `${name}.sampleProblem(${split})`);
+}
+
+/**
+ * A task object from its parts, frozen: `vocabSize` from the tokenizer, `trainProblems` and
+ * `evalProblems` drawn from `sampleProblem` ({@link drawTrainProblems}, {@link drawEvalProblems}).
+ */
+export function assembleTask<T extends Task>(parts: Omit<T, 'vocabSize' | 'trainProblems' | 'evalProblems'>): T {
+  const sampler = parts as unknown as Pick<Task, 'name' | 'sampleProblem'>;
+  const task = {
+    ...parts,
+    vocabSize: parts.tokenizer.vocabSize,
+    trainProblems: (n: number, seed: number | string) => drawTrainProblems(sampler, n, seed),
+    evalProblems: (n: number, seed: number | string) => drawEvalProblems(sampler, n, seed),
+  };
+  return Object.freeze(task) as unknown as T;
 }

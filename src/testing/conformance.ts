@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
 import { probeDiagnostics } from '../policies/diagnostics.js';
-import { BackendCallError, type RemoteBackend } from '../protocol/remote.js';
+import { BackendCallError } from '../protocol/errors.js';
+import { type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import { logprobsToJson } from '../protocol/schema.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { backendMismatches } from '../runs/backend-expect.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 
 /** One row of the conformance table. */
 export interface ConformanceRow {
@@ -206,7 +206,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   add('info answers the same twice', stable, stable ? 'a second info gives the same description' : `a second info answered ${JSON.stringify(infoAgain).slice(0, 160)}`);
   if (options.config !== undefined) {
     const config = options.config;
-    const mismatches = backendMismatches(info, config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+    const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
     add('plan and vocabulary against the run config', mismatches.length === 0, mismatches.length === 0 ? `policy ${info.policy}, plan ${info.plan.name}, vocabulary ${info.vocabulary.size} and special tokens as the config asks` : mismatches.join('; '));
   }
   const voc = info.vocabulary;

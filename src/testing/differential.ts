@@ -9,7 +9,7 @@ import { referenceMethods } from '../golden/methods.js';
 import { ESTIMATOR_RULE } from '../golden/suites/estimators.js';
 import type { CompareRule } from '../golden/types.js';
 import { formatValue } from '../numerics/values.js';
-import { RpcCallError } from '../protocol/jsonrpc.js';
+import { RpcCallError } from '../protocol/errors.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from './arbitraries.js';
 
 /** The suites of `qrl-sim check`, each with the method it calls on the implementation. */

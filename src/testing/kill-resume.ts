@@ -5,12 +5,12 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BackendCallError, type parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
+import { BackendCallError } from '../protocol/errors.js';
+import { type parseBackendAddress, type RemoteBackend } from '../protocol/remote.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { backendSetup } from '../runs/backend-expect.js';
 import { runGrpo } from '../runs/run.js';
-import { makeTask } from '../tasks/registry.js';
-import type { Task } from '../tasks/task.js';
+import { makeTaskFromConfig } from '../tasks/registry.js';
 import type { ConformanceRow } from './conformance.js';
 
 /** The first field in which two JSONL lines differ, as `field: resumed vs uninterrupted`. */
@@ -43,7 +43,7 @@ export async function killResumeCheck(
   const steps = Math.min(config.steps, 3);
   if (steps < 2) return { check, status: 'info', detail: `config.steps ${config.steps} < 2: nothing to interrupt` };
   const run: RunConfig = { ...config, steps, checkpoint: { ...config.checkpoint, every: 1 }, sft: { ...config.sft, cache: false } };
-  const task = makeTask(run.task.name, run.task.options as never) as unknown as Task;
+  const task = makeTaskFromConfig(run.task);
   const setup = backendSetup(run, task);
   const root = mkdtempSync(join(tmpdir(), 'qrl-kill-resume-'));
   const cacheDir = join(root, 'cache');

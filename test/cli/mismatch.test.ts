@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { createDiffusionEngine } from '../../src/policies/diffusion/engine.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';
 import { runGrpo } from '../../src/runs/run.js';
-import { makeTask, type Task } from '../../src/tasks/index.js';
+import { makeTask } from '../../src/tasks/index.js';
 import { runCli } from './io.js';
 
 describe('qrl-sim mismatch', () => {
@@ -152,7 +152,7 @@ describe('qrl-sim mismatch --policy diffusion', () => {
       task: { name: 'reverse', options: { maxLength: 4 } },
       policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
     });
-    const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }) as unknown as Task);
+    const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }));
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-'));
     const cache = join(dir, 'sft.json');
     writeFileSync(cache, JSON.stringify({ config: { seed: 0, task: config.task, policy: config.policy, sft: config.sft }, weights: Array.from(engine.params.data) }));

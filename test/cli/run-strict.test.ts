@@ -14,8 +14,7 @@ import { connectBackend } from '../../src/protocol/remote.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';
 import { policyFactory } from '../../src/runs/policies.js';
 import { runGrpo, saveAtomic, warmStartKey } from '../../src/runs/run.js';
-import { makeTask } from '../../src/tasks/registry.js';
-import type { Task } from '../../src/tasks/task.js';
+import { makeTaskFromConfig } from '../../src/tasks/registry.js';
 import { FakeBackend } from '../protocol/fake-backend.js';
 import { runCli } from './io.js';
 
@@ -42,7 +41,7 @@ function configFile(name: string, patch: Record<string, unknown> = {}): string {
 describe('the strict driver', () => {
   it('sends the sampler and the maximum response length with every generate', async () => {
     const config = resolveRunConfig({ ...small, policy: { ...small.policy, sampler: { temperature: 0.7, topK: 5, logprob: 'raw' } } });
-    const task = makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    const task = makeTaskFromConfig(config.task);
     const inner = new ReferenceBackend(config, policyFactory('ar'), task);
     const seen: GenerateRequest[] = [];
     const recording = new Proxy(inner, {

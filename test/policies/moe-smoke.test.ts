@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { arParamSpecs } from '../../src/policies/ar/config.js';
 import { arConfigFor } from '../../src/policies/ar/engine.js';
 import { precisionPlans } from '../../src/policies/plans.js';
-import { makeTask } from '../../src/tasks/index.js';
+import { makeTaskFromConfig } from '../../src/tasks/index.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../src/runs/index.js';
 
@@ -45,12 +45,12 @@ describe('MoE AR policy under every plan', () => {
   }
   it('policy.model.moe reaches the parameters; bad values name the field', () => {
     const config = resolveRunConfig(base);
-    const names = arParamSpecs(arConfigFor(config, makeTask(config.task.name as 'reverse', config.task.options as never))).map((p) => p.name);
+    const names = arParamSpecs(arConfigFor(config, makeTaskFromConfig(config.task))).map((p) => p.name);
     expect(names).toContain('h0.moe.router');
     expect(names).toContain('h0.moe.e3.gate');
     expect(names).not.toContain('h0.mlp.up');
     const bad = resolveRunConfig(applyOverrides(base, ['policy.model.moe.topK=5']));
-    expect(() => arConfigFor(bad, makeTask(bad.task.name as 'reverse', bad.task.options as never))).toThrow(/moe\.topK.*5/);
+    expect(() => arConfigFor(bad, makeTaskFromConfig(bad.task))).toThrow(/moe\.topK.*5/);
   });
   it('diffusion policy with MoE: finite metrics under bf16 and fp8-rollout', { timeout: 120_000 }, async () => {
     for (const plan of ['bf16', 'fp8-rollout']) {

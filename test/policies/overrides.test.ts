@@ -81,7 +81,11 @@ describe('overrides in plans', () => {
     [{ match: 'lmHead', gemm: { kind: 'rounding', operands: 'fp7' } }, /plan\.rollout\.overrides\[0\]\.gemm: .*operands/],
     [{ match: '', gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a non-empty name pattern/],
     [{ match: 'first:0.*', gemm: { kind: 'fp32' } }, /first:N needs N ≥ 1/],
-    [{ match: 'lmHead', gemm: { kind: 'fp32' }, extra: 1 }, /unknown field 'extra'/],
+    [{ match: 'lmHead', gemm: { kind: 'fp32' }, extra: 1 }, /plan\.rollout\.overrides\[0\]: unknown field 'extra' \(expected one of match, gemm\)/],
+    [{ match: [], gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \[\]/],
+    [{ match: ['lmHead', 3], gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \["lmHead",3\]/],
+    [{ match: 7, gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got 7/],
+    [{ match: 'lmHead', gemm: { kind: 'int3' } }, /plan\.rollout\.overrides\[0\]\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/],
   ])('refuses override %j naming the field', (o, message) => {
     expect(() => resolvePlan({ rollout: { ...fp8.rollout, overrides: [o] }, trainer: fp8.trainer } as PlanData)).toThrow(message);
   });

@@ -44,6 +44,10 @@ describe('plan as data', () => {
     ['bad decode', { rollout: { gemm: { kind: 'fp32' }, decode: 'fast' }, trainer: asData('bf16')['trainer'] }, /config\.plan\.rollout\.decode: expected "incremental" or "recompute", got "fast"/],
     ['bad quantizer preset', { rollout: { gemm: { kind: 'quantized', weights: { preset: 'nope' }, activations: 'bf16' } }, trainer: asData('bf16')['trainer'] }, /config\.plan\.rollout\.gemm: .*weights.*nope/],
     ['unknown preset name', 'fp9', /config\.plan: must be one of .*got "fp9"/],
+    ['empty name', { ...asData('bf16'), name: '' }, /config\.plan\.name: expected a non-empty string, got ""/],
+    ['bad logprob', { rollout: { gemm: { kind: 'fp32' }, logprob: 'log' }, trainer: asData('bf16')['trainer'] }, /config\.plan\.rollout\.logprob: expected "processed" or "raw", got "log"/],
+    ['misspelt key before the missing one', { rollout: asData('bf16')['rollout'], trainr: asData('bf16')['trainer'] }, /config\.plan: unknown field 'trainr' \(expected one of name, description, rollout, trainer\)/],
+    ['gemm not an object', { rollout: { gemm: 'bf16' }, trainer: asData('bf16')['trainer'] }, /config\.plan\.rollout\.gemm: expected an object, got "bf16"/],
   ])('%s is refused naming the path', (_name, plan, message) => {
     expect(() => planOfConfig(plan as never)).toThrow(message);
   });

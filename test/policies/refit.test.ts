@@ -126,8 +126,10 @@ describe('refit in plans', () => {
     [{ source: 'fp16' }, /plan\.rollout\.refit\.source: expected "fp32" or "bf16", got "fp16"/],
     [{ extra: 1 }, /plan\.rollout\.refit: unknown field 'extra'/],
     [{ checkpoint: [{ preset: 'nope' }] }, /plan\.rollout\.refit\.checkpoint\[0\]: /],
-    [{ fuse: ['qk'] }, /plan\.rollout\.refit\.fuse: expected a list of "qkv", "gate-up"/],
-    [{ exclude: ['head'] }, /plan\.rollout\.refit\.exclude: expected sites among/],
+    [{ fuse: ['qk'] }, /plan\.rollout\.refit\.fuse\[0\]: expected "qkv" or "gate-up", got "qk"/],
+    [{ fuse: 'qkv' }, /plan\.rollout\.refit\.fuse: expected a list of "qkv", "gate-up", got "qkv"/],
+    [{ exclude: ['q', 'head'] }, /plan\.rollout\.refit\.exclude\[1\]: expected a site among q, k, v, o, up, gate, down, lmHead, router, got "head"/],
+    [{ checkpoint: { preset: 'fp8' } }, /plan\.rollout\.refit\.checkpoint: expected an array of \{ preset, params\? \}, got \{"preset":"fp8"\}/],
   ])('refuses refit %j naming the field', (refit, message) => {
     const p = precisionPlan('fp8-rollout');
     expect(() => resolvePlan({ rollout: { ...p.rollout, refit }, trainer: p.trainer } as PlanData)).toThrow(message);

@@ -3,7 +3,8 @@
 
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { NdjsonRpcClient, RPC_ERRORS, RpcCallError, RpcError, answerRpcLine, serveNdjsonRpc, spawnRpcClient } from '../../src/protocol/jsonrpc.js';
+import { RpcCallError, RpcError } from '../../src/protocol/errors.js';
+import { NdjsonRpcClient, RPC_ERRORS, answerRpcLine, serveNdjsonRpc, spawnRpcClient } from '../../src/protocol/jsonrpc.js';
 
 function pair(handlers: Parameters<typeof serveNdjsonRpc>[0]): { client: NdjsonRpcClient; toServer: PassThrough; served: Promise<void> } {
   const toServer = new PassThrough();

@@ -3,7 +3,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
-import { BOS, EOS, MASK, PAD, SEP, makeTask, taskNames, type Task } from '../../src/tasks/index.js';
+import { BOS, EOS, MASK, PAD, SEP, makeTask, makeTaskFromConfig, taskNames, type Task } from '../../src/tasks/index.js';
 
 const allTasks: readonly Task[] = taskNames.map((name) => makeTask(name));
 
@@ -69,7 +69,7 @@ describe.each(allTasks.map((t) => [t.name, t] as const))('%s', (_name, task) => 
   });
 
   it('reproduces problems from the seed and changes them with it', () => {
-    const again = makeTask(task.name, task.options as never);
+    const again = makeTaskFromConfig(task);
     expect(again.trainProblems(40, 'abc')).toEqual(task.trainProblems(40, 'abc'));
     expect(again.evalProblems(40, 9)).toEqual(task.evalProblems(40, 9));
     const a = task.sampleProblem(createRng(5));

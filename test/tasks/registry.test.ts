@@ -1,6 +1,6 @@
 // The task registry: names, defaults, and option errors that name the option and the value.
 import { describe, expect, it } from 'vitest';
-import { makeTask, taskNames, tasks, type TaskName } from '../../src/tasks/index.js';
+import { makeTask, makeTaskFromConfig, taskNames, tasks, type TaskName } from '../../src/tasks/index.js';
 
 describe('task registry', () => {
   it('lists every task under its own name', () => {
@@ -20,6 +20,16 @@ describe('task registry', () => {
   it('rejects unknown task names', () => {
     expect(() => makeTask('sort' as TaskName)).toThrow(/task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/);
     expect(() => makeTask('toString' as TaskName)).toThrow(/got "toString"/);
+    expect(() => makeTaskFromConfig({ name: 'sort', options: {} })).toThrow(/task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/);
+  });
+
+  it('builds a config\'s task from an unchecked name and options, the same task makeTask builds', () => {
+    const fromConfig = makeTaskFromConfig({ name: 'fibonacci', options: { minLength: 4, maxLength: 6 } });
+    const typed = makeTask('fibonacci', { minLength: 4, maxLength: 6 });
+    expect(fromConfig.name).toBe('fibonacci');
+    expect(fromConfig.options).toEqual(typed.options);
+    expect(fromConfig.trainProblems(5, 3)).toEqual(typed.trainProblems(5, 3));
+    expect(makeTaskFromConfig({ name: 'sudoku4' }).options).toEqual(makeTask('sudoku4').options);
   });
 
   it.each([
@@ -41,6 +51,6 @@ describe('task registry', () => {
     ['fibonacci', { minLength: 300, maxLength: 256 }, /fibonacci: option minLength \(300\) must be ≤ maxLength \(256\)/],
     ['countdown', { evalFraction: 1 }, /countdown: option evalFraction must be a number in the open interval/],
   ] as const)('%s rejects %j', (name, options, message) => {
-    expect(() => makeTask(name, options as never)).toThrow(message);
+    expect(() => makeTaskFromConfig({ name, options })).toThrow(message);
   });
 });

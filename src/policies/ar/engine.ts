@@ -10,7 +10,7 @@ import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js'
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../errors.js';
 import type { Task } from '../../tasks/task.js';
-import { makeTask } from '../../tasks/registry.js';
+import { makeTaskFromConfig } from '../../tasks/registry.js';
 import { type PrecisionPlan, planOfConfig, sideNumerics } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
@@ -195,7 +195,7 @@ export const arPolicyFactory: PolicyFactory = {
       throw new UsageError(`config.policy.model: ${(error as Error).message}`);
     }
     // maxLen against the task's lengths (the task options were validated with the run config)
-    if (parsed.data.maxLen !== undefined) arConfigFor(config, makeTask(config.task.name, config.task.options as never) as unknown as Task);
+    if (parsed.data.maxLen !== undefined) arConfigFor(config, makeTaskFromConfig(config.task));
   },
   create: createArEngine,
   async warmStart(engine, config, task, onProgress) {

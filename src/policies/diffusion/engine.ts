@@ -10,7 +10,7 @@ import type { PlanSideName } from '../../backend/contract.js';
 import { type EngineBatch, type EngineLogprobs, type EngineRoutingReplay, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { MetricRecord } from '../../rl/types.js';
-import { makeTask } from '../../tasks/registry.js';
+import { makeTaskFromConfig } from '../../tasks/registry.js';
 import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
@@ -83,7 +83,7 @@ function fail(field: string, value: unknown, reason: string): never {
 
 function taskOf(config: RunConfig): Task {
   try {
-    return makeTask(config.task.name, config.task.options as never) as unknown as Task;
+    return makeTaskFromConfig(config.task);
   } catch (error) {
     throw new UsageError(`config.task.options: ${error instanceof Error ? error.message : String(error)}`);
   }

@@ -7,7 +7,7 @@ import { type MismatchDiagnostics, probeDiagnostics } from '../diagnostics.js';
 import { flipRatesAt } from '../moe-replay.js';
 import { createRng } from '../../rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
-import { makeTask } from '../../tasks/registry.js';
+import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { TaskName } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
@@ -86,7 +86,7 @@ export interface DiffusionMismatchProbeResult {
 export function diffusionMismatchProbe(options: DiffusionMismatchOptions): DiffusionMismatchProbeResult {
   const G = options.length;
   if (!Number.isInteger(G) || G < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${G}`);
-  const task = makeTask(options.task ?? 'sudoku4', options.taskOptions as never);
+  const task = makeTaskFromConfig({ name: options.task ?? 'sudoku4', options: options.taskOptions });
   const B = options.sequences ?? 16;
   if (!Number.isInteger(B) || B < 1) throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
   const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + G) });

@@ -3,7 +3,8 @@
 
 import { z } from 'zod';
 import { UsageError } from '../../errors.js';
-import { makeTask } from '../../tasks/registry.js';
+import { makeTaskFromConfig } from '../../tasks/registry.js';
+import type { Task } from '../../tasks/task.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
 import { type EstimateConfig, resolveConfig } from '../schema.js';
 import { zodIssueLine } from '../../errors.js';
@@ -152,9 +153,9 @@ export function resolveRunConfig(raw: unknown): RunConfig {
       throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² from the ℓold recompute, which ${skip} skips (use mode 'decoupled' without proxLogp)`);
     }
   }
-  let task: ReturnType<typeof makeTask>;
+  let task: Task;
   try {
-    task = makeTask(parsed.data.task.name, parsed.data.task.options as never);
+    task = makeTaskFromConfig(parsed.data.task);
   } catch (error) {
     throw new UsageError(`config.task.options: ${(error as Error).message}`);
   }

@@ -6,9 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { arPolicyFactory } from '../../../src/policies/index.js';
 import { arConfigFor } from '../../../src/policies/ar/engine.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
-import { makeTask, type Task } from '../../../src/tasks/index.js';
+import { makeTask } from '../../../src/tasks/index.js';
 
-const task = makeTask('reverse', {}) as unknown as Task;
+const task = makeTask('reverse', {});
 const config = (model: Record<string, unknown>) => resolveRunConfig({ task: { name: 'reverse', options: {} }, policy: { kind: 'ar', model } });
 
 describe('AR policy.model.maxLen', () => {

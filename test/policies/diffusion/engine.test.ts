@@ -38,7 +38,7 @@ function setup(overrides: { plan?: string; estimator?: (typeof estimators)[numbe
     estimators: { kl: { name: 'k3', coef: 0.01 } },
   });
   diffusionPolicyFactory.validate(config);
-  const task = makeTask('reverse', { maxLength: 4, minLength: 2 }) as unknown as Task;
+  const task = makeTask('reverse', { maxLength: 4, minLength: 2 });
   const engine = createDiffusionEngine(config, task);
   // Larger-than-init weights so that logits (and so mismatches and gradients) are not trivially small.
   const rng = createRng(11).fork('weights');

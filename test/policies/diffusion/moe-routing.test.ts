@@ -9,7 +9,7 @@ import { ReferenceBackend } from '../../../src/backend/index.js';
 import { createDiffusionEngine, createDiffusionModel, diffusionLogProbs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
 import { createParamStore } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
-import { makeTask, type Task } from '../../../src/tasks/index.js';
+import { makeTask } from '../../../src/tasks/index.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
 import { runGrpo } from '../../../src/runs/index.js';
 
@@ -65,7 +65,7 @@ describe.each(['trajectory', 'd1', 'elbo'] as const)('diffusion MoE routing (%s)
 
 it("trajectory: the sampler's step passes route exactly as the trajectory estimator under the rollout side", () => {
   const c = config('trajectory', 'int8-rollout');
-  const engine = createDiffusionEngine(c, makeTask('reverse', { minLength: 3, maxLength: 4 }) as unknown as Task);
+  const engine = createDiffusionEngine(c, makeTask('reverse', { minLength: 3, maxLength: 4 }));
   const w = engine.params.data;
   for (let i = 0; i < w.length; i++) w[i] = Math.fround(w[i]! * 6);
   engine.sync();

@@ -8,7 +8,7 @@ import { diffusionModelDefaults } from '../../../src/policies/diffusion/model.js
 import { diffusionModelOptions, diffusionModelPresetNames, diffusionModelPresets } from '../../../src/policies/diffusion/presets.js';
 import { resolveRunConfig } from '../../../src/rl/grpo/config.js';
 import { createRng } from '../../../src/rng.js';
-import { makeTask, type Task } from '../../../src/tasks/index.js';
+import { makeTask } from '../../../src/tasks/index.js';
 
 function config(model: Record<string, unknown>, plan: string) {
   return resolveRunConfig({
@@ -22,7 +22,7 @@ function config(model: Record<string, unknown>, plan: string) {
 }
 
 describe('diffusion model presets', () => {
-  const task = makeTask('reverse', { maxLength: 3, minLength: 2 }) as unknown as Task;
+  const task = makeTask('reverse', { maxLength: 3, minLength: 2 });
   const prompts = task.trainProblems(2, 3).map((p) => [...p.prompt]);
 
   it('tiny is the default model; small and medium set their sizes; explicit fields win', () => {

@@ -12,7 +12,8 @@ import { estimate, grpoStep, resolveRunConfig } from '../../../src/rl/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask, type Task } from '../../../src/tasks/index.js';
 import { backendMismatches } from '../../../src/runs/backend-expect.js';
-import { BackendCallError, connectBackend } from '../../../src/protocol/remote.js';
+import { BackendCallError } from '../../../src/protocol/errors.js';
+import { connectBackend } from '../../../src/protocol/remote.js';
 import { serveBackend } from '../../../src/protocol/serve.js';
 
 /** log Σ_v exp(a_v) in doubles: an independent reference, not the engine's routine. */
