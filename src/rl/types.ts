@@ -24,6 +24,9 @@ export interface Estimate<V> {
   readonly metrics: MetricRecord;
 }
 
+/** Parameters of an estimator that reads none (`none`, `token-is`, `reinforce`). */
+export type NoParams = Readonly<Record<never, never>>;
+
 /** Safety bound on log-ratios before `exp`, as in verl (`SAFETY_BOUND = 20`). */
 export const LOG_RATIO_BOUND = 20;
 
