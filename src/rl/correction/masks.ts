@@ -2,7 +2,7 @@
 // Not the ratio-threshold families of veRL (rejection.ts): each stage here follows its own stack's statistic and metrics.
 
 import type { MetricRecord } from '../types.js';
-import { maskedMean, rowCounts } from '../types.js';
+import { maskedMean, rowCounts, rowMaskedSums } from '../types.js';
 import type { CorrectionFn, CorrectionLevel } from './stage.js';
 import { broadcastRows, maskMetrics, ones, rowKeepMask, validMax, zeroMaskedFactor } from './stage.js';
 
@@ -55,20 +55,9 @@ export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
   const slime = params.form === 'slime';
   if (slime && input.logpTheta === undefined) throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
   const n = rowCounts(input.mask, input.shape);
-  const kl = new Float64Array(B);
-  const adv = new Float64Array(B);
-  for (let i = 0; i < B; i++) {
-    let s = 0;
-    let a = 0;
-    for (let t = 0; t < T; t++) {
-      const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
-      s += slime ? input.logpOld[k]! - input.logpTheta![k]! : input.logpRollout[k]! - input.logpOld[k]!;
-      a += input.advantages[k]!;
-    }
-    kl[i] = s / Math.max(n[i]!, 1);
-    adv[i] = a / Math.max(n[i]!, 1);
-  }
+  const logRatio = slime ? (k: number) => input.logpOld[k]! - input.logpTheta![k]! : (k: number) => input.logpRollout[k]! - input.logpOld[k]!;
+  const kl = rowMaskedSums(input.mask, input.shape, logRatio).sums.map((s, i) => s / Math.max(n[i]!, 1));
+  const adv = rowMaskedSums(input.mask, input.shape, (k) => input.advantages[k]!).sums.map((a, i) => a / Math.max(n[i]!, 1));
   const keep = slime
     ? input.advantages.map((a, k) => (a < 0 && kl[Math.floor(k / T)]! > params.delta ? 0 : 1))
     : rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);

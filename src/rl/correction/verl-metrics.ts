@@ -2,7 +2,7 @@
 // Not a weight or a mask: these read a stage's weights, ratios and keep mask and return logged numbers only.
 
 import type { MetricRecord } from '../types.js';
-import { LOG_RATIO_BOUND, maskedMean, rowCounts } from '../types.js';
+import { LOG_RATIO_BOUND, maskedMean, rowCounts, rowMaskedSums } from '../types.js';
 import type { CorrectionInput, CorrectionLevel, RejectionLevel } from './stage.js';
 import { rowLogRatioSums, seqRejectedFraction, tokenFraction, validMax, validMin } from './stage.js';
 
@@ -99,16 +99,10 @@ export function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: 
   const high = (s: number): boolean => band(s) > upper;
   const low = (s: number): boolean => lower !== null && band(s) < lower;
   const seqValues: number[] = [];
+  const rows = rowMaskedSums(input.mask, input.shape, (k) => stat[k]!);
   for (let i = 0; i < B; i++) {
-    let n = 0;
-    let sum = 0;
-    for (let t = 0; t < T; t++) {
-      const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
-      n += 1;
-      sum += stat[k]!;
-    }
-    if (n > 0) seqValues.push(level === 'token' ? sum / n : stat[i * T + firstValid(input.mask, i, T)]!);
+    const n = rows.counts[i]!;
+    if (n > 0) seqValues.push(level === 'token' ? rows.sums[i]! / n : stat[i * T + firstValid(input.mask, i, T)]!);
   }
   const seqFraction = (pred: (s: number) => boolean): number => (seqValues.length > 0 ? seqValues.filter(pred).length / seqValues.length : 0);
   const lo = lower ?? 0;

@@ -137,7 +137,7 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
     const s = Math.exp(logS);
     seqSum += s;
     seqs += 1;
-    let G = 0;
+    let dTotalDs = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
       if (!visited(input, k)) continue;
@@ -146,7 +146,7 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
       const l2 = -A * clip(s, 1 - params.epsLow, 1 + params.epsHigh);
       if (input.mask[k] === 1) {
         tokenLoss[k] = Math.max(l1, l2);
-        if (l1 >= l2) G += input.upstream[k]! * -A;
+        if (l1 >= l2) dTotalDs += input.upstream[k]! * -A;
       }
       // verl gspo (core_algos.py l.1612) averages the unclamped token log-ratio
       if (counted(input, k)) m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
@@ -154,7 +154,7 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
     if (logS !== mean) continue;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) grad[k] = (G * s) / count;
+      if (input.mask[k] === 1) grad[k] = (dTotalDs * s) / count;
     }
   }
   return {
@@ -208,16 +208,16 @@ export const geoMean: LossFn<ClipParams> = (input, params) => {
     if (n === 0) continue;
     const ratio = Math.exp(s / (n + 1e-8));
     const Abar = a / (n + 1e-8);
-    let G = 0;
+    let upstreamSum = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
       if (input.mask[k] !== 1) continue;
       tokenLoss[k] = -Abar * ratio;
-      G += input.upstream[k]!;
+      upstreamSum += input.upstream[k]!;
     }
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1 && live[t] === 1) grad[k] = (G * -Abar * ratio) / (n + 1e-8);
+      if (input.mask[k] === 1 && live[t] === 1) grad[k] = (upstreamSum * -Abar * ratio) / (n + 1e-8);
     }
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
@@ -304,17 +304,17 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
     wSum += w;
     const loss = params.mode === 'drop' ? (inBand ? -w * s * A : 0) : -w * clip(s, lo, hi) * A;
     const dLossDs = inBand && lpc === lp ? -w * A : 0;
-    let G = 0;
+    let upstreamSum = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
       if (input.mask[k] !== 1) continue;
       tokenLoss[k] = loss;
-      G += input.upstream[k]!;
+      upstreamSum += input.upstream[k]!;
     }
     if (dLossDs === 0) continue;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) grad[k] = (G * dLossDs * s) / c;
+      if (input.mask[k] === 1) grad[k] = (upstreamSum * dLossDs * s) / c;
     }
   }
   const f = (x: number): number => (seqs > 0 ? x / seqs : 0);
