@@ -18,7 +18,7 @@ import { rowLogRatioSums, seqRejectedFraction, tokenFraction, validMax, validMin
  * `seq_fraction_high|low` of the per-row mean of the raw ratio.
  */
 export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, raw: Float64Array, applied: Float64Array, upper: number, lower: number): MetricRecord {
-  const { B, T } = input.shape;
+  const { B } = input.shape;
   const { mask } = input;
   const m: MetricRecord = {};
   const meanOver = (x: Float64Array): number => maskedMean(x, mask);
@@ -49,21 +49,9 @@ export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, ra
   const cm = meanOver(clamped);
   m['rollout_is_std'] = count > 1 ? Math.sqrt(Math.max(0, meanOver(clamped.map((w) => w * w)) - cm * cm)) : 0;
   m['rollout_is_eff_sample_size'] = count > 0 ? 1 / meanOver(clamped.map((w) => (w / (cm + 1e-8)) ** 2)) : 0;
-  const seq = new Float64Array(B);
-  const rawSeq = new Float64Array(B);
   const n = rowCounts(mask, input.shape);
-  for (let i = 0; i < B; i++) {
-    let a = 0;
-    let r = 0;
-    for (let t = 0; t < T; t++) {
-      const k = i * T + t;
-      if (mask[k] !== 1) continue;
-      a += applied[k]!;
-      r += raw[k]!;
-    }
-    seq[i] = n[i]! > 0 ? a / n[i]! : 0;
-    rawSeq[i] = n[i]! > 0 ? r / n[i]! : 0;
-  }
+  const seq = rowMaskedSums(mask, input.shape, (k) => applied[k]!).sums.map((a, i) => (n[i]! > 0 ? a / n[i]! : 0));
+  const rawSeq = rowMaskedSums(mask, input.shape, (k) => raw[k]!).sums.map((r, i) => (n[i]! > 0 ? r / n[i]! : 0));
   const sm = B > 0 ? seq.reduce((x, y) => x + y, 0) / B : 0;
   m['rollout_is_seq_mean'] = sm;
   m['rollout_is_seq_std'] = B > 1 ? Math.sqrt(seq.reduce((x, v) => x + (v - sm) ** 2, 0) / (B - 1)) : 0;

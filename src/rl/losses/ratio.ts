@@ -2,6 +2,7 @@
 // Not the losses whose coefficient of ℓθ is detached (score-function.ts): here the gradient flows through r.
 
 import type { Estimate } from '../types.js';
+import { rowMaskedSums } from '../types.js';
 import type { LossFn, PolicyLossInput, PolicyLossValue } from './loss.js';
 import { Means, clampLog, clip, counted, visited } from './loss.js';
 
@@ -262,28 +263,18 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
   const tokenLoss = new Float64Array(B * T);
   const grad = new Float64Array(B * T);
   const logC = Math.log(params.C);
-  let seqs = 0;
-  let dropPos = 0;
-  let dropNeg = 0;
-  let belowLow = 0;
-  let capped = 0;
-  let sSum = 0;
-  let wSum = 0;
+  // per sequence: the counts and sums the metrics average over the non-empty rows
+  const tally = { seqs: 0, dropPos: 0, dropNeg: 0, belowLow: 0, capped: 0, sSum: 0, wSum: 0 };
+  const { sums: policyLogRatio, counts } = rowMaskedSums(input.mask, input.shape, (k) => input.logpTheta[k]! - input.logpOld[k]!);
+  const mismatchLogRatio = rowMaskedSums(input.mask, input.shape, (k) => input.logpOld[k]! - input.logpRollout[k]!).sums;
+  const advantageSum = rowMaskedSums(input.mask, input.shape, (k) => input.advantages[k]!).sums;
   for (let i = 0; i < B; i++) {
-    let sp = 0;
-    let sm = 0;
-    let sa = 0;
-    let c = 0;
-    for (let t = 0; t < T; t++) {
-      const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
-      sp += input.logpTheta[k]! - input.logpOld[k]!;
-      sm += input.logpOld[k]! - input.logpRollout[k]!;
-      sa += input.advantages[k]!;
-      c += 1;
-    }
+    const c = counts[i]!;
     if (c === 0) continue;
-    seqs += 1;
+    const sp = policyLogRatio[i]!;
+    const sm = mismatchLogRatio[i]!;
+    const sa = advantageSum[i]!;
+    tally.seqs += 1;
     const lp = sp / c;
     const lpc = clampLog(lp);
     const s = Math.exp(lpc);
@@ -295,13 +286,13 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
     const hi = A >= 0 ? 1 + params.epsPosHigh : 1 + params.epsNegHigh;
     const inBand = s >= lo && s <= hi;
     if (!inBand) {
-      if (A >= 0) dropPos += 1;
-      else dropNeg += 1;
+      if (A >= 0) tally.dropPos += 1;
+      else tally.dropNeg += 1;
     }
-    if (A >= 0 && s < 1 - params.epsPosLow) belowLow += 1;
-    if (lwc !== lw) capped += 1;
-    sSum += s;
-    wSum += w;
+    if (A >= 0 && s < 1 - params.epsPosLow) tally.belowLow += 1;
+    if (lwc !== lw) tally.capped += 1;
+    tally.sSum += s;
+    tally.wSum += w;
     const loss = params.mode === 'drop' ? (inBand ? -w * s * A : 0) : -w * clip(s, lo, hi) * A;
     const dLossDs = inBand && lpc === lp ? -w * A : 0;
     let upstreamSum = 0;
@@ -317,6 +308,7 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
       if (input.mask[k] === 1) grad[k] = (upstreamSum * dLossDs * s) / c;
     }
   }
+  const { seqs, dropPos, dropNeg, belowLow, capped, sSum, wSum } = tally;
   const f = (x: number): number => (seqs > 0 ? x / seqs : 0);
   return {
     value: { tokenLoss, gradLogpTheta: grad },
