@@ -14,7 +14,7 @@ export type Denominator = 'kept' | 'original';
 
 /** The parameter that stages which reject tokens add: where their rejected tokens go ({@link Denominator}). */
 export interface RejectingStage {
-  /** @defaultValue 'kept' */
+  /** @defaultValue 'kept' ('original' for `icepop` and `opsm`, as verl and TRL/slime count them) */
   readonly denominator: Denominator;
 }
 
