@@ -202,11 +202,11 @@ export {
   diffusionCompletionMask,
   diffusionEstimatorNames,
   diffusionEstimators,
-  diffusionLogProbs,
+  diffusionLogprobs,
   type DiffusionEstimatorFn,
   type DiffusionEstimatorName,
   type DiffusionEstimatorOptions,
-  type DiffusionLogProbs,
+  type DiffusionLogprobs,
 } from './diffusion/estimators.js';
 
 // Diffusion policy: supervised warm start.

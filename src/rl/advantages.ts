@@ -87,19 +87,19 @@ function groupStats(input: AdvantageInput, singleton: SingletonRule = 'zero'): G
     }
     index[i] = k;
   }
-  const G = ids.size;
-  const sum = new Float64Array(G);
-  const size = new Float64Array(G);
+  const groupCount = ids.size;
+  const sum = new Float64Array(groupCount);
+  const size = new Float64Array(groupCount);
   for (let i = 0; i < B; i++) {
     sum[index[i]!]! += input.rewards[i]!;
     size[index[i]!]! += 1;
   }
   // two-pass mean: the correction term makes the mean of a constant group exactly that constant
   const mean = sum.map((s, g) => s / size[g]!);
-  const corr = new Float64Array(G);
+  const corr = new Float64Array(groupCount);
   for (let i = 0; i < B; i++) corr[index[i]!]! += input.rewards[i]! - mean[index[i]!]!;
-  for (let g = 0; g < G; g++) mean[g] = mean[g]! + corr[g]! / size[g]!;
-  const sq = new Float64Array(G);
+  for (let g = 0; g < groupCount; g++) mean[g] = mean[g]! + corr[g]! / size[g]!;
+  const sq = new Float64Array(groupCount);
   for (let i = 0; i < B; i++) {
     const d = input.rewards[i]! - mean[index[i]!]!;
     sq[index[i]!]! += d * d;
@@ -107,7 +107,7 @@ function groupStats(input: AdvantageInput, singleton: SingletonRule = 'zero'): G
   const std = sq.map((s, g) => (size[g]! > 1 ? Math.sqrt(s / (size[g]! - 1)) : 0));
   if (singleton === 'verl') {
     // verl core_algos.py l.315–317: a lone response gets mean 0 and std 1
-    for (let g = 0; g < G; g++) {
+    for (let g = 0; g < groupCount; g++) {
       if (size[g] !== 1) continue;
       mean[g] = 0;
       std[g] = 1;
@@ -313,8 +313,8 @@ export interface OptimalTokenBaselineParams {
  * veRL's optimal token baseline (OTB; `compute_optimal_token_baseline_advantage`, verl-project 1dda039
  * `verl/trainer/ppo/core_algos.py` l.871–987, PR #4678): per token, with the outcome reward R on the last
  * valid token, G_t = Σ_{s≥t} r_s·m_s (= R up to the last valid token), w_t = 1 − 2·exp(ℓold_t) + Σπ²_t,
- * W_t = Σ_{s≤t} w_s·m_s, and per group and column B_t = Σ_i G·W·m / (Σ_i W·m + ε); A_t = (G_t − B_t)·m_t.
- * A singleton group keeps B = 0 (A = G). With `handleZeroTail`, a group's unique longest sequence gets
+ * W_t = Σ_{s≤t} w_s·m_s, and per group and column B_t = Σ_i G_t·W·m / (Σ_i W·m + ε); A_t = (G_t − B_t)·m_t.
+ * A singleton group keeps B = 0 (A = G_t, the return). With `handleZeroTail`, a group's unique longest sequence gets
  * B = 0 from column L₂ on (L₂ = the second-largest mask sum). Returns `(B, T)` advantages; needs
  * `input.tokens` with `probSqSum` (`UsageError` naming `probSqSum` otherwise). veRL's ρ̄² scaling of w by
  * `rollout_is_weights` is not applied (advantages precede the correction stages here).
@@ -329,13 +329,13 @@ export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselinePara
   const { T, mask, logpOld, probSqSum } = tok;
   const n = B * T;
   // returns: reward on the last valid token, reverse cumulative sum of reward·mask (core_algos.py l.924)
-  const G = new Float64Array(n);
+  const returns = new Float64Array(n);
   const W = new Float64Array(n);
   const len = new Float64Array(B);
   for (let i = 0; i < B; i++) {
     let last = -1;
     for (let t = 0; t < T; t++) if (mask[i * T + t] === 1) last = t;
-    for (let t = 0; t <= last; t++) G[i * T + t] = input.rewards[i]!;
+    for (let t = 0; t <= last; t++) returns[i * T + t] = input.rewards[i]!;
     let acc = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
@@ -355,7 +355,7 @@ export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselinePara
       let den = 0;
       for (const i of idx) {
         const k = i * T + t;
-        num += G[k]! * W[k]! * mask[k]!;
+        num += returns[k]! * W[k]! * mask[k]!;
         den += W[k]! * mask[k]!;
       }
       const b = num / (den + params.epsilon);
@@ -373,7 +373,7 @@ export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselinePara
   const a = new Float64Array(n);
   const valid: number[] = [];
   for (let k = 0; k < n; k++) {
-    a[k] = (G[k]! - baseline[k]!) * mask[k]!;
+    a[k] = (returns[k]! - baseline[k]!) * mask[k]!;
     if (mask[k] === 1) valid.push(a[k]!);
   }
   const s = summary(Float64Array.from(valid), zeroStdFraction(st));

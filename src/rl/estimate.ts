@@ -12,9 +12,9 @@ import { mismatchDiagnostics } from './diagnostics.js';
 import { stackMetrics } from './stack-metrics.js';
 import { kl as klTable } from './kl.js';
 import type { KlFn } from './kl.js';
-import { losses } from './losses.js';
-import type { LossFn } from './losses.js';
-import type { AdvantageSpec, EstimateBatch, EstimateConfig, LossSpec } from './schema.js';
+import { losses, type LossName, type LossParams, type LossTable } from './losses.js';
+import type { PolicyLossInput, PolicyLossValue } from './losses/loss.js';
+import type { AdvantageSpec, EstimateBatch, EstimateConfig } from './schema.js';
 import { parseEstimateInput } from './schema.js';
 import type { BatchShape, Estimate, MetricRecord } from './types.js';
 import { LOG_RATIO_BOUND, rowCounts } from './types.js';
@@ -243,6 +243,12 @@ export interface ObjectiveValue {
   readonly gradLogpTheta: Float64Array;
 }
 
+/** Evaluates the loss `spec.name` with its own parameters: the table's entry, typed by {@link LossTable}. */
+function runLoss<K extends LossName>(input: PolicyLossInput, spec: { readonly name: K } & LossParams[K]): Estimate<PolicyLossValue> {
+  const table: LossTable = losses;
+  return table[spec.name](input, spec);
+}
+
 /**
  * Step 7 of docs/grpo.md "Pseudocode" for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
@@ -261,8 +267,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
   Object.assign(metrics, agg.metrics);
   const c = agg.value;
-  const lossFn = losses[config.loss.name] as LossFn<LossSpec>;
-  const pg = lossFn(
+  const pg = runLoss(
     {
       shape,
       logpTheta: input.logpTheta,

@@ -2,7 +2,7 @@
 // Chosen names, not `export *` (the rule: docs/decisions.md; pinned by test/api-surface.test.ts).
 
 // Shared shapes: flat (B, T) batches and the `{ value, metrics }` result.
-export type { BatchShape, Estimate, MetricRecord } from './types.js';
+export type { BatchShape, Estimate, MetricRecord, NoParams } from './types.js';
 
 // Advantages: the family table and its types.
 export {
@@ -18,57 +18,52 @@ export {
   type SingletonRule,
 } from './advantages.js';
 
-// Rollout corrections: the family table, the pipeline and their types.
+// Rollout corrections: the table, its types, the chain; the stage contract and each family's parameters.
 export {
   corrections,
   applyCorrection,
   correctionNeedsTheta,
-  type CorrectionFn,
-  type CorrectionInput,
   type CorrectionName,
+  type CorrectionParams,
   type CorrectionResult,
   type CorrectionSpec,
+  type CorrectionSpecOf,
+  type CorrectionTable,
+} from './correction.js';
+export {
+  type CorrectionFn,
+  type CorrectionInput,
   type CorrectionStep,
   type CorrectionLevel,
-  type CapParams,
-  type IcepopParams,
+  type Denominator,
+  type RejectingStage,
+  type RejectionLevel,
+} from './correction/stage.js';
+export { type CapParams, type IcepopParams, type BatchNormParams, type AisParams } from './correction/weights.js';
+export {
   type RejectionK1Params,
   type RejectionKParams,
   type VetoParams,
-  type BatchNormParams,
-  type AisParams,
-  type OpsmParams,
-  type OpsmForm,
+  type OutlierVetoParams,
   parseVerlRs,
   type VerlRsOption,
   type VerlRsParams,
+} from './correction/rejection.js';
+export {
+  type OpsmParams,
+  type OpsmForm,
   type ArealRsParams,
   type SeqLogprobErrorParams,
-  type OutlierVetoParams,
   type DpFilterParams,
   type DpFilterLevel,
   type M2poParams,
-  type Denominator,
-  type RejectionLevel,
-} from './correction.js';
+} from './correction/masks.js';
 
-// Policy losses: the family table and its types.
-export {
-  losses,
-  type LossFn,
-  type LossName,
-  type PolicyLossInput,
-  type PolicyLossValue,
-  type ClipParams,
-  type CispoParams,
-  type VespoParams,
-  type ToprParams,
-  type DppoParams,
-  type IpoParams,
-  type PpoClipParams,
-  type SapoParams,
-  type TbpoParams,
-} from './losses.js';
+// Policy losses: the table and its types; the loss contract and each family's parameters.
+export { losses, type LossName, type LossParams, type LossTable } from './losses.js';
+export { type LossFn, type PolicyLossInput, type PolicyLossValue } from './losses/loss.js';
+export { type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';
+export { type CispoParams, type VespoParams, type ToprParams, type DppoParams, type IpoParams } from './losses/score-function.js';
 
 // Loss aggregation modes: the table and `aggregate`.
 export {

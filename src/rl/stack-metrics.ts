@@ -1,7 +1,7 @@
 // The mismatch diagnostics of each RL stack under that stack's own metric names and definitions, and their docs table.
 // Not qrl-sim's own diagnostics (diagnostics.ts) and not used by any loss: logged numbers only, from detached inputs.
 
-import { type BatchShape, type MetricRecord, mean, sampleStd } from './types.js';
+import { type BatchShape, type MetricRecord, mean, rowMaskedSums, sampleStd } from './types.js';
 import { mismatchDiagnostics } from './diagnostics.js';
 
 /**
@@ -66,34 +66,13 @@ function median(xs: readonly number[]): number {
 
 /** Per-row masked means of f over valid tokens, `(B)`, 0 for an empty row; also the row counts. */
 function rowMeans(input: StackMetricInput, f: (k: number) => number): { means: number[]; counts: number[] } {
-  const { B, T } = input.shape;
-  const means: number[] = [];
-  const counts: number[] = [];
-  for (let i = 0; i < B; i++) {
-    let s = 0;
-    let n = 0;
-    for (let t = 0; t < T; t++) {
-      const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
-      s += f(k);
-      n += 1;
-    }
-    means.push(n > 0 ? s / n : 0);
-    counts.push(n);
-  }
-  return { means, counts };
+  const { sums, counts } = rowMaskedSums(input.mask, input.shape, f);
+  return { means: Array.from(sums, (s, i) => (counts[i]! > 0 ? s / counts[i]! : 0)), counts: Array.from(counts) };
 }
 
 /** Per-row masked sums of f, `(B)`. */
 function rowSums(input: StackMetricInput, f: (k: number) => number): number[] {
-  const { B, T } = input.shape;
-  const out: number[] = [];
-  for (let i = 0; i < B; i++) {
-    let s = 0;
-    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) s += f(i * T + t);
-    out.push(s);
-  }
-  return out;
+  return Array.from(rowMaskedSums(input.mask, input.shape, f).sums);
 }
 
 /** Mean over the non-empty rows of per-row values (ROLL's `seq-mean-token-mean` over `global_valid_samples`). */

@@ -24,6 +24,9 @@ export interface Estimate<V> {
   readonly metrics: MetricRecord;
 }
 
+/** Parameters of an estimator that reads none (`none`, `token-is`, `reinforce`). */
+export type NoParams = Readonly<Record<never, never>>;
+
 /** Safety bound on log-ratios before `exp`, as in verl (`SAFETY_BOUND = 20`). */
 export const LOG_RATIO_BOUND = 20;
 
@@ -58,6 +61,29 @@ export function sampleStd(xs: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < xs.length; i++) s += (xs[i]! - m) ** 2;
   return Math.sqrt(s / (xs.length - 1));
+}
+
+/**
+ * Per-row sums Σ_t f(k) over the valid tokens (mask = 1) of each row, added in token order, and the number
+ * of valid tokens of each row: both `(B)`.
+ */
+export function rowMaskedSums(mask: Float64Array, shape: BatchShape, f: (k: number) => number): { sums: Float64Array; counts: Float64Array } {
+  const { B, T } = shape;
+  const sums = new Float64Array(B);
+  const counts = new Float64Array(B);
+  for (let i = 0; i < B; i++) {
+    let s = 0;
+    let n = 0;
+    for (let t = 0; t < T; t++) {
+      const k = i * T + t;
+      if (mask[k] !== 1) continue;
+      s += f(k);
+      n += 1;
+    }
+    sums[i] = s;
+    counts[i] = n;
+  }
+  return { sums, counts };
 }
 
 /** Masked mean of `x` over entries with mask 1 (0 when no entry is valid). */

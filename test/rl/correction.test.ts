@@ -5,7 +5,8 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import type { CorrectionSpec } from '../../src/rl/index.js';
 import { applyCorrection, corrections, resolveConfig } from '../../src/rl/index.js';
-import { ais, rsK1 } from '../../src/rl/correction.js';
+import { rsK1 } from '../../src/rl/correction/rejection.js';
+import { ais } from '../../src/rl/correction/weights.js';
 import { batchArb, corrInput, flat, toBatch } from './helpers.js';
 
 // δ = ℓold − ℓroll: row 0 [0.5, −0.1, 0], row 1 [−0.5, 0, −14.9 (padding)]

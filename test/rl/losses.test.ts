@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import type { PolicyLossInput } from '../../src/rl/index.js';
 import { losses } from '../../src/rl/index.js';
-import { cispo, gspo, ppoClip, reinforce, sapo, tbpo } from '../../src/rl/losses.js';
+import { gspo, ppoClip, sapo, tbpo } from '../../src/rl/losses/ratio.js';
+import { cispo, reinforce } from '../../src/rl/losses/score-function.js';
 
 const E = Math.exp;
 

@@ -15,7 +15,7 @@ import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { numericsFor, planNeedsWeights, planOfConfig, type PrecisionPlan } from '../plans.js';
-import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionLogProbs } from './estimators.js';
+import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionLogprobs } from './estimators.js';
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
 import { diffusionWarmStartAsync } from './warmstart.js';
@@ -36,16 +36,16 @@ export interface DiffusionEngineRecord {
   /** τ of every log-prob of this batch: the sampling temperature, or 1 for greedy batches. */
   readonly temperature: number;
   /**
-   * (B, G, V) with `policy.sampler.supportReplay` and a truncating sampler (top-k/top-p): the kept
+   * (B, N, V) with `policy.sampler.supportReplay` and a truncating sampler (top-k/top-p): the kept
    * set of the draw that committed each response slot (1 = could be drawn). The trainer renormalises
    * every estimator's softmax at slot j over it.
    */
   readonly support?: Uint8Array;
   /**
    * MoE only (absent for a dense model): the routing of the rollout-side forward whose logits give
-   * ℓroll, one (B, R/B·(P+G), k) array per layer in the layout of the estimator's forward rows
-   * ({@link DiffusionLogProbs.routing}): for `trajectory` the sampler's step passes (B, S, P+G, k),
-   * for `d1` the rollout-side d1 pass (B, P+G, k), for `elbo` its M views (B, M, P+G, k).
+   * ℓroll, one (B, R/B·(P+N), k) array per layer in the layout of the estimator's forward rows
+   * ({@link DiffusionLogprobs.routing}): for `trajectory` the sampler's step passes (B, S, P+N, k),
+   * for `d1` the rollout-side d1 pass (B, P+N, k), for `elbo` its M views (B, M, P+N, k).
    */
   readonly moeRouting?: readonly Int32Array[];
 }
@@ -208,12 +208,12 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   const sampler = samplerFor(config);
   const replay = config.policy.sampler.supportReplay;
   const estimator = config.policy.diffusion.estimator;
-  const G = sampler.genLength;
+  const N = sampler.genLength;
   const topK = model.block.moe?.topK ?? 0;
   const params: ParamStore = createParamStore(model.specs, `${config.seed}/diffusion-policy`);
   let rolloutWeights = Float32Array.from(params.data);
   let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
-  let last: { readonly lp: DiffusionLogProbs; readonly mask: Float64Array } | null = null;
+  let last: { readonly lp: DiffusionLogprobs; readonly mask: Float64Array } | null = null;
 
   const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): EngineBatch => {
     const side = options.side ?? 'rollout';
@@ -223,19 +223,19 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng, { recordRouting: topK > 0 && estimator === 'trajectory' });
     const B = prompts.length;
     const estimatorSeed = rng.path;
-    const mask = diffusionCompletionMask(rollout.sequences); // (B, G)
+    const mask = diffusionCompletionMask(rollout.sequences); // (B, N)
     // ℓroll and the routing of the forward that gave it: the sampler's passes (trajectory) or the
     // rollout-side estimator's pass over the same views the trainer scores (d1, elbo)
     const scored =
       estimator === 'trajectory'
         ? null
-        : diffusionLogProbs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support });
-    const logpRollout = scored === null ? Float64Array.from(rollout.logpRollout) : scored.logp; // (B, G)
+        : diffusionLogprobs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support });
+    const logpRollout = scored === null ? Float64Array.from(rollout.logpRollout) : scored.logp; // (B, N)
     const moeRouting = scored === null ? rollout.routing : scored.routing;
-    const responses = new Int32Array(B * G); // (B, G), PAD past the mask
+    const responses = new Int32Array(B * N); // (B, N), PAD past the mask
     rollout.sequences.forEach((s, r) => {
-      for (let j = 0; j < G; j++) {
-        const k = r * G + j;
+      for (let j = 0; j < N; j++) {
+        const k = r * N + j;
         responses[k] = mask[k] === 1 ? s.response[j]! : PAD;
         if (mask[k] !== 1) logpRollout[k] = 0;
       }
@@ -249,12 +249,12 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
       ...(replay && rollout.support !== null ? { support: rollout.support } : {}),
       ...(moeRouting === null ? {} : { moeRouting: moeRouting.map((r) => Int32Array.from(r)) }),
     };
-    return { B, T: G, prompts, responses, mask, logpRollout, record };
+    return { B, T: N, prompts, responses, mask, logpRollout, record };
   };
 
   const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay }): EngineLogprobs => {
     const record = recordOf(batch);
-    if (batch.T !== G) throw new Error(`diffusion engine: batch.T must be generationLength ${G}, got ${batch.T}`);
+    if (batch.T !== N) throw new Error(`diffusion engine: batch.T must be generationLength ${N}, got ${batch.T}`);
     if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
     rows.forEach((r, i) => {
       if (!Number.isInteger(r) || r < 0 || r >= batch.B) throw new Error(`diffusion engine: rows[${i}] must be a row of the batch in [0, ${batch.B}), got ${r}`);
@@ -263,25 +263,25 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     if (rows.length === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
     const sequences = rows.map((r) => record.sequences[r]!);
     const V = model.config.vocabSize;
-    let support: Uint8Array | null = null; // (rows, G, V) replayed kept sets
+    let support: Uint8Array | null = null; // (rows, N, V) replayed kept sets
     if (record.support instanceof Uint8Array) {
-      if (record.support.length !== batch.B * G * V) throw new Error(`diffusion engine: record.support must have B·G·V = ${batch.B * G * V} entries, got ${record.support.length}`);
+      if (record.support.length !== batch.B * N * V) throw new Error(`diffusion engine: record.support must have B·N·V = ${batch.B * N * V} entries, got ${record.support.length}`);
       const all = record.support;
-      support = new Uint8Array(rows.length * G * V);
-      rows.forEach((r, i) => support!.set(all.subarray(r * G * V, (r + 1) * G * V), i * G * V));
+      support = new Uint8Array(rows.length * N * V);
+      rows.forEach((r, i) => support!.set(all.subarray(r * N * V, (r + 1) * N * V), i * N * V));
     }
     const recordedAll = record.moeRouting;
     const rowSize = recordedAll === undefined ? 0 : (recordedAll[0]?.length ?? 0) / batch.B; // R/B·T·k per sequence
     const recorded = recordedAll === undefined ? undefined : gatherRoutingRows(recordedAll, rows, rowSize);
     const replay = replayRouting(options.routing, recorded, rows.length * rowSize, model.config.layers, topK);
-    const lp = diffusionLogProbs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
+    const lp = diffusionLogprobs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
       seed: record.estimatorSeed,
       temperature: record.temperature,
       support,
       routing: replay,
     });
-    const mask = new Float64Array(rows.length * G); // (rows, G)
-    rows.forEach((r, i) => mask.set(batch.mask.subarray(r * G, r * G + G), i * G));
+    const mask = new Float64Array(rows.length * N); // (rows, N)
+    rows.forEach((r, i) => mask.set(batch.mask.subarray(r * N, r * N + N), i * N));
     const logp = Float64Array.from(lp.logp, (v, k) => (mask[k] === 1 ? v : 0));
     const entropy = Float64Array.from(lp.entropy, (v, k) => (mask[k] === 1 ? v : 0));
     if (options.grad) last = { lp, mask };

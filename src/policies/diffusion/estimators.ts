@@ -29,33 +29,33 @@ export interface DiffusionEstimatorOptions {
   /** elbo: number of Monte-Carlo masked views per sequence. @defaultValue 8 */
   readonly elboSamples?: number;
   /**
-   * (B·G·V) sampling-support replay: the kept set of the draw that committed each response slot
+   * (B·N·V) sampling-support replay: the kept set of the draw that committed each response slot
    * (`DiffusionRollout.support`, rows in the order of `sequences`). Every view scoring slot j
    * renormalises softmax(z/τ) (and its entropy) over slot j's kept set. @defaultValue null (full vocabulary)
    */
   readonly support?: Uint8Array | null;
   /**
    * MoE routing replay: per layer, (R, T, k) experts for the R rows of the estimator's forward
-   * ({@link DiffusionLogProbs.routing} of the same estimator and seed on the same sequences: the
+   * ({@link DiffusionLogprobs.routing} of the same estimator and seed on the same sequences: the
    * rollout's for R3, an earlier trainer pass's for R2); a row of −1 keeps the own top-k.
    */
   readonly routing?: readonly Int32Array[] | undefined;
 }
 
 /** Per-token log-probs of a batch of sequences, with their backward. */
-export interface DiffusionLogProbs {
+export interface DiffusionLogprobs {
   /** Number of sequences B. */
   readonly B: number;
-  /** Response length G. */
-  readonly G: number;
-  /** (B·G) per-token log-probs ℓ (for `elbo`: the per-token shares of the sequence ELBO). */
+  /** Response length N. */
+  readonly N: number;
+  /** (B·N) per-token log-probs ℓ (for `elbo`: the per-token shares of the sequence ELBO). */
   readonly logp: Float64Array;
   /**
-   * (B·G) entropy of `softmax(z/τ)` (MASK excluded) at each slot's scored position; the mean over
+   * (B·N) entropy of `softmax(z/τ)` (MASK excluded) at each slot's scored position; the mean over
    * the views that score the slot (`elbo`), 0 for a slot no view scores.
    */
   readonly entropy: Float64Array;
-  /** Rows (sequences of P+G tokens) of the single batched forward pass that produced `logp`. */
+  /** Rows (sequences of P+N tokens) of the single batched forward pass that produced `logp`. */
   readonly forwardRows: number;
   /**
    * MoE only (null for a dense model): the experts of that forward, one (R, T, k) array per layer,
@@ -64,13 +64,13 @@ export interface DiffusionLogProbs {
   readonly routing: readonly Int32Array[] | null;
   /** (n) flat index `row·T + position` of each scored (row, position) of the forward. */
   readonly scoredAt: Int32Array;
-  /** (n) the response slot `i·G + j` each entry of {@link DiffusionLogProbs.scoredAt} scores. */
+  /** (n) the response slot `i·N + j` each entry of {@link DiffusionLogprobs.scoredAt} scores. */
   readonly scoredSlot: Int32Array;
   /**
    * Accumulates `Σ dlogp·∂ℓ/∂θ` into `grads` (layout and element type of `params`), through the
    * backward GEMMs of the same numerics. May be called more than once.
    *
-   * @param dlogp - (B·G) dL/dℓ
+   * @param dlogp - (B·N) dL/dℓ
    */
   backward(dlogp: ArrayLike<number>, grads: FloatArray): void;
 }
@@ -82,7 +82,7 @@ export type DiffusionEstimatorFn = (
   sequences: readonly DiffusionSequence[],
   numerics: PolicyNumerics,
   options?: DiffusionEstimatorOptions,
-) => DiffusionLogProbs;
+) => DiffusionLogprobs;
 
 /** Masked views to score: rows of tokens and (row, position, target, output slot, weight) entries. */
 interface Views {
@@ -91,21 +91,21 @@ interface Views {
   readonly row: number[];
   readonly pos: number[];
   readonly target: number[];
-  readonly slot: number[]; // index into (B·G)
+  readonly slot: number[]; // index into (B·N)
   readonly weight: number[];
 }
 
-function shapeOf(sequences: readonly DiffusionSequence[]): { B: number; P: number; G: number } {
+function shapeOf(sequences: readonly DiffusionSequence[]): { B: number; P: number; N: number } {
   const B = sequences.length;
   if (B < 1) throw new Error('diffusion estimator: sequences must not be empty');
   const P = sequences[0]!.prompt.length;
-  const G = sequences[0]!.response.length;
+  const N = sequences[0]!.response.length;
   sequences.forEach((s, i) => {
-    if (s.prompt.length !== P || s.response.length !== G) {
-      throw new Error(`diffusion estimator: sequences[${i}] has prompt/response lengths ${s.prompt.length}/${s.response.length}, expected ${P}/${G} like sequences[0]`);
+    if (s.prompt.length !== P || s.response.length !== N) {
+      throw new Error(`diffusion estimator: sequences[${i}] has prompt/response lengths ${s.prompt.length}/${s.response.length}, expected ${P}/${N} like sequences[0]`);
     }
   });
-  return { B, P, G };
+  return { B, P, N };
 }
 
 function newViews(R: number, T: number): Views {
@@ -120,7 +120,7 @@ function temperatureOf(options: DiffusionEstimatorOptions): number {
 
 /**
  * One batched forward over the views; ℓ[slot] = Σ weight·log softmax(z[row, pos]/τ)[target], the
- * softmax renormalised over the slot's kept set when `support` (B·G·V) is given.
+ * softmax renormalised over the slot's kept set when `support` (B·N·V) is given.
  */
 function scoreViews(
   model: DiffusionModel,
@@ -129,18 +129,18 @@ function scoreViews(
   views: Views,
   T: number,
   B: number,
-  G: number,
+  N: number,
   tau: number,
   support: Uint8Array | null,
   replay: readonly Int32Array[] | undefined,
-): DiffusionLogProbs {
+): DiffusionLogprobs {
   const V = model.config.vocabSize;
-  if (support !== null && support.length !== B * G * V) throw new Error(`diffusion estimator: support must have B·G·V = ${B * G * V} entries, got ${support.length}`);
+  if (support !== null && support.length !== B * N * V) throw new Error(`diffusion estimator: support must have B·N·V = ${B * N * V} entries, got ${support.length}`);
   const keepOf = (slot: number): Uint8Array | null => (support === null ? null : support.subarray(slot * V, (slot + 1) * V));
   const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics, replay ?? null);
-  const logp = new Float64Array(B * G); // (B, G)
-  const entropy = new Float64Array(B * G); // (B, G)
-  const scored = new Float64Array(B * G); // (B, G) number of views scoring each slot
+  const logp = new Float64Array(B * N); // (B, N)
+  const entropy = new Float64Array(B * N); // (B, N)
+  const scored = new Float64Array(B * N); // (B, N) number of views scoring each slot
   const n = views.row.length;
   for (let e = 0; e < n; e++) {
     const off = (views.row[e]! * T + views.pos[e]!) * V;
@@ -150,10 +150,10 @@ function scoreViews(
     entropy[slot] = entropy[slot]! + tokenEntropy(fwd.logits, off, V, tau, MASK, keep);
     scored[slot] = scored[slot]! + 1;
   }
-  for (let k = 0; k < B * G; k++) if (scored[k]! > 1) entropy[k] = entropy[k]! / scored[k]!;
+  for (let k = 0; k < B * N; k++) if (scored[k]! > 1) entropy[k] = entropy[k]! / scored[k]!;
   return {
     B,
-    G,
+    N,
     logp,
     entropy,
     forwardRows: views.R,
@@ -161,7 +161,7 @@ function scoreViews(
     scoredAt: Int32Array.from(views.row, (r, e) => r * T + views.pos[e]!),
     scoredSlot: Int32Array.from(views.slot),
     backward(dlogp, grads) {
-      if (dlogp.length !== B * G) throw new Error(`diffusion estimator backward: dlogp must have B·G = ${B * G} entries, got ${dlogp.length}`);
+      if (dlogp.length !== B * N) throw new Error(`diffusion estimator backward: dlogp must have B·N = ${B * N} entries, got ${dlogp.length}`);
       const dlogits = allocLike(params, views.R * T * V); // (R, T, V)
       for (let e = 0; e < n; e++) {
         const g = dlogp[views.slot[e]!]! * views.weight[e]!;
@@ -179,12 +179,12 @@ function scoreViews(
  * as one batch of B·S rows, so it costs as much as the rollout's forward passes.
  */
 export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
-  const { B, P, G } = shapeOf(sequences);
-  const T = P + G;
+  const { B, P, N } = shapeOf(sequences);
+  const T = P + N;
   let S = 0;
   sequences.forEach((s, i) => {
     if (!s.commitStep) throw new Error(`trajectory estimator: sequences[${i}] (${JSON.stringify(s.id)}) has no commitStep; only sampled sequences can be scored`);
-    for (let j = 0; j < G; j++) {
+    for (let j = 0; j < N; j++) {
       const k = s.commitStep[j]!;
       if (!Number.isInteger(k) || k < 0) throw new Error(`trajectory estimator: sequences[${i}].commitStep[${j}] must be a step ≥ 0, got ${k}`);
       S = Math.max(S, k + 1);
@@ -193,15 +193,15 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
   const views = newViews(B * S, T);
   sequences.forEach((s, i) => {
     for (let k = 0; k < S; k++) diffusionStateAt(s, k, views.tokens.subarray((i * S + k) * T, (i * S + k + 1) * T));
-    for (let j = 0; j < G; j++) {
+    for (let j = 0; j < N; j++) {
       views.row.push(i * S + s.commitStep![j]!);
       views.pos.push(P + j);
       views.target.push(s.response[j]!);
-      views.slot.push(i * G + j);
+      views.slot.push(i * N + j);
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**
@@ -211,26 +211,26 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
  * ℓ_j = log softmax(z_{P+j}/τ)[o_j] from that single forward pass.
  */
 export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
-  const { B, P, G } = shapeOf(sequences);
-  const T = P + G;
+  const { B, P, N } = shapeOf(sequences);
+  const T = P + N;
   const p = options.pMaskPrompt ?? 0.15;
   if (!(p >= 0 && p <= 1)) throw new Error(`d1 estimator: pMaskPrompt must be in [0, 1], got ${p}`);
   const views = newViews(B, T);
   sequences.forEach((s, i) => {
     d1MaskedView(s, options.seed ?? 0, p, views.tokens.subarray(i * T, (i + 1) * T));
-    for (let j = 0; j < G; j++) {
+    for (let j = 0; j < N; j++) {
       views.row.push(i);
       views.pos.push(P + j);
       views.target.push(s.response[j]!);
-      views.slot.push(i * G + j);
+      views.slot.push(i * N + j);
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**
- * The d1 view of one sequence (P+G tokens): prompt token j is MASK iff the j-th `uniform()` of
+ * The d1 view of one sequence (P+N tokens): prompt token j is MASK iff the j-th `uniform()` of
  * `createRng(seed).fork('d1').fork(sequence.id)` is `< pMaskPrompt`; every response slot is MASK.
  * The `d1` estimator scores exactly this view; exported so that callers can inspect it.
  */
@@ -245,16 +245,16 @@ export function d1MaskedView(sequence: DiffusionSequence, seed: number | string,
 }
 
 /**
- * `elbo` (LLaDA `get_log_likelihood.py`, the masked-token ELBO with the 1/t weighting at t = l/G):
- * for each of M = `elboSamples` views, draw l uniform in {1 … G} (`rng.int(G)` + 1), mask a uniformly
- * random set of l response slots (the first l of a Fisher–Yates shuffle of 0 … G−1), keep the prompt,
- * and score every masked slot. The sequence ELBO is `(1/M)·Σ_views (G/l)·Σ_{j masked} log p(o_j | view)`;
- * ℓ_j is slot j's share of it, `(1/M)·Σ_{views masking j} (G/l)·log p(o_j | view)`, so Σ_j ℓ_j is the
+ * `elbo` (LLaDA `get_log_likelihood.py`, the masked-token ELBO with the 1/t weighting at t = l/N):
+ * for each of M = `elboSamples` views, draw l uniform in {1 … N} (`rng.int(N)` + 1), mask a uniformly
+ * random set of l response slots (the first l of a Fisher–Yates shuffle of 0 … N−1), keep the prompt,
+ * and score every masked slot. The sequence ELBO is `(1/M)·Σ_views (N/l)·Σ_{j masked} log p(o_j | view)`;
+ * ℓ_j is slot j's share of it, `(1/M)·Σ_{views masking j} (N/l)·log p(o_j | view)`, so Σ_j ℓ_j is the
  * sequence ELBO. Streams: `createRng(seed).fork('elbo').fork(id)`.
  */
 export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, numerics, options = {}) => {
-  const { B, P, G } = shapeOf(sequences);
-  const T = P + G;
+  const { B, P, N } = shapeOf(sequences);
+  const T = P + N;
   const M = options.elboSamples ?? 8;
   if (!Number.isInteger(M) || M < 1) throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
   const root = createRng(options.seed ?? 0).fork('elbo');
@@ -266,10 +266,10 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       const r = i * M + m;
       const x = views.tokens.subarray(r * T, (r + 1) * T);
       for (let j = 0; j < P; j++) x[j] = s.prompt[j]!;
-      for (let j = 0; j < G; j++) x[P + j] = s.response[j]!;
-      const l = 1 + rng.int(G);
+      for (let j = 0; j < N; j++) x[P + j] = s.response[j]!;
+      const l = 1 + rng.int(N);
       order.length = 0;
-      for (let j = 0; j < G; j++) order.push(j);
+      for (let j = 0; j < N; j++) order.push(j);
       rng.shuffle(order);
       const masked = order.slice(0, l).sort((a, b) => a - b);
       for (const j of masked) {
@@ -277,12 +277,12 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
         views.row.push(r);
         views.pos.push(P + j);
         views.target.push(s.response[j]!);
-        views.slot.push(i * G + j);
-        views.weight.push(G / l / M);
+        views.slot.push(i * N + j);
+        views.weight.push(N / l / M);
       }
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, G, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
 };
 
 /**
@@ -307,29 +307,29 @@ export const diffusionEstimatorNames: readonly DiffusionEstimatorName[] = Object
  * Per-token log-probs of `sequences` under `estimator` and `numerics` (rollout side: its plan, no
  * backward needed; trainer side: its plan, then `backward`).
  */
-export function diffusionLogProbs(
+export function diffusionLogprobs(
   estimator: DiffusionEstimatorName,
   model: DiffusionModel,
   params: FloatArray,
   sequences: readonly DiffusionSequence[],
   numerics: PolicyNumerics,
   options?: DiffusionEstimatorOptions,
-): DiffusionLogProbs {
+): DiffusionLogprobs {
   const fn = (diffusionEstimators as Record<string, DiffusionEstimatorFn | undefined>)[estimator];
   if (!fn) throw new Error(`diffusion estimator: estimator must be one of ${diffusionEstimatorNames.join(', ')}, got ${JSON.stringify(estimator)}`);
   return fn(model, params, sequences, numerics, options);
 }
 
 /**
- * (B·G) completion mask of d1: 1 for response slots up to and including the first EOS, 0 after it
+ * (B·N) completion mask of d1: 1 for response slots up to and including the first EOS, 0 after it
  * (all 1 when there is no EOS).
  */
 export function diffusionCompletionMask(sequences: readonly DiffusionSequence[]): Float64Array {
-  const { B, G } = shapeOf(sequences);
-  const mask = new Float64Array(B * G);
+  const { B, N } = shapeOf(sequences);
+  const mask = new Float64Array(B * N);
   sequences.forEach((s, i) => {
-    for (let j = 0; j < G; j++) {
-      mask[i * G + j] = 1;
+    for (let j = 0; j < N; j++) {
+      mask[i * N + j] = 1;
       if (s.response[j] === EOS) break;
     }
   });

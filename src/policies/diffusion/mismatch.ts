@@ -10,7 +10,7 @@ import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagn
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { TaskName } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { diffusionCompletionMask, diffusionLogProbs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
+import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
 import { createDiffusionModel, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig } from './sampler.js';
 
@@ -20,7 +20,7 @@ export interface DiffusionMismatchOptions {
   readonly rollout: PolicyNumerics;
   /** Numerics of the trainer (its plan side). */
   readonly trainer: PolicyNumerics;
-  /** Generation length G. */
+  /** Generation length N. */
   readonly length: number;
   /** Seed of the prompts, the sampler, the estimator views and (without `params`) the initial weights. */
   readonly seed: number;
@@ -32,11 +32,11 @@ export interface DiffusionMismatchOptions {
   readonly taskOptions?: Readonly<Record<string, unknown>>;
   /** Number of sampled sequences. @defaultValue 16 */
   readonly sequences?: number;
-  /** Sampler overrides; @defaultValue blockLength 8 when it divides G (else G), two tokens per step (steps = blocks·max(1, ⌊blockLength/2⌋)), temperature 1 */
+  /** Sampler overrides; @defaultValue blockLength 8 when it divides N (else N), two tokens per step (steps = blocks·max(1, ⌊blockLength/2⌋)), temperature 1 */
   readonly sampler?: Partial<DiffusionSamplerConfig>;
   /** Estimator options (seed defaults to `seed`). */
   readonly estimatorOptions?: DiffusionEstimatorOptions;
-  /** The model; @defaultValue toy defaults for the task's vocabulary, maxLen ≥ prompt + G */
+  /** The model; @defaultValue toy defaults for the task's vocabulary, maxLen ≥ prompt + N */
   readonly model?: DiffusionModel;
   /** Weights with `model.layout`; @defaultValue GPT-2 initialization from `seed` */
   readonly params?: FloatArray;
@@ -84,18 +84,18 @@ export interface DiffusionMismatchProbeResult {
  * ```
  */
 export function diffusionMismatchProbe(options: DiffusionMismatchOptions): DiffusionMismatchProbeResult {
-  const G = options.length;
-  if (!Number.isInteger(G) || G < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${G}`);
+  const N = options.length;
+  if (!Number.isInteger(N) || N < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${N}`);
   const task = makeTaskFromConfig({ name: options.task ?? 'sudoku4', options: options.taskOptions });
   const B = options.sequences ?? 16;
   if (!Number.isInteger(B) || B < 1) throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
-  const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + G) });
+  const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + N) });
   const params = options.params ?? createParamStore(model.specs, options.seed).data;
-  const blockLength = G % 8 === 0 ? 8 : G;
+  const blockLength = N % 8 === 0 ? 8 : N;
   const sampler: Partial<DiffusionSamplerConfig> = {
-    genLength: G,
+    genLength: N,
     blockLength,
-    steps: (G / blockLength) * Math.max(1, Math.floor(blockLength / 2)),
+    steps: (N / blockLength) * Math.max(1, Math.floor(blockLength / 2)),
     ...options.sampler,
   };
   const root = createRng(options.seed);
@@ -106,9 +106,9 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const rolloutScored =
     options.estimator === 'trajectory'
       ? null
-      : diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }); // processed: over the draws' kept sets under top-k/top-p
+      : diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }); // processed: over the draws' kept sets under top-k/top-p
   const logpRollout = rolloutScored === null ? rollout.logpRollout : rolloutScored.logp;
-  const old = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions);
+  const old = diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions);
   const logpOld = old.logp;
   const mask = diffusionCompletionMask(rollout.sequences);
   const responses = rollout.sequences.flatMap((q) => q.response);
@@ -116,12 +116,12 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   let moe: DiffusionMismatchProbeResult['moe'];
   if (recorded !== null && old.routing !== null) {
     const scoredAt = Array.from(old.scoredAt).filter((_, e) => mask[old.scoredSlot[e]!] === 1);
-    const r3 = diffusionLogProbs(options.estimator, model, params, rollout.sequences, options.trainer, { ...estOptions, routing: recorded });
+    const r3 = diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.trainer, { ...estOptions, routing: recorded });
     moe = { flipRate: flipRatesAt(recorded, old.routing, topK, scoredAt), diagnosticsR3: probeDiagnostics(logpRollout, r3.logp, mask) };
   }
   return {
     diagnostics: probeDiagnostics(logpRollout, logpOld, mask),
-    lengths: lengthDiagnostics({ shape: { B, T: G }, logpOld, logpRollout, mask, responses }),
+    lengths: lengthDiagnostics({ shape: { B, T: N }, logpOld, logpRollout, mask, responses }),
     ...(moe === undefined ? {} : { moe }),
   };
 }

@@ -14,11 +14,11 @@ export type DiffusionRemasking = 'low_confidence' | 'random';
 
 /** Sampler settings (LLaDA `generate`). */
 export interface DiffusionSamplerConfig {
-  /** Generation length G (response slots after the prompt). @defaultValue 24 */
+  /** Generation length N (response slots after the prompt). @defaultValue 24 */
   readonly genLength: number;
-  /** Block length; G must be a multiple of it. @defaultValue 8 */
+  /** Block length; N must be a multiple of it. @defaultValue 8 */
   readonly blockLength: number;
-  /** Total denoising steps S over all blocks; must be a multiple of G/blockLength. @defaultValue 12 */
+  /** Total denoising steps S over all blocks; must be a multiple of N/blockLength. @defaultValue 12 */
   readonly steps: number;
   /** Gumbel-max sampling temperature; 0 = plain argmax, no random draws. @defaultValue 1 */
   readonly temperature: number;
@@ -46,7 +46,7 @@ export const diffusionSamplerDefaults: DiffusionSamplerConfig = Object.freeze({
 
 /** The block/step schedule a sampler config implies. */
 export interface DiffusionSchedule {
-  /** Number of blocks G / blockLength. */
+  /** Number of blocks N / blockLength. */
   readonly blocks: number;
   /** Steps per block s = S / blocks. */
   readonly stepsPerBlock: number;
@@ -66,12 +66,12 @@ export interface DiffusionSchedule {
  * ```
  */
 export function diffusionSchedule(config: DiffusionSamplerConfig): DiffusionSchedule {
-  const { genLength: G, blockLength: L, steps: S, temperature, remasking, cfgScale, topK, topP } = config;
-  for (const [k, v] of [['genLength', G], ['blockLength', L], ['steps', S]] as const) {
+  const { genLength: N, blockLength: L, steps: S, temperature, remasking, cfgScale, topK, topP } = config;
+  for (const [k, v] of [['genLength', N], ['blockLength', L], ['steps', S]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`diffusion sampler: ${k} must be a positive integer, got ${v}`);
   }
-  if (G % L !== 0) throw new Error(`diffusion sampler: genLength (${G}) must be a multiple of blockLength (${L})`);
-  const blocks = G / L;
+  if (N % L !== 0) throw new Error(`diffusion sampler: genLength (${N}) must be a multiple of blockLength (${L})`);
+  const blocks = N / L;
   if (S % blocks !== 0) throw new Error(`diffusion sampler: steps (${S}) must be a multiple of the number of blocks (${blocks} = genLength/blockLength)`);
   const s = S / blocks;
   if (s > L) throw new Error(`diffusion sampler: steps per block (${s}) must be ≤ blockLength (${L}); a step would commit no token`);
@@ -90,10 +90,10 @@ export interface DiffusionSequence {
   readonly id: string;
   /** (P) prompt tokens. */
   readonly prompt: readonly number[];
-  /** (G) committed response tokens. */
+  /** (N) committed response tokens. */
   readonly response: readonly number[];
   /**
-   * (G) global step (0 … S−1) at which each response slot was committed. The state the model saw at
+   * (N) global step (0 … S−1) at which each response slot was committed. The state the model saw at
    * step k is the prompt followed by `response[j]` where `commitStep[j] < k` and MASK elsewhere
    * ({@link diffusionStateAt}). Null for sequences that were not sampled (e.g. gold responses),
    * which the `trajectory` estimator cannot score.
@@ -110,7 +110,7 @@ export interface DiffusionRollout {
   /** The sampled sequences, one per prompt, in prompt order. */
   readonly sequences: readonly DiffusionSequence[];
   /**
-   * (B·G) the rollout engine's own trajectory log-prob of every response token:
+   * (B·N) the rollout engine's own trajectory log-prob of every response token:
    * `log softmax(zc/τ)[token]` from the conditional logits zc of the step that committed it,
    * τ = {@link DiffusionRollout.logpTemperature}. Equal (`Object.is`) to the `trajectory` estimator
    * under the same numerics when `cfgScale` is 0.
@@ -119,16 +119,16 @@ export interface DiffusionRollout {
   /** τ of `logpRollout`: the sampling temperature, or 1 when it is 0. */
   readonly logpTemperature: number;
   /**
-   * (B·G·V) the kept set (1 = could be drawn) of the one draw that committed each response slot, when
+   * (B·N·V) the kept set (1 = could be drawn) of the one draw that committed each response slot, when
    * top-k/top-p truncates (temperature > 0); null otherwise. `logpRollout` is renormalised over it.
    */
   readonly support: Uint8Array | null;
-  /** (S) the (B, P+G) token state fed to the model at each step; only with `recordStates`. */
+  /** (S) the (B, P+N) token state fed to the model at each step; only with `recordStates`. */
   readonly states: readonly Int32Array[] | null;
   /**
    * MoE only, with `recordRouting`: the experts of every step's forward (the conditional rows), one
-   * (B, S, P+G, k) array per layer — row (b, step) is the `trajectory` estimator's view of sequence b
-   * at that step, so the layout is that estimator's {@link DiffusionLogProbs.routing}. Else null.
+   * (B, S, P+N, k) array per layer — row (b, step) is the `trajectory` estimator's view of sequence b
+   * at that step, so the layout is that estimator's {@link DiffusionLogprobs.routing}. Else null.
    */
   readonly routing: readonly Int32Array[] | null;
 }
@@ -144,16 +144,16 @@ export interface SampleDiffusionOptions {
 }
 
 /**
- * The token state `prompt ++ [response[j] if commitStep[j] < step else MASK]` (P+G) that the model
+ * The token state `prompt ++ [response[j] if commitStep[j] < step else MASK]` (P+N) that the model
  * saw at global step `step` of a sampled sequence.
  */
 export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int32Array): Int32Array {
   if (!seq.commitStep) throw new Error(`diffusionStateAt: sequence ${JSON.stringify(seq.id)} has no commitStep (it was not sampled)`);
   const P = seq.prompt.length;
-  const G = seq.response.length;
-  const x = out ?? new Int32Array(P + G);
+  const N = seq.response.length;
+  const x = out ?? new Int32Array(P + N);
   for (let j = 0; j < P; j++) x[j] = seq.prompt[j]!;
-  for (let j = 0; j < G; j++) x[P + j] = seq.commitStep[j]! < step ? seq.response[j]! : MASK;
+  for (let j = 0; j < N; j++) x[P + j] = seq.commitStep[j]! < step ? seq.response[j]! : MASK;
   return x;
 }
 
@@ -192,10 +192,10 @@ export function sampleDiffusion(
   const B = prompts.length;
   if (B < 1) throw new Error('sampleDiffusion: prompts must not be empty');
   const P = prompts[0]!.length;
-  const G = cfg.genLength;
-  const T = P + G;
+  const N = cfg.genLength;
+  const T = P + N;
   const V = model.config.vocabSize;
-  if (T > model.config.maxLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${G} must be ≤ maxLen ${model.config.maxLen}`);
+  if (T > model.config.maxLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${N} must be ≤ maxLen ${model.config.maxLen}`);
   if (options.ids && options.ids.length !== B) throw new Error(`sampleDiffusion: ids must have one entry per prompt (${B}), got ${options.ids.length}`);
   const x = new Int32Array(B * T); // (B, T) current state
   prompts.forEach((p, r) => {
@@ -207,8 +207,8 @@ export function sampleDiffusion(
     x.fill(MASK, r * T + P, (r + 1) * T);
   });
   const rowRngs = Array.from({ length: B }, (_, r) => rng.fork(`row-${r}`));
-  const commitSteps = Array.from({ length: B }, () => new Int32Array(G).fill(-1));
-  const logpRollout = new Float64Array(B * G);
+  const commitSteps = Array.from({ length: B }, () => new Int32Array(N).fill(-1));
+  const logpRollout = new Float64Array(B * N);
   const logpTemperature = cfg.temperature > 0 ? cfg.temperature : 1;
   const states: Int32Array[] | null = options.recordStates ? [] : null;
   const cfgOn = cfg.cfgScale > 0;
@@ -216,7 +216,7 @@ export function sampleDiffusion(
   const guided = new Float64Array(V); // (V) guided logits of one position
   const L = cfg.blockLength;
   const truncate = cfg.temperature > 0 && truncationActive(V, cfg.topK, cfg.topP, MASK);
-  const support = truncate ? new Uint8Array(B * G * V) : null; // (B, G, V)
+  const support = truncate ? new Uint8Array(B * N * V) : null; // (B, N, V)
   /** Rows [0, B) of a step's routing (the conditional ones) into (b, step) of the record. */
   const recordStep = (fwd: DiffusionForward, step: number): void => {
     if (routing === null) return;
@@ -280,8 +280,8 @@ export function sampleDiffusion(
           const { j, x0, keep } = cand[n]!;
           x[r * T + j] = x0;
           commitSteps[r]![j - P] = step;
-          if (keep) support!.set(keep, (r * G + j - P) * V);
-          logpRollout[r * G + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK, keep);
+          if (keep) support!.set(keep, (r * N + j - P) * V);
+          logpRollout[r * N + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK, keep);
         }
       }
     }

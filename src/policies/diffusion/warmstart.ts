@@ -24,11 +24,11 @@ export function padDiffusionResponse(response: readonly number[], genLength: num
 /**
  * LLaDA SFT loss (GUIDELINES.md "SFT"; d1 `SFT/sft_trainer.py`) of one batch: per row a mask ratio
  * t = ε + (1−ε)·U with U = `rng.uniform()`, then each response slot masked iff `rng.uniform() < t`
- * (G draws in slot order; the prompt is never masked);
- * `loss = Σ_rows Σ_{masked j} −log p(o_j | view)/t / (B·G)`. When `grads` is given, its gradient is
+ * (N draws in slot order; the prompt is never masked);
+ * `loss = Σ_rows Σ_{masked j} −log p(o_j | view)/t / (B·N)`. When `grads` is given, its gradient is
  * accumulated there. Returns the loss.
  *
- * @param responses - B responses of G tokens each (pad with {@link padDiffusionResponse})
+ * @param responses - B responses of N tokens each (pad with {@link padDiffusionResponse})
  */
 export function maskedDiffusionLoss(
   model: DiffusionModel,
@@ -44,8 +44,8 @@ export function maskedDiffusionLoss(
   const B = prompts.length;
   if (B < 1 || responses.length !== B) throw new Error(`maskedDiffusionLoss: prompts and responses must be non-empty and of equal count, got ${B} and ${responses.length}`);
   const P = prompts[0]!.length;
-  const G = responses[0]!.length;
-  const T = P + G;
+  const N = responses[0]!.length;
+  const T = P + N;
   const V = model.config.vocabSize;
   const tokens = new Int32Array(B * T); // (B, T)
   const pos: number[] = [];
@@ -54,16 +54,16 @@ export function maskedDiffusionLoss(
   for (let i = 0; i < B; i++) {
     const p = prompts[i]!;
     const o = responses[i]!;
-    if (p.length !== P || o.length !== G) throw new Error(`maskedDiffusionLoss: row ${i} has prompt/response lengths ${p.length}/${o.length}, expected ${P}/${G}`);
+    if (p.length !== P || o.length !== N) throw new Error(`maskedDiffusionLoss: row ${i} has prompt/response lengths ${p.length}/${o.length}, expected ${P}/${N}`);
     const t = eps + (1 - eps) * rng.uniform();
     for (let j = 0; j < P; j++) tokens[i * T + j] = p[j]!;
-    for (let j = 0; j < G; j++) {
+    for (let j = 0; j < N; j++) {
       const masked = rng.uniform() < t;
       tokens[i * T + P + j] = masked ? MASK : o[j]!;
       if (masked) {
         pos.push(i * T + P + j);
         target.push(o[j]!);
-        weight.push(1 / t / (B * G));
+        weight.push(1 / t / (B * N));
       }
     }
   }
@@ -90,7 +90,7 @@ export interface DiffusionWarmStartConfig {
   readonly weightDecay?: number;
   /** Global-norm gradient clip. @defaultValue 1 */
   readonly maxGradNorm?: number;
-  /** Response slots G (gold responses are padded to it with EOS). @defaultValue 24 */
+  /** Response slots N (gold responses are padded to it with EOS). @defaultValue 24 */
   readonly genLength?: number;
   /** Smallest mask ratio ε. @defaultValue 1e-3 */
   readonly eps?: number;
@@ -156,8 +156,8 @@ export async function diffusionWarmStartAsync(
 function* warmStartSteps(model: DiffusionModel, task: Task, config: DiffusionWarmStartConfig, store: ParamStore): Generator<void, DiffusionWarmStartResult, void> {
   const steps = config.steps ?? 200;
   const batchSize = config.batchSize ?? 16;
-  const G = config.genLength ?? 24;
-  for (const [k, v] of [['steps', steps], ['batchSize', batchSize], ['genLength', G]] as const) {
+  const N = config.genLength ?? 24;
+  for (const [k, v] of [['steps', steps], ['batchSize', batchSize], ['genLength', N]] as const) {
     if (!Number.isInteger(v) || v < (k === 'steps' ? 0 : 1)) throw new Error(`diffusionWarmStart: ${k} must be a ${k === 'steps' ? 'non-negative' : 'positive'} integer, got ${v}`);
   }
   if (task.vocabSize > model.config.vocabSize) throw new Error(`diffusionWarmStart: task ${task.name} has vocabSize ${task.vocabSize}, more than the model's ${model.config.vocabSize}`);
@@ -173,7 +173,7 @@ function* warmStartSteps(model: DiffusionModel, task: Task, config: DiffusionWar
       model,
       store.data,
       batch.map((p) => p.prompt),
-      batch.map((p) => padDiffusionResponse(task.goldResponse(p), G)),
+      batch.map((p) => padDiffusionResponse(task.goldResponse(p), N)),
       masks,
       { eps: config.eps, grads: store.grads },
     );

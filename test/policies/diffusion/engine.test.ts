@@ -6,7 +6,7 @@ import { UsageError } from '../../../src/errors.js';
 import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { createDiffusionEngine, diffusionPolicyFactory, type DiffusionEngine, type DiffusionEngineRecord } from '../../../src/policies/diffusion/engine.js';
-import { diffusionLogProbs } from '../../../src/policies/diffusion/estimators.js';
+import { diffusionLogprobs } from '../../../src/policies/diffusion/estimators.js';
 import { resolveRunConfig, type RunConfig } from '../../../src/rl/grpo/config.js';
 import { grpoStep } from '../../../src/rl/grpo/loop.js';
 import { batchFromJson, batchToJson, parseMessage } from '../../../src/protocol/schema.js';
@@ -53,17 +53,17 @@ describe('diffusion engine: generate', () => {
     for (const estimator of estimators) {
       const { engine, prompts } = setup({ estimator });
       const batch = engine.generate(prompts, createRng(1).fork('rollout'));
-      const G = 8;
-      expect([batch.B, batch.T, batch.responses.length, batch.mask.length, batch.logpRollout.length]).toEqual([6, G, 6 * G, 6 * G, 6 * G]);
+      const N = 8;
+      expect([batch.B, batch.T, batch.responses.length, batch.mask.length, batch.logpRollout.length]).toEqual([6, N, 6 * N, 6 * N, 6 * N]);
       const record = batch.record as DiffusionEngineRecord;
       expect(record.kind).toBe('diffusion');
       expect(record.estimator).toBe(estimator);
       for (let r = 0; r < batch.B; r++) {
         const full = record.sequences[r]!.response;
         const eos = full.indexOf(EOS);
-        const len = eos < 0 ? G : eos + 1;
-        for (let j = 0; j < G; j++) {
-          const k = r * G + j;
+        const len = eos < 0 ? N : eos + 1;
+        for (let j = 0; j < N; j++) {
+          const k = r * N + j;
           expect(batch.mask[k]).toBe(j < len ? 1 : 0);
           if (j < len) {
             expect(batch.responses[k]).toBe(full[j]);
@@ -195,7 +195,7 @@ describe('diffusion engine: logprobs', () => {
       const mask = Float64Array.from(g, (_, k) => batch.mask[rows[Math.floor(k / T)]! * T + (k % T)]!);
       const theta = Float64Array.from(engine.params.data);
       const f = (p: Float64Array): number => {
-        const { logp } = diffusionLogProbs(estimator, engine.model, p, seqs, fp32Numerics(), { seed: record.estimatorSeed, temperature: record.temperature, support });
+        const { logp } = diffusionLogprobs(estimator, engine.model, p, seqs, fp32Numerics(), { seed: record.estimatorSeed, temperature: record.temperature, support });
         let s = 0;
         for (let k = 0; k < logp.length; k++) s += mask[k]! * g[k]! * logp[k]!;
         return s;

@@ -11,7 +11,7 @@ import {
   diffusionCompletionMask,
   diffusionEstimatorNames,
   diffusionEstimators,
-  diffusionLogProbs,
+  diffusionLogprobs,
   type DiffusionEstimatorName,
 } from '../../../src/policies/diffusion/estimators.js';
 import { createDiffusionModel } from '../../../src/policies/diffusion/model.js';
@@ -36,11 +36,11 @@ describe('gradient of Σ r·ℓ (float64, central differences over every paramet
     it(name, () => {
       const r = Float64Array.from({ length: 2 * 4 }, (_, k) => Math.sin(1 + 3 * k));
       const loss = (): number => {
-        const lp = diffusionLogProbs(name, model, params, rollout.sequences, fp32, options).logp;
+        const lp = diffusionLogprobs(name, model, params, rollout.sequences, fp32, options).logp;
         return lp.reduce((a, x, k) => a + r[k]! * x, 0);
       };
       const grads = new Float64Array(params.length);
-      diffusionLogProbs(name, model, params, rollout.sequences, fp32, options).backward(r, grads);
+      diffusionLogprobs(name, model, params, rollout.sequences, fp32, options).backward(r, grads);
       expect(grads.some((g) => Math.abs(g) > 1e-3)).toBe(true);
       expectGradClose(name, params, grads, loss, { rtol: 1e-5, atol: 1e-8 });
     });
@@ -54,7 +54,7 @@ describe('gradient of Σ r·ℓ (float64, central differences over every paramet
     lp.backward(new Float64Array(8).fill(1), twice);
     lp.backward(new Float64Array(8).fill(1), twice);
     twice.forEach((g, i) => expect(g).toBeCloseTo(2 * once[i]!, 12));
-    expect(() => lp.backward(new Float64Array(3), once)).toThrow(/dlogp must have B·G = 8 entries, got 3/);
+    expect(() => lp.backward(new Float64Array(3), once)).toThrow(/dlogp must have B·N = 8 entries, got 3/);
   });
 });
 
@@ -82,8 +82,8 @@ describe('rollout vs trainer log-probs', () => {
       const traj = concat(halves.map((s) => diffusionEstimators.trajectory(model, w, s, fp32Numerics(), opts).logp));
       expectIdentical(rollout.logpRollout, traj);
       for (const name of ['d1', 'elbo'] as const) {
-        const roll = diffusionLogProbs(name, model, w, rollout.sequences, fp32Numerics(), opts).logp;
-        const train = concat(halves.map((s) => diffusionLogProbs(name, model, w, s, fp32Numerics(), opts).logp));
+        const roll = diffusionLogprobs(name, model, w, rollout.sequences, fp32Numerics(), opts).logp;
+        const train = concat(halves.map((s) => diffusionLogprobs(name, model, w, s, fp32Numerics(), opts).logp));
         expectIdentical(roll, train);
       }
       expect(rollout.logpRollout.every((x) => Number.isFinite(x) && x < 0)).toBe(true);
@@ -94,8 +94,8 @@ describe('rollout vs trainer log-probs', () => {
     const rollout = sampleDiffusion(model, params, prompts, sampler, e4m3TestNumerics(), createRng(1).fork('rollout'));
     const opts = { seed: 77, temperature: rollout.logpTemperature };
     for (const name of diffusionEstimatorNames) {
-      const roll = name === 'trajectory' ? rollout.logpRollout : diffusionLogProbs(name, model, params, rollout.sequences, e4m3TestNumerics(), opts).logp;
-      const old = diffusionLogProbs(name, model, params, rollout.sequences, fp32, opts).logp;
+      const roll = name === 'trajectory' ? rollout.logpRollout : diffusionLogprobs(name, model, params, rollout.sequences, e4m3TestNumerics(), opts).logp;
+      const old = diffusionLogprobs(name, model, params, rollout.sequences, fp32, opts).logp;
       let maxAbs = 0;
       old.forEach((x, k) => {
         expect(Number.isFinite(x) && Number.isFinite(roll[k]!), `${name} slot ${k}`).toBe(true);
@@ -145,7 +145,7 @@ describe('estimator semantics', () => {
     expect(full(swapped, 0)).not.toEqual(full([seqs[0]!], 0));
   });
 
-  it('elbo with G = 1 is the one-token log-likelihood (the d1 view without prompt masking)', () => {
+  it('elbo with N = 1 is the one-token log-likelihood (the d1 view without prompt masking)', () => {
     const one = seqs.map((s) => ({ ...s, response: s.response.slice(0, 1) }));
     const elbo = diffusionEstimators.elbo(model, params, one, fp32, { elboSamples: 5 }).logp;
     const d1 = diffusionEstimators.d1(model, params, one, fp32, { pMaskPrompt: 0 }).logp;
@@ -162,7 +162,7 @@ describe('estimator semantics', () => {
 
   it('trajectory needs sampled sequences; options are validated', () => {
     expect(() => diffusionEstimators.trajectory(model, params, seqs, fp32)).toThrow(/sequences\[0\] \("s0"\) has no commitStep/);
-    expect(() => diffusionLogProbs('exact' as never, model, params, seqs, fp32)).toThrow(/estimator must be one of trajectory, d1, elbo, got "exact"/);
+    expect(() => diffusionLogprobs('exact' as never, model, params, seqs, fp32)).toThrow(/estimator must be one of trajectory, d1, elbo, got "exact"/);
     expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { pMaskPrompt: 1.5 })).toThrow(/pMaskPrompt must be in \[0, 1\], got 1.5/);
     expect(() => diffusionEstimators.elbo(model, params, seqs, fp32, { elboSamples: 0 })).toThrow(/elboSamples must be a positive integer, got 0/);
     expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { temperature: 0 })).toThrow(/temperature must be finite and > 0, got 0/);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../../src/backend/index.js';
-import { createDiffusionEngine, createDiffusionModel, diffusionLogProbs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
+import { createDiffusionEngine, createDiffusionModel, diffusionLogprobs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
 import { createParamStore } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
@@ -72,7 +72,7 @@ it("trajectory: the sampler's step passes route exactly as the trajectory estima
   const prompts = makeTask('reverse', { minLength: 3, maxLength: 4 }).trainProblems(3, 'traj').map((p) => [...p.prompt]);
   const batch = engine.generate(prompts, createRng('traj'));
   const record = batch.record as DiffusionEngineRecord;
-  const lp = diffusionLogProbs('trajectory', engine.model, w, record.sequences, numericsFor(precisionPlans['int8-rollout']!.rollout), { seed: record.estimatorSeed, temperature: record.temperature });
+  const lp = diffusionLogprobs('trajectory', engine.model, w, record.sequences, numericsFor(precisionPlans['int8-rollout']!.rollout), { seed: record.estimatorSeed, temperature: record.temperature });
   lp.routing!.forEach((r, l) => expect(Array.from(r)).toEqual(Array.from(record.moeRouting![l]!)));
 });
 

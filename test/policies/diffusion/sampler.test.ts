@@ -214,13 +214,13 @@ describe('sampleDiffusion with top-k / top-p', () => {
   it('every committed token lies in its recorded kept set (top-k: exactly k ids, MASK never), ℓroll is renormalised over it', () => {
     for (const cfg of [{ topK: 3 }, { topP: 0.5 }, { topK: 4, topP: 0.7 }]) {
       const r = sampleDiffusion(model, params, prompts, { ...base, temperature: 0.9, ...cfg }, numerics, createRng(12), { recordStates: true });
-      const G = 12;
-      const T = P + G;
-      expect(r.support!.length).toBe(prompts.length * G * V);
+      const N = 12;
+      const T = P + N;
+      expect(r.support!.length).toBe(prompts.length * N * V);
       let narrowed = 0;
       r.sequences.forEach((s, i) => {
-        for (let j = 0; j < G; j++) {
-          const keep = r.support!.subarray((i * G + j) * V, (i * G + j + 1) * V);
+        for (let j = 0; j < N; j++) {
+          const keep = r.support!.subarray((i * N + j) * V, (i * N + j + 1) * V);
           const size = keep.reduce((a, b) => a + b, 0);
           expect(keep[s.response[j]!]).toBe(1);
           expect(keep[MASK]).toBe(0);
@@ -232,7 +232,7 @@ describe('sampleDiffusion with top-k / top-p', () => {
           const expected = new Uint8Array(V);
           truncatedSupport(logits, (P + j) * V, V, 0.9, cfg.topK ?? 0, cfg.topP ?? 1, expected, MASK);
           expect(Array.from(keep)).toEqual(Array.from(expected));
-          expect(Object.is(r.logpRollout[i * G + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep))).toBe(true);
+          expect(Object.is(r.logpRollout[i * N + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep))).toBe(true);
         }
       });
       expect(narrowed).toBeGreaterThan(0);

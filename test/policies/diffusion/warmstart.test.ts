@@ -10,16 +10,16 @@ import { randomParams64, smallModel } from './helpers.js';
 
 describe('diffusion warm start', () => {
   const task = makeTask('reverse', { maxLength: 4 });
-  const G = 5;
+  const N = 5;
   const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
   const heldOut = task.evalProblems(32, 1);
   const evalLoss = (data: Float32Array): number =>
-    maskedDiffusionLoss(model, data, heldOut.map((p) => p.prompt), heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), G)), createRng(5));
+    maskedDiffusionLoss(model, data, heldOut.map((p) => p.prompt), heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), N)), createRng(5));
 
   it('drives the held-out masked-token loss down within seconds on reverse', () => {
-    const start = diffusionWarmStart(model, task, { steps: 0, genLength: G, seed: 2 });
+    const start = diffusionWarmStart(model, task, { steps: 0, genLength: N, seed: 2 });
     const before = evalLoss(start.store.data);
-    const { store, losses } = diffusionWarmStart(model, task, { steps: 250, genLength: G, seed: 2, lr: 1e-2 });
+    const { store, losses } = diffusionWarmStart(model, task, { steps: 250, genLength: N, seed: 2, lr: 1e-2 });
     const after = evalLoss(store.data);
     expect(losses.length).toBe(250);
     expect(losses.every(Number.isFinite)).toBe(true);
@@ -30,7 +30,7 @@ describe('diffusion warm start', () => {
     const params = randomParams64(model, 4, 0.4);
     const probs = task.trainProblems(3, 8);
     const prompts = probs.map((p) => p.prompt);
-    const responses = probs.map((p) => padDiffusionResponse(task.goldResponse(p), G));
+    const responses = probs.map((p) => padDiffusionResponse(task.goldResponse(p), N));
     const loss = (): number => maskedDiffusionLoss(model, params, prompts, responses, createRng(3), { eps: 0.2 });
     const grads = new Float64Array(params.length);
     maskedDiffusionLoss(model, params, prompts, responses, createRng(3), { eps: 0.2, grads });
