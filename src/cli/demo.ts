@@ -4,8 +4,10 @@
 
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { labSweepOptions, loadLabExperiment } from '../runs/lab.js';
-import { readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
+import { planSweep, readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
+import { estimateHereText, labPlannedRuns, labSizeText } from './lab.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { fakeQuant } from '../numerics/vector.js';
@@ -27,7 +29,7 @@ import { claimOutDir, outDirKind } from './outdir.js';
 export const DEMO_EXPERIMENT = 'departure';
 export const DEMO_GRID = 'plan=bf16,mxfp4-rollout;correction=none,tis';
 export const DEMO_EXCLUDE = 'plan=bf16,correction=tis';
-/** Seeds of the demonstration (the experiment has 3; 2 keep it near a minute and a half on two cores). */
+/** Seeds of the demonstration (the experiment has 3; 2 keep it about a third of the experiment's time: `lab list`). */
 export const DEMO_SEEDS = 2;
 
 const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
@@ -168,6 +170,8 @@ export const demoCommand: Command = {
       io.out(`  ${departure.source}`);
       io.out(`  GRPO on sudoku4 (${departure.config}, as \`qrl-sim lab run departure\` runs it): BF16 vs an MXFP4`);
       io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
+      const planned = (await planSweep(options)).runs;
+      io.out(`  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())} (qrl-sim lab --help)`);
       let found: string[] = [];
       const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
         after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
@@ -176,7 +180,8 @@ export const demoCommand: Command = {
       io.out('');
       for (const line of found) io.out(line);
       io.out('');
-      io.out('The full experiment (AIS as well, 3 seeds): qrl-sim lab run departure; its page and verdict:');
+      io.out(`The full experiment (AIS as well, 3 seeds; ${labSizeText(departure, await labPlannedRuns(departure))}):`);
+      io.out('qrl-sim lab run departure; its page and verdict:');
       io.out('docs/lab/departure.md; every finding: docs/lab/README.md.');
       return code;
     }
