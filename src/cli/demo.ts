@@ -171,7 +171,7 @@ export const demoCommand: Command = {
       io.out(`  GRPO on sudoku4 (${departure.config}, as \`qrl-sim lab run departure\` runs it): BF16 vs an MXFP4`);
       io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
       const planned = (await planSweep(options)).runs;
-      io.out(`  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())} (qrl-sim lab --help)`);
+      io.out(`  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())}; what that assumes: qrl-sim lab --help`);
       let found: string[] = [];
       const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
         after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
@@ -180,7 +180,7 @@ export const demoCommand: Command = {
       io.out('');
       for (const line of found) io.out(line);
       io.out('');
-      io.out(`The full experiment (AIS as well, 3 seeds; ${labSizeText(departure, await labPlannedRuns(departure))}):`);
+      io.out(`The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`);
       io.out('qrl-sim lab run departure; its page and verdict:');
       io.out('docs/lab/departure.md; every finding: docs/lab/README.md.');
       return code;
