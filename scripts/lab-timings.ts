@@ -2,7 +2,8 @@
 // warm-start step, a GRPO step, an evaluation and a checkpoint of every grid point, in a short run of
 // that point's own config, extrapolated to the full config (src/runs/lab-estimate.ts) and written
 // into the experiment's secondsPerRun / warmStartSeconds / timedOn. Not a benchmark (bench/) and not a test.
-// Usage: npm run lab-timings [-- NAME …] [--dry] (npx tsx scripts/lab-timings.ts). One process, one thread;
+// Usage: npm run lab-timings [-- NAME …] [--dry] (npx tsx scripts/lab-timings.ts); without --dry it also
+// regenerates the docs/lab blocks that quote the estimates. One process, one thread;
 // CPU time (process.cpuUsage), which a busy machine inflates far less than wall time.
 
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import type { RunConfig } from '../src/rl/grpo/config.js';
 import { labExperimentNames, labSweepOptions, LAB_DIR, loadLabExperiment, type LabExperiment } from '../src/runs/lab.js';
 import { type PhaseSeconds, runCpuSeconds, warmStartCpuSeconds } from '../src/runs/lab-estimate.js';
 import { runGrpo, warmStartKey } from '../src/runs/run.js';
+import { fillMarkers, labDocs } from './doc-tables.js';
 import { type PlannedRun, planSweep } from '../src/runs/sweep.js';
 
 /** GRPO steps of each short run: the first is left out (it compiles the point's code paths), the second is measured. */
@@ -105,10 +107,6 @@ async function timeExperiment(exp: LabExperiment, machine: string, date: string,
   const warmSeconds: number[] = [];
   let spent = 0;
   const lines: string[] = [];
-  // The first point is measured twice and its first measurement dropped: the first short run of a
-  // config size in a process ran up to 2× slower in every phase (length-long's bf16, 256 terms).
-  const first = points[0] as PlannedRun;
-  spent += (await measurePoint(first.config, true)).total;
   for (const run of points) {
     const key = warmStartKey(run.config);
     const firstOfKey = !warm.has(key);
@@ -150,3 +148,8 @@ for (const name of names.length > 0 ? names : labExperimentNames()) {
   console.log(await timeExperiment(loadLabExperiment(name), machine, date, dry));
 }
 console.log(`lab-timings: ${(cpuSeconds() - start).toFixed(0)} CPU s in all`);
+if (!dry) {
+  // The docs quote the estimates (docs/lab/README.md, each page's command line): regenerated here too.
+  for (const [path, blocks] of Object.entries(await labDocs())) writeFileSync(path, fillMarkers(readFileSync(path, 'utf8'), blocks));
+  console.log('lab-timings: docs/lab regenerated (scripts/doc-tables.ts)');
+}
