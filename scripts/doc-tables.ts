@@ -1,6 +1,6 @@
 // Regenerates the tables the docs embed: formats, profiles and presets (docs/numerics.md, docs/quantization.md),
 // the run config (docs/grpo.md), the stacks' metric names (docs/estimators.md) and the public surface of each
-// package entry (docs/library.md).
+// package entry (docs/library.md), and the lab's runs and duration estimates (docs/lab/, from sims/lab/*.json).
 // Usage: npx tsx scripts/doc-tables.ts [--check]; the test suite runs the check.
 
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -8,6 +8,8 @@ import { formatTableMarkdown, profileSourcesMarkdown, profileTableMarkdown } fro
 import { presetTableMarkdown } from '../src/numerics/presets.js';
 import { configTableMarkdown } from '../src/rl/grpo/describe.js';
 import { stackMetricsTableMarkdown } from '../src/rl/stack-metrics.js';
+import { labListLines, labPlannedRuns, labSizeText } from '../src/cli/lab.js';
+import { labExperimentNames, loadLabExperiment } from '../src/runs/lab.js';
 import { surfaceBlocks } from './api-surface.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
@@ -38,9 +40,22 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/estimators.md': { 'stack-metrics': stackMetricsTableMarkdown() },
 });
 
+/**
+ * The lab's generated blocks (async: planning a sweep loads its policy factories): the `lab list`
+ * table in docs/lab/README.md and each page's command line with its runs and estimate.
+ */
+export async function labDocs(): Promise<Record<string, Record<string, string>>> {
+  const docs: Record<string, Record<string, string>> = { 'docs/lab/README.md': { 'lab-list': (await labListLines()).join('\n') } };
+  for (const name of labExperimentNames()) {
+    const exp = loadLabExperiment(name);
+    docs[exp.page] = { 'lab-command': ['```sh', `npx qrl-sim lab run ${name}   # ${labSizeText(exp, await labPlannedRuns(exp))}`, '```'].join('\n') };
+  }
+  return docs;
+}
+
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
-  for (const [path, blocks] of Object.entries(generatedDocs())) {
+  for (const [path, blocks] of Object.entries({ ...generatedDocs(), ...(await labDocs()) })) {
     const before = readFileSync(path, 'utf8');
     const after = fillMarkers(before, blocks);
     if (process.argv.includes('--check')) {

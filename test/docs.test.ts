@@ -1,6 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { fillMarkers, generatedDocs } from '../scripts/doc-tables.js';
+import { fillMarkers, generatedDocs, labDocs } from '../scripts/doc-tables.js';
+import { labPlannedRuns, labSizeText } from '../src/cli/lab.js';
+import { loadLabExperiment } from '../src/runs/lab.js';
 import { fillGoldenTable, GOLDEN_DOC, goldenSuiteStats } from '../scripts/golden-docs.js';
 
 describe('generated documentation tables', () => {
@@ -8,6 +10,22 @@ describe('generated documentation tables', () => {
     const text = readFileSync(path, 'utf8');
     expect(fillMarkers(text, blocks)).toBe(text);
   });
+});
+
+describe('the lab pages\' runs and estimates', () => {
+  it('are those of sims/lab/*.json (regenerate: npx tsx scripts/doc-tables.ts)', async () => {
+    for (const [path, blocks] of Object.entries(await labDocs())) {
+      const text = readFileSync(path, 'utf8');
+      expect(fillMarkers(text, blocks), path).toBe(text);
+    }
+  }, 120_000);
+
+  it('a stale estimate is caught', async () => {
+    const exp = loadLabExperiment('alignment');
+    const runs = await labPlannedRuns(exp);
+    const page = fillMarkers('<!-- begin:x -->\n<!-- end:x -->\n', { x: labSizeText(exp, runs) });
+    expect(fillMarkers(page, { x: labSizeText({ ...exp, secondsPerRun: exp.secondsPerRun * 4 }, runs) })).not.toBe(page);
+  }, 60_000);
 });
 
 describe('docs/golden.md suite table', () => {

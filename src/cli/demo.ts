@@ -4,9 +4,11 @@
 
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { loadLabExperiment } from '../runs/lab.js';
 import { DEMO_EXCLUDE, DEMO_EXPERIMENT, DEMO_GRID, DEMO_SEEDS, demoFindings, demoSweepOptions, roundTripError } from '../runs/demo.js';
-import { readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
+import { planSweep, readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
+import { estimateHereText, labPlannedRuns, labSizeText } from './lab.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { scalarEncoder } from '../numerics/round.js';
@@ -77,6 +79,8 @@ export const demoCommand: Command = {
       io.out(`  ${departure.source}`);
       io.out(`  GRPO on sudoku4 (${departure.config}, as \`qrl-sim lab run departure\` runs it): BF16 vs an MXFP4`);
       io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
+      const planned = (await planSweep(options)).runs;
+      io.out(`  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())}; what that assumes: qrl-sim lab --help`);
       let found: string[] = [];
       const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
         after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
@@ -85,7 +89,8 @@ export const demoCommand: Command = {
       io.out('');
       for (const line of found) io.out(line);
       io.out('');
-      io.out('The full experiment (AIS as well, 3 seeds): qrl-sim lab run departure; its page and verdict:');
+      io.out(`The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`);
+      io.out('qrl-sim lab run departure; its page and verdict:');
       io.out('docs/lab/departure.md; every finding: docs/lab/README.md.');
       return code;
     }

@@ -1,10 +1,12 @@
 // `qrl-sim lab`: list the lab's experiments (one per finding of the papers) and run one as a sweep,
 // saying before it starts how long it will take. Not the experiments (sims/lab/) or their pages (docs/lab/).
 
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { estimateLabSeconds, labExperimentNames, labSweepOptions, loadLabExperiment } from '../runs/lab.js';
-import { planSweep } from '../runs/sweep.js';
+import { estimateLabSeconds, type LabEstimate, type LabExperiment, labExperimentNames, labSweepOptions, loadLabExperiment } from '../runs/lab.js';
+import { warmStartCacheDir } from '../runs/run.js';
+import { type PlannedRun, planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { claimOutDir } from './outdir.js';
@@ -27,15 +29,68 @@ mechanism, the measured result and a verdict (index: docs/lab/README.md).
                   runs/lab/NAME-smoke)
   --smoke         the seconds-long version (tiny sizes, one step): checks that it runs, measures nothing
 
-The estimate printed before a run is the experiment's measured time per run on two idle cores
-(times the runs per worker, plus uncached warm starts).
+The estimates (list, and before a run) are wall times on an idle machine as fast as the one that
+measured them: each run takes the CPU seconds measured for it (sims/lab/NAME.json secondsPerRun,
+plus warmStartSeconds for each run that trains a warm start; measured by npm run
+lab-timings, on the machine and date of timedOn), min(workers, cores) runs proceed at once, and a
+run that shares a warm start waits for the run that trains it, as the sweep schedules them. list
+assumes two cores and an empty warm-start cache; run counts the workers, this machine's cores and
+the warm starts already in .cache/sft. A busy machine stretches the wall time, not the CPU time.
 
 examples:
   qrl-sim lab list
   qrl-sim lab run alignment --smoke --seeds 1 --out runs/lab-smoke-alignment`;
 
-function minutes(seconds: number): string {
-  return seconds < 90 ? `${Math.round(seconds)} s` : `${(seconds / 60).toFixed(0)} min`;
+/** A duration for people: seconds below 90 s, minutes below 90 min, hours with one decimal above. */
+export function humanDuration(seconds: number): string {
+  if (seconds < 90) return `${Math.round(seconds)} s`;
+  if (seconds < 90 * 60) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+/** Cores `lab list` and the docs assume: the project's two-core machine. */
+export const LAB_LIST_CORES = 2;
+
+/** An experiment's runs as the full sweep plans them (its seeds, no smoke overrides). */
+export async function labPlannedRuns(exp: LabExperiment): Promise<readonly PlannedRun[]> {
+  return (await planSweep(labSweepOptions(exp, { outDir: 'unused' }))).runs;
+}
+
+/** `R runs (W warm starts), about T on two idle cores`: what the lab pages and the demo quote. */
+export function labSizeText(exp: LabExperiment, runs: readonly PlannedRun[]): string {
+  const estimate = estimateLabSeconds(exp, runs, LAB_LIST_CORES);
+  return `${runs.length} runs (${estimate.warmStarts} warm start${estimate.warmStarts === 1 ? '' : 's'}), about ${humanDuration(estimate.wallSeconds)} on two idle cores`;
+}
+
+/** The `lab list` table, one markdown line each (docs/lab/README.md embeds it). */
+export async function labListLines(): Promise<string[]> {
+  const lines = [
+    `| experiment | finding | source | runs | warm starts | CPU time | estimate (${LAB_LIST_CORES} idle cores) |`,
+    '| --- | --- | --- | ---: | ---: | ---: | ---: |',
+  ];
+  for (const exp of labExperimentNames().map((name) => loadLabExperiment(name))) {
+    const runs = await labPlannedRuns(exp);
+    const estimate = estimateLabSeconds(exp, runs, LAB_LIST_CORES);
+    lines.push(`| ${exp.name} | ${exp.title} | ${exp.source} | ${runs.length} | ${estimate.warmStarts} | ${humanDuration(estimate.cpuSeconds)} | ${humanDuration(estimate.wallSeconds)} |`);
+  }
+  return lines;
+}
+
+/**
+ * The estimate of a sweep about to run here: `min(workers, this machine's cores)` runs at a time,
+ * warm starts already in the cache (`.cache/sft` under the working directory, where the sweep
+ * looks) not counted.
+ */
+export function estimateHere(exp: LabExperiment, runs: readonly PlannedRun[], workers: number): LabEstimate & { readonly slots: number } {
+  const slots = Math.max(1, Math.min(workers, availableParallelism(), runs.length));
+  const cacheDir = resolve('.cache', 'sft');
+  return { ...estimateLabSeconds(exp, runs, slots, (run) => existsSync(warmStartCacheDir(cacheDir, run.config))), slots };
+}
+
+/** The estimate `lab run` and `demo` print before the runs start. */
+export function estimateHereText(exp: LabExperiment, runs: readonly PlannedRun[], workers: number): string {
+  const estimate = estimateHere(exp, runs, workers);
+  return `${estimate.warmStarts} warm start${estimate.warmStarts === 1 ? '' : 's'} to train; about ${humanDuration(estimate.wallSeconds)} with ${estimate.slots} at a time on idle cores (${humanDuration(estimate.cpuSeconds)} of CPU in all)`;
 }
 
 /** The `lab` subcommand. */
@@ -46,13 +101,10 @@ export const labCommand: Command = {
     const [verb, ...rest] = args;
     if (verb === 'list') {
       parseCommandArgs(rest, {});
-      const rows = labExperimentNames().map((name) => loadLabExperiment(name));
-      io.out('| experiment | finding | source | runs | estimate (2 cores) |');
-      io.out('| --- | --- | --- | ---: | ---: |');
-      for (const exp of rows) {
-        const plan = await planSweep(labSweepOptions(exp, { outDir: 'unused' }));
-        io.out(`| ${exp.name} | ${exp.title} | ${exp.source} | ${plan.runs.length} | ${minutes(estimateLabSeconds(exp, plan.runs.length, plan.seeds.length, 2))} |`);
-      }
+      for (const line of await labListLines()) io.out(line);
+      io.out('');
+      io.out(`Estimates: wall time on ${LAB_LIST_CORES} idle cores with an empty warm-start cache, from the CPU seconds measured per run and`);
+      io.out('per warm start (sims/lab/NAME.json, npm run lab-timings); qrl-sim lab --help says what they assume.');
       return 0;
     }
     if (verb !== 'run') throw new UsageError(`lab: expected 'list' or 'run NAME', got ${verb === undefined ? 'nothing' : `'${verb}'`}`);
@@ -73,7 +125,7 @@ export const labCommand: Command = {
     io.out(
       smoke
         ? `smoke run: ${plan.runs.length} runs at a tiny size (seconds); it measures nothing`
-        : `${plan.runs.length} runs (${plan.points.length} configurations × ${plan.seeds.length} seeds) on ${Math.min(workers, plan.runs.length)} workers: about ${minutes(estimateLabSeconds(exp, plan.runs.length, plan.seeds.length, Math.min(workers, plan.runs.length)))} on two idle cores`,
+        : `${plan.runs.length} runs (${plan.points.length} configurations × ${plan.seeds.length} seeds) on ${Math.min(workers, plan.runs.length)} workers: ${estimateHereText(exp, plan.runs, workers)}`,
     );
     return executeSweep(io, labSweepOptions(exp, options), out, 'lab', {
       perRun: false,

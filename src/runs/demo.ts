@@ -19,7 +19,7 @@ import type { SweepOptions } from './sweep.js';
 export const DEMO_EXPERIMENT = 'departure';
 export const DEMO_GRID = 'plan=bf16,mxfp4-rollout;correction=none,tis';
 export const DEMO_EXCLUDE = 'plan=bf16,correction=tis';
-/** Seeds of the demonstration (the experiment has 3; 2 keep it near a minute and a half on two cores). */
+/** Seeds of the demonstration (the experiment has 3; 2 keep it about a third of the experiment's time: `lab list`). */
 export const DEMO_SEEDS = 2;
 
 /** The demonstration's sweep: `departure`'s options with the demonstration's grid and exclusion. */

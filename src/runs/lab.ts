@@ -7,7 +7,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
 import { UsageError, zodIssueLine } from '../errors.js';
 import { parseJsonInput } from '../json.js';
-import { runSweep, type SweepOptions, type SweepResult } from './sweep.js';
+import { type ScheduledRun, sweepWallSeconds } from './lab-estimate.js';
+import { warmStartKey } from './run.js';
+import { type PlannedRun, runSweep, type SweepOptions, type SweepResult } from './sweep.js';
 
 /** Where the experiment specs live, relative to the package root. */
 export const LAB_DIR = 'sims/lab';
@@ -23,8 +25,9 @@ export const labExperimentSchema = z.strictObject({
   grid: z.string().describe('the sweep grid (docs/reports.md)'),
   seeds: z.number().int().min(1).max(20).describe('seeds of the full experiment'),
   baseline: z.string().optional().describe('the paired comparison’s baseline selector'),
-  secondsPerRun: z.number().positive().describe('measured wall time of one run on two idle cores (warm start cached), for the estimate printed before a run'),
-  warmStartSeconds: z.number().nonnegative().default(0).describe('measured wall time of one uncached warm start'),
+  secondsPerRun: z.number().positive().describe('CPU seconds of one run, warm start excluded (mean over the grid points; measured by scripts/lab-timings.ts)'),
+  warmStartSeconds: z.number().nonnegative().default(0).describe('CPU seconds of one uncached warm start (measured by scripts/lab-timings.ts)'),
+  timedOn: z.string().min(1).optional().describe('date, machine and script of the measurement of secondsPerRun and warmStartSeconds'),
   smoke: z.array(z.string()).min(1).describe('`--set` overrides that make a seconds-long version (the test runs every experiment with them, one seed)'),
 });
 
@@ -95,11 +98,55 @@ export function labSweepOptions(exp: LabExperiment, options: LabRunOptions, root
 }
 
 /**
- * Estimated wall seconds of a full run: `⌈runs / workers⌉ · secondsPerRun` plus one uncached warm
- * start per seed (the warm start is shared by every plan of a seed and cached across runs).
+ * The runs of a planned sweep as {@link runSweep} schedules them, with the experiment's measured CPU
+ * seconds: every run takes `secondsPerRun`; the first run of each warm-start key also trains the
+ * warm start (`warmStartSeconds`, unless `isCached` says it is in the cache already) and the other
+ * runs of that key wait for it; a run with `sft.cache` off trains its own.
  */
-export function estimateLabSeconds(exp: LabExperiment, runs: number, seeds: number, workers: number): number {
-  return Math.ceil(runs / Math.max(1, workers)) * exp.secondsPerRun + seeds * exp.warmStartSeconds;
+export function labSchedule(exp: LabExperiment, runs: readonly PlannedRun[], isCached: (run: PlannedRun) => boolean = () => false): LabScheduledRun[] {
+  const leaders = new Map<string, number>();
+  return runs.map((run, i) => {
+    const trainsWarmStart = !run.config.sft.cache || !isCached(run);
+    const trains = { seconds: exp.secondsPerRun + (trainsWarmStart ? exp.warmStartSeconds : 0), trainsWarmStart };
+    if (!run.config.sft.cache) return trains;
+    const key = warmStartKey(run.config);
+    const leader = leaders.get(key);
+    if (leader !== undefined) return { seconds: exp.secondsPerRun, after: leader, trainsWarmStart: false };
+    leaders.set(key, i);
+    return trains;
+  });
+}
+
+/** A run of {@link labSchedule}. */
+export interface LabScheduledRun extends ScheduledRun {
+  /** The run trains a warm start (it is the first of its key and the cache lacks it, or it caches none). */
+  readonly trainsWarmStart: boolean;
+}
+
+/** What {@link estimateLabSeconds} estimates. */
+export interface LabEstimate {
+  /** Wall seconds with `slots` runs at a time ({@link sweepWallSeconds}). */
+  readonly wallSeconds: number;
+  /** CPU seconds of all runs and warm starts together. */
+  readonly cpuSeconds: number;
+  /** Warm starts the sweep trains. */
+  readonly warmStarts: number;
+}
+
+/**
+ * The estimated duration of an experiment's sweep: each run takes the CPU seconds measured for it
+ * (`secondsPerRun`, plus `warmStartSeconds` for a run that trains a warm start) and `slots` runs
+ * proceed at once — `min(workers, cores)` — scheduled as {@link runSweep} does
+ * ({@link labSchedule}, {@link sweepWallSeconds}). It holds on an idle machine as fast as the one
+ * the figures were measured on (`timedOn`); a busy machine stretches the wall time.
+ */
+export function estimateLabSeconds(exp: LabExperiment, runs: readonly PlannedRun[], slots: number, isCached?: (run: PlannedRun) => boolean): LabEstimate {
+  const schedule = labSchedule(exp, runs, isCached);
+  return {
+    wallSeconds: sweepWallSeconds(schedule, Math.min(slots, runs.length)),
+    cpuSeconds: schedule.reduce((sum, r) => sum + r.seconds, 0),
+    warmStarts: schedule.filter((r) => r.trainsWarmStart).length,
+  };
 }
 
 /** Runs an experiment: its sweep, with the summary, paired table and report the sweep writes. */
