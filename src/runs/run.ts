@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import type { PolicyBackend } from '../backend/contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
+import { PLAN_FROM_BACKEND } from './backend-expect.js';
 import { UsageError } from '../errors.js';
 import type { PolicyFactory } from '../policies/engine.js';
 import { generationOf, type RunConfig } from '../rl/grpo/config.js';
@@ -366,7 +367,9 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   }
 
   // The log-prob semantics diagnostic (docs/logprob-semantics.md): keys only when the sides differ.
-  const semantics = backend instanceof ReferenceBackend && config.policy.kind === 'ar' ? semanticsMetrics(planOfConfig(config.plan), config.policy.sampler) : {};
+  // Fixed by the config's plan and sampler, which an external backend was checked to serve
+  // (backendMismatches); nothing where the plan is the backend's own.
+  const semantics = config.policy.kind === 'ar' && config.plan !== PLAN_FROM_BACKEND ? semanticsMetrics(planOfConfig(config.plan), config.policy.sampler) : {};
   const metricsFile = new JsonlWriter(join(outDir, 'metrics.jsonl'));
   const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
