@@ -2,7 +2,7 @@
 // decoded weights, the WebAssembly fp32 and hopper-fp8 kernels and an unrolled JS kernel. Not a semantics of its own.
 
 import type { FloatFormatName } from './formats.js';
-import { type CellLayout, type QuantizedTensor, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
+import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
 import { fp32Gemm } from './fp32-kernel.js';
 import {
   type GemmOperand,
@@ -62,6 +62,7 @@ const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>
  * decoded values and hopper-fp8 exponent tables, grown on demand. Valid until the next gemm call.
  */
 const operandScratchBuf = {
+  quantize: [createQuantizeScratch(), createQuantizeScratch()] as const,
   values: [new Float32Array(256), new Float32Array(256)] as [Float32Array, Float32Array],
   exponents: [new Int16Array(256), new Int16Array(256)] as [Int16Array, Int16Array],
 };
@@ -97,7 +98,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
 function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
   if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-  return quantizeTransient(quant, x, [rows, k], slot);
+  return quantizeTransient(quant, x, [rows, k], operandScratchBuf.quantize[slot]);
 }
 
 function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
