@@ -2,7 +2,9 @@
 // them and named accumulator models, one output at a time in plain loops. Written for clarity, not speed (gemm.ts).
 
 import { type FloatFormatName, decode, exponentOf, floatFormat } from './formats.js';
-import { type CellLayout, type QuantSpec, type QuantizedTensor, cellLayout, dequantize, elementFormat, quantize, quantizedValues } from './quantize.js';
+import { type CellLayout, cellLayout } from './quant-cells.js';
+import { type QuantSpec, type QuantizedTensor, elementFormat } from './quant-spec.js';
+import { dequantizeReference, quantizeReference, quantizedValuesReference } from './quantize-reference.js';
 import { scalarEncoder } from './round.js';
 import { fma32 } from './scales.js';
 
@@ -289,7 +291,7 @@ function roundedCopy(x: Float32Array, format: FloatFormatName | null): Float32Ar
  */
 function referenceOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [GemmOperand, GemmOperand] {
   const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined): Float32Array | QuantizedTensor =>
-    isQuantized(x) || quant === undefined || typeof quant === 'string' ? x : quantize(quant, x, [rows, k]);
+    isQuantized(x) || quant === undefined || typeof quant === 'string' ? x : quantizeReference(quant, x, [rows, k]);
   const qa = prep(a, m, options.aQuant);
   const qb = prep(b, n, options.bQuant);
   const fa = roundingFormatOf(qa, options.aQuant);
@@ -297,8 +299,8 @@ function referenceOperands(a: Float32Array | QuantizedTensor, b: Float32Array | 
   const oneSided = isScaled(qa) !== isScaled(qb);
   const operand = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null): GemmOperand => {
     if (!isQuantized(x)) return plainOperand(roundedCopy(x, f), f);
-    if (oneSided && isScaled(x)) return plainOperand(roundedCopy(dequantize(x), otherF), otherF);
-    return scaledOperand(x, quantizedValues(x), rows, k);
+    if (oneSided && isScaled(x)) return plainOperand(roundedCopy(dequantizeReference(x), otherF), otherF);
+    return scaledOperand(x, quantizedValuesReference(x), rows, k);
   };
   return [operand(qa, m, fa, fb), operand(qb, n, fb, fa)];
 }
