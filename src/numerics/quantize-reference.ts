@@ -16,7 +16,7 @@ import {
   roundInt,
 } from './quant-spec.js';
 import { scalarEncoder } from './round.js';
-import { cellParams } from './scale-rules.js';
+import { cellParams, quantizedTensor } from './scale-rules.js';
 import { allocCodes } from './vector.js';
 
 const fr = Math.fround;
@@ -125,17 +125,7 @@ export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: reado
     }
     codes = out;
   }
-  return {
-    spec,
-    shape: [rows, cols],
-    codes,
-    scales: params.scales,
-    scaleShape: layout.shape,
-    ...(params.scaleCodes ? { scaleCodes: params.scaleCodes } : {}),
-    ...(params.zeroPoints ? { zeroPoints: params.zeroPoints } : {}),
-    ...(params.globalScale !== undefined ? { globalScale: params.globalScale } : {}),
-    ...(params.state ? { state: params.state } : {}),
-  };
+  return quantizedTensor(spec, rows, cols, codes, params, layout.shape);
 }
 
 /**

@@ -15,7 +15,7 @@ import {
   clampCodes,
   roundInt,
 } from './quant-spec.js';
-import { cellParams } from './scale-rules.js';
+import { cellParams, quantizedTensor } from './scale-rules.js';
 import { decodeTable, encodeArray } from './vector.js';
 
 export {
@@ -189,17 +189,7 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
     }
     codes = out;
   }
-  return {
-    spec,
-    shape: [rows, cols],
-    codes,
-    scales: params.scales,
-    scaleShape: layout.shape,
-    ...(params.scaleCodes ? { scaleCodes: params.scaleCodes } : {}),
-    ...(params.zeroPoints ? { zeroPoints: params.zeroPoints } : {}),
-    ...(params.globalScale !== undefined ? { globalScale: params.globalScale } : {}),
-    ...(params.state ? { state: params.state } : {}),
-  };
+  return quantizedTensor(spec, rows, cols, codes, params, layout.shape);
 }
 
 /**

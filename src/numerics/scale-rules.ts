@@ -2,21 +2,9 @@
 // per-cell parameters (dequant scale, element factor, zero point) from the cell statistics. Not the element loop.
 
 import { type FloatFormat, type IntFormat, floatFormats } from './formats.js';
-import type { CellLayout, CellStats } from './quant-cells.js';
-import { checkSize } from './quant-cells.js';
-import {
-  type AmaxScaleRule,
-  type DelayedScaleRule,
-  type DelayedScalingState,
-  type ElementFormat,
-  type MinMaxScaleRule,
-  type QuantSpec,
-  type QuantizeOptions,
-  type ScaleRule,
-  type ScalingOp,
-  formatMax,
-  roundInt,
-} from './quant-spec.js';
+import { type CellLayout, type CellStats, checkSize } from './quant-cells.js';
+import type { AmaxScaleRule, DelayedScaleRule, DelayedScalingState, ElementFormat, MinMaxScaleRule, QuantCodes, QuantSpec, QuantizeOptions, QuantizedTensor, ScaleRule, ScalingOp } from './quant-spec.js';
+import { formatMax, roundInt } from './quant-spec.js';
 import { type ScalarEncoder, scalarEncoder } from './round.js';
 import { FLT_MAX, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
 import { decodeTable } from './vector.js';
@@ -335,4 +323,19 @@ export function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats
   const c: ScaleContext = { spec, fmt, layout, stats, options, count: layout.count, fmax: formatMax(fmt), scaling: spec.scaling ?? 'divide', scales, factors };
   entry.validate(rule, c);
   return entry.params(rule, c);
+}
+
+/** The {@link QuantizedTensor} of codes and cell parameters (optional fields present only when the rule set them). */
+export function quantizedTensor(spec: QuantSpec, rows: number, cols: number, codes: QuantCodes, params: CellParams, scaleShape: readonly number[]): QuantizedTensor {
+  return {
+    spec,
+    shape: [rows, cols],
+    codes,
+    scales: params.scales,
+    scaleShape,
+    ...(params.scaleCodes ? { scaleCodes: params.scaleCodes } : {}),
+    ...(params.zeroPoints ? { zeroPoints: params.zeroPoints } : {}),
+    ...(params.globalScale !== undefined ? { globalScale: params.globalScale } : {}),
+    ...(params.state ? { state: params.state } : {}),
+  };
 }
