@@ -46,7 +46,7 @@ export interface GemmOptions {
   /** Round the output to this format (RNE, IEEE overflow), e.g. 'bf16'. @defaultValue none */
   readonly outFormat?: FloatFormatName;
   /**
-   * Run {@link gemmReference} (this file's plain loops) instead of the fast kernels (pre-decoded tables,
+   * Run `gemmReference` (gemm-reference.ts: plain loops) instead of the fast kernels (pre-decoded tables,
    * tiles, WebAssembly). Both give the same bits; the reference is the oracle of the tests. @defaultValue false
    */
   readonly reference?: boolean;

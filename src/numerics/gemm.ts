@@ -301,7 +301,7 @@ function normalizeOptions(o: GemmOptions): GemmOptions {
 
 /**
  * out(m×n) = A(m×k)·B(n×k)ᵀ, row-major, under an explicit accumulator model (the argument order of the
- * NN layers: output first, then inputs, then sizes). The semantics, step by step, are {@link gemmReference}'s;
+ * NN layers: output first, then inputs, then sizes). The semantics, step by step, are `gemmReference`'s (gemm-reference.ts);
  * this computes the same bits with caches and kernels (`reference: true` runs the reference itself).
  *
  * - `a`/`b` are Float32Arrays (rounded by `aQuant`/`bQuant` when that is a format name, quantized when

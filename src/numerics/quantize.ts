@@ -82,7 +82,7 @@ const temporaries = createQuantizeScratch();
 
 /**
  * Quantizes a row-major (rows, cols) float32 tensor with `spec` (the definition, step by step, is
- * {@link quantizeReference}; this computes the same bits by runs of a cell's elements): per cell computes the scale from
+ * `quantizeReference` in quantize-reference.ts; this computes the same bits by runs of a cell's elements): per cell computes the scale from
  * the rule, applies it in float32 (`x / s` or `x · factor`), clamps if the spec says so, and casts
  * to the element format (float formats through the cast profile; integer formats by rounding,
  * adding the zero point and saturating). The result keeps the dequant scale per cell.
