@@ -6,7 +6,7 @@
 // operation; sums that could leave the float32 range set a flag and the caller runs the JS path instead.
 
 import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
+import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
@@ -131,22 +131,9 @@ function lane(c: number): number[] {
 }
 
 function gemmBody(): number[] {
-  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
   // Element offset of (row, k0) in a (rows, K) layout: (row·K + k0)
   const at = (row: number): number[] => [...get(row), ...get(P.K), op.i32Mul, ...get(L.k0), op.i32Add];
-  const maxLoop = forLoop(L.kk, i32c(0), get(P.segLen), [
-    ...get(L.mx),
-    ...get(L.pa), op.i32Load, 0x02, 0x00, ...simdOp(simd.i32x4Splat),
-    ...get(L.pb), ...simdOp(simd.v128Load, memarg0),
-    ...simdOp(simd.i32x4Add), ...simdOp(simd.i32x4MaxS), ...set(L.mx),
-    ...advance(L.pa, 4), ...advance(L.pb, 16),
-  ]);
-  const sumLoop = forLoop(L.kk, i32c(0), get(P.segLen), [
-    ...get(L.pa), op.f64Load, 0x03, 0x00, ...simdOp(simd.f64x2Splat), ...set(L.a),
-    ...get(L.s01), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, memarg0), ...simdOp(simd.f64x2Mul), ...get(L.inv01), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s01),
-    ...get(L.s23), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, [0x00, 0x10]), ...simdOp(simd.f64x2Mul), ...get(L.inv23), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s23),
-    ...advance(L.pa, 8), ...advance(L.pb, 32),
-  ]);
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.segLen, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
   const perSegment = [
     ...get(L.s), ...get(P.segLen), op.i32Mul, ...set(L.k0),

@@ -6,7 +6,7 @@
 // integers far below 2^53, so their double sums are exact in any order. The JS caller does the e8m13 rounding.
 
 import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
+import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes used (WebAssembly core spec §5.4). */
 const op = {
@@ -30,20 +30,7 @@ function chunkBody(): number[] {
   // pa/pb walk the A row and the B panel; the row and panel starts are recomputed per (i, p).
   const rowStart = (base: number, bytes: number): number[] => [...get(base), ...get(L.i), ...get(P.len), op.i32Mul, ...i32c(bytes), op.i32Mul, op.i32Add, ...set(L.pa)];
   const panelStart = (base: number, bytes: number): number[] => [...get(base), ...get(L.p), ...get(P.len), op.i32Mul, ...i32c(bytes), op.i32Mul, op.i32Add, ...set(L.pb)];
-  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
-  const maxLoop = forLoop(L.kk, i32c(0), get(P.len), [
-    ...get(L.mx),
-    ...get(L.pa), op.i32Load, 0x02, 0x00, ...simdOp(simd.i32x4Splat),
-    ...get(L.pb), ...simdOp(simd.v128Load, memarg0),
-    ...simdOp(simd.i32x4Add), ...simdOp(simd.i32x4MaxS), ...set(L.mx),
-    ...advance(L.pa, 4), ...advance(L.pb, 16),
-  ]);
-  const sumLoop = forLoop(L.kk, i32c(0), get(P.len), [
-    ...get(L.pa), op.f64Load, 0x03, 0x00, ...simdOp(simd.f64x2Splat), ...set(L.a),
-    ...get(L.s01), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, memarg0), ...simdOp(simd.f64x2Mul), ...get(L.inv01), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s01),
-    ...get(L.s23), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, [0x00, 0x10]), ...simdOp(simd.f64x2Mul), ...get(L.inv23), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s23),
-    ...advance(L.pa, 8), ...advance(L.pb, 32),
-  ]);
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.len, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
   const outIndex = [...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...set(L.pOut)]; // i·np + p
   const perPanel = [

@@ -4,7 +4,7 @@
 import { sleb, uleb } from './wasm.js';
 
 /** The core opcodes the emitters below write (WebAssembly core spec §5.4). */
-const core = { block: 0x02, loop: 0x03, end: 0x0b, br: 0x0c, brIf: 0x0d, localGet: 0x20, localSet: 0x21, i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a, simd: 0xfd } as const;
+const core = { block: 0x02, loop: 0x03, end: 0x0b, br: 0x0c, brIf: 0x0d, localGet: 0x20, localSet: 0x21, i32Load: 0x28, f64Load: 0x2b, i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a, simd: 0xfd } as const;
 
 /** SIMD sub-opcodes (after the 0xFD prefix), LEB128-encoded (SIMD proposal opcode table). */
 export const simd = {
@@ -38,4 +38,50 @@ export function forLoop(local: number, from: number[], limit: number[], body: nu
     ...get(local), ...i32c(1), core.i32Add, ...set(local),
     core.br, 0, core.end, core.end,
   ];
+}
+
+/** Locals of {@link hopperChunkLoops}: the K counter and its limit, the A/B walkers, the accumulators. */
+export interface HopperLoopLocals {
+  readonly kk: number;
+  /** The local holding the number of K steps. */
+  readonly len: number;
+  /** A row walker (values f64 then exponents i32 are walked by separate passes) and B panel walker. */
+  readonly pa: number;
+  readonly pb: number;
+  /** i32x4 running max of e_a + e_b over the 4 panel columns. */
+  readonly mx: number;
+  /** f64x2 splat of the A value; sums of columns 0–1 and 2–3; their 2^(fractionBits − maxE) factors. */
+  readonly a: number;
+  readonly s01: number;
+  readonly s23: number;
+  readonly inv01: number;
+  readonly inv23: number;
+}
+
+/**
+ * The two K loops of one hopper-fp8 chunk over a 4-column B panel, as both kernels run them: the max
+ * of the exponent sums (A exponent i32, B exponents i32x4), then the sums of trunc(a·b·2^(fb − maxE))
+ * (A value f64, B values 2 × f64x2). `pa`/`pb` must point at the exponents (max loop) or the values
+ * (sum loop) when each starts.
+ */
+export function hopperChunkLoops(l: HopperLoopLocals): { readonly maxLoop: number[]; readonly sumLoop: number[] } {
+  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), core.i32Add, ...set(local)];
+  const scaledTruncAdd = (sum: number, offset: number[], inv: number): number[] => [
+    ...get(sum), ...get(l.a), ...get(l.pb), ...simdOp(simd.v128Load, offset), ...simdOp(simd.f64x2Mul), ...get(inv), ...simdOp(simd.f64x2Mul),
+    ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(sum),
+  ];
+  const maxLoop = forLoop(l.kk, i32c(0), get(l.len), [
+    ...get(l.mx),
+    ...get(l.pa), core.i32Load, 0x02, 0x00, ...simdOp(simd.i32x4Splat),
+    ...get(l.pb), ...simdOp(simd.v128Load, memarg0),
+    ...simdOp(simd.i32x4Add), ...simdOp(simd.i32x4MaxS), ...set(l.mx),
+    ...advance(l.pa, 4), ...advance(l.pb, 16),
+  ]);
+  const sumLoop = forLoop(l.kk, i32c(0), get(l.len), [
+    ...get(l.pa), core.f64Load, 0x03, 0x00, ...simdOp(simd.f64x2Splat), ...set(l.a),
+    ...scaledTruncAdd(l.s01, memarg0, l.inv01),
+    ...scaledTruncAdd(l.s23, [0x00, 0x10], l.inv23),
+    ...advance(l.pa, 8), ...advance(l.pb, 32),
+  ]);
+  return { maxLoop, sumLoop };
 }
