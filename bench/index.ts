@@ -6,6 +6,7 @@ import { type BenchLine, benchCast } from './cast.js';
 import { benchGemm } from './gemm.js';
 import { benchLength, lengthBenchPlans } from './length.js';
 import { disposeOrtBenches } from './ort.js';
+import { benchQuantize } from './quantize.js';
 import { benchThreads } from './threads.js';
 
 function print(line: BenchLine): void {
@@ -18,6 +19,8 @@ function print(line: BenchLine): void {
 const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
+  // quantize of several presets and quantized GEMMs (operands quantized inside the call), µs per call.
+  quantize: async () => benchQuantize(),
   ar: () => benchAr(),
   // QRL_BENCH_SIZES=tiny,small limits the size rows (default: all of benchSizes).
   sizes: () => benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),

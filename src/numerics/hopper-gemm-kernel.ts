@@ -5,7 +5,8 @@
 // of scales.ts, as scalar f64/f32 operations). Not a new semantics: each step is the JS reference's, operation by
 // operation; sums that could leave the float32 range set a flag and the caller runs the JS path instead.
 
-import { oneFunctionModule, sleb, uleb, wasmApi, type WasmMemory } from './wasm.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
@@ -27,17 +28,6 @@ const op = {
 
 const T = { i32: 0x7f, f32: 0x7d, f64: 0x7c, void: 0x40 } as const;
 
-/** SIMD sub-opcodes (after the 0xFD prefix), LEB128-encoded (SIMD proposal opcode table). */
-const simd = {
-  v128Load: [0x00], v128Const: [0x0c],
-  i32x4ExtractLane: [0x1b], f64x2ExtractLane: [0x21],
-  i32x4Splat: [0x11], f64x2Splat: [0x14],
-  f64x2Trunc: [0x7a],
-  i32x4Add: [0xae, 0x01], i32x4Sub: [0xb1, 0x01], i32x4MaxS: [0xb8, 0x01],
-  i64x2ExtendLowI32x4S: [0xc7, 0x01], i64x2ExtendHighI32x4S: [0xc8, 0x01], i64x2Shl: [0xcb, 0x01],
-  f64x2Add: [0xf0, 0x01], f64x2Mul: [0xf2, 0x01],
-} as const;
-
 // Parameters of `gemm(m, np, K, nseg, segLen, av, ae, bv, be, sa, sb, out, fine, fb, flag)` (byte addresses):
 //   av/ae   A values (f64) and exponents (i32), row-major (m, K)
 //   bv/be   B panels of 4 columns over all of K: values panel[p][kk][c] (f64), exponents (i32)
@@ -53,26 +43,10 @@ const L = {
   acc0: 43, c32: 47, r32: 48, o32: 49, a32: 50,
 } as const;
 
-const get = (i: number): number[] => [op.localGet, ...uleb(i)];
-const set = (i: number): number[] => [op.localSet, ...uleb(i)];
-const i32c = (n: number): number[] => [op.i32Const, ...sleb(n)];
 const f64c = (x: number): number[] => [op.f64Const, ...Array.from(new Uint8Array(Float64Array.of(x).buffer))];
-const simdOp = (o: readonly number[], imm: number[] = []): number[] => [op.simd, ...o, ...imm];
-const memarg0 = [0x00, 0x00];
 /** `if (cond) then else els` with a result type (or void). */
 const ifElse = (type: number, cond: number[], then: number[], els: number[] | null = null): number[] =>
   [...cond, op.if, type, ...then, ...(els === null ? [] : [op.else, ...els]), op.end];
-
-function forLoop(local: number, from: number[], limit: number[], body: number[]): number[] {
-  return [
-    ...from, ...set(local),
-    op.block, 0x40, op.loop, 0x40,
-    ...get(local), ...limit, op.i32GeU, op.brIf, 1,
-    ...body,
-    ...get(local), ...i32c(1), op.i32Add, ...set(local),
-    op.br, 0, op.end, op.end,
-  ];
-}
 
 /** nextFloat32Up (dir = 1) / nextFloat32Down (dir = −1) of the f32 local `x`, leaving an f32 (scales.ts). */
 function nextFloat(x: number, dir: 1 | -1): number[] {
@@ -157,22 +131,9 @@ function lane(c: number): number[] {
 }
 
 function gemmBody(): number[] {
-  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
   // Element offset of (row, k0) in a (rows, K) layout: (row·K + k0)
   const at = (row: number): number[] => [...get(row), ...get(P.K), op.i32Mul, ...get(L.k0), op.i32Add];
-  const maxLoop = forLoop(L.kk, i32c(0), get(P.segLen), [
-    ...get(L.mx),
-    ...get(L.pa), op.i32Load, 0x02, 0x00, ...simdOp(simd.i32x4Splat),
-    ...get(L.pb), ...simdOp(simd.v128Load, memarg0),
-    ...simdOp(simd.i32x4Add), ...simdOp(simd.i32x4MaxS), ...set(L.mx),
-    ...advance(L.pa, 4), ...advance(L.pb, 16),
-  ]);
-  const sumLoop = forLoop(L.kk, i32c(0), get(P.segLen), [
-    ...get(L.pa), op.f64Load, 0x03, 0x00, ...simdOp(simd.f64x2Splat), ...set(L.a),
-    ...get(L.s01), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, memarg0), ...simdOp(simd.f64x2Mul), ...get(L.inv01), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s01),
-    ...get(L.s23), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, [0x00, 0x10]), ...simdOp(simd.f64x2Mul), ...get(L.inv23), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s23),
-    ...advance(L.pa, 8), ...advance(L.pb, 32),
-  ]);
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.segLen, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
   const perSegment = [
     ...get(L.s), ...get(P.segLen), op.i32Mul, ...set(L.k0),
@@ -205,28 +166,7 @@ function gemmBody(): number[] {
   return [...uleb(body.length), ...body];
 }
 
-interface HopperGemmWasm {
-  readonly memory: WasmMemory;
-  readonly gemm: (...args: number[]) => void;
-}
-
-let instance: HopperGemmWasm | null | undefined;
-
-function hopperGemmWasm(): HopperGemmWasm | null {
-  if (instance !== undefined) return instance;
-  try {
-    const bytes = oneFunctionModule('gemm', 15, gemmBody());
-    if (wasmApi === undefined || !wasmApi.validate(bytes)) {
-      instance = null;
-      return instance;
-    }
-    const inst = new wasmApi.Instance(new wasmApi.Module(bytes));
-    instance = { memory: inst.exports['mem'] as WasmMemory, gemm: inst.exports['gemm'] as HopperGemmWasm['gemm'] };
-  } catch {
-    instance = null;
-  }
-  return instance;
-}
+const hopperGemmWasm = lazyOneFunction<(...args: number[]) => void>(() => oneFunctionModule('gemm', 15, gemmBody()), 'gemm');
 
 /** Whether the one-call WebAssembly hopper-fp8 GEMM is in use (for tests and reports). @internal */
 export function hopperGemmKernelIsSimd(): boolean {
@@ -332,7 +272,7 @@ export function hopperGemmSegments(
     }
   }
   i32[flag / 4] = 0;
-  w.gemm(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag);
+  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag);
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
   for (let i = 0; i < m; i++) {

@@ -5,7 +5,8 @@
 // the power of two 2^(fractionBits − maxE) is exact, `f64x2.trunc` is IEEE truncation, and the truncated addends are
 // integers far below 2^53, so their double sums are exact in any order. The JS caller does the e8m13 rounding.
 
-import { oneFunctionModule, sleb, uleb, wasmApi, type WasmMemory } from './wasm.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes used (WebAssembly core spec §5.4). */
 const op = {
@@ -16,16 +17,6 @@ const op = {
   simd: 0xfd,
 } as const;
 
-/** SIMD sub-opcodes (after the 0xFD prefix), LEB128-encoded (SIMD proposal opcode table). */
-const simd = {
-  v128Load: [0x00], v128Store: [0x0b], v128Const: [0x0c],
-  i32x4Splat: [0x11], f64x2Splat: [0x14],
-  f64x2Trunc: [0x7a],
-  i32x4Add: [0xae, 0x01], i32x4Sub: [0xb1, 0x01], i32x4MaxS: [0xb8, 0x01],
-  i64x2ExtendLowI32x4S: [0xc7, 0x01], i64x2ExtendHighI32x4S: [0xc8, 0x01], i64x2Shl: [0xcb, 0x01],
-  f64x2Add: [0xf0, 0x01], f64x2Mul: [0xf2, 0x01],
-} as const;
-
 // Parameters of `chunk(m, np, len, av, ae, bv, be, sums, maxes, bias)` (byte addresses):
 //   av/ae   A values (f64) and exponents (i32), row-major (m, len)
 //   bv/be   B panels of 4 columns: values panel[p][kk][c] (f64), exponents (i32), np panels of len rows
@@ -34,42 +25,12 @@ const simd = {
 const P = { m: 0, np: 1, len: 2, av: 3, ae: 4, bv: 5, be: 6, sums: 7, maxes: 8, bias: 9 } as const;
 const L = { i: 10, p: 11, kk: 12, pa: 13, pb: 14, pOut: 15, mx: 16, t: 17, inv01: 18, inv23: 19, s01: 20, s23: 21, a: 22 } as const;
 
-const get = (i: number): number[] => [op.localGet, ...uleb(i)];
-const set = (i: number): number[] => [op.localSet, ...uleb(i)];
-const i32c = (n: number): number[] => [op.i32Const, ...sleb(n)];
-const simdOp = (o: readonly number[], memarg: number[] = []): number[] => [op.simd, ...o, ...memarg];
-const memarg0 = [0x00, 0x00]; // alignment hint 1, offset 0 (any address is valid)
-
-/** `for (local = 0; local < limit; local++) body` */
-function forLoop(local: number, limit: number[], body: number[]): number[] {
-  return [
-    ...i32c(0), ...set(local),
-    op.block, 0x40, op.loop, 0x40,
-    ...get(local), ...limit, op.i32GeU, op.brIf, 1,
-    ...body,
-    ...get(local), ...i32c(1), op.i32Add, ...set(local),
-    op.br, 0, op.end, op.end,
-  ];
-}
 
 function chunkBody(): number[] {
   // pa/pb walk the A row and the B panel; the row and panel starts are recomputed per (i, p).
   const rowStart = (base: number, bytes: number): number[] => [...get(base), ...get(L.i), ...get(P.len), op.i32Mul, ...i32c(bytes), op.i32Mul, op.i32Add, ...set(L.pa)];
   const panelStart = (base: number, bytes: number): number[] => [...get(base), ...get(L.p), ...get(P.len), op.i32Mul, ...i32c(bytes), op.i32Mul, op.i32Add, ...set(L.pb)];
-  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
-  const maxLoop = forLoop(L.kk, get(P.len), [
-    ...get(L.mx),
-    ...get(L.pa), op.i32Load, 0x02, 0x00, ...simdOp(simd.i32x4Splat),
-    ...get(L.pb), ...simdOp(simd.v128Load, memarg0),
-    ...simdOp(simd.i32x4Add), ...simdOp(simd.i32x4MaxS), ...set(L.mx),
-    ...advance(L.pa, 4), ...advance(L.pb, 16),
-  ]);
-  const sumLoop = forLoop(L.kk, get(P.len), [
-    ...get(L.pa), op.f64Load, 0x03, 0x00, ...simdOp(simd.f64x2Splat), ...set(L.a),
-    ...get(L.s01), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, memarg0), ...simdOp(simd.f64x2Mul), ...get(L.inv01), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s01),
-    ...get(L.s23), ...get(L.a), ...get(L.pb), ...simdOp(simd.v128Load, [0x00, 0x10]), ...simdOp(simd.f64x2Mul), ...get(L.inv23), ...simdOp(simd.f64x2Mul), ...simdOp(simd.f64x2Trunc), ...simdOp(simd.f64x2Add), ...set(L.s23),
-    ...advance(L.pa, 8), ...advance(L.pb, 32),
-  ]);
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.len, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
   const outIndex = [...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...set(L.pOut)]; // i·np + p
   const perPanel = [
@@ -87,7 +48,7 @@ function chunkBody(): number[] {
     ...get(P.sums), ...get(L.pOut), ...i32c(32), op.i32Mul, op.i32Add, ...get(L.s23), ...simdOp(simd.v128Store, [0x00, 0x10]),
     ...get(P.maxes), ...get(L.pOut), ...i32c(16), op.i32Mul, op.i32Add, ...get(L.mx), ...simdOp(simd.v128Store, memarg0),
   ];
-  const code = [...forLoop(L.i, get(P.m), forLoop(L.p, get(P.np), perPanel)), op.end];
+  const code = [...forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel)), op.end];
   const locals = [2, ...uleb(6), 0x7f, ...uleb(7), 0x7b]; // 6 × i32, 7 × v128
   const body = [...locals, ...code];
   return [...uleb(body.length), ...body];
@@ -98,28 +59,10 @@ function moduleBytes(): Uint8Array {
 }
 
 
-interface HopperWasm {
-  readonly memory: WasmMemory;
-  readonly chunk: (m: number, np: number, len: number, av: number, ae: number, bv: number, be: number, sums: number, maxes: number, bias: number) => void;
-}
+/** The chunk step: sums and maxes of (m rows of A) × (np panels of B) over `len` K, pointers into its memory. */
+type ChunkFn = (m: number, np: number, len: number, av: number, ae: number, bv: number, be: number, sums: number, maxes: number, bias: number) => void;
 
-let instance: HopperWasm | null | undefined;
-
-function hopperWasm(): HopperWasm | null {
-  if (instance !== undefined) return instance;
-  try {
-    const bytes = moduleBytes();
-    if (wasmApi === undefined || !wasmApi.validate(bytes)) {
-      instance = null;
-      return instance;
-    }
-    const inst = new wasmApi.Instance(new wasmApi.Module(bytes));
-    instance = { memory: inst.exports['mem'] as WasmMemory, chunk: inst.exports['chunk'] as HopperWasm['chunk'] };
-  } catch {
-    instance = null;
-  }
-  return instance;
-}
+const hopperWasm = lazyOneFunction<ChunkFn>(moduleBytes, 'chunk');
 
 /** Whether the WebAssembly SIMD hopper step is in use (for tests and reports). */
 export function hopperKernelIsSimd(): boolean {
@@ -221,6 +164,6 @@ export function hopperChunkSums(
   }
   f64.set(panels.values, bv / 8);
   i32.set(panels.exps, be / 4);
-  w.chunk(m, np, len, av, ae, bv, be, so, mo, fractionBits + 1023);
+  w.fn(m, np, len, av, ae, bv, be, so, mo, fractionBits + 1023);
   return { sums: new Float64Array(buf, so, m * np * 4), maxes: new Int32Array(buf, mo, m * np * 4), stride: np * 4 };
 }

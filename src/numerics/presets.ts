@@ -48,6 +48,26 @@ export interface QuantPreset {
 
 const blockOf = (p: QuantPresetParams, dflt: number): number => p.block ?? dflt;
 
+/** DeepSeek-V3's `act_quant` (1×G groups) and `weight_quant` (B×B blocks): the same rule over different cells. */
+const deepseekFp8 = (name: string, kind: 'group' | 'block') => (p: QuantPresetParams): QuantSpec => ({
+  name, format: 'e4m3fn', granularity: { kind, size: blockOf(p, 128) },
+  scale: { kind: 'amax', ...((p.eps ?? 1e-4) > 0 ? { amaxFloor: p.eps ?? 1e-4 } : {}), ...(p.ue8m0 ? { pow2: 'exp2-ceil-log2' as const } : {}) },
+  scaling: 'divide', profile: 'satfinite',
+});
+
+/** DeepGEMM's `per_token_cast_to_fp8` (1×G) and `per_block_cast_to_fp8` (B×B): the same rule over different cells. */
+const deepgemmFp8 = (name: string, kind: 'group' | 'block') => (p: QuantPresetParams): QuantSpec => ({
+  name, format: 'e4m3fn', granularity: { kind, size: blockOf(p, 128) },
+  scale: { kind: 'amax', amaxFloor: 1e-4, amaxFloorNan: 'propagate', ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const, pow2NonFinite: 'bits' as const } : {}) },
+  scaling: 'reciprocal', profile: 'satfinite', amaxNan: 'propagate',
+});
+
+/** OCP MX: 1×32 blocks of `format` elements with an E8M0 shared scale (MXFP8 and MXFP4 differ only in the element format). */
+const mx = (name: string, format: 'e4m3fn' | 'e2m1') => (p: QuantPresetParams): QuantSpec => ({
+  name, format, granularity: { kind: 'group', size: blockOf(p, 32) },
+  scale: { kind: 'mx', exponent: p.exponent ?? 'floor' }, profile: p.profile ?? 'satfinite', amaxNan: 'propagate',
+});
+
 /**
  * The E2M1 cast of TransformerEngine's NVFP4 reference, `cast_to_fp4x2`: a threshold table (round
  * to nearest even, saturating) where a NaN matches no threshold and stays code 0. Its −0 → +0 is
@@ -161,11 +181,7 @@ export const quantPresets = Object.freeze({
     formula: 's = fl(max(amax, eps)/448); ue8m0: s = exp2(ceil(log2 s)); q = e4m3_satfinite(fl(x/s))',
     params: ['block', 'ue8m0', 'eps'],
     defaultBlock: 128,
-    build: (p) => ({
-      name: 'deepseek-fp8-group', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
-      scale: { kind: 'amax', ...((p.eps ?? 1e-4) > 0 ? { amaxFloor: p.eps ?? 1e-4 } : {}), ...(p.ue8m0 ? { pow2: 'exp2-ceil-log2' as const } : {}) },
-      scaling: 'divide', profile: 'satfinite',
-    }),
+    build: deepseekFp8('deepseek-fp8-group', 'group'),
   },
   'deepseek-fp8-block': {
     description: 'DeepSeek-V3 weight quantization, B×B blocks (B = 128): s = max(amax, eps)/448, x/s, satfinite',
@@ -173,11 +189,7 @@ export const quantPresets = Object.freeze({
     formula: 's = fl(max(amax, eps)/448) per B×B block; ue8m0: s = exp2(ceil(log2 s)); q = e4m3_satfinite(fl(x/s))',
     params: ['block', 'ue8m0', 'eps'],
     defaultBlock: 128,
-    build: (p) => ({
-      name: 'deepseek-fp8-block', format: 'e4m3fn', granularity: { kind: 'block', size: blockOf(p, 128) },
-      scale: { kind: 'amax', ...((p.eps ?? 1e-4) > 0 ? { amaxFloor: p.eps ?? 1e-4 } : {}), ...(p.ue8m0 ? { pow2: 'exp2-ceil-log2' as const } : {}) },
-      scaling: 'divide', profile: 'satfinite',
-    }),
+    build: deepseekFp8('deepseek-fp8-block', 'block'),
   },
   'deepgemm-fp8-group': {
     description: 'DeepGEMM per_token_cast_to_fp8 (1×G): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf); torch.amax and clamp, so a NaN cell has sf NaN (UE8M0: 2^127)',
@@ -185,11 +197,7 @@ export const quantPresets = Object.freeze({
     formula: 'sf = fl(clamp(amax, 1e-4)/448), amax NaN if the group holds a NaN; ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127) on the bits (NaN, Inf → 2^127); q = e4m3(fl(x·fl(1/sf)))',
     params: ['block', 'ue8m0'],
     defaultBlock: 128,
-    build: (p) => ({
-      name: 'deepgemm-fp8-group', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 128) },
-      scale: { kind: 'amax', amaxFloor: 1e-4, amaxFloorNan: 'propagate', ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const, pow2NonFinite: 'bits' as const } : {}) },
-      scaling: 'reciprocal', profile: 'satfinite', amaxNan: 'propagate',
-    }),
+    build: deepgemmFp8('deepgemm-fp8-group', 'group'),
   },
   'deepgemm-fp8-block': {
     description: 'DeepGEMM per_block_cast_to_fp8 (B×B): sf = max(amax, 1e-4)/448 (ceil_to_ue8m0 optional), x·(1/sf); torch.amax and clamp, so a NaN cell has sf NaN (UE8M0: 2^127)',
@@ -197,11 +205,7 @@ export const quantPresets = Object.freeze({
     formula: 'sf = fl(clamp(amax, 1e-4)/448) per B×B block, amax NaN if the block holds a NaN; ue8m0: sf = 2^clamp(exp + (mant ≠ 0), −126, 127) on the bits (NaN, Inf → 2^127); q = e4m3(fl(x·fl(1/sf)))',
     params: ['block', 'ue8m0'],
     defaultBlock: 128,
-    build: (p) => ({
-      name: 'deepgemm-fp8-block', format: 'e4m3fn', granularity: { kind: 'block', size: blockOf(p, 128) },
-      scale: { kind: 'amax', amaxFloor: 1e-4, amaxFloorNan: 'propagate', ...(p.ue8m0 ? { pow2: 'ceil-bits' as const, pow2Range: [-126, 127] as const, pow2NonFinite: 'bits' as const } : {}) },
-      scaling: 'reciprocal', profile: 'satfinite', amaxNan: 'propagate',
-    }),
+    build: deepgemmFp8('deepgemm-fp8-block', 'block'),
   },
   'te-delayed': {
     description: 'TransformerEngine DelayedScaling (E4M3 forward): multiplier from an amax history, x·scale, satfinite',
@@ -252,10 +256,7 @@ export const quantPresets = Object.freeze({
     formula: 'e = clamp(⌊log2 amax⌋ − 8, −127, 127) (or another exponent rule on s = amax/448); q = e4m3(x·2^-e); non-finite amax → scale 0xFF (NaN block)',
     params: ['block', 'exponent', 'profile'],
     defaultBlock: 32,
-    build: (p) => ({
-      name: 'mxfp8', format: 'e4m3fn', granularity: { kind: 'group', size: blockOf(p, 32) },
-      scale: { kind: 'mx', exponent: p.exponent ?? 'floor' }, profile: p.profile ?? 'satfinite', amaxNan: 'propagate',
-    }),
+    build: mx('mxfp8', 'e4m3fn'),
   },
   mxfp4: {
     description: 'OCP MXFP4 (E2M1 elements, 1×32 blocks, E8M0 scale): X = 2^(⌊log2 amax⌋ − 2), x/X, RNE satfinite',
@@ -263,10 +264,7 @@ export const quantPresets = Object.freeze({
     formula: 'e = clamp(⌊log2 amax⌋ − 2, −127, 127) (or another exponent rule on s = amax/6); q = e2m1(x·2^-e); non-finite amax → scale 0xFF (NaN block)',
     params: ['block', 'exponent', 'profile'],
     defaultBlock: 32,
-    build: (p) => ({
-      name: 'mxfp4', format: 'e2m1', granularity: { kind: 'group', size: blockOf(p, 32) },
-      scale: { kind: 'mx', exponent: p.exponent ?? 'floor' }, profile: p.profile ?? 'satfinite', amaxNan: 'propagate',
-    }),
+    build: mx('mxfp4', 'e2m1'),
   },
   nvfp4: {
     description: 'NVFP4 (E2M1 elements, 1×16 blocks, E4M3 block scale, FP32 global scale), TransformerEngine CUDA kernel',

@@ -136,6 +136,17 @@ const e8m0OutOfRangeNan: Partial<CastRules> = {
  */
 const e8m0SubnormalBits: readonly RawRange[] = [{ lo: 2 ** -127 + 2 ** -149, hi: 1.5 * 2 ** -127 + 2 ** -149, to: 'up' }];
 
+/** PyTorch 2.13's per-format rules (torch-2.11 differs only in E4M3FN, which did not saturate yet). */
+const torch213Formats = {
+  e4m3fn: { overflow: 'saturate', infinity: 'saturate' },
+  e4m3fnuz: {},
+  e5m2: {},
+  e5m2fnuz: {},
+  e8m0: { zero: 'min', underflow: 'min', negative: 'abs', rawRanges: e8m0SubnormalBits },
+  bf16: { nan: { to: 'nan', sign: 'negative', pattern: 'all-ones' } },
+  fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
+} as const satisfies CastProfile['formats'];
+
 const profileList: readonly CastProfile[] = [
   {
     name: 'ieee',
@@ -171,15 +182,7 @@ const profileList: readonly CastProfile[] = [
       'E8M0: torch/headeronly/util/Float8_e8m0fnu.h fp8e8m0fnu_from_fp32_value (round up iff guard && (round || sticky || exponent-field lsb): a float32 subnormal above 2^-127 rounds up to 2^-126); other formats c10 Float8_e5m2.h, Float8_e4m3fnuz.h, Float8_e5m2fnuz.h',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
-    formats: {
-      e4m3fn: { overflow: 'saturate', infinity: 'saturate' },
-      e4m3fnuz: {},
-      e5m2: {},
-      e5m2fnuz: {},
-      e8m0: { zero: 'min', underflow: 'min', negative: 'abs', rawRanges: e8m0SubnormalBits },
-      bf16: { nan: { to: 'nan', sign: 'negative', pattern: 'all-ones' } },
-      fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
-    },
+    formats: torch213Formats,
   },
   {
     name: 'torch-2.11',
@@ -188,15 +191,7 @@ const profileList: readonly CastProfile[] = [
       'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value before PR pytorch/pytorch#178817 (f_bits >= fp8_max → 0x7f); the other formats are assumed to take the same code as in 2.13 (c10 Float8_*.h, ATen vec cvtfp32_bf16 and the F16C path predate 2.11), checked against torch 2.13 under torch-2.13; torch 2.11 itself is not run here (the lockfile has 2.13)',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
-    formats: {
-      e4m3fn: {},
-      e4m3fnuz: {},
-      e5m2: {},
-      e5m2fnuz: {},
-      e8m0: { zero: 'min', underflow: 'min', negative: 'abs', rawRanges: e8m0SubnormalBits },
-      bf16: { nan: { to: 'nan', sign: 'negative', pattern: 'all-ones' } },
-      fp16: { nan: { to: 'nan', sign: 'keep', pattern: 'payload' } },
-    },
+    formats: { ...torch213Formats, e4m3fn: {} },
   },
   {
     name: 'ml-dtypes',

@@ -92,16 +92,6 @@ export function nextFloat32Down(x: number): number {
  */
 export type Pow2Rounding = 'floor' | 'ceil-bits' | 'exp2-ceil-log2' | 'exp2-floor-log2' | 'nearest-ties-up' | 'nearest-ties-even';
 
-/** Every {@link Pow2Rounding}. */
-export const pow2Roundings: readonly Pow2Rounding[] = Object.freeze([
-  'floor',
-  'ceil-bits',
-  'exp2-ceil-log2',
-  'exp2-floor-log2',
-  'nearest-ties-up',
-  'nearest-ties-even',
-]);
-
 /**
  * The unbiased exponent k of the power of two 2^k that `rule` rounds the positive float32 `s` to
  * (no clamping; s must be finite and > 0). Float32 subnormals are read as fp32 bit patterns:

@@ -67,3 +67,31 @@ interface WasmApi {
 
 /** The WebAssembly JS API, or undefined where the runtime has none. */
 export const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+
+/** A kernel: the exported function of a {@link oneFunctionModule} instance and its memory. @internal */
+export interface WasmFunction<F> {
+  readonly memory: WasmMemory;
+  readonly fn: F;
+}
+
+/**
+ * The kernel of the module `bytes()` builds, instantiated on the first call and kept: its function
+ * `name` and its memory, or null where the runtime has no WebAssembly (SIMD) or the module does not
+ * validate.
+ * @internal
+ */
+export function lazyOneFunction<F>(bytes: () => Uint8Array, name: string): () => WasmFunction<F> | null {
+  let instance: WasmFunction<F> | null | undefined;
+  return () => {
+    if (instance !== undefined) return instance;
+    try {
+      const b = bytes();
+      if (wasmApi === undefined || !wasmApi.validate(b)) return (instance = null);
+      const inst = new wasmApi.Instance(new wasmApi.Module(b));
+      instance = { memory: inst.exports['mem'] as WasmMemory, fn: inst.exports[name] as F };
+    } catch {
+      instance = null;
+    }
+    return instance;
+  };
+}
