@@ -1,7 +1,7 @@
 // Single-position attention decode step over a K/V cache (forward only), for token-by-token rollouts.
 // Not a cache manager: the caller owns the (B, tCap, C) buffers and the position counter.
 
-import { allocLike, transpose, type FloatArray } from './array.js';
+import { allocLike, type FloatArray } from './array.js';
 import { gatherHead, headSize, softmaxRow } from './attention-common.js';
 import { sequentialAttentionGemms, type AttentionOptions } from './attention.js';
 import { ropeForward } from './rope.js';
@@ -79,7 +79,6 @@ export function attentionDecodeForward(
   else qRot.set(q.subarray(0, B * C));
   const qh = allocLike(q, hs); // (1, hs)
   const Kh = allocLike(q, tLen * hs); // (tLen, hs)
-  const Vh = allocLike(q, tLen * hs); // (tLen, hs)
   const VhT = allocLike(q, hs * tLen); // (hs, tLen)
   const S = allocLike(q, tLen); // (1, tLen)
   const P = allocLike(q, tLen); // (1, tLen)
@@ -88,11 +87,15 @@ export function attentionDecodeForward(
     for (let h = 0; h < H; h++) {
       for (let d = 0; d < hs; d++) qh[d] = qRot[b * C + h * hs + d]!;
       gatherHead(Kh, kCache, b * tCap * C, tLen, C, h, hs);
-      gatherHead(Vh, vCache, b * tCap * C, tLen, C, h, hs);
       gemms.qk(S, qh, Kh, 1, tLen, hs);
       softmaxRow(P, 0, S, 0, tLen, tLen, scale);
       if (att) att.set(P, (b * H + h) * tLen);
-      transpose(VhT, Vh, tLen, hs);
+      // Head h of the value rows, gathered straight into (hs, tLen): the transpose of gatherHead's (tLen, hs).
+      const vOff = b * tCap * C + h * hs;
+      for (let t = 0; t < tLen; t++) {
+        const s = vOff + t * C;
+        for (let d = 0; d < hs; d++) VhT[d * tLen + t] = vCache[s + d]!;
+      }
       gemms.pv(oh, P, VhT, 1, hs, tLen);
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
