@@ -244,7 +244,14 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     finish(head(o, m * n));
   };
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
-  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm });
+  // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
+  const roundKv = slot(opFormat);
+  const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
+    accumulate(o, roundA(head(a, m * k)), head(b, n * k), m, n, k);
+    finish(head(o, m * n));
+  };
+  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
+  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding });
   const block: BlockGemms = Object.freeze({
     q: linear, k: linear, v: linear, o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),
