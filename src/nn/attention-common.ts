@@ -25,10 +25,19 @@ export function gatherHead(dst: FloatArray, src: FloatArray, off: number, rows: 
  * `P[t2] = 0` for len ≤ t2 < width.
  */
 export function softmaxRow(P: FloatArray, pOff: number, S: FloatArray, sOff: number, len: number, width: number, scale: number): void {
+  if (expScratch.length < len) expScratch = new Float64Array(Math.max(len, 2 * expScratch.length));
+  const e = expScratch; // each exponential once, kept as a double (the value the sum and the quotient use)
   let m = -Infinity;
   for (let t2 = 0; t2 < len; t2++) m = Math.max(m, scale * S[sOff + t2]!);
   let sum = 0;
-  for (let t2 = 0; t2 < len; t2++) sum += Math.exp(scale * S[sOff + t2]! - m);
-  for (let t2 = 0; t2 < len; t2++) P[pOff + t2] = Math.exp(scale * S[sOff + t2]! - m) / sum;
+  for (let t2 = 0; t2 < len; t2++) {
+    const x = Math.exp(scale * S[sOff + t2]! - m);
+    e[t2] = x;
+    sum += x;
+  }
+  for (let t2 = 0; t2 < len; t2++) P[pOff + t2] = e[t2]! / sum;
   for (let t2 = len; t2 < width; t2++) P[pOff + t2] = 0;
 }
+
+/** Scratch of {@link softmaxRow} (grows; the function calls nothing that could re-enter it). */
+let expScratch = new Float64Array(64);

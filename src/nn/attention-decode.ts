@@ -1,9 +1,9 @@
 // Single-position attention decode step over a K/V cache (forward only), for token-by-token rollouts.
 // Not a cache manager: the caller owns the (B, tCap, C) buffers and the position counter.
 
-import { allocLike, transpose, type FloatArray } from './array.js';
+import { allocLike, type FloatArray } from './array.js';
 import { gatherHead, headSize, softmaxRow } from './attention-common.js';
-import { sequentialAttentionGemms, type AttentionOptions } from './attention.js';
+import { sequentialAttentionGemms, type AttentionGemms, type AttentionOptions } from './attention.js';
 import { ropeForward } from './rope.js';
 
 /**
@@ -77,9 +77,14 @@ export function attentionDecodeForward(
   const qRot = allocLike(q, B * C); // (B, C)
   if (rope) ropeForward(qRot, q, B, 1, C, H, opts.ropeBase, tLen - 1);
   else qRot.set(q.subarray(0, B * C));
+  const fast = decodeRoundingOf(gemms, kCache, vCache);
+  const kSrc = fast ? roundedRows(fast, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C) : null; // float32: checked by decodeRoundingOf
+  const kRead = kSrc ? kSrc.k : kCache;
+  const vRead = kSrc ? kSrc.v : vCache;
+  const qk = fast ? fast.qkRoundedB : gemms.qk;
+  const pv = fast ? fast.pvRoundedB : gemms.pv;
   const qh = allocLike(q, hs); // (1, hs)
   const Kh = allocLike(q, tLen * hs); // (tLen, hs)
-  const Vh = allocLike(q, tLen * hs); // (tLen, hs)
   const VhT = allocLike(q, hs * tLen); // (hs, tLen)
   const S = allocLike(q, tLen); // (1, tLen)
   const P = allocLike(q, tLen); // (1, tLen)
@@ -87,14 +92,79 @@ export function attentionDecodeForward(
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       for (let d = 0; d < hs; d++) qh[d] = qRot[b * C + h * hs + d]!;
-      gatherHead(Kh, kCache, b * tCap * C, tLen, C, h, hs);
-      gatherHead(Vh, vCache, b * tCap * C, tLen, C, h, hs);
-      gemms.qk(S, qh, Kh, 1, tLen, hs);
+      gatherHead(Kh, kRead, b * tCap * C, tLen, C, h, hs);
+      qk(S, qh, Kh, 1, tLen, hs);
       softmaxRow(P, 0, S, 0, tLen, tLen, scale);
       if (att) att.set(P, (b * H + h) * tLen);
-      transpose(VhT, Vh, tLen, hs);
-      gemms.pv(oh, P, VhT, 1, hs, tLen);
+      // Head h of the value rows, gathered straight into (hs, tLen): the transpose of gatherHead's (tLen, hs).
+      const vOff = b * tCap * C + h * hs;
+      for (let t = 0; t < tLen; t++) {
+        const s = vOff + t * C;
+        for (let d = 0; d < hs; d++) VhT[d * tLen + t] = vRead[s + d]!;
+      }
+      pv(oh, P, VhT, 1, hs, tLen);
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
   }
+}
+
+type DecodeRounding = NonNullable<AttentionGemms['decodeRounding']>;
+
+/** The gemms' decode rounding when it applies (it still describes `qk`/`pv`, float32 caches), else null. */
+function decodeRoundingOf(gemms: AttentionGemms, kCache: FloatArray, vCache: FloatArray): DecodeRounding | null {
+  const r = gemms.decodeRounding;
+  if (r === undefined || r.qk !== gemms.qk || r.pv !== gemms.pv) return null;
+  return kCache instanceof Float32Array && vCache instanceof Float32Array ? r : null;
+}
+
+/**
+ * Rounded copies of a K/V cache pair, kept per cache array: `raw` holds the cache bits each rounded
+ * row was made from, so a row is rounded again exactly when its bits changed (appended, rewritten by
+ * a KV hook, reused by a later rollout) or when the rounding differs.
+ */
+interface RoundedCache {
+  roundB: DecodeRounding['roundB'];
+  readonly vCache: Float32Array;
+  readonly k: Float32Array;
+  readonly v: Float32Array;
+  readonly rawK: Uint32Array;
+  readonly rawV: Uint32Array;
+  /** Per (b, t) row: 1 once k/v hold the rounding of rawK/rawV. */
+  readonly valid: Uint8Array;
+}
+
+const roundedCaches = new WeakMap<Float32Array, RoundedCache>();
+
+/** Brings the rounded rows [0, tLen) of every sequence up to date with the caches; returns them. */
+function roundedRows(r: DecodeRounding, kCache: Float32Array, vCache: Float32Array, tLen: number, B: number, tCap: number, C: number): RoundedCache {
+  let rc = roundedCaches.get(kCache);
+  if (rc === undefined || rc.vCache !== vCache || rc.k.length !== kCache.length || rc.v.length !== vCache.length || rc.valid.length !== B * tCap) {
+    rc = {
+      roundB: r.roundB, vCache,
+      k: new Float32Array(kCache.length), v: new Float32Array(vCache.length),
+      rawK: new Uint32Array(kCache.length), rawV: new Uint32Array(vCache.length),
+      valid: new Uint8Array(B * tCap),
+    };
+    roundedCaches.set(kCache, rc);
+  } else if (rc.roundB !== r.roundB) {
+    rc.roundB = r.roundB;
+    rc.valid.fill(0);
+  }
+  const kBits = new Uint32Array(kCache.buffer, kCache.byteOffset, kCache.length);
+  const vBits = new Uint32Array(vCache.buffer, vCache.byteOffset, vCache.length);
+  for (let b = 0; b < B; b++) {
+    for (let t = 0; t < tLen; t++) {
+      const row = b * tCap + t;
+      const o = row * C;
+      let same = rc.valid[row] === 1;
+      for (let c = 0; same && c < C; c++) same = kBits[o + c] === rc.rawK[o + c] && vBits[o + c] === rc.rawV[o + c];
+      if (same) continue;
+      rc.rawK.set(kBits.subarray(o, o + C), o);
+      rc.rawV.set(vBits.subarray(o, o + C), o);
+      r.roundB(rc.k.subarray(o, o + C), kCache.subarray(o, o + C));
+      r.roundB(rc.v.subarray(o, o + C), vCache.subarray(o, o + C));
+      rc.valid[row] = 1;
+    }
+  }
+  return rc;
 }

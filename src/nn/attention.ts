@@ -25,6 +25,24 @@ export interface AttentionGemms {
   readonly dQuery: GemmFn;
   /** dK = dSᵀ·Q: `dKey(dK, dSᵀ, Qᵀ, T, hs, T)`. */
   readonly dKey: GemmFn;
+  /**
+   * Optional, for the decode path: says that `qk` and `pv` round their `b` operand (K rows, Vᵀ
+   * rows) element by element with `roundB`, and gives the same GEMMs taking `b` already rounded.
+   * The decode step then rounds each cached K/V element once instead of once per step. It applies
+   * only while `qk` and `pv` are the functions named here (a copy that replaces them drops it).
+   */
+  readonly decodeRounding?: {
+    /** The `qk` this describes. */
+    readonly qk: GemmFn;
+    /** The `pv` this describes. */
+    readonly pv: GemmFn;
+    /** Writes the rounding of every element of `src` to `dst` (same length). */
+    readonly roundB: (dst: Float32Array, src: Float32Array) => void;
+    /** `qk` with its `b` operand already rounded by `roundB`. */
+    readonly qkRoundedB: GemmFn;
+    /** `pv` with its `b` operand already rounded by `roundB`. */
+    readonly pvRoundedB: GemmFn;
+  };
 }
 
 /** The default {@link AttentionGemms}: {@link gemmSequential} at all six sites. */

@@ -197,19 +197,28 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   const opFormat = floatFormats[operands];
   const outFormat = out === undefined ? null : floatFormats[out];
   // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
+  // The views of the last length are kept: consecutive calls mostly share a shape (one per decode step).
   const slot = (format: FloatFormat) => {
     let codes: CodeArray = allocCodes(format, 0);
     let values = new Float32Array(0);
+    let codesView = codes;
+    let valuesView = values;
     return (x: FloatArray): Float32Array => {
       const n = x.length;
       if (values.length < n) {
         codes = allocCodes(format, n);
         values = new Float32Array(n);
       }
-      const c = encodeArray(format, asFloat32(x), cast, codes.subarray(0, n));
-      return decodeArray(format, c, values.subarray(0, n));
+      if (valuesView.length !== n || valuesView.buffer !== values.buffer) {
+        codesView = codes.subarray(0, n);
+        valuesView = values.subarray(0, n);
+      }
+      const c = encodeArray(format, asFloat32(x), cast, codesView);
+      return decodeArray(format, c, valuesView);
     };
   };
+  /** The first `n` elements of `x`, without a new view when that is all of it. */
+  const head = (x: FloatArray, n: number): FloatArray => (x.length === n ? x : x.subarray(0, n));
   const roundA = slot(opFormat);
   const roundB = slot(opFormat);
   const roundOut = outFormat ? slot(outFormat) : null;
@@ -219,8 +228,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   };
   /** A GEMM rounding both operands per call. */
   const gemm: GemmFn = (o, a, b, m, n, k) => {
-    accumulate(o, roundA(a.subarray(0, m * k)), roundB(b.subarray(0, n * k)), m, n, k);
-    finish(o.subarray(0, m * n));
+    accumulate(o, roundA(head(a, m * k)), roundB(head(b, n * k)), m, n, k);
+    finish(head(o, m * n));
   };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
   /** A GEMM whose `b` operand is a weight: rounded once per array identity. */
@@ -231,11 +240,18 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
       weightCache.set(b, wb);
       markGemmOperandImmutable(wb); // nothing writes wb: its packed panels may be kept
     }
-    accumulateLinear(o, roundA(a.subarray(0, m * k)), wb, m, n, k);
-    finish(o.subarray(0, m * n));
+    accumulateLinear(o, roundA(head(a, m * k)), wb, m, n, k);
+    finish(head(o, m * n));
   };
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
-  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm });
+  // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
+  const roundKv = slot(opFormat);
+  const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
+    accumulate(o, roundA(head(a, m * k)), head(b, n * k), m, n, k);
+    finish(head(o, m * n));
+  };
+  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
+  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding });
   const block: BlockGemms = Object.freeze({
     q: linear, k: linear, v: linear, o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),

@@ -3,7 +3,7 @@
 
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { gemmReference, gemmSequential } from '../../src/nn/index.js';
+import { attentionDecodeAppend, attentionDecodeForward, gemmReference, gemmSequential, type AttentionGemms } from '../../src/nn/index.js';
 import { round } from '../../src/numerics/index.js';
 import { fp32Numerics, numericsFor, precisionPlan, precisionPlans, roundingNumerics } from '../../src/policies/index.js';
 import { pairwiseSum, type AccumulatorOrder } from '../../src/policies/numerics.js';
@@ -138,5 +138,59 @@ describe('precision plans', () => {
     expect(numericsFor(precisionPlans['bf16-splitk'].rollout).label).toMatch(/split-K/);
     expect(numericsFor(precisionPlans.fp16.trainer).label).toMatch(/^fp16 operands/);
     expect(() => numericsFor({ gemm: { kind: 'fp8' } as never })).toThrow(/gemm\.kind must be one of fp32, rounding, quantized, got "fp8"/);
+  });
+});
+
+describe('decode over a K/V cache with rounded operands', () => {
+  const B = 2, tCap = 6, C = 8, H = 2;
+  const rng = createRng('decode-rounding');
+  const randn = (n: number): Float32Array => Float32Array.from({ length: n }, () => fr(rng.normal() * 3));
+  /** Decodes steps 1 … tCap over the caches: appends row t−1 from `kRows`/`vRows`, then `edit` (a KV hook), then the forward. */
+  function decode(gemms: AttentionGemms, kCache: Float32Array, vCache: Float32Array, kRows: Float32Array, vRows: Float32Array, q: Float32Array, edit: (t: number) => void): Float32Array[] {
+    const outs: Float32Array[] = [];
+    for (let t = 1; t <= tCap; t++) {
+      attentionDecodeAppend(kCache, vCache, kRows.subarray((t - 1) * B * C, t * B * C), vRows.subarray((t - 1) * B * C, t * B * C), t - 1, B, tCap, C, H);
+      edit(t);
+      const out = new Float32Array(B * C);
+      attentionDecodeForward(out, null, q.subarray((t - 1) * B * C, t * B * C), kCache, vCache, t, B, tCap, C, H, { gemms });
+      outs.push(out);
+    }
+    return outs;
+  }
+
+  it('rounds each cached row once and equals rounding K and V at every step, bit for bit (rewritten rows, reused caches, another format)', () => {
+    const kRows = randn(tCap * B * C), vRows = randn(tCap * B * C), q = randn(tCap * B * C);
+    kRows[3] = NaN;
+    vRows[5] = -0;
+    kRows[20] = 1e-40; // subnormal
+    const kCache = new Float32Array(B * tCap * C), vCache = new Float32Array(B * tCap * C);
+    const kRef = new Float32Array(B * tCap * C), vRef = new Float32Array(B * tCap * C);
+    // A KV hook that rewrites an earlier row at step 4: the rounded copy must follow it.
+    const edit = (k: Float32Array) => (t: number): void => {
+      if (t === 4) k[(1 * tCap + 1) * C + 2] = fr(k[(1 * tCap + 1) * C + 2]! * 1.5 + 0.25);
+    };
+    const bf16 = roundingNumerics({ operands: 'bf16' });
+    for (const numerics of [bf16, bf16, roundingNumerics({ operands: 'fp16' })]) {
+      const fast = numerics.block(0).attention;
+      expect(fast.decodeRounding).toBeDefined();
+      const slow: AttentionGemms = { ...fast, decodeRounding: undefined };
+      // The same cache arrays each round (reused as a later rollout would), the reference on its own pair.
+      const got = decode(fast, kCache, vCache, kRows, vRows, q, edit(kCache));
+      const want = decode(slow, kRef, vRef, kRows, vRows, q, edit(kRef));
+      for (let t = 0; t < tCap; t++) for (let i = 0; i < B * C; i++) expect(Object.is(got[t]![i], want[t]![i])).toBe(true);
+      kRows.reverse(); // the next round writes other values into the same rows
+    }
+  });
+
+  it('a copy of the GEMMs that replaces qk or pv does not use the rounded cache', () => {
+    const kRows = randn(tCap * B * C), vRows = randn(tCap * B * C), q = randn(tCap * B * C);
+    const base = roundingNumerics({ operands: 'bf16' }).block(0).attention;
+    const replaced: AttentionGemms = { ...base, qk: gemmSequential };
+    const plain: AttentionGemms = { ...replaced, decodeRounding: undefined };
+    const mk = (): Float32Array => new Float32Array(B * tCap * C);
+    const [k1, v1, k2, v2] = [mk(), mk(), mk(), mk()];
+    const got = decode(replaced, k1, v1, kRows, vRows, q, () => {});
+    const want = decode(plain, k2, v2, kRows, vRows, q, () => {});
+    for (let t = 0; t < tCap; t++) for (let i = 0; i < B * C; i++) expect(Object.is(got[t]![i], want[t]![i])).toBe(true);
   });
 });
