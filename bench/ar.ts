@@ -53,7 +53,10 @@ function cpuMs(): number {
   return (u.user + u.system) / 1000;
 }
 
-/** Runs every plan once per repeat, interleaved (so load changes hit all plans alike); returns the times. */
+/**
+ * Runs every plan once per repeat, interleaved (so load changes hit all plans alike), after one
+ * untimed round of every plan (JIT compilation, WebAssembly instantiation, weight caches); returns the times.
+ */
 function timePlans(size: BenchSize, planNames: readonly string[], repeats: number): { times: Map<string, PlanTimes>; promptLength: number } {
   const task = makeTask('reverse');
   const B = size.batch;
@@ -61,13 +64,13 @@ function timePlans(size: BenchSize, planNames: readonly string[], repeats: numbe
   const policy = createArPolicy(arConfig({ ...size.model, vocabSize: task.vocabSize, maxLen: task.promptLength + L }), 0);
   const prompts = task.trainProblems(B, 0).map((p) => [...p.prompt]);
   const times = new Map<string, PlanTimes>(planNames.map((p) => [p, { roll: [], fwd: [], bwd: [], rollCpu: [], trainerCpu: [] }]));
-  for (let i = 0; i < repeats; i++) {
+  for (let i = -1; i < repeats; i++) {
     for (const name of planNames) {
       const plan = precisionPlans[name as keyof typeof precisionPlans];
       const t = times.get(name) as PlanTimes;
       const c0 = cpuMs();
       const t0 = performance.now();
-      const r = rollout(policy, prompts, { maxNewTokens: L, numerics: numericsFor(plan.rollout), rng: createRng(i), eos: null });
+      const r = rollout(policy, prompts, { maxNewTokens: L, numerics: numericsFor(plan.rollout), rng: createRng(Math.max(i, 0)), eos: null });
       const t1 = performance.now();
       const c1 = cpuMs();
       const lp = computeLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, { numerics: numericsFor(plan.trainer) });
@@ -76,6 +79,7 @@ function timePlans(size: BenchSize, planNames: readonly string[], repeats: numbe
       backwardLogprobs(policy, lp, new Float64Array(B * L).fill(1 / (B * L)));
       const t3 = performance.now();
       const c3 = cpuMs();
+      if (i < 0) continue; // the warm-up round
       t.roll.push(t1 - t0); t.fwd.push(t2 - t1); t.bwd.push(t3 - t2);
       t.rollCpu.push(c1 - c0); t.trainerCpu.push(c3 - c1);
     }

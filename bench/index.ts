@@ -21,7 +21,8 @@ const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
   // quantize of several presets and quantized GEMMs (operands quantized inside the call), µs per call.
   quantize: async () => benchQuantize(),
-  ar: () => benchAr(),
+  // QRL_BENCH_PLANS=a,b limits the plans (bf16 always runs: the ratios' reference); QRL_BENCH_REPEATS=n timed rounds (default 5).
+  ar: () => benchAr(Number(process.env.QRL_BENCH_REPEATS ?? 5), process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : undefined),
   // QRL_BENCH_SIZES=tiny,small limits the size rows (default: all of benchSizes).
   sizes: () => benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),
   // QRL_BENCH_THREADS=n compares 1 with n threads (default 2).
