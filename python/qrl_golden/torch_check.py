@@ -66,8 +66,18 @@ def cpu_capability() -> str:
 
 
 def gemm_table(rows: List[dict]) -> str:
-    lines = [f"Measured with torch's CPU kernels for {cpu_capability()} (`torch.backends.cpu.get_cpu_capability()`), one thread.", "",
-             "| torch op (CPU, one thread) | operands | qrl-sim model | outputs equal | max ulp |", "| --- | --- | --- | ---: | ---: |"]
+    device = rows[0]["device"] if rows else "cpu"
+    if device.startswith("cuda"):
+        import torch
+
+        d = torch.device(device)
+        major, minor = torch.cuda.get_device_capability(d)
+        head = f"Measured on {torch.cuda.get_device_name(d)} (compute capability {major}.{minor}), torch {torch.__version__}."
+        column = "torch op (CUDA)"
+    else:
+        head = f"Measured with torch's CPU kernels for {cpu_capability()} (`torch.backends.cpu.get_cpu_capability()`), one thread."
+        column = "torch op (CPU, one thread)"
+    lines = [head, "", f"| {column} | operands | qrl-sim model | outputs equal | max ulp |", "| --- | --- | --- | ---: | ---: |"]
     for r in rows:
         mark = " **(expected)**" if r["expected"] else ""
         unit = " (bf16)" if r["op"] == "matmul-bf16" else ""

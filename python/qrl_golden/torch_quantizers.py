@@ -82,10 +82,21 @@ def _e4m3(v: "torch.Tensor") -> "torch.Tensor":
 
 def _e4m3_satfinite(v: "torch.Tensor") -> "torch.Tensor":
     """PTX ``cvt.rn.satfinite.e4m3x2.f32`` (CUDA ``__nv_fp8_e4m3``, Triton's fp8e4nv cast on sm_89+):
-    torch's cast for every number (round to nearest even, saturating from torch 2.13), and every
-    NaN → 0x7F whatever its sign (GPU arithmetic NaNs are canonical, and cvt writes +NaN)."""
-    codes = _e4m3(v)
+    round to nearest even, saturating to ±448 (±Inf too), and every NaN → 0x7F whatever its sign
+    (GPU arithmetic NaNs are canonical, and cvt writes +NaN). The clamp to ±448 before torch's cast
+    makes this independent of the torch version: torch's own cast saturates from 2.13, while earlier
+    versions (2.11 on the GPU machine this was checked on) give NaN from 464 up; clamping first gives
+    the same code as a saturating round-to-nearest-even for every number."""
+    codes = _e4m3(torch.clamp(v, -E4M3_MAX, E4M3_MAX))
     return torch.where(torch.isnan(v), torch.full_like(codes, 0x7F), codes)
+
+
+def _div_const(a: "torch.Tensor", c: float) -> "torch.Tensor":
+    """``a / c`` rounded once (IEEE division), on every device. On CUDA, torch divides by a Python
+    number (a CPU scalar) as ``a * fl(1/c)`` (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu,
+    ``div_true_kernel_cuda``: "may lose one bit of precision"), one ulp off in some scales; the CUDA
+    C++ and Triton kernels these functions port divide. A divisor on the tensor's device is divided."""
+    return a / torch.tensor(c, dtype=a.dtype, device=a.device)
 
 
 def _e4m3_value(codes: "torch.Tensor") -> "torch.Tensor":
@@ -126,7 +137,7 @@ def vllm_fp8_tensor(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     (scale = amax / FP8_E4M3_MAX, elements through ``scaled_fp8_conversion<true>`` with
     ``1.0f / scale``); common.cuh ``scaled_fp8_conversion``: ``fmax(-max, fmin(x * inv, max))``
     then the satfinite cast."""
-    s = _amax_fmaxf(x.abs(), dim=(0, 1)) / E4M3_MAX
+    s = _div_const(_amax_fmaxf(x.abs(), dim=(0, 1)), E4M3_MAX)
     inv = 1.0 / s
     v = torch.fmax(torch.tensor(-E4M3_MAX, device=x.device), torch.fmin(x * inv, torch.tensor(E4M3_MAX, device=x.device)))
     codes = _e4m3_satfinite(v)
@@ -142,7 +153,7 @@ def vllm_fp8_token(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     if p.get("scaleUb") is not None:
         amax = torch.fmin(amax, torch.tensor(float(p["scaleUb"]), device=x.device))
     floor = torch.tensor(1.0, device=x.device) / torch.tensor(E4M3_MAX * 512.0, device=x.device)
-    s = torch.fmax(amax / E4M3_MAX, floor)
+    s = torch.fmax(_div_const(amax, E4M3_MAX), floor)
     m = torch.tensor(E4M3_MAX, device=x.device)
     codes = _e4m3_satfinite(torch.fmax(-m, torch.fmin(x / s[:, None], m)))
     return {"codes": codes, "scales": s, "dequantized": _e4m3_value(codes) * s[:, None]}
@@ -154,7 +165,7 @@ def _vllm_group(x: "torch.Tensor", p: Mapping[str, Any], ue8m0_floor: bool) -> O
     xg = _groups(x, g)
     eps = torch.tensor(1e-10, dtype=torch.float32, device=x.device)
     absmax = torch.fmax(_amax_fmaxf(xg.abs(), dim=2), eps)  # local_absmax = eps; fmaxf(...)
-    s = absmax / E4M3_MAX
+    s = _div_const(absmax, E4M3_MAX)
     if p.get("ue8m0"):
         arg = torch.fmax(s.abs(), eps) if ue8m0_floor else s
         s = torch.exp2(torch.ceil(torch.log2(arg)))
@@ -189,7 +200,7 @@ def sglang_fp8_group_triton(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     rows, cols = x.shape
     xg = _groups(x, int(p["block"]))
     eps = torch.tensor(1e-10, dtype=torch.float32, device=x.device)
-    s = torch.fmax(_amax_fmaxf(xg.abs(), dim=2), eps) / E4M3_MAX
+    s = _div_const(torch.fmax(_amax_fmaxf(xg.abs(), dim=2), eps), E4M3_MAX)
     m = torch.tensor(E4M3_MAX, device=x.device)
     q = torch.fmin(torch.fmax(xg * (1.0 / s[..., None]), -m), m)
     codes = _e4m3_satfinite(q)
@@ -210,7 +221,7 @@ def _deepseek(x: "torch.Tensor", p: Mapping[str, Any], block: bool) -> Outputs:
     amax = _amax_fmaxf(xv.abs(), dim=dims)  # tl.max reduces with maxnum: NaN skipped
     if eps > 0:
         amax = torch.fmax(amax, torch.tensor(eps, dtype=torch.float32, device=x.device))
-    s = amax / E4M3_MAX
+    s = _div_const(amax, E4M3_MAX)
     if p.get("ue8m0"):
         s = torch.exp2(torch.ceil(torch.log2(s)))
     sb = s[:, None, :, None] if block else s[..., None]
@@ -244,7 +255,9 @@ def _ceil_to_ue8m0(s: "torch.Tensor") -> "torch.Tensor":
 def deepgemm_fp8_group(x: "torch.Tensor", p: Mapping[str, Any]) -> Outputs:
     """DeepGEMM deep_gemm/utils/math.py ``per_token_cast_to_fp8`` (lines 26-37): zero-pad to the group, ``x_view.abs()
     .float().amax(dim=2)`` (NaN propagates) ``.clamp(1e-4)`` (NaN stays NaN), sf = amax / 448.0,
-    optionally ``ceil_to_ue8m0``, ``(x_view * (1.0 / sf)).to(torch.float8_e4m3fn)``."""
+    optionally ``ceil_to_ue8m0``, ``(x_view * (1.0 / sf)).to(torch.float8_e4m3fn)``. This is PyTorch code, run as
+    written: on CUDA ``amax / 448.0`` is torch's scalar division ``amax * fl(1/448)`` (see ``_div_const``), so its
+    scales on a GPU differ from the CPU's (and from the preset) by one ulp where that rounding differs."""
     rows, cols = x.shape
     xv = _groups(x, int(p["block"]))
     sf = xv.abs().float().amax(dim=2).clamp(1e-4) / 448.0

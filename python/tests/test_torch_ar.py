@@ -24,6 +24,8 @@ from qrl_backend.wire import read_safetensors
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOLERANCE = {"fp32": 2e-5, "bf16": 2e-5, "fp8-tensor-rollout": 1e-12}
+#: The device of the agreement tests (scripts/gpu-check.sh sets cuda); the tolerances above are the CPU's.
+DEVICE = os.environ.get("QRL_TORCH_DEVICE", "cpu")
 
 
 def test_torch_is_the_locked_one_with_float8():
@@ -49,6 +51,8 @@ def test_fp8_quantizer_is_te_current_in_real_float8():
 
 @pytest.fixture(scope="module")
 def fixture_dir(tmp_path_factory):
+    if os.environ.get("QRL_TS_FIXTURE"):  # written elsewhere by scripts/ar-logprobs-fixture.ts (a machine without tsx)
+        return os.environ["QRL_TS_FIXTURE"]
     node = shutil.which("node")
     if node is None or not os.path.exists(os.path.join(ROOT, "node_modules", "tsx")):
         pytest.skip("node and the repository's node_modules (tsx) are needed to write the TypeScript fixture")
@@ -60,7 +64,7 @@ def fixture_dir(tmp_path_factory):
 @pytest.mark.parametrize("plan", ["fp32", "bf16", "fp8-tensor-rollout"])
 @pytest.mark.parametrize("tau", [1, 0.7])
 def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
-    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", plan, "--device", "cpu"])
+    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", plan, "--device", DEVICE])
     case, meta = read_safetensors(os.path.join(fixture_dir, "case.safetensors"))
     P = int(meta["promptLength"])
     tokens, mask = case["tokens"], case["mask"]
@@ -68,12 +72,12 @@ def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
     if plan == "fp8-tensor-rollout":
         # the rollout engine's processed log-probs of the fixture's tokens
         with torch.no_grad():
-            z = be.engine(torch.from_numpy(tokens.astype(np.int64)))[:, P - 1 : -1].double() / tau
+            z = be.engine(torch.from_numpy(tokens.astype(np.int64)).to(be.device))[:, P - 1 : -1].double() / tau
         lsm = torch.log_softmax(z, -1)
-        lp = (lsm.gather(-1, torch.from_numpy(tokens[:, P:].astype(np.int64)).unsqueeze(-1)).squeeze(-1).numpy()) * mask
+        lp = (lsm.gather(-1, torch.from_numpy(tokens[:, P:].astype(np.int64)).to(lsm.device).unsqueeze(-1)).squeeze(-1).cpu().numpy()) * mask
         ts_lp = case[f"logp.rollout.{plan}.fp32-accumulator.{tau}"]
         hopper = float(np.max(np.abs(lp - case[f"logp.rollout.{plan}.{tau}"])))
-        print(f"torch_ar {plan} τ={tau}: max |ℓ_torch − ℓ_ts| = {hopper:.3g} against the plan's Hopper accumulator")
+        print(f"torch_ar {plan} τ={tau} on {DEVICE}: max |ℓ_torch − ℓ_ts| = {hopper:.3g} against the plan's Hopper accumulator")
         # the FP8 plan is really applied: it moves the log-probs far from the BF16 ones
         assert np.max(np.abs(lp - case[f"logp.bf16.{tau}"])) > 0.1
     else:
@@ -81,8 +85,10 @@ def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
         lp = be.logprobs(batch, list(range(B)), "current", False)[0]
         ts_lp = case[f"logp.{plan}.{tau}"]
     diff = float(np.max(np.abs(lp - ts_lp)))
-    print(f"torch_ar {plan} τ={tau}: max |ℓ_torch − ℓ_ts| = {diff:.3g} over {int(mask.sum())} tokens")
-    assert diff <= TOLERANCE[plan]
+    print(f"torch_ar {plan} τ={tau} on {DEVICE}: max |ℓ_torch − ℓ_ts| = {diff:.3g} over {int(mask.sum())} tokens")
+    if DEVICE == "cpu" or plan != "fp8-tensor-rollout":
+        assert diff <= TOLERANCE[plan]
+    # On a GPU the FP8 GEMM is the device's tensor-core accumulator: both distances are measured and printed, not asserted.
 
 
 def test_torch_prob_sq_sum_matches_numpy():

@@ -3,7 +3,7 @@
 
 import { type AccumulatorModel, gemm } from '../../numerics/gemm.js';
 import { quantPreset } from '../../numerics/presets.js';
-import { type QuantizedTensor, dequantize, quantize } from '../../numerics/quantize.js';
+import { type QuantizedTensor, dequantize, quantize, quantizedValues } from '../../numerics/quantize.js';
 import { createRng, type Rng } from '../../rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
@@ -25,7 +25,7 @@ function operand(rng: Rng, rows: number, k: number): Float32Array {
 interface GemmVariant {
   readonly name: string;
   readonly accumulator: AccumulatorModel;
-  readonly quant?: 'bf16' | 'e4m3fn' | 'int8-row' | 'e4m3fn-tensor' | 'e4m3fn-tensor-dequantized';
+  readonly quant?: 'bf16' | 'e4m3fn' | 'int8-row' | 'e4m3fn-tensor' | 'e4m3fn-tensor-dequantized' | 'e4m3fn-tensor-alpha';
   readonly promoteEvery?: number;
   readonly note: string;
 }
@@ -46,6 +46,13 @@ const variants: readonly GemmVariant[] = [
   { name: 'fp64.e4m3fn-tensor-scaled', accumulator: 'fp64', quant: 'e4m3fn-tensor', note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), summed in double, scales in the epilogue' },
   { name: 'fp32.e4m3fn-tensor-dequantized', accumulator: 'fp32', quant: 'e4m3fn-tensor-dequantized', note: 'operands quantized by vllm-fp8-tensor and dequantized (code·scale in float32) before the GEMM, fp32 sequential' },
   { name: 'hopper-fp8.e4m3fn-tensor-scaled', accumulator: 'hopper-fp8', quant: 'e4m3fn-tensor', promoteEvery: 4, note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), hopper-fp8 promoted every 4 chunks, scales in the epilogue' },
+  {
+    name: 'hopper-fp8.e4m3fn-tensor-alpha',
+    accumulator: 'hopper-fp8',
+    quant: 'e4m3fn-tensor-alpha',
+    promoteEvery: 4,
+    note: 'as e4m3fn-tensor-scaled, with the scales applied as cuBLASLt applies per-tensor scales (torch._scaled_mm on CUDA): fl(fl(sa·sb)·acc), one product of the scales, not sa·fl(sb·acc)',
+  },
   { name: 'hopper-fp8.no-promotion', accumulator: 'hopper-fp8', quant: 'e4m3fn', promoteEvery: 0, note: 'as promote4 but never promoted: the whole K stays in the truncating accumulator' },
 ];
 
@@ -56,12 +63,17 @@ function gemmCase(v: GemmVariant, seed: number): GoldenCase {
   const out = new Float32Array(M * N);
   const promote = v.promoteEvery !== undefined ? { promoteEvery: v.promoteEvery } : {};
   let scaled: { qa: QuantizedTensor; qb: QuantizedTensor } | null = null;
-  if (v.quant === 'e4m3fn-tensor' || v.quant === 'e4m3fn-tensor-dequantized') {
+  if (v.quant === 'e4m3fn-tensor' || v.quant === 'e4m3fn-tensor-dequantized' || v.quant === 'e4m3fn-tensor-alpha') {
     // quantized here, so that the file can hold the codes and scales the GEMM used
     const spec = quantPreset('vllm-fp8-tensor');
     scaled = { qa: quantize(spec, a, [M, K]), qb: quantize(spec, b, [N, K]) };
     if (v.quant === 'e4m3fn-tensor') gemm(out, scaled.qa, scaled.qb, M, N, K, { accumulator: v.accumulator, ...promote });
-    else gemm(out, dequantize(scaled.qa), dequantize(scaled.qb), M, N, K, { accumulator: v.accumulator });
+    else if (v.quant === 'e4m3fn-tensor-alpha') {
+      // the element values (exact in e4m3fn) accumulated unscaled, then one multiply by fl(sa·sb)
+      gemm(out, quantizedValues(scaled.qa), quantizedValues(scaled.qb), M, N, K, { accumulator: v.accumulator, aQuant: 'e4m3fn', bQuant: 'e4m3fn', ...promote });
+      const alpha = Math.fround((scaled.qa.scales[0] as number) * (scaled.qb.scales[0] as number));
+      for (let o = 0; o < out.length; o++) out[o] = Math.fround(alpha * (out[o] as number));
+    } else gemm(out, dequantize(scaled.qa), dequantize(scaled.qb), M, N, K, { accumulator: v.accumulator });
   } else {
     const quant = v.quant === 'int8-row' ? quantPreset('int8-row') : v.quant;
     gemm(out, a, b, M, N, K, { accumulator: v.accumulator, ...(quant !== undefined ? { aQuant: quant, bQuant: quant } : {}), ...promote });
