@@ -3,6 +3,7 @@
 //
 //   npx tsx scripts/gemm-capture-compare.ts DIR [--markdown]
 //
+// QRL_CAPTURE_GRID=0 tries the presets only (fast); QRL_CAPTURE_K=16384 compares the cases of that K only.
 // Models: fp32 (sequential), pairwise, fp64, and hopper-fp8 over a grid of (chunk, fractionBits, promoteEvery), so a
 // device that matches none of the presets still shows the nearest setting. Per-tensor scales are applied by each
 // epilogue order a kernel may use; row-wise cases round to bf16 last.
@@ -104,6 +105,7 @@ interface Row { case: string; model: string; epilogue: string; equal: number; to
 const best: Row[] = [];
 let refused = 0;
 for (const c of manifest.cases) {
+  if (process.env.QRL_CAPTURE_K !== undefined && String(c.k) !== process.env.QRL_CAPTURE_K) continue;
   const label = `${c.op}${c.fastAccum === undefined ? '' : c.fastAccum ? ' fast' : ' promoted'} ${c.m}×${c.n}×${c.k}${c.spread ? ' spread' : ''}`;
   if (c.error !== undefined) {
     refused++;

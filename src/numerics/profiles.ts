@@ -188,7 +188,7 @@ const profileList: readonly CastProfile[] = [
     name: 'torch-2.11',
     description: 'PyTorch CPU eager cast up to 2.11: as torch-2.13 except E4M3FN, which does not saturate (finite overflow and ±Inf → NaN with the input sign)',
     source:
-      'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value before PR pytorch/pytorch#178817 (f_bits >= fp8_max → 0x7f); the other formats are assumed to take the same code as in 2.13 (c10 Float8_*.h, ATen vec cvtfp32_bf16 and the F16C path predate 2.11), checked against torch 2.13 under torch-2.13; torch 2.11 itself is not run here (the lockfile has 2.13)',
+      'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value before PR pytorch/pytorch#178817 (f_bits >= fp8_max → 0x7f); the other formats take the same code as in 2.13. Checked against torch 2.11.0+cu130 on a GPU machine by scripts/gpu-check.sh (2026-11-26): every value of the library-casts suite agrees on its CPU, in all seven formats, and on CUDA except NaN payloads of bf16/fp16, which CUDA canonicalises to 0x7FFF; npm test cannot run it (the lockfile has 2.13)',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: { ...torch213Formats, e4m3fn: {} },
