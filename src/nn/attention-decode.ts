@@ -3,7 +3,6 @@
 
 import { allocLike, type FloatArray } from './array.js';
 import { gatherHead, headSize, softmaxRow } from './attention-common.js';
-import { attentionDecodeScaled, rowwiseQuantizable, type ScaledDecodeGemms } from './attention-decode-scaled.js';
 import { sequentialAttentionGemms, type AttentionGemms, type AttentionOptions } from './attention.js';
 import { ropeForward } from './rope.js';
 
@@ -78,12 +77,6 @@ export function attentionDecodeForward(
   const qRot = allocLike(q, B * C); // (B, C)
   if (rope) ropeForward(qRot, q, B, 1, C, H, opts.ropeBase, tLen - 1);
   else qRot.set(q.subarray(0, B * C));
-  const scaled = scaledDecodeOf(gemms, out, att, qRot, kCache, vCache);
-  if (scaled !== null) {
-    // float32 throughout: checked by scaledDecodeOf
-    attentionDecodeScaled(out as Float32Array, att as Float32Array | null, qRot as Float32Array, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C, H, scale, scaled, softmaxRow);
-    return;
-  }
   const fast = decodeRoundingOf(gemms, kCache, vCache);
   const kSrc = fast ? roundedRows(fast, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C) : null; // float32: checked by decodeRoundingOf
   const kRead = kSrc ? kSrc.k : kCache;
@@ -113,32 +106,6 @@ export function attentionDecodeForward(
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
   }
-}
-
-/**
- * {@link AttentionGemms} with the optional description of scaled (per-tensor quantized) `qk`/`pv`
- * that the decode step uses to quantize each cached K/V row once ({@link ScaledDecodeGemms}).
- */
-export interface DecodeAttentionGemms extends AttentionGemms {
-  /** Set by numerics whose `qk`/`pv` quantize both operands per call with one per-tensor quantizer. */
-  readonly decodeScaled?: ScaledDecodeGemms;
-}
-
-/** The gemms' scaled decode description when it applies (it still describes `qk`/`pv`, a row-wise quantizable spec, float32 arrays), else null. */
-function scaledDecodeOf(gemms: AttentionGemms, ...arrays: (FloatArray | null)[]): ScaledDecodeGemms | null {
-  const s = (gemms as DecodeAttentionGemms).decodeScaled;
-  if (s === undefined || s.qk !== gemms.qk || s.pv !== gemms.pv || !rowwiseQuantizableCached(s.spec)) return null;
-  return arrays.every((x) => x === null || x instanceof Float32Array) ? s : null;
-}
-
-const quantizable = new WeakMap<object, boolean>();
-function rowwiseQuantizableCached(spec: ScaledDecodeGemms['spec']): boolean {
-  let ok = quantizable.get(spec);
-  if (ok === undefined) {
-    ok = rowwiseQuantizable(spec);
-    quantizable.set(spec, ok);
-  }
-  return ok;
 }
 
 type DecodeRounding = NonNullable<AttentionGemms['decodeRounding']>;

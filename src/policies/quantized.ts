@@ -1,7 +1,7 @@
 // Quantized PolicyNumerics: W8A8 / W4A16 / block-scaled GEMM sites through the numerics core's quantize + gemm,
 // per-site exclusions, FP8 attention GEMMs, an FP8 KV-cache hook and the qarl/jet backward GEMMs. Not a plan table.
 
-import type { DecodeAttentionGemms } from '../nn/attention-decode.js';
+import type { AttentionGemms } from '../nn/attention.js';
 import type { BlockGemms } from '../nn/block.js';
 import type { FloatArray } from '../nn/array.js';
 import type { GemmFn, LinearGemms } from '../nn/gemm.js';
@@ -279,16 +279,11 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
 
   const site = (s: QuantSite): LinearGemms => (exclude.includes(s) ? plainLinear : quantizedLinear());
 
-  let attention: DecodeAttentionGemms = plainAttention;
+  let attention: AttentionGemms = plainAttention;
   if (attnSpec !== null) {
     const attnOpts: GemmOptions = { ...accumulate, aQuant: attnSpec, bQuant: attnSpec };
     const attnGemm: GemmFn = (out, a, b, m, n, k) => coreGemm(out, asFloat32(a, m * k), asFloat32(b, n * k), m, n, k, attnOpts);
-    // The decode step multiplies all heads of a sequence at once, with its own (equivalent) operand quantizers.
-    const requantizedAttnGemm = (out: Float32Array, a: Float32Array, b: Float32Array, m: number, n: number, k: number, aQuant: QuantSpec, bQuant: QuantSpec): void => {
-      gemm(out, a, b, m, n, k, { ...accumulate, aQuant, bQuant });
-    };
-    const decodeScaled = Object.freeze({ qk: attnGemm, pv: attnGemm, spec: attnSpec, gemm: requantizedAttnGemm });
-    attention = Object.freeze({ ...plainAttention, qk: attnGemm, pv: attnGemm, decodeScaled });
+    attention = Object.freeze({ ...plainAttention, qk: attnGemm, pv: attnGemm });
   }
 
   const blocks: BlockGemms[] = [];
