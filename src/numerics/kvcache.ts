@@ -181,6 +181,75 @@ export function kvDequantize(spec: KvCacheSpec, q: QuantizedKv): Float32Array {
   return out;
 }
 
+/** Loaded values per code for one scale: `kvDequantize` of every code, by spec and scale bits. */
+const loadedTables = new WeakMap<KvCacheSpec, Map<number, Float32Array>>();
+const scaleBits = new Float32Array(1);
+const scaleBitsU32 = new Uint32Array(scaleBits.buffer);
+
+/** The value {@link kvDequantize} loads for each code of the format under dequant scale `s` (a table of 2^bits entries). */
+function loadedValues(spec: KvCacheSpec, s: number): Float32Array {
+  let byScale = loadedTables.get(spec);
+  if (byScale === undefined) {
+    byScale = new Map();
+    loadedTables.set(spec, byScale);
+  }
+  scaleBits[0] = s;
+  const key = scaleBitsU32[0] as number;
+  let lut = byScale.get(key);
+  if (lut === undefined) {
+    const table = decodeTable(spec.format ?? 'e4m3fn');
+    // kvDequantize of a (codeCount, 1) tensor holding every code once, with this one scale.
+    const every = { codes: Uint8Array.from({ length: table.length }, (_, c) => c), scales: Float32Array.of(s), shape: [table.length, 1] as const };
+    lut = kvDequantize({ ...spec, heads: 1, granularity: 'tensor' }, every);
+    if (byScale.size >= 64) byScale.clear(); // scales change at calibration only: a few live at a time
+    byScale.set(key, lut);
+  }
+  return lut;
+}
+
+/** Scratch of {@link kvFakeQuantize}: scaled elements and codes, grown on demand (nothing it calls re-enters it). */
+let fakeScaled = new Float32Array(256);
+let fakeCodes = new Uint8Array(256);
+
+/**
+ * `kvDequantize(spec, kvQuantize(spec, x, shape, scales))` into `out`, without the intermediate tensors:
+ * each element is scaled and cast as kvQuantize does, and its code then loaded through a table of what
+ * kvDequantize gives every code under its scale (the load is a function of code and scale alone).
+ * @internal
+ */
+export function kvFakeQuantize(spec: KvCacheSpec, x: Float32Array, shape: readonly [number, number], scales: Float32Array, out: Float32Array): Float32Array {
+  checkKv(spec, x, shape, 'x');
+  const [tokens, width] = shape;
+  const count = scaleCount(spec);
+  if (scales.length !== count) throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
+  if (out.length < x.length) throw new Error(`out: ${out.length} elements, need ${x.length}`);
+  const format = resolveFormat(spec.format ?? 'e4m3fn');
+  if (format.bits > 8) throw new Error(`format: KV cache formats have at most 8 bits, got '${format.name}'`);
+  const n = x.length;
+  if (fakeScaled.length < n) {
+    fakeScaled = new Float32Array(Math.max(n, 2 * fakeScaled.length));
+    fakeCodes = new Uint8Array(fakeScaled.length);
+  }
+  const scaled = fakeScaled.subarray(0, n);
+  const headDim = width / (spec.heads ?? 1);
+  const cellWidth = count === 1 ? Math.max(width, 1) : headDim;
+  for (let t = 0; t < tokens; t++) {
+    for (let c0 = 0, cell = 0; c0 < width; c0 += cellWidth, cell++) {
+      const s = scales[cell] as number;
+      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++) scaled[i] = Math.fround((x[i] as number) / s);
+    }
+  }
+  const codes = encodeArray(format, scaled, { profile: spec.profile ?? 'satfinite' }, fakeCodes.subarray(0, n));
+  const luts = Array.from(scales, (s) => loadedValues(spec, s));
+  for (let t = 0; t < tokens; t++) {
+    for (let c0 = 0, cell = 0; c0 < width; c0 += cellWidth, cell++) {
+      const lut = luts[cell] as Float32Array;
+      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++) out[i] = lut[codes[i] as number] as number;
+    }
+  }
+  return out;
+}
+
 /**
  * One forward step's cache write: in `inference` mode, calibrates from this K and V when the state is
  * stale (the first forward after a weight update), then quantizes both with the current scales.

@@ -8,7 +8,7 @@ import type { GemmFn, LinearGemms } from '../nn/gemm.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
 import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../numerics/quantize.js';
 import { gemm, accumulatorModels, type AccumulatorModel, type GemmOptions } from '../numerics/gemm.js';
-import { kvCacheCalibrate, kvCacheState, kvDequantize, kvQuantize, type KvCacheSpec, type KvCacheState } from '../numerics/kvcache.js';
+import { kvCacheCalibrate, kvCacheState, kvFakeQuantize, type KvCacheSpec, type KvCacheState } from '../numerics/kvcache.js';
 import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
 
@@ -303,6 +303,18 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
   };
   const head = site('lmHead');
 
+  // Scratch of the KV hook: the gathered rows and the loaded K and V rows (B, C), grown on demand.
+  let kvRows = new Float32Array(0);
+  const kvOut: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
+  /** Row t of every sequence of `cache`, quantized and loaded back (kvDequantize ∘ kvQuantize) into scratch slot `slot`. */
+  const kvLoaded = (spec: KvCacheSpec, rows: Float32Array, cache: FloatArray, t: number, B: number, tCap: number, C: number, scales: Float32Array, slot: 0 | 1): Float32Array => {
+    for (let b = 0; b < B; b++) {
+      const o = (b * tCap + t) * C;
+      for (let c = 0; c < C; c++) rows[b * C + c] = cache[o + c]!;
+    }
+    if (kvOut[slot].length < B * C) kvOut[slot] = new Float32Array(B * C);
+    return kvFakeQuantize(spec, rows, [B, C], scales, kvOut[slot].subarray(0, B * C));
+  };
   const kvStates: KvCacheState[] = [];
   const hooks: KvCacheHook[] = [];
   const kvHook = (layer: number): KvCacheHook | null => {
@@ -317,17 +329,10 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
           state = kvCacheCalibrate(kvSpec, state, asFloat32(kCache, n), asFloat32(vCache, n), [B * tCap, C]);
           kvStates[layer] = state;
         }
-        const kRows = new Float32Array(B * C); // (B, C) row t of every sequence
-        const vRows = new Float32Array(B * C); // (B, C)
-        for (let b = 0; b < B; b++) {
-          const o = (b * tCap + t) * C;
-          for (let c = 0; c < C; c++) {
-            kRows[b * C + c] = kCache[o + c]!;
-            vRows[b * C + c] = vCache[o + c]!;
-          }
-        }
-        const kq = kvDequantize(kvSpec, kvQuantize(kvSpec, kRows, [B, C], state.kScale));
-        const vq = kvDequantize(kvSpec, kvQuantize(kvSpec, vRows, [B, C], state.vScale));
+        if (kvRows.length < B * C) kvRows = new Float32Array(B * C);
+        const rows = kvRows.subarray(0, B * C); // (B, C) row t of every sequence
+        const kq = kvLoaded(kvSpec, rows, kCache, t, B, tCap, C, state.kScale, 0);
+        const vq = kvLoaded(kvSpec, rows, vCache, t, B, tCap, C, state.vScale, 1);
         for (let b = 0; b < B; b++) {
           const o = (b * tCap + t) * C;
           for (let c = 0; c < C; c++) {
