@@ -287,7 +287,18 @@ function layoutOf(wk: WasmKernel, m: number, n: number, k: number): Fp32Layout {
   const need = (rawAt + Math.max(m, n) * k) * 4;
   const have = wk.memory.buffer.byteLength;
   if (need > have) wk.memory.grow(Math.ceil((need - have) / 65536));
-  return { wk, mem: new Float32Array(wk.memory.buffer), m, n, k, width, bAt, outAt, rawAt };
+  return { wk, mem: memoryView(wk), m, n, k, width, bAt, outAt, rawAt };
+}
+
+/** A Float32Array over each kernel's memory, made again only when the memory grew (decode steps make thousands of tiny calls). */
+const views = new WeakMap<WasmKernel, Float32Array>();
+function memoryView(wk: WasmKernel): Float32Array {
+  let view = views.get(wk);
+  if (view === undefined || view.buffer !== wk.memory.buffer) {
+    view = new Float32Array(wk.memory.buffer);
+    views.set(wk, view);
+  }
+  return view;
 }
 
 /** Packs the A rows `rows` (all m rows in order when null) into the layout. */
