@@ -1,10 +1,13 @@
 // The fp32 GEMM kernel (MR×8 register tiles, A and B packed, K-blocks carried through memory) against the scalar
-// reference with Object.is on edge data, at every tail shape; and B panels of an operand marked immutable packed once.
+// reference with Object.is on edge data, at every tail shape; B panels of an operand marked immutable packed once, and
+// a rollout's weights packed once per numerics object (weight version).
 // Not a timing test: `npx tsx bench/index.ts gemm` measures the kernel.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { gemm, quantize, quantPreset, threadedGemmF32 } from '../../src/numerics/index.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
+import { arConfig, createArPolicy, numericsFor, precisionPlans, rollout } from '../../src/policies/index.js';
+import { makeTask } from '../../src/tasks/index.js';
 import { FP32_BLOCKING, FP32_TILE_ROWS, fp32KernelIsSimd, fp32PanelPacks, markGemmOperandImmutable } from '../../src/numerics/fp32-kernel.js';
 
 const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
@@ -115,3 +118,27 @@ describe('packed B panels of operands marked immutable', () => {
   });
 });
 
+
+describe('rollout decode steps pack each weight once per weight version', () => {
+  it.each(['bf16', 'int8-rollout', 'w4a16-rollout', 'mxfp8-rollout'])('%s: a second rollout with the same numerics packs no weight again; a new numerics object (a new version) packs them once more', (plan) => {
+    const task = makeTask('reverse');
+    const config = arConfig({ C: 32, layers: 2, H: 4, hidden: 64, vocabSize: task.vocabSize, maxLen: task.promptLength + 4 });
+    const policy = createArPolicy(config, 0);
+    const prompts = task.trainProblems(4, 0).map((p) => [...p.prompt]);
+    const weightSites = config.layers * 7 + 1; // q, k, v, o, up, gate, down per layer, and the lm_head
+    const numericsOf = () => numericsFor(precisionPlans[plan as keyof typeof precisionPlans].rollout);
+    const packsOf = (numerics: ReturnType<typeof numericsOf>) => {
+      const before = fp32PanelPacks();
+      const r = rollout(policy, prompts, { maxNewTokens: 4, numerics, rng: createRng('packs'), eos: null });
+      return { packs: fp32PanelPacks() - before, tokens: Array.from(r.tokens) };
+    };
+    const numerics = numericsOf();
+    const first = packsOf(numerics);
+    const second = packsOf(numerics);
+    const fresh = packsOf(numericsOf());
+    expect(second.tokens).toEqual(first.tokens);
+    expect(fresh.tokens).toEqual(first.tokens);
+    expect(first.packs - second.packs).toBe(weightSites);
+    expect(fresh.packs).toBe(first.packs);
+  });
+});
