@@ -1,7 +1,7 @@
 // GEMM benchmark: qrl-sim's exact `fp32` accumulator model against onnxruntime's MatMul in the same process, one thread.
 // Not a test of correctness beyond a sanity check that both compute the same product to float32 rounding.
 import { gemm, type AccumulatorModel } from '../src/numerics/index.js';
-import { fp32KernelIsSimd } from '../src/numerics/fp32-kernel.js';
+import { FP32_TILE_ROWS, fp32KernelIsSimd } from '../src/numerics/fp32-kernel.js';
 import { createRng } from '../src/rng.js';
 import { disposeOrtBenches, ortMatMulBench } from './ort.js';
 
@@ -22,6 +22,27 @@ export interface GemmBenchRow {
   ratio: number;
   /** Largest |qrl − ort| / (Σ|a·b| of that output): a sanity check of the product, not an equality. */
   maxRelDiff: number;
+}
+
+/**
+ * Milliseconds per call of `fn`: the best of 5 batches, each at least `minMs / 5` long, after one warm-up call.
+ * The best batch, not the mean, so that other jobs on a shared machine slow both sides of a ratio less.
+ */
+async function bestOfBatches(fn: () => unknown, minMs: number): Promise<number> {
+  await fn();
+  let best = Infinity;
+  for (let batch = 0; batch < 5; batch++) {
+    let reps = 0;
+    const start = process.hrtime.bigint();
+    let elapsed = 0;
+    while (elapsed < minMs / 5 || reps < 2) {
+      await fn();
+      reps++;
+      elapsed = Number(process.hrtime.bigint() - start) / 1e6;
+    }
+    best = Math.min(best, elapsed / reps);
+  }
+  return best;
 }
 
 /** Times `fn` for at least `minMs` milliseconds after one warm-up call; returns ms per call. */
@@ -48,7 +69,7 @@ function timeSync(fn: () => void, minMs: number): number {
  * ```
  */
 export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256, 512], minMs = 400): Promise<GemmBenchRow[]> {
-  io.out(`GEMM fp32 model (exact sequential fp32, ${fp32KernelIsSimd() ? 'WebAssembly SIMD 4×8 tiles' : 'scalar JS'}) vs onnxruntime MatMul, single thread`);
+  io.out(`GEMM fp32 model (exact sequential fp32, ${fp32KernelIsSimd() ? `WebAssembly SIMD ${FP32_TILE_ROWS}×8 tiles` : 'scalar JS'}) vs onnxruntime MatMul (intra- and inter-op threads 1), single thread, best of 5 batches each, interleaved`);
   io.out('   size   qrl-sim GFLOP/s   ort GFLOP/s   qrl/ort   max rel diff');
   const rows: GemmBenchRow[] = [];
   for (const size of sizes) {
@@ -58,14 +79,14 @@ export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256
     const b = new Float32Array(size * size); // (k, n): ORT layout, the same matrix
     for (let j = 0; j < size; j++) for (let kk = 0; kk < size; kk++) b[kk * size + j] = bt[j * size + kk] as number;
     const out = new Float32Array(size * size);
-    const msQrl = timeSync(() => gemm(out, a, bt, size, size, size), minMs);
     const ort = await ortMatMulBench(a, b, size, size, size);
     const ortOut = Float32Array.from(await ort.once());
-    let runs = 1;
-    let t = await ort.time(runs);
-    while (t.totalMs < minMs) {
-      runs *= 2;
-      t = await ort.time(runs);
+    // interleaved: qrl-sim, onnxruntime, qrl-sim, onnxruntime (the better of each side's two)
+    let msQrl = Infinity;
+    let msOrt = Infinity;
+    for (let round = 0; round < 2; round++) {
+      msQrl = Math.min(msQrl, await bestOfBatches(() => gemm(out, a, bt, size, size, size), minMs / 2));
+      msOrt = Math.min(msOrt, await bestOfBatches(() => ort.time(1), minMs / 2));
     }
     let maxRelDiff = 0;
     for (let i = 0; i < size; i++) {
@@ -76,12 +97,13 @@ export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256
       }
     }
     const qrlGflops = (2 * size ** 3) / (msQrl * 1e6);
-    const row = { size, qrlGflops, ortGflops: t.gflops, ratio: qrlGflops / t.gflops, maxRelDiff };
+    const ortGflops = (2 * size ** 3) / (msOrt * 1e6);
+    const row = { size, qrlGflops, ortGflops, ratio: qrlGflops / ortGflops, maxRelDiff };
     rows.push(row);
-    io.out(`${String(size).padStart(7)}   ${qrlGflops.toFixed(2).padStart(15)}   ${t.gflops.toFixed(1).padStart(11)}   ${`1/${(1 / row.ratio).toFixed(1)}`.padStart(7)}   ${maxRelDiff.toExponential(1).padStart(12)}`);
+    io.out(`${String(size).padStart(7)}   ${qrlGflops.toFixed(2).padStart(15)}   ${ortGflops.toFixed(1).padStart(11)}   ${`1/${(1 / row.ratio).toFixed(1)}`.padStart(7)}   ${maxRelDiff.toExponential(1).padStart(12)}`);
   }
   const at256 = rows.find((r) => r.size === 256);
-  if (at256) io.out(`target ≥ 1/20 of onnxruntime at 256³: ${at256.ratio >= 1 / 20 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)})`);
+  if (at256) io.out(`target ≥ 1/3 of onnxruntime at 256³: ${at256.ratio >= 1 / 3 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)})`);
   // The other accumulator models, for scale (scalar reference loops).
   const s = 64;
   const rng = createRng('bench-gemm').fork('models');

@@ -84,7 +84,7 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
  * The default GEMM: same per-element semantics as {@link gemmReference} (sequential over k in
  * increasing order; exact float32 rounding of every product and add when `out` is a Float32Array),
  * computed by the WebAssembly SIMD kernel of `threadedGemmF32` when out, a and b are Float32Arrays with
- * m ≥ 4 and n ≥ 8 (split over {@link gemmThreads} threads when that is above 1 and m·n·k ≥ 2^21; same bits),
+ * n ≥ 8 (split over {@link gemmThreads} threads when that is above 1 and m·n·k ≥ 2^21; same bits),
  * else by a scalar loop with 2×2 register blocking over (i, j).
  *
  * @example
@@ -96,8 +96,8 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
  */
 export const gemmSequential: GemmFn = (out, a, b, m, n, k) => {
   if (out instanceof Float32Array) {
-    // At least one 4×8 tile: the SIMD kernel of threadedGemmF32 (split over threads above the work threshold).
-    if (m >= 4 && n >= 8 && a instanceof Float32Array && b instanceof Float32Array) threadedGemmF32(out, a, b, m, n, k, gemmThreads());
+    // At least one full 8-column panel: the SIMD kernel of threadedGemmF32 (split over threads above the work threshold).
+    if (n >= 8 && a instanceof Float32Array && b instanceof Float32Array) threadedGemmF32(out, a, b, m, n, k, gemmThreads());
     else gemmF32(out, a, b, m, n, k);
   } else gemmF64(out, a, b, m, n, k);
 };

@@ -3,7 +3,7 @@
 
 import type { FloatFormatName } from './formats.js';
 import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
-import { fp32Gemm } from './fp32-kernel.js';
+import { fp32Gemm, markGemmOperandImmutable } from './fp32-kernel.js';
 import {
   type GemmOperand,
   type GemmOptions,
@@ -91,6 +91,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
     values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
     if (cache) decodedValues.set(q, values);
+    if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
   return fastOperand(scaledOperand(q, values, rows, k), cache, exponents);
 }
@@ -130,6 +131,7 @@ function plainPathOperand(
     if (v === undefined) {
       v = roundTo(dequantize(x), otherF);
       byFormat.set(otherF ?? 'fp32', v);
+      markGemmOperandImmutable(v); // derived once from a tensor nothing writes: its packed panels may be kept
     }
     return plainFastOperand(v, otherF);
   }
@@ -343,6 +345,11 @@ export function gemm(
   const B = opB.values;
   const fine = opA.fine || opB.fine;
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
+  if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
+    fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
+    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    return out;
+  }
   const hopperTables = model === 'hopper-fp8' ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
   const [partial, acc, total, saK, sbK] = scratch(m, n);

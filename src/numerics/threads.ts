@@ -2,7 +2,9 @@
 // Not a scheduler or a pool for runs (sweeps have their own); every output element is one sequential sum.
 
 import { MessageChannel, Worker, isMainThread } from 'node:worker_threads';
-import { fp32KernelModule, newFp32Kernel, type WasmKernel } from './fp32-kernel.js';
+import { fp32KernelModule, fp32KernelRows, markGemmOperandImmutable, newFp32Kernel, FP32_BLOCKING, type WasmKernel } from './fp32-kernel.js';
+
+export { markGemmOperandImmutable };
 
 /**
  * Rows of `out` per task. The m rows are cut into tasks of this many rows; task t goes to thread
@@ -19,22 +21,22 @@ export const GEMM_ROWS_PER_TASK = 16;
 export const GEMM_THREAD_MIN_WORK = 1 << 24;
 
 // The rows of one thread, in the worker's JS and (as `threadRows` below) the caller's TS: the same algorithm.
-// Rows are gathered in task order; whole groups of 4 rows × 8 columns go through the SIMD kernel (A rows copied
-// into its memory, B packed into 8-column panels panel[kk][c] = B(8p + c, kk)), the rest through the scalar loop.
-// Memory (bytes): [A rows: r4·k·4][B panels: n8·k·4][out: r4·n8·4]. Every output is one sequential float32 sum.
+// Rows are gathered in task order into the SIMD kernel's memory, B is packed into 8-column panels
+// panel[kk][c] = B(8p + c, kk) (columns past n zero), the kernel's `gemm` computes every tile (fp32-kernel.ts), and
+// the first n outputs of each row go back; without the kernel, the scalar loop. Every output is one sequential float32 sum.
 //
 // The worker: waits on ctrl[0] (generation), computes its tasks, adds to ctrl[1] (done count).
 // ctrl: [generation, done, m, n, k, threads used, rows per task, workers with the SIMD kernel]; the operands and out live in one shared Float32Array.
 const WORKER_SOURCE = `
 const { workerData, receiveMessageOnPort } = require('node:worker_threads');
-const { port, ctrlBuffer, id, module } = workerData;
+const { port, ctrlBuffer, id, module, blocking } = workerData;
 const ctrl = new Int32Array(ctrlBuffer);
 const fr = Math.fround;
 let wasm = null;
 if (module !== null) {
   try {
     const inst = new WebAssembly.Instance(module);
-    wasm = { memory: inst.exports.mem, tile: inst.exports.tile };
+    wasm = { memory: inst.exports.mem, gemm: inst.exports.gemm, packA: inst.exports.packA, packB: inst.exports.packB };
   } catch { wasm = null; }
 }
 if (wasm !== null) Atomics.add(ctrl, 7, 1);
@@ -43,31 +45,22 @@ function threadRows(A, B, O, m, n, k, id, threads, rowsPerTask) {
   for (let t = id; t * rowsPerTask < m; t += threads) {
     for (let i = t * rowsPerTask, i1 = Math.min(m, (t + 1) * rowsPerTask); i < i1; i++) rows.push(i);
   }
-  const r4 = wasm === null ? 0 : rows.length - (rows.length % 4);
-  const n8 = wasm === null ? 0 : n - (n % 8);
-  if (r4 > 0 && n8 > 0) {
-    const aBytes = r4 * k * 4, outOffset = aBytes + n8 * k * 4, need = outOffset + r4 * n8 * 4;
-    const have = wasm.memory.buffer.byteLength;
+  if (wasm !== null && rows.length > 0 && n > 0) {
+    // fp32-kernel.ts's layout (floats): packed A (r·k·4) at 0, B panels at bAt, outputs at outAt, staging at rawAt
+    const r = rows.length, width = Math.ceil(n / 8) * 8, bAt = r * k * 4, outAt = bAt + width * k, rawAt = outAt + r * width;
+    const need = (rawAt + Math.max(r, n) * k) * 4, have = wasm.memory.buffer.byteLength;
     if (need > have) wasm.memory.grow(Math.ceil((need - have) / 65536));
     const mem = new Float32Array(wasm.memory.buffer);
-    for (let r = 0; r < r4; r++) mem.set(A.subarray(rows[r] * k, rows[r] * k + k), r * k);
-    const bBase = aBytes / 4;
-    for (let p = 0; p < n8 / 8; p++) {
-      for (let c = 0; c < 8; c++) {
-        const row = (p * 8 + c) * k, base = bBase + p * k * 8 + c;
-        for (let kk = 0; kk < k; kk++) mem[base + kk * 8] = B[row + kk];
-      }
-    }
-    for (let p = 0; p < n8 / 8; p++) {
-      const bp = aBytes + p * k * 32;
-      for (let r = 0; r < r4; r += 4) wasm.tile(r * k * 4, k * 4, bp, bp + k * 32, outOffset + (r * n8 + p * 8) * 4, n8 * 4);
-    }
-    const outBase = outOffset / 4;
-    for (let r = 0; r < r4; r++) O.set(mem.subarray(outBase + r * n8, outBase + r * n8 + n8), rows[r] * n);
+    for (let q = 0; q < r; q++) mem.set(A.subarray(rows[q] * k, rows[q] * k + k), rawAt + q * k);
+    wasm.packA(rawAt * 4, r, k, 0);
+    mem.set(B.subarray(0, n * k), rawAt);
+    wasm.packB(rawAt * 4, n, k, bAt * 4);
+    wasm.gemm(0, k * 16, 0, bAt * 4, k * 32, k, outAt * 4, width * 4, r, width / 8, blocking.kc, blocking.groupBytes);
+    for (let q = 0; q < r; q++) O.set(mem.subarray(outAt + q * width, outAt + q * width + n), rows[q] * n);
+    return;
   }
-  for (let r = 0; r < rows.length; r++) {
-    const i = rows[r];
-    for (let j = r < r4 ? n8 : 0; j < n; j++) {
+  for (const i of rows) {
+    for (let j = 0; j < n; j++) {
       let acc = 0;
       for (let p = 0; p < k; p++) acc = fr(acc + fr(A[i * k + p] * B[j * k + p]));
       O[i * n + j] = acc;
@@ -109,7 +102,7 @@ function poolOf(extraThreads: number): Pool {
   for (let w = 0; w < extraThreads; w++) {
     const { port1, port2 } = new MessageChannel();
     // Thread 0 is the caller; worker w runs the tasks of thread w + 1.
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { port: port2, ctrlBuffer, id: w + 1, module: fp32KernelModule() }, transferList: [port2] });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { port: port2, ctrlBuffer, id: w + 1, module: fp32KernelModule(), blocking: FP32_BLOCKING }, transferList: [port2] });
     worker.unref();
     port1.unref();
     workers.push(worker);
@@ -139,84 +132,25 @@ export function disposeGemmThreads(): void {
 }
 
 /**
- * Operands their owner promised never to write again (a weight rounded once per numerics object, i.e.
- * per weight version: a sync or an optimizer step builds a new numerics object and a new array). The
- * caller's thread keeps their packed 8-column panels and copies them into the kernel's memory instead
- * of packing b on every call (a decode step then packs only its activations).
- */
-const immutableOperands = new WeakSet<Float32Array>();
-/** Packed panels (n8 / 8, k, 8) of immutable b operands, by array. */
-const packedPanels = new WeakMap<Float32Array, { readonly n8: number; readonly k: number; readonly panels: Float32Array }>();
-
-/**
- * Declares that `b` will not be written again, so {@link threadedGemmF32} may keep its packed panels
- * (by array identity) for later calls. Only for arrays nobody mutates: a weight copy rounded once per
- * weight version. @internal
- */
-export function markGemmOperandImmutable(b: Float32Array): void {
-  immutableOperands.add(b);
-}
-
-function panelsOf(B: Float32Array, n8: number, k: number): Float32Array {
-  const known = packedPanels.get(B);
-  if (known !== undefined && known.n8 === n8 && known.k === k) return known.panels;
-  const panels = new Float32Array(n8 * k);
-  for (let p = 0; p < n8 / 8; p++) {
-    for (let c = 0; c < 8; c++) {
-      const row = (p * 8 + c) * k;
-      const base = p * k * 8 + c;
-      for (let kk = 0; kk < k; kk++) panels[base + kk * 8] = B[row + kk] as number;
-    }
-  }
-  packedPanels.set(B, { n8, k, panels });
-  return panels;
-}
-
-/**
  * The caller's share: the rows of tasks id, id + threads, … of out (m×n) = A (m×k) · B (n×k)ᵀ, through the SIMD
  * kernel where WebAssembly SIMD is available and the sequential float32 loop elsewhere (same bits); the
- * worker's `threadRows` in WORKER_SOURCE is the same algorithm.
+ * worker's `threadRows` in WORKER_SOURCE is the same algorithm. B's panels come from {@link writeFp32Panels}
+ * (kept for an operand marked immutable).
  */
-function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number, n: number, k: number, id: number, threads: number, rowsPerTask: number, immutableB: Float32Array | null = null): void {
+function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number, n: number, k: number, id: number, threads: number, rowsPerTask: number): void {
   if (callerKernel === undefined) callerKernel = newFp32Kernel();
   const wasm = callerKernel;
   const rows: number[] = [];
   for (let t = id; t * rowsPerTask < m; t += threads) {
     for (let i = t * rowsPerTask, i1 = Math.min(m, (t + 1) * rowsPerTask); i < i1; i++) rows.push(i);
   }
-  const r4 = wasm === null ? 0 : rows.length - (rows.length % 4);
-  const n8 = wasm === null ? 0 : n - (n % 8);
-  if (wasm !== null && r4 > 0 && n8 > 0) {
-    // memory (bytes): [A rows (r4, k)][B panels (n8 / 8, k, 8)][out (r4, n8)]
-    const aBytes = r4 * k * 4;
-    const outOffset = aBytes + n8 * k * 4;
-    const need = outOffset + r4 * n8 * 4;
-    const have = wasm.memory.buffer.byteLength;
-    if (need > have) wasm.memory.grow(Math.ceil((need - have) / 65536));
-    const mem = new Float32Array(wasm.memory.buffer);
-    for (let r = 0; r < r4; r++) mem.set(A.subarray((rows[r] as number) * k, (rows[r] as number) * k + k), r * k);
-    const bBase = aBytes / 4;
-    if (immutableB !== null) mem.set(panelsOf(immutableB, n8, k), bBase);
-    else {
-      for (let p = 0; p < n8 / 8; p++) {
-        for (let c = 0; c < 8; c++) {
-          const row = (p * 8 + c) * k;
-          const base = bBase + p * k * 8 + c;
-          for (let kk = 0; kk < k; kk++) mem[base + kk * 8] = B[row + kk] as number;
-        }
-      }
-    }
-    for (let p = 0; p < n8 / 8; p++) {
-      const bp = aBytes + p * k * 32;
-      for (let r = 0; r < r4; r += 4) wasm.tile(r * k * 4, k * 4, bp, bp + k * 32, outOffset + (r * n8 + p * 8) * 4, n8 * 4);
-    }
-    const outBase = outOffset / 4;
-    for (let r = 0; r < r4; r++) O.set(mem.subarray(outBase + r * n8, outBase + r * n8 + n8), (rows[r] as number) * n);
+  if (wasm !== null && rows.length > 0 && n > 0) {
+    fp32KernelRows(wasm, A, B, O, threads === 1 ? null : rows, m, n, k);
+    return;
   }
   const fr = Math.fround;
-  for (let r = 0; r < rows.length; r++) {
-    const i = rows[r] as number;
-    for (let j = r < r4 ? n8 : 0; j < n; j++) {
+  for (const i of rows) {
+    for (let j = 0; j < n; j++) {
       let acc = 0;
       for (let p = 0; p < k; p++) acc = fr(acc + fr((A[i * k + p] as number) * (B[j * k + p] as number)));
       O[i * n + j] = acc;
@@ -243,8 +177,8 @@ export function threadedGemmF32(out: Float32Array, a: Float32Array, b: Float32Ar
   const used = m * n * k < GEMM_THREAD_MIN_WORK ? 1 : Math.min(threads, Math.ceil(m / GEMM_ROWS_PER_TASK));
   const words = m * k + n * k + m * n;
   if (used === 1) {
-    const immutableB = b.length === n * k && immutableOperands.has(b) ? b : null;
-    threadRows(a.subarray(0, m * k), b.subarray(0, n * k), out.subarray(0, m * n), m, n, k, 0, 1, GEMM_ROWS_PER_TASK, immutableB);
+    // b itself where it is exactly (n, k): the identity a marked operand's kept panels are found by.
+    threadRows(a, b.length === n * k ? b : b.subarray(0, n * k), out, m, n, k, 0, 1, GEMM_ROWS_PER_TASK);
     return out;
   }
   const p = poolOf(threads - 1);

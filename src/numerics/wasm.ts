@@ -35,21 +35,41 @@ function section(id: number, body: number[]): number[] {
   return [id, ...uleb(body.length), ...body];
 }
 
+/** One function of a {@link wasmModule}: `params` i32 parameters, no result, its encoded body (locals and code, with its size prefix). */
+export interface WasmFunctionDef {
+  readonly params: number;
+  readonly body: number[];
+  /** The export name; unset: internal (callable by index from the other functions). */
+  readonly name?: string;
+}
+
+/**
+ * A module of `functions` (function i has index i), one type per distinct parameter count, and one
+ * memory of one initial page; exports the named functions and the memory as `mem`.
+ */
+export function wasmModule(functions: readonly WasmFunctionDef[]): Uint8Array {
+  const i32 = 0x7f;
+  const arities = [...new Set(functions.map((f) => f.params))];
+  const types = arities.flatMap((p) => [0x60, p, ...new Array<number>(p).fill(i32), 0]);
+  const exported = functions.flatMap((f, i) => (f.name === undefined ? [] : [...str(f.name), 0x00, ...uleb(i)]));
+  const exportCount = functions.filter((f) => f.name !== undefined).length + 1;
+  return Uint8Array.from([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [...uleb(arities.length), ...types]),
+    ...section(3, [...uleb(functions.length), ...functions.flatMap((f) => uleb(arities.indexOf(f.params)))]),
+    ...section(5, [1, 0x00, 1]),
+    ...section(7, [...uleb(exportCount), ...exported, ...str('mem'), 0x02, 0]),
+    ...section(10, [...uleb(functions.length), ...functions.flatMap((f) => f.body)]),
+  ]);
+}
+
 /**
  * A module with one function `name` of `params` i32 parameters and no result, whose encoded body
  * (locals and code, with its size prefix) is `body`, and one memory of one initial page; exports the
  * function as `name` and the memory as `mem`.
  */
 export function oneFunctionModule(name: string, params: number, body: number[]): Uint8Array {
-  const i32 = 0x7f;
-  return Uint8Array.from([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, [1, 0x60, params, ...new Array<number>(params).fill(i32), 0]),
-    ...section(3, [1, 0]),
-    ...section(5, [1, 0x00, 1]),
-    ...section(7, [2, ...str(name), 0x00, 0, ...str('mem'), 0x02, 0]),
-    ...section(10, [1, ...body]),
-  ]);
+  return wasmModule([{ name, params, body }]);
 }
 
 /** A kernel instance's memory (the project's `lib` has no DOM/WebAssembly typings). @internal */
