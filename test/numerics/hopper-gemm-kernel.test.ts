@@ -13,17 +13,17 @@ import { createRng } from '../../src/rng.js';
 const fr = Math.fround;
 const EMIN = -6; // e4m3's; the kernel takes any exponent tables
 
-function exps(v: Float32Array): Int16Array {
-  return Int16Array.from(v, (x) => (x === 0 ? EMIN : Math.max(exponentOf(x), EMIN)));
+function exps(v: Float32Array, emin = EMIN): Int16Array {
+  return Int16Array.from(v, (x) => (x === 0 ? emin : Math.max(exponentOf(x), emin)));
 }
 
-function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: number, seg: number, fine: boolean, sa: Float64Array, sb: Float64Array, fb = 13): Float32Array {
+function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: number, seg: number, fine: boolean, sa: Float64Array, sb: Float64Array, fb = 13, emin = EMIN): Float32Array {
   const out = new Float32Array(m * n);
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) {
       let acc = 0;
       for (let s = 0; s < K / seg; s++) {
-        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, (s + 1) * seg, EMIN, EMIN, fb));
+        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, (s + 1) * seg, emin, emin, fb));
         acc = fine ? fma32(fr((sa[s * m + i] as number) * (sb[s * n + j] as number)), c, acc) : fr(acc + c);
       }
       out[i * n + j] = acc;
@@ -94,6 +94,30 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
       expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false)).toBe(true);
       expectSame(got, reference(A, B, m, n, K, seg, true, sa, sb, fb), `m=${m} n=${n} K=${K} fb=${fb}`);
     }
+  });
+
+  it('float32 operands: subnormal chunk sums, truncation of either sign, fraction bits 0 to 52, Object.is', () => {
+    const rng = createRng('hopper-gemm').fork('float32');
+    const [m, n, K, seg] = [5, 9, 48, 16];
+    const emin = -126; // float32 operands: exponents floored at float32's emin
+    // Row 0 of A and column 0 of B tiny (products ≈ 2^-140: chunk sums below float32's normal range), the rest
+    // 24-bit values of mixed sign and magnitude (sums that truncation shortens, cancellation to ±0).
+    const A = Float32Array.from({ length: m * K }, (_, x) => (x < K ? fr(2 ** -70 * (1 + rng.uniform())) : fr(rng.normal() * 2 ** (rng.int(12) - 6))));
+    const B = Float32Array.from({ length: n * K }, (_, x) => (x < K ? fr(-(2 ** -70) * (1 + rng.uniform())) : x % 7 === 0 ? 0 : fr(rng.normal())));
+    const sa = Float64Array.from({ length: (K / seg) * m }, () => fr(1 + rng.uniform()));
+    const sb = Float64Array.from({ length: (K / seg) * n }, () => fr(1 + rng.uniform()));
+    for (const fb of [0, 1, 13, 23, 52]) {
+      for (const fine of [true, false]) {
+        const want = reference(A, B, m, n, K, seg, fine, sa, sb, fb, emin);
+        const got = new Float32Array(m * n);
+        const ran = hopperGemmSegments(got, A, B, exps(A, emin), exps(B, emin), m, n, K, seg, fine, sa, sb, fb, false);
+        // fb ≥ 18 makes these 24-bit products' chunk sums reach 2^31 units: handed back, never wrong
+        if (ran) expectSame(got, want, `fb=${fb} fine=${fine}`);
+        else expect(fb).toBeGreaterThanOrEqual(18);
+        if (fb <= 13) expect(ran).toBe(true);
+      }
+    }
+    expect(hopperGemmSegments(new Float32Array(m * n), A, B, exps(A, emin), exps(B, emin), m, n, K, seg, true, sa, sb, 53, false)).toBe(false);
   });
 
   it('a chunk sum at or above 2^31 units, or one that saturates, is handed back (false) and gemm still equals its reference', () => {
