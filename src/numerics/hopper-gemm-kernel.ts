@@ -280,10 +280,9 @@ export function hopperGemmSegments(
   const i32 = new Int32Array(buf);
   const f32 = new Float32Array(buf);
   const mk = m * K;
-  for (let x = 0; x < mk; x++) {
-    f64[x] = A[x] as number;
-    i32[ae / 4 + x] = eA[x] as number;
-  }
+  // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
+  f64.set(A.length === mk ? A : A.subarray(0, mk), av / 8);
+  i32.set(eA.length === mk ? eA : eA.subarray(0, mk), ae / 4);
   if (panels !== undefined) {
     f64.set(panels.values, bv / 8);
     i32.set(panels.exps, be / 4);
