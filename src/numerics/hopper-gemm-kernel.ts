@@ -7,7 +7,7 @@
 // caller runs the JS path instead.
 
 import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
+import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
@@ -15,7 +15,7 @@ const op = {
   localGet: 0x20, localSet: 0x21, localTee: 0x22,
   i32Load: 0x28, f32Load: 0x2a, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
   i32Const: 0x41, i64Const: 0x42, f64Const: 0x44,
-  i32GeU: 0x4f,
+  i32LtS: 0x48, i32GeU: 0x4f,
   f32Eq: 0x5b, f32Lt: 0x5d, f32Gt: 0x5e,
   f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64,
   i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c,
@@ -30,28 +30,35 @@ const T = { i32: 0x7f, f32: 0x7d, f64: 0x7c, v128: 0x7b, void: 0x40 } as const;
 
 /** SIMD opcodes of the vector epilogue beyond the shared table of wasm-emit.ts (SIMD proposal opcode table). */
 const vop = {
-  i64x2Splat: [0x12], f64x2ReplaceLane: [0x22],
+  i8x16Shuffle: [0x0d], i64x2Splat: [0x12], f32x4Splat: [0x13], f64x2ReplaceLane: [0x22],
+  f32x4Trunc: [0x69], i32x4MinS: [0xb6, 0x01], i32x4Shl: [0xab, 0x01], f32x4Add: [0xe4, 0x01], f32x4Mul: [0xe6, 0x01],
   f64x2Eq: [0x47], f64x2Ne: [0x48], f64x2Ge: [0x4c],
   v128And: [0x4e], v128Or: [0x50], v128AnyTrue: [0x53],
   f32x4DemoteF64x2Zero: [0x5e], f64x2PromoteLowF32x4: [0x5f],
   f64x2Abs: [0xec, 0x01], f64x2Sub: [0xf1, 0x01],
 } as const;
 
-// Parameters of `gemm(m, np, K, nseg, segLen, av, ae, bv, be, sa, sb, out, fine, fb, flag)` (byte addresses):
-//   av/ae   A values (f64) and exponents (i32), row-major (m, K)
-//   bv/be   B panels of 4 columns over all of K: values panel[p][kk][c] (f64), exponents (i32)
+// Parameters of `gemm(m, np, K, nseg, segLen, av, ae, bv, be, sa, sb, out, fine, fb, flag, narrow)` (byte addresses):
+//   av/ae   A values (f64, or f32 when narrow) and exponents (i32), row-major (m, K)
+//   bv/be   B panels of 4 columns over all of K: values panel[p][kk][c] (f64, or f32 when narrow), exponents (i32)
+//   nseg    ⌈K / segLen⌉ segments [s·segLen, min((s + 1)·segLen, K)): the last one may be a shorter chunk
 //   sa      f64 per (segment, row of A); sb f64 per (segment, 4p + c): the segment's scales (read when fine ≠ 0)
 //   out     f32 per (i, 4p + c), row stride 4·np: the float32 accumulator after the last segment
 //   fb      fractionBits (0 to 52); flag: i32 set to 1 when a sum needs the JS reference (≥ 2^31 or saturating)
-const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14 } as const;
-// Locals: i32 (15..21), v128 (22..41), f64 (42..48), f32 (49..50).
-const L = {
-  i: 15, p: 16, s: 17, kk: 18, pa: 19, pb: 20, k0: 21,
-  mx: 22, t: 23, inv01: 24, inv23: 25, s01: 26, s23: 27, a: 28,
-  acc01: 29, acc23: 30, c: 31, sab: 32, pv: 33, tv: 34, rv: 35, bpv: 36, bad: 37, keep: 38, lim31: 39, lim128: 40, sbv: 41,
-  pr: 42, accd: 43, tt: 44, bp: 45, err: 46, r: 47, saS: 48,
-  r32: 49, o32: 50,
+//   narrow  ≠ 0: the chunk sums in float32 lanes, which the caller has shown exact ({@link narrowFacts})
+const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14, narrow: 15 } as const;
+const NPARAMS = 16;
+// Locals by type, numbered after the parameters in declaration order.
+const localNames = {
+  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len'],
+  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 's4'],
+  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r', 'saS'],
+  f32: ['r32', 'o32'],
 } as const;
+type LocalName = (typeof localNames)[keyof typeof localNames][number];
+const L = Object.fromEntries(
+  [...localNames.i32, ...localNames.v128, ...localNames.f64, ...localNames.f32].map((name, x) => [name, NPARAMS + x]),
+) as Record<LocalName, number>;
 
 const f64c = (x: number): number[] => [op.f64Const, ...Array.from(new Uint8Array(Float64Array.of(x).buffer))];
 /** `if (cond) then else els` with a result type (or void). */
@@ -149,22 +156,46 @@ function pairEpilogue(h: 0 | 1): number[] {
 function gemmBody(): number[] {
   // Element offset of (row, k0) in a (rows, K) layout: (row·K + k0)
   const at = (row: number): number[] => [...get(row), ...get(P.K), op.i32Mul, ...get(L.k0), op.i32Add];
-  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.segLen, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: L.len, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
+  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
+  // Narrow operands: the same sum of trunc(a·b·inv) over the chunk in four float32 lanes (exact: narrowFacts), with
+  // inv = 2^(fb − maxE) as float32 bits (fb + 127 − maxE) << 23, the exponent field clamped to [1, 254] (only padding
+  // columns ever reach the clamp), then widened to the two f64x2 sums the epilogue reads.
+  const narrowSums = [
+    ...get(P.fb), ...i32c(127), op.i32Add, ...v(simd.i32x4Splat), ...get(L.mx), ...v(simd.i32x4Sub),
+    ...i32c(1), ...v(simd.i32x4Splat), ...v(simd.i32x4MaxS), ...i32c(254), ...v(simd.i32x4Splat), ...v(vop.i32x4MinS),
+    ...i32c(23), ...v(vop.i32x4Shl), ...set(L.t),
+    ...v128Zero, ...set(L.s4),
+    ...get(P.av), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.bv), ...at(L.p), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...forLoop(L.kk, i32c(0), get(L.len), [
+      ...get(L.s4),
+      ...get(L.pa), op.f32Load, 0x02, 0x00, ...v(vop.f32x4Splat), ...get(L.pb), ...v(simd.v128Load, memarg0), ...v(vop.f32x4Mul),
+      ...get(L.t), ...v(vop.f32x4Mul), ...v(vop.f32x4Trunc), ...v(vop.f32x4Add), ...set(L.s4),
+      ...advance(L.pa, 4), ...advance(L.pb, 16),
+    ]),
+    ...get(L.s4), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s01),
+    ...get(L.s4), ...get(L.s4), ...v(vop.i8x16Shuffle, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s23),
+  ];
   const perSegment = [
     ...get(L.s), ...get(P.segLen), op.i32Mul, ...set(L.k0),
+    // len = min(segLen, K − k0): the last segment may be a shorter (ragged) chunk
+    ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, op.i32LtS, op.select, ...set(L.len),
     ...i32c(-126), ...simdOp(simd.i32x4Splat), ...set(L.mx),
     ...get(P.ae), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.be), ...at(L.p), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
     ...maxLoop,
-    // inv = 2^(fb − maxE) from its bits: (fb + 1023 − maxE) << 52
-    ...get(P.fb), ...i32c(1023), op.i32Add, ...simdOp(simd.i32x4Splat), ...get(L.mx), ...simdOp(simd.i32x4Sub), ...set(L.t),
-    ...get(L.t), ...simdOp(simd.i64x2ExtendLowI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv01),
-    ...get(L.t), ...simdOp(simd.i64x2ExtendHighI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv23),
-    ...v128Zero, ...set(L.s01), ...v128Zero, ...set(L.s23),
-    ...get(P.av), ...at(L.i), ...i32c(8), op.i32Mul, op.i32Add, ...set(L.pa),
-    ...get(P.bv), ...at(L.p), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
-    ...sumLoop,
+    ...ifElse(T.void, get(P.narrow), narrowSums, [
+      // inv = 2^(fb − maxE) from its bits: (fb + 1023 − maxE) << 52
+      ...get(P.fb), ...i32c(1023), op.i32Add, ...simdOp(simd.i32x4Splat), ...get(L.mx), ...simdOp(simd.i32x4Sub), ...set(L.t),
+      ...get(L.t), ...simdOp(simd.i64x2ExtendLowI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv01),
+      ...get(L.t), ...simdOp(simd.i64x2ExtendHighI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv23),
+      ...v128Zero, ...set(L.s01), ...v128Zero, ...set(L.s23),
+      ...get(P.av), ...at(L.i), ...i32c(8), op.i32Mul, op.i32Add, ...set(L.pa),
+      ...get(P.bv), ...at(L.p), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
+      ...sumLoop,
+    ]),
     ...ifElse(T.void, get(P.fine), [
       ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
     ]),
@@ -185,57 +216,114 @@ function gemmBody(): number[] {
   ];
   const finish = ifElse(T.void, [...get(L.bad), ...v(vop.v128AnyTrue)], [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00]);
   const code = [...setup, ...forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel)), ...finish, op.end];
-  const locals = [4, ...uleb(7), T.i32, ...uleb(20), T.v128, ...uleb(7), T.f64, ...uleb(2), T.f32];
+  const locals = [4, ...uleb(localNames.i32.length), T.i32, ...uleb(localNames.v128.length), T.v128, ...uleb(localNames.f64.length), T.f64, ...uleb(localNames.f32.length), T.f32];
   const body = [...locals, ...code];
   return [...uleb(body.length), ...body];
 }
 
-const hopperGemmWasm = lazyOneFunction<(...args: number[]) => void>(() => oneFunctionModule('gemm', 15, gemmBody()), 'gemm');
+const hopperGemmWasm = lazyOneFunction<(...args: number[]) => void>(() => oneFunctionModule('gemm', NPARAMS, gemmBody()), 'gemm');
 
 /** Whether the one-call WebAssembly hopper-fp8 GEMM is in use (for tests and reports). @internal */
 export function hopperGemmKernelIsSimd(): boolean {
   return hopperGemmWasm() !== null;
 }
 
-/** B (n, K) with its exponents packed into 4-column panels over all of K (padding columns: 0 and −126). */
+/**
+ * What makes the float32 chunk sums of an operand pair exact, scanned from the data: every nonzero value
+ * has at most 12 significant bits and a normal float32 exponent (`minE`..`maxE`, unbiased; +∞/−∞ when
+ * all are zero), and its exponent table spans `tmin`..`tmax`. Null: a value has more bits, is a float32
+ * subnormal or is not finite.
+ */
+interface NarrowFacts {
+  readonly minE: number;
+  readonly maxE: number;
+  readonly tmin: number;
+  readonly tmax: number;
+}
+
+function narrowFacts(values: Float32Array, exps: Int16Array, len: number): NarrowFacts | null {
+  const bits = new Int32Array(values.buffer, values.byteOffset, len);
+  let minF = 255;
+  let maxF = 0;
+  for (let x = 0; x < len; x++) {
+    const b = (bits[x] as number) & 0x7fffffff;
+    if (b === 0) continue;
+    // low 12 of the 23 stored mantissa bits zero (≤ 12 significant bits); exponent field 1..254 (normal, finite)
+    if ((b & 0xfff) !== 0 || b < 0x00800000 || b >= 0x7f800000) return null;
+    const f = b >>> 23;
+    if (f < minF) minF = f;
+    if (f > maxF) maxF = f;
+  }
+  let tmin = Infinity;
+  let tmax = -Infinity;
+  for (let x = 0; x < len; x++) {
+    const e = exps[x] as number;
+    if (e < tmin) tmin = e;
+    if (e > tmax) tmax = e;
+  }
+  return maxF === 0 ? { minE: Infinity, maxE: -Infinity, tmin, tmax } : { minE: minF - 127, maxE: maxF - 127, tmin, tmax };
+}
+
+/**
+ * Whether the float32 lanes compute the chunk sums of these operands exactly, bit for bit the f64
+ * lanes' sums: (1) a·b of two values of ≤ 12 significant bits is exact in float32 when it stays normal
+ * (minE_a + minE_b ≥ −126, maxE_a + maxE_b + 2 ≤ 127); (2) inv = 2^(fb − maxE) is a normal float32
+ * (maxE between max(−126, tmin_a + tmin_b) and max(−126, tmax_a + tmax_b)); (3) then a·b·inv is exact
+ * whenever it is ≥ 1 in magnitude, and below 1 it truncates to the same signed zero either way; every
+ * truncated addend is below 2^(fb + 2) (|a·b| < 2^(e_a + e_b + 2), e_a + e_b ≤ maxE), so (4) with
+ * segLen·2^(fb + 2) ≤ 2^24 every partial sum is an integer float32 holds exactly, in any order.
+ */
+function narrowOk(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
+  if (segLen * 2 ** (fractionBits + 2) > 2 ** 24) return false;
+  const anyProduct = a.maxE !== -Infinity && b.maxE !== -Infinity;
+  if (anyProduct && (a.minE + b.minE < -126 || a.maxE + b.maxE > 125)) return false;
+  const lo = Math.max(-126, a.tmin + b.tmin);
+  const hi = Math.max(-126, a.tmax + b.tmax);
+  return fractionBits + 127 - hi >= 1 && fractionBits + 127 - lo <= 254;
+}
+
+/** B (n, K) with its exponents packed into 4-column panels over all of K, values as f64 and/or f32 (packed on first use). */
 interface FullPanels {
   readonly n: number;
   readonly K: number;
-  readonly values: Float64Array;
   readonly exps: Int32Array;
+  readonly facts: NarrowFacts | null;
+  values64: Float64Array | null;
+  values32: Float32Array | null;
 }
 
 /** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
 const panelCache = new WeakMap<Float32Array, FullPanels>();
 
-/** Writes B's panels into `values`/`exps` from element `vo`/`eo` on (padding columns: 0 and −126). */
-function packInto(B: Float32Array, eB: Int16Array, n: number, K: number, values: Float64Array, vo: number, exps: Int32Array, eo: number): void {
+/** Writes B's values panel[p][kk][c] into `values` from element `vo` on (padding columns: 0). */
+function packValues(B: Float32Array, n: number, K: number, values: Float64Array | Float32Array, vo: number): void {
   const np = Math.ceil(n / 4);
-  for (let j = n; j < np * 4; j++) {
+  for (let j = 0; j < np * 4; j++) {
     const p = j >> 2;
     const c = j & 3;
-    for (let kk = 0; kk < K; kk++) {
-      values[vo + (p * K + kk) * 4 + c] = 0;
-      exps[eo + (p * K + kk) * 4 + c] = -126;
-    }
-  }
-  for (let j = 0; j < n; j++) {
-    const p = j >> 2;
-    const c = j & 3;
-    for (let kk = 0; kk < K; kk++) {
-      const at = (p * K + kk) * 4 + c;
-      values[vo + at] = B[j * K + kk] as number;
-      exps[eo + at] = eB[j * K + kk] as number;
-    }
+    for (let kk = 0; kk < K; kk++) values[vo + (p * K + kk) * 4 + c] = j < n ? (B[j * K + kk] as number) : 0;
   }
 }
 
-function packFull(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
+/** Writes B's exponents panel[p][kk][c] into `exps` from element `eo` on (padding columns: −126). */
+function packExps(eB: Int16Array, n: number, K: number, exps: Int32Array, eo: number): void {
   const np = Math.ceil(n / 4);
-  const values = new Float64Array(np * K * 4);
-  const exps = new Int32Array(np * K * 4);
-  packInto(B, eB, n, K, values, 0, exps, 0);
-  return { n, K, values, exps };
+  for (let j = 0; j < np * 4; j++) {
+    const p = j >> 2;
+    const c = j & 3;
+    for (let kk = 0; kk < K; kk++) exps[eo + (p * K + kk) * 4 + c] = j < n ? (eB[j * K + kk] as number) : -126;
+  }
+}
+
+function panelsOf(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
+  let panels = panelCache.get(B);
+  if (panels === undefined || panels.n !== n || panels.K !== K) {
+    const exps = new Int32Array(Math.ceil(n / 4) * K * 4);
+    packExps(eB, n, K, exps, 0);
+    panels = { n, K, exps, facts: narrowFacts(B, eB, n * K), values64: null, values32: null };
+    panelCache.set(B, panels);
+  }
+  return panels;
 }
 
 function align(x: number): number {
@@ -244,26 +332,29 @@ function align(x: number): number {
 
 /**
  * The float32 accumulator of every output (i, j) of a hopper-fp8 GEMM whose K-segments are all one
- * chunk of `segLen` (K = nseg·segLen), written into `total[i·n + j]`: per segment the chunk sum from
+ * chunk: [s·segLen, min((s + 1)·segLen, K)) for s < nseg = ⌈K / segLen⌉ (the last one may be shorter),
+ * written into `total[i·n + j]`: per segment the chunk sum from
  * zero, rounded to e8m13, promoted with `fma32(fl(sa[s][i]·sb[s][j]), c, acc)` when `fine`, else
  * `fl(acc + c)`. `sa` (nseg·m) and `sb` (nseg·n) are the segments' scales (read when fine). Returns
  * false (total unspecified) where WebAssembly SIMD is unavailable or a sum needs the JS reference.
- * `cacheB`: B is an immutable cached weight decoding, so its packed panels are kept with it.
+ * `cacheB`: B is an immutable cached weight decoding, so its packed panels are kept with it. Operands
+ * that {@link narrowOk} clears (FP8/FP6/FP4 codes) sum their chunks in float32 lanes, twice as wide
+ * (`allowNarrow: false`: never, for tests comparing both).
  * @internal
  */
 export function hopperGemmSegments(
   total: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, K: number,
-  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean,
+  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
 ): boolean {
   const w = hopperGemmWasm();
   if (w === null || !(fractionBits >= 0 && fractionBits <= 52)) return false; // the e8m13 mask needs 0 ≤ fb ≤ 52
-  const nseg = K / segLen;
+  const nseg = Math.ceil(K / segLen);
   const np = Math.ceil(n / 4);
-  let panels = cacheB ? panelCache.get(B) : undefined;
-  if (cacheB && (panels === undefined || panels.n !== n || panels.K !== K)) {
-    panels = packFull(B, eB, n, K);
-    panelCache.set(B, panels);
-  }
+  const mk = m * K;
+  const panels = cacheB ? panelsOf(B, eB, n, K) : null;
+  const factsA = allowNarrow ? narrowFacts(A, eA, mk) : null;
+  const factsB = factsA === null ? null : panels !== null ? panels.facts : narrowFacts(B, eB, n * K);
+  const narrow = factsA !== null && factsB !== null && narrowOk(factsA, factsB, fractionBits, segLen);
   const av = 0;
   const ae = align(av + m * K * 8);
   const bv = align(ae + m * K * 4);
@@ -279,14 +370,21 @@ export function hopperGemmSegments(
   const f64 = new Float64Array(buf);
   const i32 = new Int32Array(buf);
   const f32 = new Float32Array(buf);
-  const mk = m * K;
   // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
-  f64.set(A.length === mk ? A : A.subarray(0, mk), av / 8);
+  const rowsA = A.length === mk ? A : A.subarray(0, mk);
+  if (narrow) f32.set(rowsA, av / 4);
+  else f64.set(rowsA, av / 8);
   i32.set(eA.length === mk ? eA : eA.subarray(0, mk), ae / 4);
-  if (panels !== undefined) {
-    f64.set(panels.values, bv / 8);
+  if (panels !== null) {
+    if (narrow) f32.set((panels.values32 ??= packed32(B, n, K)), bv / 4);
+    else f64.set((panels.values64 ??= packed64(B, n, K)), bv / 8);
     i32.set(panels.exps, be / 4);
-  } else packInto(B, eB, n, K, f64, bv / 8, i32, be / 4); // a per-call operand: packed straight into the kernel's memory
+  } else {
+    // a per-call operand: packed straight into the kernel's memory
+    if (narrow) packValues(B, n, K, f32, bv / 4);
+    else packValues(B, n, K, f64, bv / 8);
+    packExps(eB, n, K, i32, be / 4);
+  }
   if (fine) {
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
@@ -295,7 +393,7 @@ export function hopperGemmSegments(
     }
   }
   i32[flag / 4] = 0;
-  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag);
+  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag, narrow ? 1 : 0);
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
   for (let i = 0; i < m; i++) {
@@ -303,4 +401,16 @@ export function hopperGemmSegments(
     for (let j = 0; j < n; j++) total[i * n + j] = f32[o + j] as number;
   }
   return true;
+}
+
+function packed64(B: Float32Array, n: number, K: number): Float64Array {
+  const v = new Float64Array(Math.ceil(n / 4) * K * 4);
+  packValues(B, n, K, v, 0);
+  return v;
+}
+
+function packed32(B: Float32Array, n: number, K: number): Float32Array {
+  const v = new Float32Array(Math.ceil(n / 4) * K * 4);
+  packValues(B, n, K, v, 0);
+  return v;
 }

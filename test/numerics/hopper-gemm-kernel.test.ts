@@ -22,8 +22,8 @@ function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: nu
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) {
       let acc = 0;
-      for (let s = 0; s < K / seg; s++) {
-        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, (s + 1) * seg, emin, emin, fb));
+      for (let s = 0; s < Math.ceil(K / seg); s++) {
+        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, Math.min((s + 1) * seg, K), emin, emin, fb));
         acc = fine ? fma32(fr((sa[s * m + i] as number) * (sb[s * n + j] as number)), c, acc) : fr(acc + c);
       }
       out[i * n + j] = acc;
@@ -81,18 +81,24 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
 
   it('random e4m3 data at several shapes and fraction bits', () => {
     const rng = createRng('hopper-gemm').fork('random');
-    for (const [m, n, K, seg, fb] of [[1, 4, 32, 16, 13], [16, 32, 32, 16, 13], [9, 7, 96, 32, 10], [5, 13, 48, 16, 23]] as const) {
+    // K not a multiple of the chunk (a shorter last segment) and m or n = 1 included; fb = 23 is too wide for float32 lanes.
+    const shapes = [[1, 4, 32, 16, 13], [16, 32, 32, 16, 13], [9, 7, 96, 32, 10], [5, 13, 48, 16, 23], [6, 5, 57, 16, 13], [1, 9, 41, 16, 13], [7, 1, 70, 32, 13]] as const;
+    for (const [m, n, K, seg, fb] of shapes) {
       const q = quantPreset('vllm-fp8-group', { block: seg });
       const qa = quantize(q, Float32Array.from({ length: m * K }, () => rng.normal() * 3), [m, K]);
       const qb = quantize(q, Float32Array.from({ length: n * K }, () => rng.normal()), [n, K]);
       const decode = (x: typeof qa): Float32Array => Float32Array.from(x.codes, (c) => gemmDecode(c));
       const A = decode(qa);
       const B = decode(qb);
-      const sa = Float64Array.from({ length: (K / seg) * m }, (_, x) => qa.scales[(x % m) * (K / seg) + Math.floor(x / m)]!);
-      const sb = Float64Array.from({ length: (K / seg) * n }, (_, x) => qb.scales[(x % n) * (K / seg) + Math.floor(x / n)]!);
-      const got = new Float32Array(m * n);
-      expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false)).toBe(true);
-      expectSame(got, reference(A, B, m, n, K, seg, true, sa, sb, fb), `m=${m} n=${n} K=${K} fb=${fb}`);
+      const groups = Math.ceil(K / seg);
+      const sa = Float64Array.from({ length: groups * m }, (_, x) => qa.scales[(x % m) * groups + Math.floor(x / m)]!);
+      const sb = Float64Array.from({ length: groups * n }, (_, x) => qb.scales[(x % n) * groups + Math.floor(x / n)]!);
+      const want = reference(A, B, m, n, K, seg, true, sa, sb, fb);
+      for (const allowNarrow of [true, false]) {
+        const got = new Float32Array(m * n);
+        expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false, allowNarrow)).toBe(true);
+        expectSame(got, want, `m=${m} n=${n} K=${K} fb=${fb} narrow allowed ${allowNarrow}`);
+      }
     }
   });
 
@@ -120,6 +126,25 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
     expect(hopperGemmSegments(new Float32Array(m * n), A, B, exps(A, emin), exps(B, emin), m, n, K, seg, true, sa, sb, 53, false)).toBe(false);
   });
 
+  it('FP8 codes in float32 lanes: every e4m3 value (±448, subnormals, ±0) against every other, all-zero rows, widest exponent spread', () => {
+    // A row i·K + kk pairs e4m3 code (i·K + kk) mod 256 with B codes in another order: every pair of magnitudes meets.
+    const codes = Array.from({ length: 256 }, (_, c) => c).filter((c) => Number.isFinite(gemmDecode(c)));
+    const [m, n, K, seg] = [8, 6, 64, 16];
+    const A = Float32Array.from({ length: m * K }, (_, x) => (x < K ? 0 : gemmDecode(codes[x % codes.length]!)));
+    const B = Float32Array.from({ length: n * K }, (_, x) => gemmDecode(codes[(x * 37 + 11) % codes.length]!));
+    for (let kk = 0; kk < K; kk++) A[K + kk] = kk % 2 === 0 ? 448 : -(2 ** -9); // 2^8.8 against 2^-9 within a chunk
+    const sa = Float64Array.from({ length: (K / seg) * m }, (_, x) => fr(2 ** ((x % 7) - 3) * 1.375));
+    const sb = Float64Array.from({ length: (K / seg) * n }, (_, x) => fr(2 ** ((x % 5) - 2) * 1.625));
+    for (const fine of [true, false]) {
+      const want = reference(A, B, m, n, K, seg, fine, sa, sb);
+      for (const allowNarrow of [true, false]) {
+        const got = new Float32Array(m * n);
+        expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, fine, sa, sb, 13, false, allowNarrow)).toBe(true);
+        expectSame(got, want, `fine=${fine} narrow allowed ${allowNarrow}`);
+      }
+    }
+  });
+
   it('a chunk sum at or above 2^31 units, or one that saturates, is handed back (false) and gemm still equals its reference', () => {
     const [m, n, K] = [4, 8, 64];
     const A = new Float32Array(m * K).fill(448);
@@ -135,19 +160,21 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
 
   it('gemm with the FP8 presets (one call) equals gemm with reference: true', () => {
     const rng = createRng('hopper-gemm').fork('presets');
-    const [m, n, k] = [24, 40, 64];
-    const x = Float32Array.from({ length: m * k }, (_, i) => (i % 17 === 0 ? 0 : rng.normal() * (i % 32 === 5 ? 20 : 1)));
-    const w = Float32Array.from({ length: n * k }, () => rng.normal() * 0.1);
-    const cases = [
-      { a: quantPreset('vllm-fp8-group', { block: 16 }), b: quantPreset('deepseek-fp8-block', { block: 16 }) },
-      { a: quantPreset('te-current'), b: quantPreset('te-current') },
-    ];
-    for (const { a, b } of cases) {
-      const wq = quantize(b, w, [n, k]);
-      const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
-      const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
-      const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
-      expectSame(fast, ref, `${a.name}`);
+    // K = 57, 100, 40: not multiples of the chunk (a shorter last segment in the one call); m or n = 1.
+    for (const [m, n, k] of [[24, 40, 64], [1, 40, 57], [24, 1, 100], [17, 9, 40]] as const) {
+      const x = Float32Array.from({ length: m * k }, (_, i) => (i % 17 === 0 ? 0 : rng.normal() * (i % 32 === 5 ? 20 : 1)));
+      const w = Float32Array.from({ length: n * k }, () => rng.normal() * 0.1);
+      const cases = [
+        { a: quantPreset('vllm-fp8-group', { block: 16 }), b: quantPreset('deepseek-fp8-block', { block: 16 }) },
+        { a: quantPreset('te-current'), b: quantPreset('te-current') },
+      ];
+      for (const { a, b } of cases) {
+        const wq = quantize(b, w, [n, k]);
+        const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
+        const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
+        const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
+        expectSame(fast, ref, `${a.name} ${m}×${n}×${k}`);
+      }
     }
   });
 });
