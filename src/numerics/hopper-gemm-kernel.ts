@@ -6,19 +6,19 @@
 // Not a new semantics: each step is the JS reference's; sums that could leave the float32 range set a flag and the
 // caller runs the JS path instead.
 
-import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
+import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
 import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
   block: 0x02, loop: 0x03, if: 0x04, else: 0x05, end: 0x0b, br: 0x0c, brIf: 0x0d, select: 0x1b,
   localGet: 0x20, localSet: 0x21, localTee: 0x22,
-  i32Load: 0x28, f32Load: 0x2a, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
+  i32Load: 0x28, f32Load: 0x2a, i32Load16S: 0x2e, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
   i32Const: 0x41, i64Const: 0x42, f64Const: 0x44,
   i32LtS: 0x48, i32GeU: 0x4f,
   f32Eq: 0x5b, f32Lt: 0x5d, f32Gt: 0x5e,
   f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64,
-  i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c,
+  i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32ShrU: 0x76,
   i64Shl: 0x86,
   f64Add: 0xa0, f64Sub: 0xa1, f64Div: 0xa3,
   i64ExtendI32U: 0xad, f32DemoteF64: 0xb6, f64PromoteF32: 0xbb,
@@ -31,6 +31,7 @@ const T = { i32: 0x7f, f32: 0x7d, f64: 0x7c, v128: 0x7b, void: 0x40 } as const;
 /** SIMD opcodes of the vector epilogue beyond the shared table of wasm-emit.ts (SIMD proposal opcode table). */
 const vop = {
   i8x16Shuffle: [0x0d], i64x2Splat: [0x12], f32x4Splat: [0x13], f64x2ReplaceLane: [0x22],
+  i16x8Splat: [0x10], i16x8Add: [0x8e, 0x01], i16x8MaxS: [0x98, 0x01], i32x4ExtendLowI16x8S: [0xa7, 0x01], i32x4ExtendHighI16x8S: [0xa8, 0x01],
   f32x4Trunc: [0x69], i32x4MinS: [0xb6, 0x01], i32x4Shl: [0xab, 0x01], f32x4Add: [0xe4, 0x01], f32x4Mul: [0xe6, 0x01],
   f64x2Eq: [0x47], f64x2Ne: [0x48], f64x2Ge: [0x4c],
   v128And: [0x4e], v128Or: [0x50], v128AnyTrue: [0x53],
@@ -50,8 +51,8 @@ const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, s
 const NPARAMS = 16;
 // Locals by type, numbered after the parameters in declaration order.
 const localNames = {
-  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len'],
-  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 's4'],
+  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q'],
+  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67'],
   f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r', 'saS'],
   f32: ['r32', 'o32'],
 } as const;
@@ -109,19 +110,19 @@ function fma32Scalar(): number[] {
 }
 
 /**
- * Columns 2h, 2h + 1 of the panel (h = 0, 1): their chunk sums rounded to e8m13 and promoted into the
- * f64x2 accumulator `acc` (float32 values), two lanes at a time.
+ * Columns 2h, 2h + 1 of the 4-column panel `p` (h = 0, 1): their chunk sums (`s01`/`s23`, exponent maxima
+ * `mx`) rounded to e8m13 and promoted into the f64x2 accumulator `acc` (float32 values), two lanes at a time.
  *
  * e8m13 rounding (roundE8M of gemm-hopper.ts): c = sum·u with u = 2^(maxE − fb) is exact (|sum| < 2^31,
  * a power-of-two factor), and truncating it to fb + 1 significant bits toward zero is clearing the
- * double's low 52 − fb mantissa bits (`keep`); a sum ≥ 2^31 or a |c| ≥ 2^128 (which saturates) sets `bad`.
+ * double's low 52 − fb mantissa bits (`keep`); a sum ≥ 2^31 or a |c| ≥ 2^128 (which saturates) sets `bad`
+ * (`check`; narrow operands never reach either).
  * Promotion: fl(acc + c) as a double sum rounded to float32 (one rounding of an exact sum); with fine
  * scales fma32(fl(sa·sb), c, acc): the product pr = fl(sa·sb)·c is exact, t = pr + acc, and fl(t) is
  * the answer unless the TwoSum error is nonzero and fl(t) ≠ t, where the scalar routine decides.
  */
-function pairEpilogue(h: 0 | 1): number[] {
+function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
   const sum = h === 0 ? L.s01 : L.s23;
-  const acc = h === 0 ? L.acc01 : L.acc23;
   const extend = h === 0 ? simd.i64x2ExtendLowI32x4S : simd.i64x2ExtendHighI32x4S;
   const sbAddr = [...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(2 * h), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add];
   const fixLane = (lane: number): number[] => [
@@ -146,9 +147,11 @@ function pairEpilogue(h: 0 | 1): number[] {
     // u = 2^(maxE − fb) from its bits; c = (sum·u) & keep
     ...get(L.mx), ...get(P.fb), ...i32c(-1023), op.i32Add, ...v(simd.i32x4Splat), ...v(simd.i32x4Sub), ...v(extend), ...i32c(52), ...v(simd.i64x2Shl),
     ...get(sum), ...v(simd.f64x2Mul), ...get(L.keep), ...v(vop.v128And), ...set(L.c),
-    // bad |= |sum| ≥ 2^31 | |c| ≥ 2^128
-    ...get(L.bad), ...get(sum), ...v(vop.f64x2Abs), ...get(L.lim31), ...v(vop.f64x2Ge), ...v(vop.v128Or),
-    ...get(L.c), ...v(vop.f64x2Abs), ...get(L.lim128), ...v(vop.f64x2Ge), ...v(vop.v128Or), ...set(L.bad),
+    // bad |= |sum| ≥ 2^31 | |c| ≥ 2^128 (narrow operands: neither can happen, narrowOk)
+    ...(check ? [
+      ...get(L.bad), ...get(sum), ...v(vop.f64x2Abs), ...get(L.lim31), ...v(vop.f64x2Ge), ...v(vop.v128Or),
+      ...get(L.c), ...v(vop.f64x2Abs), ...get(L.lim128), ...v(vop.f64x2Ge), ...v(vop.v128Or), ...set(L.bad),
+    ] : []),
     ...ifElse(T.void, get(P.fine), fine, [...get(acc), ...get(L.c), ...v(simd.f64x2Add), ...roundLanes(), ...set(acc)]),
   ];
 }
@@ -159,54 +162,89 @@ function gemmBody(): number[] {
   const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: L.len, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
   const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
-  // Narrow operands: the same sum of trunc(a·b·inv) over the chunk in four float32 lanes (exact: narrowFacts), with
-  // inv = 2^(fb − maxE) as float32 bits (fb + 127 − maxE) << 23, the exponent field clamped to [1, 254] (only padding
-  // columns ever reach the clamp), then widened to the two f64x2 sums the epilogue reads.
-  const narrowSums = [
-    ...get(P.fb), ...i32c(127), op.i32Add, ...v(simd.i32x4Splat), ...get(L.mx), ...v(simd.i32x4Sub),
-    ...i32c(1), ...v(simd.i32x4Splat), ...v(simd.i32x4MaxS), ...i32c(254), ...v(simd.i32x4Splat), ...v(vop.i32x4MinS),
-    ...i32c(23), ...v(vop.i32x4Shl), ...set(L.t),
-    ...v128Zero, ...set(L.s4),
-    ...get(P.av), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
-    ...get(P.bv), ...at(L.p), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
-    ...forLoop(L.kk, i32c(0), get(L.len), [
-      ...get(L.s4),
-      ...get(L.pa), op.f32Load, 0x02, 0x00, ...v(vop.f32x4Splat), ...get(L.pb), ...v(simd.v128Load, memarg0), ...v(vop.f32x4Mul),
-      ...get(L.t), ...v(vop.f32x4Mul), ...v(vop.f32x4Trunc), ...v(vop.f32x4Add), ...set(L.s4),
-      ...advance(L.pa, 4), ...advance(L.pb, 16),
-    ]),
-    ...get(L.s4), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s01),
-    ...get(L.s4), ...get(L.s4), ...v(vop.i8x16Shuffle, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s23),
-  ];
-  const perSegment = [
+  const segmentRange = [
     ...get(L.s), ...get(P.segLen), op.i32Mul, ...set(L.k0),
     // len = min(segLen, K − k0): the last segment may be a shorter (ragged) chunk
     ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, op.i32LtS, op.select, ...set(L.len),
+  ];
+  const loadSa = ifElse(T.void, get(P.fine), [
+    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
+  ]);
+  const perSegment = [
+    ...segmentRange,
     ...i32c(-126), ...simdOp(simd.i32x4Splat), ...set(L.mx),
     ...get(P.ae), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.be), ...at(L.p), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
     ...maxLoop,
-    ...ifElse(T.void, get(P.narrow), narrowSums, [
-      // inv = 2^(fb − maxE) from its bits: (fb + 1023 − maxE) << 52
-      ...get(P.fb), ...i32c(1023), op.i32Add, ...simdOp(simd.i32x4Splat), ...get(L.mx), ...simdOp(simd.i32x4Sub), ...set(L.t),
-      ...get(L.t), ...simdOp(simd.i64x2ExtendLowI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv01),
-      ...get(L.t), ...simdOp(simd.i64x2ExtendHighI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv23),
-      ...v128Zero, ...set(L.s01), ...v128Zero, ...set(L.s23),
-      ...get(P.av), ...at(L.i), ...i32c(8), op.i32Mul, op.i32Add, ...set(L.pa),
-      ...get(P.bv), ...at(L.p), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
-      ...sumLoop,
+    // inv = 2^(fb − maxE) from its bits: (fb + 1023 − maxE) << 52
+    ...get(P.fb), ...i32c(1023), op.i32Add, ...simdOp(simd.i32x4Splat), ...get(L.mx), ...simdOp(simd.i32x4Sub), ...set(L.t),
+    ...get(L.t), ...simdOp(simd.i64x2ExtendLowI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv01),
+    ...get(L.t), ...simdOp(simd.i64x2ExtendHighI32x4S), ...i32c(52), ...simdOp(simd.i64x2Shl), ...set(L.inv23),
+    ...v128Zero, ...set(L.s01), ...v128Zero, ...set(L.s23),
+    ...get(P.av), ...at(L.i), ...i32c(8), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.bv), ...at(L.p), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...sumLoop,
+    ...loadSa,
+    ...pairEpilogue(0, L.acc01, true), ...pairEpilogue(1, L.acc23, true),
+  ];
+  // Narrow operands (narrowOk): panels of 8 columns, exponents as int16 (i16x8: one max per 8 outputs) and values as
+  // float32 (two f32x4 per K step); the same chunk sums, exact in float32 lanes, with inv = 2^(fb − maxE) as float32
+  // bits (fb + 127 − maxE) << 23, the exponent field clamped to [1, 254] (only padding columns reach the clamp);
+  // each 4-column half then goes through the epilogue as 4-column panel p = 2q + half.
+  const inv32 = (mx: number, t: number): number[] => [
+    ...get(P.fb), ...i32c(127), op.i32Add, ...v(simd.i32x4Splat), ...get(mx), ...v(simd.i32x4Sub),
+    ...i32c(1), ...v(simd.i32x4Splat), ...v(simd.i32x4MaxS), ...i32c(254), ...v(simd.i32x4Splat), ...v(vop.i32x4MinS),
+    ...i32c(23), ...v(vop.i32x4Shl), ...set(t),
+  ];
+  const widen = (s4: number): number[] => [
+    ...get(s4), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s01),
+    ...get(s4), ...get(s4), ...v(vop.i8x16Shuffle, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s23),
+  ];
+  const truncAdd = (sum: number, offset: number[], t: number): number[] => [
+    ...get(sum), ...get(L.a), ...get(L.pb), ...v(simd.v128Load, offset), ...v(vop.f32x4Mul), ...get(t), ...v(vop.f32x4Mul), ...v(vop.f32x4Trunc), ...v(vop.f32x4Add), ...set(sum),
+  ];
+  const narrowSegment = [
+    ...segmentRange,
+    ...i32c(-126), ...v(vop.i16x8Splat), ...set(L.mx8),
+    ...get(P.ae), ...at(L.i), ...i32c(2), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.be), ...at(L.q), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...forLoop(L.kk, i32c(0), get(L.len), [
+      ...get(L.mx8), ...get(L.pa), op.i32Load16S, 0x01, 0x00, ...v(vop.i16x8Splat), ...get(L.pb), ...v(simd.v128Load, memarg0), ...v(vop.i16x8Add), ...v(vop.i16x8MaxS), ...set(L.mx8),
+      ...advance(L.pa, 2), ...advance(L.pb, 16),
     ]),
-    ...ifElse(T.void, get(P.fine), [
-      ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
+    ...get(L.mx8), ...v(vop.i32x4ExtendLowI16x8S), ...set(L.mx), ...get(L.mx8), ...v(vop.i32x4ExtendHighI16x8S), ...set(L.mxHi),
+    ...inv32(L.mx, L.t), ...inv32(L.mxHi, L.tHi),
+    ...v128Zero, ...set(L.sLo), ...v128Zero, ...set(L.sHi),
+    ...get(P.av), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.bv), ...at(L.q), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...forLoop(L.kk, i32c(0), get(L.len), [
+      ...get(L.pa), op.f32Load, 0x02, 0x00, ...v(vop.f32x4Splat), ...set(L.a),
+      ...truncAdd(L.sLo, memarg0, L.t), ...truncAdd(L.sHi, [0x00, 0x10], L.tHi),
+      ...advance(L.pa, 4), ...advance(L.pb, 32),
     ]),
-    ...pairEpilogue(0), ...pairEpilogue(1),
+    ...loadSa,
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...widen(L.sLo),
+    ...pairEpilogue(0, L.acc01, false), ...pairEpilogue(1, L.acc23, false),
+    ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...get(L.mxHi), ...set(L.mx), ...widen(L.sHi),
+    ...pairEpilogue(0, L.acc45, false), ...pairEpilogue(1, L.acc67, false),
   ];
   const outAddr = (c: number): number[] => [...get(P.out), ...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(c), op.i32Add, ...i32c(4), op.i32Mul, op.i32Add];
+  const store4 = (acc01: number, acc23: number): number[] =>
+    [0, 1, 2, 3].flatMap((c) => [...outAddr(c), ...get(c < 2 ? acc01 : acc23), ...v(simd.f64x2ExtractLane, [c % 2]), op.f32DemoteF64, op.f32Store, 0x02, 0x00]);
   const perPanel = [
     ...v128Zero, ...set(L.acc01), ...v128Zero, ...set(L.acc23),
     ...forLoop(L.s, i32c(0), get(P.nseg), perSegment),
-    ...[0, 1, 2, 3].flatMap((c) => [...outAddr(c), ...get(c < 2 ? L.acc01 : L.acc23), ...v(simd.f64x2ExtractLane, [c % 2]), op.f32DemoteF64, op.f32Store, 0x02, 0x00]),
+    ...store4(L.acc01, L.acc23),
   ];
+  const perNarrowPanel = [
+    ...v128Zero, ...set(L.acc01), ...v128Zero, ...set(L.acc23), ...v128Zero, ...set(L.acc45), ...v128Zero, ...set(L.acc67),
+    ...forLoop(L.s, i32c(0), get(P.nseg), narrowSegment),
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...store4(L.acc01, L.acc23),
+    ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...store4(L.acc45, L.acc67),
+  ];
+  // narrow: np is even (4-column panels of the 8-column ones), q < np / 2
+  const narrowLoops = forLoop(L.i, i32c(0), get(P.m), forLoop(L.q, i32c(0), [...get(P.np), ...i32c(1), op.i32ShrU], perNarrowPanel));
+  const wideLoops = forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel));
   const setup = [
     // keep = −1 << (52 − fb) in both i64 lanes; the limits 2^31 and 2^128; bad = 0
     op.i64Const, 0x7f, ...i32c(52), ...get(P.fb), op.i32Sub, op.i64ExtendI32U, op.i64Shl, ...v(vop.i64x2Splat), ...set(L.keep),
@@ -215,7 +253,7 @@ function gemmBody(): number[] {
     ...v128Zero, ...set(L.bad),
   ];
   const finish = ifElse(T.void, [...get(L.bad), ...v(vop.v128AnyTrue)], [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00]);
-  const code = [...setup, ...forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel)), ...finish, op.end];
+  const code = [...setup, ...ifElse(T.void, get(P.narrow), narrowLoops, wideLoops), ...finish, op.end];
   const locals = [4, ...uleb(localNames.i32.length), T.i32, ...uleb(localNames.v128.length), T.v128, ...uleb(localNames.f64.length), T.f64, ...uleb(localNames.f32.length), T.f32];
   const body = [...locals, ...code];
   return [...uleb(body.length), ...body];
@@ -271,7 +309,8 @@ function narrowFacts(values: Float32Array, exps: Int16Array, len: number): Narro
  * (maxE between max(−126, tmin_a + tmin_b) and max(−126, tmax_a + tmax_b)); (3) then a·b·inv is exact
  * whenever it is ≥ 1 in magnitude, and below 1 it truncates to the same signed zero either way; every
  * truncated addend is below 2^(fb + 2) (|a·b| < 2^(e_a + e_b + 2), e_a + e_b ≤ maxE), so (4) with
- * segLen·2^(fb + 2) ≤ 2^24 every partial sum is an integer float32 holds exactly, in any order.
+ * segLen·2^(fb + 2) ≤ 2^24 every partial sum is an integer that float32 holds exactly, in any order.
+ * Exponent sums stay far inside int16 (|e| ≤ 254), so the kernel's i16x8 maxima are exact too.
  */
 function narrowOk(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
   if (segLen * 2 ** (fractionBits + 2) > 2 ** 24) return false;
@@ -279,51 +318,60 @@ function narrowOk(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: 
   if (anyProduct && (a.minE + b.minE < -126 || a.maxE + b.maxE > 125)) return false;
   const lo = Math.max(-126, a.tmin + b.tmin);
   const hi = Math.max(-126, a.tmax + b.tmax);
-  return fractionBits + 127 - hi >= 1 && fractionBits + 127 - lo <= 254;
+  // and the e8m13 value c = sum·2^(maxE − fb), |sum| < 2^24, stays below 2^128: nothing for the flag to catch
+  return fractionBits + 127 - hi >= 1 && fractionBits + 127 - lo <= 254 && 24 + hi - fractionBits <= 128;
 }
 
-/** B (n, K) with its exponents packed into 4-column panels over all of K, values as f64 and/or f32 (packed on first use). */
-interface FullPanels {
+/** B (n, K) packed into panels over all of K for one kernel: values and exponents panel[p][kk][c], `width` columns per panel. */
+interface Panels {
+  readonly values: Float64Array | Float32Array;
+  readonly exps: Int32Array | Int16Array;
+}
+
+/** What is kept with a cached B: its narrow facts and its panels for either kernel (packed on first use). */
+interface CachedB {
   readonly n: number;
   readonly K: number;
-  readonly exps: Int32Array;
   readonly facts: NarrowFacts | null;
-  values64: Float64Array | null;
-  values32: Float32Array | null;
+  wide: Panels | null;
+  narrow: Panels | null;
 }
 
 /** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
-const panelCache = new WeakMap<Float32Array, FullPanels>();
+const panelCache = new WeakMap<Float32Array, CachedB>();
 
-/** Writes B's values panel[p][kk][c] into `values` from element `vo` on (padding columns: 0). */
-function packValues(B: Float32Array, n: number, K: number, values: Float64Array | Float32Array, vo: number): void {
-  const np = Math.ceil(n / 4);
-  for (let j = 0; j < np * 4; j++) {
-    const p = j >> 2;
-    const c = j & 3;
-    for (let kk = 0; kk < K; kk++) values[vo + (p * K + kk) * 4 + c] = j < n ? (B[j * K + kk] as number) : 0;
+/** Writes B's values and exponents as panels of `width` columns from elements `vo`/`eo` on (padding columns: 0 and −126). */
+function packInto(
+  B: Float32Array, eB: Int16Array, n: number, K: number, width: number,
+  values: Float64Array | Float32Array, vo: number, exps: Int32Array | Int16Array, eo: number,
+): void {
+  const cols = Math.ceil(n / width) * width;
+  for (let j = 0; j < cols; j++) {
+    const p = Math.floor(j / width);
+    const c = j % width;
+    for (let kk = 0; kk < K; kk++) {
+      const at = (p * K + kk) * width + c;
+      values[vo + at] = j < n ? (B[j * K + kk] as number) : 0;
+      exps[eo + at] = j < n ? (eB[j * K + kk] as number) : -126;
+    }
   }
 }
 
-/** Writes B's exponents panel[p][kk][c] into `exps` from element `eo` on (padding columns: −126). */
-function packExps(eB: Int16Array, n: number, K: number, exps: Int32Array, eo: number): void {
-  const np = Math.ceil(n / 4);
-  for (let j = 0; j < np * 4; j++) {
-    const p = j >> 2;
-    const c = j & 3;
-    for (let kk = 0; kk < K; kk++) exps[eo + (p * K + kk) * 4 + c] = j < n ? (eB[j * K + kk] as number) : -126;
-  }
-}
-
-function panelsOf(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
-  let panels = panelCache.get(B);
-  if (panels === undefined || panels.n !== n || panels.K !== K) {
-    const exps = new Int32Array(Math.ceil(n / 4) * K * 4);
-    packExps(eB, n, K, exps, 0);
-    panels = { n, K, exps, facts: narrowFacts(B, eB, n * K), values64: null, values32: null };
-    panelCache.set(B, panels);
-  }
+function packPanels(B: Float32Array, eB: Int16Array, n: number, K: number, narrow: boolean): Panels {
+  const width = narrow ? 8 : 4;
+  const size = Math.ceil(n / width) * width * K;
+  const panels = narrow ? { values: new Float32Array(size), exps: new Int16Array(size) } : { values: new Float64Array(size), exps: new Int32Array(size) };
+  packInto(B, eB, n, K, width, panels.values, 0, panels.exps, 0);
   return panels;
+}
+
+function cachedB(B: Float32Array, eB: Int16Array, n: number, K: number): CachedB {
+  let c = panelCache.get(B);
+  if (c === undefined || c.n !== n || c.K !== K) {
+    c = { n, K, facts: narrowFacts(B, eB, n * K), wide: null, narrow: null };
+    panelCache.set(B, c);
+  }
+  return c;
 }
 
 function align(x: number): number {
@@ -349,12 +397,13 @@ export function hopperGemmSegments(
   const w = hopperGemmWasm();
   if (w === null || !(fractionBits >= 0 && fractionBits <= 52)) return false; // the e8m13 mask needs 0 ≤ fb ≤ 52
   const nseg = Math.ceil(K / segLen);
-  const np = Math.ceil(n / 4);
   const mk = m * K;
-  const panels = cacheB ? panelsOf(B, eB, n, K) : null;
+  const cache = cacheB ? cachedB(B, eB, n, K) : null;
   const factsA = allowNarrow ? narrowFacts(A, eA, mk) : null;
-  const factsB = factsA === null ? null : panels !== null ? panels.facts : narrowFacts(B, eB, n * K);
+  const factsB = factsA === null ? null : cache !== null ? cache.facts : narrowFacts(B, eB, n * K);
   const narrow = factsA !== null && factsB !== null && narrowOk(factsA, factsB, fractionBits, segLen);
+  // 4-column panels (the narrow kernel's 8-column panels count as two)
+  const np = narrow ? 2 * Math.ceil(n / 8) : Math.ceil(n / 4);
   const av = 0;
   const ae = align(av + m * K * 8);
   const bv = align(ae + m * K * 4);
@@ -364,27 +413,26 @@ export function hopperGemmSegments(
   const out = align(sbo + nseg * np * 4 * 8);
   const flag = align(out + m * np * 16);
   const need = flag + 16;
-  const have = w.memory.buffer.byteLength;
-  if (need > have) w.memory.grow(Math.ceil((need - have) / 65536));
-  const buf = w.memory.buffer;
-  const f64 = new Float64Array(buf);
-  const i32 = new Int32Array(buf);
-  const f32 = new Float32Array(buf);
+  const { f64, i32, f32, i16 } = viewsOf(w.memory, need);
   // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
   const rowsA = A.length === mk ? A : A.subarray(0, mk);
-  if (narrow) f32.set(rowsA, av / 4);
-  else f64.set(rowsA, av / 8);
-  i32.set(eA.length === mk ? eA : eA.subarray(0, mk), ae / 4);
-  if (panels !== null) {
-    if (narrow) f32.set((panels.values32 ??= packed32(B, n, K)), bv / 4);
-    else f64.set((panels.values64 ??= packed64(B, n, K)), bv / 8);
-    i32.set(panels.exps, be / 4);
+  const expsA = eA.length === mk ? eA : eA.subarray(0, mk);
+  if (narrow) {
+    f32.set(rowsA, av / 4);
+    i16.set(expsA, ae / 2);
   } else {
-    // a per-call operand: packed straight into the kernel's memory
-    if (narrow) packValues(B, n, K, f32, bv / 4);
-    else packValues(B, n, K, f64, bv / 8);
-    packExps(eB, n, K, i32, be / 4);
+    f64.set(rowsA, av / 8);
+    i32.set(expsA, ae / 4);
   }
+  const values = narrow ? f32 : f64;
+  const exps = narrow ? i16 : i32;
+  const vo = bv / values.BYTES_PER_ELEMENT;
+  const eo = be / exps.BYTES_PER_ELEMENT;
+  if (cache !== null) {
+    const panels = narrow ? (cache.narrow ??= packPanels(B, eB, n, K, true)) : (cache.wide ??= packPanels(B, eB, n, K, false));
+    values.set(panels.values, vo);
+    exps.set(panels.exps, eo);
+  } else packInto(B, eB, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
@@ -396,21 +444,21 @@ export function hopperGemmSegments(
   w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag, narrow ? 1 : 0);
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
-  for (let i = 0; i < m; i++) {
-    const o = out / 4 + i * stride;
-    for (let j = 0; j < n; j++) total[i * n + j] = f32[o + j] as number;
-  }
+  if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
+  else for (let i = 0; i < m; i++) total.set(f32.subarray(out / 4 + i * stride, out / 4 + i * stride + n), i * n);
   return true;
 }
 
-function packed64(B: Float32Array, n: number, K: number): Float64Array {
-  const v = new Float64Array(Math.ceil(n / 4) * K * 4);
-  packValues(B, n, K, v, 0);
-  return v;
+/** Typed views of the kernel's memory, rebuilt only when it grows (a grown memory detaches the old buffer). */
+let views: { buffer: ArrayBuffer; f64: Float64Array; i32: Int32Array; f32: Float32Array; i16: Int16Array } | null = null;
+
+function viewsOf(memory: WasmMemory, need: number): NonNullable<typeof views> {
+  const have = memory.buffer.byteLength;
+  if (need > have) memory.grow(Math.ceil((need - have) / 65536));
+  const buffer = memory.buffer;
+  if (views === null || views.buffer !== buffer) {
+    views = { buffer, f64: new Float64Array(buffer), i32: new Int32Array(buffer), f32: new Float32Array(buffer), i16: new Int16Array(buffer) };
+  }
+  return views;
 }
 
-function packed32(B: Float32Array, n: number, K: number): Float32Array {
-  const v = new Float32Array(Math.ceil(n / 4) * K * 4);
-  packValues(B, n, K, v, 0);
-  return v;
-}
