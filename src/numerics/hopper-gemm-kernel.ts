@@ -7,7 +7,7 @@
 // caller runs the JS path instead.
 
 import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
+import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
@@ -15,7 +15,7 @@ const op = {
   localGet: 0x20, localSet: 0x21, localTee: 0x22,
   i32Load: 0x28, f32Load: 0x2a, i32Load16S: 0x2e, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
   i32Const: 0x41, i64Const: 0x42, f64Const: 0x44,
-  i32LtS: 0x48, i32GeU: 0x4f,
+  i32LtS: 0x48, i32LtU: 0x49, i32GtU: 0x4b, i32GeU: 0x4f,
   f32Eq: 0x5b, f32Lt: 0x5d, f32Gt: 0x5e,
   f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64,
   i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32ShrU: 0x76,
@@ -203,25 +203,35 @@ function gemmBody(): number[] {
   const truncAdd = (sum: number, offset: number[], t: number): number[] => [
     ...get(sum), ...get(L.a), ...get(L.pb), ...v(simd.v128Load, offset), ...v(vop.f32x4Mul), ...get(t), ...v(vop.f32x4Mul), ...v(vop.f32x4Trunc), ...v(vop.f32x4Add), ...set(sum),
   ];
+  // for (kk = 0; kk < len; kk++) step, unrolled by two (memarg offsets address the second step) with a one-step
+  // tail; the sums are exact integers and the maxima order-free, so the order changes nothing.
+  const pairedLoop = (step: (u: 0 | 1) => number[], aBytes: number, bBytes: number): number[] => [
+    ...i32c(0), ...set(L.kk),
+    op.block, T.void, op.loop, T.void,
+    ...get(L.kk), ...i32c(2), op.i32Add, ...get(L.len), op.i32GtU, op.brIf, 1,
+    ...step(0), ...step(1),
+    ...advance(L.pa, 2 * aBytes), ...advance(L.pb, 2 * bBytes), ...advance(L.kk, 2),
+    op.br, 0, op.end, op.end,
+    ...ifElse(T.void, [...get(L.kk), ...get(L.len), op.i32LtU], step(0)),
+  ];
   const narrowSegment = [
     ...segmentRange,
     ...i32c(-126), ...v(vop.i16x8Splat), ...set(L.mx8),
     ...get(P.ae), ...at(L.i), ...i32c(2), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.be), ...at(L.q), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
-    ...forLoop(L.kk, i32c(0), get(L.len), [
-      ...get(L.mx8), ...get(L.pa), op.i32Load16S, 0x01, 0x00, ...v(vop.i16x8Splat), ...get(L.pb), ...v(simd.v128Load, memarg0), ...v(vop.i16x8Add), ...v(vop.i16x8MaxS), ...set(L.mx8),
-      ...advance(L.pa, 2), ...advance(L.pb, 16),
-    ]),
+    ...pairedLoop((u) => [
+      ...get(L.mx8), ...get(L.pa), op.i32Load16S, 0x01, ...uleb(2 * u), ...v(vop.i16x8Splat), ...get(L.pb), ...v(simd.v128Load, [0x00, ...uleb(16 * u)]),
+      ...v(vop.i16x8Add), ...v(vop.i16x8MaxS), ...set(L.mx8),
+    ], 2, 16),
     ...get(L.mx8), ...v(vop.i32x4ExtendLowI16x8S), ...set(L.mx), ...get(L.mx8), ...v(vop.i32x4ExtendHighI16x8S), ...set(L.mxHi),
     ...inv32(L.mx, L.t), ...inv32(L.mxHi, L.tHi),
     ...v128Zero, ...set(L.sLo), ...v128Zero, ...set(L.sHi),
     ...get(P.av), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.bv), ...at(L.q), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
-    ...forLoop(L.kk, i32c(0), get(L.len), [
-      ...get(L.pa), op.f32Load, 0x02, 0x00, ...v(vop.f32x4Splat), ...set(L.a),
-      ...truncAdd(L.sLo, memarg0, L.t), ...truncAdd(L.sHi, [0x00, 0x10], L.tHi),
-      ...advance(L.pa, 4), ...advance(L.pb, 32),
-    ]),
+    ...pairedLoop((u) => [
+      ...get(L.pa), op.f32Load, 0x02, ...uleb(4 * u), ...v(vop.f32x4Splat), ...set(L.a),
+      ...truncAdd(L.sLo, [0x00, ...uleb(32 * u)], L.t), ...truncAdd(L.sHi, [0x00, ...uleb(32 * u + 16)], L.tHi),
+    ], 4, 32),
     ...loadSa,
     ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...widen(L.sLo),
     ...pairEpilogue(0, L.acc01, false), ...pairEpilogue(1, L.acc23, false),
@@ -347,12 +357,20 @@ function packInto(
 ): void {
   const cols = Math.ceil(n / width) * width;
   for (let j = 0; j < cols; j++) {
-    const p = Math.floor(j / width);
+    // column j is lane c of panel p: its K values go to (p·K + kk)·width + c
     const c = j % width;
-    for (let kk = 0; kk < K; kk++) {
-      const at = (p * K + kk) * width + c;
-      values[vo + at] = j < n ? (B[j * K + kk] as number) : 0;
-      exps[eo + at] = j < n ? (eB[j * K + kk] as number) : -126;
+    let at = (j - c) * K + c;
+    if (j >= n) {
+      for (let kk = 0; kk < K; kk++, at += width) {
+        values[vo + at] = 0;
+        exps[eo + at] = -126;
+      }
+      continue;
+    }
+    const row = j * K;
+    for (let kk = 0; kk < K; kk++, at += width) {
+      values[vo + at] = B[row + kk] as number;
+      exps[eo + at] = eB[row + kk] as number;
     }
   }
 }
