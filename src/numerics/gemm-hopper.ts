@@ -63,13 +63,19 @@ export function exponentTableOf(values: Float32Array, emin: number, cache: boole
   return t;
 }
 
-/** Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not finite. */
+/**
+ * Per-element MMA-Sim input exponents of an operand (⌊log2|v|⌋ floored at `emin`), or null if any value is not
+ * finite. Read from the float32 bits: a normal value's ⌊log2|v|⌋ is its exponent field − 127; field 255 is
+ * ±Inf/NaN; zeros and subnormals (field 0) take {@link inputExponent} itself.
+ */
 function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
   const e = out ?? new Int16Array(values.length);
+  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < values.length; i++) {
-    const v = values[i] as number;
-    if (!Number.isFinite(v)) return null;
-    e[i] = inputExponent(v, emin);
+    const field = ((bits[i] as number) >>> 23) & 0xff;
+    if (field === 255) return null;
+    if (field === 0) e[i] = inputExponent(values[i] as number, emin);
+    else e[i] = field - 127 < emin ? emin : field - 127;
   }
   return e;
 }

@@ -259,7 +259,7 @@ let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
 
 /**
  * The hopper-fp8 GEMM of finite operands in one {@link hopperGemmSegments} call when every K-segment
- * is exactly one chunk and there are enough products to pay for the copies; writes the float32
+ * is one chunk (the last one possibly shorter) and there are enough products to pay for the copies; writes the float32
  * accumulators into `total` and returns true, or returns false (nothing written that the segment
  * loop would read) for the segment loop to run.
  */
@@ -267,11 +267,11 @@ function hopperOneCall(
   total: Float32Array, opA: Operand, opB: Operand, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
   steps: number[], chunk: number, fine: boolean, fractionBits: number,
 ): boolean {
-  if (k === 0 || k % chunk !== 0 || m * n * k < SIMD_MIN_WORK) return false;
+  if (k === 0 || m * n * k < SIMD_MIN_WORK) return false;
   const bounds = boundaries(0, k, steps);
-  const nseg = k / chunk;
+  const nseg = Math.ceil(k / chunk); // the last segment may be a shorter chunk (K not a multiple of it)
   if (bounds.length !== nseg + 1) return false;
-  for (let s = 0; s <= nseg; s++) if (bounds[s] !== s * chunk) return false;
+  for (let s = 0; s <= nseg; s++) if (bounds[s] !== Math.min(s * chunk, k)) return false;
   if (fine) {
     if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
       segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };

@@ -1,52 +1,73 @@
 // The whole hopper-fp8 GEMM of gemm.ts in one WebAssembly call when every K-segment is one chunk (the presets:
 // chunk 16, promoteEvery 1, scale groups of 16): per output and segment the chunk's largest exponent sum and sum of
-// truncated scaled products (the SIMD loops of hopper-kernel.ts), the e8m13 rounding (roundE8M of gemm.ts) and the
-// promotion into the float32 accumulator, fma32(fl(s_a·s_b), c, acc) with fine-grained scales or fl(acc + c) (fma32
-// of scales.ts, as scalar f64/f32 operations). Not a new semantics: each step is the JS reference's, operation by
-// operation; sums that could leave the float32 range set a flag and the caller runs the JS path instead.
+// truncated scaled products (the SIMD loops of hopper-kernel.ts), the e8m13 rounding (roundE8M of gemm-hopper.ts)
+// and the promotion into the float32 accumulator, fma32(fl(s_a·s_b), c, acc) with fine-grained scales or
+// fl(acc + c) (fma32 of scales.ts), two outputs per f64x2 with the scalar fma32 for the rare lanes it must decide.
+// Not a new semantics: each step is the JS reference's; sums that could leave the float32 range set a flag and the
+// caller runs the JS path instead.
 
-import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
+import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
 import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
   block: 0x02, loop: 0x03, if: 0x04, else: 0x05, end: 0x0b, br: 0x0c, brIf: 0x0d, select: 0x1b,
   localGet: 0x20, localSet: 0x21, localTee: 0x22,
-  i32Load: 0x28, f32Load: 0x2a, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
+  i32Load: 0x28, f32Load: 0x2a, i32Load16S: 0x2e, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
   i32Const: 0x41, i64Const: 0x42, f64Const: 0x44,
-  i32Eqz: 0x45, i32GeU: 0x4f, i32GtS: 0x4a, i32LeS: 0x4c,
+  i32LtS: 0x48, i32LtU: 0x49, i32GtU: 0x4b, i32GeU: 0x4f,
   f32Eq: 0x5b, f32Lt: 0x5d, f32Gt: 0x5e,
-  f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64, f64Ge: 0x66,
-  i32Clz: 0x67, i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32Shl: 0x74, i32ShrU: 0x76,
+  f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64,
+  i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32ShrU: 0x76,
   i64Shl: 0x86,
-  f32Add: 0x92,
-  f64Abs: 0x99, f64Neg: 0x9a, f64Add: 0xa0, f64Sub: 0xa1, f64Mul: 0xa2, f64Div: 0xa3,
-  i32TruncF64U: 0xab, i64ExtendI32U: 0xad, f32DemoteF64: 0xb6, f64ConvertI32U: 0xb8, f64PromoteF32: 0xbb,
-  i32ReinterpretF32: 0xbc, f32ReinterpretI32: 0xbe, f64ReinterpretI64: 0xbf,
+  f64Add: 0xa0, f64Sub: 0xa1, f64Div: 0xa3,
+  i64ExtendI32U: 0xad, f32DemoteF64: 0xb6, f64PromoteF32: 0xbb,
+  i32ReinterpretF32: 0xbc, f32ReinterpretI32: 0xbe,
   simd: 0xfd,
 } as const;
 
-const T = { i32: 0x7f, f32: 0x7d, f64: 0x7c, void: 0x40 } as const;
+const T = { i32: 0x7f, f32: 0x7d, f64: 0x7c, v128: 0x7b, void: 0x40 } as const;
 
-// Parameters of `gemm(m, np, K, nseg, segLen, av, ae, bv, be, sa, sb, out, fine, fb, flag)` (byte addresses):
-//   av/ae   A values (f64) and exponents (i32), row-major (m, K)
-//   bv/be   B panels of 4 columns over all of K: values panel[p][kk][c] (f64), exponents (i32)
+/** SIMD opcodes of the vector epilogue beyond the shared table of wasm-emit.ts (SIMD proposal opcode table). */
+const vop = {
+  i8x16Shuffle: [0x0d], i64x2Splat: [0x12], f32x4Splat: [0x13], f64x2ReplaceLane: [0x22],
+  i16x8Splat: [0x10], i16x8Add: [0x8e, 0x01], i16x8MaxS: [0x98, 0x01], i32x4ExtendLowI16x8S: [0xa7, 0x01], i32x4ExtendHighI16x8S: [0xa8, 0x01],
+  f32x4Trunc: [0x69], i32x4MinS: [0xb6, 0x01], i32x4Shl: [0xab, 0x01], f32x4Add: [0xe4, 0x01], f32x4Mul: [0xe6, 0x01],
+  f64x2Eq: [0x47], f64x2Ne: [0x48], f64x2Ge: [0x4c],
+  v128And: [0x4e], v128Or: [0x50], v128AnyTrue: [0x53],
+  f32x4DemoteF64x2Zero: [0x5e], f64x2PromoteLowF32x4: [0x5f],
+  f64x2Abs: [0xec, 0x01], f64x2Sub: [0xf1, 0x01],
+} as const;
+
+// Parameters of `gemm(m, np, K, nseg, segLen, av, ae, bv, be, sa, sb, out, fine, fb, flag, narrow)` (byte addresses):
+//   av/ae   A values (f64, or f32 when narrow) and exponents (i32), row-major (m, K)
+//   bv/be   B panels of 4 columns over all of K: values panel[p][kk][c] (f64, or f32 when narrow), exponents (i32)
+//   nseg    ⌈K / segLen⌉ segments [s·segLen, min((s + 1)·segLen, K)): the last one may be a shorter chunk
 //   sa      f64 per (segment, row of A); sb f64 per (segment, 4p + c): the segment's scales (read when fine ≠ 0)
 //   out     f32 per (i, 4p + c), row stride 4·np: the float32 accumulator after the last segment
-//   fb      fractionBits; flag: i32 set to 1 when a sum needs the JS reference (≥ 2^31 or saturating)
-const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14 } as const;
-// Locals: i32 (15..24), v128 (25..31), f64 (32..42), f32 (43..50).
-const L = {
-  i: 15, p: 16, s: 17, kk: 18, pa: 19, pb: 20, k0: 21, maxE: 22, si: 23, bits: 24,
-  mx: 25, t: 26, inv01: 27, inv23: 28, s01: 29, s23: 30, a: 31,
-  sum: 32, u: 33, c64: 34, pr: 35, tt: 36, bp: 37, err: 38, r: 39, accd: 40, saS: 41, tmp: 42,
-  acc0: 43, c32: 47, r32: 48, o32: 49, a32: 50,
+//   fb      fractionBits (0 to 52); flag: i32 set to 1 when a sum needs the JS reference (≥ 2^31 or saturating)
+//   narrow  ≠ 0: the chunk sums in float32 lanes, which the caller has shown exact ({@link narrowFacts})
+const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14, narrow: 15 } as const;
+const NPARAMS = 16;
+// Locals by type, numbered after the parameters in declaration order.
+const localNames = {
+  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q'],
+  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67'],
+  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r', 'saS'],
+  f32: ['r32', 'o32'],
 } as const;
+type LocalName = (typeof localNames)[keyof typeof localNames][number];
+const L = Object.fromEntries(
+  [...localNames.i32, ...localNames.v128, ...localNames.f64, ...localNames.f32].map((name, x) => [name, NPARAMS + x]),
+) as Record<LocalName, number>;
 
 const f64c = (x: number): number[] => [op.f64Const, ...Array.from(new Uint8Array(Float64Array.of(x).buffer))];
 /** `if (cond) then else els` with a result type (or void). */
 const ifElse = (type: number, cond: number[], then: number[], els: number[] | null = null): number[] =>
   [...cond, op.if, type, ...then, ...(els === null ? [] : [op.else, ...els]), op.end];
+const v = (o: readonly number[], imm: number[] = []): number[] => simdOp(o, imm);
+/** fl(x) of every lane of the f64x2 on the stack: demote to float32 (RNE) and promote back (exact). */
+const roundLanes = (): number[] => [...v(vop.f32x4DemoteF64x2Zero), ...v(vop.f64x2PromoteLowF32x4)];
 
 /** nextFloat32Up (dir = 1) / nextFloat32Down (dir = −1) of the f32 local `x`, leaving an f32 (scales.ts). */
 function nextFloat(x: number, dir: 1 | -1): number[] {
@@ -60,34 +81,11 @@ function f32Zero(): number[] {
   return [...i32c(0), op.f32ReinterpretI32];
 }
 
-/** roundE8M(sum, maxE, fb) of gemm.ts into c64 (flag on the cases the JS hands to truncateToE8M). */
-function roundE8M(): number[] {
-  const flagged = [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00, ...f64c(0), ...set(L.c64)];
-  const shifted = [
-    // t = ((si >>> shift) << shift)·u, sign of sum put back
-    ...get(L.si), ...get(L.bits), ...get(P.fb), op.i32Sub, ...i32c(1), op.i32Sub, op.i32ShrU,
-    ...get(L.bits), ...get(P.fb), op.i32Sub, ...i32c(1), op.i32Sub, op.i32Shl,
-    op.f64ConvertI32U, ...get(L.u), op.f64Mul, ...set(L.tmp),
-    ...get(L.tmp), op.f64Neg, ...get(L.tmp), ...get(L.sum), ...f64c(0), op.f64Lt, op.select, ...set(L.c64),
-  ];
-  const inRange = [
-    // u = 2^(maxE − fb) from its bits
-    ...get(L.maxE), ...get(P.fb), op.i32Sub, ...i32c(1023), op.i32Add, op.i64ExtendI32U, op.i64Const, 52, op.i64Shl, op.f64ReinterpretI64, ...set(L.u),
-    ...ifElse(T.void, [...get(L.bits), ...get(P.fb), ...i32c(1), op.i32Add, op.i32LeS],
-      [...get(L.sum), ...get(L.u), op.f64Mul, ...set(L.c64)], shifted),
-  ];
-  const nonzero = [
-    ...ifElse(T.void, [...get(L.sum), op.f64Abs, ...f64c(2 ** 31), op.f64Ge], flagged, [
-      ...get(L.sum), op.f64Abs, op.i32TruncF64U, ...set(L.si),
-      ...i32c(32), ...get(L.si), op.i32Clz, op.i32Sub, ...set(L.bits),
-      ...ifElse(T.void, [...get(L.maxE), ...get(P.fb), op.i32Sub, ...get(L.bits), op.i32Add, ...i32c(1), op.i32Sub, ...i32c(127), op.i32GtS], flagged, inRange),
-    ]),
-  ];
-  return ifElse(T.void, [...get(L.sum), ...f64c(0), op.f64Eq], [...f64c(0), ...set(L.c64)], nonzero);
-}
-
-/** fma32(a32, c32, acc) of scales.ts into the f32 local `acc`. */
-function fma32(acc: number): number[] {
+/**
+ * fma32 of scales.ts from its exact product `pr` = fl(sa·sb)·c and the float32 accumulator `accd` (f64 locals),
+ * leaving the float32 result on the stack: the scalar routine for the lanes the vector test could not settle.
+ */
+function fma32Scalar(): number[] {
   const pick = [
     // err > 0 ? max(r, other) : min(r, other)   (r ≠ other, neither NaN)
     ...get(L.r32), ...get(L.o32), ...get(L.r32), ...get(L.o32), op.f32Gt, op.select, // max
@@ -105,38 +103,75 @@ function fma32(acc: number): number[] {
     ...ifElse(T.f32, [...get(L.err), ...f64c(0), op.f64Eq, ...get(L.r), ...get(L.tt), op.f64Eq, 0x72 /* i32.or */], get(L.r32), tie),
   ];
   return [
-    ...get(L.a32), op.f64PromoteF32, ...get(L.c32), op.f64PromoteF32, op.f64Mul, ...set(L.pr),
-    ...get(acc), op.f64PromoteF32, ...set(L.accd),
     ...get(L.pr), ...get(L.accd), op.f64Add, ...set(L.tt),
     // t − t ≠ 0: t is ±Inf or NaN → fround(t)
     ...ifElse(T.f32, [...get(L.tt), ...get(L.tt), op.f64Sub, ...f64c(0), op.f64Ne], [...get(L.tt), op.f32DemoteF64], finite),
-    ...set(acc),
   ];
 }
 
-/** One output column c of the panel: round its chunk sum and promote it into acc_c. */
-function lane(c: number): number[] {
-  const acc = L.acc0 + c;
-  const sbAddr = [...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(c), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add];
+/**
+ * Columns 2h, 2h + 1 of the 4-column panel `p` (h = 0, 1): their chunk sums (`s01`/`s23`, exponent maxima
+ * `mx`) rounded to e8m13 and promoted into the f64x2 accumulator `acc` (float32 values), two lanes at a time.
+ *
+ * e8m13 rounding (roundE8M of gemm-hopper.ts): c = sum·u with u = 2^(maxE − fb) is exact (|sum| < 2^31,
+ * a power-of-two factor), and truncating it to fb + 1 significant bits toward zero is clearing the
+ * double's low 52 − fb mantissa bits (`keep`); a sum ≥ 2^31 or a |c| ≥ 2^128 (which saturates) sets `bad`
+ * (`check`; narrow operands never reach either).
+ * Promotion: fl(acc + c) as a double sum rounded to float32 (one rounding of an exact sum); with fine
+ * scales fma32(fl(sa·sb), c, acc): the product pr = fl(sa·sb)·c is exact, t = pr + acc, and fl(t) is
+ * the answer unless the TwoSum error is nonzero and fl(t) ≠ t, where the scalar routine decides.
+ */
+function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
+  const sum = h === 0 ? L.s01 : L.s23;
+  const extend = h === 0 ? simd.i64x2ExtendLowI32x4S : simd.i64x2ExtendHighI32x4S;
+  const sbAddr = [...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(2 * h), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add];
+  const fixLane = (lane: number): number[] => [
+    ...get(L.pv), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.pr),
+    ...get(acc), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.accd),
+    ...get(acc), ...fma32Scalar(), op.f64PromoteF32, ...v(vop.f64x2ReplaceLane, [lane]), ...set(acc),
+  ];
+  const fine = [
+    // sab = fl(sa·sb) per lane; pr = sab·c (exact); t = pr + acc; r = fl(t)
+    ...get(L.saS), ...v(simd.f64x2Splat), ...sbAddr, ...v(simd.v128Load, [0x03, 0x00]), ...v(simd.f64x2Mul), ...roundLanes(), ...set(L.sab),
+    ...get(L.sab), ...get(L.c), ...v(simd.f64x2Mul), ...set(L.pv),
+    ...get(L.pv), ...get(acc), ...v(simd.f64x2Add), ...set(L.tv),
+    ...get(L.tv), ...roundLanes(), ...set(L.rv),
+    // TwoSum error: err = (pr − bp) + (acc − (t − bp)), bp = t − acc; lanes with err ≠ 0 and r ≠ t go scalar
+    ...get(L.tv), ...get(acc), ...v(vop.f64x2Sub), ...set(L.bpv),
+    ...get(L.pv), ...get(L.bpv), ...v(vop.f64x2Sub), ...get(acc), ...get(L.tv), ...get(L.bpv), ...v(vop.f64x2Sub), ...v(vop.f64x2Sub), ...v(simd.f64x2Add),
+    ...v(simd.v128Const, new Array(16).fill(0)), ...v(vop.f64x2Ne),
+    ...get(L.rv), ...get(L.tv), ...v(vop.f64x2Ne), ...v(vop.v128And), ...v(vop.v128AnyTrue),
+    ...ifElse(T.void, [], [...fixLane(0), ...fixLane(1)], [...get(L.rv), ...set(acc)]),
+  ];
   return [
-    ...get(c < 2 ? L.s01 : L.s23), ...simdOp(simd.f64x2ExtractLane, [c % 2]), ...set(L.sum),
-    ...get(L.mx), ...simdOp(simd.i32x4ExtractLane, [c]), ...set(L.maxE),
-    ...roundE8M(),
-    ...get(L.c64), op.f32DemoteF64, ...set(L.c32),
-    ...ifElse(T.void, get(P.fine), [
-      ...get(L.saS), ...sbAddr, op.f64Load, 0x03, 0x00, op.f64Mul, op.f32DemoteF64, ...set(L.a32),
-      ...fma32(acc),
-    ], [...get(acc), ...get(L.c32), op.f32Add, ...set(acc)]),
+    // u = 2^(maxE − fb) from its bits; c = (sum·u) & keep
+    ...get(L.mx), ...get(P.fb), ...i32c(-1023), op.i32Add, ...v(simd.i32x4Splat), ...v(simd.i32x4Sub), ...v(extend), ...i32c(52), ...v(simd.i64x2Shl),
+    ...get(sum), ...v(simd.f64x2Mul), ...get(L.keep), ...v(vop.v128And), ...set(L.c),
+    // bad |= |sum| ≥ 2^31 | |c| ≥ 2^128 (narrow operands: neither can happen, narrowOk)
+    ...(check ? [
+      ...get(L.bad), ...get(sum), ...v(vop.f64x2Abs), ...get(L.lim31), ...v(vop.f64x2Ge), ...v(vop.v128Or),
+      ...get(L.c), ...v(vop.f64x2Abs), ...get(L.lim128), ...v(vop.f64x2Ge), ...v(vop.v128Or), ...set(L.bad),
+    ] : []),
+    ...ifElse(T.void, get(P.fine), fine, [...get(acc), ...get(L.c), ...v(simd.f64x2Add), ...roundLanes(), ...set(acc)]),
   ];
 }
 
 function gemmBody(): number[] {
   // Element offset of (row, k0) in a (rows, K) layout: (row·K + k0)
   const at = (row: number): number[] => [...get(row), ...get(P.K), op.i32Mul, ...get(L.k0), op.i32Add];
-  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: P.segLen, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
+  const { maxLoop, sumLoop } = hopperChunkLoops({ kk: L.kk, len: L.len, pa: L.pa, pb: L.pb, mx: L.mx, a: L.a, s01: L.s01, s23: L.s23, inv01: L.inv01, inv23: L.inv23 });
   const v128Zero = simdOp(simd.v128Const, new Array(16).fill(0));
-  const perSegment = [
+  const advance = (local: number, bytes: number): number[] => [...get(local), ...i32c(bytes), op.i32Add, ...set(local)];
+  const segmentRange = [
     ...get(L.s), ...get(P.segLen), op.i32Mul, ...set(L.k0),
+    // len = min(segLen, K − k0): the last segment may be a shorter (ragged) chunk
+    ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, op.i32LtS, op.select, ...set(L.len),
+  ];
+  const loadSa = ifElse(T.void, get(P.fine), [
+    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
+  ]);
+  const perSegment = [
+    ...segmentRange,
     ...i32c(-126), ...simdOp(simd.i32x4Splat), ...set(L.mx),
     ...get(P.ae), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.be), ...at(L.p), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
@@ -149,69 +184,212 @@ function gemmBody(): number[] {
     ...get(P.av), ...at(L.i), ...i32c(8), op.i32Mul, op.i32Add, ...set(L.pa),
     ...get(P.bv), ...at(L.p), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
     ...sumLoop,
-    ...ifElse(T.void, get(P.fine), [
-      ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
-    ]),
-    ...lane(0), ...lane(1), ...lane(2), ...lane(3),
+    ...loadSa,
+    ...pairEpilogue(0, L.acc01, true), ...pairEpilogue(1, L.acc23, true),
+  ];
+  // Narrow operands (narrowOk): panels of 8 columns, exponents as int16 (i16x8: one max per 8 outputs) and values as
+  // float32 (two f32x4 per K step); the same chunk sums, exact in float32 lanes, with inv = 2^(fb − maxE) as float32
+  // bits (fb + 127 − maxE) << 23, the exponent field clamped to [1, 254] (only padding columns reach the clamp);
+  // each 4-column half then goes through the epilogue as 4-column panel p = 2q + half.
+  const inv32 = (mx: number, t: number): number[] => [
+    ...get(P.fb), ...i32c(127), op.i32Add, ...v(simd.i32x4Splat), ...get(mx), ...v(simd.i32x4Sub),
+    ...i32c(1), ...v(simd.i32x4Splat), ...v(simd.i32x4MaxS), ...i32c(254), ...v(simd.i32x4Splat), ...v(vop.i32x4MinS),
+    ...i32c(23), ...v(vop.i32x4Shl), ...set(t),
+  ];
+  const widen = (s4: number): number[] => [
+    ...get(s4), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s01),
+    ...get(s4), ...get(s4), ...v(vop.i8x16Shuffle, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]), ...v(vop.f64x2PromoteLowF32x4), ...set(L.s23),
+  ];
+  const truncAdd = (sum: number, offset: number[], t: number): number[] => [
+    ...get(sum), ...get(L.a), ...get(L.pb), ...v(simd.v128Load, offset), ...v(vop.f32x4Mul), ...get(t), ...v(vop.f32x4Mul), ...v(vop.f32x4Trunc), ...v(vop.f32x4Add), ...set(sum),
+  ];
+  // for (kk = 0; kk < len; kk++) step, unrolled by two (memarg offsets address the second step) with a one-step
+  // tail; the sums are exact integers and the maxima order-free, so the order changes nothing.
+  const pairedLoop = (step: (u: 0 | 1) => number[], aBytes: number, bBytes: number): number[] => [
+    ...i32c(0), ...set(L.kk),
+    op.block, T.void, op.loop, T.void,
+    ...get(L.kk), ...i32c(2), op.i32Add, ...get(L.len), op.i32GtU, op.brIf, 1,
+    ...step(0), ...step(1),
+    ...advance(L.pa, 2 * aBytes), ...advance(L.pb, 2 * bBytes), ...advance(L.kk, 2),
+    op.br, 0, op.end, op.end,
+    ...ifElse(T.void, [...get(L.kk), ...get(L.len), op.i32LtU], step(0)),
+  ];
+  const narrowSegment = [
+    ...segmentRange,
+    ...i32c(-126), ...v(vop.i16x8Splat), ...set(L.mx8),
+    ...get(P.ae), ...at(L.i), ...i32c(2), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.be), ...at(L.q), ...i32c(16), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...pairedLoop((u) => [
+      ...get(L.mx8), ...get(L.pa), op.i32Load16S, 0x01, ...uleb(2 * u), ...v(vop.i16x8Splat), ...get(L.pb), ...v(simd.v128Load, [0x00, ...uleb(16 * u)]),
+      ...v(vop.i16x8Add), ...v(vop.i16x8MaxS), ...set(L.mx8),
+    ], 2, 16),
+    ...get(L.mx8), ...v(vop.i32x4ExtendLowI16x8S), ...set(L.mx), ...get(L.mx8), ...v(vop.i32x4ExtendHighI16x8S), ...set(L.mxHi),
+    ...inv32(L.mx, L.t), ...inv32(L.mxHi, L.tHi),
+    ...v128Zero, ...set(L.sLo), ...v128Zero, ...set(L.sHi),
+    ...get(P.av), ...at(L.i), ...i32c(4), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.bv), ...at(L.q), ...i32c(32), op.i32Mul, op.i32Add, ...set(L.pb),
+    ...pairedLoop((u) => [
+      ...get(L.pa), op.f32Load, 0x02, ...uleb(4 * u), ...v(vop.f32x4Splat), ...set(L.a),
+      ...truncAdd(L.sLo, [0x00, ...uleb(32 * u)], L.t), ...truncAdd(L.sHi, [0x00, ...uleb(32 * u + 16)], L.tHi),
+    ], 4, 32),
+    ...loadSa,
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...widen(L.sLo),
+    ...pairEpilogue(0, L.acc01, false), ...pairEpilogue(1, L.acc23, false),
+    ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...get(L.mxHi), ...set(L.mx), ...widen(L.sHi),
+    ...pairEpilogue(0, L.acc45, false), ...pairEpilogue(1, L.acc67, false),
   ];
   const outAddr = (c: number): number[] => [...get(P.out), ...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(c), op.i32Add, ...i32c(4), op.i32Mul, op.i32Add];
+  const store4 = (acc01: number, acc23: number): number[] =>
+    [0, 1, 2, 3].flatMap((c) => [...outAddr(c), ...get(c < 2 ? acc01 : acc23), ...v(simd.f64x2ExtractLane, [c % 2]), op.f32DemoteF64, op.f32Store, 0x02, 0x00]);
   const perPanel = [
-    ...f32Zero(), ...set(L.acc0), ...f32Zero(), ...set(L.acc0 + 1), ...f32Zero(), ...set(L.acc0 + 2), ...f32Zero(), ...set(L.acc0 + 3),
+    ...v128Zero, ...set(L.acc01), ...v128Zero, ...set(L.acc23),
     ...forLoop(L.s, i32c(0), get(P.nseg), perSegment),
-    ...[0, 1, 2, 3].flatMap((c) => [...outAddr(c), ...get(L.acc0 + c), op.f32Store, 0x02, 0x00]),
+    ...store4(L.acc01, L.acc23),
   ];
-  const code = [...forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel)), op.end];
-  const locals = [4, ...uleb(10), T.i32, ...uleb(7), 0x7b, ...uleb(11), T.f64, ...uleb(8), T.f32];
+  const perNarrowPanel = [
+    ...v128Zero, ...set(L.acc01), ...v128Zero, ...set(L.acc23), ...v128Zero, ...set(L.acc45), ...v128Zero, ...set(L.acc67),
+    ...forLoop(L.s, i32c(0), get(P.nseg), narrowSegment),
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...store4(L.acc01, L.acc23),
+    ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...store4(L.acc45, L.acc67),
+  ];
+  // narrow: np is even (4-column panels of the 8-column ones), q < np / 2
+  const narrowLoops = forLoop(L.i, i32c(0), get(P.m), forLoop(L.q, i32c(0), [...get(P.np), ...i32c(1), op.i32ShrU], perNarrowPanel));
+  const wideLoops = forLoop(L.i, i32c(0), get(P.m), forLoop(L.p, i32c(0), get(P.np), perPanel));
+  const setup = [
+    // keep = −1 << (52 − fb) in both i64 lanes; the limits 2^31 and 2^128; bad = 0
+    op.i64Const, 0x7f, ...i32c(52), ...get(P.fb), op.i32Sub, op.i64ExtendI32U, op.i64Shl, ...v(vop.i64x2Splat), ...set(L.keep),
+    ...f64c(2 ** 31), ...v(simd.f64x2Splat), ...set(L.lim31),
+    ...f64c(2 ** 128), ...v(simd.f64x2Splat), ...set(L.lim128),
+    ...v128Zero, ...set(L.bad),
+  ];
+  const finish = ifElse(T.void, [...get(L.bad), ...v(vop.v128AnyTrue)], [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00]);
+  const code = [...setup, ...ifElse(T.void, get(P.narrow), narrowLoops, wideLoops), ...finish, op.end];
+  const locals = [4, ...uleb(localNames.i32.length), T.i32, ...uleb(localNames.v128.length), T.v128, ...uleb(localNames.f64.length), T.f64, ...uleb(localNames.f32.length), T.f32];
   const body = [...locals, ...code];
   return [...uleb(body.length), ...body];
 }
 
-const hopperGemmWasm = lazyOneFunction<(...args: number[]) => void>(() => oneFunctionModule('gemm', 15, gemmBody()), 'gemm');
+const hopperGemmWasm = lazyOneFunction<(...args: number[]) => void>(() => oneFunctionModule('gemm', NPARAMS, gemmBody()), 'gemm');
 
 /** Whether the one-call WebAssembly hopper-fp8 GEMM is in use (for tests and reports). @internal */
 export function hopperGemmKernelIsSimd(): boolean {
   return hopperGemmWasm() !== null;
 }
 
-/** B (n, K) with its exponents packed into 4-column panels over all of K (padding columns: 0 and −126). */
-interface FullPanels {
+/**
+ * What makes the float32 chunk sums of an operand pair exact, scanned from the data: every nonzero value
+ * has at most 12 significant bits and a normal float32 exponent (`minE`..`maxE`, unbiased; +∞/−∞ when
+ * all are zero), and its exponent table spans `tmin`..`tmax`. Null: a value has more bits, is a float32
+ * subnormal or is not finite.
+ */
+interface NarrowFacts {
+  readonly minE: number;
+  readonly maxE: number;
+  readonly tmin: number;
+  readonly tmax: number;
+}
+
+function narrowFacts(values: Float32Array, exps: Int16Array, len: number): NarrowFacts | null {
+  const bits = new Int32Array(values.buffer, values.byteOffset, len);
+  let minF = 255;
+  let maxF = 0;
+  for (let x = 0; x < len; x++) {
+    const b = (bits[x] as number) & 0x7fffffff;
+    if (b === 0) continue;
+    // low 12 of the 23 stored mantissa bits zero (≤ 12 significant bits); exponent field 1..254 (normal, finite)
+    if ((b & 0xfff) !== 0 || b < 0x00800000 || b >= 0x7f800000) return null;
+    const f = b >>> 23;
+    if (f < minF) minF = f;
+    if (f > maxF) maxF = f;
+  }
+  let tmin = Infinity;
+  let tmax = -Infinity;
+  for (let x = 0; x < len; x++) {
+    const e = exps[x] as number;
+    if (e < tmin) tmin = e;
+    if (e > tmax) tmax = e;
+  }
+  return maxF === 0 ? { minE: Infinity, maxE: -Infinity, tmin, tmax } : { minE: minF - 127, maxE: maxF - 127, tmin, tmax };
+}
+
+/**
+ * Whether the float32 lanes compute the chunk sums of these operands exactly, bit for bit the f64
+ * lanes' sums: (1) a·b of two values of ≤ 12 significant bits is exact in float32 when it stays normal
+ * (minE_a + minE_b ≥ −126, maxE_a + maxE_b + 2 ≤ 127); (2) inv = 2^(fb − maxE) is a normal float32
+ * (maxE between max(−126, tmin_a + tmin_b) and max(−126, tmax_a + tmax_b)); (3) then a·b·inv is exact
+ * whenever it is ≥ 1 in magnitude, and below 1 it truncates to the same signed zero either way; every
+ * truncated addend is below 2^(fb + 2) (|a·b| < 2^(e_a + e_b + 2), e_a + e_b ≤ maxE), so (4) with
+ * segLen·2^(fb + 2) ≤ 2^24 every partial sum is an integer that float32 holds exactly, in any order.
+ * Exponent sums stay far inside int16 (|e| ≤ 254), so the kernel's i16x8 maxima are exact too.
+ */
+function narrowOk(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
+  if (segLen * 2 ** (fractionBits + 2) > 2 ** 24) return false;
+  const anyProduct = a.maxE !== -Infinity && b.maxE !== -Infinity;
+  if (anyProduct && (a.minE + b.minE < -126 || a.maxE + b.maxE > 125)) return false;
+  const lo = Math.max(-126, a.tmin + b.tmin);
+  const hi = Math.max(-126, a.tmax + b.tmax);
+  // and the e8m13 value c = sum·2^(maxE − fb), |sum| < 2^24, stays below 2^128: nothing for the flag to catch
+  return fractionBits + 127 - hi >= 1 && fractionBits + 127 - lo <= 254 && 24 + hi - fractionBits <= 128;
+}
+
+/** B (n, K) packed into panels over all of K for one kernel: values and exponents panel[p][kk][c], `width` columns per panel. */
+interface Panels {
+  readonly values: Float64Array | Float32Array;
+  readonly exps: Int32Array | Int16Array;
+}
+
+/** What is kept with a cached B: its narrow facts and its panels for either kernel (packed on first use). */
+interface CachedB {
   readonly n: number;
   readonly K: number;
-  readonly values: Float64Array;
-  readonly exps: Int32Array;
+  readonly facts: NarrowFacts | null;
+  wide: Panels | null;
+  narrow: Panels | null;
 }
 
 /** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
-const panelCache = new WeakMap<Float32Array, FullPanels>();
+const panelCache = new WeakMap<Float32Array, CachedB>();
 
-/** Writes B's panels into `values`/`exps` from element `vo`/`eo` on (padding columns: 0 and −126). */
-function packInto(B: Float32Array, eB: Int16Array, n: number, K: number, values: Float64Array, vo: number, exps: Int32Array, eo: number): void {
-  const np = Math.ceil(n / 4);
-  for (let j = n; j < np * 4; j++) {
-    const p = j >> 2;
-    const c = j & 3;
-    for (let kk = 0; kk < K; kk++) {
-      values[vo + (p * K + kk) * 4 + c] = 0;
-      exps[eo + (p * K + kk) * 4 + c] = -126;
+/** Writes B's values and exponents as panels of `width` columns from elements `vo`/`eo` on (padding columns: 0 and −126). */
+function packInto(
+  B: Float32Array, eB: Int16Array, n: number, K: number, width: number,
+  values: Float64Array | Float32Array, vo: number, exps: Int32Array | Int16Array, eo: number,
+): void {
+  const cols = Math.ceil(n / width) * width;
+  for (let j = 0; j < cols; j++) {
+    // column j is lane c of panel p: its K values go to (p·K + kk)·width + c
+    const c = j % width;
+    let at = (j - c) * K + c;
+    if (j >= n) {
+      for (let kk = 0; kk < K; kk++, at += width) {
+        values[vo + at] = 0;
+        exps[eo + at] = -126;
+      }
+      continue;
     }
-  }
-  for (let j = 0; j < n; j++) {
-    const p = j >> 2;
-    const c = j & 3;
-    for (let kk = 0; kk < K; kk++) {
-      const at = (p * K + kk) * 4 + c;
-      values[vo + at] = B[j * K + kk] as number;
-      exps[eo + at] = eB[j * K + kk] as number;
+    const row = j * K;
+    for (let kk = 0; kk < K; kk++, at += width) {
+      values[vo + at] = B[row + kk] as number;
+      exps[eo + at] = eB[row + kk] as number;
     }
   }
 }
 
-function packFull(B: Float32Array, eB: Int16Array, n: number, K: number): FullPanels {
-  const np = Math.ceil(n / 4);
-  const values = new Float64Array(np * K * 4);
-  const exps = new Int32Array(np * K * 4);
-  packInto(B, eB, n, K, values, 0, exps, 0);
-  return { n, K, values, exps };
+function packPanels(B: Float32Array, eB: Int16Array, n: number, K: number, narrow: boolean): Panels {
+  const width = narrow ? 8 : 4;
+  const size = Math.ceil(n / width) * width * K;
+  const panels = narrow ? { values: new Float32Array(size), exps: new Int16Array(size) } : { values: new Float64Array(size), exps: new Int32Array(size) };
+  packInto(B, eB, n, K, width, panels.values, 0, panels.exps, 0);
+  return panels;
+}
+
+function cachedB(B: Float32Array, eB: Int16Array, n: number, K: number): CachedB {
+  let c = panelCache.get(B);
+  if (c === undefined || c.n !== n || c.K !== K) {
+    c = { n, K, facts: narrowFacts(B, eB, n * K), wide: null, narrow: null };
+    panelCache.set(B, c);
+  }
+  return c;
 }
 
 function align(x: number): number {
@@ -220,26 +398,30 @@ function align(x: number): number {
 
 /**
  * The float32 accumulator of every output (i, j) of a hopper-fp8 GEMM whose K-segments are all one
- * chunk of `segLen` (K = nseg·segLen), written into `total[i·n + j]`: per segment the chunk sum from
+ * chunk: [s·segLen, min((s + 1)·segLen, K)) for s < nseg = ⌈K / segLen⌉ (the last one may be shorter),
+ * written into `total[i·n + j]`: per segment the chunk sum from
  * zero, rounded to e8m13, promoted with `fma32(fl(sa[s][i]·sb[s][j]), c, acc)` when `fine`, else
  * `fl(acc + c)`. `sa` (nseg·m) and `sb` (nseg·n) are the segments' scales (read when fine). Returns
  * false (total unspecified) where WebAssembly SIMD is unavailable or a sum needs the JS reference.
- * `cacheB`: B is an immutable cached weight decoding, so its packed panels are kept with it.
+ * `cacheB`: B is an immutable cached weight decoding, so its packed panels are kept with it. Operands
+ * that {@link narrowOk} clears (FP8/FP6/FP4 codes) sum their chunks in float32 lanes, twice as wide
+ * (`allowNarrow: false`: never, for tests comparing both).
  * @internal
  */
 export function hopperGemmSegments(
   total: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, K: number,
-  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean,
+  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
 ): boolean {
   const w = hopperGemmWasm();
-  if (w === null) return false;
-  const nseg = K / segLen;
-  const np = Math.ceil(n / 4);
-  let panels = cacheB ? panelCache.get(B) : undefined;
-  if (cacheB && (panels === undefined || panels.n !== n || panels.K !== K)) {
-    panels = packFull(B, eB, n, K);
-    panelCache.set(B, panels);
-  }
+  if (w === null || !(fractionBits >= 0 && fractionBits <= 52)) return false; // the e8m13 mask needs 0 ≤ fb ≤ 52
+  const nseg = Math.ceil(K / segLen);
+  const mk = m * K;
+  const cache = cacheB ? cachedB(B, eB, n, K) : null;
+  const factsA = allowNarrow ? narrowFacts(A, eA, mk) : null;
+  const factsB = factsA === null ? null : cache !== null ? cache.facts : narrowFacts(B, eB, n * K);
+  const narrow = factsA !== null && factsB !== null && narrowOk(factsA, factsB, fractionBits, segLen);
+  // 4-column panels (the narrow kernel's 8-column panels count as two)
+  const np = narrow ? 2 * Math.ceil(n / 8) : Math.ceil(n / 4);
   const av = 0;
   const ae = align(av + m * K * 8);
   const bv = align(ae + m * K * 4);
@@ -249,21 +431,26 @@ export function hopperGemmSegments(
   const out = align(sbo + nseg * np * 4 * 8);
   const flag = align(out + m * np * 16);
   const need = flag + 16;
-  const have = w.memory.buffer.byteLength;
-  if (need > have) w.memory.grow(Math.ceil((need - have) / 65536));
-  const buf = w.memory.buffer;
-  const f64 = new Float64Array(buf);
-  const i32 = new Int32Array(buf);
-  const f32 = new Float32Array(buf);
-  const mk = m * K;
-  for (let x = 0; x < mk; x++) {
-    f64[x] = A[x] as number;
-    i32[ae / 4 + x] = eA[x] as number;
+  const { f64, i32, f32, i16 } = viewsOf(w.memory, need);
+  // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
+  const rowsA = A.length === mk ? A : A.subarray(0, mk);
+  const expsA = eA.length === mk ? eA : eA.subarray(0, mk);
+  if (narrow) {
+    f32.set(rowsA, av / 4);
+    i16.set(expsA, ae / 2);
+  } else {
+    f64.set(rowsA, av / 8);
+    i32.set(expsA, ae / 4);
   }
-  if (panels !== undefined) {
-    f64.set(panels.values, bv / 8);
-    i32.set(panels.exps, be / 4);
-  } else packInto(B, eB, n, K, f64, bv / 8, i32, be / 4); // a per-call operand: packed straight into the kernel's memory
+  const values = narrow ? f32 : f64;
+  const exps = narrow ? i16 : i32;
+  const vo = bv / values.BYTES_PER_ELEMENT;
+  const eo = be / exps.BYTES_PER_ELEMENT;
+  if (cache !== null) {
+    const panels = narrow ? (cache.narrow ??= packPanels(B, eB, n, K, true)) : (cache.wide ??= packPanels(B, eB, n, K, false));
+    values.set(panels.values, vo);
+    exps.set(panels.exps, eo);
+  } else packInto(B, eB, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
@@ -272,12 +459,24 @@ export function hopperGemmSegments(
     }
   }
   i32[flag / 4] = 0;
-  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag);
+  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag, narrow ? 1 : 0);
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
-  for (let i = 0; i < m; i++) {
-    const o = out / 4 + i * stride;
-    for (let j = 0; j < n; j++) total[i * n + j] = f32[o + j] as number;
-  }
+  if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
+  else for (let i = 0; i < m; i++) total.set(f32.subarray(out / 4 + i * stride, out / 4 + i * stride + n), i * n);
   return true;
 }
+
+/** Typed views of the kernel's memory, rebuilt only when it grows (a grown memory detaches the old buffer). */
+let views: { buffer: ArrayBuffer; f64: Float64Array; i32: Int32Array; f32: Float32Array; i16: Int16Array } | null = null;
+
+function viewsOf(memory: WasmMemory, need: number): NonNullable<typeof views> {
+  const have = memory.buffer.byteLength;
+  if (need > have) memory.grow(Math.ceil((need - have) / 65536));
+  const buffer = memory.buffer;
+  if (views === null || views.buffer !== buffer) {
+    views = { buffer, f64: new Float64Array(buffer), i32: new Int32Array(buffer), f32: new Float32Array(buffer), i16: new Int16Array(buffer) };
+  }
+  return views;
+}
+

@@ -13,17 +13,17 @@ import { createRng } from '../../src/rng.js';
 const fr = Math.fround;
 const EMIN = -6; // e4m3's; the kernel takes any exponent tables
 
-function exps(v: Float32Array): Int16Array {
-  return Int16Array.from(v, (x) => (x === 0 ? EMIN : Math.max(exponentOf(x), EMIN)));
+function exps(v: Float32Array, emin = EMIN): Int16Array {
+  return Int16Array.from(v, (x) => (x === 0 ? emin : Math.max(exponentOf(x), emin)));
 }
 
-function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: number, seg: number, fine: boolean, sa: Float64Array, sb: Float64Array, fb = 13): Float32Array {
+function reference(A: Float32Array, B: Float32Array, m: number, n: number, K: number, seg: number, fine: boolean, sa: Float64Array, sb: Float64Array, fb = 13, emin = EMIN): Float32Array {
   const out = new Float32Array(m * n);
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) {
       let acc = 0;
-      for (let s = 0; s < K / seg; s++) {
-        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, (s + 1) * seg, EMIN, EMIN, fb));
+      for (let s = 0; s < Math.ceil(K / seg); s++) {
+        const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, Math.min((s + 1) * seg, K), emin, emin, fb));
         acc = fine ? fma32(fr((sa[s * m + i] as number) * (sb[s * n + j] as number)), c, acc) : fr(acc + c);
       }
       out[i * n + j] = acc;
@@ -81,18 +81,67 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
 
   it('random e4m3 data at several shapes and fraction bits', () => {
     const rng = createRng('hopper-gemm').fork('random');
-    for (const [m, n, K, seg, fb] of [[1, 4, 32, 16, 13], [16, 32, 32, 16, 13], [9, 7, 96, 32, 10], [5, 13, 48, 16, 23]] as const) {
+    // K not a multiple of the chunk (a shorter last segment) and m or n = 1 included; fb = 23 is too wide for float32 lanes.
+    const shapes = [[1, 4, 32, 16, 13], [16, 32, 32, 16, 13], [9, 7, 96, 32, 10], [5, 13, 48, 16, 23], [6, 5, 57, 16, 13], [1, 9, 41, 16, 13], [7, 1, 70, 32, 13]] as const;
+    for (const [m, n, K, seg, fb] of shapes) {
       const q = quantPreset('vllm-fp8-group', { block: seg });
       const qa = quantize(q, Float32Array.from({ length: m * K }, () => rng.normal() * 3), [m, K]);
       const qb = quantize(q, Float32Array.from({ length: n * K }, () => rng.normal()), [n, K]);
       const decode = (x: typeof qa): Float32Array => Float32Array.from(x.codes, (c) => gemmDecode(c));
       const A = decode(qa);
       const B = decode(qb);
-      const sa = Float64Array.from({ length: (K / seg) * m }, (_, x) => qa.scales[(x % m) * (K / seg) + Math.floor(x / m)]!);
-      const sb = Float64Array.from({ length: (K / seg) * n }, (_, x) => qb.scales[(x % n) * (K / seg) + Math.floor(x / n)]!);
-      const got = new Float32Array(m * n);
-      expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false)).toBe(true);
-      expectSame(got, reference(A, B, m, n, K, seg, true, sa, sb, fb), `m=${m} n=${n} K=${K} fb=${fb}`);
+      const groups = Math.ceil(K / seg);
+      const sa = Float64Array.from({ length: groups * m }, (_, x) => qa.scales[(x % m) * groups + Math.floor(x / m)]!);
+      const sb = Float64Array.from({ length: groups * n }, (_, x) => qb.scales[(x % n) * groups + Math.floor(x / n)]!);
+      const want = reference(A, B, m, n, K, seg, true, sa, sb, fb);
+      for (const allowNarrow of [true, false]) {
+        const got = new Float32Array(m * n);
+        expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, true, sa, sb, fb, false, allowNarrow)).toBe(true);
+        expectSame(got, want, `m=${m} n=${n} K=${K} fb=${fb} narrow allowed ${allowNarrow}`);
+      }
+    }
+  });
+
+  it('float32 operands: subnormal chunk sums, truncation of either sign, fraction bits 0 to 52, Object.is', () => {
+    const rng = createRng('hopper-gemm').fork('float32');
+    const [m, n, K, seg] = [5, 9, 48, 16];
+    const emin = -126; // float32 operands: exponents floored at float32's emin
+    // Row 0 of A and column 0 of B tiny (products ≈ 2^-140: chunk sums below float32's normal range), the rest
+    // 24-bit values of mixed sign and magnitude (sums that truncation shortens, cancellation to ±0).
+    const A = Float32Array.from({ length: m * K }, (_, x) => (x < K ? fr(2 ** -70 * (1 + rng.uniform())) : fr(rng.normal() * 2 ** (rng.int(12) - 6))));
+    const B = Float32Array.from({ length: n * K }, (_, x) => (x < K ? fr(-(2 ** -70) * (1 + rng.uniform())) : x % 7 === 0 ? 0 : fr(rng.normal())));
+    const sa = Float64Array.from({ length: (K / seg) * m }, () => fr(1 + rng.uniform()));
+    const sb = Float64Array.from({ length: (K / seg) * n }, () => fr(1 + rng.uniform()));
+    for (const fb of [0, 1, 13, 23, 52]) {
+      for (const fine of [true, false]) {
+        const want = reference(A, B, m, n, K, seg, fine, sa, sb, fb, emin);
+        const got = new Float32Array(m * n);
+        const ran = hopperGemmSegments(got, A, B, exps(A, emin), exps(B, emin), m, n, K, seg, fine, sa, sb, fb, false);
+        // fb ≥ 18 makes these 24-bit products' chunk sums reach 2^31 units: handed back, never wrong
+        if (ran) expectSame(got, want, `fb=${fb} fine=${fine}`);
+        else expect(fb).toBeGreaterThanOrEqual(18);
+        if (fb <= 13) expect(ran).toBe(true);
+      }
+    }
+    expect(hopperGemmSegments(new Float32Array(m * n), A, B, exps(A, emin), exps(B, emin), m, n, K, seg, true, sa, sb, 53, false)).toBe(false);
+  });
+
+  it('FP8 codes in float32 lanes: every e4m3 value (±448, subnormals, ±0) against every other, all-zero rows, widest exponent spread', () => {
+    // A row i·K + kk pairs e4m3 code (i·K + kk) mod 256 with B codes in another order: every pair of magnitudes meets.
+    const codes = Array.from({ length: 256 }, (_, c) => c).filter((c) => Number.isFinite(gemmDecode(c)));
+    const [m, n, K, seg] = [8, 6, 64, 16];
+    const A = Float32Array.from({ length: m * K }, (_, x) => (x < K ? 0 : gemmDecode(codes[x % codes.length]!)));
+    const B = Float32Array.from({ length: n * K }, (_, x) => gemmDecode(codes[(x * 37 + 11) % codes.length]!));
+    for (let kk = 0; kk < K; kk++) A[K + kk] = kk % 2 === 0 ? 448 : -(2 ** -9); // 2^8.8 against 2^-9 within a chunk
+    const sa = Float64Array.from({ length: (K / seg) * m }, (_, x) => fr(2 ** ((x % 7) - 3) * 1.375));
+    const sb = Float64Array.from({ length: (K / seg) * n }, (_, x) => fr(2 ** ((x % 5) - 2) * 1.625));
+    for (const fine of [true, false]) {
+      const want = reference(A, B, m, n, K, seg, fine, sa, sb);
+      for (const allowNarrow of [true, false]) {
+        const got = new Float32Array(m * n);
+        expect(hopperGemmSegments(got, A, B, exps(A), exps(B), m, n, K, seg, fine, sa, sb, 13, false, allowNarrow)).toBe(true);
+        expectSame(got, want, `fine=${fine} narrow allowed ${allowNarrow}`);
+      }
     }
   });
 
@@ -111,19 +160,21 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
 
   it('gemm with the FP8 presets (one call) equals gemm with reference: true', () => {
     const rng = createRng('hopper-gemm').fork('presets');
-    const [m, n, k] = [24, 40, 64];
-    const x = Float32Array.from({ length: m * k }, (_, i) => (i % 17 === 0 ? 0 : rng.normal() * (i % 32 === 5 ? 20 : 1)));
-    const w = Float32Array.from({ length: n * k }, () => rng.normal() * 0.1);
-    const cases = [
-      { a: quantPreset('vllm-fp8-group', { block: 16 }), b: quantPreset('deepseek-fp8-block', { block: 16 }) },
-      { a: quantPreset('te-current'), b: quantPreset('te-current') },
-    ];
-    for (const { a, b } of cases) {
-      const wq = quantize(b, w, [n, k]);
-      const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
-      const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
-      const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
-      expectSame(fast, ref, `${a.name}`);
+    // K = 57, 100, 40: not multiples of the chunk (a shorter last segment in the one call); m or n = 1.
+    for (const [m, n, k] of [[24, 40, 64], [1, 40, 57], [24, 1, 100], [17, 9, 40]] as const) {
+      const x = Float32Array.from({ length: m * k }, (_, i) => (i % 17 === 0 ? 0 : rng.normal() * (i % 32 === 5 ? 20 : 1)));
+      const w = Float32Array.from({ length: n * k }, () => rng.normal() * 0.1);
+      const cases = [
+        { a: quantPreset('vllm-fp8-group', { block: 16 }), b: quantPreset('deepseek-fp8-block', { block: 16 }) },
+        { a: quantPreset('te-current'), b: quantPreset('te-current') },
+      ];
+      for (const { a, b } of cases) {
+        const wq = quantize(b, w, [n, k]);
+        const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
+        const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
+        const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
+        expectSame(fast, ref, `${a.name} ${m}×${n}×${k}`);
+      }
     }
   });
 });
