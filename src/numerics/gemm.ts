@@ -25,6 +25,7 @@ import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableO
 import { hopperChunkSums } from './hopper-kernel.js';
 import { hopperGemmSegments } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
+import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
 import { fakeQuant } from './vector.js';
 
 export {
@@ -284,6 +285,92 @@ function hopperOneCall(
   return hopperGemmSegments(total, opA.values, opB.values, tables[0], tables[1], m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
 }
 
+/** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
+const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
+
+function panelsOf(model: ScaledGemmModel, op: Operand, n: number, k: number): Float32Array | Int32Array {
+  if (!op.cached) return packPanels(model, op.values, n, k);
+  let byModel = packedPanels.get(op.values);
+  if (byModel === undefined) {
+    byModel = new Map();
+    packedPanels.set(op.values, byModel);
+  }
+  let p = byModel.get(model);
+  if (p === undefined) {
+    p = packPanels(model, op.values, n, k);
+    byModel.set(model, p);
+  }
+  return p;
+}
+
+/** Whether every value is an integer below 2^26 in magnitude (the int32 kernel's condition; cached per decoded weight). */
+const smallIntegerValues = new WeakMap<Float32Array, boolean>();
+
+function hasSmallIntegers(op: Operand): boolean {
+  const known = op.cached ? smallIntegerValues.get(op.values) : undefined;
+  if (known !== undefined) return known;
+  const x = op.values;
+  let ok = true;
+  for (let i = 0; i < x.length; i++) {
+    const v = x[i] as number;
+    if (!(Math.abs(v) < 2 ** 26) || Math.trunc(v) !== v) {
+      ok = false;
+      break;
+    }
+  }
+  if (op.cached) smallIntegerValues.set(x, ok);
+  return ok;
+}
+
+/** Scratch of {@link scaledOneCall}'s scale tables, grown on demand. */
+const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
+
+function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array {
+  if (scaleScratch[name].length < size) scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
+  return scaleScratch[name].subarray(0, size);
+}
+
+/**
+ * The `fp32` or `int32` GEMM with all its K-segments, fine-grained scales and epilogue in one
+ * {@link scaledGemmKernel} call (splitK 1); writes `out` (before the output rounding) and returns true,
+ * or returns false (nothing written) where the kernel does not apply: no WebAssembly SIMD, or int32
+ * operands outside the kernel's exact range.
+ */
+function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number, model: ScaledGemmModel, steps: number[]): boolean {
+  if (model === 'int32' && !(hasSmallIntegers(opA) && hasSmallIntegers(opB))) return false;
+  const bounds = boundaries(0, k, steps);
+  const nseg = bounds.length - 1;
+  const n8 = Math.ceil(n / 8) * 8;
+  const fine = opA.fine || opB.fine;
+  let segA: Float32Array | null = null;
+  let segB: Float32Array | null = null;
+  if (fine) {
+    // The scales of each K-segment, one per row of A and of B (1 where that operand is not fine-grained).
+    segA = scaleTable('segA', nseg * m);
+    segB = scaleTable('segB', nseg * n8);
+    for (let s = 0; s < nseg; s++) {
+      const k0 = bounds[s] as number;
+      for (let i = 0; i < m; i++) segA[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+      for (let j = 0; j < n; j++) segB[s * n8 + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+    }
+  }
+  // Per-row / per-tensor scales, applied in the epilogue.
+  let rowA: Float32Array | null = null;
+  let rowB: Float32Array | null = null;
+  if (!opA.fine && opA.scales !== null) {
+    rowA = scaleTable('rowA', m);
+    for (let i = 0; i < m; i++) rowA[i] = opA.scales[(opA.layout as CellLayout).index(i, 0)] as number;
+  }
+  if (!opB.fine && opB.scales !== null) {
+    rowB = scaleTable('rowB', n);
+    for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
+  }
+  return scaledGemmKernel(out, {
+    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB, n, k),
+    segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
+  });
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -339,6 +426,10 @@ export function gemm(
   const { model, splitK, chunk, fractionBits } = settings;
   const [opA, opB] = prepareOperands(a, b, m, n, k, options);
   const steps = segmentSteps(opA, opB, settings);
+  if (splitK === 1 && (model === 'fp32' || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
+    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    return out;
+  }
   const A = opA.values;
   const B = opB.values;
   const fine = opA.fine || opB.fine;
