@@ -1,5 +1,6 @@
 // The fast GEMM: the semantics of gemm-reference.ts (accumulator models, K-segments, scales) computed with caches of
-// decoded weights, the WebAssembly fp32 and hopper-fp8 kernels and an unrolled JS kernel. Not a semantics of its own.
+// decoded weights, the WebAssembly kernels (fp32/int32 with scales in one call, fp32, hopper-fp8) and an unrolled JS
+// kernel. Not a semantics of its own.
 
 import type { FloatFormatName } from './formats.js';
 import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
@@ -43,11 +44,21 @@ interface Operand extends GemmOperand {
   readonly cached: boolean;
   /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
   readonly exponents: Int16Array | null | undefined;
+  /** Whether every value is an integer below 2^26 in magnitude: integer codes minus zero points below 2^25 (the int32 kernel's condition). */
+  readonly smallIntegers: boolean;
 }
 
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
-function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined): Operand {
-  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents };
+function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false): Operand {
+  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers };
+}
+
+/** Whether a QuantizedTensor's element values are integers below 2^26: an integer format (codes in [−128, 255]) with zero points below 2^25. */
+function hasSmallIntegers(q: QuantizedTensor): boolean {
+  if (elementFormat(q.spec.format).kind !== 'int') return false;
+  const zps = q.zeroPoints;
+  if (zps !== undefined) for (let i = 0; i < zps.length; i++) if (Math.abs(zps[i] as number) >= 2 ** 25) return false;
+  return true;
 }
 
 /**
@@ -93,7 +104,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
     if (cache) decodedValues.set(q, values);
   }
-  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents);
+  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents, hasSmallIntegers(q));
 }
 
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
@@ -303,25 +314,6 @@ function panelsOf(model: ScaledGemmModel, op: Operand, n: number, k: number): Fl
   return p;
 }
 
-/** Whether every value is an integer below 2^26 in magnitude (the int32 kernel's condition; cached per decoded weight). */
-const smallIntegerValues = new WeakMap<Float32Array, boolean>();
-
-function hasSmallIntegers(op: Operand): boolean {
-  const known = op.cached ? smallIntegerValues.get(op.values) : undefined;
-  if (known !== undefined) return known;
-  const x = op.values;
-  let ok = true;
-  for (let i = 0; i < x.length; i++) {
-    const v = x[i] as number;
-    if (!(Math.abs(v) < 2 ** 26) || Math.trunc(v) !== v) {
-      ok = false;
-      break;
-    }
-  }
-  if (op.cached) smallIntegerValues.set(x, ok);
-  return ok;
-}
-
 /** Scratch of {@link scaledOneCall}'s scale tables, grown on demand. */
 const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
 
@@ -337,7 +329,7 @@ function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array
  * operands outside the kernel's exact range.
  */
 function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number, model: ScaledGemmModel, steps: number[]): boolean {
-  if (model === 'int32' && !(hasSmallIntegers(opA) && hasSmallIntegers(opB))) return false;
+  if (model === 'int32' && !(opA.smallIntegers && opB.smallIntegers)) return false;
   const bounds = boundaries(0, k, steps);
   const nseg = bounds.length - 1;
   const n8 = Math.ceil(n / 8) * 8;

@@ -143,5 +143,9 @@ describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () 
     const y = edgeMatrix(9, 24, 'zy', 5).map((v) => (Number.isFinite(v) ? v : 0));
     const zopts = { aQuant: zp, bQuant: quantPreset('int8-row'), accumulator: 'int32' } as const;
     expect(differences(gemm(new Float32Array(36), x, y, 4, 9, 24, zopts), gemmReference(new Float32Array(36), x, y, 4, 9, 24, zopts))).toEqual([]);
+    // Zero points just below 2^25 on both sides: the i32 kernel, whose products (≈ 2^50) wrap modulo 2^32 as `| 0` does.
+    const near: QuantSpec = { format: 'uint8', granularity: { kind: 'tensor' }, scale: { kind: 'static', scale: 0.25, zeroPoint: -(2 ** 25) + 7 } };
+    const nopts = { aQuant: near, bQuant: { ...near, scale: { kind: 'static', scale: 2, zeroPoint: 2 ** 25 - 3 } }, accumulator: 'int32' } as const;
+    expect(differences(gemm(new Float32Array(36), x, y, 4, 9, 24, nopts), gemmReference(new Float32Array(36), x, y, 4, 9, 24, nopts))).toEqual([]);
   });
 });
