@@ -418,7 +418,9 @@ export function gemm(
   const { model, splitK, chunk, fractionBits } = settings;
   const [opA, opB] = prepareOperands(a, b, m, n, k, options);
   const steps = segmentSteps(opA, opB, settings);
-  if (splitK === 1 && (model === 'fp32' || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
+  // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
+  const scaled = opA.scales !== null || opB.scales !== null;
+  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
     if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
     return out;
   }
