@@ -251,6 +251,18 @@ export function packPanels(model: ScaledGemmModel, b: Float32Array, n: number, k
 
 const align16 = (bytes: number): number => (bytes + 15) & ~15;
 
+/** Float32 and Int32 views of a kernel memory's buffer, kept until the memory grows (a new buffer). */
+const memoryViews = new WeakMap<ArrayBuffer, { readonly f32: Float32Array; readonly i32: Int32Array }>();
+
+function viewsOf(buf: ArrayBuffer): { readonly f32: Float32Array; readonly i32: Int32Array } {
+  let v = memoryViews.get(buf);
+  if (v === undefined) {
+    v = { f32: new Float32Array(buf), i32: new Int32Array(buf) };
+    memoryViews.set(buf, v);
+  }
+  return v;
+}
+
 /**
  * Runs the kernel into `out` (m, n) and returns true, or returns false where WebAssembly SIMD is unavailable
  * (nothing written). Every output: acc = +0; per K-segment the model's partial, then fma32(fl(s_a·s_b), partial,
@@ -279,9 +291,7 @@ export function scaledGemmKernel(out: Float32Array, args: ScaledGemmArgs): boole
   const need = oOut + 4 * m * n8;
   const have = kernel.memory.buffer.byteLength;
   if (need > have) kernel.memory.grow(Math.ceil((need - have) / 65536));
-  const buf = kernel.memory.buffer;
-  const f32 = new Float32Array(buf);
-  const i32 = new Int32Array(buf);
+  const { f32, i32 } = viewsOf(kernel.memory.buffer);
   for (let s = 0; s <= nseg; s++) i32[oBounds / 4 + s] = bounds[s] as number;
   if (fine) {
     f32.set(args.segScalesA as Float32Array, oSa / 4);
