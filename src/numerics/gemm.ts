@@ -1,5 +1,6 @@
 // The fast GEMM: the semantics of gemm-reference.ts (accumulator models, K-segments, scales) computed with caches of
-// decoded weights, the WebAssembly fp32 and hopper-fp8 kernels and an unrolled JS kernel. Not a semantics of its own.
+// decoded weights, the WebAssembly kernels (fp32/int32 with scales in one call, fp32, hopper-fp8) and an unrolled JS
+// kernel. Not a semantics of its own.
 
 import type { FloatFormatName } from './formats.js';
 import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
@@ -25,6 +26,7 @@ import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableO
 import { hopperChunkSums } from './hopper-kernel.js';
 import { hopperGemmSegments } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
+import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
 import { fakeQuant } from './vector.js';
 
 export {
@@ -42,11 +44,21 @@ interface Operand extends GemmOperand {
   readonly cached: boolean;
   /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
   readonly exponents: Int16Array | null | undefined;
+  /** Whether every value is an integer below 2^26 in magnitude: integer codes minus zero points below 2^25 (the int32 kernel's condition). */
+  readonly smallIntegers: boolean;
 }
 
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
-function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined): Operand {
-  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents };
+function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false): Operand {
+  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers };
+}
+
+/** Whether a QuantizedTensor's element values are integers below 2^26: an integer format (codes in [−128, 255]) with zero points below 2^25. */
+function hasSmallIntegers(q: QuantizedTensor): boolean {
+  if (elementFormat(q.spec.format).kind !== 'int') return false;
+  const zps = q.zeroPoints;
+  if (zps !== undefined) for (let i = 0; i < zps.length; i++) if (Math.abs(zps[i] as number) >= 2 ** 25) return false;
+  return true;
 }
 
 /**
@@ -93,7 +105,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     if (cache) decodedValues.set(q, values);
     if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
-  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents);
+  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents, hasSmallIntegers(q));
 }
 
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
@@ -286,6 +298,73 @@ function hopperOneCall(
   return hopperGemmSegments(total, opA.values, opB.values, tables[0], tables[1], m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
 }
 
+/** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
+const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
+
+function panelsOf(model: ScaledGemmModel, op: Operand, n: number, k: number): Float32Array | Int32Array {
+  if (!op.cached) return packPanels(model, op.values, n, k);
+  let byModel = packedPanels.get(op.values);
+  if (byModel === undefined) {
+    byModel = new Map();
+    packedPanels.set(op.values, byModel);
+  }
+  let p = byModel.get(model);
+  if (p === undefined) {
+    p = packPanels(model, op.values, n, k);
+    byModel.set(model, p);
+  }
+  return p;
+}
+
+/** Scratch of {@link scaledOneCall}'s scale tables, grown on demand. */
+const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
+
+function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array {
+  if (scaleScratch[name].length < size) scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
+  return scaleScratch[name].subarray(0, size);
+}
+
+/**
+ * The `fp32` or `int32` GEMM with all its K-segments, fine-grained scales and epilogue in one
+ * {@link scaledGemmKernel} call (splitK 1); writes `out` (before the output rounding) and returns true,
+ * or returns false (nothing written) where the kernel does not apply: no WebAssembly SIMD, or int32
+ * operands outside the kernel's exact range.
+ */
+function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number, model: ScaledGemmModel, steps: number[]): boolean {
+  if (model === 'int32' && !(opA.smallIntegers && opB.smallIntegers)) return false;
+  const bounds = boundaries(0, k, steps);
+  const nseg = bounds.length - 1;
+  const n8 = Math.ceil(n / 8) * 8;
+  const fine = opA.fine || opB.fine;
+  let segA: Float32Array | null = null;
+  let segB: Float32Array | null = null;
+  if (fine) {
+    // The scales of each K-segment, one per row of A and of B (1 where that operand is not fine-grained).
+    segA = scaleTable('segA', nseg * m);
+    segB = scaleTable('segB', nseg * n8);
+    for (let s = 0; s < nseg; s++) {
+      const k0 = bounds[s] as number;
+      for (let i = 0; i < m; i++) segA[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
+      for (let j = 0; j < n; j++) segB[s * n8 + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+    }
+  }
+  // Per-row / per-tensor scales, applied in the epilogue.
+  let rowA: Float32Array | null = null;
+  let rowB: Float32Array | null = null;
+  if (!opA.fine && opA.scales !== null) {
+    rowA = scaleTable('rowA', m);
+    for (let i = 0; i < m; i++) rowA[i] = opA.scales[(opA.layout as CellLayout).index(i, 0)] as number;
+  }
+  if (!opB.fine && opB.scales !== null) {
+    rowB = scaleTable('rowB', n);
+    for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
+  }
+  return scaledGemmKernel(out, {
+    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB, n, k),
+    segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
+  });
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -341,6 +420,12 @@ export function gemm(
   const { model, splitK, chunk, fractionBits } = settings;
   const [opA, opB] = prepareOperands(a, b, m, n, k, options);
   const steps = segmentSteps(opA, opB, settings);
+  // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
+  const scaled = opA.scales !== null || opB.scales !== null;
+  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
+    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    return out;
+  }
   const A = opA.values;
   const B = opB.values;
   const fine = opA.fine || opB.fine;

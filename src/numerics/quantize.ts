@@ -1,11 +1,10 @@
 // The fast quantizer: quantize/dequantize of row-major 2-D tensors per a QuantSpec, by runs of a cell's elements,
 // with the vector casts and explicit scratch. Not a semantics of its own: quantize-reference.ts is the definition.
 
-import { signBit } from './formats.js';
-import { castProfile } from './profiles.js';
+import { type IntFormat, signBit } from './formats.js';
+import { type RoundingMode, castProfile } from './profiles.js';
 import { type CellStatsScratch, cellLayout, cellStats, checkShape2d, grown } from './quant-cells.js';
 import {
-  type QuantCodes,
   type QuantSpec,
   type QuantizeOptions,
   type QuantizedTensor,
@@ -128,10 +127,12 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
   if (cl === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
   const fmax = formatMax(fmt);
   const n = rows * cols;
-  scratch.scaled = grown(scratch.scaled, n);
-  const scaled = scratch.scaled.subarray(0, n);
-  const scaledBits = new Uint32Array(scaled.buffer, 0, n);
-  const { factors, op } = params;
+  // Integer formats: codes in the same pass (intRun); float formats: scaled elements (scaleRun), then the vector cast.
+  const ints = fmt.kind === 'int' ? intRunSettings(fmt, spec, n) : null;
+  scratch.scaled = grown(scratch.scaled, ints === null ? n : 0);
+  const scaled = scratch.scaled.subarray(0, ints === null ? n : 0);
+  const scaledBits = new Uint32Array(scaled.buffer, 0, scaled.length);
+  const { factors, op, zeroPoints } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
   // Elements of one cell are consecutive in a row (in the whole tensor for one cell): the factor is read once per run.
@@ -144,52 +145,78 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
     for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
       const f = factors[cell] as number;
       const end = base + Math.min(width, c0 + seg);
-      for (let i = base + c0; i < end; i++) {
-        const v = x[i] as number;
-        const p = isDiv ? fr(v / f) : fr(v * f);
-        const s = clampScaled(p, cl, fmax);
-        // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
-        // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
-        // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
-        // result is not deterministic.
-        if (s !== s) scaledBits[i] = v !== v ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : f !== f ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
-        else scaled[i] = s;
-      }
+      if (ints === null) scaleRun(x, scaled, scaledBits, base + c0, end, f, isDiv, cl, fmax);
+      else intRun(x, ints, base + c0, end, f, zeroPoints ? (zeroPoints[cell] as number) : 0, isDiv, cl, fmax);
     }
   }
+  if (fmt.kind === 'int') return quantizedTensor(spec, rows, cols, (ints as IntRunSettings).out, params, layout.shape);
   if ((spec.negativeZero ?? 'keep') === 'positive') {
     for (let i = 0; i < n; i++) if (scaledBits[i] === 0x80000000) scaledBits[i] = 0;
   }
-  let codes: QuantCodes;
-  if (fmt.kind === 'float') {
-    const profile = spec.profile ?? 'satfinite';
-    const prof = typeof profile === 'string' ? castProfile(profile) : profile;
-    let codesDst: Uint8Array | undefined;
-    if (transient && fmt.bits <= 8) {
-      if (scratch.codes.length < n) scratch.codes = new Uint8Array(Math.max(n, 2 * scratch.codes.length));
-      codesDst = scratch.codes.subarray(0, n);
-    }
-    codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
-  } else {
-    const mode = spec.mode ?? 'rne';
-    const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;
-    const out = fmt.signed ? new Int8Array(n) : new Uint8Array(n);
-    const zps = params.zeroPoints;
-    for (let r = 0; r < rows; r++) {
-      for (let c = 0; c < cols; c++) {
-        const i = r * cols + c;
-        const v = scaled[i] as number;
-        if (Number.isNaN(v)) {
-          out[i] = nanValue;
-          continue;
-        }
-        const q = roundInt(v, mode) + (zps ? (zps[layout.index(r, c)] as number) : 0);
-        out[i] = Math.min(fmt.max, Math.max(fmt.min, q));
-      }
-    }
-    codes = out;
+  const profile = spec.profile ?? 'satfinite';
+  const prof = typeof profile === 'string' ? castProfile(profile) : profile;
+  let codesDst: Uint8Array | undefined;
+  if (transient && fmt.bits <= 8) {
+    if (scratch.codes.length < n) scratch.codes = new Uint8Array(Math.max(n, 2 * scratch.codes.length));
+    codesDst = scratch.codes.subarray(0, n);
   }
+  const codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
   return quantizedTensor(spec, rows, cols, codes, params, layout.shape);
+}
+
+/** Scaled elements x[i]·f (or x[i]/f) of one cell run [from, end), pre-cast clamped, into `scaled`. */
+function scaleRun(x: Float32Array, scaled: Float32Array, scaledBits: Uint32Array, from: number, end: number, f: number, isDiv: boolean, cl: number, fmax: number): void {
+  for (let i = from; i < end; i++) {
+    const v = x[i] as number;
+    const p = isDiv ? fr(v / f) : fr(v * f);
+    const s = clampScaled(p, cl, fmax);
+    // A NaN after scaling is written by bits with x86 SSE's rule: the first NaN operand (the
+    // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
+    // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
+    // result is not deterministic.
+    if (s !== s) scaledBits[i] = v !== v ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : f !== f ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
+    else scaled[i] = s;
+  }
+}
+
+/** What {@link intRun} needs of an integer spec: the codes array it fills, the rounding and the saturation bounds. */
+interface IntRunSettings {
+  readonly out: Int8Array | Uint8Array;
+  readonly mode: RoundingMode;
+  readonly rne: boolean;
+  readonly nanValue: number;
+  readonly lo: number;
+  readonly hi: number;
+}
+
+function intRunSettings(fmt: IntFormat, spec: QuantSpec, n: number): IntRunSettings {
+  const mode = spec.mode ?? 'rne';
+  const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;
+  return { out: fmt.signed ? new Int8Array(n) : new Uint8Array(n), mode, rne: mode === 'rne', nanValue, lo: fmt.min, hi: fmt.max };
+}
+
+/** 1.5·2^52: for |v| < 2^51, (v + RNE_MAGIC) − RNE_MAGIC is v rounded to an integer, ties to even (the double sum's own rounding). */
+const RNE_MAGIC = 6755399441055744;
+
+/**
+ * The integer codes of one cell run [from, end) in one pass: scale, pre-cast clamp, round with the spec's
+ * mode, add the cell's zero point `zp`, saturate; a NaN gives the spec's NaN code. Each step is the one a
+ * float format takes through its `scaled` array (a float32 value, stored and read back unchanged), so the
+ * codes are those of roundInt and the clamp; `negativeZero` cannot matter (±0 both round to code 0).
+ */
+function intRun(x: Float32Array, st: IntRunSettings, from: number, end: number, f: number, zp: number, isDiv: boolean, cl: number, fmax: number): void {
+  const { out, mode, rne, nanValue, lo, hi } = st;
+  for (let i = from; i < end; i++) {
+    const v = x[i] as number;
+    const s = clampScaled(isDiv ? fr(v / f) : fr(v * f), cl, fmax);
+    if (s !== s) {
+      out[i] = nanValue;
+      continue;
+    }
+    // roundInt(s, 'rne') by the magic-number sum (equal up to the sign of a zero, which code 0 does not keep).
+    const q = (rne && s > -(2 ** 51) && s < 2 ** 51 ? s + RNE_MAGIC - RNE_MAGIC : roundInt(s, mode)) + zp;
+    out[i] = q < lo ? lo : q > hi ? hi : q;
+  }
 }
 
 /**

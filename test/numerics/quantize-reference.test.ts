@@ -80,6 +80,25 @@ describe('quantize (fast) equals quantizeReference bit for bit', () => {
     for (const [rows, cols] of shapes) for (const rate of [0, 0.2]) compare(spec, matrix(rows, cols, `${what}${rows}${rate}`, rate), rows, cols, `${what} ${rows}×${cols} rate ${rate}`);
   });
 
+  it('integer codes: ties of both parities, ±0, values past 2^51 and ±Inf, per-group zero points, every rounding mode', () => {
+    // With scale 1 the scaled value is the element itself: k + 0.5 ties of both parities and signs, ±0, and
+    // magnitudes where the fast rounding falls back to roundInt (≥ 2^51) or the clamp saturates.
+    const special = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0, 0, 126.5, 127.5, -128.5, -127.5, 2 ** 51, -(2 ** 51), 2 ** 52 + 2, 2 ** 60, -(2 ** 60), Infinity, -Infinity, NaN, 0.49999997, -0.49999997, 3e38];
+    const rows = 4;
+    const cols = special.length;
+    const x = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) x[r * cols + c] = special[(c + 5 * r) % cols]! * (r === 3 ? 0.25 : 1);
+    for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const [format, zeroPoint] of [['int8', 0], ['uint8', 128], ['int4', undefined], ['uint4', 8]] as const) {
+        const stat: QuantSpec = { format, granularity: { kind: 'tensor' }, scale: { kind: 'static', scale: 1, ...(zeroPoint !== undefined ? { zeroPoint } : {}) }, mode };
+        compare(stat, x, rows, cols, `static ${format} zp ${zeroPoint} ${mode}`);
+        for (const clamp of ['fminf-first', 'propagate-nan'] as const) compare({ ...stat, clamp, intNan: 'zero' }, x, rows, cols, `static ${format} ${clamp} ${mode}`);
+      }
+      compare({ format: 'uint4', granularity: { kind: 'group', size: 5 }, scale: { kind: 'minmax' }, mode }, x, rows, cols, `minmax uint4 groups of 5 ${mode}`);
+      compare({ format: 'int8', granularity: { kind: 'block', size: 2 }, scale: { kind: 'amax' }, scaling: 'divide', mode }, x, rows, cols, `amax int8 blocks ${mode}`);
+    }
+  });
+
   it('stochastic rounding draws the same bits from the same stream; delayed scaling returns the same state', () => {
     const spec: QuantSpec = { format: 'e5m2', granularity: { kind: 'tensor' }, scale: { kind: 'amax' }, mode: 'stochastic' };
     const x = matrix(5, 30, 'stochastic', 0.1);
