@@ -237,8 +237,17 @@ export interface ScaledGemmArgs {
   readonly global: number;
 }
 
+/** Panels packed by {@link packPanels} since the module loaded (tests count packs with it). */
+let panelPacks = 0;
+
+/** How many times {@link packPanels} has run in this thread: a test's view of the packed-panel cache. @internal */
+export function scaledPanelPacks(): number {
+  return panelPacks;
+}
+
 /** B (n, k) as panels of 8 columns over all of K, panel[p][kk][c] = B(8p + c, kk), zeros past n; Int32 values for int32. @internal */
 export function packPanels(model: ScaledGemmModel, b: Float32Array, n: number, k: number): Float32Array | Int32Array {
+  panelPacks++;
   const np = Math.ceil(n / 8);
   const out = model === 'int32' ? new Int32Array(np * 8 * k) : new Float32Array(np * 8 * k);
   for (let j = 0; j < n; j++) {

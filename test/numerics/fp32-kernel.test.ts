@@ -9,6 +9,10 @@ import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { arConfig, createArPolicy, numericsFor, precisionPlans, rollout } from '../../src/policies/index.js';
 import { makeTask } from '../../src/tasks/index.js';
 import { FP32_BLOCKING, FP32_TILE_ROWS, fp32KernelIsSimd, fp32PanelPacks, markGemmOperandImmutable } from '../../src/numerics/fp32-kernel.js';
+import { scaledPanelPacks } from '../../src/numerics/scaled-gemm-kernel.js';
+
+/** B panels packed by either kernel: the fp32 one, or the scaled fp32/int32 one that quantized weights with scales take. */
+const allPanelPacks = (): number => fp32PanelPacks() + scaledPanelPacks();
 
 const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
 
@@ -108,12 +112,12 @@ describe('packed B panels of operands marked immutable', () => {
       { weight: quantize(quantPreset('gptq-w4g128', { block: 16 }), w, [n, k]), act: (x: Float32Array) => x, options: { aQuant: 'bf16' as const } },
     ];
     for (const { weight, act, options } of cases) {
-      const before = fp32PanelPacks();
+      const before = allPanelPacks();
       for (const m of [1, 5, 8]) {
         const x = act(edgeMatrix(m, k, `qx${m}`).map((v) => (Number.isFinite(v) ? v : -2)), m);
         expect(same(gemm(new Float32Array(m * n), x, weight, m, n, k, options), gemmReference(new Float32Array(m * n), x, weight, m, n, k, options)), weight.spec.format).toBe(true);
       }
-      expect(fp32PanelPacks() - before, weight.spec.format).toBe(1);
+      expect(allPanelPacks() - before, weight.spec.format).toBe(1);
     }
   });
 });
@@ -128,9 +132,9 @@ describe('rollout decode steps pack each weight once per weight version', () => 
     const weightSites = config.layers * 7 + 1; // q, k, v, o, up, gate, down per layer, and the lm_head
     const numericsOf = () => numericsFor(precisionPlans[plan as keyof typeof precisionPlans].rollout);
     const packsOf = (numerics: ReturnType<typeof numericsOf>) => {
-      const before = fp32PanelPacks();
+      const before = allPanelPacks();
       const r = rollout(policy, prompts, { maxNewTokens: 4, numerics, rng: createRng('packs'), eos: null });
-      return { packs: fp32PanelPacks() - before, tokens: Array.from(r.tokens) };
+      return { packs: allPanelPacks() - before, tokens: Array.from(r.tokens) };
     };
     const numerics = numericsOf();
     const first = packsOf(numerics);
