@@ -4,7 +4,7 @@
 import { gemmSequential, sequentialLinearGemms, type GemmFn, type LinearGemms } from '../nn/gemm.js';
 import { sequentialBlockGemms, type BlockGemms } from '../nn/block.js';
 import type { AttentionGemms } from '../nn/attention.js';
-import type { FloatArray } from '../nn/array.js';
+import { transpose, type FloatArray } from '../nn/array.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
 import { allocCodes, decodeArray, encodeArray, fakeQuant, type CodeArray } from '../numerics/vector.js';
 import { floatFormats, type FloatFormat } from '../numerics/formats.js';
@@ -243,7 +243,33 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     accumulateLinear(o, roundA(head(a, m * k)), wb, m, n, k);
     finish(head(o, m * n));
   };
-  const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
+  // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
+  // transpose once per weight array, the input once for every layer that reads it.
+  let roundCodes: CodeArray = allocCodes(opFormat, 0);
+  const roundInto = (dst: Float32Array, src: FloatArray): void => {
+    if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
+    const codes = encodeArray(opFormat, asFloat32(src), cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
+    decodeArray(opFormat, codes, dst);
+  };
+  /** A GEMM whose operands are rounded already. */
+  const gemmRounded: GemmFn = (o, a, b, m, n, k) => {
+    accumulate(o, head(a, m * k), head(b, n * k), m, n, k);
+    finish(head(o, m * n));
+  };
+  const weightTCache = new WeakMap<FloatArray, { readonly OC: number; readonly C: number; readonly values: Float32Array }>();
+  const roundedWeightT = (weight: FloatArray, OC: number, C: number): Float32Array => {
+    const known = weightTCache.get(weight);
+    if (known !== undefined && known.OC === OC && known.C === C) return known.values;
+    const weightT = new Float32Array(C * OC); // (C, OC)
+    transpose(weightT, weight, OC, C);
+    const values = new Float32Array(C * OC); // (C, OC) round(weightᵀ)
+    roundInto(values, weightT);
+    weightTCache.set(weight, { OC, C, values });
+    markGemmOperandImmutable(values); // nothing writes it: its packed panels may be kept
+    return values;
+  };
+  const backwardRounding = Object.freeze({ dgrad: gemm, wgrad: gemm, round: roundInto, gemmRounded, roundedWeightT });
+  const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm, backwardRounding });
   // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
   const roundKv = slot(opFormat);
   const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
