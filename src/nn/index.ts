@@ -78,6 +78,7 @@ export { ropeForward, ropeBackward } from './rope.js';
 export {
   type AttentionCache,
   type AttentionGemms,
+  type AttentionOperandRounding,
   type AttentionOptions,
   createAttentionCache,
   attentionForward,

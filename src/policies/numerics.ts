@@ -277,7 +277,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     finish(head(o, m * n));
   };
   const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
-  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding });
+  const operandRounding = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, round: roundInto, gemmRounded });
+  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding, operandRounding });
   const block: BlockGemms = Object.freeze({
     q: linear, k: linear, v: linear, o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),

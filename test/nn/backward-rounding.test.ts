@@ -1,8 +1,22 @@
-// linearBackward's rounded-once path (LinearGemms.backwardRounding) against the per-call path (dgrad and
-// wgrad rounding both operands on every call), bit for bit on edge data, ragged and zero-size shapes.
+// The rounded-once paths of linearBackward (LinearGemms.backwardRounding) and of full-sequence attention
+// (AttentionGemms.operandRounding) against the per-call paths, bit for bit on edge data and ragged shapes.
 
 import { describe, expect, it } from 'vitest';
-import { blockBackward, blockForward, createBlockCache, linearBackward, roundedInputT, type BlockConfig, type BlockGemms, type FloatArray, type LinearGemms } from '../../src/nn/index.js';
+import {
+  attentionBackward,
+  attentionForward,
+  blockBackward,
+  blockForward,
+  createAttentionCache,
+  createBlockCache,
+  linearBackward,
+  roundedInputT,
+  type AttentionGemms,
+  type BlockConfig,
+  type BlockGemms,
+  type FloatArray,
+  type LinearGemms,
+} from '../../src/nn/index.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingNumericsOptions } from '../../src/policies/index.js';
 import { createRng } from '../../src/rng.js';
 
@@ -121,7 +135,7 @@ describe('linearBackward with backwardRounding', () => {
     const dout = tensor(N * C, 1);
     const run = (numerics: PolicyNumerics, slow: boolean): Float32Array[] => {
       const g0 = numerics.block(0);
-      const gemms: BlockGemms = slow ? { ...g0, q: perCall(g0.q), k: perCall(g0.k), v: perCall(g0.v), o: perCall(g0.o), mlp: { up: perCall(g0.mlp.up), gate: perCall(g0.mlp.gate), down: perCall(g0.mlp.down) } } : g0;
+      const gemms: BlockGemms = slow ? { ...g0, attention: { ...g0.attention, operandRounding: undefined }, q: perCall(g0.q), k: perCall(g0.k), v: perCall(g0.v), o: perCall(g0.o), mlp: { up: perCall(g0.mlp.up), gate: perCall(g0.mlp.gate), down: perCall(g0.mlp.down) } } : g0;
       const cache = createBlockCache(inp, B, T, cfg);
       blockForward(new Float32Array(N * C), cache, inp, w, B, T, cfg, gemms);
       const g = zeros();
@@ -134,5 +148,50 @@ describe('linearBackward with backwardRounding', () => {
       const want = run(roundingNumerics(opt), true);
       got.forEach((g, i) => sameBits(g, want[i]!));
     }
+  });
+});
+
+describe('attention with operandRounding', () => {
+  /** Forward then backward of one attention call; returns out, P and dq, dk, dv. */
+  function attention(gemms: AttentionGemms, like: FloatArray, B: number, T: number, C: number, H: number, causal: boolean, rope: boolean, seed: string): FloatArray[] {
+    const cast = (x: Float32Array): FloatArray => (like instanceof Float64Array ? Float64Array.from(x) : x.slice());
+    const n = B * T * C;
+    const [q, k, v, dout] = ['q', 'k', 'v', 'dy'].map((name) => cast(edgeData(n, seed + name))) as [FloatArray, FloatArray, FloatArray, FloatArray];
+    const out = cast(new Float32Array(n));
+    const cache = createAttentionCache(q, B, T, C, H);
+    const opts = { causal, rope, gemms };
+    attentionForward(out, cache, q, k, v, B, T, C, H, opts);
+    const [dq, dk, dv] = [0.5, -0.25, 1].map((x) => cast(new Float32Array(n).fill(x))) as [FloatArray, FloatArray, FloatArray];
+    attentionBackward(dq, dk, dv, dout, cache, v, B, T, C, H, opts);
+    return [out, cache.att, cache.q, dq, dk, dv];
+  }
+
+  it('forward and backward equal the per-call rounding path bit for bit (formats, accumulators, float32 and float64, causal and bidirectional, RoPE)', () => {
+    const shapes: [number, number, number, number][] = [[2, 5, 8, 2], [1, 1, 4, 1], [3, 7, 12, 3], [1, 17, 4, 2]];
+    for (const opt of options) {
+      for (const [B, T, C, H] of shapes) {
+        for (const like of [new Float32Array(0), new Float64Array(0)]) {
+          for (const [causal, rope] of [[true, false], [false, true], [true, true]] as const) {
+            const fast = roundingNumerics(opt).block(0).attention;
+            expect(fast.operandRounding).toBeDefined();
+            const slow: AttentionGemms = { ...roundingNumerics(opt).block(0).attention, operandRounding: undefined };
+            const seed = `${B}${T}${C}`;
+            const got = attention(fast, like, B, T, C, H, causal, rope, seed);
+            const want = attention(slow, like, B, T, C, H, causal, rope, seed);
+            got.forEach((g, i) => sameBits(g, want[i]!));
+          }
+        }
+      }
+    }
+  });
+
+  it('a copy that replaces one of the six GEMMs calls it (the description no longer applies)', () => {
+    const base = roundingNumerics({ operands: 'bf16' }).block(0).attention;
+    let calls = 0;
+    const replaced: AttentionGemms = { ...base, dKey: (o, a, b, m, n, k) => { calls++; base.dKey(o, a, b, m, n, k); } };
+    const got = attention(replaced, new Float32Array(0), 2, 4, 4, 2, true, false, 'r');
+    expect(calls).toBe(4);
+    const want = attention({ ...base, operandRounding: undefined }, new Float32Array(0), 2, 4, 4, 2, true, false, 'r');
+    got.forEach((g, i) => sameBits(g, want[i]!));
   });
 });
