@@ -231,6 +231,40 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     accumulate(o, roundA(head(a, m * k)), roundB(head(b, n * k)), m, n, k);
     finish(head(o, m * n));
   };
+  // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
+  // transpose once per weight array, the input once for every layer that reads it.
+  let roundCodes: CodeArray = allocCodes(opFormat, 0);
+  const roundInto = (dst: Float32Array, src: FloatArray): void => {
+    if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
+    const codes = encodeArray(opFormat, asFloat32(src), cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
+    decodeArray(opFormat, codes, dst);
+  };
+  // The input of a linear forward, rounded once for consecutive layers that read the same values
+  // (q, k and v read one normalized input; MLP up and gate another): rounding is a function of the
+  // float32 bits, so an input equal bit for bit to the last one gets the last result.
+  let lastInput = new Uint32Array(0); // float32 bits of the last input (its first lastLength)
+  let lastRounded = new Float32Array(0);
+  let lastLength = -1;
+  const roundInput = (x: FloatArray): Float32Array => {
+    const xf = asFloat32(x);
+    const n = xf.length;
+    const bits = new Uint32Array(xf.buffer, xf.byteOffset, n);
+    if (n === lastLength) {
+      let i = 0;
+      while (i < n && bits[i] === lastInput[i]) i++;
+      if (i === n) return lastRounded.length === n ? lastRounded : lastRounded.subarray(0, n);
+    }
+    if (lastInput.length < n) {
+      lastInput = new Uint32Array(n);
+      lastRounded = new Float32Array(n);
+    }
+    lastLength = -1; // until both copies are whole
+    lastInput.set(bits);
+    const out = lastRounded.length === n ? lastRounded : lastRounded.subarray(0, n);
+    roundInto(out, xf);
+    lastLength = n;
+    return out;
+  };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
   /** A GEMM whose `b` operand is a weight: rounded once per array identity. */
   const weightGemm: GemmFn = (o, a, b, m, n, k) => {
@@ -240,16 +274,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
       weightCache.set(b, wb);
       markGemmOperandImmutable(wb); // nothing writes wb: its packed panels may be kept
     }
-    accumulateLinear(o, roundA(head(a, m * k)), wb, m, n, k);
+    accumulateLinear(o, roundInput(head(a, m * k)), wb, m, n, k);
     finish(head(o, m * n));
-  };
-  // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
-  // transpose once per weight array, the input once for every layer that reads it.
-  let roundCodes: CodeArray = allocCodes(opFormat, 0);
-  const roundInto = (dst: Float32Array, src: FloatArray): void => {
-    if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
-    const codes = encodeArray(opFormat, asFloat32(src), cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
-    decodeArray(opFormat, codes, dst);
   };
   /** A GEMM whose operands are rounded already. */
   const gemmRounded: GemmFn = (o, a, b, m, n, k) => {

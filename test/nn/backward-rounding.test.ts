@@ -195,3 +195,27 @@ describe('attention with operandRounding', () => {
     got.forEach((g, i) => sameBits(g, want[i]!));
   });
 });
+
+describe('roundingNumerics linear forward: an input equal to the last one is rounded once', () => {
+  it('equals a fresh numerics on every call: the same values again, new values in the same array, other lengths, float64, NaN payloads', () => {
+    const C = 6, OC = 5;
+    const weight = edgeData(OC * C, 'w');
+    const x = edgeData(4 * C, 'x');
+    const nanPayload = x.slice();
+    new Uint32Array(nanPayload.buffer)[3] = 0x7fc00001; // a NaN with another payload
+    const inputs: FloatArray[] = [x, x.slice(), x, nanPayload, x, x.subarray(0, 2 * C), Float64Array.from(x), edgeData(4 * C, 'y'), x];
+    for (const opt of options) {
+      const numerics = roundingNumerics(opt);
+      const gemms = [numerics.block(0).q, numerics.block(0).k, numerics.lmHead()];
+      inputs.forEach((inp, step) => {
+        if (step === 4) x[8] = Math.fround(x[8]! * 3 + 1); // the same array, new values
+        const N = inp.length / C;
+        const got = new Float32Array(N * OC);
+        gemms[step % gemms.length]!.forward(got, inp, weight, N, OC, C);
+        const want = new Float32Array(N * OC);
+        roundingNumerics(opt).lmHead().forward(want, inp, weight, N, OC, C);
+        sameBits(got, want);
+      });
+    }
+  });
+});
