@@ -115,6 +115,28 @@ export interface AttentionCache {
   readonly k: FloatArray;
   /** (B, H, T, T) attention probabilities P (0 where masked). */
   readonly att: FloatArray;
+  /**
+   * The GEMM operands the forward rounded with an {@link AttentionGemms.operandRounding} (the backward
+   * reads the same q, k, v and P again); set by {@link attentionForward}, undefined after a forward
+   * without one.
+   */
+  rounded?: RoundedAttentionOperands | undefined;
+}
+
+/** round(q), round(k), round(v) and round(P) of one forward ({@link AttentionCache.rounded}). */
+export interface RoundedAttentionOperands {
+  /** The rounding they were made with. */
+  readonly rounding: AttentionOperandRounding;
+  /** The forward's `v` input they were made from. */
+  readonly vInput: FloatArray;
+  /** (B, T, C) round of the cache's q. */
+  readonly q: Float32Array;
+  /** (B, T, C) round of the cache's k. */
+  readonly k: Float32Array;
+  /** (B, T, C) round(v). */
+  readonly v: Float32Array;
+  /** (B, H, T, T) round(P). */
+  readonly att: Float32Array;
 }
 
 /** Allocates an {@link AttentionCache} of the element type of `like`. */
@@ -156,18 +178,20 @@ export function attentionForward(
     cache.q.set(q.subarray(0, B * T * C));
     cache.k.set(k.subarray(0, B * T * C));
   }
-  // With an operand rounding: q, k, v rounded once here (what qk and pv would do per head), P per head.
+  // With an operand rounding: q, k, v rounded once here (what qk and pv would do per head), P per
+  // head, all kept in the cache for the backward.
   const r = operandRoundingOf(gemms);
   const n = B * T * C;
   const qIn = r ? rounded(r, cache.q, n) : cache.q; // (B, T, C)
   const kIn = r ? rounded(r, cache.k, n) : cache.k; // (B, T, C)
   const vIn = r ? rounded(r, v, n) : v; // (B, T, C)
+  const attIn = new Float32Array(r ? B * H * T * T : 0); // (B, H, T, T) round(P), with an operand rounding
+  cache.rounded = r ? { rounding: r, vInput: v, q: qIn as Float32Array, k: kIn as Float32Array, v: vIn as Float32Array, att: attIn } : undefined;
   const like = r ? qIn : q;
   const Qh = allocLike(like, T * hs); // (T, hs)
   const Kh = allocLike(like, T * hs); // (T, hs)
   const Vh = allocLike(like, T * hs); // (T, hs)
   const VhT = allocLike(like, hs * T); // (hs, T)
-  const Ph = new Float32Array(r ? T * T : 0); // (T, T) round(P), with an operand rounding
   const S = allocLike(q, T * T); // (T, T) raw scores
   const Oh = allocLike(q, T * hs); // (T, hs)
   for (let b = 0; b < B; b++) {
@@ -182,6 +206,7 @@ export function attentionForward(
       transpose(VhT, Vh, T, hs);
       const P = cache.att.subarray(pOff, pOff + T * T); // (T, T)
       if (r) {
+        const Ph = attIn.subarray(pOff, pOff + T * T); // (T, T)
         r.round(Ph, P);
         r.gemmRounded(Oh, Ph, VhT, T, hs, T);
       } else gemms.pv(Oh, P, VhT, T, hs, T);
@@ -223,15 +248,16 @@ export function attentionBackward(
   const scale = 1 / Math.sqrt(hs);
   const dqRot = rope ? allocLike(dout, B * T * C) : dq; // (B, T, C) gradient w.r.t. roped q
   const dkRot = rope ? allocLike(dout, B * T * C) : dk; // (B, T, C)
-  // With an operand rounding: q, k, v, dO and P rounded once here (what the GEMMs would do per head and
-  // per product), dS once per head for both dQuery and dKey.
+  // With an operand rounding: q, k, v and P as the forward rounded them (or rounded here), dO once
+  // (what the GEMMs would do per head and per product), dS once per head for both dQuery and dKey.
   const r = operandRoundingOf(gemms);
   const n = B * T * C;
-  const qIn = r ? rounded(r, cache.q, n) : cache.q; // (B, T, C)
-  const kIn = r ? rounded(r, cache.k, n) : cache.k; // (B, T, C)
-  const vIn = r ? rounded(r, v, n) : v; // (B, T, C)
+  const kept = r !== null && cache.rounded?.rounding === r && cache.rounded.vInput === v ? cache.rounded : undefined;
+  const qIn = kept?.q ?? (r ? rounded(r, cache.q, n) : cache.q); // (B, T, C)
+  const kIn = kept?.k ?? (r ? rounded(r, cache.k, n) : cache.k); // (B, T, C)
+  const vIn = kept?.v ?? (r ? rounded(r, v, n) : v); // (B, T, C)
   const dIn = r ? rounded(r, dout, n) : dout; // (B, T, C)
-  const pIn = r ? rounded(r, cache.att, B * H * T * T) : cache.att; // (B, H, T, T) GEMM operand P
+  const pIn = kept?.att ?? (r ? rounded(r, cache.att, B * H * T * T) : cache.att); // (B, H, T, T) GEMM operand P
   const like = r ? qIn : dout;
   const Qh = allocLike(like, T * hs); // (T, hs)
   const Kh = allocLike(like, T * hs); // (T, hs)

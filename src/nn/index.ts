@@ -79,6 +79,7 @@ export {
   type AttentionCache,
   type AttentionGemms,
   type AttentionOperandRounding,
+  type RoundedAttentionOperands,
   type AttentionOptions,
   createAttentionCache,
   attentionForward,

@@ -234,36 +234,39 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
   // transpose once per weight array, the input once for every layer that reads it.
   let roundCodes: CodeArray = allocCodes(opFormat, 0);
-  const roundInto = (dst: Float32Array, src: FloatArray): void => {
+  const encodeDecode = (dst: Float32Array, src: Float32Array): void => {
     if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
-    const codes = encodeArray(opFormat, asFloat32(src), cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
+    const codes = encodeArray(opFormat, src, cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
     decodeArray(opFormat, codes, dst);
   };
-  // The input of a linear forward, rounded once for consecutive layers that read the same values
-  // (q, k and v read one normalized input; MLP up and gate another): rounding is a function of the
-  // float32 bits, so an input equal bit for bit to the last one gets the last result.
-  let lastInput = new Uint32Array(0); // float32 bits of the last input (its first lastLength)
-  let lastRounded = new Float32Array(0);
-  let lastLength = -1;
+  // Inputs of linear forwards with their rounding, by array identity: q, k and v read one normalized
+  // input, MLP up and gate another, and the backward rounds the same inputs again for wgrad. Rounding is
+  // a function of the float32 bits, so a remembered result is used only for an input whose bits are
+  // still those it was made from (a buffer reused with new values is rounded afresh).
+  const inputs = new WeakMap<FloatArray, { readonly bits: Uint32Array; readonly rounded: Float32Array }>();
+  const remembered = (x: FloatArray, xf: Float32Array): Float32Array | null => {
+    const known = inputs.get(x);
+    if (known === undefined || known.bits.length !== xf.length) return null;
+    const bits = new Uint32Array(xf.buffer, xf.byteOffset, xf.length);
+    for (let i = 0; i < bits.length; i++) if (bits[i] !== known.bits[i]) return null;
+    return known.rounded;
+  };
+  /** The rounding of every element of `src` into `dst`. */
+  const roundInto = (dst: Float32Array, src: FloatArray): void => {
+    const xf = asFloat32(src);
+    const known = remembered(src, xf);
+    if (known !== null) dst.set(known);
+    else encodeDecode(dst, xf);
+  };
+  /** The rounding of a linear forward's input (remembered for the layers and the backward that read it again). */
   const roundInput = (x: FloatArray): Float32Array => {
     const xf = asFloat32(x);
-    const n = xf.length;
-    const bits = new Uint32Array(xf.buffer, xf.byteOffset, n);
-    if (n === lastLength) {
-      let i = 0;
-      while (i < n && bits[i] === lastInput[i]) i++;
-      if (i === n) return lastRounded.length === n ? lastRounded : lastRounded.subarray(0, n);
-    }
-    if (lastInput.length < n) {
-      lastInput = new Uint32Array(n);
-      lastRounded = new Float32Array(n);
-    }
-    lastLength = -1; // until both copies are whole
-    lastInput.set(bits);
-    const out = lastRounded.length === n ? lastRounded : lastRounded.subarray(0, n);
-    roundInto(out, xf);
-    lastLength = n;
-    return out;
+    const known = remembered(x, xf);
+    if (known !== null) return known;
+    const rounded = new Float32Array(xf.length);
+    encodeDecode(rounded, xf);
+    inputs.set(x, { bits: new Uint32Array(xf.buffer, xf.byteOffset, xf.length).slice(), rounded });
+    return rounded;
   };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
   /** A GEMM whose `b` operand is a weight: rounded once per array identity. */

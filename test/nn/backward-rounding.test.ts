@@ -153,7 +153,7 @@ describe('linearBackward with backwardRounding', () => {
 
 describe('attention with operandRounding', () => {
   /** Forward then backward of one attention call; returns out, P and dq, dk, dv. */
-  function attention(gemms: AttentionGemms, like: FloatArray, B: number, T: number, C: number, H: number, causal: boolean, rope: boolean, seed: string): FloatArray[] {
+  function attention(gemms: AttentionGemms, like: FloatArray, B: number, T: number, C: number, H: number, causal: boolean, rope: boolean, seed: string, backwardGemms = gemms): FloatArray[] {
     const cast = (x: Float32Array): FloatArray => (like instanceof Float64Array ? Float64Array.from(x) : x.slice());
     const n = B * T * C;
     const [q, k, v, dout] = ['q', 'k', 'v', 'dy'].map((name) => cast(edgeData(n, seed + name))) as [FloatArray, FloatArray, FloatArray, FloatArray];
@@ -162,7 +162,7 @@ describe('attention with operandRounding', () => {
     const opts = { causal, rope, gemms };
     attentionForward(out, cache, q, k, v, B, T, C, H, opts);
     const [dq, dk, dv] = [0.5, -0.25, 1].map((x) => cast(new Float32Array(n).fill(x))) as [FloatArray, FloatArray, FloatArray];
-    attentionBackward(dq, dk, dv, dout, cache, v, B, T, C, H, opts);
+    attentionBackward(dq, dk, dv, dout, cache, v, B, T, C, H, { ...opts, gemms: backwardGemms });
     return [out, cache.att, cache.q, dq, dk, dv];
   }
 
@@ -185,6 +185,14 @@ describe('attention with operandRounding', () => {
     }
   });
 
+  it('a backward under another rounding than the forward rounds the operands afresh', () => {
+    const bf16 = roundingNumerics({ operands: 'bf16' }).block(0).attention;
+    const fp16 = roundingNumerics({ operands: 'fp16' }).block(0).attention;
+    const got = attention(bf16, new Float32Array(0), 2, 6, 8, 2, true, true, 'x', fp16);
+    const want = attention({ ...bf16, operandRounding: undefined }, new Float32Array(0), 2, 6, 8, 2, true, true, 'x', { ...fp16, operandRounding: undefined });
+    got.forEach((g, i) => sameBits(g, want[i]!));
+  });
+
   it('a copy that replaces one of the six GEMMs calls it (the description no longer applies)', () => {
     const base = roundingNumerics({ operands: 'bf16' }).block(0).attention;
     let calls = 0;
@@ -196,7 +204,7 @@ describe('attention with operandRounding', () => {
   });
 });
 
-describe('roundingNumerics linear forward: an input equal to the last one is rounded once', () => {
+describe('roundingNumerics remembers the rounding of linear-forward inputs', () => {
   it('equals a fresh numerics on every call: the same values again, new values in the same array, other lengths, float64, NaN payloads', () => {
     const C = 6, OC = 5;
     const weight = edgeData(OC * C, 'w');
@@ -216,6 +224,22 @@ describe('roundingNumerics linear forward: an input equal to the last one is rou
         roundingNumerics(opt).lmHead().forward(want, inp, weight, N, OC, C);
         sameBits(got, want);
       });
+    }
+  });
+
+  it('the backward reuses the rounding of a forward input only while its bits are unchanged', () => {
+    const N = 9, C = 6, OC = 4;
+    const weight = edgeData(OC * C, 'w'), dout = edgeData(N * OC, 'dy');
+    for (const mutate of [false, true]) {
+      const x = edgeData(N * C, 'x');
+      const fast = roundingNumerics({ operands: 'bf16' }).lmHead();
+      fast.forward(new Float32Array(N * OC), x, weight, N, OC, C);
+      if (mutate) x[11] = Math.fround(x[11]! * -3 + 2); // a buffer reused with new values before the backward
+      const got = [new Float32Array(N * C), new Float32Array(OC * C)];
+      linearBackward(got[0]!, got[1]!, null, dout, x, weight, N, C, OC, fast);
+      const want = [new Float32Array(N * C), new Float32Array(OC * C)];
+      linearBackward(want[0]!, want[1]!, null, dout, x, weight, N, C, OC, perCall(roundingNumerics({ operands: 'bf16' }).lmHead()));
+      got.forEach((g, i) => sameBits(g, want[i]!));
     }
   });
 });
