@@ -242,14 +242,43 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   // Inputs of linear forwards with their rounding, by array identity: q, k and v read one normalized
   // input, MLP up and gate another, and the backward rounds the same inputs again for wgrad. Rounding is
   // a function of the float32 bits, so a remembered result is used only for an input whose bits are
-  // still those it was made from (a buffer reused with new values is rounded afresh).
-  const inputs = new WeakMap<FloatArray, { readonly bits: Uint32Array; readonly rounded: Float32Array }>();
+  // still those it was made from (a buffer reused with new values is rounded afresh). A ring of
+  // REMEMBERED slots whose buffers are reused: a decode step allocates nothing, and a forward of up to
+  // about REMEMBERED/4 blocks is still there for its backward (beyond that it is rounded again).
+  const REMEMBERED = 64;
+  // Inputs below REMEMBER_MIN elements (a decode step's rows) are rounded per call: at that size the
+  // bookkeeping measured slower than the rounding it saves (the bf16 rollout of `bench sizes` tiny).
+  const REMEMBER_MIN = 4096;
+  const ring = Array.from({ length: REMEMBERED }, () => ({ key: null as FloatArray | null, bits: new Uint32Array(0), rounded: new Float32Array(0), n: 0 }));
+  let next = 0;
   const remembered = (x: FloatArray, xf: Float32Array): Float32Array | null => {
-    const known = inputs.get(x);
-    if (known === undefined || known.bits.length !== xf.length) return null;
-    const bits = new Uint32Array(xf.buffer, xf.byteOffset, xf.length);
-    for (let i = 0; i < bits.length; i++) if (bits[i] !== known.bits[i]) return null;
-    return known.rounded;
+    for (const slot of ring) {
+      if (slot.key !== x) continue;
+      if (slot.n !== xf.length) return null;
+      const bits = new Uint32Array(xf.buffer, xf.byteOffset, xf.length);
+      for (let i = 0; i < bits.length; i++) if (bits[i] !== slot.bits[i]) return null;
+      return slot.rounded.length === slot.n ? slot.rounded : slot.rounded.subarray(0, slot.n);
+    }
+    return null;
+  };
+  const remember = (x: FloatArray, xf: Float32Array): Float32Array => {
+    const n = xf.length;
+    let slot = ring.find((e) => e.key === x); // an input rounded before with other bits: its own slot
+    if (slot === undefined) {
+      slot = ring[next]!;
+      next = (next + 1) % REMEMBERED;
+    }
+    if (slot.bits.length < n) {
+      slot.bits = new Uint32Array(n);
+      slot.rounded = new Float32Array(n);
+    }
+    slot.key = null; // until both copies are whole
+    slot.bits.set(new Uint32Array(xf.buffer, xf.byteOffset, n));
+    const rounded = slot.rounded.length === n ? slot.rounded : slot.rounded.subarray(0, n);
+    encodeDecode(rounded, xf);
+    slot.n = n;
+    slot.key = x;
+    return rounded;
   };
   /** The rounding of every element of `src` into `dst`. */
   const roundInto = (dst: Float32Array, src: FloatArray): void => {
@@ -261,12 +290,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   /** The rounding of a linear forward's input (remembered for the layers and the backward that read it again). */
   const roundInput = (x: FloatArray): Float32Array => {
     const xf = asFloat32(x);
-    const known = remembered(x, xf);
-    if (known !== null) return known;
-    const rounded = new Float32Array(xf.length);
-    encodeDecode(rounded, xf);
-    inputs.set(x, { bits: new Uint32Array(xf.buffer, xf.byteOffset, xf.length).slice(), rounded });
-    return rounded;
+    if (xf.length < REMEMBER_MIN) return roundA(xf);
+    return remembered(x, xf) ?? remember(x, xf);
   };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
   /** A GEMM whose `b` operand is a weight: rounded once per array identity. */

@@ -208,10 +208,10 @@ describe('roundingNumerics remembers the rounding of linear-forward inputs', () 
   it('equals a fresh numerics on every call: the same values again, new values in the same array, other lengths, float64, NaN payloads', () => {
     const C = 6, OC = 5;
     const weight = edgeData(OC * C, 'w');
-    const x = edgeData(4 * C, 'x');
+    const x = edgeData(720 * C, 'x'); // above the size from which inputs are remembered
     const nanPayload = x.slice();
     new Uint32Array(nanPayload.buffer)[3] = 0x7fc00001; // a NaN with another payload
-    const inputs: FloatArray[] = [x, x.slice(), x, nanPayload, x, x.subarray(0, 2 * C), Float64Array.from(x), edgeData(4 * C, 'y'), x];
+    const inputs: FloatArray[] = [x, x.slice(), x, nanPayload, x, x.subarray(0, 2 * C), x.subarray(0, 2 * C), Float64Array.from(x), edgeData(720 * C, 'y'), x];
     for (const opt of options) {
       const numerics = roundingNumerics(opt);
       const gemms = [numerics.block(0).q, numerics.block(0).k, numerics.lmHead()];
@@ -228,10 +228,11 @@ describe('roundingNumerics remembers the rounding of linear-forward inputs', () 
   });
 
   it('the backward reuses the rounding of a forward input only while its bits are unchanged', () => {
-    const N = 9, C = 6, OC = 4;
-    const weight = edgeData(OC * C, 'w'), dout = edgeData(N * OC, 'dy');
+    const N = 720, C = 6, OC = 4; // an input above the size from which inputs are remembered
+    const finite = (x: Float32Array): Float32Array => x.map((v) => (Number.isFinite(v) && Math.abs(v) < 1e30 ? v : 0.5)); // so that one changed input moves dW
+    const weight = edgeData(OC * C, 'w'), dout = finite(edgeData(N * OC, 'dy'));
     for (const mutate of [false, true]) {
-      const x = edgeData(N * C, 'x');
+      const x = finite(edgeData(N * C, 'x'));
       const fast = roundingNumerics({ operands: 'bf16' }).lmHead();
       fast.forward(new Float32Array(N * OC), x, weight, N, OC, C);
       if (mutate) x[11] = Math.fround(x[11]! * -3 + 2); // a buffer reused with new values before the backward
