@@ -43,6 +43,39 @@ export interface AttentionGemms {
     /** `pv` with its `b` operand already rounded by `roundB`. */
     readonly pvRoundedB: GemmFn;
   };
+  /**
+   * Optional, for the full-sequence forward and backward: says that all six GEMMs round both operands
+   * element by element with one function and then multiply the rounded operands, and gives the pieces.
+   * Q, K, V, dO and P are then rounded once per call (whole tensors, not per head and per product) and
+   * dS once per head. It applies only while the six GEMMs are the functions named here.
+   */
+  readonly operandRounding?: AttentionOperandRounding;
+}
+
+/**
+ * The operand rounding of the attention GEMMs ({@link AttentionGemms.operandRounding}): the six GEMMs
+ * it describes (`qk` … `dKey`), their rounding and their product on rounded operands.
+ */
+export interface AttentionOperandRounding extends Pick<AttentionGemms, 'qk' | 'pv' | 'dScores' | 'dValues' | 'dQuery' | 'dKey'> {
+  /** Writes the rounding of every element of `src` to `dst` (same length): what each GEMM does to each operand. */
+  readonly round: (dst: Float32Array, src: FloatArray) => void;
+  /** The six GEMMs with both operands already rounded by `round` (the same accumulation and output rounding). */
+  readonly gemmRounded: GemmFn;
+}
+
+/** The {@link AttentionOperandRounding} the full-sequence paths may use for `gemms`, or null (then they call the six GEMMs). */
+function operandRoundingOf(g: AttentionGemms): AttentionOperandRounding | null {
+  const r = g.operandRounding;
+  if (r === undefined) return null;
+  const same = r.qk === g.qk && r.pv === g.pv && r.dScores === g.dScores && r.dValues === g.dValues && r.dQuery === g.dQuery && r.dKey === g.dKey;
+  return same ? r : null;
+}
+
+/** round(x[0 … n)) as a new array. */
+function rounded(r: AttentionOperandRounding, x: FloatArray, n: number): Float32Array {
+  const out = new Float32Array(n);
+  r.round(out, x.length === n ? x : x.subarray(0, n));
+  return out;
 }
 
 /** The default {@link AttentionGemms}: {@link gemmSequential} at all six sites. */
@@ -82,6 +115,28 @@ export interface AttentionCache {
   readonly k: FloatArray;
   /** (B, H, T, T) attention probabilities P (0 where masked). */
   readonly att: FloatArray;
+  /**
+   * The GEMM operands the forward rounded with an {@link AttentionGemms.operandRounding} (the backward
+   * reads the same q, k, v and P again); set by {@link attentionForward}, undefined after a forward
+   * without one.
+   */
+  rounded?: RoundedAttentionOperands | undefined;
+}
+
+/** round(q), round(k), round(v) and round(P) of one forward ({@link AttentionCache.rounded}). */
+export interface RoundedAttentionOperands {
+  /** The rounding they were made with. */
+  readonly rounding: AttentionOperandRounding;
+  /** The forward's `v` input they were made from. */
+  readonly vInput: FloatArray;
+  /** (B, T, C) round of the cache's q. */
+  readonly q: Float32Array;
+  /** (B, T, C) round of the cache's k. */
+  readonly k: Float32Array;
+  /** (B, T, C) round(v). */
+  readonly v: Float32Array;
+  /** (B, H, T, T) round(P). */
+  readonly att: Float32Array;
 }
 
 /** Allocates an {@link AttentionCache} of the element type of `like`. */
@@ -123,23 +178,38 @@ export function attentionForward(
     cache.q.set(q.subarray(0, B * T * C));
     cache.k.set(k.subarray(0, B * T * C));
   }
-  const Qh = allocLike(q, T * hs); // (T, hs)
-  const Kh = allocLike(q, T * hs); // (T, hs)
-  const Vh = allocLike(q, T * hs); // (T, hs)
-  const VhT = allocLike(q, hs * T); // (hs, T)
+  // With an operand rounding: q, k, v rounded once here (what qk and pv would do per head), P per
+  // head, all kept in the cache for the backward.
+  const r = operandRoundingOf(gemms);
+  const n = B * T * C;
+  const qIn = r ? rounded(r, cache.q, n) : cache.q; // (B, T, C)
+  const kIn = r ? rounded(r, cache.k, n) : cache.k; // (B, T, C)
+  const vIn = r ? rounded(r, v, n) : v; // (B, T, C)
+  const attIn = new Float32Array(r ? B * H * T * T : 0); // (B, H, T, T) round(P), with an operand rounding
+  cache.rounded = r ? { rounding: r, vInput: v, q: qIn as Float32Array, k: kIn as Float32Array, v: vIn as Float32Array, att: attIn } : undefined;
+  const like = r ? qIn : q;
+  const Qh = allocLike(like, T * hs); // (T, hs)
+  const Kh = allocLike(like, T * hs); // (T, hs)
+  const Vh = allocLike(like, T * hs); // (T, hs)
+  const VhT = allocLike(like, hs * T); // (hs, T)
   const S = allocLike(q, T * T); // (T, T) raw scores
   const Oh = allocLike(q, T * hs); // (T, hs)
   for (let b = 0; b < B; b++) {
     const off = b * T * C;
     for (let h = 0; h < H; h++) {
-      gatherHead(Qh, cache.q, off, T, C, h, hs);
-      gatherHead(Kh, cache.k, off, T, C, h, hs);
-      gatherHead(Vh, v, off, T, C, h, hs);
-      gemms.qk(S, Qh, Kh, T, T, hs);
+      gatherHead(Qh, qIn, off, T, C, h, hs);
+      gatherHead(Kh, kIn, off, T, C, h, hs);
+      gatherHead(Vh, vIn, off, T, C, h, hs);
+      (r ? r.gemmRounded : gemms.qk)(S, Qh, Kh, T, T, hs);
       const pOff = (b * H + h) * T * T; // P slab (T, T)
       for (let t = 0; t < T; t++) softmaxRow(cache.att, pOff + t * T, S, t * T, causal ? t + 1 : T, T, scale);
       transpose(VhT, Vh, T, hs);
-      gemms.pv(Oh, cache.att.subarray(pOff, pOff + T * T), VhT, T, hs, T);
+      const P = cache.att.subarray(pOff, pOff + T * T); // (T, T)
+      if (r) {
+        const Ph = attIn.subarray(pOff, pOff + T * T); // (T, T)
+        r.round(Ph, P);
+        r.gemmRounded(Oh, Ph, VhT, T, hs, T);
+      } else gemms.pv(Oh, P, VhT, T, hs, T);
       for (let t = 0; t < T; t++) {
         for (let d = 0; d < hs; d++) out[off + t * C + h * hs + d] = Oh[t * hs + d]!;
       }
@@ -178,43 +248,57 @@ export function attentionBackward(
   const scale = 1 / Math.sqrt(hs);
   const dqRot = rope ? allocLike(dout, B * T * C) : dq; // (B, T, C) gradient w.r.t. roped q
   const dkRot = rope ? allocLike(dout, B * T * C) : dk; // (B, T, C)
-  const Qh = allocLike(dout, T * hs); // (T, hs)
-  const Kh = allocLike(dout, T * hs); // (T, hs)
-  const Vh = allocLike(dout, T * hs); // (T, hs)
-  const dOh = allocLike(dout, T * hs); // (T, hs)
-  const QhT = allocLike(dout, hs * T); // (hs, T)
-  const KhT = allocLike(dout, hs * T); // (hs, T)
-  const dOhT = allocLike(dout, hs * T); // (hs, T)
-  const PT = allocLike(dout, T * T); // (T, T)
+  // With an operand rounding: q, k, v and P as the forward rounded them (or rounded here), dO once
+  // (what the GEMMs would do per head and per product), dS once per head for both dQuery and dKey.
+  const r = operandRoundingOf(gemms);
+  const n = B * T * C;
+  const kept = r !== null && cache.rounded?.rounding === r && cache.rounded.vInput === v ? cache.rounded : undefined;
+  const qIn = kept?.q ?? (r ? rounded(r, cache.q, n) : cache.q); // (B, T, C)
+  const kIn = kept?.k ?? (r ? rounded(r, cache.k, n) : cache.k); // (B, T, C)
+  const vIn = kept?.v ?? (r ? rounded(r, v, n) : v); // (B, T, C)
+  const dIn = r ? rounded(r, dout, n) : dout; // (B, T, C)
+  const pIn = kept?.att ?? (r ? rounded(r, cache.att, B * H * T * T) : cache.att); // (B, H, T, T) GEMM operand P
+  const like = r ? qIn : dout;
+  const Qh = allocLike(like, T * hs); // (T, hs)
+  const Kh = allocLike(like, T * hs); // (T, hs)
+  const Vh = allocLike(like, T * hs); // (T, hs)
+  const dOh = allocLike(like, T * hs); // (T, hs)
+  const QhT = allocLike(like, hs * T); // (hs, T)
+  const KhT = allocLike(like, hs * T); // (hs, T)
+  const dOhT = allocLike(like, hs * T); // (hs, T)
+  const PT = allocLike(like, T * T); // (T, T)
   const dP = allocLike(dout, T * T); // (T, T)
   const dS = allocLike(dout, T * T); // (T, T)
-  const dST = allocLike(dout, T * T); // (T, T)
+  const dSIn = r ? new Float32Array(T * T) : dS; // (T, T) round(dS), with an operand rounding
+  const dST = allocLike(like, T * T); // (T, T)
   const dQh = allocLike(dout, T * hs); // (T, hs)
   const dKh = allocLike(dout, T * hs); // (T, hs)
   const dVh = allocLike(dout, T * hs); // (T, hs)
+  const gemm = (site: GemmFn): GemmFn => (r ? r.gemmRounded : site);
   for (let b = 0; b < B; b++) {
     const off = b * T * C;
     for (let h = 0; h < H; h++) {
-      gatherHead(Qh, cache.q, off, T, C, h, hs);
-      gatherHead(Kh, cache.k, off, T, C, h, hs);
-      gatherHead(Vh, v, off, T, C, h, hs);
-      gatherHead(dOh, dout, off, T, C, h, hs);
+      gatherHead(Qh, qIn, off, T, C, h, hs);
+      gatherHead(Kh, kIn, off, T, C, h, hs);
+      gatherHead(Vh, vIn, off, T, C, h, hs);
+      gatherHead(dOh, dIn, off, T, C, h, hs);
       const pOff = (b * H + h) * T * T;
       const P = cache.att.subarray(pOff, pOff + T * T); // (T, T)
-      gemms.dScores(dP, dOh, Vh, T, T, hs);
-      transpose(PT, P, T, T);
+      gemm(gemms.dScores)(dP, dOh, Vh, T, T, hs);
+      transpose(PT, pIn.subarray(pOff, pOff + T * T), T, T);
       transpose(dOhT, dOh, T, hs);
-      gemms.dValues(dVh, PT, dOhT, T, hs, T);
+      gemm(gemms.dValues)(dVh, PT, dOhT, T, hs, T);
       for (let t = 0; t < T; t++) {
         let dot = 0;
         for (let t2 = 0; t2 < T; t2++) dot += P[t * T + t2]! * dP[t * T + t2]!;
         for (let t2 = 0; t2 < T; t2++) dS[t * T + t2] = scale * P[t * T + t2]! * (dP[t * T + t2]! - dot);
       }
+      if (r) r.round(dSIn as Float32Array, dS);
       transpose(KhT, Kh, T, hs);
-      gemms.dQuery(dQh, dS, KhT, T, hs, T);
-      transpose(dST, dS, T, T);
+      gemm(gemms.dQuery)(dQh, dSIn, KhT, T, hs, T);
+      transpose(dST, dSIn, T, T);
       transpose(QhT, Qh, T, hs);
-      gemms.dKey(dKh, dST, QhT, T, hs, T);
+      gemm(gemms.dKey)(dKh, dST, QhT, T, hs, T);
       for (let t = 0; t < T; t++) {
         for (let d = 0; d < hs; d++) {
           const i = off + t * C + h * hs + d;

@@ -3,7 +3,7 @@
 
 import { allocLike, type FloatArray } from './array.js';
 import { sequentialLinearGemms, type LinearGemms } from './gemm.js';
-import { linearBackward, linearForward } from './linear.js';
+import { linearBackward, linearForward, roundedInputT } from './linear.js';
 import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './norm.js';
 import {
   attentionBackward,
@@ -385,8 +385,9 @@ export function blockBackward(
   const dv = a(N * C); // (N, C)
   attentionBackward(dq, dk, dv, datt, cache.attention, cache.v, B, T, C, H, attentionOptions(cfg, gemms));
   const dln1 = a(N * C); // (N, C)
-  linearBackward(dln1, g.wq, g.bq, dq, cache.ln1, w.wq, N, C, C, gemms.q);
-  linearBackward(dln1, g.wk, g.bk, dk, cache.ln1, w.wk, N, C, C, gemms.k);
-  linearBackward(dln1, g.wv, g.bv, dv, cache.ln1, w.wv, N, C, C, gemms.v);
+  const ln1T = roundedInputT(cache.ln1, N, C, gemms.q); // (C, N) or null: q, k and v read the same input
+  linearBackward(dln1, g.wq, g.bq, dq, cache.ln1, w.wq, N, C, C, gemms.q, ln1T);
+  linearBackward(dln1, g.wk, g.bk, dk, cache.ln1, w.wk, N, C, C, gemms.k, ln1T);
+  linearBackward(dln1, g.wv, g.bv, dv, cache.ln1, w.wv, N, C, C, gemms.v, ln1T);
   normBackward(cfg, dinp, g.ln1, g.ln1Bias, dln1, inp, w.ln1, cache.ln1Mean, cache.ln1Rstd, N);
 }

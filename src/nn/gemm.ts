@@ -57,6 +57,31 @@ export interface LinearGemms {
   readonly dgrad: GemmFn;
   /** dW (OC×C) = dyᵀ (OC×N) · xᵀ (C×N)ᵀ. */
   readonly wgrad: GemmFn;
+  /**
+   * Optional, for the backward: says that `dgrad` and `wgrad` round both operands element by element
+   * with one function and then multiply the rounded operands, and gives the pieces. `linearBackward`
+   * then rounds `dy` once for both products, takes the weight's rounded transpose once per weight
+   * version and rounds an input once for all the layers that read it. It applies only while `dgrad`
+   * and `wgrad` are the functions named here (a copy that replaces them drops it).
+   */
+  readonly backwardRounding?: LinearBackwardRounding;
+}
+
+/** The operand rounding of a linear layer's backward GEMMs ({@link LinearGemms.backwardRounding}). */
+export interface LinearBackwardRounding {
+  /** The `dgrad` this describes. */
+  readonly dgrad: GemmFn;
+  /** The `wgrad` this describes. */
+  readonly wgrad: GemmFn;
+  /** Writes the rounding of every element of `src` to `dst` (same length): what `dgrad` and `wgrad` do to each operand. */
+  readonly round: (dst: Float32Array, src: FloatArray) => void;
+  /** `dgrad` and `wgrad` with both operands already rounded by `round` (the same accumulation and output rounding). */
+  readonly gemmRounded: GemmFn;
+  /**
+   * (C, OC) the rounding of `weightᵀ` for a weight (OC, C): equal to `round` of the transpose, and
+   * may be kept by the weight's array identity for the life of the numerics (one weight version).
+   */
+  readonly roundedWeightT: (weight: FloatArray, OC: number, C: number) => Float32Array;
 }
 
 /**

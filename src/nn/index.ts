@@ -8,6 +8,7 @@ export { type FloatArray, allocLike, transpose } from './array.js';
 export {
   type GemmFn,
   type LinearGemms,
+  type LinearBackwardRounding,
   gemmReference,
   gemmSequential,
   gemmThreads,
@@ -19,7 +20,7 @@ export {
 export { embeddingForward, embeddingBackward } from './embedding.js';
 
 // Linear layer.
-export { linearForward, linearBackward } from './linear.js';
+export { type RoundedInputT, linearForward, linearBackward, roundedInputT } from './linear.js';
 
 // LayerNorm and RMSNorm.
 export { layerNormForward, layerNormBackward, rmsNormForward, rmsNormBackward } from './norm.js';
@@ -77,6 +78,8 @@ export { ropeForward, ropeBackward } from './rope.js';
 export {
   type AttentionCache,
   type AttentionGemms,
+  type AttentionOperandRounding,
+  type RoundedAttentionOperands,
   type AttentionOptions,
   createAttentionCache,
   attentionForward,

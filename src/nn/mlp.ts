@@ -4,7 +4,7 @@
 import { allocLike, type FloatArray } from './array.js';
 import { geluBackward, geluForward, swigluBackward, swigluForward } from './activation.js';
 import { sequentialLinearGemms, type LinearGemms } from './gemm.js';
-import { linearBackward, linearForward } from './linear.js';
+import { linearBackward, linearForward, roundedInputT, type RoundedInputT } from './linear.js';
 
 /** Which nonlinearity the MLP uses. */
 export type MlpKind = 'gelu' | 'swiglu';
@@ -123,13 +123,15 @@ export function mlpBackward(
   const dact = allocLike(dout, N * Hd); // (N, Hd)
   linearBackward(dact, g.down, g.downBias, dout, cache.act, w.down, N, Hd, C, gemms.down);
   const dup = allocLike(dout, N * Hd); // (N, Hd)
+  let inpT: RoundedInputT | null = null; // (C, N) shared by gate and up, which read the same input
   if (kind === 'gelu') {
     geluBackward(dup, cache.up, dact, N * Hd);
   } else {
+    inpT = roundedInputT(inp, N, C, gemms.gate);
     const dgate = allocLike(dout, N * Hd); // (N, Hd)
     swigluBackward(dup, dgate, dact, cache.up, cache.gate, N * Hd);
     if (!g.gate) throw new Error('mlp: kind swiglu needs grads.gate, got null');
-    linearBackward(dinp, g.gate, g.gateBias, dgate, inp, needGate(w, kind), N, C, Hd, gemms.gate);
+    linearBackward(dinp, g.gate, g.gateBias, dgate, inp, needGate(w, kind), N, C, Hd, gemms.gate, inpT);
   }
-  linearBackward(dinp, g.up, g.upBias, dup, inp, w.up, N, C, Hd, gemms.up);
+  linearBackward(dinp, g.up, g.upBias, dup, inp, w.up, N, C, Hd, gemms.up, inpT);
 }

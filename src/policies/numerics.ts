@@ -4,7 +4,7 @@
 import { gemmSequential, sequentialLinearGemms, type GemmFn, type LinearGemms } from '../nn/gemm.js';
 import { sequentialBlockGemms, type BlockGemms } from '../nn/block.js';
 import type { AttentionGemms } from '../nn/attention.js';
-import type { FloatArray } from '../nn/array.js';
+import { transpose, type FloatArray } from '../nn/array.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
 import { allocCodes, decodeArray, encodeArray, fakeQuant, type CodeArray } from '../numerics/vector.js';
 import { floatFormats, type FloatFormat } from '../numerics/formats.js';
@@ -231,6 +231,68 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     accumulate(o, roundA(head(a, m * k)), roundB(head(b, n * k)), m, n, k);
     finish(head(o, m * n));
   };
+  // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
+  // transpose once per weight array, the input once for every layer that reads it.
+  let roundCodes: CodeArray = allocCodes(opFormat, 0);
+  const encodeDecode = (dst: Float32Array, src: Float32Array): void => {
+    if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
+    const codes = encodeArray(opFormat, src, cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
+    decodeArray(opFormat, codes, dst);
+  };
+  // Inputs of linear forwards with their rounding, by array identity: q, k and v read one normalized
+  // input, MLP up and gate another, and the backward rounds the same inputs again for wgrad. Rounding is
+  // a function of the float32 bits, so a remembered result is used only for an input whose bits are
+  // still those it was made from (a buffer reused with new values is rounded afresh). A ring of
+  // REMEMBERED slots whose buffers are reused: a decode step allocates nothing, and a forward of up to
+  // about REMEMBERED/4 blocks is still there for its backward (beyond that it is rounded again).
+  const REMEMBERED = 64;
+  // Inputs below REMEMBER_MIN elements (a decode step's rows) are rounded per call: at that size the
+  // bookkeeping measured slower than the rounding it saves (the bf16 rollout of `bench sizes` tiny).
+  const REMEMBER_MIN = 4096;
+  const ring = Array.from({ length: REMEMBERED }, () => ({ key: null as FloatArray | null, bits: new Uint32Array(0), rounded: new Float32Array(0), n: 0 }));
+  let next = 0;
+  const remembered = (x: FloatArray, xf: Float32Array): Float32Array | null => {
+    for (const slot of ring) {
+      if (slot.key !== x) continue;
+      if (slot.n !== xf.length) return null;
+      const bits = new Uint32Array(xf.buffer, xf.byteOffset, xf.length);
+      for (let i = 0; i < bits.length; i++) if (bits[i] !== slot.bits[i]) return null;
+      return slot.rounded.length === slot.n ? slot.rounded : slot.rounded.subarray(0, slot.n);
+    }
+    return null;
+  };
+  const remember = (x: FloatArray, xf: Float32Array): Float32Array => {
+    const n = xf.length;
+    let slot = ring.find((e) => e.key === x); // an input rounded before with other bits: its own slot
+    if (slot === undefined) {
+      slot = ring[next]!;
+      next = (next + 1) % REMEMBERED;
+    }
+    if (slot.bits.length < n) {
+      slot.bits = new Uint32Array(n);
+      slot.rounded = new Float32Array(n);
+    }
+    slot.key = null; // until both copies are whole
+    slot.bits.set(new Uint32Array(xf.buffer, xf.byteOffset, n));
+    const rounded = slot.rounded.length === n ? slot.rounded : slot.rounded.subarray(0, n);
+    encodeDecode(rounded, xf);
+    slot.n = n;
+    slot.key = x;
+    return rounded;
+  };
+  /** The rounding of every element of `src` into `dst`. */
+  const roundInto = (dst: Float32Array, src: FloatArray): void => {
+    const xf = asFloat32(src);
+    const known = remembered(src, xf);
+    if (known !== null) dst.set(known);
+    else encodeDecode(dst, xf);
+  };
+  /** The rounding of a linear forward's input (remembered for the layers and the backward that read it again). */
+  const roundInput = (x: FloatArray): Float32Array => {
+    const xf = asFloat32(x);
+    if (xf.length < REMEMBER_MIN) return roundA(xf);
+    return remembered(x, xf) ?? remember(x, xf);
+  };
   const weightCache = new WeakMap<FloatArray, Float32Array>();
   /** A GEMM whose `b` operand is a weight: rounded once per array identity. */
   const weightGemm: GemmFn = (o, a, b, m, n, k) => {
@@ -240,10 +302,28 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
       weightCache.set(b, wb);
       markGemmOperandImmutable(wb); // nothing writes wb: its packed panels may be kept
     }
-    accumulateLinear(o, roundA(head(a, m * k)), wb, m, n, k);
+    accumulateLinear(o, roundInput(head(a, m * k)), wb, m, n, k);
     finish(head(o, m * n));
   };
-  const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm });
+  /** A GEMM whose operands are rounded already. */
+  const gemmRounded: GemmFn = (o, a, b, m, n, k) => {
+    accumulate(o, head(a, m * k), head(b, n * k), m, n, k);
+    finish(head(o, m * n));
+  };
+  const weightTCache = new WeakMap<FloatArray, { readonly OC: number; readonly C: number; readonly values: Float32Array }>();
+  const roundedWeightT = (weight: FloatArray, OC: number, C: number): Float32Array => {
+    const known = weightTCache.get(weight);
+    if (known !== undefined && known.OC === OC && known.C === C) return known.values;
+    const weightT = new Float32Array(C * OC); // (C, OC)
+    transpose(weightT, weight, OC, C);
+    const values = new Float32Array(C * OC); // (C, OC) round(weightᵀ)
+    roundInto(values, weightT);
+    weightTCache.set(weight, { OC, C, values });
+    markGemmOperandImmutable(values); // nothing writes it: its packed panels may be kept
+    return values;
+  };
+  const backwardRounding = Object.freeze({ dgrad: gemm, wgrad: gemm, round: roundInto, gemmRounded, roundedWeightT });
+  const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm, backwardRounding });
   // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
   const roundKv = slot(opFormat);
   const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
@@ -251,7 +331,8 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     finish(head(o, m * n));
   };
   const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
-  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding });
+  const operandRounding = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, round: roundInto, gemmRounded });
+  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding, operandRounding });
   const block: BlockGemms = Object.freeze({
     q: linear, k: linear, v: linear, o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),

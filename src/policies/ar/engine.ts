@@ -96,6 +96,17 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
   let rolloutNumerics = sideNumerics(plan.rollout, rolloutPolicy.weights);
   let reference: { weights: Float32Array; policy: ArPolicy } | null = null;
   let last: { lp: TrainerLogprobs; rows: number } | null = null;
+  // The last pass on the master weights without a gradient (the ℓold recompute), for a later pass
+  // with the same inputs: with one mini-batch and one epoch the update's ℓθ pass is the ℓold pass
+  // again (same rows, same weights), and the forward is a function of the weights' bits, the rows'
+  // tokens, mask and kept sets, the replayed routing and the plan, so its caches serve that pass.
+  let oldPass: { lp: TrainerLogprobs; batch: EngineBatch; rows: readonly number[]; weights: Uint32Array; replay: readonly Int32Array[] | undefined } | null = null;
+  const sameInputs = (kept: NonNullable<typeof oldPass>, batch: EngineBatch, rows: readonly number[], replay: readonly Int32Array[] | undefined): boolean => {
+    if (kept.batch !== batch || kept.rows.length !== rows.length || rows.some((r, i) => r !== kept.rows[i])) return false;
+    if ((kept.replay === undefined) !== (replay === undefined)) return false;
+    if (replay !== undefined && !replay.every((layer, l) => sameBits(layer, kept.replay![l]!))) return false;
+    return sameBits(new Uint32Array(params.data.buffer, params.data.byteOffset, params.data.length), kept.weights);
+  };
 
   const recordOf = (batch: EngineBatch): ArEngineRecord => {
     const record = batch.record as ArEngineRecord | undefined;
@@ -155,16 +166,25 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const k = policy.blockConfig.moe?.topK ?? 0;
       const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
       const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
-      const lp = computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay, probSqSum: options.probSqSum, ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}) });
-      const sq = lp.probSqSum === undefined ? {} : { probSqSum: lp.probSqSum };
+      const kept = target === policy ? oldPass : null; // a pass on other weights (ℓref) leaves it
+      if (target === policy) oldPass = null;
+      const reuse = kept !== null && (options.probSqSum !== true || kept.lp.probSqSum !== undefined) && sameInputs(kept, batch, rows, replay);
+      const lp = reuse
+        ? kept.lp
+        : computeLogprobs(target, sub, rows.length, P, mask, { numerics: sideNumerics(plan.trainer, target.weights), temperature: sampler.temperature, support: subSupport, routing: replay, probSqSum: options.probSqSum, ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}) });
+      const sq = options.probSqSum === true && lp.probSqSum !== undefined ? { probSqSum: lp.probSqSum } : {};
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
-      if (k === 0) return { logp: lp.logp, entropy: lp.entropy, ...sq };
+      if (!options.grad && target === policy) oldPass = { lp, batch, rows: [...rows], weights: new Uint32Array(params.data.buffer, params.data.byteOffset, params.data.length).slice(), replay };
+      // a reused pass returns copies: the ℓold pass's arrays stay its caller's
+      const logp = reuse ? Float64Array.from(lp.logp) : lp.logp;
+      const entropy = reuse ? Float64Array.from(lp.entropy) : lp.entropy;
+      if (k === 0) return { logp, entropy, ...sq };
       const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)
-      if (recorded === undefined) return { logp: lp.logp, entropy: lp.entropy, ...sq, routing: used };
+      if (recorded === undefined) return { logp, entropy, ...sq, routing: used };
       // positions whose outputs score a response token: P + j − 1 for every slot j with mask 1
       const scored: number[] = [];
       for (let i = 0; i < rows.length; i++) for (let j = 0; j < batch.T; j++) if (mask[i * batch.T + j] === 1) scored.push(i * T + P + j - 1);
-      return { logp: lp.logp, entropy: lp.entropy, ...sq, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
+      return { logp, entropy, ...sq, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
     },
     backward(gradLogp) {
       if (last === null) throw new Error('ar engine: backward needs a preceding logprobs(…, { grad: true }) on the master weights');
@@ -212,3 +232,10 @@ export const arPolicyFactory: PolicyFactory = {
     return warmStartMetrics(losses);
   },
 };
+
+/** True when two typed arrays hold the same bits. */
+function sameBits(a: Uint32Array | Int32Array, b: Uint32Array | Int32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
