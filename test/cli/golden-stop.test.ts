@@ -29,7 +29,7 @@ describe('golden stops on a signal', () => {
     child.stderr.on('data', (t: string) => {
       stderr += t;
       // progress marker: the gemm suite is finished, casts is being generated
-      if (!sent && /^gemm: 16 cases/m.test(stderr)) {
+      if (!sent && /^gemm: \d+ cases/m.test(stderr)) {
         sent = true;
         child.kill(signal);
       }
