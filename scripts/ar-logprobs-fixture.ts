@@ -1,6 +1,6 @@
 // Writes a fixture for the numpy backend's agreement test: the TypeScript AR policy's weights
 // (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans, and its
-// rollout-engine log-probs under fp8-tensor-rollout (case.safetensors, `logp.rollout.fp8-tensor-rollout.τ`). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
+// rollout-engine log-probs under fp8-tensor-rollout (case.safetensors, `logp.rollout.fp8-tensor-rollout.τ`, with a float32 accumulator `….fp32-accumulator.τ` and with the H200's Hopper settings `….sm90.τ`). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,8 +38,11 @@ for (const plan of ['fp32', 'bf16']) {
 // The same FP8 rollout with float32 accumulation instead of Hopper's (what torch._scaled_mm does on a CPU).
 const fp8 = precisionPlan('fp8-tensor-rollout').rollout;
 const fp8Fp32Acc = { ...fp8, gemm: { ...fp8.gemm, accumulator: 'fp32' } } as typeof fp8;
+// And with Hopper's accumulator at the hardware's own settings (an H200 measured: chunks of 32, promoted every 4;
+// docs/gpu-check.md), not the plan's toy-sized chunks of 16 promoted every chunk.
+const fp8Sm90 = { ...fp8, gemm: { ...fp8.gemm, chunk: 32, promoteEvery: 4 } } as typeof fp8;
 for (const tau of [1, 0.7]) {
-  for (const [name, side] of [['fp8-tensor-rollout', fp8], ['fp8-tensor-rollout.fp32-accumulator', fp8Fp32Acc]] as const) {
+  for (const [name, side] of [['fp8-tensor-rollout', fp8], ['fp8-tensor-rollout.fp32-accumulator', fp8Fp32Acc], ['fp8-tensor-rollout.sm90', fp8Sm90]] as const) {
     const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(side), temperature: tau });
     tensors[`logp.rollout.${name}.${tau}`] = { data: lp.logp, shape: [B, L] };
   }
