@@ -84,11 +84,6 @@ function ulp32(a: number, b: number): number {
   if (Number.isNaN(a) || Number.isNaN(b)) return Infinity;
   return Math.abs(ordered(bitsOf(a)) - ordered(bitsOf(b)));
 }
-function bf16Code(x: number): number { return fakeQuantCode(x); }
-function fakeQuantCode(x: number): number {
-  const r = fakeQuant('bf16', Float32Array.of(x), { profile: 'ieee' })[0] as number;
-  return bitsOf(r) >>> 16;
-}
 function ulp16(a: number, b: number): number {
   const o = (c: number) => (c & 0x8000 ? -(c & 0x7fff) : c);
   return Math.abs(o(a) - o(b));
@@ -122,26 +117,30 @@ for (const c of manifest.cases) {
   const rb = c.bRowScales !== undefined ? f32(c.bRowScales) : null;
   const rows: Row[] = [];
   const scaled = c.op === 'scaled_mm-tensor' || c.op === 'scaled_mm-rowwise';
-  const tried = (list: { name: string; options: GemmOptions }[]): void => {
-  for (const model of list) {
-    const acc = gemm(new Float32Array(m * n), A, B, m, n, k, { ...model.options, aQuant: 'e4m3fn', bQuant: 'e4m3fn' });
-    for (const [ename, ep] of Object.entries(scaled ? epilogues : { none: (x: number) => x })) {
-      let equal = 0;
-      let maxUlp = 0;
-      for (let i = 0; i < m; i++) {
-        for (let j = 0; j < n; j++) {
-          const o = i * n + j;
-          const sa = ra !== null ? (ra[i] as number) : (c.aScale ?? 1);
-          const sb = rb !== null ? (rb[j] as number) : (c.bScale ?? 1);
-          const v = ep(acc[o] as number, sa, sb);
-          const d = bf16Out ? ulp16(bf16Code(v), want16![o] as number) : ulp32(v, want32![o] as number);
-          if (d === 0) equal++;
-          if (d > maxUlp) maxUlp = d;
-        }
-      }
-      rows.push({ case: label, model: model.name, epilogue: ename, equal, total: m * n, maxUlp });
+  /** Outputs equal to the device's and the largest ulp distance, `v` rounded to bf16 first where the device wrote bf16. */
+  const score = (v: Float32Array): { equal: number; maxUlp: number } => {
+    const got = bf16Out ? new Uint32Array(fakeQuant('bf16', v, { profile: 'ieee' }).buffer) : null;
+    let equal = 0;
+    let maxUlp = 0;
+    for (let o = 0; o < m * n; o++) {
+      const d = got !== null ? ulp16((got[o] as number) >>> 16, want16![o] as number) : ulp32(v[o] as number, want32![o] as number);
+      if (d === 0) equal++;
+      if (d > maxUlp) maxUlp = d;
     }
-  }
+    return { equal, maxUlp };
+  };
+  const tried = (list: { name: string; options: GemmOptions }[]): void => {
+    for (const model of list) {
+      const acc = gemm(new Float32Array(m * n), A, B, m, n, k, { ...model.options, aQuant: 'e4m3fn', bQuant: 'e4m3fn' });
+      for (const [ename, ep] of Object.entries(scaled ? epilogues : { none: (x: number) => x })) {
+        const v = new Float32Array(m * n);
+        for (let i = 0; i < m; i++) {
+          const sa = ra !== null ? (ra[i] as number) : (c.aScale ?? 1);
+          for (let j = 0; j < n; j++) v[i * n + j] = ep(acc[i * n + j] as number, sa, rb !== null ? (rb[j] as number) : (c.bScale ?? 1));
+        }
+        rows.push({ case: label, model: model.name, epilogue: ename, total: m * n, ...score(v) });
+      }
+    }
   };
   tried(presetModels());
   if (c.op === 'scaled_mm-tensor') {
@@ -149,14 +148,7 @@ for (const c of manifest.cases) {
     const As = A.map((v) => Math.fround(v * (c.aScale ?? 1)));
     const Bs = B.map((v) => Math.fround(v * (c.bScale ?? 1)));
     const acc = gemm(new Float32Array(m * n), As, Bs, m, n, k, { accumulator: 'fp32' });
-    let equal = 0;
-    let maxUlp = 0;
-    for (let o = 0; o < m * n; o++) {
-      const d = ulp32(acc[o] as number, want32![o] as number);
-      if (d === 0) equal++;
-      if (d > maxUlp) maxUlp = d;
-    }
-    rows.push({ case: label, model: 'fp32 on dequantized operands', epilogue: 'none', equal, total: m * n, maxUlp });
+    rows.push({ case: label, model: 'fp32 on dequantized operands', epilogue: 'none', total: m * n, ...score(acc) });
   }
   if (process.env.QRL_CAPTURE_GRID !== '0' && !rows.some((r) => r.equal === r.total)) tried(gridModels(k));
   rows.sort((x, y) => y.equal - x.equal || x.maxUlp - y.maxUlp);
@@ -164,9 +156,9 @@ for (const c of manifest.cases) {
   best.push(rows[0] as Row);
   if (!markdown) {
     const presets = rows.filter((r) => (r.model === 'fp32' || r.model.startsWith('hopper-fp8 chunk 32 f13')) && (r.epilogue === 'sa·(sb·acc)' || r.epilogue === 'none'));
-    const first = presets.map((r) => `${r.model}/${r.epilogue}: ${r.equal}/${r.total}, max ${r.maxUlp} ulp`);
+    const summary = presets.map((r) => `${r.model}/${r.epilogue}: ${r.equal}/${r.total}, max ${r.maxUlp} ulp`);
     console.log(`${label}${bf16Out ? ' (bf16 out)' : ''}\n  exact: ${exact.length === 0 ? 'none' : exact.slice(0, 6).map((r) => `${r.model}/${r.epilogue}`).join('; ')}${exact.length > 6 ? ` (+${exact.length - 6})` : ''}` +
-      `\n  nearest: ${rows[0]!.model}/${rows[0]!.epilogue} ${rows[0]!.equal}/${rows[0]!.total}, max ${rows[0]!.maxUlp} ulp\n  presets: ${first.join(' | ')}`);
+      `\n  nearest: ${rows[0]!.model}/${rows[0]!.epilogue} ${rows[0]!.equal}/${rows[0]!.total}, max ${rows[0]!.maxUlp} ulp\n  presets: ${summary.join(' | ')}`);
   }
 }
 if (markdown) {

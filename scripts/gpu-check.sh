@@ -47,7 +47,8 @@ step() { # step NAME SECONDS COMMAND...
 } >>"$log" 2>&1
 
 step golden 120 node bin/qrl-sim.js golden --suite library-casts,quantizers,gemm --out "$golden"
-step torch-check 300 python3 -m qrl_golden.torch_check --device $dev "$golden"
+# one line per case and the agreement tables, into the log and into torch-check-cuda.md
+step torch-check 300 bash -o pipefail -c 'python3 -m qrl_golden.torch_check --device "$1" --table "$2" 2>&1 | tee "$3"' _ "$dev" "$golden" "$out/torch-check-cuda.md"
 # the same check with the machine's torch on its CPU: tells a difference of the device from one of the torch version
 step torch-check-cpu 300 python3 -m qrl_golden.torch_check --device cpu "$golden"
 # two torch behaviours the checks above depend on, printed on the CPU and on the device
@@ -65,7 +66,6 @@ for d in ["cpu", dev]:
     v = torch.tensor([448.0, 460.0, 464.0, 465.0, 479.0, 480.0, 1e4, float("inf")], device=d)
     print(f"{d}: e4m3fn codes of {v.tolist()}: {[hex(c) for c in v.to(torch.float8_e4m3fn).view(torch.uint8).tolist()]}")
 PY
-python3 -m qrl_golden.torch_check --device $dev --table "$golden" >"$out/torch-check-cuda.md" 2>&1
 step gemm-capture 120 python3 -m qrl_golden.gemm_capture --device $dev "$out"
 step pytest-cuda 300 env -u PYTHONPATH python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_torch_check.py python/tests/test_hf_backend.py -k cuda
 step torch-ar-cuda 300 env -u PYTHONPATH QRL_TORCH_DEVICE=$dev python3 -m pytest -q -s -p no:cacheprovider python/tests/test_torch_ar.py -k agree
