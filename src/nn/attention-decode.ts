@@ -3,7 +3,7 @@
 
 import { allocLike, type FloatArray } from './array.js';
 import { gatherHead, headSize, softmaxRow } from './attention-common.js';
-import { sequentialAttentionGemms, type AttentionGemms, type AttentionOptions } from './attention.js';
+import { sequentialAttentionGemms, type AttentionDecodeBatch, type AttentionGemms, type AttentionOptions } from './attention.js';
 import { ropeForward } from './rope.js';
 
 /**
@@ -77,6 +77,11 @@ export function attentionDecodeForward(
   const qRot = allocLike(q, B * C); // (B, C)
   if (rope) ropeForward(qRot, q, B, 1, C, H, opts.ropeBase, tLen - 1);
   else qRot.set(q.subarray(0, B * C));
+  const batch = decodeBatchOf(gemms, qRot, kCache, vCache);
+  if (batch !== null) {
+    decodeBatched(batch, out, att, qRot as Float32Array, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C, H, hs, scale); // float32: checked by decodeBatchOf
+    return;
+  }
   const fast = decodeRoundingOf(gemms, kCache, vCache);
   const kSrc = fast ? roundedRows(fast, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C) : null; // float32: checked by decodeRoundingOf
   const kRead = kSrc ? kSrc.k : kCache;
@@ -106,6 +111,55 @@ export function attentionDecodeForward(
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
   }
+}
+
+/** The gemms' decode batch when it applies (it still describes `qk`/`pv`, float32 query and caches), else null. */
+function decodeBatchOf(gemms: AttentionGemms, qRot: FloatArray, kCache: FloatArray, vCache: FloatArray): AttentionDecodeBatch | null {
+  const d = gemms.decodeBatch;
+  if (d === undefined || d.qk !== gemms.qk || d.pv !== gemms.pv) return null;
+  return qRot instanceof Float32Array && kCache instanceof Float32Array && vCache instanceof Float32Array ? d : null;
+}
+
+/** Scratch of {@link decodeBatched}, grown on demand (the batch GEMMs it calls do not re-enter it). */
+const batchScratch = { k: new Float32Array(0), vT: new Float32Array(0), s: new Float32Array(0), p: new Float32Array(0), o: new Float32Array(0) };
+
+function scratchOf(name: keyof typeof batchScratch, n: number): Float32Array {
+  if (batchScratch[name].length < n) batchScratch[name] = new Float32Array(Math.max(n, 2 * batchScratch[name].length));
+  return batchScratch[name].subarray(0, n);
+}
+
+/**
+ * The decode step's attention with one `qk` and one `pv` call for all B·H (sequence, head) pairs: the
+ * operands of pair p = b·H + h laid end to end (Q rows are qRot's heads as they lie, K (tLen, hs) and
+ * Vᵀ (hs, tLen) gathered per pair), the same softmax row per pair, the outputs in (B, C) order.
+ */
+function decodeBatched(
+  batch: AttentionDecodeBatch, out: FloatArray, att: FloatArray | null, qRot: Float32Array, kCache: Float32Array, vCache: Float32Array,
+  tLen: number, B: number, tCap: number, C: number, H: number, hs: number, scale: number,
+): void {
+  const count = B * H;
+  const K = scratchOf('k', count * tLen * hs); // (count, tLen, hs)
+  const VT = scratchOf('vT', count * hs * tLen); // (count, hs, tLen)
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const p = b * H + h;
+      gatherHead(K.subarray(p * tLen * hs, (p + 1) * tLen * hs), kCache, b * tCap * C, tLen, C, h, hs);
+      const vOff = b * tCap * C + h * hs;
+      const vt = p * hs * tLen;
+      for (let t = 0; t < tLen; t++) {
+        const src = vOff + t * C;
+        for (let d = 0; d < hs; d++) VT[vt + d * tLen + t] = vCache[src + d]!;
+      }
+    }
+  }
+  const S = scratchOf('s', count * tLen); // (count, tLen)
+  const P = scratchOf('p', count * tLen); // (count, tLen)
+  batch.qkBatch(S, qRot, K, count, 1, tLen, hs);
+  for (let p = 0; p < count; p++) softmaxRow(P, p * tLen, S, p * tLen, tLen, tLen, scale);
+  if (att) att.set(P); // (B, H, tLen): pair p's row at p·tLen
+  const O = scratchOf('o', count * hs); // (count, hs) = (B, C)
+  batch.pvBatch(O, P, VT, count, 1, hs, tLen);
+  for (let i = 0; i < B * C; i++) out[i] = O[i]!;
 }
 
 type DecodeRounding = NonNullable<AttentionGemms['decodeRounding']>;
