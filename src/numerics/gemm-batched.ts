@@ -71,6 +71,233 @@ function grownF32(a: Float32Array, n: number): Float32Array {
   return a.length >= n ? a : new Float32Array(Math.max(n, 2 * a.length));
 }
 
+/** Elements of one row of the memo's quantization batch before its sentinel (any width gives the same codes). */
+const MEMO_ROW = 15;
+
+/**
+ * What {@link gemmBatched} remembers of a B operand between calls: its input bits, each pair's amax, and
+ * the element values, hopper-fp8 exponents and scales they quantized to. Opaque; one per call site.
+ */
+export interface BatchedOperandMemo {
+  /** @internal */
+  state: MemoState | null;
+  /** @internal Two sets of arrays, used in turn: the state's, and the next call's. */
+  readonly buffers: MemoBuffers[];
+  /** @internal */
+  next: number;
+}
+
+interface MemoBuffers {
+  values: Float32Array;
+  exps: Int16Array;
+  input: Float32Array;
+  amax: Float32Array;
+  scales: Float32Array;
+}
+
+function memoBuffers(): MemoBuffers {
+  return { values: new Float32Array(0), exps: new Int16Array(0), input: new Float32Array(0), amax: new Float32Array(0), scales: new Float32Array(0) };
+}
+
+interface MemoState {
+  readonly spec: QuantSpec;
+  readonly count: number;
+  readonly rows: number;
+  readonly cols: number;
+  readonly input: Float32Array;
+  readonly amax: Float32Array;
+  readonly values: Float32Array;
+  readonly exps: Int16Array;
+  readonly scales: Float32Array;
+  readonly finite: boolean;
+}
+
+/** An empty memo for {@link gemmBatched}'s B operand. */
+export function createBatchedOperandMemo(): BatchedOperandMemo {
+  return { state: null, buffers: [memoBuffers(), memoBuffers()], next: 0 };
+}
+
+/** Scratch of {@link rememberedOperand}'s quantization batch, grown on demand. */
+const memoScratch = {
+  quantize: createQuantizeScratch(),
+  rows: new Float32Array(256) as Float32Array,
+  /** Per batch element: its index in the operand (−1: padding or sentinel). */
+  where: new Int32Array(256),
+  status: new Uint8Array(64),
+  amax: new Float32Array(64) as Float32Array,
+};
+
+/** cellAmax's rule over x[from, to) continued from `am`: NaN skipped, or the result NaN with `propagate`. */
+function amaxRun(x: Float32Array, from: number, to: number, am: number, propagate: boolean): number {
+  let nan = false;
+  for (let i = from; i < to; i++) {
+    const v = Math.abs(x[i] as number);
+    if (v > am) am = v;
+    else if (v !== v) nan = true;
+  }
+  return nan && propagate ? Number.NaN : am;
+}
+
+/** Whether the int32 words a[ao …] and b[bo …] of length n are equal. */
+function sameWords(a: Int32Array, ao: number, b: Int32Array, bo: number, n: number): boolean {
+  for (let i = 0; i < n; i++) if (a[ao + i] !== b[bo + i]) return false;
+  return true;
+}
+
+function bitsOf(x: Float32Array): Int32Array {
+  return new Int32Array(x.buffer, x.byteOffset, x.length);
+}
+
+/**
+ * B (count, R, K) quantized per pair (per-tensor), through the memo. When the previous call's B was
+ * (count, R', K') with R' ≤ R and K' ≤ K, a pair whose elements inside that block have the previous bits, and whose amax is unchanged, has the same
+ * cell parameters (an amax rule's scale and factor are functions of the amax alone) and so the same
+ * codes there: they are copied, and only the other elements are quantized. Every element quantized
+ * here goes through one quantizer call over rows of at most {@link MEMO_ROW} elements of one pair plus
+ * a sentinel equal to that pair's amax (padding zeros), so each row's amax, and with it every code,
+ * is the pair's.
+ */
+function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32Array, count: number, R: number, K: number): [Float32Array, Int16Array, boolean, Float32Array] {
+  const len = R * K;
+  const propagate = (spec.amaxNan ?? 'ignore') === 'propagate';
+  // Only an operand that contains the previous one (rows and columns kept or grown): its amax continues the previous amax.
+  const last = memo.state;
+  const prev = last !== null && last.spec === spec && last.count === count && last.rows <= R && last.cols <= K ? last : null;
+  const ms = memoScratch;
+  if (ms.status.length < count) {
+    ms.status = new Uint8Array(Math.max(count, 2 * ms.status.length));
+    ms.amax = new Float32Array(Math.max(count, 2 * ms.amax.length));
+  }
+  const status = ms.status; // 1: copy the previous block, quantize the rest; 0: quantize the whole pair
+  const amax = ms.amax;
+  const xBits = bitsOf(x);
+  const R0 = prev ? Math.min(R, prev.rows) : 0;
+  const K0 = prev ? Math.min(K, prev.cols) : 0;
+  const prevLen = prev ? prev.rows * prev.cols : 0;
+  let quantized = 0; // elements to quantize
+  for (let p = 0; p < count; p++) {
+    const o = p * len;
+    let reuse = prev !== null && R0 > 0 && K0 > 0;
+    if (reuse) {
+      const pBits = bitsOf((prev as MemoState).input);
+      const cols = (prev as MemoState).cols;
+      if (cols === K) reuse = sameWords(xBits, o, pBits, p * prevLen, R0 * K); // the old block is one run
+      else for (let r = 0; reuse && r < R0; r++) reuse = sameWords(xBits, o + r * K, pBits, p * prevLen + r * cols, K0);
+    }
+    let am: number;
+    if (reuse) {
+      am = (prev as MemoState).amax[p] as number;
+      if (K0 < K) for (let r = 0; r < R0; r++) am = amaxRun(x, o + r * K + K0, o + (r + 1) * K, am, propagate);
+      am = amaxRun(x, o + R0 * K, o + len, am, propagate);
+      reuse = Object.is(am, (prev as MemoState).amax[p]);
+    } else am = amaxRun(x, o, o + len, 0, propagate);
+    amax[p] = am;
+    status[p] = reuse ? 1 : 0;
+    quantized += reuse ? len - R0 * K0 : len;
+  }
+  // The quantization batch: each pair's elements to quantize, MEMO_ROW per row, then the pair's amax.
+  const width = MEMO_ROW + 1;
+  let rowsTotal = 0;
+  for (let p = 0; p < count; p++) rowsTotal += Math.ceil((status[p] === 1 ? len - R0 * K0 : len) / MEMO_ROW);
+  const cap = rowsTotal * width;
+  if (ms.rows.length < cap) {
+    ms.rows = new Float32Array(Math.max(cap, 2 * ms.rows.length));
+    ms.where = new Int32Array(Math.max(cap, 2 * ms.where.length));
+  }
+  const rows = ms.rows.subarray(0, cap);
+  const where = ms.where;
+  const pairOfRow = new Int32Array(rowsTotal);
+  let row = 0;
+  let col = 0;
+  const push = (p: number, i: number): void => {
+    if (col === 0) pairOfRow[row] = p;
+    rows[row * width + col] = x[i] as number;
+    where[row * width + col] = i;
+    if (++col === MEMO_ROW) {
+      rows[row * width + MEMO_ROW] = amax[p] as number;
+      where[row * width + MEMO_ROW] = -1;
+      row++;
+      col = 0;
+    }
+  };
+  const closeRow = (p: number): void => {
+    if (col === 0) return;
+    for (; col < MEMO_ROW; col++) {
+      rows[row * width + col] = 0;
+      where[row * width + col] = -1;
+    }
+    rows[row * width + MEMO_ROW] = amax[p] as number;
+    where[row * width + MEMO_ROW] = -1;
+    row++;
+    col = 0;
+  };
+  for (let p = 0; p < count; p++) {
+    const o = p * len;
+    if (status[p] === 1) {
+      for (let r = 0; r < R0; r++) for (let c = K0; c < K; c++) push(p, o + r * K + c);
+      for (let i = o + R0 * K; i < o + len; i++) push(p, i);
+    } else for (let i = o; i < o + len; i++) push(p, i);
+    closeRow(p);
+  }
+  const q = quantizeTransient(perRowSpec(spec), rows, [rowsTotal, width], ms.quantize);
+  const [cv, ce, compactFinite] = decodedOperand(q, cap, 1); // slot 1: A's values are in slot 0
+  const n = count * len;
+  // The result goes into the memo's other buffers (the previous result, read below, stays in its own).
+  const buf = memo.buffers[memo.next]!;
+  memo.next ^= 1;
+  if (buf.values.length < n) {
+    const size = Math.max(n, 2 * buf.values.length);
+    buf.values = new Float32Array(size);
+    buf.exps = new Int16Array(size);
+    buf.input = new Float32Array(size);
+  }
+  if (buf.amax.length < count) {
+    buf.amax = new Float32Array(count);
+    buf.scales = new Float32Array(count);
+  }
+  const values = buf.values.subarray(0, n);
+  const exps = buf.exps.subarray(0, n);
+  const scales = buf.scales.subarray(0, count);
+  for (let p = 0; p < count; p++) {
+    if (status[p] !== 1) continue;
+    const { values: pv, exps: pe, cols } = prev as MemoState;
+    const o = p * len;
+    const po = p * prevLen;
+    if (cols === K) {
+      // Rows kept whole (keys: rows appended): the old block is one run.
+      values.set(pv.subarray(po, po + R0 * K), o);
+      exps.set(pe.subarray(po, po + R0 * K), o);
+    } else {
+      for (let r = 0; r < R0; r++) {
+        const from = po + r * cols;
+        const to = o + r * K;
+        for (let c = 0; c < K0; c++) {
+          values[to + c] = pv[from + c] as number;
+          exps[to + c] = pe[from + c] as number;
+        }
+      }
+    }
+    scales[p] = (prev as MemoState).scales[p] as number;
+  }
+  for (let rr = 0; rr < rowsTotal; rr++) {
+    scales[pairOfRow[rr] as number] = q.scales[rr] as number;
+    for (let c = 0; c < MEMO_ROW; c++) {
+      const i = where[rr * width + c] as number;
+      if (i < 0) break;
+      values[i] = cv[rr * width + c] as number;
+      exps[i] = ce[rr * width + c] as number;
+    }
+  }
+  // No non-finite code among those quantized here nor those copied (conservative: false only costs gemmBatched a per-pair check).
+  const finite = compactFinite && (prev === null || prev.finite);
+  const input = buf.input.subarray(0, n);
+  input.set(x.subarray(0, n)); // same element type: a copy of the bytes
+  const amaxKept = buf.amax.subarray(0, count);
+  amaxKept.set(amax.subarray(0, count));
+  memo.state = { spec, count, rows: R, cols: K, input, amax: amaxKept, values, exps, scales, finite };
+  return [values, exps, finite, scales];
+}
+
 /**
  * `count` independent GEMMs of one shape: for every p in [0, count),
  * `out[p·m·n …](m×n) = A[p·m·k …](m×k) · B[p·n·k …](n×k)ᵀ`, each exactly as
@@ -81,11 +308,19 @@ function grownF32(a: Float32Array, n: number): Float32Array {
  * pass over all pairs with one scale cell per pair, then each pair is accumulated under the model with
  * its own scale pair in the epilogue. Anything else runs one {@link gemm} per pair.
  *
+ * With `bMemo`, B's quantization is remembered: a later call re-quantizes only the pairs whose amax
+ * changed and, in the others, only the elements outside the previous call's (n, k) block or whose bits
+ * differ from that call's (a decode step's keys and values grow by one row or column per step). The
+ * result is the same bits with or without it.
+ *
  * @param out - (count, m, n)
  * @param a - (count, m, k)
  * @param b - (count, n, k)
+ * @param bMemo - B's memo from {@link createBatchedOperandMemo} (one per call site that sees related operands)
  */
-export function gemmBatched(out: Float32Array, a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number, options: GemmOptions = {}): Float32Array {
+export function gemmBatched(
+  out: Float32Array, a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number, options: GemmOptions = {}, bMemo?: BatchedOperandMemo,
+): Float32Array {
   const dims = [count, m, n, k].every((d) => Number.isInteger(d) && d >= 0);
   if (!dims || out.length !== count * m * n || a.length !== count * m * k || b.length !== count * n * k) {
     throw new Error(
@@ -104,11 +339,20 @@ export function gemmBatched(out: Float32Array, a: Float32Array, b: Float32Array,
   }
   const s = batchScratch;
   const qa = quantizeTransient(perRowSpec(options.aQuant as QuantSpec), a, [count, m * k], s.quantize[0]);
-  const qb = quantizeTransient(perRowSpec(options.bQuant as QuantSpec), b, [count, n * k], s.quantize[1]);
   const [A, eA, finiteA] = decodedOperand(qa, count * m * k, 0);
-  const [B, eB, finiteB] = decodedOperand(qb, count * n * k, 1);
+  let B: Float32Array;
+  let eB: Int16Array;
+  let finiteB: boolean;
+  let scalesB: Float32Array;
+  if (bMemo !== undefined) {
+    [B, eB, finiteB, scalesB] = rememberedOperand(bMemo, options.bQuant as QuantSpec, b, count, n, k);
+  } else {
+    const qb = quantizeTransient(perRowSpec(options.bQuant as QuantSpec), b, [count, n * k], s.quantize[1]);
+    [B, eB, finiteB] = decodedOperand(qb, count * n * k, 1);
+    scalesB = qb.scales;
+  }
   const eminA = (elementFormat(qa.spec.format) as FloatFormat).emin;
-  const eminB = (elementFormat(qb.spec.format) as FloatFormat).emin;
+  const eminB = (elementFormat((options.bQuant as QuantSpec).format) as FloatFormat).emin;
   const { model, splitK, chunk, promoteEvery, fractionBits } = settings;
   const hopper = model === 'hopper-fp8';
   const steps = [hopper && promoteEvery > 0 ? promoteEvery * chunk : Infinity];
@@ -153,7 +397,7 @@ export function gemmBatched(out: Float32Array, a: Float32Array, b: Float32Array,
     }
     // Epilogue: the pair's per-tensor scales, B first, then A (amax rules set no global scale).
     const sa = qa.scales[p] as number;
-    const sb = qb.scales[p] as number;
+    const sb = scalesB[p] as number;
     const o0 = p * mn;
     for (let o = 0; o < mn; o++) out[o0 + o] = fr(sa * fr(sb * (total[o] as number)));
   }

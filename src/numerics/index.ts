@@ -95,7 +95,7 @@ export {
   hopperFusedDotAdd,
   truncateToE8M,
 } from './gemm.js';
-export { gemmBatched } from './gemm-batched.js';
+export { type BatchedOperandMemo, createBatchedOperandMemo, gemmBatched } from './gemm-batched.js';
 
 // FP8 KV-cache quantization.
 export {

@@ -4,7 +4,7 @@
 // the fast path (which run gemm per pair).
 
 import { describe, expect, it } from 'vitest';
-import { gemm, gemmBatched, quantPreset, type GemmOptions, type QuantSpec } from '../../src/numerics/index.js';
+import { createBatchedOperandMemo, gemm, gemmBatched, quantPreset, type GemmOptions, type QuantSpec } from '../../src/numerics/index.js';
 import { createRng } from '../../src/rng.js';
 
 /** `count` pairs of operands, each pair's data drawn from one of several edge families. */
@@ -102,6 +102,45 @@ describe('gemmBatched', () => {
         const b = edgeOperand(count, n, k, seed++);
         const got = gemmBatched(new Float32Array(count * m * n), a, b, count, m, n, k, opts);
         expectSame(got, perPair(a, b, count, m, n, k, opts), `${JSON.stringify(opts.aQuant)}, ${count}×${m}×${n}×${k}`);
+      }
+    }
+  });
+
+  it('with a memo of B, equals one gemm per pair over decode-like sequences (rows or columns appended, rewrites, amax growth, NaN, reshapes)', () => {
+    const count = 9, hs = 5, cap = 21;
+    for (const [specName, spec] of Object.entries(specs)) {
+      for (const model of [models['hopper-fp8 chunk 16, promoted every chunk (full-fp8)']!, models.fp32!]) {
+        const opts: GemmOptions = { ...model, aQuant: spec, bQuant: spec };
+        const kMemo = createBatchedOperandMemo();
+        const vMemo = createBatchedOperandMemo();
+        // Caches (count, cap, hs) as a decode step keeps them; each step appends row t of every pair.
+        const keys = edgeOperand(count, cap, hs, 900);
+        const vals = edgeOperand(count, cap, hs, 901);
+        for (let step = 0; step < 2 * cap; step++) {
+          const tLen = step < cap ? step + 1 : 1 + ((step * 7) % cap); // grows, then jumps around (a later rollout)
+          if (step % 5 === 3) keys[(2 * cap + 0) * hs + 1] = Math.fround(keys[(2 * cap + 0) * hs + 1]! * 3 + 1); // rewrite an old row
+          if (step % 7 === 4) vals[(4 * cap + 1) * hs] = 1e6; // amax growth in one pair
+          if (step === 9) keys[(5 * cap + 2) * hs + 3] = Number.NaN;
+          const K = new Float32Array(count * tLen * hs); // (count, tLen, hs)
+          const VT = new Float32Array(count * hs * tLen); // (count, hs, tLen)
+          for (let p = 0; p < count; p++) {
+            for (let t = 0; t < tLen; t++) {
+              for (let d = 0; d < hs; d++) {
+                K[(p * tLen + t) * hs + d] = keys[(p * cap + t) * hs + d]!;
+                VT[(p * hs + d) * tLen + t] = vals[(p * cap + t) * hs + d]!;
+              }
+            }
+          }
+          const q = edgeOperand(count, 1, hs, 1000 + step);
+          const P = edgeOperand(count, 1, tLen, 2000 + step);
+          const label = `${specName}, ${model.accumulator ?? 'fp32'}, step ${step}, tLen ${tLen}`;
+          expectSame(gemmBatched(new Float32Array(count * tLen), q, K, count, 1, tLen, hs, opts, kMemo), perPair(q, K, count, 1, tLen, hs, opts), `${label}: QKᵀ`);
+          expectSame(gemmBatched(new Float32Array(count * hs), P, VT, count, 1, hs, tLen, opts, vMemo), perPair(P, VT, count, 1, hs, tLen, opts), `${label}: PV`);
+        }
+        // Another batch size through the same memos.
+        const a = edgeOperand(4, 2, 6, 77);
+        const b = edgeOperand(4, 3, 6, 78);
+        expectSame(gemmBatched(new Float32Array(24), a, b, 4, 2, 3, 6, opts, kMemo), perPair(a, b, 4, 2, 3, 6, opts), `${specName}: count 4`);
       }
     }
   });
