@@ -50,6 +50,30 @@ export interface AttentionGemms {
    * dS once per head. It applies only while the six GEMMs are the functions named here.
    */
   readonly operandRounding?: AttentionOperandRounding;
+  /**
+   * Optional, for the decode path: gives `qk` and `pv` for all (sequence, head) pairs of a decode step
+   * in one call each, every pair's product equal bit for bit to its own `qk`/`pv` call. It applies only
+   * while `qk` and `pv` are the functions named here (a copy that replaces them drops it).
+   */
+  readonly decodeBatch?: AttentionDecodeBatch;
+}
+
+/**
+ * `count` independent products of one shape: `out[p·m·n …](m×n) = A[p·m·k …](m×k) · B[p·n·k …](n×k)ᵀ`
+ * for p in [0, count), float32 operands and output.
+ */
+export type BatchedGemmFn = (out: Float32Array, a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number) => void;
+
+/** See {@link AttentionGemms.decodeBatch}. */
+export interface AttentionDecodeBatch {
+  /** The `qk` this batches. */
+  readonly qk: GemmFn;
+  /** The `pv` this batches. */
+  readonly pv: GemmFn;
+  /** `qk` for every pair: S (count, 1, tLen) = Q (count, 1, hs) · K (count, tLen, hs)ᵀ. */
+  readonly qkBatch: BatchedGemmFn;
+  /** `pv` for every pair: O (count, 1, hs) = P (count, 1, tLen) · Vᵀ (count, hs, tLen)ᵀ. */
+  readonly pvBatch: BatchedGemmFn;
 }
 
 /**

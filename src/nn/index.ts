@@ -77,7 +77,9 @@ export { ropeForward, ropeBackward } from './rope.js';
 // Multi-head attention.
 export {
   type AttentionCache,
+  type AttentionDecodeBatch,
   type AttentionGemms,
+  type BatchedGemmFn,
   type AttentionOperandRounding,
   type RoundedAttentionOperands,
   type AttentionOptions,

@@ -95,6 +95,7 @@ export {
   hopperFusedDotAdd,
   truncateToE8M,
 } from './gemm.js';
+export { type BatchedOperandMemo, createBatchedOperandMemo, gemmBatched } from './gemm-batched.js';
 
 // FP8 KV-cache quantization.
 export {

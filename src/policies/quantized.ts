@@ -1,13 +1,14 @@
 // Quantized PolicyNumerics: W8A8 / W4A16 / block-scaled GEMM sites through the numerics core's quantize + gemm,
 // per-site exclusions, FP8 attention GEMMs, an FP8 KV-cache hook and the qarl/jet backward GEMMs. Not a plan table.
 
-import type { AttentionGemms } from '../nn/attention.js';
+import type { AttentionGemms, BatchedGemmFn } from '../nn/attention.js';
 import type { BlockGemms } from '../nn/block.js';
 import type { FloatArray } from '../nn/array.js';
 import type { GemmFn, LinearGemms } from '../nn/gemm.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
 import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../numerics/quantize.js';
 import { gemm, accumulatorModels, type AccumulatorModel, type GemmOptions } from '../numerics/gemm.js';
+import { createBatchedOperandMemo, gemmBatched } from '../numerics/gemm-batched.js';
 import { kvCacheCalibrate, kvCacheState, kvFakeQuantize, type KvCacheSpec, type KvCacheState } from '../numerics/kvcache.js';
 import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
@@ -279,11 +280,23 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
 
   const site = (s: QuantSite): LinearGemms => (exclude.includes(s) ? plainLinear : quantizedLinear());
 
-  let attention: AttentionGemms = plainAttention;
+  // FP8 attention: one object per layer, whose decode batch remembers that layer's K and Vᵀ quantization between steps.
+  let attentionOf = (): AttentionGemms => plainAttention;
   if (attnSpec !== null) {
     const attnOpts: GemmOptions = { ...accumulate, aQuant: attnSpec, bQuant: attnSpec };
     const attnGemm: GemmFn = (out, a, b, m, n, k) => coreGemm(out, asFloat32(a, m * k), asFloat32(b, n * k), m, n, k, attnOpts);
-    attention = Object.freeze({ ...plainAttention, qk: attnGemm, pv: attnGemm });
+    attentionOf = () => {
+      // The decode step's pairs in one call per product, each pair bit for bit its own attnGemm call.
+      const kMemo = createBatchedOperandMemo();
+      const vMemo = createBatchedOperandMemo();
+      const qkBatch: BatchedGemmFn = (out, a, b, count, m, n, k) => {
+        gemmBatched(out, a, b, count, m, n, k, attnOpts, kMemo);
+      };
+      const pvBatch: BatchedGemmFn = (out, a, b, count, m, n, k) => {
+        gemmBatched(out, a, b, count, m, n, k, attnOpts, vMemo);
+      };
+      return Object.freeze({ ...plainAttention, qk: attnGemm, pv: attnGemm, decodeBatch: Object.freeze({ qk: attnGemm, pv: attnGemm, qkBatch, pvBatch }) });
+    };
   }
 
   const blocks: BlockGemms[] = [];
@@ -294,7 +307,7 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
       g = Object.freeze({
         q: site('q'), k: site('k'), v: site('v'), o: site('o'),
         mlp: Object.freeze({ up: site('up'), gate: site('gate'), down: site('down') }),
-        attention,
+        attention: attentionOf(),
         router: site('router'),
       });
       blocks[layer] = g;

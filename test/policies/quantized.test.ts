@@ -31,6 +31,7 @@ import {
   type QuantizedPolicyNumerics,
   saveCheckpoint,
 } from '../../src/policies/index.js';
+import { attentionDecodeForward } from '../../src/nn/index.js';
 import { createRng } from '../../src/rng.js';
 import { makeTask } from '../../src/tasks/index.js';
 
@@ -173,6 +174,45 @@ describe('quantized GemmFns against the numerics core', () => {
     roundingNumerics({ operands: 'bf16' }).block(0).attention.qk(sb, q, k, Tq, Tk, hs);
     expect(sameArrays(s8, sb)).toBe(true);
     expect(sameArrays(s, sb)).toBe(false);
+  });
+
+  it('full-fp8: the decode step runs QKᵀ and PV for every (sequence, head) in one call each, equal to the per-call path bit for bit', () => {
+    const B = 3, H = 4, hs = 8, C = H * hs, tCap = 21;
+    const full = precisionPlans['full-fp8'].rollout.gemm;
+    // The plan's accumulator and others a plan can name (fp32, pairwise, hopper-fp8 at the hardware's chunk 32 / every 4).
+    const variants = [full, { ...full, accumulator: 'fp32' as const }, { ...full, accumulator: 'pairwise' as const }, { ...full, chunk: 32, promoteEvery: 4 }];
+    const edge = (seed: number, n: number): Float32Array => {
+      const x = randomArray(seed, n, 3);
+      for (let i = 0; i < n; i += 37) x[i] = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -0, 448, -448, 1e4, 1e-41][(i / 37) % 8]!;
+      return x;
+    };
+    let checked = 0;
+    for (const [vi, plan] of variants.entries()) {
+      const attention = quantizedNumerics(plan).block(0).attention;
+      expect(attention.decodeBatch?.qk).toBe(attention.qk);
+      const perCall = { ...attention, decodeBatch: undefined };
+      for (const tLen of [1, 2, 9, 16, 17, 21]) {
+        for (const rope of [false, true]) {
+          const q = edge(100 + vi * 50 + tLen, B * C);
+          const kCache = edge(200 + vi * 50 + tLen, B * tCap * C);
+          const vCache = edge(300 + vi * 50 + tLen, B * tCap * C);
+          for (let t = 0; t < tLen; t++) for (let c = 0; c < hs; c++) kCache[(1 * tCap + t) * C + 2 * hs + c] = 0; // an all-zero key head
+          for (let t = 0; t < tLen; t++) for (let c = 0; c < hs; c++) vCache[(2 * tCap + t) * C + hs + c] = -0; // a −0 value head
+          const run = (gemms: typeof attention): [Float32Array, Float32Array] => {
+            const out = new Float32Array(B * C);
+            const att = new Float32Array(B * H * tLen);
+            attentionDecodeForward(out, att, q, kCache, vCache, tLen, B, tCap, C, H, { rope, gemms });
+            return [out, att];
+          };
+          const [out, att] = run(attention);
+          const [outRef, attRef] = run(perCall);
+          expect(sameArrays(out, outRef), `variant ${vi}, tLen ${tLen}, rope ${rope}: out`).toBe(true);
+          expect(sameArrays(att, attRef), `variant ${vi}, tLen ${tLen}, rope ${rope}: att`).toBe(true);
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBe(48);
   });
 
   it('lm_head is excluded by default (BF16 rounding GEMMs); exclude: [] quantizes it; excluded sites are configurable', () => {
