@@ -68,31 +68,39 @@ export interface QuantizeScratch extends CellStatsScratch {
  */
 export function createQuantizeScratch(elements = 1024, cells = 64): QuantizeScratch {
   const cell = (): Float32Array<ArrayBuffer> => new Float32Array(cells);
-  const scratch: ScratchViews = { amax: cell(), min: cell(), max: cell(), factors: cell(), scaled: new Float32Array(elements), codes: new Uint8Array(elements), scales: cell(), views: { scaledBits: null, codes: [], scales: [] } };
+  const scratch: ScratchViews = { amax: cell(), min: cell(), max: cell(), factors: cell(), scaled: new Float32Array(elements), codes: new Uint8Array(elements), scales: cell(), views: { scaledOf: null, scaledBits: null, codes: { base: null, list: [] }, scales: { base: null, list: [] } } };
   return scratch;
 }
 
 /**
  * A {@link QuantizeScratch} made by {@link createQuantizeScratch}, with typed-array views it reuses: creating a
  * view costs more than quantizing the few elements of a decode step's operand. `scaledBits` views the
- * whole `scaled` buffer; `codes` and `scales` keep the last {@link RECENT_VIEWS} views of each (a decode
+ * whole `scaled` array (`scaledOf`); `codes` and `scales` keep the last {@link RECENT_VIEWS} views of each (a decode
  * step alternates a handful of operand shapes). A scratch made elsewhere has no `views` and makes them per call.
  */
 interface ScratchViews extends QuantizeScratch {
-  readonly views?: { scaledBits: Uint32Array | null; readonly codes: Uint8Array[]; readonly scales: Float32Array[] };
+  readonly views?: { scaledOf: Float32Array | null; scaledBits: Uint32Array | null; readonly codes: RecentViews<Uint8Array>; readonly scales: RecentViews<Float32Array> };
+}
+
+/** Views `base.subarray(0, n)` of one array `base` (a grown scratch array is a new base: the views are dropped). */
+interface RecentViews<T> {
+  base: T | null;
+  readonly list: T[];
 }
 const RECENT_VIEWS = 4;
 
-/** `base.subarray(0, n)`: a view kept in `recent` when there is one of that length on `base`'s buffer. */
-function viewOf<T extends Uint8Array | Float32Array>(recent: T[] | undefined, base: T, n: number): T {
+/** `base.subarray(0, n)`: a view kept in `recent` when there is one of that length on `base`. */
+function viewOf<T extends Uint8Array | Float32Array>(recent: RecentViews<T> | undefined, base: T, n: number): T {
   if (recent === undefined) return base.subarray(0, n) as T;
-  for (let i = 0; i < recent.length; i++) {
-    const v = recent[i] as T;
-    if (v.length === n && v.buffer === base.buffer) return v;
+  const list = recent.list;
+  if (recent.base !== base) {
+    recent.base = base;
+    list.length = 0;
   }
+  for (let i = 0; i < list.length; i++) if ((list[i] as T).length === n) return list[i] as T;
   const v = base.subarray(0, n) as T;
-  if (recent.length >= RECENT_VIEWS) recent.pop();
-  recent.unshift(v);
+  if (list.length >= RECENT_VIEWS) list.pop();
+  list.unshift(v);
   return v;
 }
 
@@ -159,9 +167,12 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
   if (ints === null && scratch.scaled.length < n) scratch.scaled = grown(scratch.scaled, n);
   const scaled = scratch.scaled;
   let scaledBits = views?.scaledBits;
-  if (scaledBits?.buffer !== scaled.buffer) {
-    scaledBits = new Uint32Array(scaled.buffer, 0, scaled.length);
-    if (views !== undefined) views.scaledBits = scaledBits;
+  if (scaledBits === undefined || scaledBits === null || views?.scaledOf !== scaled) {
+    scaledBits = new Uint32Array(scaled.buffer, scaled.byteOffset, scaled.length);
+    if (views !== undefined) {
+      views.scaledBits = scaledBits;
+      views.scaledOf = scaled;
+    }
   }
   const { factors, op, zeroPoints } = params;
   const kSize = layout.kSize;
