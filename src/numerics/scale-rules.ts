@@ -111,9 +111,9 @@ function paramsByScaling(
 
 /**
  * The element multiplier of one cell for the `reciprocal` and `max-over-amax` {@link ScalingOp}s: fl(1/s), or
- * fl(divisor/amax) (0 for amax 0), with `divisor` the amax rule's divisor (else the format max). @internal
+ * fl(divisor/amax) (0 for amax 0), with `divisor` the amax rule's divisor (else the format max).
  */
-export function mulFactor(scaling: ScalingOp, scale: number, amax: number, divisor: number): number {
+function mulFactor(scaling: ScalingOp, scale: number, amax: number, divisor: number): number {
   if (scaling === 'reciprocal') return fr(1 / scale);
   return amax === 0 ? 0 : fr(divisor / amax);
 }
@@ -159,8 +159,8 @@ function amaxScales(rule: AmaxScaleRule, c: ScaleContext): void {
   for (let i = 0; i < count; i++) scales[i] = amaxScale(rule, stats.amax[i] as number, divisor);
 }
 
-/** The dequant scale of one cell of an `amax` rule from the cell's amax `a` (`divisor`: the rule's, else the format max). @internal */
-export function amaxScale(rule: AmaxScaleRule, a: number, divisor: number): number {
+/** The dequant scale of one cell of an `amax` rule from the cell's amax `a` (`divisor`: the rule's, else the format max). */
+function amaxScale(rule: AmaxScaleRule, a: number, divisor: number): number {
   if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate')) a = fmaxf(a, fr(rule.amaxFloor));
   if (rule.amaxCeiling !== undefined) a = fminf(a, fr(rule.amaxCeiling));
   let s = fr(a / divisor);
