@@ -1,7 +1,7 @@
 // The fast quantizer: quantize/dequantize of row-major 2-D tensors per a QuantSpec, by runs of a cell's elements,
 // with the vector casts and explicit scratch. Not a semantics of its own: quantize-reference.ts is the definition.
 
-import { type IntFormat, signBit } from './formats.js';
+import { type FloatFormat, type IntFormat, signBit } from './formats.js';
 import { type RoundingMode, castProfile } from './profiles.js';
 import { type CellStatsScratch, cellLayout, cellStats, checkShape2d, grown } from './quant-cells.js';
 import {
@@ -15,7 +15,7 @@ import {
   roundInt,
 } from './quant-spec.js';
 import { cellParams, quantizedTensor } from './scale-rules.js';
-import { decodeTable, encodeArray } from './vector.js';
+import { type CodeArray, type FastEncoder, allocCodes, decodeTable, encodeArray, fastEncoder } from './vector.js';
 
 export {
   type AmaxScaleRule,
@@ -68,7 +68,40 @@ export interface QuantizeScratch extends CellStatsScratch {
  */
 export function createQuantizeScratch(elements = 1024, cells = 64): QuantizeScratch {
   const cell = (): Float32Array<ArrayBuffer> => new Float32Array(cells);
-  return { amax: cell(), min: cell(), max: cell(), factors: cell(), scaled: new Float32Array(elements), codes: new Uint8Array(elements), scales: cell() };
+  const scratch: ScratchViews = { amax: cell(), min: cell(), max: cell(), factors: cell(), scaled: new Float32Array(elements), codes: new Uint8Array(elements), scales: cell(), views: { scaledOf: null, scaledBits: null, codes: { base: null, list: [] }, scales: { base: null, list: [] } } };
+  return scratch;
+}
+
+/**
+ * A {@link QuantizeScratch} made by {@link createQuantizeScratch}, with typed-array views it reuses: creating a
+ * view costs more than quantizing the few elements of a decode step's operand. `scaledBits` views the
+ * whole `scaled` array (`scaledOf`); `codes` and `scales` keep the last {@link RECENT_VIEWS} views of each (a decode
+ * step alternates a handful of operand shapes). A scratch made elsewhere has no `views` and makes them per call.
+ */
+interface ScratchViews extends QuantizeScratch {
+  readonly views?: { scaledOf: Float32Array | null; scaledBits: Uint32Array | null; readonly codes: RecentViews<Uint8Array>; readonly scales: RecentViews<Float32Array> };
+}
+
+/** Views `base.subarray(0, n)` of one array `base` (a grown scratch array is a new base: the views are dropped). */
+interface RecentViews<T> {
+  base: T | null;
+  readonly list: T[];
+}
+const RECENT_VIEWS = 4;
+
+/** `base.subarray(0, n)`: a view kept in `recent` when there is one of that length on `base`. */
+function viewOf<T extends Uint8Array | Float32Array>(recent: RecentViews<T> | undefined, base: T, n: number): T {
+  if (recent === undefined) return base.subarray(0, n) as T;
+  const list = recent.list;
+  if (recent.base !== base) {
+    recent.base = base;
+    list.length = 0;
+  }
+  for (let i = 0; i < list.length; i++) if ((list[i] as T).length === n) return list[i] as T;
+  const v = base.subarray(0, n) as T;
+  if (list.length >= RECENT_VIEWS) list.pop();
+  list.unshift(v);
+  return v;
 }
 
 /**
@@ -110,15 +143,16 @@ export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: reado
   return quantizeWith(spec, x, shape, {}, scratch, true);
 }
 
-function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, scratch: QuantizeScratch, transient: boolean): QuantizedTensor {
+function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, scratch: ScratchViews, transient: boolean): QuantizedTensor {
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate', spec.scale.kind === 'minmax', scratch);
   let scales: Float32Array;
+  const views = scratch.views;
   if (transient) {
     scratch.scales = grown(scratch.scales, layout.count);
-    scales = scratch.scales.subarray(0, layout.count);
+    scales = viewOf(views?.scales, scratch.scales, layout.count);
   } else scales = new Float32Array(layout.count);
   scratch.factors = grown(scratch.factors, layout.count);
   const params = cellParams(spec, fmt, stats, layout, options, scales, scratch.factors);
@@ -129,9 +163,17 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
   const n = rows * cols;
   // Integer formats: codes in the same pass (intRun); float formats: scaled elements (scaleRun), then the vector cast.
   const ints = fmt.kind === 'int' ? intRunSettings(fmt, spec, n) : null;
-  scratch.scaled = grown(scratch.scaled, ints === null ? n : 0);
-  const scaled = scratch.scaled.subarray(0, ints === null ? n : 0);
-  const scaledBits = new Uint32Array(scaled.buffer, 0, scaled.length);
+  // The scaled elements: the first n of the scratch's `scaled` (the whole buffer, no view per call).
+  if (ints === null && scratch.scaled.length < n) scratch.scaled = grown(scratch.scaled, n);
+  const scaled = scratch.scaled;
+  let scaledBits = views?.scaledBits;
+  if (scaledBits === undefined || scaledBits === null || views?.scaledOf !== scaled) {
+    scaledBits = new Uint32Array(scaled.buffer, scaled.byteOffset, scaled.length);
+    if (views !== undefined) {
+      views.scaledBits = scaledBits;
+      views.scaledOf = scaled;
+    }
+  }
   const { factors, op, zeroPoints } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
@@ -153,15 +195,42 @@ function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number,
   if ((spec.negativeZero ?? 'keep') === 'positive') {
     for (let i = 0; i < n; i++) if (scaledBits[i] === 0x80000000) scaledBits[i] = 0;
   }
-  const profile = spec.profile ?? 'satfinite';
-  const prof = typeof profile === 'string' ? castProfile(profile) : profile;
   let codesDst: Uint8Array | undefined;
   if (transient && fmt.bits <= 8) {
     if (scratch.codes.length < n) scratch.codes = new Uint8Array(Math.max(n, 2 * scratch.codes.length));
-    codesDst = scratch.codes.subarray(0, n);
+    codesDst = viewOf(views?.codes, scratch.codes, n);
   }
-  const codes = encodeArray(fmt, scaled, { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
+  const enc = encoderOf(spec, fmt);
+  let codes: CodeArray;
+  if (enc !== null) {
+    codes = codesDst ?? allocCodes(fmt, n);
+    enc.encodeBitsInto(scaledBits, n, codes);
+  } else {
+    const profile = spec.profile ?? 'satfinite';
+    const prof = typeof profile === 'string' ? castProfile(profile) : profile;
+    codes = encodeArray(fmt, scaled.subarray(0, n), { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
+  }
   return quantizedTensor(spec, rows, cols, codes, params, layout.shape);
+}
+
+/** The last (format, built-in profile name, mode) {@link encoderOf} resolved, and its encoder. */
+let lastEncoder: { readonly format: string; readonly profile: string; readonly mode: RoundingMode | undefined; readonly enc: FastEncoder } | null = null;
+
+/**
+ * The {@link FastEncoder} of a float spec's cast, or null when it rounds stochastically (encodeArray draws
+ * its bits). A built-in profile (a name) is resolved once per (format, profile, mode) in a row; a profile
+ * record on each call, as encodeArray does.
+ */
+function encoderOf(spec: QuantSpec, fmt: FloatFormat): FastEncoder | null {
+  const profile = spec.profile ?? 'satfinite';
+  const last = lastEncoder;
+  if (last !== null && last.format === spec.format && last.profile === profile && last.mode === spec.mode) return last.enc;
+  const prof = typeof profile === 'string' ? castProfile(profile) : profile;
+  const mode = spec.mode ?? prof.mode;
+  if (mode === 'stochastic') return null;
+  const enc = fastEncoder(fmt, prof, mode);
+  if (typeof profile === 'string') lastEncoder = { format: spec.format, profile, mode: spec.mode, enc };
+  return enc;
 }
 
 /** Scaled elements x[i]·f (or x[i]/f) of one cell run [from, end), pre-cast clamped, into `scaled`. */

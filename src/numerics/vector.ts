@@ -40,10 +40,47 @@ function ceilBits(x: number): number {
   return (f32[0] as number) < x ? b + 1 : b;
 }
 
+/**
+ * A compiled deterministic cast (rne / rtz / rha) of one (format, resolved profile, mode) on float32 bit
+ * patterns: what a caller with its own scratch (the quantizer) calls instead of {@link encodeArray}, without
+ * the per-call option record, lookups and typed-array views. Equals the scalar reference. @internal
+ */
+export interface FastEncoder {
+  /** The code of one float32 bit pattern (the bit-level form of the scalar reference). */
+  readonly encodeBits: (b: number) => number;
+  /**
+   * The codes of the first `n` float32 bit patterns of `bits` into `dst`, by the bucket tables
+   * ({@link EncodeTables}: once built, for `n` ≥ 4096, or once 262 144 elements have been encoded per
+   * value, codes of at most 16 bits) or per value.
+   */
+  readonly encodeBitsInto: (bits: Uint32Array, n: number, dst: CodeArray) => void;
+}
+
+/**
+ * For formats of at most 16 bits, most float32 inputs are decided by their top 16 bits: `code[hi]` is the
+ * code of every float32 whose top 16 bits are `hi`, or {@link AMBIGUOUS}. Rounding is monotone within a
+ * bucket of one sign, so equal ends imply one code for the whole bucket; when the ends differ by one code
+ * (a rounding boundary inside the bucket), `split[hi]` is the boundary's low 16 bits, `lower[hi]` the code
+ * below it and `upper[hi]` the code at and above it (else `split[hi]` is −1). Buckets with more codes or a
+ * raw-range edge inside are AMBIGUOUS with split −1 and take `encodeBits`. For a 16-bit format the code
+ * 0xffff itself is stored as AMBIGUOUS (it takes the per-value path), and bf16 buckets are all one- or
+ * two-code buckets (its codes are the top 16 bits of a float32).
+ */
+interface EncodeTables {
+  readonly code: Uint16Array;
+  readonly split: Int32Array;
+  readonly lower: Uint16Array;
+  readonly upper: Uint16Array;
+}
+
+/** The {@link EncodeTables} entry of a bucket that takes the per-value path or its split. */
+const AMBIGUOUS = 0xffff;
+
 /** A compiled deterministic cast (rne / rtz / rha) for one (format, profile, mode). */
 interface Kernel {
   readonly format: FloatFormat;
   readonly encodeInto: (src: Float32Array, dst: CodeArray) => void;
+  readonly fast: FastEncoder;
 }
 
 const kernels = new Map<string, Kernel>();
@@ -87,11 +124,21 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   const [underPos, underNeg] = codes.zero;
   const negativeCode = codes.negative;
   const unsigned = !format.signed;
+  // The range of the common case: normal float32 magnitudes in [normalStart, overflowStart) round by the bit
+  // trick below, unless a raw range cuts into it (then the range is empty: every value takes the full path).
+  const fastLo = normalStart;
+  const fastHi = ranges.some((r) => r.lo < overflowStart && r.hi > normalStart) ? normalStart : Math.max(normalStart, Math.min(overflowStart, 0x7f800000));
 
   /** The code of one float32 bit pattern `b` (the bit-level form of the scalar reference). */
   const encodeBits = (b: number): number => {
     let neg = b >>> 31;
     const a = b & 0x7fffffff;
+    // The common case first: a normal float32 in [fastLo, fastHi) is finite, not zero, in no raw range and
+    // below overflow, so the checks below would all pass to the bit trick (a negative unsigned value would not).
+    if (a >= fastLo && a < fastHi && (neg === 0 || !unsigned)) {
+      const c = (a + addend + (tiesToEven ? (((a & 0x7fffff) | 0x800000) >>> shift) & 1 : 0)) >>> shift;
+      return neg ? c + signMask : c;
+    }
     if (a > 0x7f800000) return (neg ? nanNeg : nanPos) | (payloadShift < 0 ? 0 : (a & 0x7fffff) >>> payloadShift);
     if (neg && unsigned) {
       if (a !== 0 && negativeCode !== null) return negativeCode;
@@ -132,22 +179,9 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
     return neg ? code + signMask : code;
   };
 
-  // For formats of at most 16 bits, most float32 inputs are decided by their top 16 bits: a
-  // 65 536-entry table holds the code of every such bucket. Rounding is monotone within a bucket of
-  // one sign, so equal ends imply one code for the whole bucket; when the ends differ by one code
-  // (a rounding boundary inside the bucket), the boundary's low 16 bits are stored instead. Buckets
-  // with more codes or a raw-range edge inside are AMBIGUOUS and take the per-value path. For a
-  // 16-bit format the code 0xffff itself is stored as AMBIGUOUS (it takes the per-value path), and
-  // bf16 buckets are all one- or two-code buckets (its codes are the top 16 bits of a float32).
-  const AMBIGUOUS = 0xffff;
-  interface Tables {
-    readonly code: Uint16Array; // (65536) code, or AMBIGUOUS
-    readonly split: Int32Array; // (65536) low-16-bit boundary for two-code buckets, else −1
-    readonly lower: Uint16Array; // (65536) code below the boundary
-    readonly upper: Uint16Array; // (65536) code at and above the boundary
-  }
-  let tables: Tables | null = null;
-  const buildTables = (): Tables => {
+  // The 65 536-bucket tables (EncodeTables), built on first use.
+  let tables: EncodeTables | null = null;
+  const buildTables = (): EncodeTables => {
     const code = new Uint16Array(65536);
     const split = new Int32Array(65536).fill(-1);
     const lower = new Uint16Array(65536);
@@ -180,11 +214,16 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   // Elements encoded per value so far: small calls repeated many times (activations and KV rows
   // per decode step) also pay off the tables once their total passes a few table sizes.
   let perValueCount = 0;
-  const encodeInto = (src: Float32Array, dst: CodeArray): void => {
-    const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
-    const n = bits.length;
-    if ((dst instanceof Uint8Array || dst instanceof Uint16Array) && (tables !== null || n >= 4096 || perValueCount >= 262144)) {
-      const { code, split, lower, upper } = (tables ??= buildTables());
+  const tablesFor = (n: number): EncodeTables | null => {
+    if (tables !== null || n >= 4096 || perValueCount >= 262144) return (tables ??= buildTables());
+    perValueCount += n;
+    return null;
+  };
+  const encodeInto = (src: Float32Array, dst: CodeArray): void => encodeBitsInto(new Uint32Array(src.buffer, src.byteOffset, src.length), src.length, dst);
+  const encodeBitsInto = (bits: Uint32Array, n: number, dst: CodeArray): void => {
+    const t = dst instanceof Uint8Array || dst instanceof Uint16Array ? tablesFor(n) : null;
+    if (t !== null) {
+      const { code, split, lower, upper } = t;
       for (let i = 0; i < n; i++) {
         const b = bits[i] as number;
         const hi = b >>> 16;
@@ -198,10 +237,10 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
       }
       return;
     }
-    perValueCount += n;
     for (let i = 0; i < n; i++) dst[i] = encodeBits(bits[i] as number);
   };
-  return { format, encodeInto };
+  const fast: FastEncoder = { encodeBits, encodeBitsInto };
+  return { format, encodeInto, fast };
 }
 
 /** Kernels of the built-in profiles by profile record, format record and mode: no key string per call. */
@@ -229,6 +268,16 @@ function kernelFor(format: FloatFormat, profile: CastProfile, mode: RoundingMode
     byMode.set(mode, kernel);
   }
   return kernel;
+}
+
+/**
+ * The {@link FastEncoder} of a deterministic cast (not `stochastic`) of `format` with a resolved profile:
+ * what a fused loop (the quantizer's scale-and-encode pass) inlines instead of calling {@link encodeArray}.
+ * @internal
+ */
+export function fastEncoder(format: FloatFormat, profile: CastProfile, mode: RoundingMode): FastEncoder {
+  if (mode === 'stochastic') throw new Error("fastEncoder: mode 'stochastic' draws random bits per element (use encodeArray)");
+  return kernelFor(format, profile, mode).fast;
 }
 
 /** Allocates a code array of the right width for `format`. */

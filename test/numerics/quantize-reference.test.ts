@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { quantPreset, quantPresets } from '../../src/numerics/presets.js';
-import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, dequantize, quantize, quantizeTransient, quantizedValues } from '../../src/numerics/quantize.js';
+import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantize, quantizeTransient, quantizedValues } from '../../src/numerics/quantize.js';
 import { dequantizeReference, quantizeReference, quantizedValuesReference } from '../../src/numerics/quantize-reference.js';
 
 const FLT_MAX = 3.4028234663852886e38;
@@ -111,6 +111,27 @@ describe('quantize (fast) equals quantizeReference bit for bit', () => {
       fast = quantize(delayed, x, [5, 30], { state: fast.state! });
       ref = quantizeReference(delayed, x, [5, 30], { state: ref.state! });
     }
+  });
+
+  it.each(names)('preset %s through quantizeTransient: one scratch over shapes that grow, shrink and alternate (views reused)', (name) => {
+    const spec = quantPreset(name);
+    // More distinct lengths than the scratch keeps views of, a repeated length after its buffer grew, an empty tensor.
+    const seq: readonly (readonly [number, number])[] = [[1, 8], [8, 8], [1, 8], [3, 70], [1, 9], [9, 8], [17, 33], [1, 8], [0, 8], [8, 8], [40, 64], [1, 8], [3, 70]];
+    const made = createQuantizeScratch(4, 1);
+    // A scratch built by hand (no reused views) takes the per-call views.
+    const plain = { amax: new Float32Array(1), min: new Float32Array(1), max: new Float32Array(1), factors: new Float32Array(1), scaled: new Float32Array(1), codes: new Uint8Array(1), scales: new Float32Array(1) };
+    seq.forEach(([rows, cols], i) => {
+      const x = matrix(rows, cols, `${name}-transient-${i}`, i % 3 === 0 ? 0.2 : 0);
+      const ref = quantizeReference(spec, x, [rows, cols]);
+      for (const [label, scratch] of [['made', made], ['plain', plain]] as const) {
+        const t = quantizeTransient(spec, x, [rows, cols], scratch);
+        expect(t.codes.length, `${name} ${label} ${rows}×${cols}: codes length`).toBe(rows * cols);
+        // The result lives in the scratch's current arrays (scales always, codes of 8-bit float formats), not in a view kept from before they grew.
+        expect(t.scales.buffer, `${name} ${label}: scales in the scratch`).toBe(scratch.scales.buffer);
+        if (elementFormat(spec.format).kind === 'float' && elementFormat(spec.format).bits <= 8) expect(t.codes.buffer, `${name} ${label}: codes in the scratch`).toBe(scratch.codes.buffer);
+        expectSameTensor(t, ref, `${name} ${label} ${rows}×${cols} (call ${i})`);
+      }
+    });
   });
 
   it('quantizeTransient writes into the scratch it is given and equals quantize', () => {

@@ -2,6 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { decode, decodeArray, encodeArray, fakeQuant, scalarEncoder } from '../../src/numerics/index.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
+import { fastEncoder } from '../../src/numerics/vector.js';
 import { createRng } from '../../src/rng.js';
 
 const coverage = profileCoverage();
@@ -103,6 +104,46 @@ describe('vector casts equal the scalar reference', () => {
       const scalar = scalarEncoder(format, profile);
       const codes = encodeArray(format, src, { profile });
       expectSameCodes('rne', codes, (i) => scalar(src[i] as number), src.length);
+    },
+  );
+
+  it.each(coverage.map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+    '%s/%s: fastEncoder per value and per call (before the tables) at the edges of its bit-trick range',
+    (_p, _f, profile, format) => {
+      // Float32 neighbours of every code's value and of every midpoint between neighbouring codes (the bit
+      // trick's range ends at the min normal and at overflow; every code of an 8-bit format, about 4096 of a
+      // wider one), plus the special and random patterns.
+      const f32 = new Float32Array(1);
+      const u32 = new Uint32Array(f32.buffer);
+      const patterns: number[] = [];
+      const values: number[] = [];
+      for (let c = 0; c < format.codeCount; c += format.bits <= 8 ? 1 : Math.floor(format.codeCount / 4093)) values.push(decode(format, c));
+      const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+      for (let i = 0; i < finite.length; i++) {
+        const next = finite[i + 1];
+        for (const v of next === undefined ? [finite[i] as number] : [finite[i] as number, ((finite[i] as number) + next) / 2]) {
+          f32[0] = v;
+          const b = u32[0] as number;
+          for (const d of [-1, 0, 1]) patterns.push((b + d) >>> 0, ((b + d) ^ 0x80000000) >>> 0);
+        }
+      }
+      for (const src of inputs) patterns.push(...new Uint32Array(src.buffer, src.byteOffset, src.length));
+      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+        // (encodeBits may give a 32-bit code as a negative int32, as the Uint32Array it is stored in wraps it.)
+        const enc = fastEncoder(format, profile, mode);
+        const scalar = scalarEncoder(format, profile, mode);
+        const want = (i: number): number => {
+          u32[0] = patterns[i] as number;
+          return scalar(f32[0] as number);
+        };
+        expectSameCodes(`${mode} encodeBits`, patterns.map((b) => enc.encodeBits(b) >>> 0), want, patterns.length);
+        // A short call: per value unless this kernel's tables exist already (the other tests may have built them).
+        const bits = Uint32Array.from(patterns.slice(0, 64));
+        const dst = format.bits <= 8 ? new Uint8Array(64) : format.bits <= 16 ? new Uint16Array(64) : new Uint32Array(64);
+        enc.encodeBitsInto(bits, 64, dst);
+        expectSameCodes(`${mode} encodeBitsInto`, dst, want, Math.min(64, patterns.length));
+      }
+      expect(() => fastEncoder(format, profile, 'stochastic')).toThrow(/stochastic/);
     },
   );
 
