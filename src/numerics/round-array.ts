@@ -1,0 +1,146 @@
+// Fused fp32 → format → fp32 rounding: the values fakeQuant gives, without a code array or a decode
+// table. A bit trick on the float32 pattern for the finite values of a format's normal range; the
+// vector casts (encodeArray + decodeArray) for everything else, so it adds no behaviour of its own.
+
+import { type FloatFormat, floatFormats } from './formats.js';
+import { type CastProfile, type CastProfileName, type RoundingMode, castProfiles, resolveRules } from './profiles.js';
+import { type FormatLike, activeRawRanges, resolveFormat, resolveProfile } from './round.js';
+import { type VectorCastOptions, allocCodes, decodeArray, encodeArray, fakeQuant } from './vector.js';
+
+/** Rounds every element of `src` into `dst` (same length or longer; `dst` may be `src`). */
+export type RoundInto = (src: Float32Array, dst: Float32Array) => void;
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+function bitsOf(x: number): number {
+  f32[0] = x;
+  return u32[0] as number;
+}
+
+/**
+ * The float32 magnitude bits [lo, hi] where rounding to `format` is the bit trick (lo > hi: none).
+ * In a format's normal range the rounded value keeps the float32 exponent and drops the low
+ * `23 − manBits` mantissa bits, so the code and its decoding are skipped; the range ends at
+ * maxFinite (no rounding of |x| ≤ maxFinite exceeds it), and excludes zero, subnormals of either
+ * format and every raw range of the profile.
+ */
+function fastRange(format: FloatFormat, profile: CastProfile, mode: RoundingMode): readonly [number, number] {
+  const none = [1, 0] as const;
+  const rules = resolveRules(format, profile);
+  const standard = format.signed && format.manBits <= 23 && format.emax <= 127 && format.emin >= -126;
+  if (!standard || Math.fround(format.maxFinite) !== format.maxFinite || Math.fround(format.minNormal) !== format.minNormal) return none;
+  const lo = Math.max(bitsOf(format.minNormal), 0x00800000);
+  const hi = bitsOf(format.maxFinite);
+  for (const r of activeRawRanges(rules, mode)) {
+    // The range [r.lo, r.hi) of |x| meets [value(lo), value(hi)]: no fast path at all (no built-in
+    // profile has a raw range for a format this kernel serves fast).
+    if (r.lo <= format.maxFinite && r.hi > format.minNormal) return none;
+  }
+  return [lo, hi];
+}
+
+/** Compiled roundings of the built-in (format, profile, mode) triples, by `format|profile|mode`. */
+const kernels = new Map<string, RoundInto>();
+
+function compileRounding(format: FloatFormat, profile: CastProfile, mode: RoundingMode): RoundInto {
+  const [lo, hi] = fastRange(format, profile, mode);
+  const shift = 23 - format.manBits;
+  // Adding `bias` (+1 when the kept lsb is odd, for ties to even) then clearing the dropped bits is
+  // round to nearest even / half away / toward zero on the magnitude; a carry into the exponent is
+  // the next binade's first value, as it should be.
+  const bias = shift === 0 || mode === 'rtz' ? 0 : mode === 'rha' ? 2 ** (shift - 1) : 2 ** (shift - 1) - 1;
+  const evenTies = mode === 'rne' && shift > 0 ? 1 : 0;
+  const keep = ~(2 ** shift - 1); // int32 mask of the kept bits
+  const cast = { profile, mode } as const;
+  // The other elements are gathered and rounded in one call of the vector casts after the loop
+  // (zeros, common in activations, are precomputed).
+  let pending = new Int32Array(64); // their indices
+  let values = new Float32Array(64);
+  let codes = allocCodes(format, 64);
+  const reference = (src: Float32Array, dst: Float32Array, count: number): void => {
+    if (values.length < count) {
+      values = new Float32Array(count);
+      codes = allocCodes(format, count);
+    }
+    const v = values.subarray(0, count);
+    // Bit copies (no float loads and stores: NaN payloads kept).
+    const vBits = new Int32Array(v.buffer, 0, count);
+    const srcBits = new Int32Array(src.buffer, src.byteOffset, src.length);
+    const dstBits = new Int32Array(dst.buffer, dst.byteOffset, dst.length);
+    for (let j = 0; j < count; j++) vBits[j] = srcBits[pending[j] as number] as number;
+    decodeArray(format, encodeArray(format, v, cast, codes.subarray(0, count)), v);
+    for (let j = 0; j < count; j++) dstBits[pending[j] as number] = vBits[j] as number;
+  };
+  const zeros = Float32Array.from([0, -0]);
+  pending[1] = 1;
+  reference(zeros, zeros, 2);
+  const zeroBits = new Int32Array(zeros.buffer);
+  const zeroPos = zeroBits[0] as number;
+  const zeroNeg = zeroBits[1] as number;
+  return (src, dst) => {
+    const n = src.length;
+    if (dst.length < n) throw new Error(`roundInto: dst has ${dst.length} elements, need ${n}`);
+    const inBits = new Int32Array(src.buffer, src.byteOffset, n);
+    const outBits = new Int32Array(dst.buffer, dst.byteOffset, n);
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const b = inBits[i] as number;
+      const a = b & 0x7fffffff;
+      if (a >= lo && a <= hi) outBits[i] = ((a + bias + ((a >> shift) & evenTies)) & keep) | (b & 0x80000000);
+      else if (a === 0) outBits[i] = b === 0 ? zeroPos : zeroNeg;
+      else {
+        if (count === pending.length) pending = Int32Array.from({ length: 2 * count }, (_, j) => (j < count ? (pending[j] as number) : 0));
+        pending[count++] = i;
+      }
+    }
+    if (count > 0) reference(src, dst, count);
+  };
+}
+
+/**
+ * The compiled fused rounding of `format` under `profile` with a deterministic `mode` (the
+ * profile's by default): a function that writes `fakeQuant(format, src, { profile, mode })` into
+ * `dst`, bit for bit (NaN payloads included), without allocating per call. Kernels of the built-in
+ * profiles are compiled once and shared. Throws for `stochastic` (use {@link roundArray} with
+ * random bits) and for a profile that does not cover the format.
+ *
+ * @example
+ * ```ts
+ * const toBf16 = roundingKernel('bf16', 'ieee');
+ * const x = new Float32Array([1 + 2 ** -8, 3 * 2 ** -9 + 1]);
+ * toBf16(x, x); // x = [1, 1 + 2 ** -7]: ties to even
+ * ```
+ */
+export function roundingKernel(format: FormatLike, profile: CastProfile | CastProfileName, mode?: RoundingMode): RoundInto {
+  const fmt = resolveFormat(format);
+  const prof = resolveProfile(profile);
+  const m = mode ?? prof.mode;
+  if (m === 'stochastic') throw new Error('roundingKernel: stochastic rounding needs random bits (use roundArray)');
+  // Only built-in records are kept: a user-defined profile or format may reuse a built-in name.
+  const builtin = (castProfiles as Record<string, CastProfile | undefined>)[prof.name] === prof && (floatFormats as Record<string, FloatFormat | undefined>)[fmt.name] === fmt;
+  const key = `${fmt.name}|${prof.name}|${m}`;
+  const known = builtin ? kernels.get(key) : undefined;
+  if (known !== undefined) return known;
+  const kernel = compileRounding(fmt, prof, m);
+  if (builtin) kernels.set(key, kernel);
+  return kernel;
+}
+
+/**
+ * Rounds every element to `format` and back to float32: equals {@link fakeQuant} bit for bit (and so
+ * the scalar `round`), through the fused {@link roundingKernel} for deterministic modes; `stochastic`
+ * is {@link fakeQuant} itself (one random uint32 per element in index order).
+ *
+ * @example
+ * ```ts
+ * roundArray('fp16', new Float32Array([65520, -0, 1e-8]), { profile: 'ieee' }); // [Inf, -0, 0]
+ * ```
+ */
+export function roundArray(format: FormatLike, src: Float32Array, options: VectorCastOptions, dst?: Float32Array): Float32Array {
+  const mode = options.mode ?? resolveProfile(options.profile).mode;
+  if (mode === 'stochastic') return fakeQuant(format, src, options, dst);
+  const out = dst ?? new Float32Array(src.length);
+  roundingKernel(format, options.profile, mode)(src, out);
+  return out;
+}
