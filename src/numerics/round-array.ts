@@ -78,13 +78,15 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
   const zeroBits = new Int32Array(zeros.buffer);
   const zeroPos = zeroBits[0] as number;
   const zeroNeg = zeroBits[1] as number;
-  return (src, dst) => {
+  const isNan = (bits: number): boolean => (bits & 0x7fffffff) > 0x7f800000;
+  const plainZeros = !isNan(zeroPos) && !isNan(zeroNeg);
+  /** Elements start … n−1 through bit views (every input, NaN payloads included). */
+  const general = (src: Float32Array, dst: Float32Array, start: number): void => {
     const n = src.length;
-    if (dst.length < n) throw new Error(`roundInto: dst has ${dst.length} elements, need ${n}`);
     const inBits = new Int32Array(src.buffer, src.byteOffset, n);
     const outBits = new Int32Array(dst.buffer, dst.byteOffset, n);
     let count = 0;
-    for (let i = 0; i < n; i++) {
+    for (let i = start; i < n; i++) {
       const b = inBits[i] as number;
       const a = b & 0x7fffffff;
       if (a >= lo && a <= hi) outBits[i] = ((a + bias + ((a >> shift) & evenTies)) & keep) | (b & 0x80000000);
@@ -95,6 +97,27 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
       }
     }
     if (count > 0) reference(src, dst, count);
+  };
+  // Short arrays (a decode step's rows, one head's scores) cost more in the two views than in the
+  // rounding: their elements go through a one-element scratch instead, as long as they are in the
+  // fast range or zeros (float32 → double → float32 is exact for every non-NaN value; the first
+  // other element hands the rest to `general`).
+  const SHORT = 32;
+  const scratch = new Float32Array(1);
+  const scratchBits = new Int32Array(scratch.buffer);
+  return (src, dst) => {
+    const n = src.length;
+    if (dst.length < n) throw new Error(`roundInto: dst has ${dst.length} elements, need ${n}`);
+    if (n > SHORT) return general(src, dst, 0);
+    for (let i = 0; i < n; i++) {
+      scratch[0] = src[i] as number;
+      const b = scratchBits[0] as number;
+      const a = b & 0x7fffffff;
+      if (a >= lo && a <= hi) scratchBits[0] = ((a + bias + ((a >> shift) & evenTies)) & keep) | (b & 0x80000000);
+      else if (a === 0 && plainZeros) scratchBits[0] = b === 0 ? zeroPos : zeroNeg;
+      else return general(src, dst, i);
+      dst[i] = scratch[0] as number;
+    }
   };
 }
 

@@ -326,13 +326,13 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   };
   const backwardRounding = Object.freeze({ dgrad: gemm, wgrad: gemm, round: roundInto, gemmRounded, roundedWeightT });
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm, backwardRounding });
-  // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
-  const roundKv = slot(opFormat);
+  // The decode path rounds each cached K/V element once (elementwise, as roundB does, straight into
+  // its rounded copy of the cache) and calls this.
   const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
     accumulate(o, roundA(head(a, m * k)), head(b, n * k), m, n, k);
     finish(head(o, m * n));
   };
-  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
+  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => roundOp(src, dst), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
   const operandRounding = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, round: roundInto, gemmRounded });
   const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding, operandRounding });
   const block: BlockGemms = Object.freeze({

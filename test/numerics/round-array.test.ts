@@ -55,6 +55,11 @@ describe('roundArray equals fakeQuant bit for bit', () => {
       for (const mode of ['rne', 'rtz', 'rha'] as const) {
         const want = fakeQuant(format, inputs, { profile, mode });
         expectSameBits(`${profile.name}/${format.name}/${mode}`, roundArray(format, inputs, { profile, mode }), want);
+        // Short calls of every length 1 … 65 (the scratch path and its hand-over to the views).
+        const kernel = roundingKernel(format, profile, mode);
+        const chunked = new Float32Array(inputs.length);
+        for (let i = 0, len = 1; i < inputs.length; i += len, len = (len % 65) + 1) kernel(inputs.subarray(i, i + len), chunked.subarray(i, i + len));
+        expectSameBits(`${profile.name}/${format.name}/${mode} in short calls`, chunked, want);
       }
     },
   );
@@ -100,6 +105,14 @@ describe('roundArray equals fakeQuant bit for bit', () => {
     const longer = new Float32Array(src.length + 3).fill(5);
     roundingKernel('bf16', 'torch-2.13')(src, longer);
     expectSameBits('longer dst', longer.subarray(0, src.length), want);
+    // In place on short arrays whose NaN (signalling payload) or subnormal comes after rounded elements.
+    for (const bits of [0x7f800001, 0xff812345, 0x00000003, 0x7f7fffff]) {
+      const short = Float32Array.from([1 + 2 ** -9, -3.3, 0, -0, 1e-3, 5, 6, 7]);
+      new Uint32Array(short.buffer)[5] = bits;
+      const expected = fakeQuant('fp16', short, { profile: 'torch-2.13' });
+      roundingKernel('fp16', 'torch-2.13')(short, short);
+      expectSameBits(`short in place with 0x${bits.toString(16)}`, short, expected);
+    }
     expect(Array.from(longer.subarray(src.length))).toEqual([5, 5, 5]);
     expect(roundArray('fp16', new Float32Array(0), { profile: 'ieee' }).length).toBe(0);
     expect(() => roundingKernel('fp16', 'ieee')(new Float32Array(4), new Float32Array(3))).toThrow(/dst has 3/);
