@@ -6,6 +6,8 @@ import { type FloatFormat, floatFormats } from './formats.js';
 import { type CastProfile, type CastProfileName, type RoundingMode, castProfiles, resolveRules } from './profiles.js';
 import { type FormatLike, activeRawRanges, resolveFormat, resolveProfile } from './round.js';
 import { type VectorCastOptions, allocCodes, decodeArray, encodeArray, fakeQuant } from './vector.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
+import { forLoop, get, i32c, memarg0, set } from './wasm-emit.js';
 
 /** Rounds every element of `src` into `dst` (same length or longer; `dst` may be `src`). */
 export type RoundInto = (src: Float32Array, dst: Float32Array) => void;
@@ -38,6 +40,63 @@ function fastRange(format: FloatFormat, profile: CastProfile, mode: RoundingMode
     if (r.lo <= format.maxFinite && r.hi > format.minNormal) return none;
   }
   return [lo, hi];
+}
+
+// The fast range in WebAssembly SIMD, four lanes at a time, for calls of at least WASM_MIN elements:
+// `round(nv, lo, span, bias, shift, evenTies, keep, zeroPos, zeroNeg)` reads nv vectors of float32
+// bits at byte 32, writes nv vectors of results after them, and stores at byte 0 the count per lane
+// of elements outside the fast range and not zero (their lanes hold the input; any such element
+// sends the whole call to the JavaScript path, which gives them to the vector casts).
+const WASM_MIN = 64;
+const R = { nv: 0, lo: 1, span: 2, bias: 3, shift: 4, even: 5, keep: 6, zp: 7, zn: 8 } as const;
+const RL = { i: 9, out: 10, b: 11, a: 12, inr: 13, isz: 14, acc: 15, sLo: 16, sSpan: 17, sBias: 18, sEven: 19, sKeep: 20, sZp: 21, sZn: 22, sAbs: 23, sSign: 24, zero: 25 } as const;
+/** SIMD sub-opcodes (after the 0xFD prefix), LEB128-encoded (SIMD proposal opcode table). */
+const sv = {
+  load: [0x00], store: [0x0b], splat: [0x11], not: [0x4d], and: [0x4e], or: [0x50], bitselect: [0x52],
+  eq: [0x37], ltS: [0x39], leU: [0x3e], shrU: [0xad, 0x01], add: [0xae, 0x01], sub: [0xb1, 0x01],
+} as const;
+const sop = (o: readonly number[], imm: number[] = []): number[] => [0xfd, ...o, ...imm];
+
+function roundBody(): number[] {
+  const splat = (param: number, local: number): number[] => [...get(param), ...sop(sv.splat), ...set(local)];
+  const vget = get;
+  const code = [
+    ...splat(R.lo, RL.sLo), ...splat(R.span, RL.sSpan), ...splat(R.bias, RL.sBias), ...splat(R.even, RL.sEven),
+    ...splat(R.keep, RL.sKeep), ...splat(R.zp, RL.sZp), ...splat(R.zn, RL.sZn),
+    ...i32c(0x7fffffff), ...sop(sv.splat), ...set(RL.sAbs), ...i32c(-0x80000000), ...sop(sv.splat), ...set(RL.sSign),
+    ...i32c(0), ...sop(sv.splat), ...set(RL.zero), ...vget(RL.zero), ...set(RL.acc),
+    // out = 32 + 16·nv
+    ...get(R.nv), ...i32c(4), 0x74, ...i32c(32), 0x6a, ...set(RL.out),
+    ...forLoop(RL.i, i32c(0), get(R.nv), [
+      ...get(RL.i), ...i32c(4), 0x74, ...sop(sv.load, [0x00, ...uleb(32)]), ...set(RL.b),
+      ...vget(RL.b), ...vget(RL.sAbs), ...sop(sv.and), ...set(RL.a),
+      ...vget(RL.a), ...vget(RL.sLo), ...sop(sv.sub), ...vget(RL.sSpan), ...sop(sv.leU), ...set(RL.inr),
+      ...vget(RL.a), ...vget(RL.zero), ...sop(sv.eq), ...set(RL.isz),
+      // the store address, then bitselect(fast, bitselect(zeroResult, b, isz), inr)
+      ...get(RL.out), ...get(RL.i), ...i32c(4), 0x74, 0x6a,
+      ...vget(RL.a), ...vget(RL.sBias), ...sop(sv.add), ...vget(RL.a), ...get(R.shift), ...sop(sv.shrU), ...vget(RL.sEven), ...sop(sv.and), ...sop(sv.add),
+      ...vget(RL.sKeep), ...sop(sv.and), ...vget(RL.b), ...vget(RL.sSign), ...sop(sv.and), ...sop(sv.or),
+      ...vget(RL.sZn), ...vget(RL.sZp), ...vget(RL.b), ...vget(RL.zero), ...sop(sv.ltS), ...sop(sv.bitselect),
+      ...vget(RL.b), ...vget(RL.isz), ...sop(sv.bitselect),
+      ...vget(RL.inr), ...sop(sv.bitselect),
+      ...sop(sv.store, memarg0),
+      // acc −= ¬(inr ∨ isz): +1 per lane outside the fast range and not zero
+      ...vget(RL.acc), ...vget(RL.inr), ...vget(RL.isz), ...sop(sv.or), ...sop(sv.not), ...sop(sv.sub), ...set(RL.acc),
+    ]),
+    ...i32c(0), ...vget(RL.acc), ...sop(sv.store, memarg0),
+    0x0b,
+  ];
+  const locals = [2, ...uleb(2), 0x7f, ...uleb(15), 0x7b]; // 2 × i32, 15 × v128
+  const body = [...locals, ...code];
+  return [...uleb(body.length), ...body];
+}
+
+type RoundFn = (nv: number, lo: number, span: number, bias: number, shift: number, even: number, keep: number, zp: number, zn: number) => void;
+const roundWasm = lazyOneFunction<RoundFn>(() => oneFunctionModule('round', 9, roundBody()), 'round');
+
+/** Whether the WebAssembly SIMD rounding is in use (for tests and reports). */
+export function roundingIsSimd(): boolean {
+  return roundWasm() !== null;
 }
 
 /** Compiled roundings of the built-in (format, profile, mode) triples, by `format|profile|mode`. */
@@ -80,6 +139,7 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
   const zeroNeg = zeroBits[1] as number;
   const isNan = (bits: number): boolean => (bits & 0x7fffffff) > 0x7f800000;
   const plainZeros = !isNan(zeroPos) && !isNan(zeroNeg);
+  const useWasm = lo <= hi && plainZeros;
   /** Elements start … n−1 through bit views (every input, NaN payloads included). */
   const general = (src: Float32Array, dst: Float32Array, start: number): void => {
     const n = src.length;
@@ -108,6 +168,25 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
   return (src, dst) => {
     const n = src.length;
     if (dst.length < n) throw new Error(`roundInto: dst has ${dst.length} elements, need ${n}`);
+    if (n >= WASM_MIN && useWasm) {
+      const w = roundWasm();
+      if (w !== null) {
+        const nv = Math.ceil(n / 4);
+        const need = 32 + 32 * nv;
+        const have = w.memory.buffer.byteLength;
+        if (need > have) w.memory.grow(Math.ceil((need - have) / 65536));
+        const buffer = w.memory.buffer;
+        const input = new Float32Array(buffer, 32, 4 * nv);
+        input.set(src); // same element type: a byte copy (NaN payloads kept)
+        if (4 * nv > n) input.fill(0, n);
+        w.fn(nv, lo, hi - lo, bias, shift, evenTies, keep, zeroPos, zeroNeg);
+        const others = new Int32Array(buffer, 0, 4);
+        if ((others[0]! | others[1]! | others[2]! | others[3]!) === 0) {
+          dst.set(new Float32Array(buffer, 32 + 16 * nv, n));
+          return;
+        }
+      }
+    }
     if (n > SHORT) return general(src, dst, 0);
     for (let i = 0; i < n; i++) {
       scratch[0] = src[i] as number;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { castProfiles, decode, fakeQuant, floatFormats, roundArray, roundingKernel, type CastProfile } from '../../src/numerics/index.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
+import { roundingIsSimd } from '../../src/numerics/round-array.js';
 import { createRng } from '../../src/rng.js';
 
 const coverage = profileCoverage();
@@ -60,6 +61,29 @@ describe('roundArray equals fakeQuant bit for bit', () => {
         const chunked = new Float32Array(inputs.length);
         for (let i = 0, len = 1; i < inputs.length; i += len, len = (len % 65) + 1) kernel(inputs.subarray(i, i + len), chunked.subarray(i, i + len));
         expectSameBits(`${profile.name}/${format.name}/${mode} in short calls`, chunked, want);
+      }
+    },
+  );
+
+  it.each(coverage.filter((c) => c.format.signed && c.format.bits >= 8).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+    '%s/%s: the WebAssembly path on calls whose every element is in the normal range or zero, of ragged lengths 64 … 400',
+    (_p, _f, profile, format) => {
+      expect(roundingIsSimd()).toBe(true);
+      const all = new Uint32Array(wideInputs.buffer);
+      const keep: number[] = [];
+      const lo = bitsOf(format.minNormal);
+      const hi = bitsOf(format.maxFinite);
+      for (const b of all) {
+        const a = b & 0x7fffffff;
+        if (a === 0 || (a >= lo && a >= 0x00800000 && a <= hi)) keep.push(b);
+      }
+      const inputs = new Float32Array(Uint32Array.from(keep).buffer);
+      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+        const want = fakeQuant(format, inputs, { profile, mode });
+        const kernel = roundingKernel(format, profile, mode);
+        const got = new Float32Array(inputs.length);
+        for (let i = 0, len = 64; i < inputs.length; i += len, len = len === 400 ? 64 : len + 7) kernel(inputs.subarray(i, i + len), got.subarray(i, i + len));
+        expectSameBits(`${profile.name}/${format.name}/${mode} in SIMD calls`, got, want);
       }
     },
   );
