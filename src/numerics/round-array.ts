@@ -139,6 +139,34 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
   const zeroNeg = zeroBits[1] as number;
   const isNan = (bits: number): boolean => (bits & 0x7fffffff) > 0x7f800000;
   const plainZeros = !isNan(zeroPos) && !isNan(zeroNeg);
+  // Below the format's min normal, down to the smallest normal float32 (fp16's subnormals and what
+  // rounds to ±0 or to them): the significand rounded by an integer shift to the subnormal quantum
+  // 2^(emin − m), as the vector casts do. Only where no raw range applies and a zero result is ±0.
+  const quantum = 2 ** (format.emin - format.manBits);
+  const subnormalStart =
+    lo <= hi && lo > 0x00800000 && format.hasSubnormals && format.hasZero && plainZeros && activeRawRanges(resolveRules(format, profile), mode).length === 0
+      ? 0x00800000
+      : 0x7fffffff;
+  const rne = mode === 'rne';
+  const rha = mode === 'rha';
+  const subnormalOut = new Float32Array(1);
+  const subnormalBits = new Int32Array(subnormalOut.buffer);
+  /** The float32 bits of x (bits `b`, a normal float32 below the format's min normal) rounded to the subnormal grid. */
+  const subnormal = (b: number): number => {
+    const a = b & 0x7fffffff;
+    const m24 = (a & 0x7fffff) | 0x800000;
+    const sh = shift + format.emin - ((a >>> 23) - 127); // bits below the quantum, ≥ 1
+    let q = 0;
+    if (sh <= 24) {
+      q = m24 >>> sh;
+      const rem = m24 & ((1 << sh) - 1);
+      const half = 1 << (sh - 1);
+      if (rne ? rem > half || (rem === half && (q & 1) === 1) : rha && rem >= half) q++;
+    }
+    if (q === 0) return b < 0 ? zeroNeg : zeroPos; // a format with zero: underflow gives the zero of ±0 input
+    subnormalOut[0] = q * quantum; // exact: q ≤ 2^m
+    return (subnormalBits[0] as number) | (b & 0x80000000);
+  };
   const useWasm = lo <= hi && plainZeros;
   /** Elements start … n−1 through bit views (every input, NaN payloads included). */
   const general = (src: Float32Array, dst: Float32Array, start: number): void => {
@@ -151,6 +179,7 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
       const a = b & 0x7fffffff;
       if (a >= lo && a <= hi) outBits[i] = ((a + bias + ((a >> shift) & evenTies)) & keep) | (b & 0x80000000);
       else if (a === 0) outBits[i] = b === 0 ? zeroPos : zeroNeg;
+      else if (a < lo && a >= subnormalStart) outBits[i] = subnormal(b);
       else {
         if (count === pending.length) pending = Int32Array.from({ length: 2 * count }, (_, j) => (j < count ? (pending[j] as number) : 0));
         pending[count++] = i;
