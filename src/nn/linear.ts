@@ -55,6 +55,16 @@ function backwardRoundingOf(gemms: LinearGemms): LinearBackwardRounding | null {
   return r !== undefined && r.dgrad === gemms.dgrad && r.wgrad === gemms.wgrad ? r : null;
 }
 
+/** Growing float32 scratch arrays of {@link linearBackward}, by slot. */
+const scratchArrays: Float32Array[] = [new Float32Array(0), new Float32Array(0), new Float32Array(0), new Float32Array(0)];
+
+/** The first `n` elements of scratch array `slot` (contents undefined). */
+function scratch(slot: number, n: number): Float32Array {
+  let a = scratchArrays[slot]!;
+  if (a.length < n) scratchArrays[slot] = a = new Float32Array(n);
+  return a.length === n ? a : a.subarray(0, n);
+}
+
 /** The first `n` elements of `x`, without a new view when that is all of it. */
 function head(x: FloatArray, n: number): FloatArray {
   return x.length === n ? x : x.subarray(0, n);
@@ -109,17 +119,18 @@ export function linearBackward(
 ): void {
   const rounding = backwardRoundingOf(gemms);
   if (rounding !== null) {
-    const doutRounded = new Float32Array(N * OC); // (N, OC) round(dout)
+    // Temporaries whose every element is written before it is read: reused scratch (the backward is not re-entrant).
+    const doutRounded = scratch(0, N * OC); // (N, OC) round(dout)
     rounding.round(doutRounded, head(dout, N * OC));
     if (dinp) {
-      const dx = allocLike(dout, N * C); // (N, C)
+      const dx = dout instanceof Float32Array ? scratch(1, N * C) : allocLike(dout, N * C); // (N, C)
       rounding.gemmRounded(dx, doutRounded, rounding.roundedWeightT(weight, OC, C), N, C, OC);
       for (let i = 0; i < N * C; i++) dinp[i] = dinp[i]! + dx[i]!;
     }
-    const doutT = new Float32Array(OC * N); // (OC, N) round(dout)ᵀ
+    const doutT = scratch(2, OC * N); // (OC, N) round(dout)ᵀ
     transpose(doutT, doutRounded, N, OC);
     const xT = inpT !== null && inpT.inp === inp && inpT.rounding === rounding ? inpT : (roundedInputT(inp, N, C, gemms) as RoundedInputT);
-    const dw = allocLike(dout, OC * C); // (OC, C)
+    const dw = dout instanceof Float32Array ? scratch(3, OC * C) : allocLike(dout, OC * C); // (OC, C)
     rounding.gemmRounded(dw, doutT, xT.values, OC, C, N);
     for (let i = 0; i < OC * C; i++) dweight[i] = dweight[i]! + dw[i]!;
   } else {

@@ -48,6 +48,9 @@ export {
   unpackNibbles,
 } from './vector.js';
 
+// The fused fp32 → format → fp32 rounding (fakeQuant's values without a code array).
+export { roundArray, roundingKernel, type RoundInto } from './round-array.js';
+
 // Quantizers as data: spec (element format, granularity, scale rule, scaling op, clamp) and the quantizer.
 export {
   quantize,

@@ -6,7 +6,8 @@ import { sequentialBlockGemms, type BlockGemms } from '../nn/block.js';
 import type { AttentionGemms } from '../nn/attention.js';
 import { transpose, type FloatArray } from '../nn/array.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
-import { allocCodes, decodeArray, encodeArray, fakeQuant, type CodeArray } from '../numerics/vector.js';
+import { fakeQuant } from '../numerics/vector.js';
+import { roundingKernel, type RoundInto } from '../numerics/round-array.js';
 import { floatFormats, type FloatFormat } from '../numerics/formats.js';
 import type { CastProfile, CastProfileName } from '../numerics/profiles.js';
 import { markGemmOperandImmutable } from '../numerics/threads.js';
@@ -165,8 +166,8 @@ function asFloat32(x: FloatArray): Float32Array {
 
 /**
  * Numerics that round both operands of every GEMM to `operands` (round to nearest even under the
- * `ieee` profile by default, through the numerics core's {@link fakeQuant}), accumulate in fp32
- * (sequentially, unless `accumulator` says otherwise) and optionally round the output to `out`.
+ * `ieee` profile by default: the values of the numerics core's {@link fakeQuant}, computed by its
+ * fused rounding kernel), accumulate in fp32 (sequentially, unless `accumulator` says otherwise) and optionally round the output to `out`.
  * No KV hook: K and V are operands of the attention GEMMs and are rounded there already.
  *
  * The rounded `b` operand of every linear forward GEMM (the weight matrix) is cached by array
@@ -187,7 +188,6 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   if (out !== undefined && !['bf16', 'fp16'].includes(out)) throw new Error(`roundingNumerics: out must be bf16 or fp16, got ${JSON.stringify(out)}`);
   if (!['fp32', 'pairwise', 'split-k'].includes(order)) throw new Error(`roundingNumerics: accumulator must be fp32, pairwise or split-k, got ${JSON.stringify(order)}`);
   if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
-  const cast = { profile } as const;
   const maxRows = options.splitKMaxRows;
   if (maxRows !== undefined && (!Number.isInteger(maxRows) || maxRows < 1 || order !== 'split-k')) throw new Error(`roundingNumerics: splitKMaxRows must be a positive integer with accumulator split-k, got ${maxRows}`);
   const byOrder = accumulatorGemm(order, splitK);
@@ -196,25 +196,24 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   const accumulateLinear: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => ((kernelRows ?? m) <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
   const opFormat = floatFormats[operands];
   const outFormat = out === undefined ? null : floatFormats[out];
-  // GEMMs are not re-entrant, so each operand slot owns one growing scratch pair (codes, values).
-  // The views of the last length are kept: consecutive calls mostly share a shape (one per decode step).
+  // The fused rounding of a format (fakeQuant's values), compiled at its first use: a profile that
+  // does not cover the format, or a stochastic one, fails where fakeQuant would, at the first GEMM.
+  const kernelOf = (format: FloatFormat): RoundInto => {
+    let kernel: RoundInto | null = null;
+    return (src, dst) => (kernel ??= roundingKernel(format, profile))(src, dst);
+  };
+  // GEMMs are not re-entrant, so each operand slot owns one growing scratch array.
+  // The view of the last length is kept: consecutive calls mostly share a shape (one per decode step).
   const slot = (format: FloatFormat) => {
-    let codes: CodeArray = allocCodes(format, 0);
+    const roundTo = kernelOf(format);
     let values = new Float32Array(0);
-    let codesView = codes;
     let valuesView = values;
     return (x: FloatArray): Float32Array => {
       const n = x.length;
-      if (values.length < n) {
-        codes = allocCodes(format, n);
-        values = new Float32Array(n);
-      }
-      if (valuesView.length !== n || valuesView.buffer !== values.buffer) {
-        codesView = codes.subarray(0, n);
-        valuesView = values.subarray(0, n);
-      }
-      const c = encodeArray(format, asFloat32(x), cast, codesView);
-      return decodeArray(format, c, valuesView);
+      if (values.length < n) values = new Float32Array(n);
+      if (valuesView.length !== n || valuesView.buffer !== values.buffer) valuesView = values.subarray(0, n);
+      roundTo(asFloat32(x), valuesView);
+      return valuesView;
     };
   };
   /** The first `n` elements of `x`, without a new view when that is all of it. */
@@ -222,9 +221,17 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   const roundA = slot(opFormat);
   const roundB = slot(opFormat);
   const roundOut = outFormat ? slot(outFormat) : null;
-  const round = (x: FloatArray): Float32Array => fakeQuant(opFormat, asFloat32(x), cast);
+  const roundOutInPlace = outFormat ? kernelOf(outFormat) : null;
+  const roundOp = kernelOf(opFormat);
+  const round = (x: FloatArray): Float32Array => {
+    const xf = asFloat32(x);
+    const rounded = new Float32Array(xf.length);
+    roundOp(xf, rounded);
+    return rounded;
+  };
   const finish = (o: FloatArray): void => {
-    if (roundOut) o.set(roundOut(o));
+    if (o instanceof Float32Array && roundOutInPlace) roundOutInPlace(o, o);
+    else if (roundOut) o.set(roundOut(o));
   };
   /** A GEMM rounding both operands per call. */
   const gemm: GemmFn = (o, a, b, m, n, k) => {
@@ -233,12 +240,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   };
   // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
   // transpose once per weight array, the input once for every layer that reads it.
-  let roundCodes: CodeArray = allocCodes(opFormat, 0);
-  const encodeDecode = (dst: Float32Array, src: Float32Array): void => {
-    if (roundCodes.length < src.length) roundCodes = allocCodes(opFormat, src.length);
-    const codes = encodeArray(opFormat, src, cast, roundCodes.length === src.length ? roundCodes : roundCodes.subarray(0, src.length));
-    decodeArray(opFormat, codes, dst);
-  };
+  const encodeDecode = (dst: Float32Array, src: Float32Array): void => roundOp(src, dst);
   // Inputs of linear forwards with their rounding, by array identity: q, k and v read one normalized
   // input, MLP up and gate another, and the backward rounds the same inputs again for wgrad. Rounding is
   // a function of the float32 bits, so a remembered result is used only for an input whose bits are
@@ -324,13 +326,13 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   };
   const backwardRounding = Object.freeze({ dgrad: gemm, wgrad: gemm, round: roundInto, gemmRounded, roundedWeightT });
   const linear: LinearGemms = Object.freeze({ forward: weightGemm, dgrad: gemm, wgrad: gemm, backwardRounding });
-  // The decode path rounds each cached K/V element once (elementwise, as roundB does) and calls this.
-  const roundKv = slot(opFormat);
+  // The decode path rounds each cached K/V element once (elementwise, as roundB does, straight into
+  // its rounded copy of the cache) and calls this.
   const gemmRoundedB: GemmFn = (o, a, b, m, n, k) => {
     accumulate(o, roundA(head(a, m * k)), head(b, n * k), m, n, k);
     finish(head(o, m * n));
   };
-  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => dst.set(roundKv(src)), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
+  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => roundOp(src, dst), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
   const operandRounding = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, round: roundInto, gemmRounded });
   const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding, operandRounding });
   const block: BlockGemms = Object.freeze({
