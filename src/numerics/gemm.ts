@@ -58,6 +58,16 @@ function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | n
   return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers, coded };
 }
 
+/** Given B operands the one-call kernel has decoded from their codes once (a second sight decodes and caches them). */
+const seenCoded = new WeakSet<QuantizedTensor>();
+
+/** Whether this is the first hopper-fp8 GEMM with `q` as a given B: a tensor used once (wgrad's xᵀ) never pays for a cache. */
+function firstSight(q: QuantizedTensor): boolean {
+  if (seenCoded.has(q)) return false;
+  seenCoded.add(q);
+  return true;
+}
+
 /** The `values` of a coded operand before it is decoded. */
 const NO_VALUES = new Float32Array(0);
 
@@ -111,11 +121,11 @@ function exponentScratch(slot: 0 | 1, n: number): Int16Array {
 /** The operand of a QuantizedTensor used with its scales; `cache`: the tensor came from the caller (a weight, say) and may be seen again. */
 function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
   const fmt = elementFormat(q.spec.format);
-  // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel (a weight, seen again, keeps its cached decoding and panels)
-  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && (slot === 0 || !cache)) {
+  let values = cache ? decodedValues.get(q) : undefined;
+  // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel, except a B seen before (a weight: decoded once, its panels kept)
+  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && (slot === 0 || values === undefined) && (slot === 0 || !cache || firstSight(q))) {
     return fastOperand(scaledOperand(q, NO_VALUES, rows, k), false, undefined, false, q);
   }
-  let values = cache ? decodedValues.get(q) : undefined;
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
     [values, exponents] = decodeWithExponents(q, fmt, operandScratch(slot, rows * k), exponentScratch(slot, rows * k));
@@ -398,6 +408,11 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
   });
 }
 
+/** The output rounding of {@link GemmOptions}.outFormat, in place. */
+function roundOutput(out: Float32Array, format: FloatFormatName | undefined): void {
+  if (format !== undefined && format !== 'fp32') fakeQuant(format, out, { profile: 'ieee' }, out);
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -456,13 +471,19 @@ export function gemm(
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
   if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
-    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    roundOutput(out, options.outFormat);
     return out;
   }
   const fine = opA.fine || opB.fine;
   const [partial, acc, total, saK, sbK] = scratch(m, n);
   // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
-  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(total, opA, opB, m, n, k, steps, chunk, fine, fractionBits);
+  const global = Math.fround(opA.globalScale * opB.globalScale);
+  const rowScalesA = !opA.fine && opA.scales !== null;
+  const rowScalesB = !opB.fine && opB.scales !== null;
+  // No per-tensor, per-row or global scale: the float32 accumulators are the output (no epilogue pass).
+  const bare = !rowScalesA && !rowScalesB && global === 1;
+  // (the one call writes its target only after reading every input, so `out` may alias one)
+  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, m, n, k, steps, chunk, fine, fractionBits);
   if (!oneCall) {
     opA = decodedOperand(opA, 0);
     opB = decodedOperand(opB, 1);
@@ -472,7 +493,7 @@ export function gemm(
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
-    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    roundOutput(out, options.outFormat);
     return out;
   }
   const hopperTables = model === 'hopper-fp8' && !oneCall ? hopperTablesOf(opA, opB) : null;
@@ -513,12 +534,15 @@ export function gemm(
     if (p === 0) for (let o = 0; o < m * n; o++) total[o] = acc[o] as number;
     else for (let o = 0; o < m * n; o++) total[o] = Math.fround((total[o] as number) + (acc[o] as number));
   }
+  if (bare) {
+    if (!oneCall) out.set(total.subarray(0, m * n));
+    roundOutput(out, options.outFormat);
+    return out;
+  }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
-  const global = Math.fround(opA.globalScale * opB.globalScale);
-  const rowScalesB = !opB.fine && opB.scales !== null;
   if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
   for (let i = 0; i < m; i++) {
-    const sa = !opA.fine && opA.scales ? (opA.scales[(opA.layout as CellLayout).index(i, 0)] as number) : null;
+    const sa = rowScalesA ? ((opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, 0)] as number) : null;
     for (let j = 0; j < n; j++) {
       const sb = rowScalesB ? (sbK[j] as number) : null;
       let v = total[i * n + j] as number;
@@ -528,6 +552,6 @@ export function gemm(
       out[i * n + j] = v;
     }
   }
-  if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+  roundOutput(out, options.outFormat);
   return out;
 }
