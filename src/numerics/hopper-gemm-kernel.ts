@@ -184,37 +184,44 @@ function decodeCodes(narrow: boolean): number[] {
   const vBytes = narrow ? 4 : 8;
   const eBytes = narrow ? 2 : 4;
   const width = narrow ? 8 : 4;
-  const mul = (local: number, c: number): number[] => [...get(local), ...i32c(c), op.i32Mul];
-  // Stores value/exponent of code `cd` (table at param `tab`) at element `dst` of the value/exponent arrays `vBase`/`eBase`.
-  const storeCode = (tab: number, vBase: number, eBase: number): number[] => [
-    ...get(tab), ...mul(L.cd, 4), op.i32Add, op.i32Load, 0x02, ...uleb(CODE_TABLE.exps), ...set(L.ex),
+  const add = (local: number, c: number): number[] => [...get(local), ...i32c(c), op.i32Add, ...set(local)];
+  const storeValue = narrow ? [op.f32Store, 0x02, 0x00] : [op.f64Store, 0x03, 0x00];
+  const storeExp = narrow ? [op.i32Store16, 0x01, 0x00] : [op.i32Store, 0x02, 0x00];
+  // One element: code cd at `src`; its value and exponent (tables at `tab`) stored at the walkers `pa` (values) and
+  // `pb` (exponents), which then step by `step` elements.
+  const element = (tab: number, step: number): number[] => [
+    ...get(L.src), op.i32Load8U, 0x00, 0x00, ...set(L.cd),
+    ...get(tab), ...get(L.cd), ...i32c(2), 0x74 /* i32.shl */, op.i32Add, ...set(L.x), // tab + 4·cd: the f32 and exponent entries
+    ...get(L.x), op.i32Load, 0x02, ...uleb(CODE_TABLE.exps), ...set(L.ex),
     ...get(L.nf), ...get(L.ex), ...i32c(NON_FINITE), op.i32Eq, op.i32Or, ...set(L.nf),
-    ...get(vBase), ...mul(L.dst, vBytes), op.i32Add,
-    ...get(tab), ...mul(L.cd, vBytes), op.i32Add,
-    ...(narrow ? [op.f32Load, 0x02, ...uleb(CODE_TABLE.f32), op.f32Store, 0x02, 0x00] : [op.f64Load, 0x03, ...uleb(CODE_TABLE.f64), op.f64Store, 0x03, 0x00]),
-    ...get(eBase), ...mul(L.dst, eBytes), op.i32Add, ...get(L.ex), ...(narrow ? [op.i32Store16, 0x01, 0x00] : [op.i32Store, 0x02, 0x00]),
+    ...get(L.pa),
+    ...(narrow
+      ? [...get(L.x), op.f32Load, 0x02, ...uleb(CODE_TABLE.f32)]
+      : [...get(tab), ...get(L.cd), ...i32c(3), 0x74 /* i32.shl */, op.i32Add, op.f64Load, 0x03, ...uleb(CODE_TABLE.f64)]),
+    ...storeValue,
+    ...get(L.pb), ...get(L.ex), ...storeExp,
+    ...add(L.src, 1), ...add(L.pa, step * vBytes), ...add(L.pb, step * eBytes),
   ];
-  const loadCode = (addr: number[]): number[] => [...addr, op.i32Load8U, 0x00, 0x00, ...set(L.cd)];
-  const decodeA = forLoop(L.x, i32c(0), [...get(P.m), ...get(P.K), op.i32Mul], [
-    ...get(L.x), ...set(L.dst),
-    ...loadCode([...get(P.ac), ...get(L.x), op.i32Add]),
-    ...storeCode(P.at, P.av, P.ae),
-  ]);
+  const decodeA = [
+    ...get(P.ac), ...set(L.src), ...get(P.av), ...set(L.pa), ...get(P.ae), ...set(L.pb),
+    ...forLoop(L.kk, i32c(0), [...get(P.m), ...get(P.K), op.i32Mul], element(P.at, 1)),
+  ];
+  // Column j is lane c = j mod width of its panel: element (j − c)·K + kk·width + c, walked by kk; columns j ≥ n are padding.
+  const columnStart = [
+    ...get(L.dst), ...get(L.dst), ...i32c(width - 1), op.i32And, op.i32Sub, ...get(P.K), op.i32Mul, ...get(L.dst), ...i32c(width - 1), op.i32And, op.i32Add, ...set(L.x),
+    ...get(P.bv), ...get(L.x), ...i32c(vBytes), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.be), ...get(L.x), ...i32c(eBytes), op.i32Mul, op.i32Add, ...set(L.pb),
+  ];
   const padding = [
-    ...get(P.bv), ...mul(L.dst, vBytes), op.i32Add, ...(narrow ? [...i32c(0), op.f32ReinterpretI32, op.f32Store, 0x02, 0x00] : [...f64c(0), op.f64Store, 0x03, 0x00]),
-    ...get(P.be), ...mul(L.dst, eBytes), op.i32Add, ...i32c(-126), ...(narrow ? [op.i32Store16, 0x01, 0x00] : [op.i32Store, 0x02, 0x00]),
+    ...get(L.pa), ...(narrow ? [...i32c(0), op.f32ReinterpretI32] : f64c(0)), ...storeValue,
+    ...get(L.pb), ...i32c(-126), ...storeExp,
+    ...add(L.pa, width * vBytes), ...add(L.pb, width * eBytes),
   ];
-  // Column j is lane c = j mod width of its panel: element (j − c)·K + kk·width + c; columns j ≥ n are padding.
-  const decodeB = forLoop(L.x, i32c(0), mul(P.np, 4), [
-    ...get(L.x), ...get(L.x), ...i32c(width - 1), op.i32And, op.i32Sub, ...get(P.K), op.i32Mul, ...get(L.x), ...i32c(width - 1), op.i32And, op.i32Add, ...set(L.dst),
-    ...get(P.bc), ...get(L.x), ...get(P.K), op.i32Mul, op.i32Add, ...set(L.src),
-    ...forLoop(L.kk, i32c(0), get(P.K), [
-      ...ifElse(T.void, [...get(L.x), ...get(P.n), op.i32LtU],
-        [...loadCode([...get(L.src), ...get(L.kk), op.i32Add]), ...storeCode(P.bt, P.bv, P.be)],
-        padding),
-      ...get(L.dst), ...i32c(width), op.i32Add, ...set(L.dst),
-    ]),
-  ]);
+  const decodeB = [
+    ...get(P.bc), ...set(L.src),
+    ...forLoop(L.dst, i32c(0), get(P.n), [...columnStart, ...forLoop(L.kk, i32c(0), get(P.K), element(P.bt, width))]),
+    ...forLoop(L.dst, get(P.n), [...get(P.np), ...i32c(4), op.i32Mul], [...columnStart, ...forLoop(L.kk, i32c(0), get(P.K), padding)]),
+  ];
   return [
     ...ifElse(T.void, [...get(P.ac), ...i32c(-1), op.i32Eq, op.i32Eqz], decodeA),
     ...ifElse(T.void, [...get(P.bc), ...i32c(-1), op.i32Eq, op.i32Eqz], decodeB),
