@@ -40,7 +40,7 @@ export {
 
 /** A prepared operand of the fast path: {@link GemmOperand} plus what its caches need. */
 interface Operand extends GemmOperand {
-  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
+  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too); coded: whether it was given. */
   readonly cached: boolean;
   /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
   readonly exponents: Int16Array | null | undefined;
@@ -71,10 +71,14 @@ function firstSight(q: QuantizedTensor): boolean {
 /** The `values` of a coded operand before it is decoded. */
 const NO_VALUES = new Float32Array(0);
 
-/** The operand with its elements in `values`: a coded one decoded (with its exponent table) into the slot's scratch. */
+/**
+ * The operand with its elements in `values`: a coded one decoded, a given tensor (`cached`) into its cached decoding
+ * (seen again, it is not decoded again), one gemm quantized itself with its exponent table into the slot's scratch.
+ */
 function decodedOperand(op: Operand, slot: 0 | 1): Operand {
   const q = op.coded;
   if (q === null) return op;
+  if (op.cached) return quantizedOperand(q, q.shape[0], q.shape[1], true, slot);
   const len = q.shape[0] * q.shape[1];
   const [values, exponents] = decodeWithExponents(q, elementFormat(q.spec.format) as FloatFormat, operandScratch(slot, len), exponentScratch(slot, len));
   return fastOperand({ ...op, values }, false, exponents, op.smallIntegers);
@@ -122,9 +126,10 @@ function exponentScratch(slot: 0 | 1, n: number): Int16Array {
 function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
   const fmt = elementFormat(q.spec.format);
   let values = cache ? decodedValues.get(q) : undefined;
-  // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel, except a B seen before (a weight: decoded once, its panels kept)
-  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && (slot === 0 || values === undefined) && (slot === 0 || !cache || firstSight(q))) {
-    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), false, undefined, false, q);
+  // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
+  // and cached on its second sight (a weight: decoded once, its panels kept)
+  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
+    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), cache, undefined, false, q);
   }
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {

@@ -274,6 +274,11 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call hopper-fp8 GEMM on codes deco
         const fast = gemm(new Float32Array(m * n), x, y, m, n, k, opts);
         const ref = gemm(new Float32Array(m * n), x, y, m, n, k, { ...opts, reference: true });
         expectSame(fast, ref, `${q.name} ${m}×${n}×${k}`);
+        // Given QuantizedTensors (A coded, B coded then cached; below the size floor the JS path decodes them), twice.
+        const [qx, qy] = [quantize(q, x, [m, k]), quantize(q, y, [n, k])];
+        const given = { accumulator: 'hopper-fp8', chunk, promoteEvery: 1 } as const;
+        const refGiven = gemm(new Float32Array(m * n), qx, qy, m, n, k, { ...given, reference: true });
+        for (const call of [1, 2, 3]) expectSame(gemm(new Float32Array(m * n), qx, qy, m, n, k, given), refGiven, `${q.name} ${m}×${n}×${k} given, call ${call}`);
       }
     }
   });
