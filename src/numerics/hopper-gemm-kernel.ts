@@ -62,9 +62,9 @@ const P = {
 const NPARAMS = 21;
 // Locals by type, numbered after the parameters in declaration order.
 const localNames = {
-  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q', 'x', 'cd', 'ex', 'nf', 'src', 'dst'],
-  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67'],
-  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r', 'saS'],
+  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q', 'x', 'cd', 'ex', 'nf', 'src', 'dst', 'sbp'],
+  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67', 'saV'],
+  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r'],
   f32: ['r32', 'o32'],
 } as const;
 type LocalName = (typeof localNames)[keyof typeof localNames][number];
@@ -132,10 +132,9 @@ function fma32Scalar(): number[] {
  * scales fma32(fl(sa·sb), c, acc): the product pr = fl(sa·sb)·c is exact, t = pr + acc, and fl(t) is
  * the answer unless the TwoSum error is nonzero and fl(t) ≠ t, where the scalar routine decides.
  */
-function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
+function pairEpilogue(h: 0 | 1, acc: number, check: boolean, sbOffset = 0): number[] {
   const sum = h === 0 ? L.s01 : L.s23;
   const extend = h === 0 ? simd.i64x2ExtendLowI32x4S : simd.i64x2ExtendHighI32x4S;
-  const sbAddr = [...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(2 * h), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add];
   const fixLane = (lane: number): number[] => [
     ...get(L.pv), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.pr),
     ...get(acc), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.accd),
@@ -143,7 +142,7 @@ function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
   ];
   const fine = [
     // sab = fl(sa·sb) per lane; pr = sab·c (exact); t = pr + acc; r = fl(t)
-    ...get(L.saS), ...v(simd.f64x2Splat), ...sbAddr, ...v(simd.v128Load, [0x03, 0x00]), ...v(simd.f64x2Mul), ...roundLanes(), ...set(L.sab),
+    ...get(L.saV), ...get(L.sbp), ...v(simd.v128Load, [0x03, ...uleb(sbOffset + 16 * h)]), ...v(simd.f64x2Mul), ...roundLanes(), ...set(L.sab),
     ...get(L.sab), ...get(L.c), ...v(simd.f64x2Mul), ...set(L.pv),
     ...get(L.pv), ...get(acc), ...v(simd.f64x2Add), ...set(L.tv),
     ...get(L.tv), ...roundLanes(), ...set(L.rv),
@@ -239,8 +238,10 @@ function gemmBody(): number[] {
     // len = min(segLen, K − k0): the last segment may be a shorter (ragged) chunk
     ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, op.i32LtS, op.select, ...set(L.len),
   ];
+  // The segment's A scale (splat) and the address of its B scales for panel p: sb + ((s·np + p)·4)·8, the pairs at +16·h.
   const loadSa = ifElse(T.void, get(P.fine), [
-    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
+    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...v(simd.f64x2Splat), ...set(L.saV),
+    ...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(32), op.i32Mul, op.i32Add, ...set(L.sbp),
   ]);
   const perSegment = [
     ...segmentRange,
@@ -304,11 +305,12 @@ function gemmBody(): number[] {
       ...get(L.pa), op.f32Load, 0x02, ...uleb(4 * u), ...v(vop.f32x4Splat), ...set(L.a),
       ...truncAdd(L.sLo, [0x00, ...uleb(32 * u)], L.t), ...truncAdd(L.sHi, [0x00, ...uleb(32 * u + 16)], L.tHi),
     ], 4, 32),
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p),
     ...loadSa,
-    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...widen(L.sLo),
+    ...widen(L.sLo),
     ...pairEpilogue(0, L.acc01, false), ...pairEpilogue(1, L.acc23, false),
     ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...get(L.mxHi), ...set(L.mx), ...widen(L.sHi),
-    ...pairEpilogue(0, L.acc45, false), ...pairEpilogue(1, L.acc67, false),
+    ...pairEpilogue(0, L.acc45, false, 32), ...pairEpilogue(1, L.acc67, false, 32),
   ];
   const outAddr = (c: number): number[] => [...get(P.out), ...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(c), op.i32Add, ...i32c(4), op.i32Mul, op.i32Add];
   const store4 = (acc01: number, acc23: number): number[] =>
