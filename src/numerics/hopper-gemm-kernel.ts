@@ -472,8 +472,9 @@ function cachedB(B: Float32Array, eB: Int16Array, n: number, K: number): CachedB
   return c;
 }
 
+/** x rounded up to a multiple of 16 (byte addresses, far below 2^31). */
 function align(x: number): number {
-  return Math.ceil(x / 16) * 16;
+  return (x + 15) & ~15;
 }
 
 /**
@@ -568,7 +569,7 @@ export function hopperGemm(
   const cache = cacheB && b.values !== undefined ? cachedB(b.values, b.exps, n, K) : null;
   const factsA = allowNarrow ? factsOf(a, mk) : null;
   const factsB = factsA === null ? null : cache !== null ? cache.facts : factsOf(b, nk);
-  const narrow = factsA !== null && factsB !== null && narrowOk(factsA, factsB, fractionBits, segLen);
+  const narrow = factsA !== null && factsB !== null && narrowOkMemo(factsA, factsB, fractionBits, segLen);
   // 4-column panels (the narrow kernel's 8-column panels count as two)
   const np = narrow ? 2 * Math.ceil(n / 8) : Math.ceil(n / 4);
   const av = DATA_BASE;
@@ -585,7 +586,7 @@ export function hopperGemm(
   const { f64, i32, f32, i16, u8 } = viewsOf(w.memory, need);
   const values = narrow ? f32 : f64;
   const exps = narrow ? i16 : i32;
-  if (a.codes !== undefined) u8.set(a.codes.length === mk ? a.codes : a.codes.subarray(0, mk), ac);
+  if (a.codes !== undefined) copyCodes(u8, ac, a.codes, mk);
   else {
     // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
     values.set(a.values.length === mk ? a.values : a.values.subarray(0, mk), av / values.BYTES_PER_ELEMENT);
@@ -593,7 +594,7 @@ export function hopperGemm(
   }
   const vo = bv / values.BYTES_PER_ELEMENT;
   const eo = be / exps.BYTES_PER_ELEMENT;
-  if (b.codes !== undefined) u8.set(b.codes.length === nk ? b.codes : b.codes.subarray(0, nk), bc);
+  if (b.codes !== undefined) copyCodes(u8, bc, b.codes, nk);
   else if (cache !== null) {
     const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, true)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, false));
     values.set(panels.values, vo);
@@ -613,9 +614,36 @@ export function hopperGemm(
   );
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
-  if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
+  if (m * n <= SMALL_COPY) {
+    // a few outputs (decode rows): element copies, no subarray views to allocate
+    for (let i = 0; i < m; i++) for (let j = 0, src = out / 4 + i * stride; j < n; j++) total[i * n + j] = f32[src + j] as number;
+  } else if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
   else for (let i = 0; i < m; i++) total.set(f32.subarray(out / 4 + i * stride, out / 4 + i * stride + n), i * n);
   return true;
+}
+
+/** The first `len` codes into the kernel's bytes at `at`: a loop for up to 32 (a decode row), else one TypedArray.set. */
+function copyCodes(u8: Uint8Array, at: number, codes: CodeArray, len: number): void {
+  if (len <= 32) for (let x = 0; x < len; x++) u8[at + x] = codes[x] as number;
+  else u8.set(codes.length === len ? codes : codes.subarray(0, len), at);
+}
+
+/** Outputs up to which {@link hopperGemm} copies them one by one (a speed choice only). */
+const SMALL_COPY = 256;
+
+/** The last {@link narrowOk} question and answer: coded operands ask the same one (their formats' facts) call after call. */
+const narrowMemo = { a: null as NarrowFacts | null, b: null as NarrowFacts | null, fb: -1, segLen: -1, ok: false };
+
+function narrowOkMemo(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
+  const memo = narrowMemo;
+  if (memo.a !== a || memo.b !== b || memo.fb !== fractionBits || memo.segLen !== segLen) {
+    memo.a = a;
+    memo.b = b;
+    memo.fb = fractionBits;
+    memo.segLen = segLen;
+    memo.ok = narrowOk(a, b, fractionBits, segLen);
+  }
+  return memo.ok;
 }
 
 /** Typed views of the kernel's memory, rebuilt only when it grows (a grown memory detaches the old buffer). */
