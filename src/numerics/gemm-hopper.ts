@@ -9,11 +9,11 @@ import { fma32 } from './scales.js';
 import { decodeTable } from './vector.js';
 
 /** Sentinel of {@link codeExponents} for codes that decode to NaN or ±Inf. */
-const NON_FINITE = 0x7fff;
+export const NON_FINITE = 0x7fff;
 const codeExponentTables = new Map<FloatFormat, Int16Array>();
 
 /** The MMA-Sim input exponent of every code of an 8-bit-or-narrower float format ({@link NON_FINITE} for NaN/Inf codes). */
-function codeExponents(fmt: FloatFormat): Int16Array {
+export function codeExponents(fmt: FloatFormat): Int16Array {
   let t = codeExponentTables.get(fmt);
   if (t === undefined) {
     const values = decodeTable(fmt);

@@ -2,7 +2,7 @@
 // decoded weights, the WebAssembly kernels (fp32/int32 with scales in one call, fp32, hopper-fp8) and an unrolled JS
 // kernel. Not a semantics of its own.
 
-import type { FloatFormatName } from './formats.js';
+import type { FloatFormat, FloatFormatName } from './formats.js';
 import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
 import { fp32Gemm, markGemmOperandImmutable } from './fp32-kernel.js';
 import {
@@ -24,10 +24,10 @@ import {
 } from './gemm-reference.js';
 import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableOf, hopperRangeFast } from './gemm-hopper.js';
 import { hopperChunkSums } from './hopper-kernel.js';
-import { hopperGemmSegments } from './hopper-gemm-kernel.js';
+import { type HopperOperand, hopperGemm } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
 import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
-import { fakeQuant } from './vector.js';
+import { type CodeArray, fakeQuant } from './vector.js';
 
 export {
   type AccumulatorModel,
@@ -40,17 +40,48 @@ export {
 
 /** A prepared operand of the fast path: {@link GemmOperand} plus what its caches need. */
 interface Operand extends GemmOperand {
-  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too). */
+  /** Whether `values` is the cached decoding of a QuantizedTensor (immutable, so derived tables may be cached too); coded: whether it was given. */
   readonly cached: boolean;
   /** hopper-fp8 input exponents decoded with the values (null: a non-finite value); undefined when not computed in that pass. */
   readonly exponents: Int16Array | null | undefined;
   /** Whether every value is an integer below 2^26 in magnitude: integer codes minus zero points below 2^25 (the int32 kernel's condition). */
   readonly smallIntegers: boolean;
+  /**
+   * A hopper-fp8 operand of ≤ 8-bit float codes left coded for the one-call kernel, which decodes them itself; `values`
+   * is then empty until {@link decodedOperand} decodes it for the other paths. Null: `values` holds the elements.
+   */
+  readonly coded: QuantizedTensor | null;
 }
 
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
-function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false): Operand {
-  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers };
+function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false, coded: QuantizedTensor | null = null): Operand {
+  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers, coded };
+}
+
+/** Given B operands the one-call kernel has decoded from their codes once (a second sight decodes and caches them). */
+const seenCoded = new WeakSet<QuantizedTensor>();
+
+/** Whether this is the first hopper-fp8 GEMM with `q` as a given B: a tensor used once (wgrad's xᵀ) never pays for a cache. */
+function firstSight(q: QuantizedTensor): boolean {
+  if (seenCoded.has(q)) return false;
+  seenCoded.add(q);
+  return true;
+}
+
+/** The `values` of a coded operand before it is decoded. */
+const NO_VALUES = new Float32Array(0);
+
+/**
+ * The operand with its elements in `values`: a coded one decoded, a given tensor (`cached`) into its cached decoding
+ * (seen again, it is not decoded again), one gemm quantized itself with its exponent table into the slot's scratch.
+ */
+function decodedOperand(op: Operand, slot: 0 | 1): Operand {
+  const q = op.coded;
+  if (q === null) return op;
+  if (op.cached) return quantizedOperand(q, q.shape[0], q.shape[1], true, slot);
+  const len = q.shape[0] * q.shape[1];
+  const [values, exponents] = decodeWithExponents(q, elementFormat(q.spec.format) as FloatFormat, operandScratch(slot, len), exponentScratch(slot, len));
+  return fastOperand({ ...op, values }, false, exponents, op.smallIntegers);
 }
 
 /** Whether a QuantizedTensor's element values are integers below 2^26: an integer format (codes in [−128, 255]) with zero points below 2^25. */
@@ -95,6 +126,11 @@ function exponentScratch(slot: 0 | 1, n: number): Int16Array {
 function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
   const fmt = elementFormat(q.spec.format);
   let values = cache ? decodedValues.get(q) : undefined;
+  // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
+  // and cached on its second sight (a weight: decoded once, its panels kept)
+  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
+    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), cache, undefined, false, q);
+  }
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
     [values, exponents] = decodeWithExponents(q, fmt, operandScratch(slot, rows * k), exponentScratch(slot, rows * k));
@@ -269,21 +305,33 @@ function runRange(
 /** Per-segment scales of {@link hopperOneCall}: (segment, row) of A and (segment, row) of B, grown on demand. */
 let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
 
+/** A one-call kernel operand: its codes, or its values with their exponent table (null: a value is not finite). */
+function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
+  const q = op.coded;
+  if (q !== null) return { codes: q.codes as CodeArray, format: elementFormat(q.spec.format) as FloatFormat };
+  const exps = op.exponents !== undefined ? op.exponents : exponentTableOf(op.values, op.emin, op.cached, exponentScratch(slot, op.values.length));
+  return exps === null ? null : { values: op.values, exps };
+}
+
 /**
- * The hopper-fp8 GEMM of finite operands in one {@link hopperGemmSegments} call when every K-segment
+ * The hopper-fp8 GEMM of finite operands in one {@link hopperGemm} call when every K-segment
  * is one chunk (the last one possibly shorter) and there are enough products to pay for the copies; writes the float32
  * accumulators into `total` and returns true, or returns false (nothing written that the segment
  * loop would read) for the segment loop to run.
  */
 function hopperOneCall(
-  total: Float32Array, opA: Operand, opB: Operand, tables: [Int16Array, Int16Array], m: number, n: number, k: number,
+  total: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number,
   steps: number[], chunk: number, fine: boolean, fractionBits: number,
 ): boolean {
-  if (k === 0 || m * n * k < SIMD_MIN_WORK) return false;
+  // Coded operands cost the kernel no JavaScript pass over their elements: worth the call at any size.
+  if (k === 0 || (m * n * k < SIMD_MIN_WORK && (opA.coded === null || opB.coded === null))) return false;
   const bounds = boundaries(0, k, steps);
   const nseg = Math.ceil(k / chunk); // the last segment may be a shorter chunk (K not a multiple of it)
   if (bounds.length !== nseg + 1) return false;
   for (let s = 0; s <= nseg; s++) if (bounds[s] !== Math.min(s * chunk, k)) return false;
+  const a = hopperOperand(opA, 0);
+  const b = a === null ? null : hopperOperand(opB, 1);
+  if (a === null || b === null) return false;
   if (fine) {
     if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
       segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
@@ -295,7 +343,7 @@ function hopperOneCall(
       for (let j = 0; j < n; j++) sb[s * n + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
     }
   }
-  return hopperGemmSegments(total, opA.values, opB.values, tables[0], tables[1], m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
+  return hopperGemm(total, a, b, m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
 }
 
 /** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
@@ -365,6 +413,11 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
   });
 }
 
+/** The output rounding of {@link GemmOptions}.outFormat, in place. */
+function roundOutput(out: Float32Array, format: FloatFormatName | undefined): void {
+  if (format !== undefined && format !== 'fp32') fakeQuant(format, out, { profile: 'ieee' }, out);
+}
+
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
 function normalizeOptions(o: GemmOptions): GemmOptions {
   return {
@@ -418,28 +471,38 @@ export function gemm(
   options = normalizeOptions(options);
   const settings = gemmSettings(options);
   const { model, splitK, chunk, fractionBits } = settings;
-  const [opA, opB] = prepareOperands(a, b, m, n, k, options);
+  let [opA, opB] = prepareOperands(a, b, m, n, k, options);
   const steps = segmentSteps(opA, opB, settings);
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
   if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
-    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    roundOutput(out, options.outFormat);
     return out;
+  }
+  const fine = opA.fine || opB.fine;
+  const [partial, acc, total, saK, sbK] = scratch(m, n);
+  // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
+  const global = Math.fround(opA.globalScale * opB.globalScale);
+  const rowScalesA = !opA.fine && opA.scales !== null;
+  const rowScalesB = !opB.fine && opB.scales !== null;
+  // No per-tensor, per-row or global scale: the float32 accumulators are the output (no epilogue pass).
+  const bare = !rowScalesA && !rowScalesB && global === 1;
+  // (the one call writes its target only after reading every input, so `out` may alias one)
+  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, m, n, k, steps, chunk, fine, fractionBits);
+  if (!oneCall) {
+    opA = decodedOperand(opA, 0);
+    opB = decodedOperand(opB, 1);
   }
   const A = opA.values;
   const B = opB.values;
-  const fine = opA.fine || opB.fine;
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
-    if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+    roundOutput(out, options.outFormat);
     return out;
   }
-  const hopperTables = model === 'hopper-fp8' ? hopperTablesOf(opA, opB) : null;
+  const hopperTables = model === 'hopper-fp8' && !oneCall ? hopperTablesOf(opA, opB) : null;
   const partSize = Math.ceil(k / splitK);
-  const [partial, acc, total, saK, sbK] = scratch(m, n);
-  // Every K-segment one chunk (the presets): the whole GEMM in one WebAssembly call, else the segment loop below.
-  const oneCall = hopperTables !== null && splitK === 1 && hopperOneCall(total, opA, opB, hopperTables, m, n, k, steps, chunk, fine, fractionBits);
   for (let p = 0; p < (oneCall ? 0 : splitK); p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
@@ -476,12 +539,15 @@ export function gemm(
     if (p === 0) for (let o = 0; o < m * n; o++) total[o] = acc[o] as number;
     else for (let o = 0; o < m * n; o++) total[o] = Math.fround((total[o] as number) + (acc[o] as number));
   }
+  if (bare) {
+    if (!oneCall) out.set(total.subarray(0, m * n));
+    roundOutput(out, options.outFormat);
+    return out;
+  }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
-  const global = Math.fround(opA.globalScale * opB.globalScale);
-  const rowScalesB = !opB.fine && opB.scales !== null;
   if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
   for (let i = 0; i < m; i++) {
-    const sa = !opA.fine && opA.scales ? (opA.scales[(opA.layout as CellLayout).index(i, 0)] as number) : null;
+    const sa = rowScalesA ? ((opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, 0)] as number) : null;
     for (let j = 0; j < n; j++) {
       const sb = rowScalesB ? (sbK[j] as number) : null;
       let v = total[i * n + j] as number;
@@ -491,6 +557,6 @@ export function gemm(
       out[i * n + j] = v;
     }
   }
-  if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+  roundOutput(out, options.outFormat);
   return out;
 }

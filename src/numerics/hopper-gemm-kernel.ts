@@ -6,6 +6,10 @@
 // Not a new semantics: each step is the JS reference's; sums that could leave the float32 range set a flag and the
 // caller runs the JS path instead.
 
+import type { FloatFormat } from './formats.js';
+import { NON_FINITE, codeExponents } from './gemm-hopper.js';
+import type { CodeArray } from './vector.js';
+import { decodeTable } from './vector.js';
 import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
 import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
 
@@ -13,12 +17,12 @@ import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-
 const op = {
   block: 0x02, loop: 0x03, if: 0x04, else: 0x05, end: 0x0b, br: 0x0c, brIf: 0x0d, select: 0x1b,
   localGet: 0x20, localSet: 0x21, localTee: 0x22,
-  i32Load: 0x28, f32Load: 0x2a, i32Load16S: 0x2e, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38,
+  i32Load: 0x28, f32Load: 0x2a, i32Load16S: 0x2e, i32Load8U: 0x2d, f64Load: 0x2b, i32Store: 0x36, f32Store: 0x38, f64Store: 0x39, i32Store16: 0x3b,
   i32Const: 0x41, i64Const: 0x42, f64Const: 0x44,
-  i32LtS: 0x48, i32LtU: 0x49, i32GtU: 0x4b, i32GeU: 0x4f,
+  i32Eqz: 0x45, i32Eq: 0x46, i32LtS: 0x48, i32LtU: 0x49, i32GtU: 0x4b, i32GeU: 0x4f,
   f32Eq: 0x5b, f32Lt: 0x5d, f32Gt: 0x5e,
   f64Eq: 0x61, f64Ne: 0x62, f64Lt: 0x63, f64Gt: 0x64,
-  i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32ShrU: 0x76,
+  i32Add: 0x6a, i32Sub: 0x6b, i32Mul: 0x6c, i32And: 0x71, i32Or: 0x72, i32ShrU: 0x76,
   i64Shl: 0x86,
   f64Add: 0xa0, f64Sub: 0xa1, f64Div: 0xa3,
   i64ExtendI32U: 0xad, f32DemoteF64: 0xb6, f64PromoteF32: 0xbb,
@@ -47,13 +51,20 @@ const vop = {
 //   out     f32 per (i, 4p + c), row stride 4·np: the float32 accumulator after the last segment
 //   fb      fractionBits (0 to 52); flag: i32 set to 1 when a sum needs the JS reference (≥ 2^31 or saturating)
 //   narrow  ≠ 0: the chunk sums in float32 lanes, which the caller has shown exact ({@link narrowFacts})
-const P = { m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14, narrow: 15 } as const;
-const NPARAMS = 16;
+//   ac/at   −1, or A as one code per byte (m, K) and its format's code tables (CODE_TABLE layout): decoded into av/ae first
+//   bc/bt   −1, or B as one code per byte (n, K) and its code tables: decoded and packed into the bv/be panels first
+//   n       B's rows (the columns of the output; panels pad them to np·4)
+//           (a NaN/Inf code, exponent NON_FINITE, sets the flag to 1 before any sum)
+const P = {
+  m: 0, np: 1, K: 2, nseg: 3, segLen: 4, av: 5, ae: 6, bv: 7, be: 8, sa: 9, sb: 10, out: 11, fine: 12, fb: 13, flag: 14, narrow: 15,
+  ac: 16, at: 17, bc: 18, bt: 19, n: 20,
+} as const;
+const NPARAMS = 21;
 // Locals by type, numbered after the parameters in declaration order.
 const localNames = {
-  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q'],
-  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67'],
-  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r', 'saS'],
+  i32: ['i', 'p', 's', 'kk', 'pa', 'pb', 'k0', 'len', 'q', 'x', 'cd', 'ex', 'nf', 'src', 'dst', 'sbp'],
+  v128: ['mx', 't', 'inv01', 'inv23', 's01', 's23', 'a', 'acc01', 'acc23', 'c', 'sab', 'pv', 'tv', 'rv', 'bpv', 'bad', 'keep', 'lim31', 'lim128', 'mx8', 'mxHi', 'tHi', 'sLo', 'sHi', 'acc45', 'acc67', 'saV'],
+  f64: ['pr', 'accd', 'tt', 'bp', 'err', 'r'],
   f32: ['r32', 'o32'],
 } as const;
 type LocalName = (typeof localNames)[keyof typeof localNames][number];
@@ -121,10 +132,9 @@ function fma32Scalar(): number[] {
  * scales fma32(fl(sa·sb), c, acc): the product pr = fl(sa·sb)·c is exact, t = pr + acc, and fl(t) is
  * the answer unless the TwoSum error is nonzero and fl(t) ≠ t, where the scalar routine decides.
  */
-function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
+function pairEpilogue(h: 0 | 1, acc: number, check: boolean, sbOffset = 0): number[] {
   const sum = h === 0 ? L.s01 : L.s23;
   const extend = h === 0 ? simd.i64x2ExtendLowI32x4S : simd.i64x2ExtendHighI32x4S;
-  const sbAddr = [...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(2 * h), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add];
   const fixLane = (lane: number): number[] => [
     ...get(L.pv), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.pr),
     ...get(acc), ...v(simd.f64x2ExtractLane, [lane]), ...set(L.accd),
@@ -132,7 +142,7 @@ function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
   ];
   const fine = [
     // sab = fl(sa·sb) per lane; pr = sab·c (exact); t = pr + acc; r = fl(t)
-    ...get(L.saS), ...v(simd.f64x2Splat), ...sbAddr, ...v(simd.v128Load, [0x03, 0x00]), ...v(simd.f64x2Mul), ...roundLanes(), ...set(L.sab),
+    ...get(L.saV), ...get(L.sbp), ...v(simd.v128Load, [0x03, ...uleb(sbOffset + 16 * h)]), ...v(simd.f64x2Mul), ...roundLanes(), ...set(L.sab),
     ...get(L.sab), ...get(L.c), ...v(simd.f64x2Mul), ...set(L.pv),
     ...get(L.pv), ...get(acc), ...v(simd.f64x2Add), ...set(L.tv),
     ...get(L.tv), ...roundLanes(), ...set(L.rv),
@@ -156,6 +166,67 @@ function pairEpilogue(h: 0 | 1, acc: number, check: boolean): number[] {
   ];
 }
 
+/**
+ * Byte layout of a format's code tables in the kernel's memory ({@link CODE_TABLE_BYTES} per format): each code's value
+ * as f64 and as f32, and its MMA-Sim input exponent as i32 ({@link NON_FINITE} for a NaN/Inf code).
+ */
+const CODE_TABLE = { f64: 0, f32: 2048, exps: 3072 } as const;
+const CODE_TABLE_BYTES = 4096;
+
+/**
+ * The prologue that decodes coded operands in the kernel: A's codes (param ac ≠ −1) into the row-major av/ae arrays,
+ * B's codes (bc ≠ −1) into the 4- (wide) or 8-column (narrow) panels of bv/be with padding columns 0 and −126, each
+ * code through its format's tables (values f32 in narrow panels, f64 in wide ones; exponents i16 / i32); `nf` becomes
+ * nonzero when a code's exponent is NON_FINITE. The same element values and exponents the JS decoders write.
+ */
+function decodeCodes(narrow: boolean): number[] {
+  const vBytes = narrow ? 4 : 8;
+  const eBytes = narrow ? 2 : 4;
+  const width = narrow ? 8 : 4;
+  const add = (local: number, c: number): number[] => [...get(local), ...i32c(c), op.i32Add, ...set(local)];
+  const storeValue = narrow ? [op.f32Store, 0x02, 0x00] : [op.f64Store, 0x03, 0x00];
+  const storeExp = narrow ? [op.i32Store16, 0x01, 0x00] : [op.i32Store, 0x02, 0x00];
+  // One element: code cd at `src`; its value and exponent (tables at `tab`) stored at the walkers `pa` (values) and
+  // `pb` (exponents), which then step by `step` elements.
+  const element = (tab: number, step: number): number[] => [
+    ...get(L.src), op.i32Load8U, 0x00, 0x00, ...set(L.cd),
+    ...get(tab), ...get(L.cd), ...i32c(2), 0x74 /* i32.shl */, op.i32Add, ...set(L.x), // tab + 4·cd: the f32 and exponent entries
+    ...get(L.x), op.i32Load, 0x02, ...uleb(CODE_TABLE.exps), ...set(L.ex),
+    ...get(L.nf), ...get(L.ex), ...i32c(NON_FINITE), op.i32Eq, op.i32Or, ...set(L.nf),
+    ...get(L.pa),
+    ...(narrow
+      ? [...get(L.x), op.f32Load, 0x02, ...uleb(CODE_TABLE.f32)]
+      : [...get(tab), ...get(L.cd), ...i32c(3), 0x74 /* i32.shl */, op.i32Add, op.f64Load, 0x03, ...uleb(CODE_TABLE.f64)]),
+    ...storeValue,
+    ...get(L.pb), ...get(L.ex), ...storeExp,
+    ...add(L.src, 1), ...add(L.pa, step * vBytes), ...add(L.pb, step * eBytes),
+  ];
+  const decodeA = [
+    ...get(P.ac), ...set(L.src), ...get(P.av), ...set(L.pa), ...get(P.ae), ...set(L.pb),
+    ...forLoop(L.kk, i32c(0), [...get(P.m), ...get(P.K), op.i32Mul], element(P.at, 1)),
+  ];
+  // Column j is lane c = j mod width of its panel: element (j − c)·K + kk·width + c, walked by kk; columns j ≥ n are padding.
+  const columnStart = [
+    ...get(L.dst), ...get(L.dst), ...i32c(width - 1), op.i32And, op.i32Sub, ...get(P.K), op.i32Mul, ...get(L.dst), ...i32c(width - 1), op.i32And, op.i32Add, ...set(L.x),
+    ...get(P.bv), ...get(L.x), ...i32c(vBytes), op.i32Mul, op.i32Add, ...set(L.pa),
+    ...get(P.be), ...get(L.x), ...i32c(eBytes), op.i32Mul, op.i32Add, ...set(L.pb),
+  ];
+  const padding = [
+    ...get(L.pa), ...(narrow ? [...i32c(0), op.f32ReinterpretI32] : f64c(0)), ...storeValue,
+    ...get(L.pb), ...i32c(-126), ...storeExp,
+    ...add(L.pa, width * vBytes), ...add(L.pb, width * eBytes),
+  ];
+  const decodeB = [
+    ...get(P.bc), ...set(L.src),
+    ...forLoop(L.dst, i32c(0), get(P.n), [...columnStart, ...forLoop(L.kk, i32c(0), get(P.K), element(P.bt, width))]),
+    ...forLoop(L.dst, get(P.n), [...get(P.np), ...i32c(4), op.i32Mul], [...columnStart, ...forLoop(L.kk, i32c(0), get(P.K), padding)]),
+  ];
+  return [
+    ...ifElse(T.void, [...get(P.ac), ...i32c(-1), op.i32Eq, op.i32Eqz], decodeA),
+    ...ifElse(T.void, [...get(P.bc), ...i32c(-1), op.i32Eq, op.i32Eqz], decodeB),
+  ];
+}
+
 function gemmBody(): number[] {
   // Element offset of (row, k0) in a (rows, K) layout: (row·K + k0)
   const at = (row: number): number[] => [...get(row), ...get(P.K), op.i32Mul, ...get(L.k0), op.i32Add];
@@ -167,8 +238,10 @@ function gemmBody(): number[] {
     // len = min(segLen, K − k0): the last segment may be a shorter (ragged) chunk
     ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, ...get(P.segLen), ...get(P.K), ...get(L.k0), op.i32Sub, op.i32LtS, op.select, ...set(L.len),
   ];
+  // The segment's A scale (splat) and the address of its B scales for panel p: sb + ((s·np + p)·4)·8, the pairs at +16·h.
   const loadSa = ifElse(T.void, get(P.fine), [
-    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...set(L.saS),
+    ...get(P.sa), ...get(L.s), ...get(P.m), op.i32Mul, ...get(L.i), op.i32Add, ...i32c(8), op.i32Mul, op.i32Add, op.f64Load, 0x03, 0x00, ...v(simd.f64x2Splat), ...set(L.saV),
+    ...get(P.sb), ...get(L.s), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(32), op.i32Mul, op.i32Add, ...set(L.sbp),
   ]);
   const perSegment = [
     ...segmentRange,
@@ -232,11 +305,12 @@ function gemmBody(): number[] {
       ...get(L.pa), op.f32Load, 0x02, ...uleb(4 * u), ...v(vop.f32x4Splat), ...set(L.a),
       ...truncAdd(L.sLo, [0x00, ...uleb(32 * u)], L.t), ...truncAdd(L.sHi, [0x00, ...uleb(32 * u + 16)], L.tHi),
     ], 4, 32),
+    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p),
     ...loadSa,
-    ...get(L.q), ...i32c(2), op.i32Mul, ...set(L.p), ...widen(L.sLo),
+    ...widen(L.sLo),
     ...pairEpilogue(0, L.acc01, false), ...pairEpilogue(1, L.acc23, false),
     ...get(L.p), ...i32c(1), op.i32Add, ...set(L.p), ...get(L.mxHi), ...set(L.mx), ...widen(L.sHi),
-    ...pairEpilogue(0, L.acc45, false), ...pairEpilogue(1, L.acc67, false),
+    ...pairEpilogue(0, L.acc45, false, 32), ...pairEpilogue(1, L.acc67, false, 32),
   ];
   const outAddr = (c: number): number[] => [...get(P.out), ...get(L.i), ...get(P.np), op.i32Mul, ...get(L.p), op.i32Add, ...i32c(4), op.i32Mul, ...i32c(c), op.i32Add, ...i32c(4), op.i32Mul, op.i32Add];
   const store4 = (acc01: number, acc23: number): number[] =>
@@ -263,7 +337,13 @@ function gemmBody(): number[] {
     ...v128Zero, ...set(L.bad),
   ];
   const finish = ifElse(T.void, [...get(L.bad), ...v(vop.v128AnyTrue)], [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00]);
-  const code = [...setup, ...ifElse(T.void, get(P.narrow), narrowLoops, wideLoops), ...finish, op.end];
+  const decode = ifElse(T.void, get(P.narrow), decodeCodes(true), decodeCodes(false));
+  const code = [
+    ...i32c(0), ...set(L.nf), ...decode,
+    ...ifElse(T.void, get(L.nf), [...get(P.flag), ...i32c(1), op.i32Store, 0x02, 0x00],
+      [...setup, ...ifElse(T.void, get(P.narrow), narrowLoops, wideLoops), ...finish]),
+    op.end,
+  ];
   const locals = [4, ...uleb(localNames.i32.length), T.i32, ...uleb(localNames.v128.length), T.v128, ...uleb(localNames.f64.length), T.f64, ...uleb(localNames.f32.length), T.f32];
   const body = [...locals, ...code];
   return [...uleb(body.length), ...body];
@@ -392,8 +472,61 @@ function cachedB(B: Float32Array, eB: Int16Array, n: number, K: number): CachedB
   return c;
 }
 
+/** x rounded up to a multiple of 16 (byte addresses, far below 2^31). */
 function align(x: number): number {
-  return Math.ceil(x / 16) * 16;
+  return (x + 15) & ~15;
+}
+
+/**
+ * One operand of {@link hopperGemm}: decoded element values with their MMA-Sim input exponents (finite), or the codes
+ * of a float format of at most 8 bits, which the kernel decodes through the format's tables (a NaN/Inf code hands the
+ * call back).
+ */
+export type HopperOperand =
+  | { readonly values: Float32Array; readonly exps: Int16Array; readonly codes?: undefined; readonly format?: undefined }
+  | { readonly codes: CodeArray; readonly format: FloatFormat; readonly values?: undefined; readonly exps?: undefined };
+
+/** Code-table slots at the start of the kernel's memory (one page): a format's tables are written once, when first used. */
+const TABLE_SLOTS = 16;
+const DATA_BASE = TABLE_SLOTS * CODE_TABLE_BYTES;
+const tableSlots = new Map<FloatFormat, number>();
+
+/** The byte address of `fmt`'s code tables in the kernel's memory (written on first use), or null when every slot is taken. */
+function codeTableOf(fmt: FloatFormat, memory: WasmMemory): number | null {
+  let at = tableSlots.get(fmt);
+  if (at !== undefined) return at;
+  if (tableSlots.size === TABLE_SLOTS || fmt.kind !== 'float' || fmt.bits > 8) return null;
+  at = tableSlots.size * CODE_TABLE_BYTES;
+  const { f64, f32, i32 } = viewsOf(memory, DATA_BASE);
+  const values = decodeTable(fmt);
+  const exps = codeExponents(fmt);
+  f64.set(values, (at + CODE_TABLE.f64) / 8);
+  f32.set(values, (at + CODE_TABLE.f32) / 4);
+  i32.set(exps, (at + CODE_TABLE.exps) / 4);
+  tableSlots.set(fmt, at);
+  return at;
+}
+
+/**
+ * Narrow facts of every finite code of a format: bounds of any tensor of its codes, so {@link narrowOk} on them
+ * implies it on the data (each condition only gets harder as the bounds widen).
+ */
+const formatFacts = new Map<FloatFormat, NarrowFacts | null>();
+
+function factsOfFormat(fmt: FloatFormat): NarrowFacts | null {
+  let f = formatFacts.get(fmt);
+  if (f === undefined) {
+    const exps = codeExponents(fmt);
+    const finite = decodeTable(fmt).filter((_, c) => exps[c] !== NON_FINITE);
+    f = narrowFacts(finite, exps.filter((e) => e !== NON_FINITE), finite.length);
+    formatFacts.set(fmt, f);
+  }
+  return f;
+}
+
+/** A per-call operand's narrow facts: its format's, or scanned from its values. */
+function factsOf(x: HopperOperand, len: number): NarrowFacts | null {
+  return x.format !== undefined ? factsOfFormat(x.format) : narrowFacts(x.values, x.exps, len);
 }
 
 /**
@@ -412,45 +545,61 @@ export function hopperGemmSegments(
   total: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, K: number,
   segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
 ): boolean {
+  return hopperGemm(total, { values: A, exps: eA }, { values: B, exps: eB }, m, n, K, segLen, fine, sa, sb, fractionBits, cacheB, allowNarrow);
+}
+
+/**
+ * {@link hopperGemmSegments} with either operand given as codes ({@link HopperOperand}), decoded in the kernel:
+ * no JavaScript pass over the elements. A coded operand with a NaN/Inf code returns false. `cacheB` applies to a
+ * decoded B only.
+ * @internal
+ */
+export function hopperGemm(
+  total: Float32Array, a: HopperOperand, b: HopperOperand, m: number, n: number, K: number,
+  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
+): boolean {
   const w = hopperGemmWasm();
   if (w === null || !(fractionBits >= 0 && fractionBits <= 52)) return false; // the e8m13 mask needs 0 ≤ fb ≤ 52
+  const at = a.format !== undefined ? codeTableOf(a.format, w.memory) : -1;
+  const bt = b.format !== undefined ? codeTableOf(b.format, w.memory) : -1;
+  if (at === null || bt === null) return false;
   const nseg = Math.ceil(K / segLen);
   const mk = m * K;
-  const cache = cacheB ? cachedB(B, eB, n, K) : null;
-  const factsA = allowNarrow ? narrowFacts(A, eA, mk) : null;
-  const factsB = factsA === null ? null : cache !== null ? cache.facts : narrowFacts(B, eB, n * K);
-  const narrow = factsA !== null && factsB !== null && narrowOk(factsA, factsB, fractionBits, segLen);
+  const nk = n * K;
+  const cache = cacheB && b.values !== undefined ? cachedB(b.values, b.exps, n, K) : null;
+  const factsA = allowNarrow ? factsOf(a, mk) : null;
+  const factsB = factsA === null ? null : cache !== null ? cache.facts : factsOf(b, nk);
+  const narrow = factsA !== null && factsB !== null && narrowOkMemo(factsA, factsB, fractionBits, segLen);
   // 4-column panels (the narrow kernel's 8-column panels count as two)
   const np = narrow ? 2 * Math.ceil(n / 8) : Math.ceil(n / 4);
-  const av = 0;
-  const ae = align(av + m * K * 8);
-  const bv = align(ae + m * K * 4);
+  const av = DATA_BASE;
+  const ae = align(av + mk * 8);
+  const bv = align(ae + mk * 4);
   const be = align(bv + np * K * 32);
   const so = align(be + np * K * 16);
   const sbo = align(so + nseg * m * 8);
   const out = align(sbo + nseg * np * 4 * 8);
   const flag = align(out + m * np * 16);
-  const need = flag + 16;
-  const { f64, i32, f32, i16 } = viewsOf(w.memory, need);
-  // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
-  const rowsA = A.length === mk ? A : A.subarray(0, mk);
-  const expsA = eA.length === mk ? eA : eA.subarray(0, mk);
-  if (narrow) {
-    f32.set(rowsA, av / 4);
-    i16.set(expsA, ae / 2);
-  } else {
-    f64.set(rowsA, av / 8);
-    i32.set(expsA, ae / 4);
-  }
+  const ac = align(flag + 16);
+  const bc = align(ac + (a.codes !== undefined ? mk : 0));
+  const need = bc + (b.codes !== undefined ? nk : 0);
+  const { f64, i32, f32, i16, u8 } = viewsOf(w.memory, need);
   const values = narrow ? f32 : f64;
   const exps = narrow ? i16 : i32;
+  if (a.codes !== undefined) copyCodes(u8, ac, a.codes, mk);
+  else {
+    // A row-major as it comes: element conversions by TypedArray.set (float32 → f64 and int16 → i32 are exact).
+    values.set(a.values.length === mk ? a.values : a.values.subarray(0, mk), av / values.BYTES_PER_ELEMENT);
+    exps.set(a.exps.length === mk ? a.exps : a.exps.subarray(0, mk), ae / exps.BYTES_PER_ELEMENT);
+  }
   const vo = bv / values.BYTES_PER_ELEMENT;
   const eo = be / exps.BYTES_PER_ELEMENT;
-  if (cache !== null) {
-    const panels = narrow ? (cache.narrow ??= packPanels(B, eB, n, K, true)) : (cache.wide ??= packPanels(B, eB, n, K, false));
+  if (b.codes !== undefined) copyCodes(u8, bc, b.codes, nk);
+  else if (cache !== null) {
+    const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, true)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, false));
     values.set(panels.values, vo);
     exps.set(panels.exps, eo);
-  } else packInto(B, eB, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
+  } else packInto(b.values, b.exps, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
@@ -459,23 +608,53 @@ export function hopperGemmSegments(
     }
   }
   i32[flag / 4] = 0;
-  w.fn(m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag, narrow ? 1 : 0);
+  w.fn(
+    m, np, K, nseg, segLen, av, ae, bv, be, so, sbo, out, fine ? 1 : 0, fractionBits, flag, narrow ? 1 : 0,
+    a.codes !== undefined ? ac : -1, at, b.codes !== undefined ? bc : -1, bt, n,
+  );
   if (i32[flag / 4] !== 0) return false;
   const stride = np * 4;
-  if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
+  if (m * n <= SMALL_COPY) {
+    // a few outputs (decode rows): element copies, no subarray views to allocate
+    for (let i = 0; i < m; i++) for (let j = 0, src = out / 4 + i * stride; j < n; j++) total[i * n + j] = f32[src + j] as number;
+  } else if (stride === n) total.set(f32.subarray(out / 4, out / 4 + m * n));
   else for (let i = 0; i < m; i++) total.set(f32.subarray(out / 4 + i * stride, out / 4 + i * stride + n), i * n);
   return true;
 }
 
+/** The first `len` codes into the kernel's bytes at `at`: a loop for up to 32 (a decode row), else one TypedArray.set. */
+function copyCodes(u8: Uint8Array, at: number, codes: CodeArray, len: number): void {
+  if (len <= 32) for (let x = 0; x < len; x++) u8[at + x] = codes[x] as number;
+  else u8.set(codes.length === len ? codes : codes.subarray(0, len), at);
+}
+
+/** Outputs up to which {@link hopperGemm} copies them one by one (a speed choice only). */
+const SMALL_COPY = 256;
+
+/** The last {@link narrowOk} question and answer: coded operands ask the same one (their formats' facts) call after call. */
+const narrowMemo = { a: null as NarrowFacts | null, b: null as NarrowFacts | null, fb: -1, segLen: -1, ok: false };
+
+function narrowOkMemo(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
+  const memo = narrowMemo;
+  if (memo.a !== a || memo.b !== b || memo.fb !== fractionBits || memo.segLen !== segLen) {
+    memo.a = a;
+    memo.b = b;
+    memo.fb = fractionBits;
+    memo.segLen = segLen;
+    memo.ok = narrowOk(a, b, fractionBits, segLen);
+  }
+  return memo.ok;
+}
+
 /** Typed views of the kernel's memory, rebuilt only when it grows (a grown memory detaches the old buffer). */
-let views: { buffer: ArrayBuffer; f64: Float64Array; i32: Int32Array; f32: Float32Array; i16: Int16Array } | null = null;
+let views: { buffer: ArrayBuffer; f64: Float64Array; i32: Int32Array; f32: Float32Array; i16: Int16Array; u8: Uint8Array } | null = null;
 
 function viewsOf(memory: WasmMemory, need: number): NonNullable<typeof views> {
   const have = memory.buffer.byteLength;
   if (need > have) memory.grow(Math.ceil((need - have) / 65536));
   const buffer = memory.buffer;
   if (views === null || views.buffer !== buffer) {
-    views = { buffer, f64: new Float64Array(buffer), i32: new Int32Array(buffer), f32: new Float32Array(buffer), i16: new Int16Array(buffer) };
+    views = { buffer, f64: new Float64Array(buffer), i32: new Int32Array(buffer), f32: new Float32Array(buffer), i16: new Int16Array(buffer), u8: new Uint8Array(buffer) };
   }
   return views;
 }

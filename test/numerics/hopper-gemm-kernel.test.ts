@@ -5,9 +5,10 @@
 
 import { describe, expect, it } from 'vitest';
 import { hopperFusedDotAdd, gemm, quantPreset, quantize } from '../../src/numerics/index.js';
-import { exponentOf } from '../../src/numerics/formats.js';
+import { exponentOf, floatFormats } from '../../src/numerics/formats.js';
+import { decodeTable } from '../../src/numerics/vector.js';
 import { fma32 } from '../../src/numerics/scales.js';
-import { hopperGemmKernelIsSimd, hopperGemmSegments } from '../../src/numerics/hopper-gemm-kernel.js';
+import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd, hopperGemmSegments } from '../../src/numerics/hopper-gemm-kernel.js';
 import { createRng } from '../../src/rng.js';
 
 const fr = Math.fround;
@@ -171,9 +172,113 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
       for (const { a, b } of cases) {
         const wq = quantize(b, w, [n, k]);
         const opts = { aQuant: a, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
-        const fast = gemm(new Float32Array(m * n), x, wq, m, n, k, opts);
         const ref = gemm(new Float32Array(m * n), x, wq, m, n, k, { ...opts, reference: true });
-        expectSame(fast, ref, `${a.name} ${m}×${n}×${k}`);
+        // The weight decoded in the kernel from its codes (first call), then from its cached decoding and panels.
+        for (const call of [1, 2, 3]) expectSame(gemm(new Float32Array(m * n), x, wq, m, n, k, opts), ref, `${a.name} ${m}×${n}×${k} call ${call}`);
+      }
+    }
+  });
+});
+
+describe.runIf(hopperGemmKernelIsSimd())('one-call hopper-fp8 GEMM on codes decoded in the kernel', () => {
+  // Codes of every format: all finite codes (±0, subnormals, ± the format's max) in a scrambled order per operand.
+  const finiteCodes = (name: 'e4m3fn' | 'e5m2' | 'e2m1' | 'e3m2'): number[] => {
+    const t = decodeTable(floatFormats[name]);
+    return Array.from(t, (_, c) => c).filter((c) => Number.isFinite(t[c]));
+  };
+  const codesFor = (codes: number[], len: number, mul: number, add: number): Uint8Array =>
+    Uint8Array.from({ length: len }, (_, x) => codes[(x * mul + add) % codes.length]!);
+
+  it('equals the decoded operands and the scalar reference, Object.is: every code, ragged K, m or n = 1, zero sizes, both lane widths', () => {
+    const rng = createRng('hopper-gemm').fork('codes');
+    // K not a multiple of the chunk, n not a multiple of 4 or 8, m = 1 decode rows, zero-size m and n.
+    const shapes = [[4, 9, 64, 16], [1, 13, 41, 16], [7, 1, 70, 32], [3, 8, 16, 16], [1, 1, 5, 16], [0, 5, 32, 16], [5, 0, 32, 16]] as const;
+    for (const [fa, fb] of [['e4m3fn', 'e4m3fn'], ['e4m3fn', 'e5m2'], ['e5m2', 'e5m2'], ['e2m1', 'e2m1'], ['e3m2', 'e4m3fn']] as const) {
+      const ta = decodeTable(floatFormats[fa]);
+      const tb = decodeTable(floatFormats[fb]);
+      const emA = floatFormats[fa].emin;
+      const emB = floatFormats[fb].emin;
+      for (const [m, n, K, seg] of shapes) {
+        const ca = codesFor(finiteCodes(fa), m * K, 7, rng.int(50));
+        const cb = codesFor(finiteCodes(fb), n * K, 13, rng.int(50));
+        // an all-zero row of A (its chunk maxima stay at the floor)
+        if (m > 1) ca.fill(0, K, 2 * K);
+        const A = Float32Array.from(ca, (c) => ta[c]!);
+        const B = Float32Array.from(cb, (c) => tb[c]!);
+        const eA = Int16Array.from(A, (x) => (x === 0 ? emA : Math.max(exponentOf(x), emA)));
+        const eB = Int16Array.from(B, (x) => (x === 0 ? emB : Math.max(exponentOf(x), emB)));
+        const nseg = Math.ceil(K / seg);
+        const sa = Float64Array.from({ length: nseg * m }, () => fr(2 ** (rng.int(20) - 10) * (1 + rng.uniform())));
+        const sb = Float64Array.from({ length: nseg * n }, () => fr(2 ** (rng.int(20) - 10) * (1 + rng.uniform())));
+        for (const fine of [true, false]) {
+          const want = new Float32Array(m * n);
+          for (let i = 0; i < m; i++) {
+            for (let j = 0; j < n; j++) {
+              let acc = 0;
+              for (let s = 0; s < nseg; s++) {
+                const c = fr(hopperFusedDotAdd(0, A, B, i * K, j * K, s * seg, Math.min((s + 1) * seg, K), emA, emB, 13));
+                acc = fine ? fma32(fr(sa[s * m + i]! * sb[s * n + j]!), c, acc) : fr(acc + c);
+              }
+              want[i * n + j] = acc;
+            }
+          }
+          const codedA: HopperOperand = { codes: ca, format: floatFormats[fa] };
+          const codedB: HopperOperand = { codes: cb, format: floatFormats[fb] };
+          const sides: [HopperOperand, HopperOperand][] = [[codedA, codedB], [codedA, { values: B, exps: eB }], [{ values: A, exps: eA }, codedB]];
+          for (const [a, b] of sides) {
+            for (const allowNarrow of [true, false]) {
+              const got = new Float32Array(m * n).fill(Number.NaN);
+              expect(hopperGemm(got, a, b, m, n, K, seg, fine, sa, sb, 13, false, allowNarrow)).toBe(true);
+              expectSame(got, want, `${fa}×${fb} ${m}×${n}×${K} fine=${fine} A ${a.codes !== undefined ? 'codes' : 'values'} B ${b.codes !== undefined ? 'codes' : 'values'} narrow allowed ${allowNarrow}`);
+            }
+          }
+        }
+      }
+    }
+  });
+
+  it('a NaN or Inf code in either operand hands the call back (false), and gemm then equals its reference', () => {
+    const [m, n, K] = [2, 5, 32];
+    const ones = new Float64Array(64).fill(1);
+    for (const [name, bad] of [['e4m3fn', 0x7f], ['e4m3fn', 0xff], ['e5m2', 0x7c], ['e5m2', 0xfe]] as const) {
+      const format = floatFormats[name];
+      for (const side of ['a', 'b'] as const) {
+        const ca = new Uint8Array(m * K).fill(0x38);
+        const cb = new Uint8Array(n * K).fill(0x38);
+        (side === 'a' ? ca : cb)[K + 3] = bad;
+        const got = new Float32Array(m * n);
+        expect(hopperGemm(got, { codes: ca, format }, { codes: cb, format }, m, n, K, 16, true, ones, ones, 13, false), `${name} ${bad} in ${side}`).toBe(false);
+      }
+    }
+    // Through gemm: per-call FP8 operands (both coded) with a NaN and an Inf input, at a decode-row shape below the old size floor.
+    for (const [m1, n1, k1] of [[1, 6, 8], [1, 8, 24], [3, 4, 16]] as const) {
+      const x = Float32Array.from({ length: m1 * k1 }, (_, i) => (i === 2 ? Number.NaN : (i % 5) - 2.5));
+      const y = Float32Array.from({ length: n1 * k1 }, (_, i) => (i === 5 ? Infinity : ((i * 7) % 11) / 4 - 1));
+      for (const [xx, yy] of [[x, y], [x.map((v) => (Number.isNaN(v) ? 1 : v)), y.map((v) => (v === Infinity ? -2 : v))]] as const) {
+        const opts = { aQuant: quantPreset('te-current'), bQuant: quantPreset('te-current'), accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 } as const;
+        const fast = gemm(new Float32Array(m1 * n1), xx, yy, m1, n1, k1, opts);
+        const ref = gemm(new Float32Array(m1 * n1), xx, yy, m1, n1, k1, { ...opts, reference: true });
+        expectSame(fast, ref, `${m1}×${n1}×${k1}`);
+      }
+    }
+  });
+
+  it('gemm with per-call FP8 operands (both coded), attention decode shapes, equals gemm with reference: true', () => {
+    const rng = createRng('hopper-gemm').fork('attention');
+    for (const [m, n, k] of [[1, 1, 8], [1, 9, 8], [1, 8, 9], [1, 8, 33], [8, 8, 8], [2, 17, 48], [0, 4, 16], [3, 0, 16]] as const) {
+      const x = Float32Array.from({ length: m * k }, (_, i) => (i % 7 === 0 ? 0 : i % 11 === 0 ? -0 : rng.normal() * (i % 13 === 1 ? 1e4 : 1)));
+      const y = Float32Array.from({ length: n * k }, (_, i) => (i % 9 === 0 ? 2 ** -12 : rng.normal()));
+      for (const q of [quantPreset('te-current'), quantPreset('vllm-fp8-group', { block: 8 })]) {
+        const chunk = q.name === 'te-current' ? 16 : 8;
+        const opts = { aQuant: q, bQuant: q, accumulator: 'hopper-fp8', chunk, promoteEvery: 1 } as const;
+        const fast = gemm(new Float32Array(m * n), x, y, m, n, k, opts);
+        const ref = gemm(new Float32Array(m * n), x, y, m, n, k, { ...opts, reference: true });
+        expectSame(fast, ref, `${q.name} ${m}×${n}×${k}`);
+        // Given QuantizedTensors (A coded, B coded then cached; below the size floor the JS path decodes them), twice.
+        const [qx, qy] = [quantize(q, x, [m, k]), quantize(q, y, [n, k])];
+        const given = { accumulator: 'hopper-fp8', chunk, promoteEvery: 1 } as const;
+        const refGiven = gemm(new Float32Array(m * n), qx, qy, m, n, k, { ...given, reference: true });
+        for (const call of [1, 2, 3]) expectSame(gemm(new Float32Array(m * n), qx, qy, m, n, k, given), refGiven, `${q.name} ${m}×${n}×${k} given, call ${call}`);
       }
     }
   });
