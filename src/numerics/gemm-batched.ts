@@ -8,7 +8,7 @@ import { gemm } from './gemm.js';
 import { castProfile } from './profiles.js';
 import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, elementFormat, quantizeTransient } from './quantize.js';
 import type { FloatFormat } from './formats.js';
-import { fakeQuant } from './vector.js';
+import { roundArray } from './round-array.js';
 
 /**
  * The per-row version of a per-tensor quantizer: on a (count, len) matrix whose rows are `count`
@@ -401,6 +401,6 @@ export function gemmBatched(
     const o0 = p * mn;
     for (let o = 0; o < mn; o++) out[o0 + o] = fr(sa * fr(sb * (total[o] as number)));
   }
-  if (options.outFormat !== undefined && options.outFormat !== 'fp32') fakeQuant(options.outFormat, out, { profile: 'ieee' }, out);
+  if (options.outFormat !== undefined && options.outFormat !== 'fp32') roundArray(options.outFormat, out, { profile: 'ieee' }, out);
   return out;
 }

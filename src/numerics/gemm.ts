@@ -27,7 +27,8 @@ import { hopperChunkSums } from './hopper-kernel.js';
 import { type HopperOperand, hopperGemm } from './hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
 import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
-import { type CodeArray, fakeQuant } from './vector.js';
+import type { CodeArray } from './vector.js';
+import { roundArray } from './round-array.js';
 
 export {
   type AccumulatorModel,
@@ -151,7 +152,7 @@ function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number,
 }
 
 function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
-  return f === null || f === 'fp32' ? v : fakeQuant(f, v, { profile: 'ieee' });
+  return f === null || f === 'fp32' ? v : roundArray(f, v, { profile: 'ieee' });
 }
 
 function plainFastOperand(values: Float32Array, format: FloatFormatName | null): Operand {
@@ -415,7 +416,7 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
 
 /** The output rounding of {@link GemmOptions}.outFormat, in place. */
 function roundOutput(out: Float32Array, format: FloatFormatName | undefined): void {
-  if (format !== undefined && format !== 'fp32') fakeQuant(format, out, { profile: 'ieee' }, out);
+  if (format !== undefined && format !== 'fp32') roundArray(format, out, { profile: 'ieee' }, out);
 }
 
 /** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
