@@ -20,6 +20,17 @@ export function gatherHead(dst: FloatArray, src: FloatArray, off: number, rows: 
 }
 
 /**
+ * Head h of `rows` rows of a (·, C) array gathered transposed: dst[dstOff + d·rows + t] = src[off + t·C + h·hs + d],
+ * i.e. the (hs, rows) transpose of {@link gatherHead}'s (rows, hs) block (the decode step's Vᵀ).
+ */
+export function gatherHeadT(dst: FloatArray, dstOff: number, src: FloatArray, off: number, rows: number, C: number, h: number, hs: number): void {
+  for (let t = 0; t < rows; t++) {
+    const s = off + t * C + h * hs;
+    for (let d = 0; d < hs; d++) dst[dstOff + d * rows + t] = src[s + d]!;
+  }
+}
+
+/**
  * One row of the attention softmax, shared by the full and the decode paths so both round alike:
  * `P[t2] = exp(scale·S[t2] − m) / Σ exp(scale·S[t3] − m)` over t2 < len (doubles, increasing order),
  * `P[t2] = 0` for len ≤ t2 < width.

@@ -2,7 +2,7 @@
 // Not a cache manager: the caller owns the (B, tCap, C) buffers and the position counter.
 
 import { allocLike, type FloatArray } from './array.js';
-import { gatherHead, headSize, softmaxRow } from './attention-common.js';
+import { gatherHead, gatherHeadT, headSize, softmaxRow } from './attention-common.js';
 import { sequentialAttentionGemms, type AttentionDecodeBatch, type AttentionGemms, type AttentionOptions } from './attention.js';
 import { ropeForward } from './rope.js';
 
@@ -101,12 +101,8 @@ export function attentionDecodeForward(
       qk(S, qh, Kh, 1, tLen, hs);
       softmaxRow(P, 0, S, 0, tLen, tLen, scale);
       if (att) att.set(P, (b * H + h) * tLen);
-      // Head h of the value rows, gathered straight into (hs, tLen): the transpose of gatherHead's (tLen, hs).
-      const vOff = b * tCap * C + h * hs;
-      for (let t = 0; t < tLen; t++) {
-        const s = vOff + t * C;
-        for (let d = 0; d < hs; d++) VhT[d * tLen + t] = vRead[s + d]!;
-      }
+      // Head h of the value rows, gathered straight into (hs, tLen).
+      gatherHeadT(VhT, 0, vRead, b * tCap * C, tLen, C, h, hs);
       pv(oh, P, VhT, 1, hs, tLen);
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
@@ -144,12 +140,7 @@ function decodeBatched(
     for (let h = 0; h < H; h++) {
       const p = b * H + h;
       gatherHead(K.subarray(p * tLen * hs, (p + 1) * tLen * hs), kCache, b * tCap * C, tLen, C, h, hs);
-      const vOff = b * tCap * C + h * hs;
-      const vt = p * hs * tLen;
-      for (let t = 0; t < tLen; t++) {
-        const src = vOff + t * C;
-        for (let d = 0; d < hs; d++) VT[vt + d * tLen + t] = vCache[src + d]!;
-      }
+      gatherHeadT(VT, p * hs * tLen, vCache, b * tCap * C, tLen, C, h, hs);
     }
   }
   const S = scratchOf('s', count * tLen); // (count, tLen)

@@ -6,6 +6,7 @@ import { decodeWithExponents, hopperRangeFast } from './gemm-hopper.js';
 import { type GemmOptions, type OperandQuant, gemmSettings, referenceDot, segmentBoundaries } from './gemm-reference.js';
 import { gemm } from './gemm.js';
 import { castProfile } from './profiles.js';
+import { amaxRun, grown } from './quant-cells.js';
 import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, elementFormat, quantizeTransient } from './quantize.js';
 import type { FloatFormat } from './formats.js';
 import { roundArray } from './round-array.js';
@@ -45,9 +46,9 @@ const batchScratch = {
   quantize: [createQuantizeScratch(), createQuantizeScratch()] as const,
   values: [new Float32Array(256), new Float32Array(256)] as [Float32Array, Float32Array],
   exponents: [new Int16Array(256), new Int16Array(256)] as [Int16Array, Int16Array],
-  partial: new Float32Array(64) as Float32Array,
-  acc: new Float32Array(64) as Float32Array,
-  total: new Float32Array(64) as Float32Array,
+  partial: new Float32Array(64),
+  acc: new Float32Array(64),
+  total: new Float32Array(64),
 };
 
 /** Element values (and hopper-fp8 exponents, 0x7fff for a non-finite code) of a quantized batch operand, in scratch slot `slot`. */
@@ -65,10 +66,6 @@ function decodedOperand(q: QuantizedTensor, n: number, slot: 0 | 1): [Float32Arr
 function finiteRange(exps: Int16Array, from: number, to: number): boolean {
   for (let i = from; i < to; i++) if (exps[i] === 0x7fff) return false;
   return true;
-}
-
-function grownF32(a: Float32Array, n: number): Float32Array {
-  return a.length >= n ? a : new Float32Array(Math.max(n, 2 * a.length));
 }
 
 /** Elements of one row of the memo's quantization batch before its sentinel (any width gives the same codes). */
@@ -126,17 +123,6 @@ const memoScratch = {
   status: new Uint8Array(64),
   amax: new Float32Array(64) as Float32Array,
 };
-
-/** cellAmax's rule over x[from, to) continued from `am`: NaN skipped, or the result NaN with `propagate`. */
-function amaxRun(x: Float32Array, from: number, to: number, am: number, propagate: boolean): number {
-  let nan = false;
-  for (let i = from; i < to; i++) {
-    const v = Math.abs(x[i] as number);
-    if (v > am) am = v;
-    else if (v !== v) nan = true;
-  }
-  return nan && propagate ? Number.NaN : am;
-}
 
 /** Whether the int32 words a[ao …] and b[bo …] of length n are equal. */
 function sameWords(a: Int32Array, ao: number, b: Int32Array, bo: number, n: number): boolean {
@@ -364,9 +350,9 @@ export function gemmBatched(
     parts.push(segmentBoundaries(lo, Math.min(k, lo + partSize), steps));
   }
   const mn = m * n;
-  s.partial = grownF32(s.partial, mn);
-  s.acc = grownF32(s.acc, mn);
-  s.total = grownF32(s.total, mn);
+  s.partial = grown(s.partial, mn);
+  s.acc = grown(s.acc, mn);
+  s.total = grown(s.total, mn);
   const { partial, acc, total } = s;
   const fr = Math.fround;
   for (let p = 0; p < count; p++) {

@@ -536,22 +536,10 @@ function factsOf(x: HopperOperand, len: number): NarrowFacts | null {
  * zero, rounded to e8m13, promoted with `fma32(fl(sa[s][i]·sb[s][j]), c, acc)` when `fine`, else
  * `fl(acc + c)`. `sa` (nseg·m) and `sb` (nseg·n) are the segments' scales (read when fine). Returns
  * false (total unspecified) where WebAssembly SIMD is unavailable or a sum needs the JS reference.
- * `cacheB`: B is an immutable cached weight decoding, so its packed panels are kept with it. Operands
- * that {@link narrowOk} clears (FP8/FP6/FP4 codes) sum their chunks in float32 lanes, twice as wide
- * (`allowNarrow: false`: never, for tests comparing both).
- * @internal
- */
-export function hopperGemmSegments(
-  total: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, K: number,
-  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
-): boolean {
-  return hopperGemm(total, { values: A, exps: eA }, { values: B, exps: eB }, m, n, K, segLen, fine, sa, sb, fractionBits, cacheB, allowNarrow);
-}
-
-/**
- * {@link hopperGemmSegments} with either operand given as codes ({@link HopperOperand}), decoded in the kernel:
- * no JavaScript pass over the elements. A coded operand with a NaN/Inf code returns false. `cacheB` applies to a
- * decoded B only.
+ * Either operand may be given as codes ({@link HopperOperand}), decoded in the kernel: no JavaScript pass over
+ * the elements; a coded operand with a NaN/Inf code returns false. `cacheB`: a decoded B is an immutable cached
+ * weight decoding, so its packed panels are kept with it. Operands that {@link narrowOk} clears (FP8/FP6/FP4 codes)
+ * sum their chunks in float32 lanes, twice as wide (`allowNarrow: false`: never, for tests comparing both).
  * @internal
  */
 export function hopperGemm(

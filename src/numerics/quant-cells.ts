@@ -148,6 +148,20 @@ export function cellStats(x: Float32Array, rows: number, cols: number, layout: C
   return { amax, min, max };
 }
 
+/**
+ * The amax of x[from, to) continued from `am` (the cell's amax so far): a NaN element is skipped, or makes the
+ * result NaN with `propagateNan`.
+ */
+export function amaxRun(x: Float32Array, from: number, to: number, am: number, propagateNan: boolean): number {
+  let nan = false;
+  for (let i = from; i < to; i++) {
+    const a = Math.abs(x[i] as number);
+    if (a > am) am = a; // false for NaN: skipped
+    else if (a !== a) nan = true;
+  }
+  return nan && propagateNan ? Number.NaN : am;
+}
+
 /** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
 function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean, scratch: CellStatsScratch): CellStats {
   const count = layout.count;
@@ -162,14 +176,7 @@ function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayou
     const width = flat ? rows * cols : cols;
     for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
       const end = base + Math.min(width, c0 + seg);
-      let am = amax[cell] as number;
-      let nan = false;
-      for (let i = base + c0; i < end; i++) {
-        const a = Math.abs(x[i] as number);
-        if (a > am) am = a; // false for NaN: skipped
-        else if (a !== a) nan = true;
-      }
-      amax[cell] = nan && propagateNan ? Number.NaN : am;
+      amax[cell] = amaxRun(x, base + c0, end, amax[cell] as number, propagateNan);
     }
   }
   return { amax, min: scratch.min, max: scratch.max };

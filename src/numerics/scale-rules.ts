@@ -104,18 +104,15 @@ function paramsByScaling(
   scaling: ScalingOp, rule: ScaleRule, fmax: number, stats: CellStats, scales: Float32Array, factors: Float32Array, count: number, zeroPoints?: Int32Array,
 ): CellParams {
   if (scaling === 'divide') return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
-  const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
-  for (let i = 0; i < count; i++) factors[i] = mulFactor(scaling, scales[i] as number, stats.amax[i] as number, divisor);
+  for (let i = 0; i < count; i++) {
+    if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
+    else {
+      const a = stats.amax[i] as number;
+      const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
+      factors[i] = a === 0 ? 0 : fr(divisor / a);
+    }
+  }
   return zeroPoints ? { scales, factors, op: 'mul', zeroPoints } : { scales, factors, op: 'mul' };
-}
-
-/**
- * The element multiplier of one cell for the `reciprocal` and `max-over-amax` {@link ScalingOp}s: fl(1/s), or
- * fl(divisor/amax) (0 for amax 0), with `divisor` the amax rule's divisor (else the format max).
- */
-function mulFactor(scaling: ScalingOp, scale: number, amax: number, divisor: number): number {
-  if (scaling === 'reciprocal') return fr(1 / scale);
-  return amax === 0 ? 0 : fr(divisor / amax);
 }
 
 /** What a rule's parameter computation reads and where it writes (arrays of at least `count` cells). */
@@ -156,21 +153,20 @@ function needsFloat(kind: string, fmt: ElementFormat): void {
 function amaxScales(rule: AmaxScaleRule, c: ScaleContext): void {
   const { stats, scales, count } = c;
   const divisor = rule.divisor ?? c.fmax;
-  for (let i = 0; i < count; i++) scales[i] = amaxScale(rule, stats.amax[i] as number, divisor);
-}
-
-/** The dequant scale of one cell of an `amax` rule from the cell's amax `a` (`divisor`: the rule's, else the format max). */
-function amaxScale(rule: AmaxScaleRule, a: number, divisor: number): number {
-  if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate')) a = fmaxf(a, fr(rule.amaxFloor));
-  if (rule.amaxCeiling !== undefined) a = fminf(a, fr(rule.amaxCeiling));
-  let s = fr(a / divisor);
-  if (rule.scaleFloor !== undefined) s = fmaxf(s, fr(rule.scaleFloor));
-  if (rule.pow2 !== undefined) {
-    const [eLo, eHi] = rule.pow2Range ?? [-127, 127];
-    if (s > 0 && Number.isFinite(s)) s = 2 ** Math.min(eHi, Math.max(eLo, pow2Exponent(s, rule.pow2)));
-    else if (rule.pow2NonFinite === 'bits' && !Number.isFinite(s)) s = 2 ** Math.min(eHi, Math.max(eLo, s !== s ? 129 : 128)); // field 255 (+1 for a NaN's mantissa) − 127
+  const [eLo, eHi] = rule.pow2Range ?? [-127, 127];
+  for (let i = 0; i < count; i++) {
+    let a = stats.amax[i] as number;
+    if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate')) a = fmaxf(a, fr(rule.amaxFloor));
+    if (rule.amaxCeiling !== undefined) a = fminf(a, fr(rule.amaxCeiling));
+    let s = fr(a / divisor);
+    if (rule.scaleFloor !== undefined) s = fmaxf(s, fr(rule.scaleFloor));
+    if (rule.pow2 !== undefined && s > 0 && Number.isFinite(s)) {
+      s = 2 ** Math.min(eHi, Math.max(eLo, pow2Exponent(s, rule.pow2)));
+    } else if (rule.pow2 !== undefined && rule.pow2NonFinite === 'bits' && !Number.isFinite(s)) {
+      s = 2 ** Math.min(eHi, Math.max(eLo, s !== s ? 129 : 128)); // field 255 (+1 for a NaN's mantissa) − 127
+    }
+    scales[i] = s;
   }
-  return s;
 }
 
 const noChecks = (): void => {};
@@ -331,11 +327,15 @@ export function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats
 
 /** The {@link QuantizedTensor} of codes and cell parameters (optional fields present only when the rule set them). */
 export function quantizedTensor(spec: QuantSpec, rows: number, cols: number, codes: QuantCodes, params: CellParams, scaleShape: readonly number[]): QuantizedTensor {
-  // Assigned one by one in this key order (object spreads of empty literals cost more than a small quantization).
-  const q: { -readonly [K in keyof QuantizedTensor]: QuantizedTensor[K] } = { spec, shape: [rows, cols], codes, scales: params.scales, scaleShape };
-  if (params.scaleCodes) q.scaleCodes = params.scaleCodes;
-  if (params.zeroPoints) q.zeroPoints = params.zeroPoints;
-  if (params.globalScale !== undefined) q.globalScale = params.globalScale;
-  if (params.state) q.state = params.state;
-  return q;
+  return {
+    spec,
+    shape: [rows, cols],
+    codes,
+    scales: params.scales,
+    scaleShape,
+    ...(params.scaleCodes ? { scaleCodes: params.scaleCodes } : {}),
+    ...(params.zeroPoints ? { zeroPoints: params.zeroPoints } : {}),
+    ...(params.globalScale !== undefined ? { globalScale: params.globalScale } : {}),
+    ...(params.state ? { state: params.state } : {}),
+  };
 }

@@ -240,7 +240,6 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   };
   // The backward's operands rounded once each (linearBackward): dout for both products, the weight's
   // transpose once per weight array, the input once for every layer that reads it.
-  const encodeDecode = (dst: Float32Array, src: Float32Array): void => roundOp(src, dst);
   // Inputs of linear forwards with their rounding, by array identity: q, k and v read one normalized
   // input, MLP up and gate another, and the backward rounds the same inputs again for wgrad. Rounding is
   // a function of the float32 bits, so a remembered result is used only for an input whose bits are
@@ -277,7 +276,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     slot.key = null; // until both copies are whole
     slot.bits.set(new Uint32Array(xf.buffer, xf.byteOffset, n));
     const rounded = slot.rounded.length === n ? slot.rounded : slot.rounded.subarray(0, n);
-    encodeDecode(rounded, xf);
+    roundOp(xf, rounded);
     slot.n = n;
     slot.key = x;
     return rounded;
@@ -287,7 +286,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     const xf = asFloat32(src);
     const known = remembered(src, xf);
     if (known !== null) dst.set(known);
-    else encodeDecode(dst, xf);
+    else roundOp(xf, dst);
   };
   /** The rounding of a linear forward's input (remembered for the layers and the backward that read it again). */
   const roundInput = (x: FloatArray): Float32Array => {
