@@ -1,5 +1,6 @@
 // GEMM benchmark: qrl-sim's exact `fp32` accumulator model against onnxruntime's MatMul in the same process, one thread.
 // Not a test of correctness beyond a sanity check that both compute the same product to float32 rounding.
+import { vectorUnits } from './machine.js';
 import { gemm, type AccumulatorModel } from '../src/numerics/index.js';
 import { FP32_TILE_ROWS, fp32KernelIsSimd } from '../src/numerics/fp32-kernel.js';
 import { createRng } from '../src/rng.js';
@@ -103,7 +104,9 @@ export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256
     io.out(`${String(size).padStart(7)}   ${qrlGflops.toFixed(2).padStart(15)}   ${ortGflops.toFixed(1).padStart(11)}   ${`1/${(1 / row.ratio).toFixed(1)}`.padStart(7)}   ${maxRelDiff.toExponential(1).padStart(12)}`);
   }
   const at256 = rows.find((r) => r.size === 256);
-  if (at256) io.out(`target ≥ 1/3 of onnxruntime at 256³: ${at256.ratio >= 1 / 3 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)})`);
+  // onnxruntime picks its MatMul kernels from the CPU (AVX2 vs AVX-512), qrl-sim's WebAssembly SIMD is 128-bit on both:
+  // the ratio is a property of the machine as much as of the code, so the line names the vector units.
+  if (at256) io.out(`target ≥ 1/3 of onnxruntime at 256³ (set on AVX2): ${at256.ratio >= 1 / 3 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)} on ${vectorUnits()})`);
   // The other accumulator models, for scale (scalar reference loops).
   const s = 64;
   const rng = createRng('bench-gemm').fork('models');

@@ -4,6 +4,7 @@
 import { benchAr, benchSizes, benchSizesLines } from './ar.js';
 import { type BenchLine, benchCast } from './cast.js';
 import { benchGemm } from './gemm.js';
+import { machineLine } from './machine.js';
 import { benchLength, lengthBenchPlans } from './length.js';
 import { disposeOrtBenches } from './ort.js';
 import { benchQuantize } from './quantize.js';
@@ -17,6 +18,7 @@ function print(line: BenchLine): void {
 }
 
 const only = process.argv.slice(2);
+console.log(machineLine());
 const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   cast: () => benchCast(),
   // quantize of several presets and quantized GEMMs (operands quantized inside the call), µs per call.

@@ -12,6 +12,10 @@ import { fma32 } from './scales.js';
  * How products are summed along K:
  * - `fp32`: each product rounded to float32, sequential float32 adds in increasing k (default);
  * - `pairwise`: float32 products summed as a balanced binary tree (left half + right half);
+ * - `fp32-fma`: fused multiply-adds into one float32 accumulator in increasing k, c = fmaf(a_k, b_k, c)
+ *   (each product unrounded): MKL's AVX-512 sgemm on torch 2.13's CPU `_scaled_mm` layout (docs/golden.md);
+ * - `fp32-fma-x2`: two float32 accumulators, even and odd k (counted from the segment's start), each
+ *   `fp32-fma`, added even + odd at the end: MKL's AVX2 sgemm on the same layout;
  * - `fp64`: products summed in double, rounded to float32 once;
  * - `int32`: exact integer products, int32 adds that wrap modulo 2^32 (integer operands only);
  * - `hopper-fp8`: MMA-Sim model of Hopper FP8 `wgmma` (per K-chunk of 32: products and incoming
@@ -19,10 +23,10 @@ import { fma32 } from './scales.js';
  *   exactly, truncated to an e8m13 float), promoted to a float32 accumulator every
  *   `promoteEvery` chunks.
  */
-export type AccumulatorModel = 'fp32' | 'pairwise' | 'fp64' | 'int32' | 'hopper-fp8';
+export type AccumulatorModel = 'fp32' | 'fp32-fma' | 'fp32-fma-x2' | 'pairwise' | 'fp64' | 'int32' | 'hopper-fp8';
 
 /** Every accumulator model. */
-export const accumulatorModels: readonly AccumulatorModel[] = Object.freeze(['fp32', 'pairwise', 'fp64', 'int32', 'hopper-fp8']);
+export const accumulatorModels: readonly AccumulatorModel[] = Object.freeze(['fp32', 'fp32-fma', 'fp32-fma-x2', 'pairwise', 'fp64', 'int32', 'hopper-fp8']);
 
 /** How a Float32Array operand is prepared: rounded to a float format (RNE), or quantized by a spec. */
 export type OperandQuant = FloatFormatName | QuantSpec;
@@ -240,6 +244,20 @@ export function referenceDot(
       let acc = 0;
       for (let kk = k0; kk < k1; kk++) acc = fr(acc + fr((A[ra + kk] as number) * (B[rb + kk] as number)));
       return acc;
+    }
+    case 'fp32-fma': {
+      let acc = 0;
+      for (let kk = k0; kk < k1; kk++) acc = fma32(A[ra + kk] as number, B[rb + kk] as number, acc);
+      return acc;
+    }
+    case 'fp32-fma-x2': {
+      let even = 0;
+      let odd = 0;
+      for (let kk = k0; kk < k1; kk += 2) {
+        even = fma32(A[ra + kk] as number, B[rb + kk] as number, even);
+        if (kk + 1 < k1) odd = fma32(A[ra + kk + 1] as number, B[rb + kk + 1] as number, odd);
+      }
+      return fr(even + odd);
     }
     case 'pairwise':
       return pairwiseSum(A, B, ra, rb, k0, k1);

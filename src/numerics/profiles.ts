@@ -83,6 +83,7 @@ export type CastProfileName =
   | 'satfinite'
   | 'torch-2.11'
   | 'torch-2.13'
+  | 'torch-2.13-scalar'
   | 'ml-dtypes'
   | 'onnx-sat'
   | 'ort-1.30'
@@ -183,6 +184,16 @@ const profileList: readonly CastProfile[] = [
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: torch213Formats,
+  },
+  {
+    name: 'torch-2.13-scalar',
+    description: "PyTorch 2.13 CPU eager cast to BF16 on the scalar kernel (ATEN_CPU_CAPABILITY=default): as torch-2.13 except NaN → 0x7FC0 (positive quiet NaN, payload and sign dropped)",
+    source:
+      'c10/util/BFloat16.h round_to_nearest_even (std::isnan(src) → UINT16_C(0x7FC0)), the conversion of the non-vectorized CPU kernel; ' +
+      'observed with torch 2.13.0+cpu under ATEN_CPU_CAPABILITY=default (the library-casts check: every other value equals torch-2.13, the vectorized kernel of AVX2/AVX-512)',
+    mode: 'rne',
+    rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
+    formats: { bf16: { nan: { to: 'nan', sign: 'positive', pattern: 'quiet' } } },
   },
   {
     name: 'torch-2.11',

@@ -33,6 +33,8 @@ interface GemmVariant {
 const variants: readonly GemmVariant[] = [
   { name: 'fp32', accumulator: 'fp32', note: 'float32 products, sequential float32 adds in increasing k' },
   { name: 'fp32.bf16-operands', accumulator: 'fp32', quant: 'bf16', note: 'operands rounded to bf16 (RNE), fp32 sequential' },
+  { name: 'fp32-fma', accumulator: 'fp32-fma', note: 'fused multiply-adds into one float32 accumulator in increasing k (MKL AVX-512 small-kernel order)' },
+  { name: 'fp32-fma-x2', accumulator: 'fp32-fma-x2', note: 'fused multiply-adds into two float32 accumulators (even and odd k), added at the end (MKL AVX2 order)' },
   { name: 'pairwise', accumulator: 'pairwise', note: 'float32 products summed as a balanced binary tree' },
   { name: 'fp64', accumulator: 'fp64', note: 'products summed in double, rounded to float32 once' },
   { name: 'int32', accumulator: 'int32', quant: 'int8-row', note: 'int8-row quantized operands, exact int32 sum, scales in the epilogue' },
@@ -45,6 +47,8 @@ const variants: readonly GemmVariant[] = [
   { name: 'fp32.e4m3fn-tensor-scaled', accumulator: 'fp32', quant: 'e4m3fn-tensor', note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), fp32 sequential, scales in the epilogue' },
   { name: 'fp64.e4m3fn-tensor-scaled', accumulator: 'fp64', quant: 'e4m3fn-tensor', note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), summed in double, scales in the epilogue' },
   { name: 'fp32.e4m3fn-tensor-dequantized', accumulator: 'fp32', quant: 'e4m3fn-tensor-dequantized', note: 'operands quantized by vllm-fp8-tensor and dequantized (code·scale in float32) before the GEMM, fp32 sequential' },
+  { name: 'fp32-fma.e4m3fn-tensor-dequantized', accumulator: 'fp32-fma', quant: 'e4m3fn-tensor-dequantized', note: 'as fp32.e4m3fn-tensor-dequantized, summed by fp32-fma' },
+  { name: 'fp32-fma-x2.e4m3fn-tensor-dequantized', accumulator: 'fp32-fma-x2', quant: 'e4m3fn-tensor-dequantized', note: 'as fp32.e4m3fn-tensor-dequantized, summed by fp32-fma-x2' },
   { name: 'hopper-fp8.e4m3fn-tensor-scaled', accumulator: 'hopper-fp8', quant: 'e4m3fn-tensor', promoteEvery: 4, note: 'operands quantized by vllm-fp8-tensor (per-tensor scale), hopper-fp8 promoted every 4 chunks, scales in the epilogue' },
   {
     name: 'hopper-fp8.e4m3fn-tensor-alpha',
@@ -100,7 +104,7 @@ function gemmCase(v: GemmVariant, seed: number): GoldenCase {
 /** Every accumulator model on the same operands (so the files show where they differ). */
 export const gemmSuite: GoldenSuite = {
   name: 'gemm',
-  description: 'A·Bᵀ under every accumulator model (fp32, pairwise, fp64, int32, hopper-fp8 with/without promotion) on the same operands: fp32, bf16, e4m3fn and per-tensor scaled e4m3fn',
+  description: 'A·Bᵀ under every accumulator model (fp32, fp32-fma, fp32-fma-x2, pairwise, fp64, int32, hopper-fp8 with/without promotion) on the same operands: fp32, bf16, e4m3fn and per-tensor scaled e4m3fn',
   cases(seed) {
     return variants.map((v) => gemmCase(v, seed));
   },

@@ -23,6 +23,7 @@ const RANDOM = 8192;
  */
 export const libraryCastProfiles: Readonly<Partial<Record<CastProfileName, string>>> = Object.freeze({
   'torch-2.13': 'torch 2.13 Tensor.to',
+  'torch-2.13-scalar': 'torch 2.13 Tensor.to, scalar CPU kernel',
   'torch-2.11': 'torch 2.11 Tensor.to',
   'ml-dtypes': 'ml_dtypes 0.6 astype',
   'ort-1.30': 'onnxruntime 1.30 Cast saturate=0',
