@@ -11,6 +11,7 @@ import { stackMetricsTableMarkdown } from '../src/rl/stack-metrics.js';
 import { labListLines, labPlannedRuns, labSizeText } from '../src/cli/lab.js';
 import { labExperimentNames, loadLabExperiment } from '../src/runs/lab.js';
 import { surfaceBlocks } from './api-surface.js';
+import { bugClassTableMarkdown } from '../src/testing/request-checks.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
 export function fillMarkers(text: string, blocks: Record<string, string>): string {
@@ -38,6 +39,7 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/quantization.md': { presets: presetTableMarkdown() },
   'docs/library.md': surfaceBlocks(),
   'docs/estimators.md': { 'stack-metrics': stackMetricsTableMarkdown() },
+  'docs/adapter.md': { 'bug-classes': bugClassTableMarkdown() },
 });
 
 /**

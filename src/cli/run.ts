@@ -17,6 +17,7 @@ import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
 import { BackendCallError } from '../protocol/errors.js';
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
+import { CheckedBackend } from '../runs/checked-backend.js';
 import { resolveBackendAddress } from './self-command.js';
 import { eta, progressLine } from './progress.js';
 import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
@@ -203,6 +204,16 @@ export const runCommand: Command = {
         await backend.close();
         throw new UsageError(`--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`);
       }
+      if (values.resume !== undefined) {
+        // A resumed run continues on the backend it ran on: another implementation, version or served plan
+        // would mix two backends' steps under one run (the address may change: a new port, another host).
+        const recorded = (readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: Record<string, unknown> }).backend;
+        const differs = recorded === undefined ? [] : (['name', 'version', 'protocol', 'policy', 'plan'] as const).filter((k) => recorded[k] !== undefined && recorded[k] !== backendIdentity?.[k]);
+        if (differs.length > 0) {
+          await backend.close();
+          throw new UsageError(`--backend: the run in '${values.resume}' ran on ${differs.map((k) => `${k} ${JSON.stringify(recorded![k])}`).join(', ')}; this backend serves ${differs.map((k) => `${k} ${JSON.stringify(backendIdentity![k])}`).join(', ')}`);
+        }
+      }
     }
     const observer = progressObserver(io, io.interactive === true);
     // Where the run is, for the one line a backend failure prints.
@@ -231,7 +242,8 @@ export const runCommand: Command = {
           resume: values.resume !== undefined,
           observer: tracking,
           shouldStop: stopRequested,
-          ...(backend !== undefined ? { backend, backendIdentity: backendIdentity! } : {}),
+          // every answer of a backend the driver does not own is checked before it is trained on
+          ...(backend !== undefined ? { backend: new CheckedBackend(backend, backend.name), backendIdentity: backendIdentity! } : {}),
         });
       } catch (error) {
         if (!(error instanceof BackendCallError)) throw error;

@@ -158,17 +158,18 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
  * settings). The plan and `policy.routingReplay` are not part of it: warm starts are precision-independent (fp32), so every
  * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
  */
-export function warmStartKey(config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
+export function warmStartKey(config: RunConfig, backend?: { readonly name: string; readonly version: string; readonly address?: string }): string {
   // routingReplay only acts in the RL phase; dropped (as undefined) so every mode shares the warm start
-  // An external backend that warm-starts itself saves its own format: its identity is part of the key
-  // (the reference backend, in-process or served, keeps the key it always had).
-  const owner = backend === undefined || backend.name === REFERENCE_NAME ? undefined : { name: backend.name, version: backend.version };
+  // An external backend that warm-starts itself saves its own format: its full identity — name, version
+  // and the command line or URL it was reached at, whose flags (an init seed, a model) can change what it
+  // trains — is part of the key (the reference backend, in-process or served, keeps the key it always had).
+  const owner = backend === undefined || backend.name === REFERENCE_NAME ? undefined : { name: backend.name, version: backend.version, ...(backend.address === undefined ? {} : { address: backend.address }) };
   const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined }, backend: owner });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 
 /** Cache directory of a config's warm start. */
-export function warmStartCacheDir(cacheDir: string, config: RunConfig, backend?: { readonly name: string; readonly version: string }): string {
+export function warmStartCacheDir(cacheDir: string, config: RunConfig, backend?: { readonly name: string; readonly version: string; readonly address?: string }): string {
   return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config, backend)}`);
 }
 
@@ -206,7 +207,7 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
   }
 }
 
-async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task, shouldStop?: () => boolean): Promise<void> {
+async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task, shouldStop?: () => boolean, address?: string): Promise<void> {
   const info = await backend.info();
   if (task !== undefined && !info.capabilities.warmStart) {
     if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer, shouldStop);
@@ -215,7 +216,7 @@ async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: st
     observer?.onMessage?.("warm start: none (sft.steps 0); the backend's own initial weights");
     return;
   }
-  const path = warmStartCacheDir(cacheDir, config, info.backend);
+  const path = warmStartCacheDir(cacheDir, config, address === undefined ? info.backend : { ...info.backend, address });
   if (config.sft.cache && existsSync(path)) {
     try {
       await backend.load(path);
@@ -356,7 +357,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
     writeJsonAtomic(join(outDir, 'config.json'), options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity });
     try {
-      await warmStart(backend, config, cacheDir, observer, task, options.shouldStop);
+      const address = options.backendIdentity?.address;
+      await warmStart(backend, config, cacheDir, observer, task, options.shouldStop, typeof address === 'string' ? address : undefined);
     } catch (error) {
       if (error instanceof WarmStartStopped) return { lastStep: 0, stopped: true, outDir };
       throw error;

@@ -12,7 +12,9 @@ import { type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import { logprobsToJson } from '../protocol/schema.js';
 import type { RunConfig } from '../rl/grpo/config.js';
+import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
+import { checkGenerateRequestFields, checkLogprobsRows, checkRolloutIsEngine, checkSyncServesNewWeights, checkTrainerSideScored } from './request-checks.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 
 /** One row of the conformance table. */
@@ -225,6 +227,8 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   const batch = await attempt('generate shapes and masks', () => backend.generate({ prompts, seed }));
   if (batch === undefined) return rows;
   const problems = batchProblems(info, batch, B, v0);
+  const violation = generateViolation(info, { prompts, seed }, batch, v0);
+  if (violation !== null && problems.length === 0) problems.push(formatViolation(violation));
   let tokens = 0;
   for (const m of batch.mask) tokens += m;
   add('generate shapes and masks', problems.length === 0, problems.length === 0 ? `B ${batch.B}, T ${batch.T}, ${tokens} tokens, record kind ${batch.record.kind}` : problems.join('; '));
@@ -255,12 +259,19 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
       if (batch.mask[i] === 0 && (lp.logp[i] !== 0 || (info.capabilities.entropy && lp.entropy[i] !== 0))) bad = `nonzero ℓ or entropy off the mask at ${i}`;
       if (info.capabilities.entropy && batch.mask[i] === 1 && !(lp.entropy[i]! >= 0)) bad = `entropy ${lp.entropy[i]} at ${i}`;
     }
-    add('logprobs shapes', bad === '', bad === '' ? `ℓ and entropy (${B}, ${batch.T}), 0 off the mask` : bad);
+    const lv = logprobsViolation(info, { batch, rows: all, policy: 'current' }, lp);
+    if (bad === '' && lv !== null) bad = formatViolation(lv);
+    add('logprobs shapes', bad === '', bad === '' ? `ℓ and entropy (${B}, ${batch.T}), finite ≤ 0 on the mask, 0 off it` : bad);
     const d = probeDiagnostics(batch.logpRollout, lp.logp, batch.mask);
     const identicalSides = sameJson(info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm, info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm);
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
     if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
+    const ctx = { backend, info, prompts, seed, batch, logp: lp.logp, tolerance, identicalSides, add, attempt };
+    await checkLogprobsRows(ctx);
+    await checkRolloutIsEngine(ctx);
+    await checkTrainerSideScored(ctx);
+    await checkGenerateRequestFields(ctx);
     await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
     await checkProbSqSum(backend, info, batch, all, lp.logp, add, attempt);
   }
@@ -306,6 +317,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
         }
         const resync = await attempt('sync serves the new version', () => backend.sync());
         if (resync !== undefined) add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
+        if (resync !== undefined) await checkSyncServesNewWeights({ backend, info, prompts, seed, batch, logp: lp?.logp ?? batch.logpRollout, tolerance, identicalSides: false, add, attempt });
         const after = await attempt('current policy moved', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
         if (after !== undefined) {
           add('current policy moved', !equalArrays(after.logp, withGrad.logp), equalArrays(after.logp, withGrad.logp) ? 'ℓ bit-identical after a step with a nonzero gradient' : 'ℓ changed with the step');

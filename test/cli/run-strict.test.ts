@@ -137,6 +137,11 @@ describe('the strict driver', () => {
     expect(warmStartKey(config, { name: 'qrl-sim reference', version: '1' })).toBe(warmStartKey(config));
     expect(warmStartKey(config, { name: 'my-backend', version: '1' })).not.toBe(warmStartKey(config));
     expect(warmStartKey(config, { name: 'my-backend', version: '2' })).not.toBe(warmStartKey(config, { name: 'my-backend', version: '1' }));
+    // the command line is part of the identity: another init seed is another warm start
+    expect(warmStartKey(config, { name: 'my-backend', version: '1', address: 'python3 -m my_backend --init-seed 1' })).not.toBe(
+      warmStartKey(config, { name: 'my-backend', version: '1', address: 'python3 -m my_backend --init-seed 0' }),
+    );
+    expect(warmStartKey(config, { name: 'qrl-sim reference', version: '1', address: 'qrl-sim serve --policy ar --stdio' })).toBe(warmStartKey(config));
   });
 
   it('a warm start of 0 steps through qrl-sim serve answers finite metrics (the losses are left out)', async () => {

@@ -275,7 +275,7 @@ describe('quantized plan validation and kernel-order options', () => {
   it('errors name the offending field and value', () => {
     expect(() => quantizedNumerics({ ...g, weights: { preset: 'fp9' as never } })).toThrow(/weights: .*unknown quantizer preset 'fp9'/);
     expect(() => quantizedNumerics({ ...g, activations: 'fp8' as never })).toThrow(/activations must be a quantizer \{ preset, params\? \} or one of bf16, fp16, tf32, got "fp8"/);
-    expect(() => quantizedNumerics({ ...g, accumulator: 'fp128' as never })).toThrow(/accumulator must be one of fp32, pairwise, fp64, int32, hopper-fp8, got "fp128"/);
+    expect(() => quantizedNumerics({ ...g, accumulator: 'fp128' as never })).toThrow(/accumulator must be one of fp32, fp32-fma, fp32-fma-x2, pairwise, fp64, int32, hopper-fp8, got "fp128"/);
     expect(() => quantizedNumerics({ ...g, backward: { kind: 'ste' } as never })).toThrow(/backward\.kind must be plain, straight-through or quantized, got "ste"/);
     expect(() => quantizedNumerics({ ...g, plainOperands: 'fp8' as never })).toThrow(/plainOperands must be one of bf16, fp16, tf32, got "fp8"/);
   });

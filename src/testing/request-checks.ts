@@ -1,0 +1,273 @@
+// The conformance checks that exercise the request fields a run sends (rows, sampling, greedy,
+// maxNewTokens, side) and that tell an engine's log-probs from the trainer's, each its own function,
+// and the table of every named check of the battery with the bug classes it catches: the source of
+// docs/adapter.md's bug-class table and of the mutation test (test/testing/mutants.test.ts).
+
+import type { BackendInfo, RolloutBatch, SamplingParams } from '../backend/contract.js';
+import { BackendCallError } from '../protocol/errors.js';
+import type { RemoteBackend } from '../protocol/remote.js';
+
+/** Adds a row to the battery's table (`informational`: reported, never a violation). */
+export type AddRow = (check: string, ok: boolean, detail: string, informational?: boolean) => void;
+/** Runs one call of a check; a thrown error becomes a FAIL row of that check and `undefined`. */
+export type Attempt = <T>(check: string, fn: () => Promise<T>) => Promise<T | undefined>;
+
+/** What the request checks share: the connected backend, the battery's first batch and its ℓ. */
+export interface CheckContext {
+  readonly backend: RemoteBackend;
+  readonly info: BackendInfo;
+  readonly prompts: readonly (readonly number[])[];
+  readonly seed: string;
+  /** The battery's first rollout batch (rollout side, default sampling). */
+  readonly batch: RolloutBatch;
+  /** Trainer ℓ of every row of `batch` (current policy). */
+  readonly logp: Float64Array;
+  readonly tolerance: number;
+  /** Whether the plan's two sides compute the same numbers (same GEMM settings). */
+  readonly identicalSides: boolean;
+  readonly add: AddRow;
+  readonly attempt: Attempt;
+}
+
+/** A bug a backend can have, as the battery names it. */
+export type BugClass =
+  | 'impossible response'
+  | 'rows ignored'
+  | 'temperature ignored'
+  | 'temperature recorded as 1'
+  | 'random greedy'
+  | 'side ignored'
+  | 'maxNewTokens ignored'
+  | 'sync keeps old weights'
+  | 'off-by-one log-probs'
+  | 'ℓroll from the trainer'
+  | 'gradient sign'
+  | 'unfrozen reference'
+  | 'version not advanced'
+  | 'handle reuse'
+  | 'load without optimizer'
+  | 'wrong special tokens'
+  | 'seed ignored'
+  | 'entropy declared, not returned';
+
+/** One named check of the battery: the row name it writes (`tolerance` standing for the figure) and the bug classes it catches. */
+export interface NamedCheck {
+  readonly check: string;
+  readonly catches: readonly BugClass[];
+  /** For a bug it can see only under some plans: which. */
+  readonly when?: Partial<Record<BugClass, string>>;
+}
+
+/** Whether a row of the battery is the named check (its `tolerance` stands for any figure). */
+export function isCheck(row: string, check: string): boolean {
+  return row === check || row.replace(/≤ [^)]+\)$/, '≤ tolerance)') === check;
+}
+
+/**
+ * Every check of `runConformance` that can fail, with what it catches. A bug class listed in
+ * {@link blackBoxLimits} instead has no black-box check.
+ */
+export const namedChecks: readonly NamedCheck[] = Object.freeze([
+  { check: 'generate shapes and masks', catches: ['impossible response', 'wrong special tokens'] },
+  { check: 'same seed ⇒ same tokens', catches: ['seed ignored'] },
+  { check: 'entropy capability', catches: ['entropy declared, not returned'] },
+  { check: 'logprobs shapes', catches: ['impossible response'] },
+  { check: 'ℓroll vs ℓ (same sides, max|δ| ≤ tolerance)', catches: ['off-by-one log-probs', 'sync keeps old weights'], when: { 'off-by-one log-probs': 'plan sides identical', 'sync keeps old weights': 'plan sides identical' } },
+  { check: 'logprobs honours rows', catches: ['rows ignored'] },
+  { check: 'ℓroll is the engine’s', catches: ['ℓroll from the trainer'], when: { 'ℓroll from the trainer': 'plan sides differ' } },
+  { check: 'trainer-side generate scored by the trainer', catches: ['off-by-one log-probs', 'side ignored'], when: { 'side ignored': 'plan sides differ' } },
+  { check: 'greedy is seed-independent', catches: ['random greedy'] },
+  { check: 'maxNewTokens honoured', catches: ['maxNewTokens ignored'] },
+  { check: 'temperature → 0 is greedy', catches: ['temperature ignored', 'temperature recorded as 1'] },
+  { check: 'processed ℓroll at τ ≠ 1 is not the raw one', catches: ['temperature recorded as 1'] },
+  { check: 'spent handle refused', catches: ['handle reuse'] },
+  { check: 'weight version advances after step', catches: ['version not advanced'] },
+  { check: 'gradient direction (finite difference)', catches: ['gradient sign'] },
+  { check: 'sync serves the new weights', catches: ['sync keeps old weights'] },
+  { check: 'reference frozen', catches: ['unfrozen reference'] },
+  { check: 'save → step → load → step (optimizer state)', catches: ['load without optimizer'] },
+]);
+
+/** Bug classes no black-box check can see, why, and what a backend must declare so that one could. */
+export const blackBoxLimits: readonly { readonly bug: string; readonly why: string }[] = Object.freeze([
+  {
+    bug: 'optimizer state dropped between steps (moments reset every step)',
+    why: 'two steps on the same gradient give the same AdamW update with fresh or kept moments, and a save/load round trip restores the same fresh state; a backend would have to return its optimizer state (or a digest of it) for this to be checked',
+  },
+  {
+    bug: 'a stale KV cache that sync does not clear',
+    why: 'seen only as a batch that does not change after a step; the check "sync serves the new weights" catches it when the cached prefix affects the sampled tokens, not a cache kept for prompts the battery does not repeat',
+  },
+]);
+
+/** Whether a call was refused with a JSON-RPC error naming `field` (in `data.field`, or as `method.field:` in its message). */
+const refusedFor = (e: unknown, field: string): boolean =>
+  e instanceof BackendCallError && e.kind === 'remote' && (e.field === field || (e.field ?? '').startsWith(`${field}.`) || new RegExp(`\\b${field}\\b[.:]`).test(e.message));
+
+/** The masked positions where two ℓ arrays (same layout) differ by more than `tol`, and the largest |Δ|. */
+function compare(batch: RolloutBatch, a: Float64Array, b: Float64Array, tol: number): { bad: number; max: number; first: string } {
+  let bad = 0;
+  let max = 0;
+  let first = '';
+  for (let i = 0; i < a.length; i++) {
+    if (batch.mask[i] !== 1) continue;
+    const d = Math.abs(a[i]! - b[i]!);
+    if (d > max || Number.isNaN(d)) max = Number.isNaN(d) ? Infinity : d;
+    if (!(d <= tol)) {
+      bad += 1;
+      if (first === '') first = `row ${Math.floor(i / batch.T)}, position ${i % batch.T}: ${a[i]} vs ${b[i]}`;
+    }
+  }
+  return { bad, max, first };
+}
+
+/** `logprobs` of a subset of rows, out of order, equals those rows of the all-rows pass bit for bit. */
+export async function checkLogprobsRows(c: CheckContext): Promise<void> {
+  const { batch } = c;
+  const B = batch.B;
+  if (B < 3) return c.add('logprobs honours rows', true, `batch of ${B}: no subset to permute`, true);
+  const pick = [B - 1, 0, Math.floor(B / 2)];
+  const r = await c.attempt('logprobs honours rows', () => c.backend.logprobs({ batch, rows: pick, policy: 'current' }));
+  if (r === undefined) return;
+  for (let k = 0; k < pick.length; k++) {
+    for (let t = 0; t < batch.T; t++) {
+      const got = r.logp[k * batch.T + t]!;
+      const want = c.logp[pick[k]! * batch.T + t]!;
+      if (!Object.is(got, want)) {
+        return c.add('logprobs honours rows', false, `rows [${pick.join(', ')}]: result row ${k} position ${t} is ${got}, row ${pick[k]} of the all-rows pass is ${want}: the backend does not score the rows it is asked for, in their order`);
+      }
+    }
+  }
+  c.add('logprobs honours rows', true, `rows [${pick.join(', ')}] equal those rows of the all-rows pass, in that order`);
+}
+
+/** With plan sides that differ, ℓroll must not equal the trainer's ℓ bit for bit (it would be the trainer's, not the engine's). */
+export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
+  if (c.identicalSides) return c.add('ℓroll is the engine’s', true, 'plan sides identical: ℓroll may equal ℓ', true);
+  let differ = 0;
+  let tokens = 0;
+  for (let i = 0; i < c.logp.length; i++) {
+    if (c.batch.mask[i] !== 1) continue;
+    tokens += 1;
+    if (!Object.is(c.logp[i], c.batch.logpRollout[i])) differ += 1;
+  }
+  c.add(
+    'ℓroll is the engine’s',
+    differ > 0,
+    differ > 0
+      ? `${differ} of ${tokens} tokens differ from the trainer's ℓ, as two different plan sides do`
+      : `the plan's sides differ (${c.info.plan.name}) yet ℓroll equals the trainer's ℓ at all ${tokens} tokens: generate reports log-probs computed with the trainer's weights or side, not the rollout engine's`,
+  );
+}
+
+/** `generate {side: 'trainer'}`: its ℓroll is the trainer's ℓ of the same tokens (any plan). */
+export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
+  const name = 'trainer-side generate scored by the trainer';
+  const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer' }).then((b) => b, (e: unknown) => e);
+  if (!(g instanceof Object) || g instanceof Error) {
+    if (refusedFor(g, 'side')) return c.add(name, true, 'side trainer refused (allowed: the run never asks for it)', true);
+    return c.add(name, false, g instanceof Error ? g.message : String(g));
+  }
+  const batch = g as RolloutBatch;
+  const all = Array.from({ length: batch.B }, (_, b) => b);
+  const lp = await c.attempt(name, () => c.backend.logprobs({ batch, rows: all, policy: 'current' }));
+  if (lp === undefined) return;
+  const d = compare(batch, batch.logpRollout, lp.logp, c.tolerance);
+  c.add(
+    name,
+    d.bad === 0,
+    d.bad === 0
+      ? `ℓroll of the trainer side equals logprobs of its tokens (max|δ| ${d.max.toExponential(3)})`
+      : `${d.bad} tokens differ by more than ${c.tolerance} (max|δ| ${d.max.toExponential(3)}; first at ${d.first}): ${c.identicalSides ? 'logprobs scores other positions than generate (an off-by-one?)' : 'generate ignored side (sampled with the rollout engine), or logprobs scores other positions than generate'}`,
+  );
+}
+
+/** The sampler fields of a request: greedy, maxNewTokens, temperature (τ → 0 and processed vs raw). */
+export async function checkGenerateRequestFields(c: CheckContext): Promise<void> {
+  const { backend, prompts, seed, batch } = c;
+  const sameTokens = (a: RolloutBatch, b: RolloutBatch): string => {
+    if (a.T !== b.T) return `T ${a.T} vs ${b.T}`;
+    for (let i = 0; i < a.responses.length; i++) {
+      if (a.mask[i] !== b.mask[i] || (a.mask[i] === 1 && a.responses[i] !== b.responses[i])) return `row ${Math.floor(i / a.T)}, position ${i % a.T}`;
+    }
+    return '';
+  };
+
+  // greedy: the same tokens whatever the seed
+  const g1 = await c.attempt('greedy is seed-independent', () => backend.generate({ prompts, seed, greedy: true }));
+  const g2 = g1 === undefined ? undefined : await c.attempt('greedy is seed-independent', () => backend.generate({ prompts, seed: `${seed}/other`, greedy: true }));
+  if (g1 !== undefined && g2 !== undefined) {
+    const diff = sameTokens(g1, g2);
+    c.add('greedy is seed-independent', diff === '', diff === '' ? 'two seeds give the same greedy tokens' : `greedy decoding differs between two seeds at ${diff}: greedy is ignored or not argmax`);
+  }
+
+  // maxNewTokens: a shorter limit is honoured, or refused naming the field
+  const limit = 2;
+  const short = await backend.generate({ prompts, seed, maxNewTokens: limit }).then((b) => b, (e: unknown) => e);
+  if (short instanceof Error) {
+    if (refusedFor(short, 'maxNewTokens')) c.add('maxNewTokens honoured', true, `maxNewTokens ${limit} refused naming the field (allowed: a backend may serve its configured length only)`, true);
+    else c.add('maxNewTokens honoured', false, short.message);
+  } else {
+    const s = short as RolloutBatch;
+    let longest = 0;
+    for (let b = 0; b < s.B; b++) {
+      let n = 0;
+      for (let t = 0; t < s.T; t++) n += s.mask[b * s.T + t]!;
+      longest = Math.max(longest, n);
+    }
+    c.add('maxNewTokens honoured', s.T <= limit && longest <= limit, s.T <= limit && longest <= limit ? `maxNewTokens ${limit}: T ${s.T}, longest row ${longest}` : `maxNewTokens ${limit} asked, got T ${s.T} and a row of ${longest} tokens: the limit is ignored`);
+  }
+
+  // temperature: near 0 the sample is the greedy one; at 0.5 the processed ℓroll is not the raw one
+  const sampling = (temperature: number, logprob: SamplingParams['logprob']): SamplingParams => ({ temperature, topK: 0, topP: 1, logprob });
+  const kinds = c.info.capabilities.logprobs;
+  const cold = await backend.generate({ prompts, seed, sampling: sampling(1e-6, kinds.includes('raw') ? 'raw' : 'processed') }).then((b) => b, (e: unknown) => e);
+  if (cold instanceof Error) {
+    if (refusedFor(cold, 'sampling')) c.add('temperature → 0 is greedy', true, 'a sampler other than the configured one is refused naming sampling (allowed: then it is never silently ignored)', true);
+    else c.add('temperature → 0 is greedy', false, cold.message);
+    return;
+  }
+  if (g1 !== undefined) {
+    const diff = sameTokens(cold as RolloutBatch, g1);
+    c.add('temperature → 0 is greedy', diff === '', diff === '' ? 'τ = 1e-6 samples the greedy tokens' : `τ = 1e-6 sampled other tokens than greedy decoding at ${diff}: the temperature is ignored`);
+  }
+  if (!(kinds.includes('raw') && kinds.includes('processed'))) return c.add('processed ℓroll at τ ≠ 1 is not the raw one', true, `capabilities.logprobs ${JSON.stringify(kinds)}: not both kinds`, true);
+  const processed = await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () => backend.generate({ prompts, seed, sampling: sampling(0.5, 'processed') }));
+  const raw = processed === undefined ? undefined : await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () => backend.generate({ prompts, seed, sampling: sampling(0.5, 'raw') }));
+  if (processed === undefined || raw === undefined) return;
+  const diff = sameTokens(processed, raw);
+  if (diff !== '') return c.add('processed ℓroll at τ ≠ 1 is not the raw one', false, `the same seed and τ gave other tokens when only the reported ℓ kind changed (${diff})`);
+  let differ = 0;
+  for (let i = 0; i < raw.logpRollout.length; i++) if (raw.mask[i] === 1 && !Object.is(raw.logpRollout[i], processed.logpRollout[i])) differ += 1;
+  c.add(
+    'processed ℓroll at τ ≠ 1 is not the raw one',
+    differ > 0,
+    differ > 0 ? `at τ 0.5, ${differ} tokens' processed ℓroll differ from their raw ℓroll` : 'at τ 0.5 the processed ℓroll equals the raw one at every token: the temperature is not applied to the reported distribution (ℓroll recorded at τ = 1)',
+  );
+  void batch;
+}
+
+/** After a step and a sync, the same prompts and seed must give other ℓroll (or tokens) than before the step. */
+export async function checkSyncServesNewWeights(c: CheckContext): Promise<void> {
+  const name = 'sync serves the new weights';
+  const now = await c.attempt(name, () => c.backend.generate({ prompts: c.prompts, seed: c.seed }));
+  if (now === undefined) return;
+  let same = now.T === c.batch.T;
+  for (let i = 0; same && i < now.responses.length; i++) {
+    if (now.mask[i] !== c.batch.mask[i] || now.responses[i] !== c.batch.responses[i] || !Object.is(now.logpRollout[i], c.batch.logpRollout[i])) same = false;
+  }
+  c.add(name, !same, same ? 'after a step and a sync, the same seed gives the same tokens and ℓroll as before the step: sync advanced the version but the engine kept its old weights' : 'the batch after step + sync differs from the one before the step');
+}
+
+/** The bug-class table of docs/adapter.md §4: each bug class, the checks that catch it and when. */
+export function bugClassTableMarkdown(): string {
+  const classes = [...new Set(namedChecks.flatMap((c) => c.catches))];
+  const cell = (s: string): string => s.replace(/\|/g, '\\|');
+  const lines = ['| bug class | caught by (under which plans) |', '| --- | --- |'];
+  for (const bug of classes) {
+    const by = namedChecks.filter((c) => c.catches.includes(bug));
+    lines.push(`| ${bug} | ${by.map((c) => `\`${cell(c.check)}\` (${c.when?.[bug] ?? 'any plan'})`).join(', ')} |`);
+  }
+  for (const l of blackBoxLimits) lines.push(`| ${l.bug} | — (not black-box: ${cell(l.why)}) |`);
+  return lines.join('\n');
+}

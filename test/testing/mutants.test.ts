@@ -1,0 +1,63 @@
+// Mutation testing of the conformance battery: every mutant of the reference backend
+// (test/testing/mutants.ts) is caught, under a plan with identical sides (bf16) and one whose sides
+// differ (fp8-rollout), by a check that names its bug class in `namedChecks`; the unmutated
+// reference backend passes both. The table printed at the end is the mutation table of docs/adapter.md.
+
+import { afterAll, describe, expect, it } from 'vitest';
+import { ReferenceBackend } from '../../src/backend/reference.js';
+import { arPolicyFactory } from '../../src/policies/ar/engine.js';
+import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
+import { serveBackend } from '../../src/protocol/serve.js';
+import { resolveRunConfig, type RunConfig } from '../../src/rl/index.js';
+import { type ConformanceRow, runConformance } from '../../src/testing/conformance.js';
+import { isCheck, namedChecks } from '../../src/testing/request-checks.js';
+import { makeTaskFromConfig } from '../../src/tasks/registry.js';
+import { mutants } from './mutants.js';
+
+const plans = ['bf16', 'fp8-rollout'] as const;
+function configOf(plan: string, sampler?: RunConfig['policy']['sampler']): RunConfig {
+  return resolveRunConfig({
+    seed: 0,
+    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 16 }, ...(sampler ? { sampler } : {}) },
+    plan,
+  });
+}
+
+async function battery(backend: ReferenceBackend): Promise<ConformanceRow[]> {
+  const server = await serveBackend(backend, { port: 0 });
+  const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 60_000 });
+  try {
+    return await runConformance(remote, { batch: 4 });
+  } finally {
+    await remote.close();
+    await server.done;
+  }
+}
+
+const table: string[] = [];
+afterAll(() => {
+  if (process.env.QRL_MUTATION_TABLE) console.log(['| bug class | plan | caught by |', '| --- | --- | --- |', ...table].join('\n'));
+});
+
+describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
+  it('passes the unmutated reference backend', async () => {
+    const config = configOf(plan);
+    const rows = await battery(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)));
+    expect(rows.filter((r) => r.status === 'FAIL'), JSON.stringify(rows, null, 1)).toEqual([]);
+  }, 120_000);
+
+  it.each(Object.keys(mutants))('catches %s', async (name) => {
+    const mutant = mutants[name]!;
+    const config = configOf(plan, mutant.sampler);
+    const identical = plan === 'bf16';
+    const harmless = (mutant.harmlessWhen === 'identical sides' && identical) || (mutant.harmlessWhen === 'different sides' && !identical);
+    const rows = await battery(mutant.make(config));
+    const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+    const claimed = namedChecks.filter((c) => c.catches.includes(mutant.bug)).map((c) => c.check);
+    const catching = failed.filter((f) => claimed.some((c) => isCheck(f, c)));
+    table.push(`| ${mutant.bug} | ${plan} | ${harmless ? '— (harmless under this plan)' : catching.map((c) => `\`${c}\``).join(', ')} |`);
+    if (harmless) return;
+    expect(catching, `${name} under ${plan}: failed ${JSON.stringify(failed)}, claimed ${JSON.stringify(claimed)}`).not.toEqual([]);
+  }, 120_000);
+});
