@@ -135,22 +135,30 @@ export class NdjsonRpcClient {
       this.fail('malformed', `${this.name}: sent a line that is not JSON: ${JSON.stringify(line.slice(0, 120))}`);
       return;
     }
+    const quoted = JSON.stringify(line.slice(0, 120));
+    // Anything but a JSON object (null, a number, a string, an array) is not a response: checked before any field is read.
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${quoted}`);
+      return;
+    }
     const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: unknown };
     const pending = typeof m.id === 'number' ? this.pending.get(m.id) : undefined;
-    if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
-      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${JSON.stringify(line.slice(0, 120))}`);
+    if (m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
+      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${quoted}`);
       return;
     }
     this.pending.delete(m.id as number);
     if (pending.timer !== undefined) clearTimeout(pending.timer);
     if ('error' in m) {
       const e = m.error as Partial<RpcErrorObject> | null;
-      if (e === null || typeof e !== 'object' || typeof e.code !== 'number' || typeof e.message !== 'string') {
-        this.fail('malformed', `${this.name}: ${pending.method} answered with a malformed error object`);
-        pending.reject(new RpcCallError('malformed', pending.method, `${this.name}: ${pending.method} answered with a malformed error object`));
+      if (e === null || typeof e !== 'object' || Array.isArray(e) || typeof e.code !== 'number' || typeof e.message !== 'string') {
+        const message = `${this.name}: ${pending.method} answered with a malformed error object: ${quoted}`;
+        pending.reject(new RpcCallError('malformed', pending.method, `${message} (during ${pending.method})`));
+        this.fail('malformed', message);
         return;
       }
-      const field = typeof e.data?.field === 'string' ? ` (field ${e.data.field})` : '';
+      const data = e.data as { field?: unknown } | null | undefined;
+      const field = data !== null && typeof data === 'object' && typeof data.field === 'string' ? ` (field ${data.field})` : '';
       pending.reject(new RpcCallError('remote', pending.method, `${this.name}: ${pending.method} failed: ${e.message}${field}`, e as RpcErrorObject));
       return;
     }
