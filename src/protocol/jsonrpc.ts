@@ -196,8 +196,8 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'):
 
 /**
  * Spawns `command` through the shell, in a process group of its own, and speaks newline-delimited
- * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed through `onStderr` (and its last
- * lines are quoted when it dies).
+ * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed to `onStderr` one line at a time, newline
+ * included (a last line without one when the stream closes), and its last lines are quoted when it dies.
  *
  * The own process group is what lets the caller end everything the command started (a shell's
  * children included) and keeps a terminal's Ctrl-C from reaching it: on a timeout or a malformed
@@ -244,9 +244,18 @@ export function spawnRpcClient(
   client = new NdjsonRpcClient(child.stdout, child.stdin, { name: `backend '${command}'`, timeoutMs: options.timeoutMs ?? 0, settleOnClose: exited });
   let stderrTail = '';
   child.stderr.setEncoding('utf8');
+  // Relayed one whole line at a time: a line written in two pieces is not interleaved with the driver's output.
+  let partial = '';
   child.stderr.on('data', (text: string) => {
     stderrTail = (stderrTail + text).slice(-2000);
-    options.onStderr?.(text);
+    if (options.onStderr === undefined) return;
+    const lines = (partial + text).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) options.onStderr(`${line}\n`);
+  });
+  child.stderr.on('close', () => {
+    if (partial !== '') options.onStderr?.(partial);
+    partial = '';
   });
   client.setFailureDetail(() => {
     const status =

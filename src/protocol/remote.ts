@@ -50,7 +50,7 @@ export interface RemoteBackendOptions {
   readonly setup?: unknown;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
-  /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
+  /** Receives the spawned command's stderr one whole line at a time, newline included (default: discarded, its tail is quoted on failure). */
   readonly onStderr?: (text: string) => void;
 }
 

@@ -103,6 +103,19 @@ async function feedLine(line: string, n: number): Promise<{ settled: PromiseSett
   }
 }
 
+describe('spawnRpcClient stderr', () => {
+  it('relays the child\'s stderr one whole line at a time, joining a line written in pieces', async () => {
+    const chunks: string[] = [];
+    const script = "const w=(t)=>process.stderr.write(t);w('ab');setTimeout(()=>{w('c\\nde');setTimeout(()=>{w('f\\ng');},60);},60);";
+    const spawned = spawnRpcClient(`node -e "${script}"`, { onStderr: (t) => chunks.push(t) });
+    const closed = new Promise((resolve) => spawned.child.stderr.on('close', resolve));
+    await new Promise((resolve) => spawned.child.on('exit', resolve));
+    await closed;
+    await spawned.close();
+    expect(chunks).toEqual(['abc\n', 'def\n', 'g']);
+  }, 30_000);
+});
+
 describe('NdjsonRpcClient line handling (property)', () => {
   const noNewline = (s: string): boolean => !/[\r\n]/.test(s);
   const lines = fc.oneof(
