@@ -73,6 +73,9 @@ def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dic
 
 
 def _info(be: Backend, params: Any) -> Any:
+    """`run` (revision 2) and `setup` (revision 3) are taken: this SDK serves the newest params, and a
+    driver offers them to every backend, falling back for one that refuses them (docs/adapter.md §12).
+    A field added later arrives only when the backend declares it in its capabilities."""
     p = _obj(params, {"protocols": True, "run": False, "setup": False})
     if not isinstance(p["protocols"], list) or not p["protocols"]:
         raise ProtocolError("protocols", "expected a non-empty list of version strings")

@@ -135,22 +135,30 @@ export class NdjsonRpcClient {
       this.fail('malformed', `${this.name}: sent a line that is not JSON: ${JSON.stringify(line.slice(0, 120))}`);
       return;
     }
+    const quoted = JSON.stringify(line.slice(0, 120));
+    // Anything but a JSON object (null, a number, a string, an array) is not a response: checked before any field is read.
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${quoted}`);
+      return;
+    }
     const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: unknown };
     const pending = typeof m.id === 'number' ? this.pending.get(m.id) : undefined;
-    if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
-      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${JSON.stringify(line.slice(0, 120))}`);
+    if (m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
+      this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${quoted}`);
       return;
     }
     this.pending.delete(m.id as number);
     if (pending.timer !== undefined) clearTimeout(pending.timer);
     if ('error' in m) {
       const e = m.error as Partial<RpcErrorObject> | null;
-      if (e === null || typeof e !== 'object' || typeof e.code !== 'number' || typeof e.message !== 'string') {
-        this.fail('malformed', `${this.name}: ${pending.method} answered with a malformed error object`);
-        pending.reject(new RpcCallError('malformed', pending.method, `${this.name}: ${pending.method} answered with a malformed error object`));
+      if (e === null || typeof e !== 'object' || Array.isArray(e) || typeof e.code !== 'number' || typeof e.message !== 'string') {
+        const message = `${this.name}: ${pending.method} answered with a malformed error object: ${quoted}`;
+        pending.reject(new RpcCallError('malformed', pending.method, `${message} (during ${pending.method})`));
+        this.fail('malformed', message);
         return;
       }
-      const field = typeof e.data?.field === 'string' ? ` (field ${e.data.field})` : '';
+      const data = e.data as { field?: unknown } | null | undefined;
+      const field = data !== null && typeof data === 'object' && typeof data.field === 'string' ? ` (field ${data.field})` : '';
       pending.reject(new RpcCallError('remote', pending.method, `${this.name}: ${pending.method} failed: ${e.message}${field}`, e as RpcErrorObject));
       return;
     }
@@ -188,8 +196,8 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'):
 
 /**
  * Spawns `command` through the shell, in a process group of its own, and speaks newline-delimited
- * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed through `onStderr` (and its last
- * lines are quoted when it dies).
+ * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed to `onStderr` one line at a time, newline
+ * included (a last line without one when the stream closes), and its last lines are quoted when it dies.
  *
  * The own process group is what lets the caller end everything the command started (a shell's
  * children included) and keeps a terminal's Ctrl-C from reaching it: on a timeout or a malformed
@@ -236,9 +244,18 @@ export function spawnRpcClient(
   client = new NdjsonRpcClient(child.stdout, child.stdin, { name: `backend '${command}'`, timeoutMs: options.timeoutMs ?? 0, settleOnClose: exited });
   let stderrTail = '';
   child.stderr.setEncoding('utf8');
+  // Relayed one whole line at a time: a line written in two pieces is not interleaved with the driver's output.
+  let partial = '';
   child.stderr.on('data', (text: string) => {
     stderrTail = (stderrTail + text).slice(-2000);
-    options.onStderr?.(text);
+    if (options.onStderr === undefined) return;
+    const lines = (partial + text).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) options.onStderr(`${line}\n`);
+  });
+  child.stderr.on('close', () => {
+    if (partial !== '') options.onStderr?.(partial);
+    partial = '';
   });
   client.setFailureDetail(() => {
     const status =

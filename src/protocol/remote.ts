@@ -20,8 +20,11 @@ import {
   generateToJson,
   logprobsResultFromJson,
   logprobsToJson,
+  NEWEST_REVISION,
+  olderRevision,
   parseMessage,
   PROTOCOL_VERSIONS,
+  takesField,
   type BackendMethod,
 } from './schema.js';
 import { encodeTensor } from './tensor.js';
@@ -47,7 +50,7 @@ export interface RemoteBackendOptions {
   readonly setup?: unknown;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
-  /** Receives the spawned command's stderr (default: discarded, its tail is quoted on failure). */
+  /** Receives the spawned command's stderr one whole line at a time, newline included (default: discarded, its tail is quoted on failure). */
   readonly onStderr?: (text: string) => void;
 }
 
@@ -131,6 +134,8 @@ export class RemoteBackend implements PolicyBackend {
   private readonly setup: unknown;
   private closed = false;
   private described: BackendInfo | null = null;
+  /** The spec revision whose params fields the backend takes (docs/adapter.md §12): the newest until its `info` refuses one. */
+  private revision = NEWEST_REVISION;
 
   /** Wraps a transport; prefer {@link connectBackend}. */
   constructor(address: BackendAddress, options: RemoteBackendOptions = {}) {
@@ -181,15 +186,39 @@ export class RemoteBackend implements PolicyBackend {
     }
   }
 
-  /** The backend's self-description; checks the protocol it chose is one offered. */
+  /**
+   * The backend's self-description; checks the protocol it chose is one offered. Sends `run` and
+   * `setup` when given, unless the backend was written to a revision without them: a −32602 naming
+   * one of them (an unknown field) makes it ask again without that field and the later ones, and the
+   * later calls leave out every field of those revisions (docs/adapter.md §12).
+   */
   async info(): Promise<BackendInfo> {
-    const params = { protocols: [...this.protocols], ...(this.run === undefined ? {} : { run: this.run }), ...(this.setup === undefined ? {} : { setup: this.setup }) };
-    const info = (await this.invoke('info', params)) as BackendInfo;
+    let info: BackendInfo;
+    for (;;) {
+      const params = {
+        protocols: [...this.protocols],
+        ...(this.run === undefined || !takesField(this.revision, 'info', 'run') ? {} : { run: this.run }),
+        ...(this.setup === undefined || !takesField(this.revision, 'info', 'setup') ? {} : { setup: this.setup }),
+      };
+      try {
+        info = (await this.invoke('info', params)) as BackendInfo;
+        break;
+      } catch (error) {
+        const older = error instanceof BackendCallError && error.kind === 'remote' ? olderRevision(this.revision, error.code, error.field) : undefined;
+        if (older === undefined) throw error;
+        this.revision = older;
+      }
+    }
     if (!this.protocols.includes(info.protocol)) {
       throw new BackendCallError(this.name, 'info', 'malformed', `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`, { field: 'result.protocol' });
     }
     this.described = info;
     return info;
+  }
+
+  /** The spec revision whose params fields the backend takes, as negotiated by {@link RemoteBackend.info} (docs/adapter.md §12). */
+  get paramsRevision(): number {
+    return this.revision;
   }
 
   /** The last {@link RemoteBackend.info} answer (null before the first). */
@@ -202,7 +231,9 @@ export class RemoteBackend implements PolicyBackend {
   }
 
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
-    const json = await this.invoke('generate', generateToJson(request));
+    const { maxNewTokens, ...rest } = generateToJson(request);
+    const params = maxNewTokens === undefined || !takesField(this.revision, 'generate', 'maxNewTokens') ? rest : { ...rest, maxNewTokens };
+    const json = await this.invoke('generate', params);
     try {
       const batch = batchFromJson(json, 'generate', 'result');
       if (batch.B !== request.prompts.length) throw new ProtocolError('generate', 'result.B', `generate: result.B must equal the number of prompts ${request.prompts.length}, got ${batch.B}`);

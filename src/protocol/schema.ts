@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
 import { ProtocolError } from './errors.js';
+import { RPC_ERRORS } from './jsonrpc.js';
 import { valueAt } from '../errors.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
@@ -19,6 +20,41 @@ export const BACKEND_METHODS = Object.freeze([
 
 /** A method name of {@link BACKEND_METHODS}. */
 export type BackendMethod = (typeof BACKEND_METHODS)[number];
+
+/**
+ * The revisions of qrl-backend/1 that added params fields without a capability to declare them
+ * (docs/adapter.md §12, Compatibility), oldest first: revision 1 (2026-11-23) is the first spec,
+ * revision 2 (2026-11-23) added `info.run`, revision 3 (2026-11-25) `info.setup` and
+ * `generate.maxNewTokens`. A backend written to an older revision refuses such a field as unknown
+ * (−32602 naming it: every revision requires that), so the client negotiates them at `info`
+ * ({@link olderRevision}). Fields added later are declared by a capability instead (as
+ * `capabilities.probSqSum` declares `logprobs.probSqSum`): this table does not grow.
+ */
+export const UNDECLARED_FIELDS = Object.freeze([
+  { method: 'info', field: 'run', revision: 2 },
+  { method: 'info', field: 'setup', revision: 3 },
+  { method: 'generate', field: 'maxNewTokens', revision: 3 },
+] as const satisfies readonly { readonly method: BackendMethod; readonly field: string; readonly revision: number }[]);
+
+/** The newest revision of {@link UNDECLARED_FIELDS}: what the client offers first. */
+export const NEWEST_REVISION = Math.max(...UNDECLARED_FIELDS.map((f) => f.revision));
+
+/** Whether a backend written to `revision` takes `method`'s params field `field`. */
+export function takesField(revision: number, method: BackendMethod, field: string): boolean {
+  const added = UNDECLARED_FIELDS.find((f) => f.method === method && f.field === field);
+  return added === undefined || added.revision <= revision;
+}
+
+/**
+ * The revision to fall back to when a backend answered `info` with −32602 naming `field`: the one
+ * before the field's, if the field is one of {@link UNDECLARED_FIELDS} that `revision` sends with
+ * `info`; otherwise undefined (the refusal is a real error).
+ */
+export function olderRevision(revision: number, code: number | undefined, field: string | undefined): number | undefined {
+  if (code !== RPC_ERRORS.invalidParams || field === undefined) return undefined;
+  const added = UNDECLARED_FIELDS.find((f) => f.method === 'info' && f.field === field);
+  return added !== undefined && added.revision <= revision ? added.revision - 1 : undefined;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tensors on the wire
@@ -132,7 +168,11 @@ const samplingSchema = z.strictObject({
 /** Every method's params and result schema (JSON form, before tensors are decoded). */
 export const methodSchemas = {
   info: {
-    params: z.strictObject({ protocols: z.array(z.string()).min(1), run: jsonValueSchema.optional(), setup: jsonValueSchema.optional() }),
+    params: z.strictObject({
+      protocols: z.array(z.string()).min(1).describe('the versions the client speaks, preferred first'),
+      run: jsonValueSchema.optional().describe("the driver's resolved run config (revision 2); sent unless the backend refuses it as unknown, docs/adapter.md §12"),
+      setup: jsonValueSchema.optional().describe("the run in the protocol's terms (revision 3); sent unless the backend refuses it as unknown, docs/adapter.md §12"),
+    }),
     result: z.strictObject({
       protocol: z.string(),
       backend: z.strictObject({ name: z.string().min(1), version: z.string() }),
@@ -155,7 +195,7 @@ export const methodSchemas = {
       prompts: z.array(z.array(nonNegInt)).min(1),
       seed: z.string().min(1),
       sampling: samplingSchema.optional(),
-      maxNewTokens: int.min(1).optional(),
+      maxNewTokens: int.min(1).optional().describe("the most response tokens (revision 3); not sent to a backend that refused info's setup, docs/adapter.md §12"),
       greedy: z.boolean().optional(),
       side: z.enum(['rollout', 'trainer']).optional(),
     }),

@@ -10,7 +10,7 @@ import { probeDiagnostics } from '../policies/diagnostics.js';
 import { BackendCallError } from '../protocol/errors.js';
 import { type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
-import { logprobsToJson } from '../protocol/schema.js';
+import { logprobsToJson, NEWEST_REVISION, UNDECLARED_FIELDS } from '../protocol/schema.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
@@ -198,6 +198,9 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   // Protocol and description.
   const info = backend.lastInfo ?? (await backend.info());
   add('protocol version', info.protocol === 'qrl-backend/1', `${info.protocol}; ${info.backend.name} ${info.backend.version}, policy ${info.policy}, plan ${info.plan.name}, ${info.parameters} parameters`);
+  const revision = backend.paramsRevision;
+  const leftOut = UNDECLARED_FIELDS.filter((f) => f.revision > revision).map((f) => `${f.method}.${f.field}`);
+  add('params revision', true, leftOut.length === 0 ? `takes the params of revision ${revision} (the newest, docs/adapter.md §12)` : `written to revision ${revision} (refused ${leftOut[0]} as unknown): the client leaves out ${leftOut.join(', ')}`, revision !== NEWEST_REVISION);
   const refused = await backend.raw('info', { protocols: ['qrl-backend/999'] }).then(
     () => 'answered',
     (e: unknown) => (e instanceof BackendCallError && e.code === RPC_ERRORS.failedPrecondition && e.field === 'protocols' ? 'ok' : String(e)),

@@ -2,6 +2,7 @@
 // error answers, and every way a peer can fail (exit, garbage, silence). Not the backend methods.
 
 import { PassThrough } from 'node:stream';
+import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { RpcCallError, RpcError } from '../../src/protocol/errors.js';
 import { NdjsonRpcClient, RPC_ERRORS, answerRpcLine, serveNdjsonRpc, spawnRpcClient } from '../../src/protocol/jsonrpc.js';
@@ -69,5 +70,84 @@ describe('ndjson JSON-RPC', () => {
     expect(error.message).toMatch(/during info/);
     expect(error.message).toMatch(/exit code 3; stderr: out of memory/);
     await spawned.close();
+  });
+});
+
+/** Whether `v` answers one of the pending ids 1 … n as JSON-RPC 2.0 says (a result, or a well-formed error). */
+function isResponseTo(v: unknown, n: number): boolean {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const m = v as Record<string, unknown>;
+  if (m['jsonrpc'] !== '2.0' || typeof m['id'] !== 'number' || !Number.isInteger(m['id']) || m['id'] < 1 || m['id'] > n) return false;
+  if (('result' in m) === ('error' in m)) return false;
+  if (!('error' in m)) return true;
+  const e = m['error'];
+  return e !== null && typeof e === 'object' && !Array.isArray(e) && typeof (e as Record<string, unknown>)['code'] === 'number' && typeof (e as Record<string, unknown>)['message'] === 'string';
+}
+
+/** Feeds one line to a client with `n` pending calls, then ends its input; what each call came to. */
+async function feedLine(line: string, n: number): Promise<{ settled: PromiseSettledResult<unknown>[]; thrown: unknown[] }> {
+  const input = new PassThrough();
+  const client = new NdjsonRpcClient(input, new PassThrough(), { name: 'peer' });
+  const calls = Array.from({ length: n }, (_, i) => client.call(`m${i}`, {}));
+  const thrown: unknown[] = [];
+  const onUncaught = (e: unknown): void => {
+    thrown.push(e);
+  };
+  process.on('uncaughtException', onUncaught);
+  try {
+    input.write(`${line}\n`);
+    input.end();
+    return { settled: await Promise.allSettled(calls), thrown };
+  } finally {
+    process.off('uncaughtException', onUncaught);
+  }
+}
+
+describe('spawnRpcClient stderr', () => {
+  it('relays the child\'s stderr one whole line at a time, joining a line written in pieces', async () => {
+    const chunks: string[] = [];
+    const script = "const w=(t)=>process.stderr.write(t);w('ab');setTimeout(()=>{w('c\\nde');setTimeout(()=>{w('f\\ng');},60);},60);";
+    const spawned = spawnRpcClient(`node -e "${script}"`, { onStderr: (t) => chunks.push(t) });
+    const closed = new Promise((resolve) => spawned.child.stderr.on('close', resolve));
+    await new Promise((resolve) => spawned.child.on('exit', resolve));
+    await closed;
+    await spawned.close();
+    expect(chunks).toEqual(['abc\n', 'def\n', 'g']);
+  }, 30_000);
+});
+
+describe('NdjsonRpcClient line handling (property)', () => {
+  const noNewline = (s: string): boolean => !/[\r\n]/.test(s);
+  const lines = fc.oneof(
+    fc.jsonValue().map((v) => JSON.stringify(v)),
+    fc.constantFrom('null', '0', '-1.5e3', '"x"', '[]', '[1,{"id":1}]', 'true', '{}', '{"jsonrpc":"2.0","id":1}', '{"jsonrpc":"2.0","id":1,"error":null}', '{"jsonrpc":"2.0","id":1,"error":[1]}', '{"jsonrpc":"2.0","id":1,"result":0,"error":{}}'),
+    fc.string({ unit: 'binary' }).filter(noNewline),
+  );
+
+  test.prop([lines, fc.integer({ min: 1, max: 3 })])('never throws; a line that is not a response fails every pending call as malformed, naming the line', async (line, n) => {
+    const { settled, thrown } = await feedLine(line, n);
+    expect(thrown).toEqual([]);
+    if (line.trim() === '') return; // blank lines are skipped: the calls end with the input
+    let value: unknown;
+    let json = true;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      json = false;
+    }
+    if (json && isResponseTo(value, n)) return;
+    for (const s of settled) {
+      expect(s.status).toBe('rejected');
+      const e = (s as PromiseRejectedResult).reason as RpcCallError;
+      expect(e).toBeInstanceOf(RpcCallError);
+      expect(e.kind).toBe('malformed');
+      expect(e.message).toContain(JSON.stringify(line.slice(0, 120)));
+    }
+  });
+
+  it.each(['null', '3', '"a string"', '[]', '[{"jsonrpc":"2.0","id":1,"result":0}]'])('fails pending calls on the non-object line %s instead of throwing', async (line) => {
+    const { settled, thrown } = await feedLine(line, 2);
+    expect(thrown).toEqual([]);
+    for (const s of settled) expect((s as PromiseRejectedResult).reason).toMatchObject({ kind: 'malformed', message: expect.stringContaining('not a response to a pending request') });
   });
 });
