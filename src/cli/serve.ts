@@ -33,7 +33,7 @@ Options:
                           (default: the environment variable QRL_BACKEND_TOKEN; optional on
                           loopback, enforced whenever set); a refused request gets 401, runs nothing
   --state-root DIR        save and load only below DIR, symlinks followed (default: the working
-                          directory); the driver's run, cache and temp directories must be in it
+                          directory); the driver's run directory (and warm-start cache) must be in it
 
 Security (docs/adapter.md, "Security of the HTTP transport"): over HTTP anyone who reaches the port
 can drive the backend, so binding beyond loopback without a token is refused (exit 2), and save/load
