@@ -1,15 +1,19 @@
 """The server runner of qrl-backend/1: validates each JSON-RPC request's params (errors name the
 field), calls the Backend, encodes the result; over stdio (one JSON message per line) or HTTP (POST
-one message to /rpc). Not a backend (backend.py) and not the codec (wire.py)."""
+one message to /rpc, guarded by a bearer token and a state root for save/load: docs/adapter.md,
+Security). Not a backend (backend.py) and not the codec (wire.py)."""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
+import os
 import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Lock
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, NoReturn, Optional
 
 import numpy as np
 
@@ -20,6 +24,7 @@ from .wire import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    UNAUTHORIZED,
     ProtocolError,
     RpcError,
     decode_tensor,
@@ -216,8 +221,44 @@ METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
 }
 
 
-def handle_message(be: Backend, line: str, debug: bool = False) -> Optional[Dict[str, Any]]:
-    """The JSON-RPC answer to one request (None for a notification)."""
+# --- the HTTP guards: token and state root ---------------------------------------------------
+
+TOKEN_ENV = "QRL_BACKEND_TOKEN"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding to `host` keeps the server on this machine: localhost, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name, or "" (every interface)
+        return False
+
+
+def token_problem(authorization: Optional[str], token: str) -> Optional[str]:
+    """Why an Authorization header does not carry `token` ("missing token", "wrong token"), or None.
+    Compared with hmac.compare_digest (constant time)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return "missing token"
+    return None if hmac.compare_digest(given.strip().encode("utf8"), token.encode("utf8")) else "wrong token"
+
+
+def refuse_outside_root(root: str, method: str, params: Any) -> None:
+    """Refuses a save/load `dir` that is not `root` (a real path) or below it once its symlinks are
+    followed and `..` applied where they stand (os.path.realpath; parts not made yet are kept):
+    ProtocolError naming `dir` and the path (answered -32602)."""
+    d = _dir(params)
+    real = os.path.realpath(d if os.path.isabs(d) else os.path.join(os.getcwd(), d))
+    if os.path.commonpath([root, real]) != root:
+        where = "outside" if real == d else f"{real}, outside"
+        raise ProtocolError("dir", f"{method}: dir {d!r} is {where} the state root {root} (--state-root)")
+
+
+def handle_message(be: Backend, line: str, debug: bool = False, state_root: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The JSON-RPC answer to one request (None for a notification). With `state_root` (the HTTP
+    server's), save and load are refused for a dir outside it."""
     try:
         m = json.loads(line)
     except ValueError:
@@ -231,6 +272,8 @@ def handle_message(be: Backend, line: str, debug: bool = False) -> Optional[Dict
     try:
         if fn is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}")
+        if state_root is not None and method in ("save", "load"):
+            refuse_outside_root(state_root, method, m.get("params"))
         result = fn(be, m.get("params"))
     except RpcError as e:
         if rid is None:
@@ -273,31 +316,56 @@ def _is_shutdown(line: str) -> bool:
     return isinstance(m, dict) and m.get("method") == "shutdown"
 
 
-def serve_http(be: Backend, port: int, host: str = "127.0.0.1", ready: Optional[Callable[[int], None]] = None) -> None:
-    """Serves POST /rpc (one JSON-RPC message per request) until `shutdown`. Requests run one at a time."""
+def serve_http(
+    be: Backend,
+    port: int,
+    host: str = "127.0.0.1",
+    ready: Optional[Callable[[int], None]] = None,
+    token: Optional[str] = None,
+    state_root: Optional[str] = None,
+) -> None:
+    """Serves POST /rpc (one JSON-RPC message per request) until `shutdown`. Requests run one at a time.
+    With `token`, a request without `Authorization: Bearer <token>` gets 401 and runs nothing; a host
+    other than loopback needs one (ValueError before binding). save/load are confined to `state_root`
+    (default: the working directory)."""
+    if token is None and not is_loopback_host(host):
+        raise ValueError(f"host {host} is not loopback: a token is required")
+    root = os.path.realpath(state_root if state_root is not None else os.getcwd())
     lock = Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
+        def _send_json(self, status: int, answer: Dict[str, Any], headers: Dict[str, str]) -> None:
+            data = json.dumps(answer, separators=(",", ":")).encode("utf8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             if self.path != "/rpc":
                 self.send_error(404, "qrl-backend/1: POST one JSON-RPC message to /rpc")
                 return
             body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode("utf8")
+            problem = None if token is None else token_problem(self.headers.get("Authorization"), token)
+            if problem is not None:
+                # Refused before the body is parsed: nothing of it runs (id null: it was not read).
+                print(f"refused request from {self.client_address[0]}: {problem}", file=sys.stderr, flush=True)
+                error = {"code": UNAUTHORIZED, "message": f"unauthorized: {problem} (send Authorization: Bearer <the server's token>)"}
+                self._send_json(401, {"jsonrpc": "2.0", "id": None, "error": error}, {"WWW-Authenticate": "Bearer"})
+                return
             with lock:
-                answer = handle_message(be, body, debug=True)
+                answer = handle_message(be, body, debug=True, state_root=root)
             if answer is None:
                 self.send_response(204)
                 self.end_headers()
             else:
-                data = json.dumps(answer, separators=(",", ":")).encode("utf8")
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._send_json(200, answer, {})
             if _is_shutdown(body):
                 import threading
 
@@ -313,16 +381,51 @@ def serve_http(be: Backend, port: int, host: str = "127.0.0.1", ready: Optional[
         be.close()
 
 
+def add_server_arguments(ap: Any) -> None:
+    """The transport flags every backend's command line takes (argparse), the same as `qrl-sim serve`'s."""
+    ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
+    ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
+    ap.add_argument("--host", help="HTTP address (default 127.0.0.1); any but loopback (127.0.0.0/8, ::1, localhost) needs a token")
+    ap.add_argument("--token-file", help=f"HTTP: the shared token every request must carry as Authorization: Bearer (default: ${TOKEN_ENV}; enforced whenever set)")
+    ap.add_argument("--state-root", help="HTTP: save and load only below this directory, symlinks followed (default: the working directory)")
+
+
+def _refuse(message: str) -> NoReturn:
+    """One line on stderr and exit 2: the CLI's rule for bad input."""
+    print(f"qrl_backend: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def serve(be: Backend, argv: Optional[list] = None) -> None:
-    """Command-line runner: `--stdio` (default) or `--port N [--host H]` (prints the bound port on stderr)."""
+    """Command-line runner: `--stdio` (default) or `--port N [--host H] [--token-file F] [--state-root D]`
+    (prints the bound port on stderr). The token comes from --token-file or QRL_BACKEND_TOKEN; a host
+    other than loopback without one is refused with exit 2 before binding."""
     import argparse
 
     ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--stdio", action="store_true")
-    ap.add_argument("--port", type=int)
-    ap.add_argument("--host", default="127.0.0.1")
+    add_server_arguments(ap)
     a, _ = ap.parse_known_args(argv)
     if a.port is None:
+        for flag, v in (("--host", a.host), ("--token-file", a.token_file), ("--state-root", a.state_root)):
+            if v is not None:
+                _refuse(f"{flag}: not used without --port (it guards the HTTP server)")
         serve_stdio(be)
+        return
+    host = a.host or "127.0.0.1"
+    if a.token_file is not None:
+        try:
+            with open(a.token_file, encoding="utf8") as f:
+                token: Optional[str] = f.read().strip()
+        except OSError as e:
+            _refuse(f"--token-file: cannot read {a.token_file!r} ({e.strerror})")
+        if not token:
+            _refuse(f"--token-file: {a.token_file!r} is empty")
     else:
-        serve_http(be, a.port, a.host, ready=lambda p: print(f"qrl-backend/1 listening on http://{a.host}:{p}", file=sys.stderr, flush=True))
+        token = os.environ.get(TOKEN_ENV, "").strip() or None
+    if token is None and not is_loopback_host(host):
+        _refuse(f"--host {host}: not loopback, so a token is required: pass --token-file FILE or set {TOKEN_ENV}")
+    root = os.path.realpath(a.state_root or ".")
+    if not os.path.isdir(root):
+        _refuse(f"--state-root: {root!r} is not a directory")
+    state = f"state root {root}; {'token required' if token else 'no token'}"
+    serve_http(be, a.port, host, token=token, state_root=root, ready=lambda p: print(f"qrl-backend/1 listening on http://{host}:{p} ({state})", file=sys.stderr, flush=True))

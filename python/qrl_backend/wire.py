@@ -22,6 +22,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 FAILED_PRECONDITION = -32000
+UNAUTHORIZED = -32001  # HTTP only: no token or a wrong one (status 401); nothing executed
 
 DTYPES: Dict[str, np.dtype] = {
     "F64": np.dtype("<f8"),

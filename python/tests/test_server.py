@@ -4,6 +4,7 @@ stdio and HTTP transports, over the numpy backend."""
 import io
 import json
 import threading
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -112,3 +113,91 @@ def test_logprobs_prob_sq_sum_on_the_wire_and_refused_by_a_backend_without_it():
     old = Older(be.cfg, be.params, max_new_tokens=4)
     e = call(old, "logprobs", {"batch": batch, "rows": [0], "policy": "current", "probSqSum": True})["error"]
     assert e["data"]["field"] == "probSqSum" and "does not take prob_sq_sum" in e["message"]
+
+
+# --- the HTTP guards (docs/adapter.md, Security): loopback addresses only -----------------------
+
+TOKEN = "tok-py-51d0"
+
+
+def _serve(be, **kwargs):
+    ports = []
+    ready = threading.Event()
+    t = threading.Thread(target=serve_http, args=(be, 0, "127.0.0.1"), kwargs=dict(kwargs, ready=lambda p: (ports.append(p), ready.set())), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    return t, f"http://127.0.0.1:{ports[0]}/rpc"
+
+
+def _post(url, method, params, authorization=None):
+    headers = {"Content-Type": "application/json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    req = urllib.request.Request(url, json.dumps({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}).encode(), headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_http_token_refuses_missing_and_wrong_tokens_and_runs_nothing(tmp_path, capfd):
+    root = tmp_path / "root"
+    root.mkdir()
+    t, url = _serve(backend(), token=TOKEN, state_root=str(root))
+    for authorization, problem in ((None, "missing token"), (f"Basic {TOKEN}", "missing token"), (f"Bearer {TOKEN}x", "wrong token")):
+        status, body = _post(url, "save", {"dir": str(root / "ckpt")}, authorization)
+        assert status == 401 and body["id"] is None
+        assert body["error"]["code"] == -32001 and problem in body["error"]["message"]
+        assert TOKEN not in json.dumps(body)
+        assert not (root / "ckpt").exists()
+        assert capfd.readouterr().err.strip().splitlines() == [f"refused request from 127.0.0.1: {problem}"]
+    status, body = _post(url, "save", {"dir": str(root / "ckpt")}, f"Bearer {TOKEN}")
+    assert status == 200 and body["result"] is None and (root / "ckpt" / "backend.json").exists()
+    assert _post(url, "shutdown", {}, f"Bearer {TOKEN}")[1]["result"] is None
+    t.join(10)
+    assert not t.is_alive()
+
+
+def test_http_state_root_refuses_escapes_with_the_dir_field(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    t, url = _serve(backend(), state_root=str(root))
+    for method, d in (
+        ("save", f"{root}/new/../../escaped"),  # .. out of the root
+        ("save", str(outside / "abs")),  # an absolute path outside
+        ("save", str(root / "link" / "through")),  # a symlink out
+        ("save", f"{root}/link/../after-link"),  # .. applied to the symlink's target
+        ("load", str(root / "link")),
+    ):
+        status, body = _post(url, method, {"dir": d})
+        assert status == 200 and body["error"]["code"] == -32602, body
+        assert body["error"]["data"]["field"] == "dir" and d in body["error"]["message"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside", "root"]
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in root.iterdir()) == ["link"]
+    assert _post(url, "save", {"dir": str(root / "new" / "deep")})[1]["result"] is None  # not yet made: allowed
+    assert _post(url, "load", {"dir": f"{root}/new/../new/deep"})[1]["result"] is None
+    _post(url, "shutdown", {})
+    t.join(10)
+
+
+def test_a_non_loopback_host_without_a_token_is_refused_before_binding():
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from qrl_backend.server import is_loopback_host
+
+    assert all(map(is_loopback_host, ["127.0.0.1", "127.9.0.1", "::1", "localhost"]))
+    assert not any(map(is_loopback_host, ["0.0.0.0", "::", "10.1.2.3", "example.org", ""]))
+    with pytest.raises(ValueError, match="host 0.0.0.0 is not loopback: a token is required"):
+        serve_http(backend(), 0, "0.0.0.0")
+    env = {k: v for k, v in os.environ.items() if k != "QRL_BACKEND_TOKEN"}
+    r = subprocess.run([sys.executable, "-m", "qrl_backend.numpy_ar", "--port", "0", "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["qrl_backend: --host 0.0.0.0: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN"]

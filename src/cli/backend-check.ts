@@ -10,12 +10,12 @@ import { formatConformance, runConformance, type ConformanceRow } from '../testi
 import { killResumeCheck } from '../testing/kill-resume.js';
 import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { readJsonFile } from './input.js';
+import { backendToken, readJsonFile } from './input.js';
 import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 import { resolveBackendAddress } from './self-command.js';
 
 const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
-                             [--tolerance X] [--config FILE [--kill-resume]] [--json]
+                             [--tolerance X] [--config FILE [--kill-resume]] [--token-file FILE] [--json]
 
 Runs the qrl-backend/1 conformance battery against a backend: a shell command spoken to over
 stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation.
@@ -37,6 +37,9 @@ Options:
   --timeout MS        request timeout in milliseconds (default 120000); on expiry the backend's
                       whole process group is killed
   --startup-timeout MS  timeout of the first info (default --timeout)
+  --token-file FILE   the shared token of a URL backend, sent as Authorization: Bearer (default:
+                      the environment variable QRL_BACKEND_TOKEN); save/load use a directory under
+                      the system's temp dir, so the server's --state-root must hold it
   --batch B           sequences per generate (default 8)
   --prompt-length P   prompt tokens, BOS and SEP included (default 4)
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
@@ -60,12 +63,13 @@ export const backendCheckCommand: Command = {
     const config = values.config === undefined ? undefined : resolveRunConfig(readJsonFile(values.config, '--config'));
     const address = resolveBackendAddress(required(values.backend, 'backend'));
     const timeouts = backendTimeouts(values, 120_000);
+    const token = backendToken(values['token-file']);
     const batch = integerOption(values.batch, 'batch', 8, 1);
     const promptLength = integerOption(values['prompt-length'], 'prompt-length', 4, 2);
     const tolerance = values.tolerance === undefined ? 1e-4 : Number(values.tolerance);
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     const onStderr = (t: string): void => io.err(t.replace(/\n$/, ''));
-    const connect = (setup?: unknown): Promise<RemoteBackend> => connectBackend(address, { ...timeouts, ...(config === undefined ? {} : { run: config, setup }), onStderr });
+    const connect = (setup?: unknown): Promise<RemoteBackend> => connectBackend(address, { ...timeouts, ...(token === undefined ? {} : { token }), ...(config === undefined ? {} : { run: config, setup }), onStderr });
     let backend: RemoteBackend;
     try {
       backend = await connect(config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)));

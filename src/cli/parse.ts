@@ -76,7 +76,7 @@ export function booleans<const N extends string>(...names: readonly N[]): { read
 export const REPEATED = Object.freeze({ type: 'string', multiple: true } as const);
 
 /** An external backend (`run`, `backend-check`): `--backend COMMAND|URL`, `--timeout MS`, `--startup-timeout MS`. */
-export const BACKEND_OPTIONS = strings('backend', 'timeout', 'startup-timeout');
+export const BACKEND_OPTIONS = strings('backend', 'timeout', 'startup-timeout', 'token-file');
 
 /** A fresh toy AR model of the probes (`mismatch`, `diverge`): `--preset NAME`, `--outliers N`, `--moe E,K`. */
 export const MODEL_OPTIONS = strings('preset', 'outliers', 'moe');

@@ -12,7 +12,7 @@ import { writeReport } from '../report/write.js';
 import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { checkSetValues, readJsonFile } from './input.js';
+import { backendToken, checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
 import { BackendCallError } from '../protocol/errors.js';
@@ -25,8 +25,8 @@ import { makeTaskFromConfig } from '../tasks/registry.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
-                    [--startup-timeout MS]
-       qrl-sim run --resume DIR [--steps N] [--backend B]
+                    [--startup-timeout MS] [--token-file FILE]
+       qrl-sim run --resume DIR [--steps N] [--backend B] [--token-file FILE]
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
 N steps of rollout under the plan's rollout engine, correction, and updates under its trainer.
@@ -52,6 +52,8 @@ options:
                   whole process group is killed
   --startup-timeout MS  timeout of the first info, for a backend that loads a model (default
                   --timeout)
+  --token-file FILE  the shared token of an http:// backend, sent as Authorization: Bearer
+                  (default: the environment variable QRL_BACKEND_TOKEN)
 
 Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
 or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
@@ -167,6 +169,8 @@ export const runCommand: Command = {
     }
     if (values.resume !== undefined && values.out !== undefined) throw new UsageError(`--out: not used with --resume (the run continues in '${values.resume}')`);
     if (values.timeout !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--timeout: not used without --backend (it is the request timeout of an external backend)');
+    if (values['token-file'] !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--token-file: not used without --backend (it is the token of an HTTP backend)');
+    const token = backendToken(values['token-file']);
     const config = configFromArgs(values);
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {
@@ -192,7 +196,7 @@ export const runCommand: Command = {
     if (address !== undefined) {
       try {
         const task = makeTaskFromConfig(config.task);
-        backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, ...(token === undefined ? {} : { token }), run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;

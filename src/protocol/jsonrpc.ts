@@ -19,6 +19,8 @@ export const RPC_ERRORS = Object.freeze({
   internalError: -32603,
   /** The request was valid but the backend cannot do it now (e.g. an unknown handle, a missing capability). */
   failedPrecondition: -32000,
+  /** HTTP only: the request carried no token or a wrong one (status 401); nothing was executed. */
+  unauthorized: -32001,
 } as const);
 
 interface Pending {

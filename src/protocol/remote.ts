@@ -14,7 +14,7 @@ import type {
   WarmStartRequest,
 } from '../backend/contract.js';
 import { BackendCallError, ProtocolError, RpcCallError } from './errors.js';
-import { spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
+import { RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {
   batchFromJson,
   generateToJson,
@@ -48,6 +48,8 @@ export interface RemoteBackendOptions {
    * run (docs/adapter.md §5).
    */
   readonly setup?: unknown;
+  /** The shared token of an HTTP backend, sent as `Authorization: Bearer <token>` (unused over stdio). */
+  readonly token?: string;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
   /** Receives the spawned command's stderr one whole line at a time, newline included (default: discarded, its tail is quoted on failure). */
@@ -72,7 +74,7 @@ function stdioTransport(command: string, options: RemoteBackendOptions): Transpo
   };
 }
 
-function httpTransport(url: string): Transport {
+function httpTransport(url: string, token: string | undefined): Transport {
   const endpoint = new URL('rpc', url.endsWith('/') ? url : `${url}/`).toString();
   let nextId = 1;
   const name = `backend ${url}`;
@@ -80,14 +82,16 @@ function httpTransport(url: string): Transport {
     async call(method, params, timeoutMs) {
       const id = nextId++;
       let text: string;
+      let status: number;
       try {
         const response = await fetch(endpoint, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
           body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
           ...(timeoutMs > 0 ? { signal: AbortSignal.timeout(timeoutMs) } : {}),
         });
         text = await response.text();
+        status = response.status;
       } catch (error) {
         const e = error as Error;
         if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RpcCallError('timeout', method, `${name}: no answer to ${method} within ${timeoutMs} ms`);
@@ -99,6 +103,12 @@ function httpTransport(url: string): Transport {
         m = JSON.parse(text) as typeof m;
       } catch {
         throw new RpcCallError('malformed', method, `${name}: answered ${method} with a body that is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
+      }
+      if (status === 401) {
+        // The server refused the token (its answer has id null: the request was not read).
+        const said = typeof m?.error?.message === 'string' ? m.error.message : 'unauthorized';
+        const hint = token === undefined ? 'set QRL_BACKEND_TOKEN or pass --token-file' : 'the token sent is not the server\'s';
+        throw new RpcCallError('remote', method, `${name}: ${method} refused: ${said}; ${hint}`, { code: RPC_ERRORS.unauthorized, message: said });
       }
       if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || m.id !== id || ('result' in m) === ('error' in m)) {
         throw new RpcCallError('malformed', method, `${name}: answered ${method} with a message that is not its JSON-RPC response: ${JSON.stringify(text.slice(0, 120))}`);
@@ -148,7 +158,7 @@ export class RemoteBackend implements PolicyBackend {
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
     this.run = options.run;
     this.setup = options.setup;
-    this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url);
+    this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url, options.token);
   }
 
   private async call<M extends BackendMethod>(method: M, params: unknown): Promise<unknown> {

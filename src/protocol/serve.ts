@@ -1,11 +1,13 @@
 // serveBackend: answers qrl-backend/1 for any PolicyBackend, over stdio (newline-delimited JSON-RPC)
-// or HTTP (POST one JSON-RPC message to /rpc). Params are validated before the backend sees them.
-// Not a backend and not the client (remote.ts).
+// or HTTP (POST one JSON-RPC message to /rpc; a bearer token and a state root guard it, http-guard.ts).
+// Params are validated before the backend sees them. Not a backend and not the client (remote.ts).
 
+import { realpathSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
 import { ProtocolError, RpcError } from './errors.js';
+import { isLoopbackHost, refuseOutsideRoot, tokenProblem } from './http-guard.js';
 import { answerRpcLine, RPC_ERRORS, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';
 import {
   batchToJson,
@@ -20,7 +22,17 @@ import {
 /** Where {@link serveBackend} listens. */
 export type ServeOptions = (
   | { readonly stdio: true; readonly input?: Readable; readonly output?: Writable }
-  | { readonly port: number; readonly host?: string }
+  | {
+      readonly port: number;
+      /** The address to bind; anything but loopback (127.0.0.0/8, ::1, localhost) needs `token`. @defaultValue `'127.0.0.1'` */
+      readonly host?: string;
+      /** The shared token every request must carry as `Authorization: Bearer <token>` (else 401, nothing executed). */
+      readonly token?: string;
+      /** The directory `save` and `load` are confined to (symlinks followed). @defaultValue the working directory */
+      readonly stateRoot?: string;
+      /** Receives the one line of each refused request. @defaultValue a line on stderr */
+      readonly onRefused?: (line: string) => void;
+    }
 ) & {
   /** Called with every `info` request's params before the backend answers (e.g. to build it from `run`). */
   readonly onInfo?: (params: { readonly protocols: readonly string[]; readonly run?: unknown }) => void | Promise<void>;
@@ -172,6 +184,24 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
       },
     };
   }
+  const host = options.host ?? '127.0.0.1';
+  if (!isLoopbackHost(host) && options.token === undefined) throw new Error(`serveBackend: host ${host} is not loopback: a token is required`);
+  const stateRoot = realpathSync(options.stateRoot ?? process.cwd());
+  const inRoot =
+    (method: 'save' | 'load'): RpcHandler =>
+    (raw) => {
+      const dir = (raw as { dir?: unknown } | null)?.dir;
+      if (typeof dir === 'string') {
+        try {
+          refuseOutsideRoot(stateRoot, method, dir);
+        } catch (error) {
+          invalid(error);
+        }
+      }
+      return handlers[method](raw);
+    };
+  const guarded = { ...handlers, save: inRoot('save'), load: inRoot('load') };
+  const onRefused = options.onRefused ?? ((line: string) => process.stderr.write(`${line}\n`));
   // HTTP: one queue so that requests reach the backend one at a time, like the stdio loop.
   let queue: Promise<unknown> = Promise.resolve();
   const server: Server = createServer((req, res) => {
@@ -182,8 +212,16 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const problem = options.token === undefined ? null : tokenProblem(req.headers.authorization, options.token);
+      if (problem !== null) {
+        // Refused before the body is parsed: nothing of it is executed (id null: it was not read).
+        onRefused(`refused request from ${req.socket.remoteAddress ?? 'unknown address'}: ${problem}`);
+        const error = { code: RPC_ERRORS.unauthorized, message: `unauthorized: ${problem} (send Authorization: Bearer <the server's token>)` };
+        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error }));
+        return;
+      }
       const body = Buffer.concat(chunks).toString('utf8');
-      const answer = queue.then(() => answerRpcLine(handlers, body));
+      const answer = queue.then(() => answerRpcLine(guarded, body));
       queue = answer.catch(() => undefined);
       void answer.then((a) => {
         if (a === null) res.writeHead(204).end();
@@ -191,7 +229,6 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
       });
     });
   });
-  const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, host, () => resolve());

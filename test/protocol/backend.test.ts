@@ -149,7 +149,7 @@ describe('RemoteBackend', () => {
 
   it('drives a backend over HTTP', async () => {
     const served = new FakeBackend();
-    const server = await serveBackend(served, { port: 0 });
+    const server = await serveBackend(served, { port: 0, stateRoot: tmpdir() });
     const backend = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 30_000 });
     await exercise(backend);
     await backend.close();

@@ -87,7 +87,7 @@ describe('numpy AR backend through RemoteBackend', () => {
   }, 180_000);
 
   it('over HTTP', async () => {
-    const child = spawn('sh', ['-c', `exec ${command} --port 0`], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn('sh', ['-c', `exec ${command} --port 0 --state-root ${tmpdir()}`], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     const url = await new Promise<string>((resolve, reject) => {
       let text = '';
       child.stderr.setEncoding('utf8');

@@ -1,6 +1,7 @@
 // The conformance battery's MoE routing rows (`qrl-sim backend-check`) against a served MoE reference backend: they pass on the
 // reference backend and fail on one whose returned routing is not the routing it used.
 
+import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { LogprobsRequest, LogprobsResult } from '../../src/backend/contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
@@ -31,7 +32,7 @@ class MisreportedRouting extends ReferenceBackend {
 }
 
 async function conformance(backend: ReferenceBackend) {
-  const server = await serveBackend(backend, { port: 0 });
+  const server = await serveBackend(backend, { port: 0, stateRoot: tmpdir() });
   const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 30_000 });
   try {
     return await runConformance(remote, { batch: 4 });

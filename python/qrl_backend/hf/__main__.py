@@ -1,4 +1,4 @@
-"""`python -m qrl_backend.hf [--arch llama|qwen2|mistral … | --checkpoint DIR] [--vocab-size V] --plan hf-… [--stdio | --port N]`:
+"""`python -m qrl_backend.hf [--arch llama|qwen2|mistral … | --checkpoint DIR] [--vocab-size V] --plan hf-… [--stdio | --port N [--host H] [--token-file F] [--state-root D]]`:
 serves a transformers causal LM over qrl-backend/1 (docs/adapter.md, "A transformers model behind qrl-sim");
 vocabulary, optimizer and sampler come from the run's setup unless a flag sets them.
 `--timing FILE` writes, at shutdown, one [method, seconds in the SDK's message handling (params decoded,

@@ -410,7 +410,7 @@ class HfBackend(Backend):
             self.ref.load_state_dict(ref)
         self._new_optimizer()
         if os.path.exists(opt):
-            self.opt.load_state_dict(torch.load(opt, map_location=self.device))
+            self.opt.load_state_dict(torch.load(opt, map_location=self.device, weights_only=True))
         for p in self.model.parameters():
             p.grad = None
         st = os.path.join(directory, "backend.json")

@@ -8,6 +8,7 @@ import argparse
 import json
 from typing import List, Optional
 
+from ..server import add_server_arguments
 from .backend import DEFAULT_PLAN, PLAN_NAMES, SETUP_FIELDS, HfBackend, moe_experts
 
 # Small dense defaults (overridable with --model JSON); the vocabulary comes from the run's setup
@@ -65,9 +66,7 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the same code)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (fixed for determinism)")
     ap.add_argument("--timing", help="write the seconds spent per backend method and per message to this JSON file at shutdown")
-    ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
-    ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
-    ap.add_argument("--host", default="127.0.0.1")
+    add_server_arguments(ap)
     a = ap.parse_args(argv)
     fixed = [f for f in SETUP_FIELDS if getattr(a, f) is not None]
     for f, v in FLAG_DEFAULTS.items():

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..backend import Backend, LogprobsResult, RolloutBatch
+from ..server import add_server_arguments
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
 from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
 
@@ -405,9 +406,7 @@ def build(argv: Optional[List[str]] = None) -> Backend:
     ap.add_argument("--temperature", type=float)
     ap.add_argument("--top-k", type=int)
     ap.add_argument("--top-p", type=float)
-    ap.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
-    ap.add_argument("--port", type=int, help="serve HTTP POST /rpc on this port instead (0 picks one)")
-    ap.add_argument("--host", default="127.0.0.1")
+    add_server_arguments(ap)
     a = ap.parse_args(argv)
     a.fixed = False
     if not (a.weights or a.config):

@@ -1,4 +1,4 @@
-"""`python3 -m qrl_backend.torch_ar [--weights F | --config JSON] [--plan fp32|bf16|fp8-tensor-rollout] [--device D] [--stdio | --port N]`."""
+"""`python3 -m qrl_backend.torch_ar [--weights F | --config JSON] [--plan fp32|bf16|fp8-tensor-rollout] [--device D] [--stdio | --port N [--host H] [--token-file F] [--state-root D]]`."""
 
 import sys
 

@@ -19,6 +19,7 @@ import torch
 from ..backend import Backend, LogprobsResult, RolloutBatch
 from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _support
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
+from ..server import add_server_arguments
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
 
 VERSION = "0.1.0"
@@ -261,7 +262,7 @@ class TorchArBackend(Backend):
         self.ref.load_numpy(read_safetensors(ref)[0] if os.path.exists(ref) else params)
         opt = os.path.join(directory, "optimizer.pt")
         if os.path.exists(opt):
-            self.opt.load_state_dict(torch.load(opt))
+            self.opt.load_state_dict(torch.load(opt, weights_only=True))
         st = os.path.join(directory, "backend.json")
         state = json.load(open(st)) if os.path.exists(st) else {}
         self.version = int(state.get("weightVersion", self.version))
@@ -281,9 +282,7 @@ def build(argv: Optional[List[str]] = None) -> TorchArBackend:
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--max-new-tokens", type=int)
     ap.add_argument("--device", help="cuda, cpu, … (default: cuda when available)")
-    ap.add_argument("--stdio", action="store_true")
-    ap.add_argument("--port", type=int)
-    ap.add_argument("--host", default="127.0.0.1")
+    add_server_arguments(ap)
     a = ap.parse_args(argv)
     if a.weights:
         params, meta = read_safetensors(a.weights)
