@@ -241,8 +241,10 @@ export class RemoteBackend implements PolicyBackend {
   }
 
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
-    const { maxNewTokens, ...rest } = generateToJson(request);
-    const params = maxNewTokens === undefined || !takesField(this.revision, 'generate', 'maxNewTokens') ? rest : { ...rest, maxNewTokens };
+    // the field left out for a backend of an earlier revision; otherwise the params keep their key order (recorded exchanges compare bytes)
+    const full = generateToJson(request);
+    const { maxNewTokens: _dropped, ...rest } = full;
+    const params = takesField(this.revision, 'generate', 'maxNewTokens') ? full : rest;
     const json = await this.invoke('generate', params);
     try {
       const batch = batchFromJson(json, 'generate', 'result');

@@ -6,6 +6,7 @@
 import type { BackendInfo, RolloutBatch, SamplingParams } from '../backend/contract.js';
 import { BackendCallError } from '../protocol/errors.js';
 import type { RemoteBackend } from '../protocol/remote.js';
+import { takesField } from '../protocol/schema.js';
 
 /** Adds a row to the battery's table (`informational`: reported, never a violation). */
 export type AddRow = (check: string, ok: boolean, detail: string, informational?: boolean) => void;
@@ -201,10 +202,15 @@ export async function checkGenerateRequestFields(c: CheckContext): Promise<void>
     c.add('greedy is seed-independent', diff === '', diff === '' ? 'two seeds give the same greedy tokens' : `greedy decoding differs between two seeds at ${diff}: greedy is ignored or not argmax`);
   }
 
-  // maxNewTokens: a shorter limit is honoured, or refused naming the field
+  // maxNewTokens: a shorter limit is honoured, or refused naming the field (a backend of a revision before
+  // the field never gets it: docs/adapter.md §12)
   const limit = 2;
-  const short = await backend.generate({ prompts, seed, maxNewTokens: limit }).then((b) => b, (e: unknown) => e);
-  if (short instanceof Error) {
+  const short = !takesField(backend.paramsRevision, 'generate', 'maxNewTokens')
+    ? null
+    : await backend.generate({ prompts, seed, maxNewTokens: limit }).then((b) => b, (e: unknown) => e);
+  if (short === null) {
+    c.add('maxNewTokens honoured', true, `not sent: the backend takes the params of revision ${backend.paramsRevision}, before maxNewTokens`, true);
+  } else if (short instanceof Error) {
     if (refusedFor(short, 'maxNewTokens')) c.add('maxNewTokens honoured', true, `maxNewTokens ${limit} refused naming the field (allowed: a backend may serve its configured length only)`, true);
     else c.add('maxNewTokens honoured', false, short.message);
   } else {

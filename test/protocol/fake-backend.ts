@@ -58,12 +58,16 @@ export class FakeBackend implements PolicyBackend {
   }
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
     const B = request.prompts.length;
-    const T = this.responseLength;
+    const s = request.sampling;
+    // the fake's tokens are a hash, not a distribution: it serves temperature 1 untruncated only, and says so
+    if (s !== undefined && (s.temperature !== 1 || s.topK !== 0 || s.topP !== 1)) throw new Error(`generate.sampling: the fake backend samples at temperature 1 without top-k/top-p only, got ${JSON.stringify(s)}`);
+    const T = Math.min(this.responseLength, request.maxNewTokens ?? this.responseLength);
     const responses = new Int32Array(B * T);
     const mask = new Float64Array(B * T);
     const logpRollout = new Float64Array(B * T);
     let h = 7;
-    for (const c of request.seed) h = (h * 31 + c.charCodeAt(0)) % 1000003;
+    // greedy: one answer whatever the seed
+    if (request.greedy !== true) for (const c of request.seed) h = (h * 31 + c.charCodeAt(0)) % 1000003;
     for (let b = 0; b < B; b++) {
       const len = 1 + ((h + b) % T);
       for (let t = 0; t < len; t++) {

@@ -3,6 +3,7 @@
 // differ (fp8-rollout), by a check that names its bug class in `namedChecks`; the unmutated
 // reference backend passes both. The table printed at the end is the mutation table of docs/adapter.md.
 
+import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
@@ -25,7 +26,8 @@ function configOf(plan: string, sampler?: RunConfig['policy']['sampler']): RunCo
 }
 
 async function battery(backend: ReferenceBackend): Promise<ConformanceRow[]> {
-  const server = await serveBackend(backend, { port: 0 });
+  // the battery saves under the system temp directory: that is the state root the HTTP server confines save/load to
+  const server = await serveBackend(backend, { port: 0, stateRoot: tmpdir() });
   const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 60_000 });
   try {
     return await runConformance(remote, { batch: 4 });
