@@ -290,10 +290,53 @@ def handle_message(be: Backend, line: str, debug: bool = False, state_root: Opti
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
+def watch_driver() -> None:
+    """Ends this backend's whole process group when the driver that spawned it goes, even in the
+    middle of a long call (a driver killed with SIGKILL runs no clean-up of its own).
+
+    The driver passes its pid as ``QRL_DRIVER_PID`` to every backend it spawns, in a process group of
+    the backend's own (the shell, this process and its children). A daemon thread checks twice a
+    second that the driver is alive; once it is gone, it sends SIGTERM to our process group and
+    exits 143. Without the variable (a backend started by hand, HTTP) it does nothing."""
+    import os
+    import signal
+    import threading
+    import time
+
+    try:
+        driver = int(os.environ.get("QRL_DRIVER_PID", ""))
+    except ValueError:
+        return
+    if driver <= 1 or not hasattr(os, "killpg"):
+        return
+
+    def alive() -> bool:
+        try:
+            os.kill(driver, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # a process of another user holds the pid: not ours to judge
+        return True
+
+    def watch() -> None:
+        while alive():
+            time.sleep(0.5)
+        try:
+            os.killpg(os.getpgrp(), signal.SIGTERM)
+        finally:
+            os._exit(143)
+
+    threading.Thread(target=watch, name="qrl-driver-watch", daemon=True).start()
+
+
 def serve_stdio(be: Backend, stdin=None, stdout=None) -> None:
-    """Answers one request per line of stdin on stdout until end of input or `shutdown`."""
+    """Answers one request per line of stdin on stdout until end of input or `shutdown`; the
+    process (and its group) ends when the driver that spawned it goes (``watch_driver``)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    if stdin is sys.stdin:
+        watch_driver()
     try:
         for line in stdin:
             if not line.strip():

@@ -198,6 +198,9 @@ def test_a_non_loopback_host_without_a_token_is_refused_before_binding():
     with pytest.raises(ValueError, match="host 0.0.0.0 is not loopback: a token is required"):
         serve_http(backend(), 0, "0.0.0.0")
     env = {k: v for k, v in os.environ.items() if k != "QRL_BACKEND_TOKEN"}
+    # the child finds the packages where this test found them (python/ of the checkout, or an install)
+    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [python_dir, env.get("PYTHONPATH", "")] if p)
     r = subprocess.run([sys.executable, "-m", "qrl_backend.numpy_ar", "--port", "0", "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == ["qrl_backend: --host 0.0.0.0: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN"]

@@ -1,5 +1,5 @@
 // `qrl-sim backend-check`: parses its flags, connects to the backend, runs the qrl-backend/1
-// conformance battery (src/testing/conformance.ts) and prints its rows (exit 1 on a violation).
+// conformance battery (src/testing/conformance.ts) and prints its rows (exit 1 on a violation, 2 when the backend cannot start).
 // Not the battery itself, not the protocol (src/protocol) and not a backend.
 
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
@@ -13,12 +13,15 @@ import { UsageError } from '../errors.js';
 import { backendToken, readJsonFile } from './input.js';
 import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 import { resolveBackendAddress } from './self-command.js';
+import { exitOnStopSignal } from './stop.js';
+
+const backendName = (a: { readonly command: string } | { readonly url: string }): string => ('command' in a ? a.command : a.url);
 
 const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
                              [--tolerance X] [--config FILE [--kill-resume]] [--token-file FILE] [--json]
 
 Runs the qrl-backend/1 conformance battery against a backend: a shell command spoken to over
-stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation.
+stdio, or an http(s):// URL (POST /rpc). Prints one row per check; exits 1 on a violation, 2 when the backend cannot start (its command fails, or its first info times out or is malformed).
 
 Checks: protocol version (and refusal of an unknown one), info the same when asked twice, the plan
 and vocabulary against --config, vocabulary, sync, generate shapes and masks, same seed ⇒ same
@@ -55,7 +58,7 @@ examples:
 
 /** The `backend-check` subcommand: parse, {@link runConformance} (and {@link killResumeCheck}), print. */
 export const backendCheckCommand: Command = {
-  summary: 'conformance battery of a qrl-backend/1 backend (command or URL); exit 1 on a violation',
+  summary: 'conformance battery of a qrl-backend/1 backend (command or URL); exit 1 on a violation, 2 when it cannot start',
   help,
   async run(args, io) {
     const { values } = parseCommandArgs(args, { ...BACKEND_OPTIONS, ...strings('batch', 'prompt-length', 'tolerance', 'config'), ...booleans('json', 'kill-resume') });
@@ -70,20 +73,30 @@ export const backendCheckCommand: Command = {
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     const onStderr = (t: string): void => io.err(t.replace(/\n$/, ''));
     const connect = (setup?: unknown): Promise<RemoteBackend> => connectBackend(address, { ...timeouts, ...(token === undefined ? {} : { token }), ...(config === undefined ? {} : { run: config, setup }), onStderr });
-    let backend: RemoteBackend;
-    try {
-      backend = await connect(config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)));
-    } catch (error) {
-      io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
-      return 1;
-    }
+    // nothing to save: a signal ends the backend's process group and the check at once
+    const unwatch = exitOnStopSignal(io, 'backend-check', `the backend (${backendName(address)})`);
     let rows: ConformanceRow[];
+    let name: string;
     try {
-      rows = await runConformance(backend, { batch, promptLength, tolerance, ...(config === undefined ? {} : { config }) });
+      let backend: RemoteBackend;
+      try {
+        backend = await connect(config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)));
+      } catch (error) {
+        // a backend that cannot start (or answer its first info) is not a verdict on its behaviour: exit 2
+        io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
+        return 2;
+      }
+      name = backend.name;
+      try {
+        rows = await runConformance(backend, { batch, promptLength, tolerance, ...(config === undefined ? {} : { config }) });
+      } finally {
+        await backend.close();
+      }
+      if (values['kill-resume'] && config !== undefined) rows.push(await killResumeCheck(address, config, connect));
     } finally {
-      await backend.close();
+      unwatch();
     }
-    if (values['kill-resume'] && config !== undefined) rows.push(await killResumeCheck(address, config, connect));
+    const backend = { name };
     if (values.json) io.out(JSON.stringify({ backend: backend.name, rows }));
     else io.out(formatConformance(rows));
     return rows.some((r) => r.status === 'FAIL') ? 1 : 0;

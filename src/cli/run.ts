@@ -22,7 +22,7 @@ import { resolveBackendAddress } from './self-command.js';
 import { eta, progressLine } from './progress.js';
 import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/backend-expect.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
-import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
+import { exitOnStopSignal, handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
                     [--startup-timeout MS] [--token-file FILE]
@@ -196,7 +196,12 @@ export const runCommand: Command = {
     if (address !== undefined) {
       try {
         const task = makeTaskFromConfig(config.task);
-        backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, ...(token === undefined ? {} : { token }), run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        const unwatch = exitOnStopSignal(io, 'run', `the backend's first info (${address})`);
+        try {
+          backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, ...(token === undefined ? {} : { token }), run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+        } finally {
+          unwatch();
+        }
       } catch (error) {
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;
@@ -235,7 +240,12 @@ export const runCommand: Command = {
         where = `checkpoint of step ${step}`;
       },
     };
-    const unhandle = handleStopSignals(io, 'run');
+    // during a backend's own warm start the driver can only wait for that call to answer: say so
+    const stopping = (): string =>
+      where === 'warm start' && backend !== undefined && backend.lastInfo?.capabilities.warmStart === true
+        ? `waiting for the backend's warm start (one warmStart call to ${backend.name}) to answer, then stopping before step 1`
+        : 'stopping after this step';
+    const unhandle = handleStopSignals(io, 'run', stopping);
     try {
       let summary;
       try {

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { precisionPlans } from '../policies/plans.js';
 import { isLoopbackHost } from '../protocol/http-guard.js';
+import { watchDriver } from '../protocol/jsonrpc.js';
 import { serveBackend } from '../protocol/serve.js';
 import { ConfiguredReference } from '../runs/configured-backend.js';
 import type { Command } from './command.js';
@@ -87,8 +88,11 @@ export const serveCommand: Command = {
       port !== undefined
         ? await serveBackend(backend, { port, host, ...(token === undefined ? {} : { token }), stateRoot, onRefused: (line) => io.err(line), onInfo })
         : await serveBackend(backend, { stdio: true, onInfo });
+    // spawned by a driver: end with it, even when it was killed with SIGKILL
+    const unwatch = server.port === null ? watchDriver() : () => undefined;
     if (server.port !== null) io.err(`qrl-backend/1 listening on http://${host}:${server.port} (state root ${stateRoot}; ${token === undefined ? 'no token' : 'token required'})`);
     await server.done;
+    unwatch();
     return 0;
   },
 };

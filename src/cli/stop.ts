@@ -52,12 +52,12 @@ export function resetStop(): void {
 
 /**
  * Installs SIGINT and SIGTERM handlers for a long command: the first signal calls
- * {@link requestStop} and prints `what` ("stopping after this step") on standard error; a second
+ * {@link requestStop} and prints `what` ("stopping after this step"; a function: asked at the signal) on standard error; a second
  * signal exits at once with 128 + its number (files stay whole: every file is written by one
  * write call or renamed into place, and temp files left behind are removed by the next command
  * that opens the directory). Returns the function that removes the handlers.
  */
-export function handleStopSignals(io: CliIo, command: string, what = 'stopping after this step'): () => void {
+export function handleStopSignals(io: CliIo, command: string, what: string | (() => string) = 'stopping after this step'): () => void {
   const make = (signal: 'SIGINT' | 'SIGTERM') => (): void => {
     if (++signals > 1) {
       try {
@@ -68,9 +68,34 @@ export function handleStopSignals(io: CliIo, command: string, what = 'stopping a
     }
     requestStop(signal);
     try {
-      io.err(`qrl-sim ${command}: ${signal}: ${what} (${signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM'} again to stop at once)`);
+      io.err(`qrl-sim ${command}: ${signal}: ${typeof what === 'function' ? what() : what} (${signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM'} again to stop at once)`);
     } catch {
       // standard error closed: the stop goes on silently
+    }
+  };
+  const onInt = make('SIGINT');
+  const onTerm = make('SIGTERM');
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  return () => {
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
+  };
+}
+
+/**
+ * Installs SIGINT and SIGTERM handlers for a phase that has nothing to save (connecting to a
+ * backend, waiting for its first `info`): a signal prints one line saying what was being waited for
+ * and exits at once with 128 + its number, so the process's exit hook ends every backend process
+ * group it spawned (instead of Node's default death, which leaves them running). Returns the
+ * function that removes the handlers.
+ */
+export function exitOnStopSignal(io: CliIo, command: string, waitingFor: string): () => void {
+  const make = (signal: 'SIGINT' | 'SIGTERM') => (): void => {
+    try {
+      io.err(`qrl-sim ${command}: ${signal} while waiting for ${waitingFor}: ending the backend and stopping`);
+    } finally {
+      process.exit(STOP_EXIT[signal]);
     }
   };
   const onInt = make('SIGINT');

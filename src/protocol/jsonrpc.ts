@@ -196,6 +196,34 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'):
   }
 }
 
+/** The environment variable that tells a spawned backend its driver's pid. */
+export const DRIVER_PID_ENV = 'QRL_DRIVER_PID';
+
+/**
+ * Ends this process's group once the process `QRL_DRIVER_PID` names is gone (checked every
+ * `everyMs`; unref'd, so it keeps nothing alive): what a backend spawned by a driver does so that
+ * a driver killed with SIGKILL leaves nothing running. Returns the stop function; a no-op without
+ * the variable.
+ */
+export function watchDriver(everyMs = 500): () => void {
+  const driver = Number(process.env[DRIVER_PID_ENV]);
+  if (!Number.isInteger(driver) || driver <= 1) return () => undefined;
+  const timer = setInterval(() => {
+    try {
+      process.kill(driver, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') return; // EPERM: the pid exists
+      try {
+        process.kill(0, 'SIGTERM'); // pid 0: our whole process group
+      } finally {
+        process.exit(143);
+      }
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /**
  * Spawns `command` through the shell, in a process group of its own, and speaks newline-delimited
  * JSON-RPC 2.0 over its stdin and stdout. Its stderr is passed to `onStderr` one line at a time, newline
@@ -210,7 +238,9 @@ export function spawnRpcClient(
   command: string,
   options: { readonly timeoutMs?: number; readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly onStderr?: (text: string) => void } = {},
 ): SpawnedRpc {
-  const child = spawn(command, { shell: true, detached: true, cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  // QRL_DRIVER_PID: a backend that outlives a driver killed with SIGKILL (no exit hook runs) ends its own group (docs/adapter.md §1)
+  const env = { ...(options.env ?? process.env), [DRIVER_PID_ENV]: String(process.pid) };
+  const child = spawn(command, { shell: true, detached: true, cwd: options.cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
   const pid = child.pid;
   if (pid !== undefined) {
     liveGroups.add(pid);

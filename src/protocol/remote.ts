@@ -50,6 +50,12 @@ export interface RemoteBackendOptions {
   readonly setup?: unknown;
   /** The shared token of an HTTP backend, sent as `Authorization: Bearer <token>` (unused over stdio). */
   readonly token?: string;
+  /**
+   * Whether {@link RemoteBackend.close} asks the backend to `shutdown`. A spawned backend is this
+   * client's and is shut down; an HTTP backend was started by someone else, may serve others, and is
+   * left running. @defaultValue true for a command, false for a URL
+   */
+  readonly shutdownOnClose?: boolean;
   /** Working directory of a spawned command. */
   readonly cwd?: string;
   /** Receives the spawned command's stderr one whole line at a time, newline included (default: discarded, its tail is quoted on failure). */
@@ -143,6 +149,7 @@ export class RemoteBackend implements PolicyBackend {
   private readonly run: unknown;
   private readonly setup: unknown;
   private closed = false;
+  private readonly shutdownOnClose: boolean;
   private described: BackendInfo | null = null;
   /** The spec revision whose params fields the backend takes (docs/adapter.md §12): the newest until its `info` refuses one. */
   private revision = NEWEST_REVISION;
@@ -158,6 +165,7 @@ export class RemoteBackend implements PolicyBackend {
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
     this.run = options.run;
     this.setup = options.setup;
+    this.shutdownOnClose = options.shutdownOnClose ?? 'command' in address;
     this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url, options.token);
   }
 
@@ -290,13 +298,15 @@ export class RemoteBackend implements PolicyBackend {
     await this.invoke('load', { dir: resolve(dir) });
   }
 
-  /** Asks the backend to shut down, then ends the transport (a spawned process is killed if it lingers). */
+  /** Asks a spawned backend to shut down (an HTTP one only with `shutdownOnClose`), then ends the transport (a spawned process is killed if it lingers). */
   async close(): Promise<void> {
     if (this.closed) return;
-    try {
-      await this.call('shutdown', {});
-    } catch {
-      // A backend that is already gone is closed.
+    if (this.shutdownOnClose) {
+      try {
+        await this.call('shutdown', {});
+      } catch {
+        // A backend that is already gone is closed.
+      }
     }
     this.closed = true;
     await this.transport.close();

@@ -266,11 +266,17 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     if (bad === '' && lv !== null) bad = formatViolation(lv);
     add('logprobs shapes', bad === '', bad === '' ? `ℓ and entropy (${B}, ${batch.T}), finite ≤ 0 on the mask, 0 off it` : bad);
     const d = probeDiagnostics(batch.logpRollout, lp.logp, batch.mask);
-    const identicalSides = sameJson(info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm, info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm);
+    const sameGemms = sameJson(info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm, info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm);
+    // ℓroll of a processed distribution (τ ≠ 1, top-k, top-p) is not the trainer's full-vocabulary ℓ even on
+    // the same weights: the comparisons that need equality hold only for a raw ℓroll or an untouched sampler
+    const sampler = options.config?.policy.sampler;
+    const likeForLike = sampler === undefined || sampler.logprob === 'raw' || (sampler.temperature === 1 && sampler.topK === 0 && sampler.topP === 1);
+    const identicalSides = sameGemms && likeForLike;
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
     if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
+    else if (!likeForLike) add('ℓroll vs ℓ (processed sampler)', true, `${detail}; the configured sampler (τ ${sampler!.temperature}, top-k ${sampler!.topK}, top-p ${sampler!.topP}) reports ℓroll of its processed distribution, not comparable with the full-vocabulary ℓ`, true);
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
-    const ctx = { backend, info, prompts, seed, batch, logp: lp.logp, tolerance, identicalSides, add, attempt };
+    const ctx = { backend, info, prompts, seed, batch, logp: lp.logp, tolerance, identicalSides, likeForLike, add, attempt };
     await checkLogprobsRows(ctx);
     await checkRolloutIsEngine(ctx);
     await checkTrainerSideScored(ctx);
@@ -320,7 +326,7 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
         }
         const resync = await attempt('sync serves the new version', () => backend.sync());
         if (resync !== undefined) add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
-        if (resync !== undefined) await checkSyncServesNewWeights({ backend, info, prompts, seed, batch, logp: lp?.logp ?? batch.logpRollout, tolerance, identicalSides: false, add, attempt });
+        if (resync !== undefined) await checkSyncServesNewWeights({ backend, info, prompts, seed, batch, logp: lp?.logp ?? batch.logpRollout, tolerance, identicalSides: false, likeForLike: true, add, attempt });
         const after = await attempt('current policy moved', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
         if (after !== undefined) {
           add('current policy moved', !equalArrays(after.logp, withGrad.logp), equalArrays(after.logp, withGrad.logp) ? 'ℓ bit-identical after a step with a nonzero gradient' : 'ℓ changed with the step');

@@ -24,8 +24,10 @@ export interface CheckContext {
   /** Trainer ℓ of every row of `batch` (current policy). */
   readonly logp: Float64Array;
   readonly tolerance: number;
-  /** Whether the plan's two sides compute the same numbers (same GEMM settings). */
+  /** Whether the plan's two sides compute the same numbers (same GEMM settings) and ℓroll is comparable with ℓ. */
   readonly identicalSides: boolean;
+  /** Whether the configured sampler reports ℓroll of the same distribution `logprobs` scores (raw, or τ 1 without top-k/top-p). */
+  readonly likeForLike: boolean;
   readonly add: AddRow;
   readonly attempt: Attempt;
 }
@@ -144,6 +146,7 @@ export async function checkLogprobsRows(c: CheckContext): Promise<void> {
 
 /** With plan sides that differ, ℓroll must not equal the trainer's ℓ bit for bit (it would be the trainer's, not the engine's). */
 export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
+  if (!c.likeForLike) return c.add('ℓroll is the engine’s', true, 'processed sampler: ℓroll differs from ℓ by construction', true);
   if (c.identicalSides) return c.add('ℓroll is the engine’s', true, 'plan sides identical: ℓroll may equal ℓ', true);
   let differ = 0;
   let tokens = 0;
@@ -164,6 +167,7 @@ export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
 /** `generate {side: 'trainer'}`: its ℓroll is the trainer's ℓ of the same tokens (any plan). */
 export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
   const name = 'trainer-side generate scored by the trainer';
+  if (!c.likeForLike) return c.add(name, true, 'the configured sampler processes the distribution (τ ≠ 1 or top-k/top-p): its ℓroll is not comparable with the full-vocabulary ℓ', true);
   const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer' }).then((b) => b, (e: unknown) => e);
   if (!(g instanceof Object) || g instanceof Error) {
     if (refusedFor(g, 'side')) return c.add(name, true, 'side trainer refused (allowed: the run never asks for it)', true);

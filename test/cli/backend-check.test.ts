@@ -86,6 +86,21 @@ describe('qrl-sim backend-check', () => {
     }
   }, 120_000);
 
+  it('passes the project\'s own serve backend with a top-k sampler in --config (processed ℓroll is not compared with the full-vocabulary ℓ)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-bc-topk-'));
+    try {
+      const file = join(dir, 'run.json');
+      const sampler = { temperature: 0.8, topK: 4, logprob: 'processed' };
+      writeFileSync(file, JSON.stringify({ task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 16 }, sampler }, plan: 'bf16' }));
+      const c = capture();
+      const code = await main(['backend-check', '--backend', `node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio`, '--config', file, '--batch', '4'], c.io);
+      expect(code, c.out.join('\n')).toBe(0);
+      expect(c.out.join('\n')).toMatch(/ℓroll vs ℓ \(processed sampler\) +info .*τ 0\.8, top-k 4/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it.each([
     ['', 'ok', /killed at step 2 of 3, resumed from the checkpoint of step 1: metrics\.jsonl and eval\.jsonl byte-identical/],
     ['--load-skips-optimizer', 'FAIL', /metrics\.jsonl differs at line 2 after the kill at step 2 and the resume: [a-z_/]+ \S+ resumed vs \S+ uninterrupted/],

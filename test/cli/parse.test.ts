@@ -13,7 +13,7 @@ describe('option groups', () => {
       json: { type: 'boolean' },
       set: { type: 'string', multiple: true },
     });
-    expect(BACKEND_OPTIONS).toEqual({ backend: { type: 'string' }, timeout: { type: 'string' }, 'startup-timeout': { type: 'string' } });
+    expect(BACKEND_OPTIONS).toEqual({ backend: { type: 'string' }, timeout: { type: 'string' }, 'startup-timeout': { type: 'string' }, 'token-file': { type: 'string' } });
   });
 
   it('a command stated with them parses values, lists and switches, and refuses what it does not name', () => {

@@ -75,17 +75,21 @@ describe('qrl-sim run --backend http:// against a token-protected serve', () => 
     const r = await runCli(['run', '--config', config, '--out', out, '--backend', server.url, '--token-file', tokenFile]);
     expect(r.code, r.err).toBe(0);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(1);
-    expect(await server.exit).toBe(0); // the run's shutdown stopped it
-
-    const again = await serve(['--token-file', tokenFile, '--state-root', root]);
+    // a run does not shut down an HTTP backend it did not start: the same server serves the next run
     process.env.QRL_BACKEND_TOKEN = 'tok-cli-7c2e';
     try {
-      const viaEnv = await runCli(['run', '--config', config, '--out', join(root, 'env'), '--backend', again.url]);
+      const viaEnv = await runCli(['run', '--config', config, '--out', join(root, 'env'), '--backend', server.url]);
       expect(viaEnv.code, viaEnv.err).toBe(0);
     } finally {
       delete process.env.QRL_BACKEND_TOKEN;
     }
-    expect(await again.exit).toBe(0);
+    const bye = await fetch(`${server.url}/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${readFileSync(tokenFile, 'utf8').trim()}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'shutdown', params: {} }),
+    });
+    expect(bye.status).toBe(200);
+    expect(await server.exit).toBe(0);
     expect(existsSync(join(root, 'env', 'metrics.jsonl'))).toBe(true);
   }, 120_000);
 });

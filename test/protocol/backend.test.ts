@@ -153,7 +153,7 @@ describe('RemoteBackend', () => {
     const backend = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 30_000 });
     await exercise(backend);
     await backend.close();
-    await server.done;
+    await server.close();
     expect(served.closed).toBe(true);
   });
 

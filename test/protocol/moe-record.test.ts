@@ -46,7 +46,7 @@ describe('MoE routing record through serve/remote', () => {
       expect(Array.from(r2Remote.logp)).toEqual(Array.from(r3Local.logp));
     } finally {
       await remote.close();
-      await server.done;
+      await server.close();
     }
   });
 });

@@ -38,7 +38,7 @@ async function conformance(backend: ReferenceBackend) {
     return await runConformance(remote, { batch: 4 });
   } finally {
     await remote.close();
-    await server.done;
+    await server.close();
   }
 }
 

@@ -33,7 +33,7 @@ async function battery(backend: ReferenceBackend): Promise<ConformanceRow[]> {
     return await runConformance(remote, { batch: 4 });
   } finally {
     await remote.close();
-    await server.done;
+    await server.close();
   }
 }
 

@@ -207,7 +207,7 @@ describe('probSqSum over qrl-backend/1', () => {
       expect(e.field).toBe('result.probSqSum');
     } finally {
       await remote.close();
-      await server.done;
+      await server.close();
     }
   }, 60_000);
 });
