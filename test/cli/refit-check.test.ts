@@ -176,6 +176,37 @@ describe('refit-check on planted faults (TypeScript and Python agree on every du
   }, 60_000);
 });
 
+describe('refit-check: the twin reproduces the recipes at the edges', () => {
+  it('an all-zero block, an all-zero tensor and a large outlier give the same codes and scales in both (healthy dumps clean)', async () => {
+    const edge = { ...trainerState };
+    const zeroBlock = edge[`${L}.self_attn.q_proj.weight`]!.values.slice();
+    for (let r = 0; r < 16; r++) zeroBlock.fill(0, r * 32, r * 32 + 16);
+    edge[`${L}.self_attn.q_proj.weight`] = { values: zeroBlock, shape: [32, 32] };
+    edge[`${L}.self_attn.k_proj.weight`] = { values: new Float32Array(32 * 32), shape: [32, 32] };
+    const outlier = edge[`${L}.mlp.down_proj.weight`]!.values.slice();
+    outlier[77] = 96; // BF16-exact
+    outlier[78] = -1e-30; // below E4M3's subnormals after scaling: a signed zero code
+    outlier.set(bf16ToF32(bf16(outlier)));
+    edge[`${L}.mlp.down_proj.weight`] = { values: outlier, shape: [32, 64] };
+    const trainer = join(dir, 'trainer-edge.safetensors');
+    writeSafetensors(trainer, trainerEntries(edge));
+    for (const recipe of ['deepseek-fp8-block', 'vllm-fp8-tensor', 'vllm-fp8-token'] as const) {
+      const r: EngineRecipe = { recipe, ...(recipe === 'deepseek-fp8-block' ? { block: 16 } : {}), ignore: ['model.embed_tokens', 'lm_head', `${L}.mlp.gate`], match: 'prefix' };
+      const path = join(dir, `engine-edge-${recipe}.safetensors`);
+      writeSafetensors(path, engineEntries(edge, r));
+      const args = ['--trainer', trainer, '--engine', path, '--recipe', recipe, ...(recipe === 'deepseek-fp8-block' ? ['--block', '16'] : []), ...blockArgs.slice(4)];
+      const { ts, py } = await both(args);
+      expect(ts.json?.findings, recipe).toEqual([]);
+      expect(py.json, `${recipe}: ${py.err}`).toEqual(ts.json);
+    }
+  }, 60_000);
+});
+
+/** BF16 bits back to float32 values. */
+function bf16ToF32(bits: Uint16Array): Float32Array {
+  return new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer);
+}
+
 describe('refit-check: bad input exits 2 with one line naming the problem (both implementations)', () => {
   const cases: [string, () => string[], RegExp][] = [
     ['no --recipe', () => ['--trainer', TRAINER, '--engine', engine()], /recipe/],
