@@ -13,6 +13,7 @@ import { divergeCommand } from './diverge.js';
 import { estimateCommand } from './estimate.js';
 import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
+import { refitCheckCommand } from './refit-check.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
@@ -30,6 +31,7 @@ export const commands: Readonly<Record<string, Command>> = {
   estimate: estimateCommand,
   golden: goldenCommand,
   quantize: quantizeCommand,
+  'refit-check': refitCheckCommand,
   mismatch: mismatchCommand,
   run: runCommand,
   report: reportCommand,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { decodeSafetensors, encodeSafetensors, readSafetensors, writeSafetensors } from '../../src/protocol/safetensors.js';
+import { decodeSafetensors, encodeSafetensors, openSafetensors, readSafetensors, writeSafetensors } from '../../src/protocol/safetensors.js';
 
 describe('safetensors', () => {
   it('lays out header length, padded JSON header and little-endian data', () => {
@@ -41,6 +41,23 @@ describe('safetensors', () => {
     expect(tensors.e4m3!.dtype).toBe('F8_E4M3');
     expect(Array.from(tensors.e4m3!.data)).toEqual([0x7e, 0xfe]);
     expect(decodeSafetensors(new Uint8Array(readFileSync(path))).tensors.f64!.data).toEqual(f64);
+  });
+
+  it('stores BF16 bits from a Uint16Array and reads a file tensor by tensor by offset (openSafetensors)', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'qrl-st-open-')), 'a.safetensors');
+    writeSafetensors(path, { b: { data: new Uint16Array([0x3f80, 0xc000]), shape: [2], dtype: 'BF16' }, a: { data: new Float32Array([1.5, -2, 3]), shape: [3, 1] } });
+    expect(readSafetensors(path).tensors.b).toEqual({ dtype: 'BF16', shape: [2], data: new Uint16Array([0x3f80, 0xc000]) });
+    const file = openSafetensors(path);
+    try {
+      expect([...file.entries.keys()]).toEqual(['b', 'a']);
+      expect(file.entries.get('a')).toMatchObject({ dtype: 'F32', shape: [3, 1] });
+      expect(new Float32Array(file.readBytes('a').buffer)).toEqual(new Float32Array([1.5, -2, 3]));
+      expect(new Uint16Array(file.readBytes('b').buffer)).toEqual(new Uint16Array([0x3f80, 0xc000]));
+      expect(() => file.readBytes('c')).toThrow(/no tensor "c"/);
+    } finally {
+      file.close();
+    }
+    expect(() => encodeSafetensors({ x: { data: new Float32Array(2), shape: [2], dtype: 'BF16' } })).toThrow(/F32 array cannot be stored as BF16/);
   });
 
   it('is read by an independent parser (Python and numpy)', () => {
