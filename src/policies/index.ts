@@ -65,7 +65,7 @@ export {
 } from './plans.js';
 
 // The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
-export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFusion } from './refit.js';
+export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFault, type RefitFusion } from './refit.js';
 export { overriddenNumerics, checkOverrides, siteNames, patternMatches, type PrecisionOverride } from './overrides.js';
 
 // Log-prob semantics of each side and their named differences.

@@ -102,6 +102,24 @@ export const refitChainShapeSchema = strict({
   checkpoint: z.array(checkedByBuilder, { error: 'expected an array of { preset, params? }' }).optional(),
   exclude: z.array(z.enum([...quantSites] as [QuantSite, ...QuantSite[]], { error: `expected a site among ${quantSites.join(', ')}` }), { error: `expected a list of sites among ${quantSites.join(', ')}` }).optional(),
   fuse: z.array(z.enum(['qkv', 'gate-up'], { error: 'expected "qkv" or "gate-up"' }), { error: 'expected a list of "qkv", "gate-up"' }).optional(),
+  faults: z
+    .array(
+      z.discriminatedUnion(
+        'kind',
+        [
+          strict({ kind: z.literal('halves-swapped') }),
+          strict({
+            kind: z.literal('rows-permuted'),
+            sites: z.array(z.enum([...quantSites] as [QuantSite, ...QuantSite[]], { error: `expected a site among ${quantSites.join(', ')}` })).optional(),
+            block: z.number().int().positive({ error: 'expected a positive integer' }).optional(),
+          }),
+          strict({ kind: z.literal('stale-sync') }),
+        ],
+        { error: 'expected a fault { kind: "halves-swapped" | "rows-permuted" | "stale-sync" }' },
+      ),
+      { error: 'expected a list of faults' },
+    )
+    .optional(),
 });
 
 /** The shape of an overrides list with `gemm` checked by `gemm`; each pattern's syntax is checked by compiling it. */

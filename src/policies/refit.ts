@@ -19,6 +19,23 @@ import { type OperandQuantPlan, type QuantSite } from './quantized.js';
 export type RefitFusion = 'qkv' | 'gate-up';
 
 /**
+ * A refit that goes wrong without an error, as the stacks reported in 2026 (docs/refit.md, "Faults"),
+ * applied after the chain's last step:
+ * - `halves-swapped`: every MLP's (and expert's) gate and up weights reach the engine exchanged — a
+ *   fused w13 read as w31 (verl issue 7986);
+ * - `rows-permuted`: the weights of `sites` reach the engine with their output rows permuted — each
+ *   pair of `block`-row blocks exchanged, as checkpoint-layout weights written into a repacked buffer
+ *   (verl issues 7986, 7470);
+ * - `stale-sync`: the engine keeps the linear weights of the previous sync (a sync that moves the
+ *   version but not the weights; the first sync is right; embeddings and norms, which no refit
+ *   carries, are current).
+ */
+export type RefitFault =
+  | { readonly kind: 'halves-swapped' }
+  | { readonly kind: 'rows-permuted'; readonly sites?: readonly QuantSite[]; readonly block?: number }
+  | { readonly kind: 'stale-sync' };
+
+/**
  * The refit chain of a plan side: what the side's GEMMs receive as weights, derived from the FP32
  * master at every weight sync, in this order:
  *
@@ -41,6 +58,8 @@ export interface RefitChain {
   readonly exclude?: readonly QuantSite[];
   /** Tensors quantized as one by the checkpoint steps. @defaultValue [] */
   readonly fuse?: readonly RefitFusion[];
+  /** Silent refit faults to plant (docs/refit.md "Faults"). @defaultValue [] (a healthy refit) */
+  readonly faults?: readonly RefitFault[];
 }
 
 function specOf(p: OperandQuantPlan, field: string): QuantSpec {
@@ -151,8 +170,45 @@ export function refitWeights(weights: StackWeights, chain: RefitChain): Map<Floa
     }
     group.forEach((g, i) => out.set(g.w, values[i]!));
   }
+  for (const fault of chain.faults ?? []) plantFault(weights, out, fault);
   return out;
 }
+
+/** Exchanges each pair of `block`-row blocks of a (rows, cols) array (a trailing odd block stays). */
+function swapRowBlocks(x: Float32Array, rows: number, cols: number, block: number): Float32Array {
+  const y = Float32Array.from(x);
+  for (let b = 0; (b + 2) * block <= rows; b += 2) {
+    y.set(x.subarray((b + 1) * block * cols, (b + 2) * block * cols), b * block * cols);
+    y.set(x.subarray(b * block * cols, (b + 1) * block * cols), (b + 1) * block * cols);
+  }
+  return y;
+}
+
+/** Applies one fault to the refitted map (in place). */
+function plantFault(weights: StackWeights, out: Map<FloatArray, Float32Array>, fault: RefitFault): void {
+  if (fault.kind === 'stale-sync') return; // a property of the syncs, applied by refittedNumerics
+  const feedForwards = weights.blocks.flatMap((b) => [...(b.mlp ? [b.mlp] : []), ...(b.moe ? b.moe.experts : [])]);
+  if (fault.kind === 'halves-swapped') {
+    for (const m of feedForwards) {
+      if (m.gate === null) continue;
+      const gate = out.get(m.gate)!;
+      out.set(m.gate, out.get(m.up)!);
+      out.set(m.up, gate);
+    }
+    return;
+  }
+  const sites = fault.sites ?? ['q', 'k', 'v', 'o', 'gate', 'up', 'down'];
+  const block = fault.block ?? 16;
+  for (const group of weightGroups(weights)) {
+    for (const g of group) if (sites.includes(g.site)) out.set(g.w, swapRowBlocks(out.get(g.w)!, g.n, g.k, block));
+  }
+}
+
+/**
+ * What a `stale-sync` engine served last, by the weights it refits (its lmHead array, whose identity
+ * is the engine's across syncs): the values it will serve at the next sync.
+ */
+const staleServed = new WeakMap<FloatArray, Map<FloatArray, Float32Array>>();
 
 function swapLinear(inner: LinearGemms, map: Map<FloatArray, Float32Array>): LinearGemms {
   const forward: GemmFn = (out, a, b, m, n, k) => inner.forward(out, a, map.get(b) ?? b, m, n, k);
@@ -168,7 +224,13 @@ function swapLinear(inner: LinearGemms, map: Map<FloatArray, Float32Array>): Lin
  * backward GEMMs, attention and KV hook unchanged). Build it at each weight sync, like `inner`.
  */
 export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, chain: RefitChain): PolicyNumerics {
-  const map = refitWeights(weights, chain);
+  let map = refitWeights(weights, chain);
+  if (chain.faults?.some((f) => f.kind === 'stale-sync')) {
+    // serve what the previous sync refitted (the first sync is right), and keep this one for the next
+    const previous = staleServed.get(weights.lmHead);
+    staleServed.set(weights.lmHead, map);
+    if (previous !== undefined) map = new Map([...map.keys()].map((w) => [w, previous.get(w) ?? map.get(w)!]));
+  }
   const blocks: BlockGemms[] = [];
   const block = (layer: number): BlockGemms => {
     let g = blocks[layer];
@@ -186,6 +248,11 @@ export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, c
     return g;
   };
   const head = swapLinear(inner.lmHead(), map);
-  const parts = [chain.source === 'bf16' ? 'bf16 export' : null, ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`), (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null].filter(Boolean);
+  const parts = [
+    chain.source === 'bf16' ? 'bf16 export' : null,
+    ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`),
+    (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null,
+    ...(chain.faults ?? []).map((f) => `fault ${f.kind}`),
+  ].filter(Boolean);
   return Object.freeze({ label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`, block, lmHead: () => head, kvHook: (l: number) => inner.kvHook(l) });
 }

@@ -141,3 +141,55 @@ describe('refit in plans', () => {
     expect(() => validateDiffusionConfig(config)).toThrow(/plan.*refit chains and precision overrides are for the ar policy only/);
   });
 });
+
+describe('refit faults (docs/refit.md "Faults")', () => {
+  const gated = createArPolicy(arConfig({ vocabSize: 13, maxLen: 24, mlp: 'swiglu' } as never), 5);
+  it('halves-swapped exchanges each feed-forward\'s gate and up, nothing else', () => {
+    const w = gated.weights;
+    const healthy = refitWeights(w, { checkpoint: [block16] });
+    const faulty = refitWeights(w, { checkpoint: [block16], faults: [{ kind: 'halves-swapped' }] });
+    let swapped = 0;
+    for (const b of w.blocks) {
+      const m = b.mlp!;
+      if (m.gate === null) continue;
+      expect(sameBits(faulty.get(m.gate)!, healthy.get(m.up)!)).toBe(true);
+      expect(sameBits(faulty.get(m.up)!, healthy.get(m.gate)!)).toBe(true);
+      expect(sameBits(faulty.get(m.down)!, healthy.get(m.down)!)).toBe(true);
+      expect(sameBits(faulty.get(b.wq)!, healthy.get(b.wq)!)).toBe(true);
+      swapped += 1;
+    }
+    expect(swapped).toBe(w.blocks.length);
+  });
+
+  it('rows-permuted exchanges each pair of row blocks of the named sites', () => {
+    const w = policy.weights;
+    const healthy = refitWeights(w, {});
+    const faulty = refitWeights(w, { faults: [{ kind: 'rows-permuted', sites: ['q'], block: 4 }] });
+    const q = w.blocks[0]!.wq;
+    const h = healthy.get(q)!;
+    const f = faulty.get(q)!;
+    // rows 0–3 now hold rows 4–7 and the other way round
+    expect(sameBits(f.subarray(0, 4 * C), h.subarray(4 * C, 8 * C))).toBe(true);
+    expect(sameBits(f.subarray(4 * C, 8 * C), h.subarray(0, 4 * C))).toBe(true);
+    expect(sameBits(faulty.get(w.blocks[0]!.wk)!, healthy.get(w.blocks[0]!.wk)!)).toBe(true);
+  });
+
+  it('stale-sync serves the previous sync\'s weights from the second sync on; a chain without faults is unchanged', () => {
+    const p = createArPolicy(arConfig({ vocabSize: 13, maxLen: 24 }), 7);
+    const side = { ...precisionPlan('bf16').rollout, refit: { faults: [{ kind: 'stale-sync' as const }] } };
+    const tokens = Int32Array.from({ length: 2 * 8 }, (_, i) => 3 + (i % 9));
+    const mask = Float64Array.from({ length: 2 * 4 }, () => 1);
+    const ell = () => computeLogprobs(p, tokens, 2, 4, mask, { numerics: sideNumerics(side, p.weights) }).logp;
+    const first = ell(); // sync 1: right
+    // a step moves the linear weights (the ones a refit carries; embeddings and norms are not refitted)
+    for (const a of [p.weights.lmHead, ...p.weights.blocks.flatMap((b) => [b.wq, b.wo])]) for (let i = 0; i < a.length; i++) a[i] = Math.fround((a[i] as number) * 1.5);
+    const second = ell(); // sync 2: still the weights of sync 1
+    expect(Array.from(second)).toEqual(Array.from(first));
+    const healthy = computeLogprobs(p, tokens, 2, 4, mask, { numerics: sideNumerics(precisionPlan('bf16').rollout, p.weights) }).logp;
+    expect(Array.from(healthy)).not.toEqual(Array.from(first));
+  });
+
+  it('are refused with the field named when malformed', () => {
+    expect(() => resolvePlan({ ...(precisionPlan('fp8-rollout') as unknown as PlanData), rollout: { ...precisionPlan('fp8-rollout').rollout, refit: { faults: [{ kind: 'nope' }] } } } as never)).toThrow(/refit\.faults/);
+  });
+});
