@@ -1,0 +1,52 @@
+// Mutation testing of backend-check against the Python SDK's numpy backend: each mutant of
+// test/fixtures/backends/numpy_mutant.py is caught by a check that names its bug class in
+// `namedChecks`, through the real CLI and process boundary; the unmutated numpy_ar passes.
+
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import type { ConformanceRow } from '../../src/testing/conformance.js';
+import { type BugClass, isCheck, namedChecks } from '../../src/testing/request-checks.js';
+
+const root = mkdtempSync(join(tmpdir(), 'qrl-mutants-numpy-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const config = join(root, 'run.json');
+writeFileSync(config, JSON.stringify({ task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, plan: 'fp32' }));
+const fixture = join(process.cwd(), 'test/fixtures/backends/numpy_mutant.py');
+
+async function check(backend: string): Promise<{ code: number; rows: ConformanceRow[] }> {
+  const out: string[] = [];
+  const io = { out: (t: string) => out.push(t), err: () => undefined };
+  const code = await main(['backend-check', '--backend', backend, '--config', config, '--batch', '4', '--json'], io as never);
+  return { code, rows: (JSON.parse(out.join('')) as { rows: ConformanceRow[] }).rows };
+}
+
+const mutants: Readonly<Record<string, BugClass>> = {
+  'rows-ignored': 'rows ignored',
+  'random-greedy': 'random greedy',
+  'max-new-tokens-ignored': 'maxNewTokens ignored',
+  'sync-keeps-old-weights': 'sync keeps old weights',
+  'off-by-one-logprobs': 'off-by-one log-probs',
+  'gradient-sign': 'gradient sign',
+  'unfrozen-reference': 'unfrozen reference',
+  'version-not-advanced': 'version not advanced',
+  'seed-ignored': 'seed ignored',
+};
+
+describe('backend-check against mutants of numpy_ar', () => {
+  it('passes the unmutated numpy_ar', async () => {
+    const { code, rows } = await check(`PYTHONPATH=${join(process.cwd(), 'python')} python3 -m qrl_backend.numpy_ar`);
+    expect(rows.filter((r) => r.status === 'FAIL')).toEqual([]);
+    expect(code).toBe(0);
+  }, 120_000);
+
+  it.each(Object.entries(mutants))('catches %s', async (name, bug) => {
+    const { code, rows } = await check(`python3 ${fixture} --mutant ${name}`);
+    const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+    const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
+    expect(failed.filter((f) => claimed.some((c) => isCheck(f, c))), `${name}: failed ${JSON.stringify(failed)}`).not.toEqual([]);
+    expect(code).toBe(1);
+  }, 120_000);
+});
