@@ -70,6 +70,12 @@ export interface WriteGoldenOptions {
   readonly command: string;
   /** Called after each suite with its case count, bytes written and milliseconds. */
   readonly onSuite?: (suite: string, cases: number, bytes: number, ms: number) => void;
+  /**
+   * The suites of the directory's existing manifest (written with the same seed), kept in the new
+   * manifest unless regenerated; a regenerated suite keeps its place, a new one comes after them.
+   * @defaultValue none: the manifest lists the suites written now
+   */
+  readonly keep?: GoldenManifest['suites'];
 }
 
 /**
@@ -88,7 +94,7 @@ export function writeGolden(dir: string, suites: readonly GoldenSuite[], options
  * @internal
  */
 export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions & { readonly stopped?: () => boolean }): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
-  const entries: Record<string, { description: string; cases: ManifestCase[] }> = {};
+  const entries: Record<string, { readonly description: string; readonly cases: readonly ManifestCase[] }> = { ...options.keep };
   for (const suite of suites) {
     if (options.stopped?.() === true) break;
     const start = performance.now();
@@ -112,7 +118,11 @@ export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], o
         break;
       }
     }
-    if (!whole) break;
+    if (!whole) {
+      // Its files are now partly of this generation: the kept entry no longer describes them.
+      delete entries[suite.name];
+      break;
+    }
     entries[suite.name] = { description: suite.description, cases: list };
     options.onSuite?.(suite.name, cases.length, bytes, performance.now() - start);
   }
