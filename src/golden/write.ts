@@ -2,7 +2,7 @@
 // last. Not the suites' content (suites/) and not reading (read.ts).
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ndarray from 'ndarray';
@@ -33,6 +33,9 @@ const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** qrl-sim's version (package.json) and, when the package is a git checkout, its commit. */
 export function qrlSimIdentity(): { version: string; commit?: string } {
   const version = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+  // An installed package (node_modules/qrl-sim) has no .git of its own: git would name the commit of
+  // the project around it.
+  if (!existsSync(join(packageRoot, '.git'))) return { version };
   try {
     const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
     return /^[0-9a-f]{40}$/.test(commit) ? { version, commit } : { version };
