@@ -13,6 +13,7 @@ import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { backendToken, checkSetValues, readJsonFile } from './input.js';
+import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
@@ -186,6 +187,11 @@ export const runCommand: Command = {
     if (values['token-file'] !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--token-file: not used without --backend (it is the token of an HTTP backend)');
     const token = backendToken(values['token-file']);
     const config = configFromArgs(values);
+    const advantageName = config.estimators.advantage.name;
+    if (config.rollout.groupSize === 1 && groupMeanAdvantageNames.includes(advantageName)) {
+      // A warning, not a refusal: a G = 1 run still exercises rollout, correction and the KL terms.
+      io.err(`qrl-sim run: warning: rollout.groupSize is 1, so every '${advantageName}' advantage (reward minus the group mean) is 0 and the policy loss has no gradient; use groupSize ≥ 2 or an advantage without a group baseline (reinforce++, batch-std)`);
+    }
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {
       if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);
