@@ -38,4 +38,8 @@ def cast(params: dict) -> dict:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    # --help answers and exits; without arguments it serves JSON-RPC on stdin/stdout for qrl-sim check
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("``", "'"), epilog="Serves `cast` over JSON-RPC on stdin/stdout (run by qrl-sim check --impl).").parse_args()
     qrl_golden.serve(cast=cast)

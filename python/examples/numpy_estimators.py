@@ -157,7 +157,13 @@ def main() -> int:
     if args.serve:
         qrl_golden.serve(estimate=estimate)
         return 0
+    if args.golden is None:
+        print("numpy_estimators.py: pass --golden DIR (a directory written by qrl-sim golden --suite estimators) or --serve", file=sys.stderr)
+        return 2
     golden = qrl_golden.load(args.golden)
+    if "estimators" not in golden.suites:
+        print(f"--golden: '{args.golden}' has no estimators suite (suites: {', '.join(golden.suites) or 'none'}); add it with qrl-sim golden --suite estimators --out {args.golden}", file=sys.stderr)
+        return 2
     failed = checked = 0
     for case in golden.cases("estimators", where=supported):
         checked += 1

@@ -154,6 +154,13 @@ def main(argv=None) -> int:
     if not os.path.isfile(os.path.join(args.golden_dir, "manifest.json")):
         print(f"golden_dir: no manifest.json in '{args.golden_dir}' (write one with qrl-sim golden)", file=sys.stderr)
         return 2
+    from .reader import load
+
+    suites = load(args.golden_dir).suites
+    if "library-casts" not in suites:
+        # one line, not compare_casts' traceback; the other suites are optional
+        print(f"golden_dir: '{args.golden_dir}' has no library-casts suite (suites: {', '.join(suites) or 'none'}); add it with qrl-sim golden --suite library-casts,quantizers,gemm --out {args.golden_dir}", file=sys.stderr)
+        return 2
     if args.device.startswith("cuda"):
         import torch
 

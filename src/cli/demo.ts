@@ -2,6 +2,7 @@
 // baseline, with and without correction (src/runs/demo.ts), and what it found; `--numerics` prints
 // the cast-profile demonstration instead. Not a general sweep tool (`qrl-sim sweep`).
 
+import { docRef } from './bundled.js';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -91,7 +92,7 @@ export const demoCommand: Command = {
       io.out('');
       io.out(`The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`);
       io.out('qrl-sim lab run departure; its page and verdict:');
-      io.out('docs/lab/departure.md; every finding: docs/lab/README.md.');
+      io.out(`${docRef('docs/lab/departure.md')}; every finding: ${docRef('docs/lab/README.md')}.`);
       return code;
     }
     refuseIgnored(values, ['out', 'seeds', 'workers'], 'with --numerics (it runs no sweep)');
@@ -118,7 +119,7 @@ export const demoCommand: Command = {
       const e = roundTripError(x, format, profile);
       io.out(`${format.padEnd(8)}${profile.padEnd(11)}${e.maxErr.toExponential(3).padStart(12)}${e.rmse.toExponential(3).padStart(12)}${e.sqnrDb.toFixed(2).padStart(10)}`);
     }
-    io.out('\nMore: qrl-sim cast --help, docs/numerics.md');
+    io.out(`\nMore: qrl-sim cast --help, ${docRef('docs/numerics.md')}`);
     return 0;
   },
 };

@@ -1,6 +1,7 @@
 // `qrl-sim lab`: list the lab's experiments (one per finding of the papers) and run one as a sweep,
 // saying before it starts how long it will take. Not the experiments (sims/lab/) or their pages (docs/lab/).
 
+import { docRef } from './bundled.js';
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -129,7 +130,7 @@ export const labCommand: Command = {
     );
     return executeSweep(io, labSweepOptions(exp, options), out, 'lab', {
       perRun: false,
-      after: () => io.out(`the page: ${exp.page}`),
+      after: () => io.out(`the page: ${docRef(exp.page)}`),
     });
   },
 };

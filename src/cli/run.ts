@@ -13,6 +13,8 @@ import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { backendToken, checkSetValues, readJsonFile } from './input.js';
+import { groupMeanAdvantageNames } from '../rl/advantages.js';
+import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
 import { BackendCallError } from '../protocol/errors.js';
@@ -24,9 +26,10 @@ import { backendMismatches, backendSetup, PLAN_FROM_BACKEND } from '../runs/back
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { exitOnStopSignal, handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
-const help = `usage: qrl-sim run --config FILE [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
+const help = `usage: qrl-sim run --config FILE|NAME [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
                     [--startup-timeout MS] [--token-file FILE]
        qrl-sim run --resume DIR [--steps N] [--backend B] [--token-file FILE]
+       qrl-sim run --print-config NAME > my.json
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
 N steps of rollout under the plan's rollout engine, correction, and updates under its trainer.
@@ -38,7 +41,9 @@ signal stops at once with the files whole. Stopped during the warm start, before
 checkpoint, --resume DIR starts the run over from step 0 (the same files, byte for byte).
 
 options:
-  --config FILE   JSON run config (see sims/ for examples)
+  --config FILE   JSON run config; a bare NAME (no '/', no .json) that is no file here is the
+                  bundled config sims/NAME.json of the package (listed below)
+  --print-config NAME  print a bundled config, to copy and edit (> my.json), and exit
   --out DIR       output directory (default runs/<config name>-seed<S>)
   --steps N       override config.steps
   --seed S        override config.seed
@@ -62,13 +67,17 @@ run that already reached its steps says so and exits 0 without changing any file
 --seed is an integer in 0..4294967295; --steps at most 100000 (docs/grpo.md lists the limits of
 every size field). Progress of the warm start and of evaluations goes to standard error.
 
+bundled configs (--config NAME):
+  ${bundledConfigNames().join(', ')}
+
 examples:
-  qrl-sim run --config sims/smoke-reverse.json --out runs/smoke
-  qrl-sim run --resume runs/smoke --steps 4`;
+  qrl-sim run --config smoke-reverse --out runs/smoke
+  qrl-sim run --resume runs/smoke --steps 4
+  qrl-sim run --print-config smoke-reverse`;
 
 /** Builds the resolved config from the command line; throws UsageError naming the field. */
 export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {
-  let raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(values.config as string, '--config');
+  let raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(resolveConfigPath(values.config as string), '--config');
   if (values.resume !== undefined && raw !== null && typeof raw === 'object' && 'backend' in raw) {
     const { backend: _backend, ...rest } = raw as Record<string, unknown>;
     raw = rest;
@@ -161,7 +170,13 @@ export const runCommand: Command = {
   summary: 'one GRPO run from a JSON config (progress bar, checkpoints, --resume)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume'), set: REPEATED, ...BACKEND_OPTIONS });
+    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume', 'print-config'), set: REPEATED, ...BACKEND_OPTIONS });
+    if (values['print-config'] !== undefined) {
+      const others = Object.keys(values).filter((k) => k !== 'print-config' && values[k as keyof typeof values] !== undefined);
+      if (others.length > 0) throw new UsageError(`--print-config prints a config and runs nothing; it takes no --${others[0]}`);
+      io.out(bundledConfigText(values['print-config']).replace(/\n$/, ''));
+      return 0;
+    }
     if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
     if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
     if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
@@ -172,6 +187,11 @@ export const runCommand: Command = {
     if (values['token-file'] !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--token-file: not used without --backend (it is the token of an HTTP backend)');
     const token = backendToken(values['token-file']);
     const config = configFromArgs(values);
+    const advantageName = config.estimators.advantage.name;
+    if (config.rollout.groupSize === 1 && groupMeanAdvantageNames.includes(advantageName)) {
+      // A warning, not a refusal: a G = 1 run still exercises rollout, correction and the KL terms.
+      io.err(`qrl-sim run: warning: rollout.groupSize is 1, so every '${advantageName}' advantage (reward minus the group mean) is 0 and the policy loss has no gradient; use groupSize ≥ 2 or an advantage without a group baseline (reinforce++, batch-std)`);
+    }
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {
       if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);

@@ -2,7 +2,7 @@
 // last. Not the suites' content (suites/) and not reading (read.ts).
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ndarray from 'ndarray';
@@ -33,6 +33,9 @@ const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** qrl-sim's version (package.json) and, when the package is a git checkout, its commit. */
 export function qrlSimIdentity(): { version: string; commit?: string } {
   const version = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+  // An installed package (node_modules/qrl-sim) has no .git of its own: git would name the commit of
+  // the project around it.
+  if (!existsSync(join(packageRoot, '.git'))) return { version };
   try {
     const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
     return /^[0-9a-f]{40}$/.test(commit) ? { version, commit } : { version };
@@ -70,6 +73,12 @@ export interface WriteGoldenOptions {
   readonly command: string;
   /** Called after each suite with its case count, bytes written and milliseconds. */
   readonly onSuite?: (suite: string, cases: number, bytes: number, ms: number) => void;
+  /**
+   * The suites of the directory's existing manifest (written with the same seed), kept in the new
+   * manifest unless regenerated; a regenerated suite keeps its place, a new one comes after them.
+   * @defaultValue none: the manifest lists the suites written now
+   */
+  readonly keep?: GoldenManifest['suites'];
 }
 
 /**
@@ -88,7 +97,7 @@ export function writeGolden(dir: string, suites: readonly GoldenSuite[], options
  * @internal
  */
 export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions & { readonly stopped?: () => boolean }): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
-  const entries: Record<string, { description: string; cases: ManifestCase[] }> = {};
+  const entries: Record<string, { readonly description: string; readonly cases: readonly ManifestCase[] }> = { ...options.keep };
   for (const suite of suites) {
     if (options.stopped?.() === true) break;
     const start = performance.now();
@@ -112,7 +121,11 @@ export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], o
         break;
       }
     }
-    if (!whole) break;
+    if (!whole) {
+      // Its files are now partly of this generation: the kept entry no longer describes them.
+      delete entries[suite.name];
+      break;
+    }
     entries[suite.name] = { description: suite.description, cases: list };
     options.onSuite?.(suite.name, cases.length, bytes, performance.now() - start);
   }

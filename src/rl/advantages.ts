@@ -383,6 +383,12 @@ export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselinePara
 /** Config names of the estimators whose advantages are per token `(B, T)` rather than per sequence `(B)`. */
 export const tokenLevelAdvantageNames: readonly string[] = ['optimal_token_baseline'];
 
+/**
+ * Config names of the estimators that subtract the group's mean reward: with one response per prompt
+ * (`rollout.groupSize` 1) every advantage is 0 and the policy gradient vanishes.
+ */
+export const groupMeanAdvantageNames: readonly string[] = ['grpo', 'drgrpo', 'reinforce++-baseline'];
+
 /** Every advantage estimator by its config name. */
 export const advantages = {
   grpo: grpoAdvantage,

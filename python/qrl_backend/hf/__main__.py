@@ -10,6 +10,7 @@ import sys
 import time
 
 from .. import server
+from ..deps import MissingDependency
 from .cli import build
 
 
@@ -58,6 +59,9 @@ if __name__ == "__main__":
     except ValueError as e:  # a bad option or a refused model: one line, exit 2
         print(f"qrl_backend.hf: {e}", file=sys.stderr)
         sys.exit(2)
+    except MissingDependency as e:  # torch or transformers absent: one line, exit 1
+        print(f"qrl_backend.hf: {e}", file=sys.stderr)
+        sys.exit(1)
     if backend.timing_path:
         _install_timing(backend, backend.timing_path)
     server.serve(backend, sys.argv[1:])

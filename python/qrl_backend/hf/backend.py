@@ -20,6 +20,7 @@ import torch
 from ..backend import Backend, LogprobsResult, RolloutBatch
 from ..numpy_ar.backend import _support
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
+from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
@@ -65,25 +66,6 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
             "data": ({"gemm": dict(blockwise, kvCache=_FP8_KV_DATA), **inc}, _BF16_DATA),
         },
     }
-
-
-# Every name is prefixed `hf-`: these are this backend's numerics (float64 accumulation rounded once,
-# torch's quantizers), not qrl-sim's presets of the bare names, whose plan data differ; a run takes
-# them with `"plan": "backend"` (the driver then names the served plan in its reports).
-PLAN_NAMES = ("hf-fp32", "hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-rollout", "hf-fp8-kv")
-DEFAULT_PLAN = "hf-bf16"
-# What `configure` may take from the run's setup, unless the command line fixed it (HfBackend.fixed).
-SETUP_FIELDS = ("vocab_size", "lr", "beta1", "beta2", "eps", "weight_decay", "max_new_tokens", "temperature", "top_k", "top_p", "logprob")
-MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-
-
-def moe_experts(config: Any) -> int:
-    """The number of routed experts a transformers config declares (0 for a dense model)."""
-    for k in MOE_KEYS:
-        v = getattr(config, k, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return 0
 
 
 class HfBackend(Backend):

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
+from ..deps import require
 from ..server import add_server_arguments
-from .backend import DEFAULT_PLAN, PLAN_NAMES, SETUP_FIELDS, HfBackend, moe_experts
+from .names import DEFAULT_PLAN, PLAN_NAMES, SETUP_FIELDS, moe_experts
+
+if TYPE_CHECKING:
+    from .backend import HfBackend
 
 # Small dense defaults (overridable with --model JSON); the vocabulary comes from the run's setup
 # (qrl-sim run --backend) or --vocab-size.
@@ -37,8 +41,9 @@ def model_config(arch: str, vocab_size: int, overrides: dict):
     return AutoConfig.for_model(arch, **kw)
 
 
-def build(argv: Optional[List[str]] = None) -> HfBackend:
-    """The backend the command line describes; a ValueError names a bad option or a refused model."""
+def build(argv: Optional[List[str]] = None) -> "HfBackend":
+    """The backend the command line describes; a ValueError names a bad option or a refused model, a
+    MissingDependency a missing torch or transformers (`--help` and the option checks need neither)."""
     ap = argparse.ArgumentParser(prog="python -m qrl_backend.hf", description="qrl-backend/1 server: a transformers causal LM (trainer + refitted rollout engine).")
     src = ap.add_argument_group("model")
     src.add_argument("--arch", default="llama", choices=ARCHS, help="model type built from a config with random initialisation (default llama)")
@@ -80,7 +85,10 @@ def build(argv: Optional[List[str]] = None) -> HfBackend:
     if not 0 < a.top_p <= 1:
         raise ValueError(f"--top-p: must be in (0, 1], got {a.top_p}")
 
+    require(("torch", "transformers", "safetensors"), "hf")
     import torch
+
+    from .backend import HfBackend
 
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)

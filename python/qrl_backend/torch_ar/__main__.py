@@ -2,8 +2,15 @@
 
 import sys
 
-from ..server import serve
-from .backend import build
+from ..deps import MissingDependency, require
 
 if __name__ == "__main__":
+    try:
+        require(("torch",), "torch")
+    except MissingDependency as e:  # one line, not an ImportError traceback
+        print(f"qrl_backend.torch_ar: {e}", file=sys.stderr)
+        sys.exit(1)
+    from ..server import serve
+    from .backend import build
+
     serve(build(sys.argv[1:]), sys.argv[1:])
