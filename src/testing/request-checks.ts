@@ -51,7 +51,16 @@ export type BugClass =
   | 'load without optimizer'
   | 'wrong special tokens'
   | 'seed ignored'
-  | 'entropy declared, not returned';
+  | 'entropy declared, not returned'
+  | 'protocol violation'
+  | 'plan or vocabulary not the config’s'
+  | 'no gradient'
+  | 'handle kept across a step'
+  | 'engine samples unsynced weights'
+  | 'step does not move the policy'
+  | 'save/load loses state'
+  | 'probSqSum wrong'
+  | 'MoE routing misreported';
 
 /** One named check of the battery: the row name it writes (`tolerance` standing for the figure) and the bug classes it catches. */
 export interface NamedCheck {
@@ -67,10 +76,18 @@ export function isCheck(row: string, check: string): boolean {
 }
 
 /**
- * Every check of `runConformance` that can fail, with what it catches. A bug class listed in
- * {@link blackBoxLimits} instead has no black-box check.
+ * Every check of `runConformance` (and `--kill-resume`) that can fail, with what it catches: the one
+ * list the docs table and the mutation tests are made from (test/testing/named-checks.test.ts keeps it
+ * equal to the rows the battery writes). A bug class listed in {@link blackBoxLimits} has no black-box check.
  */
 export const namedChecks: readonly NamedCheck[] = Object.freeze([
+  { check: 'protocol version', catches: ['protocol violation'] },
+  { check: 'unknown version refused', catches: ['protocol violation'] },
+  { check: 'info answers the same twice', catches: ['protocol violation'] },
+  { check: 'params revision', catches: ['protocol violation'] },
+  { check: 'plan and vocabulary against the run config', catches: ['plan or vocabulary not the config’s'], when: { 'plan or vocabulary not the config’s': 'with --config' } },
+  { check: 'vocabulary', catches: ['protocol violation', 'wrong special tokens'] },
+  { check: 'sync', catches: ['protocol violation'] },
   { check: 'generate shapes and masks', catches: ['impossible response', 'wrong special tokens'] },
   { check: 'same seed ⇒ same tokens', catches: ['seed ignored'] },
   { check: 'entropy capability', catches: ['entropy declared, not returned'] },
@@ -83,12 +100,29 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'maxNewTokens honoured', catches: ['maxNewTokens ignored'] },
   { check: 'temperature → 0 is greedy', catches: ['temperature ignored', 'temperature recorded as 1'] },
   { check: 'processed ℓroll at τ ≠ 1 is not the raw one', catches: ['temperature recorded as 1'] },
+  { check: 'MoE: own routing returned', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
+  { check: 'MoE: flip rate per layer', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
+  { check: 'MoE: replaying its own routing (R2) keeps ℓ', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
+  { check: 'MoE: rollout routing replay (R3)', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
+  { check: 'probSqSum capability', catches: ['probSqSum wrong'], when: { 'probSqSum wrong': 'capabilities.probSqSum' } },
   { check: 'spent handle refused', catches: ['handle reuse'] },
+  { check: 'backward + step', catches: ['no gradient'] },
   { check: 'weight version advances after step', catches: ['version not advanced'] },
-  { check: 'gradient direction (finite difference)', catches: ['gradient sign'] },
+  { check: 'step retires unspent handles', catches: ['handle kept across a step'] },
+  { check: 'generate before sync: old version', catches: ['engine samples unsynced weights'] },
+  { check: 'sync serves the new version', catches: ['version not advanced', 'protocol violation'] },
   { check: 'sync serves the new weights', catches: ['sync keeps old weights'] },
+  { check: 'current policy moved', catches: ['step does not move the policy'] },
+  { check: 'gradient direction (finite difference)', catches: ['gradient sign'] },
   { check: 'reference frozen', catches: ['unfrozen reference'] },
+  { check: 'save/load restores weights, reference and version', catches: ['save/load loses state'] },
   { check: 'save → step → load → step (optimizer state)', catches: ['load without optimizer'] },
+  { check: 'bad request: generate {prompts: "x"}', catches: ['protocol violation'] },
+  { check: 'bad request: step {maxGradNorm: -1}', catches: ['protocol violation'] },
+  { check: 'bad request: sync {bogus: 1}', catches: ['protocol violation'] },
+  { check: 'bad request: unknown method', catches: ['protocol violation'] },
+  { check: 'still serving after bad requests', catches: ['protocol violation'] },
+  { check: 'kill → resume: files byte-identical', catches: ['save/load loses state'], when: { 'save/load loses state': 'with --kill-resume' } },
 ]);
 
 /** Bug classes no black-box check can see, why, and what a backend must declare so that one could. */

@@ -56,7 +56,7 @@ describe('qrl-sim cast', () => {
     expect(r.err.trim().split('\n')).toHaveLength(1);
   });
 
-  it('the installed bin works (built by npm ci through prepare)', () => {
+  it('the installed bin works (built by npm run build, which npm start and npm test run first)', () => {
     if (!existsSync('dist/cli/main.js')) throw new Error('dist/ missing: run npm run build (npm ci does it through prepare)');
     const ok = spawnSync(process.execPath, ['bin/qrl-sim.js', 'cast', '--format', 'e4m3fn', '--profile', 'ieee', '470'], { encoding: 'utf8' });
     expect(ok.status).toBe(0);

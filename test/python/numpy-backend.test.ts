@@ -98,7 +98,7 @@ describe('numpy AR backend through RemoteBackend', () => {
       });
       child.on('exit', (code) => reject(new Error(`numpy backend exited ${code}: ${text}`)));
     });
-    const backend = await connectBackend({ url }, { timeoutMs: 120_000 });
+    const backend = await connectBackend({ url }, { timeoutMs: 120_000, shutdownOnClose: true }); // this test started it: close shuts it down
     await exercise(backend);
     await backend.close();
     await new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.on('exit', resolve)));
