@@ -50,6 +50,18 @@ export function resetStop(): void {
   listeners.clear();
 }
 
+/** Installs `make(signal)` for SIGINT and SIGTERM; returns the function that removes both. */
+function onStopSignals(make: (signal: 'SIGINT' | 'SIGTERM') => () => void): () => void {
+  const onInt = make('SIGINT');
+  const onTerm = make('SIGTERM');
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  return () => {
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
+  };
+}
+
 /**
  * Installs SIGINT and SIGTERM handlers for a long command: the first signal calls
  * {@link requestStop} and prints `what` ("stopping after this step"; a function: asked at the signal) on standard error; a second
@@ -73,14 +85,7 @@ export function handleStopSignals(io: CliIo, command: string, what: string | (()
       // standard error closed: the stop goes on silently
     }
   };
-  const onInt = make('SIGINT');
-  const onTerm = make('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
-  return () => {
-    process.off('SIGINT', onInt);
-    process.off('SIGTERM', onTerm);
-  };
+  return onStopSignals(make);
 }
 
 /**
@@ -98,12 +103,5 @@ export function exitOnStopSignal(io: CliIo, command: string, waitingFor: string)
       process.exit(STOP_EXIT[signal]);
     }
   };
-  const onInt = make('SIGINT');
-  const onTerm = make('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
-  return () => {
-    process.off('SIGINT', onInt);
-    process.off('SIGTERM', onTerm);
-  };
+  return onStopSignals(make);
 }

@@ -93,3 +93,25 @@ describe("today's backends", () => {
     }
   }, 60_000);
 });
+
+describe('the SDK and numpy backend of the 2026-11-25 revision (test/fixtures/backends/qrl_backend-2026-11-25, frozen)', () => {
+  it('runs a whole GRPO run unchanged: warm-start hand-over, steps, evaluations, checkpoints', async () => {
+    const { mkdtempSync, rmSync, writeFileSync, existsSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const root = mkdtempSync(join(tmpdir(), 'qrl-frozen-sdk-'));
+    try {
+      const config = join(root, 'run.json');
+      writeFileSync(config, JSON.stringify({ seed: 0, steps: 2, task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, sft: { steps: 2, batchSize: 8, cache: false }, rollout: { prompts: 2, groupSize: 2 }, eval: { every: 1, problems: 2 }, checkpoint: { every: 1 }, plan: 'fp32' }));
+      const sdk = join(process.cwd(), 'test/fixtures/backends/qrl_backend-2026-11-25');
+      const backend = `PYTHONPATH=${sdk} python3 -m qrl_backend.numpy_ar --config '{"vocabSize":13,"maxLen":11,"C":16,"H":2,"layers":1,"hidden":32}' --plan fp32`;
+      const c = capture();
+      const code = await main(['run', '--config', config, '--out', join(root, 'out'), '--backend', backend], c.io);
+      expect(code, c.err.join('\n')).toBe(0);
+      expect(readFileSync(join(root, 'out', 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+      expect(existsSync(join(root, 'out', 'checkpoints'))).toBe(true);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
