@@ -151,16 +151,6 @@ def main(argv=None) -> int:
     doc.add_argument("--write-doc", metavar="FILE", action="append", help="fill the tables between the markers of FILE (repeatable)")
     doc.add_argument("--check-doc", metavar="FILE", action="append", help="exit 1 when the tables in FILE differ from this run (repeatable)")
     args = parser.parse_args(argv)
-    if not os.path.isfile(os.path.join(args.golden_dir, "manifest.json")):
-        print(f"golden_dir: no manifest.json in '{args.golden_dir}' (write one with qrl-sim golden)", file=sys.stderr)
-        return 2
-    from .reader import load
-
-    suites = load(args.golden_dir).suites
-    if "library-casts" not in suites:
-        # one line, not compare_casts' traceback; the other suites are optional
-        print(f"golden_dir: '{args.golden_dir}' has no library-casts suite (suites: {', '.join(suites) or 'none'}); add it with qrl-sim golden --suite library-casts,quantizers,gemm --out {args.golden_dir}", file=sys.stderr)
-        return 2
     if args.device.startswith("cuda"):
         import torch
 
@@ -169,6 +159,20 @@ def main(argv=None) -> int:
             return 2
     elif args.device != "cpu":
         print(f"--device: expected cpu, cuda or cuda:N, got '{args.device}'", file=sys.stderr)
+        return 2
+    if not os.path.isfile(os.path.join(args.golden_dir, "manifest.json")):
+        print(f"golden_dir: no manifest.json in '{args.golden_dir}' (write one with qrl-sim golden)", file=sys.stderr)
+        return 2
+    from .reader import load
+
+    try:
+        suites = load(args.golden_dir).suites
+    except ValueError as e:  # not a qrl-golden/1 manifest: one line, not a traceback
+        print(f"golden_dir: {e}", file=sys.stderr)
+        return 2
+    if "library-casts" not in suites:
+        # one line, not compare_casts' traceback; the other suites are optional
+        print(f"golden_dir: '{args.golden_dir}' has no library-casts suite (suites: {', '.join(suites) or 'none'}); add it with qrl-sim golden --suite library-casts,quantizers,gemm --out {args.golden_dir}", file=sys.stderr)
         return 2
 
     failed = 0
