@@ -32,7 +32,7 @@ export function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 
 /**
  * The first zod issue as one line naming the field and the offending value, e.g.
- * `config.optim.lr: Too small: expected number to be >0 (got -1)`.
+ * `config.rollout.prompts: must be at most 1024, got 99999` (numeric limits), `config: unknown field 'x'`.
  */
 export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config'): string {
   const issue = error.issues[0];
@@ -42,5 +42,11 @@ export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config')
     return `${path}: unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
   }
   const got = valueAt(input, issue.path);
+  // numeric limits in the wording of the rest of the CLI ("at most 1024, got 8192"), not zod's
+  if ((issue.code === 'too_big' || issue.code === 'too_small') && issue.origin === 'number' && got !== undefined) {
+    const limit = Number(issue.code === 'too_big' ? issue.maximum : issue.minimum);
+    const bound = issue.code === 'too_big' ? (issue.inclusive ? 'at most' : 'below') : issue.inclusive ? 'at least' : 'above';
+    return `${path}: must be ${bound} ${limit}, got ${describe(got)}`;
+  }
   return `${path}: ${issue.message}${got === undefined ? '' : ` (got ${describe(got)})`}`;
 }

@@ -318,7 +318,7 @@ function describeIssue(prefix: string, issue: Issue, base: readonly PropertyKey[
     if (best !== undefined) return describeIssue(prefix, best[0]!, path, root);
   }
   if (issue.code === 'unrecognized_keys') {
-    return `${formatPath(prefix, [...path, issue.keys[0]!])}: unknown key`;
+    return `${formatPath(prefix, [...path, issue.keys[0]!])}: unknown field`;
   }
   if (issue.code === 'invalid_value') {
     return `${where}: unknown value ${JSON.stringify(value)} (known: ${issue.values.map(String).join(', ')})`;

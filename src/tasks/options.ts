@@ -49,7 +49,7 @@ export function parseOptions<T>(task: string, schema: z.ZodType<T>, input: unkno
   const issue = result.error.issues[0];
   if (issue === undefined) throw new Error(`${task}: invalid options ${show(input)}`);
   if (issue.code === 'unrecognized_keys') {
-    throw new Error(`${task}: unknown option ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`);
+    throw new Error(`${task}: unknown field ${issue.keys.map((k) => `'${k}'`).join(', ')}`);
   }
   if (issue.path.length === 0) {
     throw new Error(`${task}: options must be an object, got ${show(input)}`);

@@ -44,7 +44,7 @@ describe('config schema', () => {
     expect(message(() => resolveConfig({ correction: { name: 'tis', C: -1 } }))).toBe('config.correction.C: must be > 0, got -1');
     expect(message(() => resolveConfig({ correction: [{ name: 'tis' }, { name: 'nope' }] }))).toMatch(/^config\.correction\[1\]\.name: unknown estimator "nope" \(known: none, token-is, tis/);
     expect(message(() => resolveConfig({ loss: { name: 'ppo-clip', dualClip: 1 } }))).toBe('config.loss.dualClip: must be > 1 or null, got 1');
-    expect(message(() => resolveConfig({ loss: { name: 'gspo', eps: 1 } }))).toBe('config.loss.eps: unknown key');
+    expect(message(() => resolveConfig({ loss: { name: 'gspo', eps: 1 } }))).toBe('config.loss.eps: unknown field');
     expect(message(() => resolveConfig({ correction: { name: 'ais', C: 0.5 } }))).toBe('config.correction.C: must be >= 1, got 0.5');
     expect(message(() => resolveConfig({ correction: { name: 'icepop', lo: 6 } }))).toBe('config.correction.lo: must be <= hi (5), got 6');
     expect(message(() => resolveConfig({ aggregation: 'mean' }))).toMatch(/^config\.aggregation: unknown value "mean"/);

@@ -39,7 +39,7 @@ describe('task registry', () => {
     ['reverse', { evalFraction: 0 }, /reverse: option evalFraction must be a number in the open interval \(0, 1\), got 0/],
     ['reverse', { evalFraction: Number.NaN }, /option evalFraction must be .*, got NaN/],
     ['reverse', { minLength: 7, maxLength: 6 }, /reverse: option minLength \(7\) must be ≤ maxLength \(6\)/],
-    ['reverse', { length: 4 }, /reverse: unknown option "length"/],
+    ['reverse', { length: 4 }, /reverse: unknown field 'length'/],
     ['reverse', 5, /reverse: options must be an object, got 5/],
     ['sudoku4', { maxBlanks: 13 }, /sudoku4: option maxBlanks must be an integer in \[1, 12\], got 13/],
     ['sudoku4', { minBlanks: 10, maxBlanks: 9 }, /sudoku4: option minBlanks \(10\) must be ≤ maxBlanks \(9\)/],

@@ -142,7 +142,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
     const issue = parsed.error.issues[0]!;
     const key = issue.path.length > 0 ? `.${issue.path.join('.')}` : '';
     const value = issue.path.length > 0 ? (config.policy.model as Record<string, unknown>)[String(issue.path[0])] : config.policy.model;
-    const reason = issue.code === 'unrecognized_keys' ? `unknown option(s) ${issue.keys.join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})` : 'must be a positive integer';
+    const reason = issue.code === 'unrecognized_keys' ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})` : 'must be a positive integer';
     fail(`policy.model${issue.code === 'unrecognized_keys' ? '' : key}`, value, reason);
   }
   const { preset: _preset, maxLen: _maxLen, moe: _moe, ...sizes } = parsed.data;

@@ -302,7 +302,7 @@ describe('diffusionPolicyFactory.validate', () => {
     [{ diffusion: { blockLength: 5 } }, /^config\.policy\.diffusion\.blockLength: must divide generationLength 24, got 5$/],
     [{ diffusion: { generationLength: 16, blockLength: 8, steps: 4 } }, /^config\.policy\.diffusion\.generationLength: must be ≥ task sudoku4's response length 17/],
     [{ model: { C: 30, H: 4 } }, /^config\.policy\.model\.H: must divide C = 30, got 4$/],
-    [{ model: { width: 3 } }, /^config\.policy\.model: unknown option\(s\) width/],
+    [{ model: { width: 3 } }, /^config\.policy\.model: unknown field 'width'/],
     [{ model: { layers: 0 } }, /^config\.policy\.model\.layers: must be a positive integer, got 0$/],
     [{ model: { maxLen: 30 } }, /^config\.policy\.model\.maxLen: must be ≥ prompt length 18 \+ generationLength 24 = 42, got 30$/],
     [{ model: { nLayer: 2 } }, /^config\.policy\.model\.nLayer: is now 'layers' .*, got 2$/],
