@@ -1,14 +1,11 @@
 // The conformance battery's MoE routing rows (`qrl-sim backend-check`) against a served MoE reference backend: they pass on the
 // reference backend and fail on one whose returned routing is not the routing it used.
 
-import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { servedConformance } from './served.js';
 import type { LogprobsRequest, LogprobsResult } from '../../src/backend/contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
-import { runConformance } from '../../src/testing/conformance.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
-import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
-import { serveBackend } from '../../src/protocol/serve.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 import { makeTask, type Task } from '../../src/tasks/index.js';
 
@@ -31,20 +28,10 @@ class MisreportedRouting extends ReferenceBackend {
   }
 }
 
-async function conformance(backend: ReferenceBackend) {
-  const server = await serveBackend(backend, { port: 0, stateRoot: tmpdir() });
-  const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 30_000 });
-  try {
-    return await runConformance(remote, { batch: 4 });
-  } finally {
-    await remote.close();
-    await server.close();
-  }
-}
 
 describe('backend-check: MoE routing replay rows', () => {
   it('pass on the MoE reference backend, with a flip rate per layer and the R3 k3 reported', async () => {
-    const rows = await conformance(new ReferenceBackend(config, arPolicyFactory, task));
+    const rows = await servedConformance(new ReferenceBackend(config, arPolicyFactory, task));
     expect(rows.filter((r) => r.status === 'FAIL'), JSON.stringify(rows)).toEqual([]);
     const byCheck = new Map(rows.map((r) => [r.check, r]));
     expect(byCheck.get('MoE: own routing returned')?.status).toBe('ok');
@@ -54,7 +41,7 @@ describe('backend-check: MoE routing replay rows', () => {
   }, 60_000);
 
   it('fail when the returned routing is not the one used', async () => {
-    const rows = await conformance(new MisreportedRouting(task));
+    const rows = await servedConformance(new MisreportedRouting(task));
     const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
     expect(failed).toEqual(['MoE: replaying its own routing (R2) keeps ℓ']);
   }, 60_000);

@@ -3,17 +3,14 @@
 // differ (fp8-rollout), by a check that names its bug class in `namedChecks`; the unmutated
 // reference backend passes both. The table printed at the end is the mutation table of docs/adapter.md.
 
-import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
-import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
-import { serveBackend } from '../../src/protocol/serve.js';
 import { resolveRunConfig, type RunConfig } from '../../src/rl/index.js';
-import { type ConformanceRow, runConformance } from '../../src/testing/conformance.js';
 import { isCheck, namedChecks } from '../../src/testing/request-checks.js';
 import { makeTaskFromConfig } from '../../src/tasks/registry.js';
 import { mutants } from './mutants.js';
+import { servedConformance } from './served.js';
 
 const plans = ['bf16', 'fp8-rollout'] as const;
 function configOf(plan: string, sampler?: RunConfig['policy']['sampler']): RunConfig {
@@ -25,17 +22,6 @@ function configOf(plan: string, sampler?: RunConfig['policy']['sampler']): RunCo
   });
 }
 
-async function battery(backend: ReferenceBackend): Promise<ConformanceRow[]> {
-  // the battery saves under the system temp directory: that is the state root the HTTP server confines save/load to
-  const server = await serveBackend(backend, { port: 0, stateRoot: tmpdir() });
-  const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 60_000 });
-  try {
-    return await runConformance(remote, { batch: 4 });
-  } finally {
-    await remote.close();
-    await server.close();
-  }
-}
 
 const table: string[] = [];
 afterAll(() => {
@@ -45,7 +31,7 @@ afterAll(() => {
 describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
   it('passes the unmutated reference backend', async () => {
     const config = configOf(plan);
-    const rows = await battery(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)));
+    const rows = await servedConformance(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)));
     expect(rows.filter((r) => r.status === 'FAIL'), JSON.stringify(rows, null, 1)).toEqual([]);
   }, 120_000);
 
@@ -54,7 +40,7 @@ describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
     const config = configOf(plan, mutant.sampler);
     const identical = plan === 'bf16';
     const harmless = (mutant.harmlessWhen === 'identical sides' && identical) || (mutant.harmlessWhen === 'different sides' && !identical);
-    const rows = await battery(mutant.make(config));
+    const rows = await servedConformance(mutant.make(config));
     const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
     const claimed = namedChecks.filter((c) => c.catches.includes(mutant.bug)).map((c) => c.check);
     const catching = failed.filter((f) => claimed.some((c) => isCheck(f, c)));

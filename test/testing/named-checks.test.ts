@@ -5,24 +5,13 @@
 import { describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
-import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
-import { serveBackend } from '../../src/protocol/serve.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
-import { runConformance } from '../../src/testing/conformance.js';
 import { isCheck, namedChecks } from '../../src/testing/request-checks.js';
 import { makeTaskFromConfig } from '../../src/tasks/registry.js';
-import { tmpdir } from 'node:os';
+import { servedConformance } from './served.js';
 
-async function rowsOf(config: ReturnType<typeof resolveRunConfig>, withConfig: boolean) {
-  const server = await serveBackend(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)), { port: 0, stateRoot: tmpdir() });
-  const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 60_000 });
-  try {
-    return await runConformance(remote, { batch: 4, ...(withConfig ? { config } : {}) });
-  } finally {
-    await remote.close();
-    await server.close();
-  }
-}
+const rowsOf = (config: ReturnType<typeof resolveRunConfig>, withConfig: boolean) =>
+  servedConformance(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)), withConfig ? { config } : {});
 
 describe('namedChecks', () => {
   it('names every check the battery can fail, and nothing it never writes', async () => {
