@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import math
 import os
 import random
 import shutil
@@ -64,6 +65,11 @@ TRL_GRID: dict[str, dict[str, Any]] = {
     "grpo-kl": {"loss_type": "grpo", "beta": 0.04},
     "dapo-kl-plain": {"loss_type": "dapo", "beta": 0.04, "use_bias_correction_kl": False},
     "grpo-delta": {"loss_type": "grpo", "delta": 1.5},
+    # TRL's vLLM importance-sampling correction on an FP8 rollout engine (Fp8Engine), each mode with a band that binds
+    "vllm-token-truncate": {"loss_type": "grpo", "use_vllm": True, "vllm_importance_sampling_mode": "token_truncate", "vllm_importance_sampling_clip_max": 1.001},
+    "vllm-token-mask": {"loss_type": "dapo", "use_vllm": True, "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.999, "vllm_importance_sampling_clip_max": 1.001},
+    "vllm-sequence-truncate": {"loss_type": "bnpo", "use_vllm": True, "vllm_importance_sampling_mode": "sequence_truncate", "vllm_importance_sampling_clip_max": 1.003},
+    "vllm-sequence-mask": {"loss_type": "grpo", "use_vllm": True, "beta": 0.04, "vllm_importance_sampling_clip_max": 1.003},
 }
 
 #: Fields the capture owns: the runner needs them as they are (one process on CPU, one log per step).
@@ -144,6 +150,73 @@ def locals_at_return(functions: dict[str, Callable[..., Any]], on_return: Callab
         sys.setprofile(previous)
 
 
+# --- an FP8 rollout engine in vLLM's place ---------------------------------------------------
+
+
+def fp8_fake_quant(w):  # noqa: ANN001, ANN201
+    """Per-tensor FP8 E4M3: s = amax/448, w ≈ s·e4m3(w/s) (torch's float8_e4m3fn cast, round to nearest even)."""
+    import torch
+
+    amax = w.abs().max().clamp(min=1e-12)
+    scale = amax / 448.0
+    return (w / scale).to(torch.float8_e4m3fn).to(w.dtype) * scale
+
+
+class Fp8Engine:
+    """Stands where TRL keeps its `VLLMGeneration` (`trainer.vllm_generation`): the same two calls.
+
+    `sync_weights()` is the refit TRL calls whenever the optimizer step changed: the trainer's
+    weights are copied into the engine's own model, every linear weight of the decoder layers through
+    per-tensor FP8 E4M3 (embeddings, norms and the LM head stay FP32). `generate(prompts, images,
+    num_generations, profiler)` samples one completion per prompt id list, as vLLM's colocate mode
+    returns them, with the sampled token's log-prob under the engine's own (quantized) model:
+    `(prompt_ids, completion_ids, logprobs [[[lp], …], …], logprob_token_ids)`, each completion cut
+    after its first EOS. Sampling is torch's, seeded by TRL's `set_seed`.
+    """
+
+    def __init__(self, trainer, max_new_tokens: int, temperature: float) -> None:  # noqa: ANN001
+        import copy
+
+        self.trainer = trainer
+        self.engine = copy.deepcopy(trainer.accelerator.unwrap_model(trainer.model)).eval()
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.syncs = 0
+
+    def sync_weights(self) -> None:
+        import torch
+
+        source = dict(self.trainer.accelerator.unwrap_model(self.trainer.model).named_parameters())
+        with torch.no_grad():
+            for name, p in self.engine.named_parameters():
+                w = source[name].detach()
+                p.copy_(fp8_fake_quant(w) if w.dim() == 2 and ".layers." in name else w)
+        self.syncs += 1
+
+    def generate(self, prompts, images, num_generations, profiler=None):  # noqa: ANN001, ANN201
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[PAD] * (width - len(p)) + list(p) for p in prompts])
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.no_grad():
+            out = self.engine.generate(
+                input_ids=ids, attention_mask=attention, do_sample=True, max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature, top_k=0, top_p=1.0, pad_token_id=PAD, eos_token_id=EOS,
+                output_logits=True, return_dict_in_generate=True,
+            )
+        logits = torch.stack(out.logits, dim=1).float() / self.temperature
+        logp = torch.log_softmax(logits, dim=-1)
+        completion_ids, logprobs = [], []
+        for row in range(len(prompts)):
+            tokens = out.sequences[row, width:].tolist()
+            if EOS in tokens:
+                tokens = tokens[: tokens.index(EOS) + 1]
+            completion_ids.append(tokens)
+            logprobs.append([[logp[row, t, tok].item()] for t, tok in enumerate(tokens)])
+        return [list(p) for p in prompts], completion_ids, logprobs, [[[t] for t in c] for c in completion_ids]
+
+
 # --- planted bugs -----------------------------------------------------------------------------
 
 
@@ -168,6 +241,10 @@ def _plant_bnpo_aggregation(trainer) -> None:
     trainer.loss_type = "bnpo"
 
 
+def _plant_is_cap_ignored(trainer) -> None:
+    trainer.vllm_importance_sampling_clip_max = math.inf
+
+
 def _plant_kl_unscaled(trainer) -> None:
     trainer.beta = 2 * trainer.beta
 
@@ -179,6 +256,7 @@ PLANTS: dict[str, tuple[Callable[[Any], Callable[[], None] | None], str, str, di
     "epsilon-high-ignored": (_plant_epsilon_high_ignored, "epsilon_high is ignored: the upper clip uses epsilon", "token-loss", {"loss_type": "dapo", "epsilon_high": 0.28}),
     "bnpo-aggregation": (_plant_bnpo_aggregation, "loss_type='grpo' but the loss is reduced as bnpo (one token mean over the batch)", "aggregation", {"loss_type": "grpo"}),
     "kl-doubled": (_plant_kl_unscaled, "the KL term is added with 2·beta", "token-loss", {"loss_type": "grpo", "beta": 0.04}),
+    "is-cap-ignored": (_plant_is_cap_ignored, "vllm_importance_sampling_clip_max is ignored: the ratio is not truncated", "correction", TRL_GRID["vllm-token-truncate"]),
 }
 
 
@@ -186,7 +264,12 @@ PLANTS: dict[str, tuple[Callable[[Any], Callable[[], None] | None], str, str, di
 
 
 def capture_trl(out: str, steps: int, options: dict[str, Any], plant: str | None = None, alphabet: int = 8) -> list[str]:
-    """Runs `steps` optimizer steps of TRL's GRPOTrainer and writes `out/<step>/` for each; returns the paths."""
+    """Runs `steps` optimizer steps of TRL's GRPOTrainer and writes `out/<step>/` for each; returns the paths.
+
+    `options` may say `"use_vllm": true`: the trainer is then built without vLLM (which does not
+    install here) and handed an `Fp8Engine` where it keeps its vLLM generation, so TRL's own
+    vLLM importance-sampling correction (`vllm_importance_sampling_*`) runs on FP8 rollout log-probs.
+    """
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     import transformers
@@ -196,6 +279,7 @@ def capture_trl(out: str, steps: int, options: dict[str, Any], plant: str | None
 
     torch.use_deterministic_algorithms(True)
     given = {**CAPTURE_DEFAULTS, **options, **FIXED}
+    engine_in_vllms_place = bool(given.get("use_vllm"))
     if plant is not None and plant not in PLANTS:
         raise BadInput(f"--plant: unknown bug '{plant}' (known: {', '.join(PLANTS)})")
     seed = int(given.get("seed", 0))
@@ -211,7 +295,7 @@ def capture_trl(out: str, steps: int, options: dict[str, Any], plant: str | None
 
     workdir = tempfile.mkdtemp(prefix="qrl-capture-")
     try:
-        config = GRPOConfig(output_dir=workdir, max_steps=steps, **given)
+        config = GRPOConfig(output_dir=workdir, max_steps=steps, **{**given, "use_vllm": False})
     except (TypeError, ValueError) as error:
         raise BadInput(f"--options: GRPOConfig refuses them: {str(error).splitlines()[0]}") from None
     if config.gradient_accumulation_steps != 1 or config.steps_per_generation != 1:
@@ -285,7 +369,7 @@ def capture_trl(out: str, steps: int, options: dict[str, Any], plant: str | None
             path = bundle.write(
                 os.path.join(out, str(step)), stack="trl", version=trl.__version__, options=given, tensors=tensors,
                 metrics=metrics, step=step,
-                extra={"capture": {"plant": plant, "torch": torch.__version__, "transformers": transformers.__version__, "task": "reverse", "alphabet": alphabet}},
+                extra={"capture": {"plant": plant, "rollout": "Fp8Engine in vLLM's place (per-tensor FP8 E4M3 decoder weights)" if engine_in_vllms_place else "TRL's transformers generate", "torch": torch.__version__, "transformers": transformers.__version__, "task": "reverse", "alphabet": alphabet}},
             )
             written.append(path)
             pending.clear()
@@ -293,6 +377,11 @@ def capture_trl(out: str, steps: int, options: dict[str, Any], plant: str | None
     trainer.add_callback(Writer())
     # the bundle holds the logs; stdout carries the bundle paths alone
     trainer.remove_callback(transformers.PrinterCallback)
+    if engine_in_vllms_place:
+        # what GRPOTrainer.__init__ does with use_vllm (grpo_trainer.py l.1089–1124), an Fp8Engine for VLLMGeneration
+        trainer.use_vllm = True
+        trainer.vllm_generation = Fp8Engine(trainer, config.max_completion_length, config.temperature)
+        trainer._last_loaded_step = -1
     undo = PLANTS[plant][0](trainer) if plant is not None else None
     try:
         trainer.train()

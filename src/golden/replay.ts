@@ -97,6 +97,11 @@ export const trlDefaults = Object.freeze({
   use_adaptive_entropy: false,
   off_policy_mask_threshold: null,
   use_vllm: false,
+  vllm_importance_sampling_correction: true,
+  vllm_importance_sampling_mode: 'sequence_mask',
+  vllm_importance_sampling_clip_max: 3,
+  vllm_importance_sampling_clip_min: null,
+  vllm_importance_sampling_cap: null,
   use_liger_kernel: false,
   gradient_accumulation_steps: 1,
   steps_per_generation: null,
@@ -116,6 +121,8 @@ export const trlInertOptions: readonly string[] = Object.freeze([
   'use_cpu', 'disable_tqdm', 'dataloader_num_workers', 'log_completions', 'num_completions_to_print', 'shuffle_dataset', 'bf16', 'fp16',
   'gradient_checkpointing', 'remove_unused_columns', 'reward_weights', 'cast_lm_head_to_fp32', 'disable_dropout', 'pad_to_multiple_of',
   'ds3_gather_for_generation', 'run_name', 'logging_dir', 'sync_ref_model', 'ref_model_mixup_alpha', 'ref_model_sync_steps',
+  'vllm_mode', 'vllm_server_base_url', 'vllm_server_host', 'vllm_server_port', 'vllm_server_timeout', 'vllm_group_port',
+  'vllm_gpu_memory_utilization', 'vllm_tensor_parallel_size', 'vllm_max_model_length', 'vllm_enable_sleep_mode', 'vllm_model_impl',
 ]);
 
 type Options = Readonly<Record<string, unknown>>;
@@ -144,9 +151,9 @@ export function trlEstimateConfig(options: Options): EstimateConfig {
   for (const key of Object.keys(options)) {
     if (!Object.hasOwn(trlDefaults, key) && !trlInertOptions.includes(key)) refuse(key, options[key], "not in qrl-sim's table of TRL 1.13 options (docs/replay.md)");
   }
-  for (const [key, inert] of [['top_entropy_quantile', 1], ['entropy_coef', 0], ['use_adaptive_entropy', false], ['off_policy_mask_threshold', null], ['use_liger_kernel', false], ['use_vllm', false]] as const) {
+  for (const [key, inert] of [['top_entropy_quantile', 1], ['entropy_coef', 0], ['use_adaptive_entropy', false], ['off_policy_mask_threshold', null], ['use_liger_kernel', false]] as const) {
     const v = opt(options, key);
-    if (v !== inert) refuse(key, v, key === 'use_vllm' ? "TRL's vLLM importance-sampling correction is not captured yet" : 'no qrl-sim equivalent in the replay');
+    if (v !== inert) refuse(key, v, 'no qrl-sim equivalent in the replay');
   }
   if (opt(options, 'multi_objective_aggregation') !== 'sum_then_normalize') refuse('multi_objective_aggregation', opt(options, 'multi_objective_aggregation'), "only 'sum_then_normalize' is the advantage qrl-sim computes");
   if (num(options, 'gradient_accumulation_steps') !== 1) refuse('gradient_accumulation_steps', options.gradient_accumulation_steps, 'a bundle is one loss evaluation; TRL divides it by the accumulation steps');
@@ -225,7 +232,36 @@ export function trlEstimateConfig(options: Options): EstimateConfig {
   const biasCorrection = opt(options, 'use_bias_correction_kl') === true;
   if (beta !== 0 && biasCorrection && sequence) refuse('use_bias_correction_kl', true, "at sequence level TRL multiplies the KL by the sequence ratio; qrl-sim's bias correction is per token");
   const kl = beta === 0 ? null : { name: 'k3', coef: beta, biasCorrection: biasCorrection ? 'old' : 'none' };
-  return resolveConfig({ advantage, loss, aggregation, kl, correction: { name: 'none' } }, 'trl');
+  const correction = trlCorrection(options, lossType as string);
+  return resolveConfig({ advantage, loss, aggregation, kl, correction, ...(correction.name !== 'none' ? { diagnostics: { stacks: ['trl'] } } : {}) }, 'trl');
+}
+
+/**
+ * TRL's vLLM importance-sampling correction (grpo_trainer.py l.2682–2720): ρ = exp(ℓold − ℓroll) per
+ * token, or exp(Σ_t) per row for the `sequence_*` modes; `*_truncate` clamps it to [clip_min, clip_max],
+ * `*_mask` sets it to 0 outside; the per-token loss is multiplied by it (l.3239–3240), the KL term is
+ * not. `vllm_importance_sampling_cap` is the deprecated name of clip_max (grpo_config.py l.1130–1137).
+ */
+function trlCorrection(options: Options, lossType: string): Record<string, unknown> {
+  if (opt(options, 'use_vllm') !== true || opt(options, 'vllm_importance_sampling_correction') !== true) return { name: 'none' };
+  if (lossType === 'vespo') refuse('vllm_importance_sampling_correction', true, "TRL's vespo folds the ratio into its gamma weights; qrl-sim's vespo does not");
+  const mode = opt(options, 'vllm_importance_sampling_mode');
+  const cap = opt(options, 'vllm_importance_sampling_cap');
+  const max = cap ?? opt(options, 'vllm_importance_sampling_clip_max');
+  const min = opt(options, 'vllm_importance_sampling_clip_min');
+  if (max === null) refuse('vllm_importance_sampling_clip_max', null, 'qrl-sim bounds the ratio from above');
+  switch (mode) {
+    case 'token_truncate':
+      return { name: 'tis', C: max, ...(min !== null ? { lo: min } : {}) };
+    case 'sequence_truncate':
+      return { name: 'seq-tis', C: max, ...(min !== null ? { lo: min } : {}) };
+    case 'token_mask':
+    case 'sequence_mask':
+      // no lower bound in TRL (−inf): the smallest positive double, which every ρ = exp(·) > 0 passes
+      return { name: 'icepop', lo: min ?? Number.MIN_VALUE, hi: max, level: mode === 'token_mask' ? 'token' : 'sequence', denominator: 'original' };
+    default:
+      return refuse('vllm_importance_sampling_mode', mode, "TRL knows 'token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'");
+  }
 }
 
 /** Option tables by stack name (the manifest's `stack.name`); a bundle may instead carry a qrl-sim config as `estimator`. */
@@ -307,6 +343,12 @@ function trlMetricMap(config: EstimateConfig): Record<string, (m: MetricRecord) 
     map['clip_ratio/low_mean'] = (m) => m['actor/clip_ratio_low'];
     map['clip_ratio/high_mean'] = (m) => m['actor/clip_ratio_high'];
     map['clip_ratio/region_mean'] = (m) => (m['actor/clip_ratio_low'] ?? NaN) + (m['actor/clip_ratio_high'] ?? NaN);
+  }
+  if (config.correction.some((c) => c.name !== 'none')) {
+    // l.2885–2930: |ℓold − ℓroll| over the mask, and the applied ratio (per row at sequence level: its mean differs)
+    const sequenceLevel = config.correction.some((c) => c.name === 'seq-tis' || (c.name === 'icepop' && c.level === 'sequence'));
+    const names = ['sampling/sampling_logp_difference/mean', 'sampling/sampling_logp_difference/max', 'sampling/importance_sampling_ratio/min', 'sampling/importance_sampling_ratio/max', ...(sequenceLevel ? [] : ['sampling/importance_sampling_ratio/mean'])];
+    for (const name of names) map[name] = (m) => m[name];
   }
   // l.3361–3362: the token mean of per_token_kl (bias-corrected when use_bias_correction_kl)
   if (config.kl !== null && (config.kl.biasCorrection === 'none' || config.aggregation.name === 'token-mean')) {

@@ -175,13 +175,26 @@ describe("TRL 1.13's options as a qrl-sim estimate config", () => {
     expect(map({ beta: 0.04 }).kl).toMatchObject({ name: 'k3', coef: 0.04, biasCorrection: 'old' });
     expect(map({ beta: 0.04, use_bias_correction_kl: false }).kl).toMatchObject({ biasCorrection: 'none' });
   });
+  it("TRL's vLLM importance-sampling modes (l.2682–2720)", () => {
+    const corr = (o: Record<string, unknown>) => trlEstimateConfig({ use_vllm: true, ...o }).correction;
+    expect(corr({})).toEqual([{ name: 'icepop', lo: Number.MIN_VALUE, hi: 3, level: 'sequence', denominator: 'original' }]);
+    expect(corr({ vllm_importance_sampling_mode: 'token_truncate', vllm_importance_sampling_clip_max: 2 })).toEqual([{ name: 'tis', C: 2 }]);
+    expect(corr({ vllm_importance_sampling_mode: 'token_truncate', vllm_importance_sampling_clip_min: 0.5 })).toEqual([{ name: 'tis', C: 3, lo: 0.5 }]);
+    expect(corr({ vllm_importance_sampling_mode: 'sequence_truncate', vllm_importance_sampling_cap: 5 })).toEqual([{ name: 'seq-tis', C: 5 }]);
+    expect(corr({ vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5 })).toEqual([{ name: 'icepop', lo: 0.5, hi: 3, level: 'token', denominator: 'original' }]);
+    expect(corr({ vllm_importance_sampling_correction: false })).toEqual([{ name: 'none' }]);
+    expect(trlEstimateConfig({ vllm_importance_sampling_mode: 'token_mask' }).correction).toEqual([{ name: 'none' }]);
+    expect(trlEstimateConfig({ use_vllm: true }).diagnostics.stacks).toEqual(['trl']);
+  });
   it('options it cannot map name themselves', () => {
     for (const [o, pattern] of [
       [{ loss_type: 'cispo' }, /options\.epsilon_high: null cannot be mapped \(TRL's cispo caps the ratio at epsilon_high itself/],
       [{ loss_type: 'luspo' }, /options\.importance_sampling_level: "token" cannot be mapped/],
       [{ loss_type: 'ppo' }, /options\.loss_type: "ppo" cannot be mapped \(TRL 1\.13 knows/],
       [{ importance_sampling_level: 'sequence', beta: 0.1 }, /options\.use_bias_correction_kl: true cannot be mapped \(at sequence level/],
-      [{ use_vllm: true }, /options\.use_vllm: true cannot be mapped/],
+      [{ use_vllm: true, loss_type: 'vespo' }, /options\.vllm_importance_sampling_correction: true cannot be mapped \(TRL's vespo folds/],
+      [{ use_vllm: true, vllm_importance_sampling_clip_max: null }, /options\.vllm_importance_sampling_clip_max: null cannot be mapped/],
+      [{ use_vllm: true, vllm_importance_sampling_mode: 'token' }, /options\.vllm_importance_sampling_mode: "token" cannot be mapped/],
       [{ gradient_accumulation_steps: 4 }, /options\.gradient_accumulation_steps: 4 cannot be mapped/],
       [{ multi_objective_aggregation: 'normalize_then_sum' }, /options\.multi_objective_aggregation/],
       [{ scale_rewards: 'token' }, /options\.scale_rewards: "token" cannot be mapped/],

@@ -23,6 +23,7 @@ const PLANTED: Record<string, string> = {
   'epsilon-high-ignored': 'token-loss',
   'bnpo-aggregation': 'aggregation',
   'kl-doubled': 'token-loss',
+  'is-cap-ignored': 'correction',
 };
 
 interface Stage { name: string; status: string; maxDiff: number | null; bound: number | null }
@@ -42,7 +43,7 @@ async function replay(dir: string): Promise<{ code: number; bundles: Replay[]; e
 describe('TRL 1.13 GRPOTrainer steps replayed stage by stage', () => {
   it('every option set of the grid agrees at every stage, on both steps', async () => {
     const names = readdirSync(grid).filter((n) => !n.startsWith('plant-')).sort();
-    expect(names).toEqual(['bnpo', 'cispo', 'dapo', 'dapo-kl-plain', 'dr_grpo', 'grpo', 'grpo-delta', 'grpo-kl', 'gspo', 'luspo', 'sapo', 'vespo']);
+    expect(names).toEqual(['bnpo', 'cispo', 'dapo', 'dapo-kl-plain', 'dr_grpo', 'grpo', 'grpo-delta', 'grpo-kl', 'gspo', 'luspo', 'sapo', 'vespo', 'vllm-sequence-mask', 'vllm-sequence-truncate', 'vllm-token-mask', 'vllm-token-truncate']);
     for (const name of names) {
       const r = await replay(join(grid, name));
       expect(r.code, `${name}: ${r.err}`).toBe(0);
@@ -51,6 +52,7 @@ describe('TRL 1.13 GRPOTrainer steps replayed stage by stage', () => {
         expect(b.firstDifference, name).toBeNull();
         const by = Object.fromEntries(b.stages.map((s) => [s.name, s]));
         for (const stage of ['advantages', 'token-loss', 'aggregation', 'loss', 'gradient']) expect(by[stage]!.status, `${name} step ${b.step} ${stage}`).toBe('agree');
+        expect(by.correction!.status, `${name} step ${b.step} correction`).toBe(name.startsWith('vllm-') ? 'agree' : 'not-applicable');
       }
     }
   }, 120_000);
@@ -59,6 +61,29 @@ describe('TRL 1.13 GRPOTrainer steps replayed stage by stage', () => {
     for (const name of ['grpo', 'dapo', 'bnpo', 'dr_grpo', 'grpo-kl']) {
       const m = JSON.parse(readFileSync(join(grid, name, '1', 'manifest.json'), 'utf8')) as { metrics: Record<string, number> };
       expect(m.metrics['clip_ratio/region_mean'], name).toBeGreaterThan(0);
+    }
+  });
+
+  it("the FP8 engine's log-probs differ from the trainer's, and every vLLM correction band changes some weight", () => {
+    const script = `
+import sys, numpy as np
+from qrl_golden import bundle
+for name in sys.argv[2:]:
+    m, a = bundle.read(f"{sys.argv[1]}/{name}/0")
+    on = a["completion_mask"] == 1
+    d = (a["logp_old"] - a["logp_rollout"]) * on
+    w = a["is_weight"]
+    rho = np.exp(d) if w.shape[1] > 1 else np.exp(d.sum(1, keepdims=True))
+    sel = on if w.shape[1] > 1 else np.ones_like(w, bool)
+    print(name, float(np.abs(d).max()), int((np.abs(w - rho)[sel] > 1e-6).sum()))
+`;
+    const names = ['vllm-token-truncate', 'vllm-token-mask', 'vllm-sequence-truncate', 'vllm-sequence-mask'];
+    const r = spawnSync(python, ['-c', script, grid, ...names], { encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    for (const line of r.stdout.trim().split('\n')) {
+      const [name, maxDelta, changed] = line.split(' ');
+      expect(Number(maxDelta), name).toBeGreaterThan(1e-4);
+      expect(Number(changed), name).toBeGreaterThan(0);
     }
   });
 
