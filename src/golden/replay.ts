@@ -125,7 +125,9 @@ export const trlInertOptions: readonly string[] = Object.freeze([
   'vllm_gpu_memory_utilization', 'vllm_tensor_parallel_size', 'vllm_max_model_length', 'vllm_enable_sleep_mode', 'vllm_model_impl',
 ]);
 
-type Options = Readonly<Record<string, unknown>>;
+/** A stack's options as the user gave them (JSON values by field name). */
+export type StackOptions = Readonly<Record<string, unknown>>;
+type Options = StackOptions;
 
 function opt<K extends keyof typeof trlDefaults>(options: Options, key: K): unknown {
   return Object.hasOwn(options, key) ? options[key] : trlDefaults[key];
@@ -147,7 +149,7 @@ function refuse(key: string, value: unknown, why: string): never {
  * of trl 1.13.0. An option that changes the loss and has no qrl-sim equivalent, or that the table
  * does not know, is a `UsageError` naming it.
  */
-export function trlEstimateConfig(options: Options): EstimateConfig {
+export function trlEstimateConfig(options: StackOptions): EstimateConfig {
   for (const key of Object.keys(options)) {
     if (!Object.hasOwn(trlDefaults, key) && !trlInertOptions.includes(key)) refuse(key, options[key], "not in qrl-sim's table of TRL 1.13 options (docs/replay.md)");
   }
@@ -223,11 +225,11 @@ export function trlEstimateConfig(options: Options): EstimateConfig {
     default:
       refuse('loss_type', lossType, 'TRL 1.13 knows grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo');
   }
-  // advantages: l.2787–2812 (A = R − mean_group, divided by std + 1e-4 unless scale_rewards = 'none')
+  // advantages: l.2787–2813 (A = R − mean_group, divided by std + 1e-4 unless scale_rewards = 'none')
   const scale = opt(options, 'scale_rewards');
   const advantage =
     scale === 'group' || scale === true ? { name: 'grpo', eps: 1e-4 } : scale === 'none' || scale === false ? { name: 'drgrpo' } : scale === 'batch' ? { name: 'batch-std', eps: 1e-4 } : refuse('scale_rewards', scale, "TRL knows 'group', 'batch' and 'none'");
-  // KL: l.3189–3198, k3 = e^(ℓref − ℓθ) − (ℓref − ℓθ) − 1, times the live ratio coef_1 with use_bias_correction_kl
+  // KL: l.3191–3198, k3 = e^(ℓref − ℓθ) − (ℓref − ℓθ) − 1, times the live ratio coef_1 with use_bias_correction_kl
   const beta = num(options, 'beta');
   const biasCorrection = opt(options, 'use_bias_correction_kl') === true;
   if (beta !== 0 && biasCorrection && sequence) refuse('use_bias_correction_kl', true, "at sequence level TRL multiplies the KL by the sequence ratio; qrl-sim's bias correction is per token");
@@ -237,7 +239,7 @@ export function trlEstimateConfig(options: Options): EstimateConfig {
 }
 
 /**
- * TRL's vLLM importance-sampling correction (grpo_trainer.py l.2682–2720): ρ = exp(ℓold − ℓroll) per
+ * TRL's vLLM importance-sampling correction (grpo_trainer.py l.2682–2726): ρ = exp(ℓold − ℓroll) per
  * token, or exp(Σ_t) per row for the `sequence_*` modes; `*_truncate` clamps it to [clip_min, clip_max],
  * `*_mask` sets it to 0 outside; the per-token loss is multiplied by it (l.3239–3240), the KL term is
  * not. `vllm_importance_sampling_cap` is the deprecated name of clip_max (grpo_config.py l.1130–1137).
@@ -265,7 +267,7 @@ function trlCorrection(options: Options, lossType: string): Record<string, unkno
 }
 
 /** Option tables by stack name (the manifest's `stack.name`); a bundle may instead carry a qrl-sim config as `estimator`. */
-export const stackOptionTables: Readonly<Record<string, (options: Options) => EstimateConfig>> = Object.freeze({ trl: trlEstimateConfig });
+export const stackOptionTables: Readonly<Record<string, (options: StackOptions) => EstimateConfig>> = Object.freeze({ trl: trlEstimateConfig });
 
 /** The estimate config a bundle replays with: its `estimator` when present, else its stack's option table. */
 export function bundleConfig(bundle: StepBundle): EstimateConfig {
@@ -350,7 +352,7 @@ function trlMetricMap(config: EstimateConfig): Record<string, (m: MetricRecord) 
     const names = ['sampling/sampling_logp_difference/mean', 'sampling/sampling_logp_difference/max', 'sampling/importance_sampling_ratio/min', 'sampling/importance_sampling_ratio/max', ...(sequenceLevel ? [] : ['sampling/importance_sampling_ratio/mean'])];
     for (const name of names) map[name] = (m) => m[name];
   }
-  // l.3361–3362: the token mean of per_token_kl (bias-corrected when use_bias_correction_kl)
+  // l.3360–3361: the token mean of per_token_kl (bias-corrected when use_bias_correction_kl)
   if (config.kl !== null && (config.kl.biasCorrection === 'none' || config.aggregation.name === 'token-mean')) {
     map.kl = (m) => (config.kl!.biasCorrection === 'none' ? m['actor/kl_mean'] : m['actor/kl_loss']);
   }

@@ -46,6 +46,7 @@ export {
   type ReplayStage,
   type ReplayStageName,
   type ReplayStatus,
+  type StackOptions,
 } from '../golden/replay.js';
 
 // The qrl-backend/1 conformance battery of `qrl-sim backend-check`, for a backend's own test suite.

@@ -168,14 +168,14 @@ describe("TRL 1.13's options as a qrl-sim estimate config", () => {
     expect(map({ loss_type: 'luspo', importance_sampling_level: 'sequence' })).toMatchObject({ loss: { name: 'luspo' }, aggregation: { name: 'seq-mean-token-sum' } });
     expect(map({ loss_type: 'vespo' })).toMatchObject({ loss: { name: 'vespo', kPos: 2, lambdaPos: 3, kNeg: 3, lambdaNeg: 2 }, aggregation: { name: 'token-mean' } });
   });
-  it('advantages and the KL term (l.2787–2812, l.3189–3198)', () => {
+  it('advantages and the KL term (l.2787–2813, l.3191–3198)', () => {
     expect(trlEstimateConfig({ scale_rewards: 'group' }).advantage).toEqual({ name: 'grpo', eps: 1e-4, singleton: 'zero' });
     expect(trlEstimateConfig({ scale_rewards: 'none' }).advantage.name).toBe('drgrpo');
     expect(trlEstimateConfig({ scale_rewards: 'batch' }).advantage).toEqual({ name: 'batch-std', eps: 1e-4 });
     expect(map({ beta: 0.04 }).kl).toMatchObject({ name: 'k3', coef: 0.04, biasCorrection: 'old' });
     expect(map({ beta: 0.04, use_bias_correction_kl: false }).kl).toMatchObject({ biasCorrection: 'none' });
   });
-  it("TRL's vLLM importance-sampling modes (l.2682–2720)", () => {
+  it("TRL's vLLM importance-sampling modes (l.2682–2726)", () => {
     const corr = (o: Record<string, unknown>) => trlEstimateConfig({ use_vllm: true, ...o }).correction;
     expect(corr({})).toEqual([{ name: 'icepop', lo: Number.MIN_VALUE, hi: 3, level: 'sequence', denominator: 'original' }]);
     expect(corr({ vllm_importance_sampling_mode: 'token_truncate', vllm_importance_sampling_clip_max: 2 })).toEqual([{ name: 'tis', C: 2 }]);

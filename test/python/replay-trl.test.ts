@@ -114,6 +114,11 @@ for name in sys.argv[2:]:
     expect(py.stderr).toMatch(/BundleError: advantages: sha256 does not match/);
   });
 
+  it("docs/replay.md lists every option set and planted bug the grid captured", () => {
+    const doc = readFileSync('docs/replay.md', 'utf8');
+    for (const name of readdirSync(grid)) expect(doc, name).toContain(name.startsWith('plant-') ? `| \`${name.slice(6)}\` |` : `| \`${name}\` |`);
+  });
+
   it('the field table of qrl_golden.bundle is the TypeScript one', () => {
     const py = spawnSync(python, ['-c', 'import json; from qrl_golden import bundle; print(json.dumps({k: [s, kind, req] for k, (s, kind, req, _) in bundle.FIELDS.items()}))'], { encoding: 'utf8', env });
     expect(py.status, py.stderr).toBe(0);
