@@ -430,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, bundle.BundleError) as error:
         print(f"capture: {error}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as error:
+        print(f"capture: needs {error.name}, which is not installed: pip install 'qrl-sim-python[trl]' (trl 1.13 with torch, transformers, accelerate, datasets)", file=sys.stderr)
+        return 1
     for p in paths:
         print(p)
     return 0
