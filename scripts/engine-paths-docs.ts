@@ -29,6 +29,9 @@ const ENGINE_ROWS: readonly Row[] = [
   { path: '(c) TP 4, vLLM custom all-reduce (BF16 partials, fp32 sum)', args: '--plan sims/plans/bf16-tp4-custom-ar.json' },
   { path: '(d) batch-invariant switch, B = 32, max batch 8, chunks of 2', args: '--plan sims/plans/true-on-policy.json --batch 32 --max-batch 8 --prefill-chunk 2 --min-length 4' },
   { path: '(d) true on-policy with TP 4 on both sides, max batch 8', args: '--plan sims/plans/true-on-policy-tp4.json --batch 32 --max-batch 8 --min-length 4' },
+  { path: '(d) switch with per-tensor FP8 activation scales on both sides, B = 16', args: '--plan sims/plans/fp8-tensor-scale-invariant.json' },
+  { path: '(d) the same, B = 32, max batch 8, chunks of 2', args: '--plan sims/plans/fp8-tensor-scale-invariant.json --batch 32 --max-batch 8 --prefill-chunk 2 --min-length 4' },
+  { path: '(d) switch with per-token FP8 activation scales on both sides, B = 32, max batch 8, chunks of 2', args: '--plan sims/plans/fp8-token-scale-invariant.json --batch 32 --max-batch 8 --prefill-chunk 2 --min-length 4' },
   { path: 'FP8 quantization, B = 16', args: '--plan fp8-rollout' },
   { path: 'FP8 quantization, B = 32, max batch 8', args: '--plan fp8-rollout --batch 32 --max-batch 8 --min-length 4' },
 ];

@@ -59,6 +59,23 @@ describe('batch-dependent engine and the batch-invariant switch', () => {
       expect([d.k1, d.k3, d.maxAbsDelta]).toEqual([0, 0, 0]);
     }
   });
+
+  it('batch-shared activation scales: per-tensor FP8 scales defeat the switch (k3 > 0), per-token scales restore it (exactly 0)', () => {
+    const scheduled = (name: string): PrecisionPlan => {
+      const p = plan(name);
+      return { ...p, rollout: { ...p.rollout, engine: { batchInvariant: true, maxBatch: 3, prefillChunk: 2 } } };
+    };
+    for (const B of [1, 2, 17]) {
+      expect(probe('fp8-tensor-scale-invariant', B).k3, `B = ${B}`).toBeGreaterThan(0);
+      const d = probe('fp8-token-scale-invariant', B);
+      expect([d.k1, d.k3, d.maxAbsDelta], `B = ${B}`).toEqual([0, 0, 0]);
+    }
+    const prompts = task.trainProblems(7, 6).map((q) => [...q.prompt]);
+    const run = (name: string) => arMismatchProbe(policy, { plan: scheduled(name), length: 6, prompts, seed: 6, requestLengths: [1, 6, 3, 6, 2, 5, 4] }).diagnostics;
+    expect(run('fp8-tensor-scale-invariant').k3).toBeGreaterThan(0);
+    const d = run('fp8-token-scale-invariant');
+    expect([d.k1, d.k3, d.maxAbsDelta]).toEqual([0, 0, 0]);
+  });
 });
 
 describe('withKernelRows: a linear kernel chosen for the engine step, not the call', () => {
