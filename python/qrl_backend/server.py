@@ -217,6 +217,7 @@ METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
     "warmStart": _warm_start,
     "save": lambda be, p: be.save(_dir(p)),
     "load": lambda be, p: be.load(_dir(p)),
+    "dumpEngine": lambda be, p: be.dump_engine(_dir(p)),
     "shutdown": lambda be, p: (_obj(p, {}), None)[1],
 }
 
@@ -272,7 +273,7 @@ def handle_message(be: Backend, line: str, debug: bool = False, state_root: Opti
     try:
         if fn is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}")
-        if state_root is not None and method in ("save", "load"):
+        if state_root is not None and method in ("save", "load", "dumpEngine"):
             refuse_outside_root(state_root, method, m.get("params"))
         result = fn(be, m.get("params"))
     except RpcError as e:
