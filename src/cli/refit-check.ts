@@ -44,11 +44,11 @@ a live backend (capabilities.dumpEngine, docs/refit-check.md §8):
                     recipe, block and ignore list the backend states for its plan
   --out DIR         where the backend writes trainer.safetensors and engine.safetensors (created)
   --timeout MS, --startup-timeout MS, --token-file FILE   as backend-check's
+  e.g. --backend "python3 -m qrl_backend.hf --plan hf-fp8-kv --fp8-block 16" --out /tmp/dump (PYTHONPATH=python in a checkout)
 
 finding kinds: ${refitFindingKinds.join(', ')}
 
 examples:
-  qrl-sim refit-check --backend "python3 -m qrl_backend.hf --plan hf-fp8-rollout --fp8-block 16" --out /tmp/dump
   qrl-sim refit-check --trainer docs/examples/refit/trainer.safetensors --engine docs/examples/refit/engine.safetensors --recipe deepseek-fp8-block --block 16 --match prefix --ignore model.embed_tokens --ignore lm_head --ignore model.layers.0.mlp.gate
   qrl-sim refit-check --trainer docs/examples/refit/trainer.safetensors --engine docs/examples/refit/engine-w31.safetensors --recipe deepseek-fp8-block --block 16 --match prefix --ignore model.embed_tokens --ignore lm_head --ignore model.layers.0.mlp.gate --json || test $? -eq 1`;
 
