@@ -12,7 +12,10 @@ import { join } from 'node:path';
 import { fillMarkers } from './doc-tables.js';
 import { arConfig } from '../src/policies/ar/config.js';
 import { createArPolicy } from '../src/policies/ar/model.js';
-import { resolvePlan, precisionPlan, type PlanData, type PrecisionPlan, type QuantizedGemmPlan } from '../src/policies/plans.js';
+import { resolvePlan, precisionPlan, sideNumerics, type PlanData, type PrecisionPlan, type QuantizedGemmPlan } from '../src/policies/plans.js';
+import type { PolicyNumerics } from '../src/policies/numerics.js';
+import { rollout } from '../src/policies/ar/rollout.js';
+import { createRng } from '../src/rng.js';
 import { ignoredSites, refitWeights } from '../src/policies/refit.js';
 import { makeTask } from '../src/tasks/registry.js';
 import { quantPreset } from '../src/numerics/presets.js';
@@ -109,6 +112,36 @@ function selfCheck(plan: PrecisionPlan): number {
   return worst;
 }
 
+/**
+ * Where the toy's K and V values lie for a unity KV scale: the shares of |K| and |V| (every row a
+ * fresh policy's fp8-kv rollout writes into the cache, 8 prompts × 8 tokens) below E4M3's smallest
+ * normal 2⁻⁶ (stored subnormal under scale 1) and below 2⁻¹⁰ (flushed to zero under scale 1).
+ */
+function kvRange(): string {
+  const task = makeTask('reverse');
+  const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + 8 }), 0);
+  const inner = sideNumerics(precisionPlan('fp8-kv').rollout, policy.weights);
+  const seen = { K: [] as number[], V: [] as number[] };
+  const numerics: PolicyNumerics = {
+    ...inner,
+    kvHook: (l) => {
+      const hook = inner.kvHook(l)!;
+      return (k, v, t, B, tCap, C) => {
+        for (let b = 0; b < B; b++) {
+          for (let c = 0; c < C; c++) {
+            seen.K.push(Math.abs(k[(b * tCap + t) * C + c]!));
+            seen.V.push(Math.abs(v[(b * tCap + t) * C + c]!));
+          }
+        }
+        hook(k, v, t, B, tCap, C);
+      };
+    },
+  };
+  rollout(policy, task.trainProblems(8, 1).map((q) => [...q.prompt]), { maxNewTokens: 8, numerics, rng: createRng('refit-faults/kv') });
+  const share = (xs: number[], below: number): string => `${((100 * xs.filter((x) => x < below).length) / xs.length).toFixed(1)} %`;
+  return (['K', 'V'] as const).map((n) => `${n}: ${share(seen[n], 2 ** -6)} below 2⁻⁶, ${share(seen[n], 2 ** -10)} below 2⁻¹⁰`).join('; ');
+}
+
 const from = process.argv[2] === '--from' ? process.argv[3] : undefined;
 const dir = from ?? mkdtempSync(join(tmpdir(), 'qrl-refit-faults-'));
 try {
@@ -158,8 +191,9 @@ try {
 
   writeFileSync('docs/refit.md', fillMarkers(readFileSync('docs/refit.md', 'utf8'), { 'refit-faults': refitRows.join('\n') }));
   const page = 'docs/lab/refit-faults.md';
-  writeFileSync(page, fillMarkers(readFileSync(page, 'utf8'), { 'refit-faults-measured': measured.join('\n'), 'refit-faults-ratios': ratios.join('\n') }));
-  console.log([...refitRows, '', ...measured, '', ...ratios].join('\n'));
+  const kv = kvRange();
+  writeFileSync(page, fillMarkers(readFileSync(page, 'utf8'), { 'refit-faults-measured': measured.join('\n'), 'refit-faults-ratios': ratios.join('\n'), 'refit-faults-kv': kv }));
+  console.log([...refitRows, '', ...measured, '', ...ratios, '', kv].join('\n'));
 } finally {
   if (from === undefined) rmSync(dir, { recursive: true, force: true });
 }
