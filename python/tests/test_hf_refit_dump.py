@@ -112,6 +112,12 @@ def test_dump_engine_over_the_protocol(tmp_path):
     assert check(d, r) == [("model.layers.0.mlp.gate_up_proj.weight", "not-quantized")]
     refused = server.handle_message(be, json.dumps({"jsonrpc": "2.0", "id": 4, "method": "dumpEngine", "params": {"dir": d, "extra": 1}}))
     assert refused["error"]["code"] == -32602
+    # the HTTP server's state root confines dumpEngine as it does save and load
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = server.handle_message(be, json.dumps({"jsonrpc": "2.0", "id": 5, "method": "dumpEngine", "params": {"dir": str(tmp_path / "elsewhere")}}), state_root=str(root))
+    assert outside["error"]["code"] == -32602 and "state root" in outside["error"]["message"]
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_a_fault_the_plan_cannot_have_is_refused():
