@@ -107,5 +107,11 @@ class Backend:
     def load(self, directory: str) -> None:
         raise RpcError(FAILED_PRECONDITION, "load: not implemented")
 
+    def dump_engine(self, directory: str) -> Dict[str, Any]:
+        """Writes the rollout engine's weights since the last sync and the trainer's state dict in
+        refit-check's format under `directory` (docs/refit-check.md §8): {trainer, engine, recipe,
+        block?, ignore, match}. Only called when the backend declares capabilities.dumpEngine."""
+        raise RpcError(FAILED_PRECONDITION, "dumpEngine: this backend has no engine dump (capabilities.dumpEngine is false)", "method")
+
     def close(self) -> None:
         """Releases resources at shutdown."""

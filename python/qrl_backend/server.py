@@ -1,6 +1,6 @@
 """The server runner of qrl-backend/1: validates each JSON-RPC request's params (errors name the
 field), calls the Backend, encodes the result; over stdio (one JSON message per line) or HTTP (POST
-one message to /rpc, guarded by a bearer token and a state root for save/load: docs/adapter.md,
+one message to /rpc, guarded by a bearer token and a state root for save/load/dumpEngine: docs/adapter.md,
 Security). Not a backend (backend.py) and not the codec (wire.py)."""
 
 from __future__ import annotations
@@ -217,6 +217,7 @@ METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
     "warmStart": _warm_start,
     "save": lambda be, p: be.save(_dir(p)),
     "load": lambda be, p: be.load(_dir(p)),
+    "dumpEngine": lambda be, p: be.dump_engine(_dir(p)),
     "shutdown": lambda be, p: (_obj(p, {}), None)[1],
 }
 
@@ -246,7 +247,7 @@ def token_problem(authorization: Optional[str], token: str) -> Optional[str]:
 
 
 def refuse_outside_root(root: str, method: str, params: Any) -> None:
-    """Refuses a save/load `dir` that is not `root` (a real path) or below it once its symlinks are
+    """Refuses a save/load/dumpEngine `dir` that is not `root` (a real path) or below it once its symlinks are
     followed and `..` applied where they stand (os.path.realpath; parts not made yet are kept):
     ProtocolError naming `dir` and the path (answered -32602)."""
     d = _dir(params)
@@ -258,7 +259,7 @@ def refuse_outside_root(root: str, method: str, params: Any) -> None:
 
 def handle_message(be: Backend, line: str, debug: bool = False, state_root: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """The JSON-RPC answer to one request (None for a notification). With `state_root` (the HTTP
-    server's), save and load are refused for a dir outside it."""
+    server's), save, load and dumpEngine are refused for a dir outside it."""
     try:
         m = json.loads(line)
     except ValueError:
@@ -272,7 +273,7 @@ def handle_message(be: Backend, line: str, debug: bool = False, state_root: Opti
     try:
         if fn is None:
             raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}")
-        if state_root is not None and method in ("save", "load"):
+        if state_root is not None and method in ("save", "load", "dumpEngine"):
             refuse_outside_root(state_root, method, m.get("params"))
         result = fn(be, m.get("params"))
     except RpcError as e:
@@ -369,7 +370,7 @@ def serve_http(
 ) -> None:
     """Serves POST /rpc (one JSON-RPC message per request) until `shutdown`. Requests run one at a time.
     With `token`, a request without `Authorization: Bearer <token>` gets 401 and runs nothing; a host
-    other than loopback needs one (ValueError before binding). save/load are confined to `state_root`
+    other than loopback needs one (ValueError before binding). save/load/dumpEngine are confined to `state_root`
     (default: the working directory)."""
     if token is None and not is_loopback_host(host):
         raise ValueError(f"host {host} is not loopback: a token is required")

@@ -26,7 +26,9 @@ E4M3_VALUES = np.arange(256, dtype=np.uint8).view(E4M3).astype(F32)
 KINDS = ("missing", "not-quantized", "unexpectedly-quantized", "unity-scale", "stale", "layout-permuted", "value-error")
 
 MATCH_RULES: dict[str, Callable[[str, str], bool]] = {
-    # vLLM's old `in` test (verl #7519: `mlp.gate` also catches `mlp.gate_up_proj`).
+    # vLLM's `in` test: is_layer_skipped(…, skip_with_substr=True) → substr_match
+    # (vllm/model_executor/layers/quantization/utils/quant_utils.py lines 386–387, commit 01693a61);
+    # verl #7519: `mlp.gate` also catches `mlp.gate_up_proj`.
     "substring": lambda module, pattern: pattern in module,
     # The name itself or a dotted prefix of it.
     "prefix": lambda module, pattern: module == pattern or module.startswith(pattern + "."),

@@ -86,6 +86,31 @@ export interface BackendCapabilities {
    * such a run against a backend without it. @defaultValue false
    */
   readonly probSqSum?: boolean;
+  /**
+   * `dumpEngine` is implemented: the backend writes what its rollout engine computes with since the
+   * last `sync`, and the trainer's state dict, in the format `qrl-sim refit-check` reads
+   * (docs/refit-check.md §8). @defaultValue false
+   */
+  readonly dumpEngine?: boolean;
+}
+
+/**
+ * What {@link PolicyBackend.dumpEngine} wrote: two safetensors files under the directory and the
+ * `refit-check` arguments that state the backend's intent (its rollout plan's recipe and ignore list).
+ */
+export interface EngineDump {
+  /** File name (under the directory) of the trainer's state dict. */
+  readonly trainer: string;
+  /** File name of the engine's tensors (Hugging Face FP8 conventions). */
+  readonly engine: string;
+  /** `--recipe`: a refit-check preset. */
+  readonly recipe: string;
+  /** `--block` of a block recipe. */
+  readonly block?: number;
+  /** `--ignore`: the modules the plan keeps in high precision. */
+  readonly ignore: readonly string[];
+  /** `--match` of `ignore`. */
+  readonly match: 'substring' | 'prefix' | 'regex';
 }
 
 /** A backend's self-description. */
@@ -277,6 +302,11 @@ export interface PolicyBackend {
   save(dir: string): Promise<void>;
   /** Restores what {@link PolicyBackend.save} wrote. */
   load(dir: string): Promise<void>;
+  /**
+   * Writes the rollout engine's weights since the last `sync` and the trainer's state dict under
+   * `dir` for `qrl-sim refit-check` (only when `capabilities.dumpEngine`; absent otherwise).
+   */
+  dumpEngine?(dir: string): Promise<EngineDump>;
   /** Releases the backend (ends its process for an external one). */
   close(): Promise<void>;
 }

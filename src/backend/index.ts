@@ -7,6 +7,7 @@ export {
   type BackendCapabilities,
   type BackendInfo,
   type BackendVocabulary,
+  type EngineDump,
   type GenerateRequest,
   type JsonValue,
   type LogprobsRequest,

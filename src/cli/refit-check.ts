@@ -1,15 +1,22 @@
 // `qrl-sim refit-check`: parses the flags, runs the check of src/golden/refit-check.ts and prints one
 // line per finding (or the JSON result); exit 0 clean, 1 with findings. Not the check itself.
 
-import type { Command } from './command.js';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { EngineDump } from '../backend/contract.js';
+import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
-import { ignoreMatchAliases, ignoreMatchRules, refitCheck, refitFindingKinds, refitRecipes, type IgnoreMatchRule, type RefitRecipe } from '../golden/refit-check.js';
-import { booleans, integerOption, parseCommandArgs, REPEATED, required, strings } from './parse.js';
+import { ignoreMatchAliases, ignoreMatchRules, refitCheck, refitFindingKinds, refitRecipes, type IgnoreMatchRule, type RefitCheckResult, type RefitRecipe } from '../golden/refit-check.js';
+import { connectBackend } from '../protocol/remote.js';
+import { backendToken } from './input.js';
+import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, REPEATED, required, strings } from './parse.js';
+import { resolveBackendAddress } from './self-command.js';
 
 const matchNames = [...Object.keys(ignoreMatchRules), ...Object.keys(ignoreMatchAliases)];
 
 const help = `usage: qrl-sim refit-check --trainer T.safetensors --engine E.safetensors --recipe PRESET [--block N]
                          [--previous T0.safetensors] [--ignore PATTERN …] [--match RULE] [--json]
+       qrl-sim refit-check --backend CMD|URL --out DIR [--previous T0.safetensors] [--json]
 
 Checks what a rollout engine holds after a weight sync against the trainer's state dict: every
 2-D '.weight' tensor not matched by the ignore list must be the recipe applied to the trainer's
@@ -31,6 +38,14 @@ options:
   --json            print {"findings": [{"tensor", "kind", …}], "tensors", "quantized", "kvScales",
                     "recipe", "block", "match"}
 
+a live backend (capabilities.dumpEngine, docs/refit-check.md §8):
+  --backend CMD|URL  a qrl-backend/1 backend: sync, one greedy generate (an FP8 KV cache calibrates
+                    its scales on it), dumpEngine into --out; then the check of the two files with the
+                    recipe, block and ignore list the backend states for its plan
+  --out DIR         where the backend writes trainer.safetensors and engine.safetensors (created)
+  --timeout MS, --startup-timeout MS, --token-file FILE   as backend-check's
+  e.g. --backend "python3 -m qrl_backend.hf --plan hf-fp8-kv --fp8-block 16" --out /tmp/dump (PYTHONPATH=python in a checkout)
+
 finding kinds: ${refitFindingKinds.join(', ')}
 
 examples:
@@ -42,7 +57,28 @@ export const refitCheckCommand: Command = {
   summary: "check an engine's FP8 weights after a sync against the trainer's state dict and a recipe",
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('trainer', 'engine', 'recipe', 'block', 'previous', 'match'), ignore: REPEATED, ...booleans('json') });
+    const { values } = parseCommandArgs(args, { ...strings('trainer', 'engine', 'recipe', 'block', 'previous', 'match', 'out'), ...BACKEND_OPTIONS, ignore: REPEATED, ...booleans('json') });
+    if (values.backend !== undefined) {
+      for (const flag of ['trainer', 'engine', 'recipe', 'block', 'match'] as const) if (values[flag] !== undefined) throw new UsageError(`--${flag}: not with --backend (the backend states its files, recipe and ignore list)`);
+      if (values.ignore !== undefined && values.ignore.length > 0) throw new UsageError('--ignore: not with --backend (the backend states its files, recipe and ignore list)');
+      const out = resolve(required(values.out, 'out'));
+      mkdirSync(out, { recursive: true });
+      const dump = await dumpFromBackend(values.backend, out, values, io);
+      return report(
+        refitCheck({
+          trainer: join(out, dump.trainer),
+          engine: join(out, dump.engine),
+          recipe: dump.recipe as RefitRecipe,
+          ...(dump.block !== undefined ? { block: dump.block } : {}),
+          ...(values.previous !== undefined ? { previous: values.previous } : {}),
+          ignore: dump.ignore,
+          match: dump.match,
+        }),
+        values.json === true,
+        io,
+      );
+    }
+    if (values.out !== undefined) throw new UsageError('--out: only with --backend');
     const recipe = required(values.recipe, 'recipe');
     if (!Object.hasOwn(refitRecipes, recipe)) throw new UsageError(`--recipe: unsupported preset '${recipe}' (supported: ${Object.keys(refitRecipes).join(', ')})`);
     const matchName = values.match ?? 'substring';
@@ -57,17 +93,42 @@ export const refitCheckCommand: Command = {
       ignore: values.ignore ?? [],
       match,
     });
-    if (values.json) io.out(JSON.stringify(result));
-    else {
-      for (const f of result.findings) {
-        const { tensor, kind, ...detail } = f;
-        const text = Object.entries(detail)
-          .map(([k, v]) => `${k}=${Array.isArray(v) && v.length > 16 ? `[${v.slice(0, 16).join(',')},…]` : Array.isArray(v) ? `[${v.join(',')}]` : String(v)}`)
-          .join(' ');
-        io.out(`${tensor}  ${kind}${text === '' ? '' : `  ${text}`}`);
-      }
-      io.out(`${result.tensors} tensors (${result.quantized} quantized by ${result.recipe}${result.block === null ? '' : ` ${result.block}×${result.block}`}, ignore rule ${result.match}), ${result.kvScales} kv scales: ${result.findings.length === 0 ? 'clean' : `${result.findings.length} finding${result.findings.length === 1 ? '' : 's'}`}`);
-    }
-    return result.findings.length === 0 ? 0 : 1;
+    return report(result, values.json === true, io);
   },
 };
+
+/**
+ * What a live backend's rollout engine holds after a `sync`: connects, checks
+ * `capabilities.dumpEngine`, syncs, runs one greedy generate (an FP8 KV cache calibrates its scales on
+ * the first forward after a sync), and has the backend write both files under `out`.
+ */
+async function dumpFromBackend(backend: string, out: string, values: { readonly timeout?: string | undefined; readonly 'startup-timeout'?: string | undefined; readonly 'token-file'?: string | undefined }, io: CliIo): Promise<EngineDump> {
+  const token = backendToken(values['token-file']);
+  const remote = await connectBackend(resolveBackendAddress(backend), { ...backendTimeouts(values, 120_000), ...(token === undefined ? {} : { token }), onStderr: (t: string) => io.err(t.replace(/\n$/, '')) });
+  try {
+    const info = await remote.info();
+    if (info.capabilities.dumpEngine !== true) throw new UsageError(`--backend: ${info.backend.name} does not declare capabilities.dumpEngine (docs/refit-check.md §8)`);
+    await remote.sync();
+    const v = info.vocabulary;
+    await remote.generate({ prompts: [[v.bos, v.sep]], seed: 'refit-check', greedy: true, maxNewTokens: 1 });
+    return await remote.dumpEngine(out);
+  } finally {
+    await remote.close();
+  }
+}
+
+/** Prints the result (one line per finding and a summary, or JSON); the exit code. */
+function report(result: RefitCheckResult, json: boolean, io: CliIo): number {
+  if (json) io.out(JSON.stringify(result));
+  else {
+    for (const f of result.findings) {
+      const { tensor, kind, ...detail } = f;
+      const text = Object.entries(detail)
+        .map(([k, v]) => `${k}=${Array.isArray(v) && v.length > 16 ? `[${v.slice(0, 16).join(',')},…]` : Array.isArray(v) ? `[${v.join(',')}]` : String(v)}`)
+        .join(' ');
+      io.out(`${tensor}  ${kind}${text === '' ? '' : `  ${text}`}`);
+    }
+    io.out(`${result.tensors} tensors (${result.quantized} quantized by ${result.recipe}${result.block === null ? '' : ` ${result.block}×${result.block}`}, ignore rule ${result.match}), ${result.kvScales} kv scales: ${result.findings.length === 0 ? 'clean' : `${result.findings.length} finding${result.findings.length === 1 ? '' : 's'}`}`);
+  }
+  return result.findings.length === 0 ? 0 : 1;
+}

@@ -8,6 +8,7 @@ import { decode, floatFormats } from '../numerics/formats.js';
 import { quantPresets, type QuantPreset } from '../numerics/presets.js';
 import { quantize } from '../numerics/quantize.js';
 import { openSafetensors, type SafetensorsFile, type SafetensorsHeaderEntry } from '../protocol/safetensors.js';
+import { ignoreMatchRules, type IgnoreMatchRule } from '../policies/ignore-rules.js';
 
 /** Every finding kind, in the order the checks run for one tensor (docs/refit-check.md §2). */
 export const refitFindingKinds = ['missing', 'not-quantized', 'unexpectedly-quantized', 'unity-scale', 'stale', 'layout-permuted', 'value-error'] as const;
@@ -22,22 +23,8 @@ export interface RefitFinding {
   readonly [detail: string]: unknown;
 }
 
-/**
- * How an ignore pattern matches a module name (the tensor name without its final `.weight`):
- * `substring` (vLLM's `in` test), `prefix` (the name or a dotted prefix of it), `regex`
- * (compressed-tensors: `re:`-prefixed patterns as a regex matched at the start, others exact).
- */
-export const ignoreMatchRules = {
-  substring: (module: string, pattern: string): boolean => module.includes(pattern),
-  prefix: (module: string, pattern: string): boolean => module === pattern || module.startsWith(`${pattern}.`),
-  regex: (module: string, pattern: string): boolean => (pattern.startsWith('re:') ? new RegExp(`^(?:${pattern.slice(3)})`).test(module) : module === pattern),
-} as const satisfies Record<string, (module: string, pattern: string) => boolean>;
-
-/** The stacks' names for the rules: `vllm` is `substring`, `compressed-tensors` is `regex`. */
-export const ignoreMatchAliases = Object.freeze({ vllm: 'substring', 'compressed-tensors': 'regex' } as const);
-
-/** A rule of {@link ignoreMatchRules}. */
-export type IgnoreMatchRule = keyof typeof ignoreMatchRules;
+// The ignore-list matching rules are the plans' too (refit fault `ignore-rule`): one definition, in policies/.
+export { ignoreMatchAliases, ignoreMatchRules, type IgnoreMatchRule } from '../policies/ignore-rules.js';
 
 /**
  * The presets refit-check supports and the engine tensor that holds each one's dequant scales

@@ -65,7 +65,9 @@ export {
 } from './plans.js';
 
 // The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
-export { refitWeights, refittedNumerics, checkRefitChain, type RefitChain, type RefitFault, type RefitFusion } from './refit.js';
+export { refitWeights, refittedNumerics, checkRefitChain, ignoredSites, type RefitChain, type RefitFault, type RefitFusion } from './refit.js';
+// The stacks' ignore-list matching rules and the engine module names of the toy's sites (refit fault `ignore-rule`, refit-check).
+export { ignoreMatchRules, ignoreMatchAliases, ignoreMatchNames, ignoreMatchRule, engineModuleName, type IgnoreMatchRule, type IgnoreMatchName } from './ignore-rules.js';
 export { overriddenNumerics, checkOverrides, siteNames, patternMatches, type PrecisionOverride } from './overrides.js';
 
 // Log-prob semantics of each side and their named differences.

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { valueAt } from '../errors.js';
 import { quantSites, type QuantSite } from './quantized.js';
+import { ignoreMatchNames, type IgnoreMatchName } from './ignore-rules.js';
 
 /** `JSON.stringify(value)`, or `String(value)` where JSON has no text for it (`undefined`). */
 function show(value: unknown): string {
@@ -114,8 +115,14 @@ export const refitChainShapeSchema = strict({
             block: z.number().int().positive({ error: 'expected a positive integer' }).optional(),
           }),
           strict({ kind: z.literal('stale-sync') }),
+          strict({ kind: z.literal('unity-kv-scales'), which: z.enum(['k', 'v', 'kv'], { error: 'expected "k", "v" or "kv"' }).optional() }),
+          strict({
+            kind: z.literal('ignore-rule'),
+            ignore: z.array(z.string().min(1, { error: 'expected a non-empty pattern' }), { error: 'expected a list of module-name patterns' }),
+            match: z.enum([...ignoreMatchNames] as [IgnoreMatchName, ...IgnoreMatchName[]], { error: `expected one of ${ignoreMatchNames.join(', ')}` }).optional(),
+          }),
         ],
-        { error: 'expected a fault { kind: "halves-swapped" | "rows-permuted" | "stale-sync" }' },
+        { error: 'expected a fault { kind: "halves-swapped" | "rows-permuted" | "stale-sync" | "unity-kv-scales" | "ignore-rule" }' },
       ),
       { error: 'expected a list of faults' },
     )

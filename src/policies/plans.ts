@@ -13,7 +13,7 @@ import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions
 import type { StackWeights } from '../nn/stack.js';
 import { z } from 'zod';
 import { gemmPlanShapeSchema, parseAt, planDataShapeSchema } from './plan-schema.js';
-import { checkRefitChain, refittedNumerics, type RefitChain } from './refit.js';
+import { checkRefitChain, ignoredSites, refittedNumerics, type RefitChain } from './refit.js';
 import { checkOverrides, overriddenNumerics, type PrecisionOverride } from './overrides.js';
 import { checkEngineExecution, tensorParallelNumerics, type EngineExecution } from './execution.js';
 
@@ -173,14 +173,25 @@ export function numericsFor(side: PlanSide): PolicyNumerics {
  * ```
  */
 export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumerics {
-  let inner = numericsFor(side);
-  if (side.overrides !== undefined && side.overrides.length > 0) {
-    inner = overriddenNumerics(inner, side.overrides, side.overrides.map((o) => numericsFor({ gemm: o.gemm })), weights.blocks.length);
+  const ignoreRule = side.refit?.faults?.find((f) => f.kind === 'ignore-rule');
+  const g = side.gemm;
+  // An ignore-rule fault: the engine's ignore list, not the plan's exclusions, says which sites run
+  // plain — every site quantized, the caught ones overridden by the plan's plain operands (after the
+  // side's own overrides, which keep precedence).
+  let inner = numericsFor(ignoreRule !== undefined && g.kind === 'quantized' ? { ...side, gemm: { ...g, exclude: [] } } : side);
+  const overrides: PrecisionOverride<GemmPlan>[] = [...(side.overrides ?? [])];
+  if (ignoreRule !== undefined) {
+    if (g.kind !== 'quantized') throw new Error(`refit.faults: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got kind ${JSON.stringify(g.kind)}`);
+    const caught = ignoredSites(ignoreRule, weights);
+    if (caught.length > 0) overrides.push({ match: caught, gemm: { kind: 'rounding', operands: g.plainOperands ?? 'bf16' } });
+  }
+  if (overrides.length > 0) {
+    inner = overriddenNumerics(inner, overrides, overrides.map((o) => numericsFor({ gemm: o.gemm })), weights.blocks.length);
   }
   // inside the refit chain, so the shards are cut from the refitted weights
   const tp = side.engine?.tensorParallel;
   if (tp !== undefined) inner = tensorParallelNumerics(inner, tp);
-  return side.refit === undefined ? inner : refittedNumerics(inner, weights, side.refit);
+  return side.refit === undefined ? inner : refittedNumerics(inner, weights, side.refit, g.kind === 'quantized' ? g.kvCache : undefined);
 }
 
 /** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution or a trainer temperature placement on either side). */
@@ -366,6 +377,11 @@ function checkSideValues(side: PlanSide, path: string, role: 'rollout' | 'traine
   if (side.temperatureAt !== undefined && role === 'rollout') throw new Error(`${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(side.temperatureAt)}`);
   if (side.refit !== undefined) checkRefitChain(side.refit, `${path}.refit`);
   checkGemmPlan(side.gemm, `${path}.gemm`);
+  side.refit?.faults?.forEach((f, i) => {
+    const g = side.gemm;
+    if (f.kind === 'ignore-rule' && g.kind !== 'quantized') throw new Error(`${path}.refit.faults[${i}]: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got gemm.kind ${JSON.stringify(g.kind)}`);
+    if (f.kind === 'unity-kv-scales' && (g.kind !== 'quantized' || g.kvCache === undefined)) throw new Error(`${path}.refit.faults[${i}]: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`);
+  });
   if (side.overrides !== undefined) checkOverrides(side.overrides, `${path}.overrides`, checkGemmPlan);
 }
 

@@ -14,6 +14,9 @@ import { fakeQuant } from '../numerics/vector.js';
 import type { PolicyNumerics } from './numerics.js';
 import { parseAt, refitChainShapeSchema } from './plan-schema.js';
 import { type OperandQuantPlan, type QuantSite } from './quantized.js';
+import { engineModuleName, ignoreMatchRule, ignoreMatchRules, type IgnoreMatchName } from './ignore-rules.js';
+import type { KvCacheHook } from '../nn/block-decode.js';
+import { kvFakeQuantize, type KvCacheSpec } from '../numerics/kvcache.js';
 
 /** Tensors that a fused refit quantizes as one (rows stacked): `qkv` = [Wq; Wk; Wv], `gate-up` = [Wgate; Wup]. */
 export type RefitFusion = 'qkv' | 'gate-up';
@@ -28,12 +31,35 @@ export type RefitFusion = 'qkv' | 'gate-up';
  *   (verl issues 7986, 7470);
  * - `stale-sync`: the engine keeps the linear weights of the previous sync (a sync that moves the
  *   version but not the weights; the first sync is right; embeddings and norms, which no refit
- *   carries, are current).
+ *   carries, are current);
+ * - `unity-kv-scales`: the engine's FP8 KV-cache scales are reset to 1.0 by the sync and stay there
+ *   (no recalibration): the K and/or V rows of the cache are stored as `e4m3(x / 1)` and loaded as
+ *   `q · 1` instead of with the calibrated scale (NeMo-RL issues 3225/3226; vLLM issue 54705 for V).
+ *   Needs a side whose GEMM plan has a `kvCache` quantizer;
+ * - `ignore-rule`: the engine keeps in high precision the modules its ignore list catches under its
+ *   matching rule, instead of the side's own exclusions: `ignore` patterns matched with `match`
+ *   ({@link ignoreMatchRules}) against each site's engine module name ({@link engineModuleName}).
+ *   Caught sites run the side's plain BF16 GEMMs, every other site the quantized GEMMs — under
+ *   `substring`, `mlp.gate` (meant for the routers) also catches every dense `mlp.gate_up_proj`
+ *   (verl issue 7519); under `prefix`, `mlp.gate` catches nothing, so what the plan keeps in
+ *   BF16 gets quantized. Needs a side whose GEMM plan is `quantized`.
  */
 export type RefitFault =
   | { readonly kind: 'halves-swapped' }
   | { readonly kind: 'rows-permuted'; readonly sites?: readonly QuantSite[]; readonly block?: number }
-  | { readonly kind: 'stale-sync' };
+  | { readonly kind: 'stale-sync' }
+  | {
+      readonly kind: 'unity-kv-scales';
+      /** Which scales are reset. @defaultValue 'kv' */
+      readonly which?: 'k' | 'v' | 'kv';
+    }
+  | {
+      readonly kind: 'ignore-rule';
+      /** The engine's ignore list (module-name patterns). */
+      readonly ignore: readonly string[];
+      /** The engine's matching rule or its alias. @defaultValue 'substring' (vLLM) */
+      readonly match?: IgnoreMatchName;
+    };
 
 /**
  * The refit chain of a plan side: what the side's GEMMs receive as weights, derived from the FP32
@@ -78,7 +104,45 @@ function specOf(p: OperandQuantPlan, field: string): QuantSpec {
 export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
   const chain = parseAt(refitChainShapeSchema, value, path);
   chain.checkpoint?.forEach((p, i) => specOf(p as OperandQuantPlan, `${path}.checkpoint[${i}]`));
+  const seen = new Set<string>();
+  chain.faults?.forEach((f, i) => {
+    if ((f.kind === 'ignore-rule' || f.kind === 'unity-kv-scales') && seen.has(f.kind)) throw new Error(`${path}.faults[${i}]: a second ${f.kind} fault (an engine has one ignore list and one set of KV scales), got ${JSON.stringify(f)}`);
+    seen.add(f.kind);
+    if (f.kind === 'ignore-rule' && ignoreMatchRule(f.match ?? 'substring') === 'regex') {
+      f.ignore.forEach((p, j) => {
+        if (!p.startsWith('re:')) return;
+        try {
+          new RegExp(p.slice(3));
+        } catch {
+          throw new Error(`${path}.faults[${i}].ignore[${j}]: not a valid regular expression, got ${JSON.stringify(p)}`);
+        }
+      });
+    }
+  });
   return value as RefitChain;
+}
+
+/**
+ * The sites an `ignore-rule` fault keeps in high precision, by override name (`h<l>.<site>`,
+ * `lmHead`; docs/precision-overrides.md): every linear site of `weights` whose engine module name
+ * ({@link engineModuleName}) matches one of `fault.ignore` under `fault.match`.
+ *
+ * @example
+ * ```ts
+ * ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate'], match: 'substring' }, policy.weights); // ['h0.up', 'h0.gate', 'h1.up', 'h1.gate']
+ * ```
+ */
+export function ignoredSites(fault: Extract<RefitFault, { kind: 'ignore-rule' }>, weights: StackWeights): string[] {
+  const matches = ignoreMatchRules[ignoreMatchRule(fault.match ?? 'substring')];
+  const caught = (site: QuantSite, layer: number | null, moe: boolean): boolean => fault.ignore.some((p) => matches(engineModuleName(site, layer, moe), p));
+  const names: string[] = [];
+  weights.blocks.forEach((b, l) => {
+    const moe = b.moe !== undefined && b.moe !== null;
+    const sites: QuantSite[] = ['q', 'k', 'v', 'o', 'up', 'gate', 'down', ...(moe ? (['router'] as const) : [])];
+    for (const s of sites) if (caught(s, l, moe)) names.push(`h${l}.${s}`);
+  });
+  if (caught('lmHead', null, false)) names.push('lmHead');
+  return names;
 }
 
 /** One linear weight of the stack: its site, its array and its (rows, cols) shape. */
@@ -186,7 +250,9 @@ function swapRowBlocks(x: Float32Array, rows: number, cols: number, block: numbe
 
 /** Applies one fault to the refitted map (in place). */
 function plantFault(weights: StackWeights, out: Map<FloatArray, Float32Array>, fault: RefitFault): void {
-  if (fault.kind === 'stale-sync') return; // a property of the syncs, applied by refittedNumerics
+  // Not a change of the weights: stale-sync is a property of the syncs and unity-kv-scales of the KV hook
+  // (both applied by refittedNumerics), ignore-rule of which GEMMs the side runs (sideNumerics).
+  if (fault.kind === 'stale-sync' || fault.kind === 'unity-kv-scales' || fault.kind === 'ignore-rule') return;
   const feedForwards = weights.blocks.flatMap((b) => [...(b.mlp ? [b.mlp] : []), ...(b.moe ? b.moe.experts : [])]);
   if (fault.kind === 'halves-swapped') {
     for (const m of feedForwards) {
@@ -220,10 +286,38 @@ function swapLinear(inner: LinearGemms, map: Map<FloatArray, Float32Array>): Lin
 }
 
 /**
- * `inner` with every linear forward GEMM's weight operand replaced by its refitted array (the
- * backward GEMMs, attention and KV hook unchanged). Build it at each weight sync, like `inner`.
+ * `inner`'s KV hook, with the K and/or V rows the hook writes stored under scale 1 (a
+ * `unity-kv-scales` fault): the faulted rows as written are kept, `inner` quantizes both rows with
+ * its scales (its calibration, on the first call, sees the same unquantized cache as without the
+ * fault), and each faulted row is then replaced by `kvDequantize(kvQuantize(row, scales = 1))`.
  */
-export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, chain: RefitChain): PolicyNumerics {
+function unityKvHook(inner: KvCacheHook, spec: KvCacheSpec, which: 'k' | 'v' | 'kv'): KvCacheHook {
+  const ones = new Float32Array((spec.granularity ?? 'tensor') === 'head' ? spec.heads ?? 1 : 1).fill(1);
+  let raw = new Float32Array(0); // (B, C) row t of every sequence, as written
+  let loaded = new Float32Array(0); // (B, C) the same rows stored and loaded under scale 1
+  return (kCache, vCache, t, B, tCap, C) => {
+    const faulted = which === 'k' ? [kCache] : which === 'v' ? [vCache] : [kCache, vCache];
+    if (raw.length < faulted.length * B * C) raw = new Float32Array(faulted.length * B * C);
+    if (loaded.length < B * C) loaded = new Float32Array(B * C);
+    faulted.forEach((cache, f) => {
+      for (let b = 0; b < B; b++) for (let c = 0; c < C; c++) raw[(f * B + b) * C + c] = cache[(b * tCap + t) * C + c]!;
+    });
+    inner(kCache, vCache, t, B, tCap, C);
+    faulted.forEach((cache, f) => {
+      const rows = kvFakeQuantize(spec, raw.subarray(f * B * C, (f + 1) * B * C), [B, C], ones, loaded.subarray(0, B * C));
+      for (let b = 0; b < B; b++) for (let c = 0; c < C; c++) cache[(b * tCap + t) * C + c] = rows[b * C + c]!;
+    });
+  };
+}
+
+/**
+ * `inner` with every linear forward GEMM's weight operand replaced by its refitted array (the
+ * backward GEMMs and attention unchanged; the KV hook unchanged unless a `unity-kv-scales` fault
+ * resets its scales, which needs the side's KV-cache quantizer as `kvCache`). Build it at each
+ * weight sync, like `inner`. The `ignore-rule` fault is applied by `sideNumerics` (it chooses which
+ * GEMMs `inner` has).
+ */
+export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, chain: RefitChain, kvCache?: KvCacheSpec): PolicyNumerics {
   let map = refitWeights(weights, chain);
   if (chain.faults?.some((f) => f.kind === 'stale-sync')) {
     // serve what the previous sync refitted (the first sync is right), and keep this one for the next
@@ -252,7 +346,18 @@ export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, c
     chain.source === 'bf16' ? 'bf16 export' : null,
     ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`),
     (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null,
-    ...(chain.faults ?? []).map((f) => `fault ${f.kind}`),
+    ...(chain.faults ?? []).map((f) => `fault ${f.kind}${f.kind === 'unity-kv-scales' ? ` ${f.which ?? 'kv'}` : f.kind === 'ignore-rule' ? ` ${f.match ?? 'substring'} [${f.ignore.join(', ')}]` : ''}`),
   ].filter(Boolean);
-  return Object.freeze({ label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`, block, lmHead: () => head, kvHook: (l: number) => inner.kvHook(l) });
+  const unity = chain.faults?.find((f) => f.kind === 'unity-kv-scales');
+  let kvHook = (l: number): KvCacheHook | null => inner.kvHook(l);
+  if (unity !== undefined) {
+    if (kvCache === undefined) throw new Error(`refit.faults: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`);
+    const hooks: KvCacheHook[] = [];
+    kvHook = (l) => {
+      const h = inner.kvHook(l);
+      if (h === null) return null;
+      return (hooks[l] ??= unityKvHook(h, kvCache, unity.which ?? 'kv'));
+    };
+  }
+  return Object.freeze({ label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`, block, lmHead: () => head, kvHook });
 }

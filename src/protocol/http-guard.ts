@@ -76,7 +76,7 @@ function realPathOf(path: string): string | null {
  * taken from the working directory, as the backend would open them. Throws a {@link ProtocolError}
  * (answered −32602) whose field is `dir`, naming the path.
  */
-export function refuseOutsideRoot(root: string, method: 'save' | 'load', dir: string): void {
+export function refuseOutsideRoot(root: string, method: 'save' | 'load' | 'dumpEngine', dir: string): void {
   const real = realPathOf(isAbsolute(dir) ? dir : join(process.cwd(), dir));
   const inside = real !== null && (real === root || real.startsWith(root.endsWith(sep) ? root : `${root}${sep}`));
   if (!inside) {

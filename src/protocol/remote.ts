@@ -4,6 +4,7 @@
 import { resolve } from 'node:path';
 import type {
   BackendInfo,
+  EngineDump,
   GenerateRequest,
   LogprobsRequest,
   LogprobsResult,
@@ -296,6 +297,16 @@ export class RemoteBackend implements PolicyBackend {
   /** Sends `dir` as an absolute path. */
   async load(dir: string): Promise<void> {
     await this.invoke('load', { dir: resolve(dir) });
+  }
+
+  /**
+   * Asks the backend to write its engine and trainer tensors under `dir` (sent absolute) for
+   * refit-check; refused here, without a call, when the backend did not declare `capabilities.dumpEngine`.
+   */
+  async dumpEngine(dir: string): Promise<EngineDump> {
+    const info = this.described ?? (await this.info());
+    if (info.capabilities.dumpEngine !== true) throw new ProtocolError('dumpEngine', 'capabilities.dumpEngine', `dumpEngine: the backend ${info.backend.name} does not declare capabilities.dumpEngine`);
+    return this.invoke('dumpEngine', { dir: resolve(dir) });
   }
 
   /** Asks a spawned backend to shut down (an HTTP one only with `shutdownOnClose`), then ends the transport (a spawned process is killed if it lingers). */

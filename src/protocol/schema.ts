@@ -15,7 +15,7 @@ export const PROTOCOL_VERSIONS: readonly string[] = Object.freeze(['qrl-backend/
 
 /** The methods of qrl-backend/1, one per contract operation (`close` is `shutdown` on the wire). */
 export const BACKEND_METHODS = Object.freeze([
-  'info', 'sync', 'generate', 'logprobs', 'backward', 'step', 'setReference', 'warmStart', 'save', 'load', 'shutdown',
+  'info', 'sync', 'generate', 'logprobs', 'backward', 'step', 'setReference', 'warmStart', 'save', 'load', 'dumpEngine', 'shutdown',
 ] as const);
 
 /** A method name of {@link BACKEND_METHODS}. */
@@ -185,6 +185,7 @@ export const methodSchemas = {
         warmStart: z.boolean(),
         handOver: z.boolean().optional(),
         probSqSum: z.boolean().optional(),
+        dumpEngine: z.boolean().optional().describe('the backend takes dumpEngine (absent: false), docs/refit-check.md §8'),
       }),
       parameters: nonNegInt,
     }),
@@ -240,6 +241,17 @@ export const methodSchemas = {
   },
   save: { params: z.strictObject({ dir: z.string().min(1) }), result: z.null() },
   load: { params: z.strictObject({ dir: z.string().min(1) }), result: z.null() },
+  dumpEngine: {
+    params: z.strictObject({ dir: z.string().min(1).describe('absolute directory the two files are written to') }),
+    result: z.strictObject({
+      trainer: z.string().min(1).describe("the trainer's state dict, a file name under dir"),
+      engine: z.string().min(1).describe("what the rollout engine computes with since the last sync, a file name under dir"),
+      recipe: z.string().min(1).describe("refit-check's --recipe for the backend's rollout plan"),
+      block: int.min(1).optional().describe('--block of a block recipe'),
+      ignore: z.array(z.string().min(1)).describe('--ignore: the modules the plan keeps in high precision'),
+      match: z.enum(['substring', 'prefix', 'regex']).describe('--match of the ignore list'),
+    }),
+  },
   shutdown: { params: z.strictObject({}), result: z.null() },
 } as const satisfies Record<BackendMethod, { params: z.ZodType; result: z.ZodType }>;
 

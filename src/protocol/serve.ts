@@ -139,6 +139,11 @@ export function backendHandlers(
       await backend.load(params('load', raw).dir);
       return null;
     },
+    async dumpEngine(raw) {
+      const p = params('dumpEngine', raw);
+      if (backend.dumpEngine === undefined) throw new RpcError(RPC_ERRORS.failedPrecondition, 'dumpEngine: this backend has no engine dump (capabilities.dumpEngine is false)', { field: 'method' });
+      return backend.dumpEngine(p.dir);
+    },
     async shutdown(raw) {
       params('shutdown', raw);
       setImmediate(onShutdown);
@@ -188,7 +193,7 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
   if (!isLoopbackHost(host) && options.token === undefined) throw new Error(`serveBackend: host ${host} is not loopback: a token is required`);
   const stateRoot = realpathSync(options.stateRoot ?? process.cwd());
   const inRoot =
-    (method: 'save' | 'load'): RpcHandler =>
+    (method: 'save' | 'load' | 'dumpEngine'): RpcHandler =>
     (raw) => {
       const dir = (raw as { dir?: unknown } | null)?.dir;
       if (typeof dir === 'string') {
@@ -200,7 +205,7 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
       }
       return handlers[method](raw);
     };
-  const guarded = { ...handlers, save: inRoot('save'), load: inRoot('load') };
+  const guarded = { ...handlers, save: inRoot('save'), load: inRoot('load'), dumpEngine: inRoot('dumpEngine') };
   const onRefused = options.onRefused ?? ((line: string) => process.stderr.write(`${line}\n`));
   // HTTP: one queue so that requests reach the backend one at a time, like the stdio loop.
   let queue: Promise<unknown> = Promise.resolve();

@@ -219,13 +219,16 @@ function withoutSeed(config: Readonly<Record<string, unknown>> | null): Record<s
 /** Config paths compared as one unit: an estimator spec differs as a whole (name and hyper-parameters). */
 const UNIT_PATHS: ReadonlySet<string> = new Set(['estimators.advantage', 'estimators.correction', 'estimators.loss', 'estimators.aggregation', 'estimators.kl']);
 
+/** A plan given as data (`plan` an object, e.g. a plan file of the grid) differs as a whole and is shown by its name. */
+const PLAN_PATH = 'plan';
+
 /**
  * Leaf values of a config by dotted path (arrays indexed: `rollout.prompts`, `task.options.length`);
- * estimator specs (`estimators.correction`, `estimators.loss`, …) stay whole.
+ * estimator specs (`estimators.correction`, `estimators.loss`, …) and a plan given as data stay whole.
  */
 export function flattenConfig(value: unknown, prefix = '', out: Map<string, unknown> = new Map()): Map<string, unknown> {
   const isContainer = typeof value === 'object' && value !== null && (Array.isArray(value) ? value.length > 0 : Object.keys(value).length > 0);
-  if (isContainer && !UNIT_PATHS.has(prefix)) {
+  if (isContainer && !UNIT_PATHS.has(prefix) && prefix !== PLAN_PATH) {
     for (const [k, v] of Object.entries(value)) flattenConfig(v, prefix ? `${prefix}.${k}` : k, out);
   } else {
     out.set(prefix, value);
@@ -254,6 +257,12 @@ const specFull = (v: unknown): string =>
 
 /** Display values of one differing path across groups: estimator specs by name when the names tell them apart. */
 function displayValues(path: string, values: readonly unknown[]): string[] {
+  if (path === PLAN_PATH) {
+    // a preset by its name, a plan as data by its own name; the whole JSON when two plans share a name
+    const names = values.map((v) => (typeof v === 'object' && v !== null ? String((v as Record<string, unknown>)['name'] ?? 'custom') : typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v)));
+    const distinct = new Set(names).size === new Set(values.map(canonicalJson)).size;
+    return distinct ? names : values.map((v) => (typeof v === 'string' ? v : JSON.stringify(v)));
+  }
   if (!UNIT_PATHS.has(path)) return values.map((v) => (typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v)));
   if (values.some((v) => v === null || v === undefined)) return values.map((v) => (v === null || v === undefined ? 'none' : specFull(v)));
   const names = values.map(specName);
@@ -347,6 +356,9 @@ function selectorValues(fields: Readonly<Record<string, string>>, config: Readon
     const name = specName(value);
     out.add(name === '' ? 'none' : name);
     if (name !== '') out.add(specFull(value));
+  } else if (path === PLAN_PATH && typeof value === 'object' && value !== null) {
+    out.add(String((value as Record<string, unknown>)['name'] ?? 'custom'));
+    out.add(JSON.stringify(value));
   } else if (value !== undefined) out.add(typeof value === 'string' ? value : JSON.stringify(value));
   return out;
 }

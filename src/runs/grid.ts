@@ -1,6 +1,8 @@
 // The sweep grid: `key=v1,v2;key2=v3` parsed into axes, short key aliases, and the cartesian
 // product of grid points. Not validation of the values (sweep.ts resolves every point's config).
 
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { findOverflowingNumber } from '../json.js';
 import { UsageError } from '../errors.js';
 import { applyOverrides } from './overrides.js';
@@ -14,6 +16,12 @@ export interface GridAlias {
    * hyper-parameters), so that no hyper-parameter of another estimator leaks into it.
    */
   readonly spec?: boolean;
+  /**
+   * True for the plan: a value ending in `.json` names a plan file (`{ name?, description?, rollout,
+   * trainer }`, docs/precision-plans.md) whose contents become the value, read when the grid is
+   * parsed, relative to {@link GridParseOptions.root}.
+   */
+  readonly planFile?: boolean;
 }
 
 /**
@@ -25,7 +33,7 @@ export const GRID_ALIASES: Readonly<Record<string, GridAlias>> = Object.freeze({
   loss: { path: 'estimators.loss', spec: true },
   advantage: { path: 'estimators.advantage', spec: true },
   aggregation: { path: 'estimators.aggregation', spec: true },
-  plan: { path: 'plan' },
+  plan: { path: 'plan', planFile: true },
   task: { path: 'task.name' },
   policy: { path: 'policy.kind' },
   lr: { path: 'optim.lr' },
@@ -90,13 +98,31 @@ function parseValue(text: string, key: string): unknown {
   return value;
 }
 
+/** Options of {@link parseGrid}. */
+export interface GridParseOptions {
+  /** Directory that plan files of the `plan` key are relative to. @defaultValue the working directory */
+  readonly root?: string;
+}
+
+/** The plan file `text` names, parsed (a `UsageError` naming the grid value when it is missing or not JSON). */
+function readPlanFile(text: string, key: string, root: string | undefined): unknown {
+  const file = root === undefined || isAbsolute(text) ? text : join(root, text);
+  if (!existsSync(file)) throw new UsageError(`--grid: ${key}=${text}: no such plan file`);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as unknown;
+  } catch (error) {
+    throw new UsageError(`--grid: ${key}=${text}: the plan file is not valid JSON (${(error as Error).message.split('\n')[0]})`);
+  }
+}
+
 /**
  * Parses `--grid "correction=none,tis,ais;plan=bf16,fp16"` into axes. Keys are aliases
  * ({@link GRID_ALIASES}) or config paths; values are separated by commas (commas inside JSON
- * values are kept). An empty key or value list, an empty value, a repeated key or `seed`
+ * values are kept); a `plan` value ending in `.json` is a plan file (`plan=fp8-kv,sims/plans/x.json`).
+ * An empty key or value list, an empty value, a repeated key, `seed` or a missing plan file
  * throw a `UsageError`.
  */
-export function parseGrid(text: string): GridAxis[] {
+export function parseGrid(text: string, options: GridParseOptions = {}): GridAxis[] {
   const axes: GridAxis[] = [];
   if (text.trim() === '') return axes;
   for (const entry of splitTopLevel(text, ';')) {
@@ -115,6 +141,7 @@ export function parseGrid(text: string): GridAxis[] {
     if (texts.some((v) => v === '')) throw new UsageError(`--grid: key '${key}' has an empty value in '${rawValues.trim()}'`);
     if (new Set(texts).size !== texts.length) throw new UsageError(`--grid: key '${key}' repeats a value in '${rawValues.trim()}'`);
     const values = texts.map((t) => {
+      if (alias?.planFile === true && t.endsWith('.json')) return readPlanFile(t, key, options.root);
       const v = parseValue(t, key);
       return alias?.spec === true && typeof v === 'string' ? { name: v } : v;
     });

@@ -17,7 +17,7 @@ export {
 } from './sweep.js';
 
 // The sweep grid.
-export { parseGrid, gridPoints, type GridAxis, type GridPoint, GRID_ALIASES, type GridAlias } from './grid.js';
+export { parseGrid, gridPoints, type GridAxis, type GridPoint, GRID_ALIASES, type GridAlias, type GridParseOptions } from './grid.js';
 
 // `--set` overrides.
 export { applyOverrides, parseOverride } from './overrides.js';

@@ -10,6 +10,7 @@ import { parseJsonInput } from '../json.js';
 import { type ScheduledRun, sweepWallSeconds } from './lab-estimate.js';
 import { warmStartKey } from './run.js';
 import { type PlannedRun, runSweep, type SweepOptions, type SweepResult } from './sweep.js';
+import { parseGrid } from './grid.js';
 
 /** Where the experiment specs live, relative to the package root. */
 export const LAB_DIR = 'sims/lab';
@@ -86,7 +87,8 @@ export interface LabRunOptions {
 export function labSweepOptions(exp: LabExperiment, options: LabRunOptions, root = packageRoot()): SweepOptions {
   return {
     baseConfig: labBaseConfig(exp, root),
-    grid: exp.grid,
+    grid: parseGrid(exp.grid, { root }), // plan files in the grid are relative to the package root, like config
+
     seeds: options.seeds ?? exp.seeds,
     overrides: [...exp.set, ...(options.smoke === true ? exp.smoke : [])],
     outDir: options.outDir,

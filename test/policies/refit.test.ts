@@ -9,7 +9,8 @@ import { createArPolicy } from '../../src/policies/ar/model.js';
 import { arMismatchProbe } from '../../src/policies/ar/probe.js';
 import { computeLogprobs } from '../../src/policies/ar/logprobs.js';
 import { numericsFor, precisionPlan, resolvePlan, sideNumerics, type PlanData } from '../../src/policies/plans.js';
-import { refitWeights } from '../../src/policies/refit.js';
+import { ignoredSites, refitWeights } from '../../src/policies/refit.js';
+import { kvDequantize, kvQuantize, type KvCacheSpec } from '../../src/numerics/kvcache.js';
 import { quantPreset } from '../../src/numerics/presets.js';
 import { dequantize, quantize } from '../../src/numerics/quantize.js';
 import { fakeQuant } from '../../src/numerics/vector.js';
@@ -191,5 +192,100 @@ describe('refit faults (docs/refit.md "Faults")', () => {
 
   it('are refused with the field named when malformed', () => {
     expect(() => resolvePlan({ ...(precisionPlan('fp8-rollout') as unknown as PlanData), rollout: { ...precisionPlan('fp8-rollout').rollout, refit: { faults: [{ kind: 'nope' }] } } } as never)).toThrow(/refit\.faults/);
+  });
+});
+
+describe('refit faults: unity KV scales and a wrong ignore rule (docs/refit.md "Faults")', () => {
+  const task = makeTask('reverse');
+  const tiny = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + 8 }), 1);
+  const prompts = task.trainProblems(4, 1).map((q) => [...q.prompt]);
+  const probe = (plan: PlanData | string) => arMismatchProbe(tiny, { plan: typeof plan === 'string' ? precisionPlan(plan) : resolvePlan(plan), length: 8, prompts, seed: 1 });
+  const file = (name: string) => JSON.parse(readFileSync(`sims/plans/${name}.json`, 'utf8')) as PlanData;
+  const withFaults = (name: string, faults: readonly unknown[], extra: Record<string, unknown> = {}) => {
+    const p = precisionPlan(name);
+    return { rollout: { ...p.rollout, ...extra, refit: { faults } }, trainer: p.trainer } as unknown as PlanData;
+  };
+
+  it('ignoredSites applies the engine rule to the engine module names: substring mlp.gate catches every dense gate_up_proj, prefix catches nothing', () => {
+    const w = tiny.weights;
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate'], match: 'substring' }, w)).toEqual(w.blocks.flatMap((_, l) => [`h${l}.up`, `h${l}.gate`]));
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate'], match: 'vllm' }, w)).toEqual(ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate'] }, w));
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate', 'model.layers.0.mlp.gate'], match: 'prefix' }, w)).toEqual([]);
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['model.layers.1.self_attn', 'lm_head'], match: 'prefix' }, w)).toEqual(['h1.q', 'h1.k', 'h1.v', 'h1.o', 'lmHead']);
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['re:.*lm_head', 'mlp.gate'], match: 'compressed-tensors' }, w)).toEqual(['lmHead']);
+    // an MoE stack: the router is mlp.gate, the experts one fused mlp.experts module that mlp.gate does not catch
+    const moe = createArPolicy(arConfig({ vocabSize: 13, maxLen: 24, moe: { experts: 2, topK: 1, auxCoeff: 0 } } as never), 3);
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['mlp.gate'] }, moe.weights)).toEqual(moe.weights.blocks.map((_, l) => `h${l}.router`));
+    expect(ignoredSites({ kind: 'ignore-rule', ignore: ['model.layers.0.mlp.gate'], match: 'prefix' }, moe.weights)).toEqual(['h0.router']);
+  });
+
+  it('ignore-rule catching exactly the plan\'s exclusions changes nothing; the jet fault plan runs the caught sites as plain BF16 GEMMs and nothing else', () => {
+    const healthy = probe('fp8-rollout');
+    const same = probe(withFaults('fp8-rollout', [{ kind: 'ignore-rule', ignore: ['lm_head'], match: 'prefix' }]));
+    expect(same.diagnostics).toEqual(healthy.diagnostics);
+    expect(Array.from(same.rollout.logpRollout)).toEqual(Array.from(healthy.rollout.logpRollout));
+    // jet: both sides bit-identical (k3 = 0); the faulted rollout is jet with gate, up and lm_head overridden to BF16
+    expect(probe('jet').diagnostics.k3).toBe(0);
+    const faulty = probe(file('jet-fault-ignore-rule'));
+    const jet = precisionPlan('jet');
+    const overridden = probe({ rollout: { ...jet.rollout, overrides: [{ match: ['h*.gate', 'h*.up', 'lmHead'], gemm: { kind: 'rounding', operands: 'bf16' } }] }, trainer: jet.trainer } as unknown as PlanData);
+    expect(Array.from(faulty.rollout.logpRollout)).toEqual(Array.from(overridden.rollout.logpRollout));
+    expect(faulty.diagnostics).toEqual(overridden.diagnostics);
+    expect(faulty.diagnostics.k3).toBeGreaterThan(0);
+    // the reverse: a prefix rule whose mlp.gate catches nothing and no lm_head entry quantizes lm_head as well
+    const reverse = probe(withFaults('jet', [{ kind: 'ignore-rule', ignore: ['mlp.gate'], match: 'prefix' }]));
+    const lmHeadQuantized = probe({ rollout: { ...jet.rollout, gemm: { ...jet.rollout.gemm, exclude: [] } }, trainer: jet.trainer } as unknown as PlanData);
+    expect(reverse.diagnostics).toEqual(lmHeadQuantized.diagnostics);
+    expect(reverse.diagnostics.k3).toBeGreaterThan(0);
+  });
+
+  it('unity-kv-scales stores the faulted rows under scale 1 and leaves the other tensor and every GEMM as they were', () => {
+    const spec = precisionPlan('fp8-kv').rollout.gemm as { kvCache: KvCacheSpec };
+    const B = 2;
+    const tCap = 3;
+    const Cw = 4;
+    // K and V of a prefill of 3 rows: K near 4 (calibrated scale 4/200), V small (calibrated scale 0.01/100)
+    const k0 = Float32Array.from({ length: B * tCap * Cw }, (_, i) => Math.fround(4 * Math.sin(i + 1)));
+    const v0 = Float32Array.from({ length: B * tCap * Cw }, (_, i) => Math.fround(0.01 * Math.cos(3 * i + 1)));
+    const run = (which: 'k' | 'v' | 'kv' | null) => {
+      const side = which === null ? precisionPlan('fp8-kv').rollout : { ...precisionPlan('fp8-kv').rollout, refit: { faults: [{ kind: 'unity-kv-scales' as const, which }] } };
+      const hook = sideNumerics(side, tiny.weights).kvHook(0)!;
+      const k = Float32Array.from(k0);
+      const v = Float32Array.from(v0);
+      for (let t = 0; t < tCap; t++) hook(k, v, t, B, tCap, Cw);
+      return { k, v };
+    };
+    const unity = (x: Float32Array) => kvDequantize(spec.kvCache, kvQuantize(spec.kvCache, x, [B * tCap, Cw], Float32Array.of(1)));
+    const healthy = run(null);
+    const v = run('v');
+    expect(sameBits(v.k, healthy.k)).toBe(true);
+    expect(sameBits(v.v, unity(v0))).toBe(true);
+    expect(sameBits(v.v, healthy.v)).toBe(false);
+    const k = run('k');
+    expect(sameBits(k.k, unity(k0))).toBe(true);
+    expect(sameBits(k.v, healthy.v)).toBe(true);
+    const kv = run('kv');
+    expect(sameBits(kv.k, unity(k0)) && sameBits(kv.v, unity(v0))).toBe(true);
+    // the GEMMs are those of the healthy plan: a recompute decode (no KV cache) sees no fault
+    const recompute = (faults: readonly unknown[]) => probe(withFaults('fp8-kv', faults, { decode: 'recompute' })).diagnostics;
+    expect(recompute([{ kind: 'unity-kv-scales' }])).toEqual(recompute([]));
+    // and over the incremental decode the fault plan moves the mismatch
+    expect(probe(file('fp8-rollout-fault-unity-kv-scales')).diagnostics).not.toEqual(probe('fp8-kv').diagnostics);
+  });
+
+  it.each([
+    ['fp8-rollout', [{ kind: 'unity-kv-scales' }], /plan\.rollout\.refit\.faults\[0\]: unity-kv-scales needs a KV-cache quantizer \(gemm\.kvCache\), the side has none/],
+    ['bf16', [{ kind: 'ignore-rule', ignore: ['lm_head'] }], /plan\.rollout\.refit\.faults\[0\]: ignore-rule needs a quantized GEMM plan .*got gemm\.kind "rounding"/],
+    ['fp8-kv', [{ kind: 'unity-kv-scales', which: 'q' }], /plan\.rollout\.refit\.faults\[0\]\.which: expected "k", "v" or "kv", got "q"/],
+    ['fp8-rollout', [{ kind: 'ignore-rule', ignore: ['lm_head'], match: 'glob' }], /plan\.rollout\.refit\.faults\[0\]\.match: expected one of substring, prefix, regex, vllm, compressed-tensors, got "glob"/],
+    ['fp8-rollout', [{ kind: 'ignore-rule', ignore: 'lm_head' }], /plan\.rollout\.refit\.faults\[0\]\.ignore: expected a list of module-name patterns, got "lm_head"/],
+    ['fp8-rollout', [{ kind: 'ignore-rule', ignore: ['re:(('], match: 'regex' }], /plan\.rollout\.refit\.faults\[0\]\.ignore\[0\]: not a valid regular expression, got "re:\(\("/],
+    ['fp8-kv', [{ kind: 'unity-kv-scales' }, { kind: 'unity-kv-scales', which: 'v' }], /plan\.rollout\.refit\.faults\[1\]: a second unity-kv-scales fault/],
+  ])('%s with faults %j is refused naming the field', (name, faults, message) => {
+    expect(() => resolvePlan(withFaults(name, faults))).toThrow(message);
+  });
+
+  it('the fault plans resolve under their names', () => {
+    for (const name of ['fp8-rollout-fault-halves-swapped', 'fp8-rollout-fault-rows-permuted', 'fp8-rollout-fault-stale-sync', 'fp8-rollout-fault-unity-kv-scales', 'jet-fault-ignore-rule']) expect(resolvePlan(file(name)).name).toBe(name);
   });
 });

@@ -97,6 +97,7 @@ describe('the state root', () => {
     ['a symlink out', 'save', () => join(root, 'link', 'through')],
     ['.. after a symlink (the OS applies it to the target)', 'save', () => `${root}/link/../after-link`],
     ['load through a symlink out', 'load', () => join(root, 'link')],
+    ['dumpEngine to an absolute path outside', 'dumpEngine', () => join(outside, 'abs')],
   ])('%s: −32602 naming dir and the path, nothing written', async (_what, method, dirOf) => {
     const dir = dirOf();
     const r = await post(method, { dir }, bearer);

@@ -103,6 +103,19 @@ describe('summarizeRuns', () => {
   });
 });
 
+describe('a plan given as data (a plan file of the grid)', () => {
+  test('is one field, labelled by its name, and selectable by it as a baseline', () => {
+    const root = tempDir('summary-plan-data');
+    const data = { name: 'my-fault', rollout: { gemm: { kind: 'fp32' } }, trainer: { gemm: { kind: 'fp32' } } };
+    for (const [dir, plan] of [['a', 'fp8-rollout'], ['b', data]] as const) {
+      writeFixtureRun(join(root, dir, 'seed-0'), { config: { ...fixtureConfig(0, 'x', none), plan }, metrics: fixtureMetrics(0), eval: [{ step: 3, 'eval/rollout/greedy_accuracy': 0.5 }], timings: [{ step: 1, total: 1 }] });
+    }
+    const summary = summarizeRuns(readRuns(root), { baseline: 'plan=my-fault' });
+    expect(summary.groups.map((g) => g.label)).toEqual(['plan=fp8-rollout', 'plan=my-fault']);
+    expect(summaryMarkdown(summary)).toContain('plan=my-fault (baseline)');
+  });
+});
+
 describe('seedStat', () => {
   fcTest.prop([fc.array(fc.double({ min: -1e3, max: 1e3, noNaN: true }), { minLength: 2, maxLength: 20 })])(
     'equals the two-pass sample variance and is shift invariant',

@@ -45,6 +45,18 @@ describe('parseGrid', () => {
     expect(gridPoints([])).toEqual([{ label: 'base', dirName: 'base', overrides: [] }]);
   });
 
+  test('a plan value ending in .json is a plan file: its contents become the value, relative to root; the label keeps the path', () => {
+    const file = 'sims/plans/jet-fault-ignore-rule.json';
+    const [axis] = parseGrid(`plan=jet,${file}`, { root: process.cwd() });
+    expect(axis!.values[0]).toBe('jet');
+    expect(axis!.values[1]).toEqual(JSON.parse(readFileSync(file, 'utf8')));
+    expect(parseGrid(`plan=${file}`)[0]!.values[0]).toEqual(axis!.values[1]); // the working directory by default
+    expect(gridPoints([axis!]).map((p) => [p.label, p.dirName])).toEqual([['plan=jet', 'plan-jet'], [`plan=${file}`, 'plan-sims-plans-jet-fault-ignore-rule.json']]);
+    // only the plan key reads files; a missing file is a usage error naming the value
+    expect(parseGrid('task=x.json')[0]!.values).toEqual(['x.json']);
+    expect(() => parseGrid('plan=sims/plans/nope.json')).toThrow("--grid: plan=sims/plans/nope.json: no such plan file");
+  });
+
   test.each([
     ['correction=', /empty value list/],
     ['correction=none,,tis', /empty value/],

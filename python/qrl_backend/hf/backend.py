@@ -22,6 +22,7 @@ from ..numpy_ar.backend import _support
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
+from .refit_dump import check_fault, dump_engine, plant_after_refit
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
 VERSION = "0.1.0"
@@ -75,13 +76,16 @@ class HfBackend(Backend):
                  beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
                  max_new_tokens: int = 16, sampling: Optional[Dict[str, Any]] = None, device: str = "cpu",
                  source: str = "config", factory: Optional[Callable[[int], torch.nn.Module]] = None,
-                 fixed: Sequence[str] = ()):
+                 fixed: Sequence[str] = (), fault: Optional[str] = None):
         """`factory(V)` rebuilds the model at vocabulary V (a config-built model; None for a checkpoint):
         `configure` uses it when the run's vocabulary differs. `fixed`: the SETUP_FIELDS the command line
-        set, which the run's setup does not override."""
+        set, which the run's setup does not override. `fault`: a refit fault of refit_dump.FAULTS planted
+        at every sync (a test and diagnostic hook: the engine then computes wrongly on purpose)."""
         plans = plan_table(block)
         if plan not in plans:
             raise ValueError(f"plan: must be one of {', '.join(PLAN_NAMES)}, got {plan!r}")
+        check_fault(fault, plans[plan]["rollout"])
+        self.fault = fault
         register_attention()
         self.plan_name, self.plan, self.block = plan, plans[plan], block
         self.device = torch.device(device)
@@ -118,6 +122,7 @@ class HfBackend(Backend):
         self.served = 0
         self.handles: Dict[str, torch.Tensor] = {}
         self.next_handle = 1
+        self._stale_source = None
         self._refit()
 
     def _new_optimizer(self) -> None:
@@ -182,14 +187,27 @@ class HfBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "probSqSum": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "probSqSum": True, "dumpEngine": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
     # --- rollout -------------------------------------------------------------------------------
 
     def _refit(self) -> None:
-        refit_engine(self.engine, self.model, self.plan["rollout"])
+        source = self.model
+        if self.fault == "stale-sync":
+            # refit from the trainer as it was at the previous sync (the first refit is right)
+            previous = getattr(self, "_stale_source", None)
+            self._stale_source = copy.deepcopy(self.model).requires_grad_(False)
+            source = previous if previous is not None else self.model
+        refit_engine(self.engine, source, self.plan["rollout"])
+        plant_after_refit(self.engine, self.fault, self.plan["rollout"], self.block)
+
+    def dump_engine(self, directory: str) -> Dict[str, Any]:
+        """Writes what the engine computes with since the last sync, and the trainer's state dict, in
+        refit-check's format under `directory` (refit_dump.dump_engine); returns the files and the
+        refit-check arguments of this plan (recipe, block, ignore list, match rule)."""
+        return dump_engine(self.engine, self.model, self.plan["rollout"], self.block, directory)
 
     def sync(self) -> int:
         self._refit()

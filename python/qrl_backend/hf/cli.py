@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 from ..deps import require
 from ..server import add_server_arguments
-from .names import DEFAULT_PLAN, PLAN_NAMES, SETUP_FIELDS, moe_experts
+from .names import DEFAULT_PLAN, FAULTS, PLAN_NAMES, SETUP_FIELDS, moe_experts
 
 if TYPE_CHECKING:
     from .backend import HfBackend
@@ -71,6 +71,7 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the same code)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (fixed for determinism)")
     ap.add_argument("--timing", help="write the seconds spent per backend method and per message to this JSON file at shutdown")
+    ap.add_argument("--fault", choices=FAULTS, help="test and diagnostic hook: plant this refit fault at every sync (docs/refit-check.md §8), so that refit-check has something to find")
     add_server_arguments(ap)
     a = ap.parse_args(argv)
     fixed = [f for f in SETUP_FIELDS if getattr(a, f) is not None]
@@ -129,6 +130,6 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
             fixed.append("vocab_size")
     sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": a.logprob}
     be = HfBackend(model, a.plan, block=a.fp8_block, lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps, weight_decay=a.weight_decay,
-                   max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source, factory=factory, fixed=fixed)
+                   max_new_tokens=a.max_new_tokens, sampling=sampling, device=a.device, source=source, factory=factory, fixed=fixed, fault=a.fault)
     be.timing_path = a.timing
     return be

@@ -13,6 +13,8 @@ PLAN_NAMES = ("hf-fp32", "hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-rollout", "hf
 DEFAULT_PLAN = "hf-bf16"
 # What `configure` may take from the run's setup, unless the command line fixed it (HfBackend.fixed).
 SETUP_FIELDS = ("vocab_size", "lr", "beta1", "beta2", "eps", "weight_decay", "max_new_tokens", "temperature", "top_k", "top_p", "logprob")
+# The refit faults `--fault` plants (refit_dump.py; docs/refit-check.md §8), named as docs/refit.md's plan faults.
+FAULTS = ("halves-swapped", "rows-permuted", "stale-sync", "unity-kv-scales", "ignore-rule")
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
