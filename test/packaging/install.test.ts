@@ -35,7 +35,7 @@ describe('the npm tarball installed into a fresh project', () => {
   it('holds the runtime files only, and installs without an install-script warning', () => {
     const top = readdirSync(installed).sort();
     expect(top).toEqual(['LICENSE', 'README.md', 'bin', 'cjs', 'dist', 'docs', 'package.json', 'python', 'sims']);
-    expect(readdirSync(join(installed, 'python')).sort()).toEqual(['examples', 'pyproject.toml', 'qrl_backend', 'qrl_golden', 'requirements.lock']);
+    expect(readdirSync(join(installed, 'python')).sort()).toEqual(['examples', 'pyproject.toml', 'qrl_backend', 'qrl_golden', 'qrl_sweep', 'requirements.lock']);
     expect(installLog).not.toMatch(/install-scripts|prepare/);
   });
 
