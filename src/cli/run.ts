@@ -17,7 +17,7 @@ import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
-import { BackendCallError } from '../protocol/errors.js';
+import { BackendCallError, BackendCommandNotFound } from '../protocol/errors.js';
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { CheckedBackend } from '../runs/checked-backend.js';
 import { resolveBackendAddress } from './self-command.js';
@@ -225,6 +225,7 @@ export const runCommand: Command = {
           unwatch();
         }
       } catch (error) {
+        if (error instanceof BackendCommandNotFound) throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;
       }

@@ -13,7 +13,7 @@ import type {
   StepResult,
   WarmStartRequest,
 } from '../backend/contract.js';
-import { BackendCallError, ProtocolError, RpcCallError } from './errors.js';
+import { BackendCallError, BackendCommandNotFound, ProtocolError, RpcCallError } from './errors.js';
 import { RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {
   batchFromJson,
@@ -66,7 +66,12 @@ interface Transport {
   call(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   close(): Promise<void>;
   kill?(): void;
+  /** True once a spawned command's shell exited with 127 (command not found). */
+  notFound?(): boolean;
 }
+
+/** The exit status of a POSIX shell whose command was not found. */
+const COMMAND_NOT_FOUND_EXIT = 127;
 
 function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
   const spawned: SpawnedRpc = spawnRpcClient(command, {
@@ -77,6 +82,7 @@ function stdioTransport(command: string, options: RemoteBackendOptions): Transpo
     call: (method, params, timeoutMs) => spawned.client.call(method, params, { timeoutMs }),
     close: () => spawned.close(),
     kill: () => spawned.kill(),
+    notFound: () => spawned.child.exitCode === COMMAND_NOT_FOUND_EXIT,
   };
 }
 
@@ -176,6 +182,7 @@ export class RemoteBackend implements PolicyBackend {
       raw = await this.transport.call(method, params, this.started ? this.timeoutMs : this.startupTimeoutMs);
       this.started = true;
     } catch (error) {
+      if (error instanceof RpcCallError && this.transport.notFound?.() === true) throw new BackendCommandNotFound(this.name, method, error.message);
       if (error instanceof RpcCallError) {
         const field = error.error?.data?.field;
         throw new BackendCallError(this.name, method, error.kind, error.message, {
