@@ -14,6 +14,7 @@ import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, required, strings } from './parse.js';
+import { docRef } from './bundled.js';
 import { type SweepProgress, sweepProgress } from './sweep-progress.js';
 import { RAY_MAX_RETRIES, type SweepExecutor } from '../runs/sweep-ray.js';
 
@@ -152,7 +153,7 @@ export const sweepCommand: Command = {
         throw new UsageError(`--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
       io.out(`wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`);
-      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; docs/reports.md)`);
+      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; ${docRef('docs/reports.md')})`);
       return 0;
     }
     claimOutDir(outDir, 'sweep');
