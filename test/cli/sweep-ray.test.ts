@@ -36,13 +36,13 @@ interface Exit {
 }
 
 /** `qrl-sim ARGS` in `root` (its .cache/sft is the warm-start cache of every run here). */
-function cli(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Exit> } {
+function cli(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Exit>; stderr: () => string } {
   const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
-  return { child, done: new Promise((res) => child.on('close', (code) => res({ code, out, err }))) };
+  return { child, done: new Promise((res) => child.on('close', (code) => res({ code, out, err }))), stderr: () => err };
 }
 
 async function sweep(args: string[], env: Record<string, string> = {}): Promise<Exit> {
@@ -97,6 +97,15 @@ async function metricsLines(dir: string, lines: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`no run of ${dir} reached ${lines} metrics lines in 120 s`);
+}
+
+/** Resolves once `check()` holds (bounded: 120 s, then a failure naming `what`). */
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1200; i++) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what}: not within 120 s`);
 }
 
 /** Every run that started is whole: a config.json, and whole JSON lines in metrics.jsonl. */
@@ -185,6 +194,25 @@ describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null 
     expect(r.err).toMatch(/qrl-sim sweep: stopped \(SIGINT\): \d of 2 runs finished, \d stopped part-way \(files whole\); continue with: qrl-sim sweep --resume /);
     expect(raylets()).toEqual(before);
     expect(existsSync(join(out, 'summary.json'))).toBe(false);
+    expectResumable(out);
+    const resumed = await sweep(['--resume', out]);
+    expect(resumed.code, resumed.err).toBe(0);
+    expectSameSweep(out, longReference);
+  });
+
+  it('a second Ctrl-C stops at once; the cluster still goes down, every file is whole and resume finishes', async () => {
+    const before = raylets();
+    const out = join(root, 'long-ray-killed');
+    const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
+    await metricsLines(out, 2);
+    process.kill(-s.child.pid!, 'SIGINT');
+    await until(() => s.stderr().includes('SIGINT: no further run starts'), 'the first SIGINT answered');
+    process.kill(-s.child.pid!, 'SIGINT');
+    const r = await s.done;
+    expect(r.code, r.err).toBe(130);
+    expect(r.err).toMatch(/qrl-sim sweep: SIGINT again: stopping now/);
+    // the driver, left without qrl-sim, shuts its local cluster down (its tasks' runs die with their workers)
+    await until(() => JSON.stringify(raylets()) === JSON.stringify(before), 'the local cluster shut down');
     expectResumable(out);
     const resumed = await sweep(['--resume', out]);
     expect(resumed.code, resumed.err).toBe(0);
