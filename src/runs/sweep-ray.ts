@@ -131,10 +131,20 @@ export async function startRayPool(options: RayPoolOptions): Promise<RayPool> {
     exited?.(null);
   });
   child.on('exit', (code, signal) => {
-    const why = `exited with ${signal ?? `status ${code}`}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim().split('\n').slice(-1)[0]}`}`;
-    readyReject(new Error(`--executor ray: the Ray driver ${why}`));
-    failAll(why);
-    exited?.(code);
+    const settle = (): void => {
+      const why = `exited with ${signal ?? `status ${code}`}${stderrTail.trim() === '' ? '' : `: ${stderrTail.trim().split('\n').slice(-1)[0]}`}`;
+      readyReject(new Error(`--executor ray: the Ray driver ${why}`));
+      failAll(why);
+      exited?.(code);
+    };
+    // Its last events first (an error event, the last runs' results): 'exit' can come before stdout's end,
+    // and a process Ray left holding the pipe must not keep us waiting.
+    if (child.stdout.readableEnded) return settle();
+    const late = setTimeout(settle, 2000);
+    child.stdout.once('close', () => {
+      clearTimeout(late);
+      settle();
+    });
   });
   const send = (command: unknown): void => {
     if (child.stdin.writable) child.stdin.write(`${JSON.stringify(command)}\n`);
