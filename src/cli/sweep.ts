@@ -35,7 +35,8 @@ const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [-
        qrl-sim sweep --resume DIR [--workers N] [--executor threads|ray [--ray-address ADDR]]
        qrl-sim sweep --config FILE … --out DIR --emit-jobs FILE
 
-Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
+Runs every grid point × seed of a run config in parallel worker threads (or Ray tasks: --executor
+ray, docs/reports.md "Sweeps on Ray"). Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
 summary.json, summary.md, summary.html and report.html into <out> and prints the table.
 
