@@ -12,6 +12,8 @@ import { labListLines, labPlannedRuns, labSizeText } from '../src/cli/lab.js';
 import { labExperimentNames, loadLabExperiment } from '../src/runs/lab.js';
 import { surfaceBlocks } from './api-surface.js';
 import { bugClassTableMarkdown } from '../src/testing/request-checks.js';
+import { stepFieldsTableMarkdown, readStepBundle } from '../src/golden/step-bundle.js';
+import { formatReplay, replayStep } from '../src/golden/replay.js';
 
 /** Replaces the text between `<!-- begin:NAME -->` and `<!-- end:NAME -->`. */
 export function fillMarkers(text: string, blocks: Record<string, string>): string {
@@ -40,7 +42,18 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
   'docs/library.md': surfaceBlocks(),
   'docs/estimators.md': { 'stack-metrics': stackMetricsTableMarkdown() },
   'docs/adapter.md': { 'bug-classes': bugClassTableMarkdown() },
+  'docs/replay.md': replayBlocks(),
 });
+
+/** docs/replay.md: the field table and the stage tables of the shipped example bundles. */
+export function replayBlocks(): Record<string, string> {
+  const table = (dir: string) => ['```console', `$ npx qrl-sim replay ${dir}`, formatReplay(replayStep(readStepBundle(dir))), '```'].join('\n');
+  return {
+    'step-fields': stepFieldsTableMarkdown(),
+    'replay-example': table('docs/examples/replay/trl-grpo/1'),
+    'replay-planted': table('docs/examples/replay/trl-grpo-planted/1'),
+  };
+}
 
 /**
  * The lab's generated blocks (async: planning a sweep loads its policy factories): the `lab list`

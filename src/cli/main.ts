@@ -15,6 +15,7 @@ import { estimateCommand } from './estimate.js';
 import { goldenCommand } from './golden.js';
 import { quantizeCommand } from './quantize.js';
 import { refitCheckCommand } from './refit-check.js';
+import { replayCommand } from './replay.js';
 import { mismatchCommand } from './mismatch.js';
 import { runCommand } from './run.js';
 import { reportCommand } from './report.js';
@@ -33,6 +34,7 @@ export const commands: Readonly<Record<string, Command>> = {
   golden: goldenCommand,
   quantize: quantizeCommand,
   'refit-check': refitCheckCommand,
+  replay: replayCommand,
   mismatch: mismatchCommand,
   run: runCommand,
   report: reportCommand,

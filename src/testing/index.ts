@@ -29,6 +29,26 @@ export { readGolden, type GoldenReader } from '../golden/read.js';
 export { writeGolden, tensor, contiguous, type WriteGoldenOptions } from '../golden/write.js';
 export { goldenSuites } from '../golden/suites/index.js';
 
+// Step replay (`qrl-sim replay`): a stack's captured training step (qrl-step/1), stage by stage.
+export { readStepBundle, stepFields, STEP_FORMAT, type StepBundle, type StepFieldName, type StepManifest, type StepTensor } from '../golden/step-bundle.js';
+export {
+  bundleConfig,
+  formatReplay,
+  REPLAY_TOLERANCE,
+  replayBound,
+  replayStages,
+  replayStep,
+  stackOptionTables,
+  trlDefaults,
+  trlEstimateConfig,
+  trlInertOptions,
+  type ReplayResult,
+  type ReplayStage,
+  type ReplayStageName,
+  type ReplayStatus,
+  type StackOptions,
+} from '../golden/replay.js';
+
 // The qrl-backend/1 conformance battery of `qrl-sim backend-check`, for a backend's own test suite.
 export { formatConformance, runConformance, type ConformanceOptions, type ConformanceRow } from './conformance.js';
 export { killResumeCheck } from './kill-resume.js';
