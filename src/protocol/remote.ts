@@ -14,7 +14,7 @@ import type {
   WarmStartRequest,
 } from '../backend/contract.js';
 import { BackendCallError, BackendCommandNotFound, ProtocolError, RpcCallError } from './errors.js';
-import { RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
+import { COMMAND_NOT_FOUND_EXIT, RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {
   batchFromJson,
   generateToJson,
@@ -69,9 +69,6 @@ interface Transport {
   /** True once a spawned command's shell exited with 127 (command not found). */
   notFound?(): boolean;
 }
-
-/** The exit status of a POSIX shell whose command was not found. */
-const COMMAND_NOT_FOUND_EXIT = 127;
 
 function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
   const spawned: SpawnedRpc = spawnRpcClient(command, {
