@@ -323,8 +323,9 @@ export async function emitSweepJobs(options: SweepOptions): Promise<SweepJob[]> 
 
 /**
  * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
- * grid point × seed in worker threads or as Ray tasks (`options.executor`), records failed runs (their `error.json`) without stopping
- * the others, and writes summary.json/md/html and report.html into `outDir`.
+ * grid point × seed in worker threads or as Ray tasks (`options.executor`), records failed runs
+ * (their `error.json`) without stopping the others, and writes summary.json/md/html and
+ * report.html into `outDir`.
  */
 export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const t0 = performance.now();
@@ -376,7 +377,6 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
-      if (resume === false && pool.kind === 'ray') rmSync(dir, { recursive: true, force: true }); // a failed run starts over
       result = await pool.run({ config: run.config, outDir: dir, factory: options.factory ?? DEFAULT_FACTORY, cacheDir, resume });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
@@ -422,7 +422,6 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
 
 /** The runs' executor as {@link runSweep} drives it: a run in, its result out; a stop; a close. */
 interface RunPool {
-  readonly kind: SweepExecutor['kind'];
   /** Runs at once. */
   readonly workers: number;
   run(task: SweepTask): Promise<SweepTaskResult>;
@@ -440,7 +439,6 @@ async function startPool(options: SweepOptions, sizes: { workers: number; runs: 
     // Shared memory: the threads read the flag after each step, never waiting on a message.
     const flag = new Int32Array(new SharedArrayBuffer(4));
     return {
-      kind: 'threads',
       workers: sizes.workers,
       run: (task) => pool.run({ ...task, stop: flag.buffer as SharedArrayBuffer }),
       stop: () => Atomics.store(flag, 0, 1),
@@ -460,9 +458,13 @@ async function startPool(options: SweepOptions, sizes: { workers: number; runs: 
   });
   const workers = executor.address === undefined ? sizes.workers : Math.max(1, Math.min(options.workers ?? ray.cpus, sizes.runs));
   return {
-    kind: 'ray',
     workers,
-    run: (task) => ray.run({ dir: task.outDir, config: task.config }),
+    run: (task) => {
+      // A run that starts over (a failed one, under --resume) starts from an empty directory: a task
+      // resumes whatever holds a config.json.
+      if (task.resume !== true) rmSync(task.outDir, { recursive: true, force: true });
+      return ray.run({ dir: task.outDir, config: task.config });
+    },
     stop: () => ray.stop(),
     close: () => ray.close(),
   };
