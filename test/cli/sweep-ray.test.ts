@@ -175,12 +175,13 @@ describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null 
   });
 
   it('a killed Ray worker is retried and its run resumes byte-identically (on an existing cluster)', async () => {
-    const out = join(root, 'short-killed');
+    // 30 steps: the task sees step 2 (it polls every 0.2 s) long before its run ends
+    const out = join(root, 'long-killed');
     const marker = join(root, 'killed');
-    const r = await sweep(['--config', short, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], { QRL_SWEEP_RAY_TEST_KILL: `2:${marker}` });
+    const r = await sweep(['--config', long, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], { QRL_SWEEP_RAY_TEST_KILL: `2:${marker}` });
     expect(r.code, r.err).toBe(0);
     expect(existsSync(marker)).toBe(true); // one worker did kill itself after its run's step 2
-    expectSameSweep(out, shortReference);
+    expectSameSweep(out, longReference);
   });
 
   it('Ctrl-C of a Ray sweep stops every run whole, shuts the local cluster down; threads resume it', async () => {
