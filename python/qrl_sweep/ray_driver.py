@@ -34,17 +34,9 @@ STOPPED_EXITS = (130, 143)
 # Test hook: "STEP:MARKER" — the first task whose run has STEP metrics lines kills its own Ray worker
 # (SIGKILL) after creating MARKER, as a lost node would; the retry must resume the run byte-identically.
 KILL_HOOK_ENV = "QRL_SWEEP_RAY_TEST_KILL"
-# Ray's switch between a single-machine instance on 127.0.0.1 ("0") and a cluster on the node's address.
+# Ray's switch between a single-machine instance on 127.0.0.1 ("0") and a cluster on the node's address
+# (Ray otherwise rewrites 127.0.0.1 to the node's network address).
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-def on_this_machine(address: Optional[str]) -> bool:
-    """A local cluster, or an address on the loopback: Ray then stays on 127.0.0.1 (it would otherwise
-    rewrite 127.0.0.1 to the node's network address)."""
-    if address is None:
-        return True
-    host = (address.split("://", 1)[1] if "://" in address else address).rpartition(":")[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def emit(event: Dict[str, Any]) -> None:
@@ -190,8 +182,10 @@ def main() -> int:
         return 2
     setup = json.loads(first)
     address = setup.get("address")
-    if on_this_machine(address):
-        os.environ.setdefault(LOOPBACK_ENV, "0")  # read when ray is imported; inherited by its processes
+    if address is None:
+        # A local cluster is one machine: on 127.0.0.1 (read when ray is imported; its processes inherit it).
+        # A given cluster is Ray's to address as its environment says.
+        os.environ.setdefault(LOOPBACK_ENV, "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a sweep reports nothing to anyone
     try:
         import ray

@@ -35,6 +35,10 @@ interface Exit {
   err: string;
 }
 
+/** Ray's single-machine mode: every address on 127.0.0.1 (the test cluster's, and a driver's that joins it;
+ * a driver's own local cluster is in that mode without it). */
+const loopback = { RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: '0', RAY_USAGE_STATS_ENABLED: '0' };
+
 /** `qrl-sim ARGS` in `root` (its .cache/sft is the warm-start cache of every run here). */
 function cli(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Exit>; stderr: () => string } {
   const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -139,7 +143,7 @@ describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null 
   beforeAll(async () => {
     if (!existsSync(join(repo, 'dist', 'cli', 'main.js'))) throw new Error('dist/ missing: run npm run build');
     // On this machine only: Ray's single-machine mode keeps every address on 127.0.0.1.
-    cluster = spawn('python3', ['-c', clusterScript], { env: { ...process.env, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: '0', RAY_USAGE_STATS_ENABLED: '0' }, stdio: ['pipe', 'pipe', 'ignore'] });
+    cluster = spawn('python3', ['-c', clusterScript], { env: { ...process.env, ...loopback }, stdio: ['pipe', 'pipe', 'ignore'] });
     address = await new Promise<string>((res, rej) => {
       const timer = setTimeout(() => rej(new Error('the test cluster did not start in 60 s')), 60_000);
       cluster!.stdout!.once('data', (b: Buffer) => {
@@ -178,7 +182,7 @@ describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null 
     // 30 steps: the task sees step 2 (it polls every 0.2 s) long before its run ends
     const out = join(root, 'long-killed');
     const marker = join(root, 'killed');
-    const r = await sweep(['--config', long, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], { QRL_SWEEP_RAY_TEST_KILL: `2:${marker}` });
+    const r = await sweep(['--config', long, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], { ...loopback, QRL_SWEEP_RAY_TEST_KILL: `2:${marker}` });
     expect(r.code, r.err).toBe(0);
     expect(existsSync(marker)).toBe(true); // one worker did kill itself after its run's step 2
     expectSameSweep(out, longReference);
@@ -228,7 +232,7 @@ describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null 
     const r = await s.done;
     expect(r.code, r.err).toBe(143);
     expectResumable(out);
-    const resumed = await sweep(['--resume', out, '--executor', 'ray', '--ray-address', address]);
+    const resumed = await sweep(['--resume', out, '--executor', 'ray', '--ray-address', address], loopback);
     expect(resumed.code, resumed.err).toBe(0);
     expectSameSweep(out, longReference);
   });
