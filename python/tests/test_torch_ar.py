@@ -65,7 +65,7 @@ def fixture_dir(tmp_path_factory):
 @pytest.mark.parametrize("plan", ["fp32", "bf16", "fp8-tensor-rollout"])
 @pytest.mark.parametrize("tau", [1, 0.7])
 def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
-    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", plan, "--device", DEVICE])
+    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", plan, "--device", DEVICE]).inner
     case, meta = read_safetensors(os.path.join(fixture_dir, "case.safetensors"))
     P = int(meta["promptLength"])
     tokens, mask = case["tokens"], case["mask"]

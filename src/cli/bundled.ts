@@ -45,3 +45,12 @@ export function docRef(page: string, cwd = process.cwd(), root = packageRoot()):
   const rel = relative(cwd, join(root, page));
   return rel.startsWith('..') ? join(root, page) : rel;
 }
+
+/**
+ * `text` (a command's help) with every `docs/…` and `sims/…` path that is in the package written as
+ * {@link docRef} writes it: unchanged in a checkout, the path into the installed package elsewhere,
+ * so a page or an example config named there can be opened or pasted as printed.
+ */
+export function packagePathsIn(text: string, cwd = process.cwd(), root = packageRoot()): string {
+  return text.replace(/(?<![\w./-])(?:docs|sims)\/[\w./-]*[\w/]/g, (path) => (existsSync(join(root, path)) ? docRef(path, cwd, root) : path));
+}

@@ -3,7 +3,7 @@
 // (src/testing/differential.ts) and prints the outcome. Not the comparison and not the golden files.
 
 import { readFileSync } from 'node:fs';
-import { spawnRpcClient } from '../protocol/jsonrpc.js';
+import { COMMAND_NOT_FOUND_EXIT, spawnRpcClient } from '../protocol/jsonrpc.js';
 import { CHECK_SUITES, checkFixedConfig, differentialCheck, type CheckSuite } from '../testing/differential.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import type { Command } from './command.js';
@@ -109,6 +109,8 @@ export const checkCommand: Command = {
       throw new UsageError(`--impl: '${method}' must return ${method === 'estimate' ? '"loss"' : method === 'cast' ? '"results": [{ "code" }, …]' : '"codes"'}, got ${result.missing}`);
     }
     if (result.outcome === 'transport') {
+      // the shell's 127: bad input (a command that is not there), not a verdict on an implementation
+      if (rpc.child.exitCode === COMMAND_NOT_FOUND_EXIT) throw new UsageError(`--impl: command not found: '${impl}' (the shell exited with 127)`);
       io.err(`qrl-sim check: the implementation failed: ${result.transport!.message}`);
       return 1;
     }

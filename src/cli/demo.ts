@@ -2,7 +2,7 @@
 // baseline, with and without correction (src/runs/demo.ts), and what it found; `--numerics` prints
 // the cast-profile demonstration instead. Not a general sweep tool (`qrl-sim sweep`).
 
-import { docRef } from './bundled.js';
+import { docRef, packagePathsIn } from './bundled.js';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
@@ -88,7 +88,7 @@ export const demoCommand: Command = {
       });
       if (found.length === 0) return code;
       io.out('');
-      for (const line of found) io.out(line);
+      for (const line of found) io.out(packagePathsIn(line));
       io.out('');
       io.out(`The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`);
       io.out('qrl-sim lab run departure; its page and verdict:');

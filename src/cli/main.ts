@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { requestStop } from './stop.js';
+import { packagePathsIn } from './bundled.js';
 import { backendCheckCommand } from './backend-check.js';
 import { castCommand } from './cast.js';
 import { checkCommand } from './check.js';
@@ -128,7 +129,7 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
-    io.out(command.help);
+    io.out(packagePathsIn(command.help));
     return 0;
   }
   try {

@@ -17,7 +17,7 @@ import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
-import { BackendCallError } from '../protocol/errors.js';
+import { BackendCallError, BackendCommandNotFound } from '../protocol/errors.js';
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { CheckedBackend } from '../runs/checked-backend.js';
 import { resolveBackendAddress } from './self-command.js';
@@ -27,8 +27,8 @@ import { makeTaskFromConfig } from '../tasks/registry.js';
 import { exitOnStopSignal, handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 
 const help = `usage: qrl-sim run --config FILE|NAME [--out DIR] [--steps N] [--seed S] [--set path=value ...] [--backend B] [--timeout MS]
-                    [--startup-timeout MS] [--token-file FILE]
-       qrl-sim run --resume DIR [--steps N] [--backend B] [--token-file FILE]
+                    [--startup-timeout MS] [--token-file FILE] [--no-report]
+       qrl-sim run --resume DIR [--steps N] [--backend B] [--token-file FILE] [--no-report]
        qrl-sim run --print-config NAME > my.json
 
 Runs GRPO as configured (docs/grpo.md lists every field): supervised warm start (cached), then
@@ -59,6 +59,8 @@ options:
                   --timeout)
   --token-file FILE  the shared token of an http:// backend, sent as Authorization: Bearer
                   (default: the environment variable QRL_BACKEND_TOKEN)
+  --no-report     write no summary.* nor report.html into DIR (a sweep's run: the sweep writes
+                  one report for all its runs; 'qrl-sim report DIR' writes it later)
 
 Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
 or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
@@ -170,7 +172,7 @@ export const runCommand: Command = {
   summary: 'one GRPO run from a JSON config (progress bar, checkpoints, --resume)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume', 'print-config'), set: REPEATED, ...BACKEND_OPTIONS });
+    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume', 'print-config'), set: REPEATED, 'no-report': { type: 'boolean' }, ...BACKEND_OPTIONS });
     if (values['print-config'] !== undefined) {
       const others = Object.keys(values).filter((k) => k !== 'print-config' && values[k as keyof typeof values] !== undefined);
       if (others.length > 0) throw new UsageError(`--print-config prints a config and runs nothing; it takes no --${others[0]}`);
@@ -223,6 +225,7 @@ export const runCommand: Command = {
           unwatch();
         }
       } catch (error) {
+        if (error instanceof BackendCommandNotFound) throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;
       }
@@ -296,6 +299,7 @@ export const runCommand: Command = {
         return STOP_EXIT[reason];
       }
       io.out(`finished at step ${summary.lastStep}: ${outDir}/metrics.jsonl, eval.jsonl, checkpoints/`);
+      if (values['no-report'] === true) return 0;
       const report = await writeReport(outDir);
       io.out(`report: ${report.files.reportHtml}`);
       return 0;

@@ -14,7 +14,9 @@ import { UsageError } from '../errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, required, strings } from './parse.js';
-import { sweepProgress } from './sweep-progress.js';
+import { docRef } from './bundled.js';
+import { type SweepProgress, sweepProgress } from './sweep-progress.js';
+import { RAY_MAX_RETRIES, type SweepExecutor } from '../runs/sweep-ray.js';
 
 /** Most seeds per grid point and most worker threads (docs/decisions.md, "Size limits"). */
 export const MAX_SEEDS = 1000;
@@ -29,10 +31,12 @@ const aliases = Object.entries(GRID_ALIASES)
 const help = `usage: qrl-sim sweep --config FILE [--grid "KEY=V1,V2;KEY2=V3"] [--seeds N] [--workers N]
                      [--out DIR] [--steps N] [--set PATH=VALUE …] [--factory MODULE[#EXPORT]]
                      [--baseline KEY=V[,KEY=V…]] [--exclude KEY=V[,KEY=V…][;…]]
-       qrl-sim sweep --resume DIR [--workers N]
+                     [--executor threads|ray [--ray-address ADDR]]
+       qrl-sim sweep --resume DIR [--workers N] [--executor threads|ray [--ray-address ADDR]]
        qrl-sim sweep --config FILE … --out DIR --emit-jobs FILE
 
-Runs every grid point × seed of a run config in parallel worker threads. Each run writes its own
+Runs every grid point × seed of a run config in parallel worker threads (or Ray tasks: --executor
+ray, docs/reports.md "Sweeps on Ray"). Each run writes its own
 directory <out>/<point>/seed-<s>/ exactly as 'qrl-sim run' does; then the sweep writes
 summary.json, summary.md, summary.html and report.html into <out> and prints the table.
 
@@ -50,7 +54,13 @@ summary.json, summary.md, summary.html and report.html into <out> and prints the
                    (the default; must select exactly one grid point)
   --exclude SEL    leave out the grid points SEL matches (';' between selectors), e.g.
                    plan=bf16,correction=tis — an arm identical to the baseline by construction
-  --resume DIR     continue a stopped sweep (see below)
+  --executor E     threads (default): worker threads of this process; ray: each run a Ray task
+                   running 'qrl-sim run' into the same directory (a task whose worker dies is
+                   retried ${RAY_MAX_RETRIES}× and resumes from its checkpoint); same files, summary and report
+  --ray-address A  a running Ray cluster (HOST:PORT of 'ray start --head', ray://HOST:PORT or auto);
+                   without it Ray starts a local cluster of --workers CPUs. Ray runs under $QRL_PYTHON
+                   (default python3); docs/reports.md says what the worker nodes need
+  --resume DIR     continue a stopped sweep (see below), on either executor
   --emit-jobs FILE run nothing: write DIR/sweep.json, each run's config (DIR/jobs/NNNN.json) and
                    FILE, one self-contained 'qrl-sim run --config … --out DIR/<point>/seed-<s>'
                    command per line, for a scheduler (Slurm array, ray job submit, GNU parallel,
@@ -91,7 +101,8 @@ export const sweepCommand: Command = {
   summary: 'run a grid of configs × seeds in parallel; summary table and HTML report',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('config', 'grid', 'steps', 'factory', 'baseline', 'resume', 'emit-jobs', 'exclude'), ...PARALLEL_OPTIONS, set: REPEATED });
+    const { values } = parseCommandArgs(args, { ...strings('config', 'grid', 'steps', 'factory', 'baseline', 'resume', 'emit-jobs', 'exclude', 'executor', 'ray-address'), ...PARALLEL_OPTIONS, set: REPEATED });
+    const executor = executorOption(values.executor, values['ray-address']);
     if (values.resume !== undefined) {
       refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'], 'with --resume (the sweep keeps the options its sweep.json records)');
       const recorded = readSweepManifestOptions(values.resume);
@@ -101,6 +112,7 @@ export const sweepCommand: Command = {
         outDir: resolve(values.resume),
         resume: true,
         ...(workers === undefined ? {} : { workers }),
+        ...(executor === undefined ? {} : { executor }),
       }, values.resume, 'sweep');
     }
     const file = required(values.config, 'config');
@@ -123,12 +135,13 @@ export const sweepCommand: Command = {
       ...(factory === undefined ? {} : { factory }),
       ...(values.baseline === undefined ? {} : { baseline: values.baseline }),
       ...(values.exclude === undefined ? {} : { exclude: values.exclude }),
+      ...(executor === undefined ? {} : { executor }),
     };
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);
     if (plan.runs.length > MAX_RUNS) throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
     if (values['emit-jobs'] !== undefined) {
-      refuseIgnored(values, ['workers'], 'with --emit-jobs (the scheduler runs the jobs)');
+      refuseIgnored(values, ['workers', 'executor'], 'with --emit-jobs (the scheduler runs the jobs)');
       const jobsFile = values['emit-jobs'];
       if (existsSync(jobsFile)) throw new UsageError(`--emit-jobs: '${jobsFile}' exists (give a new file)`);
       claimOutDir(outDir, 'sweep');
@@ -141,13 +154,22 @@ export const sweepCommand: Command = {
         throw new UsageError(`--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
       }
       io.out(`wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`);
-      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; docs/reports.md)`);
+      io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; ${docRef('docs/reports.md')})`);
       return 0;
     }
     claimOutDir(outDir, 'sweep');
     return executeSweep(io, sweepOptions, outDir, 'sweep');
   },
 };
+
+/** `--executor` and `--ray-address` as an executor (undefined: the default, threads); a UsageError names a bad value. */
+function executorOption(name: string | undefined, address: string | undefined): SweepExecutor | undefined {
+  if (name !== undefined && name !== 'threads' && name !== 'ray') throw new UsageError(`--executor: expected threads or ray, got '${name}'`);
+  if (address !== undefined && name !== 'ray') throw new UsageError(`--ray-address: not used without --executor ray, got '${address}'`);
+  if (address !== undefined && address.trim() === '') throw new UsageError(`--ray-address: expected HOST:PORT, ray://HOST:PORT or auto, got ''`);
+  if (name === undefined) return undefined;
+  return name === 'threads' ? { kind: 'threads' } : address === undefined ? { kind: 'ray' } : { kind: 'ray', address };
+}
 
 /** `text` quoted for a POSIX shell (left bare when it has only safe characters). */
 export function shellQuote(text: string): string {
@@ -167,13 +189,17 @@ export async function executeSweep(
   print: { perRun?: boolean; after?: (result: SweepResult) => void } = {},
 ): Promise<number> {
   const plan = await planSweep(options);
-  const progress = sweepProgress(io, Math.min(options.workers ?? availableParallelism(), plan.runs.length), plan.runs.length);
+  // The live line starts with the runs (a Ray cluster that cannot be had prints its one error line alone).
+  let progress: SweepProgress = { runDone: () => {}, stop: () => {} };
   const unhandle = handleStopSignals(io, command, 'no further run starts; the running ones stop after their current step');
   let result: SweepResult;
   try {
     result = await runSweep({
       ...options,
       shouldStop: stopRequested,
+      onStart: (workers) => {
+        progress = sweepProgress(io, Math.min(workers, plan.runs.length), plan.runs.length);
+      },
       onRunDone: (run, done, total) => {
         progress.runDone(done, total, run.ok);
         if (print.perRun !== false) io.out(`[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`);

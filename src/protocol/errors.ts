@@ -122,3 +122,14 @@ export class BackendCallError extends RpcCallError {
     this.backend = backend;
   }
 }
+
+/**
+ * A stdio backend whose command was not found: the shell that runs it exited with 127 before
+ * answering. Bad input rather than a backend failure (the CLI exits 2 and names `--backend`).
+ */
+export class BackendCommandNotFound extends BackendCallError {
+  constructor(backend: string, method: string, message: string) {
+    super(backend, method, 'exit', message);
+    this.name = 'BackendCommandNotFound';
+  }
+}

@@ -24,6 +24,7 @@ export {
   RpcError,
   RpcCallError,
   BackendCallError,
+  BackendCommandNotFound,
   type RpcErrorObject,
 } from './errors.js';
 

@@ -183,6 +183,9 @@ export interface SpawnedRpc {
   kill(): void;
 }
 
+/** The exit status of a POSIX shell whose command was not found (what `spawnRpcClient`'s shell exits with then). */
+export const COMMAND_NOT_FOUND_EXIT = 127;
+
 /** Process groups of spawned peers still alive: killed when the driver exits, however it exits. */
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
@@ -293,7 +296,7 @@ export function spawnRpcClient(
     const status =
       exitSignal !== null
         ? `killed by ${exitSignal}`
-        : exitCode === 127
+        : exitCode === COMMAND_NOT_FOUND_EXIT
           ? 'exit code 127 (command not found)'
           : exitCode !== null
             ? `exit code ${exitCode}`

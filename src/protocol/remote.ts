@@ -14,8 +14,8 @@ import type {
   StepResult,
   WarmStartRequest,
 } from '../backend/contract.js';
-import { BackendCallError, ProtocolError, RpcCallError } from './errors.js';
-import { RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
+import { BackendCallError, BackendCommandNotFound, ProtocolError, RpcCallError } from './errors.js';
+import { COMMAND_NOT_FOUND_EXIT, RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {
   batchFromJson,
   generateToJson,
@@ -67,6 +67,8 @@ interface Transport {
   call(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   close(): Promise<void>;
   kill?(): void;
+  /** True once a spawned command's shell exited with 127 (command not found). */
+  notFound?(): boolean;
 }
 
 function stdioTransport(command: string, options: RemoteBackendOptions): Transport {
@@ -78,6 +80,7 @@ function stdioTransport(command: string, options: RemoteBackendOptions): Transpo
     call: (method, params, timeoutMs) => spawned.client.call(method, params, { timeoutMs }),
     close: () => spawned.close(),
     kill: () => spawned.kill(),
+    notFound: () => spawned.child.exitCode === COMMAND_NOT_FOUND_EXIT,
   };
 }
 
@@ -177,6 +180,7 @@ export class RemoteBackend implements PolicyBackend {
       raw = await this.transport.call(method, params, this.started ? this.timeoutMs : this.startupTimeoutMs);
       this.started = true;
     } catch (error) {
+      if (error instanceof RpcCallError && this.transport.notFound?.() === true) throw new BackendCommandNotFound(this.name, method, error.message);
       if (error instanceof RpcCallError) {
         const field = error.error?.data?.field;
         throw new BackendCallError(this.name, method, error.kind, error.message, {

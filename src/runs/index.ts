@@ -15,6 +15,7 @@ export {
   type PlannedRun,
   SweepStopped,
 } from './sweep.js';
+export { type SweepExecutor, type RaySweepExecutor, RAY_MAX_RETRIES } from './sweep-ray.js';
 
 // The sweep grid.
 export { parseGrid, gridPoints, type GridAxis, type GridPoint, GRID_ALIASES, type GridAlias, type GridParseOptions } from './grid.js';

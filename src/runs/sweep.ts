@@ -21,6 +21,7 @@ import { type GridAxis, type GridPoint, applyGridPoint, gridPoints, parseGrid } 
 import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
 import { BaselineError, summarizeRuns } from '../report/summary.js';
 import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
+import { type SweepExecutor, startRayPool } from './sweep-ray.js';
 import { type ReportResult, SWEEP_MANIFEST, writeReport } from '../report/write.js';
 
 /** Options of {@link planSweep} and {@link runSweep}. */
@@ -37,8 +38,17 @@ export interface SweepOptions {
   readonly steps?: number;
   /** Output directory: runs go to `<outDir>/<point>/seed-<s>/`. */
   readonly outDir: string;
-  /** Worker threads. @defaultValue `os.availableParallelism()` (at most the number of runs) */
+  /**
+   * Worker threads; on Ray, the CPUs of the local cluster, or the most runs at once on a given one.
+   * @defaultValue `os.availableParallelism()` (at most the number of runs; on a given Ray cluster, its CPUs)
+   */
   readonly workers?: number;
+  /**
+   * Where the runs run: worker threads of this process, or Ray tasks that each run `qrl-sim run`
+   * (same directories and files; a run whose worker dies is retried and resumes).
+   * @defaultValue `{ kind: 'threads' }`
+   */
+  readonly executor?: SweepExecutor;
   /** Where the policy factory comes from. @defaultValue {@link DEFAULT_FACTORY} */
   readonly factory?: FactorySource;
   /** Warm-start cache directory. @defaultValue `.cache/sft` under the working directory */
@@ -50,6 +60,8 @@ export interface SweepOptions {
    * several selectors separated by `;`. Each must match at least one point.
    */
   readonly exclude?: string;
+  /** Called once the executor is up, before any run starts, with the number of runs at once. */
+  readonly onStart?: (workers: number) => void;
   /** Called as each run finishes (in completion order). */
   readonly onRunDone?: (run: SweepRunResult, done: number, total: number) => void;
   /**
@@ -311,8 +323,9 @@ export async function emitSweepJobs(options: SweepOptions): Promise<SweepJob[]> 
 
 /**
  * Validates the whole sweep ({@link planSweep}; nothing is written if that fails), runs every
- * grid point × seed in worker threads, records failed runs (their `error.json`) without stopping
- * the others, and writes summary.json/md/html and report.html into `outDir`.
+ * grid point × seed in worker threads or as Ray tasks (`options.executor`), records failed runs
+ * (their `error.json`) without stopping the others, and writes summary.json/md/html and
+ * report.html into `outDir`.
  */
 export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const t0 = performance.now();
@@ -330,20 +343,27 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const outDir = resolve(options.outDir);
   const cacheDir = resolve(options.cacheDir ?? join(process.cwd(), '.cache', 'sft'));
   const workers = Math.max(1, Math.min(options.workers ?? availableParallelism(), plan.runs.length));
-  mkdirSync(outDir, { recursive: true });
-  removeStaleTemps(outDir);
-  writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
-  const entry = sweepWorkerEntry();
-  const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: workers, idleTimeout: 1000 });
-  const factory = options.factory ?? DEFAULT_FACTORY;
-  // The stop flag the worker threads poll after each step (shared memory: they never wait on a message).
-  const stop = new Int32Array(new SharedArrayBuffer(4));
+  // The executor first: a Ray cluster that cannot be had is bad input, and nothing is written then.
+  const pool = await startPool(options, { workers, runs: plan.runs.length, cacheDir });
+  try {
+    mkdirSync(outDir, { recursive: true });
+    removeStaleTemps(outDir);
+    writeJsonAtomic(join(outDir, SWEEP_MANIFEST), sweepManifest(plan, options));
+  } catch (error) {
+    await pool.close();
+    throw error;
+  }
+  let stopped = false;
   const stopping = (): boolean => {
-    if (Atomics.load(stop, 0) === 0 && options.shouldStop?.() === true) Atomics.store(stop, 0, 1);
-    return Atomics.load(stop, 0) !== 0;
+    if (!stopped && options.shouldStop?.() === true) {
+      stopped = true;
+      pool.stop();
+    }
+    return stopped;
   };
   const poll = options.shouldStop === undefined ? undefined : setInterval(stopping, 100);
   poll?.unref();
+  options.onStart?.(pool.workers);
   let done = 0;
   const runOne = async (run: PlannedRun): Promise<SweepRunResult> => {
     const dir = join(outDir, run.dir);
@@ -357,7 +377,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
-      result = await pool.run({ config: run.config, outDir: dir, factory, cacheDir, resume, stop: stop.buffer as SharedArrayBuffer });
+      result = await pool.run({ config: run.config, outDir: dir, factory: options.factory ?? DEFAULT_FACTORY, cacheDir, resume });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
     }
@@ -390,12 +410,62 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     results = await Promise.all(pending);
   } finally {
     if (poll !== undefined) clearInterval(poll);
-    await pool.destroy();
+    await pool.close();
   }
   if (results.some((r) => r.stopped === true)) {
     const cut = results.filter((r) => r.stopped === true && existsSync(join(outDir, r.dir, 'config.json'))).length;
     throw new SweepStopped(results.filter((r) => r.stopped !== true).length, cut, results.length);
   }
   const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
-  return { plan, runs: results, report, workers, seconds: (performance.now() - t0) / 1000 };
+  return { plan, runs: results, report, workers: pool.workers, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** The runs' executor as {@link runSweep} drives it: a run in, its result out; a stop; a close. */
+interface RunPool {
+  /** Runs at once. */
+  readonly workers: number;
+  run(task: SweepTask): Promise<SweepTaskResult>;
+  /** No further run starts; running ones stop after their current step, with a checkpoint. */
+  stop(): void;
+  close(): Promise<void>;
+}
+
+/** Worker threads (piscina, a shared stop flag they poll after each step) or a Ray driver. */
+async function startPool(options: SweepOptions, sizes: { workers: number; runs: number; cacheDir: string }): Promise<RunPool> {
+  const executor = options.executor ?? { kind: 'threads' };
+  if (executor.kind === 'threads') {
+    const entry = sweepWorkerEntry();
+    const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: sizes.workers, idleTimeout: 1000 });
+    // Shared memory: the threads read the flag after each step, never waiting on a message.
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    return {
+      workers: sizes.workers,
+      run: (task) => pool.run({ ...task, stop: flag.buffer as SharedArrayBuffer }),
+      stop: () => Atomics.store(flag, 0, 1),
+      close: () => pool.destroy(),
+    };
+  }
+  // Each Ray task runs the CLI, which knows the built-in policies only and caches warm starts in
+  // <cwd>/.cache/sft: both are checked here, before the cluster starts.
+  if (options.factory !== undefined) throw new UsageError(`--factory: not used with --executor ray (each Ray task runs 'qrl-sim run', which has the built-in policies), got '${options.factory.module}'`);
+  const cacheRoot = resolve(sizes.cacheDir, '..', '..');
+  if (join(cacheRoot, '.cache', 'sft') !== sizes.cacheDir) throw new UsageError(`cacheDir: the runs of --executor ray cache warm starts in <directory>/.cache/sft, got '${sizes.cacheDir}'`);
+  const ray = await startRayPool({
+    executor,
+    numCpus: sizes.workers,
+    ...(executor.address !== undefined && options.workers !== undefined ? { maxInFlight: options.workers } : {}),
+    cwd: cacheRoot,
+  });
+  const workers = executor.address === undefined ? sizes.workers : Math.max(1, Math.min(options.workers ?? ray.cpus, sizes.runs));
+  return {
+    workers,
+    run: (task) => {
+      // A run that starts over (a failed one, under --resume) starts from an empty directory: a task
+      // resumes whatever holds a config.json.
+      if (task.resume !== true) rmSync(task.outDir, { recursive: true, force: true });
+      return ray.run({ dir: task.outDir, config: task.config });
+    },
+    stop: () => ray.stop(),
+    close: () => ray.close(),
+  };
 }

@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { bundledConfigNames, docRef, resolveConfigPath } from '../../src/cli/bundled.js';
+import { bundledConfigNames, docRef, packagePathsIn, resolveConfigPath } from '../../src/cli/bundled.js';
+import { existsSync } from 'node:fs';
 import { runCli } from './io.js';
 
 const repo = resolve(__dirname, '..', '..');
@@ -51,5 +52,25 @@ describe('bundled configs', () => {
     mkdirSync(installed, { recursive: true });
     expect(docRef('docs/lab/top-p.md', project, installed)).toBe(join('node_modules', 'qrl-sim', 'docs', 'lab', 'top-p.md'));
     expect(docRef('docs/numerics.md', join(project, 'elsewhere'), installed)).toBe(join(installed, 'docs', 'numerics.md'));
+  });
+
+  it("every command's --help names docs/ and sims/ paths that exist from where it runs", async () => {
+    const project = mkdtempSync(join(tmpdir(), 'qrl-bundled-'));
+    dirs.push(project);
+    const usage = await runCli(['--help']);
+    const names = [...usage.out.matchAll(/^ {2}([a-z-]+) {2,}/gm)].map((m) => m[1]!);
+    expect(names).toContain('sweep');
+    let rewritten = 0;
+    for (const name of names) {
+      const help = (await runCli([name, '--help'])).out;
+      expect(packagePathsIn(help, repo, repo), name).toBe(help); // in a checkout: as written
+      const outside = packagePathsIn(help, project, repo);
+      for (const m of help.matchAll(/(?<![\w./-])(?:docs|sims)\/[\w./-]*[\w/]/g)) {
+        if (!existsSync(join(repo, m[0]))) continue; // a pattern (sims/NAME.json), not a path
+        expect(outside, `${name}: ${m[0]}`).toContain(join(repo, m[0]));
+        rewritten++;
+      }
+    }
+    expect(rewritten).toBeGreaterThan(10);
   });
 });

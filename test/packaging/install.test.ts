@@ -35,7 +35,7 @@ describe('the npm tarball installed into a fresh project', () => {
   it('holds the runtime files only, and installs without an install-script warning', () => {
     const top = readdirSync(installed).sort();
     expect(top).toEqual(['LICENSE', 'README.md', 'bin', 'cjs', 'dist', 'docs', 'package.json', 'python', 'sims']);
-    expect(readdirSync(join(installed, 'python')).sort()).toEqual(['examples', 'pyproject.toml', 'qrl_backend', 'qrl_golden', 'requirements.lock']);
+    expect(readdirSync(join(installed, 'python')).sort()).toEqual(['examples', 'pyproject.toml', 'qrl_backend', 'qrl_golden', 'qrl_sweep', 'requirements.lock']);
     expect(installLog).not.toMatch(/install-scripts|prepare/);
   });
 
@@ -45,6 +45,10 @@ describe('the npm tarball installed into a fresh project', () => {
     expect(numerics).toContain('More: qrl-sim cast --help, node_modules/qrl-sim/docs/numerics.md');
     expect(readdirSync(join(installed, 'docs'))).toContain('numerics.md');
     expect(sh('npx', ['qrl-sim', 'run', '--help'])).toMatch(/bundled configs \(--config NAME\):\n.*smoke-reverse/);
+    // --help names the installed package's pages and configs, not the checkout's docs/ and sims/
+    const sweepHelp = sh('npx', ['qrl-sim', 'sweep', '--help']);
+    expect(sweepHelp).toContain('node_modules/qrl-sim/docs/reports.md');
+    expect(sweepHelp).toContain('--config node_modules/qrl-sim/sims/smoke-reverse.json');
     sh('npx', ['qrl-sim', 'run', '--config', 'smoke-reverse', '--steps', '1', '--out', 'runs/smoke']);
     expect(readdirSync(join(project, 'runs', 'smoke'))).toContain('metrics.jsonl');
     writeFileSync(join(project, 'my.json'), sh('npx', ['qrl-sim', 'run', '--print-config', 'smoke-reverse']));

@@ -1,4 +1,5 @@
-"""`python3 -m qrl_backend.torch_ar [--weights F | --config JSON] [--plan fp32|bf16|fp8-tensor-rollout] [--device D] [--stdio | --port N [--host H] [--token-file F] [--state-root D]]`."""
+"""`python3 -m qrl_backend.torch_ar [--weights F | --config JSON] [--plan fp32|bf16|fp8-tensor-rollout] [--device D] [--stdio | --port N [--host H] [--token-file F] [--state-root D]]`;
+without --weights and --config the model, plan and optimizer come from the run the driver sends."""
 
 import sys
 

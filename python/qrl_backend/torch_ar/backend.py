@@ -270,26 +270,119 @@ class TorchArBackend(Backend):
         self.served = int(state.get("servedVersion", self.served))
 
 
-def build(argv: Optional[List[str]] = None) -> TorchArBackend:
+class ConfiguredTorchAr(Backend):
+    """The PyTorch backend built from what the driver sends (`configure`), as numpy_ar's
+    ConfiguredNumpyAr is: `python3 -m qrl_backend.torch_ar` alone serves `qrl-sim run --backend` (the
+    model from setup.model, the plan from setup.plan.name, AdamW's lr and weight decay from
+    setup.optim); flags given override. Until configured, `info` is a failed precondition naming
+    `setup`. Not a second model: every call goes to the TorchArBackend it builds."""
+
+    def __init__(self, flags: Any, inner: Optional[TorchArBackend] = None):
+        self.flags = flags
+        self.inner = inner
+        self.setup: Optional[Dict[str, Any]] = None
+
+    def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
+        if setup is None:
+            return
+        if self.inner is not None:
+            if self.setup is not None and setup != self.setup:
+                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
+            if self.setup is not None or self.flags.fixed:
+                return
+        a = self.flags
+        if setup.get("policy") != "ar":
+            raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
+        model = setup.get("model")
+        if not isinstance(model, dict):
+            raise ProtocolError("setup.model", "expected the ArConfig object (or start the backend with --config/--weights)")
+        try:
+            cfg = ArConfig.from_json(json.dumps(model))
+        except (TypeError, ValueError) as e:
+            raise ProtocolError("setup.model", str(e)) from None
+        plan = a.plan
+        if plan is None:
+            name = (setup.get("plan") or {}).get("name") if isinstance(setup.get("plan"), dict) else None
+            plan = name or "fp32"
+            if plan not in PLANS:
+                raise ProtocolError("setup.plan.name", f"this backend runs plans {', '.join(PLANS)}, the run asks for {plan!r}")
+        optim = setup.get("optim") or {}
+        self.inner = TorchArBackend(
+            cfg, init_params(cfg, a.init_seed), plan=plan,
+            lr=a.lr if a.lr is not None else float(optim.get("lr", 1e-3)),
+            weight_decay=a.weight_decay if a.weight_decay is not None else float(optim.get("weightDecay", 0.0)),
+            max_new_tokens=a.max_new_tokens if a.max_new_tokens is not None else setup.get("maxNewTokens"),
+            device=a.device,
+        )
+        self.setup = setup
+
+    def _be(self) -> TorchArBackend:
+        if self.inner is None:
+            raise RpcError(FAILED_PRECONDITION, "this backend builds its model from the run: send info with params.setup (qrl-sim run --backend does), or start it with --config JSON or --weights FILE", "setup")
+        return self.inner
+
+    def info(self) -> Dict[str, Any]:
+        return self._be().info()
+
+    def sync(self) -> int:
+        return self._be().sync()
+
+    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
+        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
+
+    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):
+        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
+
+    def backward(self, handle, grad_logp):
+        return self._be().backward(handle, grad_logp)
+
+    def step(self, max_grad_norm):
+        return self._be().step(max_grad_norm)
+
+    def set_reference(self):
+        return self._be().set_reference()
+
+    def save(self, directory):
+        return self._be().save(directory)
+
+    def load(self, directory):
+        return self._be().load(directory)
+
+
+def build(argv: Optional[List[str]] = None) -> Backend:
+    """The backend from command-line options (`python3 -m qrl_backend.torch_ar --help`). With --config or
+    --weights the model is built now; without, from the run the driver sends (`configure`), as numpy_ar
+    does. Flags given override what the run sends."""
     import argparse
+    import sys
 
     ap = argparse.ArgumentParser(prog="python3 -m qrl_backend.torch_ar", description="qrl-backend/1 server: the toy AR policy on PyTorch.")
-    ap.add_argument("--weights")
-    ap.add_argument("--config")
-    ap.add_argument("--init-seed", type=int, default=0)
-    ap.add_argument("--plan", default="fp32", choices=list(PLANS))
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--weights", help="safetensors file of initial weights (ParamStore names; its metadata holds the config)")
+    ap.add_argument("--config", help="ArConfig as JSON (default: setup.model of the run)")
+    ap.add_argument("--init-seed", type=int, default=0, help="seed of numpy's GPT-2 initialization (when --weights is absent)")
+    ap.add_argument("--plan", choices=list(PLANS), help="default: setup.plan.name of the run, else fp32")
+    ap.add_argument("--lr", type=float, help="default: setup.optim.lr of the run, else 1e-3")
+    ap.add_argument("--weight-decay", type=float, help="default: setup.optim.weightDecay of the run, else 0")
     ap.add_argument("--max-new-tokens", type=int)
     ap.add_argument("--device", help="cuda, cpu, … (default: cuda when available)")
     add_server_arguments(ap)
     a = ap.parse_args(argv)
-    if a.weights:
-        params, meta = read_safetensors(a.weights)
-        cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
-    elif a.config:
-        cfg = ArConfig.from_json(a.config)
-        params = init_params(cfg, a.init_seed)
-    else:
-        ap.error("pass --weights FILE or --config JSON")
-    return TorchArBackend(cfg, params, plan=a.plan, lr=a.lr, weight_decay=a.weight_decay, max_new_tokens=a.max_new_tokens, device=a.device)
+    a.fixed = False
+    if not (a.weights or a.config):
+        return ConfiguredTorchAr(a)
+    try:
+        if a.weights:
+            params, meta = read_safetensors(a.weights)
+            cfg = ArConfig.from_json(a.config or meta[CONFIG_KEY])
+        else:
+            cfg = ArConfig.from_json(a.config)
+            params = init_params(cfg, a.init_seed)
+    except OSError as e:
+        sys.stderr.write(f"{ap.prog}: --weights {a.weights}: {e.strerror or e}\n")
+        sys.exit(2)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        sys.stderr.write(f"{ap.prog}: {'--config ' + a.config if a.config else '--weights ' + a.weights}: {e}\n")
+        sys.exit(2)
+    inner = TorchArBackend(cfg, params, plan=a.plan or "fp32", lr=1e-3 if a.lr is None else a.lr, weight_decay=a.weight_decay or 0.0,
+                           max_new_tokens=a.max_new_tokens, device=a.device)
+    return ConfiguredTorchAr(a, inner)
