@@ -114,6 +114,7 @@ const k3 = (x: number): number => Math.exp(x) - x - 1;
 const VERL = 'verl-project/verl 1dda039';
 const SLIME = 'THUDM/slime 624b824';
 const PRIME = 'PrimeIntellect-ai/prime-rl 559b447';
+const PRIME_MISMATCH = 'PrimeIntellect-ai/prime-rl e1502f0';
 const NEMO = 'NVIDIA-NeMo/RL 7ea279a';
 const SKYRL = 'NovaSky-AI/SkyRL a956457';
 const ROLL = 'alibaba/ROLL 8eb27cc';
@@ -241,6 +242,38 @@ export const stackMetricSets = {
         'is_masked_high/mean': mean(m.map((q) => (q.high ? 1 : 0))),
         'masked_mismatch_kl/mean': mean(on((j) => m[j]!.masked)),
         'unmasked_mismatch_kl/mean': mean(on((j) => !m[j]!.masked)),
+      };
+    },
+  },
+  'prime-rl-debug': {
+    commit: PRIME_MISMATCH,
+    metrics: {
+      'logprob_abs_error/all/mean': { formula: 'token mean of |d|, d = f64(f32 ℓtrain) − f64(f32 ℓroll), each |d| stored in float32 (the keys are omitted with no token, where prime-rl logs NaN)', source: `${PRIME_MISMATCH} src/prime_rl/trainer/rl/mismatch.py l.21–26, l.30` },
+      'logprob_abs_error/all/max': { formula: 'max over tokens of that |d|', source: `${PRIME_MISMATCH} mismatch.py l.30` },
+      'logprob_bit_mismatch/all/mean': { formula: 'fraction of tokens whose float32 ℓtrain and ℓroll differ in bits (−0 ≠ +0) or either is not finite', source: `${PRIME_MISMATCH} mismatch.py l.25, l.31` },
+      'logprob_nonfinite/all/mean': { formula: 'fraction of tokens with a non-finite ℓtrain or ℓroll', source: `${PRIME_MISMATCH} mismatch.py l.25, l.32` },
+      'mismatch_k3_stable/all/mean': { formula: 'token mean of expm1(d) − d in float64, each stored in float32 (no cancellation for tiny d, where e^d − d − 1 rounds to 0)', source: `${PRIME_MISMATCH} mismatch.py l.26–28, l.33` },
+    },
+    compute: (input) => {
+      const f32 = new Float32Array(2);
+      const bits = new Int32Array(f32.buffer);
+      const rows: { abs: number; bit: number; nonfinite: number; k3: number }[] = [];
+      for (let k = 0; k < input.mask.length; k++) {
+        if (input.mask[k] !== 1) continue;
+        f32[0] = input.logpTrain[k]!;
+        f32[1] = input.logpRollout[k]!;
+        const nonfinite = Number.isFinite(f32[0]) && Number.isFinite(f32[1]) ? 0 : 1;
+        const d = f32[0] - f32[1];
+        rows.push({ abs: Math.fround(Math.abs(d)), bit: bits[0] !== bits[1] || nonfinite === 1 ? 1 : 0, nonfinite, k3: Math.fround(Math.expm1(d) - d) });
+      }
+      if (rows.length === 0) return {};
+      const absErrors = rows.map((r) => r.abs);
+      return {
+        'logprob_abs_error/all/mean': mean(absErrors),
+        'logprob_abs_error/all/max': absErrors.reduce((a, b) => (Number.isNaN(b) || b > a ? b : a), -Infinity),
+        'logprob_bit_mismatch/all/mean': mean(rows.map((r) => r.bit)),
+        'logprob_nonfinite/all/mean': mean(rows.map((r) => r.nonfinite)),
+        'mismatch_k3_stable/all/mean': mean(rows.map((r) => r.k3)),
       };
     },
   },

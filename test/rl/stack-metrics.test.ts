@@ -2,7 +2,7 @@
 // (file and line in src/rl/stack-metrics.ts and the generated table of docs/estimators.md).
 
 import { describe, expect, it } from 'vitest';
-import { estimateJson, resolveConfig, stackMetricSets, stackMetricsTableMarkdown } from '../../src/rl/index.js';
+import { estimateJson, resolveConfig, stackMetrics, stackMetricSets, stackMetricsTableMarkdown } from '../../src/rl/index.js';
 
 const E = Math.exp;
 
@@ -61,6 +61,35 @@ describe("every stack's mismatch metrics under its own names", () => {
     // Δp = e^ℓold − e^ℓroll stays within ±0.2 here: nothing is DPPO-masked
     expect(m['is_masked/mean']).toBe(0);
     expect(m['unmasked_mismatch_kl/mean']).toBeCloseTo(mean(kl), 15);
+  });
+
+  it("prime-rl's debug mismatch diagnostics: one-ulp roundoff, a signed zero and non-finite pairs (mismatch.py at e1502f0, the cases of its own test)", () => {
+    // ℓroll = [−1, −1e-4, 0, −2]; ℓtrain equal but one float32 ulp toward 0 at the second token and −0 at the third
+    const f = new Float32Array([-1e-4]);
+    const up = new Int32Array(f.buffer);
+    up[0] = up[0]! - 1; // −1e-4 one ulp toward zero (nextafter(x, 0) for a negative float32)
+    const next = f[0]!;
+    const roll = [-1, Math.fround(-1e-4), 0, -2];
+    const train = [-1, next, -0, -2];
+    const m = estimateJson({ logpTheta: [train], logpOld: [train], logpRollout: [roll], mask: [[1, 1, 1, 1]], advantages: [1], config: { diagnostics: { stacks: ['prime-rl-debug'] } } }).metrics;
+    expect(m['logprob_bit_mismatch/all/mean']).toBe(2 / 4);
+    expect(m['logprob_nonfinite/all/mean']).toBe(0);
+    const d = next - Math.fround(-1e-4);
+    expect(d).toBeGreaterThan(0);
+    expect(m['logprob_abs_error/all/max']).toBe(Math.fround(d));
+    expect(m['logprob_abs_error/all/mean']).toBe(Math.fround(d) / 4);
+    // expm1(d) − d ≈ d²/2 where e^d − d − 1 in float32 would round to 0
+    expect(m['mismatch_k3_stable/all/mean']).toBe(Math.fround(Math.expm1(d) - d) / 4);
+    expect(Math.fround(Math.expm1(d) - d)).toBeGreaterThan(0);
+    expect(m['mismatch_k3_stable/all/mean']! / ((d * d) / 2 / 4)).toBeCloseTo(1, 4);
+    // non-finite pairs count as bit mismatches even when their bits agree (mismatch.py l.31); a NaN error propagates as in torch
+    const values = Float64Array.from([NaN, -Infinity, -0.5]);
+    const nf = stackMetrics({ shape: { B: 1, T: 3 }, logpTrain: values, logpRollout: values, mask: Float64Array.from([1, 1, 1]) }, ['prime-rl-debug']);
+    expect([nf['logprob_nonfinite/all/mean'], nf['logprob_bit_mismatch/all/mean']]).toEqual([2 / 3, 2 / 3]);
+    expect(nf['logprob_abs_error/all/max']).toBeNaN();
+    // an empty batch: every key left out (prime-rl logs NaN)
+    const empty = estimateJson({ logpTheta: [[-1]], logpOld: [[-1]], logpRollout: [[-1]], mask: [[0]], advantages: [1], config: { diagnostics: { stacks: ['prime-rl-debug'] } } }).metrics;
+    expect(Object.keys(empty).filter((k) => k.startsWith('logprob_') || k.startsWith('mismatch_k3'))).toEqual([]);
   });
 
   it('AReaL: behave_* over the tokens its rejection sampling keeps, with its weight', () => {
