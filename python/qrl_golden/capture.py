@@ -68,8 +68,8 @@ TRL_GRID: dict[str, dict[str, Any]] = {
     # TRL's vLLM importance-sampling correction on an FP8 rollout engine (Fp8Engine), each mode with a band that binds
     "vllm-token-truncate": {"loss_type": "grpo", "use_vllm": True, "vllm_importance_sampling_mode": "token_truncate", "vllm_importance_sampling_clip_max": 1.001},
     "vllm-token-mask": {"loss_type": "dapo", "use_vllm": True, "vllm_importance_sampling_mode": "token_mask", "vllm_importance_sampling_clip_min": 0.999, "vllm_importance_sampling_clip_max": 1.001},
-    "vllm-sequence-truncate": {"loss_type": "bnpo", "use_vllm": True, "vllm_importance_sampling_mode": "sequence_truncate", "vllm_importance_sampling_clip_max": 1.003},
-    "vllm-sequence-mask": {"loss_type": "grpo", "use_vllm": True, "beta": 0.04, "vllm_importance_sampling_clip_max": 1.003},
+    "vllm-sequence-truncate": {"loss_type": "bnpo", "use_vllm": True, "vllm_importance_sampling_mode": "sequence_truncate", "vllm_importance_sampling_clip_min": 0.9995, "vllm_importance_sampling_clip_max": 1.0005},
+    "vllm-sequence-mask": {"loss_type": "grpo", "use_vllm": True, "beta": 0.04, "vllm_importance_sampling_clip_min": 0.9995, "vllm_importance_sampling_clip_max": 1.0005},
 }
 
 #: Fields the capture owns: the runner needs them as they are (one process on CPU, one log per step).
