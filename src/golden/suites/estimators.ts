@@ -140,7 +140,7 @@ function estimatorCase(config: Record<string, unknown>, index: number, seed: num
     ...(input.probSqSum ? { probSqSum: tensor('input', flat(input.probSqSum), 'bitwise', [B, T]) } : {}),
     advantages: tensor('expected', r.advantages, ESTIMATOR_RULE, [B, T]),
     weights: tensor('expected', r.weights, ESTIMATOR_RULE, [B, T]),
-    effectiveMask: tensor('expected', r.mask, 'bitwise', [B, T]),
+    effectiveMask: tensor('expected', r.lossMask, 'bitwise', [B, T]),
     tokenLoss: tensor('expected', r.tokenLoss, ESTIMATOR_RULE, [B, T]),
     loss: tensor('expected', new Float64Array([r.loss]), ESTIMATOR_RULE, []),
     gradLogpTheta: tensor('expected', r.gradLogpTheta, ESTIMATOR_RULE, [B, T]),

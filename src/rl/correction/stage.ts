@@ -26,8 +26,11 @@ export interface CorrectionInput {
   readonly logpOld: Float64Array;
   /** ℓroll: rollout-engine log-probs, `(B, T)`. */
   readonly logpRollout: Float64Array;
-  /** Response mask m ∈ {0, 1}, `(B, T)`. */
-  readonly mask: Float64Array;
+  /**
+   * Response mask m ∈ {0, 1}, `(B, T)`: the generated tokens of each row (the stages only read it; the
+   * loss mask they produce is {@link CorrectionResult.lossMask}).
+   */
+  readonly responseMask: Float64Array;
   /** Per-token advantages before any rectification, `(B, T)` (used by `ais` and `opsm`). */
   readonly advantages: Float64Array;
   /**
@@ -84,7 +87,7 @@ export function rowLogRatioSums(input: CorrectionInput): Float64Array {
     let acc = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) acc += input.logpOld[k]! - input.logpRollout[k]!;
+      if (input.responseMask[k] === 1) acc += input.logpOld[k]! - input.logpRollout[k]!;
     }
     s[i] = acc;
   }
@@ -143,21 +146,27 @@ export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shap
   return rows > 0 ? rej / rows : 0;
 }
 
+/** Token ratios ρ_t = exp(clamp(ℓold − ℓroll)) on response tokens, 1 elsewhere: `(B, T)`. */
 export function tokenRatios(input: CorrectionInput): Float64Array {
-  const rho = new Float64Array(input.mask.length).fill(1);
+  const rho = new Float64Array(input.responseMask.length).fill(1);
   for (let k = 0; k < rho.length; k++) {
-    if (input.mask[k] === 1) rho[k] = boundedExp(input.logpOld[k]! - input.logpRollout[k]!);
+    if (input.responseMask[k] === 1) rho[k] = boundedExp(input.logpOld[k]! - input.logpRollout[k]!);
   }
   return rho;
 }
 
+/** Sequence ratios exp(clamp(Σ_t ℓold − ℓroll)) broadcast to every position of the row: `(B, T)`. */
 export function seqRatios(input: CorrectionInput): Float64Array {
   return broadcastRows(rowLogRatioSums(input).map(boundedExp), input.shape);
 }
 
-export function zeroMaskedFactor(f: Float64Array, mask: Float64Array): Float64Array {
-  for (let k = 0; k < f.length; k++) if (mask[k] !== 1) f[k] = 1;
-  return f;
+/**
+ * Sets `factor` to 1 (the neutral weight) outside the response mask, in place, and returns it: a stage's
+ * factor is only read on response tokens, and 1 there keeps the chain's product unchanged.
+ */
+export function factorOneOffResponse(factor: Float64Array, responseMask: Float64Array): Float64Array {
+  for (let k = 0; k < factor.length; k++) if (responseMask[k] !== 1) factor[k] = 1;
+  return factor;
 }
 
 /** Per-row keep mask broadcast to tokens (`rowKeep[i]` = 1 keeps row i). */
@@ -171,7 +180,7 @@ export function rowKeepMask(rowKeep: (i: number) => boolean, shape: BatchShape):
 /** Metrics shared by the mask-only stages. */
 export function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
   return {
-    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+    masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
   };
 }
