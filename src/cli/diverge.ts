@@ -3,9 +3,7 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { arDiverge } from '../policies/ar/diverge.js';
-import { arModelPresetNames } from '../policies/ar/presets.js';
-import { rollout } from '../policies/ar/rollout.js';
+import { arDiverge, arModelPresetNames, rollout } from '../policies/ar-api.js';
 import { sideNumerics } from '../policies/plans.js';
 import { compareForwards, type DivergeReport } from '../policies/diverge.js';
 import { readForwardDump, writeForwardDump } from '../policies/dump.js';

@@ -1,10 +1,7 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { arMismatchProbe } from '../policies/ar/probe.js';
-import { arModelPresetNames } from '../policies/ar/presets.js';
-import type { ArPolicy } from '../policies/ar/model.js';
-import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
+import { arMismatchProbe, arModelPresetNames, linearInputChannelStats, residualChannelStats, type ArPolicy } from '../policies/ar-api.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
 import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';

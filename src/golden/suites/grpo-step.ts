@@ -3,11 +3,7 @@
 
 import { AdamW } from '../../nn/adamw.js';
 import type { ParamStore } from '../../nn/params.js';
-import { arConfig } from '../../policies/ar/config.js';
-import { createArPolicy } from '../../policies/ar/model.js';
-import { backwardLogprobs, computeLogprobs } from '../../policies/ar/logprobs.js';
-import { trainSupervised } from '../../policies/ar/supervised.js';
-import { rollout, rolloutResponses } from '../../policies/ar/rollout.js';
+import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, rollout, rolloutResponses, trainSupervised } from '../../policies/ar-api.js';
 import { numericsFor, precisionPlan } from '../../policies/plans.js';
 import { estimate } from '../../rl/estimate.js';
 import { parseEstimateInput } from '../../rl/schema.js';
