@@ -7,7 +7,7 @@
 
 /** @type {{ layer: string, path: string, only?: string[] }[]} */
 const layers = [
-  { layer: 'ground', path: '^src/((errors|rng|files|json)\\.ts|backend/contract\\.ts)$' },
+  { layer: 'ground', path: '^src/((errors|rng|rng-streams|files|json)\\.ts|backend/contract\\.ts)$' },
   { layer: 'numerics', path: '^src/numerics/' },
   { layer: 'nn', path: '^src/nn/' },
   { layer: 'tasks', path: '^src/tasks/' },

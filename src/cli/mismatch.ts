@@ -18,6 +18,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
+import { rngStreams } from '../rng-streams.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -280,7 +281,7 @@ export const mismatchCommand: Command = {
     const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const lengthRng = createRng(seed).fork('probe-lengths');
+    const lengthRng = createRng(seed).fork(rngStreams.cli.probeLengths);
     const requestLengths = minLength < length ? Array.from({ length: batch }, () => minLength + lengthRng.int(length - minLength + 1)) : undefined;
     const probe = arMismatchProbe(policy, { plan: probePlan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}), ...(requestLengths ? { requestLengths } : {}) });
     const sampler = { temperature, topK, topP };

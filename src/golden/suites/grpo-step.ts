@@ -12,6 +12,7 @@ import { makeTask } from '../../tasks/registry.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
 import { ESTIMATOR_RULE } from './estimators.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Float32 model outputs (log-probs, gradients, updated weights): a GPU port differs by accumulation order. qrl-sim reproduces them bit for bit. */
 export const MODEL_RULE: CompareRule = Object.freeze({ rtol: 1e-4, atol: 1e-6 });
@@ -35,7 +36,7 @@ function grpoStepCase(planName: 'bf16' | 'fp8-rollout', seed: number): GoldenCas
   const prompts = problems.flatMap((p) => Array.from({ length: GROUP }, () => [...p.prompt]));
   const groups = problems.flatMap((_, g) => Array.from({ length: GROUP }, () => g));
   // 2. rollout under the plan's rollout numerics: tokens and ℓroll
-  const r = rollout(policy, prompts, { maxNewTokens: task.responseLength, numerics: numericsFor(plan.rollout), rng: createRng(seed).fork('golden/grpo-step/rollout'), temperature: 1 });
+  const r = rollout(policy, prompts, { maxNewTokens: task.responseLength, numerics: numericsFor(plan.rollout), rng: createRng(seed).fork(rngStreams.golden.grpoStepRollout), temperature: 1 });
   const responses = rolloutResponses(r);
   const rewards = responses.map((resp, i) => task.reward(problems[Math.floor(i / GROUP)]!, resp).reward);
   // 3. trainer recompute under the trainer numerics: ℓold (= ℓθ before the first update)

@@ -13,6 +13,7 @@ import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages
 import { type EstimateConfig, skipsLogpOldPass } from '../schema.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Rows `rows` of a (B, T) array. */
 export function sliceRows(x: Float64Array, T: number, rows: readonly number[]): Float64Array {
@@ -344,7 +345,7 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
   const means = new MetricMeans();
   const M = Math.min(config.optim.miniBatches, rows.length);
   const order = rows.map((_, i) => i);
-  const shuffleRng = rng.fork('minibatches');
+  const shuffleRng = rng.fork(rngStreams.run.minibatches);
   for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
     shuffleRng.shuffle(order);
     for (let m = 0; m < M; m++) {
