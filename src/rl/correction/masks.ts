@@ -4,7 +4,7 @@
 import type { MetricRecord } from '../types.js';
 import { maskedMean, rowCounts, rowMaskedSums } from '../types.js';
 import type { CorrectionFn, CorrectionLevel } from './stage.js';
-import { broadcastRows, maskMetrics, ones, rowKeepMask, validMax, factorOneOffResponse } from './stage.js';
+import { broadcastRows, factorOneOffResponse, maskMetrics, ones, rowKeepMask, validMax } from './stage.js';
 
 /**
  * Which two policies `opsm` compares: `deepseek` — the row KL mean_t(ℓroll − ℓold) of the rollout

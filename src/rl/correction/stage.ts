@@ -74,12 +74,12 @@ export type CorrectionLevel = 'token' | 'sequence';
 /** Aggregation level of a verl rejection statistic. */
 export type RejectionLevel = 'token' | 'seq-sum' | 'seq-mean' | 'seq-max';
 
-
+/** `n` ones: the neutral factor and keep mask. */
 export function ones(n: number): Float64Array {
   return new Float64Array(n).fill(1);
 }
 
-/** Per-row Σ_t m·δ_t with δ = ℓold − ℓroll, `(B)`. */
+/** Per-row Σ_t m·δ_t over the response mask m, δ = ℓold − ℓroll, `(B)`. */
 export function rowLogRatioSums(input: CorrectionInput): Float64Array {
   const { B, T } = input.shape;
   const s = new Float64Array(B);
@@ -102,32 +102,34 @@ export function broadcastRows(perRow: Float64Array, shape: BatchShape): Float64A
   return out;
 }
 
-/** Fraction of valid tokens where `pred` holds. */
-export function tokenFraction(mask: Float64Array, pred: (k: number) => boolean): number {
+/** Fraction of response tokens where `pred` holds (0 when there is none). */
+export function tokenFraction(responseMask: Float64Array, pred: (k: number) => boolean): number {
   let n = 0;
   let c = 0;
-  for (let k = 0; k < mask.length; k++) {
-    if (mask[k] !== 1) continue;
+  for (let k = 0; k < responseMask.length; k++) {
+    if (responseMask[k] !== 1) continue;
     n += 1;
     if (pred(k)) c += 1;
   }
   return n > 0 ? c / n : 0;
 }
 
-export function validMax(x: Float64Array, mask: Float64Array): number {
+/** Max of `x` over the response tokens (0 when there is none). */
+export function validMax(x: Float64Array, responseMask: Float64Array): number {
   let m = -Infinity;
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.max(m, x[k]!);
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) m = Math.max(m, x[k]!);
   return m === -Infinity ? 0 : m;
 }
 
-export function validMin(x: Float64Array, mask: Float64Array): number {
+/** Min of `x` over the response tokens (0 when there is none). */
+export function validMin(x: Float64Array, responseMask: Float64Array): number {
   let m = Infinity;
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.min(m, x[k]!);
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) m = Math.min(m, x[k]!);
   return m === Infinity ? 0 : m;
 }
 
-/** Fraction of rows (with ≥ 1 valid token) having a valid token with keep = 0. */
-export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shape: BatchShape): number {
+/** Fraction of rows with ≥ 1 response token having a response token with keep = 0. */
+export function seqRejectedFraction(keep: Float64Array, responseMask: Float64Array, shape: BatchShape): number {
   const { B, T } = shape;
   let rows = 0;
   let rej = 0;
@@ -136,7 +138,7 @@ export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shap
     let rejected = false;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (mask[k] !== 1) continue;
+      if (responseMask[k] !== 1) continue;
       valid = true;
       if (keep[k] === 0) rejected = true;
     }

@@ -4,7 +4,7 @@
 import type { Estimate, NoParams } from '../types.js';
 import { maskedMean, rowCounts } from '../types.js';
 import type { CorrectionFn, CorrectionInput, CorrectionLevel, CorrectionStep } from './stage.js';
-import { ones, seqRatios, tokenFraction, tokenRatios, validMax, validMin, factorOneOffResponse } from './stage.js';
+import { factorOneOffResponse, ones, seqRatios, tokenFraction, tokenRatios, validMax, validMin } from './stage.js';
 import { verlIsMetrics } from './verl-metrics.js';
 
 /** Truncation cap `C` (`tis`, `seq-tis`, `mis-token`, `mis-seq`). */
