@@ -2,11 +2,12 @@
 // every file of src/ belongs to exactly one row (test/layers.test.ts checks it), and a row imports only
 // rows below it; a row with `only` imports just those rows. cli/ is the top row, so nothing imports it.
 // src/ never imports through a package entry (src/index.ts, src/<layer>/index.ts): those are for users.
+// Outside src/policies/, src/policies/ar/ is reached only through its façade src/policies/ar-api.ts.
 // `npm run lint:deps` checks it; test/layers.test.ts runs it on the sources and on planted violations.
 
 /** @type {{ layer: string, path: string, only?: string[] }[]} */
 const layers = [
-  { layer: 'ground', path: '^src/((errors|rng|files|json)\\.ts|backend/contract\\.ts)$' },
+  { layer: 'ground', path: '^src/((errors|rng|rng-streams|files|json)\\.ts|backend/contract\\.ts)$' },
   { layer: 'numerics', path: '^src/numerics/' },
   { layer: 'nn', path: '^src/nn/' },
   { layer: 'tasks', path: '^src/tasks/' },
@@ -56,6 +57,13 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/', pathNot: ['^src/index\\.ts$', '^src/[a-z]+/index\\.ts$'] },
       to: { path: ['^src/index\\.ts$', '^src/[a-z]+/index\\.ts$'] },
+    },
+    {
+      name: 'ar-only-through-facade',
+      comment: 'outside src/policies/, the autoregressive policy (src/policies/ar/) is reached only through src/policies/ar-api.ts',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/policies/' },
+      to: { path: '^src/policies/ar/' },
     },
     { name: 'no-circular', severity: 'error', from: { path: '^src/' }, to: { circular: true } },
   ],

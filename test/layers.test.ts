@@ -1,5 +1,6 @@
 // Import direction of src/: dependency-cruiser with .dependency-cruiser.cjs passes on the sources,
-// fails on planted violations (upward imports, an import of cli/, an import through a package entry),
+// fails on planted violations (upward imports, an import of cli/, an import through a package entry,
+// an import of policies/ar/ from outside policies/ that bypasses its façade),
 // and its layer table covers every file of src/ exactly once. Not a style check.
 
 import { spawnSync } from 'node:child_process';
@@ -65,6 +66,28 @@ describe('layers import only downward', () => {
     expect(r.out).toMatch(/golden-no-upward-imports: src\/golden\/methods\.ts → src\/cli\/cast\.ts/);
     expect(r.out).toMatch(/report-no-imports-beyond-ground: src\/report\/table\.ts → src\/numerics\/values\.ts/);
     expect(r.out).toMatch(/x 3 dependency violations/);
+  }, 120_000);
+
+  it('a file outside policies/ importing policies/ar/ directly fails; through the façade ar-api.ts, or from inside policies/, it passes', () => {
+    const dir = join(tmp, 'facade');
+    const files: Record<string, string> = {
+      'src/policies/ar/model.ts': 'export const createArPolicy = 1;\n',
+      'src/policies/ar-api.ts': "export { createArPolicy } from './ar/model.js';\n",
+      'src/policies/engine.ts': "import { createArPolicy } from './ar/model.js';\nexport const e = createArPolicy;\n",
+      'src/runs/direct.ts': "import { createArPolicy } from '../policies/ar/model.js';\nexport const d = createArPolicy;\n",
+      'src/runs/facade.ts': "import { createArPolicy } from '../policies/ar-api.js';\nexport const f = createArPolicy;\n",
+      'tsconfig.json': JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }),
+    };
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(dir, path)), { recursive: true });
+      writeFileSync(join(dir, path), text);
+    }
+    const r = cruise(dir);
+    expect(r.status).not.toBe(0);
+    expect(r.out).toMatch(/ar-only-through-facade: src\/runs\/direct\.ts → src\/policies\/ar\/model\.ts/);
+    expect(r.out).not.toMatch(/src\/runs\/facade\.ts/);
+    expect(r.out).not.toMatch(/src\/policies\/engine\.ts/);
+    expect(r.out).toMatch(/x 1 dependency violations/);
   }, 120_000);
 });
 

@@ -20,6 +20,7 @@ import { UsageError } from '../errors.js';
 import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, seedOption, strings } from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
+import { rngStreams } from '../rng-streams.js';
 
 const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
        qrl-sim demo --numerics [--seed S]
@@ -108,7 +109,7 @@ export const demoCommand: Command = {
       io.out([formatValue(x).padStart(w), ...cells].join(''));
     }
     io.out('\n2. Round-trip error of 65 536 N(0,1) values, per-tensor scale amax/maxFinite (seed ' + seed + '):\n');
-    const rng = createRng(seed).fork('demo');
+    const rng = createRng(seed).fork(rngStreams.cli.demo);
     const x = new Float32Array(65536).map(() => rng.normal());
     const rows: [keyof typeof floatFormats, keyof typeof castProfiles][] = [
       ['bf16', 'ieee'], ['fp16', 'ieee'], ['e4m3fn', 'satfinite'], ['e5m2', 'satfinite'],

@@ -3,9 +3,7 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { arDiverge } from '../policies/ar/diverge.js';
-import { arModelPresetNames } from '../policies/ar/presets.js';
-import { rollout } from '../policies/ar/rollout.js';
+import { arDiverge, arModelPresetNames, rollout } from '../policies/ar-api.js';
 import { sideNumerics } from '../policies/plans.js';
 import { compareForwards, type DivergeReport } from '../policies/diverge.js';
 import { readForwardDump, writeForwardDump } from '../policies/dump.js';
@@ -17,6 +15,7 @@ import type { Command } from './command.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, seedOption, strings } from './parse.js';
 import { planOption } from './plan-option.js';
 import { freshArPolicy, modelOption } from './model-option.js';
+import { rngStreams } from '../rng-streams.js';
 
 const help = `usage: qrl-sim diverge --policy ar --plan P [--preset NAME] [--outliers N] [--moe E,K]
                        [--length L] [--batch B] [--seed S] [--format F] [--tolerance K]
@@ -133,7 +132,7 @@ export const divergeCommand: Command = {
     const task = makeTask('reverse');
     const policy = freshArPolicy(model, task, length, seed);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const r = rollout(policy, prompts, { maxNewTokens: length, numerics: sideNumerics(plan.rollout, policy.weights), rng: createRng(seed).fork('diverge-rollout'), eos: null });
+    const r = rollout(policy, prompts, { maxNewTokens: length, numerics: sideNumerics(plan.rollout, policy.weights), rng: createRng(seed).fork(rngStreams.cli.divergeRollout), eos: null });
     const T = r.promptLength + r.responseLength;
     const result = arDiverge(policy, plan, r.tokens, r.B, T, { ...(format ? { format } : {}), ...(tolerance !== undefined ? { tolerance } : {}) });
     if (values['write-dumps'] !== undefined) {

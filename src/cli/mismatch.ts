@@ -1,10 +1,7 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { arMismatchProbe } from '../policies/ar/probe.js';
-import { arModelPresetNames } from '../policies/ar/presets.js';
-import type { ArPolicy } from '../policies/ar/model.js';
-import { linearInputChannelStats, residualChannelStats } from '../policies/ar/channels.js';
+import { arMismatchProbe, arModelPresetNames, linearInputChannelStats, residualChannelStats, type ArPolicy } from '../policies/ar-api.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
 import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
@@ -21,6 +18,7 @@ import type { Command } from './command.js';
 import { UsageError } from '../errors.js';
 import { readJsonFile } from './input.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
+import { rngStreams } from '../rng-streams.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
@@ -283,7 +281,7 @@ export const mismatchCommand: Command = {
     const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const lengthRng = createRng(seed).fork('probe-lengths');
+    const lengthRng = createRng(seed).fork(rngStreams.cli.probeLengths);
     const requestLengths = minLength < length ? Array.from({ length: batch }, () => minLength + lengthRng.int(length - minLength + 1)) : undefined;
     const probe = arMismatchProbe(policy, { plan: probePlan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}), ...(requestLengths ? { requestLengths } : {}) });
     const sampler = { temperature, topK, topP };

@@ -1,9 +1,7 @@
 // `--preset NAME`, `--outliers N` and `--moe E,K` of the probe commands (`mismatch`, `diverge`): the
 // fields of a fresh toy AR model, checked with one-line errors. Not the presets (src/policies/ar/presets.ts).
 
-import { arConfig } from '../policies/ar/config.js';
-import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
-import { arModelOptions, arModelPresetNames, type ArModelFields } from '../policies/ar/presets.js';
+import { arConfig, arModelOptions, arModelPresetNames, createArPolicy, type ArModelFields, type ArPolicy } from '../policies/ar-api.js';
 import type { Task } from '../tasks/task.js';
 import { UsageError } from '../errors.js';
 import { integerOption } from './parse.js';

@@ -11,6 +11,7 @@ import { scalarEncoder } from '../numerics/round.js';
 import { formatValue, parseFloat32, parseQuantizeInput, quantizationStats } from '../numerics/values.js';
 import { estimateJson } from '../rl/estimate.js';
 import { createRng } from '../rng.js';
+import { rngStreams } from '../rng-streams.js';
 
 /** Params of `cast`: format, profile, mode and the inputs as the strings `qrl-sim cast` prints. */
 export interface CastParams {
@@ -34,7 +35,7 @@ export interface CastRow {
  */
 export function castRows(format: FloatFormat, profile: CastProfile, mode: RoundingMode, inputs: readonly number[], seed = 0): CastRow[] {
   const encoder = scalarEncoder(format, profile, mode);
-  const rng = createRng(seed).fork('cast');
+  const rng = createRng(seed).fork(rngStreams.golden.castBits);
   const width = Math.ceil(format.bits / 4);
   return inputs.map((input) => {
     const code = encoder(input, mode === 'stochastic' ? rng.uint32() : undefined);

@@ -3,6 +3,7 @@
 
 import { createRng, type Rng } from '../rng.js';
 import type { FloatArray } from './array.js';
+import { rngStreams } from '../rng-streams.js';
 
 /** How a parameter is initialized. */
 export type ParamInit =
@@ -88,7 +89,7 @@ export class ParamLayout {
    */
   initialize(buffer: FloatArray, rng: Rng): void {
     for (const e of this.entries) {
-      const r = rng.fork(e.name);
+      const r = rng.fork(rngStreams.params.tensor(e.name));
       for (let i = 0; i < e.size; i++) {
         buffer[e.offset + i] = e.init.kind === 'normal' ? e.init.std * r.normal() : e.init.value;
       }
@@ -179,7 +180,7 @@ export class ParamStore {
  */
 export function createParamStore(specs: readonly ParamSpec[], seed: number | string): ParamStore {
   const store = new ParamStore(new ParamLayout(specs));
-  store.layout.initialize(store.data, createRng(seed).fork('init'));
+  store.layout.initialize(store.data, createRng(seed).fork(rngStreams.params.init));
   return store;
 }
 

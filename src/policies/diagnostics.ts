@@ -45,7 +45,7 @@ export function probeDiagnostics(logpRollout: ArrayLike<number>, logpOld: ArrayL
   const old = Float64Array.from(logpOld);
   const roll = Float64Array.from(logpRollout);
   const m = Float64Array.from(mask, (x) => (x ? 1 : 0));
-  const d = mismatchDiagnostics({ shape: { B: 1, T: n }, logpOld: old, logpRollout: roll, mask: m }).metrics;
+  const d = mismatchDiagnostics({ shape: { B: 1, T: n }, logpOld: old, logpRollout: roll, responseMask: m }).metrics;
   const w = old.map((o, k) => Math.exp(o - (roll[k] as number)));
   let tokens = 0;
   let big = 0;

@@ -18,10 +18,10 @@ export interface AggregationParams {
  * aggregated loss is `Σ_k c_k · tokenLoss_k`; `c` is 0 wherever the mask is 0.
  * Sequences with no valid token are left out of every sequence mean (as verl).
  */
-export type AggregationFn<P = never> = (mask: Float64Array, shape: BatchShape, params: P) => Estimate<Float64Array>;
+export type AggregationFn<P = never> = (denominatorMask: Float64Array, shape: BatchShape, params: P) => Estimate<Float64Array>;
 
-function counts(mask: Float64Array, shape: BatchShape): { n: Float64Array; tokens: number; seqs: number } {
-  const n = rowCounts(mask, shape);
+function counts(denominatorMask: Float64Array, shape: BatchShape): { n: Float64Array; tokens: number; seqs: number } {
+  const n = rowCounts(denominatorMask, shape);
   let tokens = 0;
   let seqs = 0;
   for (const c of n) {
@@ -31,43 +31,43 @@ function counts(mask: Float64Array, shape: BatchShape): { n: Float64Array; token
   return { n, tokens, seqs };
 }
 
-function fill(mask: Float64Array, shape: BatchShape, perRow: (i: number) => number): Float64Array {
+function fill(denominatorMask: Float64Array, shape: BatchShape, perRow: (i: number) => number): Float64Array {
   const { B, T } = shape;
   const c = new Float64Array(B * T);
   for (let i = 0; i < B; i++) {
     const v = perRow(i);
-    for (let t = 0; t < T; t++) if (mask[i * T + t] === 1) c[i * T + t] = v;
+    for (let t = 0; t < T; t++) if (denominatorMask[i * T + t] === 1) c[i * T + t] = v;
   }
   return c;
 }
 
 /** `token-mean`: Σ L·m / Σ m (verl default; DAPO). */
-export const tokenMean: AggregationFn<AggregationParams> = (mask, shape) => {
-  const { tokens, seqs } = counts(mask, shape);
-  return { value: fill(mask, shape, () => (tokens > 0 ? 1 / tokens : 0)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+export const tokenMean: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
+  const { tokens, seqs } = counts(denominatorMask, shape);
+  return { value: fill(denominatorMask, shape, () => (tokens > 0 ? 1 / tokens : 0)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
 };
 
 /** `seq-mean-token-sum`: mean over sequences of Σ_t L·m. */
-export const seqMeanTokenSum: AggregationFn<AggregationParams> = (mask, shape) => {
-  const { tokens, seqs } = counts(mask, shape);
-  return { value: fill(mask, shape, () => 1 / seqs), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+export const seqMeanTokenSum: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
+  const { tokens, seqs } = counts(denominatorMask, shape);
+  return { value: fill(denominatorMask, shape, () => 1 / seqs), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
 };
 
 /** `seq-mean-token-mean`: mean over sequences of Σ_t L·m / Σ_t m (GRPO paper; forced by verl for GSPO/SAPO). */
-export const seqMeanTokenMean: AggregationFn<AggregationParams> = (mask, shape) => {
-  const { n, tokens, seqs } = counts(mask, shape);
-  return { value: fill(mask, shape, (i) => 1 / (seqs * n[i]!)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+export const seqMeanTokenMean: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
+  const { n, tokens, seqs } = counts(denominatorMask, shape);
+  return { value: fill(denominatorMask, shape, (i) => 1 / (seqs * n[i]!)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
 };
 
 /**
  * `seq-mean-token-sum-norm` (Dr. GRPO): mean over sequences of Σ_t L·m, divided by a constant
  * normaliser K (verl-project ≥ PR #5417; volcengine ≤ Feb 2026 omitted the sequence mean).
  */
-export const seqMeanTokenSumNorm: AggregationFn<AggregationParams> = (mask, shape, params) => {
-  const { tokens, seqs } = counts(mask, shape);
+export const seqMeanTokenSumNorm: AggregationFn<AggregationParams> = (denominatorMask, shape, params) => {
+  const { tokens, seqs } = counts(denominatorMask, shape);
   const K = params.normalizer ?? shape.T;
   return {
-    value: fill(mask, shape, () => 1 / (seqs * K)),
+    value: fill(denominatorMask, shape, () => 1 / (seqs * K)),
     metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs, 'actor/loss_scale_factor': K },
   };
 };
@@ -79,11 +79,11 @@ export const seqMeanTokenSumNorm: AggregationFn<AggregationParams> = (mask, shap
  * normaliser Σ_i clamp_min(loss_mask_i.sum(), 1) (loss.py l.1317, l.1365). Equals `token-mean` when no
  * row is empty.
  */
-export const slimePerToken: AggregationFn<AggregationParams> = (mask, shape) => {
-  const { n, tokens, seqs } = counts(mask, shape);
+export const slimePerToken: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
+  const { n, tokens, seqs } = counts(denominatorMask, shape);
   let denom = 0;
   for (const c of n) denom += Math.max(c, 1);
-  return { value: fill(mask, shape, () => 1 / denom), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+  return { value: fill(denominatorMask, shape, () => 1 / denom), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
 };
 
 /** Every aggregation mode by its config name. */

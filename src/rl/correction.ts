@@ -2,6 +2,7 @@
 // Not an estimator itself (the families: correction/weights.ts, rejection.ts, masks.ts) and not the policy loss (losses.ts).
 
 import type { Estimate, MetricRecord, NoParams } from './types.js';
+import { acceptRenamed } from './types.js';
 import type { CorrectionFn, CorrectionInput, CorrectionStep, RejectingStage } from './correction/stage.js';
 import { ones, seqRejectedFraction, tokenFraction } from './correction/stage.js';
 import { ais, batchNorm, icepop, noCorrection, seqTis, tis, tokenIs, type AisParams, type BatchNormParams, type CapParams, type IcepopParams } from './correction/weights.js';
@@ -80,11 +81,19 @@ export const corrections = {
 
 /** Result of a (possibly composed) correction. */
 export interface CorrectionResult {
-  /** Detached weights `(B, T)`: product of the stages' factors; 0 wherever `mask` is 0. */
+  /** Detached weights `(B, T)`: product of the stages' factors; 0 wherever `lossMask` is 0. */
   readonly weights: Float64Array;
-  /** Effective loss mask `(B, T)` (numerator): original mask AND every stage's keep mask. */
+  /**
+   * Loss mask `(B, T)`, the numerator of the aggregated loss: the response mask AND every stage's keep
+   * mask (the tokens whose policy loss counts).
+   */
+  readonly lossMask: Float64Array;
+  /**
+   * The loss mask under its former name (the same array).
+   * @deprecated Read {@link CorrectionResult.lossMask}; `mask` stays until 1.0.
+   */
   readonly mask: Float64Array;
-  /** Denominator mask `(B, T)`: original mask AND the keep masks of stages with `denominator: 'kept'`. */
+  /** Denominator mask `(B, T)`: the response mask AND the keep masks of stages with `denominator: 'kept'`. */
   readonly denominatorMask: Float64Array;
   /** Per-token advantages after rectification (AIS), `(B, T)`; equal to the input where no stage rectifies. */
   readonly advantages: Float64Array;
@@ -104,16 +113,19 @@ function runStage<K extends CorrectionName>(input: CorrectionInput, spec: Correc
 
 /**
  * Applies correction stages in order: factors multiply, keep masks AND together; each stage's
- * statistics are computed over the original mask (as verl computes IS and RS independently).
+ * statistics are computed over the response mask (as verl computes IS and RS independently).
+ * An input with the former field name `mask` (instead of `responseMask`) is still accepted.
  * MetricRecord: `rollout_corr/<stage>/<name>` per stage plus `rollout_corr/masked_fraction`,
  * `rollout_corr/seq_masked_fraction`, `rollout_corr/denominator_masked_fraction`.
  * @example applyCorrection(input, [{ name: 'tis', C: 2 }, { name: 'geo-rs', lo: 0.999, hi: 1.001, level: 'seq-mean', verlBand: false, denominator: 'kept' }])
  */
-export function applyCorrection(input: CorrectionInput, specs: readonly CorrectionSpec[]): Estimate<CorrectionResult> {
-  const n = input.mask.length;
-  const weights = Float64Array.from(input.mask);
-  const mask = Float64Array.from(input.mask);
-  const denominatorMask = Float64Array.from(input.mask);
+export function applyCorrection(given: CorrectionInput, specs: readonly CorrectionSpec[]): Estimate<CorrectionResult> {
+  const input = acceptRenamed(given, { mask: 'responseMask' });
+  const { responseMask } = input;
+  const n = responseMask.length;
+  const weights = Float64Array.from(responseMask);
+  const lossMask = Float64Array.from(responseMask);
+  const denominatorMask = Float64Array.from(responseMask);
   const scale = ones(n);
   const metrics: MetricRecord = {};
   const used = new Map<string, number>();
@@ -123,11 +135,11 @@ export function applyCorrection(input: CorrectionInput, specs: readonly Correcti
     const step = runStage(input, spec, weights);
     const removesFromDenominator = 'denominator' in spec && spec.denominator === 'kept';
     for (let k = 0; k < n; k++) {
-      if (input.mask[k] !== 1) continue;
+      if (responseMask[k] !== 1) continue;
       weights[k] = weights[k]! * step.value.factor[k]!;
       if (step.value.rectifiesAdvantage) scale[k] = scale[k]! * step.value.factor[k]!;
       if (step.value.keep[k] === 0) {
-        mask[k] = 0;
+        lossMask[k] = 0;
         if (removesFromDenominator) denominatorMask[k] = 0;
       }
     }
@@ -143,12 +155,12 @@ export function applyCorrection(input: CorrectionInput, specs: readonly Correcti
     if (seen > 0) key = `${key}#${seen + 1}`;
     for (const [name, v] of Object.entries(step.metrics)) metrics[`rollout_corr/${key}/${name}`] = v;
   }
-  for (let k = 0; k < n; k++) if (mask[k] !== 1) weights[k] = 0;
-  const adv = rectified ? input.advantages.map((a, k) => (input.mask[k] === 1 ? a * scale[k]! : 0)) : input.advantages.map((a, k) => (input.mask[k] === 1 ? a : 0));
-  metrics['rollout_corr/masked_fraction'] = tokenFraction(input.mask, (k) => mask[k] === 0);
-  metrics['rollout_corr/seq_masked_fraction'] = seqRejectedFraction(mask, input.mask, input.shape);
-  metrics['rollout_corr/denominator_masked_fraction'] = tokenFraction(input.mask, (k) => denominatorMask[k] === 0);
-  return { value: { weights, mask, denominatorMask, advantages: adv }, metrics };
+  for (let k = 0; k < n; k++) if (lossMask[k] !== 1) weights[k] = 0;
+  const adv = rectified ? input.advantages.map((a, k) => (responseMask[k] === 1 ? a * scale[k]! : 0)) : input.advantages.map((a, k) => (responseMask[k] === 1 ? a : 0));
+  metrics['rollout_corr/masked_fraction'] = tokenFraction(responseMask, (k) => lossMask[k] === 0);
+  metrics['rollout_corr/seq_masked_fraction'] = seqRejectedFraction(lossMask, responseMask, input.shape);
+  metrics['rollout_corr/denominator_masked_fraction'] = tokenFraction(responseMask, (k) => denominatorMask[k] === 0);
+  return { value: { weights, lossMask, mask: lossMask, denominatorMask, advantages: adv }, metrics };
 }
 
 /** True when a stage of the chain reads ℓθ ({@link CorrectionInput.logpTheta}): it must then run per mini-batch. */

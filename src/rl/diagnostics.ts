@@ -2,7 +2,7 @@
 // Not used by any loss: these are logged numbers only, computed from detached inputs.
 
 import type { Estimate, MetricRecord, BatchShape } from './types.js';
-import { LOG_RATIO_BOUND } from './types.js';
+import { LOG_RATIO_BOUND, acceptRenamed } from './types.js';
 
 /** Inputs of {@link mismatchDiagnostics} (all `(B, T)` flat). */
 export interface DiagnosticsInput {
@@ -12,12 +12,12 @@ export interface DiagnosticsInput {
   readonly logpOld: Float64Array;
   /** ℓroll. */
   readonly logpRollout: Float64Array;
-  /** Original response mask. */
-  readonly mask: Float64Array;
+  /** Response mask: the generated tokens of each row, over which every diagnostic averages. */
+  readonly responseMask: Float64Array;
   /** Applied correction weights (0 where rejected); weight statistics are skipped when absent. */
   readonly weights?: Float64Array | undefined;
-  /** Effective mask after rejection; @defaultValue mask */
-  readonly effectiveMask?: Float64Array | undefined;
+  /** Loss mask: the response tokens the correction chain kept (`CorrectionResult.lossMask`). @defaultValue responseMask */
+  readonly lossMask?: Float64Array | undefined;
   /** Per-token entropy of πθ, if the caller has logits; logged as `actor/entropy`. */
   readonly entropy?: Float64Array | undefined;
   /**
@@ -43,12 +43,14 @@ function clampLog(x: number): number {
  * `chi2_token` = mean(e^(2 lr)) − 1, `chi2_seq` = mean_i e^(2 Σ_t lr) − 1 (log-ratios clamped ±20),
  * `training_ppl`, `training_log_ppl`, `rollout_ppl`, `rollout_log_ppl`, `log_ppl_diff`,
  * `log_ppl_abs_diff`, `log_ppl_diff_max|min`, `ppl_ratio`, and (qrl-sim's own names) statistics of the
- * applied chain weights over the effective mask: `weights_mean|std|max|min`, `weights_ess_ratio` =
+ * applied chain weights over the loss mask: `weights_mean|std|max|min`, `weights_ess_ratio` =
  * 1/mean((w/mean w)²), `weights_cv`. verl's `rollout_is_*` are reported by the IS stage (correction.ts).
+ * An input with the former field names `mask` / `effectiveMask` is still accepted.
  */
-export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
+export function mismatchDiagnostics(given: DiagnosticsInput): Estimate<null> {
+  const input = acceptRenamed(given, { mask: 'responseMask', effectiveMask: 'lossMask' });
   const { B, T } = input.shape;
-  const { mask, logpOld, logpRollout } = input;
+  const { responseMask, logpOld, logpRollout } = input;
   let n = 0;
   let kl = 0;
   let k3 = 0;
@@ -74,7 +76,7 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
     let slr = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (mask[k] !== 1) continue;
+      if (responseMask[k] !== 1) continue;
       const o = logpOld[k]!;
       const r = logpRollout[k]!;
       const lr = o - r;
@@ -127,10 +129,10 @@ export function mismatchDiagnostics(input: DiagnosticsInput): Estimate<null> {
     'rollout_corr/ppl_ratio': sm(pplRatio),
   };
   Object.assign(metrics, stackMismatchMetrics(input));
-  if (input.weights !== undefined) Object.assign(metrics, weightStats(input.weights, input.effectiveMask ?? mask));
+  if (input.weights !== undefined) Object.assign(metrics, weightStats(input.weights, input.lossMask ?? responseMask));
   if (input.entropy !== undefined) {
     let s = 0;
-    for (let k = 0; k < mask.length; k++) if (mask[k] === 1) s += input.entropy[k]!;
+    for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) s += input.entropy[k]!;
     metrics['actor/entropy'] = tm(s);
   }
   return { value: null, metrics };
@@ -142,7 +144,7 @@ function k3Of(x: number): number {
 }
 
 /**
- * Mismatch metrics other stacks log, token means over the original mask (no clamps, as the stacks):
+ * Mismatch metrics other stacks log, token means over the response mask (no clamps, as the stacks):
  * NeMo-RL (`ClippedPGLossFn`, nemo_rl/algorithms/loss_functions.py, k3 KL type): `token_mult_prob_error`
  * = mean e^|ℓold − ℓroll|, `gen_kl_error` = mean k3(ℓold − ℓroll) (KL(P_gen‖P_train)), `policy_kl_error`
  * = mean k3(ℓroll − ℓold), `js_divergence_error` = mean ½k3(ℓold − ℓm) + ½k3(ℓroll − ℓm) with
@@ -150,8 +152,8 @@ function k3Of(x: number): number {
  * `unmasked_mismatch_kl` = mean k3(ℓold − ℓroll) over the tokens the correction rejected / kept.
  */
 function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
-  const { mask, logpOld, logpRollout } = input;
-  const eff = input.effectiveMask ?? mask;
+  const { responseMask, logpOld, logpRollout } = input;
+  const lossMask = input.lossMask ?? responseMask;
   let n = 0;
   let mult = 0;
   let gen = 0;
@@ -161,8 +163,8 @@ function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
   let kept = 0;
   let nDrop = 0;
   let drop = 0;
-  for (let k = 0; k < mask.length; k++) {
-    if (mask[k] !== 1) continue;
+  for (let k = 0; k < responseMask.length; k++) {
+    if (responseMask[k] !== 1) continue;
     const o = logpOld[k]!;
     const r = logpRollout[k]!;
     const lm = Math.log(0.5 * Math.exp(o) + 0.5 * Math.exp(r));
@@ -171,7 +173,7 @@ function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
     gen += k3Of(o - r);
     pol += k3Of(r - o);
     js += 0.5 * k3Of(o - lm) + 0.5 * k3Of(r - lm);
-    if (eff[k] === 1) {
+    if (lossMask[k] === 1) {
       nKept += 1;
       kept += k3Of(o - r);
     } else {
@@ -191,16 +193,16 @@ function stackMismatchMetrics(input: DiagnosticsInput): MetricRecord {
 }
 
 /**
- * Statistics of applied weights over a mask (qrl-sim's names): mean, population std, max, min,
+ * Statistics of applied weights over the loss mask (qrl-sim's names): mean, population std, max, min,
  * ESS ratio 1/mean((w/mean w)²), CV. Not verl's `rollout_is_*` (those are raw-stage statistics).
  */
-export function weightStats(weights: Float64Array, mask: Float64Array): MetricRecord {
+export function weightStats(weights: Float64Array, lossMask: Float64Array): MetricRecord {
   let n = 0;
   let s = 0;
   let max = -Infinity;
   let min = Infinity;
-  for (let k = 0; k < mask.length; k++) {
-    if (mask[k] !== 1) continue;
+  for (let k = 0; k < lossMask.length; k++) {
+    if (lossMask[k] !== 1) continue;
     n += 1;
     s += weights[k]!;
     max = Math.max(max, weights[k]!);
@@ -209,8 +211,8 @@ export function weightStats(weights: Float64Array, mask: Float64Array): MetricRe
   const mean = n > 0 ? s / n : 0;
   let q = 0;
   let r2 = 0;
-  for (let k = 0; k < mask.length; k++) {
-    if (mask[k] !== 1) continue;
+  for (let k = 0; k < lossMask.length; k++) {
+    if (lossMask[k] !== 1) continue;
     q += (weights[k]! - mean) ** 2;
     if (mean > 0) r2 += (weights[k]! / mean) ** 2;
   }

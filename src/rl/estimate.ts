@@ -17,7 +17,7 @@ import type { PolicyLossInput, PolicyLossValue } from './losses/loss.js';
 import type { AdvantageSpec, EstimateBatch, EstimateConfig } from './schema.js';
 import { parseEstimateInput } from './schema.js';
 import type { BatchShape, Estimate, MetricRecord } from './types.js';
-import { LOG_RATIO_BOUND, rowCounts } from './types.js';
+import { LOG_RATIO_BOUND, acceptRenamed, rowCounts } from './types.js';
 
 /** Everything `estimate` computes, in flat `(B, T)` form. */
 export interface EstimateResult {
@@ -25,13 +25,18 @@ export interface EstimateResult {
   readonly shape: BatchShape;
   /** Per-token advantages after any rectification (AIS Ã = w̃·A), `(B, T)`, 0 on padding. */
   readonly advantages: Float64Array;
-  /** Detached correction weights `(B, T)`, 0 wherever `mask` is 0. */
+  /** Detached correction weights `(B, T)`, 0 wherever `lossMask` is 0. */
   readonly weights: Float64Array;
-  /** Effective loss mask `(B, T)` (numerator). */
+  /** Loss mask `(B, T)`: the numerator of the aggregated loss (the batch's response mask AND every stage's keep mask). */
+  readonly lossMask: Float64Array;
+  /**
+   * The loss mask under its former name (the same array; `mask` of the JSON output).
+   * @deprecated Read {@link EstimateResult.lossMask}; `mask` stays until 1.0.
+   */
   readonly mask: Float64Array;
-  /** Denominator mask `(B, T)` (also the KL mask). */
+  /** Denominator mask `(B, T)` (also the KL mask unless `kl.mask` says otherwise). */
   readonly denominatorMask: Float64Array;
-  /** Per-token total loss `(B, T)`: mask·w·L_pg + denominatorMask·coef·KL. */
+  /** Per-token total loss `(B, T)`: lossMask·w·L_pg + klMask·coef·KL. */
   readonly tokenLoss: Float64Array;
   /** Aggregated scalar loss = Σ c·tokenLoss with the aggregation coefficients c. */
   readonly loss: number;
@@ -149,7 +154,7 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
     throw new UsageError('rewards: expected rewards (one per sequence) or advantages');
   }
 
-  // step 6: correction weights and masks (detached). Bypass mode: ℓold := ℓroll in the loss, and the
+  // step 6: correction weights and masks (detached); `batch.mask` is the response mask. Bypass mode: ℓold := ℓroll in the loss, and the
   // stages compare the detached ℓθ with ℓroll (verl compute_policy_loss_bypass_mode, core_algos.py l.2495–2507)
   const bypass = config.mode === 'bypass';
   // AReaL prox_logp_method "loglinear": ℓold := ℓroll + α(sg[ℓθ] − ℓroll) for the stages and the loss
@@ -157,19 +162,19 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : (prox ?? batch.logpOld);
   const lossOld = bypass ? batch.logpRollout : (prox ?? batch.logpOld);
   const corr = applyCorrection(
-    { shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
+    { shape, logpOld: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
     config.correction,
   );
   Object.assign(metrics, corr.metrics);
-  const { mask, denominatorMask } = corr.value;
+  const { lossMask, denominatorMask } = corr.value;
   // bypass: only reinforce applies the IS weights; the PPO-style losses already see r = πθ/πroll (l.2515–2540)
-  const weights = bypass && config.loss.name !== 'reinforce' ? Float64Array.from(mask) : corr.value.weights;
+  const weights = bypass && config.loss.name !== 'reinforce' ? Float64Array.from(lossMask) : corr.value.weights;
   Object.assign(
     metrics,
-    mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, weights, effectiveMask: mask, emptyRows: config.diagnostics.emptyRows }).metrics,
+    mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, weights, lossMask, emptyRows: config.diagnostics.emptyRows }).metrics,
   );
   if (config.diagnostics.stacks !== undefined) {
-    Object.assign(metrics, stackMetrics({ shape, logpTrain: stageOld, logpRollout: batch.logpRollout, mask: batch.mask, effectiveMask: mask, weights, advantages: tokenAdv }, config.diagnostics.stacks));
+    Object.assign(metrics, stackMetrics({ shape, logpTrain: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, lossMask, weights, advantages: tokenAdv }, config.diagnostics.stacks));
   }
 
   // step 7: policy loss × weight, aggregation, KL, gradient
@@ -182,7 +187,7 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
       logpRef: batch.logpRef,
       advantages: tokenAdv,
       weights,
-      mask,
+      lossMask,
       denominatorMask,
       responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
@@ -192,7 +197,7 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   );
   Object.assign(metrics, objective.metrics);
   const { tokenLoss, loss, gradLogpTheta } = objective.value;
-  return { shape, advantages: corr.value.advantages, weights, mask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+  return { shape, advantages: corr.value.advantages, weights, lossMask, mask: lossMask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
 }
 
 /**
@@ -219,14 +224,14 @@ export interface ObjectiveInput {
   readonly logpRef?: Float64Array | undefined;
   /** Per-token advantages before AIS rectification (the loss sees A; AIS's w̃ arrives in `weights`). */
   readonly advantages: Float64Array;
-  /** Detached correction weights, 0 where `mask` is 0 ({@link CorrectionResult.weights}). */
+  /** Detached correction weights, 0 where `lossMask` is 0 ({@link CorrectionResult.weights}). */
   readonly weights: Float64Array;
-  /** Effective loss mask (numerator). */
-  readonly mask: Float64Array;
+  /** Loss mask, the numerator ({@link CorrectionResult.lossMask}); also the KL mask when `kl.mask` is `numerator`. */
+  readonly lossMask: Float64Array;
   /** Denominator mask (aggregation normalisers, loss metrics, and KL unless `kl.mask` is `response` or `numerator`). */
   readonly denominatorMask: Float64Array;
-  /** The original response mask, used by the KL term when `kl.mask` is `response`. @defaultValue denominatorMask */
-  readonly responseMask?: Float64Array | undefined;
+  /** Response mask of the batch: the KL mask when `kl.mask` is `response`. */
+  readonly responseMask: Float64Array;
   /** Point at which stop-gradient terms are evaluated. @defaultValue logpTheta */
   readonly logpThetaDetached?: Float64Array | undefined;
   /** Per-row rewards `(B)`, read by `topr` (rows with reward > 0 are its positives). */
@@ -235,7 +240,7 @@ export interface ObjectiveInput {
 
 /** Loss, per-token loss and gradient of one objective evaluation. */
 export interface ObjectiveValue {
-  /** Per-token total loss `(B, T)`: mask·w·L_pg + denominatorMask·coef·KL. */
+  /** Per-token total loss `(B, T)`: lossMask·w·L_pg + klMask·coef·KL. */
   readonly tokenLoss: Float64Array;
   /** Aggregated scalar loss. */
   readonly loss: number;
@@ -252,16 +257,18 @@ function runLoss<K extends LossName>(input: PolicyLossInput, spec: { readonly na
 /**
  * Step 7 of docs/grpo.md "Pseudocode" for one (mini-)batch: per-token policy loss × correction weight,
  * aggregation over the denominator mask, + coef·KL (no correction weight; over the denominator mask
- * with the same coefficients, with `kl.mask: 'numerator'` over the effective mask with the same coefficients
+ * with the same coefficients, with `kl.mask: 'numerator'` over the loss mask with the same coefficients
  * (slime), or with `kl.mask: 'response'` over the response mask with that mask's own
  * aggregation coefficients, as verl's bypass mode), and the
  * exact gradient with respect to ℓθ. Call it once per mini-batch and epoch with the weights and masks
  * from {@link applyCorrection}; backpropagate `gradLogpTheta` through the policy network.
  * Metrics: `actor/pg_loss`, `actor/kl_loss`, `actor/kl_coef`, `actor/loss` plus the loss's, the
- * aggregation's and the KL estimator's own.
+ * aggregation's and the KL estimator's own. An input with the former field name `mask` (instead of
+ * `lossMask`) is still accepted.
  */
-export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>): Estimate<ObjectiveValue> {
-  const { shape, weights, mask, denominatorMask } = input;
+export function policyObjective(given: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>): Estimate<ObjectiveValue> {
+  const input = acceptRenamed(given, { mask: 'lossMask' });
+  const { shape, weights, lossMask, denominatorMask, responseMask } = input;
   const n = shape.B * shape.T;
   const metrics: MetricRecord = {};
   const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
@@ -274,8 +281,8 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       logpOld: input.logpOld,
       logpRollout: input.logpRollout,
       advantages: input.advantages,
-      mask,
-      upstream: c.map((ck, k) => (mask[k] === 1 ? ck * weights[k]! : 0)),
+      lossMask,
+      upstream: c.map((ck, k) => (lossMask[k] === 1 ? ck * weights[k]! : 0)),
       logpThetaDetached: input.logpThetaDetached,
       rewards: input.rewards,
       metricMask: denominatorMask,
@@ -285,15 +292,16 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
   Object.assign(metrics, pg.metrics);
   const tokenLoss = new Float64Array(n);
   const grad = Float64Array.from(pg.value.gradLogpTheta);
-  for (let k = 0; k < n; k++) if (mask[k] === 1) tokenLoss[k] = weights[k]! * pg.value.tokenLoss[k]!;
+  for (let k = 0; k < n; k++) if (lossMask[k] === 1) tokenLoss[k] = weights[k]! * pg.value.tokenLoss[k]!;
   metrics['actor/pg_loss'] = aggregate(c, tokenLoss);
 
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
     const coef = config.kl.coef;
-    // `numerator`: the KL over the effective mask with the policy loss's coefficients (slime rebuilds its
+    // `numerator`: the KL over the loss mask with the policy loss's coefficients (slime rebuilds its
     // reducer with the rejection-modified masks and the original denominators, loss.py l.1086–1092, l.1128)
-    const klMask = config.kl.mask === 'response' ? (input.responseMask ?? denominatorMask) : config.kl.mask === 'numerator' ? mask : denominatorMask;
+    if (config.kl.mask === 'response' && responseMask === undefined) throw new UsageError("responseMask: required when config.kl.mask is 'response' (the KL runs over the response mask)");
+    const klMask = config.kl.mask === 'response' ? responseMask : config.kl.mask === 'numerator' ? lossMask : denominatorMask;
     // the KL term's own coefficients: those of the policy loss unless it runs over another mask
     const ckl = klMask === denominatorMask || config.kl.mask === 'numerator' ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
@@ -313,7 +321,7 @@ export function policyObjective(input: ObjectiveInput, config: Pick<EstimateConf
       }
     }
     const klOut = klFn(
-      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, mask: klMask, upstream: ckl.map((ck, k) => ck * coef * rho[k]!), logpThetaDetached: input.logpThetaDetached },
+      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, klMask, upstream: ckl.map((ck, k) => ck * coef * rho[k]!), logpThetaDetached: input.logpThetaDetached },
       {},
     );
     Object.assign(metrics, klOut.metrics);
@@ -354,7 +362,7 @@ export interface EstimateOutputJson {
   readonly advantages: number[][];
   /** Detached correction weights. */
   readonly weights: number[][];
-  /** Effective loss mask. */
+  /** Loss mask (the numerator of the loss; `lossMask` of {@link EstimateResult}). */
   readonly mask: number[][];
   /** Per-token total loss (aggregates to `loss`). */
   readonly tokenLoss: number[][];
@@ -385,7 +393,7 @@ export function estimateJson(json: unknown): EstimateOutputJson {
   return {
     advantages: unflattenRows(r.advantages, r.shape),
     weights: unflattenRows(r.weights, r.shape),
-    mask: unflattenRows(r.mask, r.shape),
+    mask: unflattenRows(r.lossMask, r.shape),
     tokenLoss: unflattenRows(r.tokenLoss, r.shape),
     loss: r.loss,
     gradLogpTheta: unflattenRows(r.gradLogpTheta, r.shape),

@@ -11,8 +11,11 @@ export interface KlInput {
   readonly logpTheta: Float64Array;
   /** ℓref of the reference policy. */
   readonly logpRef: Float64Array;
-  /** Mask of the tokens that carry the KL term. */
-  readonly mask: Float64Array;
+  /**
+   * KL mask: the tokens that carry the KL term (the denominator, loss or response mask, as
+   * `kl.mask` of the config chooses; see `policyObjective`).
+   */
+  readonly klMask: Float64Array;
   /** d(total loss)/d(token KL) per token (aggregation coefficient × KL coefficient). */
   readonly upstream: Float64Array;
   /** Point at which stop-gradient terms are evaluated (straight-through variants). @defaultValue logpTheta */
@@ -21,7 +24,7 @@ export interface KlInput {
 
 /** Per-token KL values and the gradient of Σ upstream·KL with respect to ℓθ. */
 export interface KlValue {
-  /** Per-token KL estimate, `(B, T)`, 0 on masked tokens. */
+  /** Per-token KL estimate, `(B, T)`, 0 outside `klMask`. */
   readonly tokenKl: Float64Array;
   /** d(Σ upstream·tokenKl)/dℓθ, `(B, T)`. */
   readonly gradLogpTheta: Float64Array;
@@ -46,14 +49,14 @@ const k3Point: Pointwise = (d) => {
 
 function pointwise(f: Pointwise, straightThrough: boolean): KlFn<Record<string, never>> {
   return (input) => {
-    const n = input.mask.length;
+    const n = input.klMask.length;
     const tokenKl = new Float64Array(n);
     const grad = new Float64Array(n);
     const det = input.logpThetaDetached ?? input.logpTheta;
     let sum = 0;
     let count = 0;
     for (let k = 0; k < n; k++) {
-      if (input.mask[k] !== 1) continue;
+      if (input.klMask[k] !== 1) continue;
       const d = input.logpTheta[k]! - input.logpRef[k]!;
       if (straightThrough) {
         // value of the base estimator, gradient of k2: base(sg) + ½d² − sg(½d²)

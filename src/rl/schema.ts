@@ -274,6 +274,16 @@ export interface EstimateConfig {
   readonly proxLogp?: ProxLogpSpec | undefined;
 }
 
+/**
+ * True when the estimator config has no ℓold pass at θ_old: bypass mode (ℓold := ℓroll) or AReaL's
+ * log-linear proximal policy (ℓold approximated per mini-batch from ℓθ and ℓroll). The GRPO step then
+ * skips the trainer recompute, runs the correction per mini-batch and measures the mismatch there.
+ * @example skipsLogpOldPass(resolveConfig({ mode: 'bypass' })) // true
+ */
+export function skipsLogpOldPass(config: Pick<EstimateConfig, 'mode' | 'proxLogp'>): boolean {
+  return config.mode === 'bypass' || config.proxLogp != null;
+}
+
 /** Resolved proximal-policy spec. */
 export type ProxLogpSpec = z.output<typeof proxLogpSpecSchema>;
 

@@ -1,7 +1,7 @@
 // The mismatch diagnostics of each RL stack under that stack's own metric names and definitions, and their docs table.
 // Not qrl-sim's own diagnostics (diagnostics.ts) and not used by any loss: logged numbers only, from detached inputs.
 
-import { type BatchShape, type MetricRecord, mean, rowMaskedSums, sampleStd } from './types.js';
+import { type BatchShape, type MetricRecord, acceptRenamed, mean, rowMaskedSums, sampleStd } from './types.js';
 import { mismatchDiagnostics } from './diagnostics.js';
 
 /**
@@ -15,11 +15,11 @@ export interface StackMetricInput {
   readonly logpTrain: Float64Array;
   /** ℓroll. */
   readonly logpRollout: Float64Array;
-  /** Original response mask. */
-  readonly mask: Float64Array;
-  /** Effective mask after the correction chain. @defaultValue mask */
-  readonly effectiveMask?: Float64Array | undefined;
-  /** Applied correction weights (0 where rejected). @defaultValue 1 on the effective mask */
+  /** Response mask: the generated tokens of each row, over which the stacks average. */
+  readonly responseMask: Float64Array;
+  /** Loss mask: the response tokens the correction chain kept (`CorrectionResult.lossMask`). @defaultValue responseMask */
+  readonly lossMask?: Float64Array | undefined;
+  /** Applied correction weights (0 where rejected). @defaultValue 1 on the loss mask */
   readonly weights?: Float64Array | undefined;
   /** Per-token advantages (prime-rl's DPPO mask reads their sign). @defaultValue 0 */
   readonly advantages?: Float64Array | undefined;
@@ -48,10 +48,11 @@ interface Tok {
   readonly x: number;
 }
 
-/** Valid tokens with x = ℓtrain − ℓroll, in row-major order. */
-function tokens(input: StackMetricInput, mask = input.mask): Tok[] {
+/** Response tokens with x = ℓtrain − ℓroll, in row-major order. */
+function tokens(input: StackMetricInput): Tok[] {
+  const { responseMask } = input;
   const out: Tok[] = [];
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) out.push({ k, x: input.logpTrain[k]! - input.logpRollout[k]! });
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) out.push({ k, x: input.logpTrain[k]! - input.logpRollout[k]! });
   return out;
 }
 
@@ -66,13 +67,13 @@ function median(xs: readonly number[]): number {
 
 /** Per-row masked means of f over valid tokens, `(B)`, 0 for an empty row; also the row counts. */
 function rowMeans(input: StackMetricInput, f: (k: number) => number): { means: number[]; counts: number[] } {
-  const { sums, counts } = rowMaskedSums(input.mask, input.shape, f);
+  const { sums, counts } = rowMaskedSums(input.responseMask, input.shape, f);
   return { means: Array.from(sums, (s, i) => (counts[i]! > 0 ? s / counts[i]! : 0)), counts: Array.from(counts) };
 }
 
 /** Per-row masked sums of f, `(B)`. */
 function rowSums(input: StackMetricInput, f: (k: number) => number): number[] {
-  return Array.from(rowMaskedSums(input.mask, input.shape, f).sums);
+  return Array.from(rowMaskedSums(input.responseMask, input.shape, f).sums);
 }
 
 /** Mean over the non-empty rows of per-row values (ROLL's `seq-mean-token-mean` over `global_valid_samples`). */
@@ -95,13 +96,13 @@ function segmentMeans(input: StackMetricInput, f: (k: number) => number): Float6
   for (let i = 0; i < B; i++) {
     let t = 0;
     while (t < T) {
-      if (input.mask[i * T + t] !== 1) {
+      if (input.responseMask[i * T + t] !== 1) {
         t += 1;
         continue;
       }
       let e = t;
       let s = 0;
-      while (e < T && input.mask[i * T + e] === 1) s += f(i * T + e++);
+      while (e < T && input.responseMask[i * T + e] === 1) s += f(i * T + e++);
       for (let u = t; u < e; u++) out[i * T + u] = s / (e - t);
       t = e;
     }
@@ -166,7 +167,7 @@ export const stackMetricSets = {
       'training/rollout_actor_probs_pearson_corr': { formula: 'Pearson correlation over tokens of e^ℓtrain and e^ℓroll', source: `${VERL} verl/utils/debug/metrics.py l.48–55, l.113` },
     },
     compute: (input) => {
-      const d = mismatchDiagnostics({ shape: input.shape, logpOld: input.logpTrain, logpRollout: input.logpRollout, mask: input.mask, emptyRows: 'verl' }).metrics;
+      const d = mismatchDiagnostics({ shape: input.shape, logpOld: input.logpTrain, logpRollout: input.logpRollout, responseMask: input.responseMask, emptyRows: 'verl' }).metrics;
       const out: MetricRecord = Object.fromEntries(verlNames.map((n) => [`rollout_corr/${n}`, d[`rollout_corr/${n}`]!]));
       const ts = tokens(input);
       out['training/rollout_probs_diff_valid'] = ts.length > 0 ? 1 : 0;
@@ -258,15 +259,15 @@ export const stackMetricSets = {
       const f32 = new Float32Array(2);
       const bits = new Int32Array(f32.buffer);
       const rows: { abs: number; bit: number; nonfinite: number; k3: number }[] = [];
-      for (let k = 0; k < input.mask.length; k++) {
-        if (input.mask[k] !== 1) continue;
+      for (let k = 0; k < input.responseMask.length; k++) {
+        if (input.responseMask[k] !== 1) continue;
         f32[0] = input.logpTrain[k]!;
         f32[1] = input.logpRollout[k]!;
         const nonfinite = Number.isFinite(f32[0]) && Number.isFinite(f32[1]) ? 0 : 1;
         const d = f32[0] - f32[1];
         rows.push({ abs: Math.fround(Math.abs(d)), bit: bits[0] !== bits[1] || nonfinite === 1 ? 1 : 0, nonfinite, k3: Math.fround(Math.expm1(d) - d) });
       }
-      if (rows.length === 0) return {};
+      if (rows.length === 0) return {} as MetricRecord;
       const absErrors = rows.map((r) => r.abs);
       return {
         'logprob_abs_error/all/mean': mean(absErrors),
@@ -397,9 +398,9 @@ export const stackMetricSets = {
       'ppo_actor/update/behave_filtered_ratio/avg': { formula: 'fraction of valid tokens outside behave_mask', source: `${AREAL} actor.py l.697–701` },
     },
     compute: (input) => {
-      const eff = input.effectiveMask ?? input.mask;
+      const lossMask = input.lossMask ?? input.responseMask;
       const ts = tokens(input);
-      const kept = ts.filter((t) => eff[t.k] === 1 && (input.weights === undefined || input.weights[t.k]! > 0));
+      const kept = ts.filter((t) => lossMask[t.k] === 1 && (input.weights === undefined || input.weights[t.k]! > 0));
       const w = kept.map((t) => (input.weights !== undefined ? input.weights[t.k]! : 1));
       const x = kept.map((t) => t.x);
       return {
@@ -425,8 +426,12 @@ export const stackMetricSets = {
 /** A stack with a metric set. */
 export type StackName = keyof typeof stackMetricSets;
 
-/** The stacks' metrics for the requested stacks, merged (names are distinct across stacks). */
-export function stackMetrics(input: StackMetricInput, stacks: readonly StackName[]): MetricRecord {
+/**
+ * The stacks' metrics for the requested stacks, merged (names are distinct across stacks). An input with
+ * the former field names `mask` / `effectiveMask` is still accepted.
+ */
+export function stackMetrics(given: StackMetricInput, stacks: readonly StackName[]): MetricRecord {
+  const input = acceptRenamed(given, { mask: 'responseMask', effectiveMask: 'lossMask' });
   const out: MetricRecord = {};
   for (const s of stacks) Object.assign(out, (stackMetricSets[s] as StackMetricSet).compute(input));
   return out;

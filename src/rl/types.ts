@@ -98,3 +98,20 @@ export function maskedMean(x: Float64Array, mask: Float64Array): number {
   }
   return n > 0 ? s / n : 0;
 }
+
+/**
+ * Reads an input record written with a field's former name: for each `old → now` of `renames`, a record
+ * with `old` set and `now` absent is returned as a copy with `now` set to that value (the entry points
+ * `applyCorrection`, `mismatchDiagnostics`, `stackMetrics` and `policyObjective` accept the former
+ * names listed in docs/estimators.md "Masks" this way). Records already using
+ * the current names come back unchanged (the same object).
+ * @example acceptRenamed({ mask: m }, { mask: 'responseMask' }) // { mask: m, responseMask: m }
+ */
+export function acceptRenamed<R extends object>(input: R, renames: Readonly<Record<string, string>>): R {
+  let out: R = input;
+  for (const [old, now] of Object.entries(renames)) {
+    const record = out as Record<string, unknown>;
+    if (record[now] === undefined && record[old] !== undefined) out = { ...out, [now]: record[old] };
+  }
+  return out;
+}

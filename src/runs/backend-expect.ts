@@ -4,7 +4,7 @@
 // from the run. Not the transport (src/protocol) and not the run loop (run.ts).
 
 import type { BackendInfo, JsonValue } from '../backend/contract.js';
-import { arConfigFor } from '../policies/ar/engine.js';
+import { arConfigFor } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { tokenLevelAdvantageNames } from '../rl/advantages.js';
 import { generationOf, type RunConfig } from '../rl/grpo/config.js';

@@ -1,6 +1,6 @@
 // The policy factories `qrl-sim run` can build, by `policy.kind`. Not the policies themselves.
 
-import { arPolicyFactory } from '../policies/ar/engine.js';
+import { arPolicyFactory } from '../policies/ar-api.js';
 import { diffusionPolicyFactory } from '../policies/diffusion/engine.js';
 import type { PolicyFactory } from '../policies/engine.js';
 import { UsageError } from '../errors.js';

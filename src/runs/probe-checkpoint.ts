@@ -8,9 +8,7 @@ import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } 
 import { UsageError } from '../errors.js';
 import { JsonInputError } from '../json.js';
 import type { ParamStore } from '../nn/params.js';
-import { loadCheckpoint } from '../policies/ar/checkpoint.js';
-import { arConfigFor } from '../policies/ar/engine.js';
-import { createArPolicy, type ArPolicy } from '../policies/ar/model.js';
+import { arConfigFor, createArPolicy, loadCheckpoint, type ArPolicy } from '../policies/ar-api.js';
 import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';
 import type { DiffusionMismatchOptions } from '../policies/diffusion/mismatch.js';
 import { resolveRunConfig } from '../rl/grpo/config.js';

@@ -21,12 +21,11 @@ import { makeTaskFromConfig } from '../tasks/registry.js';
 import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../files.js';
 import { policyFactory } from './policies.js';
 import { createParamStore } from '../nn/params.js';
-import { AR_CONFIG_METADATA } from '../policies/ar/weights.js';
-import { arConfigFor } from '../policies/ar/engine.js';
-import { arParamSpecs } from '../policies/ar/config.js';
+import { AR_CONFIG_METADATA, arConfigFor, arParamSpecs } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { semanticsMetrics } from '../policies/semantics.js';
 import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
+import { evalStream, rngStreams, stepStream } from '../rng-streams.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */
 export interface CheckpointMeta {
@@ -346,7 +345,7 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
 async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outDir: string, cacheDir: string, options: RunOptions): Promise<RunSummary> {
   const { observer } = options;
   const root = createRng(config.seed);
-  const stale = config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => root.fork('step').fork(String(s))) : undefined;
+  const stale = config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => stepStream(root, s)) : undefined;
   let firstStep = 1;
   const resumedAt = options.resume ? await resumeFrom(backend, outDir, observer, stale) : null;
   if (resumedAt !== null) {
@@ -386,11 +385,11 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   const runEval = async (step: number): Promise<void> => {
     observer?.onEvalStart?.(step);
     await backend.sync();
-    const evalRng = root.fork('eval').fork(String(step));
+    const evalRng = evalStream(root, step);
     const record: MetricRecord = {
       step,
-      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork('rollout'), generation)),
-      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork('trainer'), generation)),
+      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork(rngStreams.run.side('rollout')), generation)),
+      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork(rngStreams.run.side('trainer')), generation)),
     };
     evalFile.write(record);
     observer?.onEval?.(step, record);
@@ -403,7 +402,7 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     if (firstStep === 1 && config.eval.every > 0) await runEval(0);
     for (let step = firstStep; step <= config.steps; step++) {
       observer?.onStepStart?.(step);
-      const result = await grpoStep({ config, task, backend, stale }, step, root.fork('step').fork(String(step)));
+      const result = await grpoStep({ config, task, backend, stale }, step, stepStream(root, step));
       const { timings } = result;
       const metrics = Object.keys(semantics).length === 0 ? result.metrics : { ...result.metrics, ...semantics };
       metricsFile.write(metrics);

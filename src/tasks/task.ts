@@ -3,6 +3,7 @@
 
 import { createRng, type Rng } from '../rng.js';
 import { EOS, PAD, type Tokenizer } from './tokenizer.js';
+import { rngStreams } from '../rng-streams.js';
 
 /** Names of the tasks in the {@link tasks} registry. */
 export type TaskName = 'reverse' | 'sudoku4' | 'countdown' | 'fibonacci';
@@ -140,7 +141,7 @@ function splitStream(name: string, split: Split, n: number, seed: number | strin
   if (!Number.isSafeInteger(n) || n < 0) {
     throw new Error(`${name}.${split}Problems: n must be a non-negative integer, got ${String(n)}`);
   }
-  return createRng(seed).fork(`${name}-${split}`);
+  return createRng(seed).fork(rngStreams.tasks.split(name, split));
 }
 
 /** `n` training problems: i.i.d. draws from the `train` stream of `seed`. */

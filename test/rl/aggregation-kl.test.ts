@@ -49,7 +49,7 @@ describe('KL estimators', () => {
   const ref = Float64Array.of(-1.5, -1.7, -1, -1);
   const mask = Float64Array.of(1, 1, 1, 0);
   const up = Float64Array.of(1, 2, 1, 1);
-  const base = { shape: { B: 1, T: 4 }, logpTheta: theta, logpRef: ref, mask, upstream: up };
+  const base = { shape: { B: 1, T: 4 }, logpTheta: theta, logpRef: ref, klMask: mask, upstream: up };
   const d = [0.5, -0.3, -29];
 
   it('k1 = d, k2 = ½d², gradients 1 and d (× upstream)', () => {

@@ -47,7 +47,7 @@ describe('correction: hand-computed vectors', () => {
   it('none is the identity', () => {
     const r = run({ name: 'none' }).value;
     expect(Array.from(r.weights)).toEqual([1, 1, 1, 1, 1, 0]);
-    expect(Array.from(r.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(Array.from(r.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
   it('token-is: ρ_t', () => {
@@ -58,7 +58,7 @@ describe('correction: hand-computed vectors', () => {
     const r = run({ name: 'tis', C: 1.2 });
     close(r.value.weights, [1.2, E(-0.1), 1, E(-0.5), 1, 0]);
     expect(r.metrics['rollout_corr/tis/truncated_fraction']).toBe(1 / 5);
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
   it('tis default C = 2', () => {
@@ -73,7 +73,7 @@ describe('correction: hand-computed vectors', () => {
   it('icepop token: ρ·1[lo ≤ ρ ≤ hi], rejected tokens stay in the denominator by default', () => {
     const r = run({ name: 'icepop', lo: 0.7, hi: 1.5 });
     close(r.value.weights, [0, E(-0.1), 1, 0, 1, 0]);
-    expect(Array.from(r.value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
     expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
     expect(r.metrics['rollout_corr/icepop/oob_fraction']).toBe(2 / 5);
     expect(r.metrics['rollout_corr/icepop/low_fraction']).toBe(1 / 5);
@@ -96,16 +96,16 @@ describe('correction: hand-computed vectors', () => {
   it('geo-rs keeps a row iff lo ≤ exp(mean δ) ≤ hi', () => {
     // exp(0.4/3) = 1.1426, exp(−0.25) = 0.7788
     const r = run({ name: 'geo-rs', lo: 0.8, hi: 1.2 });
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(Array.from(r.value.weights)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(r.metrics['rollout_corr/geo-rs/seq_masked_fraction']).toBe(1 / 2);
-    expect(run({ name: 'geo-rs' }).value.mask.reduce((a, b) => a + b)).toBe(0); // default band 0.999–1.001
+    expect(run({ name: 'geo-rs' }).value.lossMask.reduce((a, b) => a + b)).toBe(0); // default band 0.999–1.001
   });
 
   it('rs-k1 token: documented band [lo, hi] versus verl band [1/hi, 1/lo]', () => {
-    const doc = run({ name: 'rs-k1', level: 'token', lo: 0.6, hi: 1.4 }).value.mask;
+    const doc = run({ name: 'rs-k1', level: 'token', lo: 0.6, hi: 1.4 }).value.lossMask;
     expect(Array.from(doc)).toEqual([0, 1, 1, 1, 1, 0]); // ρ = 1.6487 > 1.4 rejected
-    const verl = run({ name: 'rs-k1', level: 'token', lo: 0.6, hi: 1.4, verlBand: true }).value.mask;
+    const verl = run({ name: 'rs-k1', level: 'token', lo: 0.6, hi: 1.4, verlBand: true }).value.lossMask;
     expect(Array.from(verl)).toEqual([1, 1, 1, 0, 1, 0]); // band [0.714, 1.667]: ρ = 0.6065 rejected
   });
 
@@ -116,26 +116,26 @@ describe('correction: hand-computed vectors', () => {
 
   it('rs-k2 at every level', () => {
     // k2 = ½lr²: row 0 [0.125, 0.005, 0], row 1 [0.125, 0]
-    expect(Array.from(run({ name: 'rs-k2', level: 'token', hi: 0.1 }).value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
-    expect(Array.from(run({ name: 'rs-k2', level: 'seq-max', hi: 0.1 }).value.mask)).toEqual([0, 0, 0, 0, 0, 0]);
-    expect(Array.from(run({ name: 'rs-k2', level: 'seq-sum', hi: 0.129 }).value.mask)).toEqual([0, 0, 0, 1, 1, 0]);
-    expect(Array.from(run({ name: 'rs-k2', level: 'seq-mean', hi: 0.05 }).value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(run({ name: 'rs-k2', level: 'token', hi: 0.1 }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(run({ name: 'rs-k2', level: 'seq-max', hi: 0.1 }).value.lossMask)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(Array.from(run({ name: 'rs-k2', level: 'seq-sum', hi: 0.129 }).value.lossMask)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(Array.from(run({ name: 'rs-k2', level: 'seq-mean', hi: 0.05 }).value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
   });
 
   it('rs-k3 at token and seq-mean level', () => {
     const k3 = (x: number) => E(x) - 1 - x;
-    expect(Array.from(run({ name: 'rs-k3', level: 'token', hi: 0.1 }).value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(run({ name: 'rs-k3', level: 'token', hi: 0.1 }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
     const r = run({ name: 'rs-k3', level: 'seq-mean', hi: 0.052 });
     expect((k3(0.5) + k3(-0.1)) / 3).toBeLessThan(0.052);
     expect(k3(-0.5) / 2).toBeGreaterThan(0.052);
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(r.metrics['rollout_corr/rs-k3-seq-mean/stat_mean']).toBeCloseTo((3 * (k3(0.5) + k3(-0.1)) / 3 + 2 * (k3(-0.5) / 2)) / 5, 14);
   });
 
   it('veto rejects a row with any valid ρ_t < v and ignores padding', () => {
-    expect(Array.from(run({ name: 'veto', v: 0.65 }).value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(run({ name: 'veto', v: 0.65 }).value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     // the padded token has ρ = e^−14.9 < 1e-4 but must not veto row 1
-    expect(Array.from(run({ name: 'veto' }).value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(Array.from(run({ name: 'veto' }).value.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
   it('batch-norm divides by the masked mean of the weights so far', () => {
@@ -152,10 +152,10 @@ describe('correction: hand-computed vectors', () => {
     const stages = [{ name: 'tis', C: 1.2 }, { name: 'geo-rs', lo: 0.8, hi: 1.2 }, { name: 'veto', v: 0.65 }];
     const r = run(stages).value;
     close(r.weights, [1.2, E(-0.1), 1, 0, 0, 0]);
-    expect(Array.from(r.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(Array.from(r.denominatorMask)).toEqual([1, 1, 1, 0, 0, 0]);
     const numeratorOnly = run(stages.map((s) => (s.name === 'tis' ? s : { ...s, denominator: 'original' }))).value;
-    expect(Array.from(numeratorOnly.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(numeratorOnly.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(Array.from(numeratorOnly.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
   });
 });
@@ -232,7 +232,7 @@ const ALL_STAGES: object[] = [
 ];
 
 function inputFrom(raw: ReturnType<typeof toBatch>, rollout: Float64Array) {
-  return { shape: raw.shape, logpOld: raw.logpOld, logpRollout: rollout, mask: raw.mask, advantages: raw.logpRef! };
+  return { shape: raw.shape, logpOld: raw.logpOld, logpRollout: rollout, responseMask: raw.mask, advantages: raw.logpRef! };
 }
 
 describe('correction: properties', () => {
@@ -242,7 +242,7 @@ describe('correction: properties', () => {
     for (const s of ALL_STAGES) {
       const r = applyCorrection(x, [spec(s)]).value;
       expect(Array.from(r.weights), JSON.stringify(s)).toEqual(Array.from(b.mask));
-      expect(Array.from(r.mask)).toEqual(Array.from(b.mask));
+      expect(Array.from(r.lossMask)).toEqual(Array.from(b.mask));
       expect(Array.from(r.denominatorMask)).toEqual(Array.from(b.mask));
     }
   });
@@ -312,10 +312,10 @@ describe('correction: properties', () => {
     const permute = (x: Float64Array) => flat(perm.map((p) => Array.from(x.subarray(p * T, p * T + T))));
     const stages = [{ name: 'tis', C: 1.5 }, { name: 'rs-k3', hi: 0.05 }, { name: 'ais', C: 3 }, { name: 'batch-norm', level: 'sequence' }].map(spec);
     const x = inputFrom(b, b.logpRollout);
-    const y = { shape: b.shape, logpOld: permute(b.logpOld), logpRollout: permute(b.logpRollout), mask: permute(b.mask), advantages: permute(b.logpRef!) };
+    const y = { shape: b.shape, logpOld: permute(b.logpOld), logpRollout: permute(b.logpRollout), responseMask: permute(b.mask), advantages: permute(b.logpRef!) };
     const rx = applyCorrection(x, stages).value;
     const ry = applyCorrection(y, stages).value;
-    expect(Array.from(ry.mask)).toEqual(Array.from(permute(rx.mask)));
+    expect(Array.from(ry.lossMask)).toEqual(Array.from(permute(rx.lossMask)));
     const px = permute(rx.weights);
     ry.weights.forEach((v, k) => expect(v).toBeCloseTo(px[k]!, 12));
     const pa = permute(rx.advantages);

@@ -12,7 +12,7 @@ describe('mismatch diagnostics: hand-computed values', () => {
     shape: { B: 2, T: 2 },
     logpOld: flat([[-1, -2], [-0.5, -9]]),
     logpRollout: flat([[-1.5, -1.9], [-0.5, -1]]),
-    mask: flat([[1, 1], [1, 0]]),
+    responseMask: flat([[1, 1], [1, 0]]),
   };
   const m = mismatchDiagnostics(input).metrics;
   const lr = [0.5, -0.1, 0];

@@ -184,7 +184,7 @@ describe('estimate: properties', () => {
       const r = estimate(b, config);
       const q = estimate(pb, config);
       expect(q.loss).toBeCloseTo(r.loss, 10);
-      expect(Array.from(q.mask)).toEqual(Array.from(p2(r.mask)));
+      expect(Array.from(q.lossMask)).toEqual(Array.from(p2(r.lossMask)));
       for (const field of ['advantages', 'weights', 'tokenLoss', 'gradLogpTheta'] as const) {
         const expected = p2(r[field]);
         q[field].forEach((v, k) => expect(v, field).toBeCloseTo(expected[k]!, 10));

@@ -23,7 +23,7 @@ export function corrInput(logpOld: number[][], logpRollout: number[][], mask: nu
     shape,
     logpOld: flat(logpOld),
     logpRollout: flat(logpRollout),
-    mask: flat(mask),
+    responseMask: flat(mask),
     advantages: adv ? flat(adv) : new Float64Array(shape.B * shape.T),
   };
 }

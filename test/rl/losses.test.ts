@@ -26,7 +26,7 @@ function lossInput(rows: { dTheta: number[]; adv: number[]; dOldRoll?: number[];
       x.up[k] = r.up?.[t] ?? 1;
     }),
   );
-  return { shape: { B, T }, logpTheta: x.theta, logpOld: x.old, logpRollout: x.roll, advantages: x.adv, mask: x.mask, upstream: x.up };
+  return { shape: { B, T }, logpTheta: x.theta, logpOld: x.old, logpRollout: x.roll, advantages: x.adv, lossMask: x.mask, upstream: x.up };
 }
 
 function close(actual: Float64Array, expected: number[], digits = 13): void {
@@ -99,7 +99,7 @@ describe('gspo versus verl\'s token surrogate', () => {
     const params = { epsLow: 0.2, epsHigh: 0.2 };
     // verl: log s_{i,t} = ℓθ_t − sg[ℓθ_t] + sg[log s_i] ⇒ ∂/∂ℓθ_u = upstream_u · ∂L_u/∂s · s_i
     const surrogate = (input: PolicyLossInput) =>
-      Array.from(input.mask, (_, k) => {
+      Array.from(input.lossMask, (_, k) => {
         const i = Math.floor(k / input.shape.T);
         const row = rows[i]!;
         const s = E(row.dTheta.reduce((a, b) => a + b, 0) / row.dTheta.length);

@@ -84,7 +84,7 @@ describe("every stack's mismatch metrics under its own names", () => {
     expect(m['mismatch_k3_stable/all/mean']! / ((d * d) / 2 / 4)).toBeCloseTo(1, 4);
     // non-finite pairs count as bit mismatches even when their bits agree (mismatch.py l.31); a NaN error propagates as in torch
     const values = Float64Array.from([NaN, -Infinity, -0.5]);
-    const nf = stackMetrics({ shape: { B: 1, T: 3 }, logpTrain: values, logpRollout: values, mask: Float64Array.from([1, 1, 1]) }, ['prime-rl-debug']);
+    const nf = stackMetrics({ shape: { B: 1, T: 3 }, logpTrain: values, logpRollout: values, responseMask: Float64Array.from([1, 1, 1]) }, ['prime-rl-debug']);
     expect([nf['logprob_nonfinite/all/mean'], nf['logprob_bit_mismatch/all/mean']]).toEqual([2 / 3, 2 / 3]);
     expect(nf['logprob_abs_error/all/max']).toBeNaN();
     // an empty batch: every key left out (prime-rl logs NaN)

@@ -28,10 +28,10 @@ const run = (s: object | object[]) => applyCorrection(inp, resolveConfig({ corre
 describe('veRL rollout_rs (rollout_corr_helper.py compute_rollout_rejection_mask, l.197–413)', () => {
   it('token_k1 keeps log lo ≤ −δ ≤ log hi (veRL code band); seq_max_k3 keeps max_t(e^δ − 1 − δ) ≤ hi', () => {
     // k1 = −δ = [−0.5, 0.1, 0, 0.5, 0]; band [log 0.7, log 1.5] = [−0.357, 0.405]
-    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: '0.7_1.5' }).value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: '0.7_1.5' }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
     // k3 row maxima: row 0 e^0.5 − 1.5 = 0.1487, row 1 e^−0.5 − 0.5 = 0.1065
     const k3 = run({ name: 'rollout_rs', rollout_rs: 'seq_max_k3', rollout_rs_threshold: 0.12 });
-    expect(Array.from(k3.value.mask)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(Array.from(k3.value.lossMask)).toEqual([0, 0, 0, 1, 1, 0]);
     expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_max']).toBeCloseTo(E(0.5) - 1.5, 15);
     expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_min']).toBeCloseTo(E(-0.5) - 0.5, 15);
     expect(k3.metrics['rollout_corr/rollout_rs_seq_max_k3_fraction_high']).toBe(1 / 2);
@@ -40,12 +40,12 @@ describe('veRL rollout_rs (rollout_corr_helper.py compute_rollout_rejection_mask
 
   it('chains options with one threshold each; the global seq fraction is over all B rows (l.402–406)', () => {
     const r = run({ name: 'rollout_rs', rollout_rs: 'token_k1, seq_max_k3', rollout_rs_threshold: '0.7_1.5,0.12' });
-    expect(Array.from(r.value.mask)).toEqual([0, 0, 0, 0, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 0, 0, 0, 1, 0]);
     expect(r.metrics['rollout_corr/rollout_rs_masked_fraction']).toBe(4 / 5);
     expect(r.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBe(1);
     expect(r.metrics['rollout_corr/rollout_rs_token_k1_masked_fraction']).toBe(2 / 5);
     // a k1 threshold without '_' is the upper bound, lower = 1/upper (l.163–166): [0.5, 2] keeps every token
-    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: 2 }).value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: 2 }).value.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
   it('rejects what veRL rejects, naming the field', () => {
@@ -61,29 +61,29 @@ describe('AReaL rejection_sampling (areal/utils/functional/functional.py apply_r
   it('kl_k3 at token level uses AReaL k3 = e^(−δ) − 1 + δ and weighs kept tokens by the raw ratio e^δ', () => {
     // AReaL k3: δ = 0.5 → 0.1065 > 0.1 (rejected), δ = −0.5 → 0.1487 (rejected); veRL's k3 would swap them
     const r = run({ name: 'rejection_sampling', metric: 'kl_k3', upper: 0.1 });
-    expect(Array.from(r.value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
     expect(r.value.weights[1]).toBeCloseTo(E(-0.1), 15);
     expect(r.value.weights[4]).toBe(1);
     // rejected tokens stay in the denominator (loss_mask_count of the original mask, l.484–488)
     expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
     expect(r.metrics['rollout_corr/rejection_sampling/filtered_fraction']).toBe(2 / 5);
     const upper = run({ name: 'rejection_sampling', metric: 'kl_k3', upper: 0.12 });
-    expect(Array.from(upper.value.mask)).toEqual([1, 1, 1, 0, 1, 0]);
+    expect(Array.from(upper.value.lossMask)).toEqual([1, 1, 1, 0, 1, 0]);
   });
 
   it('ratio at sequence level: the geometric-mean row ratio is both the test and the weight', () => {
     // row 0: exp((0.5 − 0.1 + 0)/3) = 1.1426 > 1.1 → masked; row 1: exp(−0.25) = 0.7788 ∈ [0.75, 1.1]
     const r = run({ name: 'rejection_sampling', level: 'sequence', upper: 1.1, lower: 0.75 });
-    expect(Array.from(r.value.mask)).toEqual([0, 0, 0, 1, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 0, 0, 1, 1, 0]);
     expect(r.value.weights[3]).toBeCloseTo(E(-0.25), 15);
     expect(r.value.weights[4]).toBeCloseTo(E(-0.25), 15);
     // agg sum: row 1 exp(−0.5) = 0.607 < 0.75 → masked as well, row 0 exp(0.4) = 1.49 > 1.1
-    expect(Array.from(run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', upper: 1.1, lower: 0.75 }).value.mask)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(Array.from(run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', upper: 1.1, lower: 0.75 }).value.lossMask)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
   it('clamp truncates the weight into [lower, upper] and masks nothing', () => {
     const r = run({ name: 'rejection_sampling', action: 'clamp', upper: 1.5, lower: 0.7 });
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
     [1.5, E(-0.1), 1, 0.7, 1, 0].forEach((w, k) => expect(r.value.weights[k]).toBeCloseTo(w, 15));
     expect(r.metrics['rollout_corr/rejection_sampling/filtered_fraction']).toBe(2 / 5);
     // sequence clamp with agg sum: row 0 exp(0.4) > 1.1 → its geometric weight 1.1426 is clamped to 1.1
@@ -100,7 +100,7 @@ describe('AReaL rejection_sampling (areal/utils/functional/functional.py apply_r
     expect(s0).toBeCloseTo(0.05356, 4);
     const upper = Math.min(s0, s3) - 1e-6;
     const r = run({ name: 'rejection_sampling', metric: 'binary_kl', upper });
-    expect(Array.from(r.value.mask)).toEqual([0, stat(-2, -1.9) <= upper ? 1 : 0, 1, 0, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, stat(-2, -1.9) <= upper ? 1 : 0, 1, 0, 1, 0]);
   });
 
   it('validates as AReaL RejectionSamplingConfig.__post_init__', () => {
@@ -116,7 +116,7 @@ describe('NeMo-RL seq_logprob_error_threshold (grpo.py compute_and_apply_seq_log
     const e0 = (E(0.5) + E(0.1) + 1) / 3;
     const e1 = (E(0.5) + 1) / 2;
     const r = run({ name: 'seq_logprob_error_threshold', threshold: 1.3 });
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 0, 0, 0]);
     const m = (k: string) => r.metrics[`rollout_corr/seq_logprob_error_threshold/${k}`];
     expect(m('max_seq_mult_prob_error')).toBeCloseTo(e1, 15);

@@ -43,32 +43,32 @@ describe('correction stages from the stacks', () => {
   it('OPSM: drop A < 0 rows whose mean(ℓroll − ℓold) > δ (TRL get_off_policy_mask, grpo_trainer.py l.2920–2938)', () => {
     // row 1: A < 0 and mean(0.5, 0) = 0.25 > 1e-4 → dropped; row 0: A > 0 → kept
     const r = run({ name: 'opsm' });
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     // numerator only by default (TRL multiplies per_token_loss by the mask, l.3111–3112)
     expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
     // row 0 with A < 0: mean(−0.5, 0.1, 0) = −0.133 ≤ δ → kept
     const neg = applyCorrection(corrInput(OLD, ROLL, MASK, [[-1, -1, -1], [-1, -1, 0]]), resolveConfig({ correction: { name: 'opsm' } }).correction);
-    expect(Array.from(neg.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(neg.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
   });
 
   it('two-sided outlier veto (SkyRL outlier_token_is_threshold_low/high)', () => {
     // row 0 has ρ = e^0.5 = 1.65 (< 1.7), row 1 has ρ = e^−0.5 = 0.61 (< 0.7) → row 1 vetoed
     const r = run({ name: 'outlier-veto', lo: 0.7, hi: 1.7 });
-    expect(Array.from(r.value.mask)).toEqual([1, 1, 1, 0, 0, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(r.metrics['rollout_corr/outlier-veto/low_token_fraction']).toBe(1 / 5);
   });
 
   it('Δp filter on e^ℓold − e^ℓroll (ROLL train_infer_corrections.py diff_low/high)', () => {
     // Δp = [0.145, −0.014, 0, −0.145, 0]
     expect(E(-1) - E(-1.5)).toBeGreaterThan(0.1);
-    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1 }).value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
-    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1, level: 'sequence' }).value.mask)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1 }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1, level: 'sequence' }).value.lossMask)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
   it("ROLL's aggregated Δp levels: masked mean / masked sum of Δp broadcast to the row (ROLL train_infer_corrections.py l.25, l.30, commit 8eb27cc)", () => {
     // Δp row 0 = [0.14475, −0.01423, 0] (sum 0.13052, mean 0.04351); row 1 = [−0.14475, 0] (sum
     // −0.14475, mean −0.07238); row 1's padding (Δp = e^−15 − e^−0.1 = −0.905) is outside the mask.
-    const level = (name: string, lo: number, hi: number) => Array.from(run({ name: 'dp-filter', lo, hi, level: name }).value.mask);
+    const level = (name: string, lo: number, hi: number) => Array.from(run({ name: 'dp-filter', lo, hi, level: name }).value.lossMask);
     expect(level('roll-geometric', -0.05, 0.1)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(level('roll-geometric', -0.1, 0.1)).toEqual([1, 1, 1, 1, 1, 0]);
     expect(level('roll-sequence', -0.1, 0.14)).toEqual([1, 1, 1, 0, 0, 0]);
@@ -89,7 +89,7 @@ describe('correction stages from the stacks', () => {
   it('M2PO: drop the largest δ² until the second moment is ≤ τ (AReaL m2_threshold)', () => {
     // δ² = [0.25, 0.01, 0, 0.25, 0]: M2 = 0.102 → drop index 0 (0.065) → drop index 3 (0.0033)
     const r = run({ name: 'm2po', tau: 0.04 });
-    expect(Array.from(r.value.mask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
     expect(r.metrics['rollout_corr/m2po/m2_before']).toBeCloseTo(0.51 / 5, 15);
     expect(r.metrics['rollout_corr/m2po/m2_after']).toBeCloseTo(0.01 / 3, 15);
   });
@@ -99,11 +99,11 @@ describe('correction stages from the stacks', () => {
     // earliest) and then stops at one kept token although its δ² = 0.25 is still not below τ.
     const two = corrInput([[-1, -1]], [[-1.5, -0.5]], [[1, 1]]);
     const r = applyCorrection(two, resolveConfig({ correction: { name: 'm2po', tau: 0.25 } }).correction);
-    expect(Array.from(r.value.mask)).toEqual([0, 1]);
+    expect(Array.from(r.value.lossMask)).toEqual([0, 1]);
     expect(r.metrics['rollout_corr/m2po/m2_after']).toBe(0.25);
     // with τ just above the mean nothing is masked
     const none = applyCorrection(two, resolveConfig({ correction: { name: 'm2po', tau: 0.2500001 } }).correction);
-    expect(Array.from(none.value.mask)).toEqual([1, 1]);
+    expect(Array.from(none.value.lossMask)).toEqual([1, 1]);
   });
 });
 
@@ -231,8 +231,8 @@ describe('mismatch metrics of the stacks', () => {
       shape,
       logpOld: flat([[-1, -2]]),
       logpRollout: flat([[-1.2, -2]]),
-      mask: flat([[1, 1]]),
-      effectiveMask: flat([[0, 1]]),
+      responseMask: flat([[1, 1]]),
+      lossMask: flat([[0, 1]]),
     }).metrics;
     const k3 = (x: number) => E(x) - x - 1;
     const lm = L(0.5 * E(-1) + 0.5 * E(-1.2));

@@ -169,7 +169,7 @@ describe('5. veRL metric names carry veRL meanings', () => {
         [-1.2, -2],
         [-5, -5],
       ]),
-      mask: flat([
+      responseMask: flat([
         [1, 1],
         [0, 0],
       ]),

@@ -8,6 +8,7 @@ import { allocCodes, decodeArray } from '../../numerics/vector.js';
 import { createRng, type Rng } from '../../rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
+import { rngStreams } from '../../rng-streams.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -114,7 +115,7 @@ function encodeAll(format: FloatFormat, profile: Parameters<typeof scalarEncoder
 }
 
 function castCase(format: FloatFormat, profileName: string, mode: (typeof roundingModes)[number], seed: number): GoldenCase {
-  const rng = createRng(seed).fork(`golden/casts/${format.name}`);
+  const rng = createRng(seed).fork(rngStreams.golden.casts(format.name));
   const inputs = castInputs(format, rng);
   const randomBits = mode === 'stochastic' ? Uint32Array.from({ length: inputs.length }, () => rng.uint32()) : null;
   const codes = encodeAll(format, profileName as Parameters<typeof scalarEncoder>[1], mode, inputs, randomBits);

@@ -6,6 +6,7 @@ import { parseEstimateInput } from '../../rl/schema.js';
 import { createRng, type Rng } from '../../rng.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Compare rule of float64 estimator outputs: tight enough for any formula bug, loose enough for a float64 re-ordering. */
 export const ESTIMATOR_RULE: CompareRule = Object.freeze({ rtol: 1e-7, atol: 1e-10 });
@@ -114,13 +115,13 @@ function slug(config: Record<string, unknown>): string {
 }
 
 function estimatorCase(config: Record<string, unknown>, index: number, seed: number): GoldenCase {
-  const rng = createRng(seed).fork(`golden/estimators/${index}`);
+  const rng = createRng(seed).fork(rngStreams.golden.estimator(index));
   const batch = goldenBatch(rng);
   const input: EstimateInputJson = { ...batch, config };
   if (config.kl === null) delete input.logpRef;
   if ((config.advantage as { name: string }).name === 'optimal_token_baseline') {
     // Σπ² lies in [π², 1] for the sampled token's π = exp(ℓold) (clamped to 1 where the batch's ℓold > 0)
-    const prng = createRng(seed).fork(`golden/estimators/${index}/probSqSum`);
+    const prng = createRng(seed).fork(rngStreams.golden.estimatorProbSqSum(index));
     input.probSqSum = input.logpOld.map((row) => row.map((l) => {
       const p2 = Math.min(1, Math.exp(2 * l));
       return p2 + (1 - p2) * prng.uniform();
@@ -140,7 +141,7 @@ function estimatorCase(config: Record<string, unknown>, index: number, seed: num
     ...(input.probSqSum ? { probSqSum: tensor('input', flat(input.probSqSum), 'bitwise', [B, T]) } : {}),
     advantages: tensor('expected', r.advantages, ESTIMATOR_RULE, [B, T]),
     weights: tensor('expected', r.weights, ESTIMATOR_RULE, [B, T]),
-    effectiveMask: tensor('expected', r.mask, 'bitwise', [B, T]),
+    effectiveMask: tensor('expected', r.lossMask, 'bitwise', [B, T]),
     tokenLoss: tensor('expected', r.tokenLoss, ESTIMATOR_RULE, [B, T]),
     loss: tensor('expected', new Float64Array([r.loss]), ESTIMATOR_RULE, []),
     gradLogpTheta: tensor('expected', r.gradLogpTheta, ESTIMATOR_RULE, [B, T]),

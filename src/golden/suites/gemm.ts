@@ -7,6 +7,7 @@ import { type QuantizedTensor, dequantize, quantize, quantizedValues } from '../
 import { createRng, type Rng } from '../../rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
+import { rngStreams } from '../../rng-streams.js';
 
 const M = 4;
 const N = 4;
@@ -61,7 +62,7 @@ const variants: readonly GemmVariant[] = [
 ];
 
 function gemmCase(v: GemmVariant, seed: number): GoldenCase {
-  const rng = createRng(seed).fork('golden/gemm');
+  const rng = createRng(seed).fork(rngStreams.golden.gemm);
   const a = operand(rng, M, K);
   const b = operand(rng, N, K);
   const out = new Float32Array(M * N);

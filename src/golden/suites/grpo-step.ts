@@ -3,11 +3,7 @@
 
 import { AdamW } from '../../nn/adamw.js';
 import type { ParamStore } from '../../nn/params.js';
-import { arConfig } from '../../policies/ar/config.js';
-import { createArPolicy } from '../../policies/ar/model.js';
-import { backwardLogprobs, computeLogprobs } from '../../policies/ar/logprobs.js';
-import { trainSupervised } from '../../policies/ar/supervised.js';
-import { rollout, rolloutResponses } from '../../policies/ar/rollout.js';
+import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, rollout, rolloutResponses, trainSupervised } from '../../policies/ar-api.js';
 import { numericsFor, precisionPlan } from '../../policies/plans.js';
 import { estimate } from '../../rl/estimate.js';
 import { parseEstimateInput } from '../../rl/schema.js';
@@ -16,6 +12,7 @@ import { makeTask } from '../../tasks/registry.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
 import { ESTIMATOR_RULE } from './estimators.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Float32 model outputs (log-probs, gradients, updated weights): a GPU port differs by accumulation order. qrl-sim reproduces them bit for bit. */
 export const MODEL_RULE: CompareRule = Object.freeze({ rtol: 1e-4, atol: 1e-6 });
@@ -39,7 +36,7 @@ function grpoStepCase(planName: 'bf16' | 'fp8-rollout', seed: number): GoldenCas
   const prompts = problems.flatMap((p) => Array.from({ length: GROUP }, () => [...p.prompt]));
   const groups = problems.flatMap((_, g) => Array.from({ length: GROUP }, () => g));
   // 2. rollout under the plan's rollout numerics: tokens and ℓroll
-  const r = rollout(policy, prompts, { maxNewTokens: task.responseLength, numerics: numericsFor(plan.rollout), rng: createRng(seed).fork('golden/grpo-step/rollout'), temperature: 1 });
+  const r = rollout(policy, prompts, { maxNewTokens: task.responseLength, numerics: numericsFor(plan.rollout), rng: createRng(seed).fork(rngStreams.golden.grpoStepRollout), temperature: 1 });
   const responses = rolloutResponses(r);
   const rewards = responses.map((resp, i) => task.reward(problems[Math.floor(i / GROUP)]!, resp).reward);
   // 3. trainer recompute under the trainer numerics: ℓold (= ℓθ before the first update)

@@ -11,6 +11,7 @@ import { createRng } from '../../rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite } from '../types.js';
 import { castInputs } from './casts.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Float32 subnormals sampled (each with both signs). */
 const SUBNORMALS = 2048;
@@ -38,7 +39,7 @@ const SPECIALS = [
 
 /** The shared inputs: every bf16 pattern, every bf16 tie (pattern + half a bf16 ulp), subnormals, random patterns, specials. */
 function denseInputs(seed: number): Uint32Array {
-  const rng = createRng(seed).fork('golden/library-casts');
+  const rng = createRng(seed).fork(rngStreams.golden.libraryCasts);
   const out = new Uint32Array(2 * 65536 + 2 * SUBNORMALS + RANDOM + SPECIALS.length);
   let n = 0;
   for (let p = 0; p < 65536; p++) {
@@ -58,7 +59,7 @@ function denseInputs(seed: number): Uint32Array {
 function libraryCastCase(profileName: CastProfileName, formatName: FloatFormatName, dense: Uint32Array, seed: number): GoldenCase {
   const format = floatFormats[formatName];
   // the format's own codes, ties ±1 ulp and overflow edges (the casts suite's inputs) after the dense set
-  const own = new Uint32Array(castInputs(format, createRng(seed).fork(`golden/casts/${format.name}`)).buffer);
+  const own = new Uint32Array(castInputs(format, createRng(seed).fork(rngStreams.golden.casts(format.name))).buffer);
   const bits = new Uint32Array(dense.length + own.length);
   bits.set(dense);
   bits.set(own, dense.length);

@@ -9,6 +9,7 @@ import { createRng, type Rng } from '../../rng.js';
 import type { WireArray } from '../../protocol/tensor.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Block size used for presets that take one: small, so that a few rows hold many blocks. */
 export const GOLDEN_BLOCK = 8;
@@ -112,7 +113,7 @@ function quantizerCase(name: string, preset: QuantPreset, variant: Variant, ue8m
   const rows = edges ? EDGE_ROWS : isBlock ? GOLDEN_BLOCK + 3 : 6;
   const nan = variant === 'nan' || variant === 'edges';
   // The .finite/.nan streams keep their names (and inputs) from before the ue8m0 and edge variants.
-  const rng = createRng(seed).fork(`golden/quantizers/${name}/${variant}${ue8m0 ? '/ue8m0' : ''}`);
+  const rng = createRng(seed).fork(rngStreams.golden.quantizer(name, variant, ue8m0));
   const x = edges ? quantizerEdgeInput(rng, cols, variant === 'edges') : quantizerInput(rng, rows, cols, nan);
   const q = quantize(spec, x, [rows, cols]);
   const y = dequantize(q);

@@ -11,6 +11,7 @@ import { computeLogprobs, type TrainerLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
 import { rollout, type Rollout } from './rollout.js';
 import type { SamplerOptions } from './sampler.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Options of {@link arMismatchProbe}. */
 export interface ArMismatchProbeOptions extends SamplerOptions {
@@ -72,7 +73,7 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     ...(opts.greedy !== undefined ? { greedy: opts.greedy } : {}),
     maxNewTokens: opts.length,
     numerics: sideNumerics(plan.rollout, policy.weights),
-    rng: createRng(opts.seed).fork('probe-rollout'),
+    rng: createRng(opts.seed).fork(rngStreams.ar.probeRollout),
     decode: plan.rollout.decode ?? 'incremental',
     logprob: plan.rollout.logprob ?? 'processed',
     eos: null,

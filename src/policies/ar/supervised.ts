@@ -11,6 +11,7 @@ import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArPolicy } from './model.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** One supervised pair: a prompt (all prompts of a batch have one length) and its gold response. */
 export interface SupervisedExample {
@@ -163,7 +164,7 @@ function* supervisedSteps(policy: ArPolicy, task: Task, opts: TrainSupervisedOpt
   if (!Number.isInteger(opts.steps) || opts.steps < 0) throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
   const optimizer = new AdamW(policyStore(policy), opts.optimizer ?? { lr: 1e-2, weightDecay: 0.01 });
-  const rng = createRng(opts.seed ?? 0).fork('sft');
+  const rng = createRng(opts.seed ?? 0).fork(rngStreams.ar.sft);
   const losses: number[] = [];
   for (let step = 0; step < opts.steps; step++) {
     const batch = Array.from({ length: batchSize }, () => {

@@ -8,6 +8,7 @@ import type { PolicyNumerics } from '../numerics.js';
 import { tokenEntropy, tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
 import { diffusionStateAt, type DiffusionSequence } from './sampler.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Names of the per-token log-prob estimators. */
 export type DiffusionEstimatorName = 'trajectory' | 'd1' | 'elbo';
@@ -238,7 +239,7 @@ export function d1MaskedView(sequence: DiffusionSequence, seed: number | string,
   const P = sequence.prompt.length;
   const T = P + sequence.response.length;
   const x = out ?? new Int32Array(T);
-  const rng = createRng(seed).fork('d1').fork(sequence.id);
+  const rng = createRng(seed).fork(rngStreams.diffusion.d1).fork(rngStreams.diffusion.sequence(sequence.id));
   for (let j = 0; j < P; j++) x[j] = rng.uniform() < pMaskPrompt ? MASK : sequence.prompt[j]!;
   x.fill(MASK, P, T);
   return x;
@@ -257,11 +258,11 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
   const T = P + N;
   const M = options.elboSamples ?? 8;
   if (!Number.isInteger(M) || M < 1) throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
-  const root = createRng(options.seed ?? 0).fork('elbo');
+  const root = createRng(options.seed ?? 0).fork(rngStreams.diffusion.elbo);
   const views = newViews(B * M, T);
   const order: number[] = [];
   sequences.forEach((s, i) => {
-    const rng = root.fork(s.id);
+    const rng = root.fork(rngStreams.diffusion.sequence(s.id));
     for (let m = 0; m < M; m++) {
       const r = i * M + m;
       const x = views.tokens.subarray(r * T, (r + 1) * T);

@@ -13,6 +13,7 @@ import type { PolicyNumerics } from '../numerics.js';
 import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
 import { createDiffusionModel, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig } from './sampler.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Inputs of {@link diffusionMismatch}. */
 export interface DiffusionMismatchOptions {
@@ -101,7 +102,7 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const root = createRng(options.seed);
   const prompts = task.trainProblems(B, options.seed).map((p) => p.prompt);
   const topK = model.block.moe?.topK ?? 0;
-  const rollout = sampleDiffusion(model, params, prompts, sampler, options.rollout, root.fork('mismatch-rollout'), { recordRouting: topK > 0 && options.estimator === 'trajectory' });
+  const rollout = sampleDiffusion(model, params, prompts, sampler, options.rollout, root.fork(rngStreams.diffusion.mismatchRollout), { recordRouting: topK > 0 && options.estimator === 'trajectory' });
   const estOptions: DiffusionEstimatorOptions = { seed: options.seed, temperature: rollout.logpTemperature, ...options.estimatorOptions };
   const rolloutScored =
     options.estimator === 'trajectory'

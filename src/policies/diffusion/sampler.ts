@@ -8,6 +8,7 @@ import type { PolicyNumerics } from '../numerics.js';
 import { truncatedSupport, truncationActive } from '../truncation.js';
 import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
 import { diffusionForward, type DiffusionForward, type DiffusionModel } from './model.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** How the sampler picks which candidates to commit (LLaDA `remasking`). */
 export type DiffusionRemasking = 'low_confidence' | 'random';
@@ -206,7 +207,7 @@ export function sampleDiffusion(
     });
     x.fill(MASK, r * T + P, (r + 1) * T);
   });
-  const rowRngs = Array.from({ length: B }, (_, r) => rng.fork(`row-${r}`));
+  const rowRngs = Array.from({ length: B }, (_, r) => rng.fork(rngStreams.diffusion.row(r)));
   const commitSteps = Array.from({ length: B }, () => new Int32Array(N).fill(-1));
   const logpRollout = new Float64Array(B * N);
   const logpTemperature = cfg.temperature > 0 ? cfg.temperature : 1;

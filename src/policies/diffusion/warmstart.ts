@@ -11,6 +11,7 @@ import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /**
  * A gold response padded to `genLength` with EOS (LLaDA SFT pads answers with EOS and trains on the
@@ -163,8 +164,8 @@ function* warmStartSteps(model: DiffusionModel, task: Task, config: DiffusionWar
   if (task.vocabSize > model.config.vocabSize) throw new Error(`diffusionWarmStart: task ${task.name} has vocabSize ${task.vocabSize}, more than the model's ${model.config.vocabSize}`);
   const optimizer = new AdamW(store, { lr: config.lr ?? 3e-3, weightDecay: config.weightDecay ?? 0 });
   const root = createRng(config.seed ?? 0);
-  const problems = root.fork('warm-start-problems');
-  const masks = root.fork('warm-start-masks');
+  const problems = root.fork(rngStreams.diffusion.warmStartProblems);
+  const masks = root.fork(rngStreams.diffusion.warmStartMasks);
   const losses: number[] = [];
   for (let s = 0; s < steps; s++) {
     const batch = Array.from({ length: batchSize }, () => task.sampleProblem(problems));

@@ -4,7 +4,7 @@
 import type { MetricRecord } from '../types.js';
 import { maskedMean, rowCounts, rowMaskedSums } from '../types.js';
 import type { CorrectionFn, CorrectionLevel } from './stage.js';
-import { broadcastRows, maskMetrics, ones, rowKeepMask, validMax, zeroMaskedFactor } from './stage.js';
+import { broadcastRows, factorOneOffResponse, maskMetrics, ones, rowKeepMask, validMax } from './stage.js';
 
 /**
  * Which two policies `opsm` compares: `deepseek` — the row KL mean_t(ℓroll − ℓold) of the rollout
@@ -54,16 +54,16 @@ export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
   const { B, T } = input.shape;
   const slime = params.form === 'slime';
   if (slime && input.logpTheta === undefined) throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
-  const n = rowCounts(input.mask, input.shape);
+  const n = rowCounts(input.responseMask, input.shape);
   const logRatio = slime ? (k: number) => input.logpOld[k]! - input.logpTheta![k]! : (k: number) => input.logpRollout[k]! - input.logpOld[k]!;
-  const kl = rowMaskedSums(input.mask, input.shape, logRatio).sums.map((s, i) => s / Math.max(n[i]!, 1));
-  const adv = rowMaskedSums(input.mask, input.shape, (k) => input.advantages[k]!).sums.map((a, i) => a / Math.max(n[i]!, 1));
+  const kl = rowMaskedSums(input.responseMask, input.shape, logRatio).sums.map((s, i) => s / Math.max(n[i]!, 1));
+  const adv = rowMaskedSums(input.responseMask, input.shape, (k) => input.advantages[k]!).sums.map((a, i) => a / Math.max(n[i]!, 1));
   const keep = slime
     ? input.advantages.map((a, k) => (a < 0 && kl[Math.floor(k / T)]! > params.delta ? 0 : 1))
     : rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
   return {
     value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
-    metrics: { ...maskMetrics(input, keep), seq_kl_mean: maskedMean(broadcastRows(kl, input.shape), input.mask) },
+    metrics: { ...maskMetrics(input, keep), seq_kl_mean: maskedMean(broadcastRows(kl, input.shape), input.responseMask) },
   };
 };
 
@@ -91,17 +91,17 @@ export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
   const level = params.level;
   const keep =
     level === 'token'
-      ? dp.map((_, k) => (input.mask[k] !== 1 || pass(k) ? 1 : 0))
+      ? dp.map((_, k) => (input.responseMask[k] !== 1 || pass(k) ? 1 : 0))
       : level === 'sequence'
         ? rowKeepMask((i) => {
-            for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && !pass(i * T + t)) return false;
+            for (let t = 0; t < T; t++) if (input.responseMask[i * T + t] === 1 && !pass(i * T + t)) return false;
             return true;
           }, input.shape)
         : rowKeepMask((i) => {
             let sum = 0;
             let n = 0;
             for (let t = 0; t < T; t++) {
-              if (input.mask[i * T + t] !== 1) continue;
+              if (input.responseMask[i * T + t] !== 1) continue;
               sum += dp[i * T + t]!;
               n += 1;
             }
@@ -109,7 +109,7 @@ export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
           }, input.shape);
   return {
     value: { factor: ones(dp.length), keep, rectifiesAdvantage: false },
-    metrics: { ...maskMetrics(input, keep), dp_mean: maskedMean(dp, input.mask), dp_abs_max: validMax(dp.map(Math.abs), input.mask) },
+    metrics: { ...maskMetrics(input, keep), dp_mean: maskedMean(dp, input.responseMask), dp_abs_max: validMax(dp.map(Math.abs), input.responseMask) },
   };
 };
 
@@ -121,7 +121,7 @@ export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
 export const m2po: CorrectionFn<M2poParams> = (input, params) => {
   const sq = input.logpOld.map((o, k) => (o - input.logpRollout[k]!) ** 2);
   const order: number[] = [];
-  for (let k = 0; k < sq.length; k++) if (input.mask[k] === 1) order.push(k);
+  for (let k = 0; k < sq.length; k++) if (input.responseMask[k] === 1) order.push(k);
   order.sort((a, b) => sq[b]! - sq[a]! || a - b);
   let sum = 0;
   for (const k of order) sum += sq[k]!;
@@ -208,7 +208,7 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
   const lo = params.lower ?? 0;
   if (params.level === 'token') {
     for (let k = 0; k < n; k++) {
-      if (input.mask[k] !== 1) continue;
+      if (input.responseMask[k] !== 1) continue;
       if (params.action === 'mask') keep[k] = inBounds(metricOf(k)) ? 1 : 0;
       else weight[k] = Math.min(params.upper, Math.max(lo, weight[k]!));
     }
@@ -220,7 +220,7 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
       let lsum = 0;
       for (let t = 0; t < T; t++) {
         const k = i * T + t;
-        if (input.mask[k] !== 1) continue;
+        if (input.responseMask[k] !== 1) continue;
         const v = ratio ? lr[k]! : metricOf(k);
         sum += v;
         lsum += lr[k]!;
@@ -237,7 +237,7 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
       if (ok) continue;
       for (let t = 0; t < T; t++) {
         const k = i * T + t;
-        if (input.mask[k] !== 1) continue;
+        if (input.responseMask[k] !== 1) continue;
         if (params.action === 'mask') keep[k] = 0;
         else weight[k] = Math.min(params.upper, Math.max(lo, weight[k]!));
       }
@@ -246,12 +246,12 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
   let valid = 0;
   let changed = 0;
   for (let k = 0; k < n; k++) {
-    if (input.mask[k] !== 1) continue;
+    if (input.responseMask[k] !== 1) continue;
     valid += 1;
     if (params.action === 'mask' ? keep[k] === 0 : original[k] !== weight[k]) changed += 1;
   }
   return {
-    value: { factor: zeroMaskedFactor(weight, input.mask), keep, rectifiesAdvantage: false },
+    value: { factor: factorOneOffResponse(weight, input.responseMask), keep, rectifiesAdvantage: false },
     metrics: { ...maskMetrics(input, keep), filtered_fraction: changed / Math.max(valid, 1) },
   };
 };
@@ -279,7 +279,7 @@ export const seqLogprobError: CorrectionFn<SeqLogprobErrorParams> = (input, para
     let n = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (input.responseMask[k] !== 1) continue;
       s += Math.exp(Math.abs(input.logpOld[k]! - input.logpRollout[k]!));
       n += 1;
     }

@@ -49,9 +49,9 @@ function misStage(level: CorrectionLevel): CorrectionFn<CapParams> {
     return {
       value: { factor: rho, keep, rectifiesAdvantage: false },
       metrics: {
-        mean: maskedMean(rho.map((r, k) => r * keep[k]!), input.mask),
-        masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-        seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+        mean: maskedMean(rho.map((r, k) => r * keep[k]!), input.responseMask),
+        masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+        seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
       },
     };
   };
@@ -81,7 +81,7 @@ function levelStat(input: CorrectionInput, kind: KStat, level: RejectionLevel): 
     let max = -Infinity;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (input.responseMask[k] !== 1) continue;
       const lr = Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, input.logpOld[k]! - input.logpRollout[k]!));
       const s = tokenStat(kind, lr);
       out[k] = s;
@@ -91,7 +91,7 @@ function levelStat(input: CorrectionInput, kind: KStat, level: RejectionLevel): 
     }
     if (level === 'token') continue;
     const v = level === 'seq-sum' ? sum : level === 'seq-mean' ? (n > 0 ? sum / n : 0) : n > 0 ? max : 0;
-    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) out[i * T + t] = v;
+    for (let t = 0; t < T; t++) if (input.responseMask[i * T + t] === 1) out[i * T + t] = v;
   }
   return out;
 }
@@ -107,7 +107,7 @@ export const rsK1: CorrectionFn<RejectionK1Params> = (input, params) => {
   const b = Math.log(params.hi);
   const inBand = params.verlBand ? (s: number) => a <= s && s <= b : (s: number) => a <= -s && -s <= b;
   const keep = new Float64Array(stat.length).fill(1);
-  for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !inBand(stat[k]!)) keep[k] = 0;
+  for (let k = 0; k < stat.length; k++) if (input.responseMask[k] === 1 && !inBand(stat[k]!)) keep[k] = 0;
   const band = params.verlBand ? (s: number) => s : (s: number) => -s;
   return {
     value: { factor: ones(stat.length), keep, rectifiesAdvantage: false },
@@ -122,7 +122,7 @@ function rsUpper(kind: 'k2' | 'k3'): CorrectionFn<RejectionKParams> {
   return (input, params) => {
     const stat = levelStat(input, kind, params.level);
     const keep = new Float64Array(stat.length).fill(1);
-    for (let k = 0; k < stat.length; k++) if (input.mask[k] === 1 && !(stat[k]! <= params.hi)) keep[k] = 0;
+    for (let k = 0; k < stat.length; k++) if (input.responseMask[k] === 1 && !(stat[k]! <= params.hi)) keep[k] = 0;
     return {
       value: { factor: ones(stat.length), keep, rectifiesAdvantage: false },
       metrics: rejectionMetrics(stat, keep, input, params.level, { band: (s) => s, lower: null, upper: params.hi }),
@@ -144,16 +144,16 @@ export const veto: CorrectionFn<VetoParams> = (input, params) => {
     let vetoed = false;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1 && input.logpOld[k]! - input.logpRollout[k]! < logV) vetoed = true;
+      if (input.responseMask[k] === 1 && input.logpOld[k]! - input.logpRollout[k]! < logV) vetoed = true;
     }
     if (vetoed) keep.fill(0, i * T, i * T + T);
   }
   return {
     value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
     metrics: {
-      masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-      seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
-      catastrophic_token_fraction: tokenFraction(input.mask, (k) => input.logpOld[k]! - input.logpRollout[k]! < logV),
+      masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+      seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
+      catastrophic_token_fraction: tokenFraction(input.responseMask, (k) => input.logpOld[k]! - input.logpRollout[k]! < logV),
     },
   };
 };
@@ -167,15 +167,15 @@ export const outlierVeto: CorrectionFn<OutlierVetoParams> = (input, params) => {
   const { T } = input.shape;
   const out = (k: number): boolean => rho[k]! < params.lo || rho[k]! > params.hi;
   const keep = rowKeepMask((i) => {
-    for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1 && out(i * T + t)) return false;
+    for (let t = 0; t < T; t++) if (input.responseMask[i * T + t] === 1 && out(i * T + t)) return false;
     return true;
   }, input.shape);
   return {
     value: { factor: ones(rho.length), keep, rectifiesAdvantage: false },
     metrics: {
       ...maskMetrics(input, keep),
-      low_token_fraction: tokenFraction(input.mask, (k) => rho[k]! < params.lo),
-      high_token_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.hi),
+      low_token_fraction: tokenFraction(input.responseMask, (k) => rho[k]! < params.lo),
+      high_token_fraction: tokenFraction(input.responseMask, (k) => rho[k]! > params.hi),
     },
   };
 };
@@ -259,7 +259,7 @@ export const verlRolloutRs: CorrectionFn<VerlRsParams> = (input, params) => {
     const inBand = (x: number): boolean => (a === null ? x <= b : a <= x && x <= b);
     const own = ones(B * T);
     for (let k = 0; k < stat.length; k++) {
-      if (input.mask[k] === 1 && !inBand(stat[k]!)) {
+      if (input.responseMask[k] === 1 && !inBand(stat[k]!)) {
         own[k] = 0;
         keep[k] = 0;
       }
@@ -277,11 +277,11 @@ export const verlRolloutRs: CorrectionFn<VerlRsParams> = (input, params) => {
     stack[`${pre}_masked_fraction`] = m['masked_fraction']!;
     stack[`${pre}_seq_masked_fraction`] = m['seq_masked_fraction']!;
   }
-  stack['rollout_rs_masked_fraction'] = tokenFraction(input.mask, (k) => keep[k] === 0);
+  stack['rollout_rs_masked_fraction'] = tokenFraction(input.responseMask, (k) => keep[k] === 0);
   let rejectedRows = 0;
   for (let i = 0; i < B; i++) {
     for (let t = 0; t < T; t++) {
-      if (input.mask[i * T + t] === 1 && keep[i * T + t] === 0) {
+      if (input.responseMask[i * T + t] === 1 && keep[i * T + t] === 0) {
         rejectedRows += 1;
         break;
       }

@@ -26,8 +26,11 @@ export interface CorrectionInput {
   readonly logpOld: Float64Array;
   /** ℓroll: rollout-engine log-probs, `(B, T)`. */
   readonly logpRollout: Float64Array;
-  /** Response mask m ∈ {0, 1}, `(B, T)`. */
-  readonly mask: Float64Array;
+  /**
+   * Response mask m ∈ {0, 1}, `(B, T)`: the generated tokens of each row (the stages only read it; the
+   * loss mask they produce is {@link CorrectionResult.lossMask}).
+   */
+  readonly responseMask: Float64Array;
   /** Per-token advantages before any rectification, `(B, T)` (used by `ais` and `opsm`). */
   readonly advantages: Float64Array;
   /**
@@ -71,12 +74,12 @@ export type CorrectionLevel = 'token' | 'sequence';
 /** Aggregation level of a verl rejection statistic. */
 export type RejectionLevel = 'token' | 'seq-sum' | 'seq-mean' | 'seq-max';
 
-
+/** `n` ones: the neutral factor and keep mask. */
 export function ones(n: number): Float64Array {
   return new Float64Array(n).fill(1);
 }
 
-/** Per-row Σ_t m·δ_t with δ = ℓold − ℓroll, `(B)`. */
+/** Per-row Σ_t m·δ_t over the response mask m, δ = ℓold − ℓroll, `(B)`. */
 export function rowLogRatioSums(input: CorrectionInput): Float64Array {
   const { B, T } = input.shape;
   const s = new Float64Array(B);
@@ -84,7 +87,7 @@ export function rowLogRatioSums(input: CorrectionInput): Float64Array {
     let acc = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) acc += input.logpOld[k]! - input.logpRollout[k]!;
+      if (input.responseMask[k] === 1) acc += input.logpOld[k]! - input.logpRollout[k]!;
     }
     s[i] = acc;
   }
@@ -99,32 +102,34 @@ export function broadcastRows(perRow: Float64Array, shape: BatchShape): Float64A
   return out;
 }
 
-/** Fraction of valid tokens where `pred` holds. */
-export function tokenFraction(mask: Float64Array, pred: (k: number) => boolean): number {
+/** Fraction of response tokens where `pred` holds (0 when there is none). */
+export function tokenFraction(responseMask: Float64Array, pred: (k: number) => boolean): number {
   let n = 0;
   let c = 0;
-  for (let k = 0; k < mask.length; k++) {
-    if (mask[k] !== 1) continue;
+  for (let k = 0; k < responseMask.length; k++) {
+    if (responseMask[k] !== 1) continue;
     n += 1;
     if (pred(k)) c += 1;
   }
   return n > 0 ? c / n : 0;
 }
 
-export function validMax(x: Float64Array, mask: Float64Array): number {
+/** Max of `x` over the response tokens (0 when there is none). */
+export function validMax(x: Float64Array, responseMask: Float64Array): number {
   let m = -Infinity;
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.max(m, x[k]!);
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) m = Math.max(m, x[k]!);
   return m === -Infinity ? 0 : m;
 }
 
-export function validMin(x: Float64Array, mask: Float64Array): number {
+/** Min of `x` over the response tokens (0 when there is none). */
+export function validMin(x: Float64Array, responseMask: Float64Array): number {
   let m = Infinity;
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) m = Math.min(m, x[k]!);
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) m = Math.min(m, x[k]!);
   return m === Infinity ? 0 : m;
 }
 
-/** Fraction of rows (with ≥ 1 valid token) having a valid token with keep = 0. */
-export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shape: BatchShape): number {
+/** Fraction of rows with ≥ 1 response token having a response token with keep = 0. */
+export function seqRejectedFraction(keep: Float64Array, responseMask: Float64Array, shape: BatchShape): number {
   const { B, T } = shape;
   let rows = 0;
   let rej = 0;
@@ -133,7 +138,7 @@ export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shap
     let rejected = false;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (mask[k] !== 1) continue;
+      if (responseMask[k] !== 1) continue;
       valid = true;
       if (keep[k] === 0) rejected = true;
     }
@@ -143,21 +148,27 @@ export function seqRejectedFraction(keep: Float64Array, mask: Float64Array, shap
   return rows > 0 ? rej / rows : 0;
 }
 
+/** Token ratios ρ_t = exp(clamp(ℓold − ℓroll)) on response tokens, 1 elsewhere: `(B, T)`. */
 export function tokenRatios(input: CorrectionInput): Float64Array {
-  const rho = new Float64Array(input.mask.length).fill(1);
+  const rho = new Float64Array(input.responseMask.length).fill(1);
   for (let k = 0; k < rho.length; k++) {
-    if (input.mask[k] === 1) rho[k] = boundedExp(input.logpOld[k]! - input.logpRollout[k]!);
+    if (input.responseMask[k] === 1) rho[k] = boundedExp(input.logpOld[k]! - input.logpRollout[k]!);
   }
   return rho;
 }
 
+/** Sequence ratios exp(clamp(Σ_t ℓold − ℓroll)) broadcast to every position of the row: `(B, T)`. */
 export function seqRatios(input: CorrectionInput): Float64Array {
   return broadcastRows(rowLogRatioSums(input).map(boundedExp), input.shape);
 }
 
-export function zeroMaskedFactor(f: Float64Array, mask: Float64Array): Float64Array {
-  for (let k = 0; k < f.length; k++) if (mask[k] !== 1) f[k] = 1;
-  return f;
+/**
+ * Sets `factor` to 1 (the neutral weight) outside the response mask, in place, and returns it: a stage's
+ * factor is only read on response tokens, and 1 there keeps the chain's product unchanged.
+ */
+export function factorOneOffResponse(factor: Float64Array, responseMask: Float64Array): Float64Array {
+  for (let k = 0; k < factor.length; k++) if (responseMask[k] !== 1) factor[k] = 1;
+  return factor;
 }
 
 /** Per-row keep mask broadcast to tokens (`rowKeep[i]` = 1 keeps row i). */
@@ -171,7 +182,7 @@ export function rowKeepMask(rowKeep: (i: number) => boolean, shape: BatchShape):
 /** Metrics shared by the mask-only stages. */
 export function maskMetrics(input: CorrectionInput, keep: Float64Array): MetricRecord {
   return {
-    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
+    masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
   };
 }

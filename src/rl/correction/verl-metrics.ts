@@ -19,9 +19,9 @@ import { rowLogRatioSums, seqRejectedFraction, tokenFraction, validMax, validMin
  */
 export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, raw: Float64Array, applied: Float64Array, upper: number, lower: number): MetricRecord {
   const { B } = input.shape;
-  const { mask } = input;
+  const { responseMask } = input;
   const m: MetricRecord = {};
-  const meanOver = (x: Float64Array): number => maskedMean(x, mask);
+  const meanOver = (x: Float64Array): number => maskedMean(x, responseMask);
   m['rollout_is_mean'] = meanOver(applied);
   if (level === 'sequence') {
     const sums = rowLogRatioSums(input);
@@ -38,20 +38,20 @@ export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, ra
     m['rollout_is_ratio_fraction_high'] = B > 0 ? Array.from(sums).filter((v) => v > logU).length / B : 0;
     m['rollout_is_ratio_fraction_low'] = B > 0 ? Array.from(sums).filter((v) => v < logL).length / B : 0;
   } else {
-    m['rollout_is_ratio_fraction_high'] = tokenFraction(mask, (k) => raw[k]! > upper);
-    m['rollout_is_ratio_fraction_low'] = tokenFraction(mask, (k) => raw[k]! < lower);
-    m['rollout_is_max'] = validMax(applied, mask);
-    m['rollout_is_min'] = validMin(applied, mask);
+    m['rollout_is_ratio_fraction_high'] = tokenFraction(responseMask, (k) => raw[k]! > upper);
+    m['rollout_is_ratio_fraction_low'] = tokenFraction(responseMask, (k) => raw[k]! < lower);
+    m['rollout_is_max'] = validMax(applied, responseMask);
+    m['rollout_is_min'] = validMin(applied, responseMask);
   }
   const clamped = applied.map((w) => Math.min(upper, Math.max(0, w)));
   let count = 0;
-  for (let k = 0; k < mask.length; k++) if (mask[k] === 1) count += 1;
+  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) count += 1;
   const cm = meanOver(clamped);
   m['rollout_is_std'] = count > 1 ? Math.sqrt(Math.max(0, meanOver(clamped.map((w) => w * w)) - cm * cm)) : 0;
   m['rollout_is_eff_sample_size'] = count > 0 ? 1 / meanOver(clamped.map((w) => (w / (cm + 1e-8)) ** 2)) : 0;
-  const n = rowCounts(mask, input.shape);
-  const seq = rowMaskedSums(mask, input.shape, (k) => applied[k]!).sums.map((a, i) => (n[i]! > 0 ? a / n[i]! : 0));
-  const rawSeq = rowMaskedSums(mask, input.shape, (k) => raw[k]!).sums.map((r, i) => (n[i]! > 0 ? r / n[i]! : 0));
+  const n = rowCounts(responseMask, input.shape);
+  const seq = rowMaskedSums(responseMask, input.shape, (k) => applied[k]!).sums.map((a, i) => (n[i]! > 0 ? a / n[i]! : 0));
+  const rawSeq = rowMaskedSums(responseMask, input.shape, (k) => raw[k]!).sums.map((r, i) => (n[i]! > 0 ? r / n[i]! : 0));
   const sm = B > 0 ? seq.reduce((x, y) => x + y, 0) / B : 0;
   m['rollout_is_seq_mean'] = sm;
   m['rollout_is_seq_std'] = B > 1 ? Math.sqrt(seq.reduce((x, v) => x + (v - sm) ** 2, 0) / (B - 1)) : 0;
@@ -87,29 +87,29 @@ export function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: 
   const high = (s: number): boolean => band(s) > upper;
   const low = (s: number): boolean => lower !== null && band(s) < lower;
   const seqValues: number[] = [];
-  const rows = rowMaskedSums(input.mask, input.shape, (k) => stat[k]!);
+  const rows = rowMaskedSums(input.responseMask, input.shape, (k) => stat[k]!);
   for (let i = 0; i < B; i++) {
     const n = rows.counts[i]!;
-    if (n > 0) seqValues.push(level === 'token' ? rows.sums[i]! / n : stat[i * T + firstValid(input.mask, i, T)]!);
+    if (n > 0) seqValues.push(level === 'token' ? rows.sums[i]! / n : stat[i * T + firstValid(input.responseMask, i, T)]!);
   }
   const seqFraction = (pred: (s: number) => boolean): number => (seqValues.length > 0 ? seqValues.filter(pred).length / seqValues.length : 0);
   const lo = lower ?? 0;
   const clamped = stat.map((s) => Math.min(upper, Math.max(lo, band(s))));
   let count = 0;
-  for (let k = 0; k < input.mask.length; k++) if (input.mask[k] === 1) count += 1;
-  const cm = maskedMean(clamped, input.mask);
-  const std = count > 1 ? Math.sqrt(Math.max(0, maskedMean(clamped.map((x) => x * x), input.mask) - cm * cm)) : 0;
+  for (let k = 0; k < input.responseMask.length; k++) if (input.responseMask[k] === 1) count += 1;
+  const cm = maskedMean(clamped, input.responseMask);
+  const std = count > 1 ? Math.sqrt(Math.max(0, maskedMean(clamped.map((x) => x * x), input.responseMask) - cm * cm)) : 0;
   const seqMean = seqValues.length > 0 ? seqValues.reduce((a, b) => a + b, 0) / seqValues.length : 0;
   const seqStd = seqValues.length > 1 ? Math.sqrt(seqValues.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (seqValues.length - 1)) : 0;
   const m: MetricRecord = {
-    stat_mean: maskedMean(stat, input.mask),
-    stat_max: validMax(stat, input.mask),
-    stat_min: validMin(stat, input.mask),
+    stat_mean: maskedMean(stat, input.responseMask),
+    stat_max: validMax(stat, input.responseMask),
+    stat_min: validMin(stat, input.responseMask),
     std,
-    masked_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-    seq_masked_fraction: seqRejectedFraction(keep, input.mask, input.shape),
-    fraction_high: level === 'token' ? tokenFraction(input.mask, (k) => high(stat[k]!)) : seqFraction(high),
-    token_fraction_high: tokenFraction(input.mask, (k) => high(stat[k]!)),
+    masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+    seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
+    fraction_high: level === 'token' ? tokenFraction(input.responseMask, (k) => high(stat[k]!)) : seqFraction(high),
+    token_fraction_high: tokenFraction(input.responseMask, (k) => high(stat[k]!)),
     seq_mean: seqMean,
     seq_std: seqStd,
     seq_max: seqValues.length > 0 ? Math.max(...seqValues) : 0,
@@ -118,8 +118,8 @@ export function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: 
     seq_fraction_high: seqFraction(high),
   };
   if (lower !== null) {
-    m['fraction_low'] = level === 'token' ? tokenFraction(input.mask, (k) => low(stat[k]!)) : seqFraction(low);
-    m['token_fraction_low'] = tokenFraction(input.mask, (k) => low(stat[k]!));
+    m['fraction_low'] = level === 'token' ? tokenFraction(input.responseMask, (k) => low(stat[k]!)) : seqFraction(low);
+    m['token_fraction_low'] = tokenFraction(input.responseMask, (k) => low(stat[k]!));
     m['seq_fraction_low'] = seqFraction(low);
   }
   return m;

@@ -4,7 +4,7 @@
 import type { Estimate, NoParams } from '../types.js';
 import { maskedMean, rowCounts } from '../types.js';
 import type { CorrectionFn, CorrectionInput, CorrectionLevel, CorrectionStep } from './stage.js';
-import { ones, seqRatios, tokenFraction, tokenRatios, validMax, validMin, zeroMaskedFactor } from './stage.js';
+import { factorOneOffResponse, ones, seqRatios, tokenFraction, tokenRatios, validMax, validMin } from './stage.js';
 import { verlIsMetrics } from './verl-metrics.js';
 
 /** Truncation cap `C` (`tis`, `seq-tis`, `mis-token`, `mis-seq`). */
@@ -52,7 +52,7 @@ export interface AisParams {
 
 /** No correction: w ≡ 1. */
 export const noCorrection: CorrectionFn<NoParams> = (input) => {
-  const n = input.mask.length;
+  const n = input.responseMask.length;
   return { value: { factor: ones(n), keep: ones(n), rectifiesAdvantage: false }, metrics: {} };
 };
 
@@ -61,7 +61,7 @@ export const tokenIs: CorrectionFn<NoParams> = (input) => {
   const rho = tokenRatios(input);
   return {
     value: { factor: rho, keep: ones(rho.length), rectifiesAdvantage: false },
-    metrics: { mean: maskedMean(rho, input.mask), max: validMax(rho, input.mask), min: validMin(rho, input.mask) },
+    metrics: { mean: maskedMean(rho, input.responseMask), max: validMax(rho, input.responseMask), min: validMin(rho, input.responseMask) },
   };
 };
 
@@ -70,12 +70,12 @@ function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level
   const f = rho.map((r) => Math.min(C, Math.max(lo, r)));
   const verl = verlIsMetrics(input, level, rho, f, C, 1 / C);
   return {
-    value: { factor: zeroMaskedFactor(f, input.mask), keep: ones(f.length), rectifiesAdvantage: false, verlIsMetrics: verl },
+    value: { factor: factorOneOffResponse(f, input.responseMask), keep: ones(f.length), rectifiesAdvantage: false, verlIsMetrics: verl },
     metrics: {
-      mean: maskedMean(f, input.mask),
-      raw_mean: maskedMean(rho, input.mask),
-      truncated_fraction: tokenFraction(input.mask, (k) => rho[k]! > C),
-      ...(lo > 0 ? { truncated_low_fraction: tokenFraction(input.mask, (k) => rho[k]! < lo) } : {}),
+      mean: maskedMean(f, input.responseMask),
+      raw_mean: maskedMean(rho, input.responseMask),
+      truncated_fraction: tokenFraction(input.responseMask, (k) => rho[k]! > C),
+      ...(lo > 0 ? { truncated_low_fraction: tokenFraction(input.responseMask, (k) => rho[k]! < lo) } : {}),
     },
   };
 }
@@ -99,12 +99,12 @@ export const icepop: CorrectionFn<IcepopParams> = (input, params) => {
   const keep = rho.map((r) => (r >= params.lo && r <= params.hi ? 1 : 0));
   const applied = rho.map((r, k) => r * keep[k]!);
   return {
-    value: { factor: rho, keep, rectifiesAdvantage: false, verlIsMetrics: { ...verlIsMetrics(input, params.level, rho, applied, params.hi, params.lo), rollout_is_oob_ratio: tokenFraction(input.mask, (k) => keep[k] === 0) } },
+    value: { factor: rho, keep, rectifiesAdvantage: false, verlIsMetrics: { ...verlIsMetrics(input, params.level, rho, applied, params.hi, params.lo), rollout_is_oob_ratio: tokenFraction(input.responseMask, (k) => keep[k] === 0) } },
     metrics: {
-      mean: maskedMean(applied, input.mask),
-      oob_fraction: tokenFraction(input.mask, (k) => keep[k] === 0),
-      low_fraction: tokenFraction(input.mask, (k) => rho[k]! < params.lo),
-      high_fraction: tokenFraction(input.mask, (k) => rho[k]! > params.hi),
+      mean: maskedMean(applied, input.responseMask),
+      oob_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+      low_fraction: tokenFraction(input.responseMask, (k) => rho[k]! < params.lo),
+      high_fraction: tokenFraction(input.responseMask, (k) => rho[k]! > params.hi),
     },
   };
 };
@@ -117,10 +117,10 @@ export const icepop: CorrectionFn<IcepopParams> = (input, params) => {
 export const batchNorm: CorrectionFn<BatchNormParams> = (input, params, weightsSoFar) => {
   let mu: number;
   if (params.level === 'token') {
-    mu = maskedMean(weightsSoFar, input.mask);
+    mu = maskedMean(weightsSoFar, input.responseMask);
   } else {
     const { B, T } = input.shape;
-    const n = rowCounts(input.mask, input.shape);
+    const n = rowCounts(input.responseMask, input.shape);
     let s = 0;
     let rows = 0;
     for (let i = 0; i < B; i++) {
@@ -130,14 +130,14 @@ export const batchNorm: CorrectionFn<BatchNormParams> = (input, params, weightsS
         continue;
       }
       let r = 0;
-      for (let t = 0; t < T; t++) if (input.mask[i * T + t] === 1) r += weightsSoFar[i * T + t]!;
+      for (let t = 0; t < T; t++) if (input.responseMask[i * T + t] === 1) r += weightsSoFar[i * T + t]!;
       s += r / n[i]!;
       rows += 1;
     }
     mu = rows > 0 ? s / rows : 0;
   }
   const factor = mu > 1e-8 ? 1 / mu : 1;
-  const n = input.mask.length;
+  const n = input.responseMask.length;
   return {
     value: { factor: new Float64Array(n).fill(factor), keep: ones(n), rectifiesAdvantage: false },
     metrics: { factor: mu > 1e-8 ? mu : 1 },
@@ -168,21 +168,21 @@ function sampleStd(x: Float64Array, mask: Float64Array): number {
  * All stds are Bessel-corrected sample stds (0 with < 2 tokens).
  */
 export const ais: CorrectionFn<AisParams> = (input, params) => {
-  const { mask } = input;
+  const { responseMask } = input;
   const rho = tokenRatios(input);
   const wbar = rho.map((r) => Math.min(r, params.C));
-  const mean = maskedMean(wbar, mask);
-  const cv = mean > 0 ? sampleStd(wbar, mask) / mean : 0;
+  const mean = maskedMean(wbar, responseMask);
+  const cv = mean > 0 ? sampleStd(wbar, responseMask) / mean : 0;
   const alphaEss = 1 / Math.sqrt(1 + cv * cv);
   const absDiff = input.logpOld.map((o, k) => Math.abs(o - input.logpRollout[k]!));
-  const dbar = maskedMean(absDiff, mask);
+  const dbar = maskedMean(absDiff, responseMask);
   const alphaMis = Math.min(1, dbar / params.delta);
   const aw = input.advantages.map((a, k) => a * wbar[k]!);
-  const deltaSigma = sampleStd(aw, mask) / (sampleStd(input.advantages, mask) + params.eps);
+  const deltaSigma = sampleStd(aw, responseMask) / (sampleStd(input.advantages, responseMask) + params.eps);
   const alphaVar = Math.max(0, (deltaSigma - params.gamma) / params.gamma);
   const reliability = Math.min(1, Math.max(0, alphaEss - params.betaVar * alphaVar));
   const alpha = reliability * alphaMis;
-  const factor = wbar.map((w, k) => (mask[k] === 1 ? 1 + alpha * (w - 1) : 1));
+  const factor = wbar.map((w, k) => (responseMask[k] === 1 ? 1 + alpha * (w - 1) : 1));
   return {
     value: { factor, keep: ones(factor.length), rectifiesAdvantage: true },
     metrics: {
@@ -195,8 +195,8 @@ export const ais: CorrectionFn<AisParams> = (input, params) => {
       cv,
       ess_ratio: 1 / (1 + cv * cv),
       mean_abs_logp_diff: dbar,
-      truncated_fraction: tokenFraction(mask, (k) => rho[k]! > params.C),
-      weight_mean: maskedMean(factor, mask),
+      truncated_fraction: tokenFraction(responseMask, (k) => rho[k]! > params.C),
+      weight_mean: maskedMean(factor, responseMask),
     },
   };
 };

@@ -6,7 +6,7 @@ import { UsageError } from '../../errors.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { Task } from '../../tasks/task.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
-import { type EstimateConfig, resolveConfig } from '../schema.js';
+import { type EstimateConfig, resolveConfig, skipsLogpOldPass } from '../schema.js';
 import { zodIssueLine } from '../../errors.js';
 
 const positiveInt = z.number().int().positive();
@@ -148,7 +148,7 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     if (parsed.data.policy.kind !== 'ar') {
       throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² of one softmax row per token, which the ${parsed.data.policy.kind} policy (config.policy.kind) does not have; use an AR policy`);
     }
-    if (estimators.mode === 'bypass' || estimators.proxLogp != null) {
+    if (skipsLogpOldPass(estimators)) {
       const skip = estimators.mode === 'bypass' ? "estimators.mode 'bypass'" : "estimators.proxLogp 'loglinear'";
       throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² from the ℓold recompute, which ${skip} skips (use mode 'decoupled' without proxLogp)`);
     }

@@ -8,6 +8,7 @@ import type { Rng } from '../../rng.js';
 import type { MetricRecord } from '../types.js';
 import { generationOf, type RunConfig } from './config.js';
 import { advantagePhase, correctionPhase, keepRows, mismatchAtOld, recomputeOld, recomputeRef, rewardPhase, updatePhase } from './phases.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Everything one step needs besides the config. */
 export interface StepContext {
@@ -42,7 +43,7 @@ export class StaleRollouts {
   readonly pending = new Map<number, PendingRollout>();
   /**
    * @param staleness k ≥ 1.
-   * @param stepRng the stream of step s (`root.fork('step').fork(s)`).
+   * @param stepRng the stream of step s (`stepStream` of src/rng-streams.ts: `root.fork('step').fork(String(s))`).
    */
   constructor(
     readonly staleness: number,
@@ -65,7 +66,7 @@ export class StaleRollouts {
 /** Step 2's prompts: P problems from the task's training split, drawn from the step's `prompts` stream. */
 function stepProblems(config: RunConfig, task: Task, rng: Rng): TaskProblem[] {
   const problems: TaskProblem[] = [];
-  const promptRng = rng.fork('prompts');
+  const promptRng = rng.fork(rngStreams.run.prompts);
   for (let p = 0; p < config.rollout.prompts; p++) problems.push(task.sampleProblem(promptRng, 'train'));
   return problems;
 }
@@ -74,7 +75,7 @@ function stepProblems(config: RunConfig, task: Task, rng: Rng): TaskProblem[] {
 async function generateStepBatch(ctx: StepContext, rng: Rng): Promise<RolloutBatch> {
   const problems = stepProblems(ctx.config, ctx.task, rng);
   const prompts = problems.flatMap((pr) => Array.from({ length: ctx.config.rollout.groupSize }, () => pr.prompt));
-  return ctx.backend.generate({ prompts, seed: rng.fork('rollout').path, ...generationOf(ctx.config, ctx.task) });
+  return ctx.backend.generate({ prompts, seed: rng.fork(rngStreams.run.rollout).path, ...generationOf(ctx.config, ctx.task) });
 }
 
 /** Wall-clock seconds per phase of one step (kept out of the deterministic metrics); `old` is 0 in bypass mode (no recompute). */
@@ -122,7 +123,7 @@ async function rolloutPhase(ctx: StepContext, step: number, rng: Rng): Promise<{
 
 /**
  * Runs GRPO step `step` (1-based) and returns its metrics: the pseudocode of docs/grpo.md, one
- * phase per line (phases.ts). `rng` is the step's own stream (`root.fork('step').fork(step)`), so a
+ * phase per line (phases.ts). `rng` is the step's own stream (`stepStream` of src/rng-streams.ts: `root.fork('step').fork(String(step))`), so a
  * resumed run draws exactly what an uninterrupted one does; the backend generates from the path of
  * its `rollout` fork.
  */
@@ -180,7 +181,7 @@ export async function evaluate(
   const prompts = problems.map((p) => p.prompt);
   const out: MetricRecord = {};
   for (const greedy of [true, false]) {
-    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(greedy ? 'greedy' : 'sampled').path, greedy, side, ...generation });
+    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(rngStreams.run.decoding(greedy)).path, greedy, side, ...generation });
     let acc = 0;
     let reward = 0;
     for (let i = 0; i < batch.B; i++) {

@@ -10,9 +10,10 @@ import { stackMetrics } from '../stack-metrics.js';
 import { lengthMetrics } from '../length-diagnostics.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
 import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages } from '../estimate.js';
-import type { EstimateConfig } from '../schema.js';
+import { type EstimateConfig, skipsLogpOldPass } from '../schema.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
+import { rngStreams } from '../../rng-streams.js';
 
 /** Rows `rows` of a (B, T) array. */
 export function sliceRows(x: Float64Array, T: number, rows: readonly number[]): Float64Array {
@@ -173,7 +174,7 @@ async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, repla
   });
   if (other !== undefined) {
     const k3 = (logpOld: Float64Array): number =>
-      mismatchDiagnostics({ shape, logpOld, logpRollout, mask, weights: mask, effectiveMask: mask }).metrics['rollout_corr/k3_kl'] as number;
+      mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask: mask, weights: mask, lossMask: mask }).metrics['rollout_corr/k3_kl'] as number;
     const rolloutRouted = replay === 'R3' ? old : other;
     out['moe/k3_kl_own_routing'] = k3(own.logp);
     out['moe/k3_kl_rollout_routing'] = k3(rolloutRouted.logp);
@@ -189,7 +190,7 @@ async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, repla
  * Metrics: the routing diagnostics.
  */
 export async function recomputeOld(backend: PolicyBackend, kept: KeptBatch, est: EstimateConfig, replay: RunConfig['policy']['routingReplay']): Promise<Estimate<OldLogprobs>> {
-  if (est.mode === 'bypass' || est.proxLogp != null) return { value: { old: undefined, logpOld: kept.logpRollout }, metrics: {} };
+  if (skipsLogpOldPass(est)) return { value: { old: undefined, logpOld: kept.logpRollout }, metrics: {} };
   const { batch, rows } = kept;
   const routing = { ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) };
   // a token-level advantage (veRL OTB) reads Σπ² of this pass (veRL's actor computes sum_pi_squared with old_log_prob)
@@ -220,10 +221,10 @@ export interface BatchCorrection {
  * (only when the update uses these weights; per-mini-batch stages report from the update).
  */
 export function correctionPhase(kept: KeptBatch, advantages: Float64Array, logpOld: Float64Array, est: EstimateConfig): Estimate<BatchCorrection> {
-  const noOld = est.mode === 'bypass' || est.proxLogp != null;
+  const noOld = skipsLogpOldPass(est);
   const needsTheta = correctionNeedsTheta(est.correction);
   const perMiniBatch = noOld || needsTheta || est.correction.some((c) => c.name === 'ais');
-  const full = noOld || needsTheta ? undefined : applyCorrection({ shape: kept.shape, logpOld, logpRollout: kept.logpRollout, mask: kept.mask, advantages }, est.correction);
+  const full = noOld || needsTheta ? undefined : applyCorrection({ shape: kept.shape, logpOld, logpRollout: kept.logpRollout, responseMask: kept.mask, advantages }, est.correction);
   return { value: { full, perMiniBatch }, metrics: full !== undefined && !perMiniBatch ? full.metrics : {} };
 }
 
@@ -233,16 +234,16 @@ export function correctionPhase(kept: KeptBatch, advantages: Float64Array, logpO
  * position and length.
  */
 export function mismatchAtOld(kept: KeptBatch, advantages: Float64Array, old: LogprobsResult, correction: BatchCorrection, est: EstimateConfig): Estimate<null> {
-  const { shape, mask, logpRollout } = kept;
+  const { shape, mask: responseMask, logpRollout } = kept;
   const logpOld = old.logp;
-  const weights = correction.full?.value.weights ?? Float64Array.from(mask);
-  const effectiveMask = correction.full?.value.mask ?? mask;
-  const metrics: MetricRecord = { ...mismatchDiagnostics({ shape, logpOld, logpRollout, mask, weights, effectiveMask, entropy: old.entropy }).metrics };
+  const weights = correction.full?.value.weights ?? Float64Array.from(responseMask);
+  const lossMask = correction.full?.value.lossMask ?? responseMask;
+  const metrics: MetricRecord = { ...mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask, weights, lossMask, entropy: old.entropy }).metrics };
   if (est.diagnostics.stacks !== undefined) {
-    Object.assign(metrics, stackMetrics({ shape, logpTrain: logpOld, logpRollout, mask, effectiveMask, weights, advantages }, est.diagnostics.stacks));
+    Object.assign(metrics, stackMetrics({ shape, logpTrain: logpOld, logpRollout, responseMask, lossMask, weights, advantages }, est.diagnostics.stacks));
   }
   const responses = sliceRows(Float64Array.from(kept.batch.responses), shape.T, kept.rows);
-  Object.assign(metrics, lengthMetrics({ shape, logpOld, logpRollout, mask, responses }));
+  Object.assign(metrics, lengthMetrics({ shape, logpOld, logpRollout, mask: responseMask, responses }));
   return { value: null, metrics };
 }
 
@@ -292,7 +293,7 @@ export interface UpdateInputs {
 /** One mini-batch's weights, loss mask and denominator mask `(mb, T)`. */
 interface MiniBatchWeights {
   readonly weights: Float64Array;
-  readonly mask: Float64Array;
+  readonly lossMask: Float64Array;
   readonly denominatorMask: Float64Array;
 }
 
@@ -305,7 +306,7 @@ interface MiniBatchWeights {
  */
 function miniBatchCorrection(
   input: UpdateInputs,
-  mb: { readonly shape: BatchShape; readonly local: readonly number[]; readonly mask: Float64Array; readonly advantages: Float64Array; readonly logpOld: Float64Array; readonly logpRollout: Float64Array },
+  mb: { readonly shape: BatchShape; readonly local: readonly number[]; readonly responseMask: Float64Array; readonly advantages: Float64Array; readonly logpOld: Float64Array; readonly logpRollout: Float64Array },
   theta: LogprobsResult,
   est: EstimateConfig,
 ): { value: MiniBatchWeights; metrics: MetricRecord[] } {
@@ -313,16 +314,16 @@ function miniBatchCorrection(
   const T = input.kept.shape.T;
   if (!perMiniBatch && full !== undefined) {
     const pick = (x: Float64Array): Float64Array => sliceRows(x, T, mb.local);
-    return { value: { weights: pick(full.value.weights), mask: pick(full.value.mask), denominatorMask: pick(full.value.denominatorMask) }, metrics: [] };
+    return { value: { weights: pick(full.value.weights), lossMask: pick(full.value.lossMask), denominatorMask: pick(full.value.denominatorMask) }, metrics: [] };
   }
   const bypass = est.mode === 'bypass';
   const stageOld = bypass ? theta.logp : mb.logpOld;
-  const corr = applyCorrection({ shape: mb.shape, logpOld: stageOld, logpRollout: mb.logpRollout, mask: mb.mask, advantages: mb.advantages, logpTheta: theta.logp }, est.correction);
-  const weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.mask) : corr.value.weights;
-  const value = { weights, mask: corr.value.mask, denominatorMask: corr.value.denominatorMask };
+  const corr = applyCorrection({ shape: mb.shape, logpOld: stageOld, logpRollout: mb.logpRollout, responseMask: mb.responseMask, advantages: mb.advantages, logpTheta: theta.logp }, est.correction);
+  const weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.lossMask) : corr.value.weights;
+  const value = { weights, lossMask: corr.value.lossMask, denominatorMask: corr.value.denominatorMask };
   const metrics = [corr.metrics];
-  if (bypass || est.proxLogp != null) {
-    const diag = { shape: mb.shape, logpRollout: mb.logpRollout, mask: mb.mask, weights, effectiveMask: value.mask };
+  if (skipsLogpOldPass(est)) {
+    const diag = { shape: mb.shape, logpRollout: mb.logpRollout, responseMask: mb.responseMask, weights, lossMask: value.lossMask };
     metrics.push(mismatchDiagnostics({ ...diag, logpOld: stageOld, entropy: theta.entropy }).metrics);
     if (est.diagnostics.stacks !== undefined) metrics.push(stackMetrics({ ...diag, logpTrain: stageOld, advantages: mb.advantages }, est.diagnostics.stacks));
   }
@@ -344,7 +345,7 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
   const means = new MetricMeans();
   const M = Math.min(config.optim.miniBatches, rows.length);
   const order = rows.map((_, i) => i);
-  const shuffleRng = rng.fork('minibatches');
+  const shuffleRng = rng.fork(rngStreams.run.minibatches);
   for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
     shuffleRng.shuffle(order);
     for (let m = 0; m < M; m++) {
@@ -355,7 +356,7 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
       const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
       // AReaL loglinear: ℓold approximated from this mini-batch's ℓθ and ℓroll
       const mbOld = est.proxLogp != null ? loglinearProximal(theta.logp, mbRoll, input.versionLag) : pick(old.logpOld);
-      const mb = { shape: { B: local.length, T }, local, mask: pick(kept.mask), advantages: pick(input.advantages), logpOld: mbOld, logpRollout: mbRoll };
+      const mb = { shape: { B: local.length, T }, local, responseMask: pick(kept.mask), advantages: pick(input.advantages), logpOld: mbOld, logpRollout: mbRoll };
       const corr = miniBatchCorrection(input, mb, theta, est);
       corr.metrics.forEach((record) => means.add(record));
       const objective = policyObjective(
@@ -367,9 +368,9 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
           logpRef: input.logpRef === undefined ? undefined : pick(input.logpRef),
           advantages: mb.advantages,
           weights: corr.value.weights,
-          mask: corr.value.mask,
+          lossMask: corr.value.lossMask,
           denominatorMask: corr.value.denominatorMask,
-          responseMask: mb.mask,
+          responseMask: mb.responseMask,
           rewards: Float64Array.from(local, (j) => input.rewards[rows[j] as number] as number),
         },
         est,
@@ -377,7 +378,7 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
       if (theta.handle === undefined) throw new Error('grpo: backend.logprobs({ grad: true }) returned no handle');
       await backend.backward(theta.handle, objective.value.gradLogpTheta);
       const { gradNorm } = await backend.step({ maxGradNorm: config.optim.maxGradNorm });
-      means.add({ ...objective.metrics, 'actor/grad_norm': gradNorm, 'actor/entropy_theta': maskedMean(theta.entropy, mb.mask) });
+      means.add({ ...objective.metrics, 'actor/grad_norm': gradNorm, 'actor/entropy_theta': maskedMean(theta.entropy, mb.responseMask) });
     }
   }
   return { value: null, metrics: means.means() };

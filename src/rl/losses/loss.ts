@@ -16,10 +16,10 @@ export interface PolicyLossInput {
   readonly logpRollout: Float64Array;
   /** Per-token advantages A (before any AIS rectification; AIS enters through `upstream`). */
   readonly advantages: Float64Array;
-  /** Effective loss mask (numerator) m ∈ {0, 1}. */
-  readonly mask: Float64Array;
+  /** Loss mask m ∈ {0, 1}: the tokens whose policy loss counts (the aggregated loss's numerator). */
+  readonly lossMask: Float64Array;
   /**
-   * d(total loss)/d(tokenLoss) per token: aggregation coefficient × correction weight × mask.
+   * d(total loss)/d(tokenLoss) per token: aggregation coefficient × correction weight × loss mask.
    * The returned gradient is Σ_k upstream_k · d tokenLoss_k / dℓθ.
    */
   readonly upstream: Float64Array;
@@ -28,18 +28,18 @@ export interface PolicyLossInput {
   /** Per-row rewards `(B)`, when the batch has them (`topr` splits rows by reward sign). */
   readonly rewards?: Float64Array | undefined;
   /**
-   * Tokens the `actor/*` token metrics average over, a superset of `mask`. verl averages them over the
+   * Tokens the `actor/*` token metrics average over, a superset of `lossMask`. verl averages them over the
    * `response_mask` handed to the loss, which is qrl-sim's denominator mask (IcePop-zeroed tokens stay
-   * in it). @defaultValue mask
+   * in it). @defaultValue lossMask
    */
   readonly metricMask?: Float64Array | undefined;
 }
 
 /** Per-token policy loss and gradient. */
 export interface PolicyLossValue {
-  /** Unweighted per-token policy loss, `(B, T)`, 0 on masked tokens (sequence losses broadcast). */
+  /** Unweighted per-token policy loss, `(B, T)`, 0 outside `lossMask` (sequence losses broadcast). */
   readonly tokenLoss: Float64Array;
-  /** d(Σ upstream·tokenLoss)/dℓθ, `(B, T)`, 0 on masked tokens. */
+  /** d(Σ upstream·tokenLoss)/dℓθ, `(B, T)`, 0 outside `lossMask`. */
   readonly gradLogpTheta: Float64Array;
 }
 
@@ -75,23 +75,23 @@ export class Means {
   }
 }
 
-/** True where a token enters the loss (`mask`) or only the metrics (`metricMask`). */
+/** True where a token enters the loss (`lossMask`) or only the metrics (`metricMask`). */
 export function visited(input: PolicyLossInput, k: number): boolean {
-  return input.mask[k] === 1 || (input.metricMask !== undefined && input.metricMask[k] === 1);
+  return input.lossMask[k] === 1 || (input.metricMask !== undefined && input.metricMask[k] === 1);
 }
 
 /** True where a token's metrics count. */
 export function counted(input: PolicyLossInput, k: number): boolean {
-  return (input.metricMask ?? input.mask)[k] === 1;
+  return (input.metricMask ?? input.lossMask)[k] === 1;
 }
 
 /**
  * Token k of a score-function loss L_k = −c·A_k·ℓθ_k whose coefficient c is detached: writes `tokenLoss[k]`
- * and its gradient `upstream_k·(−c·A_k)`, on loss tokens (`mask` = 1) only (`reinforce`: c = 1; `cispo`:
+ * and its gradient `upstream_k·(−c·A_k)`, on loss tokens (`lossMask` = 1) only (`reinforce`: c = 1; `cispo`:
  * c = clip(r); `vespo`: c = φ; `topr`: c = w⁺ or w⁻·clamp(r, 0, 1)).
  */
 export function scoreFunctionToken(input: PolicyLossInput, k: number, c: number, tokenLoss: Float64Array, grad: Float64Array): void {
-  if (input.mask[k] !== 1) return;
+  if (input.lossMask[k] !== 1) return;
   const A = input.advantages[k]!;
   tokenLoss[k] = -c * A * input.logpTheta[k]!;
   grad[k] = input.upstream[k]! * -c * A;

@@ -52,7 +52,7 @@ export interface TbpoParams {
  * `actor/clip_ratio_high`, `actor/ratio_mean`.
  */
 export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
-  const n = input.mask.length;
+  const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/clip_ratio_low', 'actor/clip_ratio_high', 'actor/ratio_mean']);
@@ -75,7 +75,7 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
         lower = 1;
       }
     }
-    if (input.mask[k] === 1) {
+    if (input.lossMask[k] === 1) {
       tokenLoss[k] = loss;
       grad[k] = input.upstream[k]! * dLoss;
     }
@@ -98,7 +98,7 @@ function rowMeanLogRatio(input: PolicyLossInput, i: number): { mean: number; cou
   let c = 0;
   for (let t = 0; t < T; t++) {
     const k = i * T + t;
-    if (input.mask[k] !== 1) continue;
+    if (input.lossMask[k] !== 1) continue;
     s += input.logpTheta[k]! - input.logpOld[k]!;
     c += 1;
   }
@@ -145,7 +145,7 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
       const A = input.advantages[k]!;
       const l1 = -A * s;
       const l2 = -A * clip(s, 1 - params.epsLow, 1 + params.epsHigh);
-      if (input.mask[k] === 1) {
+      if (input.lossMask[k] === 1) {
         tokenLoss[k] = Math.max(l1, l2);
         if (l1 >= l2) dTotalDs += input.upstream[k]! * -A;
       }
@@ -155,7 +155,7 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
     if (logS !== mean) continue;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) grad[k] = (dTotalDs * s) / count;
+      if (input.lossMask[k] === 1) grad[k] = (dTotalDs * s) / count;
     }
   }
   return {
@@ -197,7 +197,7 @@ export const geoMean: LossFn<ClipParams> = (input, params) => {
         const A = input.advantages[k]!;
         const c = clip(lr, -params.epsLow, params.epsHigh);
         if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== lr && A > 0 ? 1 : 0, 'actor/pg_clipfrac_lower': c !== lr && A < 0 ? 1 : 0, 'actor/ppo_kl': -lr });
-        if (input.mask[k] !== 1) continue;
+        if (input.lossMask[k] !== 1) continue;
         const sg = Math.sign(A);
         const picked = Math.min(sg * lr, sg * c);
         s += sg * picked;
@@ -212,13 +212,13 @@ export const geoMean: LossFn<ClipParams> = (input, params) => {
     let upstreamSum = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (input.lossMask[k] !== 1) continue;
       tokenLoss[k] = -Abar * ratio;
       upstreamSum += input.upstream[k]!;
     }
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1 && live[t] === 1) grad[k] = (upstreamSum * -Abar * ratio) / (n + 1e-8);
+      if (input.lossMask[k] === 1 && live[t] === 1) grad[k] = (upstreamSum * -Abar * ratio) / (n + 1e-8);
     }
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
@@ -229,7 +229,7 @@ export const geoMean: LossFn<ClipParams> = (input, params) => {
  * r = exp(clamp(ℓθ − ℓold, ±20)). dL/dℓθ = −4·A·σ(1 − σ)·r.
  */
 export const sapo: LossFn<SapoParams> = (input, params) => {
-  const n = input.mask.length;
+  const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean', 'actor/sapo_gate_mean']);
@@ -241,7 +241,7 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
     const A = input.advantages[k]!;
     const tau = A > 0 ? params.tauPos : params.tauNeg;
     const sig = 1 / (1 + Math.exp(-tau * (r - 1)));
-    if (input.mask[k] === 1) {
+    if (input.lossMask[k] === 1) {
       tokenLoss[k] = -sig * (4 / tau) * A;
       grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
     }
@@ -265,9 +265,9 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
   const logC = Math.log(params.C);
   // per sequence: the counts and sums the metrics average over the non-empty rows
   const tally = { seqs: 0, dropPos: 0, dropNeg: 0, belowLow: 0, capped: 0, sSum: 0, wSum: 0 };
-  const { sums: policyLogRatio, counts } = rowMaskedSums(input.mask, input.shape, (k) => input.logpTheta[k]! - input.logpOld[k]!);
-  const mismatchLogRatio = rowMaskedSums(input.mask, input.shape, (k) => input.logpOld[k]! - input.logpRollout[k]!).sums;
-  const advantageSum = rowMaskedSums(input.mask, input.shape, (k) => input.advantages[k]!).sums;
+  const { sums: policyLogRatio, counts } = rowMaskedSums(input.lossMask, input.shape, (k) => input.logpTheta[k]! - input.logpOld[k]!);
+  const mismatchLogRatio = rowMaskedSums(input.lossMask, input.shape, (k) => input.logpOld[k]! - input.logpRollout[k]!).sums;
+  const advantageSum = rowMaskedSums(input.lossMask, input.shape, (k) => input.advantages[k]!).sums;
   for (let i = 0; i < B; i++) {
     const c = counts[i]!;
     if (c === 0) continue;
@@ -298,14 +298,14 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
     let upstreamSum = 0;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (input.lossMask[k] !== 1) continue;
       tokenLoss[k] = loss;
       upstreamSum += input.upstream[k]!;
     }
     if (dLossDs === 0) continue;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] === 1) grad[k] = (upstreamSum * dLossDs * s) / c;
+      if (input.lossMask[k] === 1) grad[k] = (upstreamSum * dLossDs * s) / c;
     }
   }
   const { seqs, dropPos, dropNeg, belowLow, capped, sSum, wSum } = tally;

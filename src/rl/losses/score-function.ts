@@ -21,7 +21,7 @@ export interface CispoParams extends ClipParams {
  * MetricRecord: `actor/pg_clipfrac` (r ≠ clip(r)), `actor/pg_clipfrac_lower` (0), `actor/ppo_kl`, `actor/ratio_mean`.
  */
 export const cispo: LossFn<CispoParams> = (input, params) => {
-  const n = input.mask.length;
+  const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const det = input.logpThetaDetached ?? input.logpTheta;
@@ -42,7 +42,7 @@ export const cispo: LossFn<CispoParams> = (input, params) => {
 
 /** REINFORCE (verl bypass `reinforce`): L = −A·ℓθ; the correction weight w multiplies it through `upstream`. */
 export const reinforce: LossFn<NoParams> = (input) => {
-  const n = input.mask.length;
+  const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const m = new Means(['actor/ppo_kl']);
@@ -86,7 +86,7 @@ export const vespo: LossFn<VespoParams> = (input, params) => {
     let first = -1;
     for (let t = 0; t < T; t++) {
       const k = i * T + t;
-      if (input.mask[k] !== 1) continue;
+      if (input.lossMask[k] !== 1) continue;
       if (first < 0) first = k;
       s += clampLog(det[k]! - input.logpOld[k]!);
     }
@@ -135,7 +135,7 @@ export const topr: LossFn<ToprParams> = (input, params) => {
   let positives = 0;
   for (let i = 0; i < B; i++) {
     let first = -1;
-    for (let t = 0; t < T && first < 0; t++) if (input.mask[i * T + t] === 1) first = i * T + t;
+    for (let t = 0; t < T && first < 0; t++) if (input.lossMask[i * T + t] === 1) first = i * T + t;
     const pos = input.rewards !== undefined ? input.rewards[i]! > 0 : first >= 0 && input.advantages[first]! > 0;
     if (pos) positives += 1;
     for (let t = 0; t < T; t++) {
@@ -176,7 +176,7 @@ type DeltaMask = (p: number, pOld: number, A: number) => boolean;
  * mean(valid·[r > c]), `ppo_kl` of the ±20-clamped log-ratio.
  */
 function deltaMaskLoss(input: PolicyLossInput, c: number, valid: DeltaMask): Estimate<PolicyLossValue> {
-  const n = input.mask.length;
+  const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
   const det = input.logpThetaDetached ?? input.logpTheta;
@@ -188,7 +188,7 @@ function deltaMaskLoss(input: PolicyLossInput, c: number, valid: DeltaMask): Est
     const A = input.advantages[k]!;
     const ok = valid(Math.exp(det[k]!), Math.exp(input.logpOld[k]!), A) ? 1 : 0;
     const w = Math.min(r, c);
-    if (input.mask[k] === 1) {
+    if (input.lossMask[k] === 1) {
       tokenLoss[k] = ok === 1 ? -A * w * input.logpTheta[k]! : 0;
       grad[k] = ok === 1 ? input.upstream[k]! * -A * w : 0;
     }
