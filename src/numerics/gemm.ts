@@ -188,7 +188,7 @@ function plainPathOperand(
 }
 
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
-function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
+function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: NormalizedGemmOptions): [Operand, Operand] {
   const qa = prepOperand(a, m, k, options.aQuant, 0);
   const qb = prepOperand(b, n, k, options.bQuant, 1);
   const fa = roundingFormatOf(qa, options.aQuant);
@@ -419,8 +419,34 @@ function roundOutput(out: Float32Array, format: FloatFormatName | undefined): vo
   if (format !== undefined && format !== 'fp32') roundArray(format, out, { profile: 'ieee' }, out);
 }
 
-/** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
-function normalizeOptions(o: GemmOptions): GemmOptions {
+/**
+ * {@link GemmOptions} with every field present (possibly undefined): what {@link normalizeGemmOptions} returns. A
+ * field added to `O` makes the object literal there fail to compile until it is listed, and {@link fastPathReadsOf}
+ * fails until the fast path says where it reads it. @internal
+ */
+export type NormalizedGemmOptions<O extends GemmOptions = GemmOptions> = { readonly [K in keyof Required<O>]: O[K] };
+
+/**
+ * Where the fast path reads each {@link GemmOptions} field (`gemmSettings` is shared with the reference, so a field
+ * read there is read on every path). A new field fails to compile here until it is placed. @internal
+ */
+export const fastPathReadsOf = {
+  aQuant: 'prepareOperands',
+  bQuant: 'prepareOperands',
+  accumulator: 'gemmSettings',
+  promoteEvery: 'gemmSettings',
+  chunk: 'gemmSettings',
+  fractionBits: 'gemmSettings',
+  splitK: 'gemmSettings',
+  outFormat: 'roundOutput',
+  reference: 'gemm (runs gemmReference)',
+} as const satisfies Record<keyof GemmOptions, string>;
+
+/**
+ * Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code.
+ * No cast: the literal must list exactly the fields of {@link NormalizedGemmOptions}. @internal
+ */
+export function normalizeGemmOptions(o: GemmOptions): NormalizedGemmOptions {
   return {
     aQuant: o.aQuant,
     bQuant: o.bQuant,
@@ -431,7 +457,7 @@ function normalizeOptions(o: GemmOptions): GemmOptions {
     splitK: o.splitK,
     outFormat: o.outFormat,
     reference: o.reference,
-  } as GemmOptions;
+  } satisfies NormalizedGemmOptions;
 }
 
 /**
@@ -469,15 +495,15 @@ export function gemm(
   if (options.reference === true) return gemmReference(out, a, b, m, n, k, options);
   checkShapes(out, a, b, m, n, k);
   // Callers pass option objects of many shapes: read them once, here, into one fixed shape.
-  options = normalizeOptions(options);
-  const settings = gemmSettings(options);
+  const opts = normalizeGemmOptions(options);
+  const settings = gemmSettings(opts);
   const { model, splitK, chunk, fractionBits } = settings;
-  let [opA, opB] = prepareOperands(a, b, m, n, k, options);
+  let [opA, opB] = prepareOperands(a, b, m, n, k, opts);
   const steps = segmentSteps(opA, opB, settings);
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
   if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
-    roundOutput(out, options.outFormat);
+    roundOutput(out, opts.outFormat);
     return out;
   }
   const fine = opA.fine || opB.fine;
@@ -499,7 +525,7 @@ export function gemm(
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
-    roundOutput(out, options.outFormat);
+    roundOutput(out, opts.outFormat);
     return out;
   }
   const hopperTables = model === 'hopper-fp8' && !oneCall ? hopperTablesOf(opA, opB) : null;
@@ -542,7 +568,7 @@ export function gemm(
   }
   if (bare) {
     if (!oneCall) out.set(total.subarray(0, m * n));
-    roundOutput(out, options.outFormat);
+    roundOutput(out, opts.outFormat);
     return out;
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
@@ -558,6 +584,6 @@ export function gemm(
       out[i * n + j] = v;
     }
   }
-  roundOutput(out, options.outFormat);
+  roundOutput(out, opts.outFormat);
   return out;
 }
