@@ -4,7 +4,7 @@
 import type { QuantizedTensor } from './quantize.js';
 import { type FloatFormat, exponentOf } from './formats.js';
 import { inputExponent, truncateToE8M } from './gemm-reference.js';
-import type { HopperChunkResult } from './hopper-kernel.js';
+import type { HopperChunkResult } from './kernels/hopper-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable } from './vector.js';
 

@@ -4,7 +4,7 @@
 
 import type { FloatFormat, FloatFormatName } from './formats.js';
 import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
-import { fp32Gemm, markGemmOperandImmutable } from './fp32-kernel.js';
+import { fp32Gemm, markGemmOperandImmutable } from './kernels/fp32-kernel.js';
 import {
   type GemmOperand,
   type GemmOptions,
@@ -23,10 +23,10 @@ import {
   segmentSteps,
 } from './gemm-reference.js';
 import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableOf, hopperRangeFast } from './gemm-hopper.js';
-import { hopperChunkSums } from './hopper-kernel.js';
-import { type HopperOperand, hopperGemm } from './hopper-gemm-kernel.js';
+import { hopperChunkSums } from './kernels/hopper-kernel.js';
+import { type HopperOperand, hopperGemm } from './kernels/hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
-import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
+import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
 import type { CodeArray } from './vector.js';
 import { roundArray } from './round-array.js';
 

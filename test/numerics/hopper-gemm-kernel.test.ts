@@ -1,4 +1,4 @@
-// The one-call WebAssembly hopper-fp8 GEMM (src/numerics/hopper-gemm-kernel.ts) against its scalar reference, built
+// The one-call WebAssembly hopper-fp8 GEMM (src/numerics/kernels/hopper-gemm-kernel.ts) against its scalar reference, built
 // here from the exported scalar pieces: per segment hopperFusedDotAdd from zero, then fma32(fl(sa·sb), c, acc) or
 // fl(acc + c). Object.is on edge data: an fma32 tie that a double rounding would break, ±0, subnormal scales,
 // cancellation, overflow to ±Inf, and the flagged sums that must fall back.
@@ -8,7 +8,7 @@ import { hopperFusedDotAdd, gemm, quantPreset, quantize } from '../../src/numeri
 import { exponentOf, floatFormats } from '../../src/numerics/formats.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { fma32 } from '../../src/numerics/scales.js';
-import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd } from '../../src/numerics/hopper-gemm-kernel.js';
+import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd } from '../../src/numerics/kernels/hopper-gemm-kernel.js';
 import { createRng } from '../../src/rng.js';
 
 const fr = Math.fround;

@@ -13,8 +13,8 @@
 // columns past n are computed and dropped. A K-range [k0, k1) of every panel is contiguous, so split-K and
 // fine-scale segments read one packing of B at an offset.
 
-import { uleb, wasmApi, wasmModule, type WasmMemory } from './wasm.js';
-import { forLoop, get, i32c, set, simd, simdOp } from './wasm-emit.js';
+import { uleb, wasmApi, wasmModule, type WasmMemory } from '../wasm.js';
+import { forLoop, get, i32c, set, simd, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes of the kernel beyond the emitters' (WebAssembly core spec §5.4). */
 const op = {

@@ -5,8 +5,8 @@
 // the power of two 2^(fractionBits − maxE) is exact, `f64x2.trunc` is IEEE truncation, and the truncated addends are
 // integers far below 2^53, so their double sums are exact in any order. The JS caller does the e8m13 rounding.
 
-import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from '../wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes used (WebAssembly core spec §5.4). */
 const op = {

@@ -6,12 +6,12 @@
 // Not a new semantics: each step is the JS reference's; sums that could leave the float32 range set a flag and the
 // caller runs the JS path instead.
 
-import type { FloatFormat } from './formats.js';
-import { NON_FINITE, codeExponents } from './gemm-hopper.js';
-import type { CodeArray } from './vector.js';
-import { decodeTable } from './vector.js';
-import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
+import type { FloatFormat } from '../formats.js';
+import { NON_FINITE, codeExponents } from '../gemm-hopper.js';
+import type { CodeArray } from '../vector.js';
+import { decodeTable } from '../vector.js';
+import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from '../wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
