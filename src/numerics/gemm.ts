@@ -3,7 +3,7 @@
 // kernel. Not a semantics of its own.
 
 import type { FloatFormat, FloatFormatName } from './formats.js';
-import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
+import { type CellLayout, type QuantizedTensor, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
 import { fp32Gemm, markGemmOperandImmutable } from './kernels/fp32-kernel.js';
 import {
   type GemmOperand,
@@ -26,7 +26,11 @@ import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableO
 import { hopperChunkSums } from './kernels/hopper-kernel.js';
 import { type HopperOperand, hopperGemm } from './kernels/hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
-import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
+import { type ScaledGemmModel, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
+import {
+  cacheDecoding, cachedDecoding, cachedDequantized, exponentScratch, firstSight, hopperSegmentScales, operandScratch, panelsOf, quantizeScratch,
+  scaleTable, segmentLoopScratch, verifyCachedOperand,
+} from './gemm-caches.js';
 import type { CodeArray } from './vector.js';
 import { roundArray } from './round-array.js';
 
@@ -59,16 +63,6 @@ function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | n
   return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers, coded };
 }
 
-/** Given B operands the one-call kernel has decoded from their codes once (a second sight decodes and caches them). */
-const seenCoded = new WeakSet<QuantizedTensor>();
-
-/** Whether this is the first hopper-fp8 GEMM with `q` as a given B: a tensor used once (wgrad's xᵀ) never pays for a cache. */
-function firstSight(q: QuantizedTensor): boolean {
-  if (seenCoded.has(q)) return false;
-  seenCoded.add(q);
-  return true;
-}
-
 /** The `values` of a coded operand before it is decoded. */
 const NO_VALUES = new Float32Array(0);
 
@@ -93,40 +87,11 @@ function hasSmallIntegers(q: QuantizedTensor): boolean {
   return true;
 }
 
-/**
- * Decoded element values of QuantizedTensors by identity (a QuantizedTensor is a value: nothing writes
- * into its codes after {@link quantize}), so a weight quantized once is decoded once, not per GEMM.
- */
-const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
-/** Weight-only GEMMs: dequantized (and rounded) values of caller-given QuantizedTensors, by tensor and rounding format. */
-const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
-
-/**
- * Per-call scratch of the operands gemm quantized itself (slot 0: A, 1: B): their quantizer scratch,
- * decoded values and hopper-fp8 exponent tables, grown on demand. Valid until the next gemm call.
- */
-const operandScratchBuf = {
-  quantize: [createQuantizeScratch(), createQuantizeScratch()] as const,
-  values: [new Float32Array(256), new Float32Array(256)] as [Float32Array, Float32Array],
-  exponents: [new Int16Array(256), new Int16Array(256)] as [Int16Array, Int16Array],
-};
-
-function operandScratch(slot: 0 | 1, n: number): Float32Array {
-  const s = operandScratchBuf.values;
-  if (s[slot].length < n) s[slot] = new Float32Array(Math.max(n, 2 * s[slot].length));
-  return s[slot].subarray(0, n);
-}
-
-function exponentScratch(slot: 0 | 1, n: number): Int16Array {
-  const s = operandScratchBuf.exponents;
-  if (s[slot].length < n) s[slot] = new Int16Array(Math.max(n, 2 * s[slot].length));
-  return s[slot].subarray(0, n);
-}
-
 /** The operand of a QuantizedTensor used with its scales; `cache`: the tensor came from the caller (a weight, say) and may be seen again. */
 function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
+  if (cache) verifyCachedOperand(q);
   const fmt = elementFormat(q.spec.format);
-  let values = cache ? decodedValues.get(q) : undefined;
+  let values = cache ? cachedDecoding(q) : undefined;
   // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
   // and cached on its second sight (a weight: decoded once, its panels kept)
   if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
@@ -139,7 +104,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
   if (values === undefined) {
     // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
     values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
-    if (cache) decodedValues.set(q, values);
+    if (cache) cacheDecoding(q, values);
     if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
   return fastOperand(scaledOperand(q, values, rows, k), cache, exponents, hasSmallIntegers(q));
@@ -148,7 +113,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
 function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
   if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-  return quantizeTransient(quant, x, [rows, k], operandScratchBuf.quantize[slot]);
+  return quantizeTransient(quant, x, [rows, k], quantizeScratch(slot));
 }
 
 function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
@@ -171,17 +136,12 @@ function plainPathOperand(
   if (!isQuantized(x)) return plainFastOperand(roundTo(x, f), f);
   if (oneSided && x.spec.scale.kind !== 'none') {
     if (!cache) return plainFastOperand(roundTo(dequantize(x), otherF), otherF);
-    let byFormat = dequantizedValues.get(x);
-    if (byFormat === undefined) {
-      byFormat = new Map();
-      dequantizedValues.set(x, byFormat);
-    }
-    let v = byFormat.get(otherF ?? 'fp32');
-    if (v === undefined) {
-      v = roundTo(dequantize(x), otherF);
-      byFormat.set(otherF ?? 'fp32', v);
-      markGemmOperandImmutable(v); // derived once from a tensor nothing writes: its packed panels may be kept
-    }
+    verifyCachedOperand(x);
+    const v = cachedDequantized(x, otherF ?? 'fp32', () => {
+      const rounded = roundTo(dequantize(x), otherF);
+      markGemmOperandImmutable(rounded); // derived once from a tensor nothing writes: its packed panels may be kept
+      return rounded;
+    });
     return plainFastOperand(v, otherF);
   }
   return quantizedOperand(x, rows, k, cache, slot);
@@ -233,35 +193,6 @@ function int32IsExactInFloat32(A: Float32Array, B: Float32Array, m: number, n: n
   return k * maxA * maxB < 2 ** 24;
 }
 
-// ---------------------------------------------------------------------------------------------------
-
-/**
- * Scratch of the segment loop (partial, acc, total: at least m·n; per-segment scales of A and B rows:
- * at least m and n), grown on demand. Only indices below m·n (m, n) are used, so calls of changing
- * shapes (attention GEMMs alternate) reuse the same arrays without building views.
- */
-const segmentScratch = {
-  partial: new Float32Array(256),
-  acc: new Float32Array(256),
-  total: new Float32Array(256),
-  saK: new Float64Array(64),
-  sbK: new Float64Array(64),
-};
-
-function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
-  const mn = m * n;
-  const sc = segmentScratch;
-  if (sc.partial.length < mn) {
-    const cap = Math.max(mn, 2 * sc.partial.length);
-    sc.partial = new Float32Array(cap);
-    sc.acc = new Float32Array(cap);
-    sc.total = new Float32Array(cap);
-  }
-  if (sc.saK.length < m) sc.saK = new Float64Array(Math.max(m, 2 * sc.saK.length));
-  if (sc.sbK.length < n) sc.sbK = new Float64Array(Math.max(n, 2 * sc.sbK.length));
-  return [sc.partial, sc.acc, sc.total, sc.saK, sc.sbK];
-}
-
 /** {@link segmentBoundaries} without a set for the common cases (no step, one distinct step). */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
   // The distinct finite steps: none, one (the common case) or more.
@@ -303,8 +234,20 @@ function runRange(
   return referenceRange(partial, A, B, m, n, k, k0, k1, settings, eminA, eminB);
 }
 
-/** Per-segment scales of {@link hopperOneCall}: (segment, row) of A and (segment, row) of B, grown on demand. */
-let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
+/**
+ * The scales of the K-segment starting at `k0`, one per row of `op`, into `dst[at + r]` for r < rows: the cell's scale
+ * where `op` is fine-grained, else 1 (its per-row / per-tensor scales go to the epilogue). The one gather of the three
+ * paths that apply fine scales inside the K loop (hopper one call, scaled one call, segment loop).
+ */
+function fineScalesOf(dst: Float32Array | Float64Array, at: number, op: Operand, rows: number, k0: number): void {
+  if (!op.fine) {
+    dst.fill(1, at, at + rows);
+    return;
+  }
+  const scales = op.scales as Float32Array;
+  const layout = op.layout as CellLayout;
+  for (let r = 0; r < rows; r++) dst[at + r] = scales[layout.index(r, k0)] as number;
+}
 
 /** A one-call kernel operand: its codes, or its values with their exponent table (null: a value is not finite). */
 function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
@@ -333,44 +276,14 @@ function hopperOneCall(
   const a = hopperOperand(opA, 0);
   const b = a === null ? null : hopperOperand(opB, 1);
   if (a === null || b === null) return false;
+  const scales = hopperSegmentScales(fine ? nseg : 0, m, n);
   if (fine) {
-    if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
-      segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
-    }
-    const { a: sa, b: sb } = segmentScales;
     for (let s = 0; s < nseg; s++) {
-      const k0 = s * chunk;
-      for (let i = 0; i < m; i++) sa[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-      for (let j = 0; j < n; j++) sb[s * n + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+      fineScalesOf(scales.a, s * m, opA, m, s * chunk);
+      fineScalesOf(scales.b, s * n, opB, n, s * chunk);
     }
   }
-  return hopperGemm(total, a, b, m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
-}
-
-/** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
-const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
-
-function panelsOf(model: ScaledGemmModel, op: Operand, n: number, k: number): Float32Array | Int32Array {
-  if (!op.cached) return packPanels(model, op.values, n, k);
-  let byModel = packedPanels.get(op.values);
-  if (byModel === undefined) {
-    byModel = new Map();
-    packedPanels.set(op.values, byModel);
-  }
-  let p = byModel.get(model);
-  if (p === undefined) {
-    p = packPanels(model, op.values, n, k);
-    byModel.set(model, p);
-  }
-  return p;
-}
-
-/** Scratch of {@link scaledOneCall}'s scale tables, grown on demand. */
-const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
-
-function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array {
-  if (scaleScratch[name].length < size) scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
-  return scaleScratch[name].subarray(0, size);
+  return hopperGemm(total, a, b, m, n, k, chunk, fine, scales.a, scales.b, fractionBits, opB.cached);
 }
 
 /**
@@ -392,9 +305,8 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
     segA = scaleTable('segA', nseg * m);
     segB = scaleTable('segB', nseg * n8);
     for (let s = 0; s < nseg; s++) {
-      const k0 = bounds[s] as number;
-      for (let i = 0; i < m; i++) segA[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-      for (let j = 0; j < n; j++) segB[s * n8 + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+      fineScalesOf(segA, s * m, opA, m, bounds[s] as number);
+      fineScalesOf(segB, s * n8, opB, n, bounds[s] as number);
     }
   }
   // Per-row / per-tensor scales, applied in the epilogue.
@@ -409,7 +321,7 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
     for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
   }
   return scaledGemmKernel(out, {
-    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB, n, k),
+    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB.values, opB.cached, n, k),
     segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
   });
 }
@@ -507,7 +419,7 @@ export function gemm(
     return out;
   }
   const fine = opA.fine || opB.fine;
-  const [partial, acc, total, saK, sbK] = scratch(m, n);
+  const [partial, acc, total, saK, sbK] = segmentLoopScratch(m, n);
   // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
   const global = Math.fround(opA.globalScale * opB.globalScale);
   const rowScalesA = !opA.fine && opA.scales !== null;
@@ -545,9 +457,8 @@ export function gemm(
           : null;
       if (simd === null) runRange(settings, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, opA.emin, opB.emin);
       if (fine) {
-        // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
-        for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-        for (let j = 0; j < n; j++) sbK[j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+        fineScalesOf(saK, 0, opA, m, k0);
+        fineScalesOf(sbK, 0, opB, n, k0);
       }
       if (simd !== null) {
         accumulateChunkSums(acc, simd, saK, sbK, m, n, fine, fractionBits);
