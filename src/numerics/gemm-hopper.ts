@@ -200,20 +200,23 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
 /**
  * Adds one chunk's WebAssembly sums into `acc`, each rounded to e8m13 (and stored as float32, as the
  * `partial` buffer of the segment loop would hold it), then scaled and accumulated exactly as the
- * segment loop of gemm does: `fma32(fl(sa·sb), c, acc)` with fine-grained scales, else
+ * segment loop of gemm does: `fma32(fl(sa·sb), c, acc)` with fine-grained scales (`scales`: a per row of A,
+ * b per row of B), else
  * `fl(acc + c)`. One pass over the outputs instead of a store to `partial` and a second pass.
  */
 export function accumulateChunkSums(
-  acc: Float32Array, r: HopperChunkResult, saK: Float64Array, sbK: Float64Array, m: number, n: number, fine: boolean, fractionBits: number,
+  acc: Float32Array, r: HopperChunkResult, scales: { readonly a: Float64Array; readonly b: Float64Array } | null, m: number, n: number, fractionBits: number,
 ): void {
   const { sums, maxes, stride } = r;
+  const fine = scales !== null;
+  const sbK = fine ? scales.b : null;
   for (let i = 0; i < m; i++) {
-    const sa = saK[i] as number;
+    const sa = fine ? (scales.a[i] as number) : 1;
     const row = i * stride;
     for (let j = 0; j < n; j++) {
       const o = i * n + j;
       const c = Math.fround(roundE8M(sums[row + j] as number, maxes[row + j] as number, fractionBits));
-      acc[o] = fine ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
+      acc[o] = sbK !== null ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
     }
   }
 }

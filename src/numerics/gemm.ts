@@ -58,9 +58,26 @@ interface Operand extends GemmOperand {
   readonly coded: QuantizedTensor | null;
 }
 
+/** The fields {@link Operand} adds to a {@link GemmOperand}. */
+type CacheFields = Pick<Operand, 'cached' | 'exponents' | 'smallIntegers' | 'coded'>;
+
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
-function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false, coded: QuantizedTensor | null = null): Operand {
-  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers, coded };
+function fastOperand(op: GemmOperand, c: CacheFields): Operand {
+  return {
+    values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale,
+    cached: c.cached, exponents: c.exponents, smallIntegers: c.smallIntegers, coded: c.coded,
+  };
+}
+
+/** Where an operand sits in this call: its rows and K, its scratch slot (0: A, 1: B) and how gemm may treat it. */
+interface OperandSite {
+  readonly rows: number;
+  readonly k: number;
+  readonly slot: 0 | 1;
+  /** Passed in quantized by the caller (a weight, say), not quantized here: it may be seen again and its derived tables cached. */
+  readonly given: boolean;
+  /** A hopper-fp8 GEMM: decode with the exponent tables (or leave ≤ 8-bit float codes for the one-call kernel). */
+  readonly hopper: boolean;
 }
 
 /** The `values` of a coded operand before it is decoded. */
@@ -73,10 +90,10 @@ const NO_VALUES = new Float32Array(0);
 function decodedOperand(op: Operand, slot: 0 | 1): Operand {
   const q = op.coded;
   if (q === null) return op;
-  if (op.cached) return quantizedOperand(q, q.shape[0], q.shape[1], true, slot);
+  if (op.cached) return quantizedOperand(q, { rows: q.shape[0], k: q.shape[1], slot, given: true, hopper: false });
   const len = q.shape[0] * q.shape[1];
   const [values, exponents] = decodeWithExponents(q, elementFormat(q.spec.format) as FloatFormat, operandScratch(slot, len), exponentScratch(slot, len));
-  return fastOperand({ ...op, values }, false, exponents, op.smallIntegers);
+  return fastOperand({ ...op, values }, { cached: false, exponents, smallIntegers: op.smallIntegers, coded: null });
 }
 
 /** Whether a QuantizedTensor's element values are integers below 2^26: an integer format (codes in [−128, 255]) with zero points below 2^25. */
@@ -87,15 +104,16 @@ function hasSmallIntegers(q: QuantizedTensor): boolean {
   return true;
 }
 
-/** The operand of a QuantizedTensor used with its scales; `cache`: the tensor came from the caller (a weight, say) and may be seen again. */
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
+/** The operand of a QuantizedTensor used with its scales. */
+function quantizedOperand(q: QuantizedTensor, site: OperandSite): Operand {
+  const { rows, k, slot, given: cache, hopper: wantExponents } = site;
   if (cache) verifyCachedOperand(q);
   const fmt = elementFormat(q.spec.format);
   let values = cache ? cachedDecoding(q) : undefined;
   // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
   // and cached on its second sight (a weight: decoded once, its panels kept)
   if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
-    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), cache, undefined, false, q);
+    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), { cached: cache, exponents: undefined, smallIntegers: false, coded: q });
   }
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
@@ -107,7 +125,7 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
     if (cache) cacheDecoding(q, values);
     if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
-  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents, hasSmallIntegers(q));
+  return fastOperand(scaledOperand(q, values, rows, k), { cached: cache, exponents, smallIntegers: hasSmallIntegers(q), coded: null });
 }
 
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
@@ -121,7 +139,14 @@ function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
 }
 
 function plainFastOperand(values: Float32Array, format: FloatFormatName | null): Operand {
-  return fastOperand(plainOperand(values, format), false, undefined);
+  return fastOperand(plainOperand(values, format), { cached: false, exponents: undefined, smallIntegers: false, coded: null });
+}
+
+/** The rounding formats of the unscaled or weight-only path (null: none given), and whether exactly one operand is scaled. */
+interface PlainFormats {
+  readonly format: FloatFormatName | null;
+  readonly otherFormat: FloatFormatName | null;
+  readonly weightOnly: boolean;
 }
 
 /**
@@ -129,12 +154,11 @@ function plainFastOperand(values: Float32Array, format: FloatFormatName | null):
  * operand is dequantized first, then rounded to the other operand's float format when one was
  * given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
  */
-function plainPathOperand(
-  x: Float32Array | QuantizedTensor, rows: number, k: number, f: FloatFormatName | null, otherF: FloatFormatName | null,
-  oneSided: boolean, cache: boolean, slot: 0 | 1,
-): Operand {
+function plainPathOperand(x: Float32Array | QuantizedTensor, site: OperandSite, formats: PlainFormats): Operand {
+  const { format: f, otherFormat: otherF, weightOnly } = formats;
+  const cache = site.given;
   if (!isQuantized(x)) return plainFastOperand(roundTo(x, f), f);
-  if (oneSided && x.spec.scale.kind !== 'none') {
+  if (weightOnly && x.spec.scale.kind !== 'none') {
     if (!cache) return plainFastOperand(roundTo(dequantize(x), otherF), otherF);
     verifyCachedOperand(x);
     const v = cachedDequantized(x, otherF ?? 'fp32', () => {
@@ -144,7 +168,7 @@ function plainPathOperand(
     });
     return plainFastOperand(v, otherF);
   }
-  return quantizedOperand(x, rows, k, cache, slot);
+  return quantizedOperand(x, { ...site, hopper: false }); // unscaled codes: decoded, no exponent tables here
 }
 
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
@@ -156,12 +180,12 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const scaledA = isScaled(qa);
   const scaledB = isScaled(qb);
   // `given`: passed in quantized (a === qa), not quantized here, so it may be seen again and its derived tables cached.
-  const givenA = a === qa;
-  const givenB = b === qb;
   const hopper = options.accumulator === 'hopper-fp8';
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, givenA, 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, givenB, 1, hopper)];
-  const oneSided = scaledA !== scaledB;
-  return [plainPathOperand(qa, m, k, fa, fb, oneSided, givenA, 0), plainPathOperand(qb, n, k, fb, fa, oneSided, givenB, 1)];
+  const siteA: OperandSite = { rows: m, k, slot: 0, given: a === qa, hopper };
+  const siteB: OperandSite = { rows: n, k, slot: 1, given: b === qb, hopper };
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, siteA), quantizedOperand(qb as QuantizedTensor, siteB)];
+  const weightOnly = scaledA !== scaledB;
+  return [plainPathOperand(qa, siteA, { format: fa, otherFormat: fb, weightOnly }), plainPathOperand(qb, siteB, { format: fb, otherFormat: fa, weightOnly })];
 }
 
 /** One K-range [k0, k1) of every output with the reference loops of `model`, into `partial`. */
@@ -283,7 +307,7 @@ function hopperOneCall(
       fineScalesOf(scales.b, s * n, opB, n, s * chunk);
     }
   }
-  return hopperGemm(total, a, b, m, n, k, chunk, fine, scales.a, scales.b, fractionBits, opB.cached);
+  return hopperGemm(total, a, b, { m, n, K: k, segLen: chunk, fractionBits, segmentScales: fine ? scales : null, cacheB: opB.cached });
 }
 
 /**
@@ -453,7 +477,7 @@ export function gemm(
       // A single-chunk hopper-fp8 segment with enough products runs the WebAssembly step (null: no SIMD here).
       const simd =
         hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK
-          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits, opB.cached)
+          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], { m, n, k, k0, k1, fractionBits, cacheB: opB.cached })
           : null;
       if (simd === null) runRange(settings, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, opA.emin, opB.emin);
       if (fine) {
@@ -461,7 +485,7 @@ export function gemm(
         fineScalesOf(sbK, 0, opB, n, k0);
       }
       if (simd !== null) {
-        accumulateChunkSums(acc, simd, saK, sbK, m, n, fine, fractionBits);
+        accumulateChunkSums(acc, simd, fine ? { a: saK, b: sbK } : null, m, n, fractionBits);
       } else if (fine) {
         for (let i = 0; i < m; i++) {
           const sa = saK[i] as number;

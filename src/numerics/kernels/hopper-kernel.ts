@@ -124,18 +124,33 @@ export interface HopperChunkResult {
   readonly stride: number;
 }
 
+/** Sizes, chunk and caching of one {@link hopperChunkSums} call. @internal */
+export interface HopperChunkOptions {
+  /** Rows of A. */
+  readonly m: number;
+  /** Rows of B. */
+  readonly n: number;
+  /** Row length of A and B. */
+  readonly k: number;
+  /** The chunk [k0, k1). */
+  readonly k0: number;
+  readonly k1: number;
+  /** Fractional bits of the alignment. */
+  readonly fractionBits: number;
+  /** B is an immutable cached weight decoding: its packed panels are kept with it. @defaultValue false */
+  readonly cacheB?: boolean;
+}
+
 /**
  * One K-chunk [k0, k1) of every output (i, j) from a zero accumulator: `maxes` = max(−126,
  * max_kk eA(i,kk) + eB(j,kk)) and `sums` = Σ_kk trunc(A(i,kk)·B(j,kk)·2^(fractionBits − maxE)),
- * exactly as the JS table kernel forms them. `cacheB`: B is an immutable cached weight decoding, so
- * its packed panels are kept with it. Returns null (nothing computed) where WebAssembly SIMD is
+ * exactly as the JS table kernel forms them (A (m, k), B (n, k) row-major with their exponent tables;
+ * {@link HopperChunkOptions}: sizes, the chunk, caching). Returns null (nothing computed) where WebAssembly SIMD is
  * unavailable.
  * @internal
  */
-export function hopperChunkSums(
-  A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
-  k0: number, k1: number, fractionBits: number, cacheB: boolean,
-): HopperChunkResult | null {
+export function hopperChunkSums(A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, options: HopperChunkOptions): HopperChunkResult | null {
+  const { m, n, k, k0, k1, fractionBits, cacheB = false } = options;
   const w = hopperWasm();
   if (w === null) return null;
   const len = k1 - k0;
