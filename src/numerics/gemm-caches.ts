@@ -120,9 +120,8 @@ export function firstSight(q: QuantizedTensor): boolean {
 /** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
 const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
 
-/** B's panels for the scaled kernel: packed now, or once per cached values array (`cached`) and model. */
-export function panelsOf(model: ScaledGemmModel, values: Float32Array, cached: boolean, n: number, k: number): Float32Array | Int32Array {
-  if (!cached) return packPanels(model, values, n, k);
+/** B's panels for the scaled kernel when B is a cached decoding (immutable): packed once per values array and model. */
+export function cachedPanels(model: ScaledGemmModel, values: Float32Array, n: number, k: number): Float32Array | Int32Array {
   let byModel = packedPanels.get(values);
   if (byModel === undefined) {
     byModel = new Map();

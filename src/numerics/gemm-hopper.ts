@@ -47,9 +47,8 @@ export function decodeWithExponents(q: QuantizedTensor, fmt: FloatFormat, values
 /** Exponent tables of decoded QuantizedTensor values (weights), by values array and emin. */
 const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
 
-/** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`), else written into `scratch`. */
-export function exponentTableOf(values: Float32Array, emin: number, cache: boolean, scratch: Int16Array): Int16Array | null {
-  if (!cache) return exponentTable(values, emin, scratch);
+/** {@link exponentTable} of a cached decoding (a QuantizedTensor's values, immutable): computed once per array and emin. */
+export function cachedExponentTable(values: Float32Array, emin: number): Int16Array | null {
   let byEmin = exponentTables.get(values);
   if (byEmin === undefined) {
     byEmin = new Map();
@@ -68,7 +67,7 @@ export function exponentTableOf(values: Float32Array, emin: number, cache: boole
  * finite. Read from the float32 bits: a normal value's ⌊log2|v|⌋ is its exponent field − 127; field 255 is
  * ±Inf/NaN; zeros and subnormals (field 0) take {@link inputExponent} itself.
  */
-function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
+export function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
   const e = out ?? new Int16Array(values.length);
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < values.length; i++) {

@@ -22,13 +22,13 @@ import {
   segmentBoundaries,
   segmentSteps,
 } from './gemm-reference.js';
-import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableOf, hopperRangeFast } from './gemm-hopper.js';
+import { SIMD_MIN_WORK, accumulateChunkSums, cachedExponentTable, decodeWithExponents, exponentTable, hopperRangeFast } from './gemm-hopper.js';
 import { hopperChunkSums } from './kernels/hopper-kernel.js';
 import { type HopperOperand, hopperGemm } from './kernels/hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
-import { type ScaledGemmModel, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
+import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
 import {
-  cacheDecoding, cachedDecoding, cachedDequantized, exponentScratch, firstSight, hopperSegmentScales, operandScratch, panelsOf, quantizeScratch,
+  cacheDecoding, cachedDecoding, cachedDequantized, exponentScratch, firstSight, hopperSegmentScales, operandScratch, cachedPanels, quantizeScratch,
   scaleTable, segmentLoopScratch, verifyCachedOperand,
 } from './gemm-caches.js';
 import type { CodeArray } from './vector.js';
@@ -188,8 +188,34 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   return [plainPathOperand(qa, siteA, { format: fa, otherFormat: fb, weightOnly }), plainPathOperand(qb, siteB, { format: fb, otherFormat: fa, weightOnly })];
 }
 
-/** One K-range [k0, k1) of every output with the reference loops of `model`, into `partial`. */
-function referenceRange(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number, s: GemmSettings, eminA: number, eminB: number): void {
+/** One gemm call's sizes, settings and K-segment steps, as the paths below read them. */
+interface GemmCall {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly settings: GemmSettings;
+  /** The K-segment steps of {@link segmentSteps}. */
+  readonly steps: number[];
+}
+
+/** What the segment loop's K-ranges read: the call, the decoded operands and the kernels chosen for them. */
+interface SegmentLoop {
+  readonly call: GemmCall;
+  /** A (m, k) and B (n, k) element values, row-major. */
+  readonly A: Float32Array;
+  readonly B: Float32Array;
+  readonly eminA: number;
+  readonly eminB: number;
+  /** The fp32 kernel of fp32, and of int32 on small integer operands; null otherwise. */
+  readonly fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null;
+  /** hopper-fp8 exponent tables of A and B; null: not hopper-fp8, or a value is not finite. */
+  readonly tables: [Int16Array, Int16Array] | null;
+}
+
+/** One K-range [k0, k1) of every output with the reference loops of the model, into `partial`. */
+function referenceRange(loop: SegmentLoop, partial: Float32Array, k0: number, k1: number): void {
+  const { A, B, eminA, eminB } = loop;
+  const { m, n, k, settings: s } = loop.call;
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) partial[i * n + j] = referenceDot(s.model, A, B, i * k, j * k, k0, k1, s, eminA, eminB);
   }
@@ -239,23 +265,27 @@ function boundaries(lo: number, hi: number, steps: number[]): number[] {
   return segmentBoundaries(lo, hi, steps);
 }
 
+/** An operand's hopper-fp8 exponent table: decoded with it, cached with its decoding, or computed into the slot's scratch. */
+function exponentsOf(op: Operand, slot: 0 | 1): Int16Array | null {
+  if (op.exponents !== undefined) return op.exponents;
+  return op.cached ? cachedExponentTable(op.values, op.emin) : exponentTable(op.values, op.emin, exponentScratch(slot, op.values.length));
+}
+
 /** The hopper-fp8 exponent tables of both operands, or null when a value is not finite (the scalar reference runs then). */
 function hopperTablesOf(opA: Operand, opB: Operand): [Int16Array, Int16Array] | null {
-  const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(opA.values, opA.emin, opA.cached, exponentScratch(0, opA.values.length));
-  const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(opB.values, opB.emin, opB.cached, exponentScratch(1, opB.values.length));
+  const eA = exponentsOf(opA, 0);
+  const eB = eA === null ? null : exponentsOf(opB, 1);
   return eA !== null && eB !== null ? [eA, eB] : null;
 }
 
 /** One K-range [k0, k1) of every output under the model into `partial` (module level: no per-call closures in the hot path). */
-function runRange(
-  settings: GemmSettings, fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null, tables: [Int16Array, Int16Array] | null,
-  partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number, eminA: number, eminB: number,
-): void {
+function runRange(loop: SegmentLoop, partial: Float32Array, k0: number, k1: number): void {
   // fp32, and int32 on small integer operands (its float32 sums are then the exact int32 sums: int32IsExactInFloat32).
-  if (fp32 !== null) return fp32(partial, k0, k1);
-  if (tables !== null) return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, settings.chunk, settings.fractionBits);
+  if (loop.fp32 !== null) return loop.fp32(partial, k0, k1);
+  const { m, n, k, settings } = loop.call;
+  if (loop.tables !== null) return hopperRangeFast(partial, loop.A, loop.B, loop.tables[0], loop.tables[1], m, n, k, k0, k1, settings.chunk, settings.fractionBits);
   // pairwise, fp64, other int32 operands, hopper-fp8 with a non-finite value: the reference loops.
-  return referenceRange(partial, A, B, m, n, k, k0, k1, settings, eminA, eminB);
+  return referenceRange(loop, partial, k0, k1);
 }
 
 /**
@@ -277,7 +307,7 @@ function fineScalesOf(dst: Float32Array | Float64Array, at: number, op: Operand,
 function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
   const q = op.coded;
   if (q !== null) return { codes: q.codes as CodeArray, format: elementFormat(q.spec.format) as FloatFormat };
-  const exps = op.exponents !== undefined ? op.exponents : exponentTableOf(op.values, op.emin, op.cached, exponentScratch(slot, op.values.length));
+  const exps = exponentsOf(op, slot);
   return exps === null ? null : { values: op.values, exps };
 }
 
@@ -287,10 +317,10 @@ function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
  * accumulators into `total` and returns true, or returns false (nothing written that the segment
  * loop would read) for the segment loop to run.
  */
-function hopperOneCall(
-  total: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number,
-  steps: number[], chunk: number, fine: boolean, fractionBits: number,
-): boolean {
+function hopperOneCall(total: Float32Array, opA: Operand, opB: Operand, call: GemmCall): boolean {
+  const { m, n, k, steps } = call;
+  const { chunk, fractionBits } = call.settings;
+  const fine = opA.fine || opB.fine;
   // Coded operands cost the kernel no JavaScript pass over their elements: worth the call at any size.
   if (k === 0 || (m * n * k < SIMD_MIN_WORK && (opA.coded === null || opB.coded === null))) return false;
   const bounds = boundaries(0, k, steps);
@@ -316,7 +346,8 @@ function hopperOneCall(
  * or returns false (nothing written) where the kernel does not apply: no WebAssembly SIMD, or int32
  * operands outside the kernel's exact range.
  */
-function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number, model: ScaledGemmModel, steps: number[]): boolean {
+function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, call: GemmCall, model: ScaledGemmModel): boolean {
+  const { m, n, k, steps } = call;
   if (model === 'int32' && !(opA.smallIntegers && opB.smallIntegers)) return false;
   const bounds = boundaries(0, k, steps);
   const nseg = bounds.length - 1;
@@ -345,7 +376,7 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
     for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
   }
   return scaledGemmKernel(out, {
-    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB.values, opB.cached, n, k),
+    model, m, n, k, bounds, a: opA.values, bPanels: opB.cached ? cachedPanels(model, opB.values, n, k) : packPanels(model, opB.values, n, k),
     segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
   });
 }
@@ -433,15 +464,24 @@ export function gemm(
   // Callers pass option objects of many shapes: read them once, here, into one fixed shape.
   const opts = normalizeGemmOptions(options);
   const settings = gemmSettings(opts);
+  const [opA, opB] = prepareOperands(a, b, m, n, k, opts);
+  accumulate(out, opA, opB, { m, n, k, settings, steps: segmentSteps(opA, opB, settings) });
+  roundOutput(out, opts.outFormat);
+  return out;
+}
+
+/**
+ * `out` = A·Bᵀ before the output rounding, on the first path that applies: the scaled one call (scaled fp32, int32),
+ * the hopper-fp8 one call, the plain fp32 kernel (no scales, one K-segment), else the segment loop and the epilogue.
+ */
+function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, call: GemmCall): void {
+  const { m, n, k, settings } = call;
   const { model, splitK, chunk, fractionBits } = settings;
-  let [opA, opB] = prepareOperands(a, b, m, n, k, opts);
-  const steps = segmentSteps(opA, opB, settings);
+  let opA = preparedA;
+  let opB = preparedB;
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
-  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
-    roundOutput(out, opts.outFormat);
-    return out;
-  }
+  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, call, model)) return;
   const fine = opA.fine || opB.fine;
   const [partial, acc, total, saK, sbK] = segmentLoopScratch(m, n);
   // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
@@ -451,7 +491,7 @@ export function gemm(
   // No per-tensor, per-row or global scale: the float32 accumulators are the output (no epilogue pass).
   const bare = !rowScalesA && !rowScalesB && global === 1;
   // (the one call writes its target only after reading every input, so `out` may alias one)
-  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, m, n, k, steps, chunk, fine, fractionBits);
+  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, call);
   if (!oneCall) {
     opA = decodedOperand(opA, 0);
     opB = decodedOperand(opB, 1);
@@ -461,15 +501,15 @@ export function gemm(
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
-    roundOutput(out, opts.outFormat);
-    return out;
+    return;
   }
   const hopperTables = model === 'hopper-fp8' && !oneCall ? hopperTablesOf(opA, opB) : null;
+  const loop: SegmentLoop = { call, A, B, eminA: opA.emin, eminB: opB.emin, fp32, tables: hopperTables };
   const partSize = Math.ceil(k / splitK);
   for (let p = 0; p < (oneCall ? 0 : splitK); p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
-    const bounds = boundaries(lo, hi, steps);
+    const bounds = boundaries(lo, hi, call.steps);
     acc.fill(0, 0, m * n);
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
@@ -479,7 +519,7 @@ export function gemm(
         hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK
           ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], { m, n, k, k0, k1, fractionBits, cacheB: opB.cached })
           : null;
-      if (simd === null) runRange(settings, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, opA.emin, opB.emin);
+      if (simd === null) runRange(loop, partial, k0, k1);
       if (fine) {
         fineScalesOf(saK, 0, opA, m, k0);
         fineScalesOf(sbK, 0, opB, n, k0);
@@ -503,8 +543,7 @@ export function gemm(
   }
   if (bare) {
     if (!oneCall) out.set(total.subarray(0, m * n));
-    roundOutput(out, opts.outFormat);
-    return out;
+    return;
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
   if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
@@ -519,6 +558,4 @@ export function gemm(
       out[i * n + j] = v;
     }
   }
-  roundOutput(out, opts.outFormat);
-  return out;
 }

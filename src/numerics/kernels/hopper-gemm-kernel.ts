@@ -461,10 +461,10 @@ export function hopperGemm(total: Float32Array, a: HopperOperand, b: HopperOpera
   const eo = be / exps.BYTES_PER_ELEMENT;
   if (b.codes !== undefined) copyCodes(u8, bc, b.codes, nk);
   else if (cache !== null) {
-    const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, true)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, false));
+    const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, 8)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, 4));
     values.set(panels.values, vo);
     exps.set(panels.exps, eo);
-  } else packInto(b.values, b.exps, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
+  } else packInto(b.values, b.exps, n, K, narrow ? 8 : 4, { values, vo, exps, eo }); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
     const { a: sa, b: sb } = segmentScales;
     f64.set(sa.subarray(0, nseg * m), so / 8);

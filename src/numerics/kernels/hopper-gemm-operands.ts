@@ -81,11 +81,20 @@ interface CachedB {
 /** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
 const panelCache = new WeakMap<Float32Array, CachedB>();
 
-/** Writes B's values and exponents as panels of `width` columns from elements `vo`/`eo` on (padding columns: 0 and −126). */
-export function packInto(
-  B: Float32Array, eB: Int16Array, n: number, K: number, width: number,
-  values: Float64Array | Float32Array, vo: number, exps: Int32Array | Int16Array, eo: number,
-): void {
+/** Where {@link packInto} writes: value and exponent arrays and the element each panel run starts at. */
+export interface PanelTarget {
+  readonly values: Float64Array | Float32Array;
+  readonly vo: number;
+  readonly exps: Int32Array | Int16Array;
+  readonly eo: number;
+}
+
+/**
+ * Writes B (n, K) and its exponents eB as panels of `width` columns into `to` from elements `vo`/`eo` on
+ * (padding columns: 0 and −126).
+ */
+export function packInto(B: Float32Array, eB: Int16Array, n: number, K: number, width: 4 | 8, to: PanelTarget): void {
+  const { values, vo, exps, eo } = to;
   const cols = Math.ceil(n / width) * width;
   for (let j = 0; j < cols; j++) {
     // column j is lane c of panel p: its K values go to (p·K + kk)·width + c
@@ -106,11 +115,12 @@ export function packInto(
   }
 }
 
-export function packPanels(B: Float32Array, eB: Int16Array, n: number, K: number, narrow: boolean): Panels {
-  const width = narrow ? 8 : 4;
+/** B (n, K) and its exponents as new panels of `width` columns: f64/i32 for the wide kernel (4), f32/i16 for the narrow one (8). */
+export function packPanels(B: Float32Array, eB: Int16Array, n: number, K: number, width: 4 | 8): Panels {
+  const narrow = width === 8;
   const size = Math.ceil(n / width) * width * K;
   const panels = narrow ? { values: new Float32Array(size), exps: new Int16Array(size) } : { values: new Float64Array(size), exps: new Int32Array(size) };
-  packInto(B, eB, n, K, width, panels.values, 0, panels.exps, 0);
+  packInto(B, eB, n, K, width, { values: panels.values, vo: 0, exps: panels.exps, eo: 0 });
   return panels;
 }
 

@@ -99,9 +99,8 @@ function packPanels(B: Float32Array, eB: Int16Array, n: number, k: number, k0: n
   return { k0, len, n, values, exps };
 }
 
-/** {@link packPanels}, kept with B when B is a cached weight decoding (`cacheB`). */
-function panelsOf(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number, cacheB: boolean): PackedPanels {
-  if (!cacheB) return packPanels(B, eB, n, k, k0, len);
+/** {@link packPanels} of a B that is a cached weight decoding (immutable): kept with it, by k0. */
+function cachedPanels(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number): PackedPanels {
   let byK0 = packedCache.get(B);
   if (byK0 === undefined) packedCache.set(B, (byK0 = new Map()));
   let packed = byK0.get(k0);
@@ -155,7 +154,7 @@ export function hopperChunkSums(A: Float32Array, B: Float32Array, eA: Int16Array
   if (w === null) return null;
   const len = k1 - k0;
   const np = Math.ceil(n / 4);
-  const panels = panelsOf(B, eB, n, k, k0, len, cacheB);
+  const panels = cacheB ? cachedPanels(B, eB, n, k, k0, len) : packPanels(B, eB, n, k, k0, len);
   // layout (bytes): [A values m·len·8][A exps m·len·4][B values np·len·32][B exps np·len·16][sums m·np·32][maxes m·np·16]
   const av = 0;
   const ae = align(av + m * len * 8);
