@@ -3,72 +3,12 @@
 // Not a semantics: nothing here changes a result bit; every cache holds what gemm would otherwise compute again.
 //
 // Identity caches rest on "a QuantizedTensor is a value" (nothing writes its codes after quantize), which typed arrays
-// cannot enforce. With checks on ({@link setGemmCacheChecks}, or QRL_CHECK_GEMM_CACHES=1) every given tensor is
-// fingerprinted at its first GEMM and verified at each later one, so a mutated cached operand throws.
+// cannot enforce: operand-checks.ts verifies it on demand (gemm calls verifyCachedOperand on every given tensor).
 
 import type { QuantizedTensor } from './quant-spec.js';
+export { setGemmCacheChecks, verifyCachedOperand } from './operand-checks.js';
 import { type QuantizeScratch, createQuantizeScratch } from './quantize.js';
 import { type ScaledGemmModel, packPanels } from './kernels/scaled-gemm-kernel.js';
-
-// ---------------------------------------------------------------------------------------------------
-// Immutability checks of cached operands
-
-let checksOn = typeof process !== 'undefined' && process.env.QRL_CHECK_GEMM_CACHES === '1';
-
-/**
- * Turns the immutability check of cached GEMM operands on or off (off by default; QRL_CHECK_GEMM_CACHES=1 turns it
- * on at load). On, every QuantizedTensor given to `gemm` is fingerprinted (a 32-bit FNV-1a of its codes, scales,
- * zero points and global scale) at its first call, and each later call verifies it: O(elements) per call, so for
- * tests and debugging runs, not for speed. Returns the previous setting. @internal
- *
- * @example
- * ```ts
- * const before = setGemmCacheChecks(true);
- * gemm(out, x, wq, m, n, k);
- * wq.codes[0] ^= 1;              // writing into a cached operand …
- * gemm(out, x, wq, m, n, k);     // … throws: 'gemm: a cached operand changed …'
- * setGemmCacheChecks(before);
- * ```
- */
-export function setGemmCacheChecks(on: boolean): boolean {
-  const before = checksOn;
-  checksOn = on;
-  return before;
-}
-
-/** Fingerprints of given QuantizedTensors at their first GEMM with checks on. */
-const fingerprints = new WeakMap<QuantizedTensor, number>();
-
-/** FNV-1a over the bytes of `x`, continuing from `h`. */
-function fnv1a(h: number, x: ArrayBufferView): number {
-  const bytes = new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
-  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193) >>> 0;
-  return h;
-}
-
-function fingerprintOf(q: QuantizedTensor): number {
-  let h = fnv1a(0x811c9dc5, q.codes);
-  h = fnv1a(h, q.scales);
-  if (q.zeroPoints !== undefined) h = fnv1a(h, q.zeroPoints);
-  return fnv1a(h, Float64Array.of(q.globalScale ?? 1));
-}
-
-/**
- * With checks on: records `q`'s fingerprint at its first sight and throws at a later one where it differs (a cached
- * decoding, a dequantized copy or the "seen" mark of `q` would then be stale). With checks off: nothing.
- */
-export function verifyCachedOperand(q: QuantizedTensor): void {
-  if (!checksOn) return;
-  const now = fingerprintOf(q);
-  const then = fingerprints.get(q);
-  if (then === undefined) fingerprints.set(q, now);
-  else if (then !== now) {
-    throw new Error(
-      `gemm: a cached operand changed after its first GEMM (QuantizedTensor ${q.shape[0]}×${q.shape[1]} ${q.spec.format}: fingerprint 0x${then.toString(16)} → 0x${now.toString(16)}); ` +
-        'a QuantizedTensor is a value: quantize a new one instead of writing into its codes or scales',
-    );
-  }
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Identity caches of caller-given QuantizedTensors

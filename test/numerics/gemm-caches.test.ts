@@ -1,10 +1,11 @@
 // The caches of the fast GEMM (src/numerics/gemm-caches.ts): the history-dependent paths (a given B's first, second
 // and later hopper-fp8 GEMMs; cached decodings and dequantized copies) give the reference's bits, and with checks on
-// a cached operand written after its first GEMM is refused.
+// (src/numerics/operand-checks.ts) a cached operand written after its first GEMM is refused.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { type GemmOptions, type QuantizedTensor, gemm, quantPreset, quantize } from '../../src/numerics/index.js';
-import { setGemmCacheChecks } from '../../src/numerics/gemm-caches.js';
+import { setGemmCacheChecks } from '../../src/numerics/operand-checks.js';
+import { fp32KernelIsSimd, markGemmOperandImmutable } from '../../src/numerics/kernels/fp32-kernel.js';
 
 function randomMatrix(rows: number, cols: number, seed: string): Float32Array {
   const rng = createRng(seed).fork('m');
@@ -80,6 +81,19 @@ describe('gemm caches', () => {
     b.scales[0] = Math.fround((b.scales[0] as number) * 2);
     expect(() => gemm(out, a, b, c.m, c.n, c.k, c.options)).toThrow(/fingerprint/);
     expect(() => gemm(out, a, c.b(w), c.m, c.n, c.k, c.options)).not.toThrow();
+  });
+
+  it.runIf(fp32KernelIsSimd())('a Float32Array marked immutable and written after its first GEMM throws (the fp32 kernel keeps its panels)', () => {
+    const [m, n, k] = [3, 16, 32];
+    const x = randomMatrix(m, k, 'x-marked');
+    const w = randomMatrix(n, k, 'w-marked');
+    markGemmOperandImmutable(w);
+    const out = new Float32Array(m * n);
+    const ref = gemm(new Float32Array(m * n), x, w, m, n, k, { reference: true });
+    gemm(out, x, w, m, n, k);
+    expect(same(gemm(out, x, w, m, n, k), ref)).toBe(true); // the kept panels: the same bits
+    w[5] = Math.fround((w[5] as number) + 1);
+    expect(() => gemm(out, x, w, m, n, k)).toThrow(/marked immutable: fingerprint/);
   });
 
   it('checks off (the default): nothing is fingerprinted', () => {
