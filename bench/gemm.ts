@@ -2,7 +2,7 @@
 // Not a test of correctness beyond a sanity check that both compute the same product to float32 rounding.
 import { vectorUnits } from './machine.js';
 import { gemm, type AccumulatorModel } from '../src/numerics/index.js';
-import { FP32_TILE_ROWS, fp32KernelIsSimd } from '../src/numerics/fp32-kernel.js';
+import { FP32_TILE_ROWS, fp32KernelIsSimd } from '../src/numerics/kernels/fp32-kernel.js';
 import { createRng } from '../src/rng.js';
 import { disposeOrtBenches, ortMatMulBench } from './ort.js';
 

@@ -15,7 +15,7 @@ from .wire import (
     write_safetensors,
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import Backend, LogprobsResult, StepResult
+from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "write_safetensors",
     "Backend",
     "RolloutBatch",
+    "LOGPROBS_KEYWORDS",
     "LogprobsResult",
     "StepResult",
     "batch_from_json",

@@ -5,17 +5,22 @@ arrays and plain Python values. A GPU stack subclasses it and fills in the metho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Sequence
 
 import numpy as np
 
 from .wire import FAILED_PRECONDITION, PROTOCOL, RolloutBatch, RpcError
 
 
+#: The keyword arguments `Backend.logprobs` may take beyond (batch, rows, policy, grad), and the wire field of each.
+LOGPROBS_KEYWORDS: Dict[str, str] = {"routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}
+
+
 @dataclass
 class LogprobsResult:
     """What `Backend.logprobs` returns (a plain `(logp, entropy, handle)` tuple is accepted too).
 
+    Read by field name (it does not unpack as a tuple: `LogprobsResult.of` converts a legacy tuple).
     logp: float64 (len(rows), T), 0 off the mask; entropy: float64 (len(rows), T), or None when the
     backend declares capabilities.entropy = false; handle: set when grad was asked; routing (MoE, when
     return_routing): one int32 (len(rows), S, k) array per layer; routing_flip_rate (MoE): per layer,
@@ -31,11 +36,16 @@ class LogprobsResult:
     routing_flip_rate: Optional[List[float]] = None
     prob_sq_sum: Optional[np.ndarray] = None
 
-    def __iter__(self):  # unpacks like the (logp, entropy, handle) tuple
-        return iter((self.logp, self.entropy, self.handle))
+    # No __iter__ / __getitem__: a result that unpacked as (logp, entropy, handle) hid its other three fields.
+    # Read the fields by name; `LogprobsResult.of` turns a backend's legacy tuple into one.
 
-    def __getitem__(self, i):  # and indexes like it
-        return (self.logp, self.entropy, self.handle)[i]
+    @classmethod
+    def of(cls, out: Any) -> "LogprobsResult":
+        """A backend's `logprobs` return as a LogprobsResult: itself, or the legacy (logp, entropy, handle) tuple."""
+        if isinstance(out, cls):
+            return out
+        logp, entropy, handle = out
+        return cls(logp, entropy, handle)
 
 
 @dataclass
@@ -80,12 +90,22 @@ class Backend:
         The run driver always sends both."""
         raise RpcError(FAILED_PRECONDITION, "generate: not implemented")
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool):
-        """Trainer-side log-probs of `rows` → LogprobsResult (or a (logp, entropy, handle) tuple). An MoE
-        backend adds keyword parameters `routing` ("rollout", or one int32 (len(rows), S, k) array per
-        layer: replay these experts) and `return_routing` (bool); a backend without them is refused
-        such requests naming the field. A backend that declares capabilities.probSqSum takes
-        `prob_sq_sum` (bool) and then fills LogprobsResult.prob_sq_sum."""
+    #: The keyword arguments of LOGPROBS_KEYWORDS this backend's `logprobs` takes, e.g.
+    #: frozenset({"prob_sq_sum"}). The server passes a requested one only when it is listed here and refuses a
+    #: request using another, naming its field. Declared next to the `logprobs` it describes: a subclass that
+    #: overrides `logprobs` without declaring again (a backend written before this declaration) has its
+    #: keywords read from the signature of its `logprobs` instead, once per class. The base declares none.
+    logprobs_keywords: ClassVar[Optional[FrozenSet[str]]] = frozenset()
+
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, *,
+                 routing: Any = None, return_routing: bool = False, prob_sq_sum: bool = False):
+        """Trainer-side log-probs of `rows` → LogprobsResult (or a (logp, entropy, handle) tuple).
+
+        Keyword arguments (each passed only when the request uses it, and only when listed in
+        `logprobs_keywords`): `routing` (MoE: "rollout", or one int32 (len(rows), S, k) array per layer:
+        replay these experts), `return_routing` (MoE: fill LogprobsResult.routing and
+        routing_flip_rate), `prob_sq_sum` (a backend declaring capabilities.probSqSum: fill
+        LogprobsResult.prob_sq_sum)."""
         raise RpcError(FAILED_PRECONDITION, "logprobs: not implemented")
 
     def backward(self, handle: str, grad_logp: np.ndarray) -> None:

@@ -13,11 +13,11 @@ import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Lock
-from typing import Any, Callable, Dict, NoReturn, Optional
+from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional
 
 import numpy as np
 
-from .backend import Backend, LogprobsResult, StepResult
+from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -30,39 +30,72 @@ from .wire import (
     decode_tensor,
     encode_tensor,
     RolloutBatch,
-    _int,
-    _num,
-    _obj,
-    _prompts,
-    _str,
     batch_from_json,
     batch_to_json,
+    check_params,
+    int_field,
+    number_field,
+    prompts_field,
     record_from_json,
     record_to_json,
+    string_field,
 )
 
 
 def _sampling(v: Any) -> Optional[Dict[str, Any]]:
     if v is None:
         return None
-    s = _obj(v, {"temperature": True, "topK": True, "topP": True, "logprob": True})
-    t = _num(s["temperature"], "sampling.temperature")
+    s = check_params(v, {"temperature": True, "topK": True, "topP": True, "logprob": True})
+    t = number_field(s["temperature"], "sampling.temperature")
     if t <= 0:
         raise ProtocolError("sampling.temperature", f"must be > 0, got {t}")
-    p = _num(s["topP"], "sampling.topP")
+    p = number_field(s["topP"], "sampling.topP")
     if not 0 < p <= 1:
         raise ProtocolError("sampling.topP", f"must be in (0, 1], got {p}")
     if s["logprob"] not in ("processed", "raw"):
         raise ProtocolError("sampling.logprob", f"must be processed or raw, got {s['logprob']!r}")
-    return {"temperature": t, "topK": _int(s["topK"], "sampling.topK"), "topP": p, "logprob": s["logprob"]}
+    return {"temperature": t, "topK": int_field(s["topK"], "sampling.topK"), "topP": p, "logprob": s["logprob"]}
 
 
 # --- the methods ------------------------------------------------------------------------------
 
 
+def _refuse_keyword(method: str, keyword: str) -> NoReturn:
+    field = {"max_new_tokens": "maxNewTokens", **LOGPROBS_KEYWORDS}.get(keyword, keyword)
+    raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {keyword}", field)
+
+
+_logprobs_keywords_by_class: Dict[type, FrozenSet[str]] = {}
+
+
+def _logprobs_keywords(be: Backend) -> FrozenSet[str]:
+    """The keyword arguments `be.logprobs` takes: the `logprobs_keywords` declared by the class that defines
+    the `logprobs` in use (a subclass overriding `logprobs` does not inherit its parent's declaration); for a
+    class written before that declaration, the ones its signature names (all, with **kwargs). Once per class."""
+    cls = type(be)
+    known = _logprobs_keywords_by_class.get(cls)
+    if known is not None:
+        return known
+    owner = next(c for c in cls.__mro__ if "logprobs" in c.__dict__)
+    declared = owner.__dict__.get("logprobs_keywords")
+    if declared is not None:
+        known = frozenset(declared)
+        unknown = sorted(known - LOGPROBS_KEYWORDS.keys())
+        if unknown:
+            raise TypeError(f"{owner.__name__}.logprobs_keywords: unknown keyword(s) {unknown} (known: {sorted(LOGPROBS_KEYWORDS)})")
+    else:
+        import inspect
+
+        params = inspect.signature(be.logprobs).parameters
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        known = frozenset(k for k in LOGPROBS_KEYWORDS if takes_all or k in params)
+    _logprobs_keywords_by_class[cls] = known
+    return known
+
+
 def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dict[str, Any]:
-    """The keyword arguments of `extra` that `fn` takes. A backend written before a field existed keeps
-    working as long as the request does not use it; one that is used but not taken is refused."""
+    """The keyword arguments of `extra` that `fn` takes (generate's max_new_tokens). A backend written before a
+    field existed keeps working as long as the request does not use it; one that is used but not taken is refused."""
     import inspect
 
     if not extra:
@@ -72,8 +105,7 @@ def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dic
         return extra
     for k in extra:
         if k not in params:
-            field = {"max_new_tokens": "maxNewTokens", "routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}.get(k, k)
-            raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {k}", field)
+            _refuse_keyword(method, k)
     return extra
 
 
@@ -81,7 +113,7 @@ def _info(be: Backend, params: Any) -> Any:
     """`run` (revision 2) and `setup` (revision 3) are taken: this SDK serves the newest params, and a
     driver offers them to every backend, falling back for one that refuses them (docs/adapter.md §12).
     A field added later arrives only when the backend declares it in its capabilities."""
-    p = _obj(params, {"protocols": True, "run": False, "setup": False})
+    p = check_params(params, {"protocols": True, "run": False, "setup": False})
     if not isinstance(p["protocols"], list) or not p["protocols"]:
         raise ProtocolError("protocols", "expected a non-empty list of version strings")
     if be.protocol not in p["protocols"]:
@@ -95,13 +127,13 @@ def _info(be: Backend, params: Any) -> Any:
 
 
 def _sync(be: Backend, params: Any) -> Any:
-    _obj(params, {})
+    check_params(params, {})
     return {"weightVersion": int(be.sync())}
 
 
 def _generate(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False})
-    prompts = _prompts(p["prompts"], "prompts")
+    p = check_params(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False})
+    prompts = prompts_field(p["prompts"], "prompts")
     if not prompts:
         raise ProtocolError("prompts", "must hold at least one prompt")
     greedy = p.get("greedy", False)
@@ -112,17 +144,17 @@ def _generate(be: Backend, params: Any) -> Any:
         raise ProtocolError("side", f"must be rollout or trainer, got {side!r}")
     extra = {}
     if "maxNewTokens" in p:
-        extra["max_new_tokens"] = _int(p["maxNewTokens"], "maxNewTokens", 1)
-    batch = be.generate(prompts, _str(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_accepted(be.generate, extra, "generate"))
+        extra["max_new_tokens"] = int_field(p["maxNewTokens"], "maxNewTokens", 1)
+    batch = be.generate(prompts, string_field(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_accepted(be.generate, extra, "generate"))
     return batch_to_json(batch)
 
 
 def _logprobs(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False, "probSqSum": False})
+    p = check_params(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False, "probSqSum": False})
     batch = batch_from_json(p["batch"], "batch")
     if not isinstance(p["rows"], list) or not p["rows"]:
         raise ProtocolError("rows", "expected a non-empty list of row indices")
-    rows = [_int(r, f"rows.{i}") for i, r in enumerate(p["rows"])]
+    rows = [int_field(r, f"rows.{i}") for i, r in enumerate(p["rows"])]
     for i, r in enumerate(rows):
         if r >= batch.B:
             raise ProtocolError(f"rows.{i}", f"{r} is outside the batch (B={batch.B})")
@@ -154,8 +186,11 @@ def _logprobs(be: Backend, params: Any) -> Any:
             raise ProtocolError("probSqSum", f"expected a boolean, got {p['probSqSum']!r}")
         if p["probSqSum"]:
             extra["prob_sq_sum"] = True
-    out = be.logprobs(batch, rows, p["policy"], grad, **_accepted(be.logprobs, extra, "logprobs"))
-    res = out if isinstance(out, LogprobsResult) else LogprobsResult(*out)
+    takes = _logprobs_keywords(be)
+    for k in extra:
+        if k not in takes:
+            _refuse_keyword("logprobs", k)
+    res = LogprobsResult.of(be.logprobs(batch, rows, p["policy"], grad, **extra))
     answer: Dict[str, Any] = {"logp": encode_tensor(np.asarray(res.logp, dtype=np.float64))}
     if res.entropy is not None:
         answer["entropy"] = encode_tensor(np.asarray(res.entropy, dtype=np.float64))
@@ -173,15 +208,15 @@ def _logprobs(be: Backend, params: Any) -> Any:
 
 
 def _backward(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"handle": True, "gradLogp": True})
+    p = check_params(params, {"handle": True, "gradLogp": True})
     g = decode_tensor(p["gradLogp"], "gradLogp", ("F64",))
-    be.backward(_str(p["handle"], "handle"), g.reshape(-1))
+    be.backward(string_field(p["handle"], "handle"), g.reshape(-1))
     return None
 
 
 def _step(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"maxGradNorm": True})
-    m = _num(p["maxGradNorm"], "maxGradNorm")
+    p = check_params(params, {"maxGradNorm": True})
+    m = number_field(p["maxGradNorm"], "maxGradNorm")
     if m <= 0:
         raise ProtocolError("maxGradNorm", f"must be > 0, got {m}")
     r = be.step(m)
@@ -191,19 +226,19 @@ def _step(be: Backend, params: Any) -> Any:
 
 
 def _set_reference(be: Backend, params: Any) -> Any:
-    _obj(params, {})
+    check_params(params, {})
     be.set_reference()
     return None
 
 
 def _warm_start(be: Backend, params: Any) -> Any:
-    p = _obj(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True})
-    t = _obj(p["task"], {"name": True, "options": True})
-    return {k: float(v) for k, v in be.warm_start(t, _int(p["steps"], "steps"), _int(p["batchSize"], "batchSize", 1), _num(p["lr"], "lr"), _int(p["seed"], "seed", -(2**53))).items()}
+    p = check_params(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True})
+    t = check_params(p["task"], {"name": True, "options": True})
+    return {k: float(v) for k, v in be.warm_start(t, int_field(p["steps"], "steps"), int_field(p["batchSize"], "batchSize", 1), number_field(p["lr"], "lr"), int_field(p["seed"], "seed", -(2**53))).items()}
 
 
 def _dir(params: Any) -> str:
-    return _str(_obj(params, {"dir": True})["dir"], "dir")
+    return string_field(check_params(params, {"dir": True})["dir"], "dir")
 
 
 METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
@@ -218,7 +253,7 @@ METHODS: Dict[str, Callable[[Backend, Any], Any]] = {
     "save": lambda be, p: be.save(_dir(p)),
     "load": lambda be, p: be.load(_dir(p)),
     "dumpEngine": lambda be, p: be.dump_engine(_dir(p)),
-    "shutdown": lambda be, p: (_obj(p, {}), None)[1],
+    "shutdown": lambda be, p: (check_params(p, {}), None)[1],
 }
 
 

@@ -218,7 +218,10 @@ class RolloutBatch:
         return int(self.responses.shape[1])
 
 
-def _obj(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
+# --- params validation: shared by the codec (batch_from_json) and the server's methods; each error names the field ---
+
+
+def check_params(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
     """Checks params is an object with exactly the allowed keys (value: required)."""
     if params is None:
         params = {}
@@ -233,41 +236,45 @@ def _obj(params: Any, keys: Dict[str, bool]) -> Dict[str, Any]:
     return params
 
 
-def _int(v: Any, field: str, lo: int = 0) -> int:
+def int_field(v: Any, field: str, lo: int = 0) -> int:
+    """`v` as an integer ≥ lo (not a bool), else a ProtocolError naming `field`."""
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
         raise ProtocolError(field, f"expected an integer ≥ {lo}, got {v!r}")
     return v
 
 
-def _num(v: Any, field: str) -> float:
+def number_field(v: Any, field: str) -> float:
+    """`v` as a finite float (int or float, not a bool), else a ProtocolError naming `field`."""
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v):
         raise ProtocolError(field, f"expected a finite number, got {v!r}")
     return float(v)
 
 
-def _str(v: Any, field: str) -> str:
+def string_field(v: Any, field: str) -> str:
+    """`v` as a non-empty string, else a ProtocolError naming `field`."""
     if not isinstance(v, str) or v == "":
         raise ProtocolError(field, f"expected a non-empty string, got {v!r}")
     return v
 
 
-def _prompts(v: Any, field: str) -> list:
+def prompts_field(v: Any, field: str) -> list:
+    """`v` as a list of token-id lists (integers ≥ 0), else a ProtocolError naming `field.i.j`."""
     if not isinstance(v, list):
         raise ProtocolError(field, "expected a list of token lists")
     out = []
     for i, row in enumerate(v):
         if not isinstance(row, list):
             raise ProtocolError(f"{field}.{i}", "expected a list of token ids")
-        out.append([_int(t, f"{field}.{i}.{j}") for j, t in enumerate(row)])
+        out.append([int_field(t, f"{field}.{i}.{j}") for j, t in enumerate(row)])
     return out
 
 
 def batch_from_json(v: Any, field: str) -> RolloutBatch:
     """Decodes and checks a rollout batch (tensors of shape (B, T), prompts B rows, mask 0/1)."""
-    p = _obj(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
-    B = _int(p["B"], f"{field}.B", 1)
-    T = _int(p["T"], f"{field}.T")
-    prompts = _prompts(p["prompts"], f"{field}.prompts")
+    p = check_params(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
+    B = int_field(p["B"], f"{field}.B", 1)
+    T = int_field(p["T"], f"{field}.T")
+    prompts = prompts_field(p["prompts"], f"{field}.prompts")
     if len(prompts) != B:
         raise ProtocolError(f"{field}.prompts", f"must hold B={B} rows, got {len(prompts)}")
     responses = decode_tensor(p["responses"], f"{field}.responses", ("I32",), (B, T))
@@ -278,7 +285,7 @@ def batch_from_json(v: Any, field: str) -> RolloutBatch:
     rec = p["record"]
     if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
         raise ProtocolError(f"{field}.record.kind", "expected a string")
-    return RolloutBatch(_int(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
+    return RolloutBatch(int_field(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
 
 
 def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:

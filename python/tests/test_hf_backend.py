@@ -42,7 +42,7 @@ def backend(model, plan="hf-bf16", **kw) -> HfBackend:
 def mismatch(be: HfBackend, batch):
     """(k3, max |δ|) of the engine's ℓroll (teacher-forced on the batch's tokens through its KV-cache
     decode) against the trainer's ℓ: every plan measured on the same tokens."""
-    lp, _, _ = be.logprobs(batch, list(range(batch.B)), "current", False)
+    lp = be.logprobs(batch, list(range(batch.B)), "current", False).logp
     d = (lp - be.engine_logprobs(batch))[batch.mask > 0]
     return float(np.mean(np.exp(d) - 1 - d)), float(np.abs(d).max())
 
@@ -56,7 +56,7 @@ def test_identical_sides_give_zero_mismatch(base_model):
     for plan in ("hf-bf16", "hf-fp32"):
         be = backend(base_model, plan)
         b = be.generate(PROMPTS, "0/step/1/rollout", None, False, "rollout")  # the sampled ℓroll itself
-        lp, _, _ = be.logprobs(b, list(range(b.B)), "current", False)
+        lp = be.logprobs(b, list(range(b.B)), "current", False).logp
         assert np.array_equal(lp, b.logp_rollout), plan
         assert mismatch(be, b) == (0.0, 0.0), plan
 
@@ -92,7 +92,8 @@ def test_w8a8_layer_is_scaled_mm_of_the_refit_codes(base_model):
 def test_engine_changes_only_at_sync(base_model):
     be = backend(base_model, "hf-fp8-rollout", block=16)
     b0 = be.generate(PROMPTS, "s", None, False, "rollout")
-    lp, _, h = be.logprobs(b0, list(range(b0.B)), "current", True)
+    _res = be.logprobs(b0, list(range(b0.B)), "current", True)
+    lp, h = _res.logp, _res.handle
     be.backward(h, -b0.mask.reshape(-1))
     assert be.step(1.0)["weightVersion"] == 1
     stale = be.generate(PROMPTS, "s", None, False, "rollout")
@@ -108,22 +109,22 @@ def test_save_load_restores_weights_reference_optimizer(base_model, tmp_path):
     rows = list(range(b.B))
 
     def train_step():
-        _, _, h = be.logprobs(b, rows, "current", True)
+        h = be.logprobs(b, rows, "current", True).handle
         be.backward(h, -b.mask.reshape(-1))
         return be.step(1.0)
 
     be.set_reference()
     train_step()
     be.save(str(tmp_path))
-    after_save = be.logprobs(b, rows, "current", False)[0]
+    after_save = be.logprobs(b, rows, "current", False).logp
     train_step()
-    next_step = be.logprobs(b, rows, "current", False)[0]
+    next_step = be.logprobs(b, rows, "current", False).logp
     be.load(str(tmp_path))
     assert be.version == 1
-    assert np.array_equal(be.logprobs(b, rows, "current", False)[0], after_save)
-    assert np.array_equal(be.logprobs(b, rows, "reference", False)[0], backend(base_model).logprobs(b, rows, "current", False)[0])
+    assert np.array_equal(be.logprobs(b, rows, "current", False).logp, after_save)
+    assert np.array_equal(be.logprobs(b, rows, "reference", False).logp, backend(base_model).logprobs(b, rows, "current", False).logp)
     train_step()  # the optimizer state came back too: the same step again
-    assert np.array_equal(be.logprobs(b, rows, "current", False)[0], next_step)
+    assert np.array_equal(be.logprobs(b, rows, "current", False).logp, next_step)
 
 
 def test_same_seed_same_run(base_model):
@@ -132,7 +133,8 @@ def test_same_seed_same_run(base_model):
         out = []
         for s in range(2):
             b = be.generate(PROMPTS, f"0/step/{s}/rollout", None, False, "rollout")
-            lp, _, h = be.logprobs(b, list(range(b.B)), "current", True)
+            _res = be.logprobs(b, list(range(b.B)), "current", True)
+            lp, h = _res.logp, _res.handle
             be.backward(h, (b.mask * (b.responses % 3 - 1)).reshape(-1))
             out += [b.responses.tobytes(), b.logp_rollout.tobytes(), lp.tobytes(), repr(be.step(1.0))]
             be.sync()
@@ -200,7 +202,8 @@ def test_thread_count_does_not_change_bits(base_model):
                 torch.set_num_threads(threads)
                 be = backend(base_model, plan, block=16)
                 b = be.generate(PROMPTS, "s", None, False, "rollout")
-                lp, _, h = be.logprobs(b, list(range(b.B)), "current", True)
+                _res = be.logprobs(b, list(range(b.B)), "current", True)
+                lp, h = _res.logp, _res.handle
                 be.backward(h, -b.mask.reshape(-1))
                 runs.append((b.responses.tobytes(), b.logp_rollout.tobytes(), lp.tobytes(), repr(be.step(1.0))))
             assert runs[0] == runs[1], plan

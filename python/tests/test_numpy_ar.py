@@ -61,7 +61,8 @@ def test_same_seed_same_tokens_and_generate_logprobs_match_trainer():
     c = be.generate(prompts, "0/step/1/rollout", None, False, "rollout")
     assert np.array_equal(a.responses, b.responses)
     assert not np.array_equal(a.responses, c.responses)
-    lp, ent, _ = be.logprobs(a, range(4), "current", False)
+    _res = be.logprobs(a, range(4), "current", False)
+    lp, ent = _res.logp, _res.entropy
     assert np.max(np.abs(lp - a.logp_rollout)) < 1e-5
     assert np.all(ent[a.mask == 1] > 0) and np.all(ent[a.mask == 0] == 0)
 
@@ -70,20 +71,21 @@ def test_step_advances_version_reference_stays_and_checkpoint_round_trips(tmp_pa
     be = small_backend("bf16")
     be.set_reference()
     batch = be.generate([[1, 5, 6, 3]] * 3, "s", None, False, "rollout")
-    lp0, _, h = be.logprobs(batch, [0, 1, 2], "current", True)
+    _res = be.logprobs(batch, [0, 1, 2], "current", True)
+    lp0, h = _res.logp, _res.handle
     be.backward(h, -np.ones(lp0.size))  # ascend log-likelihood of the samples
     r = be.step(1.0)
     assert r["weightVersion"] == 1 and r["gradNorm"] > 0
-    lp1, _, _ = be.logprobs(batch, [0, 1, 2], "current", False)
-    ref, _, _ = be.logprobs(batch, [0, 1, 2], "reference", False)
+    lp1 = be.logprobs(batch, [0, 1, 2], "current", False).logp
+    ref = be.logprobs(batch, [0, 1, 2], "reference", False).logp
     assert np.array_equal(ref, lp0)
     assert np.sum(lp1) != np.sum(lp0)
     be.save(str(tmp_path / "ck"))
     other = small_backend("bf16")
     other.load(str(tmp_path / "ck"))
     assert other.version == 1
-    assert np.array_equal(other.logprobs(batch, [0, 1, 2], "current", False)[0], lp1)
-    assert np.array_equal(other.logprobs(batch, [0, 1, 2], "reference", False)[0], ref)
+    assert np.array_equal(other.logprobs(batch, [0, 1, 2], "current", False).logp, lp1)
+    assert np.array_equal(other.logprobs(batch, [0, 1, 2], "reference", False).logp, ref)
     assert other.step(1.0)["weightVersion"] == 2
 
 
@@ -91,7 +93,8 @@ def test_prob_sq_sum_is_verls_formula_on_the_trainer_logits_and_leaves_logp_unch
     # veRL calculate_sum_pi_squared_from_logits: exp(logsumexp(2z) − 2·logsumexp(z)), here at τ = 0.7
     be = small_backend()
     batch = be.generate([[1, 5, 6, 3]] * 3, "0/step/0/rollout", {"temperature": 0.7, "topK": 0, "topP": 1.0, "logprob": "processed"}, False, "rollout")
-    lp0, ent0, _ = be.logprobs(batch, [0, 1, 2], "current", False)
+    _res = be.logprobs(batch, [0, 1, 2], "current", False)
+    lp0, ent0 = _res.logp, _res.entropy
     res = be.logprobs(batch, [0, 1, 2], "current", False, prob_sq_sum=True)
     assert np.array_equal(res.logp, lp0) and np.array_equal(res.entropy, ent0)
     assert be.logprobs(batch, [0], "current", False).prob_sq_sum is None

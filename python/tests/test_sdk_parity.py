@@ -91,3 +91,57 @@ def test_wire_dtypes_are_the_typescript_ones():
     assert sorted(re.findall(r"^\s*([A-Z0-9]+):", block, re.M)) == sorted(wire.DTYPES)
     u32 = np.array([[0, 4294967295]], dtype=np.uint32)
     assert decode_tensor(encode_tensor(u32), "x").tolist() == [[0, 4294967295]]
+
+
+# --- the SDK's own seams: wire.py's public names, declared logprobs keywords, LogprobsResult by field -----------
+
+
+def test_server_imports_no_private_name_of_wire():
+    import ast
+    import pathlib
+
+    import qrl_backend.server as server
+
+    tree = ast.parse(pathlib.Path(server.__file__).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "wire" for a in n.names]
+    assert names and not [n for n in names if n.startswith("_")]
+
+
+def test_declared_logprobs_keywords_win_over_the_signature():
+    from qrl_backend import LOGPROBS_KEYWORDS
+
+    class Declared(Backend):
+        logprobs_keywords = frozenset({"prob_sq_sum"})
+
+        def logprobs(self, batch, rows, policy, grad, **kwargs):  # would take anything: the declaration decides
+            self.kwargs = kwargs
+            return LogprobsResult(logp=np.array([[-0.5, -0.25]]), prob_sq_sum=np.array([[0.5, 0.5]]))
+
+    be = Declared()
+    ok = call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "probSqSum": True})
+    assert "result" in ok and be.kwargs == {"prob_sq_sum": True}
+    e = call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "returnRouting": True})["error"]
+    assert e["data"]["field"] == "returnRouting" and "does not take return_routing" in e["message"]
+    assert set(LOGPROBS_KEYWORDS) == {"routing", "return_routing", "prob_sq_sum"}
+
+    class Unknown(Backend):
+        logprobs_keywords = frozenset({"temperature"})
+
+        def logprobs(self, batch, rows, policy, grad, temperature=1.0):
+            return LogprobsResult(logp=np.array([[-0.5, -0.25]]))
+
+    e = call(Unknown(), "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current"})["error"]
+    assert "logprobs_keywords: unknown keyword" in e["message"]
+
+
+def test_logprobs_result_is_read_by_field_and_converts_a_legacy_tuple():
+    import pytest
+
+    r = LogprobsResult(logp=np.zeros((1, 2)), entropy=None, handle="h")
+    with pytest.raises(TypeError):
+        iter(r)
+    with pytest.raises(TypeError):
+        r[0]
+    assert LogprobsResult.of(r) is r
+    t = LogprobsResult.of((np.ones((1, 2)), None, "h2"))
+    assert t.handle == "h2" and t.entropy is None and t.routing is None and t.prob_sq_sum is None

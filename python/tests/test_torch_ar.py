@@ -88,7 +88,7 @@ def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
         assert np.max(np.abs(lp - case[f"logp.bf16.{tau}"])) > 0.1
     else:
         batch = RolloutBatch(0, tokens[:, :P].tolist(), tokens[:, P:].astype(np.int32), mask, np.zeros_like(mask), {"kind": "ar", "promptLength": P, "temperature": float(tau)})
-        lp = be.logprobs(batch, list(range(B)), "current", False)[0]
+        lp = be.logprobs(batch, list(range(B)), "current", False).logp
         ts_lp = case[f"logp.{plan}.{tau}"]
     diff = float(np.max(np.abs(lp - ts_lp)))
     print(f"torch_ar {plan} τ={tau} on {DEVICE}: max |ℓ_torch − ℓ_ts| = {diff:.3g} over {int(mask.sum())} tokens")

@@ -145,7 +145,7 @@ function bitsOf(x: Float32Array): Int32Array {
  */
 function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32Array, count: number, R: number, K: number): [Float32Array, Int16Array, boolean, Float32Array] {
   const len = R * K;
-  const propagate = (spec.amaxNan ?? 'ignore') === 'propagate';
+  const amaxNan = spec.amaxNan ?? 'ignore';
   // Only an operand that contains the previous one (rows and columns kept or grown): its amax continues the previous amax.
   const last = memo.state;
   const prev = last !== null && last.spec === spec && last.count === count && last.rows <= R && last.cols <= K ? last : null;
@@ -173,10 +173,10 @@ function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32
     let am: number;
     if (reuse) {
       am = (prev as MemoState).amax[p] as number;
-      if (K0 < K) for (let r = 0; r < R0; r++) am = amaxRun(x, o + r * K + K0, o + (r + 1) * K, am, propagate);
-      am = amaxRun(x, o + R0 * K, o + len, am, propagate);
+      if (K0 < K) for (let r = 0; r < R0; r++) am = amaxRun(x, o + r * K + K0, o + (r + 1) * K, am, amaxNan);
+      am = amaxRun(x, o + R0 * K, o + len, am, amaxNan);
       reuse = Object.is(am, (prev as MemoState).amax[p]);
-    } else am = amaxRun(x, o, o + len, 0, propagate);
+    } else am = amaxRun(x, o, o + len, 0, amaxNan);
     amax[p] = am;
     status[p] = reuse ? 1 : 0;
     quantized += reuse ? len - R0 * K0 : len;

@@ -4,7 +4,7 @@
 import type { QuantizedTensor } from './quantize.js';
 import { type FloatFormat, exponentOf } from './formats.js';
 import { inputExponent, truncateToE8M } from './gemm-reference.js';
-import type { HopperChunkResult } from './hopper-kernel.js';
+import type { HopperChunkResult } from './kernels/hopper-kernel.js';
 import { fma32 } from './scales.js';
 import { decodeTable } from './vector.js';
 
@@ -47,9 +47,8 @@ export function decodeWithExponents(q: QuantizedTensor, fmt: FloatFormat, values
 /** Exponent tables of decoded QuantizedTensor values (weights), by values array and emin. */
 const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>();
 
-/** {@link exponentTable}, cached when `values` belongs to a QuantizedTensor (`cache`), else written into `scratch`. */
-export function exponentTableOf(values: Float32Array, emin: number, cache: boolean, scratch: Int16Array): Int16Array | null {
-  if (!cache) return exponentTable(values, emin, scratch);
+/** {@link exponentTable} of a cached decoding (a QuantizedTensor's values, immutable): computed once per array and emin. */
+export function cachedExponentTable(values: Float32Array, emin: number): Int16Array | null {
   let byEmin = exponentTables.get(values);
   if (byEmin === undefined) {
     byEmin = new Map();
@@ -68,7 +67,7 @@ export function exponentTableOf(values: Float32Array, emin: number, cache: boole
  * finite. Read from the float32 bits: a normal value's ⌊log2|v|⌋ is its exponent field − 127; field 255 is
  * ±Inf/NaN; zeros and subnormals (field 0) take {@link inputExponent} itself.
  */
-function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
+export function exponentTable(values: Float32Array, emin: number, out?: Int16Array): Int16Array | null {
   const e = out ?? new Int16Array(values.length);
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < values.length; i++) {
@@ -200,20 +199,23 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
 /**
  * Adds one chunk's WebAssembly sums into `acc`, each rounded to e8m13 (and stored as float32, as the
  * `partial` buffer of the segment loop would hold it), then scaled and accumulated exactly as the
- * segment loop of gemm does: `fma32(fl(sa·sb), c, acc)` with fine-grained scales, else
+ * segment loop of gemm does: `fma32(fl(sa·sb), c, acc)` with fine-grained scales (`scales`: a per row of A,
+ * b per row of B), else
  * `fl(acc + c)`. One pass over the outputs instead of a store to `partial` and a second pass.
  */
 export function accumulateChunkSums(
-  acc: Float32Array, r: HopperChunkResult, saK: Float64Array, sbK: Float64Array, m: number, n: number, fine: boolean, fractionBits: number,
+  acc: Float32Array, r: HopperChunkResult, scales: { readonly a: Float64Array; readonly b: Float64Array } | null, m: number, n: number, fractionBits: number,
 ): void {
   const { sums, maxes, stride } = r;
+  const fine = scales !== null;
+  const sbK = fine ? scales.b : null;
   for (let i = 0; i < m; i++) {
-    const sa = saK[i] as number;
+    const sa = fine ? (scales.a[i] as number) : 1;
     const row = i * stride;
     for (let j = 0; j < n; j++) {
       const o = i * n + j;
       const c = Math.fround(roundE8M(sums[row + j] as number, maxes[row + j] as number, fractionBits));
-      acc[o] = fine ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
+      acc[o] = sbK !== null ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
     }
   }
 }

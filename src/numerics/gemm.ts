@@ -3,8 +3,8 @@
 // kernel. Not a semantics of its own.
 
 import type { FloatFormat, FloatFormatName } from './formats.js';
-import { type CellLayout, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
-import { fp32Gemm, markGemmOperandImmutable } from './fp32-kernel.js';
+import { type CellLayout, type QuantizedTensor, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
+import { fp32Gemm, markGemmOperandImmutable } from './kernels/fp32-kernel.js';
 import {
   type GemmOperand,
   type GemmOptions,
@@ -22,11 +22,15 @@ import {
   segmentBoundaries,
   segmentSteps,
 } from './gemm-reference.js';
-import { SIMD_MIN_WORK, accumulateChunkSums, decodeWithExponents, exponentTableOf, hopperRangeFast } from './gemm-hopper.js';
-import { hopperChunkSums } from './hopper-kernel.js';
-import { type HopperOperand, hopperGemm } from './hopper-gemm-kernel.js';
+import { SIMD_MIN_WORK, accumulateChunkSums, cachedExponentTable, decodeWithExponents, exponentTable, hopperRangeFast } from './gemm-hopper.js';
+import { hopperChunkSums } from './kernels/hopper-kernel.js';
+import { type HopperOperand, hopperGemm } from './kernels/hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
-import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './scaled-gemm-kernel.js';
+import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
+import {
+  cacheDecoding, cachedDecoding, cachedDequantized, exponentScratch, firstSight, hopperSegmentScales, operandScratch, cachedPanels, quantizeScratch,
+  scaleTable, segmentLoopScratch, verifyCachedOperand,
+} from './gemm-caches.js';
 import type { CodeArray } from './vector.js';
 import { roundArray } from './round-array.js';
 
@@ -54,19 +58,26 @@ interface Operand extends GemmOperand {
   readonly coded: QuantizedTensor | null;
 }
 
+/** The fields {@link Operand} adds to a {@link GemmOperand}. */
+type CacheFields = Pick<Operand, 'cached' | 'exponents' | 'smallIntegers' | 'coded'>;
+
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
-function fastOperand(op: GemmOperand, cached: boolean, exponents: Int16Array | null | undefined, smallIntegers = false, coded: QuantizedTensor | null = null): Operand {
-  return { values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale, cached, exponents, smallIntegers, coded };
+function fastOperand(op: GemmOperand, c: CacheFields): Operand {
+  return {
+    values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale,
+    cached: c.cached, exponents: c.exponents, smallIntegers: c.smallIntegers, coded: c.coded,
+  };
 }
 
-/** Given B operands the one-call kernel has decoded from their codes once (a second sight decodes and caches them). */
-const seenCoded = new WeakSet<QuantizedTensor>();
-
-/** Whether this is the first hopper-fp8 GEMM with `q` as a given B: a tensor used once (wgrad's xᵀ) never pays for a cache. */
-function firstSight(q: QuantizedTensor): boolean {
-  if (seenCoded.has(q)) return false;
-  seenCoded.add(q);
-  return true;
+/** Where an operand sits in this call: its rows and K, its scratch slot (0: A, 1: B) and how gemm may treat it. */
+interface OperandSite {
+  readonly rows: number;
+  readonly k: number;
+  readonly slot: 0 | 1;
+  /** Passed in quantized by the caller (a weight, say), not quantized here: it may be seen again and its derived tables cached. */
+  readonly given: boolean;
+  /** A hopper-fp8 GEMM: decode with the exponent tables (or leave ≤ 8-bit float codes for the one-call kernel). */
+  readonly hopper: boolean;
 }
 
 /** The `values` of a coded operand before it is decoded. */
@@ -79,10 +90,10 @@ const NO_VALUES = new Float32Array(0);
 function decodedOperand(op: Operand, slot: 0 | 1): Operand {
   const q = op.coded;
   if (q === null) return op;
-  if (op.cached) return quantizedOperand(q, q.shape[0], q.shape[1], true, slot);
+  if (op.cached) return quantizedOperand(q, { rows: q.shape[0], k: q.shape[1], slot, given: true, hopper: false });
   const len = q.shape[0] * q.shape[1];
   const [values, exponents] = decodeWithExponents(q, elementFormat(q.spec.format) as FloatFormat, operandScratch(slot, len), exponentScratch(slot, len));
-  return fastOperand({ ...op, values }, false, exponents, op.smallIntegers);
+  return fastOperand({ ...op, values }, { cached: false, exponents, smallIntegers: op.smallIntegers, coded: null });
 }
 
 /** Whether a QuantizedTensor's element values are integers below 2^26: an integer format (codes in [−128, 255]) with zero points below 2^25. */
@@ -93,44 +104,16 @@ function hasSmallIntegers(q: QuantizedTensor): boolean {
   return true;
 }
 
-/**
- * Decoded element values of QuantizedTensors by identity (a QuantizedTensor is a value: nothing writes
- * into its codes after {@link quantize}), so a weight quantized once is decoded once, not per GEMM.
- */
-const decodedValues = new WeakMap<QuantizedTensor, Float32Array>();
-/** Weight-only GEMMs: dequantized (and rounded) values of caller-given QuantizedTensors, by tensor and rounding format. */
-const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
-
-/**
- * Per-call scratch of the operands gemm quantized itself (slot 0: A, 1: B): their quantizer scratch,
- * decoded values and hopper-fp8 exponent tables, grown on demand. Valid until the next gemm call.
- */
-const operandScratchBuf = {
-  quantize: [createQuantizeScratch(), createQuantizeScratch()] as const,
-  values: [new Float32Array(256), new Float32Array(256)] as [Float32Array, Float32Array],
-  exponents: [new Int16Array(256), new Int16Array(256)] as [Int16Array, Int16Array],
-};
-
-function operandScratch(slot: 0 | 1, n: number): Float32Array {
-  const s = operandScratchBuf.values;
-  if (s[slot].length < n) s[slot] = new Float32Array(Math.max(n, 2 * s[slot].length));
-  return s[slot].subarray(0, n);
-}
-
-function exponentScratch(slot: 0 | 1, n: number): Int16Array {
-  const s = operandScratchBuf.exponents;
-  if (s[slot].length < n) s[slot] = new Int16Array(Math.max(n, 2 * s[slot].length));
-  return s[slot].subarray(0, n);
-}
-
-/** The operand of a QuantizedTensor used with its scales; `cache`: the tensor came from the caller (a weight, say) and may be seen again. */
-function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: boolean, slot: 0 | 1, wantExponents = false): Operand {
+/** The operand of a QuantizedTensor used with its scales. */
+function quantizedOperand(q: QuantizedTensor, site: OperandSite): Operand {
+  const { rows, k, slot, given: cache, hopper: wantExponents } = site;
+  if (cache) verifyCachedOperand(q);
   const fmt = elementFormat(q.spec.format);
-  let values = cache ? decodedValues.get(q) : undefined;
+  let values = cache ? cachedDecoding(q) : undefined;
   // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
   // and cached on its second sight (a weight: decoded once, its panels kept)
   if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
-    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), cache, undefined, false, q);
+    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), { cached: cache, exponents: undefined, smallIntegers: false, coded: q });
   }
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
@@ -139,16 +122,16 @@ function quantizedOperand(q: QuantizedTensor, rows: number, k: number, cache: bo
   if (values === undefined) {
     // A tensor gemm quantized itself lives for this call only: decode it into the slot's scratch.
     values = cache ? quantizedValues(q) : quantizedValues(q, operandScratch(slot, rows * k));
-    if (cache) decodedValues.set(q, values);
+    if (cache) cacheDecoding(q, values);
     if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
-  return fastOperand(scaledOperand(q, values, rows, k), cache, exponents, hasSmallIntegers(q));
+  return fastOperand(scaledOperand(q, values, rows, k), { cached: cache, exponents, smallIntegers: hasSmallIntegers(q), coded: null });
 }
 
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
 function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
   if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
-  return quantizeTransient(quant, x, [rows, k], operandScratchBuf.quantize[slot]);
+  return quantizeTransient(quant, x, [rows, k], quantizeScratch(slot));
 }
 
 function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
@@ -156,7 +139,14 @@ function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
 }
 
 function plainFastOperand(values: Float32Array, format: FloatFormatName | null): Operand {
-  return fastOperand(plainOperand(values, format), false, undefined);
+  return fastOperand(plainOperand(values, format), { cached: false, exponents: undefined, smallIntegers: false, coded: null });
+}
+
+/** The rounding formats of the unscaled or weight-only path (null: none given), and whether exactly one operand is scaled. */
+interface PlainFormats {
+  readonly format: FloatFormatName | null;
+  readonly otherFormat: FloatFormatName | null;
+  readonly weightOnly: boolean;
 }
 
 /**
@@ -164,31 +154,25 @@ function plainFastOperand(values: Float32Array, format: FloatFormatName | null):
  * operand is dequantized first, then rounded to the other operand's float format when one was
  * given (W4A16 kernels dequantize weights to fp16/bf16 before the MMA).
  */
-function plainPathOperand(
-  x: Float32Array | QuantizedTensor, rows: number, k: number, f: FloatFormatName | null, otherF: FloatFormatName | null,
-  oneSided: boolean, cache: boolean, slot: 0 | 1,
-): Operand {
+function plainPathOperand(x: Float32Array | QuantizedTensor, site: OperandSite, formats: PlainFormats): Operand {
+  const { format: f, otherFormat: otherF, weightOnly } = formats;
+  const cache = site.given;
   if (!isQuantized(x)) return plainFastOperand(roundTo(x, f), f);
-  if (oneSided && x.spec.scale.kind !== 'none') {
+  if (weightOnly && x.spec.scale.kind !== 'none') {
     if (!cache) return plainFastOperand(roundTo(dequantize(x), otherF), otherF);
-    let byFormat = dequantizedValues.get(x);
-    if (byFormat === undefined) {
-      byFormat = new Map();
-      dequantizedValues.set(x, byFormat);
-    }
-    let v = byFormat.get(otherF ?? 'fp32');
-    if (v === undefined) {
-      v = roundTo(dequantize(x), otherF);
-      byFormat.set(otherF ?? 'fp32', v);
-      markGemmOperandImmutable(v); // derived once from a tensor nothing writes: its packed panels may be kept
-    }
+    verifyCachedOperand(x);
+    const v = cachedDequantized(x, otherF ?? 'fp32', () => {
+      const rounded = roundTo(dequantize(x), otherF);
+      markGemmOperandImmutable(rounded); // derived once from a tensor nothing writes: its packed panels may be kept
+      return rounded;
+    });
     return plainFastOperand(v, otherF);
   }
-  return quantizedOperand(x, rows, k, cache, slot);
+  return quantizedOperand(x, { ...site, hopper: false }); // unscaled codes: decoded, no exponent tables here
 }
 
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
-function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [Operand, Operand] {
+function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: NormalizedGemmOptions): [Operand, Operand] {
   const qa = prepOperand(a, m, k, options.aQuant, 0);
   const qb = prepOperand(b, n, k, options.bQuant, 1);
   const fa = roundingFormatOf(qa, options.aQuant);
@@ -196,16 +180,42 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const scaledA = isScaled(qa);
   const scaledB = isScaled(qb);
   // `given`: passed in quantized (a === qa), not quantized here, so it may be seen again and its derived tables cached.
-  const givenA = a === qa;
-  const givenB = b === qb;
   const hopper = options.accumulator === 'hopper-fp8';
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, m, k, givenA, 0, hopper), quantizedOperand(qb as QuantizedTensor, n, k, givenB, 1, hopper)];
-  const oneSided = scaledA !== scaledB;
-  return [plainPathOperand(qa, m, k, fa, fb, oneSided, givenA, 0), plainPathOperand(qb, n, k, fb, fa, oneSided, givenB, 1)];
+  const siteA: OperandSite = { rows: m, k, slot: 0, given: a === qa, hopper };
+  const siteB: OperandSite = { rows: n, k, slot: 1, given: b === qb, hopper };
+  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, siteA), quantizedOperand(qb as QuantizedTensor, siteB)];
+  const weightOnly = scaledA !== scaledB;
+  return [plainPathOperand(qa, siteA, { format: fa, otherFormat: fb, weightOnly }), plainPathOperand(qb, siteB, { format: fb, otherFormat: fa, weightOnly })];
 }
 
-/** One K-range [k0, k1) of every output with the reference loops of `model`, into `partial`. */
-function referenceRange(partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number, s: GemmSettings, eminA: number, eminB: number): void {
+/** One gemm call's sizes, settings and K-segment steps, as the paths below read them. */
+interface GemmCall {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly settings: GemmSettings;
+  /** The K-segment steps of {@link segmentSteps}. */
+  readonly steps: number[];
+}
+
+/** What the segment loop's K-ranges read: the call, the decoded operands and the kernels chosen for them. */
+interface SegmentLoop {
+  readonly call: GemmCall;
+  /** A (m, k) and B (n, k) element values, row-major. */
+  readonly A: Float32Array;
+  readonly B: Float32Array;
+  readonly eminA: number;
+  readonly eminB: number;
+  /** The fp32 kernel of fp32, and of int32 on small integer operands; null otherwise. */
+  readonly fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null;
+  /** hopper-fp8 exponent tables of A and B; null: not hopper-fp8, or a value is not finite. */
+  readonly tables: [Int16Array, Int16Array] | null;
+}
+
+/** One K-range [k0, k1) of every output with the reference loops of the model, into `partial`. */
+function referenceRange(loop: SegmentLoop, partial: Float32Array, k0: number, k1: number): void {
+  const { A, B, eminA, eminB } = loop;
+  const { m, n, k, settings: s } = loop.call;
   for (let i = 0; i < m; i++) {
     for (let j = 0; j < n; j++) partial[i * n + j] = referenceDot(s.model, A, B, i * k, j * k, k0, k1, s, eminA, eminB);
   }
@@ -233,35 +243,6 @@ function int32IsExactInFloat32(A: Float32Array, B: Float32Array, m: number, n: n
   return k * maxA * maxB < 2 ** 24;
 }
 
-// ---------------------------------------------------------------------------------------------------
-
-/**
- * Scratch of the segment loop (partial, acc, total: at least m·n; per-segment scales of A and B rows:
- * at least m and n), grown on demand. Only indices below m·n (m, n) are used, so calls of changing
- * shapes (attention GEMMs alternate) reuse the same arrays without building views.
- */
-const segmentScratch = {
-  partial: new Float32Array(256),
-  acc: new Float32Array(256),
-  total: new Float32Array(256),
-  saK: new Float64Array(64),
-  sbK: new Float64Array(64),
-};
-
-function scratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
-  const mn = m * n;
-  const sc = segmentScratch;
-  if (sc.partial.length < mn) {
-    const cap = Math.max(mn, 2 * sc.partial.length);
-    sc.partial = new Float32Array(cap);
-    sc.acc = new Float32Array(cap);
-    sc.total = new Float32Array(cap);
-  }
-  if (sc.saK.length < m) sc.saK = new Float64Array(Math.max(m, 2 * sc.saK.length));
-  if (sc.sbK.length < n) sc.sbK = new Float64Array(Math.max(n, 2 * sc.sbK.length));
-  return [sc.partial, sc.acc, sc.total, sc.saK, sc.sbK];
-}
-
 /** {@link segmentBoundaries} without a set for the common cases (no step, one distinct step). */
 function boundaries(lo: number, hi: number, steps: number[]): number[] {
   // The distinct finite steps: none, one (the common case) or more.
@@ -284,33 +265,49 @@ function boundaries(lo: number, hi: number, steps: number[]): number[] {
   return segmentBoundaries(lo, hi, steps);
 }
 
+/** An operand's hopper-fp8 exponent table: decoded with it, cached with its decoding, or computed into the slot's scratch. */
+function exponentsOf(op: Operand, slot: 0 | 1): Int16Array | null {
+  if (op.exponents !== undefined) return op.exponents;
+  return op.cached ? cachedExponentTable(op.values, op.emin) : exponentTable(op.values, op.emin, exponentScratch(slot, op.values.length));
+}
+
 /** The hopper-fp8 exponent tables of both operands, or null when a value is not finite (the scalar reference runs then). */
 function hopperTablesOf(opA: Operand, opB: Operand): [Int16Array, Int16Array] | null {
-  const eA = opA.exponents !== undefined ? opA.exponents : exponentTableOf(opA.values, opA.emin, opA.cached, exponentScratch(0, opA.values.length));
-  const eB = eA === null ? null : opB.exponents !== undefined ? opB.exponents : exponentTableOf(opB.values, opB.emin, opB.cached, exponentScratch(1, opB.values.length));
+  const eA = exponentsOf(opA, 0);
+  const eB = eA === null ? null : exponentsOf(opB, 1);
   return eA !== null && eB !== null ? [eA, eB] : null;
 }
 
 /** One K-range [k0, k1) of every output under the model into `partial` (module level: no per-call closures in the hot path). */
-function runRange(
-  settings: GemmSettings, fp32: ((partial: Float32Array, k0: number, k1: number) => void) | null, tables: [Int16Array, Int16Array] | null,
-  partial: Float32Array, A: Float32Array, B: Float32Array, m: number, n: number, k: number, k0: number, k1: number, eminA: number, eminB: number,
-): void {
+function runRange(loop: SegmentLoop, partial: Float32Array, k0: number, k1: number): void {
   // fp32, and int32 on small integer operands (its float32 sums are then the exact int32 sums: int32IsExactInFloat32).
-  if (fp32 !== null) return fp32(partial, k0, k1);
-  if (tables !== null) return hopperRangeFast(partial, A, B, tables[0], tables[1], m, n, k, k0, k1, settings.chunk, settings.fractionBits);
+  if (loop.fp32 !== null) return loop.fp32(partial, k0, k1);
+  const { m, n, k, settings } = loop.call;
+  if (loop.tables !== null) return hopperRangeFast(partial, loop.A, loop.B, loop.tables[0], loop.tables[1], m, n, k, k0, k1, settings.chunk, settings.fractionBits);
   // pairwise, fp64, other int32 operands, hopper-fp8 with a non-finite value: the reference loops.
-  return referenceRange(partial, A, B, m, n, k, k0, k1, settings, eminA, eminB);
+  return referenceRange(loop, partial, k0, k1);
 }
 
-/** Per-segment scales of {@link hopperOneCall}: (segment, row) of A and (segment, row) of B, grown on demand. */
-let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
+/**
+ * The scales of the K-segment starting at `k0`, one per row of `op`, into `dst[at + r]` for r < rows: the cell's scale
+ * where `op` is fine-grained, else 1 (its per-row / per-tensor scales go to the epilogue). The one gather of the three
+ * paths that apply fine scales inside the K loop (hopper one call, scaled one call, segment loop).
+ */
+function fineScalesOf(dst: Float32Array | Float64Array, at: number, op: Operand, rows: number, k0: number): void {
+  if (!op.fine) {
+    dst.fill(1, at, at + rows);
+    return;
+  }
+  const scales = op.scales as Float32Array;
+  const layout = op.layout as CellLayout;
+  for (let r = 0; r < rows; r++) dst[at + r] = scales[layout.index(r, k0)] as number;
+}
 
 /** A one-call kernel operand: its codes, or its values with their exponent table (null: a value is not finite). */
 function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
   const q = op.coded;
   if (q !== null) return { codes: q.codes as CodeArray, format: elementFormat(q.spec.format) as FloatFormat };
-  const exps = op.exponents !== undefined ? op.exponents : exponentTableOf(op.values, op.emin, op.cached, exponentScratch(slot, op.values.length));
+  const exps = exponentsOf(op, slot);
   return exps === null ? null : { values: op.values, exps };
 }
 
@@ -320,10 +317,10 @@ function hopperOperand(op: Operand, slot: 0 | 1): HopperOperand | null {
  * accumulators into `total` and returns true, or returns false (nothing written that the segment
  * loop would read) for the segment loop to run.
  */
-function hopperOneCall(
-  total: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number,
-  steps: number[], chunk: number, fine: boolean, fractionBits: number,
-): boolean {
+function hopperOneCall(total: Float32Array, opA: Operand, opB: Operand, call: GemmCall): boolean {
+  const { m, n, k, steps } = call;
+  const { chunk, fractionBits } = call.settings;
+  const fine = opA.fine || opB.fine;
   // Coded operands cost the kernel no JavaScript pass over their elements: worth the call at any size.
   if (k === 0 || (m * n * k < SIMD_MIN_WORK && (opA.coded === null || opB.coded === null))) return false;
   const bounds = boundaries(0, k, steps);
@@ -333,44 +330,14 @@ function hopperOneCall(
   const a = hopperOperand(opA, 0);
   const b = a === null ? null : hopperOperand(opB, 1);
   if (a === null || b === null) return false;
+  const scales = hopperSegmentScales(fine ? nseg : 0, m, n);
   if (fine) {
-    if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
-      segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
-    }
-    const { a: sa, b: sb } = segmentScales;
     for (let s = 0; s < nseg; s++) {
-      const k0 = s * chunk;
-      for (let i = 0; i < m; i++) sa[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-      for (let j = 0; j < n; j++) sb[s * n + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+      fineScalesOf(scales.a, s * m, opA, m, s * chunk);
+      fineScalesOf(scales.b, s * n, opB, n, s * chunk);
     }
   }
-  return hopperGemm(total, a, b, m, n, k, chunk, fine, segmentScales.a, segmentScales.b, fractionBits, opB.cached);
-}
-
-/** B panels of {@link packPanels} for cached operand values (decoded weights), by values array and model. */
-const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
-
-function panelsOf(model: ScaledGemmModel, op: Operand, n: number, k: number): Float32Array | Int32Array {
-  if (!op.cached) return packPanels(model, op.values, n, k);
-  let byModel = packedPanels.get(op.values);
-  if (byModel === undefined) {
-    byModel = new Map();
-    packedPanels.set(op.values, byModel);
-  }
-  let p = byModel.get(model);
-  if (p === undefined) {
-    p = packPanels(model, op.values, n, k);
-    byModel.set(model, p);
-  }
-  return p;
-}
-
-/** Scratch of {@link scaledOneCall}'s scale tables, grown on demand. */
-const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
-
-function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array {
-  if (scaleScratch[name].length < size) scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
-  return scaleScratch[name].subarray(0, size);
+  return hopperGemm(total, a, b, { m, n, K: k, segLen: chunk, fractionBits, segmentScales: fine ? scales : null, cacheB: opB.cached });
 }
 
 /**
@@ -379,7 +346,8 @@ function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array
  * or returns false (nothing written) where the kernel does not apply: no WebAssembly SIMD, or int32
  * operands outside the kernel's exact range.
  */
-function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number, n: number, k: number, model: ScaledGemmModel, steps: number[]): boolean {
+function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, call: GemmCall, model: ScaledGemmModel): boolean {
+  const { m, n, k, steps } = call;
   if (model === 'int32' && !(opA.smallIntegers && opB.smallIntegers)) return false;
   const bounds = boundaries(0, k, steps);
   const nseg = bounds.length - 1;
@@ -392,9 +360,8 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
     segA = scaleTable('segA', nseg * m);
     segB = scaleTable('segB', nseg * n8);
     for (let s = 0; s < nseg; s++) {
-      const k0 = bounds[s] as number;
-      for (let i = 0; i < m; i++) segA[s * m + i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-      for (let j = 0; j < n; j++) segB[s * n8 + j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+      fineScalesOf(segA, s * m, opA, m, bounds[s] as number);
+      fineScalesOf(segB, s * n8, opB, n, bounds[s] as number);
     }
   }
   // Per-row / per-tensor scales, applied in the epilogue.
@@ -409,7 +376,7 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, m: number,
     for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
   }
   return scaledGemmKernel(out, {
-    model, m, n, k, bounds, a: opA.values, bPanels: panelsOf(model, opB, n, k),
+    model, m, n, k, bounds, a: opA.values, bPanels: opB.cached ? cachedPanels(model, opB.values, n, k) : packPanels(model, opB.values, n, k),
     segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
   });
 }
@@ -419,8 +386,34 @@ function roundOutput(out: Float32Array, format: FloatFormatName | undefined): vo
   if (format !== undefined && format !== 'fp32') roundArray(format, out, { profile: 'ieee' }, out);
 }
 
-/** Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code. */
-function normalizeOptions(o: GemmOptions): GemmOptions {
+/**
+ * {@link GemmOptions} with every field present (possibly undefined): what {@link normalizeGemmOptions} returns. A
+ * field added to `O` makes the object literal there fail to compile until it is listed, and {@link fastPathReadsOf}
+ * fails until the fast path says where it reads it. @internal
+ */
+export type NormalizedGemmOptions<O extends GemmOptions = GemmOptions> = { readonly [K in keyof Required<O>]: O[K] };
+
+/**
+ * Where the fast path reads each {@link GemmOptions} field (`gemmSettings` is shared with the reference, so a field
+ * read there is read on every path). A new field fails to compile here until it is placed. @internal
+ */
+export const fastPathReadsOf = {
+  aQuant: 'prepareOperands',
+  bQuant: 'prepareOperands',
+  accumulator: 'gemmSettings',
+  promoteEvery: 'gemmSettings',
+  chunk: 'gemmSettings',
+  fractionBits: 'gemmSettings',
+  splitK: 'gemmSettings',
+  outFormat: 'roundOutput',
+  reference: 'gemm (runs gemmReference)',
+} as const satisfies Record<keyof GemmOptions, string>;
+
+/**
+ * Every {@link GemmOptions} field, present (possibly undefined), in one key order: one object shape for the hot code.
+ * No cast: the literal must list exactly the fields of {@link NormalizedGemmOptions}. @internal
+ */
+export function normalizeGemmOptions(o: GemmOptions): NormalizedGemmOptions {
   return {
     aQuant: o.aQuant,
     bQuant: o.bQuant,
@@ -431,7 +424,7 @@ function normalizeOptions(o: GemmOptions): GemmOptions {
     splitK: o.splitK,
     outFormat: o.outFormat,
     reference: o.reference,
-  } as GemmOptions;
+  } satisfies NormalizedGemmOptions;
 }
 
 /**
@@ -469,19 +462,28 @@ export function gemm(
   if (options.reference === true) return gemmReference(out, a, b, m, n, k, options);
   checkShapes(out, a, b, m, n, k);
   // Callers pass option objects of many shapes: read them once, here, into one fixed shape.
-  options = normalizeOptions(options);
-  const settings = gemmSettings(options);
+  const opts = normalizeGemmOptions(options);
+  const settings = gemmSettings(opts);
+  const [opA, opB] = prepareOperands(a, b, m, n, k, opts);
+  accumulate(out, opA, opB, { m, n, k, settings, steps: segmentSteps(opA, opB, settings) });
+  roundOutput(out, opts.outFormat);
+  return out;
+}
+
+/**
+ * `out` = A·Bᵀ before the output rounding, on the first path that applies: the scaled one call (scaled fp32, int32),
+ * the hopper-fp8 one call, the plain fp32 kernel (no scales, one K-segment), else the segment loop and the epilogue.
+ */
+function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, call: GemmCall): void {
+  const { m, n, k, settings } = call;
   const { model, splitK, chunk, fractionBits } = settings;
-  let [opA, opB] = prepareOperands(a, b, m, n, k, options);
-  const steps = segmentSteps(opA, opB, settings);
+  let opA = preparedA;
+  let opB = preparedB;
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
-  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, m, n, k, model, steps)) {
-    roundOutput(out, options.outFormat);
-    return out;
-  }
+  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, call, model)) return;
   const fine = opA.fine || opB.fine;
-  const [partial, acc, total, saK, sbK] = scratch(m, n);
+  const [partial, acc, total, saK, sbK] = segmentLoopScratch(m, n);
   // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
   const global = Math.fround(opA.globalScale * opB.globalScale);
   const rowScalesA = !opA.fine && opA.scales !== null;
@@ -489,7 +491,7 @@ export function gemm(
   // No per-tensor, per-row or global scale: the float32 accumulators are the output (no epilogue pass).
   const bare = !rowScalesA && !rowScalesB && global === 1;
   // (the one call writes its target only after reading every input, so `out` may alias one)
-  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, m, n, k, steps, chunk, fine, fractionBits);
+  const oneCall = model === 'hopper-fp8' && splitK === 1 && hopperOneCall(bare ? out : total, opA, opB, call);
   if (!oneCall) {
     opA = decodedOperand(opA, 0);
     opB = decodedOperand(opB, 1);
@@ -499,15 +501,15 @@ export function gemm(
   const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
   if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
-    roundOutput(out, options.outFormat);
-    return out;
+    return;
   }
   const hopperTables = model === 'hopper-fp8' && !oneCall ? hopperTablesOf(opA, opB) : null;
+  const loop: SegmentLoop = { call, A, B, eminA: opA.emin, eminB: opB.emin, fp32, tables: hopperTables };
   const partSize = Math.ceil(k / splitK);
   for (let p = 0; p < (oneCall ? 0 : splitK); p++) {
     const lo = Math.min(k, p * partSize);
     const hi = Math.min(k, lo + partSize);
-    const bounds = boundaries(lo, hi, steps);
+    const bounds = boundaries(lo, hi, call.steps);
     acc.fill(0, 0, m * n);
     for (let s = 0; s + 1 < bounds.length; s++) {
       const k0 = bounds[s] as number;
@@ -515,16 +517,15 @@ export function gemm(
       // A single-chunk hopper-fp8 segment with enough products runs the WebAssembly step (null: no SIMD here).
       const simd =
         hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK
-          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], m, n, k, k0, k1, fractionBits, opB.cached)
+          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], { m, n, k, k0, k1, fractionBits, cacheB: opB.cached })
           : null;
-      if (simd === null) runRange(settings, fp32, hopperTables, partial, A, B, m, n, k, k0, k1, opA.emin, opB.emin);
+      if (simd === null) runRange(loop, partial, k0, k1);
       if (fine) {
-        // The scales of this K-segment, one per row of A and of B (1 where that operand is not fine-grained).
-        for (let i = 0; i < m; i++) saK[i] = opA.fine ? (opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, k0)] as number : 1;
-        for (let j = 0; j < n; j++) sbK[j] = opB.fine ? (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, k0)] as number : 1;
+        fineScalesOf(saK, 0, opA, m, k0);
+        fineScalesOf(sbK, 0, opB, n, k0);
       }
       if (simd !== null) {
-        accumulateChunkSums(acc, simd, saK, sbK, m, n, fine, fractionBits);
+        accumulateChunkSums(acc, simd, fine ? { a: saK, b: sbK } : null, m, n, fractionBits);
       } else if (fine) {
         for (let i = 0; i < m; i++) {
           const sa = saK[i] as number;
@@ -542,8 +543,7 @@ export function gemm(
   }
   if (bare) {
     if (!oneCall) out.set(total.subarray(0, m * n));
-    roundOutput(out, options.outFormat);
-    return out;
+    return;
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
   if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
@@ -558,6 +558,4 @@ export function gemm(
       out[i * n + j] = v;
     }
   }
-  roundOutput(out, options.outFormat);
-  return out;
 }

@@ -1,7 +1,7 @@
 // Scale cells of a row-major (rows, cols) tensor: which cell holds each element (the layout of a granularity) and
 // per-cell statistics (amax, min, max). Not the scale rules (scale-rules.ts), not the element casts.
 
-import type { Granularity } from './quant-spec.js';
+import type { Granularity, QuantSpec } from './quant-spec.js';
 
 /** Cell layout of a granularity over (rows, cols). */
 export interface CellLayout {
@@ -94,12 +94,19 @@ export function grown(a: Float32Array<ArrayBuffer>, n: number): Float32Array<Arr
   return a.length >= n ? a : new Float32Array(Math.max(n, 2 * a.length));
 }
 
+/** What to do with a NaN element in a cell's amax: QuantSpec.amaxNan. */
+export type AmaxNanRule = 'ignore' | 'propagate';
+
 /**
- * Per-cell amax (and min, max when `needRange`) of x into `scratch`, by runs of consecutive elements of
- * a cell. A NaN element is skipped, or makes the cell's statistics NaN with `propagateNan`.
+ * Per-cell amax (and min, max for the `minmax` scale rule) of x into `scratch`, by runs of consecutive elements of
+ * a cell. A NaN element is skipped (`amaxNan: 'ignore'`, the default), or makes the cell's statistics NaN ('propagate').
  */
-export function cellStats(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean, needRange: boolean, scratch: CellStatsScratch): CellStats {
-  if (!needRange) return cellAmax(x, rows, cols, layout, propagateNan, scratch);
+export function cellStats(
+  x: Float32Array, rows: number, cols: number, layout: CellLayout, spec: Pick<QuantSpec, 'amaxNan' | 'scale'>, scratch: CellStatsScratch,
+): CellStats {
+  const amaxNan = spec.amaxNan ?? 'ignore';
+  if (spec.scale.kind !== 'minmax') return cellAmax(x, rows, cols, layout, amaxNan, scratch);
+  const propagateNan = amaxNan === 'propagate';
   const count = layout.count;
   const amax = (scratch.amax = grown(scratch.amax, count));
   const min = (scratch.min = grown(scratch.min, count));
@@ -149,21 +156,21 @@ export function cellStats(x: Float32Array, rows: number, cols: number, layout: C
 }
 
 /**
- * The amax of x[from, to) continued from `am` (the cell's amax so far): a NaN element is skipped, or makes the
- * result NaN with `propagateNan`.
+ * The amax of x[from, to) continued from `am` (the cell's amax so far): a NaN element is skipped ('ignore'), or makes
+ * the result NaN ('propagate').
  */
-export function amaxRun(x: Float32Array, from: number, to: number, am: number, propagateNan: boolean): number {
+export function amaxRun(x: Float32Array, from: number, to: number, am: number, amaxNan: AmaxNanRule): number {
   let nan = false;
   for (let i = from; i < to; i++) {
     const a = Math.abs(x[i] as number);
     if (a > am) am = a; // false for NaN: skipped
     else if (a !== a) nan = true;
   }
-  return nan && propagateNan ? Number.NaN : am;
+  return nan && amaxNan === 'propagate' ? Number.NaN : am;
 }
 
 /** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
-function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, propagateNan: boolean, scratch: CellStatsScratch): CellStats {
+function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, amaxNan: AmaxNanRule, scratch: CellStatsScratch): CellStats {
   const count = layout.count;
   const amax = (scratch.amax = grown(scratch.amax, count));
   amax.fill(0, 0, count);
@@ -176,7 +183,7 @@ function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayou
     const width = flat ? rows * cols : cols;
     for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
       const end = base + Math.min(width, c0 + seg);
-      amax[cell] = amaxRun(x, base + c0, end, amax[cell] as number, propagateNan);
+      amax[cell] = amaxRun(x, base + c0, end, amax[cell] as number, amaxNan);
     }
   }
   return { amax, min: scratch.min, max: scratch.max };

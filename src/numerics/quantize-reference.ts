@@ -3,7 +3,7 @@
 
 import { decode, signBit } from './formats.js';
 import { castProfile } from './profiles.js';
-import { type CellStats, cellLayout, checkShape2d } from './quant-cells.js';
+import { type AmaxNanRule, type CellStats, cellLayout, checkShape2d } from './quant-cells.js';
 import {
   type QuantCodes,
   type QuantSpec,
@@ -22,7 +22,7 @@ import { allocCodes } from './vector.js';
 const fr = Math.fround;
 
 /** Per-cell amax, min and max of x, element by element (a NaN is skipped, or makes its cell's statistics NaN). */
-function referenceCellStats(x: Float32Array, rows: number, cols: number, cellOf: (r: number, c: number) => number, count: number, propagateNan: boolean): CellStats {
+function referenceCellStats(x: Float32Array, rows: number, cols: number, cellOf: (r: number, c: number) => number, count: number, amaxNan: AmaxNanRule): CellStats {
   const amax = new Float32Array(count);
   const min = new Float32Array(count).fill(Infinity);
   const max = new Float32Array(count).fill(-Infinity);
@@ -42,7 +42,7 @@ function referenceCellStats(x: Float32Array, rows: number, cols: number, cellOf:
     }
   }
   for (let i = 0; i < count; i++) {
-    if (propagateNan && hasNan[i] === 1) amax[i] = min[i] = max[i] = Number.NaN;
+    if (amaxNan === 'propagate' && hasNan[i] === 1) amax[i] = min[i] = max[i] = Number.NaN;
     // Empty cells (only in empty tensors): min = max = 0.
     if (min[i] === Infinity) min[i] = 0;
     if (max[i] === -Infinity) max[i] = 0;
@@ -78,7 +78,7 @@ export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: reado
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const cellOf = (r: number, c: number): number => layout.index(r, c);
-  const stats = referenceCellStats(x, rows, cols, cellOf, layout.count, (spec.amaxNan ?? 'ignore') === 'propagate');
+  const stats = referenceCellStats(x, rows, cols, cellOf, layout.count, spec.amaxNan ?? 'ignore');
   const params = cellParams(spec, fmt, stats, layout, options, new Float32Array(layout.count), new Float32Array(layout.count));
   const clamp = spec.clamp ?? 'none';
   const clampCode = clampCodes[clamp];

@@ -130,7 +130,7 @@ const temporaries = createQuantizeScratch();
  * ```
  */
 export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions = {}): QuantizedTensor {
-  return quantizeWith(spec, x, shape, options, temporaries, false);
+  return quantizeWith(spec, x, shape, options, temporaries, 'kept');
 }
 
 /**
@@ -140,14 +140,21 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
  * @internal
  */
 export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], scratch: QuantizeScratch): QuantizedTensor {
-  return quantizeWith(spec, x, shape, {}, scratch, true);
+  return quantizeWith(spec, x, shape, {}, scratch, 'transient');
 }
 
-function quantizeWith(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, scratch: ScratchViews, transient: boolean): QuantizedTensor {
+/**
+ * The quantizer of {@link quantize} ('kept': new code and scale arrays) and {@link quantizeTransient} ('transient':
+ * codes of ≤ 8-bit formats and scales in `scratch`, valid until its next use).
+ */
+function quantizeWith(
+  spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, scratch: ScratchViews, lifetime: 'kept' | 'transient',
+): QuantizedTensor {
+  const transient = lifetime === 'transient';
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
-  const stats = cellStats(x, rows, cols, layout, (spec.amaxNan ?? 'ignore') === 'propagate', spec.scale.kind === 'minmax', scratch);
+  const stats = cellStats(x, rows, cols, layout, spec, scratch);
   let scales: Float32Array;
   const views = scratch.views;
   if (transient) {

@@ -2,7 +2,7 @@
 // Not a scheduler or a pool for runs (sweeps have their own); every output element is one sequential sum.
 
 import { MessageChannel, Worker, isMainThread } from 'node:worker_threads';
-import { fp32KernelModule, fp32KernelRows, markGemmOperandImmutable, newFp32Kernel, FP32_BLOCKING, type WasmKernel } from './fp32-kernel.js';
+import { fp32KernelModule, fp32KernelRows, markGemmOperandImmutable, newFp32Kernel, FP32_BLOCKING, type WasmKernel } from './kernels/fp32-kernel.js';
 
 export { markGemmOperandImmutable };
 

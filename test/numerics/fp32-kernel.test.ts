@@ -8,8 +8,8 @@ import { gemm, quantize, quantPreset, threadedGemmF32 } from '../../src/numerics
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { arConfig, createArPolicy, numericsFor, precisionPlans, rollout } from '../../src/policies/index.js';
 import { makeTask } from '../../src/tasks/index.js';
-import { FP32_BLOCKING, FP32_TILE_ROWS, fp32KernelIsSimd, fp32PanelPacks, markGemmOperandImmutable } from '../../src/numerics/fp32-kernel.js';
-import { scaledPanelPacks } from '../../src/numerics/scaled-gemm-kernel.js';
+import { FP32_BLOCKING, FP32_TILE_ROWS, fp32KernelIsSimd, fp32PanelPacks, markGemmOperandImmutable } from '../../src/numerics/kernels/fp32-kernel.js';
+import { scaledPanelPacks } from '../../src/numerics/kernels/scaled-gemm-kernel.js';
 
 /** B panels packed by either kernel: the fp32 one, or the scaled fp32/int32 one that quantized weights with scales take. */
 const allPanelPacks = (): number => fp32PanelPacks() + scaledPanelPacks();

@@ -7,8 +7,8 @@ import { type QuantSpec, dequantize, fakeQuant, gemm, quantPreset, quantize, tru
 import { decodeTable } from '../../src/numerics/vector.js';
 import { exponentOf } from '../../src/numerics/formats.js';
 import { fma32 } from '../../src/numerics/scales.js';
-import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
-import { hopperKernelIsSimd } from '../../src/numerics/hopper-kernel.js';
+import { fp32KernelIsSimd } from '../../src/numerics/kernels/fp32-kernel.js';
+import { hopperKernelIsSimd } from '../../src/numerics/kernels/hopper-kernel.js';
 
 const fr = Math.fround;
 

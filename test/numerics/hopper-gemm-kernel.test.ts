@@ -1,4 +1,4 @@
-// The one-call WebAssembly hopper-fp8 GEMM (src/numerics/hopper-gemm-kernel.ts) against its scalar reference, built
+// The one-call WebAssembly hopper-fp8 GEMM (src/numerics/kernels/hopper-gemm-kernel.ts) against its scalar reference, built
 // here from the exported scalar pieces: per segment hopperFusedDotAdd from zero, then fma32(fl(sa·sb), c, acc) or
 // fl(acc + c). Object.is on edge data: an fma32 tie that a double rounding would break, ±0, subnormal scales,
 // cancellation, overflow to ±Inf, and the flagged sums that must fall back.
@@ -8,7 +8,7 @@ import { hopperFusedDotAdd, gemm, quantPreset, quantize } from '../../src/numeri
 import { exponentOf, floatFormats } from '../../src/numerics/formats.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { fma32 } from '../../src/numerics/scales.js';
-import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd } from '../../src/numerics/hopper-gemm-kernel.js';
+import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd } from '../../src/numerics/kernels/hopper-gemm-kernel.js';
 import { createRng } from '../../src/rng.js';
 
 const fr = Math.fround;
@@ -69,14 +69,14 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
     expect(want[n]).toBe(-(2 ** 24 + 2));
     expect(want.some((v) => v === Infinity || v === -Infinity)).toBe(true);
     const got = new Float32Array(m * n);
-    expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, seg, true, sa, sb, 13, false)).toBe(true);
+    expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: seg, fractionBits: 13, segmentScales: { a: sa, b: sb } })).toBe(true);
     expectSame(got, want, 'fine');
     const plain = new Float32Array(m * n);
-    expect(hopperGemm(plain, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, seg, false, sa, sb, 13, true)).toBe(true);
+    expect(hopperGemm(plain, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: seg, fractionBits: 13, segmentScales: null, cacheB: true })).toBe(true);
     expectSame(plain, reference(A, B, m, n, K, seg, false, sa, sb), 'per-row (fl(acc + c))');
     // Cached panels of B give the same result on a second call.
     const again = new Float32Array(m * n);
-    hopperGemm(again, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, seg, false, sa, sb, 13, true);
+    hopperGemm(again, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: seg, fractionBits: 13, segmentScales: null, cacheB: true });
     expectSame(again, plain, 'cached B');
   });
 
@@ -97,7 +97,7 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
       const want = reference(A, B, m, n, K, seg, true, sa, sb, fb);
       for (const allowNarrow of [true, false]) {
         const got = new Float32Array(m * n);
-        expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, seg, true, sa, sb, fb, false, allowNarrow)).toBe(true);
+        expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: seg, fractionBits: fb, segmentScales: { a: sa, b: sb }, allowNarrow })).toBe(true);
         expectSame(got, want, `m=${m} n=${n} K=${K} fb=${fb} narrow allowed ${allowNarrow}`);
       }
     }
@@ -117,14 +117,14 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
       for (const fine of [true, false]) {
         const want = reference(A, B, m, n, K, seg, fine, sa, sb, fb, emin);
         const got = new Float32Array(m * n);
-        const ran = hopperGemm(got, { values: A, exps: exps(A, emin) }, { values: B, exps: exps(B, emin) }, m, n, K, seg, fine, sa, sb, fb, false);
+        const ran = hopperGemm(got, { values: A, exps: exps(A, emin) }, { values: B, exps: exps(B, emin) }, { m, n, K, segLen: seg, fractionBits: fb, segmentScales: fine ? { a: sa, b: sb } : null });
         // fb ≥ 18 makes these 24-bit products' chunk sums reach 2^31 units: handed back, never wrong
         if (ran) expectSame(got, want, `fb=${fb} fine=${fine}`);
         else expect(fb).toBeGreaterThanOrEqual(18);
         if (fb <= 13) expect(ran).toBe(true);
       }
     }
-    expect(hopperGemm(new Float32Array(m * n), { values: A, exps: exps(A, emin) }, { values: B, exps: exps(B, emin) }, m, n, K, seg, true, sa, sb, 53, false)).toBe(false);
+    expect(hopperGemm(new Float32Array(m * n), { values: A, exps: exps(A, emin) }, { values: B, exps: exps(B, emin) }, { m, n, K, segLen: seg, fractionBits: 53, segmentScales: { a: sa, b: sb } })).toBe(false);
   });
 
   it('FP8 codes in float32 lanes: every e4m3 value (±448, subnormals, ±0) against every other, all-zero rows, widest exponent spread', () => {
@@ -140,7 +140,7 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
       const want = reference(A, B, m, n, K, seg, fine, sa, sb);
       for (const allowNarrow of [true, false]) {
         const got = new Float32Array(m * n);
-        expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, seg, fine, sa, sb, 13, false, allowNarrow)).toBe(true);
+        expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: seg, fractionBits: 13, segmentScales: fine ? { a: sa, b: sb } : null, allowNarrow })).toBe(true);
         expectSame(got, want, `fine=${fine} narrow allowed ${allowNarrow}`);
       }
     }
@@ -153,7 +153,7 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call WebAssembly hopper-fp8 GEMM',
     // 16 addends of ≈ 2^29.6 units each at fractionBits 28: chunk sums ≥ 2^31 units
     const got = new Float32Array(m * n);
     const ones = new Float64Array(64).fill(1);
-    expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, m, n, K, 16, true, ones, ones, 28, false)).toBe(false);
+    expect(hopperGemm(got, { values: A, exps: exps(A) }, { values: B, exps: exps(B) }, { m, n, K, segLen: 16, fractionBits: 28, segmentScales: { a: ones, b: ones } })).toBe(false);
     const out = gemm(new Float32Array(m * n), A, B, m, n, K, { accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1, fractionBits: 28 });
     const ref = gemm(new Float32Array(m * n), A, B, m, n, K, { accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1, fractionBits: 28, reference: true });
     expectSame(out, ref, 'fallback');
@@ -228,7 +228,7 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call hopper-fp8 GEMM on codes deco
           for (const [a, b] of sides) {
             for (const allowNarrow of [true, false]) {
               const got = new Float32Array(m * n).fill(Number.NaN);
-              expect(hopperGemm(got, a, b, m, n, K, seg, fine, sa, sb, 13, false, allowNarrow)).toBe(true);
+              expect(hopperGemm(got, a, b, { m, n, K, segLen: seg, fractionBits: 13, segmentScales: fine ? { a: sa, b: sb } : null, allowNarrow })).toBe(true);
               expectSame(got, want, `${fa}×${fb} ${m}×${n}×${K} fine=${fine} A ${a.codes !== undefined ? 'codes' : 'values'} B ${b.codes !== undefined ? 'codes' : 'values'} narrow allowed ${allowNarrow}`);
             }
           }
@@ -247,7 +247,7 @@ describe.runIf(hopperGemmKernelIsSimd())('one-call hopper-fp8 GEMM on codes deco
         const cb = new Uint8Array(n * K).fill(0x38);
         (side === 'a' ? ca : cb)[K + 3] = bad;
         const got = new Float32Array(m * n);
-        expect(hopperGemm(got, { codes: ca, format }, { codes: cb, format }, m, n, K, 16, true, ones, ones, 13, false), `${name} ${bad} in ${side}`).toBe(false);
+        expect(hopperGemm(got, { codes: ca, format }, { codes: cb, format }, { m, n, K, segLen: 16, fractionBits: 13, segmentScales: { a: ones, b: ones } }), `${name} ${bad} in ${side}`).toBe(false);
       }
     }
     // Through gemm: per-call FP8 operands (both coded) with a NaN and an Inf input, at a decode-row shape below the old size floor.

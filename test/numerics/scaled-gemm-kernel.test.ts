@@ -5,7 +5,7 @@ import { createRng } from '../../src/rng.js';
 import { type QuantSpec, type QuantizedTensor, gemm, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { fma32, nextFloat32Up } from '../../src/numerics/scales.js';
-import { scaledGemmKernelAvailable } from '../../src/numerics/scaled-gemm-kernel.js';
+import { scaledGemmKernelAvailable } from '../../src/numerics/kernels/scaled-gemm-kernel.js';
 
 const fr = Math.fround;
 const FLT_MAX = fr(3.4028234663852886e38);

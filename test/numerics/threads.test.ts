@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/rng.js';
 import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
 import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd, markGemmOperandImmutable } from '../../src/numerics/threads.js';
-import { fp32KernelIsSimd } from '../../src/numerics/fp32-kernel.js';
+import { fp32KernelIsSimd } from '../../src/numerics/kernels/fp32-kernel.js';
 import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
 
 const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));

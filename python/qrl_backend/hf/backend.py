@@ -296,6 +296,8 @@ class HfBackend(Backend):
 
     # --- trainer -------------------------------------------------------------------------------
 
+    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":

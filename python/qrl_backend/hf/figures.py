@@ -49,7 +49,7 @@ def mismatch(inits: int, path: Optional[str]) -> None:
         model = AutoModelForCausalLM.from_config(model_config("llama", 13, {}), attn_implementation=ATTENTION_NAME)
         ref = HfBackend(copy.deepcopy(model), "hf-bf16", max_new_tokens=7)
         batch = ref.generate(PROMPTS, f"figures/{init}", None, False, "rollout")
-        lp = ref.logprobs(batch, list(range(batch.B)), "current", False)[0]
+        lp = ref.logprobs(batch, list(range(batch.B)), "current", False).logp
         on = batch.mask > 0
         for label, plan, block in CELLS:
             be = HfBackend(copy.deepcopy(model), plan, block=block, max_new_tokens=7)

@@ -131,6 +131,8 @@ class NumpyArBackend(Backend):
 
     # --- trainer -------------------------------------------------------------------------------
 
+    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":
@@ -345,6 +347,8 @@ class ConfiguredNumpyAr(Backend):
 
     def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
         return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
+
+    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
 
     def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):
         return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)

@@ -197,6 +197,8 @@ class TorchArBackend(Backend):
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(s["temperature"])}
         return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record)
 
+    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
         if batch.record.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {batch.record.get('kind')!r}")

@@ -19,8 +19,10 @@ def main() -> int:
     a = ref.generate(prompts, "t/0", None, False, "rollout")
     b = tb.generate(prompts, "t/0", None, False, "rollout")
     assert np.array_equal(a.responses, b.responses), "sampled tokens differ"
-    lp_n, ent_n, hn = ref.logprobs(a, [0, 1, 2], "current", True)
-    lp_t, ent_t, ht = tb.logprobs(a, [0, 1, 2], "current", True)
+    _res = ref.logprobs(a, [0, 1, 2], "current", True)
+    lp_n, ent_n, hn = _res.logp, _res.entropy, _res.handle
+    _res = tb.logprobs(a, [0, 1, 2], "current", True)
+    lp_t, ent_t, ht = _res.logp, _res.entropy, _res.handle
     d = float(np.max(np.abs(lp_n - lp_t)))
     assert d < 1e-5, f"log-probs differ by {d}"
     assert float(np.max(np.abs(ent_n - ent_t))) < 1e-5
@@ -33,8 +35,8 @@ def main() -> int:
         assert float(np.max(np.abs(gt - ref.grads[name]))) / scale < 1e-4, f"gradient of {name} differs"
     ra, rb = ref.step(1.0), tb.step(1.0)
     assert abs(ra["gradNorm"] - rb["gradNorm"]) / ra["gradNorm"] < 1e-5 and ra["weightVersion"] == rb["weightVersion"] == 1
-    after = ref.logprobs(a, [0, 1, 2], "current", False)[0]
-    assert float(np.max(np.abs(after - tb.logprobs(a, [0, 1, 2], "current", False)[0]))) < 1e-4, "AdamW steps differ"
+    after = ref.logprobs(a, [0, 1, 2], "current", False).logp
+    assert float(np.max(np.abs(after - tb.logprobs(a, [0, 1, 2], "current", False).logp))) < 1e-4, "AdamW steps differ"
     print(f"torch_ar selftest: ok (max |Δℓ| = {d:.2g})")
     return 0
 

@@ -5,8 +5,8 @@
 // the power of two 2^(fractionBits − maxE) is exact, `f64x2.trunc` is IEEE truncation, and the truncated addends are
 // integers far below 2^53, so their double sums are exact in any order. The JS caller does the e8m13 rounding.
 
-import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from './wasm-emit.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from '../wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, memarg0, set, simd, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes used (WebAssembly core spec §5.4). */
 const op = {
@@ -99,9 +99,8 @@ function packPanels(B: Float32Array, eB: Int16Array, n: number, k: number, k0: n
   return { k0, len, n, values, exps };
 }
 
-/** {@link packPanels}, kept with B when B is a cached weight decoding (`cacheB`). */
-function panelsOf(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number, cacheB: boolean): PackedPanels {
-  if (!cacheB) return packPanels(B, eB, n, k, k0, len);
+/** {@link packPanels} of a B that is a cached weight decoding (immutable): kept with it, by k0. */
+function cachedPanels(B: Float32Array, eB: Int16Array, n: number, k: number, k0: number, len: number): PackedPanels {
   let byK0 = packedCache.get(B);
   if (byK0 === undefined) packedCache.set(B, (byK0 = new Map()));
   let packed = byK0.get(k0);
@@ -124,23 +123,38 @@ export interface HopperChunkResult {
   readonly stride: number;
 }
 
+/** Sizes, chunk and caching of one {@link hopperChunkSums} call. @internal */
+export interface HopperChunkOptions {
+  /** Rows of A. */
+  readonly m: number;
+  /** Rows of B. */
+  readonly n: number;
+  /** Row length of A and B. */
+  readonly k: number;
+  /** The chunk [k0, k1). */
+  readonly k0: number;
+  readonly k1: number;
+  /** Fractional bits of the alignment. */
+  readonly fractionBits: number;
+  /** B is an immutable cached weight decoding: its packed panels are kept with it. @defaultValue false */
+  readonly cacheB?: boolean;
+}
+
 /**
  * One K-chunk [k0, k1) of every output (i, j) from a zero accumulator: `maxes` = max(−126,
  * max_kk eA(i,kk) + eB(j,kk)) and `sums` = Σ_kk trunc(A(i,kk)·B(j,kk)·2^(fractionBits − maxE)),
- * exactly as the JS table kernel forms them. `cacheB`: B is an immutable cached weight decoding, so
- * its packed panels are kept with it. Returns null (nothing computed) where WebAssembly SIMD is
+ * exactly as the JS table kernel forms them (A (m, k), B (n, k) row-major with their exponent tables;
+ * {@link HopperChunkOptions}: sizes, the chunk, caching). Returns null (nothing computed) where WebAssembly SIMD is
  * unavailable.
  * @internal
  */
-export function hopperChunkSums(
-  A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
-  k0: number, k1: number, fractionBits: number, cacheB: boolean,
-): HopperChunkResult | null {
+export function hopperChunkSums(A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, options: HopperChunkOptions): HopperChunkResult | null {
+  const { m, n, k, k0, k1, fractionBits, cacheB = false } = options;
   const w = hopperWasm();
   if (w === null) return null;
   const len = k1 - k0;
   const np = Math.ceil(n / 4);
-  const panels = panelsOf(B, eB, n, k, k0, len, cacheB);
+  const panels = cacheB ? cachedPanels(B, eB, n, k, k0, len) : packPanels(B, eB, n, k, k0, len);
   // layout (bytes): [A values m·len·8][A exps m·len·4][B values np·len·32][B exps np·len·16][sums m·np·32][maxes m·np·16]
   const av = 0;
   const ae = align(av + m * len * 8);

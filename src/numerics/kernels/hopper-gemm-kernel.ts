@@ -6,12 +6,15 @@
 // Not a new semantics: each step is the JS reference's; sums that could leave the float32 range set a flag and the
 // caller runs the JS path instead.
 
-import type { FloatFormat } from './formats.js';
-import { NON_FINITE, codeExponents } from './gemm-hopper.js';
-import type { CodeArray } from './vector.js';
-import { decodeTable } from './vector.js';
-import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from './wasm-emit.js';
+import type { FloatFormat } from '../formats.js';
+import { NON_FINITE, codeExponents } from '../gemm-hopper.js';
+import type { CodeArray } from '../vector.js';
+import { decodeTable } from '../vector.js';
+import { type HopperOperand, cachedB, factsOf, narrowOkMemo, packInto, packPanels } from './hopper-gemm-operands.js';
+
+export type { HopperOperand };
+import { type WasmMemory, lazyOneFunction, oneFunctionModule, uleb } from '../wasm.js';
+import { forLoop, get, hopperChunkLoops, i32c, set, simd, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
@@ -356,135 +359,10 @@ export function hopperGemmKernelIsSimd(): boolean {
   return hopperGemmWasm() !== null;
 }
 
-/**
- * What makes the float32 chunk sums of an operand pair exact, scanned from the data: every nonzero value
- * has at most 12 significant bits and a normal float32 exponent (`minE`..`maxE`, unbiased; +∞/−∞ when
- * all are zero), and its exponent table spans `tmin`..`tmax`. Null: a value has more bits, is a float32
- * subnormal or is not finite.
- */
-interface NarrowFacts {
-  readonly minE: number;
-  readonly maxE: number;
-  readonly tmin: number;
-  readonly tmax: number;
-}
-
-function narrowFacts(values: Float32Array, exps: Int16Array, len: number): NarrowFacts | null {
-  const bits = new Int32Array(values.buffer, values.byteOffset, len);
-  let minF = 255;
-  let maxF = 0;
-  for (let x = 0; x < len; x++) {
-    const b = (bits[x] as number) & 0x7fffffff;
-    if (b === 0) continue;
-    // low 12 of the 23 stored mantissa bits zero (≤ 12 significant bits); exponent field 1..254 (normal, finite)
-    if ((b & 0xfff) !== 0 || b < 0x00800000 || b >= 0x7f800000) return null;
-    const f = b >>> 23;
-    if (f < minF) minF = f;
-    if (f > maxF) maxF = f;
-  }
-  let tmin = Infinity;
-  let tmax = -Infinity;
-  for (let x = 0; x < len; x++) {
-    const e = exps[x] as number;
-    if (e < tmin) tmin = e;
-    if (e > tmax) tmax = e;
-  }
-  return maxF === 0 ? { minE: Infinity, maxE: -Infinity, tmin, tmax } : { minE: minF - 127, maxE: maxF - 127, tmin, tmax };
-}
-
-/**
- * Whether the float32 lanes compute the chunk sums of these operands exactly, bit for bit the f64
- * lanes' sums: (1) a·b of two values of ≤ 12 significant bits is exact in float32 when it stays normal
- * (minE_a + minE_b ≥ −126, maxE_a + maxE_b + 2 ≤ 127); (2) inv = 2^(fb − maxE) is a normal float32
- * (maxE between max(−126, tmin_a + tmin_b) and max(−126, tmax_a + tmax_b)); (3) then a·b·inv is exact
- * whenever it is ≥ 1 in magnitude, and below 1 it truncates to the same signed zero either way; every
- * truncated addend is below 2^(fb + 2) (|a·b| < 2^(e_a + e_b + 2), e_a + e_b ≤ maxE), so (4) with
- * segLen·2^(fb + 2) ≤ 2^24 every partial sum is an integer that float32 holds exactly, in any order.
- * Exponent sums stay far inside int16 (|e| ≤ 254), so the kernel's i16x8 maxima are exact too.
- */
-function narrowOk(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
-  if (segLen * 2 ** (fractionBits + 2) > 2 ** 24) return false;
-  const anyProduct = a.maxE !== -Infinity && b.maxE !== -Infinity;
-  if (anyProduct && (a.minE + b.minE < -126 || a.maxE + b.maxE > 125)) return false;
-  const lo = Math.max(-126, a.tmin + b.tmin);
-  const hi = Math.max(-126, a.tmax + b.tmax);
-  // and the e8m13 value c = sum·2^(maxE − fb), |sum| < 2^24, stays below 2^128: nothing for the flag to catch
-  return fractionBits + 127 - hi >= 1 && fractionBits + 127 - lo <= 254 && 24 + hi - fractionBits <= 128;
-}
-
-/** B (n, K) packed into panels over all of K for one kernel: values and exponents panel[p][kk][c], `width` columns per panel. */
-interface Panels {
-  readonly values: Float64Array | Float32Array;
-  readonly exps: Int32Array | Int16Array;
-}
-
-/** What is kept with a cached B: its narrow facts and its panels for either kernel (packed on first use). */
-interface CachedB {
-  readonly n: number;
-  readonly K: number;
-  readonly facts: NarrowFacts | null;
-  wide: Panels | null;
-  narrow: Panels | null;
-}
-
-/** Packed panels of B operands that are cached weight decodings (immutable), by values array. */
-const panelCache = new WeakMap<Float32Array, CachedB>();
-
-/** Writes B's values and exponents as panels of `width` columns from elements `vo`/`eo` on (padding columns: 0 and −126). */
-function packInto(
-  B: Float32Array, eB: Int16Array, n: number, K: number, width: number,
-  values: Float64Array | Float32Array, vo: number, exps: Int32Array | Int16Array, eo: number,
-): void {
-  const cols = Math.ceil(n / width) * width;
-  for (let j = 0; j < cols; j++) {
-    // column j is lane c of panel p: its K values go to (p·K + kk)·width + c
-    const c = j % width;
-    let at = (j - c) * K + c;
-    if (j >= n) {
-      for (let kk = 0; kk < K; kk++, at += width) {
-        values[vo + at] = 0;
-        exps[eo + at] = -126;
-      }
-      continue;
-    }
-    const row = j * K;
-    for (let kk = 0; kk < K; kk++, at += width) {
-      values[vo + at] = B[row + kk] as number;
-      exps[eo + at] = eB[row + kk] as number;
-    }
-  }
-}
-
-function packPanels(B: Float32Array, eB: Int16Array, n: number, K: number, narrow: boolean): Panels {
-  const width = narrow ? 8 : 4;
-  const size = Math.ceil(n / width) * width * K;
-  const panels = narrow ? { values: new Float32Array(size), exps: new Int16Array(size) } : { values: new Float64Array(size), exps: new Int32Array(size) };
-  packInto(B, eB, n, K, width, panels.values, 0, panels.exps, 0);
-  return panels;
-}
-
-function cachedB(B: Float32Array, eB: Int16Array, n: number, K: number): CachedB {
-  let c = panelCache.get(B);
-  if (c === undefined || c.n !== n || c.K !== K) {
-    c = { n, K, facts: narrowFacts(B, eB, n * K), wide: null, narrow: null };
-    panelCache.set(B, c);
-  }
-  return c;
-}
-
 /** x rounded up to a multiple of 16 (byte addresses, far below 2^31). */
 function align(x: number): number {
   return (x + 15) & ~15;
 }
-
-/**
- * One operand of {@link hopperGemm}: decoded element values with their MMA-Sim input exponents (finite), or the codes
- * of a float format of at most 8 bits, which the kernel decodes through the format's tables (a NaN/Inf code hands the
- * call back).
- */
-export type HopperOperand =
-  | { readonly values: Float32Array; readonly exps: Int16Array; readonly codes?: undefined; readonly format?: undefined }
-  | { readonly codes: CodeArray; readonly format: FloatFormat; readonly values?: undefined; readonly exps?: undefined };
 
 /** Code-table slots at the start of the kernel's memory (one page): a format's tables are written once, when first used. */
 const TABLE_SLOTS = 16;
@@ -507,45 +385,44 @@ function codeTableOf(fmt: FloatFormat, memory: WasmMemory): number | null {
   return at;
 }
 
-/**
- * Narrow facts of every finite code of a format: bounds of any tensor of its codes, so {@link narrowOk} on them
- * implies it on the data (each condition only gets harder as the bounds widen).
- */
-const formatFacts = new Map<FloatFormat, NarrowFacts | null>();
-
-function factsOfFormat(fmt: FloatFormat): NarrowFacts | null {
-  let f = formatFacts.get(fmt);
-  if (f === undefined) {
-    const exps = codeExponents(fmt);
-    const finite = decodeTable(fmt).filter((_, c) => exps[c] !== NON_FINITE);
-    f = narrowFacts(finite, exps.filter((e) => e !== NON_FINITE), finite.length);
-    formatFacts.set(fmt, f);
-  }
-  return f;
-}
-
-/** A per-call operand's narrow facts: its format's, or scanned from its values. */
-function factsOf(x: HopperOperand, len: number): NarrowFacts | null {
-  return x.format !== undefined ? factsOfFormat(x.format) : narrowFacts(x.values, x.exps, len);
+/** Sizes, scales and caching of one {@link hopperGemm} call. @internal */
+export interface HopperGemmOptions {
+  /** Rows of A (and of the output). */
+  readonly m: number;
+  /** Rows of B (the output's columns). */
+  readonly n: number;
+  /** The reduction length. */
+  readonly K: number;
+  /** The chunk: every K-segment is one chunk [s·segLen, min((s + 1)·segLen, K)), the last one possibly shorter. */
+  readonly segLen: number;
+  /** Fractional bits of the e8m13 rounding, 0 to 52 (else the call returns false). */
+  readonly fractionBits: number;
+  /**
+   * Fine-grained scales of each segment, `a` (nseg·m: [s·m + i]) and `b` (nseg·n: [s·n + j]): promotion by
+   * fma32(fl(sa·sb), c, acc). Null: no fine scales, promotion by fl(acc + c).
+   */
+  readonly segmentScales: { readonly a: Float64Array; readonly b: Float64Array } | null;
+  /** A decoded B is an immutable cached weight decoding: its packed panels are kept with it. @defaultValue false */
+  readonly cacheB?: boolean;
+  /** Sum in float32 lanes where narrowOk clears the operands (false: never, for tests comparing both). @defaultValue true */
+  readonly allowNarrow?: boolean;
 }
 
 /**
  * The float32 accumulator of every output (i, j) of a hopper-fp8 GEMM whose K-segments are all one
  * chunk: [s·segLen, min((s + 1)·segLen, K)) for s < nseg = ⌈K / segLen⌉ (the last one may be shorter),
  * written into `total[i·n + j]`: per segment the chunk sum from
- * zero, rounded to e8m13, promoted with `fma32(fl(sa[s][i]·sb[s][j]), c, acc)` when `fine`, else
- * `fl(acc + c)`. `sa` (nseg·m) and `sb` (nseg·n) are the segments' scales (read when fine). Returns
+ * zero, rounded to e8m13, promoted with `fma32(fl(sa[s][i]·sb[s][j]), c, acc)` with segment scales, else
+ * `fl(acc + c)` ({@link HopperGemmOptions}: sizes, scales, caching). Returns
  * false (total unspecified) where WebAssembly SIMD is unavailable or a sum needs the JS reference.
  * Either operand may be given as codes ({@link HopperOperand}), decoded in the kernel: no JavaScript pass over
- * the elements; a coded operand with a NaN/Inf code returns false. `cacheB`: a decoded B is an immutable cached
- * weight decoding, so its packed panels are kept with it. Operands that {@link narrowOk} clears (FP8/FP6/FP4 codes)
- * sum their chunks in float32 lanes, twice as wide (`allowNarrow: false`: never, for tests comparing both).
+ * the elements; a coded operand with a NaN/Inf code returns false. Operands that narrowOk (hopper-gemm-operands.ts)
+ * clears (FP8/FP6/FP4 codes) sum their chunks in float32 lanes, twice as wide.
  * @internal
  */
-export function hopperGemm(
-  total: Float32Array, a: HopperOperand, b: HopperOperand, m: number, n: number, K: number,
-  segLen: number, fine: boolean, sa: Float64Array, sb: Float64Array, fractionBits: number, cacheB: boolean, allowNarrow = true,
-): boolean {
+export function hopperGemm(total: Float32Array, a: HopperOperand, b: HopperOperand, options: HopperGemmOptions): boolean {
+  const { m, n, K, segLen, fractionBits, segmentScales, cacheB = false, allowNarrow = true } = options;
+  const fine = segmentScales !== null;
   const w = hopperGemmWasm();
   if (w === null || !(fractionBits >= 0 && fractionBits <= 52)) return false; // the e8m13 mask needs 0 ≤ fb ≤ 52
   const at = a.format !== undefined ? codeTableOf(a.format, w.memory) : -1;
@@ -584,11 +461,12 @@ export function hopperGemm(
   const eo = be / exps.BYTES_PER_ELEMENT;
   if (b.codes !== undefined) copyCodes(u8, bc, b.codes, nk);
   else if (cache !== null) {
-    const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, true)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, false));
+    const panels = narrow ? (cache.narrow ??= packPanels(b.values, b.exps, n, K, 8)) : (cache.wide ??= packPanels(b.values, b.exps, n, K, 4));
     values.set(panels.values, vo);
     exps.set(panels.exps, eo);
-  } else packInto(b.values, b.exps, n, K, narrow ? 8 : 4, values, vo, exps, eo); // a per-call operand: packed straight into the kernel's memory
+  } else packInto(b.values, b.exps, n, K, narrow ? 8 : 4, { values, vo, exps, eo }); // a per-call operand: packed straight into the kernel's memory
   if (fine) {
+    const { a: sa, b: sb } = segmentScales;
     f64.set(sa.subarray(0, nseg * m), so / 8);
     for (let s = 0; s < nseg; s++) {
       const dst = sbo / 8 + s * np * 4;
@@ -618,21 +496,6 @@ function copyCodes(u8: Uint8Array, at: number, codes: CodeArray, len: number): v
 
 /** Outputs up to which {@link hopperGemm} copies them one by one (a speed choice only). */
 const SMALL_COPY = 256;
-
-/** The last {@link narrowOk} question and answer: coded operands ask the same one (their formats' facts) call after call. */
-const narrowMemo = { a: null as NarrowFacts | null, b: null as NarrowFacts | null, fb: -1, segLen: -1, ok: false };
-
-function narrowOkMemo(a: NarrowFacts, b: NarrowFacts, fractionBits: number, segLen: number): boolean {
-  const memo = narrowMemo;
-  if (memo.a !== a || memo.b !== b || memo.fb !== fractionBits || memo.segLen !== segLen) {
-    memo.a = a;
-    memo.b = b;
-    memo.fb = fractionBits;
-    memo.segLen = segLen;
-    memo.ok = narrowOk(a, b, fractionBits, segLen);
-  }
-  return memo.ok;
-}
 
 /** Typed views of the kernel's memory, rebuilt only when it grows (a grown memory detaches the old buffer). */
 let views: { buffer: ArrayBuffer; f64: Float64Array; i32: Int32Array; f32: Float32Array; i16: Int16Array; u8: Uint8Array } | null = null;

@@ -13,8 +13,9 @@
 // columns past n are computed and dropped. A K-range [k0, k1) of every panel is contiguous, so split-K and
 // fine-scale segments read one packing of B at an offset.
 
-import { uleb, wasmApi, wasmModule, type WasmMemory } from './wasm.js';
-import { forLoop, get, i32c, set, simd, simdOp } from './wasm-emit.js';
+import { uleb, wasmApi, wasmModule, type WasmMemory } from '../wasm.js';
+import { forLoop, get, i32c, set, simd, simdOp } from '../wasm-emit.js';
+import { verifyImmutableArray } from '../operand-checks.js';
 
 /** Core opcodes of the kernel beyond the emitters' (WebAssembly core spec §5.4). */
 const op = {
@@ -313,6 +314,7 @@ function loadA(l: Fp32Layout, A: Float32Array, rows: readonly number[] | null): 
 function loadB(l: Fp32Layout, B: Float32Array): void {
   const { mem, n, k, width, bAt, rawAt } = l;
   const immutable = immutableOperands.has(B);
+  if (immutable) verifyImmutableArray(B);
   const known = immutable ? packedPanels.get(B) : undefined;
   if (known !== undefined && known.n === n && known.k === k) {
     mem.set(known.panels, bAt);

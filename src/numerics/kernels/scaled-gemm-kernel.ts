@@ -12,8 +12,8 @@
 // - the epilogue multiplies are f32x4.mul: fl(s·v) of two float32 values, as `fround(s * v)` (the double product of
 //   two 24-bit significands is exact, so rounding it once to float32 is the binary32 product).
 
-import { lazyOneFunction, oneFunctionModule, uleb } from './wasm.js';
-import { get, i32c, set, simdOp } from './wasm-emit.js';
+import { lazyOneFunction, oneFunctionModule, uleb } from '../wasm.js';
+import { get, i32c, set, simdOp } from '../wasm-emit.js';
 
 /** Core opcodes (WebAssembly core spec §5.4). */
 const op = {
