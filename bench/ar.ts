@@ -3,7 +3,7 @@
 
 import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, numericsFor, precisionPlans, rollout, type ArConfig } from '../src/policies/index.js';
 import { gemm, quantize, quantPreset } from '../src/numerics/index.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { makeTask } from '../src/tasks/index.js';
 import type { BenchLine } from './cast.js';
 import { ortMatMulBench } from './ort.js';

@@ -2,7 +2,7 @@
 // round trip on the same values, single thread, in one process. Prints figures; asserts nothing.
 
 import { decodeArray, encodeArray } from '../src/numerics/index.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { ortCastBench } from './ort.js';
 
 /** One printed benchmark line. */

@@ -3,7 +3,7 @@
 import { vectorUnits } from './machine.js';
 import { gemm, type AccumulatorModel } from '../src/numerics/index.js';
 import { FP32_TILE_ROWS, fp32KernelIsSimd } from '../src/numerics/kernels/fp32-kernel.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { disposeOrtBenches, ortMatMulBench } from './ort.js';
 
 /** Where the benchmark prints. */

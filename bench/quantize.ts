@@ -1,7 +1,7 @@
 // Quantizer and quantized-GEMM benchmark: `quantize` of several presets at a decode-step size and a prefill size, and
 // `gemm` with operands quantized inside the call (FP8 hopper-fp8, INT8 int32). Figures only; nothing asserted.
 import { gemm, quantPreset, quantize, type QuantSpec } from '../src/numerics/index.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import type { BenchLine } from './cast.js';
 
 /** Times `fn` for at least `minMs` milliseconds after a warm-up; returns µs per call (median of `rounds` rounds). */

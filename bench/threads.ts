@@ -4,7 +4,7 @@
 import { backwardLogprobs, computeLogprobs, arConfig, createArPolicy, numericsFor, precisionPlans } from '../src/policies/index.js';
 import { setGemmThreads } from '../src/nn/index.js';
 import { disposeGemmThreads, threadedGemmF32 } from '../src/numerics/index.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { makeTask } from '../src/tasks/index.js';
 import { benchSizes, type BenchSize } from './ar.js';
 import type { BenchLine } from './cast.js';

@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { arConfig, computeLogprobs, createArPolicy, rollout, writeArWeights } from '../src/policies/index.js';
 import { numericsFor, precisionPlan } from '../src/policies/plans.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { writeSafetensors } from '../src/protocol/safetensors.js';
 
 const out = process.argv[2];

@@ -3,7 +3,7 @@
 // fake backend in-process, the same backend over stdio and over HTTP, and the numpy AR backend.
 // Usage: `node --import tsx scripts/protocol-overhead.ts [B] [T] [steps]`. Prints ms per step.
 
-import type { PolicyBackend } from '../src/backend/contract.js';
+import type { PolicyBackend } from '../src/core/backend-contract.js';
 import { connectBackend } from '../src/protocol/remote.js';
 import { serveBackend } from '../src/protocol/serve.js';
 import { FakeBackend } from '../test/protocol/fake-backend.js';

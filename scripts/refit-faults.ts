@@ -15,7 +15,7 @@ import { createArPolicy } from '../src/policies/ar/model.js';
 import { resolvePlan, precisionPlan, sideNumerics, type PlanData, type PrecisionPlan, type QuantizedGemmPlan } from '../src/policies/plans.js';
 import type { PolicyNumerics } from '../src/policies/numerics.js';
 import { rollout } from '../src/policies/ar/rollout.js';
-import { createRng } from '../src/rng.js';
+import { createRng } from '../src/core/rng.js';
 import { ignoredSites, refitWeights } from '../src/policies/refit.js';
 import { makeTask } from '../src/tasks/registry.js';
 import { quantPreset } from '../src/numerics/presets.js';

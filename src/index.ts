@@ -4,9 +4,9 @@
 // `/protocol`), listed in docs/library.md.
 
 // Ground floor: seeded streams, the usage error, durable files.
-export { createRng, restoreRng, Rng, type RngState } from './rng.js';
-export { UsageError, zodIssueLine } from './errors.js';
-export { JsonlWriter, readJsonl, writeJsonAtomic } from './files.js';
+export { createRng, restoreRng, Rng, type RngState } from './core/rng.js';
+export { UsageError, zodIssueLine } from './core/errors.js';
+export { JsonlWriter, readJsonl, writeJsonAtomic } from './core/files.js';
 
 // numerics: casts and quantizers.
 export { round, encode, type RoundOptions } from './numerics/round.js';
@@ -21,7 +21,7 @@ export { resolveRunConfig, type RunConfig } from './rl/grpo/config.js';
 
 // policies, backend, runs: plans, the backend contract, the run driver and sweeps.
 export { precisionPlan, precisionPlans, type PrecisionPlan, type PrecisionPlanName } from './policies/plans.js';
-export type { PolicyBackend } from './backend/contract.js';
+export type { PolicyBackend } from './core/backend-contract.js';
 export { ReferenceBackend } from './backend/reference.js';
 export { runGrpo, type RunOptions, type RunSummary, type RunObserver } from './runs/run.js';
 export { runSweep, type SweepOptions, type SweepResult } from './runs/sweep.js';

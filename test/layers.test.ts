@@ -139,9 +139,18 @@ describe('the layer table', () => {
     first.forEach((path, i) => expect(rows.findIndex((re) => re.test(path)), path).toBe(i));
   });
 
+  it('each row is exactly one folder of src/ (or the root entry), and every folder is a row', () => {
+    const rows = layerRows();
+    const folder = /^\^src\/([a-z-]+)\/$/;
+    for (const row of rows) expect(folder.test(row) || row === '^src/index\\.ts$', row).toBe(true);
+    const folders = readdirSync(join(repo, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    expect(rows.map((r) => folder.exec(r)?.[1]).filter((x) => x !== undefined).sort()).toEqual(folders);
+    expect(readdirSync(join(repo, 'src')).filter((name) => name.endsWith('.ts'))).toEqual(['index.ts']);
+  });
+
   it('would catch a file outside every row', () => {
     const rows = layerRows().map((p) => new RegExp(p));
     expect(rows.filter((re) => re.test('src/extra.ts'))).toHaveLength(0);
-    expect(rows.filter((re) => re.test('src/backend/contract.ts'))).toHaveLength(1);
+    expect(rows.filter((re) => re.test('src/core/backend-contract.ts'))).toHaveLength(1);
   });
 });

@@ -5,8 +5,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../src/rng.js';
-import { evalStream, rngStreams, stepStream } from '../src/rng-streams.js';
+import { createRng } from '../src/core/rng.js';
+import { evalStream, rngStreams, stepStream } from '../src/core/rng-streams.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -58,12 +58,12 @@ describe('rng streams: the labels are the ones results were drawn from', () => {
     expect(stepStream(root, 3).fork(rngStreams.run.rollout).uniform()).toBe(createRng(11).fork('step').fork('3').fork('rollout').uniform());
   });
 
-  it('no file of src/ forks by a literal label: every label comes from src/rng-streams.ts', () => {
+  it('no file of src/ forks by a literal label: every label comes from src/core/rng-streams.ts', () => {
     const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
     const literal: string[] = [];
     for (const f of files(join(repo, 'src'))) {
       const path = relative(repo, f).split('\\').join('/');
-      if (path === 'src/rng-streams.ts' || path === 'src/rng.ts') continue;
+      if (path === 'src/core/rng-streams.ts' || path === 'src/core/rng.ts') continue;
       readFileSync(f, 'utf8')
         .split('\n')
         .forEach((line, i) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createRng, restoreRng } from '../src/rng.js';
+import { createRng, restoreRng } from '../src/core/rng.js';
 
 describe('rng', () => {
   it('is reproducible from the seed and independent across forks', () => {

@@ -23,7 +23,7 @@ export {
   type StepRequest,
   type StepResult,
   type WarmStartRequest,
-} from './contract.js';
+} from '../core/backend-contract.js';
 
 // The in-process reference backend and the in-process factory it wraps (defined in policies/).
 export { ReferenceBackend } from './reference.js';

@@ -8,11 +8,11 @@ import { AdamW, type AdamWState, clipGradNorm } from '../nn/adamw.js';
 import { planOfConfig } from '../policies/plans.js';
 import type { EngineBatch, PolicyFactory, RlEngine } from '../policies/engine.js';
 import { generationOf, type RunConfig } from '../rl/grpo/config.js';
-import { createRng } from '../rng.js';
+import { createRng } from '../core/rng.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
 import type { Task } from '../tasks/task.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 export type { PolicyFactory } from '../policies/engine.js';
 import {
   BACKEND_PROTOCOL,
@@ -26,7 +26,7 @@ import {
   type RolloutBatch,
   type StepResult,
   type WarmStartRequest,
-} from './contract.js';
+} from '../core/backend-contract.js';
 
 /** The file a {@link ReferenceBackend} writes under a checkpoint directory. */
 export const REFERENCE_STATE_FILE = 'backend.json';

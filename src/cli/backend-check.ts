@@ -9,7 +9,7 @@ import { makeTaskFromConfig } from '../tasks/registry.js';
 import { formatConformance, runConformance, type ConformanceRow } from '../testing/conformance.js';
 import { killResumeCheck } from '../testing/kill-resume.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { backendToken, readJsonFile } from './input.js';
 import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 import { resolveBackendAddress } from './self-command.js';

@@ -3,7 +3,7 @@
 
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { packageRoot } from '../runs/lab.js';
 
 /** The names of the bundled run configs (`sims/*.json`, without `.json`), sorted. */

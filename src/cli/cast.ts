@@ -7,7 +7,7 @@ import { type FloatFormat, floatFormats } from '../numerics/formats.js';
 import { parseFloat32 } from '../numerics/values.js';
 import { castRows } from '../golden/methods.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { booleans, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 const help = `usage: qrl-sim cast --format F --profile P [--mode M] [--seed S] [--json] [--] VALUES...

@@ -7,7 +7,7 @@ import { COMMAND_NOT_FOUND_EXIT, spawnRpcClient } from '../protocol/jsonrpc.js';
 import { CHECK_SUITES, checkFixedConfig, differentialCheck, type CheckSuite } from '../testing/differential.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { integerOption, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 /** What `--config` holds per suite (named in the error when a file does not fit its suite). */

@@ -13,14 +13,14 @@ import { estimateHereText, labPlannedRuns, labSizeText } from './lab.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { scalarEncoder } from '../numerics/round.js';
-import { createRng } from '../rng.js';
+import { createRng } from '../core/rng.js';
 import type { Command } from './command.js';
 import { formatValue } from '../numerics/values.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, seedOption, strings } from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
-import { rngStreams } from '../rng-streams.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 const help = `usage: qrl-sim demo [--out DIR] [--seeds N] [--workers N]
        qrl-sim demo --numerics [--seed S]

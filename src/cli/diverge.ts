@@ -8,14 +8,14 @@ import { sideNumerics } from '../policies/plans.js';
 import { compareForwards, type DivergeReport } from '../policies/diverge.js';
 import { readForwardDump, writeForwardDump } from '../policies/dump.js';
 import { floatFormats, type FloatFormatName } from '../numerics/formats.js';
-import { createRng } from '../rng.js';
+import { createRng } from '../core/rng.js';
 import { makeTask } from '../tasks/registry.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { Command } from './command.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, seedOption, strings } from './parse.js';
 import { planOption } from './plan-option.js';
 import { freshArPolicy, modelOption } from './model-option.js';
-import { rngStreams } from '../rng-streams.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 const help = `usage: qrl-sim diverge --policy ar --plan P [--preset NAME] [--outliers N] [--moe E,K]
                        [--length L] [--batch B] [--seed S] [--format F] [--tolerance K]

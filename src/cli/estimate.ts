@@ -4,9 +4,9 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { estimateJson } from '../rl/estimate.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { parseCommandArgs, strings } from './parse.js';
-import { parseJsonInput } from '../json.js';
+import { parseJsonInput } from '../core/json.js';
 
 const help = `usage: qrl-sim estimate --input FILE|- [--output FILE]
 

@@ -8,9 +8,9 @@ import { goldenWriteSteps } from '../golden/write.js';
 import { GOLDEN_SCHEMA, type GoldenManifest } from '../golden/types.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { makeOutDir } from './outdir.js';
-import { removeStaleTemps } from '../files.js';
+import { removeStaleTemps } from '../core/files.js';
 import { parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 const help = `usage: qrl-sim golden --suite NAME[,NAME…] --out DIR [--seed S]

@@ -3,8 +3,8 @@
 // shape of what they read.
 
 import { readFileSync } from 'node:fs';
-import { findOverflowingNumber, parseJsonInput } from '../json.js';
-import { UsageError } from '../errors.js';
+import { findOverflowingNumber, parseJsonInput } from '../core/json.js';
+import { UsageError } from '../core/errors.js';
 import { TOKEN_ENV } from '../protocol/http-guard.js';
 
 /** Reads and parses a JSON file; every failure is a one-line error naming `flag` and the path. */

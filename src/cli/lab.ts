@@ -9,7 +9,7 @@ import { estimateLabSeconds, type LabEstimate, type LabExperiment, labExperiment
 import { warmStartCacheDir } from '../runs/run.js';
 import { type PlannedRun, planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { claimOutDir } from './outdir.js';
 import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs } from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';

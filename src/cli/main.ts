@@ -3,7 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { requestStop } from './stop.js';
 import { packagePathsIn } from './bundled.js';
 import { backendCheckCommand } from './backend-check.js';

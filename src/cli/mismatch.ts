@@ -7,7 +7,7 @@ import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
 import type { EngineExecution, TensorParallel } from '../policies/execution.js';
-import { createRng } from '../rng.js';
+import { createRng } from '../core/rng.js';
 import { freshArPolicy, modelOption } from './model-option.js';
 import { logprobSemantics, semanticsDifferences, semanticsLine } from '../policies/semantics.js';
 import type { LengthDiagnostics, MismatchBucket } from '../rl/length-diagnostics.js';
@@ -15,10 +15,10 @@ import { makeTask, makeTaskFromConfig } from '../tasks/registry.js';
 import type { Task } from '../tasks/task.js';
 import { loadArProbeCheckpoint, loadDiffusionProbeCheckpoint } from '../runs/probe-checkpoint.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { readJsonFile } from './input.js';
 import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
-import { rngStreams } from '../rng-streams.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
 export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });

@@ -3,7 +3,7 @@
 
 import { arConfig, arModelOptions, arModelPresetNames, createArPolicy, type ArModelFields, type ArPolicy } from '../policies/ar-api.js';
 import type { Task } from '../tasks/task.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { integerOption } from './parse.js';
 
 /** `--moe E,K`: experts and top-k of a fresh MoE policy (load-balancing coefficient 0.01, unused by the probes). */

@@ -1,10 +1,10 @@
 // Output directories of `run`, `sweep` and `demo`: refuse to overwrite what a user already has,
 // and create the directory one level at a time so that bad paths fail at once with one line.
-// Not the writers of the run files (src/files.ts) and not the sweep logic.
+// Not the writers of the run files (src/core/files.ts) and not the sweep logic.
 
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 
 /** What an existing directory holds, judged by the files `run` and `sweep` write. */
 export type OutDirKind = 'missing' | 'empty' | 'run' | 'sweep' | 'other';

@@ -4,7 +4,7 @@
 // Not command logic; each command validates its own values.
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 

@@ -3,7 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { precisionPlans, resolvePlan, type PlanData, type PrecisionPlan } from '../policies/plans.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { readJsonFile } from './input.js';
 
 /**

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { type QuantPreset, type QuantPresetParams, quantPresets } from '../numerics/presets.js';
 import { quantizeArray } from '../golden/methods.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { parseQuantizeInput } from '../numerics/values.js';
 import { booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
 

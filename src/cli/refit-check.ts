@@ -3,9 +3,9 @@
 
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { EngineDump } from '../backend/contract.js';
+import type { EngineDump } from '../core/backend-contract.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { ignoreMatchAliases, ignoreMatchRules, refitCheck, refitFindingKinds, refitRecipes, type IgnoreMatchRule, type RefitCheckResult, type RefitRecipe } from '../golden/refit-check.js';
 import { connectBackend } from '../protocol/remote.js';
 import { backendToken } from './input.js';

@@ -5,7 +5,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { formatReplay, replayStages, replayStep, type ReplayResult } from '../golden/replay.js';
 import { readStepBundle } from '../golden/step-bundle.js';
 import { booleans, parseCommandArgs } from './parse.js';

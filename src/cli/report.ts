@@ -7,7 +7,7 @@ import { BaselineError } from '../report/summary.js';
 import { writeReport } from '../report/write.js';
 import { readRuns } from '../report/runs.js';
 import type { Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { parseCommandArgs, strings } from './parse.js';
 
 const help = `usage: qrl-sim report DIR [--title TEXT] [--baseline KEY=V[,KEY=V…]]

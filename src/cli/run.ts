@@ -11,7 +11,7 @@ import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/write.js';
 import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
 import type { CliIo, Command } from './command.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { backendToken, checkSetValues, readJsonFile } from './input.js';
 import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';

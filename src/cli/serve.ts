@@ -3,7 +3,7 @@
 
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { precisionPlans } from '../policies/plans.js';
 import { isLoopbackHost } from '../protocol/http-guard.js';
 import { watchDriver } from '../protocol/jsonrpc.js';

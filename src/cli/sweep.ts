@@ -10,7 +10,7 @@ import { emitSweepJobs, planSweep, readSweepManifestOptions, runSweep, SweepStop
 import type { FactorySource } from '../runs/factory.js';
 import type { CliIo, Command } from './command.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
 import { integerOption, MAX_STEPS, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, required, strings } from './parse.js';

@@ -2,7 +2,7 @@
 // `cast` and `quantize`, each taking and returning the JSON of the matching CLI command, and the
 // cast rows and quantized arrays those commands print. Not the commands' parsing or text layout.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { decode, floatFormat, type FloatFormat } from '../numerics/formats.js';
 import { castProfile, profileCovers, roundingModes, type CastProfile, type RoundingMode } from '../numerics/profiles.js';
 import { quantPreset, type QuantPresetParams } from '../numerics/presets.js';
@@ -10,8 +10,8 @@ import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../n
 import { scalarEncoder } from '../numerics/round.js';
 import { formatValue, parseFloat32, parseQuantizeInput, quantizationStats } from '../numerics/values.js';
 import { estimateJson } from '../rl/estimate.js';
-import { createRng } from '../rng.js';
-import { rngStreams } from '../rng-streams.js';
+import { createRng } from '../core/rng.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 /** Params of `cast`: format, profile, mode and the inputs as the strings `qrl-sim cast` prints. */
 export interface CastParams {

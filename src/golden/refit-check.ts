@@ -3,7 +3,7 @@
 // names each fault with one kind of a fixed vocabulary. Not a loader or a converter: it reads two or
 // three safetensors files one tensor at a time and writes nothing; docs/refit-check.md is the guide.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { decode, floatFormats } from '../numerics/formats.js';
 import { quantPresets, type QuantPreset } from '../numerics/presets.js';
 import { quantize } from '../numerics/quantize.js';

@@ -3,7 +3,7 @@
 // from the stack's own inputs to that stage, so the first stage that differs is where the stack and
 // the estimator part ways. The stacks' option tables (TRL 1.13) live here; docs/replay.md explains them.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { aggregate, aggregations, type AggregationFn, type AggregationParams } from '../rl/aggregation.js';
 import { estimate, sequenceAdvantages } from '../rl/estimate.js';
 import { resolveConfig, type EstimateConfig } from '../rl/schema.js';

@@ -1,9 +1,9 @@
 // Flat parameter store: one Float32Array of FP32 master weights with named views, a matching
 // gradient buffer, seeded GPT-2-style initialization and JSON-safe serialization. Not an optimizer.
 
-import { createRng, type Rng } from '../rng.js';
+import { createRng, type Rng } from '../core/rng.js';
 import type { FloatArray } from './array.js';
-import { rngStreams } from '../rng-streams.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 /** How a parameter is initialized. */
 export type ParamInit =

@@ -1,7 +1,7 @@
 // Quantizer specs as data: element formats, granularity, scale rules, scaling op, clamp, cast profile, and the
 // quantized tensor they produce. Not the interpreter (quantize.ts, quantize-reference.ts), not presets (presets.ts).
 
-import type { Rng } from '../rng.js';
+import type { Rng } from '../core/rng.js';
 import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatName, floatFormats, intFormats } from './formats.js';
 import type { CastProfile, CastProfileName, RoundingMode } from './profiles.js';
 import type { Pow2Rounding } from './scales.js';

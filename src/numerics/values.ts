@@ -2,8 +2,8 @@
 // error statistics of a quantization round trip, shared by `qrl-sim cast`/`quantize` and the golden
 // methods. Not a tensor file format and not a quantizer: quantize.ts does the quantizing.
 
-import { UsageError } from '../errors.js';
-import { parseJsonInput } from '../json.js';
+import { UsageError } from '../core/errors.js';
+import { parseJsonInput } from '../core/json.js';
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
 const SPECIAL_TEXT: Record<string, number> = { nan: Number.NaN, infinity: Infinity, '+infinity': Infinity, '-infinity': -Infinity, inf: Infinity, '-inf': -Infinity };

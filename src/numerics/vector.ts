@@ -1,7 +1,7 @@
 // Fast vector casts over Float32Array: encode to codes, decode codes, fake-quantize, pack nibbles.
 // They equal the scalar reference (round.ts) bit for bit; they add no behaviour of their own.
 
-import type { Rng } from '../rng.js';
+import type { Rng } from '../core/rng.js';
 import { type FloatFormat, decode } from './formats.js';
 import {
   type CastProfile,

@@ -1,11 +1,11 @@
 // The in-process engine contract: the synchronous operations the reference backend
 // (src/backend/reference.ts) wraps, and the factory that builds an engine for a run config.
-// Not the loop's contract (src/backend/contract.ts) and not an implementation (policies/*/engine.ts).
+// Not the loop's contract (src/core/backend-contract.ts) and not an implementation (policies/*/engine.ts).
 
-import type { PlanSideName, SampledBatch } from '../backend/contract.js';
+import type { PlanSideName, SampledBatch } from '../core/backend-contract.js';
 import type { ParamStore } from '../nn/params.js';
 import type { RunConfig } from '../rl/grpo/config.js';
-import type { Rng } from '../rng.js';
+import type { Rng } from '../core/rng.js';
 import type { Task } from '../tasks/task.js';
 
 

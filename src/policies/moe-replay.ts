@@ -2,7 +2,7 @@
 // record, and the flip rate between a recorded and a used routing at chosen positions. Not the MoE
 // layer (src/nn/moe.ts) and not the GRPO loop's choice of mode (src/rl/grpo/loop.ts).
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { routingFlipRate } from '../nn/moe.js';
 import type { EngineRoutingReplay } from './engine.js';
 

@@ -4,7 +4,7 @@
 // (checkEngineExecution, which knows the side's role): their builders check them.
 
 import { z } from 'zod';
-import { valueAt } from '../errors.js';
+import { valueAt } from '../core/errors.js';
 import { quantSites, type QuantSite } from './quantized.js';
 import { ignoreMatchNames, type IgnoreMatchName } from './ignore-rules.js';
 

@@ -1,5 +1,5 @@
 // The errors of the protocol layer (qrl-backend/1 and its JSON-RPC framing): one base class, one
-// subclass per situation, a `kind` on each. Not the usage error the CLI maps to exit 2 (src/errors.ts).
+// subclass per situation, a `kind` on each. Not the usage error the CLI maps to exit 2 (src/core/errors.ts).
 //
 // | class              | thrown by                          | kind                                     |
 // | ------------------ | ---------------------------------- | ---------------------------------------- |

@@ -13,7 +13,7 @@ import type {
   StepRequest,
   StepResult,
   WarmStartRequest,
-} from '../backend/contract.js';
+} from '../core/backend-contract.js';
 import { BackendCallError, BackendCommandNotFound, ProtocolError, RpcCallError } from './errors.js';
 import { COMMAND_NOT_FOUND_EXIT, RPC_ERRORS, spawnRpcClient, type SpawnedRpc } from './jsonrpc.js';
 import {

@@ -4,7 +4,7 @@
 // versions the contract promises. Pure functions over contract data; the run driver
 // (runs/checked-backend.ts) stops on the first violation and `backend-check` reports them.
 
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepResult } from '../backend/contract.js';
+import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepResult } from '../core/backend-contract.js';
 
 /** One violated promise: where (method, field, row, position) and what. */
 export interface ResponseViolation {

@@ -3,10 +3,10 @@
 // Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
 
 import { z } from 'zod';
-import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../backend/contract.js';
+import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../core/backend-contract.js';
 import { ProtocolError } from './errors.js';
 import { RPC_ERRORS } from './jsonrpc.js';
-import { valueAt } from '../errors.js';
+import { valueAt } from '../core/errors.js';
 import { readSafetensors } from './safetensors.js';
 import { decodeTensor, encodeTensor, WIRE_DTYPES, type WireArray, type WireDtype, type WireTensor } from './tensor.js';
 

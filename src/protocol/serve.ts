@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
-import type { BackendInfo, PolicyBackend } from '../backend/contract.js';
+import type { BackendInfo, PolicyBackend } from '../core/backend-contract.js';
 import { ProtocolError, RpcError } from './errors.js';
 import { isLoopbackHost, refuseOutsideRoot, tokenProblem } from './http-guard.js';
 import { answerRpcLine, RPC_ERRORS, serveNdjsonRpc, type RpcHandler } from './jsonrpc.js';

@@ -1,9 +1,9 @@
 // Reading run directories back: config.json, metrics.jsonl, eval.jsonl, timings.jsonl and the
-// error a failed sweep run leaves. Not a writer (src/files.ts) and no statistics.
+// error a failed sweep run leaves. Not a writer (src/core/files.ts) and no statistics.
 
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { JsonInputError, parseJsonInput } from '../json.js';
+import { JsonInputError, parseJsonInput } from '../core/json.js';
 
 /** One JSON line of a run file: numeric fields by metric name (`step` included). */
 export type MetricLine = Readonly<Record<string, number>>;
@@ -43,7 +43,7 @@ function readJson(path: string): unknown {
 
 /**
  * Reads a JSONL run file strictly: every complete line must be a JSON object, else a
- * `JsonInputError` (src/json.ts) names the file and the line. A trailing line without its newline (a run
+ * `JsonInputError` (src/core/json.ts) names the file and the line. A trailing line without its newline (a run
  * interrupted mid-write) is ignored; a missing file reads as empty.
  */
 export function readJsonlStrict<T = unknown>(path: string): T[] {

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve, sep } from 'node:path';
-import { writeJsonAtomic } from '../files.js';
+import { writeJsonAtomic } from '../core/files.js';
 import { reportPage, summaryPage, type ReportContext } from './html.js';
 import { PLOT_PANELS, configStyles, moePanels, renderDeltaPlot, renderPlots } from './plots.js';
 import { readRuns, type RunRecord } from './runs.js';

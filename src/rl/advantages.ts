@@ -1,7 +1,7 @@
 // Outcome advantages for GRPO-style training: one scalar per sequence from rewards and group ids.
 // Not token-level credit assignment (no critic, no GAE) and not reward shaping.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { Estimate } from './types.js';
 
 /** Input of every advantage estimator: per-sequence rewards and group ids, both of length B. */

@@ -1,7 +1,7 @@
 // `estimate(batch, config)`: one GRPO loss evaluation from a batch — advantages, correction, loss, KL, gradient, metrics.
 // Not the training loop (no optimiser, no mini-batching) and not I/O: the CLI wraps it with JSON in and out.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { advantages as advantageTable, tokenLevelAdvantageNames } from './advantages.js';
 import type { AdvantageFn, TokenAdvantageInput } from './advantages.js';
 import { aggregate, aggregations } from './aggregation.js';

@@ -1,7 +1,7 @@
 // Mismatch by response position and by response length, the sequence log-ratio, error tokens and
 // repetition: the long-response diagnostics of the probes and the run metrics. Not used by any loss.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { BatchShape, MetricRecord } from './types.js';
 
 /**

@@ -2,7 +2,7 @@
 // Not the estimators: this file only turns untrusted JSON into typed, flat, checked data or a UsageError.
 
 import { z } from 'zod';
-import { UsageError, valueAt } from '../errors.js';
+import { UsageError, valueAt } from '../core/errors.js';
 import { advantages } from './advantages.js';
 import { aggregations } from './aggregation.js';
 import type { AggregationName } from './aggregation.js';

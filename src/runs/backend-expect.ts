@@ -3,7 +3,7 @@
 // run needs. Also what the driver sends in `info`'s `setup` so that a backend can build itself
 // from the run. Not the transport (src/protocol) and not the run loop (run.ts).
 
-import type { BackendInfo, JsonValue } from '../backend/contract.js';
+import type { BackendInfo, JsonValue } from '../core/backend-contract.js';
 import { arConfigFor } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { tokenLevelAdvantageNames } from '../rl/advantages.js';

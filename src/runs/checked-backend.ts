@@ -14,7 +14,7 @@ import type {
   StepRequest,
   StepResult,
   WarmStartRequest,
-} from '../backend/contract.js';
+} from '../core/backend-contract.js';
 import { BackendCallError } from '../protocol/errors.js';
 import { formatViolation, generateViolation, logprobsViolation, stepViolation, syncViolation, type ResponseViolation } from '../protocol/response-checks.js';
 

@@ -1,7 +1,7 @@
 // A reference backend built from a run config it receives late: up front, or in the driver's first
 // `info` (`params.run`), as `qrl-sim serve` needs. Not the backend itself (src/backend/reference.ts).
 
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepRequest, StepResult, WarmStartRequest } from '../backend/contract.js';
+import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepRequest, StepResult, WarmStartRequest } from '../core/backend-contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';

@@ -3,8 +3,8 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { findOverflowingNumber } from '../json.js';
-import { UsageError } from '../errors.js';
+import { findOverflowingNumber } from '../core/json.js';
+import { UsageError } from '../core/errors.js';
 import { applyOverrides } from './overrides.js';
 
 /** A short grid key and the config path it stands for. */

@@ -5,8 +5,8 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { UsageError, zodIssueLine } from '../errors.js';
-import { parseJsonInput } from '../json.js';
+import { UsageError, zodIssueLine } from '../core/errors.js';
+import { parseJsonInput } from '../core/json.js';
 import { type ScheduledRun, sweepWallSeconds } from './lab-estimate.js';
 import { warmStartKey } from './run.js';
 import { type PlannedRun, runSweep, type SweepOptions, type SweepResult } from './sweep.js';

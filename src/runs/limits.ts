@@ -2,7 +2,7 @@
 // anything is written: beyond them a run exhausts memory or trains for days instead of failing.
 // Not the policies' own validation (shapes, divisibility), which runs after this.
 
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 
 /**

@@ -3,7 +3,7 @@
 import { arPolicyFactory } from '../policies/ar-api.js';
 import { diffusionPolicyFactory } from '../policies/diffusion/engine.js';
 import type { PolicyFactory } from '../policies/engine.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 
 const factories: Readonly<Record<string, PolicyFactory>> = Object.freeze({ ar: arPolicyFactory, diffusion: diffusionPolicyFactory });
 

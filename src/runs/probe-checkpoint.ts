@@ -5,8 +5,8 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { REFERENCE_STATE_FILE, type ReferenceBackendState, readReferenceState } from '../backend/reference.js';
-import { UsageError } from '../errors.js';
-import { JsonInputError } from '../json.js';
+import { UsageError } from '../core/errors.js';
+import { JsonInputError } from '../core/json.js';
 import type { ParamStore } from '../nn/params.js';
 import { arConfigFor, createArPolicy, loadCheckpoint, type ArPolicy } from '../policies/ar-api.js';
 import { createDiffusionEngine, validateDiffusionConfig } from '../policies/diffusion/engine.js';

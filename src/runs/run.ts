@@ -6,26 +6,26 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PolicyBackend } from '../backend/contract.js';
+import type { PolicyBackend } from '../core/backend-contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { PLAN_FROM_BACKEND } from './backend-expect.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { PolicyFactory } from '../policies/engine.js';
 import { generationOf, type RunConfig } from '../rl/grpo/config.js';
 import { type PhaseTimings, StaleRollouts, evaluate, grpoStep } from '../rl/grpo/loop.js';
 import { batchFromJson, batchToJson } from '../protocol/schema.js';
 import type { MetricRecord } from '../rl/types.js';
-import { createRng } from '../rng.js';
+import { createRng } from '../core/rng.js';
 import type { Task } from '../tasks/task.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
-import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../files.js';
+import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../core/files.js';
 import { policyFactory } from './policies.js';
 import { createParamStore } from '../nn/params.js';
 import { AR_CONFIG_METADATA, arConfigFor, arParamSpecs } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { semanticsMetrics } from '../policies/semantics.js';
 import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
-import { evalStream, rngStreams, stepStream } from '../rng-streams.js';
+import { evalStream, rngStreams, stepStream } from '../core/rng-streams.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */
 export interface CheckpointMeta {

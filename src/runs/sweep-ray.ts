@@ -6,7 +6,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import type { SweepTaskResult } from './sweep-worker.js';
 

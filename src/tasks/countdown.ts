@@ -2,7 +2,7 @@
 // Not the original Countdown scale (numbers up to 100, free-form reasoning); the expression is the whole response.
 
 import { z } from 'zod';
-import type { Rng } from '../rng.js';
+import type { Rng } from '../core/rng.js';
 import {
   evaluateRpn,
   literalsOf,

@@ -2,7 +2,7 @@
 // Not the run config (which embeds these schemas) and not where defaults are explained (see docs/tasks.md).
 
 import { z } from 'zod';
-import { valueAt } from '../errors.js';
+import { valueAt } from '../core/errors.js';
 
 /** An integer option in `[min, max]`. */
 export function intOption(min: number, max: number) {

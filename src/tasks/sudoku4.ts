@@ -2,7 +2,7 @@
 // Not a 9×9 Sudoku and not a validity checker of arbitrary grids: puzzles have one solution, which is the answer.
 
 import { z } from 'zod';
-import { createRng, type Rng } from '../rng.js';
+import { createRng, type Rng } from '../core/rng.js';
 import { checkOrdered, intOption, parseOptions } from './options.js';
 import { countSolutions, sudoku4Grids } from './sudoku4-grids.js';
 import { assembleTask, drawUntil, leftPad, responseBody, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';

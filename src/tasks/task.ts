@@ -1,9 +1,9 @@
 // The contract every verifiable toy task fulfils, and the helpers the three tasks share (prompts, splits, datasets).
 // Not a task itself (see reverse.ts, sudoku4.ts, countdown.ts) and not the GRPO loop that consumes tasks.
 
-import { createRng, type Rng } from '../rng.js';
+import { createRng, type Rng } from '../core/rng.js';
 import { EOS, PAD, type Tokenizer } from './tokenizer.js';
-import { rngStreams } from '../rng-streams.js';
+import { rngStreams } from '../core/rng-streams.js';
 
 /** Names of the tasks in the {@link tasks} registry. */
 export type TaskName = 'reverse' | 'sudoku4' | 'countdown' | 'fibonacci';

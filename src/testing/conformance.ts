@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BackendInfo, RolloutBatch } from '../backend/contract.js';
+import type { BackendInfo, RolloutBatch } from '../core/backend-contract.js';
 import { probeDiagnostics } from '../policies/diagnostics.js';
 import { BackendCallError } from '../protocol/errors.js';
 import { type RemoteBackend } from '../protocol/remote.js';

@@ -3,7 +3,7 @@
 // under the golden compare rules, a shrunk counterexample. Not the transport: the caller passes `call`.
 
 import fc from 'fast-check';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { elementMatches, hexOf } from '../golden/compare.js';
 import { referenceMethods } from '../golden/methods.js';
 import { ESTIMATOR_RULE } from '../golden/suites/estimators.js';

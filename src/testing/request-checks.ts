@@ -3,7 +3,7 @@
 // and the table of every named check of the battery with the bug classes it catches: the source of
 // docs/adapter.md's bug-class table and of the mutation test (test/testing/mutants.test.ts).
 
-import type { BackendInfo, RolloutBatch, SamplingParams } from '../backend/contract.js';
+import type { BackendInfo, RolloutBatch, SamplingParams } from '../core/backend-contract.js';
 import { BackendCallError } from '../protocol/errors.js';
 import type { RemoteBackend } from '../protocol/remote.js';
 import { takesField } from '../protocol/schema.js';

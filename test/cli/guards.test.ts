@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from './io.js';
-import { findOverflowingNumber, parseJsonInput } from '../../src/json.js';
+import { findOverflowingNumber, parseJsonInput } from '../../src/core/json.js';
 import { defaultRunDir } from '../../src/cli/run.js';
 
 const root = mkdtempSync(join(tmpdir(), 'qrl-guards-'));

@@ -2,7 +2,7 @@
 // parseArgs options would, and the backend timeouts keep their defaults and one-line errors.
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/errors.js';
+import { UsageError } from '../../src/core/errors.js';
 import { BACKEND_OPTIONS, backendTimeouts, booleans, parseCommandArgs, REPEATED, strings } from '../../src/cli/parse.js';
 
 describe('option groups', () => {

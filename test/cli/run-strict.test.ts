@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { GenerateRequest, PolicyBackend } from '../../src/backend/contract.js';
+import type { GenerateRequest, PolicyBackend } from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { connectBackend } from '../../src/protocol/remote.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';

@@ -18,7 +18,7 @@ import {
   type LinearGemms,
 } from '../../src/nn/index.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingNumericsOptions } from '../../src/policies/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 /** The same GEMMs without the description: linearBackward calls dgrad and wgrad, which round per call. */
 function perCall(g: LinearGemms): LinearGemms {

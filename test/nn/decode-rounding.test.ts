@@ -4,7 +4,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { attentionDecodeForward, gemmSequential, type AttentionGemms, type GemmFn } from '../../src/nn/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 /** A "rounding" that makes every bit visible: −0 → 7, each NaN payload → its own number, else x + 1. */
 function roundB(dst: Float32Array, src: Float32Array): void {

@@ -2,7 +2,7 @@
 // Not a test file itself; imported by the layer tests.
 
 import { expect } from 'vitest';
-import { createRng, type Rng } from '../../src/rng.js';
+import { createRng, type Rng } from '../../src/core/rng.js';
 
 /** A Float64Array of n standard-normal draws scaled by `scale`. */
 export function randn(rng: Rng, n: number, scale = 1): Float64Array {

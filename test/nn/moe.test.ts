@@ -6,7 +6,7 @@ import { fc, test } from '@fast-check/vitest';
 import { createMoeCache, moeAuxLoss, moeBackward, moeForward, routingFlipRate, topKExperts, type MoeConfig, type MoeWeights } from '../../src/nn/moe.js';
 import type { MlpKind } from '../../src/nn/mlp.js';
 import { dotProbe, expectGradClose, randn, rngFor } from './gradcheck.js';
-import type { Rng } from '../../src/rng.js';
+import type { Rng } from '../../src/core/rng.js';
 
 function weights(r: Rng, E: number, C: number, Hd: number, kind: MlpKind, zero = false): MoeWeights {
   const t = (n: number): Float64Array => (zero ? new Float64Array(n) : randn(r, n, 0.7));

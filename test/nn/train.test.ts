@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { AdamW, clipGradNorm, ParamStore, type BlockConfig } from '../../src/nn/index.js';
 import { tinyModel } from './tiny-model.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 describe('training sanity', () => {
   it('AdamW on a copy-the-previous-token task drives the loss from ≈ log V to below 0.1', () => {

@@ -3,7 +3,7 @@
 // a rollout's weights packed once per numerics object (weight version).
 // Not a timing test: `npx tsx bench/index.ts gemm` measures the kernel.
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { gemm, quantize, quantPreset, threadedGemmF32 } from '../../src/numerics/index.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { arConfig, createArPolicy, numericsFor, precisionPlans, rollout } from '../../src/policies/index.js';

@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createBatchedOperandMemo, gemm, gemmBatched, quantPreset, type GemmOptions, type QuantSpec } from '../../src/numerics/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 /** `count` pairs of operands, each pair's data drawn from one of several edge families. */
 function edgeOperand(count: number, rows: number, k: number, seed: number): Float32Array {

@@ -2,7 +2,7 @@
 // and later hopper-fp8 GEMMs; cached decodings and dequantized copies) give the reference's bits, and with checks on
 // (src/numerics/operand-checks.ts) a cached operand written after its first GEMM is refused.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type GemmOptions, type QuantizedTensor, gemm, quantPreset, quantize } from '../../src/numerics/index.js';
 import { setGemmCacheChecks } from '../../src/numerics/operand-checks.js';
 import { fp32KernelIsSimd, markGemmOperandImmutable } from '../../src/numerics/kernels/fp32-kernel.js';

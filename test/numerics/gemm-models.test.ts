@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { gemm } from '../../src/numerics/gemm.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const f32 = (xs: number[]): Float32Array => Float32Array.from(xs);
 const dot = (a: number[], b: number[], accumulator: 'fp32' | 'fp32-fma' | 'fp32-fma-x2'): number => {

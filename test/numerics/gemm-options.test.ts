@@ -1,7 +1,7 @@
 // Every GemmOptions field reaches every path of `gemm`: a type-level check that a new field fails to compile until
 // normalizeGemmOptions and fastPathReadsOf list it, and a run of each field on the fast path against the reference.
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type GemmOptions, gemm, quantPreset } from '../../src/numerics/index.js';
 import { type NormalizedGemmOptions, fastPathReadsOf, normalizeGemmOptions } from '../../src/numerics/gemm.js';
 

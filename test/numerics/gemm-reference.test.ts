@@ -1,7 +1,7 @@
 // The fast GEMM (gemm.ts: caches, WebAssembly, unrolled kernel) against the plain reference (gemm-reference.ts),
 // Object.is on every output: edge data (NaN, ±0, ±Inf, subnormals, overflow), every accumulator model, every path.
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { gemm } from '../../src/numerics/gemm.js';
 import { type AccumulatorModel, type GemmOptions, accumulatorModels, gemmReference } from '../../src/numerics/gemm-reference.js';
 import { type QuantSpec, type QuantizedTensor, quantize } from '../../src/numerics/quantize.js';

@@ -2,7 +2,7 @@
 // exact rational sums (fp64), hand-computed MMA-Sim cases and an error-bound property (hopper-fp8), scale placement.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type QuantSpec, dequantize, fakeQuant, gemm, quantPreset, quantize, truncateToE8M } from '../../src/numerics/index.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { exponentOf } from '../../src/numerics/formats.js';

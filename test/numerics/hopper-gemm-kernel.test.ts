@@ -9,7 +9,7 @@ import { exponentOf, floatFormats } from '../../src/numerics/formats.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { fma32 } from '../../src/numerics/scales.js';
 import { type HopperOperand, hopperGemm, hopperGemmKernelIsSimd } from '../../src/numerics/kernels/hopper-gemm-kernel.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const fr = Math.fround;
 const EMIN = -6; // e4m3's; the kernel takes any exponent tables

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { type KvCacheSpec, kvCacheCalibrate, kvCacheForward, kvCacheState, kvCacheWeightUpdate, kvDequantize, kvQuantize } from '../../src/numerics/index.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { kvFakeQuantize } from '../../src/numerics/kvcache.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const f32 = (...xs: number[]): Float32Array => Float32Array.from(xs);
 

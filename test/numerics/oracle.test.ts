@@ -10,7 +10,7 @@ import {
   fakeQuant,
   floatFormats,
 } from '../../src/numerics/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type OrtCastTarget, ortCastCodes, ortCastRoundTrip, ortSupportError } from '../oracle/ort.js';
 
 const f32 = new Float32Array(1);

@@ -1,7 +1,7 @@
 // The fast quantizer (quantize.ts: runs of a cell's elements, vector casts, explicit scratch) against the plain
 // reference (quantize-reference.ts), Object.is on codes, scales, zero points, scale codes, global scale, dequantized.
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { quantPreset, quantPresets } from '../../src/numerics/presets.js';
 import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, dequantize, elementFormat, quantize, quantizeTransient, quantizedValues } from '../../src/numerics/quantize.js';
 import { dequantizeReference, quantizeReference, quantizedValuesReference } from '../../src/numerics/quantize-reference.js';

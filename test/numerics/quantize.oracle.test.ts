@@ -1,7 +1,7 @@
 // Oracle tests of quantize/dequantize against onnxruntime-node QuantizeLinear/DequantizeLinear (opset 21):
 // int8/uint8 per tensor and per axis, int4/uint4 and float8 blocked (16, 32), saturate 1 and 0. Exact equality.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type ElementFormatName, type Granularity, type QuantSpec, type QuantizedTensor, dequantize, quantize } from '../../src/numerics/index.js';
 import { cellLayout, elementFormat } from '../../src/numerics/quantize.js';
 import {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { castProfiles, decode, fakeQuant, floatFormats, roundArray, roundingKernel, type CastProfile } from '../../src/numerics/index.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
 import { roundingIsSimd } from '../../src/numerics/round-array.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const coverage = profileCoverage();
 

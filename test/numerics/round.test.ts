@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { type CastProfile, type FloatFormat, castProfiles, decode, encode, encodeArray, floatFormats, resolveRules, round, scalarEncoder } from '../../src/numerics/index.js';
 import { edgeCodes } from '../../src/numerics/round.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const coverage = profileCoverage();
 const f32 = new Float32Array(1);

@@ -1,7 +1,7 @@
 // The one-call WebAssembly kernel of the fp32 and int32 models (scaled-gemm-kernel.ts) against gemmReference with
 // Object.is: the fused scale step on double-rounding cases, every quantizer preset on edge data, int32 wrapping.
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { type QuantSpec, type QuantizedTensor, gemm, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { fma32, nextFloat32Up } from '../../src/numerics/scales.js';

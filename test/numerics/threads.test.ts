@@ -1,7 +1,7 @@
 // The threaded fp32 GEMM: byte-identical for 1, 2 and 3 threads and equal to the sequential reference loop.
 // Not a timing test (no timing assertions): the speed-up is measured by `npm run bench threads`.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
 import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd, markGemmOperandImmutable } from '../../src/numerics/threads.js';
 import { fp32KernelIsSimd } from '../../src/numerics/kernels/fp32-kernel.js';

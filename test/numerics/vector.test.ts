@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { decode, decodeArray, encodeArray, fakeQuant, scalarEncoder } from '../../src/numerics/index.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
 import { fastEncoder } from '../../src/numerics/vector.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const coverage = profileCoverage();
 

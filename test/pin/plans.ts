@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, numericsFor, precisionPlans, rollout } from '../../src/policies/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { makeTask } from '../../src/tasks/index.js';
 
 export const PLAN_FIXTURE = fileURLToPath(new URL('plans.json', import.meta.url));

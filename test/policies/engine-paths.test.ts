@@ -15,7 +15,7 @@ import { createArPolicy } from '../../src/policies/ar/model.js';
 import { arMismatchProbe } from '../../src/policies/ar/probe.js';
 import { resolvePlan, type PlanData, type PrecisionPlan } from '../../src/policies/plans.js';
 import { makeTask } from '../../src/tasks/registry.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 describe('splitKMaxRows', () => {
   it('uses split-K in GEMMs of at most that many rows and the sequential order above', () => {

@@ -7,7 +7,7 @@ import { attentionDecodeAppend, attentionDecodeForward, gemmReference, gemmSeque
 import { round } from '../../src/numerics/index.js';
 import { fp32Numerics, numericsFor, precisionPlan, precisionPlans, roundingNumerics } from '../../src/policies/index.js';
 import { pairwiseSum, type AccumulatorOrder } from '../../src/policies/numerics.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 
 const fr = Math.fround;
 

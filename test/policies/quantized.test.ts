@@ -32,7 +32,7 @@ import {
   saveCheckpoint,
 } from '../../src/policies/index.js';
 import { attentionDecodeForward } from '../../src/nn/index.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { makeTask } from '../../src/tasks/index.js';
 
 const task = makeTask('reverse');

@@ -11,7 +11,7 @@ import { rollout } from '../../src/policies/ar/rollout.js';
 import { backwardLogprobs, computeLogprobs } from '../../src/policies/ar/logprobs.js';
 import { arMismatchProbe } from '../../src/policies/ar/probe.js';
 import { fp32Numerics } from '../../src/policies/numerics.js';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { precisionPlan, type PlanSide } from '../../src/policies/plans.js';
 import { runCli } from '../cli/io.js';
 

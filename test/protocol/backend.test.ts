@@ -17,8 +17,8 @@ import { FakeBackend } from './fake-backend.js';
 import { createArEngine } from '../../src/policies/index.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 import { makeTask } from '../../src/tasks/index.js';
-import { createRng } from '../../src/rng.js';
-import type { ReplayRecord } from '../../src/backend/contract.js';
+import { createRng } from '../../src/core/rng.js';
+import type { ReplayRecord } from '../../src/core/backend-contract.js';
 
 const fake = (flags = ''): string => `node --import tsx test/protocol/fake-backend.ts ${flags}`;
 const dirs: string[] = [];

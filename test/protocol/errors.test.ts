@@ -1,8 +1,8 @@
 // The protocol layer's error taxonomy: one base class, a kind per situation, BackendCallError an
 // RpcCallError; and on the ground floor, JsonInputError a UsageError (the CLI's exit-2 class).
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/errors.js';
-import { JsonInputError, parseJsonInput } from '../../src/json.js';
+import { UsageError } from '../../src/core/errors.js';
+import { JsonInputError, parseJsonInput } from '../../src/core/json.js';
 import { BackendCallError, BackendProtocolError, ProtocolError, RpcCallError, RpcError } from '../../src/protocol/errors.js';
 import { RPC_ERRORS } from '../../src/protocol/jsonrpc.js';
 import { parseMessage } from '../../src/protocol/schema.js';

@@ -9,7 +9,7 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepResult } from '../../src/backend/contract.js';
+import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepResult } from '../../src/core/backend-contract.js';
 
 /**
  * The fake: weights are one number `w`; ℓ = −(1 + w)/(t + 2) on masked positions, so ∂ℓ/∂w = −1/(t + 2).

@@ -2,12 +2,12 @@
 // sweep tests; loaded by the sweep's worker threads. Not a policy of the project.
 
 import { appendFileSync } from 'node:fs';
-import { UsageError } from '../../src/errors.js';
+import { UsageError } from '../../src/core/errors.js';
 import { createParamStore } from '../../src/nn/index.js';
 import type { RunConfig } from '../../src/rl/grpo/config.js';
 import type { EngineBatch as RolloutBatch, EngineLogprobs, RlEngine } from '../../src/policies/engine.js';
 import type { ValidatingPolicyFactory } from '../../src/runs/factory.js';
-import type { Rng } from '../../src/rng.js';
+import type { Rng } from '../../src/core/rng.js';
 import type { Task } from '../../src/tasks/index.js';
 
 /** log-softmax of row `t` of a (T, V) table. */

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { applyCorrection, estimate, mismatchDiagnostics, policyObjective, resolveConfig, stackMetrics } from '../../src/rl/index.js';
 import type { CorrectionInput, DiagnosticsInput, ObjectiveInput, StackMetricInput } from '../../src/rl/index.js';
 import { skipsLogpOldPass } from '../../src/rl/schema.js';
-import { UsageError } from '../../src/errors.js';
+import { UsageError } from '../../src/core/errors.js';
 import { fixedBatch } from './helpers.js';
 
 const batch = fixedBatch(7, 4, 5, 0.3);

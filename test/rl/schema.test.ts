@@ -2,7 +2,7 @@
 // Not a source of expected numbers: every expected value is derived in the test itself.
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/errors.js';
+import { UsageError } from '../../src/core/errors.js';
 import { parseEstimateInput, resolveConfig } from '../../src/rl/index.js';
 
 const good = () => ({

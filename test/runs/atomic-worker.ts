@@ -2,7 +2,7 @@
 // Not a test file itself.
 
 import { parentPort, workerData } from 'node:worker_threads';
-import { writeJsonAtomic } from '../../src/files.js';
+import { writeJsonAtomic } from '../../src/core/files.js';
 
 const { path, writes, id } = workerData as { path: string; writes: number; id: number };
 const errors: string[] = [];

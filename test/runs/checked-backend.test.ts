@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/backend/contract.js';
+import type { GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { BackendCallError } from '../../src/protocol/errors.js';
 import { resolveRunConfig, type RunConfig } from '../../src/rl/grpo/config.js';

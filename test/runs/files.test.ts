@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tempName } from '../../src/files.js';
+import { tempName } from '../../src/core/files.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'qrl-atomic-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

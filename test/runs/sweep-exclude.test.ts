@@ -1,7 +1,7 @@
 // `exclude`: grid points left out of a sweep (arms identical by construction), recorded for resume.
 import { describe, expect, it } from 'vitest';
 import { planSweep } from '../../src/runs/sweep.js';
-import { UsageError } from '../../src/errors.js';
+import { UsageError } from '../../src/core/errors.js';
 
 const baseConfig = { steps: 1, task: { name: 'reverse' }, policy: { kind: 'ar' } };
 

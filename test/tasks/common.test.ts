@@ -2,7 +2,7 @@
 // Task-specific reward cases live in reverse/sudoku4/countdown tests.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { BOS, EOS, MASK, PAD, SEP, makeTask, makeTaskFromConfig, taskNames, type Task } from '../../src/tasks/index.js';
 
 const allTasks: readonly Task[] = taskNames.map((name) => makeTask(name));

@@ -2,7 +2,7 @@
 // The properties every task shares (reward never throws, gold scores 1, splits disjoint) are in common.test.ts.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../src/rng.js';
+import { createRng } from '../../src/core/rng.js';
 import { BOS, SEP, createFibonacciTask } from '../../src/tasks/index.js';
 
 describe('fibonacci', () => {

@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { servedConformance } from './served.js';
-import type { LogprobsRequest, LogprobsResult } from '../../src/backend/contract.js';
+import type { LogprobsRequest, LogprobsResult } from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
 import { resolveRunConfig } from '../../src/rl/index.js';

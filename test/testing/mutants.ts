@@ -2,7 +2,7 @@
 // (src/testing/request-checks.ts `namedChecks`): each changes one behaviour the way a backend
 // written from the docs could get it wrong. test/testing/mutants.test.ts runs the battery on each.
 
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/backend/contract.js';
+import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
 import type { RunConfig } from '../../src/rl/grpo/config.js';

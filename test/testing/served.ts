@@ -3,7 +3,7 @@
 // temp directory: that is the state root the server confines save/load to.
 
 import { tmpdir } from 'node:os';
-import type { PolicyBackend } from '../../src/backend/contract.js';
+import type { PolicyBackend } from '../../src/core/backend-contract.js';
 import { connectBackend, parseBackendAddress } from '../../src/protocol/remote.js';
 import { serveBackend } from '../../src/protocol/serve.js';
 import { type ConformanceOptions, type ConformanceRow, runConformance } from '../../src/testing/conformance.js';

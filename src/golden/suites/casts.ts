@@ -5,10 +5,10 @@ import { type FloatFormat, decode, isNanCode } from '../../numerics/formats.js';
 import { profileCoverage, roundingModes } from '../../numerics/profiles.js';
 import { scalarEncoder } from '../../numerics/round.js';
 import { allocCodes, decodeArray } from '../../numerics/vector.js';
-import { createRng, type Rng } from '../../rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

@@ -3,10 +3,10 @@
 
 import { estimate } from '../../rl/estimate.js';
 import { parseEstimateInput } from '../../rl/schema.js';
-import { createRng, type Rng } from '../../rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Compare rule of float64 estimator outputs: tight enough for any formula bug, loose enough for a float64 re-ordering. */
 export const ESTIMATOR_RULE: CompareRule = Object.freeze({ rtol: 1e-7, atol: 1e-10 });

@@ -4,10 +4,10 @@
 import { type AccumulatorModel, gemm } from '../../numerics/gemm.js';
 import { quantPreset } from '../../numerics/presets.js';
 import { type QuantizedTensor, dequantize, quantize, quantizedValues } from '../../numerics/quantize.js';
-import { createRng, type Rng } from '../../rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 const M = 4;
 const N = 4;

@@ -7,12 +7,12 @@ import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, rollout, r
 import { numericsFor, precisionPlan } from '../../policies/plans.js';
 import { estimate } from '../../rl/estimate.js';
 import { parseEstimateInput } from '../../rl/schema.js';
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { makeTask } from '../../tasks/registry.js';
 import { tensor } from '../write.js';
 import type { CompareRule, GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
 import { ESTIMATOR_RULE } from './estimators.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Float32 model outputs (log-probs, gradients, updated weights): a GPU port differs by accumulation order. qrl-sim reproduces them bit for bit. */
 export const MODEL_RULE: CompareRule = Object.freeze({ rtol: 1e-4, atol: 1e-6 });

@@ -7,11 +7,11 @@ import { floatFormats, type FloatFormatName } from '../../numerics/formats.js';
 import { castProfile, type CastProfileName } from '../../numerics/profiles.js';
 import { scalarEncoder } from '../../numerics/round.js';
 import { allocCodes } from '../../numerics/vector.js';
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite } from '../types.js';
 import { castInputs } from './casts.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Float32 subnormals sampled (each with both signs). */
 const SUBNORMALS = 2048;

@@ -5,11 +5,11 @@
 import { type QuantPreset, quantPreset, quantPresets } from '../../numerics/presets.js';
 import { dequantize, quantize } from '../../numerics/quantize.js';
 import { nextFloat32Down, nextFloat32Up } from '../../numerics/scales.js';
-import { createRng, type Rng } from '../../rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import type { WireArray } from '../../protocol/tensor.js';
 import { tensor } from '../write.js';
 import type { GoldenCase, GoldenSuite, GoldenTensor } from '../types.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Block size used for presets that take one: small, so that a few rows hold many blocks. */
 export const GOLDEN_BLOCK = 8;

@@ -3,12 +3,12 @@
 // Not the model or the sampler themselves (model.ts, rollout.ts).
 
 import { z } from 'zod';
-import { UsageError } from '../../errors.js';
+import { UsageError } from '../../core/errors.js';
 import { ParamStore } from '../../nn/params.js';
 import { type EngineBatch, type EngineLogprobs, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
-import { zodIssueLine } from '../../errors.js';
+import { zodIssueLine } from '../../core/errors.js';
 import type { Task } from '../../tasks/task.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import { type PrecisionPlan, planOfConfig, sideNumerics } from '../plans.js';

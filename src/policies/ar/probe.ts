@@ -2,7 +2,7 @@
 // side (and, for MoE, with the rollout's routing replayed), and summarize the mismatch. Not the CLI
 // (src/cli/mismatch.ts) and not an RL step.
 
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { sideNumerics, type PrecisionPlan } from '../plans.js';
@@ -11,7 +11,7 @@ import { computeLogprobs, type TrainerLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
 import { rollout, type Rollout } from './rollout.js';
 import type { SamplerOptions } from './sampler.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Options of {@link arMismatchProbe}. */
 export interface ArMismatchProbeOptions extends SamplerOptions {

@@ -2,7 +2,7 @@
 // EOS handling and the per-token log-probs the engine reports. Not the trainer's recompute (logprobs.ts).
 
 import { EOS, PAD } from '../../tasks/tokenizer.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import { withKernelRows, type PolicyNumerics } from '../numerics.js';
 import type { EngineExecution } from '../execution.js';
 import { scheduleRequests } from './scheduler.js';

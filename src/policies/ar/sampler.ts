@@ -3,7 +3,7 @@
 
 import type { FloatArray } from '../../nn/array.js';
 import { rowEntropy as nnRowEntropy, rowLogProb, rowLogSumExp } from '../../nn/row-logprob.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import { truncatedSupport } from '../truncation.js';
 
 /** How the next token is chosen from the logits. */

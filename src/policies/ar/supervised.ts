@@ -6,12 +6,12 @@ import { AdamW, clipGradNorm, type AdamWConfig } from '../../nn/adamw.js';
 import { allocLike } from '../../nn/array.js';
 import { crossEntropyBackward, crossEntropyForward } from '../../nn/softmax.js';
 import { ParamStore } from '../../nn/params.js';
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArPolicy } from './model.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** One supervised pair: a prompt (all prompts of a batch have one length) and its gold response. */
 export interface SupervisedExample {

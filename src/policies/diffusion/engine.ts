@@ -2,11 +2,11 @@
 // Not the sampler or the estimators themselves (sampler.ts, estimators.ts): this file only wires them to the loop's contract.
 
 import { z } from 'zod';
-import { UsageError } from '../../errors.js';
+import { UsageError } from '../../core/errors.js';
 import { createParamStore, type ParamStore } from '../../nn/params.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
-import type { PlanSideName } from '../../backend/contract.js';
+import type { PlanSideName } from '../../core/backend-contract.js';
 import { type EngineBatch, type EngineLogprobs, type EngineRoutingReplay, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { MetricRecord } from '../../rl/types.js';

@@ -2,13 +2,13 @@
 // Not a loss: the GRPO loop turns dL/dℓ into the `backward` argument; not the sampler, whose records they replay.
 
 import { allocLike, type FloatArray } from '../../nn/array.js';
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { EOS, MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { tokenEntropy, tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
 import { diffusionStateAt, type DiffusionSequence } from './sampler.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Names of the per-token log-prob estimators. */
 export type DiffusionEstimatorName = 'trajectory' | 'd1' | 'elbo';

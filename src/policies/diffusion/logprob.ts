@@ -3,7 +3,7 @@
 
 import type { FloatArray } from '../../nn/array.js';
 import { rowEntropy, rowLogProb, rowLogProbBackward, rowLogSumExp } from '../../nn/row-logprob.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 
 /*
  * Every function takes an optional `exclude` id (the policy passes MASK): that entry is treated as a

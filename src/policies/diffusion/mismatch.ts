@@ -5,7 +5,7 @@ import type { FloatArray } from '../../nn/array.js';
 import { createParamStore } from '../../nn/params.js';
 import { type MismatchDiagnostics, probeDiagnostics } from '../diagnostics.js';
 import { flipRatesAt } from '../moe-replay.js';
-import { createRng } from '../../rng.js';
+import { createRng } from '../../core/rng.js';
 import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagnostics.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { TaskName } from '../../tasks/task.js';
@@ -13,7 +13,7 @@ import type { PolicyNumerics } from '../numerics.js';
 import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
 import { createDiffusionModel, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig } from './sampler.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Inputs of {@link diffusionMismatch}. */
 export interface DiffusionMismatchOptions {

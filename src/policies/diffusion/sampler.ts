@@ -2,13 +2,13 @@
 // Not an estimator and not the GRPO loop: it returns tokens, commit steps and the inline trajectory log-prob, nothing else.
 
 import type { FloatArray } from '../../nn/array.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import { MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { truncatedSupport, truncationActive } from '../truncation.js';
 import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
 import { diffusionForward, type DiffusionForward, type DiffusionModel } from './model.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** How the sampler picks which candidates to commit (LLaDA `remasking`). */
 export type DiffusionRemasking = 'low_confidence' | 'random';

@@ -5,13 +5,13 @@ import { yieldToEventLoop } from '../yield.js';
 import { AdamW, clipGradNorm } from '../../nn/adamw.js';
 import { allocLike, type FloatArray } from '../../nn/array.js';
 import { createParamStore, type ParamStore } from '../../nn/params.js';
-import { createRng, type Rng } from '../../rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import { EOS, MASK } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
 import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /**
  * A gold response padded to `genLength` with EOS (LLaDA SFT pads answers with EOS and trains on the

@@ -2,12 +2,12 @@
 // reason. Not the estimator schema (src/rl/schema.ts validates `estimators`) nor the model's.
 
 import { z } from 'zod';
-import { UsageError } from '../../errors.js';
+import { UsageError } from '../../core/errors.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { Task } from '../../tasks/task.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
 import { type EstimateConfig, resolveConfig, skipsLogpOldPass } from '../schema.js';
-import { zodIssueLine } from '../../errors.js';
+import { zodIssueLine } from '../../core/errors.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();

@@ -2,13 +2,13 @@
 // recompute, correction, update), against the asynchronous PolicyBackend. Not the phases' arithmetic
 // (phases.ts) and not the run driver (files, eval, checkpoints: src/runs/run.ts).
 
-import type { GenerateRequest, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
+import type { GenerateRequest, PolicyBackend, RolloutBatch } from '../../core/backend-contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import type { MetricRecord } from '../types.js';
 import { generationOf, type RunConfig } from './config.js';
 import { advantagePhase, correctionPhase, keepRows, mismatchAtOld, recomputeOld, recomputeRef, rewardPhase, updatePhase } from './phases.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Everything one step needs besides the config. */
 export interface StepContext {
@@ -43,7 +43,7 @@ export class StaleRollouts {
   readonly pending = new Map<number, PendingRollout>();
   /**
    * @param staleness k ≥ 1.
-   * @param stepRng the stream of step s (`stepStream` of src/rng-streams.ts: `root.fork('step').fork(String(s))`).
+   * @param stepRng the stream of step s (`stepStream` of src/core/rng-streams.ts: `root.fork('step').fork(String(s))`).
    */
   constructor(
     readonly staleness: number,
@@ -123,7 +123,7 @@ async function rolloutPhase(ctx: StepContext, step: number, rng: Rng): Promise<{
 
 /**
  * Runs GRPO step `step` (1-based) and returns its metrics: the pseudocode of docs/grpo.md, one
- * phase per line (phases.ts). `rng` is the step's own stream (`stepStream` of src/rng-streams.ts: `root.fork('step').fork(String(step))`), so a
+ * phase per line (phases.ts). `rng` is the step's own stream (`stepStream` of src/core/rng-streams.ts: `root.fork('step').fork(String(step))`), so a
  * resumed run draws exactly what an uninterrupted one does; the backend generates from the path of
  * its `rollout` fork.
  */

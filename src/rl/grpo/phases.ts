@@ -1,9 +1,9 @@
 // The phases of one GRPO step as functions (reward, advantages, trainer recompute, correction,
 // update), each returning its value and its metrics. Not the step's order or timings (loop.ts).
 
-import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../backend/contract.js';
+import type { LogprobsResult, PolicyBackend, RolloutBatch } from '../../core/backend-contract.js';
 import type { Task, TaskProblem } from '../../tasks/task.js';
-import type { Rng } from '../../rng.js';
+import type { Rng } from '../../core/rng.js';
 import { applyCorrection, correctionNeedsTheta, type CorrectionResult } from '../correction.js';
 import { mismatchDiagnostics } from '../diagnostics.js';
 import { stackMetrics } from '../stack-metrics.js';
@@ -13,7 +13,7 @@ import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages
 import { type EstimateConfig, skipsLogpOldPass } from '../schema.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
-import { rngStreams } from '../../rng-streams.js';
+import { rngStreams } from '../../core/rng-streams.js';
 
 /** Rows `rows` of a (B, T) array. */
 export function sliceRows(x: Float64Array, T: number, rows: readonly number[]): Float64Array {

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createArEngine } from '../../../src/policies/index.js';
 import { resolveRunConfig } from '../../../src/rl/grpo/config.js';
 import { makeTask } from '../../../src/tasks/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 
 function sameBits(got: ArrayLike<number>, want: ArrayLike<number>): void {
   expect(got.length).toBe(want.length);

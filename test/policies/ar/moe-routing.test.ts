@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { arConfig, arForward, createArPolicy, numericsFor, precisionPlans, rollout, type ArPolicy } from '../../../src/policies/index.js';
 import { routingFlipRate } from '../../../src/nn/moe.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
 const task = makeTask('reverse');

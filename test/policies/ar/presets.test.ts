@@ -15,7 +15,7 @@ import {
   rollout,
 } from '../../../src/policies/index.js';
 import { outlierChannels } from '../../../src/nn/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
 const task = makeTask('fibonacci', { minLength: 4, maxLength: 6 });

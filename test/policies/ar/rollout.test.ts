@@ -16,7 +16,7 @@ import {
   type PolicyNumerics,
   type RolloutOptions,
 } from '../../../src/policies/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { EOS, makeTask, PAD } from '../../../src/tasks/index.js';
 
 const task = makeTask('reverse');

@@ -4,7 +4,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { logSumExp, processedSupport, resolveSampler, sampleToken } from '../../../src/policies/ar/sampler.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 
 /** The allowed set by the definition, written independently: rank, cut to k, then the nucleus. */
 function allowed(z: number[], tau: number, topK: number, topP: number): Set<number> {

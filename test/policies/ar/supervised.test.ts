@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { arConfig, computeLogprobs, createArPolicy, fp32Numerics, loadCheckpoint, rollout, saveCheckpoint, sftStep, trainSupervised, numericsFor, precisionPlans } from '../../../src/policies/index.js';
 import { policyStore } from '../../../src/policies/ar/supervised.js';
 import { AdamW } from '../../../src/nn/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 import { runCli } from '../../cli/io.js';
 

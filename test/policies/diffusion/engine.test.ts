@@ -2,7 +2,7 @@
 // Not the sampler's or the estimators' own semantics (sampler.test.ts, estimators.test.ts).
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/errors.js';
+import { UsageError } from '../../../src/core/errors.js';
 import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { createDiffusionEngine, diffusionPolicyFactory, type DiffusionEngine, type DiffusionEngineRecord } from '../../../src/policies/diffusion/engine.js';
@@ -10,8 +10,8 @@ import { diffusionLogprobs } from '../../../src/policies/diffusion/estimators.js
 import { resolveRunConfig, type RunConfig } from '../../../src/rl/grpo/config.js';
 import { grpoStep } from '../../../src/rl/grpo/loop.js';
 import { batchFromJson, batchToJson, parseMessage } from '../../../src/protocol/schema.js';
-import type { ReplayRecord } from '../../../src/backend/contract.js';
-import { createRng } from '../../../src/rng.js';
+import type { ReplayRecord } from '../../../src/core/backend-contract.js';
+import { createRng } from '../../../src/core/rng.js';
 import { EOS, makeTask, PAD, type Task } from '../../../src/tasks/index.js';
 
 const estimators = ['trajectory', 'd1', 'elbo'] as const;

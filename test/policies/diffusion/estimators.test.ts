@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createParamStore } from '../../../src/nn/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { EOS, MASK, makeTask } from '../../../src/tasks/index.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import {

@@ -10,7 +10,7 @@ import {
 } from '../../../src/nn/index.js';
 import type { PolicyNumerics } from '../../../src/policies/numerics.js';
 import { createDiffusionModel, type DiffusionModel } from '../../../src/policies/diffusion/model.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 
 /** Rounds a copy of `x[0 … n)` to e4m3fn after per-tensor amax scaling: s = amax/448, fq(x/s)·s. */
 export function quantizeE4m3(x: ArrayLike<number>, n: number): Float32Array {

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../../src/backend/index.js';
 import { createDiffusionEngine, createDiffusionModel, diffusionLogprobs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
 import { createParamStore } from '../../../src/nn/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
 import { runGrpo } from '../../../src/runs/index.js';

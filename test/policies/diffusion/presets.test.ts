@@ -2,12 +2,12 @@
 // Not the AR presets (test/policies/ar/presets.test.ts) and not the sampler's semantics.
 
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../../src/errors.js';
+import { UsageError } from '../../../src/core/errors.js';
 import { createDiffusionEngine, diffusionPolicyFactory } from '../../../src/policies/diffusion/engine.js';
 import { diffusionModelDefaults } from '../../../src/policies/diffusion/model.js';
 import { diffusionModelOptions, diffusionModelPresetNames, diffusionModelPresets } from '../../../src/policies/diffusion/presets.js';
 import { resolveRunConfig } from '../../../src/rl/grpo/config.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
 function config(model: Record<string, unknown>, plan: string) {

@@ -3,7 +3,7 @@
 
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { createRng, Rng } from '../../../src/rng.js';
+import { createRng, Rng } from '../../../src/core/rng.js';
 import { MASK, makeTask } from '../../../src/tasks/index.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { diffusionForward } from '../../../src/policies/diffusion/model.js';

@@ -2,7 +2,7 @@
 // Not a convergence benchmark: a few hundred updates of a small model must cut the held-out masked loss, nothing more.
 
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { EOS, makeTask } from '../../../src/tasks/index.js';
 import { diffusionWarmStart, maskedDiffusionLoss, padDiffusionResponse } from '../../../src/policies/diffusion/warmstart.js';
 import { expectGradClose } from '../../nn/gradcheck.js';

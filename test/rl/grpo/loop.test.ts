@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readJsonl } from '../../../src/files.js';
+import { readJsonl } from '../../../src/core/files.js';
 import { resolveConfig, resolveRunConfig, stepAdvantages } from '../../../src/rl/index.js';
 import { overlongPenalty } from '../../../src/rl/grpo/phases.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';

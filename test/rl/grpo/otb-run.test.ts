@@ -3,13 +3,13 @@
 // gradient, equal `estimate`'s on the same batch. veRL: ray_trainer.py compute_advantage after old_log_prob.
 
 import { describe, expect, it } from 'vitest';
-import type { LogprobsRequest, LogprobsResult, RolloutBatch } from '../../../src/backend/contract.js';
+import type { LogprobsRequest, LogprobsResult, RolloutBatch } from '../../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { rowProbSqSum } from '../../../src/nn/row-logprob.js';
 import { arConfig, computeLogprobs, createArPolicy, diffusionPolicyFactory, numericsFor, precisionPlans, rollout } from '../../../src/policies/index.js';
 import { arPolicyFactory } from '../../../src/policies/ar/engine.js';
 import { estimate, grpoStep, resolveRunConfig } from '../../../src/rl/index.js';
-import { createRng } from '../../../src/rng.js';
+import { createRng } from '../../../src/core/rng.js';
 import { makeTask, type Task } from '../../../src/tasks/index.js';
 import { backendMismatches } from '../../../src/runs/backend-expect.js';
 import { BackendCallError } from '../../../src/protocol/errors.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../../src/backend/index.js';
-import { UsageError } from '../../../src/errors.js';
+import { UsageError } from '../../../src/core/errors.js';
 import { arPolicyFactory } from '../../../src/policies/index.js';
 import { flipRatesAt } from '../../../src/policies/moe-replay.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';

@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readJsonl } from '../../../src/files.js';
+import { readJsonl } from '../../../src/core/files.js';
 import { resolveRunConfig } from '../../../src/rl/index.js';
 import type { MetricRecord } from '../../../src/rl/types.js';
 import { applyOverrides, policyFactory, runGrpo } from '../../../src/runs/index.js';
