@@ -15,7 +15,7 @@ from .wire import (
     write_safetensors,
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
+from .backend import LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "read_safetensors",
     "write_safetensors",
     "Backend",
+    "ConfiguredFromRun",
     "RolloutBatch",
     "LOGPROBS_KEYWORDS",
     "LogprobsResult",

@@ -135,3 +135,47 @@ class Backend:
 
     def close(self) -> None:
         """Releases resources at shutdown."""
+
+
+class ConfiguredFromRun(Backend):
+    """A backend that builds its real backend from what the driver sends (`configure`), as the
+    reference backends do: `self.inner` is that backend once built (or given), and every call goes to
+    it. Until then each call is a failed precondition naming `setup`. Subclasses implement
+    `configure`, setting `self.inner` and `self.setup`; `flags` are their command-line overrides."""
+
+    def __init__(self, flags: Any, inner: Optional[Backend] = None):
+        self.flags = flags
+        self.inner = inner
+        self.setup: Optional[Dict[str, Any]] = None
+
+    def _be(self) -> Any:
+        if self.inner is None:
+            raise RpcError(FAILED_PRECONDITION, "this backend builds its model from the run: send info with params.setup (qrl-sim run --backend does), or start it with --config JSON or --weights FILE", "setup")
+        return self.inner
+
+    def info(self) -> Dict[str, Any]:
+        return self._be().info()
+
+    def sync(self) -> int:
+        return self._be().sync()
+
+    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):  # noqa: ANN001, ANN201
+        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
+
+    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):  # noqa: ANN001, ANN201
+        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
+
+    def backward(self, handle, grad_logp):  # noqa: ANN001, ANN201
+        return self._be().backward(handle, grad_logp)
+
+    def step(self, max_grad_norm):  # noqa: ANN001, ANN201
+        return self._be().step(max_grad_norm)
+
+    def set_reference(self):  # noqa: ANN201
+        return self._be().set_reference()
+
+    def save(self, directory):  # noqa: ANN001, ANN201
+        return self._be().save(directory)
+
+    def load(self, directory):  # noqa: ANN001, ANN201
+        return self._be().load(directory)

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..backend import Backend, LogprobsResult, RolloutBatch
+from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
 from ..server import add_server_arguments
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
 from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
@@ -277,16 +277,11 @@ def _support(z: np.ndarray, tau: float, top_k: int, top_p: float) -> np.ndarray:
     return keep
 
 
-class ConfiguredNumpyAr(Backend):
+class ConfiguredNumpyAr(ConfiguredFromRun):
     """The numpy backend built from what the driver sends (`configure`), command-line flags overriding:
     `python3 -m qrl_backend.numpy_ar` alone serves `qrl-sim run --backend` (the model from
     setup.model, the plan from setup.plan.name, AdamW from setup.optim, the sampler from
     setup.sampling). Until configured it answers `info` with a failed precondition naming `setup`."""
-
-    def __init__(self, flags: Any, inner: Optional[NumpyArBackend] = None):
-        self.flags = flags
-        self.inner = inner
-        self.setup: Optional[Dict[str, Any]] = None
 
     def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
         if setup is None:
@@ -333,40 +328,6 @@ class ConfiguredNumpyAr(Backend):
             sampling=sampling,
         )
         self.setup = setup
-
-    def _be(self) -> NumpyArBackend:
-        if self.inner is None:
-            raise RpcError(FAILED_PRECONDITION, "this backend builds its model from the run: send info with params.setup (qrl-sim run --backend does), or start it with --config JSON or --weights FILE", "setup")
-        return self.inner
-
-    def info(self) -> Dict[str, Any]:
-        return self._be().info()
-
-    def sync(self) -> int:
-        return self._be().sync()
-
-    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
-        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
-
-    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
-
-    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):
-        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
-
-    def backward(self, handle, grad_logp):
-        return self._be().backward(handle, grad_logp)
-
-    def step(self, max_grad_norm):
-        return self._be().step(max_grad_norm)
-
-    def set_reference(self):
-        return self._be().set_reference()
-
-    def save(self, directory):
-        return self._be().save(directory)
-
-    def load(self, directory):
-        return self._be().load(directory)
 
 
 class _FlagError(Exception):

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, LogprobsResult, RolloutBatch
+from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
 from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _support
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..server import add_server_arguments
@@ -272,17 +272,12 @@ class TorchArBackend(Backend):
         self.served = int(state.get("servedVersion", self.served))
 
 
-class ConfiguredTorchAr(Backend):
+class ConfiguredTorchAr(ConfiguredFromRun):
     """The PyTorch backend built from what the driver sends (`configure`), as numpy_ar's
     ConfiguredNumpyAr is: `python3 -m qrl_backend.torch_ar` alone serves `qrl-sim run --backend` (the
     model from setup.model, the plan from setup.plan.name, AdamW's lr and weight decay from
     setup.optim); flags given override. Until configured, `info` is a failed precondition naming
     `setup`. Not a second model: every call goes to the TorchArBackend it builds."""
-
-    def __init__(self, flags: Any, inner: Optional[TorchArBackend] = None):
-        self.flags = flags
-        self.inner = inner
-        self.setup: Optional[Dict[str, Any]] = None
 
     def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
         if setup is None:
@@ -317,38 +312,6 @@ class ConfiguredTorchAr(Backend):
             device=a.device,
         )
         self.setup = setup
-
-    def _be(self) -> TorchArBackend:
-        if self.inner is None:
-            raise RpcError(FAILED_PRECONDITION, "this backend builds its model from the run: send info with params.setup (qrl-sim run --backend does), or start it with --config JSON or --weights FILE", "setup")
-        return self.inner
-
-    def info(self) -> Dict[str, Any]:
-        return self._be().info()
-
-    def sync(self) -> int:
-        return self._be().sync()
-
-    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):
-        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
-
-    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):
-        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
-
-    def backward(self, handle, grad_logp):
-        return self._be().backward(handle, grad_logp)
-
-    def step(self, max_grad_norm):
-        return self._be().step(max_grad_norm)
-
-    def set_reference(self):
-        return self._be().set_reference()
-
-    def save(self, directory):
-        return self._be().save(directory)
-
-    def load(self, directory):
-        return self._be().load(directory)
 
 
 def build(argv: Optional[List[str]] = None) -> Backend:
