@@ -14,13 +14,23 @@ export function tempName(path: string): string {
 /** Temp names of {@link tempName} (and the safetensors and golden writers): `<name>.tmp-<pid>[-<thread>-<n>]`. */
 const TEMP = /\.tmp-(\d+)(-\d+-\d+)?$/;
 
+/** Whether `pid` names a running process: one that signal 0 reaches and, on Linux, not a zombie. */
 function alive(pid: number): boolean {
   if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  // A killed process nobody has reaped (its parent gone, and a container's PID 1 that does not reap)
+  // still answers signal 0; its state in /proc is Z (zombie) or X (dead).
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch (error) {
+    // gone since the signal (ENOENT), or no /proc on this system (signal 0 is then the answer)
+    return (error as NodeJS.ErrnoException).code !== 'ENOENT';
   }
 }
 

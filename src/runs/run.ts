@@ -5,7 +5,7 @@
 
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { PolicyBackend } from '../core/backend-contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { PLAN_FROM_BACKEND } from './backend-expect.js';
@@ -150,6 +150,9 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
     rmSync(tmp, { recursive: true, force: true });
     throw error;
   }
+  // A run killed mid-save whose process was still dying when this run resumed (a second Ctrl-C, a
+  // killed Ray worker) left a temp the start-up cleaning had to keep; by now its process is gone.
+  removeStaleTemps(dirname(dir));
 }
 
 /**

@@ -4,7 +4,8 @@
 // stops `run` at start with exit 2 naming both values, unless the config takes the plan from the
 // backend; a failure's one line names where the run was (warm start, step, checkpoint).
 
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -75,6 +76,21 @@ describe('the strict driver', () => {
       await backend.close();
     }
   }, 60_000);
+
+  it("a checkpoint write removes the temps a dead process left beside it (a run still dying when it was resumed), and keeps a live one's", async () => {
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    const parent = join(root, 'stale-temps');
+    const stale = join(parent, `step-000005.tmp-${dead.stdout}-0-6`);
+    const live = join(parent, `step-000005.tmp-${process.pid}-0-999`);
+    mkdirSync(stale, { recursive: true });
+    writeFileSync(join(stale, 'backend.json'), '{}');
+    mkdirSync(live, { recursive: true });
+    const backend = new FakeBackend();
+    await saveAtomic(backend, join(parent, 'step-000006'), { version: 2 });
+    expect(existsSync(stale)).toBe(false);
+    expect(existsSync(live)).toBe(true);
+    expect(existsSync(join(parent, 'step-000006', 'checkpoint.json'))).toBe(true);
+  });
 
   it('refuses a checkpoint into which the backend wrote a reserved name, leaving no directory', async () => {
     const backend = new FakeBackend();

@@ -1,14 +1,15 @@
 // Durable run files under concurrency: writeJsonAtomic from several worker threads of one process
 // (they share a pid) never collides on its temp file. Not a test of JSONL appends.
 
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tempName } from '../../src/core/files.js';
+import { removeStaleTemps, tempName } from '../../src/core/files.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'qrl-atomic-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -35,4 +36,32 @@ describe('writeJsonAtomic', () => {
     expect(value.i).toBe(19);
     expect(readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
   }, 120_000);
+});
+
+describe('removeStaleTemps', () => {
+  it.skipIf(process.platform !== 'linux')('removes the temp of a zombie (killed, never reaped: signal 0 still reaches it) and keeps a live one', async () => {
+    // `sleep 0 &` exits at once and stays a zombie: its parent execs `sleep 5`, which never waits for it
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const pid = await new Promise<number>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
+      let state = '';
+      for (let i = 0; i < 100 && state !== 'Z'; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      }
+      expect(state).toBe('Z');
+      expect(() => process.kill(pid, 0)).not.toThrow();
+      const dir = mkdtempSync(join(tmpdir(), 'qrl-stale-'));
+      const zombieTemp = join(dir, `step-000005.tmp-${pid}-0-6`);
+      const liveTemp = join(dir, `step-000005.tmp-${parent.pid}-0-7`);
+      mkdirSync(zombieTemp);
+      mkdirSync(liveTemp);
+      expect(removeStaleTemps(dir)).toEqual([`step-000005.tmp-${pid}-0-6`]);
+      expect([existsSync(zombieTemp), existsSync(liveTemp)]).toEqual([false, true]);
+      rmSync(dir, { recursive: true, force: true });
+    } finally {
+      parent.kill('SIGKILL');
+    }
+  });
 });
