@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Sequence
 
 import numpy as np
 
-from .wire import FAILED_PRECONDITION, PROTOCOL, RolloutBatch, RpcError
+from .wire import FAILED_PRECONDITION, PROTOCOL, ProtocolError, RolloutBatch, RpcError
 
 
 #: The keyword arguments `Backend.logprobs` may take beyond (batch, rows, policy, grad), and the wire field of each.
@@ -141,12 +141,31 @@ class ConfiguredFromRun(Backend):
     """A backend that builds its real backend from what the driver sends (`configure`), as the
     reference backends do: `self.inner` is that backend once built (or given), and every call goes to
     it. Until then each call is a failed precondition naming `setup`. Subclasses implement
-    `configure`, setting `self.inner` and `self.setup`; `flags` are their command-line overrides."""
+    `configure`, setting `self.inner` and `self.setup`; `flags` are their command-line overrides
+    (`flags.fixed`: a backend built from its flags keeps them whatever the run sends)."""
+
+    #: The `setup.policy` the backend serves.
+    policy = "ar"
 
     def __init__(self, flags: Any, inner: Optional[Backend] = None):
         self.flags = flags
         self.inner = inner
         self.setup: Optional[Dict[str, Any]] = None
+
+    def needs_build(self, setup: Optional[Dict[str, Any]]) -> bool:
+        """Whether `configure(setup)` has to build the inner backend: not without a setup, not again for
+        the setup it was built from, nor over fixed flags; another run's setup on a configured backend
+        is a failed precondition, another policy a protocol error naming `setup.policy`."""
+        if setup is None:
+            return False
+        if self.inner is not None:
+            if self.setup is not None and setup != self.setup:
+                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
+            if self.setup is not None or self.flags.fixed:
+                return False
+        if setup.get("policy") != self.policy:
+            raise ProtocolError("setup.policy", f"this backend serves policy {self.policy!r}, the run asks for {setup.get('policy')!r}")
+        return True
 
     def _be(self) -> Any:
         if self.inner is None:

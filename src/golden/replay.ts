@@ -127,13 +127,12 @@ export const trlInertOptions: readonly string[] = Object.freeze([
 
 /** A stack's options as the user gave them (JSON values by field name). */
 export type StackOptions = Readonly<Record<string, unknown>>;
-type Options = StackOptions;
 
-function opt<K extends keyof typeof trlDefaults>(options: Options, key: K): unknown {
+function opt<K extends keyof typeof trlDefaults>(options: StackOptions, key: K): unknown {
   return Object.hasOwn(options, key) ? options[key] : trlDefaults[key];
 }
 
-function num(options: Options, key: keyof typeof trlDefaults): number {
+function num(options: StackOptions, key: keyof typeof trlDefaults): number {
   const v = opt(options, key);
   if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`options.${key}: expected a number, got ${JSON.stringify(v)}`);
   return v;
@@ -159,10 +158,8 @@ export function trlEstimateConfig(options: StackOptions): EstimateConfig {
   }
   if (opt(options, 'multi_objective_aggregation') !== 'sum_then_normalize') refuse('multi_objective_aggregation', opt(options, 'multi_objective_aggregation'), "only 'sum_then_normalize' is the advantage qrl-sim computes");
   if (num(options, 'gradient_accumulation_steps') !== 1) refuse('gradient_accumulation_steps', options.gradient_accumulation_steps, 'a bundle is one loss evaluation; TRL divides it by the accumulation steps');
-  for (const key of ['steps_per_generation', 'generation_batch_size'] as const) {
-    const v = opt(options, key);
-    if (key === 'steps_per_generation' && v !== null && v !== 1) refuse(key, v, "the loss normaliser of 'dapo', 'cispo' and 'vespo' counts the whole generation batch");
-  }
+  const stepsPerGeneration = opt(options, 'steps_per_generation');
+  if (stepsPerGeneration !== null && stepsPerGeneration !== 1) refuse('steps_per_generation', stepsPerGeneration, "the loss normaliser of 'dapo', 'cispo' and 'vespo' counts the whole generation batch");
   const lossType = opt(options, 'loss_type');
   const level = opt(options, 'importance_sampling_level');
   if (level !== 'token' && level !== 'sequence') refuse('importance_sampling_level', level, "TRL knows 'token' and 'sequence'");
@@ -244,7 +241,7 @@ export function trlEstimateConfig(options: StackOptions): EstimateConfig {
  * `*_mask` sets it to 0 outside; the per-token loss is multiplied by it (l.3239–3240), the KL term is
  * not. `vllm_importance_sampling_cap` is the deprecated name of clip_max (grpo_config.py l.1130–1137).
  */
-function trlCorrection(options: Options, lossType: string): Record<string, unknown> {
+function trlCorrection(options: StackOptions, lossType: string): Record<string, unknown> {
   if (opt(options, 'use_vllm') !== true || opt(options, 'vllm_importance_sampling_correction') !== true) return { name: 'none' };
   if (lossType === 'vespo') refuse('vllm_importance_sampling_correction', true, "TRL's vespo folds the ratio into its gamma weights; qrl-sim's vespo does not");
   const mode = opt(options, 'vllm_importance_sampling_mode');

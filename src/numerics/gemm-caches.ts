@@ -28,19 +28,27 @@ export function cacheDecoding(q: QuantizedTensor, values: Float32Array): void {
 /** Weight-only GEMMs: dequantized (and rounded) values of given QuantizedTensors, by tensor and rounding format. */
 const dequantizedValues = new WeakMap<QuantizedTensor, Map<string, Float32Array>>();
 
-/** The cached dequantized values of `q` rounded to `format`, computed by `make` on the first call. */
-export function cachedDequantized(q: QuantizedTensor, format: string, make: () => Float32Array): Float32Array {
-  let byFormat = dequantizedValues.get(q);
-  if (byFormat === undefined) {
-    byFormat = new Map();
-    dequantizedValues.set(q, byFormat);
+/**
+ * The value `make()` kept in `cache` under (`key`, `sub`), computed on the first call: the caches of this
+ * file and of gemm-hopper.ts are keyed by an immutable tensor or values array, then by a setting.
+ */
+export function memoized<K extends object, S, V>(cache: WeakMap<K, Map<S, V>>, key: K, sub: S, make: () => V): V {
+  let bySub = cache.get(key);
+  if (bySub === undefined) {
+    bySub = new Map();
+    cache.set(key, bySub);
   }
-  let v = byFormat.get(format);
+  let v = bySub.get(sub);
   if (v === undefined) {
     v = make();
-    byFormat.set(format, v);
+    bySub.set(sub, v);
   }
   return v;
+}
+
+/** The cached dequantized values of `q` rounded to `format`, computed by `make` on the first call. */
+export function cachedDequantized(q: QuantizedTensor, format: string, make: () => Float32Array): Float32Array {
+  return memoized(dequantizedValues, q, format, make);
 }
 
 /** Given B operands the hopper-fp8 one-call kernel has decoded from their codes once (a second sight decodes and caches them). */
@@ -62,17 +70,7 @@ const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array
 
 /** B's panels for the scaled kernel when B is a cached decoding (immutable): packed once per values array and model. */
 export function cachedPanels(model: ScaledGemmModel, values: Float32Array, n: number, k: number): Float32Array | Int32Array {
-  let byModel = packedPanels.get(values);
-  if (byModel === undefined) {
-    byModel = new Map();
-    packedPanels.set(values, byModel);
-  }
-  let p = byModel.get(model);
-  if (p === undefined) {
-    p = packPanels(model, values, n, k);
-    byModel.set(model, p);
-  }
-  return p;
+  return memoized(packedPanels, values, model, () => packPanels(model, values, n, k));
 }
 
 // ---------------------------------------------------------------------------------------------------

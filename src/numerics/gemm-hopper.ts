@@ -5,6 +5,7 @@ import type { QuantizedTensor } from './quantize.js';
 import { type FloatFormat, exponentOf } from './formats.js';
 import { inputExponent, truncateToE8M } from './gemm-reference.js';
 import type { HopperChunkResult } from './kernels/hopper-kernel.js';
+import { memoized } from './gemm-caches.js';
 import { fma32 } from './scales.js';
 import { decodeTable } from './vector.js';
 
@@ -49,17 +50,7 @@ const exponentTables = new WeakMap<Float32Array, Map<number, Int16Array | null>>
 
 /** {@link exponentTable} of a cached decoding (a QuantizedTensor's values, immutable): computed once per array and emin. */
 export function cachedExponentTable(values: Float32Array, emin: number): Int16Array | null {
-  let byEmin = exponentTables.get(values);
-  if (byEmin === undefined) {
-    byEmin = new Map();
-    exponentTables.set(values, byEmin);
-  }
-  let t = byEmin.get(emin);
-  if (t === undefined) {
-    t = exponentTable(values, emin);
-    byEmin.set(emin, t);
-  }
-  return t;
+  return memoized(exponentTables, values, emin, () => exponentTable(values, emin));
 }
 
 /**

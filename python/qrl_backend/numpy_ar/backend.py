@@ -284,16 +284,9 @@ class ConfiguredNumpyAr(ConfiguredFromRun):
     setup.sampling). Until configured it answers `info` with a failed precondition naming `setup`."""
 
     def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
-        if setup is None:
+        if not self.needs_build(setup):
             return
-        if self.inner is not None:
-            if self.setup is not None and setup != self.setup:
-                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
-            if self.setup is not None or self.flags.fixed:
-                return
         a = self.flags
-        if setup.get("policy") != "ar":
-            raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
         if a.config or a.weights:
             try:
                 cfg, params = _model_from_flags(a)

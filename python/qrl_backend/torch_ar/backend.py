@@ -280,16 +280,9 @@ class ConfiguredTorchAr(ConfiguredFromRun):
     `setup`. Not a second model: every call goes to the TorchArBackend it builds."""
 
     def configure(self, run: Optional[Dict[str, Any]], setup: Optional[Dict[str, Any]]) -> None:
-        if setup is None:
+        if not self.needs_build(setup):
             return
-        if self.inner is not None:
-            if self.setup is not None and setup != self.setup:
-                raise RpcError(FAILED_PRECONDITION, "info: this backend was already configured by another run's setup", "setup")
-            if self.setup is not None or self.flags.fixed:
-                return
         a = self.flags
-        if setup.get("policy") != "ar":
-            raise ProtocolError("setup.policy", f"this backend serves policy 'ar', the run asks for {setup.get('policy')!r}")
         model = setup.get("model")
         if not isinstance(model, dict):
             raise ProtocolError("setup.model", "expected the ArConfig object (or start the backend with --config/--weights)")
