@@ -153,21 +153,13 @@ def locals_at_return(functions: dict[str, Callable[..., Any]], on_return: Callab
 # --- an FP8 rollout engine in vLLM's place ---------------------------------------------------
 
 
-def fp8_fake_quant(w):  # noqa: ANN001, ANN201
-    """Per-tensor FP8 E4M3: s = amax/448, w ≈ s·e4m3(w/s) (torch's float8_e4m3fn cast, round to nearest even)."""
-    import torch
-
-    amax = w.abs().max().clamp(min=1e-12)
-    scale = amax / 448.0
-    return (w / scale).to(torch.float8_e4m3fn).to(w.dtype) * scale
-
-
 class Fp8Engine:
     """Stands where TRL keeps its `VLLMGeneration` (`trainer.vllm_generation`): the same two calls.
 
     `sync_weights()` is the refit TRL calls whenever the optimizer step changed: the trainer's
     weights are copied into the engine's own model, every linear weight of the decoder layers through
-    per-tensor FP8 E4M3 (embeddings, norms and the LM head stay FP32). `generate(prompts, images,
+    vLLM's dynamic per-tensor FP8 E4M3 (`torch_quantizers.vllm_fp8_tensor`, dequantized; embeddings,
+    norms and the LM head stay FP32). `generate(prompts, images,
     num_generations, profiler)` samples one completion per prompt id list, as vLLM's colocate mode
     returns them, with the sampled token's log-prob under the engine's own (quantized) model:
     `(prompt_ids, completion_ids, logprobs [[[lp], …], …], logprob_token_ids)`, each completion cut
@@ -186,11 +178,13 @@ class Fp8Engine:
     def sync_weights(self) -> None:
         import torch
 
+        from .torch_quantizers import vllm_fp8_tensor
+
         source = dict(self.trainer.accelerator.unwrap_model(self.trainer.model).named_parameters())
         with torch.no_grad():
             for name, p in self.engine.named_parameters():
                 w = source[name].detach()
-                p.copy_(fp8_fake_quant(w) if w.dim() == 2 and ".layers." in name else w)
+                p.copy_(vllm_fp8_tensor(w.float(), {})["dequantized"] if w.dim() == 2 and ".layers." in name else w)
         self.syncs += 1
 
     def generate(self, prompts, images, num_generations, profiler=None):  # noqa: ANN001, ANN201
