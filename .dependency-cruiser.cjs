@@ -60,7 +60,8 @@ module.exports = {
     },
     {
       name: 'ar-only-through-facade',
-      comment: 'outside src/policies/, the autoregressive policy (src/policies/ar/) is reached only through src/policies/ar-api.ts',
+      comment:
+        'outside src/policies/, the autoregressive policy (src/policies/ar/) is reached only through src/policies/ar-api.ts',
       severity: 'error',
       from: { path: '^src/', pathNot: '^src/policies/' },
       to: { path: '^src/policies/ar/' },

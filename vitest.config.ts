@@ -29,7 +29,13 @@ export default defineConfig({
     // test/worker-timers.mjs: a worker whose event loop was busy past vitest's 60 s RPC timeout reads
     // the reply that waits for it before the timeout fires (else "Timeout calling onTaskUpdate" fails
     // a run whose tests all passed, on a loaded machine; docs/decisions.md, "Stopping and the first hour").
-    poolOptions: { forks: { maxForks: 2, minForks: 1, execArgv: ['--import', fileURLToPath(new URL('./test/worker-timers.mjs', import.meta.url))] } },
+    poolOptions: {
+      forks: {
+        maxForks: 2,
+        minForks: 1,
+        execArgv: ['--import', fileURLToPath(new URL('./test/worker-timers.mjs', import.meta.url))],
+      },
+    },
     setupFiles: ['test/setup.ts'],
     // The JSON report lets .ci/run print one plain 'N passed, N failed' line.
     reporters: ['default', ['json', { outputFile: '.cache/vitest-report.json' }]],

@@ -1,7 +1,16 @@
 // Timing of the AR toy policy per precision plan and per model size: rollout, trainer forward + backward,
 // ratios against the `bf16` plan measured interleaved in the same process. Figures only; nothing is asserted.
 
-import { arConfig, backwardLogprobs, computeLogprobs, createArPolicy, numericsFor, precisionPlans, rollout, type ArConfig } from '../src/policies/index.js';
+import {
+  arConfig,
+  backwardLogprobs,
+  computeLogprobs,
+  createArPolicy,
+  numericsFor,
+  precisionPlans,
+  rollout,
+  type ArConfig,
+} from '../src/policies/index.js';
 import { gemm, quantize, quantPreset } from '../src/numerics/index.js';
 import { createRng } from '../src/core/rng.js';
 import { makeTask } from '../src/tasks/index.js';
@@ -57,31 +66,50 @@ function cpuMs(): number {
  * Runs every plan once per repeat, interleaved (so load changes hit all plans alike), after one
  * untimed round of every plan (JIT compilation, WebAssembly instantiation, weight caches); returns the times.
  */
-function timePlans(size: BenchSize, planNames: readonly string[], repeats: number): { times: Map<string, PlanTimes>; promptLength: number } {
+function timePlans(
+  size: BenchSize,
+  planNames: readonly string[],
+  repeats: number,
+): { times: Map<string, PlanTimes>; promptLength: number } {
   const task = makeTask('reverse');
   const B = size.batch;
   const L = size.length;
-  const policy = createArPolicy(arConfig({ ...size.model, vocabSize: task.vocabSize, maxLen: task.promptLength + L }), 0);
+  const policy = createArPolicy(
+    arConfig({ ...size.model, vocabSize: task.vocabSize, maxLen: task.promptLength + L }),
+    0,
+  );
   const prompts = task.trainProblems(B, 0).map((p) => [...p.prompt]);
-  const times = new Map<string, PlanTimes>(planNames.map((p) => [p, { roll: [], fwd: [], bwd: [], rollCpu: [], trainerCpu: [] }]));
+  const times = new Map<string, PlanTimes>(
+    planNames.map((p) => [p, { roll: [], fwd: [], bwd: [], rollCpu: [], trainerCpu: [] }]),
+  );
   for (let i = -1; i < repeats; i++) {
     for (const name of planNames) {
       const plan = precisionPlans[name as keyof typeof precisionPlans];
       const t = times.get(name) as PlanTimes;
       const c0 = cpuMs();
       const t0 = performance.now();
-      const r = rollout(policy, prompts, { maxNewTokens: L, numerics: numericsFor(plan.rollout), rng: createRng(Math.max(i, 0)), eos: null });
+      const r = rollout(policy, prompts, {
+        maxNewTokens: L,
+        numerics: numericsFor(plan.rollout),
+        rng: createRng(Math.max(i, 0)),
+        eos: null,
+      });
       const t1 = performance.now();
       const c1 = cpuMs();
-      const lp = computeLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, { numerics: numericsFor(plan.trainer) });
+      const lp = computeLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, {
+        numerics: numericsFor(plan.trainer),
+      });
       const t2 = performance.now();
       policy.params.grads.fill(0);
       backwardLogprobs(policy, lp, new Float64Array(B * L).fill(1 / (B * L)));
       const t3 = performance.now();
       const c3 = cpuMs();
       if (i < 0) continue; // the warm-up round
-      t.roll.push(t1 - t0); t.fwd.push(t2 - t1); t.bwd.push(t3 - t2);
-      t.rollCpu.push(c1 - c0); t.trainerCpu.push(c3 - c1);
+      t.roll.push(t1 - t0);
+      t.fwd.push(t2 - t1);
+      t.bwd.push(t3 - t2);
+      t.rollCpu.push(c1 - c0);
+      t.trainerCpu.push(c3 - c1);
     }
   }
   return { times, promptLength: task.promptLength };
@@ -91,7 +119,10 @@ function timePlans(size: BenchSize, planNames: readonly string[], repeats: numbe
  * Milliseconds per rollout (16 × 32, EOS ignored) and per trainer forward+backward for each plan at the
  * default size, with `rolloutVsBf16` / `stepVsBf16` = plan time / bf16 time (same process, interleaved).
  */
-export async function benchAr(repeats = 5, planNames: readonly string[] = Object.keys(precisionPlans)): Promise<BenchLine[]> {
+export async function benchAr(
+  repeats = 5,
+  planNames: readonly string[] = Object.keys(precisionPlans),
+): Promise<BenchLine[]> {
   const size = benchSizes[0] as BenchSize;
   const names = planNames.includes('bf16') ? planNames : ['bf16', ...planNames];
   const { times, promptLength } = timePlans(size, names, repeats);
@@ -100,13 +131,21 @@ export async function benchAr(repeats = 5, planNames: readonly string[] = Object
   const baseStep = baseRoll + median(base.fwd) + median(base.bwd);
   return planNames.map((name) => {
     const t = times.get(name) as PlanTimes;
-    const roll = median(t.roll), fwd = median(t.fwd), bwd = median(t.bwd);
+    const roll = median(t.roll),
+      fwd = median(t.fwd),
+      bwd = median(t.bwd);
     return {
       name: `ar ${name}: rollout ${size.batch}×${size.length} (prompt ${promptLength}), trainer forward/backward on (${size.batch}, ${promptLength + size.length})`,
       figures: {
-        rolloutMs: roll, trainerForwardMs: fwd, trainerBackwardMs: bwd, rolloutVsBf16: roll / baseRoll, trainerVsBf16: (fwd + bwd) / (baseStep - baseRoll), stepVsBf16: (roll + fwd + bwd) / baseStep,
+        rolloutMs: roll,
+        trainerForwardMs: fwd,
+        trainerBackwardMs: bwd,
+        rolloutVsBf16: roll / baseRoll,
+        trainerVsBf16: (fwd + bwd) / (baseStep - baseRoll),
+        stepVsBf16: (roll + fwd + bwd) / baseStep,
         // The same ratios in process CPU time: they do not count time spent waiting for a core.
-        rolloutCpuVsBf16: median(t.rollCpu) / median(base.rollCpu), trainerCpuVsBf16: median(t.trainerCpu) / median(base.trainerCpu),
+        rolloutCpuVsBf16: median(t.rollCpu) / median(base.rollCpu),
+        trainerCpuVsBf16: median(t.trainerCpu) / median(base.trainerCpu),
       },
     };
   });
@@ -129,7 +168,11 @@ function gflops(fn: () => void, m: number, n: number, k: number, minMs: number):
  * `fp8-rollout`, rollout tokens/s, and the GFLOP/s of the MLP-up GEMM at that size (rows = the trainer's
  * tokens) for the fp32 kernel and the hopper-fp8 W8A8 path next to onnxruntime MatMul in the same process.
  */
-export async function benchSizesLines(sizes: readonly BenchSize[] = benchSizes, repeats = 3, minMs = 200): Promise<BenchLine[]> {
+export async function benchSizesLines(
+  sizes: readonly BenchSize[] = benchSizes,
+  repeats = 3,
+  minMs = 200,
+): Promise<BenchLine[]> {
   const lines: BenchLine[] = [];
   for (const size of sizes) {
     const { times, promptLength } = timePlans(size, ['bf16', 'fp8-rollout'], repeats);
@@ -141,7 +184,9 @@ export async function benchSizesLines(sizes: readonly BenchSize[] = benchSizes, 
     // The MLP up projection of the trainer: (B·T, C) · (hidden, C)ᵀ.
     const C = size.model.C ?? 32;
     const hidden = size.model.hidden ?? 64;
-    const m = size.batch * (promptLength + size.length), n = hidden, k = C;
+    const m = size.batch * (promptLength + size.length),
+      n = hidden,
+      k = C;
     const rng = createRng('bench-sizes').fork(size.name);
     const a = Float32Array.from({ length: m * k }, () => rng.normal());
     const bt = Float32Array.from({ length: n * k }, () => rng.normal()); // (n, k)
@@ -151,7 +196,13 @@ export async function benchSizesLines(sizes: readonly BenchSize[] = benchSizes, 
     const fp32 = gflops(() => gemm(out, a, bt, m, n, k), m, n, k, minMs);
     const wq = quantize(quantPreset('deepseek-fp8-block', { block: 16 }), bt, [n, k]);
     const actQ = quantPreset('vllm-fp8-group', { block: 16 });
-    const hopper = gflops(() => gemm(out, a, wq, m, n, k, { aQuant: actQ, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 }), m, n, k, minMs);
+    const hopper = gflops(
+      () => gemm(out, a, wq, m, n, k, { aQuant: actQ, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 }),
+      m,
+      n,
+      k,
+      minMs,
+    );
     const ort = await ortMatMulBench(a, b, m, k, n);
     let runs = 1;
     let t = await ort.time(runs);

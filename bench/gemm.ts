@@ -69,8 +69,14 @@ function timeSync(fn: () => void, minMs: number): number {
  * const rows = await benchGemm({ out: console.log });
  * ```
  */
-export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256, 512], minMs = 400): Promise<GemmBenchRow[]> {
-  io.out(`GEMM fp32 model (exact sequential fp32, ${fp32KernelIsSimd() ? `WebAssembly SIMD ${FP32_TILE_ROWS}×8 tiles` : 'scalar JS'}) vs onnxruntime MatMul (intra- and inter-op threads 1), single thread, best of 5 batches each, interleaved`);
+export async function benchGemm(
+  io: BenchIo,
+  sizes: readonly number[] = [64, 256, 512],
+  minMs = 400,
+): Promise<GemmBenchRow[]> {
+  io.out(
+    `GEMM fp32 model (exact sequential fp32, ${fp32KernelIsSimd() ? `WebAssembly SIMD ${FP32_TILE_ROWS}×8 tiles` : 'scalar JS'}) vs onnxruntime MatMul (intra- and inter-op threads 1), single thread, best of 5 batches each, interleaved`,
+  );
   io.out('   size   qrl-sim GFLOP/s   ort GFLOP/s   qrl/ort   max rel diff');
   const rows: GemmBenchRow[] = [];
   for (const size of sizes) {
@@ -94,19 +100,27 @@ export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256
       for (let j = 0; j < size; j++) {
         let abs = 0;
         for (let kk = 0; kk < size; kk++) abs += Math.abs((a[i * size + kk] as number) * (bt[j * size + kk] as number));
-        maxRelDiff = Math.max(maxRelDiff, Math.abs((out[i * size + j] as number) - (ortOut[i * size + j] as number)) / abs);
+        maxRelDiff = Math.max(
+          maxRelDiff,
+          Math.abs((out[i * size + j] as number) - (ortOut[i * size + j] as number)) / abs,
+        );
       }
     }
     const qrlGflops = (2 * size ** 3) / (msQrl * 1e6);
     const ortGflops = (2 * size ** 3) / (msOrt * 1e6);
     const row = { size, qrlGflops, ortGflops, ratio: qrlGflops / ortGflops, maxRelDiff };
     rows.push(row);
-    io.out(`${String(size).padStart(7)}   ${qrlGflops.toFixed(2).padStart(15)}   ${ortGflops.toFixed(1).padStart(11)}   ${`1/${(1 / row.ratio).toFixed(1)}`.padStart(7)}   ${maxRelDiff.toExponential(1).padStart(12)}`);
+    io.out(
+      `${String(size).padStart(7)}   ${qrlGflops.toFixed(2).padStart(15)}   ${ortGflops.toFixed(1).padStart(11)}   ${`1/${(1 / row.ratio).toFixed(1)}`.padStart(7)}   ${maxRelDiff.toExponential(1).padStart(12)}`,
+    );
   }
   const at256 = rows.find((r) => r.size === 256);
   // onnxruntime picks its MatMul kernels from the CPU (AVX2 vs AVX-512), qrl-sim's WebAssembly SIMD is 128-bit on both:
   // the ratio is a property of the machine as much as of the code, so the line names the vector units.
-  if (at256) io.out(`target ≥ 1/3 of onnxruntime at 256³ (set on AVX2): ${at256.ratio >= 1 / 3 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)} on ${vectorUnits()})`);
+  if (at256)
+    io.out(
+      `target ≥ 1/3 of onnxruntime at 256³ (set on AVX2): ${at256.ratio >= 1 / 3 ? 'met' : 'NOT met'} (1/${(1 / at256.ratio).toFixed(1)} on ${vectorUnits()})`,
+    );
   // The other accumulator models, for scale (scalar reference loops).
   const s = 64;
   const rng = createRng('bench-gemm').fork('models');
@@ -114,7 +128,9 @@ export async function benchGemm(io: BenchIo, sizes: readonly number[] = [64, 256
   const bt = Float32Array.from({ length: s * s }, () => rng.normal());
   const out = new Float32Array(s * s);
   const models: AccumulatorModel[] = ['fp32', 'pairwise', 'fp64', 'hopper-fp8'];
-  io.out(`accumulator models at ${s}³: ${models.map((model) => `${model} ${((2 * s ** 3) / (timeSync(() => gemm(out, a, bt, s, s, s, { accumulator: model, aQuant: 'bf16', bQuant: 'bf16' }), minMs / 4) * 1e6)).toFixed(2)}`).join(', ')} GFLOP/s (bf16 operands)`);
+  io.out(
+    `accumulator models at ${s}³: ${models.map((model) => `${model} ${((2 * s ** 3) / (timeSync(() => gemm(out, a, bt, s, s, s, { accumulator: model, aQuant: 'bf16', bQuant: 'bf16' }), minMs / 4) * 1e6)).toFixed(2)}`).join(', ')} GFLOP/s (bf16 operands)`,
+  );
   await disposeOrtBenches();
   return rows;
 }

@@ -24,13 +24,22 @@ const benches: Record<string, () => Promise<BenchLine | BenchLine[]>> = {
   // quantize of several presets and quantized GEMMs (operands quantized inside the call), µs per call.
   quantize: async () => benchQuantize(),
   // QRL_BENCH_PLANS=a,b limits the plans (bf16 always runs: the ratios' reference); QRL_BENCH_REPEATS=n timed rounds (default 5).
-  ar: () => benchAr(Number(process.env.QRL_BENCH_REPEATS ?? 5), process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : undefined),
+  ar: () =>
+    benchAr(
+      Number(process.env.QRL_BENCH_REPEATS ?? 5),
+      process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : undefined,
+    ),
   // QRL_BENCH_SIZES=tiny,small limits the size rows (default: all of benchSizes).
-  sizes: () => benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),
+  sizes: () =>
+    benchSizesLines(benchSizes.filter((s) => (process.env.QRL_BENCH_SIZES ?? s.name).split(',').includes(s.name))),
   // QRL_BENCH_THREADS=n compares 1 with n threads (default 2).
   threads: () => benchThreads(Number(process.env.QRL_BENCH_THREADS ?? 2)),
   // The long-response lab setting, one GRPO step per plan (QRL_BENCH_PLANS=a,b; QRL_BENCH_REPEATS=n rounds).
-  length: () => benchLength(process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : lengthBenchPlans, Number(process.env.QRL_BENCH_REPEATS ?? 1)),
+  length: () =>
+    benchLength(
+      process.env.QRL_BENCH_PLANS ? process.env.QRL_BENCH_PLANS.split(',') : lengthBenchPlans,
+      Number(process.env.QRL_BENCH_REPEATS ?? 1),
+    ),
 };
 const sections: Record<string, () => Promise<void>> = {
   gemm: async () => {

@@ -13,7 +13,13 @@ import type { BenchLine } from './cast.js';
 const SPEC = fileURLToPath(new URL('../sims/lab/length-long.json', import.meta.url));
 
 /** The plans `npm run bench length` times by default (QRL_BENCH_PLANS=a,b overrides). */
-export const lengthBenchPlans: readonly string[] = Object.freeze(['bf16', 'fp8-rollout', 'int8-rollout', 'full-fp8', 'jet']);
+export const lengthBenchPlans: readonly string[] = Object.freeze([
+  'bf16',
+  'fp8-rollout',
+  'int8-rollout',
+  'full-fp8',
+  'jet',
+]);
 
 interface StepTimes {
   total: number[];
@@ -40,11 +46,21 @@ export async function benchLength(planNames: readonly string[] = lengthBenchPlan
   try {
     for (let r = 0; r < repeats; r++) {
       for (const plan of names) {
-        const config = resolveRunConfig(applyOverrides(spec.config, ['steps=2', 'sft.steps=1', 'sft.cache=false', 'eval.every=0', `plan=${plan}`]));
+        const config = resolveRunConfig(
+          applyOverrides(spec.config, ['steps=2', 'sft.steps=1', 'sft.cache=false', 'eval.every=0', `plan=${plan}`]),
+        );
         shape = `${config.rollout.prompts}×${config.rollout.groupSize} responses`;
         const out = join(work, `${plan}-${r}`);
-        await runGrpo({ config, outDir: out, factory: policyFactory(config.policy.kind), cacheDir: join(work, 'cache') });
-        const steps = readFileSync(join(out, 'timings.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+        await runGrpo({
+          config,
+          outDir: out,
+          factory: policyFactory(config.policy.kind),
+          cacheDir: join(work, 'cache'),
+        });
+        const steps = readFileSync(join(out, 'timings.jsonl'), 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Record<string, number>);
         const last = steps[steps.length - 1] as Record<string, number>;
         const t = times.get(plan) as StepTimes;
         t.total.push(last['total'] as number);
@@ -61,7 +77,13 @@ export async function benchLength(planNames: readonly string[] = lengthBenchPlan
     const t = times.get(plan) as StepTimes;
     return {
       name: `length ${plan}: one GRPO step of sims/lab/length-long.json (fibonacci 256 terms, ${shape}, outlier channels)`,
-      figures: { stepS: median(t.total), rolloutS: median(t.rollout), oldS: median(t.old), updateS: median(t.update), stepVsBf16: median(t.total) / base },
+      figures: {
+        stepS: median(t.total),
+        rolloutS: median(t.rollout),
+        oldS: median(t.old),
+        updateS: median(t.update),
+        stepVsBf16: median(t.total) / base,
+      },
     };
   });
 }

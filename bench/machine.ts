@@ -9,14 +9,18 @@ import { cpus } from 'node:os';
 export function vectorUnits(): string {
   let flags: string[] = [];
   try {
-    const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('flags'));
+    const line = readFileSync('/proc/cpuinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('flags'));
     flags = line ? (line.split(':')[1] ?? '').trim().split(/\s+/) : [];
   } catch {
     return process.arch;
   }
   const has = (f: string): boolean => flags.includes(f);
   if (has('avx512f')) {
-    const extra = ['avx512_vnni', 'avx512_bf16', 'avx512_fp16', 'amx_bf16', 'amx_int8'].filter(has).map((f) => f.replace('avx512_', ''));
+    const extra = ['avx512_vnni', 'avx512_bf16', 'avx512_fp16', 'amx_bf16', 'amx_int8']
+      .filter(has)
+      .map((f) => f.replace('avx512_', ''));
     return `AVX-512${extra.length ? ` (${extra.join(', ')})` : ''}`;
   }
   if (has('avx2')) return 'AVX2';

@@ -82,7 +82,13 @@ export async function ortCastBench(
  * const b = await ortMatMulBench(a, b, 256, 256, 256);
  * const t = await b.time(10); // t.gflops
  */
-export async function ortMatMulBench(a: Float32Array, b: Float32Array, m: number, k: number, n: number): Promise<OrtBench<OrtMatMulTiming>> {
+export async function ortMatMulBench(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  k: number,
+  n: number,
+): Promise<OrtBench<OrtMatMulTiming>> {
   const run = await prepareOrtMatMul(a, b, m, k, n);
   return {
     label: `ort MatMul fp32 ${m}×${k}·${k}×${n}`,

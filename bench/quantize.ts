@@ -63,9 +63,18 @@ export function benchQuantize(minMs = 300): BenchLine[] {
   lines.push({
     name: `quantized gemm ${m}×${n}×${k}, µs per call (median of 5)`,
     figures: {
-      'fp8-group hopper-fp8': timeUs(() => gemm(out, a, b, m, n, k, { aQuant: fp8, bQuant: fp8, accumulator: 'hopper-fp8', chunk: 128 }), minMs),
-      'fp8-group hopper-fp8 (B given)': timeUs(() => gemm(out, a, fp8W, m, n, k, { aQuant: fp8, accumulator: 'hopper-fp8', chunk: 128 }), minMs),
-      'int8-row int32': timeUs(() => gemm(out, a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32' }), minMs),
+      'fp8-group hopper-fp8': timeUs(
+        () => gemm(out, a, b, m, n, k, { aQuant: fp8, bQuant: fp8, accumulator: 'hopper-fp8', chunk: 128 }),
+        minMs,
+      ),
+      'fp8-group hopper-fp8 (B given)': timeUs(
+        () => gemm(out, a, fp8W, m, n, k, { aQuant: fp8, accumulator: 'hopper-fp8', chunk: 128 }),
+        minMs,
+      ),
+      'int8-row int32': timeUs(
+        () => gemm(out, a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32' }),
+        minMs,
+      ),
       'fp8-group fp32': timeUs(() => gemm(out, a, b, m, n, k, { aQuant: fp8, bQuant: fp8 }), minMs),
     },
   });

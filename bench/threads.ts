@@ -1,7 +1,14 @@
 // Thread scaling of the fixed-partition fp32 GEMM and of a trainer forward + backward at the bench sizes:
 // 1 thread against 2 (and more if asked), same process. Figures only; the equality is a test, not here.
 
-import { backwardLogprobs, computeLogprobs, arConfig, createArPolicy, numericsFor, precisionPlans } from '../src/policies/index.js';
+import {
+  backwardLogprobs,
+  computeLogprobs,
+  arConfig,
+  createArPolicy,
+  numericsFor,
+  precisionPlans,
+} from '../src/policies/index.js';
 import { setGemmThreads } from '../src/nn/index.js';
 import { disposeGemmThreads, threadedGemmF32 } from '../src/numerics/index.js';
 import { createRng } from '../src/core/rng.js';
@@ -32,7 +39,11 @@ function timeThreads(counts: readonly number[], repeats: number, fn: (threads: n
  * fp32 GEMM GFLOP/s at 128³, 256³, 512³ with 1 and `threads` threads, and the bf16 trainer forward +
  * backward (every linear GEMM through `gemmSequential`) at each bench size with 1 and `threads` threads.
  */
-export async function benchThreads(threads = 2, repeats = 5, sizes: readonly BenchSize[] = benchSizes): Promise<BenchLine[]> {
+export async function benchThreads(
+  threads = 2,
+  repeats = 5,
+  sizes: readonly BenchSize[] = benchSizes,
+): Promise<BenchLine[]> {
   const counts = [1, threads];
   const lines: BenchLine[] = [];
   for (const s of [128, 256, 512]) {
@@ -42,7 +53,10 @@ export async function benchThreads(threads = 2, repeats = 5, sizes: readonly Ben
     const out = new Float32Array(s * s);
     const [t1, tN] = timeThreads(counts, repeats, (t) => threadedGemmF32(out, a, b, s, s, s, t)) as [number, number];
     const gf = (ms: number): number => (2 * s ** 3) / (ms * 1e6);
-    lines.push({ name: `threads: fp32 GEMM ${s}³ (sequential float32 per output), 1 vs ${threads} threads`, figures: { gflops1: gf(t1), [`gflops${threads}`]: gf(tN), speedup: t1 / tN } });
+    lines.push({
+      name: `threads: fp32 GEMM ${s}³ (sequential float32 per output), 1 vs ${threads} threads`,
+      figures: { gflops1: gf(t1), [`gflops${threads}`]: gf(tN), speedup: t1 / tN },
+    });
   }
   const task = makeTask('reverse');
   for (const size of sizes) {
@@ -60,7 +74,10 @@ export async function benchThreads(threads = 2, repeats = 5, sizes: readonly Ben
       backwardLogprobs(policy, lp, new Float64Array(B * size.length).fill(1 / (B * size.length)));
     }) as [number, number];
     setGemmThreads(null);
-    lines.push({ name: `threads: size ${size.name} bf16 trainer forward+backward on (${B}, ${T}), 1 vs ${threads} threads`, figures: { ms1: t1, [`ms${threads}`]: tN, speedup: t1 / tN } });
+    lines.push({
+      name: `threads: size ${size.name} bf16 trainer forward+backward on (${B}, ${T}), 1 vs ${threads} threads`,
+      figures: { ms1: t1, [`ms${threads}`]: tN, speedup: t1 / tN },
+    });
   }
   disposeGemmThreads();
   return lines;

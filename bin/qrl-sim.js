@@ -13,6 +13,11 @@ try {
 // A pipe closed early (`qrl-sim … | head`) is handled by main: printing stops and long work stops
 // cleanly at its next safe point, resumable (src/cli/stop.ts).
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
-  (err) => { console.error(`qrl-sim: ${err instanceof Error ? err.message : String(err)}`); process.exitCode = 1; },
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(`qrl-sim: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  },
 );

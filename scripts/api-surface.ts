@@ -39,7 +39,10 @@ export function packageEntries(): { entry: string; file: string }[] {
     .filter((subpath) => subpath !== './package.json')
     .map((subpath) => {
       const layer = subpath === '.' ? '' : subpath.slice(2);
-      return { entry: layer === '' ? 'qrl-sim' : `qrl-sim/${layer}`, file: layer === '' ? 'src/index.ts' : `src/${layer}/index.ts` };
+      return {
+        entry: layer === '' ? 'qrl-sim' : `qrl-sim/${layer}`,
+        file: layer === '' ? 'src/index.ts' : `src/${layer}/index.ts`,
+      };
     });
 }
 
@@ -53,14 +56,18 @@ export function entrySurface(entry: string, file: string): EntrySurface {
   for (const statement of source.statements) {
     // A comment after a blank line labels the statements below it (the file's opening lines do not).
     const last = (ts.getLeadingCommentRanges(text, statement.getFullStart()) ?? []).at(-1);
-    if (last !== undefined && /\n\s*\n$/.test(text.slice(0, last.pos))) group = text.slice(last.pos, last.end).replace(/^\/\/\s*/, '');
+    if (last !== undefined && /\n\s*\n$/.test(text.slice(0, last.pos)))
+      group = text.slice(last.pos, last.end).replace(/^\/\/\s*/, '');
     if (!ts.isExportDeclaration(statement)) {
       // Entries only re-export; a declaration exported here would be logic in an entry file.
       const modifiers = ts.canHaveModifiers(statement) ? (ts.getModifiers(statement) ?? []) : [];
       if (modifiers.some((m) => m.kind === ts.SyntaxKind.ExportKeyword)) exportStar.push(statement.getText(source));
       continue;
     }
-    const from = statement.moduleSpecifier !== undefined && ts.isStringLiteral(statement.moduleSpecifier) ? statement.moduleSpecifier.text : '';
+    const from =
+      statement.moduleSpecifier !== undefined && ts.isStringLiteral(statement.moduleSpecifier)
+        ? statement.moduleSpecifier.text
+        : '';
     if (statement.exportClause === undefined || !ts.isNamedExports(statement.exportClause)) {
       exportStar.push(statement.getText(source));
       continue;
@@ -79,7 +86,12 @@ export const apiSurface = (): EntrySurface[] => packageEntries().map(({ entry, f
 /** The snapshot form: per entry, sorted names, types written `type Name`. */
 export function surfaceSnapshot(surfaces: EntrySurface[]): Record<string, string[]> {
   return Object.fromEntries(
-    surfaces.map((s) => [s.entry, s.names.map((n) => (n.kind === 'type' ? `type ${n.name}` : n.name)).sort((a, b) => a.replace(/^type /, '').localeCompare(b.replace(/^type /, '')))]),
+    surfaces.map((s) => [
+      s.entry,
+      s.names
+        .map((n) => (n.kind === 'type' ? `type ${n.name}` : n.name))
+        .sort((a, b) => a.replace(/^type /, '').localeCompare(b.replace(/^type /, ''))),
+    ]),
   );
 }
 
@@ -88,7 +100,9 @@ export function surfaceTableMarkdown(surface: EntrySurface): string {
   const rows = new Map<string, SurfaceName[]>();
   for (const n of surface.names) rows.set(n.group, [...(rows.get(n.group) ?? []), n]);
   const cell = (ns: SurfaceName[]): string =>
-    [...ns.filter((n) => n.kind === 'value'), ...ns.filter((n) => n.kind === 'type')].map((n) => `\`${n.name}\``).join(', ');
+    [...ns.filter((n) => n.kind === 'value'), ...ns.filter((n) => n.kind === 'type')]
+      .map((n) => `\`${n.name}\``)
+      .join(', ');
   const lines = ['| what | names (functions and values first, then types) |', '| --- | --- |'];
   for (const [group, ns] of rows) lines.push(`| ${group.replace(/\|/g, '\\|')} | ${cell(ns)} |`);
   const values = surface.names.filter((n) => n.kind === 'value').length;
@@ -98,12 +112,18 @@ export function surfaceTableMarkdown(surface: EntrySurface): string {
 
 /** The generated blocks of docs/library.md, one per entry (`surface-<layer>`, `surface-root`). */
 export const surfaceBlocks = (): Record<string, string> =>
-  Object.fromEntries(apiSurface().map((s) => [`surface-${s.entry === 'qrl-sim' ? 'root' : s.entry.slice('qrl-sim/'.length)}`, surfaceTableMarkdown(s)]));
+  Object.fromEntries(
+    apiSurface().map((s) => [
+      `surface-${s.entry === 'qrl-sim' ? 'root' : s.entry.slice('qrl-sim/'.length)}`,
+      surfaceTableMarkdown(s),
+    ]),
+  );
 
 /** Where the pinned snapshot lives. */
 export const SNAPSHOT_FILE = 'test/api-surface.json';
 
-const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
+const isMain =
+  process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
   writeFileSync(new URL(SNAPSHOT_FILE, root), `${JSON.stringify(surfaceSnapshot(apiSurface()), null, 2)}\n`);
   console.log(`wrote ${SNAPSHOT_FILE}; now run npx tsx scripts/doc-tables.ts for docs/library.md`);

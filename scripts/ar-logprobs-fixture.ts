@@ -19,9 +19,19 @@ const policy = createArPolicy(arConfig({ vocabSize: 13, maxLen: 15 }), 42);
 // Sharpen the freshly initialized weights so the log-probs are not all ≈ −log V.
 for (let i = 0; i < policy.params.data.length; i++) policy.params.data[i] = Math.fround(policy.params.data[i]! * 4);
 writeArWeights(policy, join(out, 'weights.safetensors'));
-const prompts = [[1, 7, 9, 11, 3], [1, 5, 6, 8, 3], [1, 12, 10, 9, 3], [1, 6, 6, 5, 3]];
+const prompts = [
+  [1, 7, 9, 11, 3],
+  [1, 5, 6, 8, 3],
+  [1, 12, 10, 9, 3],
+  [1, 6, 6, 5, 3],
+];
 const P = 5;
-const r = rollout(policy, prompts, { maxNewTokens: 8, numerics: numericsFor(precisionPlan('fp32').rollout), rng: createRng(7).fork('fixture'), eos: null });
+const r = rollout(policy, prompts, {
+  maxNewTokens: 8,
+  numerics: numericsFor(precisionPlan('fp32').rollout),
+  rng: createRng(7).fork('fixture'),
+  eos: null,
+});
 const B = prompts.length;
 const L = r.responseLength;
 const tensors: Record<string, { data: Float64Array | Int32Array; shape: number[] }> = {
@@ -30,7 +40,10 @@ const tensors: Record<string, { data: Float64Array | Int32Array; shape: number[]
 };
 for (const plan of ['fp32', 'bf16']) {
   for (const tau of [1, 0.7]) {
-    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(precisionPlan(plan).trainer), temperature: tau });
+    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, {
+      numerics: numericsFor(precisionPlan(plan).trainer),
+      temperature: tau,
+    });
     tensors[`logp.${plan}.${tau}`] = { data: lp.logp, shape: [B, L] };
     tensors[`entropy.${plan}.${tau}`] = { data: lp.entropy, shape: [B, L] };
   }
@@ -42,8 +55,15 @@ const fp8Fp32Acc = { ...fp8, gemm: { ...fp8.gemm, accumulator: 'fp32' } } as typ
 // docs/gpu-check.md), not the plan's toy-sized chunks of 16 promoted every chunk.
 const fp8Sm90 = { ...fp8, gemm: { ...fp8.gemm, chunk: 32, promoteEvery: 4 } } as typeof fp8;
 for (const tau of [1, 0.7]) {
-  for (const [name, side] of [['fp8-tensor-rollout', fp8], ['fp8-tensor-rollout.fp32-accumulator', fp8Fp32Acc], ['fp8-tensor-rollout.sm90', fp8Sm90]] as const) {
-    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, { numerics: numericsFor(side), temperature: tau });
+  for (const [name, side] of [
+    ['fp8-tensor-rollout', fp8],
+    ['fp8-tensor-rollout.fp32-accumulator', fp8Fp32Acc],
+    ['fp8-tensor-rollout.sm90', fp8Sm90],
+  ] as const) {
+    const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, {
+      numerics: numericsFor(side),
+      temperature: tau,
+    });
     tensors[`logp.rollout.${name}.${tau}`] = { data: lp.logp, shape: [B, L] };
   }
 }

@@ -9,7 +9,9 @@ import { demoFindings } from '../src/runs/demo.js';
 import { fillMarkers } from './doc-tables.js';
 
 const dir = process.argv[2] ?? 'runs/demo';
-const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { runs: { label: string; seed: number; dir: string }[] };
+const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as {
+  runs: { label: string; seed: number; dir: string }[];
+};
 const table = readFileSync(join(dir, 'summary.md'), 'utf8').trim();
 const body = [table, '', '```text', ...demoFindings(dir, manifest.runs), '```'].join('\n');
 const path = 'docs/getting-started.md';

@@ -47,7 +47,8 @@ export const generatedDocs = (): Record<string, Record<string, string>> => ({
 
 /** docs/replay.md: the field table and the stage tables of the shipped example bundles. */
 export function replayBlocks(): Record<string, string> {
-  const table = (dir: string) => ['```console', `$ npx qrl-sim replay ${dir}`, formatReplay(replayStep(readStepBundle(dir))), '```'].join('\n');
+  const table = (dir: string) =>
+    ['```console', `$ npx qrl-sim replay ${dir}`, formatReplay(replayStep(readStepBundle(dir))), '```'].join('\n');
   return {
     'step-fields': stepFieldsTableMarkdown(),
     'replay-example': table('docs/examples/replay/trl-grpo/1'),
@@ -60,15 +61,24 @@ export function replayBlocks(): Record<string, string> {
  * table in docs/lab/README.md and each page's command line with its runs and estimate.
  */
 export async function labDocs(): Promise<Record<string, Record<string, string>>> {
-  const docs: Record<string, Record<string, string>> = { 'docs/lab/README.md': { 'lab-list': (await labListLines()).join('\n') } };
+  const docs: Record<string, Record<string, string>> = {
+    'docs/lab/README.md': { 'lab-list': (await labListLines()).join('\n') },
+  };
   for (const name of labExperimentNames()) {
     const exp = loadLabExperiment(name);
-    docs[exp.page] = { 'lab-command': ['```sh', `npx qrl-sim lab run ${name}   # ${labSizeText(exp, await labPlannedRuns(exp))}`, '```'].join('\n') };
+    docs[exp.page] = {
+      'lab-command': [
+        '```sh',
+        `npx qrl-sim lab run ${name}   # ${labSizeText(exp, await labPlannedRuns(exp))}`,
+        '```',
+      ].join('\n'),
+    };
   }
   return docs;
 }
 
-const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
+const isMain =
+  process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
   for (const [path, blocks] of Object.entries({ ...generatedDocs(), ...(await labDocs()) })) {
     const before = readFileSync(path, 'utf8');

@@ -14,11 +14,28 @@ import { decode, floatFormats } from '../src/numerics/formats.js';
 import { gemm, type GemmOptions } from '../src/numerics/gemm.js';
 import { fakeQuant } from '../src/numerics/vector.js';
 
-interface ArrayRef { offset: number; bytes: number; dtype: string; shape: number[] }
+interface ArrayRef {
+  offset: number;
+  bytes: number;
+  dtype: string;
+  shape: number[];
+}
 interface Case {
-  op: string; m: number; n: number; k: number; spread: boolean; fastAccum?: boolean;
-  aCodes: ArrayRef; bCodes: ArrayRef; aScale?: number; bScale?: number; aRowScales?: ArrayRef; bRowScales?: ArrayRef;
-  out?: ArrayRef; outBf16?: ArrayRef; error?: string;
+  op: string;
+  m: number;
+  n: number;
+  k: number;
+  spread: boolean;
+  fastAccum?: boolean;
+  aCodes: ArrayRef;
+  bCodes: ArrayRef;
+  aScale?: number;
+  bScale?: number;
+  aRowScales?: ArrayRef;
+  bRowScales?: ArrayRef;
+  out?: ArrayRef;
+  outBf16?: ArrayRef;
+  error?: string;
 }
 
 const dir = process.argv[2];
@@ -27,13 +44,22 @@ if (dir === undefined) {
   process.exit(2);
 }
 const markdown = process.argv.includes('--markdown');
-const manifest = JSON.parse(readFileSync(join(dir, 'gemm-capture.json'), 'utf8')) as { info: Record<string, unknown>; cases: Case[] };
+const manifest = JSON.parse(readFileSync(join(dir, 'gemm-capture.json'), 'utf8')) as {
+  info: Record<string, unknown>;
+  cases: Case[];
+};
 const blob = readFileSync(join(dir, 'gemm-capture.bin'));
 const buf = blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.byteLength);
 
-function u8(r: ArrayRef): Uint8Array { return new Uint8Array(buf, r.offset, r.bytes); }
-function f32(r: ArrayRef): Float32Array { return new Float32Array(buf.slice(r.offset, r.offset + r.bytes)); }
-function u16(r: ArrayRef): Uint16Array { return new Uint16Array(buf.slice(r.offset, r.offset + r.bytes)); }
+function u8(r: ArrayRef): Uint8Array {
+  return new Uint8Array(buf, r.offset, r.bytes);
+}
+function f32(r: ArrayRef): Float32Array {
+  return new Float32Array(buf.slice(r.offset, r.offset + r.bytes));
+}
+function u16(r: ArrayRef): Uint16Array {
+  return new Uint16Array(buf.slice(r.offset, r.offset + r.bytes));
+}
 
 const e4m3 = floatFormats.e4m3fn;
 function values(codes: Uint8Array): Float32Array {
@@ -48,8 +74,14 @@ function presetModels(): { name: string; options: GemmOptions }[] {
     { name: 'fp32', options: { accumulator: 'fp32' } },
     { name: 'pairwise', options: { accumulator: 'pairwise' } },
     { name: 'fp64', options: { accumulator: 'fp64' } },
-    { name: 'hopper-fp8 chunk 32 f13 promote 4', options: { accumulator: 'hopper-fp8', chunk: 32, fractionBits: 13, promoteEvery: 4 } },
-    { name: 'hopper-fp8 chunk 32 f13 promote 0', options: { accumulator: 'hopper-fp8', chunk: 32, fractionBits: 13, promoteEvery: 0 } },
+    {
+      name: 'hopper-fp8 chunk 32 f13 promote 4',
+      options: { accumulator: 'hopper-fp8', chunk: 32, fractionBits: 13, promoteEvery: 4 },
+    },
+    {
+      name: 'hopper-fp8 chunk 32 f13 promote 0',
+      options: { accumulator: 'hopper-fp8', chunk: 32, fractionBits: 13, promoteEvery: 0 },
+    },
   ];
 }
 
@@ -60,13 +92,19 @@ function gridModels(k: number): { name: string; options: GemmOptions }[] {
     if (chunk > k) continue;
     for (const fractionBits of [13, 12, 14, 23]) {
       for (const promoteEvery of [4, 0, 1, 2, 8]) {
-        out.push({ name: `hopper-fp8 chunk ${chunk} f${fractionBits} promote ${promoteEvery}`, options: { accumulator: 'hopper-fp8', chunk, fractionBits, promoteEvery } });
+        out.push({
+          name: `hopper-fp8 chunk ${chunk} f${fractionBits} promote ${promoteEvery}`,
+          options: { accumulator: 'hopper-fp8', chunk, fractionBits, promoteEvery },
+        });
       }
       // split-K (cuBLASLt splits a long K over thread blocks and adds the parts in float32)
       if (chunk === 32 && fractionBits === 13 && k >= 4096) {
         for (const splitK of [2, 4, 8, 16, 32, 64]) {
           for (const promoteEvery of [4, 0]) {
-            out.push({ name: `hopper-fp8 chunk 32 f13 promote ${promoteEvery} split-K ${splitK}`, options: { accumulator: 'hopper-fp8', chunk, fractionBits, promoteEvery, splitK } });
+            out.push({
+              name: `hopper-fp8 chunk 32 f13 promote ${promoteEvery} split-K ${splitK}`,
+              options: { accumulator: 'hopper-fp8', chunk, fractionBits, promoteEvery, splitK },
+            });
           }
         }
       }
@@ -75,10 +113,15 @@ function gridModels(k: number): { name: string; options: GemmOptions }[] {
   return out;
 }
 
-function ordered(bits: number): number { return bits & 0x80000000 ? -(bits & 0x7fffffff) : bits; }
+function ordered(bits: number): number {
+  return bits & 0x80000000 ? -(bits & 0x7fffffff) : bits;
+}
 const scratch = new Float32Array(1);
 const scratchU = new Uint32Array(scratch.buffer);
-function bitsOf(x: number): number { scratch[0] = x; return scratchU[0] as number; }
+function bitsOf(x: number): number {
+  scratch[0] = x;
+  return scratchU[0] as number;
+}
 function ulp32(a: number, b: number): number {
   if (Number.isNaN(a) && Number.isNaN(b)) return 0;
   if (Number.isNaN(a) || Number.isNaN(b)) return Infinity;
@@ -96,7 +139,14 @@ const epilogues: Record<string, (acc: number, sa: number, sb: number) => number>
   '(acc·sa)·sb': (acc, sa, sb) => Math.fround(Math.fround(acc * sa) * sb),
 };
 
-interface Row { case: string; model: string; epilogue: string; equal: number; total: number; maxUlp: number }
+interface Row {
+  case: string;
+  model: string;
+  epilogue: string;
+  equal: number;
+  total: number;
+  maxUlp: number;
+}
 const best: Row[] = [];
 let refused = 0;
 for (const c of manifest.cases) {
@@ -123,7 +173,10 @@ for (const c of manifest.cases) {
     let equal = 0;
     let maxUlp = 0;
     for (let o = 0; o < m * n; o++) {
-      const d = got !== null ? ulp16((got[o] as number) >>> 16, want16![o] as number) : ulp32(v[o] as number, want32![o] as number);
+      const d =
+        got !== null
+          ? ulp16((got[o] as number) >>> 16, want16![o] as number)
+          : ulp32(v[o] as number, want32![o] as number);
       if (d === 0) equal++;
       if (d > maxUlp) maxUlp = d;
     }
@@ -131,12 +184,17 @@ for (const c of manifest.cases) {
   };
   const tried = (list: { name: string; options: GemmOptions }[]): void => {
     for (const model of list) {
-      const acc = gemm(new Float32Array(m * n), A, B, m, n, k, { ...model.options, aQuant: 'e4m3fn', bQuant: 'e4m3fn' });
+      const acc = gemm(new Float32Array(m * n), A, B, m, n, k, {
+        ...model.options,
+        aQuant: 'e4m3fn',
+        bQuant: 'e4m3fn',
+      });
       for (const [ename, ep] of Object.entries(scaled ? epilogues : { none: (x: number) => x })) {
         const v = new Float32Array(m * n);
         for (let i = 0; i < m; i++) {
           const sa = ra !== null ? (ra[i] as number) : (c.aScale ?? 1);
-          for (let j = 0; j < n; j++) v[i * n + j] = ep(acc[i * n + j] as number, sa, rb !== null ? (rb[j] as number) : (c.bScale ?? 1));
+          for (let j = 0; j < n; j++)
+            v[i * n + j] = ep(acc[i * n + j] as number, sa, rb !== null ? (rb[j] as number) : (c.bScale ?? 1));
         }
         rows.push({ case: label, model: model.name, epilogue: ename, total: m * n, ...score(v) });
       }
@@ -155,15 +213,31 @@ for (const c of manifest.cases) {
   const exact = rows.filter((r) => r.equal === r.total);
   best.push(rows[0] as Row);
   if (!markdown) {
-    const presets = rows.filter((r) => (r.model === 'fp32' || r.model.startsWith('hopper-fp8 chunk 32 f13')) && (r.epilogue === 'sa·(sb·acc)' || r.epilogue === 'none'));
+    const presets = rows.filter(
+      (r) =>
+        (r.model === 'fp32' || r.model.startsWith('hopper-fp8 chunk 32 f13')) &&
+        (r.epilogue === 'sa·(sb·acc)' || r.epilogue === 'none'),
+    );
     const summary = presets.map((r) => `${r.model}/${r.epilogue}: ${r.equal}/${r.total}, max ${r.maxUlp} ulp`);
-    console.log(`${label}${bf16Out ? ' (bf16 out)' : ''}\n  exact: ${exact.length === 0 ? 'none' : exact.slice(0, 6).map((r) => `${r.model}/${r.epilogue}`).join('; ')}${exact.length > 6 ? ` (+${exact.length - 6})` : ''}` +
-      `\n  nearest: ${rows[0]!.model}/${rows[0]!.epilogue} ${rows[0]!.equal}/${rows[0]!.total}, max ${rows[0]!.maxUlp} ulp\n  presets: ${summary.join(' | ')}`);
+    console.log(
+      `${label}${bf16Out ? ' (bf16 out)' : ''}\n  exact: ${
+        exact.length === 0
+          ? 'none'
+          : exact
+              .slice(0, 6)
+              .map((r) => `${r.model}/${r.epilogue}`)
+              .join('; ')
+      }${exact.length > 6 ? ` (+${exact.length - 6})` : ''}` +
+        `\n  nearest: ${rows[0]!.model}/${rows[0]!.epilogue} ${rows[0]!.equal}/${rows[0]!.total}, max ${rows[0]!.maxUlp} ulp\n  presets: ${summary.join(' | ')}`,
+    );
   }
 }
 if (markdown) {
   console.log(`Device: ${JSON.stringify(manifest.info)}\n`);
-  console.log('| case | nearest qrl-sim model | epilogue | outputs equal | max ulp |\n| --- | --- | --- | ---: | ---: |');
-  for (const r of best) console.log(`| ${r.case} | \`${r.model}\` | ${r.epilogue} | ${r.equal}/${r.total} | ${r.maxUlp} |`);
+  console.log(
+    '| case | nearest qrl-sim model | epilogue | outputs equal | max ulp |\n| --- | --- | --- | ---: | ---: |',
+  );
+  for (const r of best)
+    console.log(`| ${r.case} | \`${r.model}\` | ${r.epilogue} | ${r.equal}/${r.total} | ${r.maxUlp} |`);
 }
 if (refused > 0) console.log(`${refused} case(s) refused by the device`);

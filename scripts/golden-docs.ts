@@ -41,7 +41,8 @@ export function fillGoldenTable(text: string, stats: Record<string, { cases: num
   return out;
 }
 
-const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
+const isMain =
+  process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
   const text = readFileSync(GOLDEN_DOC, 'utf8');
   const filled = fillGoldenTable(text, goldenSuiteStats(0));

@@ -10,7 +10,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunConfig } from '../src/rl/grpo/config.js';
-import { labExperimentNames, labSweepOptions, LAB_DIR, loadLabExperiment, type LabExperiment } from '../src/runs/lab.js';
+import {
+  labExperimentNames,
+  labSweepOptions,
+  LAB_DIR,
+  loadLabExperiment,
+  type LabExperiment,
+} from '../src/runs/lab.js';
 import { type PhaseSeconds, runCpuSeconds, warmStartCpuSeconds } from '../src/runs/lab-estimate.js';
 import { runGrpo, warmStartKey } from '../src/runs/run.js';
 import { fillMarkers, labDocs } from './doc-tables.js';
@@ -94,7 +100,10 @@ function setField(text: string, field: string, value: string): string {
   const re = new RegExp(`("${field}":\\s*)("[^"]*"|[0-9.e+-]+)`);
   if (re.test(text)) return text.replace(re, (_m, head: string) => `${head}${value}`);
   // A new field goes after warmStartSeconds.
-  return text.replace(/("warmStartSeconds":\s*[0-9.e+-]+,?)(\n\s*)/, (_m, line: string, nl: string) => `${line.endsWith(',') ? line : `${line},`}${nl}"${field}": ${value},${nl}`);
+  return text.replace(
+    /("warmStartSeconds":\s*[0-9.e+-]+,?)(\n\s*)/,
+    (_m, line: string, nl: string) => `${line.endsWith(',') ? line : `${line},`}${nl}"${field}": ${value},${nl}`,
+  );
 }
 
 async function timeExperiment(exp: LabExperiment, machine: string, date: string, dry: boolean): Promise<string> {
@@ -150,6 +159,7 @@ for (const name of names.length > 0 ? names : labExperimentNames()) {
 console.log(`lab-timings: ${(cpuSeconds() - start).toFixed(0)} CPU s in all`);
 if (!dry) {
   // The docs quote the estimates (docs/lab/README.md, each page's command line): regenerated here too.
-  for (const [path, blocks] of Object.entries(await labDocs())) writeFileSync(path, fillMarkers(readFileSync(path, 'utf8'), blocks));
+  for (const [path, blocks] of Object.entries(await labDocs()))
+    writeFileSync(path, fillMarkers(readFileSync(path, 'utf8'), blocks));
   console.log('lab-timings: docs/lab regenerated (scripts/doc-tables.ts)');
 }

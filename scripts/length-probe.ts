@@ -4,7 +4,15 @@
 // Prints markdown tables of mean ± sample std over seeds. The warm start is cached in .cache/.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { arConfig, arMismatchProbe, createArPolicy, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
+import {
+  arConfig,
+  arMismatchProbe,
+  createArPolicy,
+  loadCheckpoint,
+  saveCheckpoint,
+  trainSupervised,
+  type ArPolicy,
+} from '../src/policies/index.js';
 import { precisionPlan, type PrecisionPlanName } from '../src/policies/plans.js';
 import { LENGTH_BUCKET_EDGES } from '../src/rl/index.js';
 import { seedStat } from '../src/report/summary.js';
@@ -23,7 +31,10 @@ const cache = `.cache/length-probe-warm-${sftSteps}.json`;
 function warmStart(): ArPolicy {
   if (existsSync(cache)) return loadCheckpoint(JSON.parse(readFileSync(cache, 'utf8'))).policy;
   // The toy width with rotary positions (the `small` preset costs ≈ 10× per step on this machine).
-  const policy = createArPolicy(arConfig({ positions: 'rope', vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength }), 0);
+  const policy = createArPolicy(
+    arConfig({ positions: 'rope', vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength }),
+    0,
+  );
   const { losses } = trainSupervised(policy, task, { steps: sftSteps, batchSize: 8 });
   console.error(`warm start: ${sftSteps} steps, loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(4)}`);
   mkdirSync('.cache', { recursive: true });
@@ -39,7 +50,9 @@ const ms = (xs: number[]): string => {
 
 const policy = warmStart();
 const buckets = LENGTH_BUCKET_EDGES.filter((lo) => lo < L);
-console.log(`| plan | ${buckets.map((lo, b) => `k3 [${lo},${Math.min(L, LENGTH_BUCKET_EDGES[b + 1] ?? L)})`).join(' | ')} | ${buckets.map((lo, b) => `mean \\|δ\\| [${lo},${Math.min(L, LENGTH_BUCKET_EDGES[b + 1] ?? L)})`).join(' | ')} |`);
+console.log(
+  `| plan | ${buckets.map((lo, b) => `k3 [${lo},${Math.min(L, LENGTH_BUCKET_EDGES[b + 1] ?? L)})`).join(' | ')} | ${buckets.map((lo, b) => `mean \\|δ\\| [${lo},${Math.min(L, LENGTH_BUCKET_EDGES[b + 1] ?? L)})`).join(' | ')} |`,
+);
 console.log(`| --- |${' --- |'.repeat(2 * buckets.length)}`);
 const second: string[] = [];
 for (const name of plans) {
@@ -83,6 +96,8 @@ for (const name of plans) {
   second.push(`| \`${name}\` | ${prefix.map(ms).join(' | ')} | ${ms(err)} | ${ms(rep)} | ${ms(ok)} |`);
 }
 console.log('');
-console.log(`| plan | ${PREFIXES.map((l) => `mean \\|S\\|, ℓ = ${l}`).join(' | ')} | error-token share | repetition rate | exact (rollout) |`);
+console.log(
+  `| plan | ${PREFIXES.map((l) => `mean \\|S\\|, ℓ = ${l}`).join(' | ')} | error-token share | repetition rate | exact (rollout) |`,
+);
 console.log(`| --- |${' --- |'.repeat(PREFIXES.length + 3)}`);
 for (const line of second) console.log(line);

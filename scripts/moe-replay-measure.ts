@@ -8,7 +8,14 @@ import { ReferenceBackend } from '../src/backend/index.js';
 import { arPolicyFactory, probeDiagnostics } from '../src/policies/index.js';
 import { resolveRunConfig } from '../src/rl/index.js';
 
-const { values } = parseArgs({ options: { seeds: { type: 'string', default: '0,1,2' }, 'sft-steps': { type: 'string', default: '40' }, prompts: { type: 'string', default: '64' }, json: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    seeds: { type: 'string', default: '0,1,2' },
+    'sft-steps': { type: 'string', default: '40' },
+    prompts: { type: 'string', default: '64' },
+    json: { type: 'string' },
+  },
+});
 const seeds = values.seeds.split(',').map(Number);
 const sftSteps = Number(values['sft-steps']);
 const nPrompts = Number(values.prompts);
@@ -37,8 +44,16 @@ for (const seed of seeds) {
   // the warm start is plan-independent: run it once per seed, then load its weights under every plan
   const base = new ReferenceBackend(resolveRunConfig(raw(seed, 'bf16')), arPolicyFactory);
   const c = base.config;
-  const sft = await base.warmStart({ task: { name: c.task.name, options: c.task.options as never }, steps: c.sft.steps, batchSize: c.sft.batchSize, lr: c.sft.lr, seed });
-  process.stderr.write(`seed ${seed}: warm start loss ${sft['sft/loss_first']!.toFixed(3)} → ${sft['sft/loss_last10']!.toFixed(3)}\n`);
+  const sft = await base.warmStart({
+    task: { name: c.task.name, options: c.task.options as never },
+    steps: c.sft.steps,
+    batchSize: c.sft.batchSize,
+    lr: c.sft.lr,
+    seed,
+  });
+  process.stderr.write(
+    `seed ${seed}: warm start loss ${sft['sft/loss_first']!.toFixed(3)} → ${sft['sft/loss_last10']!.toFixed(3)}\n`,
+  );
   const weights = Float32Array.from(base.weights);
   await base.close();
   for (const plan of plans) {
@@ -58,7 +73,8 @@ for (const seed of seeds) {
 }
 
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-const std = (xs: number[]): number => (xs.length < 2 ? 0 : Math.sqrt(xs.reduce((a, b) => a + (b - mean(xs)) ** 2, 0) / (xs.length - 1)));
+const std = (xs: number[]): number =>
+  xs.length < 2 ? 0 : Math.sqrt(xs.reduce((a, b) => a + (b - mean(xs)) ** 2, 0) / (xs.length - 1));
 const pm = (xs: number[], f: (x: number) => string): string => `${f(mean(xs))} ± ${f(std(xs))}`;
 const pct = (x: number): string => `${(100 * x).toFixed(2)} %`;
 const sci = (x: number): string => x.toExponential(2);
@@ -67,9 +83,24 @@ console.log(header);
 console.log(`|${' --- |'.repeat(layers + 4)}`);
 for (const plan of plans) {
   const rs = rows.filter((r) => r.plan === plan);
-  const flips = Array.from({ length: layers }, (_, l) => pm(rs.map((r) => r.flip[l]!), pct));
+  const flips = Array.from({ length: layers }, (_, l) =>
+    pm(
+      rs.map((r) => r.flip[l]!),
+      pct,
+    ),
+  );
   const share = rs.map((r) => (r.k3 > 0 ? (r.k3 - r.k3R3) / r.k3 : 0));
-  console.log(`| ${plan} | ${flips.join(' | ')} | ${pm(rs.map((r) => r.k3), sci)} | ${pm(rs.map((r) => r.k3R3), sci)} | ${pm(share, pct)} |`);
+  console.log(
+    `| ${plan} | ${flips.join(' | ')} | ${pm(
+      rs.map((r) => r.k3),
+      sci,
+    )} | ${pm(
+      rs.map((r) => r.k3R3),
+      sci,
+    )} | ${pm(share, pct)} |`,
+  );
 }
-console.log(`\n${seeds.length} seeds (${seeds.join(', ')}), ${nPrompts} prompts each, ${rows[0]?.tokens ?? 0} scored tokens per seed and plan; mean ± sample std over seeds.`);
+console.log(
+  `\n${seeds.length} seeds (${seeds.join(', ')}), ${nPrompts} prompts each, ${rows[0]?.tokens ?? 0} scored tokens per seed and plan; mean ± sample std over seeds.`,
+);
 if (values.json !== undefined) writeFileSync(values.json, `${JSON.stringify(rows, null, 1)}\n`);

@@ -5,7 +5,17 @@
 // (training seeds 0 … warmStarts − 1: initialisation and SFT problem stream) are cached in .cache/.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { arConfig, arMismatchProbe, arModelOptions, createArPolicy, linearInputChannelStats, loadCheckpoint, saveCheckpoint, trainSupervised, type ArPolicy } from '../src/policies/index.js';
+import {
+  arConfig,
+  arMismatchProbe,
+  arModelOptions,
+  createArPolicy,
+  linearInputChannelStats,
+  loadCheckpoint,
+  saveCheckpoint,
+  trainSupervised,
+  type ArPolicy,
+} from '../src/policies/index.js';
 import { precisionPlan } from '../src/policies/plans.js';
 import { seedStat } from '../src/report/summary.js';
 import { EOS, makeTask } from '../src/tasks/index.js';
@@ -20,9 +30,18 @@ const task = makeTask('reverse');
 function warmStart(outliers: number, w: number): ArPolicy {
   const cache = `.cache/outlier-probe-small-o${outliers}-${sftSteps}${w === 0 ? '' : `-w${w}`}.json`;
   if (existsSync(cache)) return loadCheckpoint(JSON.parse(readFileSync(cache, 'utf8'))).policy;
-  const policy = createArPolicy(arConfig({ ...arModelOptions({ preset: 'small', outliers }), vocabSize: task.vocabSize, maxLen: task.promptLength + Math.max(L, task.responseLength) }), w);
+  const policy = createArPolicy(
+    arConfig({
+      ...arModelOptions({ preset: 'small', outliers }),
+      vocabSize: task.vocabSize,
+      maxLen: task.promptLength + Math.max(L, task.responseLength),
+    }),
+    w,
+  );
   const { losses } = trainSupervised(policy, task, { steps: sftSteps, batchSize: 8, seed: w });
-  console.error(`warm start ${w} outliers ${outliers}: ${sftSteps} steps, loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(4)}`);
+  console.error(
+    `warm start ${w} outliers ${outliers}: ${sftSteps} steps, loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(4)}`,
+  );
   mkdirSync('.cache', { recursive: true });
   writeFileSync(cache, JSON.stringify(saveCheckpoint(policy, { name: task.name, options: task.options })));
   return policy;
@@ -36,19 +55,32 @@ const ms = (xs: number[]): string => {
 
 const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 const plans = ['int8-rollout', 'fp8-rollout'] as const;
-const rows: string[] = ['| outliers | warm start | plan | k3 | mean \\|δ\\| | frac \\|δ\\| > 1e-3 |', '| --- | --- | --- | --- | --- | --- |'];
-const across: string[] = ['| outliers | plan | k3 | mean \\|δ\\| | INT8 k3 > FP8 k3 | INT8 / FP8 k3 (geometric mean, range) |', '| --- | --- | --- | --- | --- | --- |'];
+const rows: string[] = [
+  '| outliers | warm start | plan | k3 | mean \\|δ\\| | frac \\|δ\\| > 1e-3 |',
+  '| --- | --- | --- | --- | --- | --- |',
+];
+const across: string[] = [
+  '| outliers | plan | k3 | mean \\|δ\\| | INT8 k3 > FP8 k3 | INT8 / FP8 k3 (geometric mean, range) |',
+  '| --- | --- | --- | --- | --- | --- |',
+];
 for (const outliers of [0, 2]) {
   // Per-warm-start means over the probe seeds, per plan.
-  const perWarm: Record<(typeof plans)[number], { k3: number[]; abs: number[] }> = { 'int8-rollout': { k3: [], abs: [] }, 'fp8-rollout': { k3: [], abs: [] } };
+  const perWarm: Record<(typeof plans)[number], { k3: number[]; abs: number[] }> = {
+    'int8-rollout': { k3: [], abs: [] },
+    'fp8-rollout': { k3: [], abs: [] },
+  };
   for (let w = 0; w < warmStarts; w++) {
     const policy = warmStart(outliers, w);
     // Probe of the linear layers' inputs on training problems of seed 0 (prompt + gold response, EOS-padded).
     const probs = task.trainProblems(B, 0);
     const T = task.promptLength + task.responseLength;
-    const tokens = probs.flatMap((p) => [...p.prompt, ...task.goldResponse(p), ...new Array<number>(T).fill(EOS)].slice(0, T)); // padded with EOS
+    const tokens = probs.flatMap((p) =>
+      [...p.prompt, ...task.goldResponse(p), ...new Array<number>(T).fill(EOS)].slice(0, T),
+    ); // padded with EOS
     for (const s of linearInputChannelStats(policy, tokens, B, T, 3)) {
-      console.log(`warm ${w} outliers ${outliers} ${s.name.padEnd(8)} median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`);
+      console.log(
+        `warm ${w} outliers ${outliers} ${s.name.padEnd(8)} median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`,
+      );
     }
     for (const name of plans) {
       const k3: number[] = [];
@@ -73,7 +105,9 @@ for (const outliers of [0, 2]) {
   const ratioCell = `${geo.toPrecision(2)} (${Math.min(...ratios).toPrecision(2)} – ${Math.max(...ratios).toPrecision(2)})`;
   for (const name of plans) {
     const first = name === 'int8-rollout';
-    across.push(`| ${outliers} | \`${name}\` | ${ms(perWarm[name].k3)} | ${ms(perWarm[name].abs)} | ${first ? `${wins} of ${warmStarts}` : ''} | ${first ? ratioCell : ''} |`);
+    across.push(
+      `| ${outliers} | \`${name}\` | ${ms(perWarm[name].k3)} | ${ms(perWarm[name].abs)} | ${first ? `${wins} of ${warmStarts}` : ''} | ${first ? ratioCell : ''} |`,
+    );
   }
 }
 console.log(rows.join('\n'));

@@ -13,14 +13,21 @@ const T = Number(process.argv[3] ?? 8);
 const steps = Number(process.argv[4] ?? 20);
 
 async function perStep(backend: PolicyBackend, promptLength: number): Promise<number> {
-  const prompts = Array.from({ length: B }, (_, b) => [1, ...Array.from({ length: promptLength - 2 }, (_, j) => 5 + ((b + j) % 8)), 3]);
+  const prompts = Array.from({ length: B }, (_, b) => [
+    1,
+    ...Array.from({ length: promptLength - 2 }, (_, j) => 5 + ((b + j) % 8)),
+    3,
+  ]);
   const rows = Array.from({ length: B }, (_, b) => b);
   const one = async (s: number): Promise<void> => {
     await backend.sync();
     const batch = await backend.generate({ prompts, seed: `bench/${s}` });
     const lp = await backend.logprobs({ batch, rows, policy: 'current', grad: true });
     await backend.logprobs({ batch, rows, policy: 'reference' });
-    await backend.backward(lp.handle!, Float64Array.from(batch.mask, (m) => -m / B));
+    await backend.backward(
+      lp.handle!,
+      Float64Array.from(batch.mask, (m) => -m / B),
+    );
     await backend.step({ maxGradNorm: 1 });
   };
   await one(-1); // warm-up
@@ -39,7 +46,9 @@ const http = await connectBackend({ url: `http://127.0.0.1:${server.port}` });
 rows.push(['fake, HTTP', await perStep(http, 5)]);
 await http.close();
 const config = JSON.stringify({ vocabSize: 13, maxLen: 5 + T });
-const numpy = await connectBackend({ command: `PYTHONPATH=python python3 -m qrl_backend.numpy_ar --config '${config}' --max-new-tokens ${T} --lr 1e-3` });
+const numpy = await connectBackend({
+  command: `PYTHONPATH=python python3 -m qrl_backend.numpy_ar --config '${config}' --max-new-tokens ${T} --lr 1e-3`,
+});
 rows.push(['numpy AR (toy defaults), stdio', await perStep(numpy, 5)]);
 await numpy.close();
 console.log(`B=${B} T=${T}, mean over ${steps} steps (sync, generate, 2× logprobs, backward, step):`);

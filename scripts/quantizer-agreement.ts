@@ -27,7 +27,11 @@ export function writeQuantizerGolden(): string {
 }
 
 /** Runs `python -m qrl_golden.torch_quantizers DIR …args` and returns its stdout; throws with its output on failure. */
-export function runTorchQuantizers(dir: string, args: readonly string[], device = 'cpu'): { status: number; stdout: string; stderr: string } {
+export function runTorchQuantizers(
+  dir: string,
+  args: readonly string[],
+  device = 'cpu',
+): { status: number; stdout: string; stderr: string } {
   const r = spawnSync(torchPython(), ['-m', 'qrl_golden.torch_quantizers', dir, '--device', device, ...args], {
     encoding: 'utf8',
     env: { ...process.env, PYTHONPATH: ['python', process.env.PYTHONPATH].filter(Boolean).join(':') },
@@ -49,7 +53,8 @@ export function agreementTable(): string {
   }
 }
 
-const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
+const isMain =
+  process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/').split('/').pop() ?? '');
 if (isMain) {
   const before = readFileSync(AGREEMENT_DOC, 'utf8');
   const after = fillMarkers(before, { [AGREEMENT_MARKER]: agreementTable() });

@@ -63,7 +63,8 @@ export function toyStateDict(seed: number): Record<string, ToyTensor> {
     const n = shape.reduce((a, b) => a * b, 1);
     const cols = shape[shape.length - 1] as number;
     const f = new Float32Array(n);
-    for (let i = 0; i < n; i++) f[i] = shape.length === 1 ? 1 + 0.1 * next() : 0.05 * (1 + (Math.floor(i / cols) % 5)) * next();
+    for (let i = 0; i < n; i++)
+      f[i] = shape.length === 1 ? 1 + 0.1 * next() : 0.05 * (1 + (Math.floor(i / cols) % 5)) * next();
     const bits = bf16(f);
     out[name] = { values: new Float32Array(Uint32Array.from(bits, (b) => b << 16).buffer), shape };
   }
@@ -72,7 +73,9 @@ export function toyStateDict(seed: number): Record<string, ToyTensor> {
 
 /** The trainer's state dict as a safetensors file's entries (BF16). */
 export function trainerEntries(state: Readonly<Record<string, ToyTensor>>): Record<string, SafetensorsEntry> {
-  return Object.fromEntries(Object.entries(state).map(([name, t]) => [name, { data: bf16(t.values), shape: t.shape, dtype: 'BF16' }]));
+  return Object.fromEntries(
+    Object.entries(state).map(([name, t]) => [name, { data: bf16(t.values), shape: t.shape, dtype: 'BF16' }]),
+  );
 }
 
 /** How the engine dump is made: the recipe, its block, the stack's ignore list and matching rule. */
@@ -86,7 +89,10 @@ export interface EngineRecipe {
 }
 
 /** One weight quantized by the recipe: its F8 codes and its scale tensor (name suffix, data, shape). */
-export function quantizeWeight(recipe: EngineRecipe, t: ToyTensor): { codes: Uint8Array; scales: Float32Array; scaleShape: readonly number[] } {
+export function quantizeWeight(
+  recipe: EngineRecipe,
+  t: ToyTensor,
+): { codes: Uint8Array; scales: Float32Array; scaleShape: readonly number[] } {
   const preset = (quantPresets as Record<string, QuantPreset>)[recipe.recipe] as QuantPreset;
   const [rows, cols] = t.shape as [number, number];
   const q = quantize(preset.build(recipe.block === undefined ? {} : { block: recipe.block }), t.values, [rows, cols]);
@@ -94,7 +100,10 @@ export function quantizeWeight(recipe: EngineRecipe, t: ToyTensor): { codes: Uin
 }
 
 /** The engine's tensors after a healthy sync: quantized weights as F8_E4M3 + scales, the rest BF16. */
-export function engineEntries(state: Readonly<Record<string, ToyTensor>>, recipe: EngineRecipe): Record<string, SafetensorsEntry> {
+export function engineEntries(
+  state: Readonly<Record<string, ToyTensor>>,
+  recipe: EngineRecipe,
+): Record<string, SafetensorsEntry> {
   const out: Record<string, SafetensorsEntry> = {};
   const scaleName = refitRecipes[recipe.recipe].scaleName;
   for (const [name, t] of Object.entries(state)) {
@@ -115,7 +124,12 @@ export function engineEntries(state: Readonly<Record<string, ToyTensor>>, recipe
 }
 
 /** The recipe of the examples: 16×16 blocks; embedding, head and the MoE router kept in BF16 (prefix rule). */
-export const EXAMPLE_RECIPE: EngineRecipe = Object.freeze({ recipe: 'deepseek-fp8-block', block: 16, ignore: ['model.embed_tokens', 'lm_head', 'model.layers.0.mlp.gate'], match: 'prefix' });
+export const EXAMPLE_RECIPE: EngineRecipe = Object.freeze({
+  recipe: 'deepseek-fp8-block',
+  block: 16,
+  ignore: ['model.embed_tokens', 'lm_head', 'model.layers.0.mlp.gate'],
+  match: 'prefix',
+});
 
 /** Swaps the two halves of a fused [2n, C] tensor's rows (gate/up w13 → w31) in an engine entry. */
 export function swapHalves(entry: SafetensorsEntry): SafetensorsEntry {
@@ -136,7 +150,8 @@ export function writeExamples(dir: string): void {
   const engine = engineEntries(state, EXAMPLE_RECIPE);
   writeSafetensors(join(dir, 'engine.safetensors'), engine);
   const w31 = { ...engine };
-  for (const n of ['model.layers.0.mlp.gate_up_proj.weight', 'model.layers.0.mlp.gate_up_proj.weight_scale_inv']) w31[n] = swapHalves(engine[n] as SafetensorsEntry);
+  for (const n of ['model.layers.0.mlp.gate_up_proj.weight', 'model.layers.0.mlp.gate_up_proj.weight_scale_inv'])
+    w31[n] = swapHalves(engine[n] as SafetensorsEntry);
   writeSafetensors(join(dir, 'engine-w31.safetensors'), w31);
 }
 

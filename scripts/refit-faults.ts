@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { fillMarkers } from './doc-tables.js';
 import { arConfig } from '../src/policies/ar/config.js';
 import { createArPolicy } from '../src/policies/ar/model.js';
-import { resolvePlan, precisionPlan, sideNumerics, type PlanData, type PrecisionPlan, type QuantizedGemmPlan } from '../src/policies/plans.js';
+import {
+  resolvePlan,
+  precisionPlan,
+  sideNumerics,
+  type PlanData,
+  type PrecisionPlan,
+  type QuantizedGemmPlan,
+} from '../src/policies/plans.js';
 import type { PolicyNumerics } from '../src/policies/numerics.js';
 import { rollout } from '../src/policies/ar/rollout.js';
 import { createRng } from '../src/core/rng.js';
@@ -44,7 +51,8 @@ interface Seed {
 }
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
-const std = (xs: readonly number[]): number => (xs.length < 2 ? NaN : Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1)));
+const std = (xs: readonly number[]): number =>
+  xs.length < 2 ? NaN : Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1));
 const e = (x: number): string => (x === 0 ? '0' : x.toExponential(2));
 const pm = (xs: readonly number[], f: (x: number) => string = e): string => `${f(mean(xs))} ± ${f(std(xs))}`;
 
@@ -54,10 +62,19 @@ function readRun(dir: string): Map<string, Map<number, Seed>> {
   for (const point of readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory())) {
     for (const seedDir of readdirSync(join(dir, point.name)).filter((s) => s.startsWith('seed-'))) {
       const run = join(dir, point.name, seedDir);
-      const config = JSON.parse(readFileSync(join(run, 'config.json'), 'utf8')) as { plan: string | { name: string }; seed: number };
+      const config = JSON.parse(readFileSync(join(run, 'config.json'), 'utf8')) as {
+        plan: string | { name: string };
+        seed: number;
+      };
       const name = typeof config.plan === 'string' ? config.plan : config.plan.name;
-      const steps = readFileSync(join(run, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
-      const evals = readFileSync(join(run, 'eval.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+      const steps = readFileSync(join(run, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, number>);
+      const evals = readFileSync(join(run, 'eval.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, number>);
       const over = (key: string): number => mean(steps.map((s) => s[key]!));
       const seed: Seed = {
         k3: over('rollout_corr/k3_kl'),
@@ -92,15 +109,29 @@ function selfCheck(plan: PrecisionPlan): number {
   const C = policy.config.C;
   const sites: [string, FloatArray, number][] = [];
   policy.weights.blocks.forEach((b, l) => {
-    for (const [s, w] of [['q', b.wq], ['k', b.wk], ['v', b.wv], ['o', b.wo], ['up', b.mlp!.up], ['gate', b.mlp!.gate!], ['down', b.mlp!.down]] as const) sites.push([`h${l}.${s}`, w, w.length / C]);
+    for (const [s, w] of [
+      ['q', b.wq],
+      ['k', b.wk],
+      ['v', b.wv],
+      ['o', b.wo],
+      ['up', b.mlp!.up],
+      ['gate', b.mlp!.gate!],
+      ['down', b.mlp!.down],
+    ] as const)
+      sites.push([`h${l}.${s}`, w, w.length / C]);
   });
   sites.push(['lmHead', policy.weights.lmHead, policy.weights.lmHead.length / C]);
   let worst = 0;
   for (const [name, w, n] of sites) {
     const x = refitted.get(w)!;
-    const plain = rule !== undefined ? plainByRule.has(name) : (gemm.exclude ?? ['lmHead']).some((s) => name === s || name.endsWith(`.${s}`));
+    const plain =
+      rule !== undefined
+        ? plainByRule.has(name)
+        : (gemm.exclude ?? ['lmHead']).some((s) => name === s || name.endsWith(`.${s}`));
     const k = x.length / n;
-    const held = plain ? fakeQuant(floatFormats.bf16, Float32Array.from(x), { profile: 'ieee' }) : dequantize(quantize(spec, Float32Array.from(x), [n, k]));
+    const held = plain
+      ? fakeQuant(floatFormats.bf16, Float32Array.from(x), { profile: 'ieee' })
+      : dequantize(quantize(spec, Float32Array.from(x), [n, k]));
     let d = 0;
     let s = 0;
     for (let i = 0; i < w.length; i++) {
@@ -137,27 +168,48 @@ function kvRange(): string {
       };
     },
   };
-  rollout(policy, task.trainProblems(8, 1).map((q) => [...q.prompt]), { maxNewTokens: 8, numerics, rng: createRng('refit-faults/kv') });
-  const share = (xs: number[], below: number): string => `${((100 * xs.filter((x) => x < below).length) / xs.length).toFixed(1)} %`;
-  return (['K', 'V'] as const).map((n) => `${n}: ${share(seen[n], 2 ** -6)} below 2⁻⁶, ${share(seen[n], 2 ** -10)} below 2⁻¹⁰`).join('; ');
+  rollout(
+    policy,
+    task.trainProblems(8, 1).map((q) => [...q.prompt]),
+    { maxNewTokens: 8, numerics, rng: createRng('refit-faults/kv') },
+  );
+  const share = (xs: number[], below: number): string =>
+    `${((100 * xs.filter((x) => x < below).length) / xs.length).toFixed(1)} %`;
+  return (['K', 'V'] as const)
+    .map((n) => `${n}: ${share(seen[n], 2 ** -6)} below 2⁻⁶, ${share(seen[n], 2 ** -10)} below 2⁻¹⁰`)
+    .join('; ');
 }
 
 const from = process.argv[2] === '--from' ? process.argv[3] : undefined;
 const dir = from ?? mkdtempSync(join(tmpdir(), 'qrl-refit-faults-'));
 try {
   if (from === undefined) {
-    const r = spawnSync(process.execPath, ['bin/qrl-sim.js', 'lab', 'run', 'refit-faults', '--out', join(dir, 'lab')], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['bin/qrl-sim.js', 'lab', 'run', 'refit-faults', '--out', join(dir, 'lab')], {
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(`lab run refit-faults: ${r.stderr}`);
   }
   const run = readRun(from ?? join(dir, 'lab'));
   const seedsOf = (name: string): Seed[] => [...run.get(name)!.entries()].sort(([a], [b]) => a - b).map(([, s]) => s);
-  const plans = new Map(planNames.map((n) => [n, existsSync(`sims/plans/${n}.json`) ? resolvePlan(JSON.parse(readFileSync(`sims/plans/${n}.json`, 'utf8')) as PlanData) : precisionPlan(n)]));
+  const plans = new Map(
+    planNames.map((n) => [
+      n,
+      existsSync(`sims/plans/${n}.json`)
+        ? resolvePlan(JSON.parse(readFileSync(`sims/plans/${n}.json`, 'utf8')) as PlanData)
+        : precisionPlan(n),
+    ]),
+  );
 
   // docs/refit.md: one line per plan (the healthy twins first)
-  const refitRows = ['| plan | k3 (mean) | mean \\|δ\\| | max \\|δ\\| (mean) | rollout accuracy at step 12 |', '| --- | ---: | ---: | ---: | ---: |'];
+  const refitRows = [
+    '| plan | k3 (mean) | mean \\|δ\\| | max \\|δ\\| (mean) | rollout accuracy at step 12 |',
+    '| --- | ---: | ---: | ---: | ---: |',
+  ];
   for (const name of planNames) {
     const s = seedsOf(name);
-    refitRows.push(`| \`${name}\` | ${e(mean(s.map((x) => x.k3)))} | ${e(mean(s.map((x) => x.absMean)))} | ${e(mean(s.map((x) => x.absMax)))} | ${mean(s.map((x) => x.accuracy)).toFixed(3)} |`);
+    refitRows.push(
+      `| \`${name}\` | ${e(mean(s.map((x) => x.k3)))} | ${e(mean(s.map((x) => x.absMean)))} | ${e(mean(s.map((x) => x.absMax)))} | ${mean(s.map((x) => x.accuracy)).toFixed(3)} |`,
+    );
   }
 
   // docs/lab/refit-faults.md: mismatch, IS weights and training, mean ± std over seeds
@@ -175,24 +227,47 @@ try {
       const d = s.map((x, i) => 100 * (x.accuracy - t[i]!.accuracy));
       delta = `${pm(d, (x) => x.toFixed(1))} (${d.filter((x) => x < 0).length}/${d.length} < 0)`;
     }
-    measured.push(`| \`${name}\` | ${pm(s.map((x) => x.k3))} | ${pm(s.map((x) => x.absMean))} | ${pm(s.map((x) => x.absMax))} | ${pm(s.map((x) => x.chi2Token))} | ${pm(s.map((x) => x.chi2Seq))} | ${pm(s.map((x) => 100 * x.accuracy), (x) => x.toFixed(1))} | ${delta} |`);
+    measured.push(
+      `| \`${name}\` | ${pm(s.map((x) => x.k3))} | ${pm(s.map((x) => x.absMean))} | ${pm(s.map((x) => x.absMax))} | ${pm(s.map((x) => x.chi2Token))} | ${pm(s.map((x) => x.chi2Seq))} | ${pm(
+        s.map((x) => 100 * x.accuracy),
+        (x) => x.toFixed(1),
+      )} | ${delta} |`,
+    );
   }
 
   // next to the reported figures: k3 over the healthy twin, and the weight self-check
-  const ratios = ['| fault | k3 ÷ twin\'s k3 (seeds) | weight self-check: max ‖E − W‖/‖W‖ (twin) |', '| --- | ---: | ---: |'];
+  const ratios = [
+    "| fault | k3 ÷ twin's k3 (seeds) | weight self-check: max ‖E − W‖/‖W‖ (twin) |",
+    '| --- | ---: | ---: |',
+  ];
   for (const r of rows) {
     const s = seedsOf(r.plan);
     const t = seedsOf(r.twin);
     const each = s.map((x, i) => (t[i]!.k3 === 0 ? Infinity : x.k3 / t[i]!.k3));
-    const ratio = each.every((x) => x === Infinity) ? `k3 ${e(mean(s.map((x) => x.k3)))} where the twin's is 0` : `${mean(each).toFixed(1)}× (${each.map((x) => x.toFixed(1)).join(', ')})`;
-    const check = r.fault === 'stale-sync' ? 'n/a (a stale engine is the recipe of older weights)' : `${selfCheck(plans.get(r.plan)!).toFixed(3)} (${selfCheck(plans.get(r.twin)!).toFixed(3)})`;
+    const ratio = each.every((x) => x === Infinity)
+      ? `k3 ${e(mean(s.map((x) => x.k3)))} where the twin's is 0`
+      : `${mean(each).toFixed(1)}× (${each.map((x) => x.toFixed(1)).join(', ')})`;
+    const check =
+      r.fault === 'stale-sync'
+        ? 'n/a (a stale engine is the recipe of older weights)'
+        : `${selfCheck(plans.get(r.plan)!).toFixed(3)} (${selfCheck(plans.get(r.twin)!).toFixed(3)})`;
     ratios.push(`| \`${r.fault}\` | ${ratio} | ${check} |`);
   }
 
-  writeFileSync('docs/refit.md', fillMarkers(readFileSync('docs/refit.md', 'utf8'), { 'refit-faults': refitRows.join('\n') }));
+  writeFileSync(
+    'docs/refit.md',
+    fillMarkers(readFileSync('docs/refit.md', 'utf8'), { 'refit-faults': refitRows.join('\n') }),
+  );
   const page = 'docs/lab/refit-faults.md';
   const kv = kvRange();
-  writeFileSync(page, fillMarkers(readFileSync(page, 'utf8'), { 'refit-faults-measured': measured.join('\n'), 'refit-faults-ratios': ratios.join('\n'), 'refit-faults-kv': kv }));
+  writeFileSync(
+    page,
+    fillMarkers(readFileSync(page, 'utf8'), {
+      'refit-faults-measured': measured.join('\n'),
+      'refit-faults-ratios': ratios.join('\n'),
+      'refit-faults-kv': kv,
+    }),
+  );
   console.log([...refitRows, '', ...measured, '', ...ratios, '', kv].join('\n'));
 } finally {
   if (from === undefined) rmSync(dir, { recursive: true, force: true });

@@ -15,7 +15,13 @@ export interface MinimalStepResult {
   readonly rewards: readonly number[];
   readonly advantages: readonly number[];
   readonly k3: number;
-  readonly tisWeights: { readonly min: number; readonly mean: number; readonly max: number; readonly capped: number; readonly tokens: number };
+  readonly tisWeights: {
+    readonly min: number;
+    readonly mean: number;
+    readonly max: number;
+    readonly capped: number;
+    readonly tokens: number;
+  };
   readonly loss: number;
   readonly lossFromLibrary: number;
   readonly maxGradDifference: number;
@@ -55,7 +61,13 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
 
   // 2. Warm start: a few supervised steps on gold responses, so that the policy samples something
   //    worth rewarding (GRPO from random weights would see reward 0 everywhere).
-  const sft = await backend.warmStart({ task: { name: 'reverse', options: {} }, steps: 40, batchSize: 32, lr: 3e-3, seed: 0 });
+  const sft = await backend.warmStart({
+    task: { name: 'reverse', options: {} },
+    steps: 40,
+    batchSize: 32,
+    lr: 3e-3,
+    seed: 0,
+  });
   say(`2. warm start: 40 supervised steps, loss ${fmt(sft['sft/loss_first']!)} → ${fmt(sft['sft/loss_last']!)}`);
 
   // 3. Sync: the rollout engine is rebuilt from the trainer's FP32 master weights (quantized to
@@ -67,7 +79,9 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
   const prompts = problems.flatMap((p) => Array.from({ length: G }, () => p.prompt));
   const batch: RolloutBatch = await backend.generate({ prompts, seed: 'grpo-minimal/rollout' });
   const { B, T } = batch;
-  say(`3–4. weight version ${weightVersion}; sampled ${B} responses (${PROMPTS} prompts × ${G}), up to ${T} tokens each`);
+  say(
+    `3–4. weight version ${weightVersion}; sampled ${B} responses (${PROMPTS} prompts × ${G}), up to ${T} tokens each`,
+  );
 
   // 5. Rewards: the task's verifiable reward of each response (tokens up to the mask's end).
   const rewards = prompts.map((_, i) => {
@@ -75,7 +89,9 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
     const response = Array.from(batch.responses.subarray(i * T, i * T + length));
     return task.reward(problems[Math.floor(i / G)]!, response).reward;
   });
-  say(`5. reward mean ${fmt(rewards.reduce((a, r) => a + r, 0) / B)} (per group: ${problems.map((_, g) => fmt(rewards.slice(g * G, (g + 1) * G).reduce((a, r) => a + r, 0) / G)).join(', ')})`);
+  say(
+    `5. reward mean ${fmt(rewards.reduce((a, r) => a + r, 0) / B)} (per group: ${problems.map((_, g) => fmt(rewards.slice(g * G, (g + 1) * G).reduce((a, r) => a + r, 0) / G)).join(', ')})`,
+  );
 
   // 6. GRPO advantages, one per response: A_i = (R_i − mean_g R) / (std_g R + ε), std unbiased,
   //    over the G responses of the same prompt (docs/estimators.md, `grpo`). Every token of a
@@ -123,7 +139,9 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
     wMax = Math.max(wMax, w[k]!);
     wSum += w[k]!;
   }
-  say(`8. TIS weights (C = ${CAP}): min ${fmt(wMin)}, mean ${fmt(wSum / tokens)}, max ${fmt(wMax)}; ${capped} of ${tokens} tokens capped`);
+  say(
+    `8. TIS weights (C = ${CAP}): min ${fmt(wMin)}, mean ${fmt(wSum / tokens)}, max ${fmt(wMax)}; ${capped} of ${tokens} tokens capped`,
+  );
 
   // 9. PPO-clip loss, token-mean: L = (1/N) Σ_t w_t · max(−A_t r_t, −A_t clip(r_t, 1−ε, 1+ε)) with
   //    r_t = exp(ℓθ − ℓold) = 1 at θ = θ_old, so L = −(1/N) Σ_t w_t A_t and
@@ -138,12 +156,28 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
   }
   //    The library's estimator computes the same loss and gradient from the same inputs:
   const lib = estimate(
-    { shape: { B, T }, logpTheta: logpOld, logpOld, logpRollout: batch.logpRollout, mask, rewards, groups: rows.map((i) => Math.floor(i / G)) },
-    resolveConfig({ advantage: { name: 'grpo' }, correction: { name: 'tis', C: CAP }, loss: { name: 'ppo-clip' }, aggregation: 'token-mean' }),
+    {
+      shape: { B, T },
+      logpTheta: logpOld,
+      logpOld,
+      logpRollout: batch.logpRollout,
+      mask,
+      rewards,
+      groups: rows.map((i) => Math.floor(i / G)),
+    },
+    resolveConfig({
+      advantage: { name: 'grpo' },
+      correction: { name: 'tis', C: CAP },
+      loss: { name: 'ppo-clip' },
+      aggregation: 'token-mean',
+    }),
   );
   let maxGradDifference = 0;
-  for (let k = 0; k < B * T; k++) maxGradDifference = Math.max(maxGradDifference, Math.abs(grad[k]! - lib.gradLogpTheta[k]!));
-  say(`9. loss ${fmt(loss)} (library: ${fmt(lib.loss)}; largest gradient difference ${maxGradDifference.toExponential(1)})`);
+  for (let k = 0; k < B * T; k++)
+    maxGradDifference = Math.max(maxGradDifference, Math.abs(grad[k]! - lib.gradLogpTheta[k]!));
+  say(
+    `9. loss ${fmt(loss)} (library: ${fmt(lib.loss)}; largest gradient difference ${maxGradDifference.toExponential(1)})`,
+  );
 
   // 10. Backward: dL/dθ = Σ_t (dL/dℓθ_t) · dℓθ_t/dθ through the trainer's forward pass; then AdamW
   //     with the gradient norm clipped to 1. The backend owns the optimizer.
@@ -161,7 +195,9 @@ export async function grpoMinimal(log: (line: string) => void = () => {}): Promi
   };
   const meanLogpBefore = meanOf(logpOld);
   const meanLogpAfter = meanOf(rescored.logp);
-  say(`11. mean sign(A)·ℓ over the batch: ${fmt(meanLogpBefore)} → ${fmt(meanLogpAfter)} (up: good responses became likelier relative to bad ones)`);
+  say(
+    `11. mean sign(A)·ℓ over the batch: ${fmt(meanLogpBefore)} → ${fmt(meanLogpAfter)} (up: good responses became likelier relative to bad ones)`,
+  );
   await backend.close();
 
   return {

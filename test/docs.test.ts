@@ -6,13 +6,16 @@ import { loadLabExperiment } from '../src/runs/lab.js';
 import { fillGoldenTable, GOLDEN_DOC, goldenSuiteStats } from '../scripts/golden-docs.js';
 
 describe('generated documentation tables', () => {
-  it.each(Object.entries(generatedDocs()))('%s embeds the tables generated from the code (regenerate: npx tsx scripts/doc-tables.ts)', (path, blocks) => {
-    const text = readFileSync(path, 'utf8');
-    expect(fillMarkers(text, blocks)).toBe(text);
-  });
+  it.each(Object.entries(generatedDocs()))(
+    '%s embeds the tables generated from the code (regenerate: npx tsx scripts/doc-tables.ts)',
+    (path, blocks) => {
+      const text = readFileSync(path, 'utf8');
+      expect(fillMarkers(text, blocks)).toBe(text);
+    },
+  );
 });
 
-describe('the lab pages\' runs and estimates', () => {
+describe("the lab pages' runs and estimates", () => {
   it('are those of sims/lab/*.json (regenerate: npx tsx scripts/doc-tables.ts)', async () => {
     for (const [path, blocks] of Object.entries(await labDocs())) {
       const text = readFileSync(path, 'utf8');
@@ -24,7 +27,9 @@ describe('the lab pages\' runs and estimates', () => {
     const exp = loadLabExperiment('alignment');
     const runs = await labPlannedRuns(exp);
     const page = fillMarkers('<!-- begin:x -->\n<!-- end:x -->\n', { x: labSizeText(exp, runs) });
-    expect(fillMarkers(page, { x: labSizeText({ ...exp, secondsPerRun: exp.secondsPerRun * 4 }, runs) })).not.toBe(page);
+    expect(fillMarkers(page, { x: labSizeText({ ...exp, secondsPerRun: exp.secondsPerRun * 4 }, runs) })).not.toBe(
+      page,
+    );
   }, 60_000);
 });
 
@@ -57,9 +62,11 @@ function decisionProblems(text: string, exists: (path: string) => boolean): stri
     for (const entry of topic.split(/^### /m).slice(1)) {
       const name = entry.slice(0, entry.indexOf('\n'));
       const fields = [...entry.matchAll(/^- \*\*(\w+)\.\*\*/gm)].map((m) => m[1]);
-      if (fields.join() !== 'Decision,Why,Alternatives,Test') problems.push(`${name}: fields ${fields.join(', ') || 'none'}`);
+      if (fields.join() !== 'Decision,Why,Alternatives,Test')
+        problems.push(`${name}: fields ${fields.join(', ') || 'none'}`);
       const test = /^- \*\*Test\.\*\*([\s\S]*)/m.exec(entry)?.[1] ?? '';
-      if (!/(^|\s)(test|python\/tests)\//.test(test) && !/^\s*No test/.test(test)) problems.push(`${name}: the Test field names no test file`);
+      if (!/(^|\s)(test|python\/tests)\//.test(test) && !/^\s*No test/.test(test))
+        problems.push(`${name}: the Test field names no test file`);
     }
   }
   for (const [path] of text.matchAll(/\b(?:test|python\/tests)\/[\w./-]*\w\.(?:ts|py|mjs|json)\b/g)) {
@@ -75,10 +82,36 @@ describe('docs/decisions.md', () => {
 
   it('a missing field, an unnamed test, a missing file and a topic outside the contents are caught', () => {
     const page = [
-      '# Decisions', '', '## Contents', '', '1. [Numerics](#numerics)', '',
-      '## Numerics', '', '### A', '', '- **Decision.** d', '- **Why.** w', '- **Test.** test/a.test.ts', '',
-      '### B', '', '- **Decision.** d', '- **Why.** w', '- **Alternatives.** a', '- **Test.** by hand', '',
-      '## Runs', '', '### C', '', '- **Decision.** d', '- **Why.** w', '- **Alternatives.** a', '- **Test.** No test.', '',
+      '# Decisions',
+      '',
+      '## Contents',
+      '',
+      '1. [Numerics](#numerics)',
+      '',
+      '## Numerics',
+      '',
+      '### A',
+      '',
+      '- **Decision.** d',
+      '- **Why.** w',
+      '- **Test.** test/a.test.ts',
+      '',
+      '### B',
+      '',
+      '- **Decision.** d',
+      '- **Why.** w',
+      '- **Alternatives.** a',
+      '- **Test.** by hand',
+      '',
+      '## Runs',
+      '',
+      '### C',
+      '',
+      '- **Decision.** d',
+      '- **Why.** w',
+      '- **Alternatives.** a',
+      '- **Test.** No test.',
+      '',
     ].join('\n');
     expect(decisionProblems(page, (p) => p !== 'test/a.test.ts')).toEqual([
       'A: fields Decision, Why, Test',

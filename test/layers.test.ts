@@ -18,7 +18,10 @@ const tmp = mkdtempSync(join(tmpdir(), 'qrl-layers-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function cruise(cwd: string): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, [cli, 'src', '--config', config, '--output-type', 'err'], { cwd, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [cli, 'src', '--config', config, '--output-type', 'err'], {
+    cwd,
+    encoding: 'utf8',
+  });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -36,7 +39,10 @@ describe('layers import only downward', () => {
     writeFileSync(join(tmp, 'src', 'rl', 'k.ts'), 'export const k = 1;\n');
     writeFileSync(join(tmp, 'src', 'rl', 'index.ts'), "export { k } from './k.js';\n");
     writeFileSync(join(tmp, 'src', 'policies', 'q.ts'), "import { k } from '../rl/index.js';\nexport const q = k;\n");
-    writeFileSync(join(tmp, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }));
+    writeFileSync(
+      join(tmp, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }),
+    );
     const r = cruise(tmp);
     expect(r.status).not.toBe(0);
     expect(r.out).toMatch(/rl-no-upward-imports/);
@@ -74,8 +80,10 @@ describe('layers import only downward', () => {
       'src/policies/ar/model.ts': 'export const createArPolicy = 1;\n',
       'src/policies/ar-api.ts': "export { createArPolicy } from './ar/model.js';\n",
       'src/policies/engine.ts': "import { createArPolicy } from './ar/model.js';\nexport const e = createArPolicy;\n",
-      'src/runs/direct.ts': "import { createArPolicy } from '../policies/ar/model.js';\nexport const d = createArPolicy;\n",
-      'src/runs/facade.ts': "import { createArPolicy } from '../policies/ar-api.js';\nexport const f = createArPolicy;\n",
+      'src/runs/direct.ts':
+        "import { createArPolicy } from '../policies/ar/model.js';\nexport const d = createArPolicy;\n",
+      'src/runs/facade.ts':
+        "import { createArPolicy } from '../policies/ar-api.js';\nexport const f = createArPolicy;\n",
       'tsconfig.json': JSON.stringify({ compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext' } }),
     };
     for (const [path, text] of Object.entries(files)) {
@@ -108,7 +116,9 @@ function layerRows(): string[] {
 }
 
 function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : [join(dir, e.name)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? filesUnder(join(dir, e.name)) : [join(dir, e.name)],
+  );
 }
 
 describe('the layer table', () => {
@@ -132,19 +142,35 @@ describe('the layer table', () => {
   it('is the README table, row for row and in the same order', () => {
     const readme = readFileSync(join(repo, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Layout of the sources'));
-    const table = section.slice(0, section.indexOf('\n## ')).split('\n').filter((l) => l.startsWith('| `src/'));
+    const table = section
+      .slice(0, section.indexOf('\n## '))
+      .split('\n')
+      .filter((l) => l.startsWith('| `src/'));
     const first = table.map((l) => (/^\| `(src\/[^`]*)`/.exec(l) as RegExpExecArray)[1] as string);
     const rows = layerRows().map((p) => new RegExp(p));
     expect(first).toHaveLength(rows.length);
-    first.forEach((path, i) => expect(rows.findIndex((re) => re.test(path)), path).toBe(i));
+    first.forEach((path, i) =>
+      expect(
+        rows.findIndex((re) => re.test(path)),
+        path,
+      ).toBe(i),
+    );
   });
 
   it('each row is exactly one folder of src/ (or the root entry), and every folder is a row', () => {
     const rows = layerRows();
     const folder = /^\^src\/([a-z-]+)\/$/;
     for (const row of rows) expect(folder.test(row) || row === '^src/index\\.ts$', row).toBe(true);
-    const folders = readdirSync(join(repo, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
-    expect(rows.map((r) => folder.exec(r)?.[1]).filter((x) => x !== undefined).sort()).toEqual(folders);
+    const folders = readdirSync(join(repo, 'src'), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
+    expect(
+      rows
+        .map((r) => folder.exec(r)?.[1])
+        .filter((x) => x !== undefined)
+        .sort(),
+    ).toEqual(folders);
     expect(readdirSync(join(repo, 'src')).filter((name) => name.endsWith('.ts'))).toEqual(['index.ts']);
   });
 

@@ -15,19 +15,34 @@ describe('rng streams: the labels are the ones results were drawn from', () => {
     const s = rngStreams;
     expect([s.params.init, s.params.tensor('wte')]).toEqual(['init', 'wte']);
     expect(s.tasks.split('reverse', 'train')).toBe('reverse-train');
-    expect([s.run.step, s.run.eval, s.run.prompts, s.run.rollout, s.run.minibatches]).toEqual(['step', 'eval', 'prompts', 'rollout', 'minibatches']);
-    expect([s.run.side('rollout'), s.run.side('trainer'), s.run.decoding(true), s.run.decoding(false)]).toEqual(['rollout', 'trainer', 'greedy', 'sampled']);
-    expect([s.ar.sft, s.ar.probeRollout]).toEqual(['sft', 'probe-rollout']);
-    expect([s.diffusion.warmStartProblems, s.diffusion.warmStartMasks, s.diffusion.row(3), s.diffusion.mismatchRollout, s.diffusion.d1, s.diffusion.elbo, s.diffusion.sequence('0/row-1')]).toEqual([
-      'warm-start-problems',
-      'warm-start-masks',
-      'row-3',
-      'mismatch-rollout',
-      'd1',
-      'elbo',
-      '0/row-1',
+    expect([s.run.step, s.run.eval, s.run.prompts, s.run.rollout, s.run.minibatches]).toEqual([
+      'step',
+      'eval',
+      'prompts',
+      'rollout',
+      'minibatches',
     ]);
-    expect([s.cli.demo, s.cli.divergeRollout, s.cli.probeLengths]).toEqual(['demo', 'diverge-rollout', 'probe-lengths']);
+    expect([s.run.side('rollout'), s.run.side('trainer'), s.run.decoding(true), s.run.decoding(false)]).toEqual([
+      'rollout',
+      'trainer',
+      'greedy',
+      'sampled',
+    ]);
+    expect([s.ar.sft, s.ar.probeRollout]).toEqual(['sft', 'probe-rollout']);
+    expect([
+      s.diffusion.warmStartProblems,
+      s.diffusion.warmStartMasks,
+      s.diffusion.row(3),
+      s.diffusion.mismatchRollout,
+      s.diffusion.d1,
+      s.diffusion.elbo,
+      s.diffusion.sequence('0/row-1'),
+    ]).toEqual(['warm-start-problems', 'warm-start-masks', 'row-3', 'mismatch-rollout', 'd1', 'elbo', '0/row-1']);
+    expect([s.cli.demo, s.cli.divergeRollout, s.cli.probeLengths]).toEqual([
+      'demo',
+      'diverge-rollout',
+      'probe-lengths',
+    ]);
     expect([
       s.golden.castBits,
       s.golden.casts('e4m3fn'),
@@ -55,11 +70,16 @@ describe('rng streams: the labels are the ones results were drawn from', () => {
     const root = createRng(11);
     expect(stepStream(root, 3).path).toBe('11/step/3');
     expect(evalStream(root, 0).path).toBe('11/eval/0');
-    expect(stepStream(root, 3).fork(rngStreams.run.rollout).uniform()).toBe(createRng(11).fork('step').fork('3').fork('rollout').uniform());
+    expect(stepStream(root, 3).fork(rngStreams.run.rollout).uniform()).toBe(
+      createRng(11).fork('step').fork('3').fork('rollout').uniform(),
+    );
   });
 
   it('no file of src/ forks by a literal label: every label comes from src/core/rng-streams.ts', () => {
-    const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+      );
     const literal: string[] = [];
     for (const f of files(join(repo, 'src'))) {
       const path = relative(repo, f).split('\\').join('/');

@@ -21,7 +21,10 @@ while (Date.now() - t0 < 2000);
 
 function race(execArgv: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [...execArgv, '-e', child], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, QRL_LONG_TIMER_MS: '200' } });
+    const p = spawn(process.execPath, [...execArgv, '-e', child], {
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      env: { ...process.env, QRL_LONG_TIMER_MS: '200' },
+    });
     let out = '';
     p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     p.on('message', () => p.send('pong'));

@@ -4,7 +4,12 @@
 import { estimate, resolveConfig } from 'qrl-sim/rl';
 
 /** Loss, d loss / d ℓθ and two metrics of a B=2, T=3 batch (flat row-major arrays, plain numbers). */
-export function estimateExample(): { loss: number; grad: number[]; clipFrac: number | undefined; meanWeight: number | undefined } {
+export function estimateExample(): {
+  loss: number;
+  grad: number[];
+  clipFrac: number | undefined;
+  meanWeight: number | undefined;
+} {
   const config = resolveConfig({
     advantage: { name: 'grpo' },
     correction: { name: 'tis', C: 2 },
@@ -22,7 +27,12 @@ export function estimateExample(): { loss: number; grad: number[]; clipFrac: num
     },
     config,
   );
-  return { loss: r.loss, grad: Array.from(r.gradLogpTheta), clipFrac: r.metrics['actor/pg_clipfrac'], meanWeight: r.metrics['rollout_corr/weights_mean'] };
+  return {
+    loss: r.loss,
+    grad: Array.from(r.gradLogpTheta),
+    clipFrac: r.metrics['actor/pg_clipfrac'],
+    meanWeight: r.metrics['rollout_corr/weights_mean'],
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) console.log(estimateExample());

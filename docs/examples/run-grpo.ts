@@ -23,4 +23,5 @@ export async function runGrpoExample(outDir: string, cacheDir = join(outDir, 'sf
   return readJsonl<Record<string, number>>(join(outDir, 'metrics.jsonl')).map((m) => m['reward/mean'] as number);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) console.log(await runGrpoExample(process.argv[2] ?? 'runs/example'));
+if (import.meta.url === `file://${process.argv[1]}`)
+  console.log(await runGrpoExample(process.argv[2] ?? 'runs/example'));

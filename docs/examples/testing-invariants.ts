@@ -10,7 +10,13 @@ const myEstimate: EstimateFn = (input) => estimateJson(input);
 
 /** Runs every invariant for a TIS + PPO + token-mean configuration; throws with a shrunk counterexample on failure. */
 export async function runExample(estimate: EstimateFn = myEstimate, numRuns = 30): Promise<string[]> {
-  const config = { advantage: { name: 'grpo' }, correction: { name: 'tis', C: 2 }, loss: { name: 'ppo-clip' }, aggregation: 'token-mean', kl: null };
+  const config = {
+    advantage: { name: 'grpo' },
+    correction: { name: 'tis', C: 2 },
+    loss: { name: 'ppo-clip' },
+    aggregation: 'token-mean',
+    kl: null,
+  };
   const passed: string[] = [];
   for (const [name, property] of Object.entries(estimatorInvariants(estimate, config))) {
     await fc.assert(property, { numRuns, seed: 1 });

@@ -55,7 +55,9 @@ export function readReferenceState(path: string): ReferenceBackendState {
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new UsageError(`checkpoint: cannot read '${file}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw new UsageError(
+      `checkpoint: cannot read '${file}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+    );
   }
   let state: ReferenceBackendState;
   try {
@@ -64,7 +66,9 @@ export function readReferenceState(path: string): ReferenceBackendState {
     throw new UsageError(`checkpoint: '${file}' is not valid JSON (${(error as Error).message})`);
   }
   if (state?.format !== 'qrl-reference/1' || !Array.isArray(state.weights) || typeof state.config !== 'object') {
-    throw new UsageError(`checkpoint: '${file}' is not a qrl-reference/1 backend state (format ${JSON.stringify(state?.format)})`);
+    throw new UsageError(
+      `checkpoint: '${file}' is not a qrl-reference/1 backend state (format ${JSON.stringify(state?.format)})`,
+    );
   }
   return state;
 }
@@ -82,7 +86,16 @@ interface GradHandle {
 /** Copies a batch to plain data with a JSON-safe record (typed arrays stay typed arrays). */
 function plainBatch(batch: EngineBatch, weightVersion: number): RolloutBatch {
   const record = (batch.record ?? { kind: 'none' }) as ReplayRecord;
-  return { weightVersion, B: batch.B, T: batch.T, prompts: batch.prompts, responses: batch.responses, mask: batch.mask, logpRollout: batch.logpRollout, record };
+  return {
+    weightVersion,
+    B: batch.B,
+    T: batch.T,
+    prompts: batch.prompts,
+    responses: batch.responses,
+    mask: batch.mask,
+    logpRollout: batch.logpRollout,
+    record,
+  };
 }
 
 /**
@@ -117,7 +130,13 @@ export class ReferenceBackend implements PolicyBackend {
   ) {
     this.engine = factory.create(config, task);
     const o = config.optim;
-    this.optimizer = new AdamW(this.engine.params, { lr: o.lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay });
+    this.optimizer = new AdamW(this.engine.params, {
+      lr: o.lr,
+      beta1: o.beta1,
+      beta2: o.beta2,
+      eps: o.eps,
+      weightDecay: o.weightDecay,
+    });
   }
 
   /** The wrapped engine's FP32 master weights (read-only use: diagnostics and tests). */
@@ -132,8 +151,17 @@ export class ReferenceBackend implements PolicyBackend {
       backend: { name: 'qrl-sim reference', version: '1' },
       policy: this.config.policy.kind,
       vocabulary: { size: this.task.vocabSize, pad: PAD, bos: BOS, eos: EOS, sep: SEP, mask: MASK },
-      plan: { name: plan.name, rollout: JSON.parse(JSON.stringify(plan.rollout)) as JsonValue, trainer: JSON.parse(JSON.stringify(plan.trainer)) as JsonValue },
-      capabilities: { logprobs: this.config.policy.kind === 'ar' ? ['processed', 'raw'] : ['processed'], entropy: true, warmStart: true, probSqSum: this.config.policy.kind === 'ar' },
+      plan: {
+        name: plan.name,
+        rollout: JSON.parse(JSON.stringify(plan.rollout)) as JsonValue,
+        trainer: JSON.parse(JSON.stringify(plan.trainer)) as JsonValue,
+      },
+      capabilities: {
+        logprobs: this.config.policy.kind === 'ar' ? ['processed', 'raw'] : ['processed'],
+        entropy: true,
+        warmStart: true,
+        probSqSum: this.config.policy.kind === 'ar',
+      },
       parameters: this.engine.params.data.length,
     };
   }
@@ -145,36 +173,61 @@ export class ReferenceBackend implements PolicyBackend {
   }
 
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
-    if (typeof request.seed !== 'string' || request.seed.length === 0) throw new UsageError(`generate.seed: must be a non-empty RNG path, got ${JSON.stringify(request.seed)}`);
+    if (typeof request.seed !== 'string' || request.seed.length === 0)
+      throw new UsageError(`generate.seed: must be a non-empty RNG path, got ${JSON.stringify(request.seed)}`);
     if (request.sampling !== undefined) {
       const s = this.config.policy.sampler;
       const r = request.sampling;
       if (r.temperature !== s.temperature || r.topK !== s.topK || r.topP !== s.topP || r.logprob !== s.logprob) {
-        throw new UsageError(`generate.sampling: the reference backend samples with its configured sampler ${JSON.stringify(s)}, got ${JSON.stringify(r)}`);
+        throw new UsageError(
+          `generate.sampling: the reference backend samples with its configured sampler ${JSON.stringify(s)}, got ${JSON.stringify(r)}`,
+        );
       }
     }
     if (request.maxNewTokens !== undefined) {
       const limit = generationOf(this.config, this.task).maxNewTokens;
-      if (request.maxNewTokens !== limit) throw new UsageError(`generate.maxNewTokens: the reference backend generates ${limit} response tokens (its run config), got ${request.maxNewTokens}`);
+      if (request.maxNewTokens !== limit)
+        throw new UsageError(
+          `generate.maxNewTokens: the reference backend generates ${limit} response tokens (its run config), got ${request.maxNewTokens}`,
+        );
     }
     const side = request.side ?? 'rollout';
-    const batch = this.engine.generate(request.prompts, createRng(request.seed), { greedy: request.greedy === true, side });
+    const batch = this.engine.generate(request.prompts, createRng(request.seed), {
+      greedy: request.greedy === true,
+      side,
+    });
     return plainBatch(batch, side === 'rollout' ? this.rolloutVersion : this.trainerVersion);
   }
 
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const { batch, rows, policy, routing } = request;
     if (policy === 'reference') {
-      if (request.grad) throw new UsageError("logprobs.grad: only the 'current' policy takes gradients, got policy 'reference'");
+      if (request.grad)
+        throw new UsageError("logprobs.grad: only the 'current' policy takes gradients, got policy 'reference'");
       // The reference policy routes by its own top-k, as veRL's reference pass (docs/moe.md).
-      if (routing !== undefined) throw new UsageError("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
-      if (this.referenceWeights === null) throw new UsageError('logprobs.policy: no reference policy yet (call setReference first)');
-      const ref = this.engine.logprobs(batch, rows, { grad: false, weights: this.referenceWeights, ...this.probSqSumOption(request) });
-      return { logp: ref.logp, entropy: ref.entropy, ...(ref.probSqSum === undefined ? {} : { probSqSum: ref.probSqSum }) };
+      if (routing !== undefined)
+        throw new UsageError("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
+      if (this.referenceWeights === null)
+        throw new UsageError('logprobs.policy: no reference policy yet (call setReference first)');
+      const ref = this.engine.logprobs(batch, rows, {
+        grad: false,
+        weights: this.referenceWeights,
+        ...this.probSqSumOption(request),
+      });
+      return {
+        logp: ref.logp,
+        entropy: ref.entropy,
+        ...(ref.probSqSum === undefined ? {} : { probSqSum: ref.probSqSum }),
+      };
     }
-    if (policy !== 'current') throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
+    if (policy !== 'current')
+      throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
     const engineRouting = routing ?? undefined;
-    const full = this.engine.logprobs(batch, rows, { grad: request.grad === true, ...(engineRouting === undefined ? {} : { routing: engineRouting }), ...this.probSqSumOption(request) });
+    const full = this.engine.logprobs(batch, rows, {
+      grad: request.grad === true,
+      ...(engineRouting === undefined ? {} : { routing: engineRouting }),
+      ...this.probSqSumOption(request),
+    });
     const lp: LogprobsResult = {
       logp: full.logp,
       entropy: full.entropy,
@@ -195,16 +248,26 @@ export class ReferenceBackend implements PolicyBackend {
   /** The engine option for `request.probSqSum`; refused by the diffusion policy, whose ℓ is an estimator's average. */
   private probSqSumOption(request: LogprobsRequest): { probSqSum?: boolean } {
     if (request.probSqSum !== true) return {};
-    if (this.config.policy.kind !== 'ar') throw new UsageError(`logprobs.probSqSum: the ${this.config.policy.kind} policy has no single softmax row per token to sum π² over (AR only)`);
+    if (this.config.policy.kind !== 'ar')
+      throw new UsageError(
+        `logprobs.probSqSum: the ${this.config.policy.kind} policy has no single softmax row per token to sum π² over (AR only)`,
+      );
     return { probSqSum: true };
   }
 
   async backward(handle: string, gradLogp: Float64Array): Promise<void> {
     const h = this.handles.get(handle);
-    if (h === undefined) throw new UsageError(`backward.handle: unknown or spent handle ${JSON.stringify(handle)} (each logprobs({ grad: true }) handle is spent by one backward, and step retires them all)`);
-    if (gradLogp.length !== h.rows.length * h.T) throw new UsageError(`backward.gradLogp: must have rows·T = ${h.rows.length * h.T} entries, got ${gradLogp.length}`);
+    if (h === undefined)
+      throw new UsageError(
+        `backward.handle: unknown or spent handle ${JSON.stringify(handle)} (each logprobs({ grad: true }) handle is spent by one backward, and step retires them all)`,
+      );
+    if (gradLogp.length !== h.rows.length * h.T)
+      throw new UsageError(
+        `backward.gradLogp: must have rows·T = ${h.rows.length * h.T} entries, got ${gradLogp.length}`,
+      );
     this.handles.delete(handle);
-    if (this.lastHandle !== handle) this.engine.logprobs(h.batch, h.rows, { grad: true, ...(h.routing === undefined ? {} : { routing: h.routing }) }); // same weights: same state
+    if (this.lastHandle !== handle)
+      this.engine.logprobs(h.batch, h.rows, { grad: true, ...(h.routing === undefined ? {} : { routing: h.routing }) }); // same weights: same state
     this.lastHandle = null;
     if (!this.accumulating) {
       this.engine.params.zeroGrad();
@@ -230,8 +293,15 @@ export class ReferenceBackend implements PolicyBackend {
   }
 
   async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
-    if (request.task.name !== this.config.task.name) throw new UsageError(`warmStart.task.name: this backend was built for task '${this.config.task.name}', got '${request.task.name}'`);
-    const config: RunConfig = { ...this.config, seed: request.seed, sft: { ...this.config.sft, steps: request.steps, batchSize: request.batchSize, lr: request.lr } };
+    if (request.task.name !== this.config.task.name)
+      throw new UsageError(
+        `warmStart.task.name: this backend was built for task '${this.config.task.name}', got '${request.task.name}'`,
+      );
+    const config: RunConfig = {
+      ...this.config,
+      seed: request.seed,
+      sft: { ...this.config.sft, steps: request.steps, batchSize: request.batchSize, lr: request.lr },
+    };
     const metrics = await this.factory.warmStart(this.engine, config, this.task, this.onWarmStartProgress);
     this.engine.params.zeroGrad();
     this.trainerVersion++;
@@ -257,9 +327,14 @@ export class ReferenceBackend implements PolicyBackend {
 
   async load(dir: string): Promise<void> {
     const state = readReferenceState(dir);
-    if (state.policy !== this.config.policy.kind) throw new UsageError(`checkpoint: '${dir}' holds a ${state.policy} policy, this backend runs ${this.config.policy.kind}`);
+    if (state.policy !== this.config.policy.kind)
+      throw new UsageError(
+        `checkpoint: '${dir}' holds a ${state.policy} policy, this backend runs ${this.config.policy.kind}`,
+      );
     if (state.weights.length !== this.engine.params.data.length) {
-      throw new UsageError(`checkpoint: '${dir}' has ${state.weights.length} weights, the configured model has ${this.engine.params.data.length}`);
+      throw new UsageError(
+        `checkpoint: '${dir}' has ${state.weights.length} weights, the configured model has ${this.engine.params.data.length}`,
+      );
     }
     this.engine.params.data.set(state.weights);
     this.referenceWeights = state.referenceWeights === null ? null : Float32Array.from(state.referenceWeights);

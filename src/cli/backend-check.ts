@@ -11,11 +11,20 @@ import { killResumeCheck } from '../testing/kill-resume.js';
 import type { Command } from './command.js';
 import { UsageError } from '../core/errors.js';
 import { backendToken, readJsonFile } from './input.js';
-import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, required, strings } from './parse.js';
+import {
+  BACKEND_OPTIONS,
+  backendTimeouts,
+  booleans,
+  integerOption,
+  parseCommandArgs,
+  required,
+  strings,
+} from './parse.js';
 import { resolveBackendAddress } from './self-command.js';
 import { exitOnStopSignal } from './stop.js';
 
-const backendName = (a: { readonly command: string } | { readonly url: string }): string => ('command' in a ? a.command : a.url);
+const backendName = (a: { readonly command: string } | { readonly url: string }): string =>
+  'command' in a ? a.command : a.url;
 
 const help = `usage: qrl-sim backend-check --backend COMMAND|URL [--timeout MS] [--batch B] [--prompt-length P]
                              [--tolerance X] [--config FILE [--kill-resume]] [--token-file FILE] [--json]
@@ -58,11 +67,17 @@ examples:
 
 /** The `backend-check` subcommand: parse, {@link runConformance} (and {@link killResumeCheck}), print. */
 export const backendCheckCommand: Command = {
-  summary: 'conformance battery of a qrl-backend/1 backend (command or URL); exit 1 on a violation, 2 when it cannot start',
+  summary:
+    'conformance battery of a qrl-backend/1 backend (command or URL); exit 1 on a violation, 2 when it cannot start',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...BACKEND_OPTIONS, ...strings('batch', 'prompt-length', 'tolerance', 'config'), ...booleans('json', 'kill-resume') });
-    if (values['kill-resume'] && values.config === undefined) throw new UsageError('--kill-resume: needs --config FILE (the run to kill and resume)');
+    const { values } = parseCommandArgs(args, {
+      ...BACKEND_OPTIONS,
+      ...strings('batch', 'prompt-length', 'tolerance', 'config'),
+      ...booleans('json', 'kill-resume'),
+    });
+    if (values['kill-resume'] && values.config === undefined)
+      throw new UsageError('--kill-resume: needs --config FILE (the run to kill and resume)');
     const config = values.config === undefined ? undefined : resolveRunConfig(readJsonFile(values.config, '--config'));
     const address = resolveBackendAddress(required(values.backend, 'backend'));
     const timeouts = backendTimeouts(values, 120_000);
@@ -72,7 +87,13 @@ export const backendCheckCommand: Command = {
     const tolerance = values.tolerance === undefined ? 1e-4 : Number(values.tolerance);
     if (!(tolerance >= 0)) throw new UsageError(`--tolerance: expected a number ≥ 0, got '${values.tolerance}'`);
     const onStderr = (t: string): void => io.err(t.replace(/\n$/, ''));
-    const connect = (setup?: unknown): Promise<RemoteBackend> => connectBackend(address, { ...timeouts, ...(token === undefined ? {} : { token }), ...(config === undefined ? {} : { run: config, setup }), onStderr });
+    const connect = (setup?: unknown): Promise<RemoteBackend> =>
+      connectBackend(address, {
+        ...timeouts,
+        ...(token === undefined ? {} : { token }),
+        ...(config === undefined ? {} : { run: config, setup }),
+        onStderr,
+      });
     // nothing to save: a signal ends the backend's process group and the check at once
     const unwatch = exitOnStopSignal(io, 'backend-check', `the backend (${backendName(address)})`);
     let rows: ConformanceRow[];
@@ -80,7 +101,9 @@ export const backendCheckCommand: Command = {
     try {
       let backend: RemoteBackend;
       try {
-        backend = await connect(config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)));
+        backend = await connect(
+          config === undefined ? undefined : backendSetup(config, makeTaskFromConfig(config.task)),
+        );
       } catch (error) {
         // a backend that cannot start (or answer its first info) is not a verdict on its behaviour: exit 2
         io.err(`qrl-sim backend-check: ${error instanceof Error ? error.message : String(error)}`);
@@ -88,7 +111,12 @@ export const backendCheckCommand: Command = {
       }
       name = backend.name;
       try {
-        rows = await runConformance(backend, { batch, promptLength, tolerance, ...(config === undefined ? {} : { config }) });
+        rows = await runConformance(backend, {
+          batch,
+          promptLength,
+          tolerance,
+          ...(config === undefined ? {} : { config }),
+        });
       } finally {
         await backend.close();
       }

@@ -10,7 +10,10 @@ import { packageRoot } from '../runs/lab.js';
 export function bundledConfigNames(root = packageRoot()): string[] {
   const dir = join(root, 'sims');
   if (!existsSync(dir)) return [];
-  return readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => basename(f, '.json')).sort();
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => basename(f, '.json'))
+    .sort();
 }
 
 /** True when `arg` is a bare name (no path separator, no `.json`): a bundled config when no such file exists. */
@@ -32,7 +35,8 @@ export function resolveConfigPath(arg: string, flag = '--config', root = package
 /** The text of a bundled config, for `qrl-sim run --print-config NAME > my.json`. */
 export function bundledConfigText(name: string, root = packageRoot()): string {
   const names = bundledConfigNames(root);
-  if (!names.includes(name)) throw new UsageError(`--print-config: unknown bundled config '${name}' (bundled: ${names.join(', ')})`);
+  if (!names.includes(name))
+    throw new UsageError(`--print-config: unknown bundled config '${name}' (bundled: ${names.join(', ')})`);
   return readFileSync(join(root, 'sims', `${name}.json`), 'utf8');
 }
 
@@ -52,5 +56,7 @@ export function docRef(page: string, cwd = process.cwd(), root = packageRoot()):
  * so a page or an example config named there can be opened or pasted as printed.
  */
 export function packagePathsIn(text: string, cwd = process.cwd(), root = packageRoot()): string {
-  return text.replace(/(?<![\w./-])(?:docs|sims)\/[\w./-]*[\w/]/g, (path) => (existsSync(join(root, path)) ? docRef(path, cwd, root) : path));
+  return text.replace(/(?<![\w./-])(?:docs|sims)\/[\w./-]*[\w/]/g, (path) =>
+    existsSync(join(root, path)) ? docRef(path, cwd, root) : path,
+  );
 }

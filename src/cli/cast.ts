@@ -2,7 +2,13 @@
 // golden/methods.ts) and prints code, hex and decoded value. Not a batch tool: for arrays use the
 // library's vector casts.
 
-import { type CastProfile, type RoundingMode, castProfiles, profileCovers, roundingModes } from '../numerics/profiles.js';
+import {
+  type CastProfile,
+  type RoundingMode,
+  castProfiles,
+  profileCovers,
+  roundingModes,
+} from '../numerics/profiles.js';
 import { type FloatFormat, floatFormats } from '../numerics/formats.js';
 import { parseFloat32 } from '../numerics/values.js';
 import { castRows } from '../golden/methods.js';
@@ -35,20 +41,32 @@ export const castCommand: Command = {
   summary: 'round values to a format under a cast profile (code, hex, decoded value)',
   help,
   async run(args, io) {
-    const { values, positionals } = parseCommandArgs(args, { ...strings('format', 'profile', 'mode', 'seed'), ...booleans('json') }, true);
+    const { values, positionals } = parseCommandArgs(
+      args,
+      { ...strings('format', 'profile', 'mode', 'seed'), ...booleans('json') },
+      true,
+    );
     const formatName = required(values.format, 'format');
     const format = (floatFormats as Record<string, FloatFormat>)[formatName];
-    if (format === undefined) throw new UsageError(`--format: unknown format '${formatName}' (known: ${Object.keys(floatFormats).join(', ')})`);
+    if (format === undefined)
+      throw new UsageError(`--format: unknown format '${formatName}' (known: ${Object.keys(floatFormats).join(', ')})`);
     const profileName = required(values.profile, 'profile');
     const profile = (castProfiles as Record<string, CastProfile>)[profileName];
-    if (profile === undefined) throw new UsageError(`--profile: unknown profile '${profileName}' (known: ${Object.keys(castProfiles).join(', ')})`);
+    if (profile === undefined)
+      throw new UsageError(
+        `--profile: unknown profile '${profileName}' (known: ${Object.keys(castProfiles).join(', ')})`,
+      );
     if (!profileCovers(profile, format)) {
-      throw new UsageError(`--profile: profile '${profileName}' does not apply to format '${formatName}' (it covers: ${Object.keys(profile.formats).join(', ')})`);
+      throw new UsageError(
+        `--profile: profile '${profileName}' does not apply to format '${formatName}' (it covers: ${Object.keys(profile.formats).join(', ')})`,
+      );
     }
     const mode = (values.mode ?? profile.mode) as RoundingMode;
-    if (!roundingModes.includes(mode)) throw new UsageError(`--mode: unknown mode '${values.mode}' (known: ${roundingModes.join(', ')})`);
+    if (!roundingModes.includes(mode))
+      throw new UsageError(`--mode: unknown mode '${values.mode}' (known: ${roundingModes.join(', ')})`);
     const seed = seedOption(values.seed);
-    if (values.seed !== undefined && mode !== 'stochastic') throw new UsageError(`--seed: only used with --mode stochastic (mode is ${mode})`);
+    if (values.seed !== undefined && mode !== 'stochastic')
+      throw new UsageError(`--seed: only used with --mode stochastic (mode is ${mode})`);
     if (positionals.length === 0) throw new UsageError('no VALUES given');
     const results = castRows(format, profile, mode, positionals.map(parseFloat32), seed);
     if (values.json) {
@@ -58,7 +76,8 @@ export const castCommand: Command = {
     const width = Math.max(5, ...results.map((r) => r.input.length));
     io.out(`${format.name} under ${profile.name} (${mode})`);
     io.out(`${'input'.padStart(width)}  ${'code'.padStart(10)}  ${'hex'.padStart(10)}  value`);
-    for (const r of results) io.out(`${r.input.padStart(width)}  ${String(r.code).padStart(10)}  ${r.hex.padStart(10)}  ${r.value}`);
+    for (const r of results)
+      io.out(`${r.input.padStart(width)}  ${String(r.code).padStart(10)}  ${r.hex.padStart(10)}  ${r.value}`);
     return 0;
   },
 };

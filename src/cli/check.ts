@@ -11,7 +11,11 @@ import { UsageError } from '../core/errors.js';
 import { integerOption, parseCommandArgs, required, seedOption, strings } from './parse.js';
 
 /** What `--config` holds per suite (named in the error when a file does not fit its suite). */
-const CONFIG_SHAPE: Record<CheckSuite, string> = { estimators: 'the estimate "config" object', casts: '{ format, profile, mode }', quantizers: '{ preset, block? }' };
+const CONFIG_SHAPE: Record<CheckSuite, string> = {
+  estimators: 'the estimate "config" object',
+  casts: '{ format, profile, mode }',
+  quantizers: '{ preset, block? }',
+};
 /** Most generated cases of one `check` (each is a round trip to the implementation). */
 export const MAX_CHECK_RUNS = 100_000;
 
@@ -60,20 +64,23 @@ function readConfig(path: string | undefined): Record<string, unknown> | undefin
 /** JSON with one top-level key per line and each value on one line (rows stay readable). */
 export function compactJson(value: unknown): string {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return JSON.stringify(value);
-  const lines = Object.entries(value as Record<string, unknown>).map(([k, v]) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)}`);
+  const lines = Object.entries(value as Record<string, unknown>).map(
+    ([k, v]) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)}`,
+  );
   return `{\n${lines.join(',\n')}\n}`;
 }
 
-
 /** The `check` subcommand. */
 export const checkCommand: Command = {
-  summary: "differential property testing of another implementation (estimate, cast, quantize) with shrunk counterexamples",
+  summary:
+    'differential property testing of another implementation (estimate, cast, quantize) with shrunk counterexamples',
   help,
   async run(args, io) {
     const { values } = parseCommandArgs(args, strings('impl', 'suite', 'config', 'runs', 'seed', 'timeout'));
     const impl = required(values.impl, 'impl');
     const suite = required(values.suite, 'suite');
-    if (!Object.hasOwn(CHECK_SUITES, suite)) throw new UsageError(`--suite: unknown suite '${suite}' (known: ${Object.keys(CHECK_SUITES).join(', ')})`);
+    if (!Object.hasOwn(CHECK_SUITES, suite))
+      throw new UsageError(`--suite: unknown suite '${suite}' (known: ${Object.keys(CHECK_SUITES).join(', ')})`);
     const method = CHECK_SUITES[suite as CheckSuite];
     const config = readConfig(values.config);
     const runs = integerOption(values.runs, 'runs', 100, 1, MAX_CHECK_RUNS);
@@ -84,7 +91,9 @@ export const checkCommand: Command = {
         checkFixedConfig(method, config, seed);
       } catch (error) {
         if (error instanceof UsageError) throw error;
-        throw new UsageError(`--config: not a ${suite} config (${CONFIG_SHAPE[suite as CheckSuite]}): ${error instanceof Error ? error.message : String(error)}`);
+        throw new UsageError(
+          `--config: not a ${suite} config (${CONFIG_SHAPE[suite as CheckSuite]}): ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
     const rpc = spawnRpcClient(impl, { timeoutMs, onStderr: (t) => io.err(t.trimEnd()) });
@@ -94,35 +103,53 @@ export const checkCommand: Command = {
     const unhandle = handleStopSignals(io, 'check', 'no further case starts');
     let result;
     try {
-      result = await differentialCheck({ method, call: (m, params) => rpc.client.call(m, params), config, runs, seed, shouldStop: stopRequested });
+      result = await differentialCheck({
+        method,
+        call: (m, params) => rpc.client.call(m, params),
+        config,
+        runs,
+        seed,
+        shouldStop: stopRequested,
+      });
     } finally {
       unhandle();
       await rpc.close(2000);
     }
     const why = stopReason();
     if (result.outcome === 'stopped' && why !== null) {
-      io.out(`check ${suite}: stopped (${why}) after ${result.passed} of ${runs} cases passed against '${impl}' (method ${method}; seed ${seed}); no difference found in them`);
+      io.out(
+        `check ${suite}: stopped (${why}) after ${result.passed} of ${runs} cases passed against '${impl}' (method ${method}; seed ${seed}); no difference found in them`,
+      );
       return STOP_EXIT[why];
     }
     const seconds = (performance.now() - start) / 1000;
     if (result.outcome === 'missing') {
-      throw new UsageError(`--impl: '${method}' must return ${method === 'estimate' ? '"loss"' : method === 'cast' ? '"results": [{ "code" }, …]' : '"codes"'}, got ${result.missing}`);
+      throw new UsageError(
+        `--impl: '${method}' must return ${method === 'estimate' ? '"loss"' : method === 'cast' ? '"results": [{ "code" }, …]' : '"codes"'}, got ${result.missing}`,
+      );
     }
     if (result.outcome === 'transport') {
       // the shell's 127: bad input (a command that is not there), not a verdict on an implementation
-      if (rpc.child.exitCode === COMMAND_NOT_FOUND_EXIT) throw new UsageError(`--impl: command not found: '${impl}' (the shell exited with 127)`);
+      if (rpc.child.exitCode === COMMAND_NOT_FOUND_EXIT)
+        throw new UsageError(`--impl: command not found: '${impl}' (the shell exited with 127)`);
       io.err(`qrl-sim check: the implementation failed: ${result.transport!.message}`);
       return 1;
     }
     const compared = result.fields.join(', ') || '(none)';
     if (result.outcome === 'passed') {
-      io.out(`check ${suite}: ${result.numRuns} cases passed against '${impl}' (method ${method}; fields compared: ${compared}; seed ${seed}) in ${seconds.toFixed(2)} s, ${(result.numRuns / seconds).toFixed(1)} cases/s, ${result.calls} calls`);
+      io.out(
+        `check ${suite}: ${result.numRuns} cases passed against '${impl}' (method ${method}; fields compared: ${compared}; seed ${seed}) in ${seconds.toFixed(2)} s, ${(result.numRuns / seconds).toFixed(1)} cases/s, ${result.calls} calls`,
+      );
       return 0;
     }
-    io.out(`check ${suite}: FAILED after ${result.numRuns} cases, shrunk in ${result.numShrinks} steps (seed ${seed}, path ${result.path ?? '-'})`);
+    io.out(
+      `check ${suite}: FAILED after ${result.numRuns} cases, shrunk in ${result.numShrinks} steps (seed ${seed}, path ${result.path ?? '-'})`,
+    );
     io.out(`first difference: ${result.reason}`);
     io.out(`fields compared: ${compared}`);
-    io.out(`counterexample (params of '${method}'; qrl-sim's answer: qrl-sim ${method === 'estimate' ? 'estimate --input FILE' : method === 'cast' ? 'cast --json' : 'quantize --json'}):`);
+    io.out(
+      `counterexample (params of '${method}'; qrl-sim's answer: qrl-sim ${method === 'estimate' ? 'estimate --input FILE' : method === 'cast' ? 'cast --json' : 'quantize --json'}):`,
+    );
     io.out(compactJson(result.counterexample));
     return 1;
   },

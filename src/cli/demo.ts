@@ -7,7 +7,15 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 import { loadLabExperiment } from '../runs/lab.js';
-import { DEMO_EXCLUDE, DEMO_EXPERIMENT, DEMO_GRID, DEMO_SEEDS, demoFindings, demoSweepOptions, roundTripError } from '../runs/demo.js';
+import {
+  DEMO_EXCLUDE,
+  DEMO_EXPERIMENT,
+  DEMO_GRID,
+  DEMO_SEEDS,
+  demoFindings,
+  demoSweepOptions,
+  roundTripError,
+} from '../runs/demo.js';
 import { planSweep, readSweepManifestOptions, type SweepResult } from '../runs/sweep.js';
 import { estimateHereText, labPlannedRuns, labSizeText } from './lab.js';
 import { castProfiles, profileCovers } from '../numerics/profiles.js';
@@ -17,7 +25,15 @@ import { createRng } from '../core/rng.js';
 import type { Command } from './command.js';
 import { formatValue } from '../numerics/values.js';
 import { UsageError } from '../core/errors.js';
-import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, seedOption, strings } from './parse.js';
+import {
+  booleans,
+  integerOption,
+  PARALLEL_OPTIONS,
+  parseCommandArgs,
+  refuseIgnored,
+  seedOption,
+  strings,
+} from './parse.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 import { claimOutDir, outDirKind } from './outdir.js';
 import { rngStreams } from '../core/rng-streams.js';
@@ -49,7 +65,9 @@ examples:
 function isPreviousDemo(dir: string): boolean {
   if (outDirKind(dir) !== 'sweep') return false;
   try {
-    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as { options?: { grid?: string; exclude?: string } };
+    const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8')) as {
+      options?: { grid?: string; exclude?: string };
+    };
     return manifest.options?.grid === DEMO_GRID && manifest.options.exclude === DEMO_EXCLUDE;
   } catch {
     return false;
@@ -65,7 +83,8 @@ export const demoCommand: Command = {
     if (!values.numerics) {
       if (values.seed !== undefined) throw new UsageError('--seed goes with --numerics; the sweep uses --seeds N');
       const seeds = integerOption(values.seeds, 'seeds', DEMO_SEEDS, 1, MAX_SEEDS);
-      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+      const workers =
+        values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
       const outDir = values.out ?? 'runs/demo';
       const departure = loadLabExperiment(DEMO_EXPERIMENT);
       const options = demoSweepOptions(departure, { outDir: resolve(outDir), seeds, workers });
@@ -74,7 +93,9 @@ export const demoCommand: Command = {
         // A finished demonstration is replaced; a stopped one (no summary yet) is continued.
         resume = !existsSync(join(outDir, 'summary.json')) && readSweepManifestOptions(outDir).seeds === seeds;
         if (!resume) rmSync(outDir, { recursive: true, force: true });
-        io.err(`qrl-sim demo: ${resume ? 'continuing the stopped' : 'replacing the previous'} demonstration in ${outDir}`);
+        io.err(
+          `qrl-sim demo: ${resume ? 'continuing the stopped' : 'replacing the previous'} demonstration in ${outDir}`,
+        );
       }
       if (!resume) claimOutDir(outDir, 'sweep', values.out === undefined ? 'output directory' : '--out');
       io.out(`qrl-sim demonstration: ${departure.title}`);
@@ -82,7 +103,9 @@ export const demoCommand: Command = {
       io.out(`  GRPO on sudoku4 (${departure.config}, as \`qrl-sim lab run departure\` runs it): BF16 vs an MXFP4`);
       io.out(`  rollout engine without correction and with TIS, ${seeds} seed(s), 60 steps each → ${outDir}`);
       const planned = (await planSweep(options)).runs;
-      io.out(`  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())}; what that assumes: qrl-sim lab --help`);
+      io.out(
+        `  ${planned.length} runs, ${estimateHereText(departure, planned, workers ?? availableParallelism())}; what that assumes: qrl-sim lab --help`,
+      );
       let found: string[] = [];
       const code = await executeSweep(io, { ...options, ...(resume ? { resume: true } : {}) }, outDir, 'demo', {
         after: (result: SweepResult) => (found = demoFindings(resolve(outDir), result.runs)),
@@ -91,7 +114,9 @@ export const demoCommand: Command = {
       io.out('');
       for (const line of found) io.out(packagePathsIn(line));
       io.out('');
-      io.out(`The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`);
+      io.out(
+        `The full experiment, AIS as well and 3 seeds — ${labSizeText(departure, await labPlannedRuns(departure))}:`,
+      );
       io.out('qrl-sim lab run departure; its page and verdict:');
       io.out(`${docRef('docs/lab/departure.md')}; every finding: ${docRef('docs/lab/README.md')}.`);
       return code;
@@ -105,20 +130,31 @@ export const demoCommand: Command = {
     const w = Math.max(13, ...profiles.map((p) => p.name.length + 2));
     io.out(['input'.padStart(w), ...profiles.map((p) => p.name.padStart(w))].join(''));
     for (const x of inputs) {
-      const cells = profiles.map((p) => formatValue(decode(floatFormats.e4m3fn, scalarEncoder('e4m3fn', p)(x))).padStart(w));
+      const cells = profiles.map((p) =>
+        formatValue(decode(floatFormats.e4m3fn, scalarEncoder('e4m3fn', p)(x))).padStart(w),
+      );
       io.out([formatValue(x).padStart(w), ...cells].join(''));
     }
     io.out('\n2. Round-trip error of 65 536 N(0,1) values, per-tensor scale amax/maxFinite (seed ' + seed + '):\n');
     const rng = createRng(seed).fork(rngStreams.cli.demo);
     const x = new Float32Array(65536).map(() => rng.normal());
     const rows: [keyof typeof floatFormats, keyof typeof castProfiles][] = [
-      ['bf16', 'ieee'], ['fp16', 'ieee'], ['e4m3fn', 'satfinite'], ['e5m2', 'satfinite'],
-      ['e3m2', 'satfinite'], ['e2m3', 'satfinite'], ['e2m1', 'satfinite'],
+      ['bf16', 'ieee'],
+      ['fp16', 'ieee'],
+      ['e4m3fn', 'satfinite'],
+      ['e5m2', 'satfinite'],
+      ['e3m2', 'satfinite'],
+      ['e2m3', 'satfinite'],
+      ['e2m1', 'satfinite'],
     ];
-    io.out(`${'format'.padEnd(8)}${'profile'.padEnd(11)}${'max |err|'.padStart(12)}${'rmse'.padStart(12)}${'SQNR dB'.padStart(10)}`);
+    io.out(
+      `${'format'.padEnd(8)}${'profile'.padEnd(11)}${'max |err|'.padStart(12)}${'rmse'.padStart(12)}${'SQNR dB'.padStart(10)}`,
+    );
     for (const [format, profile] of rows) {
       const e = roundTripError(x, format, profile);
-      io.out(`${format.padEnd(8)}${profile.padEnd(11)}${e.maxErr.toExponential(3).padStart(12)}${e.rmse.toExponential(3).padStart(12)}${e.sqnrDb.toFixed(2).padStart(10)}`);
+      io.out(
+        `${format.padEnd(8)}${profile.padEnd(11)}${e.maxErr.toExponential(3).padStart(12)}${e.rmse.toExponential(3).padStart(12)}${e.sqnrDb.toFixed(2).padStart(10)}`,
+      );
     }
     io.out(`\nMore: qrl-sim cast --help, ${docRef('docs/numerics.md')}`);
     return 0;

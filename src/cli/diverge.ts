@@ -12,7 +12,16 @@ import { createRng } from '../core/rng.js';
 import { makeTask } from '../tasks/registry.js';
 import { UsageError } from '../core/errors.js';
 import type { Command } from './command.js';
-import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, seedOption, strings } from './parse.js';
+import {
+  booleans,
+  integerOption,
+  MODEL_OPTIONS,
+  parseCommandArgs,
+  refuseIgnored,
+  REPEATED,
+  seedOption,
+  strings,
+} from './parse.js';
 import { planOption } from './plan-option.js';
 import { freshArPolicy, modelOption } from './model-option.js';
 import { rngStreams } from '../core/rng-streams.js';
@@ -58,35 +67,67 @@ examples:
   qrl-sim diverge --policy ar --plan fp8-rollout
   qrl-sim diverge --policy ar --plan bf16-splitk --format fp32 --all`;
 
-const DTYPE_FORMATS: Readonly<Record<string, FloatFormatName>> = { bfloat16: 'bf16', float16: 'fp16', float32: 'fp32', float8_e4m3fn: 'e4m3fn', float8_e5m2: 'e5m2' };
+const DTYPE_FORMATS: Readonly<Record<string, FloatFormatName>> = {
+  bfloat16: 'bf16',
+  float16: 'fp16',
+  float32: 'fp32',
+  float8_e4m3fn: 'e4m3fn',
+  float8_e5m2: 'e5m2',
+};
 
 function formatOption(value: string | undefined): FloatFormatName | undefined {
   if (value === undefined) return undefined;
-  if (!Object.hasOwn(floatFormats, value) || value === 'e8m0') throw new UsageError(`--format: expected one of ${Object.keys(floatFormats).filter((f) => f !== 'e8m0').join(', ')}, got '${value}'`);
+  if (!Object.hasOwn(floatFormats, value) || value === 'e8m0')
+    throw new UsageError(
+      `--format: expected one of ${Object.keys(floatFormats)
+        .filter((f) => f !== 'e8m0')
+        .join(', ')}, got '${value}'`,
+    );
   return value as FloatFormatName;
 }
 
 function toleranceOption(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const k = Number(value);
-  if (value.trim() === '' || !Number.isFinite(k) || k < 0) throw new UsageError(`--tolerance: expected a finite number ≥ 0, got '${value}'`);
+  if (value.trim() === '' || !Number.isFinite(k) || k < 0)
+    throw new UsageError(`--tolerance: expected a finite number ≥ 0, got '${value}'`);
   return k;
 }
 
-function printReport(report: DivergeReport, extra: Record<string, unknown>, all: boolean | undefined, json: boolean | undefined, out: (line: string) => void): void {
-  const summary = { format: report.format, tolerance: report.tolerance, unitRoundoff: report.unitRoundoff, firstDiffer: report.firstDiffer, firstDivergence: report.firstDivergence, largestAdded: report.largestAdded };
+function printReport(
+  report: DivergeReport,
+  extra: Record<string, unknown>,
+  all: boolean | undefined,
+  json: boolean | undefined,
+  out: (line: string) => void,
+): void {
+  const summary = {
+    format: report.format,
+    tolerance: report.tolerance,
+    unitRoundoff: report.unitRoundoff,
+    firstDiffer: report.firstDiffer,
+    firstDivergence: report.firstDivergence,
+    largestAdded: report.largestAdded,
+  };
   if (json) {
     out(JSON.stringify({ ...extra, ...summary, rows: report.rows }));
     return;
   }
   const e = (x: number): string => (x === 0 ? '0' : x.toExponential(2));
   const width = Math.max(8, ...report.rows.map((r) => r.name.length));
-  out(`${'op'.padEnd(width)}  ${'max|Δ|'.padStart(9)}  ${'mean|Δ|'.padStart(9)}  ${'differ'.padStart(6)}  ${'ulp32'.padStart(9)}  ${`ulp ${report.format}`.padStart(9)}  ${'r'.padStart(9)}  ${'added'.padStart(9)}`);
+  out(
+    `${'op'.padEnd(width)}  ${'max|Δ|'.padStart(9)}  ${'mean|Δ|'.padStart(9)}  ${'differ'.padStart(6)}  ${'ulp32'.padStart(9)}  ${`ulp ${report.format}`.padStart(9)}  ${'r'.padStart(9)}  ${'added'.padStart(9)}`,
+  );
   for (const r of report.rows) {
     if (!all && r.fracDiffer === 0) continue;
-    out(`${r.name.padEnd(width)}  ${e(r.maxAbsDelta).padStart(9)}  ${e(r.meanAbsDelta).padStart(9)}  ${r.fracDiffer.toFixed(3).padStart(6)}  ${e(r.maxUlpFp32).padStart(9)}  ${e(r.maxUlp).padStart(9)}  ${e(r.relError).padStart(9)}  ${e(r.added).padStart(9)}${r.exceeds ? '  ← exceeds' : ''}`);
+    out(
+      `${r.name.padEnd(width)}  ${e(r.maxAbsDelta).padStart(9)}  ${e(r.meanAbsDelta).padStart(9)}  ${r.fracDiffer.toFixed(3).padStart(6)}  ${e(r.maxUlpFp32).padStart(9)}  ${e(r.maxUlp).padStart(9)}  ${e(r.relError).padStart(9)}  ${e(r.added).padStart(9)}${r.exceeds ? '  ← exceeds' : ''}`,
+    );
   }
-  for (const [k, v] of Object.entries({ ...extra, ...summary })) out(`${k.padEnd(16)} ${Array.isArray(v) ? v.map((x: number) => x.toFixed(3)).join(' ') : typeof v === 'number' ? e(v) : String(v ?? 'none')}`);
+  for (const [k, v] of Object.entries({ ...extra, ...summary }))
+    out(
+      `${k.padEnd(16)} ${Array.isArray(v) ? v.map((x: number) => x.toFixed(3)).join(' ') : typeof v === 'number' ? e(v) : String(v ?? 'none')}`,
+    );
 }
 
 /** The `diverge` subcommand. */
@@ -94,20 +135,33 @@ export const divergeCommand: Command = {
   summary: 'where two forwards first part: op-by-op max|Δ|, ulp distance and the first op beyond the numerics',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'length', 'batch', 'seed', 'format', 'tolerance', 'write-dumps'), ...MODEL_OPTIONS, dump: REPEATED, ...booleans('all', 'json') });
+    const { values } = parseCommandArgs(args, {
+      ...strings('policy', 'plan', 'length', 'batch', 'seed', 'format', 'tolerance', 'write-dumps'),
+      ...MODEL_OPTIONS,
+      dump: REPEATED,
+      ...booleans('all', 'json'),
+    });
     let format = formatOption(values.format);
     const tolerance = toleranceOption(values.tolerance);
     if (values.dump !== undefined) {
-      refuseIgnored(values, ['policy', 'plan', 'preset', 'outliers', 'moe', 'length', 'batch', 'seed', 'write-dumps'], 'with --dump');
-      if (values.dump.length !== 2) throw new UsageError(`--dump: give exactly two files (reference, candidate), got ${values.dump.length}`);
+      refuseIgnored(
+        values,
+        ['policy', 'plan', 'preset', 'outliers', 'moe', 'length', 'batch', 'seed', 'write-dumps'],
+        'with --dump',
+      );
+      if (values.dump.length !== 2)
+        throw new UsageError(`--dump: give exactly two files (reference, candidate), got ${values.dump.length}`);
       const [a, b] = values.dump.map((path, i) => {
         try {
           return readForwardDump(path);
         } catch (error) {
-          throw new UsageError(`--dump ${i === 0 ? 'reference' : 'candidate'}: ${error instanceof Error ? error.message : String(error)}`);
+          throw new UsageError(
+            `--dump ${i === 0 ? 'reference' : 'candidate'}: ${error instanceof Error ? error.message : String(error)}`,
+          );
         }
       }) as [ReturnType<typeof readForwardDump>, ReturnType<typeof readForwardDump>];
-      if (a.tokens.length !== b.tokens.length || a.tokens.some((t, i) => t !== b.tokens[i])) throw new UsageError('--dump: the two dumps were recorded on different token ids');
+      if (a.tokens.length !== b.tokens.length || a.tokens.some((t, i) => t !== b.tokens[i]))
+        throw new UsageError('--dump: the two dumps were recorded on different token ids');
       if (format === undefined) {
         const dtypes = new Set([...Object.values(a.dtypes), ...Object.values(b.dtypes)]);
         const only = dtypes.size === 1 ? DTYPE_FORMATS[[...dtypes][0]!] : undefined;
@@ -115,14 +169,18 @@ export const divergeCommand: Command = {
       }
       let report: DivergeReport;
       try {
-        report = compareForwards(a.ops, b.ops, { ...(format ? { format } : {}), ...(tolerance !== undefined ? { tolerance } : {}) });
+        report = compareForwards(a.ops, b.ops, {
+          ...(format ? { format } : {}),
+          ...(tolerance !== undefined ? { tolerance } : {}),
+        });
       } catch (error) {
         throw new UsageError(`--dump: ${error instanceof Error ? error.message : String(error)}`);
       }
       printReport(report, { reference: values.dump[0], candidate: values.dump[1] }, values.all, values.json, io.out);
       return 0;
     }
-    if (values.policy !== 'ar') throw new UsageError(`--policy: expected ar (or give --dump twice), got '${values.policy ?? ''}'`);
+    if (values.policy !== 'ar')
+      throw new UsageError(`--policy: expected ar (or give --dump twice), got '${values.policy ?? ''}'`);
     if (values.plan === undefined) throw new UsageError('missing required option --plan');
     const plan = planOption(values.plan);
     const model = modelOption(values);
@@ -132,16 +190,45 @@ export const divergeCommand: Command = {
     const task = makeTask('reverse');
     const policy = freshArPolicy(model, task, length, seed);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
-    const r = rollout(policy, prompts, { maxNewTokens: length, numerics: sideNumerics(plan.rollout, policy.weights), rng: createRng(seed).fork(rngStreams.cli.divergeRollout), eos: null });
+    const r = rollout(policy, prompts, {
+      maxNewTokens: length,
+      numerics: sideNumerics(plan.rollout, policy.weights),
+      rng: createRng(seed).fork(rngStreams.cli.divergeRollout),
+      eos: null,
+    });
     const T = r.promptLength + r.responseLength;
-    const result = arDiverge(policy, plan, r.tokens, r.B, T, { ...(format ? { format } : {}), ...(tolerance !== undefined ? { tolerance } : {}) });
+    const result = arDiverge(policy, plan, r.tokens, r.B, T, {
+      ...(format ? { format } : {}),
+      ...(tolerance !== undefined ? { tolerance } : {}),
+    });
     if (values['write-dumps'] !== undefined) {
       const dir = values['write-dumps'];
       mkdirSync(dir, { recursive: true });
-      writeForwardDump(join(dir, 'trainer.safetensors'), { tokens: Int32Array.from(r.tokens), tokenShape: [r.B, T], ops: result.trainer, dtypes: {} });
-      writeForwardDump(join(dir, 'rollout.safetensors'), { tokens: Int32Array.from(r.tokens), tokenShape: [r.B, T], ops: result.rollout, dtypes: {} });
+      writeForwardDump(join(dir, 'trainer.safetensors'), {
+        tokens: Int32Array.from(r.tokens),
+        tokenShape: [r.B, T],
+        ops: result.trainer,
+        dtypes: {},
+      });
+      writeForwardDump(join(dir, 'rollout.safetensors'), {
+        tokens: Int32Array.from(r.tokens),
+        tokenShape: [r.B, T],
+        ops: result.rollout,
+        dtypes: {},
+      });
     }
-    printReport(result.report, { policy: 'ar', plan: plan.name, tokens: r.B * T, ...(result.routingFlips ? { routingFlips: result.routingFlips } : {}) }, values.all, values.json, io.out);
+    printReport(
+      result.report,
+      {
+        policy: 'ar',
+        plan: plan.name,
+        tokens: r.B * T,
+        ...(result.routingFlips ? { routingFlips: result.routingFlips } : {}),
+      },
+      values.all,
+      values.json,
+      io.out,
+    );
     return 0;
   },
 };

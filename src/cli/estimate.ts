@@ -51,7 +51,8 @@ function firstNonFinite(value: unknown, path: string): { path: string; value: nu
   if (typeof value === 'number') return Number.isFinite(value) ? null : { path: path || 'value', value };
   if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
     const a = value as unknown as ArrayLike<number>;
-    for (let i = 0; i < a.length; i++) if (typeof a[i] === 'number' && !Number.isFinite(a[i])) return { path: `${path}[${i}]`, value: a[i] as number };
+    for (let i = 0; i < a.length; i++)
+      if (typeof a[i] === 'number' && !Number.isFinite(a[i])) return { path: `${path}[${i}]`, value: a[i] as number };
     return null;
   }
   if (Array.isArray(value)) {
@@ -81,13 +82,18 @@ export const estimateCommand: Command = {
     const json = parseJsonInput(text, values.input === '-' ? '--input' : `--input '${values.input}'`);
     const result = estimateJson(json);
     const bad = firstNonFinite(result, '');
-    if (bad !== null) throw new UsageError(`result ${bad.path} is ${bad.value} (not finite: the input's magnitudes overflow float64 arithmetic; JSON cannot carry it)`);
+    if (bad !== null)
+      throw new UsageError(
+        `result ${bad.path} is ${bad.value} (not finite: the input's magnitudes overflow float64 arithmetic; JSON cannot carry it)`,
+      );
     const out = `${JSON.stringify(result, null, 2)}\n`;
     if (values.output !== undefined) {
       try {
         await writeFile(values.output, out);
       } catch (error) {
-        throw new UsageError(`--output: cannot write '${values.output}' (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+        throw new UsageError(
+          `--output: cannot write '${values.output}' (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+        );
       }
     } else {
       io.out(out);

@@ -26,7 +26,8 @@ export function checkSetValues(sets: readonly string[]): void {
     if (eq < 0) continue;
     const key = text.slice(0, eq);
     const earlier = seen.get(key);
-    if (earlier !== undefined) throw new UsageError(`--set: '${key}' given twice ('${earlier}' and '${text}'; give each field once)`);
+    if (earlier !== undefined)
+      throw new UsageError(`--set: '${key}' given twice ('${earlier}' and '${text}'; give each field once)`);
     seen.set(key, text);
     const raw = text.slice(eq + 1);
     try {
@@ -53,7 +54,9 @@ export function backendToken(tokenFile: string | undefined, env: NodeJS.ProcessE
   try {
     text = readFileSync(tokenFile, 'utf8').trim();
   } catch (error) {
-    throw new UsageError(`--token-file: cannot read '${tokenFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    throw new UsageError(
+      `--token-file: cannot read '${tokenFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+    );
   }
   if (text === '') throw new UsageError(`--token-file: '${tokenFile}' is empty`);
   return text;

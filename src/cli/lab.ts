@@ -5,7 +5,14 @@ import { docRef } from './bundled.js';
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
-import { estimateLabSeconds, type LabEstimate, type LabExperiment, labExperimentNames, labSweepOptions, loadLabExperiment } from '../runs/lab.js';
+import {
+  estimateLabSeconds,
+  type LabEstimate,
+  type LabExperiment,
+  labExperimentNames,
+  labSweepOptions,
+  loadLabExperiment,
+} from '../runs/lab.js';
 import { warmStartCacheDir } from '../runs/run.js';
 import { type PlannedRun, planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
@@ -72,7 +79,9 @@ export async function labListLines(): Promise<string[]> {
   for (const exp of labExperimentNames().map((name) => loadLabExperiment(name))) {
     const runs = await labPlannedRuns(exp);
     const estimate = estimateLabSeconds(exp, runs, LAB_LIST_CORES);
-    lines.push(`| ${exp.name} | ${exp.title} | ${exp.source} | ${runs.length} | ${estimate.warmStarts} | ${humanDuration(estimate.cpuSeconds)} | ${humanDuration(estimate.wallSeconds)} |`);
+    lines.push(
+      `| ${exp.name} | ${exp.title} | ${exp.source} | ${runs.length} | ${estimate.warmStarts} | ${humanDuration(estimate.cpuSeconds)} | ${humanDuration(estimate.wallSeconds)} |`,
+    );
   }
   return lines;
 }
@@ -82,10 +91,17 @@ export async function labListLines(): Promise<string[]> {
  * warm starts already in the cache (`.cache/sft` under the working directory, where the sweep
  * looks) not counted.
  */
-export function estimateHere(exp: LabExperiment, runs: readonly PlannedRun[], workers: number): LabEstimate & { readonly slots: number } {
+export function estimateHere(
+  exp: LabExperiment,
+  runs: readonly PlannedRun[],
+  workers: number,
+): LabEstimate & { readonly slots: number } {
   const slots = Math.max(1, Math.min(workers, availableParallelism(), runs.length));
   const cacheDir = resolve('.cache', 'sft');
-  return { ...estimateLabSeconds(exp, runs, slots, (run) => existsSync(warmStartCacheDir(cacheDir, run.config))), slots };
+  return {
+    ...estimateLabSeconds(exp, runs, slots, (run) => existsSync(warmStartCacheDir(cacheDir, run.config))),
+    slots,
+  };
 }
 
 /** The estimate `lab run` and `demo` print before the runs start. */
@@ -104,16 +120,23 @@ export const labCommand: Command = {
       parseCommandArgs(rest, {});
       for (const line of await labListLines()) io.out(line);
       io.out('');
-      io.out(`Estimates: wall time on ${LAB_LIST_CORES} idle cores with an empty warm-start cache, from the CPU seconds measured per run and`);
+      io.out(
+        `Estimates: wall time on ${LAB_LIST_CORES} idle cores with an empty warm-start cache, from the CPU seconds measured per run and`,
+      );
       io.out('per warm start (sims/lab/NAME.json, npm run lab-timings); qrl-sim lab --help says what they assume.');
       return 0;
     }
-    if (verb !== 'run') throw new UsageError(`lab: expected 'list' or 'run NAME', got ${verb === undefined ? 'nothing' : `'${verb}'`}`);
+    if (verb !== 'run')
+      throw new UsageError(`lab: expected 'list' or 'run NAME', got ${verb === undefined ? 'nothing' : `'${verb}'`}`);
     const { values, positionals } = parseCommandArgs(rest, { ...PARALLEL_OPTIONS, ...booleans('smoke') }, true);
-    if (positionals.length !== 1) throw new UsageError(`lab run: expected one experiment name, got ${positionals.length}`);
+    if (positionals.length !== 1)
+      throw new UsageError(`lab run: expected one experiment name, got ${positionals.length}`);
     const exp = loadLabExperiment(positionals[0] as string);
     const seeds = values.seeds === undefined ? undefined : integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);
-    const workers = values.workers === undefined ? Math.min(availableParallelism(), MAX_WORKERS) : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+    const workers =
+      values.workers === undefined
+        ? Math.min(availableParallelism(), MAX_WORKERS)
+        : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
     // A smoke run has its own default directory: the real run's stays free.
     const out = values.out ?? `runs/lab/${exp.name}${values.smoke === true ? '-smoke' : ''}`;
     const outDir = isAbsolute(out) ? out : resolve(out);

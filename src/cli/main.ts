@@ -70,7 +70,8 @@ const processIo: CliIo = {
   ...(process.stderr.isTTY === true
     ? {
         status: (text: string) => {
-          if (stderrOpen) process.stderr.write(`\r\x1b[2K${text.slice(0, Math.max(10, (process.stderr.columns ?? 80) - 1))}`);
+          if (stderrOpen)
+            process.stderr.write(`\r\x1b[2K${text.slice(0, Math.max(10, (process.stderr.columns ?? 80) - 1))}`);
         },
       }
     : {}),
@@ -137,7 +138,9 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
   } catch (error) {
     if (error instanceof UsageError) {
       // Messages from shared code may start with the command's name already ('lab: …'): say it once.
-      io.err(`qrl-sim ${name}: ${error.message.startsWith(`${name}: `) ? error.message.slice(name.length + 2) : error.message}`);
+      io.err(
+        `qrl-sim ${name}: ${error.message.startsWith(`${name}: `) ? error.message.slice(name.length + 2) : error.message}`,
+      );
       return 2;
     }
     throw error;

@@ -1,7 +1,13 @@
 // `qrl-sim mismatch`: the rollout–trainer mismatch probe of a toy policy under a precision plan.
 // Not a training run: the policy is freshly initialized from the seed or loaded from a checkpoint.
 
-import { arMismatchProbe, arModelPresetNames, linearInputChannelStats, residualChannelStats, type ArPolicy } from '../policies/ar-api.js';
+import {
+  arMismatchProbe,
+  arModelPresetNames,
+  linearInputChannelStats,
+  residualChannelStats,
+  type ArPolicy,
+} from '../policies/ar-api.js';
 import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policies/diffusion/estimators.js';
 import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
@@ -17,7 +23,16 @@ import { loadArProbeCheckpoint, loadDiffusionProbeCheckpoint } from '../runs/pro
 import type { Command } from './command.js';
 import { UsageError } from '../core/errors.js';
 import { readJsonFile } from './input.js';
-import { booleans, integerOption, MODEL_OPTIONS, parseCommandArgs, refuseIgnored, required, seedOption, strings } from './parse.js';
+import {
+  booleans,
+  integerOption,
+  MODEL_OPTIONS,
+  parseCommandArgs,
+  refuseIgnored,
+  required,
+  seedOption,
+  strings,
+} from './parse.js';
 import { rngStreams } from '../core/rng-streams.js';
 
 /** Bounds of the probe's sizes (docs/decisions.md, "Size limits"): attention is O(L²) per sequence. */
@@ -114,14 +129,16 @@ examples:
 function parseTopP(value: string | undefined): number {
   if (value === undefined) return 1;
   const p = Number(value);
-  if (value.trim() === '' || !Number.isFinite(p) || !(p > 0) || p > 1) throw new UsageError(`--top-p: expected a number in (0, 1], got '${value}'`);
+  if (value.trim() === '' || !Number.isFinite(p) || !(p > 0) || p > 1)
+    throw new UsageError(`--top-p: expected a number in (0, 1], got '${value}'`);
   return p;
 }
 
 function parseTemperature(value: string | undefined): number {
   if (value === undefined) return 1;
   const t = Number(value);
-  if (value.trim() === '' || !Number.isFinite(t) || !(t > 0)) throw new UsageError(`--temperature: expected a finite number > 0, got '${value}'`);
+  if (value.trim() === '' || !Number.isFinite(t) || !(t > 0))
+    throw new UsageError(`--temperature: expected a finite number > 0, got '${value}'`);
   return t;
 }
 
@@ -133,14 +150,19 @@ function checkpointOption<T>(file: string, load: (file: string, readJson: (path:
   try {
     return load(file, (path) => readJsonFile(path, '--checkpoint'));
   } catch (error) {
-    if (error instanceof UsageError && error.message.startsWith('checkpoint: ')) throw new UsageError(`--${error.message}`);
+    if (error instanceof UsageError && error.message.startsWith('checkpoint: '))
+      throw new UsageError(`--${error.message}`);
     if (error instanceof UsageError) throw error;
     throw new UsageError(`--checkpoint: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
 /** The MoE lines of the output (none for a dense policy): `flipRate/l<l>`, then `k1R3`, `k3R3`. */
-function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagnosticsR3: { readonly k1: number; readonly k3: number } } | undefined): Record<string, number> {
+function moeFieldsOf(
+  moe:
+    | { readonly flipRate: readonly number[]; readonly diagnosticsR3: { readonly k1: number; readonly k3: number } }
+    | undefined,
+): Record<string, number> {
   if (moe === undefined) return {};
   const out: Record<string, number> = {};
   moe.flipRate.forEach((f, l) => {
@@ -151,7 +173,8 @@ function moeFieldsOf(moe: { readonly flipRate: readonly number[]; readonly diagn
 
 function parseEstimator(value: string | undefined): DiffusionEstimatorName {
   if (value === undefined) return 'd1';
-  if (!(diffusionEstimatorNames as readonly string[]).includes(value)) throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
+  if (!(diffusionEstimatorNames as readonly string[]).includes(value))
+    throw new UsageError(`--estimator: expected one of ${diffusionEstimatorNames.join(', ')}, got '${value}'`);
   return value as DiffusionEstimatorName;
 }
 
@@ -161,11 +184,15 @@ function print(result: Record<string, unknown>, json: boolean | undefined, out: 
     return;
   }
   const width = Math.max(...Object.keys(result).map((k) => k.length));
-  for (const [k, v] of Object.entries(result)) out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
+  for (const [k, v] of Object.entries(result))
+    out(`${k.padEnd(width)}  ${typeof v === 'number' && !Number.isInteger(v) ? v.toExponential(4) : String(v)}`);
 }
 
 /** `--positions`: the long-response diagnostics as a table, or as the extra keys of the JSON object. */
-function positionsReport(d: LengthDiagnostics, json: boolean | undefined): { fields: Record<string, unknown>; lines: string[] } {
+function positionsReport(
+  d: LengthDiagnostics,
+  json: boolean | undefined,
+): { fields: Record<string, unknown>; lines: string[] } {
   const bucket = (b: MismatchBucket): Record<string, unknown> => ({ ...b, hi: b.hi === Infinity ? null : b.hi });
   const scalars = {
     sequences: d.sequences,
@@ -177,30 +204,49 @@ function positionsReport(d: LengthDiagnostics, json: boolean | undefined): { fie
   };
   if (json) {
     return {
-      fields: { positions: d.positions.map((c, t) => ({ position: t, ...c })), byPosition: d.byPosition.map(bucket), byLength: d.byLength.map(bucket), ...scalars },
+      fields: {
+        positions: d.positions.map((c, t) => ({ position: t, ...c })),
+        byPosition: d.byPosition.map(bucket),
+        byLength: d.byLength.map(bucket),
+        ...scalars,
+      },
       lines: [],
     };
   }
   const e = (x: number): string => x.toExponential(3);
-  const row = (label: string, b: { tokens: number; k3: number; meanAbsDelta: number }): string => `${label.padEnd(16)}${String(b.tokens).padStart(7)}  ${e(b.k3).padStart(10)}  ${e(b.meanAbsDelta).padStart(10)}`;
+  const row = (label: string, b: { tokens: number; k3: number; meanAbsDelta: number }): string =>
+    `${label.padEnd(16)}${String(b.tokens).padStart(7)}  ${e(b.k3).padStart(10)}  ${e(b.meanAbsDelta).padStart(10)}`;
   const range = (b: MismatchBucket): string => `[${b.lo},${b.hi === Infinity ? '∞' : b.hi})`;
   const lines = [`${'position'.padEnd(16)}${'tokens'.padStart(7)}  ${'k3'.padStart(10)}  ${'mean|δ|'.padStart(10)}`];
   d.positions.forEach((c, t) => lines.push(row(String(t), c)));
   for (const b of d.byPosition) lines.push(row(`pos ${range(b)}`, b));
   for (const b of d.byLength) lines.push(row(`len ${range(b)}`, b));
-  for (const [k, v] of Object.entries(scalars)) lines.push(`${k.padEnd(18)}  ${Number.isInteger(v) ? String(v) : e(v)}`);
+  for (const [k, v] of Object.entries(scalars))
+    lines.push(`${k.padEnd(18)}  ${Number.isInteger(v) ? String(v) : e(v)}`);
   return { fields: {}, lines };
 }
 
 /** `--channels`: per-layer outlier ratio, the top channels and the per-channel mean |x|; then, per linear-layer input, the median |x| and the top channels with their ratio to it. */
-function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, json: boolean | undefined, out: (line: string) => void): void {
+function printChannels(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  json: boolean | undefined,
+  out: (line: string) => void,
+): void {
   for (const s of residualChannelStats(policy, tokens, B, T)) {
-    const top = s.meanAbs.map((m, c) => [m, c] as const).sort((a, b) => b[0] - a[0]).slice(0, 4);
+    const top = s.meanAbs
+      .map((m, c) => [m, c] as const)
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, 4);
     if (json) {
       out(JSON.stringify({ layer: s.layer, outlierRatio: s.outlierRatio, meanAbs: s.meanAbs, maxAbs: s.maxAbs }));
       continue;
     }
-    out(`residual ${s.layer}  outlierRatio ${s.outlierRatio.toExponential(3)}  top ${top.map(([m, c]) => `c${c}=${m.toExponential(2)}`).join(' ')}`);
+    out(
+      `residual ${s.layer}  outlierRatio ${s.outlierRatio.toExponential(3)}  top ${top.map(([m, c]) => `c${c}=${m.toExponential(2)}`).join(' ')}`,
+    );
     out(`  mean|x| ${s.meanAbs.map((m) => m.toExponential(1)).join(' ')}`);
   }
   for (const s of linearInputChannelStats(policy, tokens, B, T, 4)) {
@@ -208,15 +254,24 @@ function printChannels(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T
       out(JSON.stringify({ linearInput: s.name, median: s.median, top: s.top, meanAbs: s.meanAbs }));
       continue;
     }
-    out(`input ${s.name.padEnd(8)}  median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`);
+    out(
+      `input ${s.name.padEnd(8)}  median|x| ${s.median.toExponential(2)}  top ${s.top.map((t) => `c${t.channel}=${t.meanAbs.toExponential(2)} (${t.ratio.toFixed(1)}x)`).join(' ')}`,
+    );
   }
 }
 
 /** The plan's rollout engine settings with the command-line ones on top (undefined when there are none). */
-function engineOf(plan: PrecisionPlan, values: { 'max-batch'?: string; 'prefill-chunk'?: string; 'batch-invariant'?: boolean }): EngineExecution | undefined {
+function engineOf(
+  plan: PrecisionPlan,
+  values: { 'max-batch'?: string; 'prefill-chunk'?: string; 'batch-invariant'?: boolean },
+): EngineExecution | undefined {
   const flags: EngineExecution = {
-    ...(values['max-batch'] !== undefined ? { maxBatch: integerOption(values['max-batch'], 'max-batch', 0, 1, MISMATCH_LIMITS.batch) } : {}),
-    ...(values['prefill-chunk'] !== undefined ? { prefillChunk: integerOption(values['prefill-chunk'], 'prefill-chunk', 0, 1, MISMATCH_LIMITS.length) } : {}),
+    ...(values['max-batch'] !== undefined
+      ? { maxBatch: integerOption(values['max-batch'], 'max-batch', 0, 1, MISMATCH_LIMITS.batch) }
+      : {}),
+    ...(values['prefill-chunk'] !== undefined
+      ? { prefillChunk: integerOption(values['prefill-chunk'], 'prefill-chunk', 0, 1, MISMATCH_LIMITS.length) }
+      : {}),
     ...(values['batch-invariant'] === true ? { batchInvariant: true } : {}),
   };
   if (plan.rollout.engine === undefined && Object.keys(flags).length === 0) return undefined;
@@ -225,7 +280,8 @@ function engineOf(plan: PrecisionPlan, values: { 'max-batch'?: string; 'prefill-
 
 /** `maxBatch 8, prefillChunk 2, batchInvariant, tp 4 ring bf16, trainer tp 4 ring bf16`, or '' without engine settings. */
 function engineDescription(plan: PrecisionPlan): string {
-  const tp = (t: TensorParallel | undefined): string => (t === undefined ? '' : `tp ${t.ranks} ${t.reduce ?? 'ring'} ${t.dtype ?? 'bf16'}`);
+  const tp = (t: TensorParallel | undefined): string =>
+    t === undefined ? '' : `tp ${t.ranks} ${t.reduce ?? 'ring'} ${t.dtype ?? 'bf16'}`;
   const r = plan.rollout.engine ?? {};
   const parts = [
     r.maxBatch !== undefined ? `maxBatch ${r.maxBatch}` : '',
@@ -242,28 +298,64 @@ export const mismatchCommand: Command = {
   summary: 'rollout–trainer log-prob mismatch of a toy policy under a precision plan (k1, k3, |δ|, ESS)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'length', 'seed', 'batch', 'temperature', 'checkpoint', 'estimator', 'top-k', 'top-p', 'max-batch', 'prefill-chunk', 'min-length'), ...MODEL_OPTIONS, ...booleans('json', 'channels', 'positions', 'batch-invariant') });
+    const { values } = parseCommandArgs(args, {
+      ...strings(
+        'policy',
+        'plan',
+        'length',
+        'seed',
+        'batch',
+        'temperature',
+        'checkpoint',
+        'estimator',
+        'top-k',
+        'top-p',
+        'max-batch',
+        'prefill-chunk',
+        'min-length',
+      ),
+      ...MODEL_OPTIONS,
+      ...booleans('json', 'channels', 'positions', 'batch-invariant'),
+    });
     const policyName = required(values.policy, 'policy');
-    if (policyName !== 'ar' && policyName !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
+    if (policyName !== 'ar' && policyName !== 'diffusion')
+      throw new UsageError(`--policy: expected ar or diffusion, got '${policyName}'`);
     const plan: PrecisionPlan = planOption(required(values.plan, 'plan'));
-    if (policyName === 'diffusion' && (values['top-k'] !== undefined || values['top-p'] !== undefined)) throw new UsageError(`--${values['top-k'] !== undefined ? 'top-k' : 'top-p'}: only for --policy ar`);
+    if (policyName === 'diffusion' && (values['top-k'] !== undefined || values['top-p'] !== undefined))
+      throw new UsageError(`--${values['top-k'] !== undefined ? 'top-k' : 'top-p'}: only for --policy ar`);
     if (policyName === 'diffusion') {
-      refuseIgnored(values, ['preset', 'outliers', 'moe', 'channels', 'max-batch', 'prefill-chunk', 'batch-invariant', 'min-length'], 'with --policy diffusion (ar only)');
-      if (planNeedsWeights(plan)) throw new UsageError(`--plan: refit chains, precision overrides, engine execution and temperatureAt are for --policy ar only, got one in plan '${plan.name}'`);
+      refuseIgnored(
+        values,
+        ['preset', 'outliers', 'moe', 'channels', 'max-batch', 'prefill-chunk', 'batch-invariant', 'min-length'],
+        'with --policy diffusion (ar only)',
+      );
+      if (planNeedsWeights(plan))
+        throw new UsageError(
+          `--plan: refit chains, precision overrides, engine execution and temperatureAt are for --policy ar only, got one in plan '${plan.name}'`,
+        );
       return runDiffusion(values, plan, io.out);
     }
-    if (values.estimator !== undefined) throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
+    if (values.estimator !== undefined)
+      throw new UsageError(`--estimator: only for --policy diffusion, got '${values.estimator}' with --policy ar`);
     const model = modelOption(values);
-    if (values.preset !== undefined && values.checkpoint !== undefined) throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
-    if (values.moe !== undefined && values.checkpoint !== undefined) throw new UsageError(`--moe: not with --checkpoint (the checkpoint fixes the model)`);
+    if (values.preset !== undefined && values.checkpoint !== undefined)
+      throw new UsageError(`--preset: not with --checkpoint (the checkpoint fixes the model)`);
+    if (values.moe !== undefined && values.checkpoint !== undefined)
+      throw new UsageError(`--moe: not with --checkpoint (the checkpoint fixes the model)`);
     const length = integerOption(values.length, 'length', 16, 1, MISMATCH_LIMITS.length);
     const seed = seedOption(values.seed);
     const batch = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
     const temperature = parseTemperature(values.temperature);
     const minLength = integerOption(values['min-length'], 'min-length', length, 1, length);
     const engine = engineOf(plan, values);
-    if (engine !== undefined && (plan.rollout.decode ?? 'incremental') !== 'incremental' && (engine.maxBatch !== undefined || engine.prefillChunk !== undefined)) {
-      throw new UsageError(`--plan: engine.maxBatch and engine.prefillChunk need decode "incremental", plan '${plan.name}' decodes by ${plan.rollout.decode}`);
+    if (
+      engine !== undefined &&
+      (plan.rollout.decode ?? 'incremental') !== 'incremental' &&
+      (engine.maxBatch !== undefined || engine.prefillChunk !== undefined)
+    ) {
+      throw new UsageError(
+        `--plan: engine.maxBatch and engine.prefillChunk need decode "incremental", plan '${plan.name}' decodes by ${plan.rollout.decode}`,
+      );
     }
     const probePlan: PrecisionPlan = engine === undefined ? plan : { ...plan, rollout: { ...plan.rollout, engine } };
 
@@ -272,49 +364,94 @@ export const mismatchCommand: Command = {
     if (values.checkpoint !== undefined) {
       ({ policy, task } = checkpointOption(values.checkpoint, loadArProbeCheckpoint));
       if (task.promptLength + length > policy.config.maxLen) {
-        throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${policy.config.maxLen}`);
+        throw new UsageError(
+          `--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${policy.config.maxLen}`,
+        );
       }
     } else {
       task = makeTask('reverse');
       policy = freshArPolicy(model, task, length, seed);
     }
-    const topK = values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
+    const topK =
+      values['top-k'] === undefined ? 0 : integerOption(values['top-k'], 'top-k', 0, 1, policy.config.vocabSize);
     const topP = parseTopP(values['top-p']);
     const prompts = task.trainProblems(batch, seed).map((p) => [...p.prompt]);
     const lengthRng = createRng(seed).fork(rngStreams.cli.probeLengths);
-    const requestLengths = minLength < length ? Array.from({ length: batch }, () => minLength + lengthRng.int(length - minLength + 1)) : undefined;
-    const probe = arMismatchProbe(policy, { plan: probePlan, length, prompts, seed, temperature, ...(topK > 0 ? { topK } : {}), ...(topP < 1 ? { topP } : {}), ...(requestLengths ? { requestLengths } : {}) });
+    const requestLengths =
+      minLength < length
+        ? Array.from({ length: batch }, () => minLength + lengthRng.int(length - minLength + 1))
+        : undefined;
+    const probe = arMismatchProbe(policy, {
+      plan: probePlan,
+      length,
+      prompts,
+      seed,
+      temperature,
+      ...(topK > 0 ? { topK } : {}),
+      ...(topP < 1 ? { topP } : {}),
+      ...(requestLengths ? { requestLengths } : {}),
+    });
     const sampler = { temperature, topK, topP };
-    const diffs = semanticsDifferences(logprobSemantics(plan.rollout, 'rollout', sampler), logprobSemantics(plan.trainer, 'trainer', sampler));
+    const diffs = semanticsDifferences(
+      logprobSemantics(plan.rollout, 'rollout', sampler),
+      logprobSemantics(plan.trainer, 'trainer', sampler),
+    );
     const semantics = diffs.length > 0 ? { semantics: semanticsLine(diffs) } : {};
     const pos = values.positions ? positionsReport(probe.lengths, values.json) : { fields: {}, lines: [] };
     const engineLine = engineDescription(probePlan);
-    print({ policy: 'ar', plan: plan.name, length, ...probe.diagnostics, ...moeFieldsOf(probe.moe), ...semantics, ...(engineLine === '' ? {} : { engine: engineLine }), ...pos.fields }, values.json, io.out);
+    print(
+      {
+        policy: 'ar',
+        plan: plan.name,
+        length,
+        ...probe.diagnostics,
+        ...moeFieldsOf(probe.moe),
+        ...semantics,
+        ...(engineLine === '' ? {} : { engine: engineLine }),
+        ...pos.fields,
+      },
+      values.json,
+      io.out,
+    );
     pos.lines.forEach((l) => io.out(l));
-    if (values.channels) printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
+    if (values.channels)
+      printChannels(policy, probe.rollout.tokens, batch, task.promptLength + length, values.json, io.out);
     return 0;
   },
 };
 
 /** `--policy diffusion`: {@link diffusionMismatch} with the plan's two sides. */
 function runDiffusion(
-  values: { length?: string; seed?: string; batch?: string; temperature?: string; checkpoint?: string; estimator?: string; json?: boolean; positions?: boolean },
+  values: {
+    length?: string;
+    seed?: string;
+    batch?: string;
+    temperature?: string;
+    checkpoint?: string;
+    estimator?: string;
+    json?: boolean;
+    positions?: boolean;
+  },
   plan: PrecisionPlan,
   out: (line: string) => void,
 ): number {
   const estimator = parseEstimator(values.estimator);
   const seed = seedOption(values.seed);
   const sequences = integerOption(values.batch, 'batch', 16, 1, MISMATCH_LIMITS.batch);
-  const loaded = values.checkpoint !== undefined ? checkpointOption(values.checkpoint, loadDiffusionProbeCheckpoint) : undefined;
+  const loaded =
+    values.checkpoint !== undefined ? checkpointOption(values.checkpoint, loadDiffusionProbeCheckpoint) : undefined;
   const length = integerOption(values.length, 'length', loaded?.sampler?.genLength ?? 24, 1, MISMATCH_LIMITS.length);
   // The checkpoint's own sampler schedule applies at its generation length; any other length uses the probe's defaults.
   let sampler = loaded?.sampler !== undefined && length === loaded.sampler.genLength ? { ...loaded.sampler } : {};
   if (values.temperature !== undefined) sampler = { ...sampler, temperature: parseTemperature(values.temperature) };
-  else if (loaded?.sampler?.temperature !== undefined) sampler = { ...sampler, temperature: loaded.sampler.temperature };
+  else if (loaded?.sampler?.temperature !== undefined)
+    sampler = { ...sampler, temperature: loaded.sampler.temperature };
   const task = makeTaskFromConfig({ name: loaded?.task ?? 'sudoku4', options: loaded?.taskOptions });
   const maxLen = loaded?.model?.config.maxLen;
   if (maxLen !== undefined && task.promptLength + length > maxLen) {
-    throw new UsageError(`--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`);
+    throw new UsageError(
+      `--length: prompt length ${task.promptLength} + ${length} exceeds the checkpoint's maxLen ${maxLen}`,
+    );
   }
   const { diagnostics, lengths, moe } = diffusionMismatchProbe({
     ...loaded,
@@ -327,7 +464,11 @@ function runDiffusion(
     sampler,
   });
   const pos = values.positions ? positionsReport(lengths, values.json) : { fields: {}, lines: [] };
-  print({ policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...moeFieldsOf(moe), ...pos.fields }, values.json, out);
+  print(
+    { policy: 'diffusion', plan: plan.name, estimator, length, ...diagnostics, ...moeFieldsOf(moe), ...pos.fields },
+    values.json,
+    out,
+  );
   pos.lines.forEach((l) => out(l));
   return 0;
 }

@@ -36,7 +36,8 @@ export function makeOutDir(dir: string, flag: string): void {
     if (up === at) break;
     at = up;
   }
-  if (existsSync(at) && !statSync(at).isDirectory()) throw new UsageError(`${flag}: '${at}' is a file, not a directory`);
+  if (existsSync(at) && !statSync(at).isDirectory())
+    throw new UsageError(`${flag}: '${at}' is a file, not a directory`);
   for (const d of missing) {
     try {
       mkdirSync(d);
@@ -72,7 +73,8 @@ function sweepListsRun(sweepDir: string, runDir: string): boolean {
  */
 export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'): void {
   const kind = outDirKind(dir);
-  const hint = want === 'run' ? "use --resume DIR to continue it, or another --out" : 'use another --out (or delete it)';
+  const hint =
+    want === 'run' ? 'use --resume DIR to continue it, or another --out' : 'use another --out (or delete it)';
   if (kind === 'run') throw new UsageError(`${flag}: '${dir}' already holds a run (${hint})`);
   if (kind === 'sweep') throw new UsageError(`${flag}: '${dir}' already holds a sweep (${hint})`);
   for (let up = dirname(resolve(dir)); want === 'run'; up = dirname(up)) {
@@ -82,7 +84,8 @@ export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'):
     if (dirname(up) === up) break;
   }
   if (kind === 'other') {
-    if (existsSync(dir) && !statSync(dir).isDirectory()) throw new UsageError(`${flag}: '${dir}' is a file, not a directory`);
+    if (existsSync(dir) && !statSync(dir).isDirectory())
+      throw new UsageError(`${flag}: '${dir}' is a file, not a directory`);
     throw new UsageError(`${flag}: '${dir}' is not empty (give a new or empty directory)`);
   }
   makeOutDir(dir, flag);

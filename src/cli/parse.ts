@@ -43,13 +43,23 @@ function joinNegativeValues(args: string[], options: Options): string[] {
  * `parseArgs` in strict mode whose errors become {@link UsageError}. A flag given twice is an
  * error unless the option is `multiple`; `--opt -1` passes `-1` as the value.
  */
-export function parseCommandArgs<T extends Options>(args: string[], options: T, allowPositionals = false): ParsedCommandArgs<T> {
+export function parseCommandArgs<T extends Options>(
+  args: string[],
+  options: T,
+  allowPositionals = false,
+): ParsedCommandArgs<T> {
   const joined = joinNegativeValues(args, options);
   let parsed;
   try {
-    parsed = parseArgs({ args: joined, options, allowPositionals: allowPositionals as true, strict: true, tokens: true });
+    parsed = parseArgs({
+      args: joined,
+      options,
+      allowPositionals: allowPositionals as true,
+      strict: true,
+      tokens: true,
+    });
   } catch (error) {
-    const message = error instanceof Error ? error.message.split('\n')[0] ?? '' : String(error);
+    const message = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
     const negative = /Unknown option '-(\d|\.|Infinity)/.test(message) ? " (put '--' before negative values)" : '';
     throw new UsageError(`${message.replace(/\. To specify a positional argument.*$/, '')}${negative}`);
   }
@@ -63,13 +73,21 @@ export function parseCommandArgs<T extends Options>(args: string[], options: T, 
 }
 
 /** `--name VALUE` options, one per name: `strings('config', 'out')` is `{ config: { type: 'string' }, out: … }`. */
-export function strings<const N extends string>(...names: readonly N[]): { readonly [K in N]: { readonly type: 'string' } } {
-  return Object.fromEntries(names.map((n) => [n, { type: 'string' }])) as { readonly [K in N]: { readonly type: 'string' } };
+export function strings<const N extends string>(
+  ...names: readonly N[]
+): { readonly [K in N]: { readonly type: 'string' } } {
+  return Object.fromEntries(names.map((n) => [n, { type: 'string' }])) as {
+    readonly [K in N]: { readonly type: 'string' };
+  };
 }
 
 /** `--name` switches, one per name: `booleans('json')` is `{ json: { type: 'boolean' } }`. */
-export function booleans<const N extends string>(...names: readonly N[]): { readonly [K in N]: { readonly type: 'boolean' } } {
-  return Object.fromEntries(names.map((n) => [n, { type: 'boolean' }])) as { readonly [K in N]: { readonly type: 'boolean' } };
+export function booleans<const N extends string>(
+  ...names: readonly N[]
+): { readonly [K in N]: { readonly type: 'boolean' } } {
+  return Object.fromEntries(names.map((n) => [n, { type: 'boolean' }])) as {
+    readonly [K in N]: { readonly type: 'boolean' };
+  };
 }
 
 /** A string option that may be given several times (`--set a=1 --set b=2`); its value is a list. */
@@ -88,7 +106,10 @@ export const PARALLEL_OPTIONS = strings('seeds', 'workers', 'out');
  * `--timeout MS` and `--startup-timeout MS` of {@link BACKEND_OPTIONS}: integers ≥ 1; the startup
  * timeout (the first info) defaults to the request timeout, which defaults to `fallbackMs`.
  */
-export function backendTimeouts(values: { readonly timeout?: string | undefined; readonly 'startup-timeout'?: string | undefined }, fallbackMs: number): { timeoutMs: number; startupTimeoutMs: number } {
+export function backendTimeouts(
+  values: { readonly timeout?: string | undefined; readonly 'startup-timeout'?: string | undefined },
+  fallbackMs: number,
+): { timeoutMs: number; startupTimeoutMs: number } {
   const timeoutMs = integerOption(values.timeout, 'timeout', fallbackMs, 1);
   return { timeoutMs, startupTimeoutMs: integerOption(values['startup-timeout'], 'startup-timeout', timeoutMs, 1) };
 }
@@ -106,12 +127,24 @@ const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
  * Parses an integer option in `[min, max]`; `1e9` and `2.0` are integers, `1.5` is not. Throws a
  * {@link UsageError} naming the option, the bounds and the value.
  */
-export function integerOption(value: string | undefined, name: string, fallback: number, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER): number {
+export function integerOption(
+  value: string | undefined,
+  name: string,
+  fallback: number,
+  min = Number.MIN_SAFE_INTEGER,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!DECIMAL.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
     const bounds =
-      min > Number.MIN_SAFE_INTEGER && max < Number.MAX_SAFE_INTEGER ? ` in ${min}..${max}` : min > Number.MIN_SAFE_INTEGER ? ` ≥ ${min}` : max < Number.MAX_SAFE_INTEGER ? ` ≤ ${max}` : '';
+      min > Number.MIN_SAFE_INTEGER && max < Number.MAX_SAFE_INTEGER
+        ? ` in ${min}..${max}`
+        : min > Number.MIN_SAFE_INTEGER
+          ? ` ≥ ${min}`
+          : max < Number.MAX_SAFE_INTEGER
+            ? ` ≤ ${max}`
+            : '';
     throw new UsageError(`--${name}: expected an integer${bounds}, got '${value}'`);
   }
   return n === 0 ? 0 : n;

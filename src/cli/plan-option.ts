@@ -14,7 +14,9 @@ import { readJsonFile } from './input.js';
 export function planOption(value: string): PrecisionPlan {
   if (Object.hasOwn(precisionPlans, value)) return precisionPlans[value as keyof typeof precisionPlans];
   if (!value.endsWith('.json') || !existsSync(value)) {
-    throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')} or a plan .json file, got '${value}'`);
+    throw new UsageError(
+      `--plan: expected one of ${Object.keys(precisionPlans).join(', ')} or a plan .json file, got '${value}'`,
+    );
   }
   const data = readJsonFile(value, '--plan');
   try {

@@ -56,14 +56,23 @@ export const quantizeCommand: Command = {
     const { values } = parseCommandArgs(args, { ...strings('preset', 'block', 'input'), ...booleans('ue8m0', 'json') });
     const name = required(values.preset, 'preset');
     const preset = (quantPresets as Record<string, QuantPreset>)[name];
-    if (preset === undefined) throw new UsageError(`--preset: unknown preset '${name}' (known: ${Object.keys(quantPresets).join(', ')})`);
+    if (preset === undefined)
+      throw new UsageError(`--preset: unknown preset '${name}' (known: ${Object.keys(quantPresets).join(', ')})`);
     const params: QuantPresetParams = {};
     if (values.block !== undefined) {
       if (!preset.params.includes('block')) throw new UsageError(`--block: preset '${name}' has no block size`);
       Object.assign(params, { block: integerOption(values.block, 'block', 0, 1) });
     }
     if (values.ue8m0) {
-      if (!preset.params.includes('ue8m0')) throw new UsageError(`--ue8m0: preset '${name}' has no UE8M0 variant (presets with one: ${Object.entries(quantPresets as Record<string, QuantPreset>).filter(([, p]) => p.params.includes('ue8m0')).map(([n]) => n).join(', ')})`);
+      if (!preset.params.includes('ue8m0'))
+        throw new UsageError(
+          `--ue8m0: preset '${name}' has no UE8M0 variant (presets with one: ${Object.entries(
+            quantPresets as Record<string, QuantPreset>,
+          )
+            .filter(([, p]) => p.params.includes('ue8m0'))
+            .map(([n]) => n)
+            .join(', ')})`,
+        );
       Object.assign(params, { ue8m0: true });
     }
     const inputPath = required(values.input, 'input');
@@ -73,7 +82,9 @@ export const quantizeCommand: Command = {
       try {
         text = readFileSync(inputPath, 'utf8');
       } catch (error) {
-        throw new UsageError(`--input: cannot read '${inputPath}' (${error instanceof Error ? error.message.split('\n')[0] : String(error)})`);
+        throw new UsageError(
+          `--input: cannot read '${inputPath}' (${error instanceof Error ? error.message.split('\n')[0] : String(error)})`,
+        );
       }
     }
     const { x, shape, oneD } = parseQuantizeInput(text, inputPath === '-' ? '--input' : `--input '${inputPath}'`);
@@ -85,11 +96,20 @@ export const quantizeCommand: Command = {
       io.out(JSON.stringify(json));
       return 0;
     }
-    io.out(`${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`);
+    io.out(
+      `${name}: ${spec.format}, ${spec.granularity.kind}${'size' in spec.granularity ? ` ${spec.granularity.size}` : ''}, input [${dataShape.join(', ')}], scales [${scaleShape.join(', ')}]`,
+    );
     const finiteInputs = x.filter((v) => Number.isFinite(v)).length;
-    if (stats.nonFinite > 0) io.out(`non-finite outputs: ${stats.nonFinite} of ${finiteInputs} finite inputs dequantize to NaN or ±Infinity (not in the statistics below)`);
-    if (finiteInputs - stats.nonFinite === 0) io.out('max |error| —   rmse —   SQNR — (no finite input has a finite output)');
-    else io.out(`max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB   (over ${finiteInputs - stats.nonFinite} finite outputs)`);
+    if (stats.nonFinite > 0)
+      io.out(
+        `non-finite outputs: ${stats.nonFinite} of ${finiteInputs} finite inputs dequantize to NaN or ±Infinity (not in the statistics below)`,
+      );
+    if (finiteInputs - stats.nonFinite === 0)
+      io.out('max |error| —   rmse —   SQNR — (no finite input has a finite output)');
+    else
+      io.out(
+        `max |error| ${stats.maxAbsError}   rmse ${stats.rmse}   SQNR ${stats.sqnrDb.toFixed(2)} dB   (over ${finiteInputs - stats.nonFinite} finite outputs)`,
+      );
     const [rows, cols] = shape;
     const line = (values: ArrayLike<number>, start: number, width: number): string =>
       `${Array.from({ length: Math.min(width, 8) }, (_, c) => String(jsonNumber(values[start + c] as number))).join(' ')}${width > 8 ? ' …' : ''}`;

@@ -6,10 +6,28 @@ import { join, resolve } from 'node:path';
 import type { EngineDump } from '../core/backend-contract.js';
 import type { CliIo, Command } from './command.js';
 import { UsageError } from '../core/errors.js';
-import { ignoreMatchAliases, ignoreMatchRules, refitCheck, refitFindingKinds, refitRecipes, type IgnoreMatchRule, type RefitCheckResult, type RefitRecipe } from '../golden/refit-check.js';
+import {
+  ignoreMatchAliases,
+  ignoreMatchRules,
+  refitCheck,
+  refitFindingKinds,
+  refitRecipes,
+  type IgnoreMatchRule,
+  type RefitCheckResult,
+  type RefitRecipe,
+} from '../golden/refit-check.js';
 import { connectBackend } from '../protocol/remote.js';
 import { backendToken } from './input.js';
-import { BACKEND_OPTIONS, backendTimeouts, booleans, integerOption, parseCommandArgs, REPEATED, required, strings } from './parse.js';
+import {
+  BACKEND_OPTIONS,
+  backendTimeouts,
+  booleans,
+  integerOption,
+  parseCommandArgs,
+  REPEATED,
+  required,
+  strings,
+} from './parse.js';
 import { resolveBackendAddress } from './self-command.js';
 
 const matchNames = [...Object.keys(ignoreMatchRules), ...Object.keys(ignoreMatchAliases)];
@@ -57,10 +75,18 @@ export const refitCheckCommand: Command = {
   summary: "check an engine's FP8 weights after a sync against the trainer's state dict and a recipe",
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('trainer', 'engine', 'recipe', 'block', 'previous', 'match', 'out'), ...BACKEND_OPTIONS, ignore: REPEATED, ...booleans('json') });
+    const { values } = parseCommandArgs(args, {
+      ...strings('trainer', 'engine', 'recipe', 'block', 'previous', 'match', 'out'),
+      ...BACKEND_OPTIONS,
+      ignore: REPEATED,
+      ...booleans('json'),
+    });
     if (values.backend !== undefined) {
-      for (const flag of ['trainer', 'engine', 'recipe', 'block', 'match'] as const) if (values[flag] !== undefined) throw new UsageError(`--${flag}: not with --backend (the backend states its files, recipe and ignore list)`);
-      if (values.ignore !== undefined && values.ignore.length > 0) throw new UsageError('--ignore: not with --backend (the backend states its files, recipe and ignore list)');
+      for (const flag of ['trainer', 'engine', 'recipe', 'block', 'match'] as const)
+        if (values[flag] !== undefined)
+          throw new UsageError(`--${flag}: not with --backend (the backend states its files, recipe and ignore list)`);
+      if (values.ignore !== undefined && values.ignore.length > 0)
+        throw new UsageError('--ignore: not with --backend (the backend states its files, recipe and ignore list)');
       const out = resolve(required(values.out, 'out'));
       mkdirSync(out, { recursive: true });
       const dump = await dumpFromBackend(values.backend, out, values, io);
@@ -80,10 +106,18 @@ export const refitCheckCommand: Command = {
     }
     if (values.out !== undefined) throw new UsageError('--out: only with --backend');
     const recipe = required(values.recipe, 'recipe');
-    if (!Object.hasOwn(refitRecipes, recipe)) throw new UsageError(`--recipe: unsupported preset '${recipe}' (supported: ${Object.keys(refitRecipes).join(', ')})`);
+    if (!Object.hasOwn(refitRecipes, recipe))
+      throw new UsageError(
+        `--recipe: unsupported preset '${recipe}' (supported: ${Object.keys(refitRecipes).join(', ')})`,
+      );
     const matchName = values.match ?? 'substring';
-    if (!matchNames.includes(matchName)) throw new UsageError(`--match: unknown rule '${matchName}' (known: ${matchNames.join(', ')})`);
-    const match = (Object.hasOwn(ignoreMatchAliases, matchName) ? ignoreMatchAliases[matchName as keyof typeof ignoreMatchAliases] : matchName) as IgnoreMatchRule;
+    if (!matchNames.includes(matchName))
+      throw new UsageError(`--match: unknown rule '${matchName}' (known: ${matchNames.join(', ')})`);
+    const match = (
+      Object.hasOwn(ignoreMatchAliases, matchName)
+        ? ignoreMatchAliases[matchName as keyof typeof ignoreMatchAliases]
+        : matchName
+    ) as IgnoreMatchRule;
     const result = refitCheck({
       trainer: required(values.trainer, 'trainer'),
       engine: required(values.engine, 'engine'),
@@ -102,12 +136,28 @@ export const refitCheckCommand: Command = {
  * `capabilities.dumpEngine`, syncs, runs one greedy generate (an FP8 KV cache calibrates its scales on
  * the first forward after a sync), and has the backend write both files under `out`.
  */
-async function dumpFromBackend(backend: string, out: string, values: { readonly timeout?: string | undefined; readonly 'startup-timeout'?: string | undefined; readonly 'token-file'?: string | undefined }, io: CliIo): Promise<EngineDump> {
+async function dumpFromBackend(
+  backend: string,
+  out: string,
+  values: {
+    readonly timeout?: string | undefined;
+    readonly 'startup-timeout'?: string | undefined;
+    readonly 'token-file'?: string | undefined;
+  },
+  io: CliIo,
+): Promise<EngineDump> {
   const token = backendToken(values['token-file']);
-  const remote = await connectBackend(resolveBackendAddress(backend), { ...backendTimeouts(values, 120_000), ...(token === undefined ? {} : { token }), onStderr: (t: string) => io.err(t.replace(/\n$/, '')) });
+  const remote = await connectBackend(resolveBackendAddress(backend), {
+    ...backendTimeouts(values, 120_000),
+    ...(token === undefined ? {} : { token }),
+    onStderr: (t: string) => io.err(t.replace(/\n$/, '')),
+  });
   try {
     const info = await remote.info();
-    if (info.capabilities.dumpEngine !== true) throw new UsageError(`--backend: ${info.backend.name} does not declare capabilities.dumpEngine (docs/refit-check.md §8)`);
+    if (info.capabilities.dumpEngine !== true)
+      throw new UsageError(
+        `--backend: ${info.backend.name} does not declare capabilities.dumpEngine (docs/refit-check.md §8)`,
+      );
     await remote.sync();
     const v = info.vocabulary;
     await remote.generate({ prompts: [[v.bos, v.sep]], seed: 'refit-check', greedy: true, maxNewTokens: 1 });
@@ -124,11 +174,16 @@ function report(result: RefitCheckResult, json: boolean, io: CliIo): number {
     for (const f of result.findings) {
       const { tensor, kind, ...detail } = f;
       const text = Object.entries(detail)
-        .map(([k, v]) => `${k}=${Array.isArray(v) && v.length > 16 ? `[${v.slice(0, 16).join(',')},…]` : Array.isArray(v) ? `[${v.join(',')}]` : String(v)}`)
+        .map(
+          ([k, v]) =>
+            `${k}=${Array.isArray(v) && v.length > 16 ? `[${v.slice(0, 16).join(',')},…]` : Array.isArray(v) ? `[${v.join(',')}]` : String(v)}`,
+        )
         .join(' ');
       io.out(`${tensor}  ${kind}${text === '' ? '' : `  ${text}`}`);
     }
-    io.out(`${result.tensors} tensors (${result.quantized} quantized by ${result.recipe}${result.block === null ? '' : ` ${result.block}×${result.block}`}, ignore rule ${result.match}), ${result.kvScales} kv scales: ${result.findings.length === 0 ? 'clean' : `${result.findings.length} finding${result.findings.length === 1 ? '' : 's'}`}`);
+    io.out(
+      `${result.tensors} tensors (${result.quantized} quantized by ${result.recipe}${result.block === null ? '' : ` ${result.block}×${result.block}`}, ignore rule ${result.match}), ${result.kvScales} kv scales: ${result.findings.length === 0 ? 'clean' : `${result.findings.length} finding${result.findings.length === 1 ? '' : 's'}`}`,
+    );
   }
   return result.findings.length === 0 ? 0 : 1;
 }

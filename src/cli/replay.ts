@@ -42,7 +42,8 @@ function bundleDirs(path: string): string[] {
   const dirs = readdirSync(path)
     .filter((name) => existsSync(join(path, name, 'manifest.json')))
     .sort((a, b) => (/^\d+$/.test(a) && /^\d+$/.test(b) ? Number(a) - Number(b) : a < b ? -1 : a > b ? 1 : 0));
-  if (dirs.length === 0) throw new UsageError(`BUNDLE: ${path} holds no manifest.json (not a qrl-step/1 bundle or a directory of them)`);
+  if (dirs.length === 0)
+    throw new UsageError(`BUNDLE: ${path} holds no manifest.json (not a qrl-step/1 bundle or a directory of them)`);
   return dirs.map((name) => join(path, name));
 }
 
@@ -52,14 +53,30 @@ export const replayCommand: Command = {
   help,
   async run(args, io) {
     const { values, positionals } = parseCommandArgs(args, { ...booleans('json') }, true);
-    if (positionals.length !== 1) throw new UsageError(`BUNDLE: expected one bundle directory, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`);
+    if (positionals.length !== 1)
+      throw new UsageError(
+        `BUNDLE: expected one bundle directory, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`,
+      );
     const dirs = bundleDirs(positionals[0]!);
     // read and verify every bundle before replaying any: a bad one is exit 2 with nothing printed
     const results: ReplayResult[] = dirs.map((dir) => readStepBundle(dir)).map(replayStep);
     const first = results.find((r) => r.firstDifference !== null);
     if (values.json) {
-      const one = (r: ReplayResult) => ({ bundle: r.bundle, stack: r.stack, step: r.step, config: r.config, stages: r.stages, firstDifference: r.firstDifference });
-      io.out(JSON.stringify(results.length === 1 && dirs[0] === positionals[0] ? one(results[0]!) : { bundles: results.map(one), firstDifference: first?.firstDifference ?? null }));
+      const one = (r: ReplayResult) => ({
+        bundle: r.bundle,
+        stack: r.stack,
+        step: r.step,
+        config: r.config,
+        stages: r.stages,
+        firstDifference: r.firstDifference,
+      });
+      io.out(
+        JSON.stringify(
+          results.length === 1 && dirs[0] === positionals[0]
+            ? one(results[0]!)
+            : { bundles: results.map(one), firstDifference: first?.firstDifference ?? null },
+        ),
+      );
     } else {
       results.forEach((r, i) => {
         if (results.length > 1) io.out(`${i > 0 ? '\n' : ''}${r.bundle}`);

@@ -46,30 +46,43 @@ export const reportCommand: Command = {
   help,
   async run(args, io) {
     const { values, positionals } = parseCommandArgs(args, strings('title', 'baseline'), true);
-    if (positionals.length !== 1) throw new UsageError(`expected one directory, got ${positionals.length === 0 ? 'none' : positionals.map((p) => `'${p}'`).join(' ')}`);
+    if (positionals.length !== 1)
+      throw new UsageError(
+        `expected one directory, got ${positionals.length === 0 ? 'none' : positionals.map((p) => `'${p}'`).join(' ')}`,
+      );
     const dir = positionals[0] as string;
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`DIR: no such directory '${dir}'`);
     let runs;
     try {
       runs = readRuns(dir);
     } catch (error) {
-      if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+      if (error instanceof Error && error.message.startsWith('report: no run directory'))
+        throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
       throw error;
     }
     if (runs.length === 0) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
     if (runs.every((r) => r.metrics.length === 0 && r.error === null)) {
-      throw new UsageError(`DIR: no steps recorded yet in '${dir}' (metrics.jsonl is empty in ${runs.length === 1 ? 'its run' : `all ${runs.length} runs`}): nothing to report`);
+      throw new UsageError(
+        `DIR: no steps recorded yet in '${dir}' (metrics.jsonl is empty in ${runs.length === 1 ? 'its run' : `all ${runs.length} runs`}): nothing to report`,
+      );
     }
     // A sweep directory's recorded baseline (sweep.json) is the default, as the sweep itself reported.
     const baseline = values.baseline ?? recordedBaseline(dir);
     let result;
     try {
-      result = await writeReport(dir, { ...(values.title === undefined ? {} : { title: values.title }), ...(baseline === undefined ? {} : { baseline }) });
+      result = await writeReport(dir, {
+        ...(values.title === undefined ? {} : { title: values.title }),
+        ...(baseline === undefined ? {} : { baseline }),
+      });
     } catch (error) {
       if (error instanceof BaselineError) throw new UsageError(`--${error.message}`);
-      if (error instanceof Error && error.message.startsWith('report: no run directory')) throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
+      if (error instanceof Error && error.message.startsWith('report: no run directory'))
+        throw new UsageError(`DIR: no run directory (config.json) under '${dir}'`);
       const code = (error as NodeJS.ErrnoException).code;
-      if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) throw new UsageError(`DIR: cannot write the report into '${dir}' (${code}${'path' in (error as object) ? `: ${(error as NodeJS.ErrnoException).path}` : ''})`);
+      if (typeof code === 'string' && /^E[A-Z]+$/.test(code))
+        throw new UsageError(
+          `DIR: cannot write the report into '${dir}' (${code}${'path' in (error as object) ? `: ${(error as NodeJS.ErrnoException).path}` : ''})`,
+        );
       throw error;
     }
     io.out(result.markdown);

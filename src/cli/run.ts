@@ -16,7 +16,16 @@ import { backendToken, checkSetValues, readJsonFile } from './input.js';
 import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
 import { claimOutDir, outDirKind } from './outdir.js';
-import { BACKEND_OPTIONS, backendTimeouts, integerOption, MAX_STEPS, parseCommandArgs, REPEATED, seedOption, strings } from './parse.js';
+import {
+  BACKEND_OPTIONS,
+  backendTimeouts,
+  integerOption,
+  MAX_STEPS,
+  parseCommandArgs,
+  REPEATED,
+  seedOption,
+  strings,
+} from './parse.js';
 import { BackendCallError, BackendCommandNotFound } from '../protocol/errors.js';
 import { connectBackend, type RemoteBackend } from '../protocol/remote.js';
 import { CheckedBackend } from '../runs/checked-backend.js';
@@ -78,8 +87,17 @@ examples:
   qrl-sim run --print-config smoke-reverse`;
 
 /** Builds the resolved config from the command line; throws UsageError naming the field. */
-export function configFromArgs(values: { config?: string; steps?: string; seed?: string; set?: string[]; resume?: string }): RunConfig {
-  let raw = values.resume !== undefined ? readJsonFile(join(values.resume, 'config.json'), '--resume') : readJsonFile(resolveConfigPath(values.config as string), '--config');
+export function configFromArgs(values: {
+  config?: string;
+  steps?: string;
+  seed?: string;
+  set?: string[];
+  resume?: string;
+}): RunConfig {
+  let raw =
+    values.resume !== undefined
+      ? readJsonFile(join(values.resume, 'config.json'), '--resume')
+      : readJsonFile(resolveConfigPath(values.config as string), '--config');
   if (values.resume !== undefined && raw !== null && typeof raw === 'object' && 'backend' in raw) {
     const { backend: _backend, ...rest } = raw as Record<string, unknown>;
     raw = rest;
@@ -132,7 +150,8 @@ function progressObserver(io: CliIo, tty: boolean): RunObserver & { stop(): void
   return {
     onWarmStart(done, total) {
       if (done === total) line.done();
-      else line.update(`warm start: ${done}/${total} supervised steps, ETA ${eta(done, total, (Date.now() - t0) / 1000)}`);
+      else
+        line.update(`warm start: ${done}/${total} supervised steps, ETA ${eta(done, total, (Date.now() - t0) / 1000)}`);
     },
     onEvalStart(step) {
       if (bar) bar.update({ phase: ' eval' });
@@ -141,7 +160,10 @@ function progressObserver(io: CliIo, tty: boolean): RunObserver & { stop(): void
     onStart({ totalSteps, firstStep }) {
       if (tty) {
         bar = new cliProgress.SingleBar(
-          { format: 'step {value}/{total} |{bar}| reward {reward} k3 {k3}{phase} | ETA {eta_formatted}', hideCursor: true },
+          {
+            format: 'step {value}/{total} |{bar}| reward {reward} k3 {k3}{phase} | ETA {eta_formatted}',
+            hideCursor: true,
+          },
           cliProgress.Presets.shades_classic,
         );
         bar.start(totalSteps, firstStep - 1, { reward: '—', k3: '—', phase: '' });
@@ -151,12 +173,18 @@ function progressObserver(io: CliIo, tty: boolean): RunObserver & { stop(): void
       const reward = fmt(metrics['reward/mean']);
       const k3 = fmt(metrics['rollout_corr/k3_kl']);
       if (bar) bar.update(step, { reward, k3, phase: '' });
-      else out(`step ${step} reward ${reward} accuracy ${fmt(metrics['reward/accuracy'])} k3 ${k3} (${timings.total.toFixed(2)} s)`);
+      else
+        out(
+          `step ${step} reward ${reward} accuracy ${fmt(metrics['reward/accuracy'])} k3 ${k3} (${timings.total.toFixed(2)} s)`,
+        );
     },
     onEval(step, metrics) {
       if (bar) bar.update({ phase: '' });
       else line.done();
-      if (!bar) out(`eval ${step}: rollout greedy ${fmt(metrics['eval/rollout/greedy_accuracy'])} trainer greedy ${fmt(metrics['eval/trainer/greedy_accuracy'])}`);
+      if (!bar)
+        out(
+          `eval ${step}: rollout greedy ${fmt(metrics['eval/rollout/greedy_accuracy'])} trainer greedy ${fmt(metrics['eval/trainer/greedy_accuracy'])}`,
+        );
     },
     onMessage(text) {
       if (!bar) out(text);
@@ -172,45 +200,66 @@ export const runCommand: Command = {
   summary: 'one GRPO run from a JSON config (progress bar, checkpoints, --resume)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('config', 'out', 'steps', 'seed', 'resume', 'print-config'), set: REPEATED, 'no-report': { type: 'boolean' }, ...BACKEND_OPTIONS });
+    const { values } = parseCommandArgs(args, {
+      ...strings('config', 'out', 'steps', 'seed', 'resume', 'print-config'),
+      set: REPEATED,
+      'no-report': { type: 'boolean' },
+      ...BACKEND_OPTIONS,
+    });
     if (values['print-config'] !== undefined) {
-      const others = Object.keys(values).filter((k) => k !== 'print-config' && values[k as keyof typeof values] !== undefined);
-      if (others.length > 0) throw new UsageError(`--print-config prints a config and runs nothing; it takes no --${others[0]}`);
+      const others = Object.keys(values).filter(
+        (k) => k !== 'print-config' && values[k as keyof typeof values] !== undefined,
+      );
+      if (others.length > 0)
+        throw new UsageError(`--print-config prints a config and runs nothing; it takes no --${others[0]}`);
       io.out(bundledConfigText(values['print-config']).replace(/\n$/, ''));
       return 0;
     }
-    if (values.config === undefined && values.resume === undefined) throw new UsageError('missing required option --config (or --resume DIR)');
-    if (values.config !== undefined && values.resume !== undefined) throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
+    if (values.config === undefined && values.resume === undefined)
+      throw new UsageError('missing required option --config (or --resume DIR)');
+    if (values.config !== undefined && values.resume !== undefined)
+      throw new UsageError('--config and --resume are exclusive (a resumed run keeps its config)');
     if (values.resume !== undefined && (values.set !== undefined || values.seed !== undefined)) {
       throw new UsageError('--resume only accepts --steps (other changes would break determinism)');
     }
-    if (values.resume !== undefined && values.out !== undefined) throw new UsageError(`--out: not used with --resume (the run continues in '${values.resume}')`);
-    if (values.timeout !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--timeout: not used without --backend (it is the request timeout of an external backend)');
-    if (values['token-file'] !== undefined && values.backend === undefined && values.resume === undefined) throw new UsageError('--token-file: not used without --backend (it is the token of an HTTP backend)');
+    if (values.resume !== undefined && values.out !== undefined)
+      throw new UsageError(`--out: not used with --resume (the run continues in '${values.resume}')`);
+    if (values.timeout !== undefined && values.backend === undefined && values.resume === undefined)
+      throw new UsageError('--timeout: not used without --backend (it is the request timeout of an external backend)');
+    if (values['token-file'] !== undefined && values.backend === undefined && values.resume === undefined)
+      throw new UsageError('--token-file: not used without --backend (it is the token of an HTTP backend)');
     const token = backendToken(values['token-file']);
     const config = configFromArgs(values);
     const advantageName = config.estimators.advantage.name;
     if (config.rollout.groupSize === 1 && groupMeanAdvantageNames.includes(advantageName)) {
       // A warning, not a refusal: a G = 1 run still exercises rollout, correction and the KL terms.
-      io.err(`qrl-sim run: warning: rollout.groupSize is 1, so every '${advantageName}' advantage (reward minus the group mean) is 0 and the policy loss has no gradient; use groupSize ≥ 2 or an advantage without a group baseline (reinforce++, batch-std)`);
+      io.err(
+        `qrl-sim run: warning: rollout.groupSize is 1, so every '${advantageName}' advantage (reward minus the group mean) is 0 and the policy loss has no gradient; use groupSize ≥ 2 or an advantage without a group baseline (reinforce++, batch-std)`,
+      );
     }
     const outDir = values.resume ?? values.out ?? defaultRunDir(values.config as string, config.seed, values.set ?? []);
     if (values.resume !== undefined) {
       if (outDirKind(outDir) !== 'run') throw new UsageError(`--resume: '${outDir}' is not a run directory`);
       const done = checkpointStep(outDir);
       if (done > 0 && done >= config.steps) {
-        io.out(`${outDir}: already finished at step ${done} of ${config.steps}; nothing to do (--steps N with N > ${done} extends it)`);
+        io.out(
+          `${outDir}: already finished at step ${done} of ${config.steps}; nothing to do (--steps N with N > ${done} extends it)`,
+        );
         return 0;
       }
     } else claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out');
     if (config.plan === PLAN_FROM_BACKEND && values.backend === undefined && values.resume === undefined) {
-      throw new UsageError(`config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`);
+      throw new UsageError(
+        `config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`,
+      );
     }
     const timeouts = backendTimeouts(values, 600_000);
     let address = values.backend;
     if (address === undefined && values.resume !== undefined) {
       // A resumed run goes back to the backend it ran on (config.json records the address).
-      const recorded = (readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: { address?: unknown } }).backend?.address;
+      const recorded = (
+        readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: { address?: unknown } }
+      ).backend?.address;
       if (typeof recorded === 'string') address = recorded;
     }
     let backend: RemoteBackend | undefined;
@@ -220,30 +269,55 @@ export const runCommand: Command = {
         const task = makeTaskFromConfig(config.task);
         const unwatch = exitOnStopSignal(io, 'run', `the backend's first info (${address})`);
         try {
-          backend = await connectBackend(resolveBackendAddress(address), { ...timeouts, ...(token === undefined ? {} : { token }), run: config, setup: backendSetup(config, task), onStderr: (t) => io.err(t.replace(/\n$/, '')) });
+          backend = await connectBackend(resolveBackendAddress(address), {
+            ...timeouts,
+            ...(token === undefined ? {} : { token }),
+            run: config,
+            setup: backendSetup(config, task),
+            onStderr: (t) => io.err(t.replace(/\n$/, '')),
+          });
         } finally {
           unwatch();
         }
       } catch (error) {
-        if (error instanceof BackendCommandNotFound) throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
+        if (error instanceof BackendCommandNotFound)
+          throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
         io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
         return 1;
       }
       const info = backend.lastInfo!;
-      backendIdentity = { address, name: info.backend.name, version: info.backend.version, protocol: info.protocol, policy: info.policy, plan: info.plan.name };
+      backendIdentity = {
+        address,
+        name: info.backend.name,
+        version: info.backend.version,
+        protocol: info.protocol,
+        policy: info.policy,
+        plan: info.plan.name,
+      };
       const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
       if (mismatches.length > 0) {
         await backend.close();
-        throw new UsageError(`--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`);
+        throw new UsageError(
+          `--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`,
+        );
       }
       if (values.resume !== undefined) {
         // A resumed run continues on the backend it ran on: another implementation, version or served plan
         // would mix two backends' steps under one run (the address may change: a new port, another host).
-        const recorded = (readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: Record<string, unknown> }).backend;
-        const differs = recorded === undefined ? [] : (['name', 'version', 'protocol', 'policy', 'plan'] as const).filter((k) => recorded[k] !== undefined && recorded[k] !== backendIdentity?.[k]);
+        const recorded = (
+          readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: Record<string, unknown> }
+        ).backend;
+        const differs =
+          recorded === undefined
+            ? []
+            : (['name', 'version', 'protocol', 'policy', 'plan'] as const).filter(
+                (k) => recorded[k] !== undefined && recorded[k] !== backendIdentity?.[k],
+              );
         if (differs.length > 0) {
           await backend.close();
-          throw new UsageError(`--backend: the run in '${values.resume}' ran on ${differs.map((k) => `${k} ${JSON.stringify(recorded![k])}`).join(', ')}; this backend serves ${differs.map((k) => `${k} ${JSON.stringify(backendIdentity![k])}`).join(', ')}`);
+          throw new UsageError(
+            `--backend: the run in '${values.resume}' ran on ${differs.map((k) => `${k} ${JSON.stringify(recorded![k])}`).join(', ')}; this backend serves ${differs.map((k) => `${k} ${JSON.stringify(backendIdentity![k])}`).join(', ')}`,
+          );
         }
       }
     }
@@ -280,20 +354,27 @@ export const runCommand: Command = {
           observer: tracking,
           shouldStop: stopRequested,
           // every answer of a backend the driver does not own is checked before it is trained on
-          ...(backend !== undefined ? { backend: new CheckedBackend(backend, backend.name), backendIdentity: backendIdentity! } : {}),
+          ...(backend !== undefined
+            ? { backend: new CheckedBackend(backend, backend.name), backendIdentity: backendIdentity! }
+            : {}),
         });
       } catch (error) {
         if (!(error instanceof BackendCallError)) throw error;
         observer.stop();
         // One line: the step, the method and the backend; the files written so far are whole (every
         // line is written at once, checkpoints are renamed into place) and --resume continues.
-        io.err(`qrl-sim run: ${where}, ${error.method} (${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`);
+        io.err(
+          `qrl-sim run: ${where}, ${error.method} (${error.kind}): ${error.message}; resume with: qrl-sim run --resume ${outDir}`,
+        );
         return 1;
       }
       observer.stop();
       if (summary.stopped) {
         const reason = stopReason() ?? 'SIGINT';
-        const at = summary.lastStep === 0 ? 'before step 1 (no checkpoint yet: --resume starts it over from step 0)' : `at step ${summary.lastStep} with a checkpoint`;
+        const at =
+          summary.lastStep === 0
+            ? 'before step 1 (no checkpoint yet: --resume starts it over from step 0)'
+            : `at step ${summary.lastStep} with a checkpoint`;
         io.err(`qrl-sim run: stopped (${reason}) ${at}; continue with: qrl-sim run --resume ${outDir}`);
         io.out(`stopped at step ${summary.lastStep}: ${outDir}`);
         return STOP_EXIT[reason];

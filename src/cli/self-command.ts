@@ -16,7 +16,11 @@ function shellQuote(s: string): string {
  * works without `qrl-sim` on PATH and the served side is the same build as the driver. Every other
  * command, and a URL, is returned as parsed. The recorded address (config.json) keeps the value as given.
  */
-export function resolveBackendAddress(value: string, execPath: string = process.execPath, bin: string = SELF_BIN): BackendAddress {
+export function resolveBackendAddress(
+  value: string,
+  execPath: string = process.execPath,
+  bin: string = SELF_BIN,
+): BackendAddress {
   const address = parseBackendAddress(value);
   if (!('command' in address)) return address;
   const m = /^qrl-sim(?=\s|$)/.exec(address.command);

@@ -50,28 +50,42 @@ export const serveCommand: Command = {
   summary: 'serve the in-process reference backend over qrl-backend/1 (stdio or HTTP)',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('policy', 'plan', 'config', 'port', 'host', 'token-file', 'state-root'), ...booleans('stdio') });
+    const { values } = parseCommandArgs(args, {
+      ...strings('policy', 'plan', 'config', 'port', 'host', 'token-file', 'state-root'),
+      ...booleans('stdio'),
+    });
     const policy = values.policy;
-    if (policy !== 'ar' && policy !== 'diffusion') throw new UsageError(`--policy: expected ar or diffusion, got ${policy === undefined ? 'nothing' : `'${policy}'`}`);
-    if (values.plan !== undefined && !Object.hasOwn(precisionPlans, values.plan)) throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${values.plan}'`);
+    if (policy !== 'ar' && policy !== 'diffusion')
+      throw new UsageError(
+        `--policy: expected ar or diffusion, got ${policy === undefined ? 'nothing' : `'${policy}'`}`,
+      );
+    if (values.plan !== undefined && !Object.hasOwn(precisionPlans, values.plan))
+      throw new UsageError(`--plan: expected one of ${Object.keys(precisionPlans).join(', ')}, got '${values.plan}'`);
     if (values.stdio && values.port !== undefined) throw new UsageError('--stdio and --port are exclusive');
     for (const flag of ['host', 'token-file', 'state-root'] as const) {
-      if (values[flag] !== undefined && values.port === undefined) throw new UsageError(`--${flag}: not used without --port (it guards the HTTP server)`);
+      if (values[flag] !== undefined && values.port === undefined)
+        throw new UsageError(`--${flag}: not used without --port (it guards the HTTP server)`);
     }
     const port = values.port === undefined ? undefined : integerOption(values.port, 'port', 0, 0, 65535);
     const host = values.host ?? '127.0.0.1';
     const token = port === undefined ? undefined : backendToken(values['token-file']);
     // Refused before anything is built or bound: beyond loopback, anyone reaching the port could save and load.
-    if (!isLoopbackHost(host) && token === undefined) throw new UsageError(`--host ${host}: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN`);
+    if (!isLoopbackHost(host) && token === undefined)
+      throw new UsageError(
+        `--host ${host}: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN`,
+      );
     const stateRoot = resolve(values['state-root'] ?? '.');
-    if (port !== undefined && !statSync(stateRoot, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--state-root: '${stateRoot}' is not a directory`);
+    if (port !== undefined && !statSync(stateRoot, { throwIfNoEntry: false })?.isDirectory())
+      throw new UsageError(`--state-root: '${stateRoot}' is not a directory`);
     const backend = new ConfiguredReference(policy, values.plan);
     if (values.config !== undefined) {
       let raw: unknown;
       try {
         raw = JSON.parse(readFileSync(values.config, 'utf8'));
       } catch (error) {
-        throw new UsageError(`--config: cannot read '${values.config}' (${error instanceof Error ? error.message : String(error)})`);
+        throw new UsageError(
+          `--config: cannot read '${values.config}' (${error instanceof Error ? error.message : String(error)})`,
+        );
       }
       try {
         backend.configure(raw);
@@ -82,15 +96,30 @@ export const serveCommand: Command = {
     const onInfo = (p: { readonly run?: unknown }): void => {
       if (p.run !== undefined) backend.configure(p.run);
       // A client that sends no run config (backend-check, a third-party driver) gets the defaults.
-      else if (!backend.configured) backend.configure({ task: { name: 'reverse' }, policy: { kind: policy }, ...(values.plan !== undefined ? { plan: values.plan } : {}) });
+      else if (!backend.configured)
+        backend.configure({
+          task: { name: 'reverse' },
+          policy: { kind: policy },
+          ...(values.plan !== undefined ? { plan: values.plan } : {}),
+        });
     };
     const server =
       port !== undefined
-        ? await serveBackend(backend, { port, host, ...(token === undefined ? {} : { token }), stateRoot, onRefused: (line) => io.err(line), onInfo })
+        ? await serveBackend(backend, {
+            port,
+            host,
+            ...(token === undefined ? {} : { token }),
+            stateRoot,
+            onRefused: (line) => io.err(line),
+            onInfo,
+          })
         : await serveBackend(backend, { stdio: true, onInfo });
     // spawned by a driver: end with it, even when it was killed with SIGKILL
     const unwatch = server.port === null ? watchDriver() : () => undefined;
-    if (server.port !== null) io.err(`qrl-backend/1 listening on http://${host}:${server.port} (state root ${stateRoot}; ${token === undefined ? 'no token' : 'token required'})`);
+    if (server.port !== null)
+      io.err(
+        `qrl-backend/1 listening on http://${host}:${server.port} (state root ${stateRoot}; ${token === undefined ? 'no token' : 'token required'})`,
+      );
     await server.done;
     unwatch();
     return 0;

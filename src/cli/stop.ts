@@ -69,7 +69,11 @@ function onStopSignals(make: (signal: 'SIGINT' | 'SIGTERM') => () => void): () =
  * write call or renamed into place, and temp files left behind are removed by the next command
  * that opens the directory). Returns the function that removes the handlers.
  */
-export function handleStopSignals(io: CliIo, command: string, what: string | (() => string) = 'stopping after this step'): () => void {
+export function handleStopSignals(
+  io: CliIo,
+  command: string,
+  what: string | (() => string) = 'stopping after this step',
+): () => void {
   const make = (signal: 'SIGINT' | 'SIGTERM') => (): void => {
     if (++signals > 1) {
       try {
@@ -80,7 +84,9 @@ export function handleStopSignals(io: CliIo, command: string, what: string | (()
     }
     requestStop(signal);
     try {
-      io.err(`qrl-sim ${command}: ${signal}: ${typeof what === 'function' ? what() : what} (${signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM'} again to stop at once)`);
+      io.err(
+        `qrl-sim ${command}: ${signal}: ${typeof what === 'function' ? what() : what} (${signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM'} again to stop at once)`,
+      );
     } catch {
       // standard error closed: the stop goes on silently
     }

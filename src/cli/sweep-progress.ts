@@ -25,7 +25,9 @@ export function sweepProgress(io: CliIo, workers: number, runs: number, now: () 
   const render = (): void => {
     const elapsed = (now() - t0) / 1000;
     const running = Math.min(workers, total - done);
-    line.update(`sweep: ${done}/${total} done, ${running} running${failed > 0 ? `, ${failed} failed` : ''}, elapsed ${formatSeconds(elapsed)}, ETA ${eta(done, total, elapsed)}`);
+    line.update(
+      `sweep: ${done}/${total} done, ${running} running${failed > 0 ? `, ${failed} failed` : ''}, elapsed ${formatSeconds(elapsed)}, ETA ${eta(done, total, elapsed)}`,
+    );
   };
   const timer = io.status ? setInterval(render, 1000) : null;
   timer?.unref();

@@ -6,14 +6,31 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { packageRoot } from '../runs/lab.js';
 import { availableParallelism } from 'node:os';
 import { GRID_ALIASES } from '../runs/grid.js';
-import { emitSweepJobs, planSweep, readSweepManifestOptions, runSweep, SweepStopped, type SweepOptions, type SweepResult } from '../runs/sweep.js';
+import {
+  emitSweepJobs,
+  planSweep,
+  readSweepManifestOptions,
+  runSweep,
+  SweepStopped,
+  type SweepOptions,
+  type SweepResult,
+} from '../runs/sweep.js';
 import type { FactorySource } from '../runs/factory.js';
 import type { CliIo, Command } from './command.js';
 import { handleStopSignals, STOP_EXIT, stopReason, stopRequested } from './stop.js';
 import { UsageError } from '../core/errors.js';
 import { checkSetValues, readJsonFile } from './input.js';
 import { claimOutDir } from './outdir.js';
-import { integerOption, MAX_STEPS, PARALLEL_OPTIONS, parseCommandArgs, refuseIgnored, REPEATED, required, strings } from './parse.js';
+import {
+  integerOption,
+  MAX_STEPS,
+  PARALLEL_OPTIONS,
+  parseCommandArgs,
+  refuseIgnored,
+  REPEATED,
+  required,
+  strings,
+} from './parse.js';
 import { docRef } from './bundled.js';
 import { type SweepProgress, sweepProgress } from './sweep-progress.js';
 import { RAY_MAX_RETRIES, type SweepExecutor } from '../runs/sweep-ray.js';
@@ -101,26 +118,52 @@ export const sweepCommand: Command = {
   summary: 'run a grid of configs × seeds in parallel; summary table and HTML report',
   help,
   async run(args, io) {
-    const { values } = parseCommandArgs(args, { ...strings('config', 'grid', 'steps', 'factory', 'baseline', 'resume', 'emit-jobs', 'exclude', 'executor', 'ray-address'), ...PARALLEL_OPTIONS, set: REPEATED });
+    const { values } = parseCommandArgs(args, {
+      ...strings(
+        'config',
+        'grid',
+        'steps',
+        'factory',
+        'baseline',
+        'resume',
+        'emit-jobs',
+        'exclude',
+        'executor',
+        'ray-address',
+      ),
+      ...PARALLEL_OPTIONS,
+      set: REPEATED,
+    });
     const executor = executorOption(values.executor, values['ray-address']);
     if (values.resume !== undefined) {
-      refuseIgnored(values, ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'], 'with --resume (the sweep keeps the options its sweep.json records)');
+      refuseIgnored(
+        values,
+        ['config', 'grid', 'seeds', 'out', 'steps', 'set', 'factory', 'baseline', 'exclude', 'emit-jobs'],
+        'with --resume (the sweep keeps the options its sweep.json records)',
+      );
       const recorded = readSweepManifestOptions(values.resume);
-      const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
-      return executeSweep(io, {
-        ...recorded,
-        outDir: resolve(values.resume),
-        resume: true,
-        ...(workers === undefined ? {} : { workers }),
-        ...(executor === undefined ? {} : { executor }),
-      }, values.resume, 'sweep');
+      const workers =
+        values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+      return executeSweep(
+        io,
+        {
+          ...recorded,
+          outDir: resolve(values.resume),
+          resume: true,
+          ...(workers === undefined ? {} : { workers }),
+          ...(executor === undefined ? {} : { executor }),
+        },
+        values.resume,
+        'sweep',
+      );
     }
     const file = required(values.config, 'config');
     if (!existsSync(file)) throw new UsageError(`--config: no such file '${file}'`);
     const baseConfig = readJsonFile(file, '--config');
     checkSetValues(values.set ?? []);
     const seeds = integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);
-    const workers = values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
+    const workers =
+      values.workers === undefined ? undefined : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
     const steps = values.steps === undefined ? undefined : integerOption(values.steps, 'steps', 1, 1, MAX_STEPS);
     const outDir = values.out ?? 'runs/sweep';
     const factory = parseFactory(values.factory);
@@ -139,7 +182,8 @@ export const sweepCommand: Command = {
     };
     // Validate every run first (nothing written), then claim the directory, then run.
     const plan = await planSweep(sweepOptions);
-    if (plan.runs.length > MAX_RUNS) throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
+    if (plan.runs.length > MAX_RUNS)
+      throw new UsageError(`--grid/--seeds: ${plan.runs.length} runs, at most ${MAX_RUNS} per sweep`);
     if (values['emit-jobs'] !== undefined) {
       refuseIgnored(values, ['workers', 'executor'], 'with --emit-jobs (the scheduler runs the jobs)');
       const jobsFile = values['emit-jobs'];
@@ -147,13 +191,19 @@ export const sweepCommand: Command = {
       claimOutDir(outDir, 'sweep');
       const jobs = await emitSweepJobs(sweepOptions);
       const bin = join(packageRoot(), 'bin', 'qrl-sim.js');
-      const lines = jobs.map((j) => [process.execPath, bin, 'run', '--config', j.configPath, '--out', j.outDir].map(shellQuote).join(' '));
+      const lines = jobs.map((j) =>
+        [process.execPath, bin, 'run', '--config', j.configPath, '--out', j.outDir].map(shellQuote).join(' '),
+      );
       try {
         writeFileSync(jobsFile, `${lines.join('\n')}\n`);
       } catch (error) {
-        throw new UsageError(`--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+        throw new UsageError(
+          `--emit-jobs: cannot write '${jobsFile}' (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+        );
       }
-      io.out(`wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`);
+      io.out(
+        `wrote ${jobs.length} jobs to ${jobsFile} (one 'qrl-sim run' command per line; run them with any scheduler, e.g. xargs -d '\\n' -P 4 -n 1 sh -c < ${jobsFile})`,
+      );
       io.out(`then: qrl-sim report ${outDir}   (the summary of the in-process sweep; ${docRef('docs/reports.md')})`);
       return 0;
     }
@@ -164,9 +214,12 @@ export const sweepCommand: Command = {
 
 /** `--executor` and `--ray-address` as an executor (undefined: the default, threads); a UsageError names a bad value. */
 function executorOption(name: string | undefined, address: string | undefined): SweepExecutor | undefined {
-  if (name !== undefined && name !== 'threads' && name !== 'ray') throw new UsageError(`--executor: expected threads or ray, got '${name}'`);
-  if (address !== undefined && name !== 'ray') throw new UsageError(`--ray-address: not used without --executor ray, got '${address}'`);
-  if (address !== undefined && address.trim() === '') throw new UsageError(`--ray-address: expected HOST:PORT, ray://HOST:PORT or auto, got ''`);
+  if (name !== undefined && name !== 'threads' && name !== 'ray')
+    throw new UsageError(`--executor: expected threads or ray, got '${name}'`);
+  if (address !== undefined && name !== 'ray')
+    throw new UsageError(`--ray-address: not used without --executor ray, got '${address}'`);
+  if (address !== undefined && address.trim() === '')
+    throw new UsageError(`--ray-address: expected HOST:PORT, ray://HOST:PORT or auto, got ''`);
   if (name === undefined) return undefined;
   return name === 'threads' ? { kind: 'threads' } : address === undefined ? { kind: 'ray' } : { kind: 'ray', address };
 }
@@ -191,7 +244,11 @@ export async function executeSweep(
   const plan = await planSweep(options);
   // The live line starts with the runs (a Ray cluster that cannot be had prints its one error line alone).
   let progress: SweepProgress = { runDone: () => {}, stop: () => {} };
-  const unhandle = handleStopSignals(io, command, 'no further run starts; the running ones stop after their current step');
+  const unhandle = handleStopSignals(
+    io,
+    command,
+    'no further run starts; the running ones stop after their current step',
+  );
   let result: SweepResult;
   try {
     result = await runSweep({
@@ -202,14 +259,19 @@ export async function executeSweep(
       },
       onRunDone: (run, done, total) => {
         progress.runDone(done, total, run.ok);
-        if (print.perRun !== false) io.out(`[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`);
+        if (print.perRun !== false)
+          io.out(
+            `[${done}/${total}] ${run.dir}: ${run.ok ? `done in ${run.seconds.toFixed(1)} s` : `FAILED: ${run.error}`}`,
+          );
       },
     });
   } catch (error) {
     progress.stop();
     if (!(error instanceof SweepStopped)) throw error;
     const reason = stopReason() ?? 'SIGINT';
-    io.err(`qrl-sim ${command}: stopped (${reason}): ${error.finished} of ${error.total} runs finished, ${error.cut} stopped part-way (files whole); continue with: qrl-sim sweep --resume ${outDir}`);
+    io.err(
+      `qrl-sim ${command}: stopped (${reason}): ${error.finished} of ${error.total} runs finished, ${error.cut} stopped part-way (files whole); continue with: qrl-sim sweep --resume ${outDir}`,
+    );
     return STOP_EXIT[reason];
   } finally {
     unhandle();
@@ -218,7 +280,9 @@ export async function executeSweep(
   const failed = result.runs.filter((r) => !r.ok).length;
   io.out('');
   io.out(result.report.markdown);
-  io.out(`${result.runs.length} runs (${failed} failed) on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`);
+  io.out(
+    `${result.runs.length} runs (${failed} failed) on ${result.workers} worker${result.workers === 1 ? '' : 's'} in ${result.seconds.toFixed(1)} s`,
+  );
   io.out(`report: ${result.report.files.reportHtml}`);
   print.after?.(result);
   return failed === 0 ? 0 : 1;

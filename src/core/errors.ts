@@ -45,7 +45,8 @@ export function zodIssueLine(error: z.ZodError, input: unknown, root = 'config')
   // numeric limits in the wording of the rest of the CLI ("at most 1024, got 8192"), not zod's
   if ((issue.code === 'too_big' || issue.code === 'too_small') && issue.origin === 'number' && got !== undefined) {
     const limit = Number(issue.code === 'too_big' ? issue.maximum : issue.minimum);
-    const bound = issue.code === 'too_big' ? (issue.inclusive ? 'at most' : 'below') : issue.inclusive ? 'at least' : 'above';
+    const bound =
+      issue.code === 'too_big' ? (issue.inclusive ? 'at most' : 'below') : issue.inclusive ? 'at least' : 'above';
     return `${path}: must be ${bound} ${limit}, got ${describe(got)}`;
   }
   return `${path}: ${issue.message}${got === undefined ? '' : ` (got ${describe(got)})`}`;

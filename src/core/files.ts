@@ -1,7 +1,18 @@
 // Files that survive interruption: JSON written atomically (temp file + rename) and JSONL
 // appended one complete line at a time with fsync. Not a database and not a log framework.
 
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { threadId } from 'node:worker_threads';
 

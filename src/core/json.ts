@@ -71,12 +71,14 @@ export function parseJsonInput(text: string, name: string): unknown {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    const message = error instanceof Error ? error.message.split('\n')[0] ?? '' : String(error);
+    const message = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
     throw new JsonInputError(`${name} is not valid JSON${syntaxWhere(text, message)} (${message})`);
   }
   const overflow = findOverflowingNumber(text);
   if (overflow !== null) {
-    throw new JsonInputError(`${name}: ${overflow.literal} at line ${overflow.line} column ${overflow.column} overflows float64 (largest finite value ≈ 1.8e308)`);
+    throw new JsonInputError(
+      `${name}: ${overflow.literal} at line ${overflow.line} column ${overflow.column} overflows float64 (largest finite value ≈ 1.8e308)`,
+    );
   }
   return value;
 }

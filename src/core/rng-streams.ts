@@ -82,7 +82,8 @@ export const rngStreams = {
     /** Inputs of the library-cast suite. */
     libraryCasts: 'golden/library-casts',
     /** Inputs of a quantizer case; the `ue8m0` variants add `/ue8m0`. */
-    quantizer: (name: string, variant: string, ue8m0: boolean): string => `golden/quantizers/${name}/${variant}${ue8m0 ? '/ue8m0' : ''}`,
+    quantizer: (name: string, variant: string, ue8m0: boolean): string =>
+      `golden/quantizers/${name}/${variant}${ue8m0 ? '/ue8m0' : ''}`,
     /** Inputs of the GEMM suite. */
     gemm: 'golden/gemm',
     /** The batch of estimator case `index`. */

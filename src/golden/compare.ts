@@ -97,8 +97,15 @@ function unravel(flat: number, shape: readonly number[]): number[] {
  * Compares `got` with `want` (same length, row-major `shape`) by `rule`; null when every element
  * matches, else the first mismatch and the count. Throws when the lengths differ.
  */
-export function compareArrays(got: ArrayLike<number> | WireArray, want: ArrayLike<number> | WireArray, shape: readonly number[], rule: CompareRule, dtype: SafetensorsDtype): Mismatch | null {
-  if (got.length !== want.length) throw new Error(`compare: got ${got.length} elements, expected ${want.length} (shape [${shape.join(', ')}])`);
+export function compareArrays(
+  got: ArrayLike<number> | WireArray,
+  want: ArrayLike<number> | WireArray,
+  shape: readonly number[],
+  rule: CompareRule,
+  dtype: SafetensorsDtype,
+): Mismatch | null {
+  if (got.length !== want.length)
+    throw new Error(`compare: got ${got.length} elements, expected ${want.length} (shape [${shape.join(', ')}])`);
   let count = 0;
   let first = -1;
   for (let i = 0; i < want.length; i++) {
@@ -110,7 +117,15 @@ export function compareArrays(got: ArrayLike<number> | WireArray, want: ArrayLik
   if (first < 0) return null;
   const g = got[first] as number;
   const w = want[first] as number;
-  return { count, flatIndex: first, index: unravel(first, shape), got: g, want: w, gotHex: hexOf(g, dtype), wantHex: hexOf(w, dtype) };
+  return {
+    count,
+    flatIndex: first,
+    index: unravel(first, shape),
+    got: g,
+    want: w,
+    gotHex: hexOf(g, dtype),
+    wantHex: hexOf(w, dtype),
+  };
 }
 
 /** A rule as text: `bitwise`, `ulp ≤ 1`, `rtol 1e-6 atol 1e-9`. */

@@ -4,7 +4,13 @@
 
 import { UsageError } from '../core/errors.js';
 import { decode, floatFormat, type FloatFormat } from '../numerics/formats.js';
-import { castProfile, profileCovers, roundingModes, type CastProfile, type RoundingMode } from '../numerics/profiles.js';
+import {
+  castProfile,
+  profileCovers,
+  roundingModes,
+  type CastProfile,
+  type RoundingMode,
+} from '../numerics/profiles.js';
 import { quantPreset, type QuantPresetParams } from '../numerics/presets.js';
 import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../numerics/quantize.js';
 import { scalarEncoder } from '../numerics/round.js';
@@ -33,13 +39,24 @@ export interface CastRow {
  * Casts each float32 `input` to `format` under `profile` and `mode`. Stochastic rounding draws one
  * uint32 per value from the stream `createRng(seed).fork('cast')`; the other modes ignore `seed`.
  */
-export function castRows(format: FloatFormat, profile: CastProfile, mode: RoundingMode, inputs: readonly number[], seed = 0): CastRow[] {
+export function castRows(
+  format: FloatFormat,
+  profile: CastProfile,
+  mode: RoundingMode,
+  inputs: readonly number[],
+  seed = 0,
+): CastRow[] {
   const encoder = scalarEncoder(format, profile, mode);
   const rng = createRng(seed).fork(rngStreams.golden.castBits);
   const width = Math.ceil(format.bits / 4);
   return inputs.map((input) => {
     const code = encoder(input, mode === 'stochastic' ? rng.uint32() : undefined);
-    return { input: formatValue(input), code, hex: `0x${code.toString(16).padStart(width, '0')}`, value: formatValue(decode(format, code)) };
+    return {
+      input: formatValue(input),
+      code,
+      hex: `0x${code.toString(16).padStart(width, '0')}`,
+      value: formatValue(decode(format, code)),
+    };
   });
 }
 
@@ -47,10 +64,17 @@ export function castRows(format: FloatFormat, profile: CastProfile, mode: Roundi
 export function castJson(params: CastParams): { format: string; profile: string; mode: string; results: CastRow[] } {
   const format = floatFormat(params.format);
   const profile = castProfile(params.profile);
-  if (!profileCovers(profile, format)) throw new UsageError(`profile: '${profile.name}' does not apply to format '${format.name}'`);
+  if (!profileCovers(profile, format))
+    throw new UsageError(`profile: '${profile.name}' does not apply to format '${format.name}'`);
   const mode = params.mode ?? profile.mode;
-  if (!roundingModes.includes(mode) || mode === 'stochastic') throw new UsageError(`mode: expected rne, rtz or rha, got '${mode}'`);
-  return { format: format.name, profile: profile.name, mode, results: castRows(format, profile, mode, params.inputs.map(parseFloat32)) };
+  if (!roundingModes.includes(mode) || mode === 'stochastic')
+    throw new UsageError(`mode: expected rne, rtz or rha, got '${mode}'`);
+  return {
+    format: format.name,
+    profile: profile.name,
+    mode,
+    results: castRows(format, profile, mode, params.inputs.map(parseFloat32)),
+  };
 }
 
 /** Params of `quantize`: the preset, its block and the `--input` JSON array. */
@@ -79,7 +103,11 @@ export interface QuantizedArray {
 }
 
 /** Quantizes `input` (as {@link parseQuantizeInput} reads it) with preset `preset` and `params`, and dequantizes it. */
-export function quantizeArray(preset: string, params: QuantPresetParams, input: { readonly x: Float32Array; readonly shape: [number, number]; readonly oneD: boolean }): QuantizedArray {
+export function quantizeArray(
+  preset: string,
+  params: QuantPresetParams,
+  input: { readonly x: Float32Array; readonly shape: [number, number]; readonly oneD: boolean },
+): QuantizedArray {
   const { x, shape, oneD } = input;
   const spec = quantPreset(preset, params);
   const q = quantize(spec, x, shape);
@@ -88,7 +116,11 @@ export function quantizeArray(preset: string, params: QuantPresetParams, input: 
   const [rows, cols] = shape;
   const scaleShape = oneD && q.scaleShape.length === 2 ? [q.scaleShape[1] as number] : q.scaleShape;
   const scaleList = (a: ArrayLike<number>, f: (v: number) => number | string): unknown =>
-    scaleShape.length === 0 ? f(a[0] as number) : scaleShape.length === 1 ? Array.from(a, f) : shaped(Array.from(a, f), scaleShape[0] as number, scaleShape[1] as number, false);
+    scaleShape.length === 0
+      ? f(a[0] as number)
+      : scaleShape.length === 1
+        ? Array.from(a, f)
+        : shaped(Array.from(a, f), scaleShape[0] as number, scaleShape[1] as number, false);
   const json = {
     preset,
     ...(params.block !== undefined ? { block: params.block } : {}),
@@ -105,7 +137,11 @@ export function quantizeArray(preset: string, params: QuantPresetParams, input: 
 
 /** The `qrl-sim quantize --json` object for `params`. */
 export function quantizeJson(params: QuantizeParams): Record<string, unknown> {
-  return quantizeArray(params.preset, params.block !== undefined ? { block: params.block } : {}, parseQuantizeInput(JSON.stringify(params.input))).json;
+  return quantizeArray(
+    params.preset,
+    params.block !== undefined ? { block: params.block } : {},
+    parseQuantizeInput(JSON.stringify(params.input)),
+  ).json;
 }
 
 /** qrl-sim's answer to each check method. */

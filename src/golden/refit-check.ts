@@ -11,7 +11,15 @@ import { openSafetensors, type SafetensorsFile, type SafetensorsHeaderEntry } fr
 import { ignoreMatchRules, type IgnoreMatchRule } from '../policies/ignore-rules.js';
 
 /** Every finding kind, in the order the checks run for one tensor (docs/refit-check.md §2). */
-export const refitFindingKinds = ['missing', 'not-quantized', 'unexpectedly-quantized', 'unity-scale', 'stale', 'layout-permuted', 'value-error'] as const;
+export const refitFindingKinds = [
+  'missing',
+  'not-quantized',
+  'unexpectedly-quantized',
+  'unity-scale',
+  'stale',
+  'layout-permuted',
+  'value-error',
+] as const;
 
 /** A kind of {@link refitFindingKinds}. */
 export type RefitFindingKind = (typeof refitFindingKinds)[number];
@@ -32,10 +40,16 @@ export { ignoreMatchAliases, ignoreMatchRules, type IgnoreMatchRule } from '../p
  * compressed-tensors `weight_scale`), with the scale tensor's accepted shapes for a [rows, cols] weight.
  */
 export const refitRecipes = Object.freeze({
-  'deepseek-fp8-block': { scaleName: 'weight_scale_inv', scaleShapes: (r: number, c: number, b: number) => [[Math.ceil(r / b), Math.ceil(c / b)]] },
+  'deepseek-fp8-block': {
+    scaleName: 'weight_scale_inv',
+    scaleShapes: (r: number, c: number, b: number) => [[Math.ceil(r / b), Math.ceil(c / b)]],
+  },
   'vllm-fp8-tensor': { scaleName: 'weight_scale', scaleShapes: () => [[], [1]] },
   'vllm-fp8-token': { scaleName: 'weight_scale', scaleShapes: (r: number) => [[r], [r, 1]] },
-} as const satisfies Record<string, { scaleName: string; scaleShapes: (rows: number, cols: number, block: number) => number[][] }>);
+} as const satisfies Record<
+  string,
+  { scaleName: string; scaleShapes: (rows: number, cols: number, block: number) => number[][] }
+>);
 
 /** A preset of {@link refitRecipes}. */
 export type RefitRecipe = keyof typeof refitRecipes;
@@ -97,12 +111,13 @@ function bf16Bits(values: Float32Array): Uint16Array {
   const out = new Uint16Array(values.length);
   for (let i = 0; i < u.length; i++) {
     const x = u[i] as number;
-    out[i] = (x & 0x7fffffff) > 0x7f800000 ? ((x >>> 16) | 0x0040) : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+    out[i] = (x & 0x7fffffff) > 0x7f800000 ? (x >>> 16) | 0x0040 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
   }
   return out;
 }
 
-const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
+const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
 const shapeText = (s: readonly number[]): string => `[${s.join(', ')}]`;
 
 /** Position of flat index `i` in `shape` (row-major). */
@@ -144,13 +159,21 @@ function rowPermutation(expected: readonly string[], engine: readonly string[]):
 }
 
 /** Keys of row units: `unitRows` rows of `cols` elements of `bits`, plus `scaleBits` per unit (if any). */
-function unitKeys(bits: ArrayLike<number>, rows: number, cols: number, unitRows: number, scaleBits?: ArrayLike<number>, scalesPerUnit = 0): string[] {
+function unitKeys(
+  bits: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  unitRows: number,
+  scaleBits?: ArrayLike<number>,
+  scalesPerUnit = 0,
+): string[] {
   const keys: string[] = [];
   for (let u = 0; u * unitRows < rows; u++) {
     const parts: number[] = [];
     for (let i = u * unitRows * cols; i < Math.min(rows, (u + 1) * unitRows) * cols; i++) parts.push(bits[i] as number);
     parts.push(-1);
-    if (scaleBits !== undefined) for (let k = u * scalesPerUnit; k < (u + 1) * scalesPerUnit; k++) parts.push(scaleBits[k] as number);
+    if (scaleBits !== undefined)
+      for (let k = u * scalesPerUnit; k < (u + 1) * scalesPerUnit; k++) parts.push(scaleBits[k] as number);
     keys.push(parts.join(','));
   }
   return keys;
@@ -159,7 +182,13 @@ function unitKeys(bits: ArrayLike<number>, rows: number, cols: number, unitRows:
 function permutationFinding(tensor: string, order: number[], unitRows: number): RefitFinding {
   const n = order.length;
   const halves = n % 2 === 0 && order.every((j, i) => j === (i + n / 2) % n);
-  return { tensor, kind: 'layout-permuted', permutation: halves ? 'halves-swapped' : unitRows === 1 ? 'rows' : 'row-blocks', unitRows, order };
+  return {
+    tensor,
+    kind: 'layout-permuted',
+    permutation: halves ? 'halves-swapped' : unitRows === 1 ? 'rows' : 'row-blocks',
+    unitRows,
+    order,
+  };
 }
 
 /** The recipe applied to a trainer tensor: codes, dequant scales and the scale of each element's cell. */
@@ -172,9 +201,13 @@ interface Expected {
 export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
   const { recipe } = options;
   const table = refitRecipes[recipe];
-  if (table === undefined) throw new UsageError(`--recipe: unsupported preset '${String(recipe)}' (supported: ${Object.keys(refitRecipes).join(', ')})`);
+  if (table === undefined)
+    throw new UsageError(
+      `--recipe: unsupported preset '${String(recipe)}' (supported: ${Object.keys(refitRecipes).join(', ')})`,
+    );
   const preset = (quantPresets as Record<string, QuantPreset>)[recipe] as QuantPreset;
-  if (options.block !== undefined && !preset.params.includes('block')) throw new UsageError(`--block: preset '${recipe}' has no block size`);
+  if (options.block !== undefined && !preset.params.includes('block'))
+    throw new UsageError(`--block: preset '${recipe}' has no block size`);
   const block = preset.params.includes('block') ? (options.block ?? (preset.defaultBlock as number)) : null;
   const spec = preset.build(block === null ? {} : { block });
   const match = options.match ?? 'substring';
@@ -208,12 +241,16 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
     let quantized = 0;
     const names = [...trainer.entries.keys()].sort();
 
-    const readDense = (file: SafetensorsFile, flag: string, name: string): Dense => dense(`--${flag}`, name, file.entries.get(name) as SafetensorsHeaderEntry, file.readBytes(name));
+    const readDense = (file: SafetensorsFile, flag: string, name: string): Dense =>
+      dense(`--${flag}`, name, file.entries.get(name) as SafetensorsHeaderEntry, file.readBytes(name));
     /** The previous snapshot's tensor, when it has one of the trainer's shape. */
     const previousDense = (name: string, shape: readonly number[]): Dense | undefined => {
       const entry = previous?.entries.get(name);
       if (previous === undefined || entry === undefined) return undefined;
-      if (!sameShape(entry.shape, shape)) throw new UsageError(`--previous: ${name}: shape ${shapeText(entry.shape)} (the trainer's is ${shapeText(shape)})`);
+      if (!sameShape(entry.shape, shape))
+        throw new UsageError(
+          `--previous: ${name}: shape ${shapeText(entry.shape)} (the trainer's is ${shapeText(shape)})`,
+        );
       return readDense(previous, 'previous', name);
     };
 
@@ -229,8 +266,10 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
         continue;
       }
       const x = readDense(trainer, 'trainer', name);
-      if (!sameShape(e.shape, t.shape)) throw new UsageError(`--engine: ${name}: shape ${shapeText(e.shape)} (the trainer's is ${shapeText(t.shape)})`);
-      if (e.dtype !== 'F8_E4M3' && e.dtype !== 'BF16' && e.dtype !== 'F32') throw new UsageError(`--engine: ${name}: dtype ${e.dtype} (expected F8_E4M3, BF16 or F32)`);
+      if (!sameShape(e.shape, t.shape))
+        throw new UsageError(`--engine: ${name}: shape ${shapeText(e.shape)} (the trainer's is ${shapeText(t.shape)})`);
+      if (e.dtype !== 'F8_E4M3' && e.dtype !== 'BF16' && e.dtype !== 'F32')
+        throw new UsageError(`--engine: ${name}: dtype ${e.dtype} (expected F8_E4M3, BF16 or F32)`);
       if (!quantizes) {
         if (e.dtype === 'F8_E4M3') {
           findings.push({ tensor: name, kind: 'unexpectedly-quantized', dtype: e.dtype, pattern: ignoredBy ?? null });
@@ -238,7 +277,10 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
         }
         // High precision on both sides: the engine holds the trainer's values rounded to its dtype.
         const held = readDense(engine, 'engine', name);
-        const rounded = (d: Dense): ArrayLike<number> => (e.dtype === 'BF16' ? bf16Bits(d.values) : new Uint32Array(d.values.buffer, d.values.byteOffset, d.values.length));
+        const rounded = (d: Dense): ArrayLike<number> =>
+          e.dtype === 'BF16'
+            ? bf16Bits(d.values)
+            : new Uint32Array(d.values.buffer, d.values.byteOffset, d.values.length);
         const want = rounded(x);
         if (equalBits(held.bits, want)) continue;
         const prev = previousDense(name, t.shape);
@@ -254,7 +296,10 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
             continue;
           }
         }
-        const wantValues = e.dtype === 'BF16' ? dense('', name, { ...e, dtype: 'BF16' }, new Uint8Array(new Uint16Array(want).buffer)).values : x.values;
+        const wantValues =
+          e.dtype === 'BF16'
+            ? dense('', name, { ...e, dtype: 'BF16' }, new Uint8Array(new Uint16Array(want).buffer)).values
+            : x.values;
         let count = 0;
         let first = -1;
         let maxAbsDiff = 0;
@@ -265,7 +310,13 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
           const d = Math.abs((held.values[i] as number) - (wantValues[i] as number));
           if (Number.isFinite(d) && d > maxAbsDiff) maxAbsDiff = d;
         }
-        findings.push({ tensor: name, kind: 'value-error', values: count, first: position(first, t.shape), maxAbsDiff });
+        findings.push({
+          tensor: name,
+          kind: 'value-error',
+          values: count,
+          first: position(first, t.shape),
+          maxAbsDiff,
+        });
         continue;
       }
       // Quantized by the recipe: F8 codes and a scale tensor of the recipe's convention.
@@ -277,14 +328,20 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
       const scaleName = `${module}.${table.scaleName}`;
       const s = engine.entries.get(scaleName);
       if (s === undefined) {
-        const other = ['weight_scale', 'weight_scale_inv'].map((n) => `${module}.${n}`).find((n) => engine.entries.has(n));
-        if (other !== undefined) throw new UsageError(`--engine: ${other}: recipe ${recipe} keeps its scales in ${scaleName}`);
+        const other = ['weight_scale', 'weight_scale_inv']
+          .map((n) => `${module}.${n}`)
+          .find((n) => engine.entries.has(n));
+        if (other !== undefined)
+          throw new UsageError(`--engine: ${other}: recipe ${recipe} keeps its scales in ${scaleName}`);
         findings.push({ tensor: scaleName, kind: 'missing' });
         continue;
       }
       const shapes: readonly (readonly number[])[] = table.scaleShapes(rows, cols, block ?? 0);
       if (s.dtype !== 'F32') throw new UsageError(`--engine: ${scaleName}: dtype ${s.dtype} (expected F32)`);
-      if (!shapes.some((shape) => sameShape(s.shape, shape))) throw new UsageError(`--engine: ${scaleName}: shape ${shapeText(s.shape)} (recipe ${recipe} gives ${shapes.map(shapeText).join(' or ')})`);
+      if (!shapes.some((shape) => sameShape(s.shape, shape)))
+        throw new UsageError(
+          `--engine: ${scaleName}: shape ${shapeText(s.shape)} (recipe ${recipe} gives ${shapes.map(shapeText).join(' or ')})`,
+        );
       const codes = engine.readBytes(name);
       const scales = new Float32Array(engine.readBytes(scaleName).buffer);
       const scaleBits = new Uint32Array(scales.buffer);
@@ -302,7 +359,10 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
       const prevDense = previousDense(name, t.shape);
       if (prevDense !== undefined) {
         const prev = apply(prevDense);
-        if (equalBits(codes, prev.codes) && equalBits(scaleBits, new Uint32Array(prev.scales.buffer, prev.scales.byteOffset, prev.scales.length))) {
+        if (
+          equalBits(codes, prev.codes) &&
+          equalBits(scaleBits, new Uint32Array(prev.scales.buffer, prev.scales.byteOffset, prev.scales.length))
+        ) {
           findings.push({ tensor: name, kind: 'stale' });
           continue;
         }
@@ -311,15 +371,24 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
       // channel scale; one row under a per-tensor scale (which must then agree).
       const granularity = spec.granularity.kind;
       const unitRows = granularity === 'block' ? (block as number) : 1;
-      const scalesPerUnit = granularity === 'block' ? Math.ceil(cols / (block as number)) : granularity === 'row' ? 1 : 0;
+      const scalesPerUnit =
+        granularity === 'block' ? Math.ceil(cols / (block as number)) : granularity === 'row' ? 1 : 0;
       if (granularity !== 'tensor' || equalBits(scaleBits, wantScaleBits)) {
-        const order = rowPermutation(unitKeys(want.codes, rows, cols, unitRows, wantScaleBits, scalesPerUnit), unitKeys(codes, rows, cols, unitRows, scaleBits, scalesPerUnit));
+        const order = rowPermutation(
+          unitKeys(want.codes, rows, cols, unitRows, wantScaleBits, scalesPerUnit),
+          unitKeys(codes, rows, cols, unitRows, scaleBits, scalesPerUnit),
+        );
         if (order !== null) {
           findings.push(permutationFinding(name, order, unitRows));
           continue;
         }
       }
-      const cell = (r: number, c: number): number => (granularity === 'block' ? Math.floor(r / (block as number)) * scalesPerUnit + Math.floor(c / (block as number)) : granularity === 'row' ? r : 0);
+      const cell = (r: number, c: number): number =>
+        granularity === 'block'
+          ? Math.floor(r / (block as number)) * scalesPerUnit + Math.floor(c / (block as number))
+          : granularity === 'row'
+            ? r
+            : 0;
       let codeCount = 0;
       let first = -1;
       let maxAbsDiff = 0;
@@ -339,15 +408,25 @@ export function refitCheck(options: RefitCheckOptions): RefitCheckResult {
       }
       let scaleCount = 0;
       for (let k = 0; k < scaleBits.length; k++) if (scaleBits[k] !== wantScaleBits[k]) scaleCount++;
-      findings.push({ tensor: name, kind: 'value-error', codes: codeCount, scales: scaleCount, first: position(first, t.shape), maxAbsDiff });
+      findings.push({
+        tensor: name,
+        kind: 'value-error',
+        codes: codeCount,
+        scales: scaleCount,
+        first: position(first, t.shape),
+        maxAbsDiff,
+      });
     }
 
     // FP8 KV-cache scales the engine holds (no trainer counterpart): exactly 1 everywhere is the
     // reset of a refit that dropped the calibrated scales.
-    const kvNames = [...engine.entries.keys()].filter((n) => (n.endsWith('.k_scale') || n.endsWith('.v_scale')) && !trainer.entries.has(n)).sort();
+    const kvNames = [...engine.entries.keys()]
+      .filter((n) => (n.endsWith('.k_scale') || n.endsWith('.v_scale')) && !trainer.entries.has(n))
+      .sort();
     for (const name of kvNames) {
       const { values } = readDense(engine, 'engine', name);
-      if (values.length > 0 && values.every((v) => v === 1)) findings.push({ tensor: name, kind: 'unity-scale', count: values.length });
+      if (values.length > 0 && values.every((v) => v === 1))
+        findings.push({ tensor: name, kind: 'unity-scale', count: values.length });
     }
     return { findings, tensors: names.length, quantized, kvScales: kvNames.length, recipe, block, match };
   } finally {

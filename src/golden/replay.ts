@@ -11,7 +11,15 @@ import type { MetricRecord } from '../rl/types.js';
 import type { StepBundle, StepTensor } from './step-bundle.js';
 
 /** The stages of a replay, in order. */
-export const replayStages = ['advantages', 'correction', 'token-loss', 'aggregation', 'loss', 'gradient', 'metrics'] as const;
+export const replayStages = [
+  'advantages',
+  'correction',
+  'token-loss',
+  'aggregation',
+  'loss',
+  'gradient',
+  'metrics',
+] as const;
 
 /** A stage name. */
 export type ReplayStageName = (typeof replayStages)[number];
@@ -114,15 +122,68 @@ export const trlDefaults = Object.freeze({
  * devices) but not how its loss is computed from them: the replay reads them and maps nothing.
  */
 export const trlInertOptions: readonly string[] = Object.freeze([
-  'output_dir', 'seed', 'data_seed', 'learning_rate', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_epsilon', 'max_grad_norm',
-  'lr_scheduler_type', 'warmup_steps', 'warmup_ratio', 'optim', 'max_steps', 'num_train_epochs', 'per_device_train_batch_size',
-  'per_device_eval_batch_size', 'num_generations', 'num_generations_eval', 'max_prompt_length', 'temperature', 'top_p', 'top_k',
-  'min_p', 'repetition_penalty', 'generation_kwargs', 'logging_steps', 'logging_first_step', 'save_strategy', 'save_steps', 'report_to',
-  'use_cpu', 'disable_tqdm', 'dataloader_num_workers', 'log_completions', 'num_completions_to_print', 'shuffle_dataset', 'bf16', 'fp16',
-  'gradient_checkpointing', 'remove_unused_columns', 'reward_weights', 'cast_lm_head_to_fp32', 'disable_dropout', 'pad_to_multiple_of',
-  'ds3_gather_for_generation', 'run_name', 'logging_dir', 'sync_ref_model', 'ref_model_mixup_alpha', 'ref_model_sync_steps',
-  'vllm_mode', 'vllm_server_base_url', 'vllm_server_host', 'vllm_server_port', 'vllm_server_timeout', 'vllm_group_port',
-  'vllm_gpu_memory_utilization', 'vllm_tensor_parallel_size', 'vllm_max_model_length', 'vllm_enable_sleep_mode', 'vllm_model_impl',
+  'output_dir',
+  'seed',
+  'data_seed',
+  'learning_rate',
+  'weight_decay',
+  'adam_beta1',
+  'adam_beta2',
+  'adam_epsilon',
+  'max_grad_norm',
+  'lr_scheduler_type',
+  'warmup_steps',
+  'warmup_ratio',
+  'optim',
+  'max_steps',
+  'num_train_epochs',
+  'per_device_train_batch_size',
+  'per_device_eval_batch_size',
+  'num_generations',
+  'num_generations_eval',
+  'max_prompt_length',
+  'temperature',
+  'top_p',
+  'top_k',
+  'min_p',
+  'repetition_penalty',
+  'generation_kwargs',
+  'logging_steps',
+  'logging_first_step',
+  'save_strategy',
+  'save_steps',
+  'report_to',
+  'use_cpu',
+  'disable_tqdm',
+  'dataloader_num_workers',
+  'log_completions',
+  'num_completions_to_print',
+  'shuffle_dataset',
+  'bf16',
+  'fp16',
+  'gradient_checkpointing',
+  'remove_unused_columns',
+  'reward_weights',
+  'cast_lm_head_to_fp32',
+  'disable_dropout',
+  'pad_to_multiple_of',
+  'ds3_gather_for_generation',
+  'run_name',
+  'logging_dir',
+  'sync_ref_model',
+  'ref_model_mixup_alpha',
+  'ref_model_sync_steps',
+  'vllm_mode',
+  'vllm_server_base_url',
+  'vllm_server_host',
+  'vllm_server_port',
+  'vllm_server_timeout',
+  'vllm_group_port',
+  'vllm_gpu_memory_utilization',
+  'vllm_tensor_parallel_size',
+  'vllm_max_model_length',
+  'vllm_enable_sleep_mode',
+  'vllm_model_impl',
 ]);
 
 /** A stack's options as the user gave them (JSON values by field name). */
@@ -134,7 +195,8 @@ function opt<K extends keyof typeof trlDefaults>(options: StackOptions, key: K):
 
 function num(options: StackOptions, key: keyof typeof trlDefaults): number {
   const v = opt(options, key);
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`options.${key}: expected a number, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw new UsageError(`options.${key}: expected a number, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -150,19 +212,42 @@ function refuse(key: string, value: unknown, why: string): never {
  */
 export function trlEstimateConfig(options: StackOptions): EstimateConfig {
   for (const key of Object.keys(options)) {
-    if (!Object.hasOwn(trlDefaults, key) && !trlInertOptions.includes(key)) refuse(key, options[key], "not in qrl-sim's table of TRL 1.13 options (docs/replay.md)");
+    if (!Object.hasOwn(trlDefaults, key) && !trlInertOptions.includes(key))
+      refuse(key, options[key], "not in qrl-sim's table of TRL 1.13 options (docs/replay.md)");
   }
-  for (const [key, inert] of [['top_entropy_quantile', 1], ['entropy_coef', 0], ['use_adaptive_entropy', false], ['off_policy_mask_threshold', null], ['use_liger_kernel', false]] as const) {
+  for (const [key, inert] of [
+    ['top_entropy_quantile', 1],
+    ['entropy_coef', 0],
+    ['use_adaptive_entropy', false],
+    ['off_policy_mask_threshold', null],
+    ['use_liger_kernel', false],
+  ] as const) {
     const v = opt(options, key);
     if (v !== inert) refuse(key, v, 'no qrl-sim equivalent in the replay');
   }
-  if (opt(options, 'multi_objective_aggregation') !== 'sum_then_normalize') refuse('multi_objective_aggregation', opt(options, 'multi_objective_aggregation'), "only 'sum_then_normalize' is the advantage qrl-sim computes");
-  if (num(options, 'gradient_accumulation_steps') !== 1) refuse('gradient_accumulation_steps', options.gradient_accumulation_steps, 'a bundle is one loss evaluation; TRL divides it by the accumulation steps');
+  if (opt(options, 'multi_objective_aggregation') !== 'sum_then_normalize')
+    refuse(
+      'multi_objective_aggregation',
+      opt(options, 'multi_objective_aggregation'),
+      "only 'sum_then_normalize' is the advantage qrl-sim computes",
+    );
+  if (num(options, 'gradient_accumulation_steps') !== 1)
+    refuse(
+      'gradient_accumulation_steps',
+      options.gradient_accumulation_steps,
+      'a bundle is one loss evaluation; TRL divides it by the accumulation steps',
+    );
   const stepsPerGeneration = opt(options, 'steps_per_generation');
-  if (stepsPerGeneration !== null && stepsPerGeneration !== 1) refuse('steps_per_generation', stepsPerGeneration, "the loss normaliser of 'dapo', 'cispo' and 'vespo' counts the whole generation batch");
+  if (stepsPerGeneration !== null && stepsPerGeneration !== 1)
+    refuse(
+      'steps_per_generation',
+      stepsPerGeneration,
+      "the loss normaliser of 'dapo', 'cispo' and 'vespo' counts the whole generation batch",
+    );
   const lossType = opt(options, 'loss_type');
   const level = opt(options, 'importance_sampling_level');
-  if (level !== 'token' && level !== 'sequence') refuse('importance_sampling_level', level, "TRL knows 'token' and 'sequence'");
+  if (level !== 'token' && level !== 'sequence')
+    refuse('importance_sampling_level', level, "TRL knows 'token' and 'sequence'");
   const epsLow = num(options, 'epsilon');
   const epsHighOpt = opt(options, 'epsilon_high');
   // grpo_trainer.py: self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
@@ -199,24 +284,44 @@ export function trlEstimateConfig(options: StackOptions): EstimateConfig {
       break;
     case 'cispo': // l.3202–3204: −sg[min(coef_1, ε_high)]·A·ℓθ, reduced as dapo
       if (sequence) refuse('importance_sampling_level', level, "qrl-sim's cispo is token-level");
-      if (epsHigh < 1) refuse('epsilon_high', epsHighOpt, "TRL's cispo caps the ratio at epsilon_high itself; qrl-sim's cispo at 1 + epsHigh needs epsilon_high ≥ 1");
+      if (epsHigh < 1)
+        refuse(
+          'epsilon_high',
+          epsHighOpt,
+          "TRL's cispo caps the ratio at epsilon_high itself; qrl-sim's cispo at 1 + epsHigh needs epsilon_high ≥ 1",
+        );
       loss = { name: 'cispo', epsLow: 1, epsHigh: epsHigh - 1 };
       aggregation = 'token-mean';
       break;
     case 'sapo': // l.3214–3217, reduced as grpo
       if (sequence) refuse('importance_sampling_level', level, "qrl-sim's sapo is token-level");
-      loss = { name: 'sapo', tauPos: num(options, 'sapo_temperature_pos'), tauNeg: num(options, 'sapo_temperature_neg') };
+      loss = {
+        name: 'sapo',
+        tauPos: num(options, 'sapo_temperature_pos'),
+        tauNeg: num(options, 'sapo_temperature_neg'),
+      };
       aggregation = 'seq-mean-token-mean';
       break;
     case 'luspo': // l.3268–3275: Σ_t masked loss per row, mean over rows; sequence level (l.908)
-      if (!sequence) refuse('importance_sampling_level', level, "TRL's luspo is meant at 'sequence' level, and qrl-sim's luspo is sequence-level");
+      if (!sequence)
+        refuse(
+          'importance_sampling_level',
+          level,
+          "TRL's luspo is meant at 'sequence' level, and qrl-sim's luspo is sequence-level",
+        );
       if (delta !== null) refuse('delta', delta, "qrl-sim's luspo has no upper cap");
       loss = { name: 'luspo', epsLow, epsHigh };
       aggregation = 'seq-mean-token-sum';
       break;
     case 'vespo': // l.3218–3230 with get_gamma_weights l.3065–3111, reduced as dapo
       if (sequence) refuse('importance_sampling_level', level, 'TRL requires token level for vespo (l.914)');
-      loss = { name: 'vespo', kPos: num(options, 'vespo_k_pos'), lambdaPos: num(options, 'vespo_lambda_pos'), kNeg: num(options, 'vespo_k_neg'), lambdaNeg: num(options, 'vespo_lambda_neg') };
+      loss = {
+        name: 'vespo',
+        kPos: num(options, 'vespo_k_pos'),
+        lambdaPos: num(options, 'vespo_lambda_pos'),
+        kNeg: num(options, 'vespo_k_neg'),
+        lambdaNeg: num(options, 'vespo_lambda_neg'),
+      };
       aggregation = 'token-mean';
       break;
     default:
@@ -225,14 +330,35 @@ export function trlEstimateConfig(options: StackOptions): EstimateConfig {
   // advantages: l.2787–2813 (A = R − mean_group, divided by std + 1e-4 unless scale_rewards = 'none')
   const scale = opt(options, 'scale_rewards');
   const advantage =
-    scale === 'group' || scale === true ? { name: 'grpo', eps: 1e-4 } : scale === 'none' || scale === false ? { name: 'drgrpo' } : scale === 'batch' ? { name: 'batch-std', eps: 1e-4 } : refuse('scale_rewards', scale, "TRL knows 'group', 'batch' and 'none'");
+    scale === 'group' || scale === true
+      ? { name: 'grpo', eps: 1e-4 }
+      : scale === 'none' || scale === false
+        ? { name: 'drgrpo' }
+        : scale === 'batch'
+          ? { name: 'batch-std', eps: 1e-4 }
+          : refuse('scale_rewards', scale, "TRL knows 'group', 'batch' and 'none'");
   // KL: l.3191–3198, k3 = e^(ℓref − ℓθ) − (ℓref − ℓθ) − 1, times the live ratio coef_1 with use_bias_correction_kl
   const beta = num(options, 'beta');
   const biasCorrection = opt(options, 'use_bias_correction_kl') === true;
-  if (beta !== 0 && biasCorrection && sequence) refuse('use_bias_correction_kl', true, "at sequence level TRL multiplies the KL by the sequence ratio; qrl-sim's bias correction is per token");
+  if (beta !== 0 && biasCorrection && sequence)
+    refuse(
+      'use_bias_correction_kl',
+      true,
+      "at sequence level TRL multiplies the KL by the sequence ratio; qrl-sim's bias correction is per token",
+    );
   const kl = beta === 0 ? null : { name: 'k3', coef: beta, biasCorrection: biasCorrection ? 'old' : 'none' };
   const correction = trlCorrection(options, lossType as string);
-  return resolveConfig({ advantage, loss, aggregation, kl, correction, ...(correction.name !== 'none' ? { diagnostics: { stacks: ['trl'] } } : {}) }, 'trl');
+  return resolveConfig(
+    {
+      advantage,
+      loss,
+      aggregation,
+      kl,
+      correction,
+      ...(correction.name !== 'none' ? { diagnostics: { stacks: ['trl'] } } : {}),
+    },
+    'trl',
+  );
 }
 
 /**
@@ -242,8 +368,14 @@ export function trlEstimateConfig(options: StackOptions): EstimateConfig {
  * not. `vllm_importance_sampling_cap` is the deprecated name of clip_max (grpo_config.py l.1130–1137).
  */
 function trlCorrection(options: StackOptions, lossType: string): Record<string, unknown> {
-  if (opt(options, 'use_vllm') !== true || opt(options, 'vllm_importance_sampling_correction') !== true) return { name: 'none' };
-  if (lossType === 'vespo') refuse('vllm_importance_sampling_correction', true, "TRL's vespo folds the ratio into its gamma weights; qrl-sim's vespo does not");
+  if (opt(options, 'use_vllm') !== true || opt(options, 'vllm_importance_sampling_correction') !== true)
+    return { name: 'none' };
+  if (lossType === 'vespo')
+    refuse(
+      'vllm_importance_sampling_correction',
+      true,
+      "TRL's vespo folds the ratio into its gamma weights; qrl-sim's vespo does not",
+    );
   const mode = opt(options, 'vllm_importance_sampling_mode');
   const cap = opt(options, 'vllm_importance_sampling_cap');
   const max = cap ?? opt(options, 'vllm_importance_sampling_clip_max');
@@ -257,21 +389,36 @@ function trlCorrection(options: StackOptions, lossType: string): Record<string, 
     case 'token_mask':
     case 'sequence_mask':
       // no lower bound in TRL (−inf): the smallest positive double, which every ρ = exp(·) > 0 passes
-      return { name: 'icepop', lo: min ?? Number.MIN_VALUE, hi: max, level: mode === 'token_mask' ? 'token' : 'sequence', denominator: 'original' };
+      return {
+        name: 'icepop',
+        lo: min ?? Number.MIN_VALUE,
+        hi: max,
+        level: mode === 'token_mask' ? 'token' : 'sequence',
+        denominator: 'original',
+      };
     default:
-      return refuse('vllm_importance_sampling_mode', mode, "TRL knows 'token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'");
+      return refuse(
+        'vllm_importance_sampling_mode',
+        mode,
+        "TRL knows 'token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'",
+      );
   }
 }
 
 /** Option tables by stack name (the manifest's `stack.name`); a bundle may instead carry a qrl-sim config as `estimator`. */
-export const stackOptionTables: Readonly<Record<string, (options: StackOptions) => EstimateConfig>> = Object.freeze({ trl: trlEstimateConfig });
+export const stackOptionTables: Readonly<Record<string, (options: StackOptions) => EstimateConfig>> = Object.freeze({
+  trl: trlEstimateConfig,
+});
 
 /** The estimate config a bundle replays with: its `estimator` when present, else its stack's option table. */
 export function bundleConfig(bundle: StepBundle): EstimateConfig {
   const { manifest } = bundle;
   if (manifest.estimator !== undefined) return resolveConfig(manifest.estimator, 'estimator');
   const table = stackOptionTables[manifest.stack.name];
-  if (table === undefined) throw new UsageError(`stack.name: no option table for '${manifest.stack.name}' (tables: ${Object.keys(stackOptionTables).join(', ')}); write the qrl-sim config as the manifest's "estimator" (docs/replay.md)`);
+  if (table === undefined)
+    throw new UsageError(
+      `stack.name: no option table for '${manifest.stack.name}' (tables: ${Object.keys(stackOptionTables).join(', ')}); write the qrl-sim config as the manifest's "estimator" (docs/replay.md)`,
+    );
   return table(manifest.options);
 }
 
@@ -286,7 +433,12 @@ interface Comparison {
 }
 
 /** Compares `oracle` with `stack` where `select` holds; `scale` defaults to the largest |stack value| compared. */
-function compare(oracle: ArrayLike<number>, stack: ArrayLike<number>, select: (k: number) => boolean = () => true, scale?: number): Comparison {
+function compare(
+  oracle: ArrayLike<number>,
+  stack: ArrayLike<number>,
+  select: (k: number) => boolean = () => true,
+  scale?: number,
+): Comparison {
   let largest = 0;
   for (let k = 0; k < stack.length; k++) if (select(k)) largest = Math.max(largest, Math.abs(stack[k]!));
   const bound = replayBound(scale ?? largest);
@@ -298,7 +450,14 @@ function compare(oracle: ArrayLike<number>, stack: ArrayLike<number>, select: (k
     compared++;
     const a = oracle[k]!;
     const b = stack[k]!;
-    const d = Number.isNaN(a) || Number.isNaN(b) ? (Number.isNaN(a) && Number.isNaN(b) ? 0 : Infinity) : a === b ? 0 : Math.abs(a - b);
+    const d =
+      Number.isNaN(a) || Number.isNaN(b)
+        ? Number.isNaN(a) && Number.isNaN(b)
+          ? 0
+          : Infinity
+        : a === b
+          ? 0
+          : Math.abs(a - b);
     if (d > maxDiff) {
       maxDiff = d;
       at = k;
@@ -307,8 +466,26 @@ function compare(oracle: ArrayLike<number>, stack: ArrayLike<number>, select: (k
   return { compared, maxDiff: Math.max(maxDiff, 0), bound, at };
 }
 
-function stage(name: ReplayStageName, c: Comparison, oracle: ArrayLike<number>, stack: ArrayLike<number>, position: (k: number) => number[], detail: string): ReplayStage {
-  if (c.compared === 0) return { name, status: 'not-applicable', compared: 0, maxDiff: null, bound: null, position: null, stack: null, oracle: null, detail: `${detail}: nothing to compare` };
+function stage(
+  name: ReplayStageName,
+  c: Comparison,
+  oracle: ArrayLike<number>,
+  stack: ArrayLike<number>,
+  position: (k: number) => number[],
+  detail: string,
+): ReplayStage {
+  if (c.compared === 0)
+    return {
+      name,
+      status: 'not-applicable',
+      compared: 0,
+      maxDiff: null,
+      bound: null,
+      position: null,
+      stack: null,
+      oracle: null,
+      detail: `${detail}: nothing to compare`,
+    };
   return {
     name,
     status: c.maxDiff <= c.bound ? 'agree' : 'differ',
@@ -345,8 +522,16 @@ function trlMetricMap(config: EstimateConfig): Record<string, (m: MetricRecord) 
   }
   if (config.correction.some((c) => c.name !== 'none')) {
     // l.2885–2930: |ℓold − ℓroll| over the mask, and the applied ratio (per row at sequence level: its mean differs)
-    const sequenceLevel = config.correction.some((c) => c.name === 'seq-tis' || (c.name === 'icepop' && c.level === 'sequence'));
-    const names = ['sampling/sampling_logp_difference/mean', 'sampling/sampling_logp_difference/max', 'sampling/importance_sampling_ratio/min', 'sampling/importance_sampling_ratio/max', ...(sequenceLevel ? [] : ['sampling/importance_sampling_ratio/mean'])];
+    const sequenceLevel = config.correction.some(
+      (c) => c.name === 'seq-tis' || (c.name === 'icepop' && c.level === 'sequence'),
+    );
+    const names = [
+      'sampling/sampling_logp_difference/mean',
+      'sampling/sampling_logp_difference/max',
+      'sampling/importance_sampling_ratio/min',
+      'sampling/importance_sampling_ratio/max',
+      ...(sequenceLevel ? [] : ['sampling/importance_sampling_ratio/mean']),
+    ];
     for (const name of names) map[name] = (m) => m[name];
   }
   // l.3360–3361: the token mean of per_token_kl (bias-corrected when use_bias_correction_kl)
@@ -372,18 +557,43 @@ export function replayStep(bundle: StepBundle): ReplayResult {
   const mask = (t.loss_mask ?? t.completion_mask)!.values;
   const onMask = (k: number) => mask[k] === 1;
   const tokenPos = (k: number) => [Math.floor(k / T), k % T];
-  for (let k = 0; k < n; k++) if (mask[k] !== 0 && mask[k] !== 1) throw new UsageError(`bundle ${bundle.dir}: ${t.loss_mask ? 'loss_mask' : 'completion_mask'}: expected 0 or 1, got ${mask[k]} at [${tokenPos(k).join(', ')}]`);
+  for (let k = 0; k < n; k++)
+    if (mask[k] !== 0 && mask[k] !== 1)
+      throw new UsageError(
+        `bundle ${bundle.dir}: ${t.loss_mask ? 'loss_mask' : 'completion_mask'}: expected 0 or 1, got ${mask[k]} at [${tokenPos(k).join(', ')}]`,
+      );
   const stages: ReplayStage[] = [];
 
   // advantages
   const adv = t.advantages!;
   if (t.rewards === undefined || t.group === undefined) {
-    stages.push(skipped('advantages', 'not-captured', `needs rewards and group (the bundle has ${['rewards', 'group'].filter((f) => f in t).join(', ') || 'neither'})`));
+    stages.push(
+      skipped(
+        'advantages',
+        'not-captured',
+        `needs rewards and group (the bundle has ${['rewards', 'group'].filter((f) => f in t).join(', ') || 'neither'})`,
+      ),
+    );
   } else if (adv.values.length !== B) {
-    stages.push(skipped('advantages', 'not-applicable', 'per-token advantages: a token-level estimator is not recomputed from rewards'));
+    stages.push(
+      skipped(
+        'advantages',
+        'not-applicable',
+        'per-token advantages: a token-level estimator is not recomputed from rewards',
+      ),
+    );
   } else {
     const seq = sequenceAdvantages(t.rewards.values, Array.from(t.group.values), config.advantage);
-    stages.push(stage('advantages', compare(seq.value, adv.values), seq.value, adv.values, (k) => [k], `${config.advantage.name} from rewards and group, per row`));
+    stages.push(
+      stage(
+        'advantages',
+        compare(seq.value, adv.values),
+        seq.value,
+        adv.values,
+        (k) => [k],
+        `${config.advantage.name} from rewards and group, per row`,
+      ),
+    );
   }
 
   const logpOld = (t.logp_old ?? t.logp)!.values;
@@ -396,14 +606,24 @@ export function replayStep(bundle: StepBundle): ReplayResult {
     mask,
     advantages: perToken(adv, B, T),
   };
-  if (config.kl !== null && t.logp_ref === undefined) throw new UsageError(`bundle ${bundle.dir}: logp_ref: required field missing (the options configure a KL term)`);
+  if (config.kl !== null && t.logp_ref === undefined)
+    throw new UsageError(`bundle ${bundle.dir}: logp_ref: required field missing (the options configure a KL term)`);
   const r = estimate(batch, config);
 
   // correction
   const noCorrection = config.correction.every((s) => s.name === 'none');
   if (t.is_weight !== undefined) {
     const w = perToken(t.is_weight, B, T);
-    stages.push(stage('correction', compare(r.weights, w, onMask), r.weights, w, tokenPos, `correction weights (${config.correction.map((s) => s.name).join(' → ')}) on the loss mask`));
+    stages.push(
+      stage(
+        'correction',
+        compare(r.weights, w, onMask),
+        r.weights,
+        w,
+        tokenPos,
+        `correction weights (${config.correction.map((s) => s.name).join(' → ')}) on the loss mask`,
+      ),
+    );
   } else if (noCorrection) {
     stages.push(skipped('correction', 'not-applicable', 'no rollout correction configured'));
   } else {
@@ -412,49 +632,106 @@ export function replayStep(bundle: StepBundle): ReplayResult {
 
   // token-loss: the stack's per-token loss on the mask
   const stackTokenLoss = perToken(t.token_loss!, B, T).map((v, k) => (mask[k] === 1 ? v : 0));
-  stages.push(stage('token-loss', compare(r.tokenLoss, stackTokenLoss, onMask), r.tokenLoss, stackTokenLoss, tokenPos, `${config.loss.name}${config.kl !== null ? ` + ${config.kl.coef}·${config.kl.name}` : ''} per token`));
+  stages.push(
+    stage(
+      'token-loss',
+      compare(r.tokenLoss, stackTokenLoss, onMask),
+      r.tokenLoss,
+      stackTokenLoss,
+      tokenPos,
+      `${config.loss.name}${config.kl !== null ? ` + ${config.kl.coef}·${config.kl.name}` : ''} per token`,
+    ),
+  );
 
   // aggregation: the oracle's coefficients on the stack's own per-token loss
-  const coefficients = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(r.denominatorMask, shape, config.aggregation).value;
+  const coefficients = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(
+    r.denominatorMask,
+    shape,
+    config.aggregation,
+  ).value;
   const stackLoss = t.loss!.values;
   const aggregated = [aggregate(coefficients, stackTokenLoss)];
   const termScale = aggregate(coefficients.map(Math.abs), stackTokenLoss.map(Math.abs));
-  stages.push(stage('aggregation', compare(aggregated, stackLoss, undefined, termScale), aggregated, stackLoss, () => [], `${config.aggregation.name} of the stack's per-token loss`));
+  stages.push(
+    stage(
+      'aggregation',
+      compare(aggregated, stackLoss, undefined, termScale),
+      aggregated,
+      stackLoss,
+      () => [],
+      `${config.aggregation.name} of the stack's per-token loss`,
+    ),
+  );
 
   // loss
-  stages.push(stage('loss', compare([r.loss], stackLoss, undefined, termScale), [r.loss], stackLoss, () => [], 'the scalar loss'));
+  stages.push(
+    stage('loss', compare([r.loss], stackLoss, undefined, termScale), [r.loss], stackLoss, () => [], 'the scalar loss'),
+  );
 
   // gradient
   const grad = t.grad_logp!.values;
-  stages.push(stage('gradient', compare(r.gradLogpTheta, grad), r.gradLogpTheta, grad, tokenPos, 'd loss / d ℓθ, every position'));
+  stages.push(
+    stage('gradient', compare(r.gradLogpTheta, grad), r.gradLogpTheta, grad, tokenPos, 'd loss / d ℓθ, every position'),
+  );
 
   // metrics
-  const map = bundle.manifest.stack.name === 'trl' && bundle.manifest.estimator === undefined ? trlMetricMap(config) : {};
-  const names = Object.keys(map).filter((name) => typeof bundle.manifest.metrics?.[name] === 'number').sort();
+  const map =
+    bundle.manifest.stack.name === 'trl' && bundle.manifest.estimator === undefined ? trlMetricMap(config) : {};
+  const names = Object.keys(map)
+    .filter((name) => typeof bundle.manifest.metrics?.[name] === 'number')
+    .sort();
   if (names.length === 0) {
-    stages.push(skipped('metrics', Object.keys(map).length === 0 ? 'not-applicable' : 'not-captured', Object.keys(map).length === 0 ? 'no logged metric of this stack and loss is mapped' : `needs ${Object.keys(map).join(', ')} in manifest.metrics`));
+    stages.push(
+      skipped(
+        'metrics',
+        Object.keys(map).length === 0 ? 'not-applicable' : 'not-captured',
+        Object.keys(map).length === 0
+          ? 'no logged metric of this stack and loss is mapped'
+          : `needs ${Object.keys(map).join(', ')} in manifest.metrics`,
+      ),
+    );
   } else {
     const oracle = names.map((name) => map[name]!(r.metrics) ?? NaN);
     const stack = names.map((name) => bundle.manifest.metrics[name]!);
     const c = compare(oracle, stack, undefined, 1);
     const s = stage('metrics', c, oracle, stack, () => [], names.join(', '));
-    stages.push({ ...s, detail: c.maxDiff > c.bound ? `${names[c.at]} differs (compared: ${names.join(', ')})` : s.detail });
+    stages.push({
+      ...s,
+      detail: c.maxDiff > c.bound ? `${names[c.at]} differs (compared: ${names.join(', ')})` : s.detail,
+    });
   }
 
   const first = stages.find((s) => s.status === 'differ');
-  return { bundle: bundle.dir, stack: bundle.manifest.stack, step: bundle.manifest.step, config, stages, firstDifference: first?.name ?? null };
+  return {
+    bundle: bundle.dir,
+    stack: bundle.manifest.stack,
+    step: bundle.manifest.step,
+    config,
+    stages,
+    firstDifference: first?.name ?? null,
+  };
 }
 
 /** The stage table as text: one row per stage, then the verdict line. */
 export function formatReplay(result: ReplayResult): string {
-  const g = (x: number | null) => (x === null ? '—' : x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toPrecision(3));
-  const rows = result.stages.map((s) => [s.name, s.status, String(s.compared), g(s.maxDiff), g(s.bound), s.position === null ? '—' : `[${s.position.join(', ')}]`, s.detail]);
+  const g = (x: number | null) =>
+    x === null ? '—' : x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toPrecision(3);
+  const rows = result.stages.map((s) => [
+    s.name,
+    s.status,
+    String(s.compared),
+    g(s.maxDiff),
+    g(s.bound),
+    s.position === null ? '—' : `[${s.position.join(', ')}]`,
+    s.detail,
+  ]);
   const head = ['stage', 'status', 'compared', 'max |Δ|', 'bound', 'at', 'what'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (r: string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   const first = result.stages.find((s) => s.status === 'differ');
-  const verdict = first === undefined
-    ? `every compared stage agrees (${result.stack.name} ${result.stack.version}, step ${result.step ?? '?'})`
-    : `first difference: ${first.name} at [${first.position!.join(', ')}]: stack ${first.stack}, oracle ${first.oracle} (|Δ| ${g(first.maxDiff)} > ${g(first.bound)})`;
+  const verdict =
+    first === undefined
+      ? `every compared stage agrees (${result.stack.name} ${result.stack.version}, step ${result.step ?? '?'})`
+      : `first difference: ${first.name} at [${first.position!.join(', ')}]: stack ${first.stack}, oracle ${first.oracle} (|Δ| ${g(first.maxDiff)} > ${g(first.bound)})`;
   return [line(head), ...rows.map(line), verdict].join('\n');
 }

@@ -9,17 +9,34 @@ import ndarray from 'ndarray';
 import { assign } from 'ndarray-ops';
 import { type SafetensorsEntry, writeSafetensors } from '../protocol/safetensors.js';
 import { WIRE_DTYPES, type WireArray } from '../protocol/tensor.js';
-import { GOLDEN_SCHEMA, type CompareRule, type GoldenCase, type GoldenManifest, type GoldenSuite, type GoldenTensor, type ManifestCase } from './types.js';
+import {
+  GOLDEN_SCHEMA,
+  type CompareRule,
+  type GoldenCase,
+  type GoldenManifest,
+  type GoldenSuite,
+  type GoldenTensor,
+  type ManifestCase,
+} from './types.js';
 
 /** A tensor of role `role` over `data` with row-major `shape` (default 1-D). */
-export function tensor(role: GoldenTensor['role'], data: WireArray, compare: CompareRule, shape: readonly number[] = [data.length], dtype?: GoldenTensor['dtype']): GoldenTensor {
+export function tensor(
+  role: GoldenTensor['role'],
+  data: WireArray,
+  compare: CompareRule,
+  shape: readonly number[] = [data.length],
+  dtype?: GoldenTensor['dtype'],
+): GoldenTensor {
   return { role, array: ndarray(data, [...shape]), compare, ...(dtype !== undefined ? { dtype } : {}) };
 }
 
 /** A row-major copy of any `ndarray` view (ndarray-ops `assign` walks the strides). */
 export function contiguous(view: ndarray.NdArray<WireArray>): WireArray {
   const size = view.shape.reduce((a, b) => a * b, 1);
-  const rowMajor = view.offset === 0 && view.data.length === size && view.stride.every((s, d) => s === view.shape.slice(d + 1).reduce((a, b) => a * b, 1));
+  const rowMajor =
+    view.offset === 0 &&
+    view.data.length === size &&
+    view.stride.every((s, d) => s === view.shape.slice(d + 1).reduce((a, b) => a * b, 1));
   if (rowMajor || size === 0) return view.data;
   const ctor = Object.values(WIRE_DTYPES).find((c) => view.data instanceof c);
   if (ctor === undefined) throw new Error('golden: unsupported array type');
@@ -37,7 +54,11 @@ export function qrlSimIdentity(): { version: string; commit?: string } {
   // the project around it.
   if (!existsSync(join(packageRoot, '.git'))) return { version };
   try {
-    const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const commit = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: packageRoot,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     return /^[0-9a-f]{40}$/.test(commit) ? { version, commit } : { version };
   } catch {
     return { version };
@@ -47,18 +68,36 @@ export function qrlSimIdentity(): { version: string; commit?: string } {
 const CASE_NAME = /^[A-Za-z0-9._-]+$/;
 
 /** A case's manifest entry and the tensors of its file (the file's bytes: `encodeSafetensors(tensors, caseMetadata(...))`). */
-export function caseEntry(suite: string, c: GoldenCase): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
-  if (!CASE_NAME.test(c.name)) throw new Error(`golden: ${suite}: case name '${c.name}' has characters other than letters, digits, '.', '-', '_'`);
+export function caseEntry(
+  suite: string,
+  c: GoldenCase,
+): { manifest: ManifestCase; tensors: Record<string, SafetensorsEntry> } {
+  if (!CASE_NAME.test(c.name))
+    throw new Error(`golden: ${suite}: case name '${c.name}' has characters other than letters, digits, '.', '-', '_'`);
   const tensors: Record<string, SafetensorsEntry> = {};
   const info: Record<string, ManifestCase['tensors'][string]> = {};
   for (const [name, t] of Object.entries(c.tensors)) {
     const data = contiguous(t.array);
-    const entry: SafetensorsEntry = { data, shape: t.array.shape, ...(t.dtype !== undefined ? { dtype: t.dtype } : {}) };
+    const entry: SafetensorsEntry = {
+      data,
+      shape: t.array.shape,
+      ...(t.dtype !== undefined ? { dtype: t.dtype } : {}),
+    };
     tensors[name] = entry;
-    const dtype = t.dtype ?? (Object.entries(WIRE_DTYPES).find(([, ctor]) => data instanceof ctor)?.[0] as SafetensorsEntry['dtype']);
-    info[name] = { role: t.role, dtype: dtype as NonNullable<SafetensorsEntry['dtype']>, shape: [...t.array.shape], compare: t.compare };
+    const dtype =
+      t.dtype ??
+      (Object.entries(WIRE_DTYPES).find(([, ctor]) => data instanceof ctor)?.[0] as SafetensorsEntry['dtype']);
+    info[name] = {
+      role: t.role,
+      dtype: dtype as NonNullable<SafetensorsEntry['dtype']>,
+      shape: [...t.array.shape],
+      compare: t.compare,
+    };
   }
-  return { manifest: { file: `${suite}/${c.name}.safetensors`, description: c.description, params: c.params, tensors: info }, tensors };
+  return {
+    manifest: { file: `${suite}/${c.name}.safetensors`, description: c.description, params: c.params, tensors: info },
+    tensors,
+  };
 }
 
 /** The safetensors metadata of a case file. */
@@ -96,8 +135,14 @@ export function writeGolden(dir: string, suites: readonly GoldenSuite[], options
  * finished whole, so the directory's manifest never lists a file of another generation.
  * @internal
  */
-export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], options: WriteGoldenOptions & { readonly stopped?: () => boolean }): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
-  const entries: Record<string, { readonly description: string; readonly cases: readonly ManifestCase[] }> = { ...options.keep };
+export function* goldenWriteSteps(
+  dir: string,
+  suites: readonly GoldenSuite[],
+  options: WriteGoldenOptions & { readonly stopped?: () => boolean },
+): Generator<{ suite: string; done: number; of: number }, GoldenManifest, void> {
+  const entries: Record<string, { readonly description: string; readonly cases: readonly ManifestCase[] }> = {
+    ...options.keep,
+  };
   for (const suite of suites) {
     if (options.stopped?.() === true) break;
     const start = performance.now();
@@ -129,7 +174,13 @@ export function* goldenWriteSteps(dir: string, suites: readonly GoldenSuite[], o
     entries[suite.name] = { description: suite.description, cases: list };
     options.onSuite?.(suite.name, cases.length, bytes, performance.now() - start);
   }
-  const manifest: GoldenManifest = { schema: GOLDEN_SCHEMA, qrlSim: qrlSimIdentity(), command: options.command, seed: options.seed, suites: entries };
+  const manifest: GoldenManifest = {
+    schema: GOLDEN_SCHEMA,
+    qrlSim: qrlSimIdentity(),
+    command: options.command,
+    seed: options.seed,
+    suites: entries,
+  };
   const tmp = join(dir, `manifest.json.tmp-${process.pid}`);
   writeFileSync(tmp, `${JSON.stringify(manifest, null, 1)}\n`);
   renameSync(tmp, join(dir, 'manifest.json'));

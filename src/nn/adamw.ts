@@ -72,8 +72,10 @@ export class AdamW {
       this.decay.fill(1, e.offset, e.offset + e.size);
     }
     if (state) {
-      if (state.m.length !== n || state.v.length !== n) throw new Error(`adamw: state.m/state.v length must be ${n}, got ${state.m.length}/${state.v.length}`);
-      if (!Number.isInteger(state.step) || state.step < 0) throw new Error(`adamw: state.step must be a non-negative integer, got ${state.step}`);
+      if (state.m.length !== n || state.v.length !== n)
+        throw new Error(`adamw: state.m/state.v length must be ${n}, got ${state.m.length}/${state.v.length}`);
+      if (!Number.isInteger(state.step) || state.step < 0)
+        throw new Error(`adamw: state.step must be a non-negative integer, got ${state.step}`);
       this.m.set(state.m);
       this.v.set(state.v);
       this.t = state.step;

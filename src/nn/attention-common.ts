@@ -12,7 +12,15 @@ export function headSize(C: number, H: number, rope: boolean): number {
 }
 
 /** Copies head h of rows [0, rows) of a (rows, C) slab starting at `off` into dst (rows, hs). */
-export function gatherHead(dst: FloatArray, src: FloatArray, off: number, rows: number, C: number, h: number, hs: number): void {
+export function gatherHead(
+  dst: FloatArray,
+  src: FloatArray,
+  off: number,
+  rows: number,
+  C: number,
+  h: number,
+  hs: number,
+): void {
   for (let t = 0; t < rows; t++) {
     const s = off + t * C + h * hs;
     for (let d = 0; d < hs; d++) dst[t * hs + d] = src[s + d]!;
@@ -23,7 +31,16 @@ export function gatherHead(dst: FloatArray, src: FloatArray, off: number, rows: 
  * Head h of `rows` rows of a (·, C) array gathered transposed: dst[dstOff + d·rows + t] = src[off + t·C + h·hs + d],
  * i.e. the (hs, rows) transpose of {@link gatherHead}'s (rows, hs) block (the decode step's Vᵀ).
  */
-export function gatherHeadT(dst: FloatArray, dstOff: number, src: FloatArray, off: number, rows: number, C: number, h: number, hs: number): void {
+export function gatherHeadT(
+  dst: FloatArray,
+  dstOff: number,
+  src: FloatArray,
+  off: number,
+  rows: number,
+  C: number,
+  h: number,
+  hs: number,
+): void {
   for (let t = 0; t < rows; t++) {
     const s = off + t * C + h * hs;
     for (let d = 0; d < hs; d++) dst[dstOff + d * rows + t] = src[s + d]!;
@@ -35,7 +52,15 @@ export function gatherHeadT(dst: FloatArray, dstOff: number, src: FloatArray, of
  * `P[t2] = exp(scale·S[t2] − m) / Σ exp(scale·S[t3] − m)` over t2 < len (doubles, increasing order),
  * `P[t2] = 0` for len ≤ t2 < width.
  */
-export function softmaxRow(P: FloatArray, pOff: number, S: FloatArray, sOff: number, len: number, width: number, scale: number): void {
+export function softmaxRow(
+  P: FloatArray,
+  pOff: number,
+  S: FloatArray,
+  sOff: number,
+  len: number,
+  width: number,
+  scale: number,
+): void {
   if (expScratch.length < len) expScratch = new Float64Array(Math.max(len, 2 * expScratch.length));
   const e = expScratch; // each exponential once, kept as a double (the value the sum and the quotient use)
   let m = -Infinity;

@@ -3,7 +3,12 @@
 
 import { allocLike, type FloatArray } from './array.js';
 import { gatherHead, gatherHeadT, headSize, softmaxRow } from './attention-common.js';
-import { sequentialAttentionGemms, type AttentionDecodeBatch, type AttentionGemms, type AttentionOptions } from './attention.js';
+import {
+  sequentialAttentionGemms,
+  type AttentionDecodeBatch,
+  type AttentionGemms,
+  type AttentionOptions,
+} from './attention.js';
 import { ropeForward } from './rope.js';
 
 /**
@@ -28,7 +33,8 @@ export function attentionDecodeAppend(
   H: number,
   opts: AttentionOptions = {},
 ): void {
-  if (!Number.isInteger(tPast) || tPast < 0 || tPast >= tCap) throw new Error(`attentionDecodeAppend: tPast must be in [0, ${tCap}), got ${tPast}`);
+  if (!Number.isInteger(tPast) || tPast < 0 || tPast >= tCap)
+    throw new Error(`attentionDecodeAppend: tPast must be in [0, ${tCap}), got ${tPast}`);
   const rope = opts.rope ?? false;
   headSize(C, H, rope);
   const kRow = allocLike(kCache, B * C); // (B, C)
@@ -68,8 +74,10 @@ export function attentionDecodeForward(
   H: number,
   opts: AttentionOptions = {},
 ): void {
-  if (!Number.isInteger(tLen) || tLen < 1 || tLen > tCap) throw new Error(`attentionDecodeForward: tLen must be in [1, ${tCap}], got ${tLen}`);
-  if ((opts.causal ?? true) === false) throw new Error('attentionDecodeForward: causal must be true for incremental decoding, got false');
+  if (!Number.isInteger(tLen) || tLen < 1 || tLen > tCap)
+    throw new Error(`attentionDecodeForward: tLen must be in [1, ${tCap}], got ${tLen}`);
+  if ((opts.causal ?? true) === false)
+    throw new Error('attentionDecodeForward: causal must be true for incremental decoding, got false');
   const rope = opts.rope ?? false;
   const gemms = opts.gemms ?? sequentialAttentionGemms;
   const hs = headSize(C, H, rope);
@@ -79,7 +87,21 @@ export function attentionDecodeForward(
   else qRot.set(q.subarray(0, B * C));
   const batch = decodeBatchOf(gemms, qRot, kCache, vCache);
   if (batch !== null) {
-    decodeBatched(batch, out, att, qRot as Float32Array, kCache as Float32Array, vCache as Float32Array, tLen, B, tCap, C, H, hs, scale); // float32: checked by decodeBatchOf
+    decodeBatched(
+      batch,
+      out,
+      att,
+      qRot as Float32Array,
+      kCache as Float32Array,
+      vCache as Float32Array,
+      tLen,
+      B,
+      tCap,
+      C,
+      H,
+      hs,
+      scale,
+    ); // float32: checked by decodeBatchOf
     return;
   }
   const fast = decodeRoundingOf(gemms, kCache, vCache);
@@ -110,14 +132,25 @@ export function attentionDecodeForward(
 }
 
 /** The gemms' decode batch when it applies (it still describes `qk`/`pv`, float32 query and caches), else null. */
-function decodeBatchOf(gemms: AttentionGemms, qRot: FloatArray, kCache: FloatArray, vCache: FloatArray): AttentionDecodeBatch | null {
+function decodeBatchOf(
+  gemms: AttentionGemms,
+  qRot: FloatArray,
+  kCache: FloatArray,
+  vCache: FloatArray,
+): AttentionDecodeBatch | null {
   const d = gemms.decodeBatch;
   if (d === undefined || d.qk !== gemms.qk || d.pv !== gemms.pv) return null;
   return qRot instanceof Float32Array && kCache instanceof Float32Array && vCache instanceof Float32Array ? d : null;
 }
 
 /** Scratch of {@link decodeBatched}, grown on demand (the batch GEMMs it calls do not re-enter it). */
-const batchScratch = { k: new Float32Array(0), vT: new Float32Array(0), s: new Float32Array(0), p: new Float32Array(0), o: new Float32Array(0) };
+const batchScratch = {
+  k: new Float32Array(0),
+  vT: new Float32Array(0),
+  s: new Float32Array(0),
+  p: new Float32Array(0),
+  o: new Float32Array(0),
+};
 
 function scratchOf(name: keyof typeof batchScratch, n: number): Float32Array {
   if (batchScratch[name].length < n) batchScratch[name] = new Float32Array(Math.max(n, 2 * batchScratch[name].length));
@@ -130,8 +163,19 @@ function scratchOf(name: keyof typeof batchScratch, n: number): Float32Array {
  * Vᵀ (hs, tLen) gathered per pair), the same softmax row per pair, the outputs in (B, C) order.
  */
 function decodeBatched(
-  batch: AttentionDecodeBatch, out: FloatArray, att: FloatArray | null, qRot: Float32Array, kCache: Float32Array, vCache: Float32Array,
-  tLen: number, B: number, tCap: number, C: number, H: number, hs: number, scale: number,
+  batch: AttentionDecodeBatch,
+  out: FloatArray,
+  att: FloatArray | null,
+  qRot: Float32Array,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  tLen: number,
+  B: number,
+  tCap: number,
+  C: number,
+  H: number,
+  hs: number,
+  scale: number,
 ): void {
   const count = B * H;
   const K = scratchOf('k', count * tLen * hs); // (count, tLen, hs)
@@ -184,14 +228,35 @@ interface RoundedCache {
 const roundedCaches = new WeakMap<Float32Array, RoundedCache>();
 
 /** Brings the rounded rows [0, tLen) of every sequence up to date with the caches; returns them. */
-function roundedRows(r: DecodeRounding, kCache: Float32Array, vCache: Float32Array, tLen: number, B: number, tCap: number, C: number): RoundedCache {
+function roundedRows(
+  r: DecodeRounding,
+  kCache: Float32Array,
+  vCache: Float32Array,
+  tLen: number,
+  B: number,
+  tCap: number,
+  C: number,
+): RoundedCache {
   let rc = roundedCaches.get(kCache);
-  if (rc === undefined || rc.vCache !== vCache || rc.k.length !== kCache.length || rc.v.length !== vCache.length || rc.valid.length !== B || rc.tCap !== tCap || rc.C !== C) {
+  if (
+    rc === undefined ||
+    rc.vCache !== vCache ||
+    rc.k.length !== kCache.length ||
+    rc.v.length !== vCache.length ||
+    rc.valid.length !== B ||
+    rc.tCap !== tCap ||
+    rc.C !== C
+  ) {
     rc = {
-      roundB: r.roundB, vCache,
-      k: new Float32Array(kCache.length), v: new Float32Array(vCache.length),
-      rawK: new Float32Array(kCache.length), rawV: new Float32Array(vCache.length),
-      tCap, C, valid: new Int32Array(B),
+      roundB: r.roundB,
+      vCache,
+      k: new Float32Array(kCache.length),
+      v: new Float32Array(vCache.length),
+      rawK: new Float32Array(kCache.length),
+      rawV: new Float32Array(vCache.length),
+      tCap,
+      C,
+      valid: new Int32Array(B),
     };
     roundedCaches.set(kCache, rc);
   } else if (rc.roundB !== r.roundB) {

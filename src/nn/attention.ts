@@ -62,7 +62,15 @@ export interface AttentionGemms {
  * `count` independent products of one shape: `out[p·m·n …](m×n) = A[p·m·k …](m×k) · B[p·n·k …](n×k)ᵀ`
  * for p in [0, count), float32 operands and output.
  */
-export type BatchedGemmFn = (out: Float32Array, a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number) => void;
+export type BatchedGemmFn = (
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  count: number,
+  m: number,
+  n: number,
+  k: number,
+) => void;
 
 /** See {@link AttentionGemms.decodeBatch}. */
 export interface AttentionDecodeBatch {
@@ -80,7 +88,8 @@ export interface AttentionDecodeBatch {
  * The operand rounding of the attention GEMMs ({@link AttentionGemms.operandRounding}): the six GEMMs
  * it describes (`qk` … `dKey`), their rounding and their product on rounded operands.
  */
-export interface AttentionOperandRounding extends Pick<AttentionGemms, 'qk' | 'pv' | 'dScores' | 'dValues' | 'dQuery' | 'dKey'> {
+export interface AttentionOperandRounding
+  extends Pick<AttentionGemms, 'qk' | 'pv' | 'dScores' | 'dValues' | 'dQuery' | 'dKey'> {
   /** Writes the rounding of every element of `src` to `dst` (same length): what each GEMM does to each operand. */
   readonly round: (dst: Float32Array, src: FloatArray) => void;
   /** The six GEMMs with both operands already rounded by `round` (the same accumulation and output rounding). */
@@ -91,7 +100,13 @@ export interface AttentionOperandRounding extends Pick<AttentionGemms, 'qk' | 'p
 function operandRoundingOf(g: AttentionGemms): AttentionOperandRounding | null {
   const r = g.operandRounding;
   if (r === undefined) return null;
-  const same = r.qk === g.qk && r.pv === g.pv && r.dScores === g.dScores && r.dValues === g.dValues && r.dQuery === g.dQuery && r.dKey === g.dKey;
+  const same =
+    r.qk === g.qk &&
+    r.pv === g.pv &&
+    r.dScores === g.dScores &&
+    r.dValues === g.dValues &&
+    r.dQuery === g.dQuery &&
+    r.dKey === g.dKey;
   return same ? r : null;
 }
 
@@ -210,7 +225,9 @@ export function attentionForward(
   const kIn = r ? rounded(r, cache.k, n) : cache.k; // (B, T, C)
   const vIn = r ? rounded(r, v, n) : v; // (B, T, C)
   const attIn = new Float32Array(r ? B * H * T * T : 0); // (B, H, T, T) round(P), with an operand rounding
-  cache.rounded = r ? { rounding: r, vInput: v, q: qIn as Float32Array, k: kIn as Float32Array, v: vIn as Float32Array, att: attIn } : undefined;
+  cache.rounded = r
+    ? { rounding: r, vInput: v, q: qIn as Float32Array, k: kIn as Float32Array, v: vIn as Float32Array, att: attIn }
+    : undefined;
   const like = r ? qIn : q;
   const Qh = allocLike(like, T * hs); // (T, hs)
   const Kh = allocLike(like, T * hs); // (T, hs)

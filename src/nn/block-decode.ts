@@ -15,7 +15,14 @@ import { residualForward } from './residual.js';
  * Called after the decode step wrote row `t` of the K and V caches (B, tCap, C) and before attention
  * reads them; it may round that row in place (e.g. an FP8 KV cache).
  */
-export type KvCacheHook = (kCache: FloatArray, vCache: FloatArray, t: number, B: number, tCap: number, C: number) => void;
+export type KvCacheHook = (
+  kCache: FloatArray,
+  vCache: FloatArray,
+  t: number,
+  B: number,
+  tCap: number,
+  C: number,
+) => void;
 
 /** The K/V cache of one block: (B, tCap, C) roped keys and values. */
 export interface BlockKvCache {
@@ -69,7 +76,12 @@ export function blockDecodeForward(
     if (cfg.norm === 'layernorm') layerNormForward(o, stat, rstd, x, g, b, B, C, eps);
     else rmsNormForward(o, rstd, x, g, B, C, eps);
   };
-  const opts: AttentionOptions = { causal: true, rope: cfg.rope, ropeBase: cfg.ropeBase ?? 10000, gemms: gemms.attention };
+  const opts: AttentionOptions = {
+    causal: true,
+    rope: cfg.rope,
+    ropeBase: cfg.ropeBase ?? 10000,
+    gemms: gemms.attention,
+  };
   const ln1 = a(B * C); // (B, C)
   norm(ln1, inp, w.ln1, w.ln1Bias);
   const q = a(B * C); // (B, C)
@@ -93,7 +105,18 @@ export function blockDecodeForward(
     if (!w.moe) throw new Error('blockDecodeForward: cfg.moe is set but the weights have no moe part');
     const mc = { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp };
     const cache = createMoeCache(inp, B, mc);
-    moeForward(m, cache, ln2, w.moe, B, C, cfg.hidden, mc, { router: gemms.router ?? sequentialMoeGemms.router, expert: gemms.mlp }, replay);
+    moeForward(
+      m,
+      cache,
+      ln2,
+      w.moe,
+      B,
+      C,
+      cfg.hidden,
+      mc,
+      { router: gemms.router ?? sequentialMoeGemms.router, expert: gemms.mlp },
+      replay,
+    );
     routingOut?.set(cache.routing);
   } else {
     if (!w.mlp) throw new Error('blockDecodeForward: cfg.moe is null but the weights have no mlp part');

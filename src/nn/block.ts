@@ -14,8 +14,25 @@ import {
   type AttentionGemms,
   type AttentionOptions,
 } from './attention.js';
-import { createMlpCache, mlpBackward, mlpForward, sequentialMlpGemms, type MlpCache, type MlpGemms, type MlpKind, type MlpWeights } from './mlp.js';
-import { createMoeCache, moeAuxLoss, moeBackward, moeForward, sequentialMoeGemms, type MoeCache, type MoeWeights } from './moe.js';
+import {
+  createMlpCache,
+  mlpBackward,
+  mlpForward,
+  sequentialMlpGemms,
+  type MlpCache,
+  type MlpGemms,
+  type MlpKind,
+  type MlpWeights,
+} from './mlp.js';
+import {
+  createMoeCache,
+  moeAuxLoss,
+  moeBackward,
+  moeForward,
+  sequentialMoeGemms,
+  type MoeCache,
+  type MoeWeights,
+} from './moe.js';
 import { residualBackward, residualForward } from './residual.js';
 import { GPT2_INIT, type ParamSpec } from './params.js';
 
@@ -167,9 +184,12 @@ export function blockParamSpecs(prefix: string, cfg: BlockConfig, nLayer: number
 }
 
 function checkBlockMoe(m: BlockMoeConfig): void {
-  if (!Number.isInteger(m.experts) || m.experts < 1) throw new Error(`block: moe.experts must be a positive integer, got ${m.experts}`);
-  if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts) throw new Error(`block: moe.topK must be an integer in [1, ${m.experts}], got ${m.topK}`);
-  if (!Number.isFinite(m.auxCoeff) || m.auxCoeff < 0) throw new Error(`block: moe.auxCoeff must be a finite number ≥ 0, got ${m.auxCoeff}`);
+  if (!Number.isInteger(m.experts) || m.experts < 1)
+    throw new Error(`block: moe.experts must be a positive integer, got ${m.experts}`);
+  if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts)
+    throw new Error(`block: moe.topK must be an integer in [1, ${m.experts}], got ${m.topK}`);
+  if (!Number.isFinite(m.auxCoeff) || m.auxCoeff < 0)
+    throw new Error(`block: moe.auxCoeff must be a finite number ≥ 0, got ${m.auxCoeff}`);
 }
 
 /**
@@ -190,22 +210,33 @@ export function blockWeights(prefix: string, get: (name: string) => FloatArray |
   };
   const opt = (name: string): FloatArray | null => get(`${prefix}.${name}`);
   const ffn = (p: string): MlpWeights => ({
-    up: req(`${p}.up`), upBias: opt(`${p}.upBias`),
-    gate: opt(`${p}.gate`), gateBias: opt(`${p}.gateBias`),
-    down: req(`${p}.down`), downBias: opt(`${p}.downBias`),
+    up: req(`${p}.up`),
+    upBias: opt(`${p}.upBias`),
+    gate: opt(`${p}.gate`),
+    gateBias: opt(`${p}.gateBias`),
+    down: req(`${p}.down`),
+    downBias: opt(`${p}.downBias`),
   });
   const router = opt('moe.router');
   const experts: MlpWeights[] = [];
   if (router) for (let e = 0; get(`${prefix}.moe.e${e}.up`) !== null; e++) experts.push(ffn(`moe.e${e}`));
   const attentionAndNorms = {
-    ln1: req('ln1.weight'), ln1Bias: opt('ln1.bias'),
-    wq: req('attn.wq'), bq: opt('attn.bq'),
-    wk: req('attn.wk'), bk: opt('attn.bk'),
-    wv: req('attn.wv'), bv: opt('attn.bv'),
-    wo: req('attn.wo'), bo: opt('attn.bo'),
-    ln2: req('ln2.weight'), ln2Bias: opt('ln2.bias'),
+    ln1: req('ln1.weight'),
+    ln1Bias: opt('ln1.bias'),
+    wq: req('attn.wq'),
+    bq: opt('attn.bq'),
+    wk: req('attn.wk'),
+    bk: opt('attn.bk'),
+    wv: req('attn.wv'),
+    bv: opt('attn.bv'),
+    wo: req('attn.wo'),
+    bo: opt('attn.bo'),
+    ln2: req('ln2.weight'),
+    ln2Bias: opt('ln2.bias'),
   };
-  return router ? { ...attentionAndNorms, mlp: null, moe: { router, experts } } : { ...attentionAndNorms, mlp: ffn('mlp') };
+  return router
+    ? { ...attentionAndNorms, mlp: null, moe: { router, experts } }
+    : { ...attentionAndNorms, mlp: ffn('mlp') };
 }
 
 /** Activations {@link blockForward} keeps for {@link blockBackward}; every buffer is (B·T, …). */
@@ -248,11 +279,18 @@ export function createBlockCache(like: FloatArray, B: number, T: number, cfg: Bl
   const { C } = cfg;
   const a = (n: number): FloatArray => allocLike(like, n);
   return {
-    ln1: a(N * C), ln1Mean: a(N), ln1Rstd: a(N),
-    q: a(N * C), k: a(N * C), v: a(N * C),
+    ln1: a(N * C),
+    ln1Mean: a(N),
+    ln1Rstd: a(N),
+    q: a(N * C),
+    k: a(N * C),
+    v: a(N * C),
     attention: createAttentionCache(like, B, T, C, cfg.H),
-    att: a(N * C), x1: a(N * C),
-    ln2: a(N * C), ln2Mean: a(N), ln2Rstd: a(N),
+    att: a(N * C),
+    x1: a(N * C),
+    ln2: a(N * C),
+    ln2Mean: a(N),
+    ln2Rstd: a(N),
     mlp: cfg.moe ? null : createMlpCache(like, N, cfg.hidden, cfg.mlp),
     moe: cfg.moe ? createMoeCache(like, N, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }) : null,
     mlpOut: a(N * C),
@@ -265,11 +303,29 @@ function attentionOptions(cfg: BlockConfig, gemms: BlockGemms): AttentionOptions
 
 /** The feed-forward of a block: dense MLP or MoE (experts on the MLP sites, router on its own). */
 function ffnForward(
-  cfg: BlockConfig, out: FloatArray, cache: BlockCache, inp: FloatArray, w: BlockWeights, N: number, gemms: BlockGemms, replay: Int32Array | null,
+  cfg: BlockConfig,
+  out: FloatArray,
+  cache: BlockCache,
+  inp: FloatArray,
+  w: BlockWeights,
+  N: number,
+  gemms: BlockGemms,
+  replay: Int32Array | null,
 ): void {
   if (cfg.moe) {
     if (!w.moe || !cache.moe) throw new Error('block: cfg.moe is set but the weights or cache have no moe part');
-    moeForward(out, cache.moe, inp, w.moe, N, cfg.C, cfg.hidden, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }, moeGemms(gemms), replay);
+    moeForward(
+      out,
+      cache.moe,
+      inp,
+      w.moe,
+      N,
+      cfg.C,
+      cfg.hidden,
+      { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp },
+      moeGemms(gemms),
+      replay,
+    );
     return;
   }
   if (replay !== null) throw new Error('block: a routing replay needs cfg.moe, got null');
@@ -287,17 +343,36 @@ function moeGemms(gemms: BlockGemms): typeof sequentialMoeGemms {
  */
 export function blockAuxLoss(cache: BlockCache, B: number, T: number, cfg: BlockConfig): number {
   if (!cfg.moe || !cache.moe || cfg.moe.auxCoeff === 0) return 0;
-  return cfg.moe.auxCoeff * moeAuxLoss(cache.moe, B * T, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp });
+  return (
+    cfg.moe.auxCoeff * moeAuxLoss(cache.moe, B * T, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp })
+  );
 }
 
-function normForward(cfg: BlockConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: FloatArray, b: FloatArray | null, N: number): void {
+function normForward(
+  cfg: BlockConfig,
+  out: FloatArray,
+  mean: FloatArray,
+  rstd: FloatArray,
+  inp: FloatArray,
+  w: FloatArray,
+  b: FloatArray | null,
+  N: number,
+): void {
   if (cfg.norm === 'layernorm') layerNormForward(out, mean, rstd, inp, w, b, N, cfg.C, cfg.eps ?? 1e-5);
   else rmsNormForward(out, rstd, inp, w, N, cfg.C, cfg.eps ?? 1e-5);
 }
 
 function normBackward(
-  cfg: BlockConfig, dinp: FloatArray, dw: FloatArray, db: FloatArray | null, dout: FloatArray,
-  inp: FloatArray, w: FloatArray, mean: FloatArray, rstd: FloatArray, N: number,
+  cfg: BlockConfig,
+  dinp: FloatArray,
+  dw: FloatArray,
+  db: FloatArray | null,
+  dout: FloatArray,
+  inp: FloatArray,
+  w: FloatArray,
+  mean: FloatArray,
+  rstd: FloatArray,
+  N: number,
 ): void {
   if (cfg.norm === 'layernorm') layerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, cfg.C);
   else rmsNormBackward(dinp, dw, dout, inp, w, rstd, N, cfg.C);
@@ -369,10 +444,25 @@ export function blockBackward(
   residualBackward(dx1, dmlp, dout, N * C);
   const dln2 = a(N * C); // (N, C)
   if (cfg.moe) {
-    if (!g.moe || !w.moe || !cache.moe) throw new Error('block: cfg.moe is set but the grads, weights or cache have no moe part');
-    moeBackward(dln2, g.moe, dmlp, cache.moe, cache.ln2, w.moe, N, C, cfg.hidden, { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp }, moeGemms(gemms), cfg.moe.auxCoeff);
+    if (!g.moe || !w.moe || !cache.moe)
+      throw new Error('block: cfg.moe is set but the grads, weights or cache have no moe part');
+    moeBackward(
+      dln2,
+      g.moe,
+      dmlp,
+      cache.moe,
+      cache.ln2,
+      w.moe,
+      N,
+      C,
+      cfg.hidden,
+      { experts: cfg.moe.experts, topK: cfg.moe.topK, kind: cfg.mlp },
+      moeGemms(gemms),
+      cfg.moe.auxCoeff,
+    );
   } else {
-    if (!g.mlp || !w.mlp || !cache.mlp) throw new Error('block: cfg.moe is null but the grads, weights or cache have no mlp part');
+    if (!g.mlp || !w.mlp || !cache.mlp)
+      throw new Error('block: cfg.moe is null but the grads, weights or cache have no mlp part');
     mlpBackward(dln2, g.mlp, dmlp, cache.mlp, cache.ln2, w.mlp, N, C, cfg.hidden, cfg.mlp, gemms.mlp);
   }
   normBackward(cfg, dx1, g.ln2, g.ln2Bias, dln2, cache.x1, w.ln2, cache.ln2Mean, cache.ln2Rstd, N);

@@ -36,14 +36,7 @@ export function setGemmThreads(n: number | null): void {
  * query positions) and rows of `b` are output channels, so per-token and per-channel scales map to
  * the rows of `a` and `b`; `k` is always the reduction axis.
  */
-export type GemmFn = (
-  out: FloatArray,
-  a: FloatArray,
-  b: FloatArray,
-  m: number,
-  n: number,
-  k: number,
-) => void;
+export type GemmFn = (out: FloatArray, a: FloatArray, b: FloatArray, m: number, n: number, k: number) => void;
 
 /**
  * The three GEMMs of a linear layer `y = x · Wᵀ`:
@@ -122,7 +115,8 @@ export const gemmReference: GemmFn = (out, a, b, m, n, k) => {
 export const gemmSequential: GemmFn = (out, a, b, m, n, k) => {
   if (out instanceof Float32Array) {
     // At least one full 8-column panel: the SIMD kernel of threadedGemmF32 (split over threads above the work threshold).
-    if (n >= 8 && a instanceof Float32Array && b instanceof Float32Array) threadedGemmF32(out, a, b, m, n, k, gemmThreads());
+    if (n >= 8 && a instanceof Float32Array && b instanceof Float32Array)
+      threadedGemmF32(out, a, b, m, n, k, gemmThreads());
     else gemmF32(out, a, b, m, n, k);
   } else gemmF64(out, a, b, m, n, k);
 };
@@ -145,10 +139,15 @@ function gemmF32(out: Float32Array, a: FloatArray, b: FloatArray, m: number, n: 
     for (let j = 0; j < n2; j += 2) {
       const b0 = j * k;
       const b1 = b0 + k;
-      let c00 = 0, c01 = 0, c10 = 0, c11 = 0;
+      let c00 = 0,
+        c01 = 0,
+        c10 = 0,
+        c11 = 0;
       for (let p = 0; p < k; p++) {
-        const x0 = a[a0 + p]!, x1 = a[a1 + p]!;
-        const y0 = b[b0 + p]!, y1 = b[b1 + p]!;
+        const x0 = a[a0 + p]!,
+          x1 = a[a1 + p]!;
+        const y0 = b[b0 + p]!,
+          y1 = b[b1 + p]!;
         c00 = fr(c00 + fr(x0 * y0));
         c01 = fr(c01 + fr(x0 * y1));
         c10 = fr(c10 + fr(x1 * y0));
@@ -161,7 +160,8 @@ function gemmF32(out: Float32Array, a: FloatArray, b: FloatArray, m: number, n: 
     }
     if (n2 < n) {
       const b0 = n2 * k;
-      let c0 = 0, c1 = 0;
+      let c0 = 0,
+        c1 = 0;
       for (let p = 0; p < k; p++) {
         const y = b[b0 + p]!;
         c0 = fr(c0 + fr(a[a0 + p]! * y));
@@ -191,10 +191,15 @@ function gemmF64(out: Float64Array, a: FloatArray, b: FloatArray, m: number, n: 
     for (let j = 0; j < n2; j += 2) {
       const b0 = j * k;
       const b1 = b0 + k;
-      let c00 = 0, c01 = 0, c10 = 0, c11 = 0;
+      let c00 = 0,
+        c01 = 0,
+        c10 = 0,
+        c11 = 0;
       for (let p = 0; p < k; p++) {
-        const x0 = a[a0 + p]!, x1 = a[a1 + p]!;
-        const y0 = b[b0 + p]!, y1 = b[b1 + p]!;
+        const x0 = a[a0 + p]!,
+          x1 = a[a1 + p]!;
+        const y0 = b[b0 + p]!,
+          y1 = b[b1 + p]!;
         c00 += x0 * y0;
         c01 += x0 * y1;
         c10 += x1 * y0;
@@ -207,7 +212,8 @@ function gemmF64(out: Float64Array, a: FloatArray, b: FloatArray, m: number, n: 
     }
     if (n2 < n) {
       const b0 = n2 * k;
-      let c0 = 0, c1 = 0;
+      let c0 = 0,
+        c1 = 0;
       for (let p = 0; p < k; p++) {
         const y = b[b0 + p]!;
         c0 += a[a0 + p]! * y;

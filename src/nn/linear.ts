@@ -56,7 +56,12 @@ function backwardRoundingOf(gemms: LinearGemms): LinearBackwardRounding | null {
 }
 
 /** Growing float32 scratch arrays of {@link linearBackward}, by slot. */
-const scratchArrays: Float32Array[] = [new Float32Array(0), new Float32Array(0), new Float32Array(0), new Float32Array(0)];
+const scratchArrays: Float32Array[] = [
+  new Float32Array(0),
+  new Float32Array(0),
+  new Float32Array(0),
+  new Float32Array(0),
+];
 
 /** The first `n` elements of scratch array `slot` (contents undefined). */
 function scratch(slot: number, n: number): Float32Array {
@@ -129,7 +134,10 @@ export function linearBackward(
     }
     const doutT = scratch(2, OC * N); // (OC, N) round(dout)ᵀ
     transpose(doutT, doutRounded, N, OC);
-    const xT = inpT !== null && inpT.inp === inp && inpT.rounding === rounding ? inpT : (roundedInputT(inp, N, C, gemms) as RoundedInputT);
+    const xT =
+      inpT !== null && inpT.inp === inp && inpT.rounding === rounding
+        ? inpT
+        : (roundedInputT(inp, N, C, gemms) as RoundedInputT);
     const dw = dout instanceof Float32Array ? scratch(3, OC * C) : allocLike(dout, OC * C); // (OC, C)
     rounding.gemmRounded(dw, doutT, xT.values, OC, C, N);
     for (let i = 0; i < OC * C; i++) dweight[i] = dweight[i]! + dw[i]!;

@@ -5,7 +5,16 @@
 import { allocLike, type FloatArray } from './array.js';
 import { sequentialLinearGemms, type LinearGemms } from './gemm.js';
 import { linearBackward, linearForward } from './linear.js';
-import { createMlpCache, mlpBackward, mlpForward, sequentialMlpGemms, type MlpCache, type MlpGemms, type MlpKind, type MlpWeights } from './mlp.js';
+import {
+  createMlpCache,
+  mlpBackward,
+  mlpForward,
+  sequentialMlpGemms,
+  type MlpCache,
+  type MlpGemms,
+  type MlpKind,
+  type MlpWeights,
+} from './mlp.js';
 
 /** Sizes and routing rule of an MoE layer. */
 export interface MoeConfig {
@@ -35,7 +44,10 @@ export interface MoeGemms {
 }
 
 /** The default {@link MoeGemms}: sequential everywhere. */
-export const sequentialMoeGemms: MoeGemms = Object.freeze({ router: sequentialLinearGemms, expert: sequentialMlpGemms });
+export const sequentialMoeGemms: MoeGemms = Object.freeze({
+  router: sequentialLinearGemms,
+  expert: sequentialMlpGemms,
+});
 
 /** What {@link moeForward} keeps for {@link moeBackward} (and what a rollout records). */
 export interface MoeCache {
@@ -63,7 +75,14 @@ export interface MoeCache {
  * The k experts of largest probability in one row, in decreasing probability; equal probabilities
  * rank by the lower expert index (a fixed rule, so routing is deterministic).
  */
-export function topKExperts(probs: ArrayLike<number>, offset: number, E: number, k: number, out: Int32Array, outOffset: number): void {
+export function topKExperts(
+  probs: ArrayLike<number>,
+  offset: number,
+  E: number,
+  k: number,
+  out: Int32Array,
+  outOffset: number,
+): void {
   for (let j = 0; j < k; j++) {
     let best = -1;
     let bestP = -Infinity;
@@ -81,9 +100,12 @@ export function topKExperts(probs: ArrayLike<number>, offset: number, E: number,
 }
 
 function checkConfig(cfg: MoeConfig, w: MoeWeights): void {
-  if (!Number.isInteger(cfg.experts) || cfg.experts < 1) throw new Error(`moe: experts must be a positive integer, got ${cfg.experts}`);
-  if (!Number.isInteger(cfg.topK) || cfg.topK < 1 || cfg.topK > cfg.experts) throw new Error(`moe: topK must be an integer in [1, ${cfg.experts}], got ${cfg.topK}`);
-  if (w.experts.length !== cfg.experts) throw new Error(`moe: expected ${cfg.experts} expert weight sets, got ${w.experts.length}`);
+  if (!Number.isInteger(cfg.experts) || cfg.experts < 1)
+    throw new Error(`moe: experts must be a positive integer, got ${cfg.experts}`);
+  if (!Number.isInteger(cfg.topK) || cfg.topK < 1 || cfg.topK > cfg.experts)
+    throw new Error(`moe: topK must be an integer in [1, ${cfg.experts}], got ${cfg.topK}`);
+  if (w.experts.length !== cfg.experts)
+    throw new Error(`moe: expected ${cfg.experts} expert weight sets, got ${w.experts.length}`);
 }
 
 /**
@@ -124,18 +146,25 @@ export function moeForward(
   if (replay === null) {
     for (let n = 0; n < N; n++) topKExperts(cache.probs, n * E, E, k, cache.routing, n * k);
   } else {
-    if (replay.length !== N * k) throw new Error(`moe: replay routing must hold N·k = ${N * k} experts, got ${replay.length}`);
+    if (replay.length !== N * k)
+      throw new Error(`moe: replay routing must hold N·k = ${N * k} experts, got ${replay.length}`);
     for (let n = 0; n < N; n++) {
       if (replay[n * k] === -1) {
         // a row of −1 (a position the recording engine never ran): this pass's own top-k
-        for (let j = 1; j < k; j++) if (replay[n * k + j] !== -1) throw new Error(`moe: replay routing of token ${n} mixes −1 and experts (${Array.from(replay.subarray(n * k, n * k + k)).join(', ')})`);
+        for (let j = 1; j < k; j++)
+          if (replay[n * k + j] !== -1)
+            throw new Error(
+              `moe: replay routing of token ${n} mixes −1 and experts (${Array.from(replay.subarray(n * k, n * k + k)).join(', ')})`,
+            );
         topKExperts(cache.probs, n * E, E, k, cache.routing, n * k);
         continue;
       }
       for (let i = n * k; i < n * k + k; i++) {
         const e = replay[i] as number;
-        if (!Number.isInteger(e) || e < 0 || e >= E) throw new Error(`moe: replay routing[${i}] must be an expert in [0, ${E}), got ${e}`);
-        for (let i0 = n * k; i0 < i; i0++) if (replay[i0] === e) throw new Error(`moe: replay routing of token ${n} names expert ${e} twice`);
+        if (!Number.isInteger(e) || e < 0 || e >= E)
+          throw new Error(`moe: replay routing[${i}] must be an expert in [0, ${E}), got ${e}`);
+        for (let i0 = n * k; i0 < i; i0++)
+          if (replay[i0] === e) throw new Error(`moe: replay routing of token ${n} names expert ${e} twice`);
         cache.routing[i] = e;
       }
     }
@@ -143,7 +172,8 @@ export function moeForward(
   for (let n = 0; n < N; n++) {
     let s = 0;
     for (let j = 0; j < k; j++) s += cache.probs[n * E + (cache.routing[n * k + j] as number)] as number;
-    for (let j = 0; j < k; j++) cache.gates[n * k + j] = (cache.probs[n * E + (cache.routing[n * k + j] as number)] as number) / s;
+    for (let j = 0; j < k; j++)
+      cache.gates[n * k + j] = (cache.probs[n * E + (cache.routing[n * k + j] as number)] as number) / s;
   }
   // Dispatch: each expert runs on the rows routed to it, in increasing token order.
   const counts = new Int32Array(E);
@@ -166,7 +196,18 @@ export function moeForward(
   }
   for (let e = 0; e < E; e++) {
     const n_e = (cache.tokens[e] as Int32Array).length;
-    if (n_e > 0) mlpForward(cache.outputs[e] as FloatArray, cache.mlp[e] as MlpCache, cache.inputs[e] as FloatArray, w.experts[e] as MlpWeights, n_e, C, Hd, cfg.kind, gemms.expert);
+    if (n_e > 0)
+      mlpForward(
+        cache.outputs[e] as FloatArray,
+        cache.mlp[e] as MlpCache,
+        cache.inputs[e] as FloatArray,
+        w.experts[e] as MlpWeights,
+        n_e,
+        C,
+        Hd,
+        cfg.kind,
+        gemms.expert,
+      );
   }
   // Combine: out_n = Σ_j g_{n,j} · y_{e_j}[slot], in rank order.
   for (let n = 0; n < N; n++) {
@@ -258,7 +299,19 @@ export function moeBackward(
       }
     }
     const dx = allocLike(dout, rows.length * C); // (n_e, C)
-    mlpBackward(dx, g.experts[e] as MlpWeights, dy, cache.mlp[e] as MlpCache, cache.inputs[e] as FloatArray, w.experts[e] as MlpWeights, rows.length, C, Hd, cfg.kind, gemms.expert);
+    mlpBackward(
+      dx,
+      g.experts[e] as MlpWeights,
+      dy,
+      cache.mlp[e] as MlpCache,
+      cache.inputs[e] as FloatArray,
+      w.experts[e] as MlpWeights,
+      rows.length,
+      C,
+      Hd,
+      cfg.kind,
+      gemms.expert,
+    );
     for (let r = 0; r < rows.length; r++) {
       const n = rows[r] as number;
       for (let c = 0; c < C; c++) dinp[n * C + c] = (dinp[n * C + c] as number) + (dx[r * C + c] as number);
@@ -296,7 +349,8 @@ export function moeBackward(
   for (let n = 0; n < N; n++) {
     let dot = 0;
     for (let e = 0; e < E; e++) dot += (cache.probs[n * E + e] as number) * (dprobs[n * E + e] as number);
-    for (let e = 0; e < E; e++) dlogits[n * E + e] = (cache.probs[n * E + e] as number) * ((dprobs[n * E + e] as number) - dot);
+    for (let e = 0; e < E; e++)
+      dlogits[n * E + e] = (cache.probs[n * E + e] as number) * ((dprobs[n * E + e] as number) - dot);
   }
   linearBackward(dinp, g.router, null, dlogits, inp, w.router, N, C, E, gemms.router);
 }
@@ -307,7 +361,8 @@ export function moeBackward(
  * set of experts is the same decision). 0 for identical routings; 1 when no token shares an expert.
  */
 export function routingFlipRate(a: Int32Array, b: Int32Array, N: number, k: number): number {
-  if (a.length !== N * k || b.length !== N * k) throw new Error(`moe: routings must hold N·k = ${N * k} experts, got ${a.length} and ${b.length}`);
+  if (a.length !== N * k || b.length !== N * k)
+    throw new Error(`moe: routings must hold N·k = ${N * k} experts, got ${a.length} and ${b.length}`);
   if (N === 0) return 0;
   let differ = 0;
   for (let n = 0; n < N; n++) {

@@ -6,6 +6,7 @@
  * width. Throws when count is not an integer in [0, C].
  */
 export function outlierChannels(C: number, count: number): number[] {
-  if (!Number.isInteger(count) || count < 0 || count > C) throw new Error(`outliers: count must be an integer in [0, C=${C}], got ${count}`);
+  if (!Number.isInteger(count) || count < 0 || count > C)
+    throw new Error(`outliers: count must be an integer in [0, C=${C}], got ${count}`);
   return Array.from({ length: count }, (_, i) => Math.floor(((i + 0.5) * C) / count));
 }

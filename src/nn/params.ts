@@ -126,7 +126,8 @@ export class ParamStore {
 
   /** Wraps existing buffers (use {@link createParamStore} to make and initialize one). */
   constructor(layout: ParamLayout, data?: Float32Array) {
-    if (data && data.length !== layout.size) throw new Error(`params: data length must be ${layout.size}, got ${data.length}`);
+    if (data && data.length !== layout.size)
+      throw new Error(`params: data length must be ${layout.size}, got ${data.length}`);
     this.layout = layout;
     this.data = data ?? new Float32Array(layout.size);
     this.grads = new Float32Array(layout.size);
@@ -164,13 +165,17 @@ export class ParamStore {
 
   /** JSON-safe snapshot of the specs and weights (gradients are not saved). */
   toJSON(): ParamStoreJson {
-    return { specs: this.layout.entries.map(({ name, shape, init }) => ({ name, shape: [...shape], init })), data: Array.from(this.data) };
+    return {
+      specs: this.layout.entries.map(({ name, shape, init }) => ({ name, shape: [...shape], init })),
+      data: Array.from(this.data),
+    };
   }
 
   /** Rebuilds a store from {@link ParamStore.toJSON}; values are restored bit for bit. */
   static fromJSON(json: ParamStoreJson): ParamStore {
     const layout = new ParamLayout(json.specs);
-    if (json.data.length !== layout.size) throw new Error(`params: data length must be ${layout.size}, got ${json.data.length}`);
+    if (json.data.length !== layout.size)
+      throw new Error(`params: data length must be ${layout.size}, got ${json.data.length}`);
     return new ParamStore(layout, Float32Array.from(json.data));
   }
 }

@@ -11,7 +11,14 @@ import type { FloatArray } from './array.js';
  *
  * @example rowLogSumExp(new Float32Array([0, 0]), 0, 2, 1) // ln 2
  */
-export function rowLogSumExp(logits: ArrayLike<number>, off: number, V: number, tau: number, keep: Uint8Array | null = null, exclude = -1): number {
+export function rowLogSumExp(
+  logits: ArrayLike<number>,
+  off: number,
+  V: number,
+  tau: number,
+  keep: Uint8Array | null = null,
+  exclude = -1,
+): number {
   let m = -Infinity;
   for (let v = 0; v < V; v++) if ((!keep || keep[v]) && v !== exclude) m = Math.max(m, logits[off + v]! / tau);
   let s = 0;
@@ -24,7 +31,15 @@ export function rowLogSumExp(logits: ArrayLike<number>, off: number, V: number, 
  *
  * @example rowLogProb(new Float32Array([0, 0]), 0, 2, 1, 1) // −ln 2
  */
-export function rowLogProb(logits: ArrayLike<number>, off: number, V: number, y: number, tau: number, keep: Uint8Array | null = null, exclude = -1): number {
+export function rowLogProb(
+  logits: ArrayLike<number>,
+  off: number,
+  V: number,
+  y: number,
+  tau: number,
+  keep: Uint8Array | null = null,
+  exclude = -1,
+): number {
   if (y === exclude) return -Infinity;
   return logits[off + y]! / tau - rowLogSumExp(logits, off, V, tau, keep, exclude);
 }
@@ -36,7 +51,14 @@ export function rowLogProb(logits: ArrayLike<number>, off: number, V: number, y:
  *
  * @example rowEntropy(new Float32Array([0, 0]), 0, 2, 1) // ln 2
  */
-export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, tau: number, exclude = -1, keep: Uint8Array | null = null): number {
+export function rowEntropy(
+  logits: ArrayLike<number>,
+  off: number,
+  V: number,
+  tau: number,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): number {
   const lse = rowLogSumExp(logits, off, V, tau, keep, exclude);
   let h = 0;
   for (let v = 0; v < V; v++) {
@@ -55,7 +77,14 @@ export function rowEntropy(logits: ArrayLike<number>, off: number, V: number, ta
  *
  * @example rowProbSqSum(new Float32Array([0, 0]), 0, 2, 1, Math.LN2) // 0.5
  */
-export function rowProbSqSum(logits: ArrayLike<number>, off: number, V: number, tau: number, lse: number, keep: Uint8Array | null = null): number {
+export function rowProbSqSum(
+  logits: ArrayLike<number>,
+  off: number,
+  V: number,
+  tau: number,
+  lse: number,
+  keep: Uint8Array | null = null,
+): number {
   let s = 0;
   for (let v = 0; v < V; v++) {
     if (keep && !keep[v]) continue;
@@ -70,7 +99,17 @@ export function rowProbSqSum(logits: ArrayLike<number>, off: number, V: number, 
  * `dz[v] += g·(1[v = y] − p_v)/τ` for every v but `exclude`, with p = softmax(z/τ), or with `keep`
  * the softmax renormalised over the kept ids and p_v = 0 outside them (their dz gets nothing).
  */
-export function rowLogProbBackward(dlogits: FloatArray, logits: ArrayLike<number>, off: number, V: number, y: number, tau: number, g: number, exclude = -1, keep: Uint8Array | null = null): void {
+export function rowLogProbBackward(
+  dlogits: FloatArray,
+  logits: ArrayLike<number>,
+  off: number,
+  V: number,
+  y: number,
+  tau: number,
+  g: number,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): void {
   const lse = rowLogSumExp(logits, off, V, tau, keep, exclude);
   for (let v = 0; v < V; v++) {
     if (v === exclude) continue;

@@ -47,7 +47,13 @@ function rowLogSumExp(logits: FloatArray, i: number, V: number, tau: number): nu
  * @param probs - (N, V)
  * @param logits - (N, V)
  */
-export function softmaxForward(probs: FloatArray, logits: FloatArray, N: number, V: number, opts?: SoftmaxOptions): void {
+export function softmaxForward(
+  probs: FloatArray,
+  logits: FloatArray,
+  N: number,
+  V: number,
+  opts?: SoftmaxOptions,
+): void {
   const tau = temperatureOf(opts);
   for (let i = 0; i < N; i++) {
     const lse = rowLogSumExp(logits, i, V, tau);
@@ -85,7 +91,13 @@ export function softmaxBackward(
  * @param logp - (N, V)
  * @param logits - (N, V)
  */
-export function logSoftmaxForward(logp: FloatArray, logits: FloatArray, N: number, V: number, opts?: SoftmaxOptions): void {
+export function logSoftmaxForward(
+  logp: FloatArray,
+  logits: FloatArray,
+  N: number,
+  V: number,
+  opts?: SoftmaxOptions,
+): void {
   const tau = temperatureOf(opts);
   for (let i = 0; i < N; i++) {
     const lse = rowLogSumExp(logits, i, V, tau);
@@ -118,11 +130,14 @@ export function logSoftmaxBackward(
 }
 
 function checkTargets(targets: ArrayLike<number>, N: number, V: number, weights: FloatArray | null): void {
-  if (targets.length < N) throw new Error(`crossEntropy: targets must have at least N=${N} entries, got ${targets.length}`);
-  if (weights && weights.length < N) throw new Error(`crossEntropy: weights must have at least N=${N} entries, got ${weights.length}`);
+  if (targets.length < N)
+    throw new Error(`crossEntropy: targets must have at least N=${N} entries, got ${targets.length}`);
+  if (weights && weights.length < N)
+    throw new Error(`crossEntropy: weights must have at least N=${N} entries, got ${weights.length}`);
   for (let i = 0; i < N; i++) {
     const y = targets[i]!;
-    if (!Number.isInteger(y) || y < 0 || y >= V) throw new Error(`crossEntropy: targets[${i}] must be an integer in [0, ${V}), got ${y}`);
+    if (!Number.isInteger(y) || y < 0 || y >= V)
+      throw new Error(`crossEntropy: targets[${i}] must be an integer in [0, ${V}), got ${y}`);
   }
 }
 

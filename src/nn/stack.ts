@@ -3,7 +3,15 @@
 
 import type { FloatArray } from './array.js';
 import { allocLike } from './array.js';
-import { type BlockCache, type BlockConfig, type BlockGemms, type BlockWeights, blockBackward, blockForward, createBlockCache } from './block.js';
+import {
+  type BlockCache,
+  type BlockConfig,
+  type BlockGemms,
+  type BlockWeights,
+  blockBackward,
+  blockForward,
+  createBlockCache,
+} from './block.js';
 import { embeddingBackward, embeddingForward } from './embedding.js';
 import type { LinearGemms } from './gemm.js';
 import { linearBackward, linearForward } from './linear.js';
@@ -81,7 +89,8 @@ export function stackForward(
   gemms: StackGemms,
   replay: readonly (Int32Array | null)[] | null = null,
 ): StackCache {
-  if (replay !== null && replay.length !== w.blocks.length) throw new Error(`stack: replay must hold one routing per block (${w.blocks.length}), got ${replay.length}`);
+  if (replay !== null && replay.length !== w.blocks.length)
+    throw new Error(`stack: replay must hold one routing per block (${w.blocks.length}), got ${replay.length}`);
   const { C, vocabSize: V } = cfg;
   const N = B * T;
   const like = w.wte;
@@ -110,7 +119,14 @@ export function stackForward(
  * Backward of {@link stackForward} from `dlogits` (B, T, V), accumulating (`+=`) into `g` (gradient
  * views with the structure of `w`; with a tied head, the head's gradient lands in `g.wte` too).
  */
-export function stackBackward(g: StackWeights, w: StackWeights, cfg: StackConfig, cache: StackCache, dlogits: FloatArray, gemms: StackGemms): void {
+export function stackBackward(
+  g: StackWeights,
+  w: StackWeights,
+  cfg: StackConfig,
+  cache: StackCache,
+  dlogits: FloatArray,
+  gemms: StackGemms,
+): void {
   const { C, vocabSize: V } = cfg;
   const { B, T } = cache;
   const N = B * T;
@@ -119,7 +135,8 @@ export function stackBackward(g: StackWeights, w: StackWeights, cfg: StackConfig
   const dxf = allocLike(like, N * C); // (B, T, C)
   linearBackward(dxf, g.lmHead, null, dlogits, cache.xf, w.lmHead, N, C, V, gemms.lmHead());
   let dx = allocLike(like, N * C); // (B, T, C) gradient of the last residual stream
-  if (cfg.norm === 'layernorm') layerNormBackward(dx, g.lnf, g.lnfBias, dxf, cache.x[layers]!, w.lnf, cache.lnfMean, cache.lnfRstd, N, C);
+  if (cfg.norm === 'layernorm')
+    layerNormBackward(dx, g.lnf, g.lnfBias, dxf, cache.x[layers]!, w.lnf, cache.lnfMean, cache.lnfRstd, N, C);
   else rmsNormBackward(dx, g.lnf, dxf, cache.x[layers]!, w.lnf, cache.lnfRstd, N, C);
   for (let l = layers - 1; l >= 0; l--) {
     const dinp = allocLike(like, N * C); // (B, T, C)

@@ -32,15 +32,23 @@ export interface SupportLogProb {
  * Throws when `kept` is empty, not strictly ascending, out of range, or does not contain `token`.
  * @example supportLogProb([0, 0, 0, 0], [1, 3], 3).logp // log(1/2)
  */
-export function supportLogProb(logits: ArrayLike<number>, kept: KeptSet, token: number, temperature = 1): SupportLogProb {
+export function supportLogProb(
+  logits: ArrayLike<number>,
+  kept: KeptSet,
+  token: number,
+  temperature = 1,
+): SupportLogProb {
   const V = logits.length;
-  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new Error(`supportLogProb: temperature must be finite and > 0, got ${temperature}`);
+  if (!(temperature > 0) || !Number.isFinite(temperature))
+    throw new Error(`supportLogProb: temperature must be finite and > 0, got ${temperature}`);
   if (kept.length === 0) throw new Error('supportLogProb: kept set is empty');
   let inSet = false;
   for (let i = 0; i < kept.length; i++) {
     const j = kept[i]!;
-    if (!Number.isInteger(j) || j < 0 || j >= V) throw new Error(`supportLogProb: kept[${i}] = ${j} is not a token id in [0, ${V})`);
-    if (i > 0 && j <= kept[i - 1]!) throw new Error(`supportLogProb: kept set must be strictly ascending, got ${kept[i - 1]} then ${j} at ${i}`);
+    if (!Number.isInteger(j) || j < 0 || j >= V)
+      throw new Error(`supportLogProb: kept[${i}] = ${j} is not a token id in [0, ${V})`);
+    if (i > 0 && j <= kept[i - 1]!)
+      throw new Error(`supportLogProb: kept set must be strictly ascending, got ${kept[i - 1]} then ${j} at ${i}`);
     if (j === token) inSet = true;
   }
   if (!inSet) throw new Error(`supportLogProb: token ${token} is not in the kept set`);

@@ -3,11 +3,23 @@
 // pair), then each pair's accumulation. Not a semantics of its own: gemm-reference.ts is the definition.
 
 import { decodeWithExponents, hopperRangeFast } from './gemm-hopper.js';
-import { type GemmOptions, type OperandQuant, gemmSettings, referenceDot, segmentBoundaries } from './gemm-reference.js';
+import {
+  type GemmOptions,
+  type OperandQuant,
+  gemmSettings,
+  referenceDot,
+  segmentBoundaries,
+} from './gemm-reference.js';
 import { gemm } from './gemm.js';
 import { castProfile } from './profiles.js';
 import { amaxRun, grown } from './quant-cells.js';
-import { type QuantSpec, type QuantizedTensor, createQuantizeScratch, elementFormat, quantizeTransient } from './quantize.js';
+import {
+  type QuantSpec,
+  type QuantizedTensor,
+  createQuantizeScratch,
+  elementFormat,
+  quantizeTransient,
+} from './quantize.js';
 import type { FloatFormat } from './formats.js';
 import { roundArray } from './round-array.js';
 
@@ -93,7 +105,13 @@ interface MemoBuffers {
 }
 
 function memoBuffers(): MemoBuffers {
-  return { values: new Float32Array(0), exps: new Int16Array(0), input: new Float32Array(0), amax: new Float32Array(0), scales: new Float32Array(0) };
+  return {
+    values: new Float32Array(0),
+    exps: new Int16Array(0),
+    input: new Float32Array(0),
+    amax: new Float32Array(0),
+    scales: new Float32Array(0),
+  };
 }
 
 interface MemoState {
@@ -143,12 +161,20 @@ function bitsOf(x: Float32Array): Int32Array {
  * a sentinel equal to that pair's amax (padding zeros), so each row's amax, and with it every code,
  * is the pair's.
  */
-function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32Array, count: number, R: number, K: number): [Float32Array, Int16Array, boolean, Float32Array] {
+function rememberedOperand(
+  memo: BatchedOperandMemo,
+  spec: QuantSpec,
+  x: Float32Array,
+  count: number,
+  R: number,
+  K: number,
+): [Float32Array, Int16Array, boolean, Float32Array] {
   const len = R * K;
   const amaxNan = spec.amaxNan ?? 'ignore';
   // Only an operand that contains the previous one (rows and columns kept or grown): its amax continues the previous amax.
   const last = memo.state;
-  const prev = last !== null && last.spec === spec && last.count === count && last.rows <= R && last.cols <= K ? last : null;
+  const prev =
+    last !== null && last.spec === spec && last.count === count && last.rows <= R && last.cols <= K ? last : null;
   const ms = memoScratch;
   if (ms.status.length < count) {
     ms.status = new Uint8Array(Math.max(count, 2 * ms.status.length));
@@ -167,7 +193,8 @@ function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32
     if (reuse) {
       const pBits = bitsOf((prev as MemoState).input);
       const cols = (prev as MemoState).cols;
-      if (cols === K) reuse = sameWords(xBits, o, pBits, p * prevLen, R0 * K); // the old block is one run
+      if (cols === K)
+        reuse = sameWords(xBits, o, pBits, p * prevLen, R0 * K); // the old block is one run
       else for (let r = 0; reuse && r < R0; r++) reuse = sameWords(xBits, o + r * K, pBits, p * prevLen + r * cols, K0);
     }
     let am: number;
@@ -305,7 +332,15 @@ function rememberedOperand(memo: BatchedOperandMemo, spec: QuantSpec, x: Float32
  * @param bMemo - B's memo from {@link createBatchedOperandMemo} (one per call site that sees related operands)
  */
 export function gemmBatched(
-  out: Float32Array, a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number, options: GemmOptions = {}, bMemo?: BatchedOperandMemo,
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  count: number,
+  m: number,
+  n: number,
+  k: number,
+  options: GemmOptions = {},
+  bMemo?: BatchedOperandMemo,
 ): Float32Array {
   const dims = [count, m, n, k].every((d) => Number.isInteger(d) && d >= 0);
   if (!dims || out.length !== count * m * n || a.length !== count * m * k || b.length !== count * n * k) {
@@ -316,10 +351,25 @@ export function gemmBatched(
   }
   const settings = gemmSettings(options);
   const fast =
-    options.reference !== true && settings.model !== 'int32' && count > 0 && m > 0 && n > 0 && k > 0 && batchableSpec(options.aQuant) && batchableSpec(options.bQuant);
+    options.reference !== true &&
+    settings.model !== 'int32' &&
+    count > 0 &&
+    m > 0 &&
+    n > 0 &&
+    k > 0 &&
+    batchableSpec(options.aQuant) &&
+    batchableSpec(options.bQuant);
   if (!fast) {
     for (let p = 0; p < count; p++) {
-      gemm(out.subarray(p * m * n, (p + 1) * m * n), a.subarray(p * m * k, (p + 1) * m * k), b.subarray(p * n * k, (p + 1) * n * k), m, n, k, options);
+      gemm(
+        out.subarray(p * m * n, (p + 1) * m * n),
+        a.subarray(p * m * k, (p + 1) * m * k),
+        b.subarray(p * n * k, (p + 1) * n * k),
+        m,
+        n,
+        k,
+        options,
+      );
     }
     return out;
   }
@@ -359,7 +409,8 @@ export function gemmBatched(
     const pa = p * m * k;
     const pb = p * n * k;
     // hopper-fp8 on finite operands: the four-output range kernel on this pair's rows; else the reference dot per output.
-    const fastHopper = hopper && (finiteA || finiteRange(eA, pa, pa + m * k)) && (finiteB || finiteRange(eB, pb, pb + n * k));
+    const fastHopper =
+      hopper && (finiteA || finiteRange(eA, pa, pa + m * k)) && (finiteB || finiteRange(eB, pb, pb + n * k));
     const Ap = fastHopper ? A.subarray(pa, pa + m * k) : A;
     const Bp = fastHopper ? B.subarray(pb, pb + n * k) : B;
     const eAp = fastHopper ? eA.subarray(pa, pa + m * k) : eA;
@@ -373,7 +424,8 @@ export function gemmBatched(
         if (fastHopper) hopperRangeFast(partial, Ap, Bp, eAp, eBp, m, n, k, k0, k1, chunk, fractionBits);
         else {
           for (let i = 0; i < m; i++) {
-            for (let j = 0; j < n; j++) partial[i * n + j] = referenceDot(model, A, B, pa + i * k, pb + j * k, k0, k1, settings, eminA, eminB);
+            for (let j = 0; j < n; j++)
+              partial[i * n + j] = referenceDot(model, A, B, pa + i * k, pb + j * k, k0, k1, settings, eminA, eminB);
           }
         }
         for (let o = 0; o < mn; o++) acc[o] = fr((acc[o] as number) + (partial[o] as number));
@@ -387,6 +439,7 @@ export function gemmBatched(
     const o0 = p * mn;
     for (let o = 0; o < mn; o++) out[o0 + o] = fr(sa * fr(sb * (total[o] as number)));
   }
-  if (options.outFormat !== undefined && options.outFormat !== 'fp32') roundArray(options.outFormat, out, { profile: 'ieee' }, out);
+  if (options.outFormat !== undefined && options.outFormat !== 'fp32')
+    roundArray(options.outFormat, out, { profile: 'ieee' }, out);
   return out;
 }

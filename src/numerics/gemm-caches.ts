@@ -69,7 +69,12 @@ export function firstSight(q: QuantizedTensor): boolean {
 const packedPanels = new WeakMap<Float32Array, Map<ScaledGemmModel, Float32Array | Int32Array>>();
 
 /** B's panels for the scaled kernel when B is a cached decoding (immutable): packed once per values array and model. */
-export function cachedPanels(model: ScaledGemmModel, values: Float32Array, n: number, k: number): Float32Array | Int32Array {
+export function cachedPanels(
+  model: ScaledGemmModel,
+  values: Float32Array,
+  n: number,
+  k: number,
+): Float32Array | Int32Array {
   return memoized(packedPanels, values, model, () => packPanels(model, values, n, k));
 }
 
@@ -116,7 +121,10 @@ const segmentScratch = {
 };
 
 /** [partial, acc, total] (≥ m·n each), saK (≥ m), sbK (≥ n) of the segment loop. */
-export function segmentLoopScratch(m: number, n: number): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
+export function segmentLoopScratch(
+  m: number,
+  n: number,
+): [Float32Array, Float32Array, Float32Array, Float64Array, Float64Array] {
   const mn = m * n;
   const sc = segmentScratch;
   if (sc.partial.length < mn) {
@@ -134,18 +142,31 @@ export function segmentLoopScratch(m: number, n: number): [Float32Array, Float32
 let segmentScales = { a: new Float64Array(64), b: new Float64Array(64) };
 
 /** The one call's scale tables: a ≥ nseg·m, b ≥ nseg·n. */
-export function hopperSegmentScales(nseg: number, m: number, n: number): { readonly a: Float64Array; readonly b: Float64Array } {
+export function hopperSegmentScales(
+  nseg: number,
+  m: number,
+  n: number,
+): { readonly a: Float64Array; readonly b: Float64Array } {
   if (segmentScales.a.length < nseg * m || segmentScales.b.length < nseg * n) {
-    segmentScales = { a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)), b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)) };
+    segmentScales = {
+      a: new Float64Array(Math.max(nseg * m, 2 * segmentScales.a.length)),
+      b: new Float64Array(Math.max(nseg * n, 2 * segmentScales.b.length)),
+    };
   }
   return segmentScales;
 }
 
 /** Scratch of the scaled one call's scale tables. */
-const scaleScratch = { segA: new Float32Array(64), segB: new Float32Array(64), rowA: new Float32Array(64), rowB: new Float32Array(64) };
+const scaleScratch = {
+  segA: new Float32Array(64),
+  segB: new Float32Array(64),
+  rowA: new Float32Array(64),
+  rowB: new Float32Array(64),
+};
 
 /** One of the scaled one call's scale tables, `size` long. */
 export function scaleTable(name: keyof typeof scaleScratch, size: number): Float32Array {
-  if (scaleScratch[name].length < size) scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
+  if (scaleScratch[name].length < size)
+    scaleScratch[name] = new Float32Array(Math.max(size, 2 * scaleScratch[name].length));
   return scaleScratch[name].subarray(0, size);
 }

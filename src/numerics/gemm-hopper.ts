@@ -29,7 +29,12 @@ export function codeExponents(fmt: FloatFormat): Int16Array {
  * in `exps` in the same pass (the values and exponents quantizedValues and {@link exponentTable} would
  * give); the table is null when a code decodes to NaN or ±Inf.
  */
-export function decodeWithExponents(q: QuantizedTensor, fmt: FloatFormat, values: Float32Array, exps: Int16Array): [Float32Array, Int16Array | null] {
+export function decodeWithExponents(
+  q: QuantizedTensor,
+  fmt: FloatFormat,
+  values: Float32Array,
+  exps: Int16Array,
+): [Float32Array, Int16Array | null] {
   const n = values.length;
   const table = decodeTable(fmt);
   const et = codeExponents(fmt);
@@ -84,8 +89,18 @@ const POW2 = Float64Array.from({ length: 2 * POW2_BIAS + 1 }, (_, i) => 2 ** (i 
  * that could leave the float32 exponent range go through {@link truncateToE8M}.
  */
 export function hopperRangeFast(
-  partial: Float32Array, A: Float32Array, B: Float32Array, eA: Int16Array, eB: Int16Array, m: number, n: number, k: number,
-  k0: number, k1: number, chunk: number, fractionBits: number,
+  partial: Float32Array,
+  A: Float32Array,
+  B: Float32Array,
+  eA: Int16Array,
+  eB: Int16Array,
+  m: number,
+  n: number,
+  k: number,
+  k0: number,
+  k1: number,
+  chunk: number,
+  fractionBits: number,
 ): void {
   const n4 = n - (n % 4);
   const base = POW2_BIAS + fractionBits; // POW2[base − maxE] = 1/u, u = 2^(maxE − fractionBits)
@@ -195,7 +210,12 @@ function roundE8M(sum: number, maxE: number, fractionBits: number): number {
  * `fl(acc + c)`. One pass over the outputs instead of a store to `partial` and a second pass.
  */
 export function accumulateChunkSums(
-  acc: Float32Array, r: HopperChunkResult, scales: { readonly a: Float64Array; readonly b: Float64Array } | null, m: number, n: number, fractionBits: number,
+  acc: Float32Array,
+  r: HopperChunkResult,
+  scales: { readonly a: Float64Array; readonly b: Float64Array } | null,
+  m: number,
+  n: number,
+  fractionBits: number,
 ): void {
   const { sums, maxes, stride } = r;
   const fine = scales !== null;
@@ -206,7 +226,10 @@ export function accumulateChunkSums(
     for (let j = 0; j < n; j++) {
       const o = i * n + j;
       const c = Math.fround(roundE8M(sums[row + j] as number, maxes[row + j] as number, fractionBits));
-      acc[o] = sbK !== null ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number) : Math.fround((acc[o] as number) + c);
+      acc[o] =
+        sbK !== null
+          ? fma32(Math.fround(sa * (sbK[j] as number)), c, acc[o] as number)
+          : Math.fround((acc[o] as number) + c);
     }
   }
 }

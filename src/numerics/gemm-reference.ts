@@ -26,7 +26,15 @@ import { fma32 } from './scales.js';
 export type AccumulatorModel = 'fp32' | 'fp32-fma' | 'fp32-fma-x2' | 'pairwise' | 'fp64' | 'int32' | 'hopper-fp8';
 
 /** Every accumulator model. */
-export const accumulatorModels: readonly AccumulatorModel[] = Object.freeze(['fp32', 'fp32-fma', 'fp32-fma-x2', 'pairwise', 'fp64', 'int32', 'hopper-fp8']);
+export const accumulatorModels: readonly AccumulatorModel[] = Object.freeze([
+  'fp32',
+  'fp32-fma',
+  'fp32-fma-x2',
+  'pairwise',
+  'fp64',
+  'int32',
+  'hopper-fp8',
+]);
 
 /** How a Float32Array operand is prepared: rounded to a float format (RNE), or quantized by a spec. */
 export type OperandQuant = FloatFormatName | QuantSpec;
@@ -92,7 +100,10 @@ export function isScaled(x: Float32Array | QuantizedTensor): boolean {
 }
 
 /** @internal The rounding format of a Float32Array operand given a format name, else null. */
-export function roundingFormatOf(x: Float32Array | QuantizedTensor, quant: OperandQuant | undefined): FloatFormatName | null {
+export function roundingFormatOf(
+  x: Float32Array | QuantizedTensor,
+  quant: OperandQuant | undefined,
+): FloatFormatName | null {
   return !isQuantized(x) && typeof quant === 'string' ? quant : null;
 }
 
@@ -107,19 +118,28 @@ export function scaledOperand(q: QuantizedTensor, values: Float32Array, rows: nu
   const fmt = elementFormat(q.spec.format);
   const emin = fmt.kind === 'float' ? fmt.emin : 0;
   const integer = fmt.kind === 'int';
-  if (q.spec.scale.kind === 'none') return { values, emin, integer, scales: null, layout: null, fine: false, globalScale: 1 };
+  if (q.spec.scale.kind === 'none')
+    return { values, emin, integer, scales: null, layout: null, fine: false, globalScale: 1 };
   const layout = cellLayout(q.spec.granularity, rows, k);
   const fine = Number.isFinite(layout.kSize) && layout.kSize < k;
   return { values, emin, integer, scales: q.scales, layout, fine, globalScale: q.globalScale ?? 1 };
 }
 
 /** @internal Throws unless out(m×n) = A(m×k)·B(n×k)ᵀ fits the arrays; the message names every size. */
-export function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number): void {
+export function checkShapes(
+  out: Float32Array,
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+): void {
   const dims = Number.isInteger(m) && m >= 0 && Number.isInteger(n) && n >= 0 && Number.isInteger(k) && k >= 0;
   const aOk = isQuantized(a) ? a.shape[0] === m && a.shape[1] === k : a.length === m * k;
   const bOk = isQuantized(b) ? b.shape[0] === n && b.shape[1] === k : b.length === n * k;
   if (!dims || !aOk || !bOk || out.length !== m * n) {
-    const shapeOf = (x: Float32Array | QuantizedTensor): string => (isQuantized(x) ? `[${x.shape.join(', ')}]` : `${x.length} elements`);
+    const shapeOf = (x: Float32Array | QuantizedTensor): string =>
+      isQuantized(x) ? `[${x.shape.join(', ')}]` : `${x.length} elements`;
     throw new Error(
       `gemm: shapes do not match out(m×n) = A(m×k)·B(n×k)ᵀ with m = ${m}, n = ${n}, k = ${k}: ` +
         `out has ${out.length} elements (need ${m * n}), A is ${shapeOf(a)} (need ${m}×${k}), B is ${shapeOf(b)} (need ${n}×${k})`,
@@ -130,14 +150,16 @@ export function checkShapes(out: Float32Array, a: Float32Array | QuantizedTensor
 /** @internal The accumulator model and its integer settings with defaults, each checked; errors name the option. */
 export function gemmSettings(options: GemmOptions): GemmSettings {
   const model = options.accumulator ?? 'fp32';
-  if (!accumulatorModels.includes(model)) throw new Error(`accumulator: unknown model '${model}' (known: ${accumulatorModels.join(', ')})`);
+  if (!accumulatorModels.includes(model))
+    throw new Error(`accumulator: unknown model '${model}' (known: ${accumulatorModels.join(', ')})`);
   const splitK = options.splitK ?? 1;
   if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`splitK: expected a positive integer, got ${splitK}`);
   const chunk = options.chunk ?? 32;
   const promoteEvery = options.promoteEvery ?? 4;
   const fractionBits = options.fractionBits ?? 13;
   if (!Number.isInteger(chunk) || chunk < 1) throw new Error(`chunk: expected a positive integer, got ${chunk}`);
-  if (!Number.isInteger(promoteEvery) || promoteEvery < 0) throw new Error(`promoteEvery: expected a non-negative integer, got ${promoteEvery}`);
+  if (!Number.isInteger(promoteEvery) || promoteEvery < 0)
+    throw new Error(`promoteEvery: expected a non-negative integer, got ${promoteEvery}`);
   return { model, splitK, chunk, promoteEvery, fractionBits };
 }
 
@@ -153,7 +175,9 @@ export function segmentSteps(opA: GemmOperand, opB: GemmOperand, s: GemmSettings
   if (s.model === 'hopper-fp8') {
     for (const op of [opA, opB]) {
       if (op.fine && op.layout !== null && op.layout.kSize % s.chunk !== 0) {
-        throw new Error(`chunk: hopper-fp8 needs scale groups that are multiples of the chunk (group ${op.layout.kSize}, chunk ${s.chunk}); pass { chunk: ${op.layout.kSize} }`);
+        throw new Error(
+          `chunk: hopper-fp8 needs scale groups that are multiples of the chunk (group ${op.layout.kSize}, chunk ${s.chunk}); pass { chunk: ${op.layout.kSize} }`,
+        );
       }
     }
   }
@@ -234,8 +258,16 @@ export function hopperFusedDotAdd(
 
 /** Σ_{kk ∈ [k0, k1)} A(ra + kk)·B(rb + kk) under `model`, from zero, as a float32 value. @internal */
 export function referenceDot(
-  model: AccumulatorModel, A: Float32Array, B: Float32Array, ra: number, rb: number, k0: number, k1: number,
-  s: GemmSettings, eminA: number, eminB: number,
+  model: AccumulatorModel,
+  A: Float32Array,
+  B: Float32Array,
+  ra: number,
+  rb: number,
+  k0: number,
+  k1: number,
+  s: GemmSettings,
+  eminA: number,
+  eminB: number,
 ): number {
   const fr = Math.fround;
   if (k1 <= k0) return 0;
@@ -273,7 +305,8 @@ export function referenceDot(
     }
     case 'hopper-fp8': {
       let c = 0;
-      for (let lo = k0; lo < k1; lo += s.chunk) c = hopperFusedDotAdd(c, A, B, ra, rb, lo, Math.min(lo + s.chunk, k1), eminA, eminB, s.fractionBits);
+      for (let lo = k0; lo < k1; lo += s.chunk)
+        c = hopperFusedDotAdd(c, A, B, ra, rb, lo, Math.min(lo + s.chunk, k1), eminA, eminB, s.fractionBits);
       return fr(c); // an e8m13 value is a float32 value (NaN and ±Inf stay)
     }
   }
@@ -307,15 +340,31 @@ function roundedCopy(x: Float32Array, format: FloatFormatName | null): Float32Ar
  * both scaled: element values with their scales; one scaled (weight-only): that one dequantized and
  * rounded to the other operand's format; otherwise plain values.
  */
-function referenceOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions): [GemmOperand, GemmOperand] {
-  const prep = (x: Float32Array | QuantizedTensor, rows: number, quant: OperandQuant | undefined): Float32Array | QuantizedTensor =>
+function referenceOperands(
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+  options: GemmOptions,
+): [GemmOperand, GemmOperand] {
+  const prep = (
+    x: Float32Array | QuantizedTensor,
+    rows: number,
+    quant: OperandQuant | undefined,
+  ): Float32Array | QuantizedTensor =>
     isQuantized(x) || quant === undefined || typeof quant === 'string' ? x : quantizeReference(quant, x, [rows, k]);
   const qa = prep(a, m, options.aQuant);
   const qb = prep(b, n, options.bQuant);
   const fa = roundingFormatOf(qa, options.aQuant);
   const fb = roundingFormatOf(qb, options.bQuant);
   const oneSided = isScaled(qa) !== isScaled(qb);
-  const operand = (x: Float32Array | QuantizedTensor, rows: number, f: FloatFormatName | null, otherF: FloatFormatName | null): GemmOperand => {
+  const operand = (
+    x: Float32Array | QuantizedTensor,
+    rows: number,
+    f: FloatFormatName | null,
+    otherF: FloatFormatName | null,
+  ): GemmOperand => {
     if (!isQuantized(x)) return plainOperand(roundedCopy(x, f), f);
     if (oneSided && isScaled(x)) return plainOperand(roundedCopy(dequantizeReference(x), otherF), otherF);
     return scaledOperand(x, quantizedValuesReference(x), rows, k);
@@ -341,7 +390,15 @@ function referenceOperands(a: Float32Array | QuantizedTensor, b: Float32Array | 
  *
  * Same arguments, errors and bits as {@link gemm} (tests compare them with `Object.is`).
  */
-export function gemmReference(out: Float32Array, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: GemmOptions = {}): Float32Array {
+export function gemmReference(
+  out: Float32Array,
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+  options: GemmOptions = {},
+): Float32Array {
   const fr = Math.fround;
   checkShapes(out, a, b, m, n, k);
   const settings = gemmSettings(options);
@@ -361,7 +418,18 @@ export function gemmReference(out: Float32Array, a: Float32Array | QuantizedTens
         for (let s = 0; s + 1 < bounds.length; s++) {
           const k0 = bounds[s] as number;
           const k1 = bounds[s + 1] as number;
-          const partial = referenceDot(settings.model, opA.values, opB.values, i * k, j * k, k0, k1, settings, opA.emin, opB.emin);
+          const partial = referenceDot(
+            settings.model,
+            opA.values,
+            opB.values,
+            i * k,
+            j * k,
+            k0,
+            k1,
+            settings,
+            opA.emin,
+            opB.emin,
+          );
           if (!fine) acc = fr(acc + partial);
           else {
             const sa = opA.fine ? scaleAt(opA, i, k0) : 1;

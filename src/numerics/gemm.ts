@@ -3,7 +3,14 @@
 // kernel. Not a semantics of its own.
 
 import type { FloatFormat, FloatFormatName } from './formats.js';
-import { type CellLayout, type QuantizedTensor, dequantize, elementFormat, quantizeTransient, quantizedValues } from './quantize.js';
+import {
+  type CellLayout,
+  type QuantizedTensor,
+  dequantize,
+  elementFormat,
+  quantizeTransient,
+  quantizedValues,
+} from './quantize.js';
 import { fp32Gemm, markGemmOperandImmutable } from './kernels/fp32-kernel.js';
 import {
   type GemmOperand,
@@ -22,14 +29,31 @@ import {
   segmentBoundaries,
   segmentSteps,
 } from './gemm-reference.js';
-import { SIMD_MIN_WORK, accumulateChunkSums, cachedExponentTable, decodeWithExponents, exponentTable, hopperRangeFast } from './gemm-hopper.js';
+import {
+  SIMD_MIN_WORK,
+  accumulateChunkSums,
+  cachedExponentTable,
+  decodeWithExponents,
+  exponentTable,
+  hopperRangeFast,
+} from './gemm-hopper.js';
 import { hopperChunkSums } from './kernels/hopper-kernel.js';
 import { type HopperOperand, hopperGemm } from './kernels/hopper-gemm-kernel.js';
 import { fma32 } from './scales.js';
 import { type ScaledGemmModel, packPanels, scaledGemmKernel } from './kernels/scaled-gemm-kernel.js';
 import {
-  cacheDecoding, cachedDecoding, cachedDequantized, exponentScratch, firstSight, hopperSegmentScales, operandScratch, cachedPanels, quantizeScratch,
-  scaleTable, segmentLoopScratch, verifyCachedOperand,
+  cacheDecoding,
+  cachedDecoding,
+  cachedDequantized,
+  exponentScratch,
+  firstSight,
+  hopperSegmentScales,
+  operandScratch,
+  cachedPanels,
+  quantizeScratch,
+  scaleTable,
+  segmentLoopScratch,
+  verifyCachedOperand,
 } from './gemm-caches.js';
 import type { CodeArray } from './vector.js';
 import { roundArray } from './round-array.js';
@@ -64,8 +88,17 @@ type CacheFields = Pick<Operand, 'cached' | 'exponents' | 'smallIntegers' | 'cod
 /** A {@link GemmOperand} with its cache fields, always built in this one key order (one object shape in the hot code). */
 function fastOperand(op: GemmOperand, c: CacheFields): Operand {
   return {
-    values: op.values, emin: op.emin, integer: op.integer, scales: op.scales, layout: op.layout, fine: op.fine, globalScale: op.globalScale,
-    cached: c.cached, exponents: c.exponents, smallIntegers: c.smallIntegers, coded: c.coded,
+    values: op.values,
+    emin: op.emin,
+    integer: op.integer,
+    scales: op.scales,
+    layout: op.layout,
+    fine: op.fine,
+    globalScale: op.globalScale,
+    cached: c.cached,
+    exponents: c.exponents,
+    smallIntegers: c.smallIntegers,
+    coded: c.coded,
   };
 }
 
@@ -92,7 +125,12 @@ function decodedOperand(op: Operand, slot: 0 | 1): Operand {
   if (q === null) return op;
   if (op.cached) return quantizedOperand(q, { rows: q.shape[0], k: q.shape[1], slot, given: true, hopper: false });
   const len = q.shape[0] * q.shape[1];
-  const [values, exponents] = decodeWithExponents(q, elementFormat(q.spec.format) as FloatFormat, operandScratch(slot, len), exponentScratch(slot, len));
+  const [values, exponents] = decodeWithExponents(
+    q,
+    elementFormat(q.spec.format) as FloatFormat,
+    operandScratch(slot, len),
+    exponentScratch(slot, len),
+  );
   return fastOperand({ ...op, values }, { cached: false, exponents, smallIntegers: op.smallIntegers, coded: null });
 }
 
@@ -112,8 +150,19 @@ function quantizedOperand(q: QuantizedTensor, site: OperandSite): Operand {
   let values = cache ? cachedDecoding(q) : undefined;
   // hopper-fp8 FP8/FP6/FP4 operands: decoded in the kernel unless a decoding is cached already; a given B is decoded
   // and cached on its second sight (a weight: decoded once, its panels kept)
-  if (wantExponents && fmt.kind === 'float' && fmt.bits <= 8 && values === undefined && (slot === 0 || !cache || firstSight(q))) {
-    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), { cached: cache, exponents: undefined, smallIntegers: false, coded: q });
+  if (
+    wantExponents &&
+    fmt.kind === 'float' &&
+    fmt.bits <= 8 &&
+    values === undefined &&
+    (slot === 0 || !cache || firstSight(q))
+  ) {
+    return fastOperand(scaledOperand(q, NO_VALUES, rows, k), {
+      cached: cache,
+      exponents: undefined,
+      smallIntegers: false,
+      coded: q,
+    });
   }
   let exponents: Int16Array | null | undefined;
   if (values === undefined && !cache && wantExponents && fmt.kind === 'float' && fmt.bits <= 8) {
@@ -125,11 +174,22 @@ function quantizedOperand(q: QuantizedTensor, site: OperandSite): Operand {
     if (cache) cacheDecoding(q, values);
     if (cache) markGemmOperandImmutable(values); // derived once from a tensor nothing writes: its packed panels may be kept
   }
-  return fastOperand(scaledOperand(q, values, rows, k), { cached: cache, exponents, smallIntegers: hasSmallIntegers(q), coded: null });
+  return fastOperand(scaledOperand(q, values, rows, k), {
+    cached: cache,
+    exponents,
+    smallIntegers: hasSmallIntegers(q),
+    coded: null,
+  });
 }
 
 /** A Float32Array operand with a QuantSpec quantizer, quantized into the slot's scratch (gemm consumes it in this call). */
-function prepOperand(x: Float32Array | QuantizedTensor, rows: number, k: number, quant: OperandQuant | undefined, slot: 0 | 1): Float32Array | QuantizedTensor {
+function prepOperand(
+  x: Float32Array | QuantizedTensor,
+  rows: number,
+  k: number,
+  quant: OperandQuant | undefined,
+  slot: 0 | 1,
+): Float32Array | QuantizedTensor {
   if (isQuantized(x) || quant === undefined || typeof quant === 'string') return x;
   return quantizeTransient(quant, x, [rows, k], quantizeScratch(slot));
 }
@@ -139,7 +199,12 @@ function roundTo(v: Float32Array, f: FloatFormatName | null): Float32Array {
 }
 
 function plainFastOperand(values: Float32Array, format: FloatFormatName | null): Operand {
-  return fastOperand(plainOperand(values, format), { cached: false, exponents: undefined, smallIntegers: false, coded: null });
+  return fastOperand(plainOperand(values, format), {
+    cached: false,
+    exponents: undefined,
+    smallIntegers: false,
+    coded: null,
+  });
 }
 
 /** The rounding formats of the unscaled or weight-only path (null: none given), and whether exactly one operand is scaled. */
@@ -172,7 +237,14 @@ function plainPathOperand(x: Float32Array | QuantizedTensor, site: OperandSite, 
 }
 
 /** Prepares both operands: quantize Float32Arrays per options, then choose the scaled or dequantize-first path. */
-function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, options: NormalizedGemmOptions): [Operand, Operand] {
+function prepareOperands(
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+  options: NormalizedGemmOptions,
+): [Operand, Operand] {
   const qa = prepOperand(a, m, k, options.aQuant, 0);
   const qb = prepOperand(b, n, k, options.bQuant, 1);
   const fa = roundingFormatOf(qa, options.aQuant);
@@ -183,9 +255,13 @@ function prepareOperands(a: Float32Array | QuantizedTensor, b: Float32Array | Qu
   const hopper = options.accumulator === 'hopper-fp8';
   const siteA: OperandSite = { rows: m, k, slot: 0, given: a === qa, hopper };
   const siteB: OperandSite = { rows: n, k, slot: 1, given: b === qb, hopper };
-  if (scaledA && scaledB) return [quantizedOperand(qa as QuantizedTensor, siteA), quantizedOperand(qb as QuantizedTensor, siteB)];
+  if (scaledA && scaledB)
+    return [quantizedOperand(qa as QuantizedTensor, siteA), quantizedOperand(qb as QuantizedTensor, siteB)];
   const weightOnly = scaledA !== scaledB;
-  return [plainPathOperand(qa, siteA, { format: fa, otherFormat: fb, weightOnly }), plainPathOperand(qb, siteB, { format: fb, otherFormat: fa, weightOnly })];
+  return [
+    plainPathOperand(qa, siteA, { format: fa, otherFormat: fb, weightOnly }),
+    plainPathOperand(qb, siteB, { format: fb, otherFormat: fa, weightOnly }),
+  ];
 }
 
 /** One gemm call's sizes, settings and K-segment steps, as the paths below read them. */
@@ -268,7 +344,9 @@ function boundaries(lo: number, hi: number, steps: number[]): number[] {
 /** An operand's hopper-fp8 exponent table: decoded with it, cached with its decoding, or computed into the slot's scratch. */
 function exponentsOf(op: Operand, slot: 0 | 1): Int16Array | null {
   if (op.exponents !== undefined) return op.exponents;
-  return op.cached ? cachedExponentTable(op.values, op.emin) : exponentTable(op.values, op.emin, exponentScratch(slot, op.values.length));
+  return op.cached
+    ? cachedExponentTable(op.values, op.emin)
+    : exponentTable(op.values, op.emin, exponentScratch(slot, op.values.length));
 }
 
 /** The hopper-fp8 exponent tables of both operands, or null when a value is not finite (the scalar reference runs then). */
@@ -283,7 +361,21 @@ function runRange(loop: SegmentLoop, partial: Float32Array, k0: number, k1: numb
   // fp32, and int32 on small integer operands (its float32 sums are then the exact int32 sums: int32IsExactInFloat32).
   if (loop.fp32 !== null) return loop.fp32(partial, k0, k1);
   const { m, n, k, settings } = loop.call;
-  if (loop.tables !== null) return hopperRangeFast(partial, loop.A, loop.B, loop.tables[0], loop.tables[1], m, n, k, k0, k1, settings.chunk, settings.fractionBits);
+  if (loop.tables !== null)
+    return hopperRangeFast(
+      partial,
+      loop.A,
+      loop.B,
+      loop.tables[0],
+      loop.tables[1],
+      m,
+      n,
+      k,
+      k0,
+      k1,
+      settings.chunk,
+      settings.fractionBits,
+    );
   // pairwise, fp64, other int32 operands, hopper-fp8 with a non-finite value: the reference loops.
   return referenceRange(loop, partial, k0, k1);
 }
@@ -337,7 +429,15 @@ function hopperOneCall(total: Float32Array, opA: Operand, opB: Operand, call: Ge
       fineScalesOf(scales.b, s * n, opB, n, s * chunk);
     }
   }
-  return hopperGemm(total, a, b, { m, n, K: k, segLen: chunk, fractionBits, segmentScales: fine ? scales : null, cacheB: opB.cached });
+  return hopperGemm(total, a, b, {
+    m,
+    n,
+    K: k,
+    segLen: chunk,
+    fractionBits,
+    segmentScales: fine ? scales : null,
+    cacheB: opB.cached,
+  });
 }
 
 /**
@@ -376,8 +476,18 @@ function scaledOneCall(out: Float32Array, opA: Operand, opB: Operand, call: Gemm
     for (let j = 0; j < n; j++) rowB[j] = opB.scales[(opB.layout as CellLayout).index(j, 0)] as number;
   }
   return scaledGemmKernel(out, {
-    model, m, n, k, bounds, a: opA.values, bPanels: opB.cached ? cachedPanels(model, opB.values, n, k) : packPanels(model, opB.values, n, k),
-    segScalesA: segA, segScalesB: segB, rowScalesA: rowA, rowScalesB: rowB, global: Math.fround(opA.globalScale * opB.globalScale),
+    model,
+    m,
+    n,
+    k,
+    bounds,
+    a: opA.values,
+    bPanels: opB.cached ? cachedPanels(model, opB.values, n, k) : packPanels(model, opB.values, n, k),
+    segScalesA: segA,
+    segScalesB: segB,
+    rowScalesA: rowA,
+    rowScalesB: rowB,
+    global: Math.fround(opA.globalScale * opB.globalScale),
   });
 }
 
@@ -481,7 +591,8 @@ function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, c
   let opB = preparedB;
   // Scaled fp32 GEMMs and every int32 GEMM in one call; an fp32 GEMM without scales stays on the fp32 kernel (fp32-kernel.ts).
   const scaled = opA.scales !== null || opB.scales !== null;
-  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, call, model)) return;
+  if (splitK === 1 && ((model === 'fp32' && scaled) || model === 'int32') && scaledOneCall(out, opA, opB, call, model))
+    return;
   const fine = opA.fine || opB.fine;
   const [partial, acc, total, saK, sbK] = segmentLoopScratch(m, n);
   // Every K-segment one chunk (the presets): the whole hopper-fp8 GEMM in one WebAssembly call, else the segment loop below.
@@ -498,8 +609,17 @@ function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, c
   }
   const A = opA.values;
   const B = opB.values;
-  const fp32 = model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
-  if (fp32 !== null && splitK === 1 && !fine && opA.scales === null && opB.scales === null && opA.globalScale === 1 && opB.globalScale === 1) {
+  const fp32 =
+    model === 'fp32' || (model === 'int32' && int32IsExactInFloat32(A, B, m, n, k)) ? fp32Gemm(A, B, m, n, k) : null;
+  if (
+    fp32 !== null &&
+    splitK === 1 &&
+    !fine &&
+    opA.scales === null &&
+    opB.scales === null &&
+    opA.globalScale === 1 &&
+    opB.globalScale === 1
+  ) {
     fp32(out, 0, k); // plain sums (one K-segment, no scales): the bits the segment loop and the epilogue below write
     return;
   }
@@ -517,7 +637,15 @@ function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, c
       // A single-chunk hopper-fp8 segment with enough products runs the WebAssembly step (null: no SIMD here).
       const simd =
         hopperTables !== null && k1 - k0 <= chunk && m * n * (k1 - k0) >= SIMD_MIN_WORK
-          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], { m, n, k, k0, k1, fractionBits, cacheB: opB.cached })
+          ? hopperChunkSums(A, B, hopperTables[0], hopperTables[1], {
+              m,
+              n,
+              k,
+              k0,
+              k1,
+              fractionBits,
+              cacheB: opB.cached,
+            })
           : null;
       if (simd === null) runRange(loop, partial, k0, k1);
       if (fine) {
@@ -546,7 +674,8 @@ function accumulate(out: Float32Array, preparedA: Operand, preparedB: Operand, c
     return;
   }
   // Epilogue: per-tensor / per-row scales (B first, then A), then the global scales.
-  if (rowScalesB) for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
+  if (rowScalesB)
+    for (let j = 0; j < n; j++) sbK[j] = (opB.scales as Float32Array)[(opB.layout as CellLayout).index(j, 0)] as number;
   for (let i = 0; i < m; i++) {
     const sa = rowScalesA ? ((opA.scales as Float32Array)[(opA.layout as CellLayout).index(i, 0)] as number) : null;
     for (let j = 0; j < n; j++) {

@@ -74,7 +74,7 @@ function scaleCount(spec: KvCacheSpec): number {
 export function kvCacheState(spec: KvCacheSpec): KvCacheState {
   const count = scaleCount(spec);
   const fixed = spec.calibration.mode === 'fixed';
-  const s = fixed ? (spec.calibration as { scale?: number }).scale ?? 1 : 1;
+  const s = fixed ? ((spec.calibration as { scale?: number }).scale ?? 1) : 1;
   return { kScale: new Float32Array(count).fill(s), vScale: new Float32Array(count).fill(s), calibrated: fixed };
 }
 
@@ -140,11 +140,17 @@ export function kvCacheCalibrate(
  * Stores K or V in the cache: `cast(fl(x / scale))` per element with its tensor or head scale (vLLM
  * `scaled_convert`: division, no prior clamp; satfinite keeps NaN).
  */
-export function kvQuantize(spec: KvCacheSpec, x: Float32Array, shape: readonly [number, number], scales: Float32Array): QuantizedKv {
+export function kvQuantize(
+  spec: KvCacheSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  scales: Float32Array,
+): QuantizedKv {
   checkKv(spec, x, shape, 'x');
   const [tokens, width] = shape;
   const count = scaleCount(spec);
-  if (scales.length !== count) throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
+  if (scales.length !== count)
+    throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
   const headDim = width / (spec.heads ?? 1);
   const scaled = new Float32Array(x.length);
   for (let t = 0; t < tokens; t++) {
@@ -199,7 +205,11 @@ function loadedValues(spec: KvCacheSpec, s: number): Float32Array {
   if (lut === undefined) {
     const table = decodeTable(spec.format ?? 'e4m3fn');
     // kvDequantize of a (codeCount, 1) tensor holding every code once, with this one scale.
-    const every = { codes: Uint8Array.from({ length: table.length }, (_, c) => c), scales: Float32Array.of(s), shape: [table.length, 1] as const };
+    const every = {
+      codes: Uint8Array.from({ length: table.length }, (_, c) => c),
+      scales: Float32Array.of(s),
+      shape: [table.length, 1] as const,
+    };
     lut = kvDequantize({ ...spec, heads: 1, granularity: 'tensor' }, every);
     if (byScale.size >= 64) byScale.clear(); // scales change at calibration only: a few live at a time
     byScale.set(key, lut);
@@ -217,11 +227,18 @@ let fakeCodes = new Uint8Array(256);
  * kvDequantize gives every code under its scale (the load is a function of code and scale alone).
  * @internal
  */
-export function kvFakeQuantize(spec: KvCacheSpec, x: Float32Array, shape: readonly [number, number], scales: Float32Array, out: Float32Array): Float32Array {
+export function kvFakeQuantize(
+  spec: KvCacheSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  scales: Float32Array,
+  out: Float32Array,
+): Float32Array {
   checkKv(spec, x, shape, 'x');
   const [tokens, width] = shape;
   const count = scaleCount(spec);
-  if (scales.length !== count) throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
+  if (scales.length !== count)
+    throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
   if (out.length < x.length) throw new Error(`out: ${out.length} elements, need ${x.length}`);
   const format = resolveFormat(spec.format ?? 'e4m3fn');
   if (format.bits > 8) throw new Error(`format: KV cache formats have at most 8 bits, got '${format.name}'`);
@@ -236,7 +253,8 @@ export function kvFakeQuantize(spec: KvCacheSpec, x: Float32Array, shape: readon
   for (let t = 0; t < tokens; t++) {
     for (let c0 = 0, cell = 0; c0 < width; c0 += cellWidth, cell++) {
       const s = scales[cell] as number;
-      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++) scaled[i] = Math.fround((x[i] as number) / s);
+      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++)
+        scaled[i] = Math.fround((x[i] as number) / s);
     }
   }
   const codes = encodeArray(format, scaled, { profile: spec.profile ?? 'satfinite' }, fakeCodes.subarray(0, n));
@@ -244,7 +262,8 @@ export function kvFakeQuantize(spec: KvCacheSpec, x: Float32Array, shape: readon
   for (let t = 0; t < tokens; t++) {
     for (let c0 = 0, cell = 0; c0 < width; c0 += cellWidth, cell++) {
       const lut = luts[cell] as Float32Array;
-      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++) out[i] = lut[codes[i] as number] as number;
+      for (let i = t * width + c0, end = t * width + Math.min(width, c0 + cellWidth); i < end; i++)
+        out[i] = lut[codes[i] as number] as number;
     }
   }
   return out;
@@ -269,6 +288,7 @@ export function kvCacheForward(
   v: Float32Array,
   shape: readonly [number, number],
 ): { state: KvCacheState; k: QuantizedKv; v: QuantizedKv } {
-  const next = spec.calibration.mode === 'inference' && !state.calibrated ? kvCacheCalibrate(spec, state, k, v, shape) : state;
+  const next =
+    spec.calibration.mode === 'inference' && !state.calibrated ? kvCacheCalibrate(spec, state, k, v, shape) : state;
   return { state: next, k: kvQuantize(spec, k, shape, next.kScale), v: kvQuantize(spec, v, shape, next.vScale) };
 }

@@ -135,7 +135,9 @@ const e8m0OutOfRangeNan: Partial<CastRules> = {
  * even lsb, so every subnormal in (2^-127, 1.5·2^-127] rounds up to 2^-126, where rounding its value
  * would give 2^-127.
  */
-const e8m0SubnormalBits: readonly RawRange[] = [{ lo: 2 ** -127 + 2 ** -149, hi: 1.5 * 2 ** -127 + 2 ** -149, to: 'up' }];
+const e8m0SubnormalBits: readonly RawRange[] = [
+  { lo: 2 ** -127 + 2 ** -149, hi: 1.5 * 2 ** -127 + 2 ** -149, to: 'up' },
+];
 
 /** PyTorch 2.13's per-format rules (torch-2.11 differs only in E4M3FN, which did not saturate yet). */
 const torch213Formats = {
@@ -151,16 +153,28 @@ const torch213Formats = {
 const profileList: readonly CastProfile[] = [
   {
     name: 'ieee',
-    description: 'IEEE-style non-saturating cast (ONNX Cast saturate=0 spec): overflow → ±Inf, or NaN where there is no Inf',
+    description:
+      'IEEE-style non-saturating cast (ONNX Cast saturate=0 spec): overflow → ±Inf, or NaN where there is no Inf',
     source: 'onnx docs/Operators.md Cast (saturate=0 column); IEEE 754',
     mode: 'rne',
     rules: base,
-    formats: { e4m3fn: {}, e4m3fnuz: {}, e5m2: {}, e5m2fnuz: {}, e8m0: e8m0OutOfRangeNan, bf16: {}, fp16: {}, tf32: {}, fp32: {} },
+    formats: {
+      e4m3fn: {},
+      e4m3fnuz: {},
+      e5m2: {},
+      e5m2fnuz: {},
+      e8m0: e8m0OutOfRangeNan,
+      bf16: {},
+      fp16: {},
+      tf32: {},
+      fp32: {},
+    },
   },
   {
     name: 'satfinite',
     description: 'PTX cvt.rn.satfinite: overflow and ±Inf → ±max, NaN → canonical positive NaN (FP4/FP6: +max)',
-    source: 'PTX ISA cvt (.satfinite); cuda_fp8.hpp __nv_cvt_float_to_fp8(…, __NV_SATFINITE, …); TransformerEngine, Triton',
+    source:
+      'PTX ISA cvt (.satfinite); cuda_fp8.hpp __nv_cvt_float_to_fp8(…, __NV_SATFINITE, …); TransformerEngine, Triton',
     mode: 'rne',
     rules: { ...base, ...saturating, nan: { to: 'nan', sign: 'positive', pattern: 'all-ones' } },
     formats: {
@@ -176,7 +190,8 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'torch-2.13',
-    description: 'PyTorch 2.13 CPU eager cast (Tensor.to): E4M3FN saturates finite overflow and ±Inf to ±448; BF16 NaN → 0xFFFF; FP16 NaN keeps its payload; E8M0 rounds float32 subnormals on their bits',
+    description:
+      'PyTorch 2.13 CPU eager cast (Tensor.to): E4M3FN saturates finite overflow and ±Inf to ±448; BF16 NaN → 0xFFFF; FP16 NaN keeps its payload; E8M0 rounds float32 subnormals on their bits',
     source:
       'observed with torch 2.13.0+cpu (python/requirements.lock; the library-casts check runs it in npm test). E4M3FN: PR pytorch/pytorch#178817 (torch/headeronly/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value, aten/src/ATen/cpu/vec/vec512/vec512_float8.h); ' +
       'BF16: aten/src/ATen/cpu/vec/vec512/vec512_bfloat16.h cvtfp32_bf16 (NaN lanes blended with 0xffff; the AVX2 copy in vec256/vec256_16bit_float.h likewise); FP16: the F16C vcvtps2ph conversion of the vectorized copy; ' +
@@ -187,7 +202,8 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'torch-2.13-scalar',
-    description: "PyTorch 2.13 CPU eager cast to BF16 on the scalar kernel (ATEN_CPU_CAPABILITY=default): as torch-2.13 except NaN → 0x7FC0 (positive quiet NaN, payload and sign dropped)",
+    description:
+      'PyTorch 2.13 CPU eager cast to BF16 on the scalar kernel (ATEN_CPU_CAPABILITY=default): as torch-2.13 except NaN → 0x7FC0 (positive quiet NaN, payload and sign dropped)',
     source:
       'c10/util/BFloat16.h round_to_nearest_even (std::isnan(src) → UINT16_C(0x7FC0)), the conversion of the non-vectorized CPU kernel; ' +
       'observed with torch 2.13.0+cpu under ATEN_CPU_CAPABILITY=default (the library-casts check: every other value equals torch-2.13, the vectorized kernel of AVX2/AVX-512)',
@@ -197,7 +213,8 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'torch-2.11',
-    description: 'PyTorch CPU eager cast up to 2.11: as torch-2.13 except E4M3FN, which does not saturate (finite overflow and ±Inf → NaN with the input sign)',
+    description:
+      'PyTorch CPU eager cast up to 2.11: as torch-2.13 except E4M3FN, which does not saturate (finite overflow and ±Inf → NaN with the input sign)',
     source:
       'pytorch c10/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value before PR pytorch/pytorch#178817 (f_bits >= fp8_max → 0x7f); the other formats take the same code as in 2.13. Checked against torch 2.11.0+cu130 on a GPU machine by scripts/gpu-check.sh (2026-11-26): every value of the library-casts suite agrees on its CPU, in all seven formats, and on CUDA except NaN payloads of bf16/fp16, which CUDA canonicalises to 0x7FFF; npm test cannot run it (the lockfile has 2.13)',
     mode: 'rne',
@@ -206,8 +223,10 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'ml-dtypes',
-    description: 'ml_dtypes 0.6 astype (= ONNX reference without saturation); FP4/FP6 saturate and map NaN to ∓0; E8M0 rounds float32 subnormals on their bits',
-    source: 'jax-ml/ml_dtypes include/float8.h ConvertImpl (kSaturate=false), mxfloat.h numeric_limits; observed with ml_dtypes 0.6.0 (the library-casts check)',
+    description:
+      'ml_dtypes 0.6 astype (= ONNX reference without saturation); FP4/FP6 saturate and map NaN to ∓0; E8M0 rounds float32 subnormals on their bits',
+    source:
+      'jax-ml/ml_dtypes include/float8.h ConvertImpl (kSaturate=false), mxfloat.h numeric_limits; observed with ml_dtypes 0.6.0 (the library-casts check)',
     mode: 'rne',
     rules: { ...base, underflow: 'min' },
     formats: {
@@ -224,7 +243,8 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'onnx-sat',
-    description: 'ONNX Cast/QuantizeLinear saturate=1: float8 overflow and ±Inf → ±max, NaN kept; FP4 NaN → +6; bf16/fp16 unaffected',
+    description:
+      'ONNX Cast/QuantizeLinear saturate=1: float8 overflow and ±Inf → ±max, NaN kept; FP4 NaN → +6; bf16/fp16 unaffected',
     source: 'onnx docs/Operators.md Cast (saturate=1), docs/technical/float4.md; observed onnxruntime 1.30 CPU',
     mode: 'rne',
     rules: { ...base, ...saturating, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
@@ -241,8 +261,10 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'ort-1.30',
-    description: 'onnxruntime 1.30 CPU with saturate=0: the spec plus two observed quirks (E4M3FN [480,496) → ±448, E5M2 [61440,65536) → NaN); BF16 NaN → quiet with sign, FP16 NaN keeps its payload',
-    source: 'observed with onnxruntime-node 1.30 CPU and onnxruntime 1.30 python (the library-casts check); include/onnxruntime/core/framework/float8.h',
+    description:
+      'onnxruntime 1.30 CPU with saturate=0: the spec plus two observed quirks (E4M3FN [480,496) → ±448, E5M2 [61440,65536) → NaN); BF16 NaN → quiet with sign, FP16 NaN keeps its payload',
+    source:
+      'observed with onnxruntime-node 1.30 CPU and onnxruntime 1.30 python (the library-casts check); include/onnxruntime/core/framework/float8.h',
     mode: 'rne',
     rules: { ...base, nan: { to: 'nan', sign: 'keep', pattern: 'all-ones' } },
     formats: {
@@ -265,8 +287,10 @@ const profileList: readonly CastProfile[] = [
   },
   {
     name: 'mx',
-    description: 'microxcaling MX element quantization: ties away from zero, saturate; FP4/FP6 NaN → +0 (the block scale carries NaN)',
-    source: 'microsoft/microxcaling mx/elemwise_ops.py _round_mantissa ("nearest"), _quantize_elemwise_core(saturate_normals=True)',
+    description:
+      'microxcaling MX element quantization: ties away from zero, saturate; FP4/FP6 NaN → +0 (the block scale carries NaN)',
+    source:
+      'microsoft/microxcaling mx/elemwise_ops.py _round_mantissa ("nearest"), _quantize_elemwise_core(saturate_normals=True)',
     mode: 'rha',
     rules: { ...base, ...saturating },
     formats: {
@@ -310,7 +334,7 @@ export function resolveRules(format: FloatFormat, profile: CastProfile): CastRul
   }
   const rules: CastRules = { ...profile.rules, ...overrides };
   const needsNan =
-    (rules.nan.to === 'nan') ||
+    rules.nan.to === 'nan' ||
     (!format.hasInf && (rules.overflow !== 'saturate' || rules.infinity !== 'saturate')) ||
     rules.rawRanges.some((r) => r.to === 'nan');
   if (needsNan && format.nanEncoding === 'none') {

@@ -54,7 +54,9 @@ export function cellLayout(granularity: Granularity, rows: number, cols: number)
       return new GridLayout(nbr * nbc, [nbr, nbc], nbc, b, b, nbc, b);
     }
     default:
-      throw new Error(`granularity.kind: unknown '${(granularity as { kind: string }).kind}' (known: tensor, row, group, block)`);
+      throw new Error(
+        `granularity.kind: unknown '${(granularity as { kind: string }).kind}' (known: tensor, row, group, block)`,
+      );
   }
 }
 
@@ -67,13 +69,21 @@ export function checkSize(size: number, field: string): number {
 /** Checks a (rows, cols) shape against a data length; throws an error naming the field. */
 export function checkShape2d(field: string, length: number, shape: readonly number[]): readonly [number, number] {
   const [rows, cols] = shape;
-  if (shape.length !== 2 || rows === undefined || cols === undefined || !Number.isInteger(rows) || !Number.isInteger(cols) || rows < 0 || cols < 0) {
+  if (
+    shape.length !== 2 ||
+    rows === undefined ||
+    cols === undefined ||
+    !Number.isInteger(rows) ||
+    !Number.isInteger(cols) ||
+    rows < 0 ||
+    cols < 0
+  ) {
     throw new Error(`${field} shape: expected [rows, cols] of non-negative integers, got [${shape.join(', ')}]`);
   }
-  if (rows * cols !== length) throw new Error(`${field}: ${length} elements do not fill shape [${rows}, ${cols}] (${rows * cols})`);
+  if (rows * cols !== length)
+    throw new Error(`${field}: ${length} elements do not fill shape [${rows}, ${cols}] (${rows * cols})`);
   return [rows, cols];
 }
-
 
 /** Per-cell statistics of x (indices below the layout's `count` are valid). */
 export interface CellStats {
@@ -102,7 +112,12 @@ export type AmaxNanRule = 'ignore' | 'propagate';
  * a cell. A NaN element is skipped (`amaxNan: 'ignore'`, the default), or makes the cell's statistics NaN ('propagate').
  */
 export function cellStats(
-  x: Float32Array, rows: number, cols: number, layout: CellLayout, spec: Pick<QuantSpec, 'amaxNan' | 'scale'>, scratch: CellStatsScratch,
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  layout: CellLayout,
+  spec: Pick<QuantSpec, 'amaxNan' | 'scale'>,
+  scratch: CellStatsScratch,
 ): CellStats {
   const amaxNan = spec.amaxNan ?? 'ignore';
   if (spec.scale.kind !== 'minmax') return cellAmax(x, rows, cols, layout, amaxNan, scratch);
@@ -163,14 +178,22 @@ export function amaxRun(x: Float32Array, from: number, to: number, am: number, a
   let nan = false;
   for (let i = from; i < to; i++) {
     const a = Math.abs(x[i] as number);
-    if (a > am) am = a; // false for NaN: skipped
+    if (a > am)
+      am = a; // false for NaN: skipped
     else if (a !== a) nan = true;
   }
   return nan && amaxNan === 'propagate' ? Number.NaN : am;
 }
 
 /** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
-function cellAmax(x: Float32Array, rows: number, cols: number, layout: CellLayout, amaxNan: AmaxNanRule, scratch: CellStatsScratch): CellStats {
+function cellAmax(
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  layout: CellLayout,
+  amaxNan: AmaxNanRule,
+  scratch: CellStatsScratch,
+): CellStats {
   const count = layout.count;
   const amax = (scratch.amax = grown(scratch.amax, count));
   amax.fill(0, 0, count);

@@ -2,7 +2,14 @@
 // quantized tensor they produce. Not the interpreter (quantize.ts, quantize-reference.ts), not presets (presets.ts).
 
 import type { Rng } from '../core/rng.js';
-import { type FloatFormat, type FloatFormatName, type IntFormat, type IntFormatName, floatFormats, intFormats } from './formats.js';
+import {
+  type FloatFormat,
+  type FloatFormatName,
+  type IntFormat,
+  type IntFormatName,
+  floatFormats,
+  intFormats,
+} from './formats.js';
 import type { CastProfile, CastProfileName, RoundingMode } from './profiles.js';
 import type { Pow2Rounding } from './scales.js';
 import type { CodeArray } from './vector.js';
@@ -247,7 +254,9 @@ export type ElementFormat = FloatFormat | IntFormat;
 export function elementFormat(name: ElementFormatName): ElementFormat {
   const f = (floatFormats as Record<string, FloatFormat>)[name] ?? (intFormats as Record<string, IntFormat>)[name];
   if (f === undefined) {
-    throw new Error(`format: unknown element format '${name}' (known: ${[...Object.keys(floatFormats), ...Object.keys(intFormats)].join(', ')})`);
+    throw new Error(
+      `format: unknown element format '${name}' (known: ${[...Object.keys(floatFormats), ...Object.keys(intFormats)].join(', ')})`,
+    );
   }
   return f;
 }
@@ -276,7 +285,12 @@ export function roundInt(v: number, mode: RoundingMode): number {
 }
 
 /** {@link PreCastClamp} as the small integer {@link clampScaled} switches on (a number keeps the element loop's call cheap). @internal */
-export const clampCodes: Readonly<Record<PreCastClamp, number>> = Object.freeze({ none: 0, 'fminf-first': 1, 'fmaxf-first': 2, 'propagate-nan': 3 });
+export const clampCodes: Readonly<Record<PreCastClamp, number>> = Object.freeze({
+  none: 0,
+  'fminf-first': 1,
+  'fmaxf-first': 2,
+  'propagate-nan': 3,
+});
 
 /**
  * The {@link PreCastClamp} (given by its {@link clampCodes} code) of a scaled element `v` against ±`max`:
@@ -302,4 +316,3 @@ export function clampScaled(v: number, clamp: number, max: number): number {
       return v;
   }
 }
-

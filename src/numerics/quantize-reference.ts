@@ -22,7 +22,14 @@ import { allocCodes } from './vector.js';
 const fr = Math.fround;
 
 /** Per-cell amax, min and max of x, element by element (a NaN is skipped, or makes its cell's statistics NaN). */
-function referenceCellStats(x: Float32Array, rows: number, cols: number, cellOf: (r: number, c: number) => number, count: number, amaxNan: AmaxNanRule): CellStats {
+function referenceCellStats(
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  cellOf: (r: number, c: number) => number,
+  count: number,
+  amaxNan: AmaxNanRule,
+): CellStats {
   const amax = new Float32Array(count);
   const min = new Float32Array(count).fill(Infinity);
   const max = new Float32Array(count).fill(-Infinity);
@@ -73,16 +80,30 @@ function nanWithBits(bits: number): number {
  * Same arguments, errors and bits (codes, scales, zero points, scale codes, global scale, state) as
  * {@link quantize}; tests compare them with `Object.is`.
  */
-export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions = {}): QuantizedTensor {
+export function quantizeReference(
+  spec: QuantSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  options: QuantizeOptions = {},
+): QuantizedTensor {
   const [rows, cols] = checkShape2d('x', x.length, shape);
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const cellOf = (r: number, c: number): number => layout.index(r, c);
   const stats = referenceCellStats(x, rows, cols, cellOf, layout.count, spec.amaxNan ?? 'ignore');
-  const params = cellParams(spec, fmt, stats, layout, options, new Float32Array(layout.count), new Float32Array(layout.count));
+  const params = cellParams(
+    spec,
+    fmt,
+    stats,
+    layout,
+    options,
+    new Float32Array(layout.count),
+    new Float32Array(layout.count),
+  );
   const clamp = spec.clamp ?? 'none';
   const clampCode = clampCodes[clamp];
-  if (clampCode === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
+  if (clampCode === undefined)
+    throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
   const fmax = formatMax(fmt);
   const n = rows * cols;
   // The scaled elements, as float32 (NaN bits included).
@@ -94,7 +115,18 @@ export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: reado
       const f = params.factors[cellOf(r, c)] as number;
       let p = clampScaled(params.op === 'div' ? fr(v / f) : fr(v * f), clampCode, fmax);
       // x86 SSE: the first NaN operand (the element, then the factor) propagates; an invalid operation gives 0xffc00000.
-      if (Number.isNaN(p)) p = nanWithBits(Number.isNaN(v) ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : Number.isNaN(f) ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000);
+      if (Number.isNaN(p))
+        p = nanWithBits(
+          Number.isNaN(v)
+            ? signBit(v)
+              ? 0xffc00000
+              : 0x7fc00000
+            : Number.isNaN(f)
+              ? signBit(f)
+                ? 0xffc00000
+                : 0x7fc00000
+              : 0xffc00000,
+        );
       if (Object.is(p, -0) && (spec.negativeZero ?? 'keep') === 'positive') p = 0;
       scaled[i] = p;
     }
@@ -105,11 +137,14 @@ export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: reado
     const mode = spec.mode ?? profile.mode;
     const encode = scalarEncoder(fmt, profile, mode);
     const bits = options.randomBits;
-    if (mode === 'stochastic' && bits === undefined) throw new Error('encodeArray: stochastic rounding needs randomBits (Uint32Array or Rng)');
-    if (mode === 'stochastic' && bits instanceof Uint32Array && bits.length < n) throw new Error(`encodeArray: randomBits has ${bits.length} elements, need ${n}`);
+    if (mode === 'stochastic' && bits === undefined)
+      throw new Error('encodeArray: stochastic rounding needs randomBits (Uint32Array or Rng)');
+    if (mode === 'stochastic' && bits instanceof Uint32Array && bits.length < n)
+      throw new Error(`encodeArray: randomBits has ${bits.length} elements, need ${n}`);
     codes = allocCodes(fmt, n);
     for (let i = 0; i < n; i++) {
-      const random = mode !== 'stochastic' || bits === undefined ? undefined : bits instanceof Uint32Array ? bits[i] : bits.uint32();
+      const random =
+        mode !== 'stochastic' || bits === undefined ? undefined : bits instanceof Uint32Array ? bits[i] : bits.uint32();
       codes[i] = encode(scaled[i] as number, random);
     }
   } else {
@@ -120,7 +155,11 @@ export function quantizeReference(spec: QuantSpec, x: Float32Array, shape: reado
         const i = r * cols + c;
         const v = scaled[i] as number;
         const zp = params.zeroPoints ? (params.zeroPoints[cellOf(r, c)] as number) : 0;
-        out[i] = Number.isNaN(v) ? ((spec.intNan ?? 'min') === 'min' ? fmt.min : 0) : Math.min(fmt.max, Math.max(fmt.min, roundInt(v, mode) + zp));
+        out[i] = Number.isNaN(v)
+          ? (spec.intNan ?? 'min') === 'min'
+            ? fmt.min
+            : 0
+          : Math.min(fmt.max, Math.max(fmt.min, roundInt(v, mode) + zp));
       }
     }
     codes = out;
@@ -141,7 +180,10 @@ export function quantizedValuesReference(q: QuantizedTensor): Float32Array {
     for (let c = 0; c < cols; c++) {
       const i = r * cols + c;
       const code = q.codes[i] as number;
-      out[i] = fmt.kind === 'float' ? decode(fmt, code) : code - (q.zeroPoints ? (q.zeroPoints[layout.index(r, c)] as number) : 0);
+      out[i] =
+        fmt.kind === 'float'
+          ? decode(fmt, code)
+          : code - (q.zeroPoints ? (q.zeroPoints[layout.index(r, c)] as number) : 0);
     }
   }
   return out;

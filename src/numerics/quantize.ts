@@ -45,7 +45,6 @@ export { delayedScalingState, delayedScalingUpdate } from './scale-rules.js';
 
 const fr = Math.fround;
 
-
 /**
  * Scratch of quantize calls, grown on demand: per-cell statistics and element factors and the scaled
  * elements (never part of a result), plus the codes and scales of a {@link quantizeTransient} result.
@@ -68,7 +67,16 @@ export interface QuantizeScratch extends CellStatsScratch {
  */
 export function createQuantizeScratch(elements = 1024, cells = 64): QuantizeScratch {
   const cell = (): Float32Array<ArrayBuffer> => new Float32Array(cells);
-  const scratch: ScratchViews = { amax: cell(), min: cell(), max: cell(), factors: cell(), scaled: new Float32Array(elements), codes: new Uint8Array(elements), scales: cell(), views: { scaledOf: null, scaledBits: null, codes: { base: null, list: [] }, scales: { base: null, list: [] } } };
+  const scratch: ScratchViews = {
+    amax: cell(),
+    min: cell(),
+    max: cell(),
+    factors: cell(),
+    scaled: new Float32Array(elements),
+    codes: new Uint8Array(elements),
+    scales: cell(),
+    views: { scaledOf: null, scaledBits: null, codes: { base: null, list: [] }, scales: { base: null, list: [] } },
+  };
   return scratch;
 }
 
@@ -79,7 +87,12 @@ export function createQuantizeScratch(elements = 1024, cells = 64): QuantizeScra
  * step alternates a handful of operand shapes). A scratch made elsewhere has no `views` and makes them per call.
  */
 interface ScratchViews extends QuantizeScratch {
-  readonly views?: { scaledOf: Float32Array | null; scaledBits: Uint32Array | null; readonly codes: RecentViews<Uint8Array>; readonly scales: RecentViews<Float32Array> };
+  readonly views?: {
+    scaledOf: Float32Array | null;
+    scaledBits: Uint32Array | null;
+    readonly codes: RecentViews<Uint8Array>;
+    readonly scales: RecentViews<Float32Array>;
+  };
 }
 
 /** Views `base.subarray(0, n)` of one array `base` (a grown scratch array is a new base: the views are dropped). */
@@ -129,7 +142,12 @@ const temporaries = createQuantizeScratch();
  * const y = dequantize(q); // x ≈ y
  * ```
  */
-export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions = {}): QuantizedTensor {
+export function quantize(
+  spec: QuantSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  options: QuantizeOptions = {},
+): QuantizedTensor {
   return quantizeWith(spec, x, shape, options, temporaries, 'kept');
 }
 
@@ -139,7 +157,12 @@ export function quantize(spec: QuantSpec, x: Float32Array, shape: readonly [numb
  * nothing of it (gemm's own operand quantization); the values are those of quantize.
  * @internal
  */
-export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: readonly [number, number], scratch: QuantizeScratch): QuantizedTensor {
+export function quantizeTransient(
+  spec: QuantSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  scratch: QuantizeScratch,
+): QuantizedTensor {
   return quantizeWith(spec, x, shape, {}, scratch, 'transient');
 }
 
@@ -148,7 +171,12 @@ export function quantizeTransient(spec: QuantSpec, x: Float32Array, shape: reado
  * codes of ≤ 8-bit formats and scales in `scratch`, valid until its next use).
  */
 function quantizeWith(
-  spec: QuantSpec, x: Float32Array, shape: readonly [number, number], options: QuantizeOptions, scratch: ScratchViews, lifetime: 'kept' | 'transient',
+  spec: QuantSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  options: QuantizeOptions,
+  scratch: ScratchViews,
+  lifetime: 'kept' | 'transient',
 ): QuantizedTensor {
   const transient = lifetime === 'transient';
   const [rows, cols] = checkShape2d('x', x.length, shape);
@@ -165,7 +193,8 @@ function quantizeWith(
   const params = cellParams(spec, fmt, stats, layout, options, scales, scratch.factors);
   const clamp = spec.clamp ?? 'none';
   const cl = clampCodes[clamp];
-  if (cl === undefined) throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
+  if (cl === undefined)
+    throw new Error(`clamp: unknown '${String(clamp)}' (known: ${Object.keys(clampCodes).join(', ')})`);
   const fmax = formatMax(fmt);
   const n = rows * cols;
   // Integer formats: codes in the same pass (intRun); float formats: scaled elements (scaleRun), then the vector cast.
@@ -215,13 +244,27 @@ function quantizeWith(
   } else {
     const profile = spec.profile ?? 'satfinite';
     const prof = typeof profile === 'string' ? castProfile(profile) : profile;
-    codes = encodeArray(fmt, scaled.subarray(0, n), { profile: prof, mode: spec.mode ?? prof.mode, ...(options.randomBits ? { randomBits: options.randomBits } : {}) }, codesDst);
+    codes = encodeArray(
+      fmt,
+      scaled.subarray(0, n),
+      {
+        profile: prof,
+        mode: spec.mode ?? prof.mode,
+        ...(options.randomBits ? { randomBits: options.randomBits } : {}),
+      },
+      codesDst,
+    );
   }
   return quantizedTensor(spec, rows, cols, codes, params, layout.shape);
 }
 
 /** The last (format, built-in profile name, mode) {@link encoderOf} resolved, and its encoder. */
-let lastEncoder: { readonly format: string; readonly profile: string; readonly mode: RoundingMode | undefined; readonly enc: FastEncoder } | null = null;
+let lastEncoder: {
+  readonly format: string;
+  readonly profile: string;
+  readonly mode: RoundingMode | undefined;
+  readonly enc: FastEncoder;
+} | null = null;
 
 /**
  * The {@link FastEncoder} of a float spec's cast, or null when it rounds stochastically (encodeArray draws
@@ -231,7 +274,8 @@ let lastEncoder: { readonly format: string; readonly profile: string; readonly m
 function encoderOf(spec: QuantSpec, fmt: FloatFormat): FastEncoder | null {
   const profile = spec.profile ?? 'satfinite';
   const last = lastEncoder;
-  if (last !== null && last.format === spec.format && last.profile === profile && last.mode === spec.mode) return last.enc;
+  if (last !== null && last.format === spec.format && last.profile === profile && last.mode === spec.mode)
+    return last.enc;
   const prof = typeof profile === 'string' ? castProfile(profile) : profile;
   const mode = spec.mode ?? prof.mode;
   if (mode === 'stochastic') return null;
@@ -241,7 +285,17 @@ function encoderOf(spec: QuantSpec, fmt: FloatFormat): FastEncoder | null {
 }
 
 /** Scaled elements x[i]·f (or x[i]/f) of one cell run [from, end), pre-cast clamped, into `scaled`. */
-function scaleRun(x: Float32Array, scaled: Float32Array, scaledBits: Uint32Array, from: number, end: number, f: number, isDiv: boolean, cl: number, fmax: number): void {
+function scaleRun(
+  x: Float32Array,
+  scaled: Float32Array,
+  scaledBits: Uint32Array,
+  from: number,
+  end: number,
+  f: number,
+  isDiv: boolean,
+  cl: number,
+  fmax: number,
+): void {
   for (let i = from; i < end; i++) {
     const v = x[i] as number;
     const p = isDiv ? fr(v / f) : fr(v * f);
@@ -250,7 +304,17 @@ function scaleRun(x: Float32Array, scaled: Float32Array, scaledBits: Uint32Array
     // element, then the factor) propagates, and an invalid operation (0/0, ∞·0) gives the default
     // NaN 0xffc00000. V8 reorders NaN·NaN operands differently in its tiers, so the engine's own
     // result is not deterministic.
-    if (s !== s) scaledBits[i] = v !== v ? (signBit(v) ? 0xffc00000 : 0x7fc00000) : f !== f ? (signBit(f) ? 0xffc00000 : 0x7fc00000) : 0xffc00000;
+    if (s !== s)
+      scaledBits[i] =
+        v !== v
+          ? signBit(v)
+            ? 0xffc00000
+            : 0x7fc00000
+          : f !== f
+            ? signBit(f)
+              ? 0xffc00000
+              : 0x7fc00000
+            : 0xffc00000;
     else scaled[i] = s;
   }
 }
@@ -268,7 +332,14 @@ interface IntRunSettings {
 function intRunSettings(fmt: IntFormat, spec: QuantSpec, n: number): IntRunSettings {
   const mode = spec.mode ?? 'rne';
   const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;
-  return { out: fmt.signed ? new Int8Array(n) : new Uint8Array(n), mode, rne: mode === 'rne', nanValue, lo: fmt.min, hi: fmt.max };
+  return {
+    out: fmt.signed ? new Int8Array(n) : new Uint8Array(n),
+    mode,
+    rne: mode === 'rne',
+    nanValue,
+    lo: fmt.min,
+    hi: fmt.max,
+  };
 }
 
 /** 1.5·2^52: for |v| < 2^51, (v + RNE_MAGIC) − RNE_MAGIC is v rounded to an integer, ties to even (the double sum's own rounding). */
@@ -280,7 +351,17 @@ const RNE_MAGIC = 6755399441055744;
  * float format takes through its `scaled` array (a float32 value, stored and read back unchanged), so the
  * codes are those of roundInt and the clamp; `negativeZero` cannot matter (±0 both round to code 0).
  */
-function intRun(x: Float32Array, st: IntRunSettings, from: number, end: number, f: number, zp: number, isDiv: boolean, cl: number, fmax: number): void {
+function intRun(
+  x: Float32Array,
+  st: IntRunSettings,
+  from: number,
+  end: number,
+  f: number,
+  zp: number,
+  isDiv: boolean,
+  cl: number,
+  fmax: number,
+): void {
   const { out, mode, rne, nanValue, lo, hi } = st;
   for (let i = from; i < end; i++) {
     const v = x[i] as number;

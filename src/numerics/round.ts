@@ -99,7 +99,8 @@ export function edgeCodes(format: FloatFormat, rules: CastRules): EdgeCodes {
   const noZero = (rule: 'min' | 'nan'): number => (rule === 'min' ? 0 : nanOf(false));
   const nanInput = (neg: boolean): number => {
     const rule = rules.nan;
-    const outNeg = rule.sign === 'keep' ? neg : rule.sign === 'positive' ? false : rule.sign === 'negative' ? true : !neg;
+    const outNeg =
+      rule.sign === 'keep' ? neg : rule.sign === 'positive' ? false : rule.sign === 'negative' ? true : !neg;
     if (rule.to === 'nan') return nanOf(outNeg);
     if (rule.to === 'max') return max(outNeg);
     return signed(format, 0, outNeg && format.hasNegZero);
@@ -145,7 +146,9 @@ export function activeRawRanges(rules: CastRules, mode: RoundingMode): readonly 
  * @internal
  */
 export function nanPayloadShift(format: FloatFormat, rules: CastRules): number {
-  return rules.nan.to === 'nan' && rules.nan.pattern === 'payload' && format.nanEncoding === 'ieee' ? 23 - format.manBits : -1;
+  return rules.nan.to === 'nan' && rules.nan.pattern === 'payload' && format.nanEncoding === 'ieee'
+    ? 23 - format.manBits
+    : -1;
 }
 
 /**

@@ -3,7 +3,19 @@
 
 import { type FloatFormat, type IntFormat, floatFormats } from './formats.js';
 import { type CellLayout, type CellStats, checkSize } from './quant-cells.js';
-import type { AmaxScaleRule, DelayedScaleRule, DelayedScalingState, ElementFormat, MinMaxScaleRule, QuantCodes, QuantSpec, QuantizeOptions, QuantizedTensor, ScaleRule, ScalingOp } from './quant-spec.js';
+import type {
+  AmaxScaleRule,
+  DelayedScaleRule,
+  DelayedScalingState,
+  ElementFormat,
+  MinMaxScaleRule,
+  QuantCodes,
+  QuantSpec,
+  QuantizeOptions,
+  QuantizedTensor,
+  ScaleRule,
+  ScalingOp,
+} from './quant-spec.js';
 import { formatMax, roundInt } from './quant-spec.js';
 import { type ScalarEncoder, scalarEncoder } from './round.js';
 import { FLT_MAX, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
@@ -29,7 +41,12 @@ export function delayedScalingState(rule: DelayedScaleRule): DelayedScalingState
  * when that amax is finite and > 0, else keeps the previous scale; an infinite scale becomes FLT_MAX.
  * Source: NVIDIA/TransformerEngine `common/recipe/delayed_scaling.cu : kernel`.
  */
-export function delayedScalingUpdate(rule: DelayedScaleRule, state: DelayedScalingState, amax: number, maxFinite: number): DelayedScalingState {
+export function delayedScalingUpdate(
+  rule: DelayedScaleRule,
+  state: DelayedScalingState,
+  amax: number,
+  maxFinite: number,
+): DelayedScalingState {
   const hist = state.amaxHistory;
   const len = hist.length;
   const last = Math.fround(amax);
@@ -62,7 +79,12 @@ export interface CellParams {
 
 const fr = Math.fround;
 
-function minmaxParams(rule: MinMaxScaleRule, fmt: IntFormat, stats: CellStats, count: number): { scales: Float32Array; zeroPoints: Int32Array } {
+function minmaxParams(
+  rule: MinMaxScaleRule,
+  fmt: IntFormat,
+  stats: CellStats,
+  count: number,
+): { scales: Float32Array; zeroPoints: Int32Array } {
   const levels = fmt.max - fmt.min;
   const scales = new Float32Array(count);
   const zeroPoints = new Int32Array(count);
@@ -101,14 +123,22 @@ function e4m3Satfinite(x: number): number {
 
 /** The element factors of an amax/minmax/static rule per its {@link ScalingOp} (the scales are already set). */
 function paramsByScaling(
-  scaling: ScalingOp, rule: ScaleRule, fmax: number, stats: CellStats, scales: Float32Array, factors: Float32Array, count: number, zeroPoints?: Int32Array,
+  scaling: ScalingOp,
+  rule: ScaleRule,
+  fmax: number,
+  stats: CellStats,
+  scales: Float32Array,
+  factors: Float32Array,
+  count: number,
+  zeroPoints?: Int32Array,
 ): CellParams {
-  if (scaling === 'divide') return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
+  if (scaling === 'divide')
+    return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
   for (let i = 0; i < count; i++) {
     if (scaling === 'reciprocal') factors[i] = fr(1 / (scales[i] as number));
     else {
       const a = stats.amax[i] as number;
-      const divisor = rule.kind === 'amax' ? rule.divisor ?? fmax : fmax;
+      const divisor = rule.kind === 'amax' ? (rule.divisor ?? fmax) : fmax;
       factors[i] = a === 0 ? 0 : fr(divisor / a);
     }
   }
@@ -156,7 +186,8 @@ function amaxScales(rule: AmaxScaleRule, c: ScaleContext): void {
   const [eLo, eHi] = rule.pow2Range ?? [-127, 127];
   for (let i = 0; i < count; i++) {
     let a = stats.amax[i] as number;
-    if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate')) a = fmaxf(a, fr(rule.amaxFloor));
+    if (rule.amaxFloor !== undefined && (a === a || rule.amaxFloorNan !== 'propagate'))
+      a = fmaxf(a, fr(rule.amaxFloor));
     if (rule.amaxCeiling !== undefined) a = fminf(a, fr(rule.amaxCeiling));
     let s = fr(a / divisor);
     if (rule.scaleFloor !== undefined) s = fmaxf(s, fr(rule.scaleFloor));
@@ -185,15 +216,19 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
   },
   static: {
     validate: (rule, c) => {
-      if (typeof rule.scale !== 'number' && rule.scale.length !== c.count) throw new Error(`scale.scale: ${rule.scale.length} scales for ${c.count} cells`);
-      if (rule.zeroPoint !== undefined && c.fmt.kind !== 'int') throw new Error(`scale.zeroPoint: only integer formats take a zero point, got '${c.fmt.name}'`);
+      if (typeof rule.scale !== 'number' && rule.scale.length !== c.count)
+        throw new Error(`scale.scale: ${rule.scale.length} scales for ${c.count} cells`);
+      if (rule.zeroPoint !== undefined && c.fmt.kind !== 'int')
+        throw new Error(`scale.zeroPoint: only integer formats take a zero point, got '${c.fmt.name}'`);
     },
     params: (rule, c) => {
-      for (let i = 0; i < c.count; i++) c.scales[i] = typeof rule.scale === 'number' ? rule.scale : (rule.scale[i] ?? Number.NaN);
+      for (let i = 0; i < c.count; i++)
+        c.scales[i] = typeof rule.scale === 'number' ? rule.scale : (rule.scale[i] ?? Number.NaN);
       let zeroPoints: Int32Array | undefined;
       if (rule.zeroPoint !== undefined) {
         zeroPoints = new Int32Array(c.count);
-        for (let i = 0; i < c.count; i++) zeroPoints[i] = typeof rule.zeroPoint === 'number' ? rule.zeroPoint : (rule.zeroPoint[i] ?? 0);
+        for (let i = 0; i < c.count; i++)
+          zeroPoints[i] = typeof rule.zeroPoint === 'number' ? rule.zeroPoint : (rule.zeroPoint[i] ?? 0);
       }
       return paramsByScaling(c.scaling, rule, c.fmax, c.stats, c.scales, c.factors, c.count, zeroPoints);
     },
@@ -252,7 +287,8 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
       const maxScaled = fr(c.fmax * 2 ** -(rule.margin ?? 0));
       for (let i = 0; i < count; i++) {
         let a = stats.amax[i] as number;
-        if (rule.amaxFloor !== undefined) a = (rule.precision ?? 'fp32') === 'fp64' ? Math.max(a, rule.amaxFloor) : fmaxf(a, fr(rule.amaxFloor));
+        if (rule.amaxFloor !== undefined)
+          a = (rule.precision ?? 'fp32') === 'fp64' ? Math.max(a, rule.amaxFloor) : fmaxf(a, fr(rule.amaxFloor));
         let m: number;
         const invalid = rule.invalidAmax ?? 'one';
         if ((invalid === 'one' && !(a > 0 && Number.isFinite(a))) || (invalid === 'zero' && a === 0)) m = 1;
@@ -271,10 +307,15 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
   delayed: {
     validate: (rule, c) => {
       needsFloat('delayed', c.fmt);
-      if (c.layout.count !== 1) throw new Error(`scale.kind 'delayed' is per tensor: granularity must be 'tensor', got '${c.spec.granularity.kind}'`);
+      if (c.layout.count !== 1)
+        throw new Error(
+          `scale.kind 'delayed' is per tensor: granularity must be 'tensor', got '${c.spec.granularity.kind}'`,
+        );
       const state = c.options.state;
       if (state !== undefined && state.amaxHistory.length !== (rule.historyLength ?? 1024)) {
-        throw new Error(`state.amaxHistory: length ${state.amaxHistory.length} ≠ scale.historyLength ${rule.historyLength ?? 1024}`);
+        throw new Error(
+          `state.amaxHistory: length ${state.amaxHistory.length} ≠ scale.historyLength ${rule.historyLength ?? 1024}`,
+        );
       }
     },
     params: (rule, c) => {
@@ -292,10 +333,14 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
       let globalAmax = 0;
       for (let i = 0; i < count; i++) globalAmax = fmaxf(globalAmax, stats.amax[i] as number);
       // With amaxNan 'propagate' a NaN block amax (torch.max over the tensor) makes the global amax NaN.
-      if ((c.spec.amaxNan ?? 'ignore') === 'propagate' && stats.amax.subarray(0, count).some((a) => a !== a)) globalAmax = Number.NaN;
+      if ((c.spec.amaxNan ?? 'ignore') === 'propagate' && stats.amax.subarray(0, count).some((a) => a !== a))
+        globalAmax = Number.NaN;
       const fp4Max = c.fmax;
       let sEnc = Math.min(fr(fr(448 * fp4Max) / globalAmax), fr(FLT_MAX));
-      if ((rule.unitEncode ?? 'kernel') === 'kernel' ? globalAmax === 0 || sEnc === 0 || Number.isNaN(sEnc) : sEnc === 0) sEnc = 1;
+      if (
+        (rule.unitEncode ?? 'kernel') === 'kernel' ? globalAmax === 0 || sEnc === 0 || Number.isNaN(sEnc) : sEnc === 0
+      )
+        sEnc = 1;
       const sDec = fr(1 / sEnc);
       const encTimesInv6 = fr(sEnc * fr(1 / fp4Max));
       const scaleCodes = new Uint8Array(count);
@@ -316,17 +361,43 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
  * The cell parameters of `spec` from the cell statistics: the rule's entry checks, then computes.
  * `scales` is the result's scale array, `factors` scratch (both of at least `layout.count` cells).
  */
-export function cellParams(spec: QuantSpec, fmt: ElementFormat, stats: CellStats, layout: CellLayout, options: QuantizeOptions, scales: Float32Array, factors: Float32Array): CellParams {
+export function cellParams(
+  spec: QuantSpec,
+  fmt: ElementFormat,
+  stats: CellStats,
+  layout: CellLayout,
+  options: QuantizeOptions,
+  scales: Float32Array,
+  factors: Float32Array,
+): CellParams {
   const rule = spec.scale;
   const entry = (scaleRules as Record<string, ScaleRuleEntry<ScaleRule> | undefined>)[rule.kind];
   if (entry === undefined) throw new Error(`scale.kind: unknown '${(rule as { kind: string }).kind}'`);
-  const c: ScaleContext = { spec, fmt, layout, stats, options, count: layout.count, fmax: formatMax(fmt), scaling: spec.scaling ?? 'divide', scales, factors };
+  const c: ScaleContext = {
+    spec,
+    fmt,
+    layout,
+    stats,
+    options,
+    count: layout.count,
+    fmax: formatMax(fmt),
+    scaling: spec.scaling ?? 'divide',
+    scales,
+    factors,
+  };
   entry.validate(rule, c);
   return entry.params(rule, c);
 }
 
 /** The {@link QuantizedTensor} of codes and cell parameters (optional fields present only when the rule set them). */
-export function quantizedTensor(spec: QuantSpec, rows: number, cols: number, codes: QuantCodes, params: CellParams, scaleShape: readonly number[]): QuantizedTensor {
+export function quantizedTensor(
+  spec: QuantSpec,
+  rows: number,
+  cols: number,
+  codes: QuantCodes,
+  params: CellParams,
+  scaleShape: readonly number[],
+): QuantizedTensor {
   return {
     spec,
     shape: [rows, cols],

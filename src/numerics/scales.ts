@@ -51,7 +51,7 @@ export function fma32(a: number, b: number, c: number): number {
   const r = Math.fround(t);
   // TwoSum error of t = p + c.
   const bp = t - c;
-  const err = (p - bp) + (c - (t - bp));
+  const err = p - bp + (c - (t - bp));
   if (err === 0 || r === t) return r;
   // Is t exactly halfway between two float32 neighbours?
   const other = r < t ? nextFloat32Up(r) : nextFloat32Down(r);
@@ -90,7 +90,13 @@ export function nextFloat32Down(x: number): number {
  * - `nearest-ties-even`: as above but 1.5·2^k goes to the even biased exponent (gfloat
  *   `round_float(ocp_e8m0, TiesToEven)`).
  */
-export type Pow2Rounding = 'floor' | 'ceil-bits' | 'exp2-ceil-log2' | 'exp2-floor-log2' | 'nearest-ties-up' | 'nearest-ties-even';
+export type Pow2Rounding =
+  | 'floor'
+  | 'ceil-bits'
+  | 'exp2-ceil-log2'
+  | 'exp2-floor-log2'
+  | 'nearest-ties-up'
+  | 'nearest-ties-even';
 
 /**
  * The unbiased exponent k of the power of two 2^k that `rule` rounds the positive float32 `s` to

@@ -2,7 +2,14 @@
 // Not a scheduler or a pool for runs (sweeps have their own); every output element is one sequential sum.
 
 import { MessageChannel, Worker, isMainThread } from 'node:worker_threads';
-import { fp32KernelModule, fp32KernelRows, markGemmOperandImmutable, newFp32Kernel, FP32_BLOCKING, type WasmKernel } from './kernels/fp32-kernel.js';
+import {
+  fp32KernelModule,
+  fp32KernelRows,
+  markGemmOperandImmutable,
+  newFp32Kernel,
+  FP32_BLOCKING,
+  type WasmKernel,
+} from './kernels/fp32-kernel.js';
 
 export { markGemmOperandImmutable };
 
@@ -102,7 +109,11 @@ function poolOf(extraThreads: number): Pool {
   for (let w = 0; w < extraThreads; w++) {
     const { port1, port2 } = new MessageChannel();
     // Thread 0 is the caller; worker w runs the tasks of thread w + 1.
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { port: port2, ctrlBuffer, id: w + 1, module: fp32KernelModule(), blocking: FP32_BLOCKING }, transferList: [port2] });
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { port: port2, ctrlBuffer, id: w + 1, module: fp32KernelModule(), blocking: FP32_BLOCKING },
+      transferList: [port2],
+    });
     worker.unref();
     port1.unref();
     workers.push(worker);
@@ -137,7 +148,17 @@ export function disposeGemmThreads(): void {
  * worker's `threadRows` in WORKER_SOURCE is the same algorithm. B's panels come from {@link writeFp32Panels}
  * (kept for an operand marked immutable).
  */
-function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number, n: number, k: number, id: number, threads: number, rowsPerTask: number): void {
+function threadRows(
+  A: Float32Array,
+  B: Float32Array,
+  O: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  id: number,
+  threads: number,
+  rowsPerTask: number,
+): void {
   if (callerKernel === undefined) callerKernel = newFp32Kernel();
   const wasm = callerKernel;
   const rows: number[] = [];
@@ -171,9 +192,19 @@ function threadRows(A: Float32Array, B: Float32Array, O: Float32Array, m: number
  * threadedGemmF32(out, a, b, 512, 512, 512, 2); // same bits as threads = 1
  * ```
  */
-export function threadedGemmF32(out: Float32Array, a: Float32Array, b: Float32Array, m: number, n: number, k: number, threads: number): Float32Array {
-  if (!Number.isInteger(threads) || threads < 1) throw new Error(`threads: expected a positive integer, got ${threads}`);
-  if (a.length < m * k || b.length < n * k || out.length < m * n) throw new Error(`threadedGemmF32: operands shorter than m×k = ${m * k}, n×k = ${n * k}, out m×n = ${m * n}`);
+export function threadedGemmF32(
+  out: Float32Array,
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  threads: number,
+): Float32Array {
+  if (!Number.isInteger(threads) || threads < 1)
+    throw new Error(`threads: expected a positive integer, got ${threads}`);
+  if (a.length < m * k || b.length < n * k || out.length < m * n)
+    throw new Error(`threadedGemmF32: operands shorter than m×k = ${m * k}, n×k = ${n * k}, out m×n = ${m * n}`);
   const used = m * n * k < GEMM_THREAD_MIN_WORK ? 1 : Math.min(threads, Math.ceil(m / GEMM_ROWS_PER_TASK));
   const words = m * k + n * k + m * n;
   if (used === 1) {
@@ -190,18 +221,34 @@ export function threadedGemmF32(out: Float32Array, a: Float32Array, b: Float32Ar
   data.set(a.subarray(0, m * k));
   data.set(b.subarray(0, n * k), m * k);
   const ctrl = p.ctrl;
-  ctrl[2] = m; ctrl[3] = n; ctrl[4] = k; ctrl[5] = used; ctrl[6] = GEMM_ROWS_PER_TASK;
+  ctrl[2] = m;
+  ctrl[3] = n;
+  ctrl[4] = k;
+  ctrl[5] = used;
+  ctrl[6] = GEMM_ROWS_PER_TASK;
   Atomics.store(ctrl, 1, 0);
   Atomics.add(ctrl, 0, 1);
   Atomics.notify(ctrl, 0);
-  threadRows(data.subarray(0, m * k), data.subarray(m * k, m * k + n * k), data.subarray(m * k + n * k, words), m, n, k, 0, used, GEMM_ROWS_PER_TASK);
+  threadRows(
+    data.subarray(0, m * k),
+    data.subarray(m * k, m * k + n * k),
+    data.subarray(m * k + n * k, words),
+    m,
+    n,
+    k,
+    0,
+    used,
+    GEMM_ROWS_PER_TASK,
+  );
   const waiting = p.workers.length;
   const deadline = performance.now() + 600_000;
   for (let done = Atomics.load(ctrl, 1); done < waiting; done = Atomics.load(ctrl, 1)) {
     Atomics.wait(ctrl, 1, done, 1000);
     if (performance.now() > deadline) {
       disposeGemmThreads();
-      throw new Error(`threadedGemmF32: ${waiting - Atomics.load(ctrl, 1)} of ${waiting} GEMM worker threads did not finish`);
+      throw new Error(
+        `threadedGemmF32: ${waiting - Atomics.load(ctrl, 1)} of ${waiting} GEMM worker threads did not finish`,
+      );
     }
   }
   out.set(data.subarray(m * k + n * k, words));
@@ -218,6 +265,7 @@ export function gemmThreadsFromEnv(env: NodeJS.ProcessEnv = process.env, mainThr
   const raw = env.QRL_THREADS;
   if (raw === undefined || raw === '') return 1;
   const v = Number(raw);
-  if (!Number.isInteger(v) || v < 1) throw new Error(`QRL_THREADS: expected a positive integer, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(v) || v < 1)
+    throw new Error(`QRL_THREADS: expected a positive integer, got ${JSON.stringify(raw)}`);
   return v;
 }

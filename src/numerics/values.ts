@@ -6,13 +6,21 @@ import { UsageError } from '../core/errors.js';
 import { parseJsonInput } from '../core/json.js';
 
 const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
-const SPECIAL_TEXT: Record<string, number> = { nan: Number.NaN, infinity: Infinity, '+infinity': Infinity, '-infinity': -Infinity, inf: Infinity, '-inf': -Infinity };
+const SPECIAL_TEXT: Record<string, number> = {
+  nan: Number.NaN,
+  infinity: Infinity,
+  '+infinity': Infinity,
+  '-infinity': -Infinity,
+  inf: Infinity,
+  '-inf': -Infinity,
+};
 
 /** Parses a CLI value to float32 (decimal, NaN, ±Infinity, −0). */
 export function parseFloat32(text: string): number {
   const special = SPECIAL_TEXT[text.toLowerCase()];
   if (special !== undefined) return special;
-  if (!NUMBER.test(text)) throw new UsageError(`value '${text}' is not a number (decimal, NaN, Infinity, -Infinity or -0)`);
+  if (!NUMBER.test(text))
+    throw new UsageError(`value '${text}' is not a number (decimal, NaN, Infinity, -Infinity or -0)`);
   return Math.fround(Number(text));
 }
 
@@ -31,10 +39,14 @@ function parseElement(v: unknown, where: string): number {
 }
 
 /** Parses the input JSON into float32 values and a (rows, cols) shape; `oneD` when the input was a flat array. */
-export function parseQuantizeInput(text: string, name = '--input'): { x: Float32Array; shape: [number, number]; oneD: boolean } {
+export function parseQuantizeInput(
+  text: string,
+  name = '--input',
+): { x: Float32Array; shape: [number, number]; oneD: boolean } {
   const data = parseJsonInput(text, name);
   if (!Array.isArray(data)) throw new UsageError('--input: expected a JSON array of numbers or an array of rows');
-  if (data.length === 0 || (Array.isArray(data[0]) && data[0].length === 0)) throw new UsageError('--input: empty array (give at least one value to quantize)');
+  if (data.length === 0 || (Array.isArray(data[0]) && data[0].length === 0))
+    throw new UsageError('--input: empty array (give at least one value to quantize)');
   if (data.length === 0 || !Array.isArray(data[0])) {
     const x = Float32Array.from(data, (v, i) => parseElement(v, `[${i}]`));
     return { x, shape: [1, x.length], oneD: true };
@@ -57,7 +69,10 @@ export function parseQuantizeInput(text: string, name = '--input'): { x: Float32
  * the number of elements whose input is finite but whose dequantized value is not (NaN or ±∞),
  * which the statistics cannot include and must not hide.
  */
-export function quantizationStats(x: Float32Array, y: Float32Array): { maxAbsError: number; rmse: number; sqnrDb: number; nonFinite: number } {
+export function quantizationStats(
+  x: Float32Array,
+  y: Float32Array,
+): { maxAbsError: number; rmse: number; sqnrDb: number; nonFinite: number } {
   let maxAbs = 0;
   let sumSq = 0;
   let sumErr = 0;

@@ -3,13 +3,17 @@
 
 import type { Rng } from '../core/rng.js';
 import { type FloatFormat, decode } from './formats.js';
+import { type CastProfile, type CastProfileName, type RoundingMode, resolveRules } from './profiles.js';
 import {
-  type CastProfile,
-  type CastProfileName,
-  type RoundingMode,
-  resolveRules,
-} from './profiles.js';
-import { type FormatLike, activeRawRanges, edgeCodes, nanPayloadShift, rawRangeCodes, resolveFormat, resolveProfile, scalarEncoder } from './round.js';
+  type FormatLike,
+  activeRawRanges,
+  edgeCodes,
+  nanPayloadShift,
+  rawRangeCodes,
+  resolveFormat,
+  resolveProfile,
+  scalarEncoder,
+} from './round.js';
 
 /** Typed array holding codes of a format: 8-bit codes in bytes, 16-bit in shorts, wider in words. */
 export type CodeArray = Uint8Array | Uint16Array | Uint32Array;
@@ -127,7 +131,9 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   // The range of the common case: normal float32 magnitudes in [normalStart, overflowStart) round by the bit
   // trick below, unless a raw range cuts into it (then the range is empty: every value takes the full path).
   const fastLo = normalStart;
-  const fastHi = ranges.some((r) => r.lo < overflowStart && r.hi > normalStart) ? normalStart : Math.max(normalStart, Math.min(overflowStart, 0x7f800000));
+  const fastHi = ranges.some((r) => r.lo < overflowStart && r.hi > normalStart)
+    ? normalStart
+    : Math.max(normalStart, Math.min(overflowStart, 0x7f800000));
 
   /** The code of one float32 bit pattern `b` (the bit-level form of the scalar reference). */
   const encodeBits = (b: number): number => {
@@ -219,7 +225,8 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
     perValueCount += n;
     return null;
   };
-  const encodeInto = (src: Float32Array, dst: CodeArray): void => encodeBitsInto(new Uint32Array(src.buffer, src.byteOffset, src.length), src.length, dst);
+  const encodeInto = (src: Float32Array, dst: CodeArray): void =>
+    encodeBitsInto(new Uint32Array(src.buffer, src.byteOffset, src.length), src.length, dst);
   const encodeBitsInto = (bits: Uint32Array, n: number, dst: CodeArray): void => {
     const t = dst instanceof Uint8Array || dst instanceof Uint16Array ? tablesFor(n) : null;
     if (t !== null) {
@@ -276,7 +283,8 @@ function kernelFor(format: FloatFormat, profile: CastProfile, mode: RoundingMode
  * @internal
  */
 export function fastEncoder(format: FloatFormat, profile: CastProfile, mode: RoundingMode): FastEncoder {
-  if (mode === 'stochastic') throw new Error("fastEncoder: mode 'stochastic' draws random bits per element (use encodeArray)");
+  if (mode === 'stochastic')
+    throw new Error("fastEncoder: mode 'stochastic' draws random bits per element (use encodeArray)");
   return kernelFor(format, profile, mode).fast;
 }
 
@@ -298,7 +306,12 @@ export function allocCodes(format: FormatLike, length: number): CodeArray {
  * // Uint8Array [0x38, 0x7e, 0x80]
  * ```
  */
-export function encodeArray(format: FormatLike, src: Float32Array, options: VectorCastOptions, dst?: CodeArray): CodeArray {
+export function encodeArray(
+  format: FormatLike,
+  src: Float32Array,
+  options: VectorCastOptions,
+  dst?: CodeArray,
+): CodeArray {
   const fmt = resolveFormat(format);
   const profile = resolveProfile(options.profile);
   const mode = options.mode ?? profile.mode;
@@ -360,7 +373,12 @@ export function decodeArray(format: FormatLike, codes: CodeArray, dst?: Float32A
  * Rounds every element to `format` and back to float32 ("fake quantization"): equals
  * `decodeArray(encodeArray(…))` and the scalar {@link round}.
  */
-export function fakeQuant(format: FormatLike, src: Float32Array, options: VectorCastOptions, dst?: Float32Array): Float32Array {
+export function fakeQuant(
+  format: FormatLike,
+  src: Float32Array,
+  options: VectorCastOptions,
+  dst?: Float32Array,
+): Float32Array {
   const fmt = resolveFormat(format);
   const codes = encodeArray(fmt, src, options);
   return decodeArray(fmt, codes, dst);
@@ -382,7 +400,8 @@ export function packNibbles(codes: ArrayLike<number>): Uint8Array {
 
 /** Unpacks `length` 4-bit codes from bytes packed by {@link packNibbles}. */
 export function unpackNibbles(packed: Uint8Array, length: number): Uint8Array {
-  if (length > packed.length * 2) throw new Error(`unpackNibbles: ${packed.length} bytes hold at most ${packed.length * 2} codes, asked ${length}`);
+  if (length > packed.length * 2)
+    throw new Error(`unpackNibbles: ${packed.length} bytes hold at most ${packed.length * 2} codes, asked ${length}`);
   const out = new Uint8Array(length);
   for (let i = 0; i < length; i++) {
     const byte = packed[i >> 1] as number;

@@ -54,7 +54,14 @@ export function wasmModule(functions: readonly WasmFunctionDef[]): Uint8Array {
   const exported = functions.flatMap((f, i) => (f.name === undefined ? [] : [...str(f.name), 0x00, ...uleb(i)]));
   const exportCount = functions.filter((f) => f.name !== undefined).length + 1;
   return Uint8Array.from([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, [...uleb(arities.length), ...types]),
     ...section(3, [...uleb(functions.length), ...functions.flatMap((f) => uleb(arities.indexOf(f.params)))]),
     ...section(5, [1, 0x00, 1]),

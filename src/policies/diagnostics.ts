@@ -37,10 +37,16 @@ export interface MismatchDiagnostics {
  * probeDiagnostics([-1, -2], [-1, -2], [1, 1]).k3; // 0
  * ```
  */
-export function probeDiagnostics(logpRollout: ArrayLike<number>, logpOld: ArrayLike<number>, mask: ArrayLike<number>): MismatchDiagnostics {
+export function probeDiagnostics(
+  logpRollout: ArrayLike<number>,
+  logpOld: ArrayLike<number>,
+  mask: ArrayLike<number>,
+): MismatchDiagnostics {
   const n = mask.length;
   if (logpOld.length !== n || logpRollout.length !== n) {
-    throw new Error(`probeDiagnostics: logpRollout, logpOld and mask must have one length, got ${logpRollout.length}, ${logpOld.length}, ${n}`);
+    throw new Error(
+      `probeDiagnostics: logpRollout, logpOld and mask must have one length, got ${logpRollout.length}, ${logpOld.length}, ${n}`,
+    );
   }
   const old = Float64Array.from(logpOld);
   const roll = Float64Array.from(logpRollout);

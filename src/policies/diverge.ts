@@ -103,7 +103,10 @@ export function ulpDistances(a: Float32Array, b: Float32Array, format: FloatForm
   return out;
 }
 
-function relativeError(a: Float32Array, b: Float32Array): { maxAbs: number; meanAbs: number; rel: number; differ: number } {
+function relativeError(
+  a: Float32Array,
+  b: Float32Array,
+): { maxAbs: number; meanAbs: number; rel: number; differ: number } {
   let maxAbs = 0;
   let sumAbs = 0;
   let maxRef = 0;
@@ -142,25 +145,40 @@ function relativeError(a: Float32Array, b: Float32Array): { maxAbs: number; mean
  * report.firstDivergence; // e.g. 'h0.q'
  * ```
  */
-export function compareForwards(reference: readonly OpRecord[], candidate: readonly OpRecord[], options: DivergeOptions = {}): DivergeReport {
+export function compareForwards(
+  reference: readonly OpRecord[],
+  candidate: readonly OpRecord[],
+  options: DivergeOptions = {},
+): DivergeReport {
   const format = options.format ?? 'bf16';
-  if (!Object.hasOwn(floatFormats, format)) throw new Error(`diverge: format must be one of ${Object.keys(floatFormats).join(', ')}, got ${JSON.stringify(format)}`);
+  if (!Object.hasOwn(floatFormats, format))
+    throw new Error(
+      `diverge: format must be one of ${Object.keys(floatFormats).join(', ')}, got ${JSON.stringify(format)}`,
+    );
   const tolerance = options.tolerance ?? 4;
-  if (!Number.isFinite(tolerance) || tolerance < 0) throw new Error(`diverge: tolerance must be a finite number ≥ 0, got ${tolerance}`);
+  if (!Number.isFinite(tolerance) || tolerance < 0)
+    throw new Error(`diverge: tolerance must be a finite number ≥ 0, got ${tolerance}`);
   const unitRoundoff = 2 ** -(floatFormats[format].manBits + 1);
   const byName = new Map(candidate.map((r) => [r.name, r] as const));
   const relOf = new Map<string, number>();
   const rows: DivergeRow[] = [];
   reference.forEach((ref, index) => {
     const cand = byName.get(ref.name);
-    if (cand === undefined) throw new Error(`diverge: op ${JSON.stringify(ref.name)} of the reference is not in the candidate`);
-    if (cand.data.length !== ref.data.length) throw new Error(`diverge: op ${JSON.stringify(ref.name)} has ${ref.data.length} elements in the reference, ${cand.data.length} in the candidate`);
+    if (cand === undefined)
+      throw new Error(`diverge: op ${JSON.stringify(ref.name)} of the reference is not in the candidate`);
+    if (cand.data.length !== ref.data.length)
+      throw new Error(
+        `diverge: op ${JSON.stringify(ref.name)} has ${ref.data.length} elements in the reference, ${cand.data.length} in the candidate`,
+      );
     const { maxAbs, meanAbs, rel, differ } = relativeError(ref.data, cand.data);
     const inputs = ref.inputs ?? (index > 0 ? [reference[index - 1]!.name] : []);
     let relIn = 0;
     for (const name of inputs) {
       const r = relOf.get(name);
-      if (r === undefined) throw new Error(`diverge: op ${JSON.stringify(ref.name)} reads ${JSON.stringify(name)}, which is not recorded before it`);
+      if (r === undefined)
+        throw new Error(
+          `diverge: op ${JSON.stringify(ref.name)} reads ${JSON.stringify(name)}, which is not recorded before it`,
+        );
       relIn = Math.max(relIn, r);
     }
     relOf.set(ref.name, rel);

@@ -36,11 +36,15 @@ export function writeForwardDump(path: string, dump: ForwardDump): void {
   const tensors: Record<string, SafetensorsEntry> = { [DUMP_TOKENS]: { data: dump.tokens, shape: dump.tokenShape } };
   const inputs: Record<string, readonly string[]> = {};
   for (const op of dump.ops) {
-    if (op.name === DUMP_TOKENS || op.name === '__metadata__') throw new Error(`dump: op name ${JSON.stringify(op.name)} is reserved`);
+    if (op.name === DUMP_TOKENS || op.name === '__metadata__')
+      throw new Error(`dump: op name ${JSON.stringify(op.name)} is reserved`);
     tensors[op.name] = { data: op.data, shape: op.shape };
     if (op.inputs !== undefined) inputs[op.name] = op.inputs;
   }
-  const metadata: Record<string, string> = { [DUMP_VERSION_KEY]: '1', [DUMP_ORDER_KEY]: JSON.stringify(dump.ops.map((o) => o.name)) };
+  const metadata: Record<string, string> = {
+    [DUMP_VERSION_KEY]: '1',
+    [DUMP_ORDER_KEY]: JSON.stringify(dump.ops.map((o) => o.name)),
+  };
   if (Object.keys(inputs).length > 0) metadata[DUMP_INPUTS_KEY] = JSON.stringify(inputs);
   if (Object.keys(dump.dtypes).length > 0) metadata[DUMP_DTYPES_KEY] = JSON.stringify(dump.dtypes);
   writeSafetensors(path, tensors, metadata);
@@ -63,17 +67,24 @@ function jsonField(metadata: Record<string, string>, key: string, path: string):
  */
 export function readForwardDump(path: string): ForwardDump {
   const { tensors, metadata } = readSafetensors(path);
-  if (metadata[DUMP_VERSION_KEY] !== '1') throw new Error(`dump: ${path}: metadata ${DUMP_VERSION_KEY} must be "1", got ${JSON.stringify(metadata[DUMP_VERSION_KEY] ?? null)}`);
+  if (metadata[DUMP_VERSION_KEY] !== '1')
+    throw new Error(
+      `dump: ${path}: metadata ${DUMP_VERSION_KEY} must be "1", got ${JSON.stringify(metadata[DUMP_VERSION_KEY] ?? null)}`,
+    );
   const order = jsonField(metadata, DUMP_ORDER_KEY, path);
-  if (!Array.isArray(order) || order.some((n) => typeof n !== 'string')) throw new Error(`dump: ${path}: metadata ${DUMP_ORDER_KEY} must be a JSON array of tensor names`);
+  if (!Array.isArray(order) || order.some((n) => typeof n !== 'string'))
+    throw new Error(`dump: ${path}: metadata ${DUMP_ORDER_KEY} must be a JSON array of tensor names`);
   const inputs = (jsonField(metadata, DUMP_INPUTS_KEY, path) ?? {}) as Record<string, string[]>;
   const dtypes = (jsonField(metadata, DUMP_DTYPES_KEY, path) ?? {}) as Record<string, string>;
   const tok = tensors[DUMP_TOKENS];
-  if (tok === undefined || !(tok.data instanceof Int32Array)) throw new Error(`dump: ${path}: tensor ${DUMP_TOKENS} must be I32, got ${tok === undefined ? 'none' : tok.dtype}`);
+  if (tok === undefined || !(tok.data instanceof Int32Array))
+    throw new Error(`dump: ${path}: tensor ${DUMP_TOKENS} must be I32, got ${tok === undefined ? 'none' : tok.dtype}`);
   const ops: OpRecord[] = (order as string[]).map((name) => {
     const t = tensors[name];
-    if (t === undefined) throw new Error(`dump: ${path}: ${DUMP_ORDER_KEY} names ${JSON.stringify(name)}, which has no tensor`);
-    if (!(t.data instanceof Float32Array)) throw new Error(`dump: ${path}: tensor ${JSON.stringify(name)} must be F32, got ${t.dtype}`);
+    if (t === undefined)
+      throw new Error(`dump: ${path}: ${DUMP_ORDER_KEY} names ${JSON.stringify(name)}, which has no tensor`);
+    if (!(t.data instanceof Float32Array))
+      throw new Error(`dump: ${path}: tensor ${JSON.stringify(name)} must be F32, got ${t.dtype}`);
     return { name, data: t.data, shape: t.shape, ...(Array.isArray(inputs[name]) ? { inputs: inputs[name] } : {}) };
   });
   return { tokens: tok.data, tokenShape: tok.shape, ops, dtypes };

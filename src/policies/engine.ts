@@ -8,7 +8,6 @@ import type { RunConfig } from '../rl/grpo/config.js';
 import type { Rng } from '../core/rng.js';
 import type { Task } from '../tasks/task.js';
 
-
 /** A batch the in-process engine sampled: the shared fields and the engine's own record. */
 export interface EngineBatch extends SampledBatch {
   /** Policy-specific record the trainer-side estimators need (diffusion states and seeds). */
@@ -54,7 +53,11 @@ export interface RlEngine {
    * Samples one response per prompt with the given side's engine (`rollout` by default), or the
    * greedy response when `greedy` is set. All randomness comes from `rng`.
    */
-  generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: PlanSideName }): EngineBatch;
+  generate(
+    prompts: readonly (readonly number[])[],
+    rng: Rng,
+    options?: { greedy?: boolean; side?: PlanSideName },
+  ): EngineBatch;
   /**
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
    * or a frozen copy such as the reference policy). With `grad`, caches what {@link backward} needs.
@@ -62,7 +65,11 @@ export interface RlEngine {
    * With `probSqSum`, an engine that can also returns Σ_v π(v)² per position (the AR engine does;
    * the diffusion engine, whose per-token log-probs are estimator averages, does not).
    */
-  logprobs(batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay; probSqSum?: boolean }): EngineLogprobs;
+  logprobs(
+    batch: EngineBatch,
+    rows: readonly number[],
+    options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay; probSqSum?: boolean },
+  ): EngineLogprobs;
   /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
   backward(gradLogp: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
@@ -83,7 +90,12 @@ export interface PolicyFactory {
    * `onProgress` (optional) is called with (steps done, total) for display only. The loop yields to
    * the event loop between steps, so a minutes-long warm start keeps timers, signals and RPC served.
    */
-  warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Promise<Record<string, number>>;
+  warmStart(
+    engine: RlEngine,
+    config: RunConfig,
+    task: Task,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<Record<string, number>>;
 }
 
 /**

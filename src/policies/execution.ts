@@ -63,7 +63,8 @@ const EXECUTION_KEYS = ['maxBatch', 'prefillChunk', 'batchInvariant', 'tensorPar
 const TP_KEYS = ['ranks', 'reduce', 'dtype'] as const;
 
 function positiveInt(value: unknown, path: string, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) throw new Error(`${path}: expected an integer in 1..${max}, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max)
+    throw new Error(`${path}: expected an integer in 1..${max}, got ${JSON.stringify(value)}`);
 }
 
 /**
@@ -71,24 +72,33 @@ function positiveInt(value: unknown, path: string, max: number): void {
  * scheduler fields (`maxBatch`, `prefillChunk`, `batchInvariant`) only on the rollout side.
  */
 export function checkEngineExecution(value: unknown, path: string, role: 'rollout' | 'trainer'): void {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error(`${path}: expected an object, got ${JSON.stringify(value)}`);
   const v = value as Record<string, unknown>;
   for (const key of Object.keys(v)) {
-    if (!(EXECUTION_KEYS as readonly string[]).includes(key)) throw new Error(`${path}: unknown field '${key}' (expected one of ${EXECUTION_KEYS.join(', ')})`);
-    if (role === 'trainer' && key !== 'tensorParallel') throw new Error(`${path}.${key}: a rollout engine setting, not for the trainer (only tensorParallel is)`);
+    if (!(EXECUTION_KEYS as readonly string[]).includes(key))
+      throw new Error(`${path}: unknown field '${key}' (expected one of ${EXECUTION_KEYS.join(', ')})`);
+    if (role === 'trainer' && key !== 'tensorParallel')
+      throw new Error(`${path}.${key}: a rollout engine setting, not for the trainer (only tensorParallel is)`);
   }
   if (v['maxBatch'] !== undefined) positiveInt(v['maxBatch'], `${path}.maxBatch`, 4096);
   if (v['prefillChunk'] !== undefined) positiveInt(v['prefillChunk'], `${path}.prefillChunk`, 1024);
-  if (v['batchInvariant'] !== undefined && typeof v['batchInvariant'] !== 'boolean') throw new Error(`${path}.batchInvariant: expected true or false, got ${JSON.stringify(v['batchInvariant'])}`);
+  if (v['batchInvariant'] !== undefined && typeof v['batchInvariant'] !== 'boolean')
+    throw new Error(`${path}.batchInvariant: expected true or false, got ${JSON.stringify(v['batchInvariant'])}`);
   const tp = v['tensorParallel'];
   if (tp === undefined) return;
   const tpPath = `${path}.tensorParallel`;
-  if (typeof tp !== 'object' || tp === null || Array.isArray(tp)) throw new Error(`${tpPath}: expected an object, got ${JSON.stringify(tp)}`);
+  if (typeof tp !== 'object' || tp === null || Array.isArray(tp))
+    throw new Error(`${tpPath}: expected an object, got ${JSON.stringify(tp)}`);
   const t = tp as Record<string, unknown>;
-  for (const key of Object.keys(t)) if (!(TP_KEYS as readonly string[]).includes(key)) throw new Error(`${tpPath}: unknown field '${key}' (expected one of ${TP_KEYS.join(', ')})`);
+  for (const key of Object.keys(t))
+    if (!(TP_KEYS as readonly string[]).includes(key))
+      throw new Error(`${tpPath}: unknown field '${key}' (expected one of ${TP_KEYS.join(', ')})`);
   positiveInt(t['ranks'], `${tpPath}.ranks`, 8);
-  if (t['reduce'] !== undefined && !['ring', 'tree', 'rank-order'].includes(t['reduce'] as string)) throw new Error(`${tpPath}.reduce: expected "ring", "tree" or "rank-order", got ${JSON.stringify(t['reduce'])}`);
-  if (t['dtype'] !== undefined && !['bf16', 'fp32', 'bf16-fp32'].includes(t['dtype'] as string)) throw new Error(`${tpPath}.dtype: expected "bf16", "fp32" or "bf16-fp32", got ${JSON.stringify(t['dtype'])}`);
+  if (t['reduce'] !== undefined && !['ring', 'tree', 'rank-order'].includes(t['reduce'] as string))
+    throw new Error(`${tpPath}.reduce: expected "ring", "tree" or "rank-order", got ${JSON.stringify(t['reduce'])}`);
+  if (t['dtype'] !== undefined && !['bf16', 'fp32', 'bf16-fp32'].includes(t['dtype'] as string))
+    throw new Error(`${tpPath}.dtype: expected "bf16", "fp32" or "bf16-fp32", got ${JSON.stringify(t['dtype'])}`);
 }
 
 /**
@@ -106,10 +116,19 @@ export function ringOrder(j: number, n: number, R: number): number[] {
  * partial and every add with `fr` (bf16 or fp32). `j`, `n`: the element's column and the row width
  * (they pick the ring chunk).
  */
-export function reducePartials(p: readonly number[], reduce: 'ring' | 'tree' | 'rank-order', fr: (x: number) => number, j: number, n: number): number {
+export function reducePartials(
+  p: readonly number[],
+  reduce: 'ring' | 'tree' | 'rank-order',
+  fr: (x: number) => number,
+  j: number,
+  n: number,
+): number {
   const R = p.length;
   if (reduce === 'tree') {
-    const tree = (lo: number, len: number): number => (len === 1 ? fr(p[lo]!) : fr(tree(lo, Math.ceil(len / 2)) + tree(lo + Math.ceil(len / 2), len - Math.ceil(len / 2))));
+    const tree = (lo: number, len: number): number =>
+      len === 1
+        ? fr(p[lo]!)
+        : fr(tree(lo, Math.ceil(len / 2)) + tree(lo + Math.ceil(len / 2), len - Math.ceil(len / 2)));
     return tree(0, R);
   }
   const order = reduce === 'ring' ? ringOrder(j, n, R) : Array.from({ length: R }, (_, i) => i);

@@ -22,7 +22,8 @@ import type { QuantSite } from './quantized.js';
 export const ignoreMatchRules = {
   substring: (module: string, pattern: string): boolean => module.includes(pattern),
   prefix: (module: string, pattern: string): boolean => module === pattern || module.startsWith(`${pattern}.`),
-  regex: (module: string, pattern: string): boolean => (pattern.startsWith('re:') ? new RegExp(`^(?:${pattern.slice(3)})`).test(module) : module === pattern),
+  regex: (module: string, pattern: string): boolean =>
+    pattern.startsWith('re:') ? new RegExp(`^(?:${pattern.slice(3)})`).test(module) : module === pattern,
 } as const satisfies Record<string, (module: string, pattern: string) => boolean>;
 
 /** The stacks' names for the rules: `vllm` is `substring`, `compressed-tensors` is `regex`. */
@@ -35,11 +36,16 @@ export type IgnoreMatchRule = keyof typeof ignoreMatchRules;
 export type IgnoreMatchName = IgnoreMatchRule | keyof typeof ignoreMatchAliases;
 
 /** Every rule name and alias, in that order. */
-export const ignoreMatchNames: readonly IgnoreMatchName[] = Object.freeze([...(Object.keys(ignoreMatchRules) as IgnoreMatchRule[]), ...(Object.keys(ignoreMatchAliases) as (keyof typeof ignoreMatchAliases)[])]);
+export const ignoreMatchNames: readonly IgnoreMatchName[] = Object.freeze([
+  ...(Object.keys(ignoreMatchRules) as IgnoreMatchRule[]),
+  ...(Object.keys(ignoreMatchAliases) as (keyof typeof ignoreMatchAliases)[]),
+]);
 
 /** The rule a name or alias stands for. */
 export function ignoreMatchRule(name: IgnoreMatchName): IgnoreMatchRule {
-  return Object.hasOwn(ignoreMatchAliases, name) ? ignoreMatchAliases[name as keyof typeof ignoreMatchAliases] : (name as IgnoreMatchRule);
+  return Object.hasOwn(ignoreMatchAliases, name)
+    ? ignoreMatchAliases[name as keyof typeof ignoreMatchAliases]
+    : (name as IgnoreMatchRule);
 }
 
 /**

@@ -65,9 +65,25 @@ export {
 } from './plans.js';
 
 // The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
-export { refitWeights, refittedNumerics, checkRefitChain, ignoredSites, type RefitChain, type RefitFault, type RefitFusion } from './refit.js';
+export {
+  refitWeights,
+  refittedNumerics,
+  checkRefitChain,
+  ignoredSites,
+  type RefitChain,
+  type RefitFault,
+  type RefitFusion,
+} from './refit.js';
 // The stacks' ignore-list matching rules and the engine module names of the toy's sites (refit fault `ignore-rule`, refit-check).
-export { ignoreMatchRules, ignoreMatchAliases, ignoreMatchNames, ignoreMatchRule, engineModuleName, type IgnoreMatchRule, type IgnoreMatchName } from './ignore-rules.js';
+export {
+  ignoreMatchRules,
+  ignoreMatchAliases,
+  ignoreMatchNames,
+  ignoreMatchRule,
+  engineModuleName,
+  type IgnoreMatchRule,
+  type IgnoreMatchName,
+} from './ignore-rules.js';
 export { overriddenNumerics, checkOverrides, siteNames, patternMatches, type PrecisionOverride } from './overrides.js';
 
 // Log-prob semantics of each side and their named differences.
@@ -144,7 +160,12 @@ export {
 export { saveCheckpoint, loadCheckpoint, type ArCheckpoint, type CheckpointTask } from './ar/checkpoint.js';
 
 // AR policy: the mismatch probe.
-export { arMismatchProbe, type ArMismatchProbeOptions, type ArMismatchProbeResult, type ArMoeProbe } from './ar/probe.js';
+export {
+  arMismatchProbe,
+  type ArMismatchProbeOptions,
+  type ArMismatchProbeResult,
+  type ArMoeProbe,
+} from './ar/probe.js';
 
 // AR policy: the engine behind the GRPO loop.
 export { createArEngine, arPolicyFactory, type ArEngineRecord } from './ar/engine.js';

@@ -13,11 +13,16 @@ import type { EngineRoutingReplay } from './engine.js';
  * @param rowSize - S·k
  * @returns one (rows.length, S, k) array per layer
  */
-export function gatherRoutingRows(routing: readonly Int32Array[], rows: readonly number[], rowSize: number): Int32Array[] {
+export function gatherRoutingRows(
+  routing: readonly Int32Array[],
+  rows: readonly number[],
+  rowSize: number,
+): Int32Array[] {
   return routing.map((layer) => {
     const out = new Int32Array(rows.length * rowSize); // (rows, S, k)
     rows.forEach((r, i) => {
-      if ((r + 1) * rowSize > layer.length) throw new Error(`moe replay: row ${r} is outside a routing of ${layer.length / rowSize} rows`);
+      if ((r + 1) * rowSize > layer.length)
+        throw new Error(`moe replay: row ${r} is outside a routing of ${layer.length / rowSize} rows`);
       out.set(layer.subarray(r * rowSize, (r + 1) * rowSize), i * rowSize);
     });
     return out;
@@ -32,8 +37,14 @@ export function gatherRoutingRows(routing: readonly Int32Array[], rows: readonly
  * @param used - same shapes (the trainer pass's routing)
  * @param positions - flat indices `row·S + s` of the positions to compare
  */
-export function flipRatesAt(recorded: readonly Int32Array[], used: readonly Int32Array[], k: number, positions: readonly number[]): number[] {
-  if (recorded.length !== used.length) throw new Error(`moe replay: ${recorded.length} recorded layers against ${used.length} used`);
+export function flipRatesAt(
+  recorded: readonly Int32Array[],
+  used: readonly Int32Array[],
+  k: number,
+  positions: readonly number[],
+): number[] {
+  if (recorded.length !== used.length)
+    throw new Error(`moe replay: ${recorded.length} recorded layers against ${used.length} used`);
   const N = positions.length;
   return recorded.map((rec, l) => {
     const a = new Int32Array(N * k); // (N, k)
@@ -60,13 +71,25 @@ export function replayRouting(
   k: number,
 ): readonly Int32Array[] | undefined {
   if (routing === undefined) return undefined;
-  if (k === 0) throw new UsageError(`logprobs.routing: a routing replay needs an MoE model (policy.model.moe), got ${routing === 'rollout' ? "'rollout'" : 'a routing array'} for a dense model`);
+  if (k === 0)
+    throw new UsageError(
+      `logprobs.routing: a routing replay needs an MoE model (policy.model.moe), got ${routing === 'rollout' ? "'rollout'" : 'a routing array'} for a dense model`,
+    );
   if (routing === 'rollout') {
-    if (recorded === undefined) throw new UsageError("logprobs.routing: 'rollout' replays the rollout's routing, but the batch record carries no moeRouting (not an MoE rollout)");
+    if (recorded === undefined)
+      throw new UsageError(
+        "logprobs.routing: 'rollout' replays the rollout's routing, but the batch record carries no moeRouting (not an MoE rollout)",
+      );
     return recorded;
   }
-  if (!Array.isArray(routing) || routing.length !== layers || routing.some((r) => !(r instanceof Int32Array) || r.length !== size)) {
-    throw new UsageError(`logprobs.routing: must be 'rollout' or one Int32Array of ${size} experts per layer (${layers} layers), got ${Array.isArray(routing) ? `${routing.length} arrays` : JSON.stringify(routing)}`);
+  if (
+    !Array.isArray(routing) ||
+    routing.length !== layers ||
+    routing.some((r) => !(r instanceof Int32Array) || r.length !== size)
+  ) {
+    throw new UsageError(
+      `logprobs.routing: must be 'rollout' or one Int32Array of ${size} experts per layer (${layers} layers), got ${Array.isArray(routing) ? `${routing.length} arrays` : JSON.stringify(routing)}`,
+    );
   }
   return routing;
 }

@@ -184,16 +184,27 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   const profile = options.profile ?? 'ieee';
   const order = options.accumulator ?? 'fp32';
   const splitK = options.splitK ?? 16;
-  if (!['bf16', 'fp16', 'tf32'].includes(operands)) throw new Error(`roundingNumerics: operands must be bf16, fp16 or tf32, got ${JSON.stringify(operands)}`);
-  if (out !== undefined && !['bf16', 'fp16'].includes(out)) throw new Error(`roundingNumerics: out must be bf16 or fp16, got ${JSON.stringify(out)}`);
-  if (!['fp32', 'pairwise', 'split-k'].includes(order)) throw new Error(`roundingNumerics: accumulator must be fp32, pairwise or split-k, got ${JSON.stringify(order)}`);
-  if (!Number.isInteger(splitK) || splitK < 1) throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
+  if (!['bf16', 'fp16', 'tf32'].includes(operands))
+    throw new Error(`roundingNumerics: operands must be bf16, fp16 or tf32, got ${JSON.stringify(operands)}`);
+  if (out !== undefined && !['bf16', 'fp16'].includes(out))
+    throw new Error(`roundingNumerics: out must be bf16 or fp16, got ${JSON.stringify(out)}`);
+  if (!['fp32', 'pairwise', 'split-k'].includes(order))
+    throw new Error(`roundingNumerics: accumulator must be fp32, pairwise or split-k, got ${JSON.stringify(order)}`);
+  if (!Number.isInteger(splitK) || splitK < 1)
+    throw new Error(`roundingNumerics: splitK must be a positive integer, got ${splitK}`);
   const maxRows = options.splitKMaxRows;
-  if (maxRows !== undefined && (!Number.isInteger(maxRows) || maxRows < 1 || order !== 'split-k')) throw new Error(`roundingNumerics: splitKMaxRows must be a positive integer with accumulator split-k, got ${maxRows}`);
+  if (maxRows !== undefined && (!Number.isInteger(maxRows) || maxRows < 1 || order !== 'split-k'))
+    throw new Error(
+      `roundingNumerics: splitKMaxRows must be a positive integer with accumulator split-k, got ${maxRows}`,
+    );
   const byOrder = accumulatorGemm(order, splitK);
-  const accumulate: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => (m <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
+  const accumulate: GemmFn =
+    maxRows === undefined ? byOrder : (o, a, b, m, n, k) => (m <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
   // A linear layer's kernel follows the tokens of the engine step that runs it (withKernelRows).
-  const accumulateLinear: GemmFn = maxRows === undefined ? byOrder : (o, a, b, m, n, k) => ((kernelRows ?? m) <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
+  const accumulateLinear: GemmFn =
+    maxRows === undefined
+      ? byOrder
+      : (o, a, b, m, n, k) => ((kernelRows ?? m) <= maxRows ? byOrder : gemmSequential)(o, a, b, m, n, k);
   const opFormat = floatFormats[operands];
   const outFormat = out === undefined ? null : floatFormats[out];
   // The fused rounding of a format (fakeQuant's values), compiled at its first use: a profile that
@@ -250,7 +261,12 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   // Inputs below REMEMBER_MIN elements (a decode step's rows) are rounded per call: at that size the
   // bookkeeping measured slower than the rounding it saves (the bf16 rollout of `bench sizes` tiny).
   const REMEMBER_MIN = 4096;
-  const ring = Array.from({ length: REMEMBERED }, () => ({ key: null as FloatArray | null, bits: new Uint32Array(0), rounded: new Float32Array(0), n: 0 }));
+  const ring = Array.from({ length: REMEMBERED }, () => ({
+    key: null as FloatArray | null,
+    bits: new Uint32Array(0),
+    rounded: new Float32Array(0),
+    n: 0,
+  }));
   let next = 0;
   const remembered = (x: FloatArray, xf: Float32Array): Float32Array | null => {
     for (const slot of ring) {
@@ -311,7 +327,10 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     accumulate(o, head(a, m * k), head(b, n * k), m, n, k);
     finish(head(o, m * n));
   };
-  const weightTCache = new WeakMap<FloatArray, { readonly OC: number; readonly C: number; readonly values: Float32Array }>();
+  const weightTCache = new WeakMap<
+    FloatArray,
+    { readonly OC: number; readonly C: number; readonly values: Float32Array }
+  >();
   const roundedWeightT = (weight: FloatArray, OC: number, C: number): Float32Array => {
     const known = weightTCache.get(weight);
     if (known !== undefined && known.OC === OC && known.C === C) return known.values;
@@ -331,16 +350,48 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     accumulate(o, roundA(head(a, m * k)), head(b, n * k), m, n, k);
     finish(head(o, m * n));
   };
-  const decodeRounding = Object.freeze({ qk: gemm, pv: gemm, roundB: (dst: Float32Array, src: Float32Array) => roundOp(src, dst), qkRoundedB: gemmRoundedB, pvRoundedB: gemmRoundedB });
-  const operandRounding = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, round: roundInto, gemmRounded });
-  const attention: AttentionGemms = Object.freeze({ qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm, decodeRounding, operandRounding });
+  const decodeRounding = Object.freeze({
+    qk: gemm,
+    pv: gemm,
+    roundB: (dst: Float32Array, src: Float32Array) => roundOp(src, dst),
+    qkRoundedB: gemmRoundedB,
+    pvRoundedB: gemmRoundedB,
+  });
+  const operandRounding = Object.freeze({
+    qk: gemm,
+    pv: gemm,
+    dScores: gemm,
+    dValues: gemm,
+    dQuery: gemm,
+    dKey: gemm,
+    round: roundInto,
+    gemmRounded,
+  });
+  const attention: AttentionGemms = Object.freeze({
+    qk: gemm,
+    pv: gemm,
+    dScores: gemm,
+    dValues: gemm,
+    dQuery: gemm,
+    dKey: gemm,
+    decodeRounding,
+    operandRounding,
+  });
   const block: BlockGemms = Object.freeze({
-    q: linear, k: linear, v: linear, o: linear,
+    q: linear,
+    k: linear,
+    v: linear,
+    o: linear,
     mlp: Object.freeze({ up: linear, gate: linear, down: linear }),
     attention,
     router: linear,
   });
-  const acc = order === 'fp32' ? 'fp32 accumulate' : order === 'pairwise' ? 'fp32 pairwise accumulate' : `fp32 split-K accumulate (chunk ${splitK}${maxRows === undefined ? '' : `, GEMMs of ≤ ${maxRows} rows`})`;
+  const acc =
+    order === 'fp32'
+      ? 'fp32 accumulate'
+      : order === 'pairwise'
+        ? 'fp32 pairwise accumulate'
+        : `fp32 split-K accumulate (chunk ${splitK}${maxRows === undefined ? '' : `, GEMMs of ≤ ${maxRows} rows`})`;
   const label = `${operands} operands, ${acc}${out ? `, ${out} out` : ''}${profile === 'ieee' ? '' : `, profile ${typeof profile === 'string' ? profile : profile.name}`}`;
   return Object.freeze({ label, block: () => block, lmHead: () => linear, kvHook: () => null });
 }

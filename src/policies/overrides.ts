@@ -26,21 +26,29 @@ export interface PrecisionOverride<G = unknown> {
 const LAYER_PREFIX = /^(first|last):(\d+)\.(.*)$/;
 
 function globToRegExp(glob: string): RegExp {
-  return new RegExp(`^${glob.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+  return new RegExp(
+    `^${glob
+      .split('*')
+      .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}$`,
+  );
 }
 
 /** A compiled pattern: does it match site `name` of block `layer` (null for lmHead) in a stack of `layers` blocks? */
 type Matcher = (name: string, layer: number | null, layers: number) => boolean;
 
 function compile(pattern: string, path: string): Matcher {
-  if (typeof pattern !== 'string' || pattern === '') throw new Error(`${path}: expected a non-empty name pattern, got ${JSON.stringify(pattern)}`);
+  if (typeof pattern !== 'string' || pattern === '')
+    throw new Error(`${path}: expected a non-empty name pattern, got ${JSON.stringify(pattern)}`);
   const m = LAYER_PREFIX.exec(pattern);
   if (m) {
     const n = Number(m[2]);
-    if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${path}: ${m[1]}:N needs N ≥ 1, got ${JSON.stringify(pattern)}`);
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new Error(`${path}: ${m[1]}:N needs N ≥ 1, got ${JSON.stringify(pattern)}`);
     const rest = globToRegExp(m[3]!);
     const first = m[1] === 'first';
-    return (name, layer, layers) => layer !== null && (first ? layer < n : layer >= layers - n) && rest.test(name.slice(name.indexOf('.') + 1));
+    return (name, layer, layers) =>
+      layer !== null && (first ? layer < n : layer >= layers - n) && rest.test(name.slice(name.indexOf('.') + 1));
   }
   const re = globToRegExp(pattern);
   return (name) => re.test(name);
@@ -69,7 +77,11 @@ export function siteNames(layers: number): string[] {
  * Checks an overrides list: its shape (each `{ match, gemm }`) by zod, each pattern by compiling it;
  * `checkGemm` checks each gemm. Errors name the field under `path` and the value.
  */
-export function checkOverrides(value: unknown, path: string, checkGemm: (gemm: unknown, path: string) => void): readonly PrecisionOverride[] {
+export function checkOverrides(
+  value: unknown,
+  path: string,
+  checkGemm: (gemm: unknown, path: string) => void,
+): readonly PrecisionOverride[] {
   const list = parseAt(overridesShapeSchema(z.unknown().optional()), value, path);
   list.forEach((o, i) => {
     const p = `${path}[${i}]`;
@@ -85,8 +97,15 @@ export function checkOverrides(value: unknown, path: string, checkGemm: (gemm: u
  *
  * @param layers - number of blocks of the stack (for `last:N.` patterns)
  */
-export function overriddenNumerics(base: PolicyNumerics, overrides: readonly PrecisionOverride[], built: readonly PolicyNumerics[], layers: number): PolicyNumerics {
-  const matchers = overrides.map((o, i) => (Array.isArray(o.match) ? o.match : [o.match as string]).map((m) => compile(m, `overrides[${i}].match`)));
+export function overriddenNumerics(
+  base: PolicyNumerics,
+  overrides: readonly PrecisionOverride[],
+  built: readonly PolicyNumerics[],
+  layers: number,
+): PolicyNumerics {
+  const matchers = overrides.map((o, i) =>
+    (Array.isArray(o.match) ? o.match : [o.match as string]).map((m) => compile(m, `overrides[${i}].match`)),
+  );
   const pick = (name: string, layer: number | null): PolicyNumerics => {
     const i = matchers.findIndex((ms) => ms.some((m) => m(name, layer, layers)));
     return i < 0 ? base : built[i]!;
@@ -95,11 +114,15 @@ export function overriddenNumerics(base: PolicyNumerics, overrides: readonly Pre
   const block = (layer: number): BlockGemms => {
     let g = blocks[layer];
     if (g === undefined) {
-      const site = (s: Exclude<QuantSite, 'lmHead' | 'router' | 'up' | 'gate' | 'down'>): LinearGemms => pick(`h${layer}.${s}`, layer).block(layer)[s];
+      const site = (s: Exclude<QuantSite, 'lmHead' | 'router' | 'up' | 'gate' | 'down'>): LinearGemms =>
+        pick(`h${layer}.${s}`, layer).block(layer)[s];
       const mlpSite = (s: 'up' | 'gate' | 'down'): LinearGemms => pick(`h${layer}.${s}`, layer).block(layer).mlp[s];
       const routerFrom = pick(`h${layer}.router`, layer).block(layer);
       g = Object.freeze({
-        q: site('q'), k: site('k'), v: site('v'), o: site('o'),
+        q: site('q'),
+        k: site('k'),
+        v: site('v'),
+        o: site('o'),
         mlp: Object.freeze({ up: mlpSite('up'), gate: mlpSite('gate'), down: mlpSite('down') }),
         attention: pick(`h${layer}.attn`, layer).block(layer).attention,
         ...(routerFrom.router ? { router: routerFrom.router } : {}),

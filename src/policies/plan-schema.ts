@@ -28,7 +28,12 @@ function outermost(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue | unde
   let best: z.core.$ZodIssue | undefined;
   for (const issue of issues) {
     if (best === undefined || issue.path.length < best.path.length) best = issue;
-    else if (issue.path.length === best.path.length && issue.code === 'unrecognized_keys' && best.code !== 'unrecognized_keys') best = issue;
+    else if (
+      issue.path.length === best.path.length &&
+      issue.code === 'unrecognized_keys' &&
+      best.code !== 'unrecognized_keys'
+    )
+      best = issue;
   }
   return best;
 }
@@ -94,15 +99,29 @@ export const gemmPlanShapeSchema = z.discriminatedUnion(
       backward: checkedByBuilder,
     }),
   ],
-  { error: (issue) => (issue.code === 'invalid_union' ? 'expected "fp32", "rounding" or "quantized"' : 'expected an object') },
+  {
+    error: (issue) =>
+      issue.code === 'invalid_union' ? 'expected "fp32", "rounding" or "quantized"' : 'expected an object',
+  },
 );
 
 /** The shape of a refit chain (docs/refit.md); each checkpoint step's preset is checked by `quantPreset`. */
 export const refitChainShapeSchema = strict({
   source: z.enum(['fp32', 'bf16'], { error: 'expected "fp32" or "bf16"' }).optional(),
   checkpoint: z.array(checkedByBuilder, { error: 'expected an array of { preset, params? }' }).optional(),
-  exclude: z.array(z.enum([...quantSites] as [QuantSite, ...QuantSite[]], { error: `expected a site among ${quantSites.join(', ')}` }), { error: `expected a list of sites among ${quantSites.join(', ')}` }).optional(),
-  fuse: z.array(z.enum(['qkv', 'gate-up'], { error: 'expected "qkv" or "gate-up"' }), { error: 'expected a list of "qkv", "gate-up"' }).optional(),
+  exclude: z
+    .array(
+      z.enum([...quantSites] as [QuantSite, ...QuantSite[]], {
+        error: `expected a site among ${quantSites.join(', ')}`,
+      }),
+      { error: `expected a list of sites among ${quantSites.join(', ')}` },
+    )
+    .optional(),
+  fuse: z
+    .array(z.enum(['qkv', 'gate-up'], { error: 'expected "qkv" or "gate-up"' }), {
+      error: 'expected a list of "qkv", "gate-up"',
+    })
+    .optional(),
   faults: z
     .array(
       z.discriminatedUnion(
@@ -111,18 +130,36 @@ export const refitChainShapeSchema = strict({
           strict({ kind: z.literal('halves-swapped') }),
           strict({
             kind: z.literal('rows-permuted'),
-            sites: z.array(z.enum([...quantSites] as [QuantSite, ...QuantSite[]], { error: `expected a site among ${quantSites.join(', ')}` })).optional(),
+            sites: z
+              .array(
+                z.enum([...quantSites] as [QuantSite, ...QuantSite[]], {
+                  error: `expected a site among ${quantSites.join(', ')}`,
+                }),
+              )
+              .optional(),
             block: z.number().int().positive({ error: 'expected a positive integer' }).optional(),
           }),
           strict({ kind: z.literal('stale-sync') }),
-          strict({ kind: z.literal('unity-kv-scales'), which: z.enum(['k', 'v', 'kv'], { error: 'expected "k", "v" or "kv"' }).optional() }),
+          strict({
+            kind: z.literal('unity-kv-scales'),
+            which: z.enum(['k', 'v', 'kv'], { error: 'expected "k", "v" or "kv"' }).optional(),
+          }),
           strict({
             kind: z.literal('ignore-rule'),
-            ignore: z.array(z.string().min(1, { error: 'expected a non-empty pattern' }), { error: 'expected a list of module-name patterns' }),
-            match: z.enum([...ignoreMatchNames] as [IgnoreMatchName, ...IgnoreMatchName[]], { error: `expected one of ${ignoreMatchNames.join(', ')}` }).optional(),
+            ignore: z.array(z.string().min(1, { error: 'expected a non-empty pattern' }), {
+              error: 'expected a list of module-name patterns',
+            }),
+            match: z
+              .enum([...ignoreMatchNames] as [IgnoreMatchName, ...IgnoreMatchName[]], {
+                error: `expected one of ${ignoreMatchNames.join(', ')}`,
+              })
+              .optional(),
           }),
         ],
-        { error: 'expected a fault { kind: "halves-swapped" | "rows-permuted" | "stale-sync" | "unity-kv-scales" | "ignore-rule" }' },
+        {
+          error:
+            'expected a fault { kind: "halves-swapped" | "rows-permuted" | "stale-sync" | "unity-kv-scales" | "ignore-rule" }',
+        },
       ),
       { error: 'expected a list of faults' },
     )
@@ -134,9 +171,12 @@ export function overridesShapeSchema(gemm: z.ZodType) {
   return z.array(
     strict(
       {
-        match: z.union([z.string(), z.array(z.string()).min(1, { error: 'expected a pattern or a non-empty list of patterns' })], {
-          error: 'expected a pattern or a non-empty list of patterns',
-        }),
+        match: z.union(
+          [z.string(), z.array(z.string()).min(1, { error: 'expected a pattern or a non-empty list of patterns' })],
+          {
+            error: 'expected a pattern or a non-empty list of patterns',
+          },
+        ),
         gemm,
       },
       '{ match, gemm }',
@@ -153,7 +193,11 @@ export const planSideShapeSchema = strict({
   refit: refitChainShapeSchema.optional(),
   overrides: overridesShapeSchema(gemmPlanShapeSchema).optional(),
   engine: checkedByBuilder,
-  temperatureAt: z.enum(['before-log-softmax', 'after-log-softmax'], { error: 'expected "before-log-softmax" or "after-log-softmax"' }).optional(),
+  temperatureAt: z
+    .enum(['before-log-softmax', 'after-log-softmax'], {
+      error: 'expected "before-log-softmax" or "after-log-softmax"',
+    })
+    .optional(),
 });
 
 /** The shape of a plan given as data: both sides, an optional name and description. */

@@ -156,7 +156,9 @@ export function numericsFor(side: PlanSide): PolicyNumerics {
       return numericsBuilders.quantized(g);
     default: {
       const kind: never = g;
-      throw new Error(`numericsFor: gemm.kind must be one of ${Object.keys(numericsBuilders).join(', ')}, got ${JSON.stringify((kind as { kind?: unknown }).kind)}`);
+      throw new Error(
+        `numericsFor: gemm.kind must be one of ${Object.keys(numericsBuilders).join(', ')}, got ${JSON.stringify((kind as { kind?: unknown }).kind)}`,
+      );
     }
   }
 }
@@ -178,25 +180,44 @@ export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumer
   // An ignore-rule fault: the engine's ignore list, not the plan's exclusions, says which sites run
   // plain — every site quantized, the caught ones overridden by the plan's plain operands (after the
   // side's own overrides, which keep precedence).
-  let inner = numericsFor(ignoreRule !== undefined && g.kind === 'quantized' ? { ...side, gemm: { ...g, exclude: [] } } : side);
+  let inner = numericsFor(
+    ignoreRule !== undefined && g.kind === 'quantized' ? { ...side, gemm: { ...g, exclude: [] } } : side,
+  );
   const overrides: PrecisionOverride<GemmPlan>[] = [...(side.overrides ?? [])];
   if (ignoreRule !== undefined) {
-    if (g.kind !== 'quantized') throw new Error(`refit.faults: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got kind ${JSON.stringify(g.kind)}`);
+    if (g.kind !== 'quantized')
+      throw new Error(
+        `refit.faults: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got kind ${JSON.stringify(g.kind)}`,
+      );
     const caught = ignoredSites(ignoreRule, weights);
-    if (caught.length > 0) overrides.push({ match: caught, gemm: { kind: 'rounding', operands: g.plainOperands ?? 'bf16' } });
+    if (caught.length > 0)
+      overrides.push({ match: caught, gemm: { kind: 'rounding', operands: g.plainOperands ?? 'bf16' } });
   }
   if (overrides.length > 0) {
-    inner = overriddenNumerics(inner, overrides, overrides.map((o) => numericsFor({ gemm: o.gemm })), weights.blocks.length);
+    inner = overriddenNumerics(
+      inner,
+      overrides,
+      overrides.map((o) => numericsFor({ gemm: o.gemm })),
+      weights.blocks.length,
+    );
   }
   // inside the refit chain, so the shards are cut from the refitted weights
   const tp = side.engine?.tensorParallel;
   if (tp !== undefined) inner = tensorParallelNumerics(inner, tp);
-  return side.refit === undefined ? inner : refittedNumerics(inner, weights, side.refit, g.kind === 'quantized' ? g.kvCache : undefined);
+  return side.refit === undefined
+    ? inner
+    : refittedNumerics(inner, weights, side.refit, g.kind === 'quantized' ? g.kvCache : undefined);
 }
 
 /** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution or a trainer temperature placement on either side). */
 export function planNeedsWeights(plan: PrecisionPlan): boolean {
-  return [plan.rollout, plan.trainer].some((s) => s.refit !== undefined || (s.overrides !== undefined && s.overrides.length > 0) || s.engine !== undefined || s.temperatureAt !== undefined);
+  return [plan.rollout, plan.trainer].some(
+    (s) =>
+      s.refit !== undefined ||
+      (s.overrides !== undefined && s.overrides.length > 0) ||
+      s.engine !== undefined ||
+      s.temperatureAt !== undefined,
+  );
 }
 
 function deepFreeze<T>(x: T): T {
@@ -228,7 +249,8 @@ const fp16Gemm: RoundingGemmPlan = { kind: 'rounding', operands: 'fp16' };
  */
 export const TOY_BLOCK = 16;
 
-const q = (preset: OperandQuantPlan['preset'], block?: number): OperandQuantPlan => (block === undefined ? { preset } : { preset, params: { block } });
+const q = (preset: OperandQuantPlan['preset'], block?: number): OperandQuantPlan =>
+  block === undefined ? { preset } : { preset, params: { block } };
 
 /** FP8 E4M3 W8A8 as in FP8-RL (verl + vLLM/DeepGEMM): 16×16 weight blocks, 1×16 activation groups, Hopper FP8 accumulation. */
 const fp8BlockGemm: QuantizedGemmPlan = {
@@ -267,7 +289,8 @@ export const precisionPlans = deepFreeze({
   },
   'bf16-splitk': {
     name: 'bf16-splitk',
-    description: 'BF16 on both sides, but the rollout kernels accumulate split-K (chunks of 16): kernel-order mismatch between two BF16 engines',
+    description:
+      'BF16 on both sides, but the rollout kernels accumulate split-K (chunks of 16): kernel-order mismatch between two BF16 engines',
     rollout: { gemm: { ...bf16Gemm, accumulator: 'split-k', splitK: 16 }, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: bf16Gemm },
   },
@@ -279,67 +302,113 @@ export const precisionPlans = deepFreeze({
   },
   'fp8-rollout': {
     name: 'fp8-rollout',
-    description: 'FP8-RL (verl, vLLM + DeepGEMM) rollout: E4M3 W8A8 with 16×16 weight blocks and 1×16 activation groups, Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
+    description:
+      'FP8-RL (verl, vLLM + DeepGEMM) rollout: E4M3 W8A8 with 16×16 weight blocks and 1×16 activation groups, Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
     rollout: { gemm: fp8BlockGemm, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: bf16Gemm },
   },
   'fp8-tensor-rollout': {
     name: 'fp8-tensor-rollout',
-    description: 'AIS / TransformerEngine current scaling rollout: E4M3 W8A8 with one dynamic scale per tensor (weights and activations), Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
-    rollout: { gemm: { kind: 'quantized', weights: q('te-current'), activations: q('te-current'), accumulator: 'hopper-fp8', chunk: TOY_BLOCK, promoteEvery: 1 }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'AIS / TransformerEngine current scaling rollout: E4M3 W8A8 with one dynamic scale per tensor (weights and activations), Hopper FP8 accumulation; lm_head BF16; BF16 trainer',
+    rollout: {
+      gemm: {
+        kind: 'quantized',
+        weights: q('te-current'),
+        activations: q('te-current'),
+        accumulator: 'hopper-fp8',
+        chunk: TOY_BLOCK,
+        promoteEvery: 1,
+      },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   'int8-rollout': {
     name: 'int8-rollout',
-    description: 'FlashRL / SmoothQuant-style rollout: INT8 W8A8 with per-channel weight and per-token dynamic activation scales, exact int32 accumulation; lm_head BF16; BF16 trainer',
-    rollout: { gemm: { kind: 'quantized', weights: q('int8-row'), activations: q('vllm-int8-token'), accumulator: 'int32' }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'FlashRL / SmoothQuant-style rollout: INT8 W8A8 with per-channel weight and per-token dynamic activation scales, exact int32 accumulation; lm_head BF16; BF16 trainer',
+    rollout: {
+      gemm: { kind: 'quantized', weights: q('int8-row'), activations: q('vllm-int8-token'), accumulator: 'int32' },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   'w4a16-rollout': {
     name: 'w4a16-rollout',
-    description: 'QaRL rollout: INT4 (uint4 + zero point) weights in groups of 16 along K, dequantized to BF16, BF16 activations; lm_head BF16; BF16 trainer',
+    description:
+      'QaRL rollout: INT4 (uint4 + zero point) weights in groups of 16 along K, dequantized to BF16, BF16 activations; lm_head BF16; BF16 trainer',
     rollout: { gemm: w4a16Gemm, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: bf16Gemm },
   },
   'nvfp4-rollout': {
     name: 'nvfp4-rollout',
-    description: 'NVFP4 rollout (Blackwell, TransformerEngine rule): E2M1 weights and activations, 1×16 E4M3 block scales and an FP32 tensor scale; lm_head BF16; BF16 trainer',
-    rollout: { gemm: { kind: 'quantized', weights: q('nvfp4', TOY_BLOCK), activations: q('nvfp4', TOY_BLOCK) }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'NVFP4 rollout (Blackwell, TransformerEngine rule): E2M1 weights and activations, 1×16 E4M3 block scales and an FP32 tensor scale; lm_head BF16; BF16 trainer',
+    rollout: {
+      gemm: { kind: 'quantized', weights: q('nvfp4', TOY_BLOCK), activations: q('nvfp4', TOY_BLOCK) },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   'mxfp8-rollout': {
     name: 'mxfp8-rollout',
-    description: 'OCP MXFP8 rollout: E4M3 weights and activations with E8M0 power-of-two scales per 1×16 block (32 in the standard); lm_head BF16; BF16 trainer',
-    rollout: { gemm: { kind: 'quantized', weights: q('mxfp8', TOY_BLOCK), activations: q('mxfp8', TOY_BLOCK) }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'OCP MXFP8 rollout: E4M3 weights and activations with E8M0 power-of-two scales per 1×16 block (32 in the standard); lm_head BF16; BF16 trainer',
+    rollout: {
+      gemm: { kind: 'quantized', weights: q('mxfp8', TOY_BLOCK), activations: q('mxfp8', TOY_BLOCK) },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   'mxfp4-rollout': {
     name: 'mxfp4-rollout',
-    description: 'OCP MXFP4 rollout: E2M1 weights and activations with E8M0 power-of-two scales per 1×32 block (the standard block, one scale per row at C = 32); the coarsest preset; lm_head BF16; BF16 trainer',
-    rollout: { gemm: { kind: 'quantized', weights: q('mxfp4', 32), activations: q('mxfp4', 32) }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'OCP MXFP4 rollout: E2M1 weights and activations with E8M0 power-of-two scales per 1×32 block (the standard block, one scale per row at C = 32); the coarsest preset; lm_head BF16; BF16 trainer',
+    rollout: {
+      gemm: { kind: 'quantized', weights: q('mxfp4', 32), activations: q('mxfp4', 32) },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   'fp8-kv': {
     name: 'fp8-kv',
-    description: 'FP8-RL §2.3: fp8-rollout plus an E4M3 KV cache with per-tensor scales recalibrated at the first forward after every weight sync (inference-side calibration); BF16 trainer',
+    description:
+      'FP8-RL §2.3: fp8-rollout plus an E4M3 KV cache with per-tensor scales recalibrated at the first forward after every weight sync (inference-side calibration); BF16 trainer',
     rollout: { gemm: { ...fp8BlockGemm, kvCache: fp8Kv }, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: bf16Gemm },
   },
   'full-fp8': {
     name: 'full-fp8',
-    description: 'FP8-RL §2.3 "Full FP8": fp8-kv plus FP8 attention GEMMs (QKᵀ and PV with per-tensor dynamic E4M3 operands); BF16 trainer',
-    rollout: { gemm: { ...fp8BlockGemm, kvCache: fp8Kv, attention: q('vllm-fp8-tensor') }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'FP8-RL §2.3 "Full FP8": fp8-kv plus FP8 attention GEMMs (QKᵀ and PV with per-tensor dynamic E4M3 operands); BF16 trainer',
+    rollout: {
+      gemm: { ...fp8BlockGemm, kvCache: fp8Kv, attention: q('vllm-fp8-tensor') },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: bf16Gemm },
   },
   qarl: {
     name: 'qarl',
-    description: 'QaRL: W4A16 rollout, and a trainer whose forward runs the same quantized GEMMs with a straight-through backward (dgrad through the dequantized weights, plain BF16 wgrad) onto FP32 master weights',
-    rollout: { gemm: { ...w4a16Gemm, backward: { kind: 'straight-through' } }, decode: 'incremental', logprob: 'processed' },
+    description:
+      'QaRL: W4A16 rollout, and a trainer whose forward runs the same quantized GEMMs with a straight-through backward (dgrad through the dequantized weights, plain BF16 wgrad) onto FP32 master weights',
+    rollout: {
+      gemm: { ...w4a16Gemm, backward: { kind: 'straight-through' } },
+      decode: 'incremental',
+      logprob: 'processed',
+    },
     trainer: { gemm: { ...w4a16Gemm, backward: { kind: 'straight-through' } } },
   },
   jet: {
     name: 'jet',
-    description: 'Jet-RL unified FP8 flow: the fp8-rollout W8A8 forward on both sides, trainer DGrad/WGrad in FP8 (1×16 groups for dY and activations, 16×16 blocks for Wᵀ), BF16 gradients between ops',
+    description:
+      'Jet-RL unified FP8 flow: the fp8-rollout W8A8 forward on both sides, trainer DGrad/WGrad in FP8 (1×16 groups for dY and activations, 16×16 blocks for Wᵀ), BF16 gradients between ops',
     rollout: { gemm: { ...fp8BlockGemm, backward: jetBackward() }, decode: 'incremental', logprob: 'processed' },
     trainer: { gemm: { ...fp8BlockGemm, backward: jetBackward() } },
   },
@@ -358,7 +427,9 @@ export type PrecisionPlanName = keyof typeof precisionPlans;
  */
 export function precisionPlan(name: string): PrecisionPlan {
   if (!Object.hasOwn(precisionPlans, name)) {
-    throw new Error(`precision plan: name must be one of ${Object.keys(precisionPlans).join(', ')}, got ${JSON.stringify(name)}`);
+    throw new Error(
+      `precision plan: name must be one of ${Object.keys(precisionPlans).join(', ')}, got ${JSON.stringify(name)}`,
+    );
   }
   return precisionPlans[name as PrecisionPlanName];
 }
@@ -374,13 +445,22 @@ export interface PlanData {
 /** Checks one side's values the shape schema leaves to their builders, naming the path. */
 function checkSideValues(side: PlanSide, path: string, role: 'rollout' | 'trainer'): void {
   if (side.engine !== undefined) checkEngineExecution(side.engine, `${path}.engine`, role);
-  if (side.temperatureAt !== undefined && role === 'rollout') throw new Error(`${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(side.temperatureAt)}`);
+  if (side.temperatureAt !== undefined && role === 'rollout')
+    throw new Error(
+      `${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(side.temperatureAt)}`,
+    );
   if (side.refit !== undefined) checkRefitChain(side.refit, `${path}.refit`);
   checkGemmPlan(side.gemm, `${path}.gemm`);
   side.refit?.faults?.forEach((f, i) => {
     const g = side.gemm;
-    if (f.kind === 'ignore-rule' && g.kind !== 'quantized') throw new Error(`${path}.refit.faults[${i}]: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got gemm.kind ${JSON.stringify(g.kind)}`);
-    if (f.kind === 'unity-kv-scales' && (g.kind !== 'quantized' || g.kvCache === undefined)) throw new Error(`${path}.refit.faults[${i}]: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`);
+    if (f.kind === 'ignore-rule' && g.kind !== 'quantized')
+      throw new Error(
+        `${path}.refit.faults[${i}]: ignore-rule needs a quantized GEMM plan (the rule replaces its exclude list), got gemm.kind ${JSON.stringify(g.kind)}`,
+      );
+    if (f.kind === 'unity-kv-scales' && (g.kind !== 'quantized' || g.kvCache === undefined))
+      throw new Error(
+        `${path}.refit.faults[${i}]: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`,
+      );
   });
   if (side.overrides !== undefined) checkOverrides(side.overrides, `${path}.overrides`, checkGemmPlan);
 }

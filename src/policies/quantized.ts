@@ -9,7 +9,13 @@ import type { KvCacheHook } from '../nn/block-decode.js';
 import { dequantize, quantize, type QuantizedTensor, type QuantSpec } from '../numerics/quantize.js';
 import { gemm, accumulatorModels, type AccumulatorModel, type GemmOptions } from '../numerics/gemm.js';
 import { createBatchedOperandMemo, gemmBatched } from '../numerics/gemm-batched.js';
-import { kvCacheCalibrate, kvCacheState, kvFakeQuantize, type KvCacheSpec, type KvCacheState } from '../numerics/kvcache.js';
+import {
+  kvCacheCalibrate,
+  kvCacheState,
+  kvFakeQuantize,
+  type KvCacheSpec,
+  type KvCacheState,
+} from '../numerics/kvcache.js';
 import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
 
@@ -17,7 +23,17 @@ import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './nu
 export type QuantSite = 'q' | 'k' | 'v' | 'o' | 'up' | 'gate' | 'down' | 'lmHead' | 'router';
 
 /** Every {@link QuantSite}. */
-export const quantSites: readonly QuantSite[] = Object.freeze(['q', 'k', 'v', 'o', 'up', 'gate', 'down', 'lmHead', 'router']);
+export const quantSites: readonly QuantSite[] = Object.freeze([
+  'q',
+  'k',
+  'v',
+  'o',
+  'up',
+  'gate',
+  'down',
+  'lmHead',
+  'router',
+]);
 
 /**
  * An operand quantizer named by a preset of the numerics core (`src/numerics/presets.ts`) and its
@@ -92,7 +108,8 @@ export interface QuantizedPolicyNumerics extends PolicyNumerics {
 const roundingFormats: readonly RoundingFormat[] = ['bf16', 'fp16', 'tf32'];
 
 function specOf(p: OperandQuantPlan, field: string): QuantSpec {
-  if (typeof p !== 'object' || p === null || typeof p.preset !== 'string') throw new Error(`quantizedNumerics: ${field} must be { preset, params? }, got ${JSON.stringify(p)}`);
+  if (typeof p !== 'object' || p === null || typeof p.preset !== 'string')
+    throw new Error(`quantizedNumerics: ${field} must be { preset, params? }, got ${JSON.stringify(p)}`);
   try {
     return quantPreset(p.preset, p.params ?? {});
   } catch (error) {
@@ -106,7 +123,15 @@ function asFloat32(x: FloatArray, n: number): Float32Array {
 }
 
 /** Calls the numerics core's {@link gemm}; a Float64Array `out` (gradient checks) receives the float32 result. */
-function coreGemm(out: FloatArray, a: Float32Array | QuantizedTensor, b: Float32Array | QuantizedTensor, m: number, n: number, k: number, opts: GemmOptions): void {
+function coreGemm(
+  out: FloatArray,
+  a: Float32Array | QuantizedTensor,
+  b: Float32Array | QuantizedTensor,
+  m: number,
+  n: number,
+  k: number,
+  opts: GemmOptions,
+): void {
   if (out instanceof Float32Array) {
     gemm(out.subarray(0, m * n), a, b, m, n, k, opts);
     return;
@@ -183,21 +208,35 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
   const weightSpec = specOf(options.weights, 'weights');
   const act = options.activations;
   if (typeof act === 'string' && !roundingFormats.includes(act)) {
-    throw new Error(`quantizedNumerics: activations must be a quantizer { preset, params? } or one of ${roundingFormats.join(', ')}, got ${JSON.stringify(act)}`);
+    throw new Error(
+      `quantizedNumerics: activations must be a quantizer { preset, params? } or one of ${roundingFormats.join(', ')}, got ${JSON.stringify(act)}`,
+    );
   }
   const actQuant: QuantSpec | RoundingFormat = typeof act === 'string' ? act : specOf(act, 'activations');
   if (options.plainOperands !== undefined && !roundingFormats.includes(options.plainOperands)) {
-    throw new Error(`quantizedNumerics: plainOperands must be one of ${roundingFormats.join(', ')}, got ${JSON.stringify(options.plainOperands)}`);
+    throw new Error(
+      `quantizedNumerics: plainOperands must be one of ${roundingFormats.join(', ')}, got ${JSON.stringify(options.plainOperands)}`,
+    );
   }
   const plainOperands = options.plainOperands ?? 'bf16';
   const exclude = options.exclude ?? ['lmHead'];
-  for (const s of exclude) if (!quantSites.includes(s)) throw new Error(`quantizedNumerics: exclude must list sites among ${quantSites.join(', ')}, got ${JSON.stringify(s)}`);
-  if (options.out !== undefined && !['bf16', 'fp16'].includes(options.out)) throw new Error(`quantizedNumerics: out must be bf16 or fp16, got ${JSON.stringify(options.out)}`);
+  for (const s of exclude)
+    if (!quantSites.includes(s))
+      throw new Error(
+        `quantizedNumerics: exclude must list sites among ${quantSites.join(', ')}, got ${JSON.stringify(s)}`,
+      );
+  if (options.out !== undefined && !['bf16', 'fp16'].includes(options.out))
+    throw new Error(`quantizedNumerics: out must be bf16 or fp16, got ${JSON.stringify(options.out)}`);
   const backward = options.backward ?? { kind: 'plain' };
-  if (!['plain', 'straight-through', 'quantized'].includes(backward.kind)) throw new Error(`quantizedNumerics: backward.kind must be plain, straight-through or quantized, got ${JSON.stringify(backward.kind)}`);
+  if (!['plain', 'straight-through', 'quantized'].includes(backward.kind))
+    throw new Error(
+      `quantizedNumerics: backward.kind must be plain, straight-through or quantized, got ${JSON.stringify(backward.kind)}`,
+    );
   const kvSpec = options.kvCache;
   if (kvSpec && !['fixed', 'inference'].includes(kvSpec.calibration.mode)) {
-    throw new Error(`quantizedNumerics: kvCache.calibration.mode must be fixed or inference (trainer-side calibration has no data inside the rollout engine), got ${JSON.stringify(kvSpec.calibration.mode)}`);
+    throw new Error(
+      `quantizedNumerics: kvCache.calibration.mode must be fixed or inference (trainer-side calibration has no data inside the rollout engine), got ${JSON.stringify(kvSpec.calibration.mode)}`,
+    );
   }
   const attnSpec = options.attention ? specOf(options.attention, 'attention') : null;
 
@@ -207,9 +246,15 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
     ...(options.chunk !== undefined ? { chunk: options.chunk } : {}),
     ...(options.splitK !== undefined ? { splitK: options.splitK } : {}),
   };
-  const forwardOpts: GemmOptions = { ...accumulate, aQuant: actQuant, ...(options.out !== undefined ? { outFormat: options.out } : {}) };
+  const forwardOpts: GemmOptions = {
+    ...accumulate,
+    aQuant: actQuant,
+    ...(options.out !== undefined ? { outFormat: options.out } : {}),
+  };
   if (options.accumulator !== undefined && !accumulatorModels.includes(options.accumulator)) {
-    throw new Error(`quantizedNumerics: accumulator must be one of ${accumulatorModels.join(', ')}, got ${JSON.stringify(options.accumulator)}`);
+    throw new Error(
+      `quantizedNumerics: accumulator must be one of ${accumulatorModels.join(', ')}, got ${JSON.stringify(options.accumulator)}`,
+    );
   }
 
   const plain = roundingNumerics({ operands: plainOperands });
@@ -231,7 +276,15 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
   const quantizedActivation = typeof actQuant === 'string' ? null : rememberingQuantizer(actQuant);
   const forward: GemmFn = (out, a, b, m, n, k) => {
     const x = asFloat32(a, m * k);
-    coreGemm(out, quantizedActivation ? quantizedActivation(x, m, k) : x, quantizedWeight(b, n, k), m, n, k, forwardOpts);
+    coreGemm(
+      out,
+      quantizedActivation ? quantizedActivation(x, m, k) : x,
+      quantizedWeight(b, n, k),
+      m,
+      n,
+      k,
+      forwardOpts,
+    );
   };
 
   // One remembering quantizer of wgrad's xᵀ for the whole object (q, k and v share xᵀ, as do up and gate).
@@ -240,12 +293,16 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
 
   /** One site's LinearGemms: the dgrad operand derived from the weight is cached per site (one weight per site). */
   const quantizedLinear = (): LinearGemms => {
-    if (backward.kind === 'plain') return Object.freeze({ forward, dgrad: plainLinear.dgrad, wgrad: plainLinear.wgrad });
+    if (backward.kind === 'plain')
+      return Object.freeze({ forward, dgrad: plainLinear.dgrad, wgrad: plainLinear.wgrad });
     // dgrad receives Wᵀ (C×OC) as a fresh copy; the operand derived from it is cached with the values it came from
     // (a site has one weight per numerics object, so this is computed once per site).
     let seenT: Float32Array | null = null;
     let derived: Float32Array | QuantizedTensor | null = null;
-    const dgradOperand = (wT: Float32Array, make: () => Float32Array | QuantizedTensor): Float32Array | QuantizedTensor => {
+    const dgradOperand = (
+      wT: Float32Array,
+      make: () => Float32Array | QuantizedTensor,
+    ): Float32Array | QuantizedTensor => {
       if (seenT === null || derived === null || !sameValues(seenT, wT)) {
         seenT = Float32Array.from(wT);
         derived = make();
@@ -257,7 +314,9 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
       // transposed back to (C, OC); both operands then rounded like a plain GEMM.
       const dgrad: GemmFn = (out, a, b, m, n, k) => {
         const wT = asFloat32(b, n * k); // (C, OC): n = C, k = OC
-        const op = dgradOperand(wT, () => transposeF32(dequantize(quantize(weightSpec, transposeF32(wT, n, k), [k, n])), k, n));
+        const op = dgradOperand(wT, () =>
+          transposeF32(dequantize(quantize(weightSpec, transposeF32(wT, n, k), [k, n])), k, n),
+        );
         coreGemm(out, asFloat32(a, m * k), op, m, n, k, { aQuant: plainOperands, bQuant: plainOperands });
       };
       return Object.freeze({ forward, dgrad, wgrad: plainLinear.wgrad });
@@ -273,7 +332,11 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
     };
     const quantizedInput = wgradInputQuantizer(inSpec);
     const wgrad: GemmFn = (out, a, b, m, n, k) => {
-      coreGemm(out, asFloat32(a, m * k), quantizedInput(asFloat32(b, n * k), n, k), m, n, k, { ...accumulate, ...outOpt, aQuant: gradSpec });
+      coreGemm(out, asFloat32(a, m * k), quantizedInput(asFloat32(b, n * k), n, k), m, n, k, {
+        ...accumulate,
+        ...outOpt,
+        aQuant: gradSpec,
+      });
     };
     return Object.freeze({ forward, dgrad, wgrad });
   };
@@ -284,7 +347,8 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
   let attentionOf = (): AttentionGemms => plainAttention;
   if (attnSpec !== null) {
     const attnOpts: GemmOptions = { ...accumulate, aQuant: attnSpec, bQuant: attnSpec };
-    const attnGemm: GemmFn = (out, a, b, m, n, k) => coreGemm(out, asFloat32(a, m * k), asFloat32(b, n * k), m, n, k, attnOpts);
+    const attnGemm: GemmFn = (out, a, b, m, n, k) =>
+      coreGemm(out, asFloat32(a, m * k), asFloat32(b, n * k), m, n, k, attnOpts);
     attentionOf = () => {
       // The decode step's pairs in one call per product, each pair bit for bit its own attnGemm call.
       const kMemo = createBatchedOperandMemo();
@@ -295,17 +359,26 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
       const pvBatch: BatchedGemmFn = (out, a, b, count, m, n, k) => {
         gemmBatched(out, a, b, count, m, n, k, attnOpts, vMemo);
       };
-      return Object.freeze({ ...plainAttention, qk: attnGemm, pv: attnGemm, decodeBatch: Object.freeze({ qk: attnGemm, pv: attnGemm, qkBatch, pvBatch }) });
+      return Object.freeze({
+        ...plainAttention,
+        qk: attnGemm,
+        pv: attnGemm,
+        decodeBatch: Object.freeze({ qk: attnGemm, pv: attnGemm, qkBatch, pvBatch }),
+      });
     };
   }
 
   const blocks: BlockGemms[] = [];
   const block = (layer: number): BlockGemms => {
-    if (!Number.isInteger(layer) || layer < 0) throw new Error(`quantizedNumerics: layer must be a non-negative integer, got ${layer}`);
+    if (!Number.isInteger(layer) || layer < 0)
+      throw new Error(`quantizedNumerics: layer must be a non-negative integer, got ${layer}`);
     let g = blocks[layer];
     if (g === undefined) {
       g = Object.freeze({
-        q: site('q'), k: site('k'), v: site('v'), o: site('o'),
+        q: site('q'),
+        k: site('k'),
+        v: site('v'),
+        o: site('o'),
         mlp: Object.freeze({ up: site('up'), gate: site('gate'), down: site('down') }),
         attention: attentionOf(),
         router: site('router'),
@@ -320,7 +393,17 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
   let kvRows = new Float32Array(0);
   const kvOut: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
   /** Row t of every sequence of `cache`, quantized and loaded back (kvDequantize ∘ kvQuantize) into scratch slot `slot`. */
-  const kvLoaded = (spec: KvCacheSpec, rows: Float32Array, cache: FloatArray, t: number, B: number, tCap: number, C: number, scales: Float32Array, slot: 0 | 1): Float32Array => {
+  const kvLoaded = (
+    spec: KvCacheSpec,
+    rows: Float32Array,
+    cache: FloatArray,
+    t: number,
+    B: number,
+    tCap: number,
+    C: number,
+    scales: Float32Array,
+    slot: 0 | 1,
+  ): Float32Array => {
     for (let b = 0; b < B; b++) {
       const o = (b * tCap + t) * C;
       for (let c = 0; c < C; c++) rows[b * C + c] = cache[o + c]!;
@@ -372,6 +455,6 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
     block,
     lmHead: () => head,
     kvHook,
-    kvCacheState: (layer: number) => (kvSpec ? kvStates[layer] ?? kvCacheState(kvSpec) : null),
+    kvCacheState: (layer: number) => (kvSpec ? (kvStates[layer] ?? kvCacheState(kvSpec)) : null),
   });
 }

@@ -89,7 +89,8 @@ export interface RefitChain {
 }
 
 function specOf(p: OperandQuantPlan, field: string): QuantSpec {
-  if (typeof p !== 'object' || p === null || typeof p.preset !== 'string') throw new Error(`${field}: expected { preset, params? }, got ${JSON.stringify(p)}`);
+  if (typeof p !== 'object' || p === null || typeof p.preset !== 'string')
+    throw new Error(`${field}: expected { preset, params? }, got ${JSON.stringify(p)}`);
   try {
     return quantPreset(p.preset, p.params ?? {});
   } catch (error) {
@@ -106,7 +107,10 @@ export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
   chain.checkpoint?.forEach((p, i) => specOf(p as OperandQuantPlan, `${path}.checkpoint[${i}]`));
   const seen = new Set<string>();
   chain.faults?.forEach((f, i) => {
-    if ((f.kind === 'ignore-rule' || f.kind === 'unity-kv-scales') && seen.has(f.kind)) throw new Error(`${path}.faults[${i}]: a second ${f.kind} fault (an engine has one ignore list and one set of KV scales), got ${JSON.stringify(f)}`);
+    if ((f.kind === 'ignore-rule' || f.kind === 'unity-kv-scales') && seen.has(f.kind))
+      throw new Error(
+        `${path}.faults[${i}]: a second ${f.kind} fault (an engine has one ignore list and one set of KV scales), got ${JSON.stringify(f)}`,
+      );
     seen.add(f.kind);
     if (f.kind === 'ignore-rule' && ignoreMatchRule(f.match ?? 'substring') === 'regex') {
       f.ignore.forEach((p, j) => {
@@ -114,7 +118,9 @@ export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
         try {
           new RegExp(p.slice(3));
         } catch {
-          throw new Error(`${path}.faults[${i}].ignore[${j}]: not a valid regular expression, got ${JSON.stringify(p)}`);
+          throw new Error(
+            `${path}.faults[${i}].ignore[${j}]: not a valid regular expression, got ${JSON.stringify(p)}`,
+          );
         }
       });
     }
@@ -134,7 +140,8 @@ export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
  */
 export function ignoredSites(fault: Extract<RefitFault, { kind: 'ignore-rule' }>, weights: StackWeights): string[] {
   const matches = ignoreMatchRules[ignoreMatchRule(fault.match ?? 'substring')];
-  const caught = (site: QuantSite, layer: number | null, moe: boolean): boolean => fault.ignore.some((p) => matches(engineModuleName(site, layer, moe), p));
+  const caught = (site: QuantSite, layer: number | null, moe: boolean): boolean =>
+    fault.ignore.some((p) => matches(engineModuleName(site, layer, moe), p));
   const names: string[] = [];
   weights.blocks.forEach((b, l) => {
     const moe = b.moe !== undefined && b.moe !== null;
@@ -170,7 +177,11 @@ function weightGroups(w: StackWeights): SiteWeight[][] {
   const C = w.lnf.length;
   const groups: SiteWeight[][] = [];
   for (const b of w.blocks) {
-    groups.push([{ site: 'q', w: b.wq, n: C, k: C }, { site: 'k', w: b.wk, n: C, k: C }, { site: 'v', w: b.wv, n: C, k: C }]);
+    groups.push([
+      { site: 'q', w: b.wq, n: C, k: C },
+      { site: 'k', w: b.wk, n: C, k: C },
+      { site: 'v', w: b.wv, n: C, k: C },
+    ]);
     groups.push([{ site: 'o', w: b.wo, n: C, k: C }]);
     if (b.mlp) groups.push(...mlpWeights(b.mlp, C));
     if (b.moe) {
@@ -209,7 +220,9 @@ export function refitWeights(weights: StackWeights, chain: RefitChain): Map<Floa
       const x = Float32Array.from(g.w);
       return chain.source === 'bf16' ? fakeQuant(bf16, x, { profile: 'ieee' }) : x;
     });
-    const fused = group.length > 1 && ((group[0]!.site === 'q' && fuse.includes('qkv')) || (group[0]!.site === 'gate' && fuse.includes('gate-up')));
+    const fused =
+      group.length > 1 &&
+      ((group[0]!.site === 'q' && fuse.includes('qkv')) || (group[0]!.site === 'gate' && fuse.includes('gate-up')));
     for (const spec of steps) {
       if (fused && !group.some((g) => exclude.includes(g.site))) {
         const k = group[0]!.k;
@@ -292,7 +305,7 @@ function swapLinear(inner: LinearGemms, map: Map<FloatArray, Float32Array>): Lin
  * fault), and each faulted row is then replaced by `kvDequantize(kvQuantize(row, scales = 1))`.
  */
 function unityKvHook(inner: KvCacheHook, spec: KvCacheSpec, which: 'k' | 'v' | 'kv'): KvCacheHook {
-  const ones = new Float32Array((spec.granularity ?? 'tensor') === 'head' ? spec.heads ?? 1 : 1).fill(1);
+  const ones = new Float32Array((spec.granularity ?? 'tensor') === 'head' ? (spec.heads ?? 1) : 1).fill(1);
   let raw = new Float32Array(0); // (B, C) row t of every sequence, as written
   let loaded = new Float32Array(0); // (B, C) the same rows stored and loaded under scale 1
   return (kCache, vCache, t, B, tCap, C) => {
@@ -304,7 +317,13 @@ function unityKvHook(inner: KvCacheHook, spec: KvCacheSpec, which: 'k' | 'v' | '
     });
     inner(kCache, vCache, t, B, tCap, C);
     faulted.forEach((cache, f) => {
-      const rows = kvFakeQuantize(spec, raw.subarray(f * B * C, (f + 1) * B * C), [B, C], ones, loaded.subarray(0, B * C));
+      const rows = kvFakeQuantize(
+        spec,
+        raw.subarray(f * B * C, (f + 1) * B * C),
+        [B, C],
+        ones,
+        loaded.subarray(0, B * C),
+      );
       for (let b = 0; b < B; b++) for (let c = 0; c < C; c++) cache[(b * tCap + t) * C + c] = rows[b * C + c]!;
     });
   };
@@ -317,7 +336,12 @@ function unityKvHook(inner: KvCacheHook, spec: KvCacheSpec, which: 'k' | 'v' | '
  * weight sync, like `inner`. The `ignore-rule` fault is applied by `sideNumerics` (it chooses which
  * GEMMs `inner` has).
  */
-export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, chain: RefitChain, kvCache?: KvCacheSpec): PolicyNumerics {
+export function refittedNumerics(
+  inner: PolicyNumerics,
+  weights: StackWeights,
+  chain: RefitChain,
+  kvCache?: KvCacheSpec,
+): PolicyNumerics {
   let map = refitWeights(weights, chain);
   if (chain.faults?.some((f) => f.kind === 'stale-sync')) {
     // serve what the previous sync refitted (the first sync is right), and keep this one for the next
@@ -330,9 +354,16 @@ export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, c
     let g = blocks[layer];
     if (g === undefined) {
       const b = inner.block(layer);
-      const mlp: MlpGemms = Object.freeze({ up: swapLinear(b.mlp.up, map), gate: swapLinear(b.mlp.gate, map), down: swapLinear(b.mlp.down, map) });
+      const mlp: MlpGemms = Object.freeze({
+        up: swapLinear(b.mlp.up, map),
+        gate: swapLinear(b.mlp.gate, map),
+        down: swapLinear(b.mlp.down, map),
+      });
       g = Object.freeze({
-        q: swapLinear(b.q, map), k: swapLinear(b.k, map), v: swapLinear(b.v, map), o: swapLinear(b.o, map),
+        q: swapLinear(b.q, map),
+        k: swapLinear(b.k, map),
+        v: swapLinear(b.v, map),
+        o: swapLinear(b.o, map),
         mlp,
         attention: b.attention,
         ...(b.router ? { router: swapLinear(b.router, map) } : {}),
@@ -346,12 +377,16 @@ export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, c
     chain.source === 'bf16' ? 'bf16 export' : null,
     ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`),
     (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null,
-    ...(chain.faults ?? []).map((f) => `fault ${f.kind}${f.kind === 'unity-kv-scales' ? ` ${f.which ?? 'kv'}` : f.kind === 'ignore-rule' ? ` ${f.match ?? 'substring'} [${f.ignore.join(', ')}]` : ''}`),
+    ...(chain.faults ?? []).map(
+      (f) =>
+        `fault ${f.kind}${f.kind === 'unity-kv-scales' ? ` ${f.which ?? 'kv'}` : f.kind === 'ignore-rule' ? ` ${f.match ?? 'substring'} [${f.ignore.join(', ')}]` : ''}`,
+    ),
   ].filter(Boolean);
   const unity = chain.faults?.find((f) => f.kind === 'unity-kv-scales');
   let kvHook = (l: number): KvCacheHook | null => inner.kvHook(l);
   if (unity !== undefined) {
-    if (kvCache === undefined) throw new Error(`refit.faults: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`);
+    if (kvCache === undefined)
+      throw new Error(`refit.faults: unity-kv-scales needs a KV-cache quantizer (gemm.kvCache), the side has none`);
     const hooks: KvCacheHook[] = [];
     kvHook = (l) => {
       const h = inner.kvHook(l);
@@ -359,5 +394,10 @@ export function refittedNumerics(inner: PolicyNumerics, weights: StackWeights, c
       return (hooks[l] ??= unityKvHook(h, kvCache, unity.which ?? 'kv'));
     };
   }
-  return Object.freeze({ label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`, block, lmHead: () => head, kvHook });
+  return Object.freeze({
+    label: `${inner.label}; refit ${parts.join(' → ') || 'fp32 master'}`,
+    block,
+    lmHead: () => head,
+    kvHook,
+  });
 }

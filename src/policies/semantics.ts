@@ -38,7 +38,7 @@ function outOf(gemm: GemmPlan, lmHead: boolean): LogprobSemantics['logits'] {
   if (gemm.kind === 'rounding') return gemm.out ?? 'fp32';
   if (gemm.kind === 'quantized') {
     const excluded = (gemm.exclude ?? ['lmHead']).includes('lmHead');
-    return lmHead && excluded ? 'fp32' : gemm.out ?? 'fp32';
+    return lmHead && excluded ? 'fp32' : (gemm.out ?? 'fp32');
   }
   return 'fp32';
 }
@@ -63,14 +63,30 @@ export function logitsFormat(side: PlanSide): LogprobSemantics['logits'] {
  * // { values: 'processed', temperature: 0.7, temperatureAt: 'before-log-softmax', support: 'truncated', logits: 'fp32' }
  * ```
  */
-export function logprobSemantics(side: PlanSide, role: 'rollout' | 'trainer', sampler: SemanticsSampler = {}): LogprobSemantics {
+export function logprobSemantics(
+  side: PlanSide,
+  role: 'rollout' | 'trainer',
+  sampler: SemanticsSampler = {},
+): LogprobSemantics {
   const T = sampler.temperature ?? 1;
   const truncated = (sampler.topK ?? 0) > 0 || (sampler.topP ?? 1) < 1;
   if (role === 'trainer') {
-    return { values: 'processed', temperature: T, temperatureAt: side.temperatureAt ?? 'before-log-softmax', support: sampler.supportReplay && truncated ? 'truncated' : 'full', logits: logitsFormat(side) };
+    return {
+      values: 'processed',
+      temperature: T,
+      temperatureAt: side.temperatureAt ?? 'before-log-softmax',
+      support: sampler.supportReplay && truncated ? 'truncated' : 'full',
+      logits: logitsFormat(side),
+    };
   }
   const values = side.logprob ?? 'processed';
-  return { values, temperature: values === 'raw' ? 1 : T, temperatureAt: 'before-log-softmax', support: values === 'processed' && truncated ? 'truncated' : 'full', logits: logitsFormat(side) };
+  return {
+    values,
+    temperature: values === 'raw' ? 1 : T,
+    temperatureAt: 'before-log-softmax',
+    support: values === 'processed' && truncated ? 'truncated' : 'full',
+    logits: logitsFormat(side),
+  };
 }
 
 /** One field where two semantics differ. */
@@ -92,10 +108,14 @@ export interface SemanticsDifference {
  */
 export function semanticsDifferences(rollout: LogprobSemantics, trainer: LogprobSemantics): SemanticsDifference[] {
   const out: SemanticsDifference[] = [];
-  if (rollout.temperature !== trainer.temperature) out.push({ field: 'temperature', rollout: String(rollout.temperature), trainer: String(trainer.temperature) });
-  if (rollout.temperatureAt !== trainer.temperatureAt && (rollout.temperature !== 1 || trainer.temperature !== 1)) out.push({ field: 'temperatureAt', rollout: rollout.temperatureAt, trainer: trainer.temperatureAt });
-  if (rollout.support !== trainer.support) out.push({ field: 'support', rollout: rollout.support, trainer: trainer.support });
-  if (rollout.logits !== trainer.logits) out.push({ field: 'logits', rollout: rollout.logits, trainer: trainer.logits });
+  if (rollout.temperature !== trainer.temperature)
+    out.push({ field: 'temperature', rollout: String(rollout.temperature), trainer: String(trainer.temperature) });
+  if (rollout.temperatureAt !== trainer.temperatureAt && (rollout.temperature !== 1 || trainer.temperature !== 1))
+    out.push({ field: 'temperatureAt', rollout: rollout.temperatureAt, trainer: trainer.temperatureAt });
+  if (rollout.support !== trainer.support)
+    out.push({ field: 'support', rollout: rollout.support, trainer: trainer.support });
+  if (rollout.logits !== trainer.logits)
+    out.push({ field: 'logits', rollout: rollout.logits, trainer: trainer.logits });
   return out;
 }
 
@@ -116,8 +136,14 @@ export function semanticsLine(diffs: readonly SemanticsDifference[]): string {
  * // { 'mismatch/semantics/support': 1 }
  * ```
  */
-export function semanticsMetrics(plan: { readonly rollout: PlanSide; readonly trainer: PlanSide }, sampler: SemanticsSampler & { readonly logprob?: 'processed' | 'raw' }): Record<string, number> {
+export function semanticsMetrics(
+  plan: { readonly rollout: PlanSide; readonly trainer: PlanSide },
+  sampler: SemanticsSampler & { readonly logprob?: 'processed' | 'raw' },
+): Record<string, number> {
   const rollout = sampler.logprob === undefined ? plan.rollout : { ...plan.rollout, logprob: sampler.logprob };
-  const diffs = semanticsDifferences(logprobSemantics(rollout, 'rollout', sampler), logprobSemantics(plan.trainer, 'trainer', sampler));
+  const diffs = semanticsDifferences(
+    logprobSemantics(rollout, 'rollout', sampler),
+    logprobSemantics(plan.trainer, 'trainer', sampler),
+  );
   return Object.fromEntries(diffs.map((d) => [`mismatch/semantics/${d.field}`, 1]));
 }

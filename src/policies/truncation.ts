@@ -33,7 +33,16 @@ export function truncationActive(V: number, topK: number, topP: number, exclude 
  * truncatedSupport(new Float32Array([3, 1, 2, 0]), 0, 4, 1, 2, 1, keep); // keep = [1, 0, 1, 0]
  * ```
  */
-export function truncatedSupport(logits: FloatArray | ArrayLike<number>, off: number, V: number, tau: number, topK: number, topP: number, keep: Uint8Array, exclude = -1): void {
+export function truncatedSupport(
+  logits: FloatArray | ArrayLike<number>,
+  off: number,
+  V: number,
+  tau: number,
+  topK: number,
+  topP: number,
+  keep: Uint8Array,
+  exclude = -1,
+): void {
   if (!truncationActive(V, topK, topP, exclude)) {
     keep.fill(1, 0, V);
     if (exclude >= 0 && exclude < V) keep[exclude] = 0;

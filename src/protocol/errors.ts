@@ -96,7 +96,13 @@ export class RpcCallError extends BackendProtocolError {
    *   defaults of `detail`.
    * @param detail - the code and field when they come from elsewhere (a result that failed the schema).
    */
-  constructor(kind: RpcCallError['kind'], method: string, message: string, error?: RpcErrorObject, detail: { code?: number; field?: string } = {}) {
+  constructor(
+    kind: RpcCallError['kind'],
+    method: string,
+    message: string,
+    error?: RpcErrorObject,
+    detail: { code?: number; field?: string } = {},
+  ) {
     const named = error?.data?.field;
     super(method, detail.field ?? (typeof named === 'string' ? named : undefined), message);
     this.name = 'RpcCallError';
@@ -116,7 +122,13 @@ export class RpcCallError extends BackendProtocolError {
 export class BackendCallError extends RpcCallError {
   /** The backend's command or URL. */
   readonly backend: string;
-  constructor(backend: string, method: string, kind: BackendCallError['kind'], message: string, extra: { code?: number; field?: string } = {}) {
+  constructor(
+    backend: string,
+    method: string,
+    kind: BackendCallError['kind'],
+    message: string,
+    extra: { code?: number; field?: string } = {},
+  ) {
     super(kind, method, message, undefined, extra);
     this.name = 'BackendCallError';
     this.backend = backend;

@@ -80,7 +80,8 @@ export function refuseOutsideRoot(root: string, method: 'save' | 'load' | 'dumpE
   const real = realPathOf(isAbsolute(dir) ? dir : join(process.cwd(), dir));
   const inside = real !== null && (real === root || real.startsWith(root.endsWith(sep) ? root : `${root}${sep}`));
   if (!inside) {
-    const where = real === null ? 'a symlink whose target does not exist' : real === dir ? 'outside' : `${real}, outside`;
+    const where =
+      real === null ? 'a symlink whose target does not exist' : real === dir ? 'outside' : `${real}, outside`;
     throw new ProtocolError(method, 'dir', `${method}: dir '${dir}' is ${where} the state root ${root} (--state-root)`);
   }
 }

@@ -97,7 +97,10 @@ export class NdjsonRpcClient {
     return new Promise((resolve, reject) => {
       const timer =
         timeoutMs > 0
-          ? setTimeout(() => this.fail('timeout', `${this.name}: no answer to ${method} within ${timeoutMs} ms`), timeoutMs)
+          ? setTimeout(
+              () => this.fail('timeout', `${this.name}: no answer to ${method} within ${timeoutMs} ms`),
+              timeoutMs,
+            )
           : undefined;
       this.pending.set(id, { method, resolve, reject, timer });
       const message = params === undefined ? { jsonrpc: '2.0', id, method } : { jsonrpc: '2.0', id, method, params };
@@ -111,7 +114,9 @@ export class NdjsonRpcClient {
   /** Sends a notification (no id, no answer). */
   notify(method: string, params?: unknown): void {
     if (this.failure !== null) return;
-    this.output.write(`${JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params })}\n`);
+    this.output.write(
+      `${JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params })}\n`,
+    );
   }
 
   /** Fails every pending call (and all later ones) with `kind` and `message`. */
@@ -145,7 +150,7 @@ export class NdjsonRpcClient {
     }
     const m = message as { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: unknown };
     const pending = typeof m.id === 'number' ? this.pending.get(m.id) : undefined;
-    if (m.jsonrpc !== '2.0' || pending === undefined || ('result' in m) === ('error' in m)) {
+    if (m.jsonrpc !== '2.0' || pending === undefined || 'result' in m === 'error' in m) {
       this.fail('malformed', `${this.name}: sent a message that is not a response to a pending request: ${quoted}`);
       return;
     }
@@ -153,15 +158,29 @@ export class NdjsonRpcClient {
     if (pending.timer !== undefined) clearTimeout(pending.timer);
     if ('error' in m) {
       const e = m.error as Partial<RpcErrorObject> | null;
-      if (e === null || typeof e !== 'object' || Array.isArray(e) || typeof e.code !== 'number' || typeof e.message !== 'string') {
+      if (
+        e === null ||
+        typeof e !== 'object' ||
+        Array.isArray(e) ||
+        typeof e.code !== 'number' ||
+        typeof e.message !== 'string'
+      ) {
         const message = `${this.name}: ${pending.method} answered with a malformed error object: ${quoted}`;
         pending.reject(new RpcCallError('malformed', pending.method, `${message} (during ${pending.method})`));
         this.fail('malformed', message);
         return;
       }
       const data = e.data as { field?: unknown } | null | undefined;
-      const field = data !== null && typeof data === 'object' && typeof data.field === 'string' ? ` (field ${data.field})` : '';
-      pending.reject(new RpcCallError('remote', pending.method, `${this.name}: ${pending.method} failed: ${e.message}${field}`, e as RpcErrorObject));
+      const field =
+        data !== null && typeof data === 'object' && typeof data.field === 'string' ? ` (field ${data.field})` : '';
+      pending.reject(
+        new RpcCallError(
+          'remote',
+          pending.method,
+          `${this.name}: ${pending.method} failed: ${e.message}${field}`,
+          e as RpcErrorObject,
+        ),
+      );
       return;
     }
     pending.resolve(m.result);
@@ -239,7 +258,12 @@ export function watchDriver(everyMs = 500): () => void {
  */
 export function spawnRpcClient(
   command: string,
-  options: { readonly timeoutMs?: number; readonly cwd?: string; readonly env?: NodeJS.ProcessEnv; readonly onStderr?: (text: string) => void } = {},
+  options: {
+    readonly timeoutMs?: number;
+    readonly cwd?: string;
+    readonly env?: NodeJS.ProcessEnv;
+    readonly onStderr?: (text: string) => void;
+  } = {},
 ): SpawnedRpc {
   // QRL_DRIVER_PID: a backend that outlives a driver killed with SIGKILL (no exit hook runs) ends its own group (docs/adapter.md §1)
   const env = { ...(options.env ?? process.env), [DRIVER_PID_ENV]: String(process.pid) };
@@ -276,7 +300,11 @@ export function spawnRpcClient(
     child.stderr.destroy();
     child.stdin.destroy();
   };
-  client = new NdjsonRpcClient(child.stdout, child.stdin, { name: `backend '${command}'`, timeoutMs: options.timeoutMs ?? 0, settleOnClose: exited });
+  client = new NdjsonRpcClient(child.stdout, child.stdin, {
+    name: `backend '${command}'`,
+    timeoutMs: options.timeoutMs ?? 0,
+    settleOnClose: exited,
+  });
   let stderrTail = '';
   child.stderr.setEncoding('utf8');
   // Relayed one whole line at a time: a line written in two pieces is not interleaved with the driver's output.
@@ -358,27 +386,47 @@ export async function answerRpcLine(handlers: Readonly<Record<string, RpcHandler
   try {
     message = JSON.parse(line);
   } catch {
-    return { jsonrpc: '2.0', id: null, error: { code: RPC_ERRORS.parseError, message: 'parse error: the line is not JSON' } };
+    return {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: RPC_ERRORS.parseError, message: 'parse error: the line is not JSON' },
+    };
   }
   const m = message as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown };
-  const idOk = m !== null && typeof m === 'object' && (m.id === undefined || typeof m.id === 'number' || typeof m.id === 'string');
+  const idOk =
+    m !== null && typeof m === 'object' && (m.id === undefined || typeof m.id === 'number' || typeof m.id === 'string');
   if (!idOk || m.jsonrpc !== '2.0' || typeof m.method !== 'string') {
     const id = idOk && m.id !== undefined ? m.id : null;
-    return { jsonrpc: '2.0', id, error: { code: RPC_ERRORS.invalidRequest, message: 'invalid request: expected {"jsonrpc":"2.0","id","method","params"}' } };
+    return {
+      jsonrpc: '2.0',
+      id,
+      error: {
+        code: RPC_ERRORS.invalidRequest,
+        message: 'invalid request: expected {"jsonrpc":"2.0","id","method","params"}',
+      },
+    };
   }
   const isNotification = m.id === undefined;
   const handler = Object.hasOwn(handlers, m.method) ? handlers[m.method] : undefined;
   if (handler === undefined) {
     if (isNotification) return null;
-    return { jsonrpc: '2.0', id: m.id, error: { code: RPC_ERRORS.methodNotFound, message: `method not found: ${m.method}` } };
+    return {
+      jsonrpc: '2.0',
+      id: m.id,
+      error: { code: RPC_ERRORS.methodNotFound, message: `method not found: ${m.method}` },
+    };
   }
   try {
     const result = await handler(m.params);
     return isNotification ? null : { jsonrpc: '2.0', id: m.id, result: result === undefined ? null : result };
   } catch (error) {
     if (isNotification) return null;
-    const e = error instanceof RpcError ? error : new RpcError(RPC_ERRORS.internalError, error instanceof Error ? error.message : String(error));
-    const err: RpcErrorObject = e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
+    const e =
+      error instanceof RpcError
+        ? error
+        : new RpcError(RPC_ERRORS.internalError, error instanceof Error ? error.message : String(error));
+    const err: RpcErrorObject =
+      e.data === undefined ? { code: e.code, message: e.message } : { code: e.code, message: e.message, data: e.data };
     return { jsonrpc: '2.0', id: m.id, error: err };
   }
 }

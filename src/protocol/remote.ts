@@ -96,7 +96,10 @@ function httpTransport(url: string, token: string | undefined): Transport {
       try {
         const response = await fetch(endpoint, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) },
+          headers: {
+            'content-type': 'application/json',
+            ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+          },
           body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
           ...(timeoutMs > 0 ? { signal: AbortSignal.timeout(timeoutMs) } : {}),
         });
@@ -104,24 +107,46 @@ function httpTransport(url: string, token: string | undefined): Transport {
         status = response.status;
       } catch (error) {
         const e = error as Error;
-        if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RpcCallError('timeout', method, `${name}: no answer to ${method} within ${timeoutMs} ms`);
+        if (e.name === 'TimeoutError' || e.name === 'AbortError')
+          throw new RpcCallError('timeout', method, `${name}: no answer to ${method} within ${timeoutMs} ms`);
         const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-        throw new RpcCallError('exit', method, `${name}: cannot reach ${endpoint}: ${cause?.code ?? cause?.message ?? e.message}`);
+        throw new RpcCallError(
+          'exit',
+          method,
+          `${name}: cannot reach ${endpoint}: ${cause?.code ?? cause?.message ?? e.message}`,
+        );
       }
-      let m: { jsonrpc?: unknown; id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown; data?: { field?: unknown } } };
+      let m: {
+        jsonrpc?: unknown;
+        id?: unknown;
+        result?: unknown;
+        error?: { code?: unknown; message?: unknown; data?: { field?: unknown } };
+      };
       try {
         m = JSON.parse(text) as typeof m;
       } catch {
-        throw new RpcCallError('malformed', method, `${name}: answered ${method} with a body that is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
+        throw new RpcCallError(
+          'malformed',
+          method,
+          `${name}: answered ${method} with a body that is not JSON: ${JSON.stringify(text.slice(0, 120))}`,
+        );
       }
       if (status === 401) {
         // The server refused the token (its answer has id null: the request was not read).
         const said = typeof m?.error?.message === 'string' ? m.error.message : 'unauthorized';
-        const hint = token === undefined ? 'set QRL_BACKEND_TOKEN or pass --token-file' : 'the token sent is not the server\'s';
-        throw new RpcCallError('remote', method, `${name}: ${method} refused: ${said}; ${hint}`, { code: RPC_ERRORS.unauthorized, message: said });
+        const hint =
+          token === undefined ? 'set QRL_BACKEND_TOKEN or pass --token-file' : "the token sent is not the server's";
+        throw new RpcCallError('remote', method, `${name}: ${method} refused: ${said}; ${hint}`, {
+          code: RPC_ERRORS.unauthorized,
+          message: said,
+        });
       }
-      if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || m.id !== id || ('result' in m) === ('error' in m)) {
-        throw new RpcCallError('malformed', method, `${name}: answered ${method} with a message that is not its JSON-RPC response: ${JSON.stringify(text.slice(0, 120))}`);
+      if (m === null || typeof m !== 'object' || m.jsonrpc !== '2.0' || m.id !== id || 'result' in m === 'error' in m) {
+        throw new RpcCallError(
+          'malformed',
+          method,
+          `${name}: answered ${method} with a message that is not its JSON-RPC response: ${JSON.stringify(text.slice(0, 120))}`,
+        );
       }
       if ('error' in m) {
         const e = m.error;
@@ -163,24 +188,31 @@ export class RemoteBackend implements PolicyBackend {
     this.name = 'command' in address ? address.command : address.url;
     this.timeoutMs = options.timeoutMs ?? 600_000;
     this.startupTimeoutMs = options.startupTimeoutMs ?? this.timeoutMs;
-    for (const [k, v] of [['timeoutMs', this.timeoutMs], ['startupTimeoutMs', this.startupTimeoutMs]] as const) {
-      if (!Number.isInteger(v) || v < 0) throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
+    for (const [k, v] of [
+      ['timeoutMs', this.timeoutMs],
+      ['startupTimeoutMs', this.startupTimeoutMs],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 0)
+        throw new Error(`remote backend: ${k} must be a non-negative integer, got ${v}`);
     }
     this.protocols = options.protocols ?? PROTOCOL_VERSIONS;
     this.run = options.run;
     this.setup = options.setup;
     this.shutdownOnClose = options.shutdownOnClose ?? 'command' in address;
-    this.transport = 'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url, options.token);
+    this.transport =
+      'command' in address ? stdioTransport(address.command, options) : httpTransport(address.url, options.token);
   }
 
   private async call<M extends BackendMethod>(method: M, params: unknown): Promise<unknown> {
-    if (this.closed) throw new BackendCallError(this.name, method, 'exit', `backend '${this.name}': ${method} after close`);
+    if (this.closed)
+      throw new BackendCallError(this.name, method, 'exit', `backend '${this.name}': ${method} after close`);
     let raw: unknown;
     try {
       raw = await this.transport.call(method, params, this.started ? this.timeoutMs : this.startupTimeoutMs);
       this.started = true;
     } catch (error) {
-      if (error instanceof RpcCallError && this.transport.notFound?.() === true) throw new BackendCommandNotFound(this.name, method, error.message);
+      if (error instanceof RpcCallError && this.transport.notFound?.() === true)
+        throw new BackendCommandNotFound(this.name, method, error.message);
       if (error instanceof RpcCallError) {
         const field = error.error?.data?.field;
         throw new BackendCallError(this.name, method, error.kind, error.message, {
@@ -195,12 +227,21 @@ export class RemoteBackend implements PolicyBackend {
 
   private fail(method: string, error: unknown): never {
     if (error instanceof ProtocolError) {
-      throw new BackendCallError(this.name, method, 'malformed', `backend '${this.name}': malformed answer to ${error.message}`, { field: error.field });
+      throw new BackendCallError(
+        this.name,
+        method,
+        'malformed',
+        `backend '${this.name}': malformed answer to ${error.message}`,
+        { field: error.field },
+      );
     }
     throw error;
   }
 
-  private async invoke<M extends BackendMethod>(method: M, params: unknown): Promise<ReturnType<typeof parseMessage<M, 'result'>>> {
+  private async invoke<M extends BackendMethod>(
+    method: M,
+    params: unknown,
+  ): Promise<ReturnType<typeof parseMessage<M, 'result'>>> {
     const raw = await this.call(method, params);
     try {
       return parseMessage(method, 'result', raw);
@@ -227,13 +268,22 @@ export class RemoteBackend implements PolicyBackend {
         info = (await this.invoke('info', params)) as BackendInfo;
         break;
       } catch (error) {
-        const older = error instanceof BackendCallError && error.kind === 'remote' ? olderRevision(this.revision, error.code, error.field) : undefined;
+        const older =
+          error instanceof BackendCallError && error.kind === 'remote'
+            ? olderRevision(this.revision, error.code, error.field)
+            : undefined;
         if (older === undefined) throw error;
         this.revision = older;
       }
     }
     if (!this.protocols.includes(info.protocol)) {
-      throw new BackendCallError(this.name, 'info', 'malformed', `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`, { field: 'result.protocol' });
+      throw new BackendCallError(
+        this.name,
+        'info',
+        'malformed',
+        `backend '${this.name}': speaks protocol ${JSON.stringify(info.protocol)}, this client speaks ${this.protocols.join(', ')}`,
+        { field: 'result.protocol' },
+      );
     }
     this.described = info;
     return info;
@@ -261,7 +311,12 @@ export class RemoteBackend implements PolicyBackend {
     const json = await this.invoke('generate', params);
     try {
       const batch = batchFromJson(json, 'generate', 'result');
-      if (batch.B !== request.prompts.length) throw new ProtocolError('generate', 'result.B', `generate: result.B must equal the number of prompts ${request.prompts.length}, got ${batch.B}`);
+      if (batch.B !== request.prompts.length)
+        throw new ProtocolError(
+          'generate',
+          'result.B',
+          `generate: result.B must equal the number of prompts ${request.prompts.length}, got ${batch.B}`,
+        );
       return batch;
     } catch (error) {
       return this.fail('generate', error);
@@ -271,7 +326,14 @@ export class RemoteBackend implements PolicyBackend {
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const json = await this.invoke('logprobs', logprobsToJson(request));
     try {
-      return logprobsResultFromJson(json, request.rows.length, request.batch.T, request.grad === true, this.described?.capabilities.entropy !== false, request.probSqSum === true);
+      return logprobsResultFromJson(
+        json,
+        request.rows.length,
+        request.batch.T,
+        request.grad === true,
+        this.described?.capabilities.entropy !== false,
+        request.probSqSum === true,
+      );
     } catch (error) {
       return this.fail('logprobs', error);
     }
@@ -290,7 +352,13 @@ export class RemoteBackend implements PolicyBackend {
   }
 
   async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
-    return this.invoke('warmStart', { task: request.task, steps: request.steps, batchSize: request.batchSize, lr: request.lr, seed: request.seed });
+    return this.invoke('warmStart', {
+      task: request.task,
+      steps: request.steps,
+      batchSize: request.batchSize,
+      lr: request.lr,
+      seed: request.seed,
+    });
   }
 
   /** Sends `dir` as an absolute path (the backend's working directory is not the driver's). */
@@ -309,7 +377,12 @@ export class RemoteBackend implements PolicyBackend {
    */
   async dumpEngine(dir: string): Promise<EngineDump> {
     const info = this.described ?? (await this.info());
-    if (info.capabilities.dumpEngine !== true) throw new ProtocolError('dumpEngine', 'capabilities.dumpEngine', `dumpEngine: the backend ${info.backend.name} does not declare capabilities.dumpEngine`);
+    if (info.capabilities.dumpEngine !== true)
+      throw new ProtocolError(
+        'dumpEngine',
+        'capabilities.dumpEngine',
+        `dumpEngine: the backend ${info.backend.name} does not declare capabilities.dumpEngine`,
+      );
     return this.invoke('dumpEngine', { dir: resolve(dir) });
   }
 
@@ -353,7 +426,10 @@ export class RemoteBackend implements PolicyBackend {
  * const info = backend.lastInfo!;
  * ```
  */
-export async function connectBackend(address: BackendAddress, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
+export async function connectBackend(
+  address: BackendAddress,
+  options: RemoteBackendOptions = {},
+): Promise<RemoteBackend> {
   const backend = new RemoteBackend(address, options);
   try {
     await backend.info();

@@ -38,7 +38,10 @@ function arrayDtype(array: WireArray): WireDtype {
  * Serialises named tensors (in the given key order; safetensors itself sorts nothing) with an
  * optional `__metadata__` of string values. The header is padded with spaces to a multiple of 8 bytes.
  */
-export function encodeSafetensors(tensors: Readonly<Record<string, SafetensorsEntry>>, metadata?: Readonly<Record<string, string>>): Uint8Array {
+export function encodeSafetensors(
+  tensors: Readonly<Record<string, SafetensorsEntry>>,
+  metadata?: Readonly<Record<string, string>>,
+): Uint8Array {
   if (!littleEndian) throw new Error('safetensors: big-endian hosts are not supported');
   const header: Record<string, unknown> = {};
   if (metadata !== undefined) header.__metadata__ = metadata;
@@ -48,9 +51,13 @@ export function encodeSafetensors(tensors: Readonly<Record<string, SafetensorsEn
     if (name === '__metadata__') throw new Error('safetensors: "__metadata__" is reserved');
     const own = arrayDtype(entry.data);
     const dtype = entry.dtype ?? own;
-    if (dtype !== own && storageDtype(dtype) !== own) throw new Error(`safetensors: ${name}: a ${own} array cannot be stored as ${dtype}`);
+    if (dtype !== own && storageDtype(dtype) !== own)
+      throw new Error(`safetensors: ${name}: a ${own} array cannot be stored as ${dtype}`);
     const size = entry.shape.reduce((a, b) => a * b, 1);
-    if (size !== entry.data.length) throw new Error(`safetensors: ${name}: shape [${entry.shape.join(', ')}] holds ${size} elements, the array ${entry.data.length}`);
+    if (size !== entry.data.length)
+      throw new Error(
+        `safetensors: ${name}: shape [${entry.shape.join(', ')}] holds ${size} elements, the array ${entry.data.length}`,
+      );
     const bytes = new Uint8Array(entry.data.buffer, entry.data.byteOffset, entry.data.byteLength);
     header[name] = { dtype, shape: [...entry.shape], data_offsets: [offset, offset + bytes.length] };
     parts.push(bytes);
@@ -80,7 +87,10 @@ export interface SafetensorsTensor {
 }
 
 /** Parses a safetensors buffer; throws naming the tensor and the inconsistency. */
-export function decodeSafetensors(bytes: Uint8Array): { tensors: Record<string, SafetensorsTensor>; metadata: Record<string, string> } {
+export function decodeSafetensors(bytes: Uint8Array): {
+  tensors: Record<string, SafetensorsTensor>;
+  metadata: Record<string, string>;
+} {
   if (bytes.length < 8) throw new Error('safetensors: shorter than its 8-byte header length');
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (8 + n > bytes.length) throw new Error(`safetensors: header length ${n} exceeds the file`);
@@ -99,7 +109,10 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Record<string, 
     if (ctor === undefined) throw new Error(`safetensors: ${name}: unsupported dtype ${JSON.stringify(info.dtype)}`);
     const [begin, end] = info.data_offsets;
     const size = info.shape.reduce((a, b) => a * b, 1);
-    if (end - begin !== size * ctor.BYTES_PER_ELEMENT || end > body.length) throw new Error(`safetensors: ${name}: data_offsets [${begin}, ${end}] do not fit shape [${info.shape.join(', ')}] of ${info.dtype}`);
+    if (end - begin !== size * ctor.BYTES_PER_ELEMENT || end > body.length)
+      throw new Error(
+        `safetensors: ${name}: data_offsets [${begin}, ${end}] do not fit shape [${info.shape.join(', ')}] of ${info.dtype}`,
+      );
     const copy = new Uint8Array(body.subarray(begin, end));
     tensors[name] = { dtype: info.dtype, shape: info.shape, data: new ctor(copy.buffer, 0, size) };
   }
@@ -107,7 +120,11 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Record<string, 
 }
 
 /** Writes a safetensors file whole or not at all (temp file in the same directory, fsync, rename). */
-export function writeSafetensors(path: string, tensors: Readonly<Record<string, SafetensorsEntry>>, metadata?: Readonly<Record<string, string>>): void {
+export function writeSafetensors(
+  path: string,
+  tensors: Readonly<Record<string, SafetensorsEntry>>,
+  metadata?: Readonly<Record<string, string>>,
+): void {
   const bytes = encodeSafetensors(tensors, metadata);
   const tmp = `${path}.tmp-${process.pid}-${threadId}-${tempCounter++}`;
   const fd = openSync(tmp, 'w');
@@ -121,7 +138,10 @@ export function writeSafetensors(path: string, tensors: Readonly<Record<string, 
 }
 
 /** Reads a safetensors file. */
-export function readSafetensors(path: string): { tensors: Record<string, SafetensorsTensor>; metadata: Record<string, string> } {
+export function readSafetensors(path: string): {
+  tensors: Record<string, SafetensorsTensor>;
+  metadata: Record<string, string>;
+} {
   return decodeSafetensors(new Uint8Array(readFileSync(path)));
 }
 
@@ -157,9 +177,11 @@ export function openSafetensors(path: string): SafetensorsFile {
   try {
     const size = fstatSync(fd).size;
     const head8 = Buffer.alloc(8);
-    if (size < 8 || readSync(fd, head8, 0, 8, 0) !== 8) throw new Error(`safetensors: ${path}: shorter than its 8-byte header length`);
+    if (size < 8 || readSync(fd, head8, 0, 8, 0) !== 8)
+      throw new Error(`safetensors: ${path}: shorter than its 8-byte header length`);
     const n = Number(head8.readBigUInt64LE(0));
-    if (n > MAX_HEADER_BYTES || 8 + n > size) throw new Error(`safetensors: ${path}: header length ${n} exceeds the file`);
+    if (n > MAX_HEADER_BYTES || 8 + n > size)
+      throw new Error(`safetensors: ${path}: header length ${n} exceeds the file`);
     const head = Buffer.alloc(n);
     readSync(fd, head, 0, n, 8);
     let header: Record<string, unknown>;
@@ -168,21 +190,46 @@ export function openSafetensors(path: string): SafetensorsFile {
     } catch {
       throw new Error(`safetensors: ${path}: the header is not JSON`);
     }
-    const widths: Record<string, number> = { F64: 8, F32: 4, I32: 4, U32: 4, I64: 8, U64: 8, BF16: 2, F16: 2, U16: 2, I16: 2, U8: 1, I8: 1, F8_E4M3: 1, F8_E5M2: 1, BOOL: 1 };
+    const widths: Record<string, number> = {
+      F64: 8,
+      F32: 4,
+      I32: 4,
+      U32: 4,
+      I64: 8,
+      U64: 8,
+      BF16: 2,
+      F16: 2,
+      U16: 2,
+      I16: 2,
+      U8: 1,
+      I8: 1,
+      F8_E4M3: 1,
+      F8_E5M2: 1,
+      BOOL: 1,
+    };
     const entries = new Map<string, SafetensorsHeaderEntry>();
     for (const [name, raw] of Object.entries(header)) {
       if (name === '__metadata__') continue;
       const info = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
       const shape = info.shape;
       const offsets = info.data_offsets;
-      if (typeof info.dtype !== 'string' || !Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0) || !Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
+      if (
+        typeof info.dtype !== 'string' ||
+        !Array.isArray(shape) ||
+        !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0) ||
+        !Array.isArray(offsets) ||
+        offsets.length !== 2 ||
+        !offsets.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)
+      ) {
         throw new Error(`safetensors: ${path}: ${name}: malformed header entry`);
       }
       const [b, e] = offsets as [number, number];
       const width = widths[info.dtype];
       const count = (shape as number[]).reduce((a, d) => a * d, 1);
       if (e < b || 8 + n + e > size || (width !== undefined && e - b !== count * width)) {
-        throw new Error(`safetensors: ${path}: ${name}: data_offsets [${b}, ${e}] do not fit shape [${(shape as number[]).join(', ')}] of ${info.dtype} in the file`);
+        throw new Error(
+          `safetensors: ${path}: ${name}: data_offsets [${b}, ${e}] do not fit shape [${(shape as number[]).join(', ')}] of ${info.dtype} in the file`,
+        );
       }
       entries.set(name, { dtype: info.dtype, shape: shape as number[], begin: 8 + n + b, end: 8 + n + e });
     }

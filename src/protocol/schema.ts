@@ -3,7 +3,14 @@
 // Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
 
 import { z } from 'zod';
-import type { GenerateRequest, LogprobsRequest, LogprobsResult, ReplayRecord, ReplayRecordValue, RolloutBatch } from '../core/backend-contract.js';
+import type {
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  ReplayRecord,
+  ReplayRecordValue,
+  RolloutBatch,
+} from '../core/backend-contract.js';
 import { ProtocolError } from './errors.js';
 import { RPC_ERRORS } from './jsonrpc.js';
 import { valueAt } from '../core/errors.js';
@@ -15,7 +22,18 @@ export const PROTOCOL_VERSIONS: readonly string[] = Object.freeze(['qrl-backend/
 
 /** The methods of qrl-backend/1, one per contract operation (`close` is `shutdown` on the wire). */
 export const BACKEND_METHODS = Object.freeze([
-  'info', 'sync', 'generate', 'logprobs', 'backward', 'step', 'setReference', 'warmStart', 'save', 'load', 'dumpEngine', 'shutdown',
+  'info',
+  'sync',
+  'generate',
+  'logprobs',
+  'backward',
+  'step',
+  'setReference',
+  'warmStart',
+  'save',
+  'load',
+  'dumpEngine',
+  'shutdown',
 ] as const);
 
 /** A method name of {@link BACKEND_METHODS}. */
@@ -50,7 +68,11 @@ export function takesField(revision: number, method: BackendMethod, field: strin
  * before the field's, if the field is one of {@link UNDECLARED_FIELDS} that `revision` sends with
  * `info`; otherwise undefined (the refusal is a real error).
  */
-export function olderRevision(revision: number, code: number | undefined, field: string | undefined): number | undefined {
+export function olderRevision(
+  revision: number,
+  code: number | undefined,
+  field: string | undefined,
+): number | undefined {
   if (code !== RPC_ERRORS.invalidParams || field === undefined) return undefined;
   const added = UNDECLARED_FIELDS.find((f) => f.method === 'info' && f.field === field);
   return added !== undefined && added.revision <= revision ? added.revision - 1 : undefined;
@@ -107,10 +129,21 @@ export function tensorFromJson(
   }
   const dtype = (Object.keys(WIRE_DTYPES) as WireDtype[]).find((d) => array instanceof WIRE_DTYPES[d]);
   if (dtype === undefined || !expect.dtypes.includes(dtype)) {
-    throw new ProtocolError(method, `${field}.dtype`, `${method}: ${field}.dtype must be ${expect.dtypes.join(' or ')}, got ${dtype ?? 'unknown'}`);
+    throw new ProtocolError(
+      method,
+      `${field}.dtype`,
+      `${method}: ${field}.dtype must be ${expect.dtypes.join(' or ')}, got ${dtype ?? 'unknown'}`,
+    );
   }
-  if (expect.shape !== undefined && (shape.length !== expect.shape.length || shape.some((d, i) => d !== expect.shape![i]))) {
-    throw new ProtocolError(method, `${field}.shape`, `${method}: ${field}.shape must be [${expect.shape.join(', ')}], got [${shape.join(', ')}]`);
+  if (
+    expect.shape !== undefined &&
+    (shape.length !== expect.shape.length || shape.some((d, i) => d !== expect.shape![i]))
+  ) {
+    throw new ProtocolError(
+      method,
+      `${field}.shape`,
+      `${method}: ${field}.shape must be [${expect.shape.join(', ')}], got [${shape.join(', ')}]`,
+    );
   }
   return array;
 }
@@ -139,12 +172,14 @@ export function recordValueToJson(v: ReplayRecordValue): unknown {
 }
 
 function recordValueFromJson(v: unknown, method: string, field: string): ReplayRecordValue {
-  if (isWireTensorJson(v)) return tensorFromJson(v, method, field, { dtypes: ['F64', 'F32', 'I32', 'U8'] }) as ReplayRecordValue;
+  if (isWireTensorJson(v))
+    return tensorFromJson(v, method, field, { dtypes: ['F64', 'F32', 'I32', 'U8'] }) as ReplayRecordValue;
   if (Array.isArray(v)) return v.map((x, i) => recordValueFromJson(x, method, `${field}.${i}`));
   if (v !== null && typeof v === 'object') {
     return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, recordValueFromJson(x, method, `${field}.${k}`)]));
   }
-  if (typeof v === 'number' && !Number.isFinite(v)) throw new ProtocolError(method, field, `${method}: ${field} must be finite, got ${v}`);
+  if (typeof v === 'number' && !Number.isFinite(v))
+    throw new ProtocolError(method, field, `${method}: ${field} must be finite, got ${v}`);
   return v as ReplayRecordValue;
 }
 
@@ -157,7 +192,14 @@ const recordSchema = z.looseObject({ kind: z.string().min(1) });
 // ---------------------------------------------------------------------------------------------
 // Method schemas
 
-const vocabularySchema = z.strictObject({ size: int.min(1), pad: nonNegInt, bos: nonNegInt, eos: nonNegInt, sep: nonNegInt, mask: nonNegInt });
+const vocabularySchema = z.strictObject({
+  size: int.min(1),
+  pad: nonNegInt,
+  bos: nonNegInt,
+  eos: nonNegInt,
+  sep: nonNegInt,
+  mask: nonNegInt,
+});
 const samplingSchema = z.strictObject({
   temperature: finite.refine((t) => t > 0, 'expected > 0'),
   topK: nonNegInt,
@@ -170,8 +212,16 @@ export const methodSchemas = {
   info: {
     params: z.strictObject({
       protocols: z.array(z.string()).min(1).describe('the versions the client speaks, preferred first'),
-      run: jsonValueSchema.optional().describe("the driver's resolved run config (revision 2); sent unless the backend refuses it as unknown, docs/adapter.md §12"),
-      setup: jsonValueSchema.optional().describe("the run in the protocol's terms (revision 3); sent unless the backend refuses it as unknown, docs/adapter.md §12"),
+      run: jsonValueSchema
+        .optional()
+        .describe(
+          "the driver's resolved run config (revision 2); sent unless the backend refuses it as unknown, docs/adapter.md §12",
+        ),
+      setup: jsonValueSchema
+        .optional()
+        .describe(
+          "the run in the protocol's terms (revision 3); sent unless the backend refuses it as unknown, docs/adapter.md §12",
+        ),
     }),
     result: z.strictObject({
       protocol: z.string(),
@@ -185,7 +235,10 @@ export const methodSchemas = {
         warmStart: z.boolean(),
         handOver: z.boolean().optional(),
         probSqSum: z.boolean().optional(),
-        dumpEngine: z.boolean().optional().describe('the backend takes dumpEngine (absent: false), docs/refit-check.md §8'),
+        dumpEngine: z
+          .boolean()
+          .optional()
+          .describe('the backend takes dumpEngine (absent: false), docs/refit-check.md §8'),
       }),
       parameters: nonNegInt,
     }),
@@ -196,7 +249,12 @@ export const methodSchemas = {
       prompts: z.array(z.array(nonNegInt)).min(1),
       seed: z.string().min(1),
       sampling: samplingSchema.optional(),
-      maxNewTokens: int.min(1).optional().describe("the most response tokens (revision 3); not sent to a backend that refused info's setup, docs/adapter.md §12"),
+      maxNewTokens: int
+        .min(1)
+        .optional()
+        .describe(
+          "the most response tokens (revision 3); not sent to a backend that refused info's setup, docs/adapter.md §12",
+        ),
       greedy: z.boolean().optional(),
       side: z.enum(['rollout', 'trainer']).optional(),
     }),
@@ -226,7 +284,10 @@ export const methodSchemas = {
   backward: { params: z.strictObject({ handle: z.string().min(1), gradLogp: tensorSchema }), result: z.null() },
   step: {
     params: z.strictObject({ maxGradNorm: finite.refine((x) => x > 0, 'expected > 0') }),
-    result: z.strictObject({ gradNorm: z.number().refine((x) => !Number.isNaN(x) && x >= 0, 'expected ≥ 0'), weightVersion: nonNegInt }),
+    result: z.strictObject({
+      gradNorm: z.number().refine((x) => !Number.isNaN(x) && x >= 0, 'expected ≥ 0'),
+      weightVersion: nonNegInt,
+    }),
   },
   setReference: { params: z.strictObject({}), result: z.null() },
   warmStart: {
@@ -245,7 +306,10 @@ export const methodSchemas = {
     params: z.strictObject({ dir: z.string().min(1).describe('absolute directory the two files are written to') }),
     result: z.strictObject({
       trainer: z.string().min(1).describe("the trainer's state dict, a file name under dir"),
-      engine: z.string().min(1).describe("what the rollout engine computes with since the last sync, a file name under dir"),
+      engine: z
+        .string()
+        .min(1)
+        .describe('what the rollout engine computes with since the last sync, a file name under dir'),
       recipe: z.string().min(1).describe("refit-check's --recipe for the backend's rollout plan"),
       block: int.min(1).optional().describe('--block of a block recipe'),
       ignore: z.array(z.string().min(1)).describe('--ignore: the modules the plan keeps in high precision'),
@@ -292,7 +356,6 @@ export function parseMessage<M extends BackendMethod, W extends 'params' | 'resu
   throw new ProtocolError(method, field, `${method}: ${where}: ${describeIssue(issue, valueAt(value, issue.path))}`);
 }
 
-
 /** One issue as words: a missing field says so, a failed union says what was expected (zod's own text is "Invalid input"). */
 function describeIssue(issue: z.core.$ZodIssue, got: unknown): string {
   if (issue.code === 'unrecognized_keys') return `unknown field (known fields are fixed by docs/adapter.md §3)`;
@@ -330,14 +393,32 @@ export function batchFromJson(json: z.infer<typeof batchSchema>, method: string,
   const { B, T } = json;
   const shape = [B, T];
   const f = (name: string): string => (field === '' ? name : `${field}.${name}`);
-  if (json.prompts.length !== B) throw new ProtocolError(method, f('prompts'), `${method}: ${f('prompts')} must hold B=${B} rows, got ${json.prompts.length}`);
+  if (json.prompts.length !== B)
+    throw new ProtocolError(
+      method,
+      f('prompts'),
+      `${method}: ${f('prompts')} must hold B=${B} rows, got ${json.prompts.length}`,
+    );
   const responses = tensorFromJson(json.responses, method, f('responses'), { dtypes: ['I32'], shape }) as Int32Array;
   const mask = tensorFromJson(json.mask, method, f('mask'), { dtypes: ['F64'], shape }) as Float64Array;
-  const logpRollout = tensorFromJson(json.logpRollout, method, f('logpRollout'), { dtypes: ['F64'], shape }) as Float64Array;
+  const logpRollout = tensorFromJson(json.logpRollout, method, f('logpRollout'), {
+    dtypes: ['F64'],
+    shape,
+  }) as Float64Array;
   const badMask = mask.findIndex((m) => m !== 0 && m !== 1);
-  if (badMask >= 0) throw new ProtocolError(method, f('mask'), `${method}: ${f('mask')} must hold 0 or 1, got ${mask[badMask]} at ${badMask}`);
+  if (badMask >= 0)
+    throw new ProtocolError(
+      method,
+      f('mask'),
+      `${method}: ${f('mask')} must hold 0 or 1, got ${mask[badMask]} at ${badMask}`,
+    );
   const badLogp = logpRollout.findIndex((x) => !(x <= 0));
-  if (badLogp >= 0) throw new ProtocolError(method, f('logpRollout'), `${method}: ${f('logpRollout')} must hold log-probs ≤ 0, got ${logpRollout[badLogp]} at ${badLogp}`);
+  if (badLogp >= 0)
+    throw new ProtocolError(
+      method,
+      f('logpRollout'),
+      `${method}: ${f('logpRollout')} must hold log-probs ≤ 0, got ${logpRollout[badLogp]} at ${badLogp}`,
+    );
   const record = recordValueFromJson(json.record, method, f('record')) as ReplayRecord;
   return { weightVersion: json.weightVersion, B, T, prompts: json.prompts, responses, mask, logpRollout, record };
 }
@@ -347,7 +428,16 @@ export function generateToJson(request: GenerateRequest): ParamsJson<'generate'>
   return {
     prompts: request.prompts.map((p) => [...p]),
     seed: request.seed,
-    ...(request.sampling !== undefined ? { sampling: { temperature: request.sampling.temperature, topK: request.sampling.topK, topP: request.sampling.topP, logprob: request.sampling.logprob } } : {}),
+    ...(request.sampling !== undefined
+      ? {
+          sampling: {
+            temperature: request.sampling.temperature,
+            topK: request.sampling.topK,
+            topP: request.sampling.topP,
+            logprob: request.sampling.logprob,
+          },
+        }
+      : {}),
     ...(request.maxNewTokens !== undefined ? { maxNewTokens: request.maxNewTokens } : {}),
     ...(request.greedy !== undefined ? { greedy: request.greedy } : {}),
     ...(request.side !== undefined ? { side: request.side } : {}),
@@ -361,7 +451,9 @@ export function logprobsToJson(request: LogprobsRequest): ParamsJson<'logprobs'>
     rows: [...request.rows],
     policy: request.policy,
     ...(request.grad !== undefined ? { grad: request.grad } : {}),
-    ...(request.routing !== undefined ? { routing: request.routing === 'rollout' ? 'rollout' : request.routing.map((r) => encodeTensor(r)) } : {}),
+    ...(request.routing !== undefined
+      ? { routing: request.routing === 'rollout' ? 'rollout' : request.routing.map((r) => encodeTensor(r)) }
+      : {}),
     ...(request.returnRouting !== undefined ? { returnRouting: request.returnRouting } : {}),
     ...(request.probSqSum !== undefined ? { probSqSum: request.probSqSum } : {}),
   };
@@ -376,13 +468,20 @@ function routingFromJson(json: readonly TensorJson[], field: string): Int32Array
 export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest {
   const batch = batchFromJson(json.batch, 'logprobs', 'batch');
   const bad = json.rows.findIndex((r) => r >= batch.B);
-  if (bad >= 0) throw new ProtocolError('logprobs', `rows.${bad}`, `logprobs: rows.${bad} = ${json.rows[bad]} is outside the batch (B=${batch.B})`);
+  if (bad >= 0)
+    throw new ProtocolError(
+      'logprobs',
+      `rows.${bad}`,
+      `logprobs: rows.${bad} = ${json.rows[bad]} is outside the batch (B=${batch.B})`,
+    );
   return {
     batch,
     rows: json.rows,
     policy: json.policy,
     ...(json.grad !== undefined ? { grad: json.grad } : {}),
-    ...(json.routing !== undefined ? { routing: json.routing === 'rollout' ? 'rollout' : routingFromJson(json.routing, 'routing') } : {}),
+    ...(json.routing !== undefined
+      ? { routing: json.routing === 'rollout' ? 'rollout' : routingFromJson(json.routing, 'routing') }
+      : {}),
     ...(json.returnRouting !== undefined ? { returnRouting: json.returnRouting } : {}),
     ...(json.probSqSum !== undefined ? { probSqSum: json.probSqSum } : {}),
   };
@@ -393,7 +492,9 @@ export function logprobsResultToJson(result: LogprobsResult, rows: number, T: nu
   return {
     logp: encodeTensor(result.logp, [rows, T]),
     // a backend without capabilities.entropy may leave it out
-    ...((result.entropy as Float64Array | undefined) !== undefined ? { entropy: encodeTensor(result.entropy, [rows, T]) } : {}),
+    ...((result.entropy as Float64Array | undefined) !== undefined
+      ? { entropy: encodeTensor(result.entropy, [rows, T]) }
+      : {}),
     ...(result.probSqSum !== undefined ? { probSqSum: encodeTensor(result.probSqSum, [rows, T]) } : {}),
     ...(result.handle !== undefined ? { handle: result.handle } : {}),
     ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
@@ -407,20 +508,53 @@ export function logprobsResultToJson(result: LogprobsResult, rows: number, T: nu
  * (`entropyRequired` false); it is then NaN at every position. `probSqSum` must be present, F64
  * `(rows, T)` with values in [0, 1], when the request asked for it (`probSqSumAsked`).
  */
-export function logprobsResultFromJson(json: ResultJson<'logprobs'>, rows: number, T: number, grad: boolean, entropyRequired = true, probSqSumAsked = false): LogprobsResult {
+export function logprobsResultFromJson(
+  json: ResultJson<'logprobs'>,
+  rows: number,
+  T: number,
+  grad: boolean,
+  entropyRequired = true,
+  probSqSumAsked = false,
+): LogprobsResult {
   const shape = [rows, T];
   const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
   if (json.entropy === undefined && entropyRequired) {
-    throw new ProtocolError('logprobs', 'result.entropy', 'logprobs: result.entropy is missing, and the backend declared capabilities.entropy = true (declare false to omit it)');
+    throw new ProtocolError(
+      'logprobs',
+      'result.entropy',
+      'logprobs: result.entropy is missing, and the backend declared capabilities.entropy = true (declare false to omit it)',
+    );
   }
-  const entropy = json.entropy === undefined ? new Float64Array(rows * T).fill(Number.NaN) : (tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array);
+  const entropy =
+    json.entropy === undefined
+      ? new Float64Array(rows * T).fill(Number.NaN)
+      : (tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array);
   const bad = logp.findIndex((x) => !(x <= 0));
-  if (bad >= 0) throw new ProtocolError('logprobs', 'result.logp', `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`);
-  if (grad && json.handle === undefined) throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
-  if (probSqSumAsked && json.probSqSum === undefined) throw new ProtocolError('logprobs', 'result.probSqSum', 'logprobs: result.probSqSum is required when the request sets probSqSum');
-  const probSqSum = json.probSqSum === undefined ? undefined : (tensorFromJson(json.probSqSum, 'logprobs', 'result.probSqSum', { dtypes: ['F64'], shape }) as Float64Array);
+  if (bad >= 0)
+    throw new ProtocolError(
+      'logprobs',
+      'result.logp',
+      `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`,
+    );
+  if (grad && json.handle === undefined)
+    throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
+  if (probSqSumAsked && json.probSqSum === undefined)
+    throw new ProtocolError(
+      'logprobs',
+      'result.probSqSum',
+      'logprobs: result.probSqSum is required when the request sets probSqSum',
+    );
+  const probSqSum =
+    json.probSqSum === undefined
+      ? undefined
+      : (tensorFromJson(json.probSqSum, 'logprobs', 'result.probSqSum', { dtypes: ['F64'], shape }) as Float64Array);
   const badSq = probSqSum === undefined ? -1 : probSqSum.findIndex((x) => !(x >= 0 && x <= 1));
-  if (badSq >= 0) throw new ProtocolError('logprobs', 'result.probSqSum', `logprobs: result.probSqSum must hold sums of squared probabilities in [0, 1], got ${probSqSum?.[badSq]} at ${badSq}`);
+  if (badSq >= 0)
+    throw new ProtocolError(
+      'logprobs',
+      'result.probSqSum',
+      `logprobs: result.probSqSum must hold sums of squared probabilities in [0, 1], got ${probSqSum?.[badSq]} at ${badSq}`,
+    );
   return {
     logp,
     entropy,

@@ -49,7 +49,8 @@ export interface BackendServer {
 }
 
 function invalid(error: unknown): never {
-  if (error instanceof ProtocolError) throw new RpcError(RPC_ERRORS.invalidParams, error.message, { field: error.field });
+  if (error instanceof ProtocolError)
+    throw new RpcError(RPC_ERRORS.invalidParams, error.message, { field: error.field });
   throw error;
 }
 
@@ -78,13 +79,19 @@ export function backendHandlers(
         try {
           await onInfo(p);
         } catch (error) {
-          throw new RpcError(RPC_ERRORS.failedPrecondition, error instanceof Error ? error.message : String(error), { field: 'run' });
+          throw new RpcError(RPC_ERRORS.failedPrecondition, error instanceof Error ? error.message : String(error), {
+            field: 'run',
+          });
         }
       }
       info ??= await backend.info();
       const chosen = p.protocols.find((v) => PROTOCOL_VERSIONS.includes(v) && v === info!.protocol);
       if (chosen === undefined) {
-        throw new RpcError(RPC_ERRORS.failedPrecondition, `no common protocol version: the client speaks ${p.protocols.join(', ')}, this backend ${info.protocol}`, { field: 'protocols' });
+        throw new RpcError(
+          RPC_ERRORS.failedPrecondition,
+          `no common protocol version: the client speaks ${p.protocols.join(', ')}, this backend ${info.protocol}`,
+          { field: 'protocols' },
+        );
       }
       return { ...info, protocol: chosen };
     },
@@ -141,7 +148,12 @@ export function backendHandlers(
     },
     async dumpEngine(raw) {
       const p = params('dumpEngine', raw);
-      if (backend.dumpEngine === undefined) throw new RpcError(RPC_ERRORS.failedPrecondition, 'dumpEngine: this backend has no engine dump (capabilities.dumpEngine is false)', { field: 'method' });
+      if (backend.dumpEngine === undefined)
+        throw new RpcError(
+          RPC_ERRORS.failedPrecondition,
+          'dumpEngine: this backend has no engine dump (capabilities.dumpEngine is false)',
+          { field: 'method' },
+        );
       return backend.dumpEngine(p.dir);
     },
     async shutdown(raw) {
@@ -190,7 +202,8 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
     };
   }
   const host = options.host ?? '127.0.0.1';
-  if (!isLoopbackHost(host) && options.token === undefined) throw new Error(`serveBackend: host ${host} is not loopback: a token is required`);
+  if (!isLoopbackHost(host) && options.token === undefined)
+    throw new Error(`serveBackend: host ${host} is not loopback: a token is required`);
   const stateRoot = realpathSync(options.stateRoot ?? process.cwd());
   const inRoot =
     (method: 'save' | 'load' | 'dumpEngine'): RpcHandler =>
@@ -221,8 +234,13 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
       if (problem !== null) {
         // Refused before the body is parsed: nothing of it is executed (id null: it was not read).
         onRefused(`refused request from ${req.socket.remoteAddress ?? 'unknown address'}: ${problem}`);
-        const error = { code: RPC_ERRORS.unauthorized, message: `unauthorized: ${problem} (send Authorization: Bearer <the server's token>)` };
-        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error }));
+        const error = {
+          code: RPC_ERRORS.unauthorized,
+          message: `unauthorized: ${problem} (send Authorization: Bearer <the server's token>)`,
+        };
+        res
+          .writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: null, error }));
         return;
       }
       const body = Buffer.concat(chunks).toString('utf8');
@@ -240,14 +258,16 @@ export async function serveBackend(backend: PolicyBackend, options: ServeOptions
   });
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;
-  const done = stopped.then(
-    () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 1000).unref();
-      }),
-  ).then(closeBackend);
+  const done = stopped
+    .then(
+      () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+          setTimeout(() => server.closeAllConnections(), 1000).unref();
+        }),
+    )
+    .then(closeBackend);
   return {
     port,
     done,

@@ -34,7 +34,8 @@ function dtypeOf(array: WireArray): WireDtype {
 
 function byteSwap(bytes: Uint8Array, width: number): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(bytes.length);
-  for (let i = 0; i < bytes.length; i += width) for (let j = 0; j < width; j++) out[i + j] = bytes[i + width - 1 - j] as number;
+  for (let i = 0; i < bytes.length; i += width)
+    for (let j = 0; j < width; j++) out[i + j] = bytes[i + width - 1 - j] as number;
   return out;
 }
 
@@ -49,7 +50,8 @@ function byteSwap(bytes: Uint8Array, width: number): Uint8Array<ArrayBuffer> {
  */
 export function encodeTensor(array: WireArray, shape: readonly number[] = [array.length]): WireTensor {
   const size = shape.reduce((a, b) => a * b, 1);
-  if (size !== array.length) throw new Error(`tensor: shape [${shape.join(', ')}] holds ${size} elements, the array ${array.length}`);
+  if (size !== array.length)
+    throw new Error(`tensor: shape [${shape.join(', ')}] holds ${size} elements, the array ${array.length}`);
   let bytes: Uint8Array = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
   if (!littleEndian && array.BYTES_PER_ELEMENT > 1) bytes = byteSwap(bytes, array.BYTES_PER_ELEMENT);
   return { dtype: dtypeOf(array), shape: [...shape], data: Buffer.from(bytes).toString('base64') };
@@ -61,15 +63,21 @@ export function encodeTensor(array: WireArray, shape: readonly number[] = [array
  */
 export function decodeTensor(tensor: WireTensor, field = 'tensor'): WireArray {
   const ctor = Object.hasOwn(WIRE_DTYPES, tensor.dtype) ? WIRE_DTYPES[tensor.dtype] : undefined;
-  if (ctor === undefined) throw new Error(`${field}.dtype: unknown dtype ${JSON.stringify(tensor.dtype)} (known: ${Object.keys(WIRE_DTYPES).join(', ')})`);
+  if (ctor === undefined)
+    throw new Error(
+      `${field}.dtype: unknown dtype ${JSON.stringify(tensor.dtype)} (known: ${Object.keys(WIRE_DTYPES).join(', ')})`,
+    );
   if (!Array.isArray(tensor.shape) || tensor.shape.some((d) => !Number.isInteger(d) || d < 0)) {
     throw new Error(`${field}.shape: expected non-negative integers, got ${JSON.stringify(tensor.shape)}`);
   }
-  if (typeof tensor.data !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(tensor.data)) throw new Error(`${field}.data: not standard base64`);
+  if (typeof tensor.data !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(tensor.data))
+    throw new Error(`${field}.data: not standard base64`);
   const size = tensor.shape.reduce((a, b) => a * b, 1);
   let bytes: Uint8Array<ArrayBuffer> = new Uint8Array(Buffer.from(tensor.data, 'base64'));
   if (bytes.length !== size * ctor.BYTES_PER_ELEMENT) {
-    throw new Error(`${field}.data: ${bytes.length} bytes for shape [${tensor.shape.join(', ')}] of ${tensor.dtype} (expected ${size * ctor.BYTES_PER_ELEMENT})`);
+    throw new Error(
+      `${field}.data: ${bytes.length} bytes for shape [${tensor.shape.join(', ')}] of ${tensor.dtype} (expected ${size * ctor.BYTES_PER_ELEMENT})`,
+    );
   }
   if (!littleEndian && ctor.BYTES_PER_ELEMENT > 1) bytes = byteSwap(bytes, ctor.BYTES_PER_ELEMENT);
   return new ctor(bytes.buffer, bytes.byteOffset, size);

@@ -53,7 +53,9 @@ export interface ReportContext {
 function describeSetup(summary: Summary): string {
   const first = summary.groups.find((g) => g.config !== null)?.config;
   const runs = summary.groups.reduce((a, g) => a + g.runs.length, 0);
-  const parts = [`${runs} run${runs === 1 ? '' : 's'} in ${summary.groups.length} configuration${summary.groups.length === 1 ? '' : 's'}`];
+  const parts = [
+    `${runs} run${runs === 1 ? '' : 's'} in ${summary.groups.length} configuration${summary.groups.length === 1 ? '' : 's'}`,
+  ];
   const task = configAt(first, 'task.name');
   const kind = configAt(first, 'policy.kind');
   const steps = configAt(first, 'steps');
@@ -62,20 +64,28 @@ function describeSetup(summary: Summary): string {
   if (task !== undefined) parts.push(`task ${String(task)}`);
   if (kind !== undefined) parts.push(`${String(kind)} policy`);
   if (steps !== undefined) parts.push(`${String(steps)} steps`);
-  if (prompts !== undefined && groupSize !== undefined) parts.push(`${String(prompts)} prompts × ${String(groupSize)} responses per step`);
+  if (prompts !== undefined && groupSize !== undefined)
+    parts.push(`${String(prompts)} prompts × ${String(groupSize)} responses per step`);
   return parts.join(' · ');
 }
 
 /** The notes under a plot: configurations left out (0 at every step) and identical curves. */
 function plotNotes(p: RenderedPlot): string {
   const notes: string[] = [];
-  if (p.zeroOmitted.length > 0) notes.push(`Not drawn, 0 at every step${p.panel.yLog === true ? ' (a log axis has no 0)' : ''}: ${p.zeroOmitted.join('; ')}.`);
+  if (p.zeroOmitted.length > 0)
+    notes.push(
+      `Not drawn, 0 at every step${p.panel.yLog === true ? ' (a log axis has no 0)' : ''}: ${p.zeroOmitted.join('; ')}.`,
+    );
   for (const [label, same] of p.identical) notes.push(`${label} is identical to ${same} (drawn as the halo under it).`);
   return notes.map((n) => `<span class="omitted">${escapeHtml(n)}</span>`).join('');
 }
 
 /** A standalone page holding only the summary table (summary.html). */
-export function summaryPage(summary: Summary, styles: ReadonlyMap<string, SeriesStyle>, context: ReportContext = {}): string {
+export function summaryPage(
+  summary: Summary,
+  styles: ReadonlyMap<string, SeriesStyle>,
+  context: ReportContext = {},
+): string {
   const title = context.title ?? 'qrl-sim summary';
   return [
     '<!doctype html>',
@@ -93,19 +103,34 @@ export function summaryPage(summary: Summary, styles: ReadonlyMap<string, Series
 }
 
 /** The whole report page (report.html): header, table, plots by section, configurations, runs. */
-export function reportPage(summary: Summary, plots: readonly RenderedPlot[], styles: ReadonlyMap<string, SeriesStyle>, context: ReportContext = {}): string {
+export function reportPage(
+  summary: Summary,
+  plots: readonly RenderedPlot[],
+  styles: ReadonlyMap<string, SeriesStyle>,
+  context: ReportContext = {},
+): string {
   const title = context.title ?? 'qrl-sim report';
   const sections: string[] = [];
   const order = [...new Set(plots.map((p) => p.panel.section))];
   for (const section of order) {
     const figures = plots
       .filter((p) => p.panel.section === section)
-      .map((p) => `<figure class="plot" id="plot-${p.panel.id}" data-metric="${escapeHtml(p.panel.metric)}">\n${p.svg}\n<figcaption>${escapeHtml(p.panel.reading)} <code>${escapeHtml(p.panel.source === 'eval' ? 'eval.jsonl' : 'metrics.jsonl')}: ${escapeHtml(p.panel.metric)}</code>${plotNotes(p)}</figcaption></figure>`);
-    sections.push(`<section><h2>${escapeHtml(section)}</h2><div class="grid">\n${figures.join('\n')}\n</div></section>`);
+      .map(
+        (p) =>
+          `<figure class="plot" id="plot-${p.panel.id}" data-metric="${escapeHtml(p.panel.metric)}">\n${p.svg}\n<figcaption>${escapeHtml(p.panel.reading)} <code>${escapeHtml(p.panel.source === 'eval' ? 'eval.jsonl' : 'metrics.jsonl')}: ${escapeHtml(p.panel.metric)}</code>${plotNotes(p)}</figcaption></figure>`,
+      );
+    sections.push(
+      `<section><h2>${escapeHtml(section)}</h2><div class="grid">\n${figures.join('\n')}\n</div></section>`,
+    );
   }
   const configs = summary.groups
     .map((g) => {
-      const runs = g.runs.map((r) => `<li><code>${escapeHtml(r.name)}</code> seed ${r.seed ?? '?'} · ${r.steps} steps${r.error === null ? '' : ` · <b>failed</b>: ${escapeHtml(r.error)}`}</li>`).join('');
+      const runs = g.runs
+        .map(
+          (r) =>
+            `<li><code>${escapeHtml(r.name)}</code> seed ${r.seed ?? '?'} · ${r.steps} steps${r.error === null ? '' : ` · <b>failed</b>: ${escapeHtml(r.error)}`}</li>`,
+        )
+        .join('');
       return `<h3>${swatchHtml(styles.get(g.label))}${escapeHtml(g.label)}${g.isBaseline ? ' <span class="tag">baseline</span>' : ''}</h3><ul class="runs">${runs}</ul><details><summary>resolved config (without seed)</summary><pre>${escapeHtml(JSON.stringify(g.config, null, 2))}</pre></details>`;
     })
     .join('\n');

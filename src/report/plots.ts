@@ -43,23 +43,192 @@ export interface PlotPanel {
  * logged its metric (AIS α only for AIS runs, TBPO drops only for TBPO, …).
  */
 export const PLOT_PANELS: readonly PlotPanel[] = [
-  { id: 'reward', section: 'Learning', title: 'Training reward', source: 'metrics', metric: 'reward/mean', yTitle: 'mean reward per response', yZero: false, reading: 'Mean task reward of the step’s sampled responses (reward/mean). Learning shows as a rising curve; an uncorrected quantized rollout that departs from the bf16 baseline shows as a lower or collapsing curve.' },
-  { id: 'eval-rollout', section: 'Learning', title: 'Held-out accuracy, rollout engine (greedy)', source: 'eval', metric: 'eval/rollout/greedy_accuracy', yTitle: 'greedy pass@1 (fraction)', yZero: true, reading: 'Greedy pass@1 on the held-out split, answered by the rollout engine (the quantized side of the plan). This is the accuracy column of the table.' },
-  { id: 'eval-trainer', section: 'Learning', title: 'Held-out accuracy, trainer plan (greedy)', source: 'eval', metric: 'eval/trainer/greedy_accuracy', yTitle: 'greedy pass@1 (fraction)', yZero: true, reading: 'The same problems answered at the trainer’s precision. A gap to the rollout-engine plot is accuracy lost to quantized inference alone.' },
-  { id: 'k3', section: 'Rollout/trainer mismatch', title: 'Mismatch KL (k3)', source: 'metrics', metric: 'rollout_corr/k3_kl', yTitle: 'k3 KL per token (nats, log scale)', yZero: false, yLog: true, omitAllZero: true, reading: 'mean(e^δ − δ − 1) with δ = ℓold − ℓroll over the batch’s tokens: how far the rollout engine’s distribution is from the trainer’s. Zero for identical plans (not drawable on the log axis: such configurations are named under the plot); growth during training means the policy is drifting into regions where quantization matters.' },
-  { id: 'ess', section: 'Rollout/trainer mismatch', title: 'Effective sample size ratio', source: 'metrics', metric: 'rollout_corr/weights_ess_ratio', yTitle: 'ESS / N', yZero: true, reading: '1 / mean((w / mean w)²) of the applied importance weights: 1 when every token weighs the same, lower when a few tokens dominate the corrected gradient.' },
-  { id: 'ais-alpha', section: 'Adaptive correction (AIS)', title: 'AIS α', source: 'metrics', metric: 'rollout_corr/ais/alpha', yTitle: 'α (0 none, 1 full TIS)', yZero: true, reading: 'The per-mini-batch mixing coefficient of AIS, averaged over the step’s mini-batches: how much of the truncated-IS correction is applied.' },
-  { id: 'ais-alpha-ess', section: 'Adaptive correction (AIS)', title: 'AIS α_ess (weight reliability)', source: 'metrics', metric: 'rollout_corr/ais/alpha_ess', yTitle: 'α_ess', yZero: true, reading: 'α_ess = (1 + CV²)^(−1/2) of the truncated weights: falls when they are uneven (high coefficient of variation).' },
-  { id: 'ais-alpha-mis', section: 'Adaptive correction (AIS)', title: 'AIS α_mis (mismatch size)', source: 'metrics', metric: 'rollout_corr/ais/alpha_mis', yTitle: 'α_mis', yZero: true, reading: 'α_mis = min(1, mean|δ| / δ₀): rises with the mean absolute log-prob gap between rollout and trainer; no mismatch, no correction.' },
-  { id: 'ais-alpha-var', section: 'Adaptive correction (AIS)', title: 'AIS α_var (variance penalty)', source: 'metrics', metric: 'rollout_corr/ais/alpha_var', yTitle: 'α_var', yZero: true, reading: 'Positive when weighting inflates the spread of the advantages beyond γ; it is subtracted from α_ess.' },
-  { id: 'clipfrac', section: 'Clipping, masking, dropping', title: 'PPO clip fraction', source: 'metrics', metric: 'actor/pg_clipfrac', yTitle: 'fraction of tokens clipped', yZero: true, reading: 'Fraction of tokens whose ratio r = e^(ℓθ − ℓold) was clipped in the policy loss.' },
-  { id: 'masked', section: 'Clipping, masking, dropping', title: 'Tokens rejected by the correction', source: 'metrics', metric: 'rollout_corr/masked_fraction', yTitle: 'fraction of tokens masked', yZero: true, omitAllZero: true, reading: 'Fraction of valid tokens a rejecting correction (IcePop, MIS, RS, veto) removed from the loss.' },
-  { id: 'tbpo-drop', section: 'Clipping, masking, dropping', title: 'TBPO dropped sequences', source: 'metrics', metric: 'actor/tbpo_drop_fraction', yTitle: 'sequences dropped', yZero: true, omitAllZero: true, reading: 'Fraction of sequences TBPO dropped because their sequence ratio left the trust band.' },
-  { id: 'tis-truncated', section: 'Clipping, masking, dropping', title: 'TIS truncated weights', source: 'metrics', metric: 'rollout_corr/tis/truncated_fraction', yTitle: 'fraction of tokens with ρ > C', yZero: true, omitAllZero: true, reading: 'Fraction of tokens whose importance ratio exceeded the truncation cap C.' },
-  { id: 'ais-truncated', section: 'Clipping, masking, dropping', title: 'AIS truncated weights', source: 'metrics', metric: 'rollout_corr/ais/truncated_fraction', yTitle: 'fraction of tokens with ρ > C', yZero: true, omitAllZero: true, reading: 'Fraction of tokens whose importance ratio exceeded the AIS cap C.' },
-  { id: 'length', section: 'Policy', title: 'Response length', source: 'metrics', metric: 'response_length/mean', yTitle: 'tokens per response', yZero: false, reading: 'Mean number of generated tokens (EOS included). Length blow-ups are a classic symptom of an uncorrected mismatch.' },
-  { id: 'entropy', section: 'Policy', title: 'Policy entropy', source: 'metrics', metric: 'actor/entropy', yTitle: 'entropy per token (nats)', yZero: true, reading: 'Mean token entropy of π_old at the trainer’s precision. A fast drop is entropy collapse; sharp policies are where quantization error changes sampled tokens.' },
-  { id: 'grad-norm', section: 'Policy', title: 'Gradient norm', source: 'metrics', metric: 'actor/grad_norm', yTitle: '‖∇θ L‖ before clipping', yZero: true, reading: 'Spikes point to steps where a few heavily weighted tokens dominate the update.' },
+  {
+    id: 'reward',
+    section: 'Learning',
+    title: 'Training reward',
+    source: 'metrics',
+    metric: 'reward/mean',
+    yTitle: 'mean reward per response',
+    yZero: false,
+    reading:
+      'Mean task reward of the step’s sampled responses (reward/mean). Learning shows as a rising curve; an uncorrected quantized rollout that departs from the bf16 baseline shows as a lower or collapsing curve.',
+  },
+  {
+    id: 'eval-rollout',
+    section: 'Learning',
+    title: 'Held-out accuracy, rollout engine (greedy)',
+    source: 'eval',
+    metric: 'eval/rollout/greedy_accuracy',
+    yTitle: 'greedy pass@1 (fraction)',
+    yZero: true,
+    reading:
+      'Greedy pass@1 on the held-out split, answered by the rollout engine (the quantized side of the plan). This is the accuracy column of the table.',
+  },
+  {
+    id: 'eval-trainer',
+    section: 'Learning',
+    title: 'Held-out accuracy, trainer plan (greedy)',
+    source: 'eval',
+    metric: 'eval/trainer/greedy_accuracy',
+    yTitle: 'greedy pass@1 (fraction)',
+    yZero: true,
+    reading:
+      'The same problems answered at the trainer’s precision. A gap to the rollout-engine plot is accuracy lost to quantized inference alone.',
+  },
+  {
+    id: 'k3',
+    section: 'Rollout/trainer mismatch',
+    title: 'Mismatch KL (k3)',
+    source: 'metrics',
+    metric: 'rollout_corr/k3_kl',
+    yTitle: 'k3 KL per token (nats, log scale)',
+    yZero: false,
+    yLog: true,
+    omitAllZero: true,
+    reading:
+      'mean(e^δ − δ − 1) with δ = ℓold − ℓroll over the batch’s tokens: how far the rollout engine’s distribution is from the trainer’s. Zero for identical plans (not drawable on the log axis: such configurations are named under the plot); growth during training means the policy is drifting into regions where quantization matters.',
+  },
+  {
+    id: 'ess',
+    section: 'Rollout/trainer mismatch',
+    title: 'Effective sample size ratio',
+    source: 'metrics',
+    metric: 'rollout_corr/weights_ess_ratio',
+    yTitle: 'ESS / N',
+    yZero: true,
+    reading:
+      '1 / mean((w / mean w)²) of the applied importance weights: 1 when every token weighs the same, lower when a few tokens dominate the corrected gradient.',
+  },
+  {
+    id: 'ais-alpha',
+    section: 'Adaptive correction (AIS)',
+    title: 'AIS α',
+    source: 'metrics',
+    metric: 'rollout_corr/ais/alpha',
+    yTitle: 'α (0 none, 1 full TIS)',
+    yZero: true,
+    reading:
+      'The per-mini-batch mixing coefficient of AIS, averaged over the step’s mini-batches: how much of the truncated-IS correction is applied.',
+  },
+  {
+    id: 'ais-alpha-ess',
+    section: 'Adaptive correction (AIS)',
+    title: 'AIS α_ess (weight reliability)',
+    source: 'metrics',
+    metric: 'rollout_corr/ais/alpha_ess',
+    yTitle: 'α_ess',
+    yZero: true,
+    reading:
+      'α_ess = (1 + CV²)^(−1/2) of the truncated weights: falls when they are uneven (high coefficient of variation).',
+  },
+  {
+    id: 'ais-alpha-mis',
+    section: 'Adaptive correction (AIS)',
+    title: 'AIS α_mis (mismatch size)',
+    source: 'metrics',
+    metric: 'rollout_corr/ais/alpha_mis',
+    yTitle: 'α_mis',
+    yZero: true,
+    reading:
+      'α_mis = min(1, mean|δ| / δ₀): rises with the mean absolute log-prob gap between rollout and trainer; no mismatch, no correction.',
+  },
+  {
+    id: 'ais-alpha-var',
+    section: 'Adaptive correction (AIS)',
+    title: 'AIS α_var (variance penalty)',
+    source: 'metrics',
+    metric: 'rollout_corr/ais/alpha_var',
+    yTitle: 'α_var',
+    yZero: true,
+    reading: 'Positive when weighting inflates the spread of the advantages beyond γ; it is subtracted from α_ess.',
+  },
+  {
+    id: 'clipfrac',
+    section: 'Clipping, masking, dropping',
+    title: 'PPO clip fraction',
+    source: 'metrics',
+    metric: 'actor/pg_clipfrac',
+    yTitle: 'fraction of tokens clipped',
+    yZero: true,
+    reading: 'Fraction of tokens whose ratio r = e^(ℓθ − ℓold) was clipped in the policy loss.',
+  },
+  {
+    id: 'masked',
+    section: 'Clipping, masking, dropping',
+    title: 'Tokens rejected by the correction',
+    source: 'metrics',
+    metric: 'rollout_corr/masked_fraction',
+    yTitle: 'fraction of tokens masked',
+    yZero: true,
+    omitAllZero: true,
+    reading: 'Fraction of valid tokens a rejecting correction (IcePop, MIS, RS, veto) removed from the loss.',
+  },
+  {
+    id: 'tbpo-drop',
+    section: 'Clipping, masking, dropping',
+    title: 'TBPO dropped sequences',
+    source: 'metrics',
+    metric: 'actor/tbpo_drop_fraction',
+    yTitle: 'sequences dropped',
+    yZero: true,
+    omitAllZero: true,
+    reading: 'Fraction of sequences TBPO dropped because their sequence ratio left the trust band.',
+  },
+  {
+    id: 'tis-truncated',
+    section: 'Clipping, masking, dropping',
+    title: 'TIS truncated weights',
+    source: 'metrics',
+    metric: 'rollout_corr/tis/truncated_fraction',
+    yTitle: 'fraction of tokens with ρ > C',
+    yZero: true,
+    omitAllZero: true,
+    reading: 'Fraction of tokens whose importance ratio exceeded the truncation cap C.',
+  },
+  {
+    id: 'ais-truncated',
+    section: 'Clipping, masking, dropping',
+    title: 'AIS truncated weights',
+    source: 'metrics',
+    metric: 'rollout_corr/ais/truncated_fraction',
+    yTitle: 'fraction of tokens with ρ > C',
+    yZero: true,
+    omitAllZero: true,
+    reading: 'Fraction of tokens whose importance ratio exceeded the AIS cap C.',
+  },
+  {
+    id: 'length',
+    section: 'Policy',
+    title: 'Response length',
+    source: 'metrics',
+    metric: 'response_length/mean',
+    yTitle: 'tokens per response',
+    yZero: false,
+    reading:
+      'Mean number of generated tokens (EOS included). Length blow-ups are a classic symptom of an uncorrected mismatch.',
+  },
+  {
+    id: 'entropy',
+    section: 'Policy',
+    title: 'Policy entropy',
+    source: 'metrics',
+    metric: 'actor/entropy',
+    yTitle: 'entropy per token (nats)',
+    yZero: true,
+    reading:
+      'Mean token entropy of π_old at the trainer’s precision. A fast drop is entropy collapse; sharp policies are where quantization error changes sampled tokens.',
+  },
+  {
+    id: 'grad-norm',
+    section: 'Policy',
+    title: 'Gradient norm',
+    source: 'metrics',
+    metric: 'actor/grad_norm',
+    yTitle: '‖∇θ L‖ before clipping',
+    yZero: true,
+    reading: 'Spikes point to steps where a few heavily weighted tokens dominate the update.',
+  },
 ];
 
 /**
@@ -80,22 +249,48 @@ export function moePanels(runs: Iterable<RunRecord>): PlotPanel[] {
   }
   if (layers.size === 0) return [];
   const section = 'MoE routing';
-  const flips = [...layers].sort((a, b) => a - b).map(
-    (l): PlotPanel => ({
-      id: `moe-flip-l${l}`,
-      section,
-      title: `Routing flip rate, layer ${l}`,
-      source: 'metrics',
-      metric: `moe/flip_rate/l${l}`,
-      yTitle: 'share of router decisions',
-      yZero: true,
-      reading: `Share of layer ${l}’s router decisions (token, expert) that differ between the rollout engine’s record and the trainer’s own top-k at θ_old, over the positions that score a response token. Zero for identical plans; under a quantized rollout, the decisions near a tie that the rollout’s rounding flips — a mismatch no token-level weight explains, which R3 removes by replaying the record.`,
-    }),
-  );
+  const flips = [...layers]
+    .sort((a, b) => a - b)
+    .map(
+      (l): PlotPanel => ({
+        id: `moe-flip-l${l}`,
+        section,
+        title: `Routing flip rate, layer ${l}`,
+        source: 'metrics',
+        metric: `moe/flip_rate/l${l}`,
+        yTitle: 'share of router decisions',
+        yZero: true,
+        reading: `Share of layer ${l}’s router decisions (token, expert) that differ between the rollout engine’s record and the trainer’s own top-k at θ_old, over the positions that score a response token. Zero for identical plans; under a quantized rollout, the decisions near a tie that the rollout’s rounding flips — a mismatch no token-level weight explains, which R3 removes by replaying the record.`,
+      }),
+    );
   return [
     ...flips,
-    { id: 'moe-k3-own', section, title: 'Mismatch k3, trainer’s own routing', source: 'metrics', metric: 'moe/k3_kl_own_routing', yTitle: 'k3 KL per token (nats, log scale)', yZero: false, yLog: true, omitAllZero: true, reading: 'rollout_corr/k3_kl with ℓold from the trainer’s own routing (runs with policy.routingReplay R2 or R3): the mismatch without replay.' },
-    { id: 'moe-k3-rollout', section, title: 'Mismatch k3, rollout routing replayed (R3)', source: 'metrics', metric: 'moe/k3_kl_rollout_routing', yTitle: 'k3 KL per token (nats, log scale)', yZero: false, yLog: true, omitAllZero: true, reading: 'The same k3 with the rollout engine’s routing replayed in the trainer: what is left of the mismatch once routing flips are removed.' },
+    {
+      id: 'moe-k3-own',
+      section,
+      title: 'Mismatch k3, trainer’s own routing',
+      source: 'metrics',
+      metric: 'moe/k3_kl_own_routing',
+      yTitle: 'k3 KL per token (nats, log scale)',
+      yZero: false,
+      yLog: true,
+      omitAllZero: true,
+      reading:
+        'rollout_corr/k3_kl with ℓold from the trainer’s own routing (runs with policy.routingReplay R2 or R3): the mismatch without replay.',
+    },
+    {
+      id: 'moe-k3-rollout',
+      section,
+      title: 'Mismatch k3, rollout routing replayed (R3)',
+      source: 'metrics',
+      metric: 'moe/k3_kl_rollout_routing',
+      yTitle: 'k3 KL per token (nats, log scale)',
+      yZero: false,
+      yLog: true,
+      omitAllZero: true,
+      reading:
+        'The same k3 with the rollout engine’s routing replayed in the trainer: what is left of the mismatch once routing flips are removed.',
+    },
   ];
 }
 
@@ -103,7 +298,16 @@ export function moePanels(runs: Iterable<RunRecord>): PlotPanel[] {
  * Colour-blind-safe palette of Okabe & Ito ("Color Universal Design", 2008; also Wong, Nature
  * Methods 8:441, 2011), yellow last because it is faint on white. Beyond eight colours hues repeat.
  */
-export const PALETTE: readonly string[] = ['#0072B2', '#E69F00', '#009E73', '#D55E00', '#CC79A7', '#56B4E9', '#000000', '#F0E442'];
+export const PALETTE: readonly string[] = [
+  '#0072B2',
+  '#E69F00',
+  '#009E73',
+  '#D55E00',
+  '#CC79A7',
+  '#56B4E9',
+  '#000000',
+  '#F0E442',
+];
 
 /** Dash patterns by plan, in order of first appearance (the baseline's plan first, solid). */
 export const DASHES: readonly (readonly number[])[] = [[], [7, 4], [2, 3], [10, 3, 2, 3], [4, 2], [1, 4]];
@@ -118,9 +322,19 @@ export function configStyles(summary: Summary): Map<string, SeriesStyle> {
   const hasOther = summary.groups.some((g) => Object.keys(g.fields).some((k) => k !== 'plan'));
   const byPlan = hasPlan && hasOther;
   const hueKey = (g: Summary['groups'][number]): string =>
-    byPlan ? Object.entries(g.fields).filter(([k]) => k !== 'plan').map(([k, v]) => `${k}=${v}`).join(', ') : g.label;
+    byPlan
+      ? Object.entries(g.fields)
+          .filter(([k]) => k !== 'plan')
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', ')
+      : g.label;
   const baseline = summary.groups.find((g) => g.isBaseline);
-  const plans = [...new Set([...(baseline === undefined ? [] : [baseline.fields['plan'] ?? '']), ...summary.groups.map((g) => g.fields['plan'] ?? '')])];
+  const plans = [
+    ...new Set([
+      ...(baseline === undefined ? [] : [baseline.fields['plan'] ?? '']),
+      ...summary.groups.map((g) => g.fields['plan'] ?? ''),
+    ]),
+  ];
   const hues = [...new Set(summary.groups.map(hueKey))];
   return new Map(
     summary.groups.map((g) => [
@@ -158,7 +372,10 @@ function runSeries(panel: PlotPanel, run: RunRecord): [number, number][] {
 }
 
 /** Mean and min–max over seeds of `panel`'s metric, per configuration and step. */
-export function curvePoints(panel: PlotPanel, groups: readonly { label: string; runs: readonly RunRecord[] }[]): CurvePoint[] {
+export function curvePoints(
+  panel: PlotPanel,
+  groups: readonly { label: string; runs: readonly RunRecord[] }[],
+): CurvePoint[] {
   const out: CurvePoint[] = [];
   for (const g of groups) {
     const byStep = new Map<number, number[]>();
@@ -171,7 +388,14 @@ export function curvePoints(panel: PlotPanel, groups: readonly { label: string; 
     }
     for (const step of [...byStep.keys()].sort((a, b) => a - b)) {
       const xs = byStep.get(step) as number[];
-      out.push({ config: g.label, step, mean: xs.reduce((a, b) => a + b, 0) / xs.length, min: Math.min(...xs), max: Math.max(...xs), n: xs.length });
+      out.push({
+        config: g.label,
+        step,
+        mean: xs.reduce((a, b) => a + b, 0) / xs.length,
+        min: Math.min(...xs),
+        max: Math.max(...xs),
+        n: xs.length,
+      });
     }
   }
   return out;
@@ -182,7 +406,10 @@ export function curvePoints(panel: PlotPanel, groups: readonly { label: string; 
  * (same seeds, same steps, same values compared with `===`): label → the earlier label.
  * bf16 with any correction is bit-identical to bf16 without, and would hide it.
  */
-export function identicalSeries(panel: PlotPanel, groups: readonly { label: string; runs: readonly RunRecord[] }[]): Map<string, string> {
+export function identicalSeries(
+  panel: PlotPanel,
+  groups: readonly { label: string; runs: readonly RunRecord[] }[],
+): Map<string, string> {
   const seen = new Map<string, string>();
   const out = new Map<string, string>();
   for (const g of groups) {
@@ -197,7 +424,10 @@ export function identicalSeries(panel: PlotPanel, groups: readonly { label: stri
 }
 
 /** The y scale: zero-based, log or not; a constant series gets a readable domain around its value. */
-function yScale(panel: PlotPanel, points: readonly CurvePoint[]): { type?: 'log'; zero?: boolean; domain?: [number, number] } {
+function yScale(
+  panel: PlotPanel,
+  points: readonly CurvePoint[],
+): { type?: 'log'; zero?: boolean; domain?: [number, number] } {
   if (panel.yLog === true) return { type: 'log' };
   const lo = Math.min(...points.map((p) => p.min));
   const hi = Math.max(...points.map((p) => p.max));
@@ -211,7 +441,16 @@ const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Ar
 
 const CONFIG = {
   font: FONT,
-  axis: { labelFontSize: 11, titleFontSize: 11, titleFontWeight: 500, titleColor: '#333', labelColor: '#444', gridColor: '#ececec', domainColor: '#999', tickColor: '#999' },
+  axis: {
+    labelFontSize: 11,
+    titleFontSize: 11,
+    titleFontWeight: 500,
+    titleColor: '#333',
+    labelColor: '#444',
+    gridColor: '#ececec',
+    domainColor: '#999',
+    tickColor: '#999',
+  },
   axisY: { labelLimit: 320 },
   legend: { labelLimit: 0 },
   view: { stroke: null },
@@ -227,18 +466,52 @@ export function seriesName(label: string, sameAs: string | undefined): string {
  * dashed by {@link configStyles}. A configuration in `identical` is drawn first, wider, so that it
  * shows as a halo around the curve it coincides with, and its legend entry says so.
  */
-export function plotSpec(panel: PlotPanel, points: readonly CurvePoint[], styles: ReadonlyMap<string, SeriesStyle>, identical: ReadonlyMap<string, string> = new Map()): TopLevelSpec {
+export function plotSpec(
+  panel: PlotPanel,
+  points: readonly CurvePoint[],
+  styles: ReadonlyMap<string, SeriesStyle>,
+  identical: ReadonlyMap<string, string> = new Map(),
+): TopLevelSpec {
   const present = [...styles.keys()].filter((label) => points.some((p) => p.config === label));
   const names = present.map((l) => seriesName(l, identical.get(l)));
   const fewSteps = new Set(points.map((p) => p.step)).size <= 12;
-  const data = points.map((p) => ({ ...p, series: seriesName(p.config, identical.get(p.config)), duplicate: identical.has(p.config) }));
-  const legend = { orient: 'bottom', direction: 'vertical', labelLimit: 520, symbolType: 'stroke', symbolStrokeWidth: 3, symbolSize: 400, symbolOpacity: 1, labelFontSize: 11 } as const;
+  const data = points.map((p) => ({
+    ...p,
+    series: seriesName(p.config, identical.get(p.config)),
+    duplicate: identical.has(p.config),
+  }));
+  const legend = {
+    orient: 'bottom',
+    direction: 'vertical',
+    labelLimit: 520,
+    symbolType: 'stroke',
+    symbolStrokeWidth: 3,
+    symbolSize: 400,
+    symbolOpacity: 1,
+    labelFontSize: 11,
+  } as const;
   const y = { field: 'mean', type: 'quantitative' } as const;
-  const line = (duplicate: boolean) => ({
-    transform: [{ filter: `datum.duplicate === ${String(duplicate)}` }],
-    mark: { type: 'line', strokeWidth: duplicate ? 6 : 2, opacity: duplicate ? 0.55 : 1, interpolate: 'linear', point: fewSteps && !duplicate ? { size: 18, filled: true } : false },
-    encoding: { y, strokeDash: { field: 'series', type: 'nominal', title: null, scale: { domain: names, range: present.map((l) => [...(styles.get(l)?.dash ?? [])]) }, legend } },
-  }) as const;
+  const line = (duplicate: boolean) =>
+    ({
+      transform: [{ filter: `datum.duplicate === ${String(duplicate)}` }],
+      mark: {
+        type: 'line',
+        strokeWidth: duplicate ? 6 : 2,
+        opacity: duplicate ? 0.55 : 1,
+        interpolate: 'linear',
+        point: fewSteps && !duplicate ? { size: 18, filled: true } : false,
+      },
+      encoding: {
+        y,
+        strokeDash: {
+          field: 'series',
+          type: 'nominal',
+          title: null,
+          scale: { domain: names, range: present.map((l) => [...(styles.get(l)?.dash ?? [])]) },
+          legend,
+        },
+      },
+    }) as const;
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 440,
@@ -249,12 +522,21 @@ export function plotSpec(panel: PlotPanel, points: readonly CurvePoint[], styles
     data: { values: data },
     encoding: {
       x: { field: 'step', type: 'quantitative', title: 'GRPO step', axis: { tickMinStep: 1, format: 'd' } },
-      color: { field: 'series', type: 'nominal', title: null, scale: { domain: names, range: present.map((l) => styles.get(l)?.color as string) }, legend },
+      color: {
+        field: 'series',
+        type: 'nominal',
+        title: null,
+        scale: { domain: names, range: present.map((l) => styles.get(l)?.color as string) },
+        legend,
+      },
     },
     layer: [
       {
         mark: { type: 'area', opacity: 0.12, interpolate: 'linear' },
-        encoding: { y: { field: 'min', type: 'quantitative', title: panel.yTitle, scale: yScale(panel, points) }, y2: { field: 'max' } },
+        encoding: {
+          y: { field: 'min', type: 'quantitative', title: panel.yTitle, scale: yScale(panel, points) },
+          y2: { field: 'max' },
+        },
       },
       ...(identical.size > 0 ? [line(true)] : []),
       line(false),
@@ -309,7 +591,11 @@ function forLogAxis(points: readonly CurvePoint[]): CurvePoint[] {
  * Renders every panel of {@link PLOT_PANELS} for which some run logged data, with the styles of
  * {@link configStyles}. `runsByLabel` maps each configuration label to its successful runs.
  */
-export async function renderPlots(summary: Summary, runsByLabel: ReadonlyMap<string, readonly RunRecord[]>, panels: readonly PlotPanel[] = PLOT_PANELS): Promise<RenderedPlot[]> {
+export async function renderPlots(
+  summary: Summary,
+  runsByLabel: ReadonlyMap<string, readonly RunRecord[]>,
+  panels: readonly PlotPanel[] = PLOT_PANELS,
+): Promise<RenderedPlot[]> {
   const styles = configStyles(summary);
   const groups = summary.groups.map((g) => ({ label: g.label, runs: runsByLabel.get(g.label) ?? [] }));
   const out: RenderedPlot[] = [];
@@ -325,7 +611,10 @@ export async function renderPlots(summary: Summary, runsByLabel: ReadonlyMap<str
     }
     if (panel.yLog === true) points = forLogAxis(points);
     if (points.length === 0) continue;
-    const identical = identicalSeries(panel, groups.filter((g) => !zeroOmitted.includes(g.label)));
+    const identical = identicalSeries(
+      panel,
+      groups.filter((g) => !zeroOmitted.includes(g.label)),
+    );
     const svg = await renderSvg(plotSpec(panel, points, styles, identical));
     out.push({ panel, svg: prefixSvgIds(svg, `plot-${panel.id}`), points: points.length, zeroOmitted, identical });
   }
@@ -345,32 +634,85 @@ const DELTA_PANELS: Readonly<Record<DeltaColumn, { title: string; scale: number 
  * like the configuration's curves), and
  * a rule at 0 (the baseline). Null when there is no baseline or nothing to pair.
  */
-export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesStyle>, tailSteps: number | null = null): TopLevelSpec | null {
-  const groups = summary.groups.filter((g) => g.delta !== null && g.delta.finalTrainerAccuracy.n + g.delta.finalAccuracy.n + g.delta.tailReward.n > 0);
+export function deltaSpec(
+  summary: Summary,
+  styles: ReadonlyMap<string, SeriesStyle>,
+  tailSteps: number | null = null,
+): TopLevelSpec | null {
+  const groups = summary.groups.filter(
+    (g) => g.delta !== null && g.delta.finalTrainerAccuracy.n + g.delta.finalAccuracy.n + g.delta.tailReward.n > 0,
+  );
   if (summary.baseline.label === null || groups.length === 0) return null;
   const labels = groups.map((g) => g.label);
-  const color = { field: 'config', type: 'nominal', title: null, legend: null, scale: { domain: labels, range: labels.map((l) => styles.get(l)?.color ?? '#999') } } as const;
+  const color = {
+    field: 'config',
+    type: 'nominal',
+    title: null,
+    legend: null,
+    scale: { domain: labels, range: labels.map((l) => styles.get(l)?.color ?? '#999') },
+  } as const;
   // the whisker carries the plan's dash pattern, as the curves do
-  const strokeDash = { field: 'config', type: 'nominal', title: null, legend: null, scale: { domain: labels, range: labels.map((l) => [...(styles.get(l)?.dash ?? [])]) } } as const;
+  const strokeDash = {
+    field: 'config',
+    type: 'nominal',
+    title: null,
+    legend: null,
+    scale: { domain: labels, range: labels.map((l) => [...(styles.get(l)?.dash ?? [])]) },
+  } as const;
   const panel = (c: DeltaColumn, first: boolean) => {
     const { title, scale } = DELTA_PANELS[c];
-    const seeds = groups.flatMap((g) => (g.delta?.[c].values ?? []).map((v, i) => ({ config: g.label, seed: g.delta?.[c].seeds[i], delta: scale * v })));
+    const seeds = groups.flatMap((g) =>
+      (g.delta?.[c].values ?? []).map((v, i) => ({ config: g.label, seed: g.delta?.[c].seeds[i], delta: scale * v })),
+    );
     const stats = groups.flatMap((g) => {
       const d = g.delta?.[c];
       if (d === undefined || d.n === 0) return [];
       const sd = Number.isFinite(d.std) ? d.std : 0;
       return [{ config: g.label, mean: scale * d.mean, lo: scale * (d.mean - sd), hi: scale * (d.mean + sd) }];
     });
-    const y = { field: 'config', type: 'nominal', title: null, sort: labels, axis: first ? { labelLimit: 600, labelFontSize: 11 } : null } as const;
+    const y = {
+      field: 'config',
+      type: 'nominal',
+      title: null,
+      sort: labels,
+      axis: first ? { labelLimit: 600, labelFontSize: 11 } : null,
+    } as const;
     return {
       width: 230,
       height: { step: 26 },
-      title: { text: title.replace('last K', tailSteps === null ? 'last K' : `last ${tailSteps}`), fontSize: 12, fontWeight: 600, anchor: 'start' },
+      title: {
+        text: title.replace('last K', tailSteps === null ? 'last K' : `last ${tailSteps}`),
+        fontSize: 12,
+        fontWeight: 600,
+        anchor: 'start',
+      },
       layer: [
-        { data: { values: [{ zero: 0 }] }, mark: { type: 'rule', color: '#555', strokeWidth: 1 }, encoding: { x: { field: 'zero', type: 'quantitative' } } },
-        { data: { values: stats }, mark: { type: 'rule', strokeWidth: 2 }, encoding: { y, x: { field: 'lo', type: 'quantitative', title: first ? 'configuration − baseline, same seed' : ' ' }, x2: { field: 'hi' }, color, strokeDash } },
-        { data: { values: stats }, mark: { type: 'tick', thickness: 3, size: 16 }, encoding: { y, x: { field: 'mean', type: 'quantitative' }, color } },
-        { data: { values: seeds }, mark: { type: 'point', filled: false, size: 40, strokeWidth: 1.5, opacity: 0.9 }, encoding: { y, x: { field: 'delta', type: 'quantitative' }, color } },
+        {
+          data: { values: [{ zero: 0 }] },
+          mark: { type: 'rule', color: '#555', strokeWidth: 1 },
+          encoding: { x: { field: 'zero', type: 'quantitative' } },
+        },
+        {
+          data: { values: stats },
+          mark: { type: 'rule', strokeWidth: 2 },
+          encoding: {
+            y,
+            x: { field: 'lo', type: 'quantitative', title: first ? 'configuration − baseline, same seed' : ' ' },
+            x2: { field: 'hi' },
+            color,
+            strokeDash,
+          },
+        },
+        {
+          data: { values: stats },
+          mark: { type: 'tick', thickness: 3, size: 16 },
+          encoding: { y, x: { field: 'mean', type: 'quantitative' }, color },
+        },
+        {
+          data: { values: seeds },
+          mark: { type: 'point', filled: false, size: 40, strokeWidth: 1.5, opacity: 0.9 },
+          encoding: { y, x: { field: 'delta', type: 'quantitative' }, color },
+        },
       ],
     };
   };
@@ -378,7 +720,14 @@ export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesSt
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     background: 'white',
     padding: { left: 4, right: 12, top: 4, bottom: 4 },
-    title: { text: `Paired difference to the baseline (${summary.baseline.label})`, anchor: 'start', fontSize: 13, fontWeight: 600, color: '#222', offset: 10 },
+    title: {
+      text: `Paired difference to the baseline (${summary.baseline.label})`,
+      anchor: 'start',
+      fontSize: 13,
+      fontWeight: 600,
+      color: '#222',
+      offset: 10,
+    },
     hconcat: DELTA_COLUMNS.map((c, i) => panel(c, i === 0)),
     spacing: 18,
     config: CONFIG,
@@ -386,7 +735,10 @@ export function deltaSpec(summary: Summary, styles: ReadonlyMap<string, SeriesSt
 }
 
 /** Renders {@link deltaSpec} (ids prefixed with `plot-delta`), or null when there is nothing to pair. */
-export async function renderDeltaPlot(summary: Summary, styles: ReadonlyMap<string, SeriesStyle> = configStyles(summary)): Promise<string | null> {
+export async function renderDeltaPlot(
+  summary: Summary,
+  styles: ReadonlyMap<string, SeriesStyle> = configStyles(summary),
+): Promise<string | null> {
   const ks = new Set(summary.groups.map((g) => g.rewardTailSteps));
   const spec = deltaSpec(summary, styles, ks.size === 1 ? ([...ks][0] as number) : null);
   return spec === null ? null : prefixSvgIds(await renderSvg(spec), 'plot-delta');

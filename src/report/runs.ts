@@ -58,10 +58,14 @@ export function readJsonlStrict<T = unknown>(path: string): T[] {
       value = parseJsonInput(line, `${path} line ${i + 1}`);
     } catch (error) {
       // One line of the file was parsed: its position is a column of line i + 1, not "line 1".
-      if (error instanceof JsonInputError) throw new JsonInputError(error.message.replace(/ at line 1 column (\d+)/, ' at column $1'));
+      if (error instanceof JsonInputError)
+        throw new JsonInputError(error.message.replace(/ at line 1 column (\d+)/, ' at column $1'));
       throw error;
     }
-    if (!isObject(value)) throw new JsonInputError(`${path} line ${i + 1}: expected a JSON object, got ${line.length > 40 ? `${line.slice(0, 37)}...` : line}`);
+    if (!isObject(value))
+      throw new JsonInputError(
+        `${path} line ${i + 1}: expected a JSON object, got ${line.length > 40 ? `${line.slice(0, 37)}...` : line}`,
+      );
     out.push(value as T);
   });
   return out;

@@ -49,7 +49,14 @@ export interface GroupStats {
 }
 
 /** Names of the {@link GroupStats} columns, in table order. */
-export const STAT_COLUMNS = ['finalTrainerAccuracy', 'finalAccuracy', 'bestAccuracy', 'tailReward', 'meanK3', 'stepSeconds'] as const;
+export const STAT_COLUMNS = [
+  'finalTrainerAccuracy',
+  'finalAccuracy',
+  'bestAccuracy',
+  'tailReward',
+  'meanK3',
+  'stepSeconds',
+] as const;
 
 /** A column of {@link GroupStats}. */
 export type StatColumn = (typeof STAT_COLUMNS)[number];
@@ -204,7 +211,9 @@ export function runStats(run: RunRecord): Record<StatColumn, number> {
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (typeof value === 'object' && value !== null) {
-    const entries = Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
     return `{${entries.join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
@@ -217,7 +226,13 @@ function withoutSeed(config: Readonly<Record<string, unknown>> | null): Record<s
 }
 
 /** Config paths compared as one unit: an estimator spec differs as a whole (name and hyper-parameters). */
-const UNIT_PATHS: ReadonlySet<string> = new Set(['estimators.advantage', 'estimators.correction', 'estimators.loss', 'estimators.aggregation', 'estimators.kl']);
+const UNIT_PATHS: ReadonlySet<string> = new Set([
+  'estimators.advantage',
+  'estimators.correction',
+  'estimators.loss',
+  'estimators.aggregation',
+  'estimators.kl',
+]);
 
 /** A plan given as data (`plan` an object, e.g. a plan file of the grid) differs as a whole and is shown by its name. */
 const PLAN_PATH = 'plan';
@@ -226,8 +241,15 @@ const PLAN_PATH = 'plan';
  * Leaf values of a config by dotted path (arrays indexed: `rollout.prompts`, `task.options.length`);
  * estimator specs (`estimators.correction`, `estimators.loss`, …) and a plan given as data stay whole.
  */
-export function flattenConfig(value: unknown, prefix = '', out: Map<string, unknown> = new Map()): Map<string, unknown> {
-  const isContainer = typeof value === 'object' && value !== null && (Array.isArray(value) ? value.length > 0 : Object.keys(value).length > 0);
+export function flattenConfig(
+  value: unknown,
+  prefix = '',
+  out: Map<string, unknown> = new Map(),
+): Map<string, unknown> {
+  const isContainer =
+    typeof value === 'object' &&
+    value !== null &&
+    (Array.isArray(value) ? value.length > 0 : Object.keys(value).length > 0);
   if (isContainer && !UNIT_PATHS.has(prefix) && prefix !== PLAN_PATH) {
     for (const [k, v] of Object.entries(value)) flattenConfig(v, prefix ? `${prefix}.${k}` : k, out);
   } else {
@@ -245,12 +267,18 @@ export function shortFieldName(path: string): string {
 }
 
 type Spec = { readonly name?: unknown } & Readonly<Record<string, unknown>>;
-const specs = (v: unknown): Spec[] => (Array.isArray(v) ? v : [v]).filter((s): s is Spec => typeof s === 'object' && s !== null);
-const specName = (v: unknown): string => specs(v).map((s) => String(s.name ?? '?')).join('+');
+const specs = (v: unknown): Spec[] =>
+  (Array.isArray(v) ? v : [v]).filter((s): s is Spec => typeof s === 'object' && s !== null);
+const specName = (v: unknown): string =>
+  specs(v)
+    .map((s) => String(s.name ?? '?'))
+    .join('+');
 const specFull = (v: unknown): string =>
   specs(v)
     .map((s) => {
-      const params = Object.entries(s).filter(([k]) => k !== 'name').map(([k, x]) => `${k}=${typeof x === 'string' ? x : JSON.stringify(x)}`);
+      const params = Object.entries(s)
+        .filter(([k]) => k !== 'name')
+        .map(([k, x]) => `${k}=${typeof x === 'string' ? x : JSON.stringify(x)}`);
       return params.length === 0 ? String(s.name ?? '?') : `${String(s.name ?? '?')}(${params.join(',')})`;
     })
     .join('+');
@@ -259,12 +287,22 @@ const specFull = (v: unknown): string =>
 function displayValues(path: string, values: readonly unknown[]): string[] {
   if (path === PLAN_PATH) {
     // a preset by its name, a plan as data by its own name; the whole JSON when two plans share a name
-    const names = values.map((v) => (typeof v === 'object' && v !== null ? String((v as Record<string, unknown>)['name'] ?? 'custom') : typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v)));
+    const names = values.map((v) =>
+      typeof v === 'object' && v !== null
+        ? String((v as Record<string, unknown>)['name'] ?? 'custom')
+        : typeof v === 'string'
+          ? v
+          : v === undefined
+            ? '—'
+            : JSON.stringify(v),
+    );
     const distinct = new Set(names).size === new Set(values.map(canonicalJson)).size;
     return distinct ? names : values.map((v) => (typeof v === 'string' ? v : JSON.stringify(v)));
   }
-  if (!UNIT_PATHS.has(path)) return values.map((v) => (typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v)));
-  if (values.some((v) => v === null || v === undefined)) return values.map((v) => (v === null || v === undefined ? 'none' : specFull(v)));
+  if (!UNIT_PATHS.has(path))
+    return values.map((v) => (typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v)));
+  if (values.some((v) => v === null || v === undefined))
+    return values.map((v) => (v === null || v === undefined ? 'none' : specFull(v)));
   const names = values.map(specName);
   const full = values.map(specFull);
   const distinct = new Set(full).size === new Set(names).size;
@@ -308,10 +346,12 @@ const SELECTOR_PATHS: Readonly<Record<string, string>> = {
  */
 export function parseBaselineSelector(selector: string): [string, string][] {
   const parts = splitSelector(selector);
-  if (selector.trim() === '') throw new BaselineError(`baseline: empty selector (expected KEY=VALUE[,KEY=VALUE…], e.g. ${DEFAULT_BASELINE})`);
+  if (selector.trim() === '')
+    throw new BaselineError(`baseline: empty selector (expected KEY=VALUE[,KEY=VALUE…], e.g. ${DEFAULT_BASELINE})`);
   return parts.map((part) => {
     const eq = part.indexOf('=');
-    if (eq <= 0 || eq === part.length - 1) throw new BaselineError(`baseline: '${part}' in '${selector}' is not KEY=VALUE (e.g. ${DEFAULT_BASELINE})`);
+    if (eq <= 0 || eq === part.length - 1)
+      throw new BaselineError(`baseline: '${part}' in '${selector}' is not KEY=VALUE (e.g. ${DEFAULT_BASELINE})`);
     return [part.slice(0, eq).trim(), part.slice(eq + 1).trim()];
   });
 }
@@ -345,7 +385,11 @@ export function configAt(config: unknown, path: string): unknown {
 }
 
 /** Every spelling under which a group matches `key` (its label field, the spec name, the full spec, the raw value). */
-function selectorValues(fields: Readonly<Record<string, string>>, config: Readonly<Record<string, unknown>> | null, key: string): Set<string> {
+function selectorValues(
+  fields: Readonly<Record<string, string>>,
+  config: Readonly<Record<string, unknown>> | null,
+  key: string,
+): Set<string> {
   const out = new Set<string>();
   const field = fields[key];
   if (field !== undefined) out.add(field);
@@ -364,7 +408,10 @@ function selectorValues(fields: Readonly<Record<string, string>>, config: Readon
 }
 
 /** Indices of the groups a selector matches. */
-function matchingGroups(pairs: readonly [string, string][], groups: readonly { fields: Readonly<Record<string, string>>; config: Readonly<Record<string, unknown>> | null }[]): number[] {
+function matchingGroups(
+  pairs: readonly [string, string][],
+  groups: readonly { fields: Readonly<Record<string, string>>; config: Readonly<Record<string, unknown>> | null }[],
+): number[] {
   return groups.flatMap((g, i) => (pairs.every(([k, v]) => selectorValues(g.fields, g.config, k).has(v)) ? [i] : []));
 }
 
@@ -373,7 +420,9 @@ function matchingGroups(pairs: readonly [string, string][], groups: readonly { f
  * @example pairedDelta(new Map([[0, 0.4], [1, 0.5]]), new Map([[0, 0.6], [1, 0.5]])) // values [−0.2, 0], below 1
  */
 export function pairedDelta(a: ReadonlyMap<number, number>, b: ReadonlyMap<number, number>): DeltaStat {
-  const seeds = [...a.keys()].filter((s) => Number.isFinite(a.get(s)) && Number.isFinite(b.get(s))).sort((x, y) => x - y);
+  const seeds = [...a.keys()]
+    .filter((s) => Number.isFinite(a.get(s)) && Number.isFinite(b.get(s)))
+    .sort((x, y) => x - y);
   const diffs = seeds.map((s) => (a.get(s) as number) - (b.get(s) as number));
   const stat = seedStat(diffs);
   return {
@@ -411,7 +460,15 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
   const flats = members.map((list) => flattenConfig(withoutSeed(list[0]?.config ?? null) ?? {}));
   const allPaths = [...new Set(flats.flatMap((f) => [...f.keys()]))];
   const differing = allPaths.filter((p) => new Set(flats.map((f) => canonicalJson(f.get(p)))).size > 1);
-  const displayed = new Map(differing.map((p) => [p, displayValues(p, flats.map((f) => f.get(p)))]));
+  const displayed = new Map(
+    differing.map((p) => [
+      p,
+      displayValues(
+        p,
+        flats.map((f) => f.get(p)),
+      ),
+    ]),
+  );
 
   const base = members.map((list, g) => {
     const first = list[0] as RunRecord;
@@ -423,16 +480,36 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
       // a plan given as data shows its name (or 'custom'), like the backend's info()
       // a plan taken from the backend ('backend') shows the plan the backend served (config.backend.plan)
       const served = (first.config['backend'] as { plan?: unknown } | undefined)?.plan;
-      fields['plan'] = plan === 'backend' && typeof served === 'string' ? served : typeof plan === 'object' && plan !== null ? String((plan as Record<string, unknown>)['name'] ?? 'custom') : String(plan);
+      fields['plan'] =
+        plan === 'backend' && typeof served === 'string'
+          ? served
+          : typeof plan === 'object' && plan !== null
+            ? String((plan as Record<string, unknown>)['name'] ?? 'custom')
+            : String(plan);
       fields['correction'] = correctionName(first.config);
     }
-    const label = Object.entries(fields).map(([k, v]) => `${k}=${v}`).join(', ');
+    const label = Object.entries(fields)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(', ');
     const sorted = [...list].sort((a, b) => Number(a.config?.['seed'] ?? 0) - Number(b.config?.['seed'] ?? 0));
     const ok = sorted.filter((r) => r.error === null);
     const wanted = (r: RunRecord): number => (typeof r.config?.['steps'] === 'number' ? r.config['steps'] : 0);
-    const per = ok.map((r) => ({ seed: typeof r.config?.['seed'] === 'number' ? r.config['seed'] : null, stats: runStats(r), steps: r.metrics.length, complete: r.metrics.length >= wanted(r) }));
+    const per = ok.map((r) => ({
+      seed: typeof r.config?.['seed'] === 'number' ? r.config['seed'] : null,
+      stats: runStats(r),
+      steps: r.metrics.length,
+      complete: r.metrics.length >= wanted(r),
+    }));
     const problems = configAt(first.config, 'eval.problems');
-    return { first, fields, label, sorted, per, config: withoutSeed(first.config), evalProblems: typeof problems === 'number' ? problems : null };
+    return {
+      first,
+      fields,
+      label,
+      sorted,
+      per,
+      config: withoutSeed(first.config),
+      evalProblems: typeof problems === 'number' ? problems : null,
+    };
   });
 
   // The baseline: an explicit selector must match one group; the default is used when it does.
@@ -468,7 +545,9 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
     const delta =
       ref === undefined || i === baseIndex
         ? null
-        : (Object.fromEntries(DELTA_COLUMNS.map((c) => [c, pairedDelta(bySeed(g.per, c), bySeed(ref.per, c))])) as Record<DeltaColumn, DeltaStat>);
+        : (Object.fromEntries(
+            DELTA_COLUMNS.map((c) => [c, pairedDelta(bySeed(g.per, c), bySeed(ref.per, c))]),
+          ) as Record<DeltaColumn, DeltaStat>);
     return {
       label: g.label,
       fields: g.fields,
@@ -486,6 +565,8 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
       delta,
     };
   });
-  const failures = groups.flatMap((g) => g.runs.filter((r) => r.error !== null).map((r) => ({ run: r.name, label: g.label, error: r.error as string })));
+  const failures = groups.flatMap((g) =>
+    g.runs.filter((r) => r.error !== null).map((r) => ({ run: r.name, label: g.label, error: r.error as string })),
+  );
   return { version: 2, definitions: STAT_DEFINITIONS, baseline, groups, failures };
 }

@@ -1,14 +1,25 @@
 // The comparison tables of a sweep as Markdown and as HTML: per-configuration mean ± std over
 // seeds, and the paired differences to the baseline. Not the statistics (summary.ts).
 
-import { DELTA_COLUMNS, STAT_COLUMNS, STAT_DEFINITIONS, type DeltaColumn, type DeltaStat, type GroupSummary, type SeedStat, type StatColumn, type Summary } from './summary.js';
+import {
+  DELTA_COLUMNS,
+  STAT_COLUMNS,
+  STAT_DEFINITIONS,
+  type DeltaColumn,
+  type DeltaStat,
+  type GroupSummary,
+  type SeedStat,
+  type StatColumn,
+  type Summary,
+} from './summary.js';
 
 interface ColumnFormat {
   readonly header: string;
   readonly format: (x: number) => string;
 }
 
-const scientific = (x: number): string => (x === 0 ? '0' : Math.abs(x) >= 0.01 && Math.abs(x) < 1000 ? x.toPrecision(3) : x.toExponential(2));
+const scientific = (x: number): string =>
+  x === 0 ? '0' : Math.abs(x) >= 0.01 && Math.abs(x) < 1000 ? x.toPrecision(3) : x.toExponential(2);
 const percent = (x: number): string => (100 * x).toFixed(1);
 /** A formatted number with an explicit sign (+, − or none when it rounds to 0). */
 const signed = (text: string, x: number): string => {
@@ -99,7 +110,9 @@ export const DELTA_RULE =
 
 /** Notes shared by both renderings, as plain-text lines. */
 function notes(summary: Summary): string[] {
-  const out = ['Mean ± sample std over seeds (n − 1 in the denominator; “± n/a” for one seed). No row is singled out: compare with the baseline in the paired table.'];
+  const out = [
+    'Mean ± sample std over seeds (n − 1 in the denominator; “± n/a” for one seed). No row is singled out: compare with the baseline in the paired table.',
+  ];
   const res = evalResolution(summary);
   if (res !== null) out.push(res);
   return out;
@@ -124,11 +137,15 @@ function deltaMarkdown(summary: Summary, escape: (s: string) => string): string[
   ];
   for (const g of summary.groups) {
     if (g.delta === null) {
-      lines.push(`| ${escape(g.label)} | ${g.runs.filter((r) => r.error === null).length} | ${DELTA_COLUMNS.map(() => 'baseline').join(' | ')} |`);
+      lines.push(
+        `| ${escape(g.label)} | ${g.runs.filter((r) => r.error === null).length} | ${DELTA_COLUMNS.map(() => 'baseline').join(' | ')} |`,
+      );
       continue;
     }
     const d = g.delta;
-    lines.push(`| ${escape(g.label)} | ${pairedSeeds(g)} | ${DELTA_COLUMNS.map((c) => deltaCellMarkdown(d[c], c)).join(' | ')} |`);
+    lines.push(
+      `| ${escape(g.label)} | ${pairedSeeds(g)} | ${DELTA_COLUMNS.map((c) => deltaCellMarkdown(d[c], c)).join(' | ')} |`,
+    );
   }
   lines.push('', DELTA_RULE);
   return lines;
@@ -141,7 +158,10 @@ export function summaryMarkdown(summary: Summary): string {
     `| configuration | runs | ${STAT_COLUMNS.map((c) => header(summary, c)).join(' | ')} |`,
     `| --- | ---: | ${STAT_COLUMNS.map(() => '---:').join(' | ')} |`,
   ];
-  for (const g of summary.groups) lines.push(`| ${escape(g.label)}${g.isBaseline ? ' (baseline)' : ''} | ${runsCell(g)} | ${STAT_COLUMNS.map((c) => formatStat(g.stats[c], c)).join(' | ')} |`);
+  for (const g of summary.groups)
+    lines.push(
+      `| ${escape(g.label)}${g.isBaseline ? ' (baseline)' : ''} | ${runsCell(g)} | ${STAT_COLUMNS.map((c) => formatStat(g.stats[c], c)).join(' | ')} |`,
+    );
   lines.push('', ...notes(summary));
   for (const c of STAT_COLUMNS) lines.push(`- ${header(summary, c)}: ${STAT_DEFINITIONS[c]}`);
   lines.push('', ...deltaMarkdown(summary, escape));
@@ -175,21 +195,25 @@ export function swatchHtml(style: SeriesStyle | undefined): string {
 function deltaCellHtml(stat: DeltaStat, column: DeltaColumn): string {
   const { value, count } = formatDelta(stat, column);
   if (stat.n === 0) return '<td class="num">—</td>';
-  if (value === 'identical') return `<td class="num delta inside" title="every paired difference is exactly 0">identical <span class="count">${escapeHtml(count)}</span></td>`;
+  if (value === 'identical')
+    return `<td class="num delta inside" title="every paired difference is exactly 0">identical <span class="count">${escapeHtml(count)}</span></td>`;
   const v = escapeHtml(value);
   const c = `<span class="count">${escapeHtml(count)}</span>`;
   if (stat.insideSpread === false) return `<td class="num delta outside"><strong>${v}</strong> ${c}</td>`;
-  if (stat.insideSpread === true) return `<td class="num delta inside" title="|mean Δ| ≤ std Δ">${v} ${c} <span class="spread">within spread</span></td>`;
+  if (stat.insideSpread === true)
+    return `<td class="num delta inside" title="|mean Δ| ≤ std Δ">${v} ${c} <span class="spread">within spread</span></td>`;
   return `<td class="num delta">${v} ${c}</td>`;
 }
 
 /** The paired comparison as an HTML fragment (`<table class="summary delta">` plus its rule). */
 export function deltaTableHtml(summary: Summary, styles: ReadonlyMap<string, SeriesStyle> = new Map()): string {
-  if (summary.baseline.label === null) return `<p class="note">No paired comparison: ${escapeHtml(summary.baseline.note ?? 'no baseline')}.</p>`;
+  if (summary.baseline.label === null)
+    return `<p class="note">No paired comparison: ${escapeHtml(summary.baseline.note ?? 'no baseline')}.</p>`;
   const head = `<tr><th>configuration</th><th class="num">seeds paired</th>${DELTA_COLUMNS.map((c) => `<th class="num" title="${escapeHtml(STAT_DEFINITIONS[c])}">${escapeHtml(deltaHeader(summary, c))}</th>`).join('')}</tr>`;
   const rows = summary.groups.map((g) => {
     const label = `<td>${swatchHtml(styles.get(g.label))}${escapeHtml(g.label)}</td>`;
-    if (g.delta === null) return `<tr class="baseline">${label}<td class="num">${g.runs.filter((r) => r.error === null).length}</td>${DELTA_COLUMNS.map(() => '<td class="num">baseline</td>').join('')}</tr>`;
+    if (g.delta === null)
+      return `<tr class="baseline">${label}<td class="num">${g.runs.filter((r) => r.error === null).length}</td>${DELTA_COLUMNS.map(() => '<td class="num">baseline</td>').join('')}</tr>`;
     const d = g.delta;
     return `<tr>${label}<td class="num">${pairedSeeds(g)}</td>${DELTA_COLUMNS.map((c) => deltaCellHtml(d[c], c)).join('')}</tr>`;
   });
@@ -214,7 +238,9 @@ export function summaryTableHtml(summary: Summary, styles: ReadonlyMap<string, S
     const tag = g.isBaseline ? ' <span class="tag">baseline</span>' : '';
     return `<tr${g.isBaseline ? ' class="baseline"' : ''}><td>${swatchHtml(styles.get(g.label))}${escapeHtml(g.label)}${tag}</td><td class="num">${escapeHtml(runsCell(g))}</td>${cells.join('')}</tr>`;
   });
-  const defs = STAT_COLUMNS.map((c) => `<li><b>${escapeHtml(header(summary, c))}</b>: ${escapeHtml(STAT_DEFINITIONS[c])}</li>`).join('');
+  const defs = STAT_COLUMNS.map(
+    (c) => `<li><b>${escapeHtml(header(summary, c))}</b>: ${escapeHtml(STAT_DEFINITIONS[c])}</li>`,
+  ).join('');
   const failures =
     summary.failures.length === 0
       ? ''

@@ -17,7 +17,12 @@ export const SWEEP_MANIFEST = 'sweep.json';
 export interface ReportResult {
   readonly summary: Summary;
   /** Paths of the files written. */
-  readonly files: { readonly summaryJson: string; readonly summaryMd: string; readonly summaryHtml: string; readonly reportHtml: string };
+  readonly files: {
+    readonly summaryJson: string;
+    readonly summaryMd: string;
+    readonly summaryHtml: string;
+    readonly reportHtml: string;
+  };
   /** Ids of the plots drawn. */
   readonly plots: readonly string[];
   /** The Markdown table (also in summary.md). */
@@ -33,7 +38,9 @@ function manifestRuns(dir: string, runs: RunRecord[]): RunRecord[] {
   if (!existsSync(path)) return runs;
   const manifest = JSON.parse(readFileSync(path, 'utf8')) as { runs?: { dir?: string }[] };
   const order = new Map((manifest.runs ?? []).map((r, i) => [r.dir ?? '', i]));
-  return runs.filter((r) => order.has(r.name)).sort((a, b) => (order.get(a.name) as number) - (order.get(b.name) as number));
+  return runs
+    .filter((r) => order.has(r.name))
+    .sort((a, b) => (order.get(a.name) as number) - (order.get(b.name) as number));
 }
 
 /** Options of {@link writeReport}: the page's context and the baseline selector. */
@@ -41,7 +48,18 @@ export type ReportOptions = ReportContext & SummaryOptions;
 
 /** Error messages as the page shows them: the report root's absolute path removed (the page is mailed and committed). */
 function withoutRoot(runs: RunRecord[], root: string): RunRecord[] {
-  return runs.map((r) => (r.error === null ? r : { ...r, error: r.error.split(root + sep).join('').split(root).join('.') }));
+  return runs.map((r) =>
+    r.error === null
+      ? r
+      : {
+          ...r,
+          error: r.error
+            .split(root + sep)
+            .join('')
+            .split(root)
+            .join('.'),
+        },
+  );
 }
 
 /**
@@ -60,12 +78,20 @@ export async function writeReport(dir: string, options: ReportOptions = {}): Pro
   const byLabel = new Map<string, RunRecord[]>();
   for (const g of summary.groups) {
     const names = new Set(g.runs.filter((r) => r.error === null).map((r) => r.name));
-    byLabel.set(g.label, runs.filter((r) => names.has(r.name)));
+    byLabel.set(
+      g.label,
+      runs.filter((r) => names.has(r.name)),
+    );
   }
   const styles = configStyles(summary);
   const plots = await renderPlots(summary, byLabel, [...PLOT_PANELS, ...moePanels(runs)]);
   const deltaSvg = await renderDeltaPlot(summary, styles);
-  const ctx: ReportContext = { directory: basename(root), deltaSvg, ...(options.title === undefined ? {} : { title: options.title }), ...(options.directory === undefined ? {} : { directory: options.directory }) };
+  const ctx: ReportContext = {
+    directory: basename(root),
+    deltaSvg,
+    ...(options.title === undefined ? {} : { title: options.title }),
+    ...(options.directory === undefined ? {} : { directory: options.directory }),
+  };
   const markdown = summaryMarkdown(summary);
   const files = {
     summaryJson: join(root, 'summary.json'),

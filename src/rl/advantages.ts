@@ -290,7 +290,10 @@ export const passkAdvantage: AdvantageFn<PassKParams> = (input, params) => {
   }
   const a = new Float64Array(B);
   st.size.forEach((n, g) => {
-    if (n < 2) throw new UsageError(`groups: passk needs at least 2 responses per group, group ${input.groups[best[g]!]} has ${n}`);
+    if (n < 2)
+      throw new UsageError(
+        `groups: passk needs at least 2 responses per group, group ${input.groups[best[g]!]} has ${n}`,
+      );
     const i = best[g]!;
     const diff = input.rewards[i]! - second[g]!;
     a[i] = params.normalize ? diff / (st.std[g]! + params.eps) : diff;
@@ -322,7 +325,9 @@ export interface OptimalTokenBaselineParams {
 export const optimalTokenBaselineAdvantage: AdvantageFn<OptimalTokenBaselineParams> = (input, params) => {
   const tok = input.tokens;
   if (tok?.probSqSum === undefined) {
-    throw new UsageError('probSqSum: required when advantage.name is optimal_token_baseline (Σ_v π(v)² per token, shaped like mask)');
+    throw new UsageError(
+      'probSqSum: required when advantage.name is optimal_token_baseline (Σ_v π(v)² per token, shaped like mask)',
+    );
   }
   const st = groupStats(input);
   const B = input.rewards.length;

@@ -18,7 +18,11 @@ export interface AggregationParams {
  * aggregated loss is `Σ_k c_k · tokenLoss_k`; `c` is 0 wherever the mask is 0.
  * Sequences with no valid token are left out of every sequence mean (as verl).
  */
-export type AggregationFn<P = never> = (denominatorMask: Float64Array, shape: BatchShape, params: P) => Estimate<Float64Array>;
+export type AggregationFn<P = never> = (
+  denominatorMask: Float64Array,
+  shape: BatchShape,
+  params: P,
+) => Estimate<Float64Array>;
 
 function counts(denominatorMask: Float64Array, shape: BatchShape): { n: Float64Array; tokens: number; seqs: number } {
   const n = rowCounts(denominatorMask, shape);
@@ -44,19 +48,28 @@ function fill(denominatorMask: Float64Array, shape: BatchShape, perRow: (i: numb
 /** `token-mean`: Σ L·m / Σ m (verl default; DAPO). */
 export const tokenMean: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
   const { tokens, seqs } = counts(denominatorMask, shape);
-  return { value: fill(denominatorMask, shape, () => (tokens > 0 ? 1 / tokens : 0)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+  return {
+    value: fill(denominatorMask, shape, () => (tokens > 0 ? 1 / tokens : 0)),
+    metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs },
+  };
 };
 
 /** `seq-mean-token-sum`: mean over sequences of Σ_t L·m. */
 export const seqMeanTokenSum: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
   const { tokens, seqs } = counts(denominatorMask, shape);
-  return { value: fill(denominatorMask, shape, () => 1 / seqs), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+  return {
+    value: fill(denominatorMask, shape, () => 1 / seqs),
+    metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs },
+  };
 };
 
 /** `seq-mean-token-mean`: mean over sequences of Σ_t L·m / Σ_t m (GRPO paper; forced by verl for GSPO/SAPO). */
 export const seqMeanTokenMean: AggregationFn<AggregationParams> = (denominatorMask, shape) => {
   const { n, tokens, seqs } = counts(denominatorMask, shape);
-  return { value: fill(denominatorMask, shape, (i) => 1 / (seqs * n[i]!)), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+  return {
+    value: fill(denominatorMask, shape, (i) => 1 / (seqs * n[i]!)),
+    metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs },
+  };
 };
 
 /**
@@ -83,7 +96,10 @@ export const slimePerToken: AggregationFn<AggregationParams> = (denominatorMask,
   const { n, tokens, seqs } = counts(denominatorMask, shape);
   let denom = 0;
   for (const c of n) denom += Math.max(c, 1);
-  return { value: fill(denominatorMask, shape, () => 1 / denom), metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs } };
+  return {
+    value: fill(denominatorMask, shape, () => 1 / denom),
+    metrics: { 'actor/valid_tokens': tokens, 'actor/valid_seqs': seqs },
+  };
 };
 
 /** Every aggregation mode by its config name. */

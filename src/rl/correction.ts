@@ -5,9 +5,47 @@ import type { Estimate, MetricRecord, NoParams } from './types.js';
 import { acceptRenamed } from './types.js';
 import type { CorrectionFn, CorrectionInput, CorrectionStep, RejectingStage } from './correction/stage.js';
 import { ones, seqRejectedFraction, tokenFraction } from './correction/stage.js';
-import { ais, batchNorm, icepop, noCorrection, seqTis, tis, tokenIs, type AisParams, type BatchNormParams, type CapParams, type IcepopParams } from './correction/weights.js';
-import { geoRs, misSeq, misToken, outlierVeto, rsK1, rsK2, rsK3, verlRolloutRs, veto, type OutlierVetoParams, type RejectionK1Params, type RejectionKParams, type VerlRsParams, type VetoParams } from './correction/rejection.js';
-import { arealRejectionSampling, dpFilter, m2po, opsm, seqLogprobError, type ArealRsParams, type DpFilterParams, type M2poParams, type OpsmParams, type SeqLogprobErrorParams } from './correction/masks.js';
+import {
+  ais,
+  batchNorm,
+  icepop,
+  noCorrection,
+  seqTis,
+  tis,
+  tokenIs,
+  type AisParams,
+  type BatchNormParams,
+  type CapParams,
+  type IcepopParams,
+} from './correction/weights.js';
+import {
+  geoRs,
+  misSeq,
+  misToken,
+  outlierVeto,
+  rsK1,
+  rsK2,
+  rsK3,
+  verlRolloutRs,
+  veto,
+  type OutlierVetoParams,
+  type RejectionK1Params,
+  type RejectionKParams,
+  type VerlRsParams,
+  type VetoParams,
+} from './correction/rejection.js';
+import {
+  arealRejectionSampling,
+  dpFilter,
+  m2po,
+  opsm,
+  seqLogprobError,
+  type ArealRsParams,
+  type DpFilterParams,
+  type M2poParams,
+  type OpsmParams,
+  type SeqLogprobErrorParams,
+} from './correction/masks.js';
 
 /**
  * Each correction stage's parameters by config name, defaults filled in: what the resolved spec of that
@@ -106,7 +144,11 @@ function stageKey(spec: CorrectionSpec): string {
 }
 
 /** Runs one stage with its own parameters: the table's entry for `spec.name`, typed by {@link CorrectionTable}. */
-function runStage<K extends CorrectionName>(input: CorrectionInput, spec: CorrectionSpecOf<K>, weightsSoFar: Float64Array): Estimate<CorrectionStep> {
+function runStage<K extends CorrectionName>(
+  input: CorrectionInput,
+  spec: CorrectionSpecOf<K>,
+  weightsSoFar: Float64Array,
+): Estimate<CorrectionStep> {
   const table: CorrectionTable = corrections;
   return table[spec.name](input, spec, weightsSoFar);
 }
@@ -148,7 +190,8 @@ export function applyCorrection(given: CorrectionInput, specs: readonly Correcti
       verlIsReported = true;
       for (const [name, v] of Object.entries(step.value.verlIsMetrics)) metrics[`rollout_corr/${name}`] = v;
     }
-    if (step.value.stackMetrics !== undefined) for (const [name, v] of Object.entries(step.value.stackMetrics)) metrics[`rollout_corr/${name}`] = v;
+    if (step.value.stackMetrics !== undefined)
+      for (const [name, v] of Object.entries(step.value.stackMetrics)) metrics[`rollout_corr/${name}`] = v;
     let key = stageKey(spec);
     const seen = used.get(key) ?? 0;
     used.set(key, seen + 1);
@@ -156,7 +199,9 @@ export function applyCorrection(given: CorrectionInput, specs: readonly Correcti
     for (const [name, v] of Object.entries(step.metrics)) metrics[`rollout_corr/${key}/${name}`] = v;
   }
   for (let k = 0; k < n; k++) if (lossMask[k] !== 1) weights[k] = 0;
-  const adv = rectified ? input.advantages.map((a, k) => (responseMask[k] === 1 ? a * scale[k]! : 0)) : input.advantages.map((a, k) => (responseMask[k] === 1 ? a : 0));
+  const adv = rectified
+    ? input.advantages.map((a, k) => (responseMask[k] === 1 ? a * scale[k]! : 0))
+    : input.advantages.map((a, k) => (responseMask[k] === 1 ? a : 0));
   metrics['rollout_corr/masked_fraction'] = tokenFraction(responseMask, (k) => lossMask[k] === 0);
   metrics['rollout_corr/seq_masked_fraction'] = seqRejectedFraction(lossMask, responseMask, input.shape);
   metrics['rollout_corr/denominator_masked_fraction'] = tokenFraction(responseMask, (k) => denominatorMask[k] === 0);

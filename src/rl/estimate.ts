@@ -80,7 +80,9 @@ export function tokenAdvantages(
  * fields may also be plain `number[]` or any other numeric array (copied into `Float64Array`).
  */
 export type EstimateBatchInput = {
-  readonly [K in keyof EstimateBatch]: EstimateBatch[K] extends Float64Array | undefined ? Float64Array | Float32Array | readonly number[] | Extract<EstimateBatch[K], undefined> : EstimateBatch[K];
+  readonly [K in keyof EstimateBatch]: EstimateBatch[K] extends Float64Array | undefined
+    ? Float64Array | Float32Array | readonly number[] | Extract<EstimateBatch[K], undefined>
+    : EstimateBatch[K];
 };
 
 const FLAT_FIELDS = [
@@ -109,10 +111,17 @@ function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
       continue;
     }
     const n = dims === 'BT' ? shape.B * shape.T : shape.B;
-    const ok = v instanceof Float64Array || v instanceof Float32Array || (Array.isArray(v) && v.every((x) => typeof x === 'number'));
-    if (!ok) throw new UsageError(`batch.${field}: expected a flat array of numbers of length ${dims === 'BT' ? 'B·T' : 'B'} = ${n} (number[], Float64Array or Float32Array), got ${Array.isArray(v) ? 'an array with a non-number entry (nested rows? flatten them, or use parseEstimateInput)' : typeof v}`);
+    const ok =
+      v instanceof Float64Array ||
+      v instanceof Float32Array ||
+      (Array.isArray(v) && v.every((x) => typeof x === 'number'));
+    if (!ok)
+      throw new UsageError(
+        `batch.${field}: expected a flat array of numbers of length ${dims === 'BT' ? 'B·T' : 'B'} = ${n} (number[], Float64Array or Float32Array), got ${Array.isArray(v) ? 'an array with a non-number entry (nested rows? flatten them, or use parseEstimateInput)' : typeof v}`,
+      );
     const len = (v as ArrayLike<number>).length;
-    if (len !== n) throw new UsageError(`batch.${field}: expected length ${dims === 'BT' ? 'B·T' : 'B'} = ${n}, got ${len}`);
+    if (len !== n)
+      throw new UsageError(`batch.${field}: expected length ${dims === 'BT' ? 'B·T' : 'B'} = ${n}, got ${len}`);
     if (!(v instanceof Float64Array)) out[field] = Float64Array.from(v as ArrayLike<number>);
   }
   return out as unknown as EstimateBatch;
@@ -142,7 +151,12 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   } else if (batch.rewards !== undefined && tokenLevelAdvantageNames.includes(config.advantage.name)) {
     // a token-level baseline (veRL OTB): ℓold is veRL's old_log_probs, ℓroll in bypass mode (ℓold := ℓroll)
     const logpOld = config.mode === 'bypass' ? batch.logpRollout : batch.logpOld;
-    const tok = tokenAdvantages(batch.rewards, batch.groups, config.advantage, { T, mask: batch.mask, logpOld, probSqSum: batch.probSqSum });
+    const tok = tokenAdvantages(batch.rewards, batch.groups, config.advantage, {
+      T,
+      mask: batch.mask,
+      logpOld,
+      probSqSum: batch.probSqSum,
+    });
     Object.assign(metrics, tok.metrics);
     tokenAdv = tok.value;
   } else if (batch.rewards !== undefined) {
@@ -158,11 +172,21 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   // stages compare the detached ℓθ with ℓroll (verl compute_policy_loss_bypass_mode, core_algos.py l.2495–2507)
   const bypass = config.mode === 'bypass';
   // AReaL prox_logp_method "loglinear": ℓold := ℓroll + α(sg[ℓθ] − ℓroll) for the stages and the loss
-  const prox = config.proxLogp != null ? loglinearProximal(batch.logpThetaDetached ?? batch.logpTheta, batch.logpRollout, config.proxLogp.versionLag) : undefined;
+  const prox =
+    config.proxLogp != null
+      ? loglinearProximal(batch.logpThetaDetached ?? batch.logpTheta, batch.logpRollout, config.proxLogp.versionLag)
+      : undefined;
   const stageOld = bypass ? (batch.logpThetaDetached ?? batch.logpTheta) : (prox ?? batch.logpOld);
   const lossOld = bypass ? batch.logpRollout : (prox ?? batch.logpOld);
   const corr = applyCorrection(
-    { shape, logpOld: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, advantages: tokenAdv, logpTheta: batch.logpThetaDetached ?? batch.logpTheta },
+    {
+      shape,
+      logpOld: stageOld,
+      logpRollout: batch.logpRollout,
+      responseMask: batch.mask,
+      advantages: tokenAdv,
+      logpTheta: batch.logpThetaDetached ?? batch.logpTheta,
+    },
     config.correction,
   );
   Object.assign(metrics, corr.metrics);
@@ -171,10 +195,32 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   const weights = bypass && config.loss.name !== 'reinforce' ? Float64Array.from(lossMask) : corr.value.weights;
   Object.assign(
     metrics,
-    mismatchDiagnostics({ shape, logpOld: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, weights, lossMask, emptyRows: config.diagnostics.emptyRows }).metrics,
+    mismatchDiagnostics({
+      shape,
+      logpOld: stageOld,
+      logpRollout: batch.logpRollout,
+      responseMask: batch.mask,
+      weights,
+      lossMask,
+      emptyRows: config.diagnostics.emptyRows,
+    }).metrics,
   );
   if (config.diagnostics.stacks !== undefined) {
-    Object.assign(metrics, stackMetrics({ shape, logpTrain: stageOld, logpRollout: batch.logpRollout, responseMask: batch.mask, lossMask, weights, advantages: tokenAdv }, config.diagnostics.stacks));
+    Object.assign(
+      metrics,
+      stackMetrics(
+        {
+          shape,
+          logpTrain: stageOld,
+          logpRollout: batch.logpRollout,
+          responseMask: batch.mask,
+          lossMask,
+          weights,
+          advantages: tokenAdv,
+        },
+        config.diagnostics.stacks,
+      ),
+    );
   }
 
   // step 7: policy loss × weight, aggregation, KL, gradient
@@ -197,7 +243,18 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
   );
   Object.assign(metrics, objective.metrics);
   const { tokenLoss, loss, gradLogpTheta } = objective.value;
-  return { shape, advantages: corr.value.advantages, weights, lossMask, mask: lossMask, denominatorMask, tokenLoss, loss, gradLogpTheta, metrics };
+  return {
+    shape,
+    advantages: corr.value.advantages,
+    weights,
+    lossMask,
+    mask: lossMask,
+    denominatorMask,
+    tokenLoss,
+    loss,
+    gradLogpTheta,
+    metrics,
+  };
 }
 
 /**
@@ -205,7 +262,11 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
  * l.768–830 at AReaL cbff54d): with the version lag k = v_θ − v_behave and v_prox = v_θ − 1,
  * α = clamp((k − 1)/k, 0, 1) (0 when k = 0) and ℓprox = ℓroll + α·(ℓθ − ℓroll), ℓθ detached.
  */
-export function loglinearProximal(logpThetaDetached: Float64Array, logpRollout: Float64Array, versionLag: number): Float64Array {
+export function loglinearProximal(
+  logpThetaDetached: Float64Array,
+  logpRollout: Float64Array,
+  versionLag: number,
+): Float64Array {
   const alpha = versionLag > 0 ? Math.min(1, Math.max(0, (versionLag - 1) / versionLag)) : 0;
   return logpRollout.map((r, k) => r + alpha * (logpThetaDetached[k]! - r));
 }
@@ -249,7 +310,10 @@ export interface ObjectiveValue {
 }
 
 /** Evaluates the loss `spec.name` with its own parameters: the table's entry, typed by {@link LossTable}. */
-function runLoss<K extends LossName>(input: PolicyLossInput, spec: { readonly name: K } & LossParams[K]): Estimate<PolicyLossValue> {
+function runLoss<K extends LossName>(
+  input: PolicyLossInput,
+  spec: { readonly name: K } & LossParams[K],
+): Estimate<PolicyLossValue> {
   const table: LossTable = losses;
   return table[spec.name](input, spec);
 }
@@ -266,12 +330,19 @@ function runLoss<K extends LossName>(input: PolicyLossInput, spec: { readonly na
  * aggregation's and the KL estimator's own. An input with the former field name `mask` (instead of
  * `lossMask`) is still accepted.
  */
-export function policyObjective(given: ObjectiveInput, config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>): Estimate<ObjectiveValue> {
+export function policyObjective(
+  given: ObjectiveInput,
+  config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>,
+): Estimate<ObjectiveValue> {
   const input = acceptRenamed(given, { mask: 'lossMask' });
   const { shape, weights, lossMask, denominatorMask, responseMask } = input;
   const n = shape.B * shape.T;
   const metrics: MetricRecord = {};
-  const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(denominatorMask, shape, config.aggregation);
+  const agg = (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(
+    denominatorMask,
+    shape,
+    config.aggregation,
+  );
   Object.assign(metrics, agg.metrics);
   const c = agg.value;
   const pg = runLoss(
@@ -300,10 +371,18 @@ export function policyObjective(given: ObjectiveInput, config: Pick<EstimateConf
     const coef = config.kl.coef;
     // `numerator`: the KL over the loss mask with the policy loss's coefficients (slime rebuilds its
     // reducer with the rejection-modified masks and the original denominators, loss.py l.1086–1092, l.1128)
-    if (config.kl.mask === 'response' && responseMask === undefined) throw new UsageError("responseMask: required when config.kl.mask is 'response' (the KL runs over the response mask)");
-    const klMask = config.kl.mask === 'response' ? responseMask : config.kl.mask === 'numerator' ? lossMask : denominatorMask;
+    if (config.kl.mask === 'response' && responseMask === undefined)
+      throw new UsageError(
+        "responseMask: required when config.kl.mask is 'response' (the KL runs over the response mask)",
+      );
+    const klMask =
+      config.kl.mask === 'response' ? responseMask : config.kl.mask === 'numerator' ? lossMask : denominatorMask;
     // the KL term's own coefficients: those of the policy loss unless it runs over another mask
-    const ckl = klMask === denominatorMask || config.kl.mask === 'numerator' ? c : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation).value;
+    const ckl =
+      klMask === denominatorMask || config.kl.mask === 'numerator'
+        ? c
+        : (aggregations[config.aggregation.name] as AggregationFn<AggregationParams>)(klMask, shape, config.aggregation)
+            .value;
     const klFn = klTable[config.kl.name] as KlFn<Record<string, never>>;
     // bias-corrected KL: KL_t·ρ_t with ρ = exp(ℓθ − ℓold) carrying gradient (TRL use_bias_correction_kl,
     // grpo_trainer.py l.3068–3076) or ρ = sg[exp(ℓθ − ℓroll)] (NeMo-RL use_on_policy_kl_approximation)
@@ -321,7 +400,14 @@ export function policyObjective(given: ObjectiveInput, config: Pick<EstimateConf
       }
     }
     const klOut = klFn(
-      { shape, logpTheta: input.logpTheta, logpRef: input.logpRef, klMask, upstream: ckl.map((ck, k) => ck * coef * rho[k]!), logpThetaDetached: input.logpThetaDetached },
+      {
+        shape,
+        logpTheta: input.logpTheta,
+        logpRef: input.logpRef,
+        klMask,
+        upstream: ckl.map((ck, k) => ck * coef * rho[k]!),
+        logpThetaDetached: input.logpThetaDetached,
+      },
       {},
     );
     Object.assign(metrics, klOut.metrics);
@@ -350,8 +436,11 @@ export function policyObjective(given: ObjectiveInput, config: Pick<EstimateConf
   }
   // Σ c·tokenLoss when the KL shares c (the default); otherwise Σ c·(w·L_pg + τ·pen) + coef·Σ c_kl·KL
   const klApart = config.kl !== null && config.kl.mask === 'response';
-  const penaltyLoss = config.mismatchPenalty != null ? config.mismatchPenalty.tau * metrics['actor/mismatch_penalty']! : 0;
-  const loss = klApart ? metrics['actor/pg_loss'] + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']! : aggregate(c, tokenLoss);
+  const penaltyLoss =
+    config.mismatchPenalty != null ? config.mismatchPenalty.tau * metrics['actor/mismatch_penalty']! : 0;
+  const loss = klApart
+    ? metrics['actor/pg_loss'] + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']!
+    : aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
   return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
 }

@@ -63,7 +63,13 @@ export {
 export { losses, type LossName, type LossParams, type LossTable } from './losses.js';
 export { type LossFn, type PolicyLossInput, type PolicyLossValue } from './losses/loss.js';
 export { type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';
-export { type CispoParams, type VespoParams, type ToprParams, type DppoParams, type IpoParams } from './losses/score-function.js';
+export {
+  type CispoParams,
+  type VespoParams,
+  type ToprParams,
+  type DppoParams,
+  type IpoParams,
+} from './losses/score-function.js';
 
 // Loss aggregation modes: the table and `aggregate`.
 export {

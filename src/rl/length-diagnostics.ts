@@ -84,7 +84,11 @@ interface Acc {
 }
 
 const acc = (): Acc => ({ n: 0, k3: 0, abs: 0, seqs: 0 });
-const cell = (a: Acc): MismatchCell => ({ tokens: a.n, k3: a.n > 0 ? a.k3 / a.n : 0, meanAbsDelta: a.n > 0 ? a.abs / a.n : 0 });
+const cell = (a: Acc): MismatchCell => ({
+  tokens: a.n,
+  k3: a.n > 0 ? a.k3 / a.n : 0,
+  meanAbsDelta: a.n > 0 ? a.abs / a.n : 0,
+});
 
 /** Index of the bucket of `x` among {@link LENGTH_BUCKET_EDGES}. */
 export function lengthBucketOf(x: number): number {
@@ -111,7 +115,8 @@ export function lengthDiagnostics(input: LengthDiagnosticsInput): LengthDiagnost
   const { logpOld, logpRollout, mask, responses } = input;
   const named = { logpOld, logpRollout, mask, ...(responses === undefined ? {} : { responses }) };
   for (const [name, x] of Object.entries(named)) {
-    if (x.length !== B * T) throw new UsageError(`lengthDiagnostics: ${name} must have B·T = ${B * T} entries, got ${x.length}`);
+    if (x.length !== B * T)
+      throw new UsageError(`lengthDiagnostics: ${name} must have B·T = ${B * T} entries, got ${x.length}`);
   }
   const logErr = Math.log(ERROR_TOKEN_RATIO);
   const positions = Array.from({ length: T }, acc);

@@ -3,8 +3,32 @@
 
 import type { NoParams } from './types.js';
 import type { LossFn } from './losses/loss.js';
-import { geoMean, gspo, luspo, ppoClip, sapo, tbpo, type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';
-import { cispo, dppoKl, dppoTv, ipo, reinforce, topr, vespo, type CispoParams, type DppoParams, type IpoParams, type ToprParams, type VespoParams } from './losses/score-function.js';
+import {
+  geoMean,
+  gspo,
+  luspo,
+  ppoClip,
+  sapo,
+  tbpo,
+  type ClipParams,
+  type PpoClipParams,
+  type SapoParams,
+  type TbpoParams,
+} from './losses/ratio.js';
+import {
+  cispo,
+  dppoKl,
+  dppoTv,
+  ipo,
+  reinforce,
+  topr,
+  vespo,
+  type CispoParams,
+  type DppoParams,
+  type IpoParams,
+  type ToprParams,
+  type VespoParams,
+} from './losses/score-function.js';
 
 /**
  * Each policy loss's parameters by config name, defaults filled in. The table {@link losses} is checked

@@ -21,10 +21,16 @@ const atLeastOne = (): z.ZodNumber => z.number().gte(1, { error: (iss) => `must 
 const denominator = z.enum(['kept', 'original']);
 
 function loBelowC(v: { C: number; lo?: number | undefined }, ctx: z.RefinementCtx): void {
-  if (v.lo !== undefined && v.lo > v.C) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= C (${v.C}), got ${v.lo}` });
+  if (v.lo !== undefined && v.lo > v.C)
+    ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= C (${v.C}), got ${v.lo}` });
 }
 
-function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: number, level: 'token' | 'seq-sum' | 'seq-mean') {
+function bandSchema<N extends 'rs-k1' | 'geo-rs'>(
+  name: N,
+  lo: number,
+  hi: number,
+  level: 'token' | 'seq-sum' | 'seq-mean',
+) {
   return z
     .strictObject({
       name: z.literal(name),
@@ -48,8 +54,12 @@ function bandSchema<N extends 'rs-k1' | 'geo-rs'>(name: N, lo: number, hi: numbe
 export const correctionSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('none') }),
   z.strictObject({ name: z.literal('token-is') }),
-  z.strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
-  z.strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().optional() }).superRefine(loBelowC),
+  z
+    .strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().optional() })
+    .superRefine(loBelowC),
+  z
+    .strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().optional() })
+    .superRefine(loBelowC),
   z
     .strictObject({
       name: z.literal('icepop'),
@@ -78,7 +88,10 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     denominator: denominator.default('kept'),
   }),
   z.strictObject({ name: z.literal('veto'), v: positive().default(1e-4), denominator: denominator.default('kept') }),
-  z.strictObject({ name: z.literal('batch-norm'), level: z.enum(['token', 'sequence', 'slime-sequence']).default('token') }),
+  z.strictObject({
+    name: z.literal('batch-norm'),
+    level: z.enum(['token', 'sequence', 'slime-sequence']).default('token'),
+  }),
   z.strictObject({
     name: z.literal('ais'),
     C: atLeastOne().default(5),
@@ -87,9 +100,19 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     betaVar: nonNegative().default(1),
     eps: positive().default(1e-6),
   }),
-  z.strictObject({ name: z.literal('opsm'), delta: nonNegative().default(1e-4), denominator: denominator.default('original'), form: z.enum(['deepseek', 'slime']).optional() }),
+  z.strictObject({
+    name: z.literal('opsm'),
+    delta: nonNegative().default(1e-4),
+    denominator: denominator.default('original'),
+    form: z.enum(['deepseek', 'slime']).optional(),
+  }),
   z
-    .strictObject({ name: z.literal('outlier-veto'), lo: nonNegative().default(1e-4), hi: positive().default(100), denominator: denominator.default('kept') })
+    .strictObject({
+      name: z.literal('outlier-veto'),
+      lo: nonNegative().default(1e-4),
+      hi: positive().default(100),
+      denominator: denominator.default('kept'),
+    })
     .superRefine((v, ctx) => {
       if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
     }),
@@ -104,7 +127,11 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
     .superRefine((v, ctx) => {
       if (v.lo > v.hi) ctx.addIssue({ code: 'custom', path: ['lo'], message: `must be <= hi (${v.hi}), got ${v.lo}` });
     }),
-  z.strictObject({ name: z.literal('m2po'), tau: nonNegative().default(0.04), denominator: denominator.default('kept') }),
+  z.strictObject({
+    name: z.literal('m2po'),
+    tau: nonNegative().default(0.04),
+    denominator: denominator.default('kept'),
+  }),
   z
     .strictObject({
       name: z.literal('rollout_rs'),
@@ -117,10 +144,18 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
         parseVerlRs(v.rollout_rs, v.rollout_rs_threshold);
       } catch (e) {
         const msg = (e as Error).message;
-        ctx.addIssue({ code: 'custom', path: [msg.startsWith('rollout_rs_threshold') ? 'rollout_rs_threshold' : 'rollout_rs'], message: msg.replace(/^rollout_rs(_threshold)?: /, '') });
+        ctx.addIssue({
+          code: 'custom',
+          path: [msg.startsWith('rollout_rs_threshold') ? 'rollout_rs_threshold' : 'rollout_rs'],
+          message: msg.replace(/^rollout_rs(_threshold)?: /, ''),
+        });
       }
     }),
-  z.strictObject({ name: z.literal('seq_logprob_error_threshold'), threshold: positive().default(2), denominator: denominator.default('kept') }),
+  z.strictObject({
+    name: z.literal('seq_logprob_error_threshold'),
+    threshold: positive().default(2),
+    denominator: denominator.default('kept'),
+  }),
   z
     .strictObject({
       name: z.literal('rejection_sampling'),
@@ -137,9 +172,12 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
       const issue = (path: string, message: string): void => ctx.addIssue({ code: 'custom', path: [path], message });
       if (v.lower !== null && v.lower > v.upper) issue('lower', `must be <= upper (${v.upper}), got ${v.lower}`);
       if (v.metric === 'ratio' && v.upper <= 1) issue('upper', `must be > 1 for metric 'ratio', got ${v.upper}`);
-      if (v.metric === 'ratio' && v.lower !== null && v.lower <= 0) issue('lower', `must be > 0 for metric 'ratio', got ${v.lower}`);
-      if ((v.metric === 'kl_k2' || v.metric === 'kl_k3' || v.metric === 'binary_kl') && v.upper <= 0) issue('upper', `must be > 0 for metric '${v.metric}', got ${v.upper}`);
-      if (v.action === 'clamp' && v.metric !== 'ratio') issue('action', `'clamp' needs metric 'ratio', got metric '${v.metric}'`);
+      if (v.metric === 'ratio' && v.lower !== null && v.lower <= 0)
+        issue('lower', `must be > 0 for metric 'ratio', got ${v.lower}`);
+      if ((v.metric === 'kl_k2' || v.metric === 'kl_k3' || v.metric === 'binary_kl') && v.upper <= 0)
+        issue('upper', `must be > 0 for metric '${v.metric}', got ${v.upper}`);
+      if (v.action === 'clamp' && v.metric !== 'ratio')
+        issue('action', `'clamp' needs metric 'ratio', got metric '${v.metric}'`);
     }),
 ]);
 
@@ -154,7 +192,11 @@ export const advantageSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('reinforce++') }),
   z.strictObject({ name: z.literal('reinforce++-baseline'), singleton: singleton.default('zero') }),
   z.strictObject({ name: z.literal('passk'), normalize: z.boolean().default(true), eps: nonNegative().default(1e-6) }),
-  z.strictObject({ name: z.literal('optimal_token_baseline'), epsilon: nonNegative().default(1e-8), handleZeroTail: z.boolean().default(true) }),
+  z.strictObject({
+    name: z.literal('optimal_token_baseline'),
+    epsilon: nonNegative().default(1e-8),
+    handleZeroTail: z.boolean().default(true),
+  }),
 ]);
 
 /** zod schema of the policy loss. */
@@ -163,11 +205,24 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
     name: z.literal('ppo-clip'),
     epsLow: nonNegative().default(0.2),
     epsHigh: nonNegative().default(0.2),
-    dualClip: z.number().gt(1, { error: (iss) => `must be > 1 or null, got ${String(iss.input)}` }).nullable().default(null),
+    dualClip: z
+      .number()
+      .gt(1, { error: (iss) => `must be > 1 or null, got ${String(iss.input)}` })
+      .nullable()
+      .default(null),
   }),
-  z.strictObject({ name: z.literal('gspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
+  z.strictObject({
+    name: z.literal('gspo'),
+    epsLow: nonNegative().default(3e-4),
+    epsHigh: nonNegative().default(4e-4),
+  }),
   z.strictObject({ name: z.literal('sapo'), tauPos: positive().default(1), tauNeg: positive().default(1.05) }),
-  z.strictObject({ name: z.literal('cispo'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), anchor: z.enum(['old', 'rollout']).optional() }),
+  z.strictObject({
+    name: z.literal('cispo'),
+    epsLow: nonNegative().default(0.2),
+    epsHigh: nonNegative().default(0.2),
+    anchor: z.enum(['old', 'rollout']).optional(),
+  }),
   z.strictObject({ name: z.literal('reinforce') }),
   z.strictObject({
     name: z.literal('tbpo'),
@@ -178,16 +233,50 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
     C: atLeastOne().default(2),
     mode: z.enum(['drop', 'clamp']).default('drop'),
   }),
-  z.strictObject({ name: z.literal('dppo-tv'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
-  z.strictObject({ name: z.literal('dppo-kl'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2), c: positive().default(20) }),
+  z.strictObject({
+    name: z.literal('dppo-tv'),
+    epsLow: nonNegative().default(0.2),
+    epsHigh: nonNegative().default(0.2),
+    c: positive().default(20),
+  }),
+  z.strictObject({
+    name: z.literal('dppo-kl'),
+    epsLow: nonNegative().default(0.2),
+    epsHigh: nonNegative().default(0.2),
+    c: positive().default(20),
+  }),
   z.strictObject({ name: z.literal('ipo'), threshold: nonNegative().default(0.1), c: positive().default(20) }),
-  z.strictObject({ name: z.literal('luspo'), epsLow: nonNegative().default(3e-4), epsHigh: nonNegative().default(4e-4) }),
-  z.strictObject({ name: z.literal('vespo'), kPos: nonNegative().default(2), lambdaPos: nonNegative().default(3), kNeg: nonNegative().default(3), lambdaNeg: nonNegative().default(2) }),
-  z.strictObject({ name: z.literal('geo_mean'), epsLow: nonNegative().default(0.2), epsHigh: nonNegative().default(0.2) }),
-  z.strictObject({ name: z.literal('topr'), positiveWeight: nonNegative().default(1), negativeWeight: nonNegative().default(1) }),
+  z.strictObject({
+    name: z.literal('luspo'),
+    epsLow: nonNegative().default(3e-4),
+    epsHigh: nonNegative().default(4e-4),
+  }),
+  z.strictObject({
+    name: z.literal('vespo'),
+    kPos: nonNegative().default(2),
+    lambdaPos: nonNegative().default(3),
+    kNeg: nonNegative().default(3),
+    lambdaNeg: nonNegative().default(2),
+  }),
+  z.strictObject({
+    name: z.literal('geo_mean'),
+    epsLow: nonNegative().default(0.2),
+    epsHigh: nonNegative().default(0.2),
+  }),
+  z.strictObject({
+    name: z.literal('topr'),
+    positiveWeight: nonNegative().default(1),
+    negativeWeight: nonNegative().default(1),
+  }),
 ]);
 
-const aggregationNames = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'] as const;
+const aggregationNames = [
+  'token-mean',
+  'seq-mean-token-sum',
+  'seq-mean-token-mean',
+  'seq-mean-token-sum-norm',
+  'slime-per-token',
+] as const;
 
 /** zod schema of the aggregation: a mode name, or `{ name, normalizer? }`. */
 export const aggregationSpecSchema = z.union([
@@ -211,7 +300,11 @@ export const mismatchPenaltySpecSchema = z.strictObject({
 /** zod schema of AReaL's proximal-policy approximation (`actor.prox_logp_method`). */
 export const proxLogpSpecSchema = z.strictObject({
   method: z.literal('loglinear'),
-  versionLag: z.number().int({ error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).gte(0, { error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` }).default(1),
+  versionLag: z
+    .number()
+    .int({ error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` })
+    .gte(0, { error: (iss) => `must be an integer >= 0, got ${String(iss.input)}` })
+    .default(1),
 });
 
 /** zod schema of the diagnostics options. */
@@ -307,7 +400,6 @@ function formatPath(prefix: string, path: readonly PropertyKey[]): string {
   return s;
 }
 
-
 type Issue = z.core.$ZodIssue;
 
 /** Formats one zod issue (descending into the most specific branch of a union) as `path: message`. */
@@ -323,7 +415,8 @@ function describeIssue(prefix: string, issue: Issue, base: readonly PropertyKey[
       return `${where}: unknown estimator ${JSON.stringify(value)} (known: ${known})`;
     }
     const branches = issue.errors.filter((b) => b.length > 0);
-    const depth = (b: Issue[]): number => Math.max(...b.map((i) => i.path.length + (i.code === 'invalid_union' ? 1 : 0)));
+    const depth = (b: Issue[]): number =>
+      Math.max(...b.map((i) => i.path.length + (i.code === 'invalid_union' ? 1 : 0)));
     const best = [...branches].sort((a, b) => depth(b) - depth(a))[0];
     if (best !== undefined) return describeIssue(prefix, best[0]!, path, root);
   }
@@ -347,17 +440,28 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
   const c = parsed.data;
   const lossName = c.loss.name;
   const defaultAgg =
-    lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' || lossName === 'geo_mean' ? 'seq-mean-token-mean' : lossName === 'luspo' ? 'seq-mean-token-sum' : 'token-mean';
+    lossName === 'gspo' || lossName === 'sapo' || lossName === 'tbpo' || lossName === 'geo_mean'
+      ? 'seq-mean-token-mean'
+      : lossName === 'luspo'
+        ? 'seq-mean-token-sum'
+        : 'token-mean';
   const correction: readonly CorrectionSpec[] = c.correction;
   // bypass mode: the KL runs over the full response mask unless the config says otherwise (verl)
   const rawKl = (raw as { kl?: { mask?: unknown } } | null | undefined)?.kl;
   const klMaskGiven = rawKl !== null && typeof rawKl === 'object' && rawKl.mask !== undefined;
   const kl = c.kl == null ? null : c.mode === 'bypass' && !klMaskGiven ? { ...c.kl, mask: 'response' as const } : c.kl;
   const slimeOpsm = correction.findIndex((s) => s.name === 'opsm' && s.form === 'slime');
-  if (c.mode === 'bypass' && c.proxLogp != null) throw new UsageError(`${prefix}.proxLogp: AReaL's log-linear proximal policy replaces ℓold in decoupled mode; bypass mode has no ℓold (use mode "decoupled")`);
+  if (c.mode === 'bypass' && c.proxLogp != null)
+    throw new UsageError(
+      `${prefix}.proxLogp: AReaL's log-linear proximal policy replaces ℓold in decoupled mode; bypass mode has no ℓold (use mode "decoupled")`,
+    );
   if (c.mode === 'bypass' && slimeOpsm >= 0) {
-    const where = Array.isArray((raw as { correction?: unknown }).correction) ? `${prefix}.correction[${slimeOpsm}].form` : `${prefix}.correction.form`;
-    throw new UsageError(`${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`);
+    const where = Array.isArray((raw as { correction?: unknown }).correction)
+      ? `${prefix}.correction[${slimeOpsm}].form`
+      : `${prefix}.correction.form`;
+    throw new UsageError(
+      `${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`,
+    );
   }
   return {
     advantage: c.advantage,
@@ -407,8 +511,15 @@ export interface EstimateBatch {
   readonly logpThetaDetached?: Float64Array | undefined;
 }
 
-function matrix(raw: unknown, field: string, B: number | undefined, T: number | undefined, check?: (v: number, where: string) => void): { data: Float64Array; B: number; T: number } {
-  if (!Array.isArray(raw)) throw new UsageError(`${field}: expected an array of rows, got ${raw === undefined ? 'nothing' : typeof raw}`);
+function matrix(
+  raw: unknown,
+  field: string,
+  B: number | undefined,
+  T: number | undefined,
+  check?: (v: number, where: string) => void,
+): { data: Float64Array; B: number; T: number } {
+  if (!Array.isArray(raw))
+    throw new UsageError(`${field}: expected an array of rows, got ${raw === undefined ? 'nothing' : typeof raw}`);
   const rows = raw.length;
   if (B !== undefined && rows !== B) throw new UsageError(`${field}: expected ${B} rows, got ${rows}`);
   if (rows === 0) throw new UsageError(`${field}: expected at least one row`);
@@ -421,7 +532,8 @@ function matrix(raw: unknown, field: string, B: number | undefined, T: number | 
     if (row.length !== cols) throw new UsageError(`${field}[${i}]: expected ${cols} entries, got ${row.length}`);
     for (let t = 0; t < cols; t++) {
       const v = row[t] as unknown;
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`${field}[${i}][${t}]: expected a finite number, got ${JSON.stringify(v)}`);
+      if (typeof v !== 'number' || !Number.isFinite(v))
+        throw new UsageError(`${field}[${i}][${t}]: expected a finite number, got ${JSON.stringify(v)}`);
       check?.(v, `${field}[${i}][${t}]`);
       data[i * cols + t] = v;
     }
@@ -433,12 +545,24 @@ function vector(raw: unknown, field: string, B: number): Float64Array {
   if (!Array.isArray(raw)) throw new UsageError(`${field}: expected an array, got ${typeof raw}`);
   if (raw.length !== B) throw new UsageError(`${field}: expected ${B} entries (one per sequence), got ${raw.length}`);
   return Float64Array.from(raw, (v: unknown, i) => {
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new UsageError(`${field}[${i}]: expected a finite number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new UsageError(`${field}[${i}]: expected a finite number, got ${JSON.stringify(v)}`);
     return v;
   });
 }
 
-const inputKeys = new Set(['logpTheta', 'logpOld', 'logpRollout', 'logpRef', 'mask', 'rewards', 'advantages', 'groups', 'probSqSum', 'config']);
+const inputKeys = new Set([
+  'logpTheta',
+  'logpOld',
+  'logpRollout',
+  'logpRef',
+  'mask',
+  'rewards',
+  'advantages',
+  'groups',
+  'probSqSum',
+  'config',
+]);
 
 /**
  * Validates the JSON input of `estimate` (see docs/estimators.md) into a flat {@link EstimateBatch} and a
@@ -447,9 +571,11 @@ const inputKeys = new Set(['logpTheta', 'logpOld', 'logpRollout', 'logpRef', 'ma
  * @example parseEstimateInput({ logpTheta: [[-1]], logpOld: [[-1]], logpRollout: [[-1.1]], mask: [[1]], rewards: [1], config: {} })
  */
 export function parseEstimateInput(json: unknown): { batch: EstimateBatch; config: EstimateConfig } {
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new UsageError('input: expected a JSON object');
+  if (json === null || typeof json !== 'object' || Array.isArray(json))
+    throw new UsageError('input: expected a JSON object');
   const o = json as Record<string, unknown>;
-  for (const key of Object.keys(o)) if (!inputKeys.has(key)) throw new UsageError(`${key}: unknown field (known: ${[...inputKeys].join(', ')})`);
+  for (const key of Object.keys(o))
+    if (!inputKeys.has(key)) throw new UsageError(`${key}: unknown field (known: ${[...inputKeys].join(', ')})`);
   const mask = matrix(o['mask'], 'mask', undefined, undefined, (v, where) => {
     if (v !== 0 && v !== 1) throw new UsageError(`${where}: mask entries must be 0 or 1, got ${v}`);
   });
@@ -458,12 +584,20 @@ export function parseEstimateInput(json: unknown): { batch: EstimateBatch; confi
   const logpOld = matrix(o['logpOld'], 'logpOld', B, T).data;
   const logpRollout = matrix(o['logpRollout'], 'logpRollout', B, T).data;
   const logpRef = o['logpRef'] === undefined ? undefined : matrix(o['logpRef'], 'logpRef', B, T).data;
-  const probSqSum = o['probSqSum'] === undefined ? undefined : matrix(o['probSqSum'], 'probSqSum', B, T, (v, where) => {
-    if (v < 0 || v > 1) throw new UsageError(`${where}: a sum of squared probabilities lies in [0, 1], got ${v}`);
-  }).data;
+  const probSqSum =
+    o['probSqSum'] === undefined
+      ? undefined
+      : matrix(o['probSqSum'], 'probSqSum', B, T, (v, where) => {
+          if (v < 0 || v > 1) throw new UsageError(`${where}: a sum of squared probabilities lies in [0, 1], got ${v}`);
+        }).data;
   const hasRewards = o['rewards'] !== undefined;
   const hasAdv = o['advantages'] !== undefined;
-  if (hasRewards === hasAdv) throw new UsageError(hasRewards ? 'advantages: give either rewards or advantages, not both' : 'rewards: expected rewards (one per sequence) or advantages');
+  if (hasRewards === hasAdv)
+    throw new UsageError(
+      hasRewards
+        ? 'advantages: give either rewards or advantages, not both'
+        : 'rewards: expected rewards (one per sequence) or advantages',
+    );
   const rewards = hasRewards ? vector(o['rewards'], 'rewards', B) : undefined;
   let adv: Float64Array | undefined;
   if (hasAdv) {
@@ -488,10 +622,23 @@ export function parseEstimateInput(json: unknown): { batch: EstimateBatch; confi
   const config = resolveConfig(o['config']);
   if (config.kl !== null && logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
   if (config.advantage.name === 'optimal_token_baseline' && rewards !== undefined && probSqSum === undefined) {
-    throw new UsageError("probSqSum: required when config.advantage.name is 'optimal_token_baseline' (Σ_v π(v)² per token, shaped like mask)");
+    throw new UsageError(
+      "probSqSum: required when config.advantage.name is 'optimal_token_baseline' (Σ_v π(v)² per token, shaped like mask)",
+    );
   }
   return {
-    batch: { shape: { B, T }, logpTheta, logpOld, logpRollout, logpRef, mask: mask.data, rewards, advantages: adv, groups, ...(probSqSum !== undefined ? { probSqSum } : {}) },
+    batch: {
+      shape: { B, T },
+      logpTheta,
+      logpOld,
+      logpRollout,
+      logpRef,
+      mask: mask.data,
+      rewards,
+      advantages: adv,
+      groups,
+      ...(probSqSum !== undefined ? { probSqSum } : {}),
+    },
     config,
   };
 }

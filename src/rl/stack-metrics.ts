@@ -52,7 +52,8 @@ interface Tok {
 function tokens(input: StackMetricInput): Tok[] {
   const { responseMask } = input;
   const out: Tok[] = [];
-  for (let k = 0; k < responseMask.length; k++) if (responseMask[k] === 1) out.push({ k, x: input.logpTrain[k]! - input.logpRollout[k]! });
+  for (let k = 0; k < responseMask.length; k++)
+    if (responseMask[k] === 1) out.push({ k, x: input.logpTrain[k]! - input.logpRollout[k]! });
   return out;
 }
 
@@ -123,7 +124,21 @@ const TRL = 'huggingface/trl f2cd577';
 const AREAL = 'areal-project/AReaL cbff54d';
 const OPENRLHF = 'OpenRLHF/OpenRLHF 3c3be62';
 
-const verlNames = ['kl', 'k3_kl', 'chi2_token', 'chi2_seq', 'training_ppl', 'training_log_ppl', 'rollout_ppl', 'rollout_log_ppl', 'log_ppl_diff', 'log_ppl_abs_diff', 'log_ppl_diff_max', 'log_ppl_diff_min', 'ppl_ratio'] as const;
+const verlNames = [
+  'kl',
+  'k3_kl',
+  'chi2_token',
+  'chi2_seq',
+  'training_ppl',
+  'training_log_ppl',
+  'rollout_ppl',
+  'rollout_log_ppl',
+  'log_ppl_diff',
+  'log_ppl_abs_diff',
+  'log_ppl_diff_max',
+  'log_ppl_diff_min',
+  'ppl_ratio',
+] as const;
 const verlFormula: Record<(typeof verlNames)[number], string> = {
   kl: 'token mean of −x',
   k3_kl: 'token mean of e^x − x − 1',
@@ -158,17 +173,47 @@ export const stackMetricSets = {
     commit: VERL,
     metrics: {
       ...Object.fromEntries(
-        verlNames.map((n) => [`rollout_corr/${n}`, { formula: verlFormula[n], source: `${VERL} verl/trainer/ppo/rollout_corr_helper.py compute_offpolicy_metrics l.904–1010` }]),
+        verlNames.map((n) => [
+          `rollout_corr/${n}`,
+          {
+            formula: verlFormula[n],
+            source: `${VERL} verl/trainer/ppo/rollout_corr_helper.py compute_offpolicy_metrics l.904–1010`,
+          },
+        ]),
       ),
-      'training/rollout_probs_diff_valid': { formula: '1 if any token is valid, else 0', source: `${VERL} verl/utils/debug/metrics.py calculate_debug_metrics l.63–121` },
-      'training/rollout_probs_diff_max': { formula: 'max over tokens of |e^ℓtrain − e^ℓroll| (this and the next three omitted where veRL logs NaN: no token; std and corr also with one token or a constant side)', source: `${VERL} verl/utils/debug/metrics.py l.58–60, l.114–117` },
-      'training/rollout_probs_diff_mean': { formula: 'token mean of |e^ℓtrain − e^ℓroll|', source: `${VERL} verl/utils/debug/metrics.py l.118` },
-      'training/rollout_probs_diff_std': { formula: 'Bessel std over tokens of |e^ℓtrain − e^ℓroll|', source: `${VERL} verl/utils/debug/metrics.py l.119` },
-      'training/rollout_actor_probs_pearson_corr': { formula: 'Pearson correlation over tokens of e^ℓtrain and e^ℓroll', source: `${VERL} verl/utils/debug/metrics.py l.48–55, l.113` },
+      'training/rollout_probs_diff_valid': {
+        formula: '1 if any token is valid, else 0',
+        source: `${VERL} verl/utils/debug/metrics.py calculate_debug_metrics l.63–121`,
+      },
+      'training/rollout_probs_diff_max': {
+        formula:
+          'max over tokens of |e^ℓtrain − e^ℓroll| (this and the next three omitted where veRL logs NaN: no token; std and corr also with one token or a constant side)',
+        source: `${VERL} verl/utils/debug/metrics.py l.58–60, l.114–117`,
+      },
+      'training/rollout_probs_diff_mean': {
+        formula: 'token mean of |e^ℓtrain − e^ℓroll|',
+        source: `${VERL} verl/utils/debug/metrics.py l.118`,
+      },
+      'training/rollout_probs_diff_std': {
+        formula: 'Bessel std over tokens of |e^ℓtrain − e^ℓroll|',
+        source: `${VERL} verl/utils/debug/metrics.py l.119`,
+      },
+      'training/rollout_actor_probs_pearson_corr': {
+        formula: 'Pearson correlation over tokens of e^ℓtrain and e^ℓroll',
+        source: `${VERL} verl/utils/debug/metrics.py l.48–55, l.113`,
+      },
     },
     compute: (input) => {
-      const d = mismatchDiagnostics({ shape: input.shape, logpOld: input.logpTrain, logpRollout: input.logpRollout, responseMask: input.responseMask, emptyRows: 'verl' }).metrics;
-      const out: MetricRecord = Object.fromEntries(verlNames.map((n) => [`rollout_corr/${n}`, d[`rollout_corr/${n}`]!]));
+      const d = mismatchDiagnostics({
+        shape: input.shape,
+        logpOld: input.logpTrain,
+        logpRollout: input.logpRollout,
+        responseMask: input.responseMask,
+        emptyRows: 'verl',
+      }).metrics;
+      const out: MetricRecord = Object.fromEntries(
+        verlNames.map((n) => [`rollout_corr/${n}`, d[`rollout_corr/${n}`]!]),
+      );
       const ts = tokens(input);
       out['training/rollout_probs_diff_valid'] = ts.length > 0 ? 1 : 0;
       if (ts.length === 0) return out;
@@ -197,16 +242,26 @@ export const stackMetricSets = {
     commit: SLIME,
     metrics: {
       'train/train_rollout_logprob_abs_diff': {
-        formula: '(1/B)·Σ_i mean_t |x| (per-sample mean, summed, divided by the step sample count; an empty sample adds 0)',
+        formula:
+          '(1/B)·Σ_i mean_t |x| (per-sample mean, summed, divided by the step sample count; an empty sample adds 0)',
         source: `${SLIME} slime/backends/megatron_utils/loss.py l.1136–1151; cp_utils.py l.70–79`,
       },
-      'train/tis': { formula: '(1/B)·Σ_i mean_t ρ', source: `${SLIME} loss.py vanilla_tis_function l.895, l.1157–1163` },
+      'train/tis': {
+        formula: '(1/B)·Σ_i mean_t ρ',
+        source: `${SLIME} loss.py vanilla_tis_function l.895, l.1157–1163`,
+      },
       'train/tis_abs': { formula: '(1/B)·Σ_i mean_t |ρ − 1|', source: `${SLIME} loss.py l.896` },
-      'train/tis_clipfrac': { formula: '(1/B)·Σ_i mean_t [clamp(ρ, 0, 2) ≠ ρ] (slime --tis-clip 2, --tis-clip-low 0)', source: `${SLIME} loss.py l.897–898; slime/utils/arguments.py` },
+      'train/tis_clipfrac': {
+        formula: '(1/B)·Σ_i mean_t [clamp(ρ, 0, 2) ≠ ρ] (slime --tis-clip 2, --tis-clip-low 0)',
+        source: `${SLIME} loss.py l.897–898; slime/utils/arguments.py`,
+      },
     },
     compute: (input) => {
       const B = input.shape.B;
-      const per = (f: (x: number) => number): number => (B > 0 ? rowMeans(input, (k) => f(input.logpTrain[k]! - input.logpRollout[k]!)).means.reduce((a, b) => a + b, 0) / B : 0);
+      const per = (f: (x: number) => number): number =>
+        B > 0
+          ? rowMeans(input, (k) => f(input.logpTrain[k]! - input.logpRollout[k]!)).means.reduce((a, b) => a + b, 0) / B
+          : 0;
       return {
         'train/train_rollout_logprob_abs_diff': per(Math.abs),
         'train/tis': per(Math.exp),
@@ -218,16 +273,35 @@ export const stackMetricSets = {
   'prime-rl': {
     commit: PRIME,
     metrics: {
-      'mismatch_kl/all/mean': { formula: 'token mean of ρ − x − 1 (the mismatch_kl/all/* keys are omitted with no token, where prime-rl logs NaN; std also with one token)', source: `${PRIME} src/prime_rl/trainer/rl/loss.py l.100–106; train.py l.496–512; trainer/utils.py compute_stats l.245–275` },
-      'mismatch_kl/all/std': { formula: 'Bessel std over tokens of ρ − x − 1', source: `${PRIME} trainer/utils.py l.268` },
+      'mismatch_kl/all/mean': {
+        formula:
+          'token mean of ρ − x − 1 (the mismatch_kl/all/* keys are omitted with no token, where prime-rl logs NaN; std also with one token)',
+        source: `${PRIME} src/prime_rl/trainer/rl/loss.py l.100–106; train.py l.496–512; trainer/utils.py compute_stats l.245–275`,
+      },
+      'mismatch_kl/all/std': {
+        formula: 'Bessel std over tokens of ρ − x − 1',
+        source: `${PRIME} trainer/utils.py l.268`,
+      },
       'mismatch_kl/all/min': { formula: 'min over tokens of ρ − x − 1', source: `${PRIME} trainer/utils.py l.269` },
       'mismatch_kl/all/max': { formula: 'max over tokens of ρ − x − 1', source: `${PRIME} trainer/utils.py l.270` },
-      'mismatch_kl/all/median': { formula: 'lower median over tokens of ρ − x − 1 (torch.median)', source: `${PRIME} trainer/utils.py l.267` },
-      'is_masked/mean': { formula: 'token mean of the DPPO mask: A > 0 ? Δp > 0.2 : Δp < −0.2, Δp = e^ℓtrain − e^ℓroll', source: `${PRIME} loss.py default_loss_fn l.130–139, l.154` },
+      'mismatch_kl/all/median': {
+        formula: 'lower median over tokens of ρ − x − 1 (torch.median)',
+        source: `${PRIME} trainer/utils.py l.267`,
+      },
+      'is_masked/mean': {
+        formula: 'token mean of the DPPO mask: A > 0 ? Δp > 0.2 : Δp < −0.2, Δp = e^ℓtrain − e^ℓroll',
+        source: `${PRIME} loss.py default_loss_fn l.130–139, l.154`,
+      },
       'is_masked_low/mean': { formula: 'token mean of A < 0 and Δp < −0.2', source: `${PRIME} loss.py l.139, l.155` },
       'is_masked_high/mean': { formula: 'token mean of A > 0 and Δp > 0.2', source: `${PRIME} loss.py l.138, l.156` },
-      'masked_mismatch_kl/mean': { formula: 'mean of ρ − x − 1 over DPPO-masked tokens (0 if none)', source: `${PRIME} loss.py l.152` },
-      'unmasked_mismatch_kl/mean': { formula: 'mean of ρ − x − 1 over the other tokens (0 if none)', source: `${PRIME} loss.py l.153` },
+      'masked_mismatch_kl/mean': {
+        formula: 'mean of ρ − x − 1 over DPPO-masked tokens (0 if none)',
+        source: `${PRIME} loss.py l.152`,
+      },
+      'unmasked_mismatch_kl/mean': {
+        formula: 'mean of ρ − x − 1 over the other tokens (0 if none)',
+        source: `${PRIME} loss.py l.153`,
+      },
     },
     compute: (input) => {
       const ts = tokens(input);
@@ -236,7 +310,14 @@ export const stackMetricSets = {
       const on = (p: (j: number) => boolean): number[] => kl.filter((_, j) => p(j));
       // prime-rl reports NaN for an empty tensor and torch's std of one value is NaN: those keys are left out
       return {
-        ...(kl.length > 0 ? { 'mismatch_kl/all/mean': mean(kl), 'mismatch_kl/all/min': min(kl), 'mismatch_kl/all/max': max(kl), 'mismatch_kl/all/median': median(kl) } : {}),
+        ...(kl.length > 0
+          ? {
+              'mismatch_kl/all/mean': mean(kl),
+              'mismatch_kl/all/min': min(kl),
+              'mismatch_kl/all/max': max(kl),
+              'mismatch_kl/all/median': median(kl),
+            }
+          : {}),
         ...(kl.length > 1 ? { 'mismatch_kl/all/std': sampleStd(kl) } : {}),
         'is_masked/mean': mean(m.map((q) => (q.masked ? 1 : 0))),
         'is_masked_low/mean': mean(m.map((q) => (q.low ? 1 : 0))),
@@ -249,11 +330,28 @@ export const stackMetricSets = {
   'prime-rl-debug': {
     commit: PRIME_MISMATCH,
     metrics: {
-      'logprob_abs_error/all/mean': { formula: 'token mean of |d|, d = f64(f32 ℓtrain) − f64(f32 ℓroll), each |d| stored in float32 (the keys are omitted with no token, where prime-rl logs NaN)', source: `${PRIME_MISMATCH} src/prime_rl/trainer/rl/mismatch.py l.21–26, l.30` },
-      'logprob_abs_error/all/max': { formula: 'max over tokens of that |d|', source: `${PRIME_MISMATCH} mismatch.py l.30` },
-      'logprob_bit_mismatch/all/mean': { formula: 'fraction of tokens whose float32 ℓtrain and ℓroll differ in bits (−0 ≠ +0) or either is not finite', source: `${PRIME_MISMATCH} mismatch.py l.25, l.31` },
-      'logprob_nonfinite/all/mean': { formula: 'fraction of tokens with a non-finite ℓtrain or ℓroll', source: `${PRIME_MISMATCH} mismatch.py l.25, l.32` },
-      'mismatch_k3_stable/all/mean': { formula: 'token mean of expm1(d) − d in float64, each stored in float32 (no cancellation for tiny d, where e^d − d − 1 rounds to 0)', source: `${PRIME_MISMATCH} mismatch.py l.26–28, l.33` },
+      'logprob_abs_error/all/mean': {
+        formula:
+          'token mean of |d|, d = f64(f32 ℓtrain) − f64(f32 ℓroll), each |d| stored in float32 (the keys are omitted with no token, where prime-rl logs NaN)',
+        source: `${PRIME_MISMATCH} src/prime_rl/trainer/rl/mismatch.py l.21–26, l.30`,
+      },
+      'logprob_abs_error/all/max': {
+        formula: 'max over tokens of that |d|',
+        source: `${PRIME_MISMATCH} mismatch.py l.30`,
+      },
+      'logprob_bit_mismatch/all/mean': {
+        formula: 'fraction of tokens whose float32 ℓtrain and ℓroll differ in bits (−0 ≠ +0) or either is not finite',
+        source: `${PRIME_MISMATCH} mismatch.py l.25, l.31`,
+      },
+      'logprob_nonfinite/all/mean': {
+        formula: 'fraction of tokens with a non-finite ℓtrain or ℓroll',
+        source: `${PRIME_MISMATCH} mismatch.py l.25, l.32`,
+      },
+      'mismatch_k3_stable/all/mean': {
+        formula:
+          'token mean of expm1(d) − d in float64, each stored in float32 (no cancellation for tiny d, where e^d − d − 1 rounds to 0)',
+        source: `${PRIME_MISMATCH} mismatch.py l.26–28, l.33`,
+      },
     },
     compute: (input) => {
       const f32 = new Float32Array(2);
@@ -265,7 +363,12 @@ export const stackMetricSets = {
         f32[1] = input.logpRollout[k]!;
         const nonfinite = Number.isFinite(f32[0]) && Number.isFinite(f32[1]) ? 0 : 1;
         const d = f32[0] - f32[1];
-        rows.push({ abs: Math.fround(Math.abs(d)), bit: bits[0] !== bits[1] || nonfinite === 1 ? 1 : 0, nonfinite, k3: Math.fround(Math.expm1(d) - d) });
+        rows.push({
+          abs: Math.fround(Math.abs(d)),
+          bit: bits[0] !== bits[1] || nonfinite === 1 ? 1 : 0,
+          nonfinite,
+          k3: Math.fround(Math.expm1(d) - d),
+        });
       }
       if (rows.length === 0) return {} as MetricRecord;
       const absErrors = rows.map((r) => r.abs);
@@ -281,10 +384,23 @@ export const stackMetricSets = {
   'nemo-rl': {
     commit: NEMO,
     metrics: {
-      token_mult_prob_error: { formula: 'token mean of e^|x|', source: `${NEMO} nemo_rl/algorithms/loss/loss_functions.py l.404–412` },
-      gen_kl_error: { formula: 'token mean of e^x − x − 1 (KL(P_gen‖P_train), k3)', source: `${NEMO} loss_functions.py l.414–427` },
-      policy_kl_error: { formula: 'token mean of e^(−x) + x − 1 (KL(P_train‖P_gen), k3)', source: `${NEMO} loss_functions.py l.429–442` },
-      js_divergence_error: { formula: 'token mean of ½k3(ℓtrain − ℓm) + ½k3(ℓroll − ℓm), ℓm = log(½e^ℓtrain + ½e^ℓroll), k3(u) = e^u − u − 1', source: `${NEMO} loss_functions.py l.444–466` },
+      token_mult_prob_error: {
+        formula: 'token mean of e^|x|',
+        source: `${NEMO} nemo_rl/algorithms/loss/loss_functions.py l.404–412`,
+      },
+      gen_kl_error: {
+        formula: 'token mean of e^x − x − 1 (KL(P_gen‖P_train), k3)',
+        source: `${NEMO} loss_functions.py l.414–427`,
+      },
+      policy_kl_error: {
+        formula: 'token mean of e^(−x) + x − 1 (KL(P_train‖P_gen), k3)',
+        source: `${NEMO} loss_functions.py l.429–442`,
+      },
+      js_divergence_error: {
+        formula:
+          'token mean of ½k3(ℓtrain − ℓm) + ½k3(ℓroll − ℓm), ℓm = log(½e^ℓtrain + ½e^ℓroll), k3(u) = e^u − u − 1',
+        source: `${NEMO} loss_functions.py l.444–466`,
+      },
     },
     compute: (input) => {
       const ts = tokens(input);
@@ -305,10 +421,22 @@ export const stackMetricSets = {
   skyrl: {
     commit: SKYRL,
     metrics: {
-      'policy/rollout_train_logprobs_abs_diff_mean': { formula: 'token mean of |x| (all four omitted when no token is valid)', source: `${SKYRL} skyrl/train/trainer.py l.1383–1405` },
-      'policy/rollout_train_logprobs_abs_diff_std': { formula: 'Bessel std over tokens of |x| (torch .std(); omitted with one token, where torch gives NaN)', source: `${SKYRL} skyrl/train/trainer.py l.1397` },
-      'policy/rollout_train_logprobs_abs_diff_max': { formula: 'max over tokens of |x|', source: `${SKYRL} skyrl/train/trainer.py l.1394` },
-      'policy/rollout_train_logprobs_abs_diff_min': { formula: 'min over tokens of |x|', source: `${SKYRL} skyrl/train/trainer.py l.1395` },
+      'policy/rollout_train_logprobs_abs_diff_mean': {
+        formula: 'token mean of |x| (all four omitted when no token is valid)',
+        source: `${SKYRL} skyrl/train/trainer.py l.1383–1405`,
+      },
+      'policy/rollout_train_logprobs_abs_diff_std': {
+        formula: 'Bessel std over tokens of |x| (torch .std(); omitted with one token, where torch gives NaN)',
+        source: `${SKYRL} skyrl/train/trainer.py l.1397`,
+      },
+      'policy/rollout_train_logprobs_abs_diff_max': {
+        formula: 'max over tokens of |x|',
+        source: `${SKYRL} skyrl/train/trainer.py l.1394`,
+      },
+      'policy/rollout_train_logprobs_abs_diff_min': {
+        formula: 'min over tokens of |x|',
+        source: `${SKYRL} skyrl/train/trainer.py l.1395`,
+      },
     },
     compute: (input) => {
       const a = tokens(input).map((t) => Math.abs(t.x));
@@ -367,11 +495,26 @@ export const stackMetricSets = {
   trl: {
     commit: TRL,
     metrics: {
-      'sampling/sampling_logp_difference/mean': { formula: 'token mean of |x| (0 with no token)', source: `${TRL} trl/trainer/grpo_trainer.py l.2779–2787` },
-      'sampling/sampling_logp_difference/max': { formula: 'max over tokens of |x|', source: `${TRL} grpo_trainer.py l.2783, l.2788–2790` },
-      'sampling/importance_sampling_ratio/min': { formula: 'min over valid tokens of the applied correction weight w (TRL: its vLLM IS ratio after its mode)', source: `${TRL} grpo_trainer.py l.2791–2806` },
-      'sampling/importance_sampling_ratio/mean': { formula: 'mean over valid tokens of w', source: `${TRL} grpo_trainer.py l.2799–2809` },
-      'sampling/importance_sampling_ratio/max': { formula: 'max over valid tokens of w', source: `${TRL} grpo_trainer.py l.2802–2812` },
+      'sampling/sampling_logp_difference/mean': {
+        formula: 'token mean of |x| (0 with no token)',
+        source: `${TRL} trl/trainer/grpo_trainer.py l.2779–2787`,
+      },
+      'sampling/sampling_logp_difference/max': {
+        formula: 'max over tokens of |x|',
+        source: `${TRL} grpo_trainer.py l.2783, l.2788–2790`,
+      },
+      'sampling/importance_sampling_ratio/min': {
+        formula: 'min over valid tokens of the applied correction weight w (TRL: its vLLM IS ratio after its mode)',
+        source: `${TRL} grpo_trainer.py l.2791–2806`,
+      },
+      'sampling/importance_sampling_ratio/mean': {
+        formula: 'mean over valid tokens of w',
+        source: `${TRL} grpo_trainer.py l.2799–2809`,
+      },
+      'sampling/importance_sampling_ratio/max': {
+        formula: 'max over valid tokens of w',
+        source: `${TRL} grpo_trainer.py l.2802–2812`,
+      },
     },
     compute: (input) => {
       const ts = tokens(input);
@@ -389,13 +532,35 @@ export const stackMetricSets = {
   areal: {
     commit: AREAL,
     metrics: {
-      'ppo_actor/update/behave_imp_weight/avg': { formula: 'mean of the applied weight w over behave_mask = effective mask ∧ w > 0 (AReaL: its rejection_sampling weight)', source: `${AREAL} areal/utils/functional/functional.py l.565–568; areal/trainer/ppo/actor.py l.690–696; areal/utils/stats_tracker.py l.363–372` },
-      'ppo_actor/update/behave_imp_weight/min': { formula: 'min of w over behave_mask', source: `${AREAL} actor.py l.690–696` },
-      'ppo_actor/update/behave_imp_weight/max': { formula: 'max of w over behave_mask', source: `${AREAL} actor.py l.690–696` },
-      'ppo_actor/update/behave_approx_kl/avg': { formula: 'mean of x over behave_mask', source: `${AREAL} functional.py l.565–567; actor.py l.690–696` },
-      'ppo_actor/update/behave_approx_kl/min': { formula: 'min of x over behave_mask', source: `${AREAL} actor.py l.690–696` },
-      'ppo_actor/update/behave_approx_kl/max': { formula: 'max of x over behave_mask', source: `${AREAL} actor.py l.690–696` },
-      'ppo_actor/update/behave_filtered_ratio/avg': { formula: 'fraction of valid tokens outside behave_mask', source: `${AREAL} actor.py l.697–701` },
+      'ppo_actor/update/behave_imp_weight/avg': {
+        formula:
+          'mean of the applied weight w over behave_mask = effective mask ∧ w > 0 (AReaL: its rejection_sampling weight)',
+        source: `${AREAL} areal/utils/functional/functional.py l.565–568; areal/trainer/ppo/actor.py l.690–696; areal/utils/stats_tracker.py l.363–372`,
+      },
+      'ppo_actor/update/behave_imp_weight/min': {
+        formula: 'min of w over behave_mask',
+        source: `${AREAL} actor.py l.690–696`,
+      },
+      'ppo_actor/update/behave_imp_weight/max': {
+        formula: 'max of w over behave_mask',
+        source: `${AREAL} actor.py l.690–696`,
+      },
+      'ppo_actor/update/behave_approx_kl/avg': {
+        formula: 'mean of x over behave_mask',
+        source: `${AREAL} functional.py l.565–567; actor.py l.690–696`,
+      },
+      'ppo_actor/update/behave_approx_kl/min': {
+        formula: 'min of x over behave_mask',
+        source: `${AREAL} actor.py l.690–696`,
+      },
+      'ppo_actor/update/behave_approx_kl/max': {
+        formula: 'max of x over behave_mask',
+        source: `${AREAL} actor.py l.690–696`,
+      },
+      'ppo_actor/update/behave_filtered_ratio/avg': {
+        formula: 'fraction of valid tokens outside behave_mask',
+        source: `${AREAL} actor.py l.697–701`,
+      },
     },
     compute: (input) => {
       const lossMask = input.lossMask ?? input.responseMask;
@@ -417,7 +582,10 @@ export const stackMetricSets = {
   openrlhf: {
     commit: OPENRLHF,
     metrics: {
-      vllm_kl: { formula: 'token mean of −x (masked_mean(rollout − old) over the action mask)', source: `${OPENRLHF} openrlhf/models/loss.py l.218; openrlhf/trainer/ray/ppo_actor.py l.316–317` },
+      vllm_kl: {
+        formula: 'token mean of −x (masked_mean(rollout − old) over the action mask)',
+        source: `${OPENRLHF} openrlhf/models/loss.py l.218; openrlhf/trainer/ray/ppo_actor.py l.316–317`,
+      },
     },
     compute: (input) => ({ vllm_kl: mean(tokens(input).map((t) => -t.x)) }),
   },
@@ -441,7 +609,8 @@ export function stackMetrics(given: StackMetricInput, stacks: readonly StackName
 export function stackMetricsTableMarkdown(): string {
   const rows = ['| stack | metric | formula (x = ℓtrain − ℓroll, ρ = e^x) | source |', '| --- | --- | --- | --- |'];
   for (const [stack, set] of Object.entries(stackMetricSets) as [string, StackMetricSet][]) {
-    for (const [name, doc] of Object.entries(set.metrics)) rows.push(`| ${stack} | \`${name}\` | ${doc.formula.replace(/\|/g, '\\|')} | ${doc.source} |`);
+    for (const [name, doc] of Object.entries(set.metrics))
+      rows.push(`| ${stack} | \`${name}\` | ${doc.formula.replace(/\|/g, '\\|')} | ${doc.source} |`);
   }
   return rows.join('\n');
 }

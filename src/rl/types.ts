@@ -67,7 +67,11 @@ export function sampleStd(xs: ArrayLike<number>): number {
  * Per-row sums Σ_t f(k) over the valid tokens (mask = 1) of each row, added in token order, and the number
  * of valid tokens of each row: both `(B)`.
  */
-export function rowMaskedSums(mask: Float64Array, shape: BatchShape, f: (k: number) => number): { sums: Float64Array; counts: Float64Array } {
+export function rowMaskedSums(
+  mask: Float64Array,
+  shape: BatchShape,
+  f: (k: number) => number,
+): { sums: Float64Array; counts: Float64Array } {
   const { B, T } = shape;
   const sums = new Float64Array(B);
   const counts = new Float64Array(B);

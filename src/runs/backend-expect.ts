@@ -20,13 +20,31 @@ export const PLAN_FROM_BACKEND = 'backend';
  */
 export interface BackendSetup {
   readonly policy: string;
-  readonly vocabulary: { readonly size: number; readonly pad: number; readonly bos: number; readonly eos: number; readonly sep: number; readonly mask: number };
+  readonly vocabulary: {
+    readonly size: number;
+    readonly pad: number;
+    readonly bos: number;
+    readonly eos: number;
+    readonly sep: number;
+    readonly mask: number;
+  };
   /** The plan the run asks for, as data; absent when the config takes the plan from the backend. */
   readonly plan?: { readonly name: string; readonly rollout: JsonValue; readonly trainer: JsonValue };
   readonly promptLength: number;
   readonly maxNewTokens: number;
-  readonly sampling: { readonly temperature: number; readonly topK: number; readonly topP: number; readonly logprob: 'processed' | 'raw' };
-  readonly optim: { readonly lr: number; readonly beta1: number; readonly beta2: number; readonly eps: number; readonly weightDecay: number };
+  readonly sampling: {
+    readonly temperature: number;
+    readonly topK: number;
+    readonly topP: number;
+    readonly logprob: 'processed' | 'raw';
+  };
+  readonly optim: {
+    readonly lr: number;
+    readonly beta1: number;
+    readonly beta2: number;
+    readonly eps: number;
+    readonly weightDecay: number;
+  };
   /** AR: the model's ArConfig (vocabSize, maxLen, C, H, layers, hidden, …), the shape of weights.safetensors (§7). */
   readonly model?: JsonValue;
 }
@@ -64,7 +82,10 @@ function numericsOf(side: unknown): string {
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }
@@ -79,31 +100,42 @@ function canonical(v: unknown): string {
 export function backendMismatches(info: BackendInfo, config: RunConfig, task: Task): string[] {
   const want = backendSetup(config, task);
   const out: string[] = [];
-  if (info.policy !== want.policy) out.push(`policy: the backend serves '${info.policy}', config.policy.kind is '${want.policy}'`);
+  if (info.policy !== want.policy)
+    out.push(`policy: the backend serves '${info.policy}', config.policy.kind is '${want.policy}'`);
   for (const key of ['size', 'pad', 'bos', 'eos', 'sep', 'mask'] as const) {
     const got = info.vocabulary[key];
     const expected = want.vocabulary[key];
     if (got !== expected) {
-      out.push(key === 'size'
-        ? `vocabulary.size: the backend's vocabulary has ${got} tokens, task '${config.task.name}' has ${expected}`
-        : `vocabulary.${key}: the backend's ${key.toUpperCase()} id is ${got}, qrl-sim's is ${expected}`);
+      out.push(
+        key === 'size'
+          ? `vocabulary.size: the backend's vocabulary has ${got} tokens, task '${config.task.name}' has ${expected}`
+          : `vocabulary.${key}: the backend's ${key.toUpperCase()} id is ${got}, qrl-sim's is ${expected}`,
+      );
     }
   }
   if (want.plan !== undefined) {
-    if (info.plan.name !== want.plan.name) out.push(`plan.name: the backend serves plan '${info.plan.name}', config.plan is '${want.plan.name}' (set plan to '${PLAN_FROM_BACKEND}' to take the backend's)`);
+    if (info.plan.name !== want.plan.name)
+      out.push(
+        `plan.name: the backend serves plan '${info.plan.name}', config.plan is '${want.plan.name}' (set plan to '${PLAN_FROM_BACKEND}' to take the backend's)`,
+      );
     for (const side of ['rollout', 'trainer'] as const) {
       const got = numericsOf(info.plan[side]);
       const expected = numericsOf(want.plan[side]);
-      if (got !== expected) out.push(`plan.${side}: the backend's ${side} side is ${got}, config plan '${want.plan.name}' has ${expected}`);
+      if (got !== expected)
+        out.push(`plan.${side}: the backend's ${side} side is ${got}, config plan '${want.plan.name}' has ${expected}`);
     }
   }
   const mode = want.sampling.logprob;
   if (!info.capabilities.logprobs.includes(mode)) {
-    out.push(`capabilities.logprobs: the backend reports ℓroll as [${info.capabilities.logprobs.join(', ')}], config.policy.sampler.logprob is '${mode}'`);
+    out.push(
+      `capabilities.logprobs: the backend reports ℓroll as [${info.capabilities.logprobs.join(', ')}], config.policy.sampler.logprob is '${mode}'`,
+    );
   }
   const advantage = config.estimators.advantage.name;
   if (tokenLevelAdvantageNames.includes(advantage) && info.capabilities.probSqSum !== true) {
-    out.push(`capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is ${String(info.capabilities.probSqSum ?? false)}), which config.estimators.advantage.name '${advantage}' needs`);
+    out.push(
+      `capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is ${String(info.capabilities.probSqSum ?? false)}), which config.estimators.advantage.name '${advantage}' needs`,
+    );
   }
   return out;
 }

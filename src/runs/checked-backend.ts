@@ -16,7 +16,14 @@ import type {
   WarmStartRequest,
 } from '../core/backend-contract.js';
 import { BackendCallError } from '../protocol/errors.js';
-import { formatViolation, generateViolation, logprobsViolation, stepViolation, syncViolation, type ResponseViolation } from '../protocol/response-checks.js';
+import {
+  formatViolation,
+  generateViolation,
+  logprobsViolation,
+  stepViolation,
+  syncViolation,
+  type ResponseViolation,
+} from '../protocol/response-checks.js';
 
 /**
  * A {@link PolicyBackend} that checks every answer of `inner` and throws a {@link BackendCallError}
@@ -32,10 +39,19 @@ export class CheckedBackend implements PolicyBackend {
   private served: number | undefined;
 
   /** @param name the backend's command or URL, as errors name it */
-  constructor(private readonly inner: PolicyBackend, private readonly name: string) {}
+  constructor(
+    private readonly inner: PolicyBackend,
+    private readonly name: string,
+  ) {}
 
   private fail(v: ResponseViolation): never {
-    throw new BackendCallError(this.name, v.method, 'malformed', `backend '${this.name}' answered an impossible ${formatViolation(v)}`, { field: v.field });
+    throw new BackendCallError(
+      this.name,
+      v.method,
+      'malformed',
+      `backend '${this.name}' answered an impossible ${formatViolation(v)}`,
+      { field: v.field },
+    );
   }
 
   private async described_(): Promise<BackendInfo> {

@@ -1,7 +1,17 @@
 // A reference backend built from a run config it receives late: up front, or in the driver's first
 // `info` (`params.run`), as `qrl-sim serve` needs. Not the backend itself (src/backend/reference.ts).
 
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepRequest, StepResult, WarmStartRequest } from '../core/backend-contract.js';
+import type {
+  BackendInfo,
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  PolicyBackend,
+  RolloutBatch,
+  StepRequest,
+  StepResult,
+  WarmStartRequest,
+} from '../core/backend-contract.js';
 import { ReferenceBackend } from '../backend/reference.js';
 import { resolveRunConfig, type RunConfig } from '../rl/grpo/config.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
@@ -22,10 +32,17 @@ export class ConfiguredReference implements PolicyBackend {
 
   configure(raw: unknown): void {
     const config = resolveRunConfig(raw);
-    if (config.policy.kind !== this.policy) throw new Error(`run.policy.kind: this server serves --policy ${this.policy}, the run config asks for ${config.policy.kind}`);
-    if (this.plan !== undefined && config.plan !== this.plan) throw new Error(`run.plan: this server serves --plan ${this.plan}, the run config asks for ${typeof config.plan === 'string' ? config.plan : JSON.stringify(config.plan)}`);
+    if (config.policy.kind !== this.policy)
+      throw new Error(
+        `run.policy.kind: this server serves --policy ${this.policy}, the run config asks for ${config.policy.kind}`,
+      );
+    if (this.plan !== undefined && config.plan !== this.plan)
+      throw new Error(
+        `run.plan: this server serves --plan ${this.plan}, the run config asks for ${typeof config.plan === 'string' ? config.plan : JSON.stringify(config.plan)}`,
+      );
     if (this.config !== null) {
-      if (JSON.stringify(this.config) !== JSON.stringify(config)) throw new Error('run: this server was already configured with another run config');
+      if (JSON.stringify(this.config) !== JSON.stringify(config))
+        throw new Error('run: this server was already configured with another run config');
       return;
     }
     const factory = policyFactory(config.policy.kind);
@@ -41,7 +58,8 @@ export class ConfiguredReference implements PolicyBackend {
   }
 
   private get backend(): ReferenceBackend {
-    if (this.inner === null) throw new Error('no run config yet: send info with params.run (or start the server with --config FILE)');
+    if (this.inner === null)
+      throw new Error('no run config yet: send info with params.run (or start the server with --config FILE)');
     return this.inner;
   }
 

@@ -23,9 +23,16 @@ export const DEMO_EXCLUDE = 'plan=bf16,correction=tis';
 export const DEMO_SEEDS = 2;
 
 /** The demonstration's sweep: `departure`'s options with the demonstration's grid and exclusion. */
-export function demoSweepOptions(departure: LabExperiment, options: { readonly outDir: string; readonly seeds: number; readonly workers?: number | undefined }): SweepOptions {
+export function demoSweepOptions(
+  departure: LabExperiment,
+  options: { readonly outDir: string; readonly seeds: number; readonly workers?: number | undefined },
+): SweepOptions {
   return {
-    ...labSweepOptions(departure, { outDir: options.outDir, seeds: options.seeds, ...(options.workers !== undefined ? { workers: options.workers } : {}) }),
+    ...labSweepOptions(departure, {
+      outDir: options.outDir,
+      seeds: options.seeds,
+      ...(options.workers !== undefined ? { workers: options.workers } : {}),
+    }),
     grid: DEMO_GRID,
     exclude: DEMO_EXCLUDE,
   };
@@ -49,7 +56,10 @@ const pp = (d: number): string => `${d >= 0 ? '+' : '−'}${Math.abs(d * 100).to
  * them): per seed, the held-out accuracy at the trainer's precision of each MXFP4 arm minus BF16's
  * (the experiment's measure). scripts/demo-docs.ts puts the same lines into docs/getting-started.md.
  */
-export function demoFindings(outDir: string, runs: readonly { readonly label: string; readonly seed: number; readonly dir: string }[]): string[] {
+export function demoFindings(
+  outDir: string,
+  runs: readonly { readonly label: string; readonly seed: number; readonly dir: string }[],
+): string[] {
   const bySeed = new Map<number, Record<string, number | null>>();
   for (const run of runs) {
     const arm = run.label.includes('bf16') ? 'bf16' : run.label.includes('correction=tis') ? 'tis' : 'none';
@@ -66,15 +76,16 @@ export function demoFindings(outDir: string, runs: readonly { readonly label: st
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
   const list = (xs: number[]): string => xs.map(pp).join(', ');
   const departs = none.every((d) => d < 0);
-  const recovers = departs && tis.every((d, i) => d > (none[i] as number)) && Math.abs(mean(tis)) < Math.abs(mean(none)) / 2;
+  const recovers =
+    departs && tis.every((d, i) => d > (none[i] as number)) && Math.abs(mean(tis)) < Math.abs(mean(none)) / 2;
   return [
-    'What it found (held-out accuracy, greedy, at the BF16 trainer\'s precision, after the last step;',
+    "What it found (held-out accuracy, greedy, at the BF16 trainer's precision, after the last step;",
     'each MXFP4 arm minus BF16 on the same seed):',
     `  MXFP4 rollout, no correction: ${pp(mean(none))} on average (per seed: ${list(none)})`,
     `  MXFP4 rollout, TIS:           ${pp(mean(tis))} on average (per seed: ${list(tis)})`,
     departs
       ? recovers
-        ? 'Training on uncorrected 4-bit rollouts made the policy worse on every seed; truncated importance\nsampling recovered most of the loss — the papers\' main finding.'
+        ? "Training on uncorrected 4-bit rollouts made the policy worse on every seed; truncated importance\nsampling recovered most of the loss — the papers' main finding."
         : 'Training on uncorrected 4-bit rollouts made the policy worse on every seed; TIS did not recover\nmost of it on these seeds.'
       : 'On these seeds the uncorrected 4-bit rollout did not fall below BF16 on every seed: the gap is\nwithin the seed spread here (docs/lab/departure.md has more seeds).',
   ];

@@ -21,20 +21,31 @@ export interface FactorySource {
 }
 
 /** The project's policy factories (`policyFactory(kind)` in src/runs/policies.ts). */
-export const DEFAULT_FACTORY: FactorySource = Object.freeze({ module: new URL('./policies.js', import.meta.url).href, export: 'policyFactory' });
+export const DEFAULT_FACTORY: FactorySource = Object.freeze({
+  module: new URL('./policies.js', import.meta.url).href,
+  export: 'policyFactory',
+});
 
 function toUrl(module: string): string {
-  return /^[a-z]+:/i.test(module) && !/^[a-z]:[\\/]/i.test(module) ? module : new URL(`file://${module.startsWith('/') ? '' : '/'}${module.replace(/\\/g, '/')}`).href;
+  return /^[a-z]+:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)
+    ? module
+    : new URL(`file://${module.startsWith('/') ? '' : '/'}${module.replace(/\\/g, '/')}`).href;
 }
 
 /**
  * Imports `source` and returns the factory for `kind`. Throws (not a usage error) when the module
  * or the export is missing, or when the export is not a factory.
  */
-export async function loadPolicyFactory(source: FactorySource, kind: RunConfig['policy']['kind']): Promise<ValidatingPolicyFactory> {
+export async function loadPolicyFactory(
+  source: FactorySource,
+  kind: RunConfig['policy']['kind'],
+): Promise<ValidatingPolicyFactory> {
   const name = source.export ?? 'policyFactory';
   const url = toUrl(source.module);
-  const fail = (error: unknown): Error => new Error(`policy factory: cannot load ${source.module}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+  const fail = (error: unknown): Error =>
+    new Error(
+      `policy factory: cannot load ${source.module}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+    );
   let mod: Record<string, unknown>;
   try {
     mod = (await import(url)) as Record<string, unknown>;
@@ -50,8 +61,15 @@ export async function loadPolicyFactory(source: FactorySource, kind: RunConfig['
   }
   const exported = mod[name];
   const factory = typeof exported === 'function' ? (exported as (k: string) => unknown)(kind) : exported;
-  if (typeof factory !== 'object' || factory === null || typeof (factory as PolicyFactory).create !== 'function' || typeof (factory as PolicyFactory).warmStart !== 'function') {
-    throw new Error(`policy factory: export '${name}' of ${source.module} is not a PolicyFactory (create, warmStart) or a function returning one`);
+  if (
+    typeof factory !== 'object' ||
+    factory === null ||
+    typeof (factory as PolicyFactory).create !== 'function' ||
+    typeof (factory as PolicyFactory).warmStart !== 'function'
+  ) {
+    throw new Error(
+      `policy factory: export '${name}' of ${source.module} is not a PolicyFactory (create, warmStart) or a function returning one`,
+    );
   }
   return factory as ValidatingPolicyFactory;
 }

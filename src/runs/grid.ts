@@ -90,7 +90,10 @@ function parseValue(text: string, key: string): unknown {
   try {
     value = JSON.parse(text) as unknown;
   } catch (error) {
-    if (/^\s*[[{"]/.test(text)) throw new UsageError(`--grid: ${key}=${text}: the value is not valid JSON (${(error as Error).message.split('\n')[0]})`);
+    if (/^\s*[[{"]/.test(text))
+      throw new UsageError(
+        `--grid: ${key}=${text}: the value is not valid JSON (${(error as Error).message.split('\n')[0]})`,
+      );
     return text;
   }
   const overflow = findOverflowingNumber(text);
@@ -111,7 +114,9 @@ function readPlanFile(text: string, key: string, root: string | undefined): unkn
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as unknown;
   } catch (error) {
-    throw new UsageError(`--grid: ${key}=${text}: the plan file is not valid JSON (${(error as Error).message.split('\n')[0]})`);
+    throw new UsageError(
+      `--grid: ${key}=${text}: the plan file is not valid JSON (${(error as Error).message.split('\n')[0]})`,
+    );
   }
 }
 
@@ -130,7 +135,8 @@ export function parseGrid(text: string, options: GridParseOptions = {}): GridAxi
     if (eq < 0) throw new UsageError(`--grid: '${entry.trim()}' is not key=v1,v2,…`);
     const key = entry.slice(0, eq).trim();
     if (key === '') throw new UsageError(`--grid: empty key in '${entry.trim()}'`);
-    if (!/^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$/.test(key)) throw new UsageError(`--grid: bad key '${key}' (an alias or a dotted config path)`);
+    if (!/^[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*$/.test(key))
+      throw new UsageError(`--grid: bad key '${key}' (an alias or a dotted config path)`);
     if (key === 'seed') throw new UsageError(`--grid: 'seed' cannot be a grid key; use --seeds N`);
     const alias = GRID_ALIASES[key];
     const path = alias?.path ?? key;
@@ -138,8 +144,10 @@ export function parseGrid(text: string, options: GridParseOptions = {}): GridAxi
     const rawValues = entry.slice(eq + 1);
     if (rawValues.trim() === '') throw new UsageError(`--grid: key '${key}' has an empty value list`);
     const texts = splitTopLevel(rawValues, ',').map((v) => v.trim());
-    if (texts.some((v) => v === '')) throw new UsageError(`--grid: key '${key}' has an empty value in '${rawValues.trim()}'`);
-    if (new Set(texts).size !== texts.length) throw new UsageError(`--grid: key '${key}' repeats a value in '${rawValues.trim()}'`);
+    if (texts.some((v) => v === ''))
+      throw new UsageError(`--grid: key '${key}' has an empty value in '${rawValues.trim()}'`);
+    if (new Set(texts).size !== texts.length)
+      throw new UsageError(`--grid: key '${key}' repeats a value in '${rawValues.trim()}'`);
     const values = texts.map((t) => {
       if (alias?.planFile === true && t.endsWith('.json')) return readPlanFile(t, key, options.root);
       const v = parseValue(t, key);
@@ -157,11 +165,20 @@ function dirSafe(text: string): string {
 /** The cartesian product of the axes, first axis slowest; an empty grid is one point `base`. */
 export function gridPoints(axes: readonly GridAxis[]): GridPoint[] {
   let points: { pairs: [GridAxis, number][] }[] = [{ pairs: [] }];
-  for (const axis of axes) points = points.flatMap((p) => axis.values.map((_, i) => ({ pairs: [...p.pairs, [axis, i] as [GridAxis, number]] })));
+  for (const axis of axes)
+    points = points.flatMap((p) =>
+      axis.values.map((_, i) => ({ pairs: [...p.pairs, [axis, i] as [GridAxis, number]] })),
+    );
   const used = new Map<string, number>();
   return points.map(({ pairs }) => {
     const label = pairs.length === 0 ? 'base' : pairs.map(([a, i]) => `${a.key}=${a.texts[i]}`).join(', ');
-    let dirName = pairs.length === 0 ? 'base' : pairs.map(([a, i]) => `${dirSafe(a.key)}-${dirSafe(a.texts[i] as string)}`).join('_').slice(0, 100);
+    let dirName =
+      pairs.length === 0
+        ? 'base'
+        : pairs
+            .map(([a, i]) => `${dirSafe(a.key)}-${dirSafe(a.texts[i] as string)}`)
+            .join('_')
+            .slice(0, 100);
     const seen = used.get(dirName) ?? 0;
     used.set(dirName, seen + 1);
     if (seen > 0) dirName = `${dirName}~${seen + 1}`;
@@ -174,6 +191,8 @@ export function applyGridPoint(raw: unknown, point: GridPoint): unknown {
   try {
     return applyOverrides(raw, point.overrides);
   } catch (error) {
-    throw new UsageError(`grid point ${point.label}: ${error instanceof Error ? error.message.replace(/^--set /, '') : String(error)}`);
+    throw new UsageError(
+      `grid point ${point.label}: ${error instanceof Error ? error.message.replace(/^--set /, '') : String(error)}`,
+    );
   }
 }

@@ -18,7 +18,15 @@ export {
 export { type SweepExecutor, type RaySweepExecutor, RAY_MAX_RETRIES } from './sweep-ray.js';
 
 // The sweep grid.
-export { parseGrid, gridPoints, type GridAxis, type GridPoint, GRID_ALIASES, type GridAlias, type GridParseOptions } from './grid.js';
+export {
+  parseGrid,
+  gridPoints,
+  type GridAxis,
+  type GridPoint,
+  GRID_ALIASES,
+  type GridAlias,
+  type GridParseOptions,
+} from './grid.js';
 
 // `--set` overrides.
 export { applyOverrides, parseOverride } from './overrides.js';

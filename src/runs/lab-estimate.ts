@@ -110,7 +110,8 @@ export function sweepWallSeconds(runs: readonly ScheduledRun[], slots: number): 
   // Runs are queued at time `queuedAt[i]`: 0, or when the run they wait for ends.
   const queuedAt: number[] = new Array<number>(n).fill(0);
   while (started < n) {
-    if (head >= queue.length) throw new Error('sweepWallSeconds: a run waits for a run that never ends (bad `after` index)');
+    if (head >= queue.length)
+      throw new Error('sweepWallSeconds: a run waits for a run that never ends (bad `after` index)');
     const i = queue[head++] as number;
     // The earliest free core; the run starts when both it and the run are ready.
     let c = 0;

@@ -21,15 +21,35 @@ export const labExperimentSchema = z.strictObject({
   claim: z.string().min(1).describe('the claim as the paper states it, in one sentence'),
   source: z.string().min(1).describe('paper, section and figure'),
   page: z.string().min(1).describe('the page that reports the measured result (docs/lab/<name>.md)'),
-  config: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).describe('the base run config: a path relative to the package root, or the config itself'),
+  config: z
+    .union([z.string().min(1), z.record(z.string(), z.unknown())])
+    .describe('the base run config: a path relative to the package root, or the config itself'),
   set: z.array(z.string()).default([]).describe('`--set` overrides applied to the base config'),
   grid: z.string().describe('the sweep grid (docs/reports.md)'),
   seeds: z.number().int().min(1).max(20).describe('seeds of the full experiment'),
   baseline: z.string().optional().describe('the paired comparison’s baseline selector'),
-  secondsPerRun: z.number().positive().describe('CPU seconds of one run, warm start excluded (mean over the grid points; measured by scripts/lab-timings.ts)'),
-  warmStartSeconds: z.number().nonnegative().default(0).describe('CPU seconds of one uncached warm start (measured by scripts/lab-timings.ts)'),
-  timedOn: z.string().min(1).optional().describe('date, machine and script of the measurement of secondsPerRun and warmStartSeconds'),
-  smoke: z.array(z.string()).min(1).describe('`--set` overrides that make a seconds-long version (the test runs every experiment with them, one seed)'),
+  secondsPerRun: z
+    .number()
+    .positive()
+    .describe(
+      'CPU seconds of one run, warm start excluded (mean over the grid points; measured by scripts/lab-timings.ts)',
+    ),
+  warmStartSeconds: z
+    .number()
+    .nonnegative()
+    .default(0)
+    .describe('CPU seconds of one uncached warm start (measured by scripts/lab-timings.ts)'),
+  timedOn: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('date, machine and script of the measurement of secondsPerRun and warmStartSeconds'),
+  smoke: z
+    .array(z.string())
+    .min(1)
+    .describe(
+      '`--set` overrides that make a seconds-long version (the test runs every experiment with them, one seed)',
+    ),
 });
 
 /** A validated lab experiment with its name. */
@@ -62,7 +82,8 @@ export function loadLabExperiment(name: string, root = packageRoot()): LabExperi
   const file = join(root, LAB_DIR, `${name}.json`);
   const raw = readJson(file);
   const parsed = labExperimentSchema.safeParse(raw);
-  if (!parsed.success) throw new UsageError(`${LAB_DIR}/${name}.json: ${zodIssueLine(parsed.error, raw, 'experiment')}`);
+  if (!parsed.success)
+    throw new UsageError(`${LAB_DIR}/${name}.json: ${zodIssueLine(parsed.error, raw, 'experiment')}`);
   return { ...parsed.data, name };
 }
 
@@ -105,7 +126,11 @@ export function labSweepOptions(exp: LabExperiment, options: LabRunOptions, root
  * warm start (`warmStartSeconds`, unless `isCached` says it is in the cache already) and the other
  * runs of that key wait for it; a run with `sft.cache` off trains its own.
  */
-export function labSchedule(exp: LabExperiment, runs: readonly PlannedRun[], isCached: (run: PlannedRun) => boolean = () => false): LabScheduledRun[] {
+export function labSchedule(
+  exp: LabExperiment,
+  runs: readonly PlannedRun[],
+  isCached: (run: PlannedRun) => boolean = () => false,
+): LabScheduledRun[] {
   const leaders = new Map<string, number>();
   return runs.map((run, i) => {
     const trainsWarmStart = !run.config.sft.cache || !isCached(run);
@@ -142,7 +167,12 @@ export interface LabEstimate {
  * ({@link labSchedule}, {@link sweepWallSeconds}). It holds on an idle machine as fast as the one
  * the figures were measured on (`timedOn`); a busy machine stretches the wall time.
  */
-export function estimateLabSeconds(exp: LabExperiment, runs: readonly PlannedRun[], slots: number, isCached?: (run: PlannedRun) => boolean): LabEstimate {
+export function estimateLabSeconds(
+  exp: LabExperiment,
+  runs: readonly PlannedRun[],
+  slots: number,
+  isCached?: (run: PlannedRun) => boolean,
+): LabEstimate {
   const schedule = labSchedule(exp, runs, isCached);
   return {
     wallSeconds: sweepWallSeconds(schedule, Math.min(slots, runs.length)),
@@ -152,6 +182,10 @@ export function estimateLabSeconds(exp: LabExperiment, runs: readonly PlannedRun
 }
 
 /** Runs an experiment: its sweep, with the summary, paired table and report the sweep writes. */
-export function runLabExperiment(exp: LabExperiment, options: LabRunOptions, root = packageRoot()): Promise<SweepResult> {
+export function runLabExperiment(
+  exp: LabExperiment,
+  options: LabRunOptions,
+  root = packageRoot(),
+): Promise<SweepResult> {
   return runSweep(labSweepOptions(exp, options, root));
 }

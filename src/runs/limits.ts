@@ -10,7 +10,15 @@ import type { RunConfig } from '../rl/grpo/config.js';
  * of the weights in the blocks, `layers · (4·C² + 3·C·hidden·max(1, moe.experts))`.
  * The largest preset (`medium`: C 128, 4 layers, hidden 512) holds 1.05 M block weights.
  */
-export const MODEL_LIMITS = Object.freeze({ C: 1024, H: 64, layers: 64, hidden: 8192, maxLen: 4096, experts: 64, blockWeights: 2 ** 25 });
+export const MODEL_LIMITS = Object.freeze({
+  C: 1024,
+  H: 64,
+  layers: 64,
+  hidden: 8192,
+  maxLen: 4096,
+  experts: 64,
+  blockWeights: 2 ** 25,
+});
 
 /** The sizes assumed for a field the config leaves to the preset: the largest preset's. */
 const LARGEST_PRESET = { C: 128, layers: 4, hidden: 512 } as const;
@@ -25,11 +33,13 @@ export function checkModelLimits(config: RunConfig): void {
   const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
   for (const field of ['C', 'H', 'layers', 'hidden', 'maxLen'] as const) {
     const v = num(model[field]);
-    if (v !== undefined && v > MODEL_LIMITS[field]) throw new UsageError(`config.policy.model.${field}: at most ${MODEL_LIMITS[field]}, got ${v}`);
+    if (v !== undefined && v > MODEL_LIMITS[field])
+      throw new UsageError(`config.policy.model.${field}: at most ${MODEL_LIMITS[field]}, got ${v}`);
   }
   const moe = model['moe'] as Record<string, unknown> | null | undefined;
   const experts = moe !== null && typeof moe === 'object' ? num(moe['experts']) : undefined;
-  if (experts !== undefined && experts > MODEL_LIMITS.experts) throw new UsageError(`config.policy.model.moe.experts: at most ${MODEL_LIMITS.experts}, got ${experts}`);
+  if (experts !== undefined && experts > MODEL_LIMITS.experts)
+    throw new UsageError(`config.policy.model.moe.experts: at most ${MODEL_LIMITS.experts}, got ${experts}`);
   const C = num(model['C']) ?? LARGEST_PRESET.C;
   const layers = num(model['layers']) ?? LARGEST_PRESET.layers;
   const hidden = num(model['hidden']) ?? LARGEST_PRESET.hidden;

@@ -19,7 +19,8 @@ export function parseOverride(text: string): { path: string[]; value: unknown } 
   } catch (error) {
     // A bare word such as tis or bf16 stays a string; a value that starts as JSON (an object, an
     // array or a quoted string) and does not parse is a typo, not a string.
-    if (/^\s*[[{"]/.test(raw)) throw new Error(`--set '${text}': the value is not valid JSON (${(error as Error).message.split('\n')[0]})`);
+    if (/^\s*[[{"]/.test(raw))
+      throw new Error(`--set '${text}': the value is not valid JSON (${(error as Error).message.split('\n')[0]})`);
   }
   return { path, value };
 }

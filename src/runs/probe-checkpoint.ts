@@ -39,10 +39,12 @@ export function loadArProbeCheckpoint(file: string, readJson: ReadJson): { polic
   if (state !== null) {
     try {
       const config = resolveRunConfig(state.config);
-      if (config.policy.kind !== 'ar') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
+      if (config.policy.kind !== 'ar')
+        throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "ar"`);
       const task = makeTaskFromConfig(config.task);
       const policy = createArPolicy(arConfigFor(config, task), config.seed);
-      if (state.weights.length !== policy.params.data.length) throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
+      if (state.weights.length !== policy.params.data.length)
+        throw new Error(`it has ${state.weights.length} weights, the model of its config ${policy.params.data.length}`);
       (policy.params as ParamStore).data.set(state.weights);
       return { policy, task };
     } catch (error) {
@@ -52,9 +54,13 @@ export function loadArProbeCheckpoint(file: string, readJson: ReadJson): { polic
   const json = readJson(file);
   try {
     const { policy, task } = loadCheckpoint(json);
-    if (task && !taskNames.includes(task.name)) throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
+    if (task && !taskNames.includes(task.name))
+      throw new Error(`task.name must be one of ${taskNames.join(', ')}, got ${JSON.stringify(task.name)}`);
     const t = task ? makeTaskFromConfig(task) : makeTask('reverse');
-    if (t.vocabSize > policy.config.vocabSize) throw new Error(`the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`);
+    if (t.vocabSize > policy.config.vocabSize)
+      throw new Error(
+        `the policy's vocabSize ${policy.config.vocabSize} is smaller than task ${t.name}'s ${t.vocabSize}`,
+      );
     return { policy, task: t };
   } catch (error) {
     if (error instanceof UsageError || error instanceof JsonInputError) throw error;
@@ -67,7 +73,10 @@ export function loadArProbeCheckpoint(file: string, readJson: ReadJson): { polic
  * `../config.json` next to a checkpoint file), as the fields of the diffusion probe. A file that is
  * not a usable one throws an Error `'<file>' is not a usable diffusion checkpoint: <why>`.
  */
-export function loadDiffusionProbeCheckpoint(file: string, readJson: ReadJson): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
+export function loadDiffusionProbeCheckpoint(
+  file: string,
+  readJson: ReadJson,
+): Pick<DiffusionMismatchOptions, 'model' | 'params' | 'task' | 'taskOptions' | 'sampler'> {
   const readErrors = new Set<unknown>();
   const read = (path: string): Record<string, unknown> => {
     try {
@@ -83,14 +92,17 @@ export function loadDiffusionProbeCheckpoint(file: string, readJson: ReadJson): 
     const weights = json.weights;
     if (!Array.isArray(weights)) throw new Error('it has no weights array');
     const sibling = join(dirname(file), '..', 'config.json');
-    const raw = (json.config as Record<string, unknown> | undefined) ?? (existsSync(sibling) ? read(sibling) : undefined);
+    const raw =
+      (json.config as Record<string, unknown> | undefined) ?? (existsSync(sibling) ? read(sibling) : undefined);
     if (raw === undefined) throw new Error(`it has no config and there is no ${sibling}`);
     const config = resolveRunConfig({ seed: raw.seed ?? 0, task: raw.task, policy: raw.policy, plan: 'fp32' });
-    if (config.policy.kind !== 'diffusion') throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
+    if (config.policy.kind !== 'diffusion')
+      throw new Error(`its policy.kind is ${JSON.stringify(config.policy.kind)}, not "diffusion"`);
     validateDiffusionConfig(config);
     const task = makeTaskFromConfig(config.task);
     const engine = createDiffusionEngine(config, task);
-    if (weights.length !== engine.params.data.length) throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
+    if (weights.length !== engine.params.data.length)
+      throw new Error(`it has ${weights.length} weights, the model of its config ${engine.params.data.length}`);
     engine.params.data.set(weights as number[]);
     const d = config.policy.diffusion;
     return {
@@ -98,7 +110,13 @@ export function loadDiffusionProbeCheckpoint(file: string, readJson: ReadJson): 
       params: engine.params.data,
       task: config.task.name,
       taskOptions: config.task.options,
-      sampler: { genLength: d.generationLength, blockLength: d.blockLength, steps: d.steps, remasking: engine.sampler.remasking, temperature: engine.sampler.temperature },
+      sampler: {
+        genLength: d.generationLength,
+        blockLength: d.blockLength,
+        steps: d.steps,
+        remasking: engine.sampler.remasking,
+        temperature: engine.sampler.temperature,
+      },
     };
   } catch (error) {
     if (readErrors.has(error) || error instanceof JsonInputError) throw error;

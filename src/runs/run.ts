@@ -102,7 +102,10 @@ class WarmStartStopped extends Error {
 }
 
 /** A warm-start progress callback that also stops the warm start when `shouldStop` says so. */
-function stoppingProgress(observer: RunObserver | undefined, shouldStop: (() => boolean) | undefined): ((done: number, total: number) => void) | undefined {
+function stoppingProgress(
+  observer: RunObserver | undefined,
+  shouldStop: (() => boolean) | undefined,
+): ((done: number, total: number) => void) | undefined {
   if (observer?.onWarmStart === undefined && shouldStop === undefined) return undefined;
   return (done, total) => {
     observer?.onWarmStart?.(done, total);
@@ -142,7 +145,10 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
   try {
     await backend.save(tmp);
     const taken = RESERVED_CHECKPOINT_NAMES.filter((f) => existsSync(join(tmp, f)));
-    if (taken.length > 0) throw new Error(`save: the backend wrote ${taken.join(', ')} into ${tmp}, a name reserved for the driver (docs/adapter.md §3, Checkpoints)`);
+    if (taken.length > 0)
+      throw new Error(
+        `save: the backend wrote ${taken.join(', ')} into ${tmp}, a name reserved for the driver (docs/adapter.md §3, Checkpoints)`,
+      );
     if (meta !== undefined) writeFileSync(join(tmp, CHECKPOINT_META), `${JSON.stringify(meta, null, 2)}\n`);
     rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
@@ -160,18 +166,38 @@ export async function saveAtomic(backend: PolicyBackend, dir: string, meta?: unk
  * settings). The plan and `policy.routingReplay` are not part of it: warm starts are precision-independent (fp32), so every
  * plan of a sweep starts from the same policy. The sweep's "who trains first" uses the same key.
  */
-export function warmStartKey(config: RunConfig, backend?: { readonly name: string; readonly version: string; readonly address?: string }): string {
+export function warmStartKey(
+  config: RunConfig,
+  backend?: { readonly name: string; readonly version: string; readonly address?: string },
+): string {
   // routingReplay only acts in the RL phase; dropped (as undefined) so every mode shares the warm start
   // An external backend that warm-starts itself saves its own format: its full identity — name, version
   // and the command line or URL it was reached at, whose flags (an init seed, a model) can change what it
   // trains — is part of the key (the reference backend, in-process or served, keeps the key it always had).
-  const owner = backend === undefined || backend.name === REFERENCE_NAME ? undefined : { name: backend.name, version: backend.version, ...(backend.address === undefined ? {} : { address: backend.address }) };
-  const material = JSON.stringify({ seed: config.seed, task: config.task, policy: { ...config.policy, routingReplay: undefined }, sft: { ...config.sft, cache: undefined }, backend: owner });
+  const owner =
+    backend === undefined || backend.name === REFERENCE_NAME
+      ? undefined
+      : {
+          name: backend.name,
+          version: backend.version,
+          ...(backend.address === undefined ? {} : { address: backend.address }),
+        };
+  const material = JSON.stringify({
+    seed: config.seed,
+    task: config.task,
+    policy: { ...config.policy, routingReplay: undefined },
+    sft: { ...config.sft, cache: undefined },
+    backend: owner,
+  });
   return createHash('sha256').update(material).digest('hex').slice(0, 20);
 }
 
 /** Cache directory of a config's warm start. */
-export function warmStartCacheDir(cacheDir: string, config: RunConfig, backend?: { readonly name: string; readonly version: string; readonly address?: string }): string {
+export function warmStartCacheDir(
+  cacheDir: string,
+  config: RunConfig,
+  backend?: { readonly name: string; readonly version: string; readonly address?: string },
+): string {
   return join(cacheDir, `${config.policy.kind}-${config.task.name}-${warmStartKey(config, backend)}`);
 }
 
@@ -183,10 +209,24 @@ const REFERENCE_NAME = 'qrl-sim reference';
  * holding `weights.safetensors` (ParamStore names, F32, the ArConfig in the metadata; docs/adapter.md)
  * that the backend `load`s. AR policies only (the weights file is defined for them).
  */
-async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task: Task, cacheDir: string, observer?: RunObserver, shouldStop?: () => boolean): Promise<void> {
-  if (config.policy.kind !== 'ar') throw new UsageError(`--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`);
+async function handOverWarmStart(
+  backend: PolicyBackend,
+  config: RunConfig,
+  task: Task,
+  cacheDir: string,
+  observer?: RunObserver,
+  shouldStop?: () => boolean,
+): Promise<void> {
+  if (config.policy.kind !== 'ar')
+    throw new UsageError(
+      `--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`,
+    );
   // The warm start is precision-independent (fp32); a plan taken from the backend is no qrl-sim plan.
-  const local = new ReferenceBackend(config.plan === 'backend' ? { ...config, plan: 'fp32' } : config, policyFactory(config.policy.kind), task);
+  const local = new ReferenceBackend(
+    config.plan === 'backend' ? { ...config, plan: 'fp32' } : config,
+    policyFactory(config.policy.kind),
+    task,
+  );
   local.onWarmStartProgress = stoppingProgress(observer, shouldStop);
   try {
     await warmStart(local, config, cacheDir, observer);
@@ -194,7 +234,8 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
     const arConfig = arConfigFor(config, task);
     const layout = createParamStore(arParamSpecs(arConfig), 0).layout;
     const tensors: Record<string, SafetensorsEntry> = {};
-    for (const e of layout.entries) tensors[e.name] = { data: Float32Array.from(layout.view(local.weights, e.name)), shape: e.shape };
+    for (const e of layout.entries)
+      tensors[e.name] = { data: Float32Array.from(layout.view(local.weights, e.name)), shape: e.shape };
     const dir = tempName(join(cacheDir, 'handover'));
     mkdirSync(dir, { recursive: true });
     try {
@@ -209,12 +250,24 @@ async function handOverWarmStart(backend: PolicyBackend, config: RunConfig, task
   }
 }
 
-async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: string, observer?: RunObserver, task?: Task, shouldStop?: () => boolean, address?: string): Promise<void> {
+async function warmStart(
+  backend: PolicyBackend,
+  config: RunConfig,
+  cacheDir: string,
+  observer?: RunObserver,
+  task?: Task,
+  shouldStop?: () => boolean,
+  address?: string,
+): Promise<void> {
   const info = await backend.info();
   if (task !== undefined && !info.capabilities.warmStart) {
-    if (info.capabilities.handOver !== false) return handOverWarmStart(backend, config, task, cacheDir, observer, shouldStop);
+    if (info.capabilities.handOver !== false)
+      return handOverWarmStart(backend, config, task, cacheDir, observer, shouldStop);
     // The backend declines qrl-sim's weights (its policy is not qrl-sim's transformer) and cannot warm-start itself.
-    if (config.sft.steps > 0) throw new UsageError(`config.sft.steps: the backend neither warm-starts (capabilities.warmStart) nor takes qrl-sim's weights (capabilities.handOver), so sft.steps must be 0, got ${config.sft.steps}`);
+    if (config.sft.steps > 0)
+      throw new UsageError(
+        `config.sft.steps: the backend neither warm-starts (capabilities.warmStart) nor takes qrl-sim's weights (capabilities.handOver), so sft.steps must be 0, got ${config.sft.steps}`,
+      );
     observer?.onMessage?.("warm start: none (sft.steps 0); the backend's own initial weights");
     return;
   }
@@ -235,7 +288,11 @@ async function warmStart(backend: PolicyBackend, config: RunConfig, cacheDir: st
     lr: config.sft.lr,
     seed: config.seed,
   });
-  observer?.onMessage?.(`warm start: ${config.sft.steps} supervised steps (${Object.entries(metrics).map(([k, v]) => `${k}=${v.toFixed(4)}`).join(' ')})`);
+  observer?.onMessage?.(
+    `warm start: ${config.sft.steps} supervised steps (${Object.entries(metrics)
+      .map(([k, v]) => `${k}=${v.toFixed(4)}`)
+      .join(' ')})`,
+  );
   if (config.sft.cache && !existsSync(path)) await saveAtomic(backend, path);
 }
 
@@ -268,11 +325,16 @@ function checkpointProblem(outDir: string, dir: string): { problem: string } | {
   } catch (error) {
     return { problem: `${CHECKPOINT_META} unreadable (${(error as Error).message})` };
   }
-  if (meta?.version !== 2 || !Number.isInteger(meta.step) || typeof meta.files !== 'object') return { problem: `${CHECKPOINT_META} is not a version-2 checkpoint` };
+  if (meta?.version !== 2 || !Number.isInteger(meta.step) || typeof meta.files !== 'object')
+    return { problem: `${CHECKPOINT_META} is not a version-2 checkpoint` };
   for (const f of PINNED_FILES) {
     const want = meta.files[f];
     const lines = completeLines(join(outDir, f));
-    if (want === undefined || lines.length < want.lines || sha256(joinLines(lines.slice(0, want.lines))) !== want.sha256) {
+    if (
+      want === undefined ||
+      lines.length < want.lines ||
+      sha256(joinLines(lines.slice(0, want.lines))) !== want.sha256
+    ) {
       return { problem: `${f} does not hold the ${want?.lines ?? '?'} lines it had at step ${meta.step}` };
     }
   }
@@ -284,7 +346,12 @@ function checkpointProblem(outDir: string, dir: string): { problem: string } | {
  * step, or null when the run has no checkpoint yet (stopped or killed before its first one: it
  * starts over from step 0).
  */
-async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: RunObserver, stale?: StaleRollouts): Promise<number | null> {
+async function resumeFrom(
+  backend: PolicyBackend,
+  outDir: string,
+  observer?: RunObserver,
+  stale?: StaleRollouts,
+): Promise<number | null> {
   const dirs = checkpointDirs(outDir);
   if (dirs.length === 0) {
     observer?.onMessage?.(`resume: no checkpoint yet in ${join(outDir, CHECKPOINTS)}; starting over from step 0`);
@@ -301,7 +368,12 @@ async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: Run
       await backend.load(dir);
       if (stale !== undefined) {
         stale.pending.clear();
-        for (const p of check.meta.pending ?? []) stale.pending.set(p.step, { step: p.step, generatedAt: p.generatedAt, batch: batchFromJson(p.batch as never, 'resume', 'pending.batch') });
+        for (const p of check.meta.pending ?? [])
+          stale.pending.set(p.step, {
+            step: p.step,
+            generatedAt: p.generatedAt,
+            batch: batchFromJson(p.batch as never, 'resume', 'pending.batch'),
+          });
       }
     } catch (error) {
       skipped.push(`${dir}: ${(error as Error).message}`);
@@ -309,7 +381,8 @@ async function resumeFrom(backend: PolicyBackend, outDir: string, observer?: Run
     }
     for (const s of skipped) observer?.onMessage?.(`resume: skipped ${s}`);
     const { meta } = check;
-    for (const f of PINNED_FILES) writeFileSync(join(outDir, f), joinLines(completeLines(join(outDir, f)).slice(0, meta.files[f].lines)));
+    for (const f of PINNED_FILES)
+      writeFileSync(join(outDir, f), joinLines(completeLines(join(outDir, f)).slice(0, meta.files[f].lines)));
     const timings = readJsonl<{ step: number }>(join(outDir, 'timings.jsonl')).filter((r) => r.step <= meta.step);
     writeFileSync(join(outDir, 'timings.jsonl'), timings.map((r) => `${JSON.stringify(r)}\n`).join(''));
     observer?.onMessage?.(`resumed from ${dir} (step ${meta.step})`);
@@ -334,8 +407,10 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   const cacheDir = options.cacheDir ?? join(process.cwd(), '.cache', 'sft');
   const task = makeTaskFromConfig(config.task);
   const ownBackend = options.backend === undefined;
-  const backend = options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
-  if (backend instanceof ReferenceBackend) backend.onWarmStartProgress = stoppingProgress(options.observer, options.shouldStop);
+  const backend =
+    options.backend ?? new ReferenceBackend(config, options.factory ?? policyFactory(config.policy.kind), task);
+  if (backend instanceof ReferenceBackend)
+    backend.onWarmStartProgress = stoppingProgress(options.observer, options.shouldStop);
   // Temp files of a process killed between writing and renaming (checkpoints, cached warm starts, JSON files).
   for (const dir of [outDir, join(outDir, CHECKPOINTS), cacheDir]) removeStaleTemps(dir);
   try {
@@ -345,10 +420,18 @@ export async function runGrpo(options: RunOptions): Promise<RunSummary> {
   }
 }
 
-async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outDir: string, cacheDir: string, options: RunOptions): Promise<RunSummary> {
+async function drive(
+  backend: PolicyBackend,
+  task: Task,
+  config: RunConfig,
+  outDir: string,
+  cacheDir: string,
+  options: RunOptions,
+): Promise<RunSummary> {
   const { observer } = options;
   const root = createRng(config.seed);
-  const stale = config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => stepStream(root, s)) : undefined;
+  const stale =
+    config.rollout.staleness > 0 ? new StaleRollouts(config.rollout.staleness, (s) => stepStream(root, s)) : undefined;
   let firstStep = 1;
   const resumedAt = options.resume ? await resumeFrom(backend, outDir, observer, stale) : null;
   if (resumedAt !== null) {
@@ -357,10 +440,21 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     mkdirSync(outDir, { recursive: true });
     for (const file of RUN_FILES) rmSync(join(outDir, file), { force: true });
     rmSync(join(outDir, CHECKPOINTS), { recursive: true, force: true });
-    writeJsonAtomic(join(outDir, 'config.json'), options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity });
+    writeJsonAtomic(
+      join(outDir, 'config.json'),
+      options.backendIdentity === undefined ? config : { ...config, backend: options.backendIdentity },
+    );
     try {
       const address = options.backendIdentity?.address;
-      await warmStart(backend, config, cacheDir, observer, task, options.shouldStop, typeof address === 'string' ? address : undefined);
+      await warmStart(
+        backend,
+        config,
+        cacheDir,
+        observer,
+        task,
+        options.shouldStop,
+        typeof address === 'string' ? address : undefined,
+      );
     } catch (error) {
       if (error instanceof WarmStartStopped) return { lastStep: 0, stopped: true, outDir };
       throw error;
@@ -373,15 +467,30 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
   // The log-prob semantics diagnostic (docs/logprob-semantics.md): keys only when the sides differ.
   // Fixed by the config's plan and sampler, which an external backend was checked to serve
   // (backendMismatches); nothing where the plan is the backend's own.
-  const semantics = config.policy.kind === 'ar' && config.plan !== PLAN_FROM_BACKEND ? semanticsMetrics(planOfConfig(config.plan), config.policy.sampler) : {};
+  const semantics =
+    config.policy.kind === 'ar' && config.plan !== PLAN_FROM_BACKEND
+      ? semanticsMetrics(planOfConfig(config.plan), config.policy.sampler)
+      : {};
   const metricsFile = new JsonlWriter(join(outDir, 'metrics.jsonl'));
   const timingsFile = new JsonlWriter(join(outDir, 'timings.jsonl'));
   const evalFile = new JsonlWriter(join(outDir, 'eval.jsonl'));
   const evalProblems = task.evalProblems(config.eval.problems, config.seed);
   const generation = generationOf(config, task);
   const saveCheckpoint = async (step: number): Promise<void> => {
-    const pending = stale === undefined ? undefined : [...stale.pending.values()].map((p) => ({ step: p.step, generatedAt: p.generatedAt, batch: batchToJson(p.batch) }));
-    const meta: CheckpointMeta = { version: 2, step, files: fileState(outDir), ...(pending === undefined ? {} : { pending }) };
+    const pending =
+      stale === undefined
+        ? undefined
+        : [...stale.pending.values()].map((p) => ({
+            step: p.step,
+            generatedAt: p.generatedAt,
+            batch: batchToJson(p.batch),
+          }));
+    const meta: CheckpointMeta = {
+      version: 2,
+      step,
+      files: fileState(outDir),
+      ...(pending === undefined ? {} : { pending }),
+    };
     observer?.onCheckpointStart?.(step);
     await saveAtomic(backend, checkpointDir(outDir, step), meta);
   };
@@ -391,8 +500,22 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
     const evalRng = evalStream(root, step);
     const record: MetricRecord = {
       step,
-      ...(await evaluate(backend, task, evalProblems, 'rollout', evalRng.fork(rngStreams.run.side('rollout')), generation)),
-      ...(await evaluate(backend, task, evalProblems, 'trainer', evalRng.fork(rngStreams.run.side('trainer')), generation)),
+      ...(await evaluate(
+        backend,
+        task,
+        evalProblems,
+        'rollout',
+        evalRng.fork(rngStreams.run.side('rollout')),
+        generation,
+      )),
+      ...(await evaluate(
+        backend,
+        task,
+        evalProblems,
+        'trainer',
+        evalRng.fork(rngStreams.run.side('trainer')),
+        generation,
+      )),
     };
     evalFile.write(record);
     observer?.onEval?.(step, record);
@@ -417,7 +540,8 @@ async function drive(backend: PolicyBackend, task: Task, config: RunConfig, outD
       const isLast = step === config.steps;
       if ((config.eval.every > 0 && step % config.eval.every === 0) || isLast) await runEval(step);
       const stopNow = options.shouldStop?.() ?? false;
-      if ((config.checkpoint.every > 0 && step % config.checkpoint.every === 0) || isLast || stopNow) await saveCheckpoint(step);
+      if ((config.checkpoint.every > 0 && step % config.checkpoint.every === 0) || isLast || stopNow)
+        await saveCheckpoint(step);
       if (stopNow && !isLast) {
         stopped = true;
         break;

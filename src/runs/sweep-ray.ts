@@ -88,7 +88,11 @@ export async function startRayPool(options: RayPoolOptions): Promise<RayPool> {
   // Each task runs this CLI at these paths where they exist on its node, else `qrl-sim` on PATH.
   const cli = [process.execPath, join(root, 'bin', 'qrl-sim.js')];
   // A group of its own: a terminal's Ctrl-C reaches qrl-sim alone, which asks the driver to stop.
-  const child = spawn(python, [script], { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, PYTHONUNBUFFERED: '1' } });
+  const child = spawn(python, [script], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
   let stderrTail = '';
   child.stderr.on('data', (chunk: Buffer) => {
     stderrTail = (stderrTail + chunk.toString('utf8')).slice(-4000);
@@ -123,11 +127,20 @@ export async function startRayPool(options: RayPoolOptions): Promise<RayPool> {
     else if (event.event === 'done' && event.index !== undefined) {
       const settle = pending.get(event.index);
       pending.delete(event.index);
-      settle?.({ ok: event.ok === true, error: event.error ?? null, seconds: event.seconds ?? 0, ...(event.stopped === true ? { stopped: true } : {}) });
+      settle?.({
+        ok: event.ok === true,
+        error: event.error ?? null,
+        seconds: event.seconds ?? 0,
+        ...(event.stopped === true ? { stopped: true } : {}),
+      });
     }
   });
   child.on('error', (error: NodeJS.ErrnoException) => {
-    readyReject(new UsageError(`--executor: ray: cannot start ${python} (${error.code ?? error.message}); set QRL_PYTHON to a Python with Ray installed`));
+    readyReject(
+      new UsageError(
+        `--executor: ray: cannot start ${python} (${error.code ?? error.message}); set QRL_PYTHON to a Python with Ray installed`,
+      ),
+    );
     exited?.(null);
   });
   child.on('exit', (code, signal) => {
@@ -149,9 +162,24 @@ export async function startRayPool(options: RayPoolOptions): Promise<RayPool> {
   const send = (command: unknown): void => {
     if (child.stdin.writable) child.stdin.write(`${JSON.stringify(command)}\n`);
   };
-  send({ address: options.executor.address ?? null, numCpus: options.numCpus, maxInFlight: options.maxInFlight ?? null, maxRetries: RAY_MAX_RETRIES, cli, cwd: options.cwd });
+  send({
+    address: options.executor.address ?? null,
+    numCpus: options.numCpus,
+    maxInFlight: options.maxInFlight ?? null,
+    maxRetries: RAY_MAX_RETRIES,
+    cli,
+    cwd: options.cwd,
+  });
   let cpus: number;
-  const timer = setTimeout(() => readyReject(new UsageError(`${options.executor.address === undefined ? '--executor: ray: no local cluster' : `--ray-address: no Ray cluster at '${options.executor.address}'`} within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);
+  const timer = setTimeout(
+    () =>
+      readyReject(
+        new UsageError(
+          `${options.executor.address === undefined ? '--executor: ray: no local cluster' : `--ray-address: no Ray cluster at '${options.executor.address}'`} within ${READY_TIMEOUT_MS / 1000} s`,
+        ),
+      ),
+    READY_TIMEOUT_MS,
+  );
   try {
     cpus = await ready;
   } catch (error) {
@@ -166,7 +194,8 @@ export async function startRayPool(options: RayPoolOptions): Promise<RayPool> {
     cpus,
     run(run) {
       const index = next++;
-      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ ok: false, error: 'ray driver: not running', seconds: 0 });
+      if (child.exitCode !== null || child.signalCode !== null)
+        return Promise.resolve({ ok: false, error: 'ray driver: not running', seconds: 0 });
       return new Promise((settle) => {
         pending.set(index, settle);
         send({ run: { index, dir: run.dir, config: run.config } });

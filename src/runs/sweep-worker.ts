@@ -47,7 +47,8 @@ export default async function runSweepTask(task: SweepTask): Promise<SweepTaskRe
     });
     return { ok: true, error: null, seconds: (performance.now() - t0) / 1000, stopped: summary.stopped };
   } catch (error) {
-    const message = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
+    const message =
+      error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
     return { ok: false, error: message, seconds: (performance.now() - t0) / 1000 };
   }
 }

@@ -98,7 +98,9 @@ export class SweepStopped extends Error {
     /** Runs of the plan in all. */
     readonly total: number,
   ) {
-    super(`sweep stopped: ${finished} of ${total} runs finished, ${cut} stopped part-way, ${total - finished - cut} not started`);
+    super(
+      `sweep stopped: ${finished} of ${total} runs finished, ${cut} stopped part-way, ${total - finished - cut} not started`,
+    );
     this.name = 'SweepStopped';
   }
 }
@@ -155,13 +157,18 @@ function usage(prefix: string, error: unknown): never {
  * the field; a factory that cannot be loaded throws a plain error.
  */
 export async function planSweep(options: SweepOptions): Promise<SweepPlan> {
-  const axes = typeof options.grid === 'string' || options.grid === undefined ? parseGrid(options.grid ?? '') : options.grid;
+  const axes =
+    typeof options.grid === 'string' || options.grid === undefined ? parseGrid(options.grid ?? '') : options.grid;
   const count = options.seeds ?? 1;
   if (!Number.isSafeInteger(count) || count < 1) throw new UsageError(`--seeds: expected an integer ≥ 1, got ${count}`);
-  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 1)) throw new UsageError(`--steps: expected an integer ≥ 1, got ${options.steps}`);
+  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 1))
+    throw new UsageError(`--steps: expected an integer ≥ 1, got ${options.steps}`);
   let base: unknown;
   try {
-    base = applyOverrides(options.baseConfig, [...(options.overrides ?? []), ...(options.steps === undefined ? [] : [`steps=${options.steps}`])]);
+    base = applyOverrides(options.baseConfig, [
+      ...(options.overrides ?? []),
+      ...(options.steps === undefined ? [] : [`steps=${options.steps}`]),
+    ]);
   } catch (error) {
     usage('', error);
   }
@@ -219,7 +226,9 @@ function excludePoints(points: GridPoint[], axes: readonly GridAxis[], exclude: 
       const [key, value] = pair.split('=');
       const axis = axes.find((a) => a.key === key);
       if (axis === undefined || value === undefined || !axis.texts.includes(value)) {
-        throw new UsageError(`--exclude: '${pair}' is not a grid value (grid: ${axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';') || 'none'})`);
+        throw new UsageError(
+          `--exclude: '${pair}' is not a grid value (grid: ${axes.map((a) => `${a.key}=${a.texts.join(',')}`).join(';') || 'none'})`,
+        );
       }
     }
     const before = kept.length;
@@ -281,7 +290,9 @@ export function readSweepManifestOptions(dir: string): SweepManifestOptions {
     throw new UsageError(`--resume: ${path} is not valid JSON (${(error as Error).message})`);
   }
   if (manifest.options === undefined || typeof manifest.options !== 'object') {
-    throw new UsageError(`--resume: ${path} does not record the sweep's options (written by an older qrl-sim): run the sweep again into a new directory`);
+    throw new UsageError(
+      `--resume: ${path} does not record the sweep's options (written by an older qrl-sim): run the sweep again into a new directory`,
+    );
   }
   return manifest.options;
 }
@@ -332,7 +343,15 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const plan = await planSweep(options);
   if (options.baseline !== undefined) {
     // The baseline must pick exactly one grid point: checked on the planned configs, before anything runs.
-    const planned = plan.runs.map((r) => ({ dir: r.dir, name: r.dir, config: r.config as unknown as Record<string, unknown>, metrics: [], eval: [], timings: [], error: null }));
+    const planned = plan.runs.map((r) => ({
+      dir: r.dir,
+      name: r.dir,
+      config: r.config as unknown as Record<string, unknown>,
+      metrics: [],
+      eval: [],
+      timings: [],
+      error: null,
+    }));
     try {
       summarizeRuns(planned, { baseline: options.baseline });
     } catch (error) {
@@ -373,15 +392,23 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
       return out;
     }
     if (stopping()) return { ...run, ok: true, error: null, seconds: 0, stopped: true };
-    const resume = options.resume === true && existsSync(join(dir, 'config.json')) && !existsSync(join(dir, RUN_ERROR_FILE));
+    const resume =
+      options.resume === true && existsSync(join(dir, 'config.json')) && !existsSync(join(dir, RUN_ERROR_FILE));
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
-      result = await pool.run({ config: run.config, outDir: dir, factory: options.factory ?? DEFAULT_FACTORY, cacheDir, resume });
+      result = await pool.run({
+        config: run.config,
+        outDir: dir,
+        factory: options.factory ?? DEFAULT_FACTORY,
+        cacheDir,
+        resume,
+      });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
     }
-    if (result.ok && result.stopped === true) return { ...run, ok: true, error: null, seconds: result.seconds, stopped: true };
+    if (result.ok && result.stopped === true)
+      return { ...run, ok: true, error: null, seconds: result.seconds, stopped: true };
     if (!result.ok) {
       const record: RunErrorFile = { error: result.error ?? 'unknown error', config: run.config };
       if (!existsSync(dir)) mkdirSync(dir, { recursive: true });
@@ -431,11 +458,20 @@ interface RunPool {
 }
 
 /** Worker threads (piscina, a shared stop flag they poll after each step) or a Ray driver. */
-async function startPool(options: SweepOptions, sizes: { workers: number; runs: number; cacheDir: string }): Promise<RunPool> {
+async function startPool(
+  options: SweepOptions,
+  sizes: { workers: number; runs: number; cacheDir: string },
+): Promise<RunPool> {
   const executor = options.executor ?? { kind: 'threads' };
   if (executor.kind === 'threads') {
     const entry = sweepWorkerEntry();
-    const pool = new Piscina<SweepTask, SweepTaskResult>({ filename: entry.filename, execArgv: entry.execArgv, minThreads: 0, maxThreads: sizes.workers, idleTimeout: 1000 });
+    const pool = new Piscina<SweepTask, SweepTaskResult>({
+      filename: entry.filename,
+      execArgv: entry.execArgv,
+      minThreads: 0,
+      maxThreads: sizes.workers,
+      idleTimeout: 1000,
+    });
     // Shared memory: the threads read the flag after each step, never waiting on a message.
     const flag = new Int32Array(new SharedArrayBuffer(4));
     return {
@@ -447,16 +483,23 @@ async function startPool(options: SweepOptions, sizes: { workers: number; runs: 
   }
   // Each Ray task runs the CLI, which knows the built-in policies only and caches warm starts in
   // <cwd>/.cache/sft: both are checked here, before the cluster starts.
-  if (options.factory !== undefined) throw new UsageError(`--factory: not used with --executor ray (each Ray task runs 'qrl-sim run', which has the built-in policies), got '${options.factory.module}'`);
+  if (options.factory !== undefined)
+    throw new UsageError(
+      `--factory: not used with --executor ray (each Ray task runs 'qrl-sim run', which has the built-in policies), got '${options.factory.module}'`,
+    );
   const cacheRoot = resolve(sizes.cacheDir, '..', '..');
-  if (join(cacheRoot, '.cache', 'sft') !== sizes.cacheDir) throw new UsageError(`cacheDir: the runs of --executor ray cache warm starts in <directory>/.cache/sft, got '${sizes.cacheDir}'`);
+  if (join(cacheRoot, '.cache', 'sft') !== sizes.cacheDir)
+    throw new UsageError(
+      `cacheDir: the runs of --executor ray cache warm starts in <directory>/.cache/sft, got '${sizes.cacheDir}'`,
+    );
   const ray = await startRayPool({
     executor,
     numCpus: sizes.workers,
     ...(executor.address !== undefined && options.workers !== undefined ? { maxInFlight: options.workers } : {}),
     cwd: cacheRoot,
   });
-  const workers = executor.address === undefined ? sizes.workers : Math.max(1, Math.min(options.workers ?? ray.cpus, sizes.runs));
+  const workers =
+    executor.address === undefined ? sizes.workers : Math.max(1, Math.min(options.workers ?? ray.cpus, sizes.runs));
   return {
     workers,
     run: (task) => {

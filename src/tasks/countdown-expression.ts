@@ -174,7 +174,8 @@ export function threeNumberExpressions(numbers: readonly [number, number, number
             // x o1 (y o2 z): the brackets matter when o2 binds less tightly, or equally after - or /.
             const inner = applyOperator(o2, y, z);
             const value = inner && applyOperator(o1, x, inner);
-            const keep = precedence[o2] < precedence[o1] || (precedence[o2] === precedence[o1] && (o1 === '-' || o1 === '/'));
+            const keep =
+              precedence[o2] < precedence[o1] || (precedence[o2] === precedence[o1] && (o1 === '-' || o1 === '/'));
             const right = keep ? `(${sy}${o2}${sz})` : `${sy}${o2}${sz}`;
             out.push({ text: `${sx}${o1}${right}`, value });
           }

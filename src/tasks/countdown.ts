@@ -11,7 +11,17 @@ import {
   type ThreeNumberExpression,
 } from './countdown-expression.js';
 import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
-import { assembleTask, drawUntil, leftPad, responseBody, splitHash, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';
+import {
+  assembleTask,
+  drawUntil,
+  leftPad,
+  responseBody,
+  splitHash,
+  type RewardResult,
+  type Split,
+  type Task,
+  type TaskProblem,
+} from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `countdown` task. */
@@ -83,7 +93,25 @@ const score = { correct: 1, wellFormed: 0.1, malformed: 0 } as const;
 export function createCountdownTask(options?: Partial<CountdownOptions>): CountdownTask {
   const o = Object.freeze(parseOptions('countdown', countdownOptionsSchema, options));
   checkOrdered('countdown', 'minTarget', o.minTarget, 'maxTarget', o.maxTarget);
-  const tokenizer = createTokenizer(['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '+', '-', '*', '/', '(', ')', '=']);
+  const tokenizer = createTokenizer([
+    '0',
+    '1',
+    '2',
+    '3',
+    '4',
+    '5',
+    '6',
+    '7',
+    '8',
+    '9',
+    '+',
+    '-',
+    '*',
+    '/',
+    '(',
+    ')',
+    '=',
+  ]);
   const promptLength = 6 + String(o.maxTarget).length;
 
   const expressionsCache = new Map<string, ThreeNumberExpression[]>();
@@ -114,7 +142,9 @@ export function createCountdownTask(options?: Partial<CountdownOptions>): Countd
 
   const makeProblem = (numbers: readonly [number, number, number], target: number): CountdownProblem => {
     if (numbers.length !== 3 || !numbers.every((n) => Number.isInteger(n) && n >= 1 && n <= 9)) {
-      throw new Error(`countdown.makeProblem: numbers must be three integers in [1, 9], got ${JSON.stringify(numbers)}`);
+      throw new Error(
+        `countdown.makeProblem: numbers must be three integers in [1, 9], got ${JSON.stringify(numbers)}`,
+      );
     }
     if (!reachableTargets(numbers).includes(target)) {
       throw new Error(
@@ -165,7 +195,9 @@ export function createCountdownTask(options?: Partial<CountdownOptions>): Countd
       if (best === undefined || text.length < best.length) best = text;
     }
     if (best === undefined) {
-      throw new Error(`countdown.goldResponse: target ${problem.target} is not reachable from ${problem.numbers.join(', ')}`);
+      throw new Error(
+        `countdown.goldResponse: target ${problem.target} is not reachable from ${problem.numbers.join(', ')}`,
+      );
     }
     return [...tokenizer.encode(best), EOS];
   };

@@ -3,7 +3,16 @@
 
 import { z } from 'zod';
 import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
-import { assembleTask, hashSplit, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
+import {
+  assembleTask,
+  hashSplit,
+  matchedShare,
+  responseBody,
+  splitSampler,
+  type RewardResult,
+  type Task,
+  type TaskProblem,
+} from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `fibonacci` task. */
@@ -107,18 +116,24 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
   const isDigit = (x: number): boolean => Number.isInteger(x) && x >= 0 && x <= 9;
   const makeProblem = (length: number, x0: number, x1: number): FibonacciProblem => {
     if (!Number.isInteger(length) || length < o.minLength || length > o.maxLength) {
-      throw new Error(`fibonacci.makeProblem: length must be an integer in [${o.minLength}, ${o.maxLength}], got ${String(length)}`);
+      throw new Error(
+        `fibonacci.makeProblem: length must be an integer in [${o.minLength}, ${o.maxLength}], got ${String(length)}`,
+      );
     }
     if (!isDigit(x0)) throw new Error(`fibonacci.makeProblem: x0 must be a digit 0–9, got ${String(x0)}`);
     if (!isDigit(x1)) throw new Error(`fibonacci.makeProblem: x1 must be a digit 0–9, got ${String(x1)}`);
     return problemOf(length, x0, x1);
   };
 
-  const sampleProblem = splitSampler('fibonacci', (rng) => {
-    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-    const x0 = rng.int(10);
-    return problemOf(n, x0, rng.int(10));
-  }, splitOf);
+  const sampleProblem = splitSampler(
+    'fibonacci',
+    (rng) => {
+      const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+      const x0 = rng.int(10);
+      return problemOf(n, x0, rng.int(10));
+    },
+    splitOf,
+  );
 
   const reward = (problem: FibonacciProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);

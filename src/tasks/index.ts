@@ -6,20 +6,27 @@ export { BOS, EOS, MASK, PAD, SEP, specialTokenStrings, createTokenizer, type To
 
 // The task contract and the train/test split.
 export { type HashSplitOptions } from './options.js';
-export {
-  splitHash,
-  type RewardResult,
-  type Split,
-  type Task,
-  type TaskName,
-  type TaskProblem,
-} from './task.js';
+export { splitHash, type RewardResult, type Split, type Task, type TaskName, type TaskProblem } from './task.js';
 
 // The task registry by name.
-export { makeTask, makeTaskFromConfig, taskNames, tasks, type TaskConfig, type TaskOptionsByName, type TaskTypes } from './registry.js';
+export {
+  makeTask,
+  makeTaskFromConfig,
+  taskNames,
+  tasks,
+  type TaskConfig,
+  type TaskOptionsByName,
+  type TaskTypes,
+} from './registry.js';
 
 // reverse (each task comes with its options schema and types).
-export { createReverseTask, reverseOptionsSchema, type ReverseOptions, type ReverseProblem, type ReverseTask } from './reverse.js';
+export {
+  createReverseTask,
+  reverseOptionsSchema,
+  type ReverseOptions,
+  type ReverseProblem,
+  type ReverseTask,
+} from './reverse.js';
 
 // sudoku4, with the enumerated 4×4 grids and solution counting.
 export {

@@ -38,7 +38,6 @@ function show(value: unknown): string {
   }
 }
 
-
 /**
  * `input` parsed by `schema` (defaults filled in, unknown keys rejected), or an `Error` such as
  * `reverse: option maxLength must be an integer in [1, 8], got 9`.

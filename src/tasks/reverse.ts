@@ -3,7 +3,17 @@
 
 import { z } from 'zod';
 import { checkOrdered, hashSplitOptionsShape, intOption, parseOptions, type HashSplitOptions } from './options.js';
-import { assembleTask, hashSplit, leftPad, matchedShare, responseBody, splitSampler, type RewardResult, type Task, type TaskProblem } from './task.js';
+import {
+  assembleTask,
+  hashSplit,
+  leftPad,
+  matchedShare,
+  responseBody,
+  splitSampler,
+  type RewardResult,
+  type Task,
+  type TaskProblem,
+} from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `reverse` task. */
@@ -91,15 +101,21 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
   const makeProblem = (text: string): ReverseProblem => {
     const valid = new RegExp(`^[${symbols[0]}-${symbols[symbols.length - 1]}]{${o.minLength},${o.maxLength}}$`);
     if (!valid.test(text)) {
-      throw new Error(`reverse.makeProblem: text must be ${o.minLength}–${o.maxLength} of the symbols ${symbols.join('')}, got ${JSON.stringify(text)}`);
+      throw new Error(
+        `reverse.makeProblem: text must be ${o.minLength}–${o.maxLength} of the symbols ${symbols.join('')}, got ${JSON.stringify(text)}`,
+      );
     }
     return problemOf(tokenizer.encode(text));
   };
 
-  const sampleProblem = splitSampler('reverse', (rng) => {
-    const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
-    return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
-  }, splitOf);
+  const sampleProblem = splitSampler(
+    'reverse',
+    (rng) => {
+      const n = o.minLength + rng.int(o.maxLength - o.minLength + 1);
+      return problemOf(Array.from({ length: n }, () => firstSymbol + rng.int(o.alphabetSize)));
+    },
+    splitOf,
+  );
 
   const reward = (problem: ReverseProblem, response: readonly number[]): RewardResult => {
     const body = responseBody(response);

@@ -5,7 +5,16 @@ import { z } from 'zod';
 import { createRng, type Rng } from '../core/rng.js';
 import { checkOrdered, intOption, parseOptions } from './options.js';
 import { countSolutions, sudoku4Grids } from './sudoku4-grids.js';
-import { assembleTask, drawUntil, leftPad, responseBody, type RewardResult, type Split, type Task, type TaskProblem } from './task.js';
+import {
+  assembleTask,
+  drawUntil,
+  leftPad,
+  responseBody,
+  type RewardResult,
+  type Split,
+  type Task,
+  type TaskProblem,
+} from './task.js';
 import { BOS, EOS, SEP, createTokenizer } from './tokenizer.js';
 
 /** Options of the `sudoku4` task. */
@@ -138,7 +147,9 @@ export function createSudoku4Task(options?: Partial<Sudoku4Options>): Sudoku4Tas
     const puzzle = [...text].map(Number);
     const solutions = grids.flatMap((g, i) => (g.every((d, j) => puzzle[j] === 0 || puzzle[j] === d) ? [i] : []));
     if (solutions.length !== 1) {
-      throw new Error(`sudoku4.makeProblem: puzzle must have exactly one solution, got ${solutions.length} for ${text}`);
+      throw new Error(
+        `sudoku4.makeProblem: puzzle must have exactly one solution, got ${solutions.length} for ${text}`,
+      );
     }
     return problemOf(puzzle, solutions[0] as number);
   };

@@ -145,13 +145,21 @@ function splitStream(name: string, split: Split, n: number, seed: number | strin
 }
 
 /** `n` training problems: i.i.d. draws from the `train` stream of `seed`. */
-export function drawTrainProblems<P extends TaskProblem>(task: Pick<Task<P>, 'name' | 'sampleProblem'>, n: number, seed: number | string): P[] {
+export function drawTrainProblems<P extends TaskProblem>(
+  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
+  n: number,
+  seed: number | string,
+): P[] {
   const rng = splitStream(task.name, 'train', n, seed);
   return Array.from({ length: n }, () => task.sampleProblem(rng, 'train'));
 }
 
 /** `n` distinct evaluation problems from the `eval` stream of `seed` (duplicates redrawn). */
-export function drawEvalProblems<P extends TaskProblem>(task: Pick<Task<P>, 'name' | 'sampleProblem'>, n: number, seed: number | string): P[] {
+export function drawEvalProblems<P extends TaskProblem>(
+  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
+  n: number,
+  seed: number | string,
+): P[] {
   const rng = splitStream(task.name, 'eval', n, seed);
   const seen = new Set<string>();
   const out: P[] = [];
@@ -179,8 +187,17 @@ export function hashSplit(name: TaskName, evalFraction: number): (problem: { rea
  * `sampleProblem` of a task whose problems are drawn whole by `draw` and split by `splitOf`: draws
  * until the problem falls in the asked split (rejection, {@link drawUntil}).
  */
-export function splitSampler<P extends TaskProblem>(name: TaskName, draw: (rng: Rng) => P, splitOf: (problem: P) => Split): (rng: Rng, split?: Split) => P {
-  return (rng, split = 'train') => drawUntil(() => draw(rng), (p) => splitOf(p) === split, () => `${name}.sampleProblem(${split})`);
+export function splitSampler<P extends TaskProblem>(
+  name: TaskName,
+  draw: (rng: Rng) => P,
+  splitOf: (problem: P) => Split,
+): (rng: Rng, split?: Split) => P {
+  return (rng, split = 'train') =>
+    drawUntil(
+      () => draw(rng),
+      (p) => splitOf(p) === split,
+      () => `${name}.sampleProblem(${split})`,
+    );
 }
 
 /**

@@ -78,8 +78,7 @@ export function createTokenizer(tokens: readonly string[]): Tokenizer {
     return out;
   };
 
-  const decode = (input: readonly number[]): string =>
-    input.map((id) => vocab[id] ?? `<unk:${String(id)}>`).join('');
+  const decode = (input: readonly number[]): string => input.map((id) => vocab[id] ?? `<unk:${String(id)}>`).join('');
 
   return Object.freeze({ vocab, vocabSize: vocab.length, encode, decode });
 }

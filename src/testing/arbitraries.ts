@@ -18,10 +18,14 @@ export const profileArb = (): fc.Arbitrary<string> => fc.constantFrom(...Object.
 
 /** A (format, profile) pair the profile covers, with a deterministic rounding mode (`stochastic` excluded). */
 export const castTargetArb = (): fc.Arbitrary<{ format: string; profile: string; mode: RoundingMode }> =>
-  fc.record({
-    pair: fc.constantFrom(...profileCoverage().map(({ profile, format }) => ({ format: format.name, profile: profile.name }))),
-    mode: fc.constantFrom<RoundingMode>('rne', 'rtz', 'rha'),
-  }).map(({ pair, mode }) => ({ ...pair, mode }));
+  fc
+    .record({
+      pair: fc.constantFrom(
+        ...profileCoverage().map(({ profile, format }) => ({ format: format.name, profile: profile.name })),
+      ),
+      mode: fc.constantFrom<RoundingMode>('rne', 'rtz', 'rha'),
+    })
+    .map(({ pair, mode }) => ({ ...pair, mode }));
 
 const valueCache = new Map<string, number[]>();
 
@@ -32,7 +36,8 @@ function formatValues(format: FloatFormat): number[] {
   const top = format.signed ? format.signMask : format.codeCount;
   const step = format.bits <= 8 ? 1 : Math.max(1, Math.floor(top / 4096));
   const out: number[] = [];
-  for (let c = 0; c < top; c += step) if (!isNanCode(format, c) && Number.isFinite(decode(format, c))) out.push(decode(format, c));
+  for (let c = 0; c < top; c += step)
+    if (!isNanCode(format, c) && Number.isFinite(decode(format, c))) out.push(decode(format, c));
   valueCache.set(format.name, out);
   return out;
 }
@@ -53,10 +58,23 @@ export function castValueArb(formatName: string): fc.Arbitrary<number> {
     u32[0] = (u32[0] as number) + (x > 0 ? d : -d);
     return f32[0] as number;
   };
-  const tie = fc.integer({ min: 0, max: values.length - 2 }).chain((i) =>
-    fc.constantFrom(-1, 0, 1).map((d) => nudge(Math.fround(((values[i] as number) + (values[i + 1] as number)) / 2), d)),
+  const tie = fc
+    .integer({ min: 0, max: values.length - 2 })
+    .chain((i) =>
+      fc
+        .constantFrom(-1, 0, 1)
+        .map((d) => nudge(Math.fround(((values[i] as number) + (values[i + 1] as number)) / 2), d)),
+    );
+  const special = fc.constantFrom(
+    0,
+    -0,
+    Infinity,
+    -Infinity,
+    Number.NaN,
+    Math.fround(format.maxFinite * 1.0625),
+    3.4028234663852886e38,
+    2 ** -149,
   );
-  const special = fc.constantFrom(0, -0, Infinity, -Infinity, Number.NaN, Math.fround(format.maxFinite * 1.0625), 3.4028234663852886e38, 2 ** -149);
   const magnitude = fc.oneof(fc.constantFrom(...values), tie, special, fc.float({ noNaN: true }));
   return fc.tuple(magnitude, fc.boolean()).map(([v, neg]) => Math.fround(neg ? -v : v));
 }
@@ -86,7 +104,8 @@ export function batchArb(options: BatchArbOptions = {}): fc.Arbitrary<BatchJson>
     { weight: 1, arbitrary: fc.double({ min: 2, max: 8, noNaN: true }).chain((g) => fc.constantFrom(g, -g)) },
   );
   // Full maxB × maxT grids sliced to B × T (no chain): B, T and every value shrink independently.
-  const grid = <V>(a: fc.Arbitrary<V>): fc.Arbitrary<V[][]> => fc.array(fc.array(a, { minLength: maxT, maxLength: maxT }), { minLength: maxB, maxLength: maxB });
+  const grid = <V>(a: fc.Arbitrary<V>): fc.Arbitrary<V[][]> =>
+    fc.array(fc.array(a, { minLength: maxT, maxLength: maxT }), { minLength: maxB, maxLength: maxB });
   const vec = <V>(a: fc.Arbitrary<V>): fc.Arbitrary<V[]> => fc.array(a, { minLength: maxB, maxLength: maxB });
   return fc
     .record({
@@ -107,24 +126,57 @@ export function batchArb(options: BatchArbOptions = {}): fc.Arbitrary<BatchJson>
       const logpRollout = cut(r.logpRollout);
       const logpOld = logpRollout.map((row, i) => row.map((v, t) => v + (r.dOld[i] as number[])[t]!));
       const logpTheta = logpOld.map((row, i) => row.map((v, t) => v + (r.dTheta[i] as number[])[t]!));
-      const batch: BatchJson = { logpTheta, logpOld, logpRollout, mask, rewards: r.rewards.slice(0, B), groups: r.groups.slice(0, B) };
-      if (options.withRef ?? true) batch.logpRef = logpOld.map((row, i) => row.map((v, t) => v + (r.dRef[i] as number[])[t]!));
+      const batch: BatchJson = {
+        logpTheta,
+        logpOld,
+        logpRollout,
+        mask,
+        rewards: r.rewards.slice(0, B),
+        groups: r.groups.slice(0, B),
+      };
+      if (options.withRef ?? true)
+        batch.logpRef = logpOld.map((row, i) => row.map((v, t) => v + (r.dRef[i] as number[])[t]!));
       return batch;
     });
 }
 
 const correctionSpecs = [
-  { name: 'none' }, { name: 'token-is' }, { name: 'tis', C: 2 }, { name: 'seq-tis', C: 2 }, { name: 'icepop' }, { name: 'mis-token' },
-  { name: 'mis-seq' }, { name: 'geo-rs', lo: 0.9, hi: 1.1 }, { name: 'rs-k1' }, { name: 'rs-k2', hi: 0.05 }, { name: 'rs-k3', hi: 0.05 },
-  { name: 'veto', v: 0.05 }, { name: 'batch-norm' }, { name: 'ais' },
+  { name: 'none' },
+  { name: 'token-is' },
+  { name: 'tis', C: 2 },
+  { name: 'seq-tis', C: 2 },
+  { name: 'icepop' },
+  { name: 'mis-token' },
+  { name: 'mis-seq' },
+  { name: 'geo-rs', lo: 0.9, hi: 1.1 },
+  { name: 'rs-k1' },
+  { name: 'rs-k2', hi: 0.05 },
+  { name: 'rs-k3', hi: 0.05 },
+  { name: 'veto', v: 0.05 },
+  { name: 'batch-norm' },
+  { name: 'ais' },
   // the stacks' options
-  { name: 'opsm', form: 'slime', delta: 0.001 }, { name: 'rollout_rs', rollout_rs: 'token_k1,seq_max_k3', rollout_rs_threshold: '0.5_2.0,0.05' },
-  { name: 'rejection_sampling', metric: 'kl_k3', level: 'sequence', agg: 'max', upper: 0.5 }, { name: 'rejection_sampling', action: 'clamp', upper: 1.5 },
-  { name: 'rejection_sampling', metric: 'binary_kl', upper: 0.02 }, { name: 'batch-norm', level: 'slime-sequence' }, { name: 'seq_logprob_error_threshold', threshold: 1.5 },
+  { name: 'opsm', form: 'slime', delta: 0.001 },
+  { name: 'rollout_rs', rollout_rs: 'token_k1,seq_max_k3', rollout_rs_threshold: '0.5_2.0,0.05' },
+  { name: 'rejection_sampling', metric: 'kl_k3', level: 'sequence', agg: 'max', upper: 0.5 },
+  { name: 'rejection_sampling', action: 'clamp', upper: 1.5 },
+  { name: 'rejection_sampling', metric: 'binary_kl', upper: 0.02 },
+  { name: 'batch-norm', level: 'slime-sequence' },
+  { name: 'seq_logprob_error_threshold', threshold: 1.5 },
 ] as const;
 const lossSpecs = [
-  { name: 'ppo-clip' }, { name: 'ppo-clip', dualClip: 3 }, { name: 'gspo' }, { name: 'sapo' }, { name: 'cispo' }, { name: 'reinforce' }, { name: 'tbpo' },
-  { name: 'cispo', anchor: 'rollout' }, { name: 'geo_mean' }, { name: 'luspo' }, { name: 'vespo' }, { name: 'topr' },
+  { name: 'ppo-clip' },
+  { name: 'ppo-clip', dualClip: 3 },
+  { name: 'gspo' },
+  { name: 'sapo' },
+  { name: 'cispo' },
+  { name: 'reinforce' },
+  { name: 'tbpo' },
+  { name: 'cispo', anchor: 'rollout' },
+  { name: 'geo_mean' },
+  { name: 'luspo' },
+  { name: 'vespo' },
+  { name: 'topr' },
 ] as const;
 
 /** An `estimate` config: any advantage, correction stage, loss, aggregation and optional KL. */
@@ -133,8 +185,20 @@ export const estimatorConfigArb = (): fc.Arbitrary<Record<string, unknown>> =>
     advantage: fc.constantFrom({ name: 'grpo' }, { name: 'drgrpo' }, { name: 'batch-std' }),
     correction: fc.constantFrom(...correctionSpecs),
     loss: fc.constantFrom(...lossSpecs),
-    aggregation: fc.constantFrom('token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token'),
-    kl: fc.constantFrom(null, { name: 'k1', coef: 0.01 }, { name: 'k2', coef: 0.01 }, { name: 'k3', coef: 0.01 }, { name: 'k3+', coef: 0.01 }),
+    aggregation: fc.constantFrom(
+      'token-mean',
+      'seq-mean-token-sum',
+      'seq-mean-token-mean',
+      'seq-mean-token-sum-norm',
+      'slime-per-token',
+    ),
+    kl: fc.constantFrom(
+      null,
+      { name: 'k1', coef: 0.01 },
+      { name: 'k2', coef: 0.01 },
+      { name: 'k3', coef: 0.01 },
+      { name: 'k3+', coef: 0.01 },
+    ),
   });
 
 /** The params of the `quantize` check method: a preset, its block (when it has one) and a 2-D input with NaN as a string. */
@@ -145,13 +209,21 @@ export const quantizeParamsArb = (): fc.Arbitrary<{ preset: string; block?: numb
       { weight: 6, arbitrary: fc.double({ min: -100, max: 100, noNaN: true }).map(Math.fround) },
       { weight: 1, arbitrary: fc.constantFrom<number | string>(0, -0 as number, 8, -8, 448, 1e-7, 'NaN') },
     );
-    return fc.record({ block: fc.constantFrom(4, 8), rows: fc.integer({ min: 1, max: 9 }), cols: fc.integer({ min: 1, max: 19 }) }).chain(({ block, rows, cols }) =>
-      fc.array(fc.array(value, { minLength: cols, maxLength: cols }), { minLength: rows, maxLength: rows }).map((input) => ({
-        preset,
-        ...(hasBlock ? { block } : {}),
-        input: input.map((row) => row.map((v) => (Object.is(v, -0) ? '-0' : v))),
-      })),
-    );
+    return fc
+      .record({
+        block: fc.constantFrom(4, 8),
+        rows: fc.integer({ min: 1, max: 9 }),
+        cols: fc.integer({ min: 1, max: 19 }),
+      })
+      .chain(({ block, rows, cols }) =>
+        fc
+          .array(fc.array(value, { minLength: cols, maxLength: cols }), { minLength: rows, maxLength: rows })
+          .map((input) => ({
+            preset,
+            ...(hasBlock ? { block } : {}),
+            input: input.map((row) => row.map((v) => (Object.is(v, -0) ? '-0' : v))),
+          })),
+      );
   });
 
 /** Any precision plan name. */

@@ -14,7 +14,13 @@ import { logprobsToJson, NEWEST_REVISION, UNDECLARED_FIELDS } from '../protocol/
 import type { RunConfig } from '../rl/grpo/config.js';
 import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
-import { checkGenerateRequestFields, checkLogprobsRows, checkRolloutIsEngine, checkSyncServesNewWeights, checkTrainerSideScored } from './request-checks.js';
+import {
+  checkGenerateRequestFields,
+  checkLogprobsRows,
+  checkRolloutIsEngine,
+  checkSyncServesNewWeights,
+  checkTrainerSideScored,
+} from './request-checks.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 
 /** One row of the conformance table. */
@@ -42,7 +48,11 @@ export interface ConformanceOptions {
 /** JSON with object keys sorted (key order carries no meaning). */
 function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  if (v !== null && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  if (v !== null && typeof v === 'object')
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   return JSON.stringify(v);
 }
 
@@ -77,22 +87,36 @@ type Attempt = <T>(check: string, fn: () => Promise<T>) => Promise<T | undefined
  * `probSqSum: true` returns Σ_v π(v)² without changing ℓ, in [π(y)², 1] on the mask (the sampled
  * token's own term is one of the sum's) and 0 off it.
  */
-async function checkProbSqSum(backend: RemoteBackend, info: BackendInfo, batch: RolloutBatch, rows: readonly number[], logp: Float64Array, add: AddRow, attempt: Attempt): Promise<void> {
+async function checkProbSqSum(
+  backend: RemoteBackend,
+  info: BackendInfo,
+  batch: RolloutBatch,
+  rows: readonly number[],
+  logp: Float64Array,
+  add: AddRow,
+  attempt: Attempt,
+): Promise<void> {
   if (info.capabilities.probSqSum !== true) {
     add('probSqSum capability', true, 'not declared (runs with advantage optimal_token_baseline are refused)', true);
     return;
   }
-  const r = await attempt('probSqSum capability', () => backend.logprobs({ batch, rows, policy: 'current', probSqSum: true }));
+  const r = await attempt('probSqSum capability', () =>
+    backend.logprobs({ batch, rows, policy: 'current', probSqSum: true }),
+  );
   if (r === undefined) return;
   const sq = r.probSqSum as Float64Array;
   let bad = equalArrays(r.logp, logp) ? '' : 'ℓ differs from the same pass without probSqSum';
   for (let i = 0; i < sq.length && bad === ''; i++) {
     const low = Math.exp(2 * logp[i]!) * (1 - 1e-9);
-    if (batch.mask[i] === 1 ? !(sq[i]! >= low && sq[i]! <= 1) : sq[i] !== 0) bad = `probSqSum ${sq[i]} at ${i} (π(y)² = ${Math.exp(2 * logp[i]!)}, mask ${batch.mask[i]})`;
+    if (batch.mask[i] === 1 ? !(sq[i]! >= low && sq[i]! <= 1) : sq[i] !== 0)
+      bad = `probSqSum ${sq[i]} at ${i} (π(y)² = ${Math.exp(2 * logp[i]!)}, mask ${batch.mask[i]})`;
   }
-  add('probSqSum capability', bad === '', bad === '' ? 'declared and returned: Σπ² in [π(y)², 1] on the mask, ℓ unchanged' : bad);
+  add(
+    'probSqSum capability',
+    bad === '',
+    bad === '' ? 'declared and returned: Σπ² in [π(y)², 1] on the mask, ℓ unchanged' : bad,
+  );
 }
-
 
 /**
  * The MoE routing checks (docs/moe.md), run when the rollout record carries the engine's routing
@@ -100,17 +124,27 @@ async function checkProbSqSum(backend: RemoteBackend, info: BackendInfo, batch: 
  * rates against the record lie in [0, 1], replaying its own routing (R2's request) reproduces ℓ bit
  * for bit, and replaying the rollout's (R3) answers; the k3 with and without R3 is reported.
  */
-async function checkRoutingReplay(backend: RemoteBackend, batch: RolloutBatch, rows: readonly number[], logp: Float64Array, add: AddRow, attempt: Attempt): Promise<void> {
+async function checkRoutingReplay(
+  backend: RemoteBackend,
+  batch: RolloutBatch,
+  rows: readonly number[],
+  logp: Float64Array,
+  add: AddRow,
+  attempt: Attempt,
+): Promise<void> {
   const recorded = (batch.record as { moeRouting?: unknown }).moeRouting;
   if (!Array.isArray(recorded) || recorded.length === 0) {
     add('MoE routing replay', true, 'no moeRouting in the rollout record (a dense model): not exercised', true);
     return;
   }
   const layers = recorded.length;
-  const own = await attempt('MoE: own routing returned', () => backend.logprobs({ batch, rows, policy: 'current', returnRouting: true }));
+  const own = await attempt('MoE: own routing returned', () =>
+    backend.logprobs({ batch, rows, policy: 'current', returnRouting: true }),
+  );
   if (own === undefined) return;
   const routing = own.routing;
-  const shaped = routing !== undefined && routing.length === layers && routing.every((r) => r instanceof Int32Array && r.length > 0);
+  const shaped =
+    routing !== undefined && routing.length === layers && routing.every((r) => r instanceof Int32Array && r.length > 0);
   const sameLogp = equalArrays(own.logp, logp);
   add(
     'MoE: own routing returned',
@@ -123,19 +157,40 @@ async function checkRoutingReplay(backend: RemoteBackend, batch: RolloutBatch, r
   );
   const rates = own.routingFlipRate;
   const ratesOk = rates !== undefined && rates.length === layers && rates.every((r) => r >= 0 && r <= 1);
-  add('MoE: flip rate per layer', ratesOk, ratesOk ? rates.map((r, l) => `l${l} ${(100 * r).toFixed(2)} %`).join(', ') : `routingFlipRate ${JSON.stringify(rates)} for ${layers} layer(s)`);
+  add(
+    'MoE: flip rate per layer',
+    ratesOk,
+    ratesOk
+      ? rates.map((r, l) => `l${l} ${(100 * r).toFixed(2)} %`).join(', ')
+      : `routingFlipRate ${JSON.stringify(rates)} for ${layers} layer(s)`,
+  );
   if (shaped) {
-    const replayed = await attempt('MoE: replaying its own routing (R2) keeps ℓ', () => backend.logprobs({ batch, rows, policy: 'current', routing }));
+    const replayed = await attempt('MoE: replaying its own routing (R2) keeps ℓ', () =>
+      backend.logprobs({ batch, rows, policy: 'current', routing }),
+    );
     if (replayed !== undefined) {
       const same = equalArrays(replayed.logp, own.logp);
-      add('MoE: replaying its own routing (R2) keeps ℓ', same, same ? 'ℓ bit-identical with the returned routing replayed' : 'replaying the routing the pass returned changes ℓ: the returned routing is not the one used');
+      add(
+        'MoE: replaying its own routing (R2) keeps ℓ',
+        same,
+        same
+          ? 'ℓ bit-identical with the returned routing replayed'
+          : 'replaying the routing the pass returned changes ℓ: the returned routing is not the one used',
+      );
     }
   }
-  const r3 = await attempt('MoE: rollout routing replay (R3)', () => backend.logprobs({ batch, rows, policy: 'current', routing: 'rollout' }));
+  const r3 = await attempt('MoE: rollout routing replay (R3)', () =>
+    backend.logprobs({ batch, rows, policy: 'current', routing: 'rollout' }),
+  );
   if (r3 !== undefined) {
     const before = probeDiagnostics(batch.logpRollout, own.logp, batch.mask);
     const after = probeDiagnostics(batch.logpRollout, r3.logp, batch.mask);
-    add('MoE: rollout routing replay (R3)', true, `k3 ${before.k3.toExponential(3)} with the trainer's own routing → ${after.k3.toExponential(3)} with the rollout's`, true);
+    add(
+      'MoE: rollout routing replay (R3)',
+      true,
+      `k3 ${before.k3.toExponential(3)} with the trainer's own routing → ${after.k3.toExponential(3)} with the rollout's`,
+      true,
+    );
   }
 }
 
@@ -147,7 +202,10 @@ async function checkRoutingReplay(backend: RemoteBackend, batch: RolloutBatch, r
  * errors bad requests get. Leaves the backend changed
  * (it takes optimizer steps); run it on a scratch instance.
  */
-export async function runConformance(backend: RemoteBackend, options: ConformanceOptions = {}): Promise<ConformanceRow[]> {
+export async function runConformance(
+  backend: RemoteBackend,
+  options: ConformanceOptions = {},
+): Promise<ConformanceRow[]> {
   const rows: ConformanceRow[] = [];
   const add = (check: string, ok: boolean, detail: string, informational = false): void => {
     rows.push({ check, status: informational ? 'info' : ok ? 'ok' : 'FAIL', detail });
@@ -166,29 +224,72 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
 
   // Protocol and description.
   const info = backend.lastInfo ?? (await backend.info());
-  add('protocol version', info.protocol === 'qrl-backend/1', `${info.protocol}; ${info.backend.name} ${info.backend.version}, policy ${info.policy}, plan ${info.plan.name}, ${info.parameters} parameters`);
+  add(
+    'protocol version',
+    info.protocol === 'qrl-backend/1',
+    `${info.protocol}; ${info.backend.name} ${info.backend.version}, policy ${info.policy}, plan ${info.plan.name}, ${info.parameters} parameters`,
+  );
   const revision = backend.paramsRevision;
   const leftOut = UNDECLARED_FIELDS.filter((f) => f.revision > revision).map((f) => `${f.method}.${f.field}`);
-  add('params revision', true, leftOut.length === 0 ? `takes the params of revision ${revision} (the newest, docs/adapter.md §12)` : `written to revision ${revision} (refused ${leftOut[0]} as unknown): the client leaves out ${leftOut.join(', ')}`, revision !== NEWEST_REVISION);
+  add(
+    'params revision',
+    true,
+    leftOut.length === 0
+      ? `takes the params of revision ${revision} (the newest, docs/adapter.md §12)`
+      : `written to revision ${revision} (refused ${leftOut[0]} as unknown): the client leaves out ${leftOut.join(', ')}`,
+    revision !== NEWEST_REVISION,
+  );
   const refused = await backend.raw('info', { protocols: ['qrl-backend/999'] }).then(
     () => 'answered',
-    (e: unknown) => (e instanceof BackendCallError && e.code === RPC_ERRORS.failedPrecondition && e.field === 'protocols' ? 'ok' : String(e)),
+    (e: unknown) =>
+      e instanceof BackendCallError && e.code === RPC_ERRORS.failedPrecondition && e.field === 'protocols'
+        ? 'ok'
+        : String(e),
   );
-  add('unknown version refused', refused === 'ok', refused === 'ok' ? 'info {protocols: [qrl-backend/999]} → −32000, field protocols' : `expected error −32000 with field protocols, got ${refused}`);
-  const infoAgain = await backend.raw('info', { protocols: ['qrl-backend/1'] }).then((r) => r, (e: unknown) => String(e));
+  add(
+    'unknown version refused',
+    refused === 'ok',
+    refused === 'ok'
+      ? 'info {protocols: [qrl-backend/999]} → −32000, field protocols'
+      : `expected error −32000 with field protocols, got ${refused}`,
+  );
+  const infoAgain = await backend.raw('info', { protocols: ['qrl-backend/1'] }).then(
+    (r) => r,
+    (e: unknown) => String(e),
+  );
   const stable = sameJson(infoAgain, { ...info });
-  add('info answers the same twice', stable, stable ? 'a second info gives the same description' : `a second info answered ${JSON.stringify(infoAgain).slice(0, 160)}`);
+  add(
+    'info answers the same twice',
+    stable,
+    stable
+      ? 'a second info gives the same description'
+      : `a second info answered ${JSON.stringify(infoAgain).slice(0, 160)}`,
+  );
   if (options.config !== undefined) {
     const config = options.config;
     const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
-    add('plan and vocabulary against the run config', mismatches.length === 0, mismatches.length === 0 ? `policy ${info.policy}, plan ${info.plan.name}, vocabulary ${info.vocabulary.size} and special tokens as the config asks` : mismatches.join('; '));
+    add(
+      'plan and vocabulary against the run config',
+      mismatches.length === 0,
+      mismatches.length === 0
+        ? `policy ${info.policy}, plan ${info.plan.name}, vocabulary ${info.vocabulary.size} and special tokens as the config asks`
+        : mismatches.join('; '),
+    );
   }
   const voc = info.vocabulary;
   const specials = [voc.pad, voc.bos, voc.eos, voc.sep, voc.mask];
   const firstFree = Math.max(...specials) + 1;
-  add('vocabulary', specials.every((s) => s < voc.size) && new Set(specials).size === 5 && firstFree < voc.size, `size ${voc.size}, pad ${voc.pad} bos ${voc.bos} eos ${voc.eos} sep ${voc.sep} mask ${voc.mask}`);
+  add(
+    'vocabulary',
+    specials.every((s) => s < voc.size) && new Set(specials).size === 5 && firstFree < voc.size,
+    `size ${voc.size}, pad ${voc.pad} bos ${voc.bos} eos ${voc.eos} sep ${voc.sep} mask ${voc.mask}`,
+  );
 
-  const prompts = Array.from({ length: B }, (_, b) => [voc.bos, ...Array.from({ length: P - 2 }, (_, j) => firstFree + ((b * 3 + j * 5) % (voc.size - firstFree))), voc.sep]);
+  const prompts = Array.from({ length: B }, (_, b) => [
+    voc.bos,
+    ...Array.from({ length: P - 2 }, (_, j) => firstFree + ((b * 3 + j * 5) % (voc.size - firstFree))),
+    voc.sep,
+  ]);
   const synced = await attempt('sync', () => backend.sync());
   if (synced === undefined) return rows;
   const v0 = synced.weightVersion;
@@ -202,43 +303,106 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
   const violation = generateViolation(info, { prompts, seed }, batch, v0);
   let tokens = 0;
   for (const m of batch.mask) tokens += m;
-  add('generate shapes and masks', violation === null, violation === null ? `B ${batch.B}, T ${batch.T}, ${tokens} tokens, record kind ${batch.record.kind}` : formatViolation(violation));
+  add(
+    'generate shapes and masks',
+    violation === null,
+    violation === null
+      ? `B ${batch.B}, T ${batch.T}, ${tokens} tokens, record kind ${batch.record.kind}`
+      : formatViolation(violation),
+  );
   const again = await attempt('same seed ⇒ same tokens', () => backend.generate({ prompts, seed }));
   if (again !== undefined) {
-    const same = equalArrays(again.responses, batch.responses) && equalArrays(again.logpRollout, batch.logpRollout) && equalArrays(again.mask, batch.mask);
-    add('same seed ⇒ same tokens', same, same ? 'responses, mask and ℓroll identical' : 'a second generate with the same seed differs');
+    const same =
+      equalArrays(again.responses, batch.responses) &&
+      equalArrays(again.logpRollout, batch.logpRollout) &&
+      equalArrays(again.mask, batch.mask);
+    add(
+      'same seed ⇒ same tokens',
+      same,
+      same ? 'responses, mask and ℓroll identical' : 'a second generate with the same seed differs',
+    );
   }
-  const other = await attempt('other seed ⇒ other tokens', () => backend.generate({ prompts, seed: 'backend-check/rollout/1' }));
-  if (other !== undefined) add('other seed ⇒ other tokens', true, equalArrays(other.responses, batch.responses) ? 'identical (a deterministic policy?)' : 'responses differ', true);
+  const other = await attempt('other seed ⇒ other tokens', () =>
+    backend.generate({ prompts, seed: 'backend-check/rollout/1' }),
+  );
+  if (other !== undefined)
+    add(
+      'other seed ⇒ other tokens',
+      true,
+      equalArrays(other.responses, batch.responses) ? 'identical (a deterministic policy?)' : 'responses differ',
+      true,
+    );
 
   // The entropy capability: declared ⇒ returned; not declared ⇒ may be omitted.
   const all = Array.from({ length: B }, (_, b) => b);
-  const probe = await attempt('entropy capability', () => backend.raw('logprobs', logprobsToJson({ batch, rows: all, policy: 'current' })));
+  const probe = await attempt('entropy capability', () =>
+    backend.raw('logprobs', logprobsToJson({ batch, rows: all, policy: 'current' })),
+  );
   if (probe === undefined) return rows;
   const hasEntropy = probe !== null && typeof probe === 'object' && 'entropy' in probe;
   if (info.capabilities.entropy && !hasEntropy) {
-    add('entropy capability', false, 'capabilities.entropy is true but logprobs returned no entropy: return it, or declare entropy: false (then the run reports NaN entropies); the checks that score log-probs are skipped');
+    add(
+      'entropy capability',
+      false,
+      'capabilities.entropy is true but logprobs returned no entropy: return it, or declare entropy: false (then the run reports NaN entropies); the checks that score log-probs are skipped',
+    );
     return rows;
   }
-  add('entropy capability', true, info.capabilities.entropy ? 'declared and returned' : hasEntropy ? 'not declared, returned anyway' : 'not declared and omitted (the run reports NaN entropies)');
+  add(
+    'entropy capability',
+    true,
+    info.capabilities.entropy
+      ? 'declared and returned'
+      : hasEntropy
+        ? 'not declared, returned anyway'
+        : 'not declared and omitted (the run reports NaN entropies)',
+  );
 
   // Rollout vs trainer log-probs on the same weights.
   const lp = await attempt('logprobs shapes', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
   if (lp !== undefined) {
     const lv = logprobsViolation(info, { batch, rows: all, policy: 'current' }, lp);
-    add('logprobs shapes', lv === null, lv === null ? `ℓ and entropy (${B}, ${batch.T}), finite ≤ 0 on the mask, 0 off it` : formatViolation(lv));
+    add(
+      'logprobs shapes',
+      lv === null,
+      lv === null ? `ℓ and entropy (${B}, ${batch.T}), finite ≤ 0 on the mask, 0 off it` : formatViolation(lv),
+    );
     const d = probeDiagnostics(batch.logpRollout, lp.logp, batch.mask);
-    const sameGemms = sameJson(info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm, info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm);
+    const sameGemms = sameJson(
+      info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm,
+      info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm,
+    );
     // ℓroll of a processed distribution (τ ≠ 1, top-k, top-p) is not the trainer's full-vocabulary ℓ even on
     // the same weights: the comparisons that need equality hold only for a raw ℓroll or an untouched sampler
     const sampler = options.config?.policy.sampler;
-    const likeForLike = sampler === undefined || sampler.logprob === 'raw' || (sampler.temperature === 1 && sampler.topK === 0 && sampler.topP === 1);
+    const likeForLike =
+      sampler === undefined ||
+      sampler.logprob === 'raw' ||
+      (sampler.temperature === 1 && sampler.topK === 0 && sampler.topP === 1);
     const identicalSides = sameGemms && likeForLike;
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
     if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
-    else if (!likeForLike) add('ℓroll vs ℓ (processed sampler)', true, `${detail}; the configured sampler (τ ${sampler!.temperature}, top-k ${sampler!.topK}, top-p ${sampler!.topP}) reports ℓroll of its processed distribution, not comparable with the full-vocabulary ℓ`, true);
+    else if (!likeForLike)
+      add(
+        'ℓroll vs ℓ (processed sampler)',
+        true,
+        `${detail}; the configured sampler (τ ${sampler!.temperature}, top-k ${sampler!.topK}, top-p ${sampler!.topP}) reports ℓroll of its processed distribution, not comparable with the full-vocabulary ℓ`,
+        true,
+      );
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
-    const ctx = { backend, info, prompts, seed, batch, logp: lp.logp, tolerance, identicalSides, likeForLike, add, attempt };
+    const ctx = {
+      backend,
+      info,
+      prompts,
+      seed,
+      batch,
+      logp: lp.logp,
+      tolerance,
+      identicalSides,
+      likeForLike,
+      add,
+      attempt,
+    };
     await checkLogprobsRows(ctx);
     await checkRolloutIsEngine(ctx);
     await checkTrainerSideScored(ctx);
@@ -254,12 +418,22 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     return sum / Math.max(1, tokens);
   };
   await attempt('setReference', () => backend.setReference());
-  const refBefore = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
-  const withGrad = await attempt('backward + step', () => backend.logprobs({ batch, rows: all, policy: 'current', grad: true }));
-  const unspent = withGrad === undefined ? undefined : await attempt('step retires unspent handles', () => backend.logprobs({ batch, rows: all, policy: 'current', grad: true }));
+  const refBefore = await attempt('reference frozen', () =>
+    backend.logprobs({ batch, rows: all, policy: 'reference' }),
+  );
+  const withGrad = await attempt('backward + step', () =>
+    backend.logprobs({ batch, rows: all, policy: 'current', grad: true }),
+  );
+  const unspent =
+    withGrad === undefined
+      ? undefined
+      : await attempt('step retires unspent handles', () =>
+          backend.logprobs({ batch, rows: all, policy: 'current', grad: true }),
+        );
   // g = ∂(−mean ℓ)/∂ℓ: one step descending it must raise the samples' mean ℓ
   const g = Float64Array.from(batch.mask, (m) => -m / Math.max(1, tokens));
-  const refusedAnswer = (e: unknown): string => (e instanceof BackendCallError && e.kind === 'remote' ? 'ok' : String(e));
+  const refusedAnswer = (e: unknown): string =>
+    e instanceof BackendCallError && e.kind === 'remote' ? 'ok' : String(e);
   if (withGrad !== undefined && refBefore !== undefined) {
     const handle = withGrad.handle;
     if (handle === undefined) {
@@ -267,31 +441,86 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
     } else {
       const stepped = await attempt('backward + step', async () => {
         await backend.backward(handle, g);
-        const spent = await backend.backward(handle, g).then(() => 'accepted: the gradient was accumulated twice', refusedAnswer);
-        add('spent handle refused', spent === 'ok', spent === 'ok' ? 'a second backward on the same handle (before step) is an error' : `backward must spend its handle; a second backward on it was ${spent}`);
+        const spent = await backend
+          .backward(handle, g)
+          .then(() => 'accepted: the gradient was accumulated twice', refusedAnswer);
+        add(
+          'spent handle refused',
+          spent === 'ok',
+          spent === 'ok'
+            ? 'a second backward on the same handle (before step) is an error'
+            : `backward must spend its handle; a second backward on it was ${spent}`,
+        );
         return backend.step({ maxGradNorm: 1 });
       });
       if (stepped !== undefined) {
-        add('backward + step', Number.isFinite(stepped.gradNorm) && stepped.gradNorm > 0, `gradNorm ${stepped.gradNorm.toExponential(4)}`);
-        add('weight version advances after step', stepped.weightVersion === v0 + 1, `step → ${stepped.weightVersion} (was ${v0})`);
+        add(
+          'backward + step',
+          Number.isFinite(stepped.gradNorm) && stepped.gradNorm > 0,
+          `gradNorm ${stepped.gradNorm.toExponential(4)}`,
+        );
+        add(
+          'weight version advances after step',
+          stepped.weightVersion === v0 + 1,
+          `step → ${stepped.weightVersion} (was ${v0})`,
+        );
         if (unspent?.handle !== undefined) {
           const retired = await backend.backward(unspent.handle, g).then(() => 'accepted', refusedAnswer);
-          add('step retires unspent handles', retired === 'ok', retired === 'ok' ? 'backward on a handle taken before the step is an error' : `step must drop unspent handles; backward on one taken before the step was ${retired}`);
+          add(
+            'step retires unspent handles',
+            retired === 'ok',
+            retired === 'ok'
+              ? 'backward on a handle taken before the step is an error'
+              : `step must drop unspent handles; backward on one taken before the step was ${retired}`,
+          );
         }
         const stale = await attempt('generate before sync: old version', () => backend.generate({ prompts, seed }));
         if (stale !== undefined) {
-          add('generate before sync: old version', stale.weightVersion === v0, `version ${stale.weightVersion} (synced ${v0})`);
+          add(
+            'generate before sync: old version',
+            stale.weightVersion === v0,
+            `version ${stale.weightVersion} (synced ${v0})`,
+          );
           // Reported, not a violation: an engine that samples with the new weights before sync mislabels
           // its batches (the contract's StepResult says the engine sees them at the next sync).
           const same = equalArrays(stale.responses, batch.responses);
-          add('generate before sync: old weights', same, same ? 'same tokens as before the step' : 'tokens differ: the engine samples with weights it has not synced', true);
+          add(
+            'generate before sync: old weights',
+            same,
+            same
+              ? 'same tokens as before the step'
+              : 'tokens differ: the engine samples with weights it has not synced',
+            true,
+          );
         }
         const resync = await attempt('sync serves the new version', () => backend.sync());
-        if (resync !== undefined) add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
-        if (resync !== undefined) await checkSyncServesNewWeights({ backend, info, prompts, seed, batch, logp: lp?.logp ?? batch.logpRollout, tolerance, identicalSides: false, likeForLike: true, add, attempt });
-        const after = await attempt('current policy moved', () => backend.logprobs({ batch, rows: all, policy: 'current' }));
+        if (resync !== undefined)
+          add('sync serves the new version', resync.weightVersion === v0 + 1, `sync → ${resync.weightVersion}`);
+        if (resync !== undefined)
+          await checkSyncServesNewWeights({
+            backend,
+            info,
+            prompts,
+            seed,
+            batch,
+            logp: lp?.logp ?? batch.logpRollout,
+            tolerance,
+            identicalSides: false,
+            likeForLike: true,
+            add,
+            attempt,
+          });
+        const after = await attempt('current policy moved', () =>
+          backend.logprobs({ batch, rows: all, policy: 'current' }),
+        );
         if (after !== undefined) {
-          add('current policy moved', !equalArrays(after.logp, withGrad.logp), equalArrays(after.logp, withGrad.logp) ? 'ℓ bit-identical after a step with a nonzero gradient' : 'ℓ changed with the step');
+          add(
+            'current policy moved',
+            !equalArrays(after.logp, withGrad.logp),
+            equalArrays(after.logp, withGrad.logp)
+              ? 'ℓ bit-identical after a step with a nonzero gradient'
+              : 'ℓ changed with the step',
+          );
           const before = maskedMean(withGrad.logp);
           const now = maskedMean(after.logp);
           add(
@@ -302,8 +531,17 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
               : `one step descending −mean ℓ (gradLogp = −mask/${tokens}) moved mean ℓ ${before.toFixed(6)} → ${now.toFixed(6)} (Δ ${(now - before).toExponential(3)}): the gradient points the wrong way; backward must accumulate +∂(Σ gradLogp·ℓ)/∂θ and step must descend it`,
           );
         }
-        const refAfter = await attempt('reference frozen', () => backend.logprobs({ batch, rows: all, policy: 'reference' }));
-        if (refAfter !== undefined) add('reference frozen', equalArrays(refAfter.logp, refBefore.logp), equalArrays(refAfter.logp, refBefore.logp) ? 'reference ℓ bit-identical across the step' : `the reference moved with the step (${differences(refBefore.logp, refAfter.logp)})`);
+        const refAfter = await attempt('reference frozen', () =>
+          backend.logprobs({ batch, rows: all, policy: 'reference' }),
+        );
+        if (refAfter !== undefined)
+          add(
+            'reference frozen',
+            equalArrays(refAfter.logp, refBefore.logp),
+            equalArrays(refAfter.logp, refBefore.logp)
+              ? 'reference ℓ bit-identical across the step'
+              : `the reference moved with the step (${differences(refBefore.logp, refAfter.logp)})`,
+          );
       }
     }
   }
@@ -331,9 +569,17 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
       const v = (await backend.sync()).weightVersion;
       const problems: string[] = [];
       if (v !== version) problems.push(`version after load and sync is ${v}, saved at ${version}`);
-      if (!equalArrays(saved.logp, restored.logp)) problems.push(`current ℓ differs from the saved (${differences(saved.logp, restored.logp)})`);
-      if (!equalArrays(savedRef.logp, restoredRef.logp)) problems.push(`reference ℓ differs from the saved (${differences(savedRef.logp, restoredRef.logp)})`);
-      add('save/load restores weights, reference and version', problems.length === 0, problems.length === 0 ? `ℓ (current and reference) bit-identical after load; version ${v}` : problems.join('; '));
+      if (!equalArrays(saved.logp, restored.logp))
+        problems.push(`current ℓ differs from the saved (${differences(saved.logp, restored.logp)})`);
+      if (!equalArrays(savedRef.logp, restoredRef.logp))
+        problems.push(`reference ℓ differs from the saved (${differences(savedRef.logp, restoredRef.logp)})`);
+      add(
+        'save/load restores weights, reference and version',
+        problems.length === 0,
+        problems.length === 0
+          ? `ℓ (current and reference) bit-identical after load; version ${v}`
+          : problems.join('; '),
+      );
       return { first, restoredOk: problems.length === 0 };
     });
     if (roundTrip?.restoredOk) {
@@ -357,8 +603,20 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
 
   // Bad requests: clear errors, and the backend keeps serving.
   const probes: { name: string; method: string; params: unknown; code: number; field?: string }[] = [
-    { name: 'generate {prompts: "x"}', method: 'generate', params: { prompts: 'x', seed: 's' }, code: RPC_ERRORS.invalidParams, field: 'prompts' },
-    { name: 'step {maxGradNorm: -1}', method: 'step', params: { maxGradNorm: -1 }, code: RPC_ERRORS.invalidParams, field: 'maxGradNorm' },
+    {
+      name: 'generate {prompts: "x"}',
+      method: 'generate',
+      params: { prompts: 'x', seed: 's' },
+      code: RPC_ERRORS.invalidParams,
+      field: 'prompts',
+    },
+    {
+      name: 'step {maxGradNorm: -1}',
+      method: 'step',
+      params: { maxGradNorm: -1 },
+      code: RPC_ERRORS.invalidParams,
+      field: 'maxGradNorm',
+    },
     { name: 'sync {bogus: 1}', method: 'sync', params: { bogus: 1 }, code: RPC_ERRORS.invalidParams, field: 'bogus' },
     { name: 'unknown method', method: 'noSuchMethod', params: {}, code: RPC_ERRORS.methodNotFound },
   ];
@@ -372,7 +630,13 @@ export async function runConformance(backend: RemoteBackend, options: Conformanc
         return 'ok';
       },
     );
-    add(`bad request: ${p.name}`, got === 'ok', got === 'ok' ? `error ${p.code}${p.field ? `, field ${p.field}` : ''}` : `expected error ${p.code}${p.field ? ` naming ${p.field}` : ''}, got ${got}`);
+    add(
+      `bad request: ${p.name}`,
+      got === 'ok',
+      got === 'ok'
+        ? `error ${p.code}${p.field ? `, field ${p.field}` : ''}`
+        : `expected error ${p.code}${p.field ? ` naming ${p.field}` : ''}, got ${got}`,
+    );
   }
   const alive = await attempt('still serving after bad requests', () => backend.sync());
   if (alive !== undefined) add('still serving after bad requests', true, `sync → ${alive.weightVersion}`);
@@ -384,6 +648,11 @@ export function formatConformance(rows: readonly ConformanceRow[]): string {
   const w = Math.max(...rows.map((r) => r.check.length));
   const lines = rows.map((r) => `${r.check.padEnd(w)}  ${r.status.padEnd(4)}  ${r.detail}`);
   const failed = rows.filter((r) => r.status === 'FAIL').length;
-  lines.push('', failed === 0 ? `conformance: all ${rows.filter((r) => r.status === 'ok').length} checks passed` : `conformance: ${failed} violation${failed === 1 ? '' : 's'}`);
+  lines.push(
+    '',
+    failed === 0
+      ? `conformance: all ${rows.filter((r) => r.status === 'ok').length} checks passed`
+      : `conformance: ${failed} violation${failed === 1 ? '' : 's'}`,
+  );
   return lines.join('\n');
 }

@@ -23,18 +23,25 @@ const F32_EXACT: CompareRule = { ulp: 0 };
 
 /** The compare rule of a result field (by its path), per method. */
 function ruleFor(method: CheckMethod, path: string): { rule: CompareRule; dtype: 'F64' | 'F32' | 'I32' } {
-  if (method === 'estimate') return path.startsWith('mask') ? { rule: 'bitwise', dtype: 'F64' } : { rule: ESTIMATOR_RULE, dtype: 'F64' };
+  if (method === 'estimate')
+    return path.startsWith('mask') ? { rule: 'bitwise', dtype: 'F64' } : { rule: ESTIMATOR_RULE, dtype: 'F64' };
   if (/(^|\.)codes?\b|zeroPoints/.test(path) || /\.code$/.test(path)) return { rule: 'bitwise', dtype: 'I32' };
   return { rule: F32_EXACT, dtype: 'F32' };
 }
 
 const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
-const asNumber = (v: unknown): number | null => (typeof v === 'number' ? v : typeof v === 'string' && (v in SPECIAL || /^[-+0-9.eE]+$/.test(v)) ? (SPECIAL[v] ?? Number(v)) : null);
+const asNumber = (v: unknown): number | null =>
+  typeof v === 'number'
+    ? v
+    : typeof v === 'string' && (v in SPECIAL || /^[-+0-9.eE]+$/.test(v))
+      ? (SPECIAL[v] ?? Number(v))
+      : null;
 
 /** First difference of `got` from `want` under the method's rules, as one line, or null. Walks only what `got` returns. */
 function diffJson(method: CheckMethod, got: unknown, want: unknown, path = ''): string | null {
   if (Array.isArray(want)) {
-    if (!Array.isArray(got)) return `${path}: expected an array of ${want.length}, got ${JSON.stringify(got)?.slice(0, 80)}`;
+    if (!Array.isArray(got))
+      return `${path}: expected an array of ${want.length}, got ${JSON.stringify(got)?.slice(0, 80)}`;
     if (got.length !== want.length) return `${path}: ${got.length} entries, expected ${want.length}`;
     for (let i = 0; i < want.length; i++) {
       const d = diffJson(method, got[i], want[i], `${path}[${i}]`);
@@ -43,10 +50,23 @@ function diffJson(method: CheckMethod, got: unknown, want: unknown, path = ''): 
     return null;
   }
   if (want !== null && typeof want === 'object') {
-    if (got === null || typeof got !== 'object') return `${path}: expected an object, got ${JSON.stringify(got)?.slice(0, 80)}`;
+    if (got === null || typeof got !== 'object')
+      return `${path}: expected an object, got ${JSON.stringify(got)?.slice(0, 80)}`;
     for (const key of Object.keys(got as object)) {
-      if (!(key in want) || key === 'stats' || key === 'hex' || key === 'input' || (path === '' && ['format', 'profile', 'mode', 'preset', 'block'].includes(key))) continue;
-      const d = diffJson(method, (got as Record<string, unknown>)[key], (want as Record<string, unknown>)[key], path === '' ? key : `${path}.${key}`);
+      if (
+        !(key in want) ||
+        key === 'stats' ||
+        key === 'hex' ||
+        key === 'input' ||
+        (path === '' && ['format', 'profile', 'mode', 'preset', 'block'].includes(key))
+      )
+        continue;
+      const d = diffJson(
+        method,
+        (got as Record<string, unknown>)[key],
+        (want as Record<string, unknown>)[key],
+        path === '' ? key : `${path}.${key}`,
+      );
       if (d !== null) return d;
     }
     return null;
@@ -59,7 +79,8 @@ function diffJson(method: CheckMethod, got: unknown, want: unknown, path = ''): 
   if (g === null && got === null && !Number.isFinite(w)) return null;
   if (g === null) return `${path}: got ${JSON.stringify(got)}, expected ${formatValue(w)}`;
   if (elementMatches(g, w, rule, dtype)) return null;
-  const rt = rule === 'bitwise' ? 'bitwise' : 'ulp' in rule ? `ulp ≤ ${rule.ulp}` : `rtol ${rule.rtol} atol ${rule.atol}`;
+  const rt =
+    rule === 'bitwise' ? 'bitwise' : 'ulp' in rule ? `ulp ≤ ${rule.ulp}` : `rtol ${rule.rtol} atol ${rule.atol}`;
   return `${path}: got ${formatValue(g)} (${hexOf(g, dtype)}), expected ${formatValue(w)} (${hexOf(w, dtype)}) (${rt})`;
 }
 
@@ -76,12 +97,17 @@ function fieldsOf(method: CheckMethod, result: unknown): string[] {
 
 const REQUIRED: Record<CheckMethod, (r: Record<string, unknown>) => boolean> = {
   estimate: (r) => 'loss' in r,
-  cast: (r) => Array.isArray(r.results) && r.results.every((x: unknown) => x !== null && typeof x === 'object' && 'code' in (x as object)),
+  cast: (r) =>
+    Array.isArray(r.results) &&
+    r.results.every((x: unknown) => x !== null && typeof x === 'object' && 'code' in (x as object)),
   quantize: (r) => 'codes' in r,
 };
 
 /** The generator of params for `method`, with the configuration fixed when given. */
-export function paramsArb(method: CheckMethod, config?: Record<string, unknown>): fc.Arbitrary<Record<string, unknown>> {
+export function paramsArb(
+  method: CheckMethod,
+  config?: Record<string, unknown>,
+): fc.Arbitrary<Record<string, unknown>> {
   if (method === 'estimate') {
     if ((config?.advantage as { name?: unknown } | undefined)?.name === 'optimal_token_baseline') {
       // veRL OTB needs Σπ² per token: any value in [0, 1], shaped like the mask (only for this fixed config,
@@ -89,7 +115,11 @@ export function paramsArb(method: CheckMethod, config?: Record<string, unknown>)
       const psq = fc.double({ min: 0, max: 1, noNaN: true });
       return batchArb().chain((batch) => {
         const rows = batch.mask as number[][];
-        return fc.array(fc.array(psq, { minLength: rows[0]!.length, maxLength: rows[0]!.length }), { minLength: rows.length, maxLength: rows.length })
+        return fc
+          .array(fc.array(psq, { minLength: rows[0]!.length, maxLength: rows[0]!.length }), {
+            minLength: rows.length,
+            maxLength: rows.length,
+          })
           .map((probSqSum) => {
             const p: Record<string, unknown> = { ...batch, probSqSum, config };
             if (config?.kl === null || config?.kl === undefined) delete p.logpRef;
@@ -97,17 +127,29 @@ export function paramsArb(method: CheckMethod, config?: Record<string, unknown>)
           });
       });
     }
-    return fc.record({ batch: batchArb(), config: config !== undefined ? fc.constant(config) : estimatorConfigArb() }).map(({ batch, config: c }) => {
-      const p: Record<string, unknown> = { ...batch, config: c };
-      if (c.kl === null || c.kl === undefined) delete p.logpRef;
-      return p;
-    });
+    return fc
+      .record({ batch: batchArb(), config: config !== undefined ? fc.constant(config) : estimatorConfigArb() })
+      .map(({ batch, config: c }) => {
+        const p: Record<string, unknown> = { ...batch, config: c };
+        if (c.kl === null || c.kl === undefined) delete p.logpRef;
+        return p;
+      });
   }
   if (method === 'cast') {
-    const target = config !== undefined ? fc.constant(config as { format: string; profile: string; mode: string }) : castTargetArb();
-    return target.chain((t) => fc.array(castValueArb(t.format), { minLength: 1, maxLength: 12 }).map((xs) => ({ ...t, inputs: xs.map(formatValue) })));
+    const target =
+      config !== undefined ? fc.constant(config as { format: string; profile: string; mode: string }) : castTargetArb();
+    return target.chain((t) =>
+      fc
+        .array(castValueArb(t.format), { minLength: 1, maxLength: 12 })
+        .map((xs) => ({ ...t, inputs: xs.map(formatValue) })),
+    );
   }
-  if (config !== undefined) return quantizeParamsArb().map((p) => ({ ...p, preset: config.preset, ...(config.block !== undefined ? { block: config.block } : {}) }));
+  if (config !== undefined)
+    return quantizeParamsArb().map((p) => ({
+      ...p,
+      preset: config.preset,
+      ...(config.block !== undefined ? { block: config.block } : {}),
+    }));
   return quantizeParamsArb();
 }
 
@@ -210,7 +252,8 @@ export async function differentialCheck(options: DifferentialOptions): Promise<D
   });
   const result = await fc.check(property, { numRuns: options.runs, seed: options.seed, endOnFailure: false });
   const common = { numRuns: result.numRuns, passed, calls, fields: [...fields].sort(), numShrinks: result.numShrinks };
-  if (options.shouldStop?.() === true && (!result.failed || result.errorInstance === stopped)) return { outcome: 'stopped', ...common };
+  if (options.shouldStop?.() === true && (!result.failed || result.errorInstance === stopped))
+    return { outcome: 'stopped', ...common };
   if (missing !== null) return { outcome: 'missing', ...common, missing };
   if (transport !== null) return { outcome: 'transport', ...common, transport };
   if (!result.failed) return { outcome: 'passed', ...common };

@@ -21,7 +21,15 @@ export { estimatorInvariants, RHO_ONE_IDENTITY, type EstimateFn, type EstimateOu
 
 // Golden references: comparison rules, the file format and its tensors, reading and writing, the suites.
 export { compareArrays, elementMatches, mismatchText, ulpDistance, type Mismatch } from '../golden/compare.js';
-export type { CompareRule, GoldenCase, GoldenManifest, GoldenSuite, GoldenTensor, ManifestCase, ManifestTensor } from '../golden/types.js';
+export type {
+  CompareRule,
+  GoldenCase,
+  GoldenManifest,
+  GoldenSuite,
+  GoldenTensor,
+  ManifestCase,
+  ManifestTensor,
+} from '../golden/types.js';
 export { GOLDEN_SCHEMA } from '../golden/types.js';
 export { WIRE_DTYPES, type WireArray, type WireDtype } from '../protocol/tensor.js';
 export type { SafetensorsDtype } from '../protocol/safetensors.js';
@@ -30,7 +38,15 @@ export { writeGolden, tensor, contiguous, type WriteGoldenOptions } from '../gol
 export { goldenSuites } from '../golden/suites/index.js';
 
 // Step replay (`qrl-sim replay`): a stack's captured training step (qrl-step/1), stage by stage.
-export { readStepBundle, stepFields, STEP_FORMAT, type StepBundle, type StepFieldName, type StepManifest, type StepTensor } from '../golden/step-bundle.js';
+export {
+  readStepBundle,
+  stepFields,
+  STEP_FORMAT,
+  type StepBundle,
+  type StepFieldName,
+  type StepManifest,
+  type StepTensor,
+} from '../golden/step-bundle.js';
 export {
   bundleConfig,
   formatReplay,
@@ -54,4 +70,13 @@ export { formatConformance, runConformance, type ConformanceOptions, type Confor
 export { killResumeCheck } from './kill-resume.js';
 
 // Differential property testing of another implementation of estimate, cast or quantize (`qrl-sim check`).
-export { CHECK_SUITES, checkFixedConfig, differentialCheck, paramsArb, type CheckMethod, type CheckSuite, type DifferentialOptions, type DifferentialResult } from './differential.js';
+export {
+  CHECK_SUITES,
+  checkFixedConfig,
+  differentialCheck,
+  paramsArb,
+  type CheckMethod,
+  type CheckSuite,
+  type DifferentialOptions,
+  type DifferentialResult,
+} from './differential.js';

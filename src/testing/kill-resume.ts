@@ -19,7 +19,8 @@ function firstDifference(whole: string, resumed: string): string {
     const a = JSON.parse(whole) as Record<string, unknown>;
     const b = JSON.parse(resumed) as Record<string, unknown>;
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
-      if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) return `${key} ${JSON.stringify(b[key])} resumed vs ${JSON.stringify(a[key])} uninterrupted`;
+      if (JSON.stringify(a[key]) !== JSON.stringify(b[key]))
+        return `${key} ${JSON.stringify(b[key])} resumed vs ${JSON.stringify(a[key])} uninterrupted`;
     }
   } catch {
     // not JSON (a torn line): quote both
@@ -39,10 +40,16 @@ export async function killResumeCheck(
   connect: (setup: unknown) => Promise<RemoteBackend>,
 ): Promise<ConformanceRow> {
   const check = 'kill → resume: files byte-identical';
-  if (!('command' in address)) return { check, status: 'info', detail: 'an HTTP backend cannot be killed from here: not exercised' };
+  if (!('command' in address))
+    return { check, status: 'info', detail: 'an HTTP backend cannot be killed from here: not exercised' };
   const steps = Math.min(config.steps, 3);
   if (steps < 2) return { check, status: 'info', detail: `config.steps ${config.steps} < 2: nothing to interrupt` };
-  const run: RunConfig = { ...config, steps, checkpoint: { ...config.checkpoint, every: 1 }, sft: { ...config.sft, cache: false } };
+  const run: RunConfig = {
+    ...config,
+    steps,
+    checkpoint: { ...config.checkpoint, every: 1 },
+    sft: { ...config.sft, cache: false },
+  };
   const task = makeTaskFromConfig(run.task);
   const setup = backendSetup(run, task);
   const root = mkdtempSync(join(tmpdir(), 'qrl-kill-resume-'));
@@ -56,7 +63,9 @@ export async function killResumeCheck(
         backend,
         cacheDir,
         ...(options.resume ? { resume: true } : {}),
-        ...(options.killAt === undefined ? {} : { observer: { onStepStart: (s: number) => void (s === options.killAt && backend.kill()) } }),
+        ...(options.killAt === undefined
+          ? {}
+          : { observer: { onStepStart: (s: number) => void (s === options.killAt && backend.kill()) } }),
       });
       return null;
     } catch (error) {
@@ -72,7 +81,8 @@ export async function killResumeCheck(
     const first = await drive(whole, {});
     if (first !== null) return { check, status: 'FAIL', detail: `the uninterrupted run failed: ${first}` };
     const killed = await drive(cut, { killAt: 2 });
-    if (killed === null) return { check, status: 'FAIL', detail: 'the backend kept answering after its process group was killed' };
+    if (killed === null)
+      return { check, status: 'FAIL', detail: 'the backend kept answering after its process group was killed' };
     const resumed = await drive(cut, { resume: true });
     if (resumed !== null) return { check, status: 'FAIL', detail: `the resumed run failed: ${resumed}` };
     for (const f of ['metrics.jsonl', 'eval.jsonl']) {
@@ -81,10 +91,18 @@ export async function killResumeCheck(
       const i = a.findIndex((line, k) => line !== b[k]);
       if (i >= 0 || a.length !== b.length) {
         const k = i >= 0 ? i : Math.min(a.length, b.length);
-        return { check, status: 'FAIL', detail: `${f} differs at line ${k + 1} after the kill at step 2 and the resume: ${firstDifference(a[k] ?? '', b[k] ?? '')} (does load restore everything save wrote, the optimizer state included?)` };
+        return {
+          check,
+          status: 'FAIL',
+          detail: `${f} differs at line ${k + 1} after the kill at step 2 and the resume: ${firstDifference(a[k] ?? '', b[k] ?? '')} (does load restore everything save wrote, the optimizer state included?)`,
+        };
       }
     }
-    return { check, status: 'ok', detail: `killed at step 2 of ${steps}, resumed from the checkpoint of step 1: metrics.jsonl and eval.jsonl byte-identical` };
+    return {
+      check,
+      status: 'ok',
+      detail: `killed at step 2 of ${steps}, resumed from the checkpoint of step 1: metrics.jsonl and eval.jsonl byte-identical`,
+    };
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

@@ -85,7 +85,11 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'unknown version refused', catches: ['protocol violation'] },
   { check: 'info answers the same twice', catches: ['protocol violation'] },
   { check: 'params revision', catches: ['protocol violation'] },
-  { check: 'plan and vocabulary against the run config', catches: ['plan or vocabulary not the config’s'], when: { 'plan or vocabulary not the config’s': 'with --config' } },
+  {
+    check: 'plan and vocabulary against the run config',
+    catches: ['plan or vocabulary not the config’s'],
+    when: { 'plan or vocabulary not the config’s': 'with --config' },
+  },
   { check: 'vocabulary', catches: ['protocol violation', 'wrong special tokens'] },
   { check: 'sync', catches: ['protocol violation'] },
   { check: 'generate shapes and masks', catches: ['impossible response', 'wrong special tokens'] },
@@ -93,19 +97,51 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'other seed ⇒ other tokens', catches: ['protocol violation'] },
   { check: 'entropy capability', catches: ['entropy declared, not returned'] },
   { check: 'logprobs shapes', catches: ['impossible response'] },
-  { check: 'ℓroll vs ℓ (same sides, max|δ| ≤ tolerance)', catches: ['off-by-one log-probs', 'sync keeps old weights'], when: { 'off-by-one log-probs': 'plan sides identical', 'sync keeps old weights': 'plan sides identical' } },
+  {
+    check: 'ℓroll vs ℓ (same sides, max|δ| ≤ tolerance)',
+    catches: ['off-by-one log-probs', 'sync keeps old weights'],
+    when: { 'off-by-one log-probs': 'plan sides identical', 'sync keeps old weights': 'plan sides identical' },
+  },
   { check: 'logprobs honours rows', catches: ['rows ignored'] },
-  { check: 'ℓroll is the engine’s', catches: ['ℓroll from the trainer'], when: { 'ℓroll from the trainer': 'plan sides differ' } },
-  { check: 'trainer-side generate scored by the trainer', catches: ['off-by-one log-probs', 'side ignored'], when: { 'side ignored': 'plan sides differ' } },
+  {
+    check: 'ℓroll is the engine’s',
+    catches: ['ℓroll from the trainer'],
+    when: { 'ℓroll from the trainer': 'plan sides differ' },
+  },
+  {
+    check: 'trainer-side generate scored by the trainer',
+    catches: ['off-by-one log-probs', 'side ignored'],
+    when: { 'side ignored': 'plan sides differ' },
+  },
   { check: 'greedy is seed-independent', catches: ['random greedy'] },
   { check: 'maxNewTokens honoured', catches: ['maxNewTokens ignored'] },
   { check: 'temperature → 0 is greedy', catches: ['temperature ignored', 'temperature recorded as 1'] },
   { check: 'processed ℓroll at τ ≠ 1 is not the raw one', catches: ['temperature recorded as 1'] },
-  { check: 'MoE: own routing returned', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
-  { check: 'MoE: flip rate per layer', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
-  { check: 'MoE: replaying its own routing (R2) keeps ℓ', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
-  { check: 'MoE: rollout routing replay (R3)', catches: ['MoE routing misreported'], when: { 'MoE routing misreported': 'an MoE record' } },
-  { check: 'probSqSum capability', catches: ['probSqSum wrong'], when: { 'probSqSum wrong': 'capabilities.probSqSum' } },
+  {
+    check: 'MoE: own routing returned',
+    catches: ['MoE routing misreported'],
+    when: { 'MoE routing misreported': 'an MoE record' },
+  },
+  {
+    check: 'MoE: flip rate per layer',
+    catches: ['MoE routing misreported'],
+    when: { 'MoE routing misreported': 'an MoE record' },
+  },
+  {
+    check: 'MoE: replaying its own routing (R2) keeps ℓ',
+    catches: ['MoE routing misreported'],
+    when: { 'MoE routing misreported': 'an MoE record' },
+  },
+  {
+    check: 'MoE: rollout routing replay (R3)',
+    catches: ['MoE routing misreported'],
+    when: { 'MoE routing misreported': 'an MoE record' },
+  },
+  {
+    check: 'probSqSum capability',
+    catches: ['probSqSum wrong'],
+    when: { 'probSqSum wrong': 'capabilities.probSqSum' },
+  },
   { check: 'setReference', catches: ['protocol violation'] },
   { check: 'spent handle refused', catches: ['handle reuse'] },
   { check: 'backward + step', catches: ['no gradient'] },
@@ -124,7 +160,11 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'bad request: sync {bogus: 1}', catches: ['protocol violation'] },
   { check: 'bad request: unknown method', catches: ['protocol violation'] },
   { check: 'still serving after bad requests', catches: ['protocol violation'] },
-  { check: 'kill → resume: files byte-identical', catches: ['save/load loses state'], when: { 'save/load loses state': 'with --kill-resume' } },
+  {
+    check: 'kill → resume: files byte-identical',
+    catches: ['save/load loses state'],
+    when: { 'save/load loses state': 'with --kill-resume' },
+  },
 ]);
 
 /** Bug classes no black-box check can see, why, and what a backend must declare so that one could. */
@@ -141,10 +181,17 @@ export const blackBoxLimits: readonly { readonly bug: string; readonly why: stri
 
 /** Whether a call was refused with a JSON-RPC error naming `field` (in `data.field`, or as `method.field:` in its message). */
 const refusedFor = (e: unknown, field: string): boolean =>
-  e instanceof BackendCallError && e.kind === 'remote' && (e.field === field || (e.field ?? '').startsWith(`${field}.`) || new RegExp(`\\b${field}\\b[.:]`).test(e.message));
+  e instanceof BackendCallError &&
+  e.kind === 'remote' &&
+  (e.field === field || (e.field ?? '').startsWith(`${field}.`) || new RegExp(`\\b${field}\\b[.:]`).test(e.message));
 
 /** The masked positions where two ℓ arrays (same layout) differ by more than `tol`, and the largest |Δ|. */
-function compare(batch: RolloutBatch, a: Float64Array, b: Float64Array, tol: number): { bad: number; max: number; first: string } {
+function compare(
+  batch: RolloutBatch,
+  a: Float64Array,
+  b: Float64Array,
+  tol: number,
+): { bad: number; max: number; first: string } {
   let bad = 0;
   let max = 0;
   let first = '';
@@ -166,23 +213,34 @@ export async function checkLogprobsRows(c: CheckContext): Promise<void> {
   const B = batch.B;
   if (B < 3) return c.add('logprobs honours rows', true, `batch of ${B}: no subset to permute`, true);
   const pick = [B - 1, 0, Math.floor(B / 2)];
-  const r = await c.attempt('logprobs honours rows', () => c.backend.logprobs({ batch, rows: pick, policy: 'current' }));
+  const r = await c.attempt('logprobs honours rows', () =>
+    c.backend.logprobs({ batch, rows: pick, policy: 'current' }),
+  );
   if (r === undefined) return;
   for (let k = 0; k < pick.length; k++) {
     for (let t = 0; t < batch.T; t++) {
       const got = r.logp[k * batch.T + t]!;
       const want = c.logp[pick[k]! * batch.T + t]!;
       if (!Object.is(got, want)) {
-        return c.add('logprobs honours rows', false, `rows [${pick.join(', ')}]: result row ${k} position ${t} is ${got}, row ${pick[k]} of the all-rows pass is ${want}: the backend does not score the rows it is asked for, in their order`);
+        return c.add(
+          'logprobs honours rows',
+          false,
+          `rows [${pick.join(', ')}]: result row ${k} position ${t} is ${got}, row ${pick[k]} of the all-rows pass is ${want}: the backend does not score the rows it is asked for, in their order`,
+        );
       }
     }
   }
-  c.add('logprobs honours rows', true, `rows [${pick.join(', ')}] equal those rows of the all-rows pass, in that order`);
+  c.add(
+    'logprobs honours rows',
+    true,
+    `rows [${pick.join(', ')}] equal those rows of the all-rows pass, in that order`,
+  );
 }
 
 /** With plan sides that differ, ℓroll must not equal the trainer's ℓ bit for bit (it would be the trainer's, not the engine's). */
 export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
-  if (!c.likeForLike) return c.add('ℓroll is the engine’s', true, 'processed sampler: ℓroll differs from ℓ by construction', true);
+  if (!c.likeForLike)
+    return c.add('ℓroll is the engine’s', true, 'processed sampler: ℓroll differs from ℓ by construction', true);
   if (c.identicalSides) return c.add('ℓroll is the engine’s', true, 'plan sides identical: ℓroll may equal ℓ', true);
   let differ = 0;
   let tokens = 0;
@@ -203,10 +261,20 @@ export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
 /** `generate {side: 'trainer'}`: its ℓroll is the trainer's ℓ of the same tokens (any plan). */
 export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
   const name = 'trainer-side generate scored by the trainer';
-  if (!c.likeForLike) return c.add(name, true, 'the configured sampler processes the distribution (τ ≠ 1 or top-k/top-p): its ℓroll is not comparable with the full-vocabulary ℓ', true);
-  const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer' }).then((b) => b, (e: unknown) => e);
+  if (!c.likeForLike)
+    return c.add(
+      name,
+      true,
+      'the configured sampler processes the distribution (τ ≠ 1 or top-k/top-p): its ℓroll is not comparable with the full-vocabulary ℓ',
+      true,
+    );
+  const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer' }).then(
+    (b) => b,
+    (e: unknown) => e,
+  );
   if (!(g instanceof Object) || g instanceof Error) {
-    if (refusedFor(g, 'side')) return c.add(name, true, 'side trainer refused (allowed: the run never asks for it)', true);
+    if (refusedFor(g, 'side'))
+      return c.add(name, true, 'side trainer refused (allowed: the run never asks for it)', true);
     return c.add(name, false, g instanceof Error ? g.message : String(g));
   }
   const batch = g as RolloutBatch;
@@ -229,17 +297,29 @@ export async function checkGenerateRequestFields(c: CheckContext): Promise<void>
   const sameTokens = (a: RolloutBatch, b: RolloutBatch): string => {
     if (a.T !== b.T) return `T ${a.T} vs ${b.T}`;
     for (let i = 0; i < a.responses.length; i++) {
-      if (a.mask[i] !== b.mask[i] || (a.mask[i] === 1 && a.responses[i] !== b.responses[i])) return `row ${Math.floor(i / a.T)}, position ${i % a.T}`;
+      if (a.mask[i] !== b.mask[i] || (a.mask[i] === 1 && a.responses[i] !== b.responses[i]))
+        return `row ${Math.floor(i / a.T)}, position ${i % a.T}`;
     }
     return '';
   };
 
   // greedy: the same tokens whatever the seed
   const g1 = await c.attempt('greedy is seed-independent', () => backend.generate({ prompts, seed, greedy: true }));
-  const g2 = g1 === undefined ? undefined : await c.attempt('greedy is seed-independent', () => backend.generate({ prompts, seed: `${seed}/other`, greedy: true }));
+  const g2 =
+    g1 === undefined
+      ? undefined
+      : await c.attempt('greedy is seed-independent', () =>
+          backend.generate({ prompts, seed: `${seed}/other`, greedy: true }),
+        );
   if (g1 !== undefined && g2 !== undefined) {
     const diff = sameTokens(g1, g2);
-    c.add('greedy is seed-independent', diff === '', diff === '' ? 'two seeds give the same greedy tokens' : `greedy decoding differs between two seeds at ${diff}: greedy is ignored or not argmax`);
+    c.add(
+      'greedy is seed-independent',
+      diff === '',
+      diff === ''
+        ? 'two seeds give the same greedy tokens'
+        : `greedy decoding differs between two seeds at ${diff}: greedy is ignored or not argmax`,
+    );
   }
 
   // maxNewTokens: a shorter limit is honoured, or refused naming the field (a backend of a revision before
@@ -247,11 +327,25 @@ export async function checkGenerateRequestFields(c: CheckContext): Promise<void>
   const limit = 2;
   const short = !takesField(backend.paramsRevision, 'generate', 'maxNewTokens')
     ? null
-    : await backend.generate({ prompts, seed, maxNewTokens: limit }).then((b) => b, (e: unknown) => e);
+    : await backend.generate({ prompts, seed, maxNewTokens: limit }).then(
+        (b) => b,
+        (e: unknown) => e,
+      );
   if (short === null) {
-    c.add('maxNewTokens honoured', true, `not sent: the backend takes the params of revision ${backend.paramsRevision}, before maxNewTokens`, true);
+    c.add(
+      'maxNewTokens honoured',
+      true,
+      `not sent: the backend takes the params of revision ${backend.paramsRevision}, before maxNewTokens`,
+      true,
+    );
   } else if (short instanceof Error) {
-    if (refusedFor(short, 'maxNewTokens')) c.add('maxNewTokens honoured', true, `maxNewTokens ${limit} refused naming the field (allowed: a backend may serve its configured length only)`, true);
+    if (refusedFor(short, 'maxNewTokens'))
+      c.add(
+        'maxNewTokens honoured',
+        true,
+        `maxNewTokens ${limit} refused naming the field (allowed: a backend may serve its configured length only)`,
+        true,
+      );
     else c.add('maxNewTokens honoured', false, short.message);
   } else {
     const s = short as RolloutBatch;
@@ -261,34 +355,83 @@ export async function checkGenerateRequestFields(c: CheckContext): Promise<void>
       for (let t = 0; t < s.T; t++) n += s.mask[b * s.T + t]!;
       longest = Math.max(longest, n);
     }
-    c.add('maxNewTokens honoured', s.T <= limit && longest <= limit, s.T <= limit && longest <= limit ? `maxNewTokens ${limit}: T ${s.T}, longest row ${longest}` : `maxNewTokens ${limit} asked, got T ${s.T} and a row of ${longest} tokens: the limit is ignored`);
+    c.add(
+      'maxNewTokens honoured',
+      s.T <= limit && longest <= limit,
+      s.T <= limit && longest <= limit
+        ? `maxNewTokens ${limit}: T ${s.T}, longest row ${longest}`
+        : `maxNewTokens ${limit} asked, got T ${s.T} and a row of ${longest} tokens: the limit is ignored`,
+    );
   }
 
   // temperature: near 0 the sample is the greedy one; at 0.5 the processed ℓroll is not the raw one
-  const sampling = (temperature: number, logprob: SamplingParams['logprob']): SamplingParams => ({ temperature, topK: 0, topP: 1, logprob });
+  const sampling = (temperature: number, logprob: SamplingParams['logprob']): SamplingParams => ({
+    temperature,
+    topK: 0,
+    topP: 1,
+    logprob,
+  });
   const kinds = c.info.capabilities.logprobs;
-  const cold = await backend.generate({ prompts, seed, sampling: sampling(1e-6, kinds.includes('raw') ? 'raw' : 'processed') }).then((b) => b, (e: unknown) => e);
+  const cold = await backend
+    .generate({ prompts, seed, sampling: sampling(1e-6, kinds.includes('raw') ? 'raw' : 'processed') })
+    .then(
+      (b) => b,
+      (e: unknown) => e,
+    );
   if (cold instanceof Error) {
-    if (refusedFor(cold, 'sampling')) c.add('temperature → 0 is greedy', true, 'a sampler other than the configured one is refused naming sampling (allowed: then it is never silently ignored)', true);
+    if (refusedFor(cold, 'sampling'))
+      c.add(
+        'temperature → 0 is greedy',
+        true,
+        'a sampler other than the configured one is refused naming sampling (allowed: then it is never silently ignored)',
+        true,
+      );
     else c.add('temperature → 0 is greedy', false, cold.message);
     return;
   }
   if (g1 !== undefined) {
     const diff = sameTokens(cold as RolloutBatch, g1);
-    c.add('temperature → 0 is greedy', diff === '', diff === '' ? 'τ = 1e-6 samples the greedy tokens' : `τ = 1e-6 sampled other tokens than greedy decoding at ${diff}: the temperature is ignored`);
+    c.add(
+      'temperature → 0 is greedy',
+      diff === '',
+      diff === ''
+        ? 'τ = 1e-6 samples the greedy tokens'
+        : `τ = 1e-6 sampled other tokens than greedy decoding at ${diff}: the temperature is ignored`,
+    );
   }
-  if (!(kinds.includes('raw') && kinds.includes('processed'))) return c.add('processed ℓroll at τ ≠ 1 is not the raw one', true, `capabilities.logprobs ${JSON.stringify(kinds)}: not both kinds`, true);
-  const processed = await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () => backend.generate({ prompts, seed, sampling: sampling(0.5, 'processed') }));
-  const raw = processed === undefined ? undefined : await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () => backend.generate({ prompts, seed, sampling: sampling(0.5, 'raw') }));
+  if (!(kinds.includes('raw') && kinds.includes('processed')))
+    return c.add(
+      'processed ℓroll at τ ≠ 1 is not the raw one',
+      true,
+      `capabilities.logprobs ${JSON.stringify(kinds)}: not both kinds`,
+      true,
+    );
+  const processed = await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () =>
+    backend.generate({ prompts, seed, sampling: sampling(0.5, 'processed') }),
+  );
+  const raw =
+    processed === undefined
+      ? undefined
+      : await c.attempt('processed ℓroll at τ ≠ 1 is not the raw one', () =>
+          backend.generate({ prompts, seed, sampling: sampling(0.5, 'raw') }),
+        );
   if (processed === undefined || raw === undefined) return;
   const diff = sameTokens(processed, raw);
-  if (diff !== '') return c.add('processed ℓroll at τ ≠ 1 is not the raw one', false, `the same seed and τ gave other tokens when only the reported ℓ kind changed (${diff})`);
+  if (diff !== '')
+    return c.add(
+      'processed ℓroll at τ ≠ 1 is not the raw one',
+      false,
+      `the same seed and τ gave other tokens when only the reported ℓ kind changed (${diff})`,
+    );
   let differ = 0;
-  for (let i = 0; i < raw.logpRollout.length; i++) if (raw.mask[i] === 1 && !Object.is(raw.logpRollout[i], processed.logpRollout[i])) differ += 1;
+  for (let i = 0; i < raw.logpRollout.length; i++)
+    if (raw.mask[i] === 1 && !Object.is(raw.logpRollout[i], processed.logpRollout[i])) differ += 1;
   c.add(
     'processed ℓroll at τ ≠ 1 is not the raw one',
     differ > 0,
-    differ > 0 ? `at τ 0.5, ${differ} tokens' processed ℓroll differ from their raw ℓroll` : 'at τ 0.5 the processed ℓroll equals the raw one at every token: the temperature is not applied to the reported distribution (ℓroll recorded at τ = 1)',
+    differ > 0
+      ? `at τ 0.5, ${differ} tokens' processed ℓroll differ from their raw ℓroll`
+      : 'at τ 0.5 the processed ℓroll equals the raw one at every token: the temperature is not applied to the reported distribution (ℓroll recorded at τ = 1)',
   );
   void batch;
 }
@@ -300,9 +443,20 @@ export async function checkSyncServesNewWeights(c: CheckContext): Promise<void> 
   if (now === undefined) return;
   let same = now.T === c.batch.T;
   for (let i = 0; same && i < now.responses.length; i++) {
-    if (now.mask[i] !== c.batch.mask[i] || now.responses[i] !== c.batch.responses[i] || !Object.is(now.logpRollout[i], c.batch.logpRollout[i])) same = false;
+    if (
+      now.mask[i] !== c.batch.mask[i] ||
+      now.responses[i] !== c.batch.responses[i] ||
+      !Object.is(now.logpRollout[i], c.batch.logpRollout[i])
+    )
+      same = false;
   }
-  c.add(name, !same, same ? 'after a step and a sync, the same seed gives the same tokens and ℓroll as before the step: sync advanced the version but the engine kept its old weights' : 'the batch after step + sync differs from the one before the step');
+  c.add(
+    name,
+    !same,
+    same
+      ? 'after a step and a sync, the same seed gives the same tokens and ℓroll as before the step: sync advanced the version but the engine kept its old weights'
+      : 'the batch after step + sync differs from the one before the step',
+  );
 }
 
 /** The bug-class table of docs/adapter.md §4: each bug class, the checks that catch it and when. */

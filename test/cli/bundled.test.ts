@@ -20,7 +20,9 @@ describe('bundled configs', () => {
     expect(resolveConfigPath('smoke-reverse', '--config', repo)).toBe(join(repo, 'sims', 'smoke-reverse.json'));
     expect(resolveConfigPath('sims/smoke-reverse.json', '--config', repo)).toBe('sims/smoke-reverse.json');
     expect(resolveConfigPath('other.json', '--config', repo)).toBe('other.json');
-    expect(() => resolveConfigPath('nope', '--config', repo)).toThrow(/--config: no file 'nope' and no bundled config of that name \(bundled: .*smoke-reverse/);
+    expect(() => resolveConfigPath('nope', '--config', repo)).toThrow(
+      /--config: no file 'nope' and no bundled config of that name \(bundled: .*smoke-reverse/,
+    );
     const cwd = process.cwd();
     const dir = mkdtempSync(join(tmpdir(), 'qrl-bundled-'));
     dirs.push(dir);
@@ -41,7 +43,10 @@ describe('bundled configs', () => {
     expect(printed.out).toBe(readFileSync(join(repo, 'sims', 'smoke-reverse.json'), 'utf8'));
     expect((await runCli(['run', '--print-config', 'nope'])).err).toMatch(/unknown bundled config 'nope' \(bundled: /);
     const both = await runCli(['run', '--print-config', 'smoke-reverse', '--seed', '1']);
-    expect([both.code, both.err.trim()]).toEqual([2, 'qrl-sim run: --print-config prints a config and runs nothing; it takes no --seed']);
+    expect([both.code, both.err.trim()]).toEqual([
+      2,
+      'qrl-sim run: --print-config prints a config and runs nothing; it takes no --seed',
+    ]);
   });
 
   it('a docs page is docs/… in the package root, the path into the package from elsewhere', () => {
@@ -50,8 +55,12 @@ describe('bundled configs', () => {
     dirs.push(project);
     const installed = join(project, 'node_modules', 'qrl-sim');
     mkdirSync(installed, { recursive: true });
-    expect(docRef('docs/lab/top-p.md', project, installed)).toBe(join('node_modules', 'qrl-sim', 'docs', 'lab', 'top-p.md'));
-    expect(docRef('docs/numerics.md', join(project, 'elsewhere'), installed)).toBe(join(installed, 'docs', 'numerics.md'));
+    expect(docRef('docs/lab/top-p.md', project, installed)).toBe(
+      join('node_modules', 'qrl-sim', 'docs', 'lab', 'top-p.md'),
+    );
+    expect(docRef('docs/numerics.md', join(project, 'elsewhere'), installed)).toBe(
+      join(installed, 'docs', 'numerics.md'),
+    );
   });
 
   it("every command's --help names docs/ and sims/ paths that exist from where it runs", async () => {

@@ -7,7 +7,11 @@ describe('qrl-sim cast', () => {
   it('prints code, hex and value per input', async () => {
     const r = await runCli(['cast', '--format', 'e4m3fn', '--profile', 'satfinite', '448', '464', '465', '1e6']);
     expect(r.code).toBe(0);
-    const rows = r.out.trim().split('\n').slice(2).map((l) => l.trim().split(/\s+/));
+    const rows = r.out
+      .trim()
+      .split('\n')
+      .slice(2)
+      .map((l) => l.trim().split(/\s+/));
     expect(rows).toEqual([
       ['448', '126', '0x7e', '448'],
       ['464', '126', '0x7e', '448'],
@@ -17,7 +21,20 @@ describe('qrl-sim cast', () => {
   });
 
   it('--json keeps NaN, ±Infinity and −0 as strings; negatives after --', async () => {
-    const r = await runCli(['cast', '--format', 'e5m2', '--profile', 'ieee', '--json', '--', 'NaN', '-Infinity', '-0', '-61440', '0.1']);
+    const r = await runCli([
+      'cast',
+      '--format',
+      'e5m2',
+      '--profile',
+      'ieee',
+      '--json',
+      '--',
+      'NaN',
+      '-Infinity',
+      '-0',
+      '-61440',
+      '0.1',
+    ]);
     expect(r.code).toBe(0);
     const j = JSON.parse(r.out);
     expect(j).toMatchObject({ format: 'e5m2', profile: 'ieee', mode: 'rne' });
@@ -57,11 +74,18 @@ describe('qrl-sim cast', () => {
   });
 
   it('the installed bin works (built by npm run build, which npm start and npm test run first)', () => {
-    if (!existsSync('dist/cli/main.js')) throw new Error('dist/ missing: run npm run build (npm ci does it through prepare)');
-    const ok = spawnSync(process.execPath, ['bin/qrl-sim.js', 'cast', '--format', 'e4m3fn', '--profile', 'ieee', '470'], { encoding: 'utf8' });
+    if (!existsSync('dist/cli/main.js'))
+      throw new Error('dist/ missing: run npm run build (npm ci does it through prepare)');
+    const ok = spawnSync(
+      process.execPath,
+      ['bin/qrl-sim.js', 'cast', '--format', 'e4m3fn', '--profile', 'ieee', '470'],
+      { encoding: 'utf8' },
+    );
     expect(ok.status).toBe(0);
     expect(ok.stdout).toMatch(/0x7f\s+NaN/);
-    const bad = spawnSync(process.execPath, ['bin/qrl-sim.js', 'cast', '--format', 'x', '--profile', 'ieee', '1'], { encoding: 'utf8' });
+    const bad = spawnSync(process.execPath, ['bin/qrl-sim.js', 'cast', '--format', 'x', '--profile', 'ieee', '1'], {
+      encoding: 'utf8',
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);
   });

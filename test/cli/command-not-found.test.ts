@@ -10,7 +10,16 @@ import { runCli } from './io.js';
 const root = mkdtempSync(join(tmpdir(), 'qrl-backend-missing-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const config = join(root, 'config.json');
-writeFileSync(config, JSON.stringify({ steps: 2, task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, sft: { steps: 2, batchSize: 8, cache: false }, rollout: { prompts: 2, groupSize: 4 } }));
+writeFileSync(
+  config,
+  JSON.stringify({
+    steps: 2,
+    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+    sft: { steps: 2, batchSize: 8, cache: false },
+    rollout: { prompts: 2, groupSize: 4 },
+  }),
+);
 
 describe('a spawned command that is not there', () => {
   it('exits 2 with one line naming --backend and the command', async () => {
@@ -31,7 +40,9 @@ describe('a spawned command that is not there', () => {
     const command = 'qrl-no-such-impl-command --serve';
     const r = await runCli(['check', '--impl', command, '--suite', 'casts', '--runs', '2']);
     expect(r.code, r.err).toBe(2);
-    expect(r.err.split('\n').filter((l) => l.startsWith('qrl-sim'))).toEqual([`qrl-sim check: --impl: command not found: '${command}' (the shell exited with 127)`]);
+    expect(r.err.split('\n').filter((l) => l.startsWith('qrl-sim'))).toEqual([
+      `qrl-sim check: --impl: command not found: '${command}' (the shell exited with 127)`,
+    ]);
     const fails = await runCli(['check', '--impl', 'sh -c "exit 3"', '--suite', 'casts', '--runs', '2']);
     expect(fails.code, fails.err).toBe(1);
   });

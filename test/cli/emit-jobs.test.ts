@@ -22,7 +22,16 @@ writeFileSync(
     eval: { every: 2, problems: 4 },
   }),
 );
-const sweepArgs = ['--config', config, '--grid', 'correction=none,tis', '--seeds', '2', '--baseline', 'correction=none'];
+const sweepArgs = [
+  '--config',
+  config,
+  '--grid',
+  'correction=none,tis',
+  '--seeds',
+  '2',
+  '--baseline',
+  'correction=none',
+];
 
 describe('sweep --emit-jobs', () => {
   it('jobs run with xargs -P 2, then report DIR, equal the in-process sweep', async () => {
@@ -38,29 +47,63 @@ describe('sweep --emit-jobs', () => {
     expect(e.out).toMatch(/wrote 4 jobs/);
     const lines = readFileSync(jobsFile, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(4);
-    for (const l of lines) expect(l).toMatch(/ run --config .*jobs\/\d{4}\.json --out .*jobs-out\/correction-(none|tis)\/seed-[01]$/);
+    for (const l of lines)
+      expect(l).toMatch(/ run --config .*jobs\/\d{4}\.json --out .*jobs-out\/correction-(none|tis)\/seed-[01]$/);
     // Nothing ran yet.
     expect(readdirSync(out).sort()).toEqual(['jobs', 'sweep.json']);
 
-    const x = spawnSync('xargs', ['-d', '\n', '-P', '2', '-n', '1', 'sh', '-c'], { input: readFileSync(jobsFile), encoding: 'utf8', cwd: process.cwd() });
+    const x = spawnSync('xargs', ['-d', '\n', '-P', '2', '-n', '1', 'sh', '-c'], {
+      input: readFileSync(jobsFile),
+      encoding: 'utf8',
+      cwd: process.cwd(),
+    });
     expect(x.status, x.stderr).toBe(0);
     const r = execFileSync(process.execPath, ['bin/qrl-sim.js', 'report', out], { encoding: 'utf8' });
     expect(r).toMatch(/report: /);
 
     expect(readFileSync(join(out, 'sweep.json'), 'utf8')).toBe(readFileSync(join(inProcess, 'sweep.json'), 'utf8'));
-    for (const run of ['correction-none/seed-0', 'correction-none/seed-1', 'correction-tis/seed-0', 'correction-tis/seed-1']) {
-      for (const f of ['config.json', 'metrics.jsonl', 'eval.jsonl']) expect(readFileSync(join(out, run, f), 'utf8'), `${run}/${f}`).toBe(readFileSync(join(inProcess, run, f), 'utf8'));
+    for (const run of [
+      'correction-none/seed-0',
+      'correction-none/seed-1',
+      'correction-tis/seed-0',
+      'correction-tis/seed-1',
+    ]) {
+      for (const f of ['config.json', 'metrics.jsonl', 'eval.jsonl'])
+        expect(readFileSync(join(out, run, f), 'utf8'), `${run}/${f}`).toBe(
+          readFileSync(join(inProcess, run, f), 'utf8'),
+        );
     }
     // The summaries agree byte for byte once wall-clock time (ms per step) is set aside.
     const deterministic = (dir: string): string =>
-      JSON.stringify(JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) => (/time|seconds/i.test(k) ? undefined : v)), null, 1);
+      JSON.stringify(
+        JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) =>
+          /time|seconds/i.test(k) ? undefined : v,
+        ),
+        null,
+        1,
+      );
     expect(deterministic(out)).toBe(deterministic(inProcess));
   });
 
   it('refuses --workers and an existing jobs file', async () => {
     const jobsFile = join(root, 'exists.txt');
     writeFileSync(jobsFile, '');
-    expect((await runCli(['sweep', ...sweepArgs, '--out', join(root, 'x'), '--emit-jobs', jobsFile])).err).toMatch(/--emit-jobs: .* exists/);
-    expect((await runCli(['sweep', ...sweepArgs, '--out', join(root, 'y'), '--emit-jobs', join(root, 'j.txt'), '--workers', '2'])).err).toMatch(/--workers: not used with --emit-jobs/);
+    expect((await runCli(['sweep', ...sweepArgs, '--out', join(root, 'x'), '--emit-jobs', jobsFile])).err).toMatch(
+      /--emit-jobs: .* exists/,
+    );
+    expect(
+      (
+        await runCli([
+          'sweep',
+          ...sweepArgs,
+          '--out',
+          join(root, 'y'),
+          '--emit-jobs',
+          join(root, 'j.txt'),
+          '--workers',
+          '2',
+        ])
+      ).err,
+    ).toMatch(/--workers: not used with --emit-jobs/);
   });
 });

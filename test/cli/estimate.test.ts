@@ -16,19 +16,43 @@ function capture(stdin = ''): CliIo & { outText: () => string; errLines: () => s
     err: (t) => err.push(t),
     readStdin: async () => stdin,
     outText: () => out.join(''),
-    errLines: () => err.join('').split('\n').filter((l) => l.length > 0),
+    errLines: () =>
+      err
+        .join('')
+        .split('\n')
+        .filter((l) => l.length > 0),
   };
 }
 
 const batch = {
-  logpTheta: [[-1.0, -0.5, -2.0], [-0.3, -1.2, 0]],
-  logpOld: [[-1.1, -0.5, -2.1], [-0.3, -1.0, 0]],
-  logpRollout: [[-1.2, -0.4, -2.0], [-0.35, -1.1, 0]],
-  logpRef: [[-1.0, -0.6, -2.0], [-0.3, -1.1, 0]],
-  mask: [[1, 1, 1], [1, 1, 0]],
+  logpTheta: [
+    [-1.0, -0.5, -2.0],
+    [-0.3, -1.2, 0],
+  ],
+  logpOld: [
+    [-1.1, -0.5, -2.1],
+    [-0.3, -1.0, 0],
+  ],
+  logpRollout: [
+    [-1.2, -0.4, -2.0],
+    [-0.35, -1.1, 0],
+  ],
+  logpRef: [
+    [-1.0, -0.6, -2.0],
+    [-0.3, -1.1, 0],
+  ],
+  mask: [
+    [1, 1, 1],
+    [1, 1, 0],
+  ],
   rewards: [1, 0],
   groups: [0, 0],
-  config: { advantage: { name: 'drgrpo' }, correction: { name: 'ais' }, loss: { name: 'ppo-clip' }, kl: { name: 'k3', coef: 0.1 } },
+  config: {
+    advantage: { name: 'drgrpo' },
+    correction: { name: 'ais' },
+    loss: { name: 'ppo-clip' },
+    kl: { name: 'k3', coef: 0.1 },
+  },
 };
 const dir = mkdtempSync(join(tmpdir(), 'qrl-estimate-'));
 
@@ -39,8 +63,19 @@ describe('qrl-sim estimate', () => {
     const io = capture();
     expect(await main(['estimate', '--input', file], io)).toBe(0);
     const out = JSON.parse(io.outText()) as Record<string, unknown>;
-    expect(Object.keys(out).sort()).toEqual(['advantages', 'gradLogpTheta', 'loss', 'mask', 'metrics', 'tokenLoss', 'weights']);
-    expect(out['mask']).toEqual([[1, 1, 1], [1, 1, 0]]);
+    expect(Object.keys(out).sort()).toEqual([
+      'advantages',
+      'gradLogpTheta',
+      'loss',
+      'mask',
+      'metrics',
+      'tokenLoss',
+      'weights',
+    ]);
+    expect(out['mask']).toEqual([
+      [1, 1, 1],
+      [1, 1, 0],
+    ]);
     expect(typeof out['loss']).toBe('number');
     const m = out['metrics'] as Record<string, number>;
     expect(m['rollout_corr/ais/alpha']).toBeGreaterThan(0);
@@ -73,11 +108,43 @@ describe('qrl-sim estimate', () => {
   });
 
   const bad: [string, unknown, string][] = [
-    ['ragged rows', { ...batch, logpOld: [[-1, -2, -3], [-1, -2]] }, 'logpOld[1]: expected 3 entries, got 2'],
-    ['NaN where not allowed', { ...batch, logpTheta: [[-1, 'NaN', -3], [-1, -2, 0]] }, 'logpTheta[0][1]: expected a finite number, got "NaN"'],
-    ['unknown estimator', { ...batch, config: { correction: { name: 'tis2' } } }, 'config.correction.name: unknown estimator "tis2"'],
-    ['bad hyper-parameter', { ...batch, config: { correction: { name: 'tis', C: -1 } } }, 'config.correction.C: must be > 0, got -1'],
-    ['bad loss parameter', { ...batch, config: { loss: { name: 'tbpo', C: 0.5 } } }, 'config.loss.C: must be >= 1, got 0.5'],
+    [
+      'ragged rows',
+      {
+        ...batch,
+        logpOld: [
+          [-1, -2, -3],
+          [-1, -2],
+        ],
+      },
+      'logpOld[1]: expected 3 entries, got 2',
+    ],
+    [
+      'NaN where not allowed',
+      {
+        ...batch,
+        logpTheta: [
+          [-1, 'NaN', -3],
+          [-1, -2, 0],
+        ],
+      },
+      'logpTheta[0][1]: expected a finite number, got "NaN"',
+    ],
+    [
+      'unknown estimator',
+      { ...batch, config: { correction: { name: 'tis2' } } },
+      'config.correction.name: unknown estimator "tis2"',
+    ],
+    [
+      'bad hyper-parameter',
+      { ...batch, config: { correction: { name: 'tis', C: -1 } } },
+      'config.correction.C: must be > 0, got -1',
+    ],
+    [
+      'bad loss parameter',
+      { ...batch, config: { loss: { name: 'tbpo', C: 0.5 } } },
+      'config.loss.C: must be >= 1, got 0.5',
+    ],
   ];
   for (const [what, input, expected] of bad) {
     it(`exits 2 with one line naming the field: ${what}`, async () => {

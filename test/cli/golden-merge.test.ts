@@ -11,7 +11,12 @@ import { runCli } from './io.js';
 const repo = resolve(__dirname, '..', '..');
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-const manifestOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as { command: string; seed: number; suites: Record<string, unknown> };
+const manifestOf = (dir: string) =>
+  JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')) as {
+    command: string;
+    seed: number;
+    suites: Record<string, unknown>;
+  };
 
 describe('golden into an existing golden directory', () => {
   it('adds the new suites to the manifest, keeps the others listed, and equals one combined generation', async () => {
@@ -28,10 +33,25 @@ describe('golden into an existing golden directory', () => {
     expect(readdirSync(out).filter((f) => f.includes('.tmp-'))).toEqual([]);
     // the recorded command, run into an empty directory, gives the same manifest
     expect((await runCli(['golden', '--suite', 'gemm,estimators,quantizers', '--out', combined])).code).toBe(0);
-    expect(readFileSync(join(combined, 'manifest.json'), 'utf8')).toBe(readFileSync(join(out, 'manifest.json'), 'utf8').replaceAll(out, combined));
+    expect(readFileSync(join(combined, 'manifest.json'), 'utf8')).toBe(
+      readFileSync(join(out, 'manifest.json'), 'utf8').replaceAll(out, combined),
+    );
     // the Python reader finds every suite (the KeyError of issue 40 was 'no suite estimators')
-    const counts = execFileSync('python3', ['-c', 'import sys, qrl_golden; g = qrl_golden.load(sys.argv[1]); print(*(len(list(g.cases(s))) for s in ("gemm", "estimators", "quantizers")))', out], { encoding: 'utf8', env: { ...process.env, PYTHONPATH: join(repo, 'python') } });
-    expect(counts.trim().split(' ').every((n) => Number(n) > 0)).toBe(true);
+    const counts = execFileSync(
+      'python3',
+      [
+        '-c',
+        'import sys, qrl_golden; g = qrl_golden.load(sys.argv[1]); print(*(len(list(g.cases(s))) for s in ("gemm", "estimators", "quantizers")))',
+        out,
+      ],
+      { encoding: 'utf8', env: { ...process.env, PYTHONPATH: join(repo, 'python') } },
+    );
+    expect(
+      counts
+        .trim()
+        .split(' ')
+        .every((n) => Number(n) > 0),
+    ).toBe(true);
   });
 
   it('refuses another seed with exit 2 naming both seeds, leaving the manifest as it was', async () => {
@@ -41,7 +61,9 @@ describe('golden into an existing golden directory', () => {
     const before = readFileSync(join(out, 'manifest.json'), 'utf8');
     const r = await runCli(['golden', '--suite', 'casts', '--out', out]);
     expect(r.code).toBe(2);
-    expect(r.err).toMatch(/--seed: .*manifest\.json holds suites of seed 3, got 0; merging needs the same seed \(pass --seed 3/);
+    expect(r.err).toMatch(
+      /--seed: .*manifest\.json holds suites of seed 3, got 0; merging needs the same seed \(pass --seed 3/,
+    );
     expect(readFileSync(join(out, 'manifest.json'), 'utf8')).toBe(before);
     writeFileSync(join(out, 'manifest.json'), '{"schema":"other"}');
     const bad = await runCli(['golden', '--suite', 'gemm', '--out', out]);

@@ -12,39 +12,52 @@ const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 function walk(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)],
+  );
 }
 
 describe('golden stops on a signal', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
-  ] as const)('%s after the first suite: exit %i, manifest lists it alone, files whole, no temp files', async (signal, code) => {
-    const out = mkdtempSync(join(tmpdir(), 'qrl-golden-stop-'));
-    dirs.push(out);
-    const child = spawn(process.execPath, [join(repo, 'bin', 'qrl-sim.js'), 'golden', '--suite', 'gemm,casts', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    let sent = false;
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (t: string) => {
-      stderr += t;
-      // progress marker: the gemm suite is finished, casts is being generated
-      if (!sent && /^gemm: \d+ cases/m.test(stderr)) {
-        sent = true;
-        child.kill(signal);
-      }
-    });
-    const status = await new Promise<number | null>((res) => child.on('exit', (c) => res(c)));
-    expect(sent, stderr).toBe(true);
-    expect(status, stderr).toBe(code);
-    expect(stderr).toMatch(/stopped \(SIG(TERM|INT)\): .*manifest\.json lists 1 of 2 suites \(gemm\)/);
-    const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as { suites: Record<string, { cases: { file: string }[] }> };
-    expect(Object.keys(manifest.suites)).toEqual(['gemm']);
-    const files = walk(out);
-    expect(files.filter((f) => /\.tmp-/.test(f))).toEqual([]);
-    for (const f of files.filter((f) => f.endsWith('.safetensors'))) expect(() => readSafetensors(f), f).not.toThrow();
-    for (const c of manifest.suites.gemm!.cases) expect(files).toContain(join(out, c.file));
-    // fewer casts files than the suite has: it stopped inside casts, not after it
-    expect(files.filter((f) => f.includes(`${join(out, 'casts')}/`)).length).toBeLessThan(244);
-  }, 180_000);
+  ] as const)(
+    '%s after the first suite: exit %i, manifest lists it alone, files whole, no temp files',
+    async (signal, code) => {
+      const out = mkdtempSync(join(tmpdir(), 'qrl-golden-stop-'));
+      dirs.push(out);
+      const child = spawn(
+        process.execPath,
+        [join(repo, 'bin', 'qrl-sim.js'), 'golden', '--suite', 'gemm,casts', '--out', out],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      let sent = false;
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (t: string) => {
+        stderr += t;
+        // progress marker: the gemm suite is finished, casts is being generated
+        if (!sent && /^gemm: \d+ cases/m.test(stderr)) {
+          sent = true;
+          child.kill(signal);
+        }
+      });
+      const status = await new Promise<number | null>((res) => child.on('exit', (c) => res(c)));
+      expect(sent, stderr).toBe(true);
+      expect(status, stderr).toBe(code);
+      expect(stderr).toMatch(/stopped \(SIG(TERM|INT)\): .*manifest\.json lists 1 of 2 suites \(gemm\)/);
+      const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as {
+        suites: Record<string, { cases: { file: string }[] }>;
+      };
+      expect(Object.keys(manifest.suites)).toEqual(['gemm']);
+      const files = walk(out);
+      expect(files.filter((f) => /\.tmp-/.test(f))).toEqual([]);
+      for (const f of files.filter((f) => f.endsWith('.safetensors')))
+        expect(() => readSafetensors(f), f).not.toThrow();
+      for (const c of manifest.suites.gemm!.cases) expect(files).toContain(join(out, c.file));
+      // fewer casts files than the suite has: it stopped inside casts, not after it
+      expect(files.filter((f) => f.includes(`${join(out, 'casts')}/`)).length).toBeLessThan(244);
+    },
+    180_000,
+  );
 });

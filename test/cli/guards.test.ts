@@ -1,6 +1,15 @@
 // Issue #11 and #16 regressions: output directories that must not be overwritten or cannot be
 // created, bounded sizes, strict JSON input, flag parsing and resuming a finished run.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -132,11 +141,26 @@ describe('report input (issue #11)', () => {
 
 describe('size limits (issue #11)', () => {
   it.each([
-    [['run', '--config', 'CONFIG', '--set', 'rollout.groupSize=1e9', '--out', 'OUT'], /config\.rollout\.groupSize: must be at most 1024, got 1000000000/],
-    [['run', '--config', 'CONFIG', '--set', 'rollout.prompts=1024', '--set', 'rollout.groupSize=1024', '--out', 'OUT'], /prompts × groupSize = 1048576.*at most 16384/],
-    [['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '1e8'], /--length: expected an integer in 1\.\.1024, got '1e8'/],
-    [['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--batch', '100000'], /--batch: expected an integer in 1\.\.4096/],
-    [['sweep', '--config', 'CONFIG', '--seeds', '1e6', '--out', 'OUT'], /--seeds: expected an integer in 1\.\.1000, got '1e6'/],
+    [
+      ['run', '--config', 'CONFIG', '--set', 'rollout.groupSize=1e9', '--out', 'OUT'],
+      /config\.rollout\.groupSize: must be at most 1024, got 1000000000/,
+    ],
+    [
+      ['run', '--config', 'CONFIG', '--set', 'rollout.prompts=1024', '--set', 'rollout.groupSize=1024', '--out', 'OUT'],
+      /prompts × groupSize = 1048576.*at most 16384/,
+    ],
+    [
+      ['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '1e8'],
+      /--length: expected an integer in 1\.\.1024, got '1e8'/,
+    ],
+    [
+      ['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--batch', '100000'],
+      /--batch: expected an integer in 1\.\.4096/,
+    ],
+    [
+      ['sweep', '--config', 'CONFIG', '--seeds', '1e6', '--out', 'OUT'],
+      /--seeds: expected an integer in 1\.\.1000, got '1e6'/,
+    ],
   ])('%j is refused up front', async (args, message) => {
     const out = join(root, 'never');
     const argv = args.map((a) => (a === 'CONFIG' ? file('limits.json', small) : a === 'OUT' ? out : a));
@@ -162,7 +186,9 @@ describe('JSON input (issue #16)', () => {
     [['run', '--config', 'CONFIG', '--set', 'optim.lr=1e400'], '', /--set 'optim\.lr=1e400': 1e400 overflows float64/],
     [['sweep', '--config', 'OVERFLOW'], '', /overflows float64/],
   ])('%j reports an overflow, not null', async (args, stdin, message) => {
-    const argv = args.map((a) => (a === 'OVERFLOW' ? file('overflow.json', '{"optim": {"lr": 1e400}}') : a === 'CONFIG' ? file('c.json', small) : a));
+    const argv = args.map((a) =>
+      a === 'OVERFLOW' ? file('overflow.json', '{"optim": {"lr": 1e400}}') : a === 'CONFIG' ? file('c.json', small) : a,
+    );
     const r = await runCli(argv, stdin);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(message);
@@ -178,10 +204,32 @@ describe('flags (issue #16)', () => {
   });
 
   it('--seed -1 reaches the validator, which states the range', async () => {
-    const r = await runCli(['cast', '--format', 'e4m3fn', '--profile', 'satfinite', '--mode', 'stochastic', '--seed', '-1', '1.5']);
+    const r = await runCli([
+      'cast',
+      '--format',
+      'e4m3fn',
+      '--profile',
+      'satfinite',
+      '--mode',
+      'stochastic',
+      '--seed',
+      '-1',
+      '1.5',
+    ]);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/--seed: expected an integer in 0\.\.4294967295, got '-1'/);
-    const max = await runCli(['cast', '--format', 'e4m3fn', '--profile', 'satfinite', '--mode', 'stochastic', '--seed', '4294967295', '1.5']);
+    const max = await runCli([
+      'cast',
+      '--format',
+      'e4m3fn',
+      '--profile',
+      'satfinite',
+      '--mode',
+      'stochastic',
+      '--seed',
+      '4294967295',
+      '1.5',
+    ]);
     expect(max.code, max.err).toBe(0);
   });
 
@@ -192,7 +240,18 @@ describe('flags (issue #16)', () => {
   });
 
   it('1e1 is an integer, 1.5 is not', async () => {
-    const ok = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '1e1', '--batch', '2', '--json']);
+    const ok = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'bf16',
+      '--length',
+      '1e1',
+      '--batch',
+      '2',
+      '--json',
+    ]);
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(ok.out).length).toBe(10);
     expect((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '1.5'])).code).toBe(2);

@@ -37,11 +37,19 @@ describe('--help examples', () => {
     expect(helpExamples(commands[name]!.help).length).toBeGreaterThan(0);
   });
 
-  it.each(Object.keys(commands))('the examples of %s run as written', (name) => {
-    for (const example of helpExamples(commands[name]!.help)) {
-      const r = spawnSync('bash', ['-c', example], { cwd: scratch, encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
-      expect(r.status, `${example}\n${r.stderr}`).toBe(0);
-      expect(r.stdout.length).toBeGreaterThan(0);
-    }
-  }, 240_000);
+  it.each(Object.keys(commands))(
+    'the examples of %s run as written',
+    (name) => {
+      for (const example of helpExamples(commands[name]!.help)) {
+        const r = spawnSync('bash', ['-c', example], {
+          cwd: scratch,
+          encoding: 'utf8',
+          env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+        });
+        expect(r.status, `${example}\n${r.stderr}`).toBe(0);
+        expect(r.stdout.length).toBeGreaterThan(0);
+      }
+    },
+    240_000,
+  );
 });

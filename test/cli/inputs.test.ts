@@ -33,7 +33,10 @@ describe('sizes beyond their limit', () => {
     ['policy.model.C=1000000000', /config\.policy\.model\.C: at most 1024, got 1000000000/],
     ['policy.model.layers=100000', /config\.policy\.model\.layers: at most 64, got 100000/],
     ['policy.model.hidden=1000000', /config\.policy\.model\.hidden: at most 8192, got 1000000/],
-    ['policy.model={"C":1024,"H":8,"layers":64,"hidden":8192}', /config\.policy\.model: layers 64 .* block weights, at most 33554432/],
+    [
+      'policy.model={"C":1024,"H":8,"layers":64,"hidden":8192}',
+      /config\.policy\.model: layers 64 .* block weights, at most 33554432/,
+    ],
   ])('run --set %s exits 2 before writing', async (set, message) => {
     const out = join(root, `size-${set.length}`);
     await refused(['run', '--config', config, '--out', out, '--set', set], message, out);
@@ -41,7 +44,11 @@ describe('sizes beyond their limit', () => {
 
   it('a sweep refuses the same sizes before writing', async () => {
     const out = join(root, 'size-sweep');
-    await refused(['sweep', '--config', config, '--out', out, '--grid', 'policy.model.layers=1,100000'], /grid point .*config\.policy\.model\.layers: at most 64/, out);
+    await refused(
+      ['sweep', '--config', config, '--out', out, '--grid', 'policy.model.layers=1,100000'],
+      /grid point .*config\.policy\.model\.layers: at most 64/,
+      out,
+    );
   });
 });
 
@@ -51,11 +58,18 @@ describe('raw errors become one line with exit 2', () => {
     const file = join(root, 'a-file');
     writeFileSync(file, '');
     await refused(['golden', '--suite', 'casts', '--out', file], /--out: '.*a-file' is a file, not a directory/);
-    await refused(['golden', '--suite', 'casts', '--out', join(root, 'g'), '--seed', '4294967296'], /--seed: expected an integer in 0\.\.4294967295/, join(root, 'g'));
+    await refused(
+      ['golden', '--suite', 'casts', '--out', join(root, 'g'), '--seed', '4294967296'],
+      /--seed: expected an integer in 0\.\.4294967295/,
+      join(root, 'g'),
+    );
   });
 
   it('serve --port beyond 65535; --host without --port', async () => {
-    await refused(['serve', '--policy', 'ar', '--port', '70000'], /--port: expected an integer in 0\.\.65535, got '70000'/);
+    await refused(
+      ['serve', '--policy', 'ar', '--port', '70000'],
+      /--port: expected an integer in 0\.\.65535, got '70000'/,
+    );
     await refused(['serve', '--policy', 'ar', '--host', '0.0.0.0'], /--host: not used without --port/);
   });
 
@@ -72,8 +86,14 @@ describe('raw errors become one line with exit 2', () => {
     const est = join(root, 'est.json');
     writeFileSync(est, JSON.stringify({ advantage: { name: 'grpo' } }));
     await refused(['check', '--impl', 'true', '--suite', 'casts', '--config', est], /--config: not a casts config/);
-    await refused(['check', '--impl', 'true', '--suite', 'casts', '--seed', '-1'], /--seed: expected an integer in 0\.\.4294967295, got '-1'/);
-    await refused(['check', '--impl', 'true', '--suite', 'casts', '--runs', '1e9'], /--runs: expected an integer in 1\.\.100000, got '1e9'/);
+    await refused(
+      ['check', '--impl', 'true', '--suite', 'casts', '--seed', '-1'],
+      /--seed: expected an integer in 0\.\.4294967295, got '-1'/,
+    );
+    await refused(
+      ['check', '--impl', 'true', '--suite', 'casts', '--runs', '1e9'],
+      /--runs: expected an integer in 1\.\.100000, got '1e9'/,
+    );
   });
 
   it('estimate with results that overflow says which, instead of printing null', async () => {
@@ -105,12 +125,24 @@ describe('raw errors become one line with exit 2', () => {
 
 describe('flags that were silently ignored', () => {
   it.each([
-    [['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--preset', 'small'], /--preset: not used with --policy diffusion/],
-    [['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--moe', '4,2'], /--moe: not used with --policy diffusion/],
-    [['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--channels'], /--channels: not used with --policy diffusion/],
+    [
+      ['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--preset', 'small'],
+      /--preset: not used with --policy diffusion/,
+    ],
+    [
+      ['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--moe', '4,2'],
+      /--moe: not used with --policy diffusion/,
+    ],
+    [
+      ['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--channels'],
+      /--channels: not used with --policy diffusion/,
+    ],
     [['run', '--config', config, '--timeout', '5'], /--timeout: not used without --backend/],
     [['run', '--config', config, '--set', 'steps=1', '--set', 'steps=2'], /--set: 'steps' given twice/],
-    [['run', '--config', config, '--set', 'task.options={bad'], /--set 'task\.options=\{bad': the value is not valid JSON/],
+    [
+      ['run', '--config', config, '--set', 'task.options={bad'],
+      /--set 'task\.options=\{bad': the value is not valid JSON/,
+    ],
     [['sweep', '--config', config, '--grid', 'optim.lr=1e400'], /--grid: optim\.lr=1e400: 1e400 overflows float64/],
     [['sweep', '--config', config, '--grid', 'task.options={"a":1,b}'], /not valid JSON/],
   ])('%j', async (argv, message) => {
@@ -120,7 +152,11 @@ describe('flags that were silently ignored', () => {
   it('run --resume DIR --out X is refused', async () => {
     const dir = join(root, 'resume-out');
     expect((await runCli(['run', '--config', config, '--out', dir])).code).toBe(0);
-    await refused(['run', '--resume', dir, '--out', join(root, 'elsewhere')], /--out: not used with --resume/, join(root, 'elsewhere'));
+    await refused(
+      ['run', '--resume', dir, '--out', join(root, 'elsewhere')],
+      /--out: not used with --resume/,
+      join(root, 'elsewhere'),
+    );
   });
 });
 
@@ -141,7 +177,9 @@ describe('smaller ones', () => {
     // a golden directory of the same seed (an existing manifest must be one: test/cli/golden-merge.test.ts)
     expect((await runCli(['golden', '--suite', 'casts', '--out', out])).code).toBe(0);
     const { spawnSync } = await import('node:child_process');
-    const dead = Number(spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout);
+    const dead = Number(
+      spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout,
+    );
     const stale = join(out, 'casts', `x.safetensors.tmp-${dead}-0-3`);
     writeFileSync(stale, 'half');
     const r = await runCli(['golden', '--suite', 'casts', '--out', `${out}/`]);

@@ -15,8 +15,12 @@ export async function runCli(argv: string[], stdin = ''): Promise<Captured> {
   let out = '';
   let err = '';
   const io: CliIo = {
-    out: (t) => { out += t.endsWith('\n') ? t : `${t}\n`; },
-    err: (t) => { err += t.endsWith('\n') ? t : `${t}\n`; },
+    out: (t) => {
+      out += t.endsWith('\n') ? t : `${t}\n`;
+    },
+    err: (t) => {
+      err += t.endsWith('\n') ? t : `${t}\n`;
+    },
     readStdin: async () => stdin,
   };
   const code = await main(argv, io);

@@ -13,52 +13,177 @@ import { runCli } from './io.js';
 
 describe('qrl-sim mismatch', () => {
   it('prints the diagnostics as JSON with the documented keys; same seed ⇒ same output', async () => {
-    const a = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16-splitk', '--length', '12', '--seed', '3', '--json']);
+    const a = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'bf16-splitk',
+      '--length',
+      '12',
+      '--seed',
+      '3',
+      '--json',
+    ]);
     expect(a.code).toBe(0);
     const r = JSON.parse(a.out);
-    expect(Object.keys(r)).toEqual(['policy', 'plan', 'length', 'tokens', 'k1', 'k3', 'meanAbsDp', 'meanAbsDelta', 'maxAbsDelta', 'ess', 'fracAbsDeltaGt1e-3']);
+    expect(Object.keys(r)).toEqual([
+      'policy',
+      'plan',
+      'length',
+      'tokens',
+      'k1',
+      'k3',
+      'meanAbsDp',
+      'meanAbsDelta',
+      'maxAbsDelta',
+      'ess',
+      'fracAbsDeltaGt1e-3',
+    ]);
     expect(r).toMatchObject({ policy: 'ar', plan: 'bf16-splitk', length: 12, tokens: 16 * 12 });
     expect(r.meanAbsDelta).toBeGreaterThan(0);
     expect(r.k3).toBeGreaterThanOrEqual(0);
-    expect((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16-splitk', '--length', '12', '--seed', '3', '--json'])).out).toBe(a.out);
+    expect(
+      (await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16-splitk', '--length', '12', '--seed', '3', '--json']))
+        .out,
+    ).toBe(a.out);
     for (const plan of ['fp32', 'bf16', 'fp16']) {
-      const z = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', plan, '--length', '6', '--batch', '4', '--json'])).out);
+      const z = JSON.parse(
+        (await runCli(['mismatch', '--policy', 'ar', '--plan', plan, '--length', '6', '--batch', '4', '--json'])).out,
+      );
       expect([z.k1, z.k3, z.maxAbsDelta, z.ess]).toEqual([0, 0, 0, 1]);
     }
   });
 
   it('--moe: flip rate per layer and k1/k3 with R3 replay; identical sides flip nothing and agree exactly', async () => {
-    const q = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'int8-rollout', '--moe', '4,2', '--length', '8', '--batch', '4', '--json'])).out);
+    const q = JSON.parse(
+      (
+        await runCli([
+          'mismatch',
+          '--policy',
+          'ar',
+          '--plan',
+          'int8-rollout',
+          '--moe',
+          '4,2',
+          '--length',
+          '8',
+          '--batch',
+          '4',
+          '--json',
+        ])
+      ).out,
+    );
     expect(Object.keys(q).slice(11)).toEqual(['flipRate/l0', 'flipRate/l1', 'k1R3', 'k3R3']);
     for (const l of [0, 1]) expect(q[`flipRate/l${l}`]).toBeGreaterThanOrEqual(0);
     expect(q.k3R3).toBeGreaterThan(0);
-    const z = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '6', '--batch', '3', '--json'])).out);
+    const z = JSON.parse(
+      (
+        await runCli([
+          'mismatch',
+          '--policy',
+          'ar',
+          '--plan',
+          'bf16',
+          '--moe',
+          '4,2',
+          '--length',
+          '6',
+          '--batch',
+          '3',
+          '--json',
+        ])
+      ).out,
+    );
     expect([z['flipRate/l0'], z['flipRate/l1'], z.k3, z.k3R3]).toEqual([0, 0, 0, 0]);
-    const table = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '4,2', '--length', '4', '--batch', '2']);
+    const table = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'bf16',
+      '--moe',
+      '4,2',
+      '--length',
+      '4',
+      '--batch',
+      '2',
+    ]);
     expect(table.out).toMatch(/^flipRate\/l1 +0$/m);
     expect(table.out).toMatch(/^k3R3 +0$/m);
     const bad = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--moe', '2,3']);
-    expect([bad.code, bad.err.trim()]).toEqual([2, "qrl-sim mismatch: --moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '2,3'"]);
+    expect([bad.code, bad.err.trim()]).toEqual([
+      2,
+      "qrl-sim mismatch: --moe: expected E,K with 1 ≤ K ≤ E ≤ 64 (e.g. 4,2), got '2,3'",
+    ]);
   });
 
   it('--positions: per-position rows and buckets agree with the overall figures, for both policies', async () => {
-    const a = JSON.parse((await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp8-rollout', '--length', '10', '--batch', '3', '--positions', '--json'])).out);
+    const a = JSON.parse(
+      (
+        await runCli([
+          'mismatch',
+          '--policy',
+          'ar',
+          '--plan',
+          'fp8-rollout',
+          '--length',
+          '10',
+          '--batch',
+          '3',
+          '--positions',
+          '--json',
+        ])
+      ).out,
+    );
     expect(a.positions).toHaveLength(10);
     expect(a.positions.every((c: { tokens: number }) => c.tokens === 3)).toBe(true);
     const k3 = a.positions.reduce((s: number, c: { k3: number }) => s + c.k3, 0) / 10;
     expect(k3).toBeCloseTo(a.k3, 12);
     expect(a.byPosition.map((b: { tokens: number }) => b.tokens)).toEqual([24, 6, 0, 0]);
-    expect(a.byLength.map((b: { tokens: number; hi: number | null }) => [b.tokens, b.hi])).toEqual([[0, 8], [30, 32], [0, 128], [0, null]]);
+    expect(a.byLength.map((b: { tokens: number; hi: number | null }) => [b.tokens, b.hi])).toEqual([
+      [0, 8],
+      [30, 32],
+      [0, 128],
+      [0, null],
+    ]);
     expect(a.byLength[1].meanAbsDelta).toBeCloseTo(a.meanAbsDelta, 12);
     expect(a.seqLogRatioAbsMax).toBeGreaterThan(0);
     expect(a.seqLogRatioAbsMax).toBeLessThanOrEqual(10 * a.maxAbsDelta + 1e-12);
     expect(a.errorTokenFrac).toBe(0);
     expect(a.repetitionRate).toBeGreaterThanOrEqual(0);
-    const d = JSON.parse((await runCli(['mismatch', '--policy', 'diffusion', '--plan', 'bf16', '--length', '8', '--batch', '2', '--positions', '--json'])).out);
+    const d = JSON.parse(
+      (
+        await runCli([
+          'mismatch',
+          '--policy',
+          'diffusion',
+          '--plan',
+          'bf16',
+          '--length',
+          '8',
+          '--batch',
+          '2',
+          '--positions',
+          '--json',
+        ])
+      ).out,
+    );
     expect(d.positions).toHaveLength(8);
     expect(d.positions.reduce((s: number, c: { tokens: number }) => s + c.tokens, 0)).toBe(d.tokens);
     expect([d.seqLogRatioAbsMax, d.errorTokenFrac]).toEqual([0, 0]);
-    const t = await runCli(['mismatch', '--policy', 'ar', '--plan', 'fp32', '--length', '4', '--batch', '2', '--positions']);
+    const t = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'fp32',
+      '--length',
+      '4',
+      '--batch',
+      '2',
+      '--positions',
+    ]);
     expect(t.out).toMatch(/^pos \[0,8\)\s+8\s+0\.000e\+0\s+0\.000e\+0$/m);
     expect(t.out).toMatch(/^seqLogRatioAbsMax\s+0$/m);
   });
@@ -73,7 +198,11 @@ describe('qrl-sim mismatch', () => {
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-run-'));
     const policies = {
       ar: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-      diffusion: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+      diffusion: {
+        kind: 'diffusion',
+        model: { C: 8, H: 2, hidden: 16, layers: 1 },
+        diffusion: { generationLength: 8, blockLength: 4, steps: 4 },
+      },
     } as const;
     for (const [kind, policy] of Object.entries(policies)) {
       const config = resolveRunConfig({
@@ -88,13 +217,43 @@ describe('qrl-sim mismatch', () => {
       const cacheDir = join(dir, `cache-${kind}`);
       await runGrpo({ config, outDir: out, cacheDir });
       const [cached] = readdirSync(cacheDir);
-      for (const path of [join(out, 'checkpoints', 'step-000001'), join(out, 'checkpoints', 'step-000001', 'backend.json'), join(cacheDir, cached!)]) {
-        const r = await runCli(['mismatch', '--policy', kind, '--plan', 'bf16-splitk', '--length', '4', '--batch', '2', '--checkpoint', path, '--json']);
+      for (const path of [
+        join(out, 'checkpoints', 'step-000001'),
+        join(out, 'checkpoints', 'step-000001', 'backend.json'),
+        join(cacheDir, cached!),
+      ]) {
+        const r = await runCli([
+          'mismatch',
+          '--policy',
+          kind,
+          '--plan',
+          'bf16-splitk',
+          '--length',
+          '4',
+          '--batch',
+          '2',
+          '--checkpoint',
+          path,
+          '--json',
+        ]);
         expect([r.code, r.err], `${kind} ${path}`).toEqual([0, '']);
         expect(JSON.parse(r.out)).toMatchObject({ policy: kind });
       }
-      const wrong = await runCli(['mismatch', '--policy', kind === 'ar' ? 'diffusion' : 'ar', '--plan', 'bf16', '--length', '4', '--checkpoint', join(out, 'checkpoints', 'step-000001')]);
-      expect([wrong.code, wrong.err]).toEqual([2, expect.stringMatching(/--checkpoint: .* is not a usable .* checkpoint: its policy.kind is/)]);
+      const wrong = await runCli([
+        'mismatch',
+        '--policy',
+        kind === 'ar' ? 'diffusion' : 'ar',
+        '--plan',
+        'bf16',
+        '--length',
+        '4',
+        '--checkpoint',
+        join(out, 'checkpoints', 'step-000001'),
+      ]);
+      expect([wrong.code, wrong.err]).toEqual([
+        2,
+        expect.stringMatching(/--checkpoint: .* is not a usable .* checkpoint: its policy.kind is/),
+      ]);
     }
   });
 
@@ -119,12 +278,37 @@ describe('qrl-sim mismatch', () => {
 });
 
 describe('qrl-sim mismatch --policy diffusion', () => {
-  const keys = ['policy', 'plan', 'estimator', 'length', 'tokens', 'k1', 'k3', 'meanAbsDp', 'meanAbsDelta', 'maxAbsDelta', 'ess', 'fracAbsDeltaGt1e-3'];
+  const keys = [
+    'policy',
+    'plan',
+    'estimator',
+    'length',
+    'tokens',
+    'k1',
+    'k3',
+    'meanAbsDp',
+    'meanAbsDelta',
+    'maxAbsDelta',
+    'ess',
+    'fracAbsDeltaGt1e-3',
+  ];
   const run = (...args: string[]) => runCli(['mismatch', '--policy', 'diffusion', ...args]);
 
   it('prints the AR keys plus estimator; identical sides ⇒ zero; bf16-splitk ⇒ non-zero; reproducible', async () => {
     for (const estimator of ['trajectory', 'd1', 'elbo']) {
-      const a = await run('--plan', 'bf16-splitk', '--length', '8', '--batch', '4', '--seed', '2', '--estimator', estimator, '--json');
+      const a = await run(
+        '--plan',
+        'bf16-splitk',
+        '--length',
+        '8',
+        '--batch',
+        '4',
+        '--seed',
+        '2',
+        '--estimator',
+        estimator,
+        '--json',
+      );
       expect(a.code).toBe(0);
       const r = JSON.parse(a.out);
       expect(Object.keys(r)).toEqual(keys);
@@ -133,8 +317,26 @@ describe('qrl-sim mismatch --policy diffusion', () => {
       expect(r.tokens).toBeLessThanOrEqual(4 * 8);
       expect(r.maxAbsDelta).toBeGreaterThan(0);
       expect(Number.isFinite(r.k3)).toBe(true);
-      expect((await run('--plan', 'bf16-splitk', '--length', '8', '--batch', '4', '--seed', '2', '--estimator', estimator, '--json')).out).toBe(a.out);
-      const z = JSON.parse((await run('--plan', 'bf16', '--length', '8', '--batch', '4', '--estimator', estimator, '--json')).out);
+      expect(
+        (
+          await run(
+            '--plan',
+            'bf16-splitk',
+            '--length',
+            '8',
+            '--batch',
+            '4',
+            '--seed',
+            '2',
+            '--estimator',
+            estimator,
+            '--json',
+          )
+        ).out,
+      ).toBe(a.out);
+      const z = JSON.parse(
+        (await run('--plan', 'bf16', '--length', '8', '--batch', '4', '--estimator', estimator, '--json')).out,
+      );
       expect([z.k1, z.k3, z.maxAbsDelta, z.ess]).toEqual([0, 0, 0, 1]);
     }
     const d = JSON.parse((await run('--plan', 'fp32', '--json')).out);
@@ -150,25 +352,54 @@ describe('qrl-sim mismatch --policy diffusion', () => {
   it('loads a warm-start cache file or a run checkpoint (config.json two folders up)', async () => {
     const config = resolveRunConfig({
       task: { name: 'reverse', options: { maxLength: 4 } },
-      policy: { kind: 'diffusion', model: { C: 8, H: 2, hidden: 16, layers: 1 }, diffusion: { generationLength: 8, blockLength: 4, steps: 4 } },
+      policy: {
+        kind: 'diffusion',
+        model: { C: 8, H: 2, hidden: 16, layers: 1 },
+        diffusion: { generationLength: 8, blockLength: 4, steps: 4 },
+      },
     });
     const engine = createDiffusionEngine(config, makeTask('reverse', { maxLength: 4 }));
     const dir = mkdtempSync(join(tmpdir(), 'qrl-mismatch-'));
     const cache = join(dir, 'sft.json');
-    writeFileSync(cache, JSON.stringify({ config: { seed: 0, task: config.task, policy: config.policy, sft: config.sft }, weights: Array.from(engine.params.data) }));
+    writeFileSync(
+      cache,
+      JSON.stringify({
+        config: { seed: 0, task: config.task, policy: config.policy, sft: config.sft },
+        weights: Array.from(engine.params.data),
+      }),
+    );
     mkdirSync(join(dir, 'run', 'checkpoints'), { recursive: true });
     writeFileSync(join(dir, 'run', 'config.json'), JSON.stringify(config));
     const ck = join(dir, 'run', 'checkpoints', 'step-000001.json');
-    writeFileSync(ck, JSON.stringify({ version: 1, step: 1, weights: Array.from(engine.params.data), referenceWeights: [], optimizer: {}, engine: null }));
+    writeFileSync(
+      ck,
+      JSON.stringify({
+        version: 1,
+        step: 1,
+        weights: Array.from(engine.params.data),
+        referenceWeights: [],
+        optimizer: {},
+        engine: null,
+      }),
+    );
     const a = await run('--plan', 'bf16-splitk', '--checkpoint', cache, '--batch', '3', '--json');
     expect(a.code).toBe(0);
     expect(JSON.parse(a.out)).toMatchObject({ policy: 'diffusion', length: 8 });
     expect((await run('--plan', 'bf16-splitk', '--checkpoint', ck, '--batch', '3', '--json')).out).toBe(a.out);
     const tooLong = await run('--plan', 'bf16', '--checkpoint', cache, '--length', '64');
-    expect([tooLong.code, tooLong.err]).toEqual([2, expect.stringMatching(/--length: prompt length 6 \+ 64 exceeds the checkpoint's maxLen 64/)]);
-    writeFileSync(join(dir, 'bad.json'), JSON.stringify({ weights: [1, 2, 3], config: { task: config.task, policy: config.policy } }));
+    expect([tooLong.code, tooLong.err]).toEqual([
+      2,
+      expect.stringMatching(/--length: prompt length 6 \+ 64 exceeds the checkpoint's maxLen 64/),
+    ]);
+    writeFileSync(
+      join(dir, 'bad.json'),
+      JSON.stringify({ weights: [1, 2, 3], config: { task: config.task, policy: config.policy } }),
+    );
     const bad = await run('--plan', 'bf16', '--checkpoint', join(dir, 'bad.json'));
-    expect([bad.code, bad.err]).toEqual([2, expect.stringMatching(/--checkpoint: .* is not a usable diffusion checkpoint: it has 3 weights/)]);
+    expect([bad.code, bad.err]).toEqual([
+      2,
+      expect.stringMatching(/--checkpoint: .* is not a usable diffusion checkpoint: it has 3 weights/),
+    ]);
   });
 
   it('bad input exits 2 with one line naming the flag', async () => {
@@ -191,13 +422,30 @@ describe('qrl-sim mismatch --policy diffusion', () => {
 });
 
 describe('qrl-sim mismatch engine paths', () => {
-  const run = async (...extra: string[]) => runCli(['mismatch', '--policy', 'ar', '--length', '6', '--batch', '20', '--json', ...extra]);
+  const run = async (...extra: string[]) =>
+    runCli(['mismatch', '--policy', 'ar', '--length', '6', '--batch', '20', '--json', ...extra]);
   it('--max-batch, --prefill-chunk, --batch-invariant and --min-length set the rollout engine; the key engine names it', async () => {
-    const cb = JSON.parse((await run('--plan', 'sims/plans/bf16-batch-variant.json', '--max-batch', '20', '--min-length', '1')).out);
+    const cb = JSON.parse(
+      (await run('--plan', 'sims/plans/bf16-batch-variant.json', '--max-batch', '20', '--min-length', '1')).out,
+    );
     expect(cb.engine).toBe('maxBatch 20');
     expect(cb.maxAbsDelta).toBeGreaterThan(0); // requests leave: decode GEMMs fall under the split-K limit
     expect(cb.tokens).toBeLessThan(20 * 6); // requests of different lengths
-    const inv = JSON.parse((await run('--plan', 'sims/plans/bf16-batch-variant.json', '--max-batch', '7', '--prefill-chunk', '3', '--min-length', '2', '--batch-invariant')).out);
+    const inv = JSON.parse(
+      (
+        await run(
+          '--plan',
+          'sims/plans/bf16-batch-variant.json',
+          '--max-batch',
+          '7',
+          '--prefill-chunk',
+          '3',
+          '--min-length',
+          '2',
+          '--batch-invariant',
+        )
+      ).out,
+    );
     expect(inv.engine).toBe('maxBatch 7, prefillChunk 3, batchInvariant');
     expect([inv.k1, inv.k3, inv.maxAbsDelta]).toEqual([0, 0, 0]);
     const tp = JSON.parse((await run('--plan', 'sims/plans/true-on-policy-tp4.json', '--max-batch', '5')).out);

@@ -76,11 +76,28 @@ describe('progress line', () => {
 describe('warm-start progress callbacks', () => {
   it('trainSupervised calls onProgress once per step and its result is unchanged', () => {
     const task = makeTask('reverse', { minLength: 3, maxLength: 4 });
-    const config = arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + task.responseLength, C: 16, H: 2, layers: 1, hidden: 32 } as never);
+    const config = arConfig({
+      vocabSize: task.vocabSize,
+      maxLen: task.promptLength + task.responseLength,
+      C: 16,
+      H: 2,
+      layers: 1,
+      hidden: 32,
+    } as never);
     const a = trainSupervised(createArPolicy(config, 1), task, { steps: 4, batchSize: 4, seed: 3 });
     const calls: [number, number][] = [];
-    const b = trainSupervised(createArPolicy(config, 1), task, { steps: 4, batchSize: 4, seed: 3, onProgress: (d, t) => calls.push([d, t]) });
-    expect(calls).toEqual([[1, 4], [2, 4], [3, 4], [4, 4]]);
+    const b = trainSupervised(createArPolicy(config, 1), task, {
+      steps: 4,
+      batchSize: 4,
+      seed: 3,
+      onProgress: (d, t) => calls.push([d, t]),
+    });
+    expect(calls).toEqual([
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
+    ]);
     expect(b.losses).toEqual(a.losses);
   });
 
@@ -89,7 +106,13 @@ describe('warm-start progress callbacks', () => {
     const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
     const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
     const calls: number[] = [];
-    const b = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2, onProgress: (d) => calls.push(d) });
+    const b = diffusionWarmStart(model, task, {
+      steps: 3,
+      batchSize: 4,
+      genLength: 5,
+      seed: 2,
+      onProgress: (d) => calls.push(d),
+    });
     expect(calls).toEqual([1, 2, 3]);
     expect(b.losses).toEqual(a.losses);
     expect(Array.from(b.store.data)).toEqual(Array.from(a.store.data));
@@ -105,20 +128,24 @@ describe('run progress', () => {
     const dir = mkdtempSync(join(tmpdir(), 'qrl-progress-'));
     try {
       const config = join(dir, 'c.json');
-      writeFileSync(config, JSON.stringify({
-        steps: 1,
-        task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
-        policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-        sft: { steps: 3, batchSize: 4, cache: false },
-        rollout: { prompts: 2, groupSize: 2 },
-        eval: { every: 1, problems: 2 },
-      }));
+      writeFileSync(
+        config,
+        JSON.stringify({
+          steps: 1,
+          task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+          policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+          sft: { steps: 3, batchSize: 4, cache: false },
+          rollout: { prompts: 2, groupSize: 2 },
+          eval: { every: 1, problems: 2 },
+        }),
+      );
       const r = await runCli(['run', '--config', config, '--out', join(dir, 'run')]);
       expect(r.code, r.err).toBe(0);
       expect(r.err).toMatch(/warm start: 1\/3 supervised steps/);
       expect(r.err).toMatch(/evaluating at step 0/);
       expect(r.out).not.toMatch(/warm start: 1\/3|evaluating/);
-      for (const f of ['metrics.jsonl', 'eval.jsonl', 'config.json']) expect(readFileSync(join(dir, 'run', f), 'utf8')).not.toMatch(/warm start:|evaluating/);
+      for (const f of ['metrics.jsonl', 'eval.jsonl', 'config.json'])
+        expect(readFileSync(join(dir, 'run', f), 'utf8')).not.toMatch(/warm start:|evaluating/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

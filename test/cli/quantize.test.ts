@@ -7,7 +7,10 @@ import { runCli } from './io.js';
 
 describe('qrl-sim quantize', () => {
   it('--json prints codes and dequantized values in the input shape, scales per row, stats', async () => {
-    const input = [[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]];
+    const input = [
+      [1, -2, 3.5, 0],
+      [0.1, 0.2, 0.3, 400],
+    ];
     const r = await runCli(['quantize', '--preset', 'vllm-fp8-token', '--input', '-', '--json'], JSON.stringify(input));
     expect(r.code).toBe(0);
     const j = JSON.parse(r.out);
@@ -17,7 +20,10 @@ describe('qrl-sim quantize', () => {
     expect(j.scales).toEqual(Array.from(q.scales));
     const y = Array.from(dequantize(q));
     expect(j.dequantized).toEqual([y.slice(0, 4), y.slice(4)]);
-    expect(j.stats.maxAbsError).toBeCloseTo(Math.max(...input.flat().map((v, i) => Math.abs(Math.fround(v) - y[i]!))), 12);
+    expect(j.stats.maxAbsError).toBeCloseTo(
+      Math.max(...input.flat().map((v, i) => Math.abs(Math.fround(v) - y[i]!))),
+      12,
+    );
     expect(j.stats.sqnrDb).toBeGreaterThan(30);
     expect(j.zeroPoints).toBeUndefined();
   });
@@ -36,15 +42,24 @@ describe('qrl-sim quantize', () => {
   });
 
   it('--ue8m0 gives power-of-two scales (DeepGEMM ceil_to_ue8m0)', async () => {
-    const r = await runCli(['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--ue8m0', '--input', '-', '--json'], '[[1, -2, 3, 0]]');
+    const r = await runCli(
+      ['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--ue8m0', '--input', '-', '--json'],
+      '[[1, -2, 3, 0]]',
+    );
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out).scales).toEqual([[2 ** -7]]); // 3/448 ≈ 1.71·2^-8 rounds up
-    const fp32 = await runCli(['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--input', '-', '--json'], '[[1, -2, 3, 0]]');
+    const fp32 = await runCli(
+      ['quantize', '--preset', 'deepgemm-fp8-group', '--block', '4', '--input', '-', '--json'],
+      '[[1, -2, 3, 0]]',
+    );
     expect(JSON.parse(fp32.out).scales).toEqual([[Math.fround(3 / 448)]]);
   });
 
   it('NaN, ±Infinity and −0 travel as strings; an all-zero input has infinite SQNR', async () => {
-    const r = await runCli(['quantize', '--preset', 'mxfp8', '--block', '2', '--input', '-', '--json'], '[["NaN", 1, "-0", 0]]');
+    const r = await runCli(
+      ['quantize', '--preset', 'mxfp8', '--block', '2', '--input', '-', '--json'],
+      '[["NaN", 1, "-0", 0]]',
+    );
     const j = JSON.parse(r.out);
     expect(j.dequantized[0]).toEqual(['NaN', 'NaN', '-0', 0]);
     const z = await runCli(['quantize', '--preset', 'int8-row', '--input', '-', '--json'], '[0, 0]');
@@ -59,9 +74,16 @@ describe('qrl-sim quantize', () => {
   });
 
   it('text mode prints the codes and the scales, as its help says', async () => {
-    const r = await runCli(['quantize', '--preset', 'vllm-fp8-token', '--input', '-'], '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]');
+    const r = await runCli(
+      ['quantize', '--preset', 'vllm-fp8-token', '--input', '-'],
+      '[[1, -2, 3.5, 0], [0.1, 0.2, 0.3, 400]]',
+    );
     expect(r.code, r.err).toBe(0);
-    const q = quantize(quantPreset('vllm-fp8-token'), Float32Array.from([1, -2, 3.5, 0, 0.1, 0.2, 0.3, 400].map(Math.fround)), [2, 4]);
+    const q = quantize(
+      quantPreset('vllm-fp8-token'),
+      Float32Array.from([1, -2, 3.5, 0, 0.1, 0.2, 0.3, 400].map(Math.fround)),
+      [2, 4],
+    );
     expect(r.out).toContain(`row 0 codes:   ${Array.from(q.codes.slice(0, 4)).join(' ')}`);
     expect(r.out).toContain(`row 1 codes:   ${Array.from(q.codes.slice(4, 8)).join(' ')}`);
     expect(r.out).toContain(`scales:\n  ${Array.from(q.scales).join(' ')}\n`);
@@ -79,9 +101,17 @@ describe('qrl-sim quantize', () => {
 
   it.each([
     [['--preset', 'nope', '--input', '-'], '[1]', /--preset: unknown preset 'nope'/],
-    [['--preset', 'te-delayed', '--block', '4', '--input', '-'], '[1]', /--block: preset 'te-delayed' has no block size/],
+    [
+      ['--preset', 'te-delayed', '--block', '4', '--input', '-'],
+      '[1]',
+      /--block: preset 'te-delayed' has no block size/,
+    ],
     [['--preset', 'mxfp8', '--block', '0', '--input', '-'], '[1]', /--block: expected an integer ≥ 1, got '0'/],
-    [['--preset', 'mxfp8', '--ue8m0', '--input', '-'], '[1]', /--ue8m0: preset 'mxfp8' has no UE8M0 variant \(presets with one: vllm-fp8-group, /],
+    [
+      ['--preset', 'mxfp8', '--ue8m0', '--input', '-'],
+      '[1]',
+      /--ue8m0: preset 'mxfp8' has no UE8M0 variant \(presets with one: vllm-fp8-group, /,
+    ],
     [['--preset', 'mxfp8', '--input', '-'], '{"a": 1}', /--input: expected a JSON array/],
     [['--preset', 'mxfp8', '--input', '-'], '[1, 2', /--input is not valid JSON/],
     [['--preset', 'mxfp8', '--input', '-'], '[[1, 2], [3]]', /--input: row 1 has 1 values, row 0 has 2/],

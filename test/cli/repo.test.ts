@@ -22,7 +22,10 @@ describe('repository', () => {
 
   it('the README command table lists each command once, and every command', async () => {
     const { commands } = await import('../../src/cli/main.js');
-    const rows = read('README.md').split('\n').filter((l) => /^\| `[a-z-]+` \|/.test(l)).map((l) => /^\| `([a-z-]+)`/.exec(l)![1]!);
+    const rows = read('README.md')
+      .split('\n')
+      .filter((l) => /^\| `[a-z-]+` \|/.test(l))
+      .map((l) => /^\| `([a-z-]+)`/.exec(l)![1]!);
     const cli = rows.filter((r) => r in commands);
     expect(new Set(cli).size).toBe(cli.length);
     expect([...new Set(cli)].sort()).toEqual(Object.keys(commands).sort());

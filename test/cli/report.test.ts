@@ -9,7 +9,11 @@ import { runCli } from './io.js';
 
 test('report on a single run directory writes report.html into it', async () => {
   const dir = tempDir('cli-run');
-  writeFixtureRun(dir, { config: fixtureConfig(0, 'bf16', [{ name: 'none' }]), metrics: fixtureMetrics(0), eval: [{ step: 3, 'eval/rollout/greedy_accuracy': 0.5 }] });
+  writeFixtureRun(dir, {
+    config: fixtureConfig(0, 'bf16', [{ name: 'none' }]),
+    metrics: fixtureMetrics(0),
+    eval: [{ step: 3, 'eval/rollout/greedy_accuracy': 0.5 }],
+  });
   const r = await runCli(['report', dir]);
   expect(r.code).toBe(0);
   // one seed: no std (n/a); no trainer-precision evaluation logged: a dash
@@ -20,8 +24,16 @@ test('report on a single run directory writes report.html into it', async () => 
 
 test('report on a sweep directory groups its runs', async () => {
   const dir = tempDir('cli-sweep');
-  for (const seed of [0, 1]) writeFixtureRun(join(dir, 'a', `seed-${seed}`), { config: fixtureConfig(seed, 'bf16', [{ name: 'none' }]), metrics: fixtureMetrics(seed) });
-  for (const seed of [0, 1]) writeFixtureRun(join(dir, 'b', `seed-${seed}`), { config: fixtureConfig(seed, 'fp16', [{ name: 'none' }]), metrics: fixtureMetrics(seed) });
+  for (const seed of [0, 1])
+    writeFixtureRun(join(dir, 'a', `seed-${seed}`), {
+      config: fixtureConfig(seed, 'bf16', [{ name: 'none' }]),
+      metrics: fixtureMetrics(seed),
+    });
+  for (const seed of [0, 1])
+    writeFixtureRun(join(dir, 'b', `seed-${seed}`), {
+      config: fixtureConfig(seed, 'fp16', [{ name: 'none' }]),
+      metrics: fixtureMetrics(seed),
+    });
   const r = await runCli(['report', dir, '--title', 'my sweep']);
   expect(r.code).toBe(0);
   expect(r.out).toMatch(/\| plan=bf16 \| 2 \|/);
@@ -30,8 +42,15 @@ test('report on a sweep directory groups its runs', async () => {
 
 test('--baseline chooses the paired comparison; one that selects no configuration exits 2 and writes nothing', async () => {
   const dir = tempDir('cli-baseline');
-  for (const [plan, d] of [['bf16', 'a'], ['fp16', 'b']] as const) {
-    for (const seed of [0, 1]) writeFixtureRun(join(dir, d, `seed-${seed}`), { config: fixtureConfig(seed, plan, [{ name: 'none' }]), metrics: fixtureMetrics(seed + (plan === 'fp16' ? 0.1 : 0)) });
+  for (const [plan, d] of [
+    ['bf16', 'a'],
+    ['fp16', 'b'],
+  ] as const) {
+    for (const seed of [0, 1])
+      writeFixtureRun(join(dir, d, `seed-${seed}`), {
+        config: fixtureConfig(seed, plan, [{ name: 'none' }]),
+        metrics: fixtureMetrics(seed + (plan === 'fp16' ? 0.1 : 0)),
+      });
   }
   const ok = await runCli(['report', dir, '--baseline', 'plan=fp16']);
   expect(ok.code).toBe(0);

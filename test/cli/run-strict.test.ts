@@ -22,7 +22,8 @@ import { runCli } from './io.js';
 const root = mkdtempSync(join(tmpdir(), 'qrl-run-strict-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const fake = (flags = ''): string => `node --import tsx ${join(process.cwd(), 'test/protocol/fake-backend.ts')} ${flags}`;
+const fake = (flags = ''): string =>
+  `node --import tsx ${join(process.cwd(), 'test/protocol/fake-backend.ts')} ${flags}`;
 const small = {
   steps: 1,
   task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
@@ -41,7 +42,10 @@ function configFile(name: string, patch: Record<string, unknown> = {}): string {
 
 describe('the strict driver', () => {
   it('sends the sampler and the maximum response length with every generate', async () => {
-    const config = resolveRunConfig({ ...small, policy: { ...small.policy, sampler: { temperature: 0.7, topK: 5, logprob: 'raw' } } });
+    const config = resolveRunConfig({
+      ...small,
+      policy: { ...small.policy, sampler: { temperature: 0.7, topK: 5, logprob: 'raw' } },
+    });
     const task = makeTaskFromConfig(config.task);
     const inner = new ReferenceBackend(config, policyFactory('ar'), task);
     const seen: GenerateRequest[] = [];
@@ -96,54 +100,148 @@ describe('the strict driver', () => {
     const backend = new FakeBackend();
     backend.bugs.add('writes-reserved');
     const dir = join(root, 'reserved', 'step-000001');
-    await expect(saveAtomic(backend, dir, { version: 2 })).rejects.toThrow(/wrote checkpoint\.json .*reserved for the driver/);
+    await expect(saveAtomic(backend, dir, { version: 2 })).rejects.toThrow(
+      /wrote checkpoint\.json .*reserved for the driver/,
+    );
     expect(existsSync(dir)).toBe(false);
   });
 
   it.each([
-    ['a vocabulary of another size', fake('--vocab 14'), {}, /vocabulary\.size: the backend's vocabulary has 14 tokens, task 'reverse' has 13/],
+    [
+      'a vocabulary of another size',
+      fake('--vocab 14'),
+      {},
+      /vocabulary\.size: the backend's vocabulary has 14 tokens, task 'reverse' has 13/,
+    ],
     ['another EOS id', fake('--vocab 13 --eos 6'), {}, /vocabulary\.eos: the backend's EOS id is 6, qrl-sim's is 2/],
-    ['another plan', fake('--vocab 13'), { plan: 'bf16' }, /plan\.name: the backend serves plan 'fp32', config\.plan is 'bf16'.*plan\.rollout: the backend's rollout side is \{"gemm":\{"kind":"fp32"\}\}, config plan 'bf16' has \{"gemm":\{"kind":"rounding","operands":"bf16"\}\}/],
-    ['an ℓroll mode it cannot report', fake('--vocab 13'), { policy: { ...small.policy, sampler: { logprob: 'raw' } } }, /capabilities\.logprobs: the backend reports ℓroll as \[processed\], config\.policy\.sampler\.logprob is 'raw'/],
-  ])('exits 2 at start on a backend with %s, naming both values', async (name, command, patch, message) => {
-    const out = join(root, `mismatch-${name.replace(/\W+/g, '-')}`);
-    const r = await runCli(['run', '--config', configFile(`m-${name.replace(/\W+/g, '-')}`, patch), '--out', out, '--backend', command, '--timeout', '30000']);
-    expect(r.code, r.err).toBe(2);
-    expect(r.err).toMatch(message);
-    expect(existsSync(join(out, 'metrics.jsonl'))).toBe(false);
-  }, 60_000);
+    [
+      'another plan',
+      fake('--vocab 13'),
+      { plan: 'bf16' },
+      /plan\.name: the backend serves plan 'fp32', config\.plan is 'bf16'.*plan\.rollout: the backend's rollout side is \{"gemm":\{"kind":"fp32"\}\}, config plan 'bf16' has \{"gemm":\{"kind":"rounding","operands":"bf16"\}\}/,
+    ],
+    [
+      'an ℓroll mode it cannot report',
+      fake('--vocab 13'),
+      { policy: { ...small.policy, sampler: { logprob: 'raw' } } },
+      /capabilities\.logprobs: the backend reports ℓroll as \[processed\], config\.policy\.sampler\.logprob is 'raw'/,
+    ],
+  ])(
+    'exits 2 at start on a backend with %s, naming both values',
+    async (name, command, patch, message) => {
+      const out = join(root, `mismatch-${name.replace(/\W+/g, '-')}`);
+      const r = await runCli([
+        'run',
+        '--config',
+        configFile(`m-${name.replace(/\W+/g, '-')}`, patch),
+        '--out',
+        out,
+        '--backend',
+        command,
+        '--timeout',
+        '30000',
+      ]);
+      expect(r.code, r.err).toBe(2);
+      expect(r.err).toMatch(message);
+      expect(existsSync(join(out, 'metrics.jsonl'))).toBe(false);
+    },
+    60_000,
+  );
 
   it("takes the plan from the backend when config.plan is 'backend', and the report names it", async () => {
     const out = join(root, 'plan-from-backend');
     const numpy = `PYTHONPATH=${join(process.cwd(), 'python')} python3 -m qrl_backend.numpy_ar --plan bf16`;
-    const r = await runCli(['run', '--config', configFile('from-backend', { plan: 'backend' }), '--out', out, '--backend', numpy]);
+    const r = await runCli([
+      'run',
+      '--config',
+      configFile('from-backend', { plan: 'backend' }),
+      '--out',
+      out,
+      '--backend',
+      numpy,
+    ]);
     expect(r.code, r.err).toBe(0);
-    const written = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')) as { plan: string; backend: { plan: string } };
+    const written = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')) as {
+      plan: string;
+      backend: { plan: string };
+    };
     expect(written.plan).toBe('backend');
     expect(written.backend.plan).toBe('bf16');
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toMatch(/plan=bf16/);
-    const inproc = await runCli(['run', '--config', configFile('from-backend'), '--out', join(root, 'plan-from-nothing')]);
+    const inproc = await runCli([
+      'run',
+      '--config',
+      configFile('from-backend'),
+      '--out',
+      join(root, 'plan-from-nothing'),
+    ]);
     expect(inproc.code).toBe(0); // plan fp32 in-process is fine
-    const bad = await runCli(['run', '--config', configFile('from-backend', { plan: 'backend' }), '--out', join(root, 'plan-from-nothing-2')]);
+    const bad = await runCli([
+      'run',
+      '--config',
+      configFile('from-backend', { plan: 'backend' }),
+      '--out',
+      join(root, 'plan-from-nothing-2'),
+    ]);
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/config\.plan: 'backend' takes the plan from the backend's info and needs --backend/);
   }, 120_000);
 
   it.each([
     ['the warm start hand-over', '--garbage-on load', /^qrl-sim run: warm start, load \(malformed\)/m],
-    ['the final checkpoint of a 1-step run', '--garbage-on save', /^qrl-sim run: checkpoint of step 1, save \(malformed\)/m],
-  ])('names where a backend failure happened: %s', async (_name, flags, message) => {
-    const out = join(root, `label-${flags.replace(/\W+/g, '-')}`);
-    const r = await runCli(['run', '--config', configFile(`label-${flags.replace(/\W+/g, '-')}`), '--out', out, '--backend', fake(`--vocab 13 ${flags}`), '--timeout', '30000']);
-    expect(r.code, r.err).toBe(1);
-    expect(r.err).toMatch(message);
-  }, 60_000);
+    [
+      'the final checkpoint of a 1-step run',
+      '--garbage-on save',
+      /^qrl-sim run: checkpoint of step 1, save \(malformed\)/m,
+    ],
+  ])(
+    'names where a backend failure happened: %s',
+    async (_name, flags, message) => {
+      const out = join(root, `label-${flags.replace(/\W+/g, '-')}`);
+      const r = await runCli([
+        'run',
+        '--config',
+        configFile(`label-${flags.replace(/\W+/g, '-')}`),
+        '--out',
+        out,
+        '--backend',
+        fake(`--vocab 13 ${flags}`),
+        '--timeout',
+        '30000',
+      ]);
+      expect(r.code, r.err).toBe(1);
+      expect(r.err).toMatch(message);
+    },
+    60_000,
+  );
 
   it('a backend that declines the weight hand-over gets none: sft.steps 0 starts from its weights, more is exit 2', async () => {
-    const declined = await runCli(['run', '--config', configFile('decline'), '--out', join(root, 'decline'), '--backend', fake('--vocab 13 --no-handover'), '--timeout', '30000']);
+    const declined = await runCli([
+      'run',
+      '--config',
+      configFile('decline'),
+      '--out',
+      join(root, 'decline'),
+      '--backend',
+      fake('--vocab 13 --no-handover'),
+      '--timeout',
+      '30000',
+    ]);
     expect(declined.code).toBe(2);
-    expect(declined.err).toMatch(/config\.sft\.steps: the backend neither warm-starts .* nor takes qrl-sim's weights .*, so sft\.steps must be 0, got 2/);
-    const own = await runCli(['run', '--config', configFile('own', { sft: { steps: 0, cache: false } }), '--out', join(root, 'own'), '--backend', fake('--vocab 13 --no-handover'), '--timeout', '30000']);
+    expect(declined.err).toMatch(
+      /config\.sft\.steps: the backend neither warm-starts .* nor takes qrl-sim's weights .*, so sft\.steps must be 0, got 2/,
+    );
+    const own = await runCli([
+      'run',
+      '--config',
+      configFile('own', { sft: { steps: 0, cache: false } }),
+      '--out',
+      join(root, 'own'),
+      '--backend',
+      fake('--vocab 13 --no-handover'),
+      '--timeout',
+      '30000',
+    ]);
     expect(own.code, own.err).toBe(0);
     expect(own.out).toMatch(/warm start: none \(sft\.steps 0\); the backend's own initial weights/);
   }, 60_000);
@@ -152,17 +250,31 @@ describe('the strict driver', () => {
     const config = resolveRunConfig(small);
     expect(warmStartKey(config, { name: 'qrl-sim reference', version: '1' })).toBe(warmStartKey(config));
     expect(warmStartKey(config, { name: 'my-backend', version: '1' })).not.toBe(warmStartKey(config));
-    expect(warmStartKey(config, { name: 'my-backend', version: '2' })).not.toBe(warmStartKey(config, { name: 'my-backend', version: '1' }));
+    expect(warmStartKey(config, { name: 'my-backend', version: '2' })).not.toBe(
+      warmStartKey(config, { name: 'my-backend', version: '1' }),
+    );
     // the command line is part of the identity: another init seed is another warm start
-    expect(warmStartKey(config, { name: 'my-backend', version: '1', address: 'python3 -m my_backend --init-seed 1' })).not.toBe(
+    expect(
+      warmStartKey(config, { name: 'my-backend', version: '1', address: 'python3 -m my_backend --init-seed 1' }),
+    ).not.toBe(
       warmStartKey(config, { name: 'my-backend', version: '1', address: 'python3 -m my_backend --init-seed 0' }),
     );
-    expect(warmStartKey(config, { name: 'qrl-sim reference', version: '1', address: 'qrl-sim serve --policy ar --stdio' })).toBe(warmStartKey(config));
+    expect(
+      warmStartKey(config, { name: 'qrl-sim reference', version: '1', address: 'qrl-sim serve --policy ar --stdio' }),
+    ).toBe(warmStartKey(config));
   });
 
   it('a warm start of 0 steps through qrl-sim serve answers finite metrics (the losses are left out)', async () => {
     const serve = `node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio`;
-    const r = await runCli(['run', '--config', configFile('sft0', { sft: { steps: 0, cache: false } }), '--out', join(root, 'sft0'), '--backend', serve]);
+    const r = await runCli([
+      'run',
+      '--config',
+      configFile('sft0', { sft: { steps: 0, cache: false } }),
+      '--out',
+      join(root, 'sft0'),
+      '--backend',
+      serve,
+    ]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/warm start: 0 supervised steps \(sft\/steps=0\.0000\)/);
   }, 120_000);

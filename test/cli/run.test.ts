@@ -25,12 +25,22 @@ const small = {
 describe('qrl-sim run', () => {
   it('runs a config and writes config.json, metrics.jsonl, eval.jsonl and a checkpoint', async () => {
     const out = join(root, 'ok');
-    const r = await runCli(['run', '--config', configFile('ok', small), '--out', out, '--set', 'estimators.correction.name=tis']);
+    const r = await runCli([
+      'run',
+      '--config',
+      configFile('ok', small),
+      '--out',
+      out,
+      '--set',
+      'estimators.correction.name=tis',
+    ]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/step 2 reward/);
     expect(r.out).toMatch(/finished at step 2/);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
-    expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).estimators.correction).toEqual([{ name: 'tis', C: 2 }]);
+    expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).estimators.correction).toEqual([
+      { name: 'tis', C: 2 },
+    ]);
     expect(existsSync(join(out, 'checkpoints', 'step-000002', 'backend.json'))).toBe(true);
     const resumed = await runCli(['run', '--resume', out, '--steps', '3']);
     expect(resumed.code, resumed.err).toBe(0);
@@ -38,20 +48,61 @@ describe('qrl-sim run', () => {
   });
 
   it.each([
-    ['unknown estimator', { ...small, estimators: { correction: { name: 'magic' } } }, [], /config\.estimators\.correction.*unknown estimator "magic"/],
-    ['negative clip', { ...small, estimators: { loss: { name: 'ppo-clip', epsLow: -0.2 } } }, [], /config\.estimators\.loss\.epsLow/],
+    [
+      'unknown estimator',
+      { ...small, estimators: { correction: { name: 'magic' } } },
+      [],
+      /config\.estimators\.correction.*unknown estimator "magic"/,
+    ],
+    [
+      'negative clip',
+      { ...small, estimators: { loss: { name: 'ppo-clip', epsLow: -0.2 } } },
+      [],
+      /config\.estimators\.loss\.epsLow/,
+    ],
     ['NaN learning rate', small, ['--set', 'optim.lr=NaN'], /config\.optim\.lr: .*expected number.*"NaN"/],
     ['unknown field', { ...small, optimiser: {} }, [], /config: unknown field 'optimiser'/],
     ['unknown plan', { ...small, plan: 'fp9' }, [], /config\.plan: .*fp9/],
     ['bad model size', { ...small, policy: { kind: 'ar', model: { C: 30, H: 4 } } }, [], /config\.policy\.model/],
     ['zero steps', small, ['--steps', '0'], /--steps: expected an integer in 1\.\.100000, got '0'/],
-    ['bad task option', small, ['--set', 'task.options.maxLength=99'], /config\.task\.options: reverse: option maxLength .* got 99/],
-    ['bad plan data', { ...small, plan: { rollout: { gemm: { kind: 'int3' } }, trainer: { gemm: { kind: 'fp32' } } } }, [], /config\.plan\.rollout\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/],
-    ['AR maxLen too small', { ...small, policy: { kind: 'ar', model: { maxLen: 3 } } }, [], /config\.policy\.model\.maxLen: must be at least prompt \+ response = .* got 3/],
-    ['held-out split too small', { ...small, task: { name: 'fibonacci', options: { minLength: 8, maxLength: 8 } }, eval: { every: 0, problems: 32 } }, [], /config\.eval\.problems: 32 held-out problems of task 'fibonacci'.*distinct eval problems found \(8\)/],
+    [
+      'bad task option',
+      small,
+      ['--set', 'task.options.maxLength=99'],
+      /config\.task\.options: reverse: option maxLength .* got 99/,
+    ],
+    [
+      'bad plan data',
+      { ...small, plan: { rollout: { gemm: { kind: 'int3' } }, trainer: { gemm: { kind: 'fp32' } } } },
+      [],
+      /config\.plan\.rollout\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/,
+    ],
+    [
+      'AR maxLen too small',
+      { ...small, policy: { kind: 'ar', model: { maxLen: 3 } } },
+      [],
+      /config\.policy\.model\.maxLen: must be at least prompt \+ response = .* got 3/,
+    ],
+    [
+      'held-out split too small',
+      {
+        ...small,
+        task: { name: 'fibonacci', options: { minLength: 8, maxLength: 8 } },
+        eval: { every: 0, problems: 32 },
+      },
+      [],
+      /config\.eval\.problems: 32 held-out problems of task 'fibonacci'.*distinct eval problems found \(8\)/,
+    ],
   ])('bad config (%s) exits 2 naming the field, and writes nothing', async (name, config, extra, message) => {
     const out = join(root, `bad-${name.replace(/ /g, '-')}`);
-    const r = await runCli(['run', '--config', configFile(name.replace(/ /g, '-'), config), '--out', out, ...(extra as string[])]);
+    const r = await runCli([
+      'run',
+      '--config',
+      configFile(name.replace(/ /g, '-'), config),
+      '--out',
+      out,
+      ...(extra as string[]),
+    ]);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(message);
     expect(r.err.trim().split('\n')).toHaveLength(1);
@@ -74,13 +125,18 @@ describe('qrl-sim run', () => {
 describe('qrl-sim run under Ctrl-C', () => {
   it('stops after the current step with complete files and a checkpoint to resume from', async () => {
     const { spawn } = await import('node:child_process');
-    if (!existsSync('dist/cli/main.js')) throw new Error('dist/ missing: run npm run build (npm ci does it through prepare)');
+    if (!existsSync('dist/cli/main.js'))
+      throw new Error('dist/ missing: run npm run build (npm ci does it through prepare)');
     const out = join(root, 'sigint');
     const config = configFile('sigint', { ...small, steps: 200, checkpoint: { every: 0 } });
-    const child = spawn(process.execPath, ['bin/qrl-sim.js', 'run', '--config', config, '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['bin/qrl-sim.js', 'run', '--config', config, '--out', out], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     const code = await new Promise<number | null>((resolve) => {
       child.stdout.on('data', (d: Buffer) => {
         stdout += d.toString();
@@ -90,7 +146,10 @@ describe('qrl-sim run under Ctrl-C', () => {
     });
     expect(code, stderr).toBe(130);
     expect(stderr).toMatch(/stopping after this step/);
-    const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const last = lines[lines.length - 1].step as number;
     expect(last).toBeGreaterThanOrEqual(2);
     expect(last).toBeLessThan(200);

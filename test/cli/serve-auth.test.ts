@@ -14,14 +14,17 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const tokenFile = join(scratch, 'token');
 writeFileSync(tokenFile, 'tok-cli-7c2e\n');
 const config = join(scratch, 'small.json');
-writeFileSync(config, JSON.stringify({
-  steps: 1,
-  task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
-  policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
-  sft: { steps: 2, batchSize: 8, cache: false },
-  rollout: { prompts: 2, groupSize: 4 },
-  eval: { every: 0, problems: 4 },
-}));
+writeFileSync(
+  config,
+  JSON.stringify({
+    steps: 1,
+    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+    sft: { steps: 2, batchSize: 8, cache: false },
+    rollout: { prompts: 2, groupSize: 4 },
+    eval: { every: 0, problems: 4 },
+  }),
+);
 
 /** Starts `qrl-sim serve` in-process; resolves with its URL, its stderr lines and its exit. */
 async function serve(flags: string[]): Promise<{ url: string; err: string[]; exit: Promise<number> }> {
@@ -38,12 +41,22 @@ async function serve(flags: string[]): Promise<{ url: string; err: string[]; exi
     readStdin: async () => '',
   };
   const exit = main(['serve', '--policy', 'ar', '--port', '0', ...flags], io);
-  return { url: await Promise.race([url, exit.then((code) => Promise.reject(new Error(`serve exited ${code}: ${err.join('\n')}`)))]), err, exit };
+  return {
+    url: await Promise.race([
+      url,
+      exit.then((code) => Promise.reject(new Error(`serve exited ${code}: ${err.join('\n')}`))),
+    ]),
+    err,
+    exit,
+  };
 }
 
 describe('qrl-sim serve: start-up refusals (exit 2, one line)', () => {
   it.each([
-    [['--port', '0', '--host', '0.0.0.0'], /--host 0\.0\.0\.0: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN/],
+    [
+      ['--port', '0', '--host', '0.0.0.0'],
+      /--host 0\.0\.0\.0: not loopback, so a token is required: pass --token-file FILE or set QRL_BACKEND_TOKEN/,
+    ],
     [['--port', '0', '--host', '::'], /--host ::: not loopback/],
     [['--token-file', tokenFile], /--token-file: not used without --port/],
     [['--state-root', scratch, '--stdio'], /--state-root: not used without --port/],
@@ -68,11 +81,23 @@ describe('qrl-sim run --backend http:// against a token-protected serve', () => 
 
     const refused = await runCli(['run', '--config', config, '--out', join(root, 'refused'), '--backend', server.url]);
     expect(refused.code).toBe(1);
-    expect(refused.err).toMatch(/info refused: unauthorized: missing token .*; set QRL_BACKEND_TOKEN or pass --token-file/);
+    expect(refused.err).toMatch(
+      /info refused: unauthorized: missing token .*; set QRL_BACKEND_TOKEN or pass --token-file/,
+    );
     expect(server.err.some((l) => /^refused request from \S+: missing token$/.test(l))).toBe(true);
 
     const out = join(root, 'run');
-    const r = await runCli(['run', '--config', config, '--out', out, '--backend', server.url, '--token-file', tokenFile]);
+    const r = await runCli([
+      'run',
+      '--config',
+      config,
+      '--out',
+      out,
+      '--backend',
+      server.url,
+      '--token-file',
+      tokenFile,
+    ]);
     expect(r.code, r.err).toBe(0);
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(1);
     // a run does not shut down an HTTP backend it did not start: the same server serves the next run
@@ -85,7 +110,10 @@ describe('qrl-sim run --backend http:// against a token-protected serve', () => 
     }
     const bye = await fetch(`${server.url}/rpc`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${readFileSync(tokenFile, 'utf8').trim()}` },
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${readFileSync(tokenFile, 'utf8').trim()}`,
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'shutdown', params: {} }),
     });
     expect(bye.status).toBe(200);

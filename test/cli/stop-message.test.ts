@@ -11,18 +11,24 @@ describe('handleStopSignals with a message function', () => {
     const err: string[] = [];
     let phase = 'warm start';
     const un = handleStopSignals({ out: () => undefined, err: (t: string) => err.push(t) } as never, 'run', () =>
-      phase === 'warm start' ? "waiting for the backend's warm start to answer, then stopping before step 1" : 'stopping after this step',
+      phase === 'warm start'
+        ? "waiting for the backend's warm start to answer, then stopping before step 1"
+        : 'stopping after this step',
     );
     try {
       process.emit('SIGINT');
-      expect(err).toEqual(["qrl-sim run: SIGINT: waiting for the backend's warm start to answer, then stopping before step 1 (Ctrl-C again to stop at once)"]);
+      expect(err).toEqual([
+        "qrl-sim run: SIGINT: waiting for the backend's warm start to answer, then stopping before step 1 (Ctrl-C again to stop at once)",
+      ]);
       expect(stopReason()).toBe('SIGINT');
       phase = 'step 3';
       resetStop();
     } finally {
       un();
     }
-    const again = handleStopSignals({ out: () => undefined, err: (t: string) => err.push(t) } as never, 'run', () => (phase === 'warm start' ? 'x' : 'stopping after this step'));
+    const again = handleStopSignals({ out: () => undefined, err: (t: string) => err.push(t) } as never, 'run', () =>
+      phase === 'warm start' ? 'x' : 'stopping after this step',
+    );
     try {
       process.emit('SIGTERM');
       expect(err[1]).toBe('qrl-sim run: SIGTERM: stopping after this step (SIGTERM again to stop at once)');

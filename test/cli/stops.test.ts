@@ -41,17 +41,23 @@ interface Spawned {
 }
 
 function qrl(args: string[]): Spawned {
-  const child = spawn(process.execPath, ['bin/qrl-sim.js', ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: process.cwd() });
+  const child = spawn(process.execPath, ['bin/qrl-sim.js', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: process.cwd(),
+  });
   let out = '';
   let err = '';
   const waiters: { re: RegExp; resolve: () => void }[] = [];
   const check = (): void => {
-    for (const w of [...waiters]) if (w.re.test(out) || w.re.test(err)) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
+    for (const w of [...waiters])
+      if (w.re.test(out) || w.re.test(err)) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
   };
   child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), check()));
   child.stderr!.on('data', (d: Buffer) => ((err += d.toString()), check()));
   // A process ended by a signal reads as the shell shows it: 128 + the signal's number.
-  const exit = new Promise<number | null>((resolve) => child.on('close', (c, signal) => resolve(c ?? (signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : null))));
+  const exit = new Promise<number | null>((resolve) =>
+    child.on('close', (c, signal) => resolve(c ?? (signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : null))),
+  );
   return {
     child,
     out: () => out,
@@ -68,7 +74,8 @@ function qrl(args: string[]): Spawned {
 
 const DETERMINISTIC = ['config.json', 'metrics.jsonl', 'eval.jsonl'];
 function expectSameRun(a: string, b: string): void {
-  for (const f of DETERMINISTIC) expect(readFileSync(join(a, f), 'utf8'), `${a}/${f}`).toBe(readFileSync(join(b, f), 'utf8'));
+  for (const f of DETERMINISTIC)
+    expect(readFileSync(join(a, f), 'utf8'), `${a}/${f}`).toBe(readFileSync(join(b, f), 'utf8'));
 }
 
 /** A pid that no process has now (a child that already exited). */
@@ -166,10 +173,14 @@ describe('sweep', () => {
     expect(existsSync(join(out, 'summary.json'))).toBe(false);
     const resumed = await runCli(['sweep', '--resume', out]);
     expect(resumed.code, resumed.err).toBe(0);
-    for (const run of ['correction-none/seed-0', 'correction-tis/seed-0']) expectSameRun(join(out, run), join(whole, run));
-    expect(readFileSync(join(out, 'sweep.json'), 'utf8')).toBe(readFileSync(join(whole, 'sweep.json'), 'utf8').split(whole).join(out));
+    for (const run of ['correction-none/seed-0', 'correction-tis/seed-0'])
+      expectSameRun(join(out, run), join(whole, run));
+    expect(readFileSync(join(out, 'sweep.json'), 'utf8')).toBe(
+      readFileSync(join(whole, 'sweep.json'), 'utf8').split(whole).join(out),
+    );
     // The summary agrees except for wall-clock time per step.
-    const strip = (dir: string): unknown => JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) => (/time|seconds/i.test(k) ? undefined : v));
+    const strip = (dir: string): unknown =>
+      JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) => (/time|seconds/i.test(k) ? undefined : v));
     expect(strip(out)).toEqual(strip(whole));
   });
 

@@ -11,7 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const repo = process.cwd();
 const bin = join(repo, 'bin', 'qrl-sim.js');
 const rayProbe = spawnSync('python3', ['-c', 'import ray'], { encoding: 'utf8' });
-const rayMissing = rayProbe.status === 0 ? null : `ray is not importable by python3 (${(rayProbe.stderr ?? '').trim().split('\n').slice(-1)[0] ?? rayProbe.error?.message}); scripts/python-env.sh installs it`;
+const rayMissing =
+  rayProbe.status === 0
+    ? null
+    : `ray is not importable by python3 (${(rayProbe.stderr ?? '').trim().split('\n').slice(-1)[0] ?? rayProbe.error?.message}); scripts/python-env.sh installs it`;
 
 const root = mkdtempSync(join(tmpdir(), 'qrl-ray-'));
 const base = {
@@ -40,8 +43,16 @@ interface Exit {
 const loopback = { RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: '0', RAY_USAGE_STATS_ENABLED: '0' };
 
 /** `qrl-sim ARGS` in `root` (its .cache/sft is the warm-start cache of every run here). */
-function cli(args: string[], env: Record<string, string> = {}): { child: ChildProcess; done: Promise<Exit>; stderr: () => string } {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): { child: ChildProcess; done: Promise<Exit>; stderr: () => string } {
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
@@ -60,12 +71,20 @@ function deterministicFiles(dir: string): Map<string, string> {
     for (const e of readdirSync(d, { withFileTypes: true })) {
       const p = join(d, e.name);
       if (e.isDirectory()) walk(p);
-      else if (!/^(timings\.jsonl|summary\.(json|md|html)|report\.html)$/.test(e.name)) files.set(relative(dir, p), readFileSync(p, 'utf8'));
+      else if (!/^(timings\.jsonl|summary\.(json|md|html)|report\.html)$/.test(e.name))
+        files.set(relative(dir, p), readFileSync(p, 'utf8'));
     }
   };
   walk(dir);
   // The summary with its wall-clock fields set aside (as test/cli/emit-jobs.test.ts compares it).
-  files.set('summary.json', JSON.stringify(JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) => (/time|seconds/i.test(k) ? undefined : v)), null, 1));
+  files.set(
+    'summary.json',
+    JSON.stringify(
+      JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'), (k, v) => (/time|seconds/i.test(k) ? undefined : v)),
+      null,
+      1,
+    ),
+  );
   return files;
 }
 
@@ -136,132 +155,165 @@ sys.stdin.read()
 ray.shutdown()
 `;
 
-describe.skipIf(rayMissing !== null)(`sweep --executor ray${rayMissing === null ? '' : ` (skipped: ${rayMissing})`}`, () => {
-  const shortReference = join(root, 'short-threads');
-  const longReference = join(root, 'long-threads');
+describe.skipIf(rayMissing !== null)(
+  `sweep --executor ray${rayMissing === null ? '' : ` (skipped: ${rayMissing})`}`,
+  () => {
+    const shortReference = join(root, 'short-threads');
+    const longReference = join(root, 'long-threads');
 
-  beforeAll(async () => {
-    if (!existsSync(join(repo, 'dist', 'cli', 'main.js'))) throw new Error('dist/ missing: run npm run build');
-    // On this machine only: Ray's single-machine mode keeps every address on 127.0.0.1.
-    cluster = spawn('python3', ['-c', clusterScript], { env: { ...process.env, ...loopback }, stdio: ['pipe', 'pipe', 'ignore'] });
-    address = await new Promise<string>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error('the test cluster did not start in 60 s')), 60_000);
-      cluster!.stdout!.once('data', (b: Buffer) => {
-        clearTimeout(timer);
-        res(b.toString().trim());
+    beforeAll(async () => {
+      if (!existsSync(join(repo, 'dist', 'cli', 'main.js'))) throw new Error('dist/ missing: run npm run build');
+      // On this machine only: Ray's single-machine mode keeps every address on 127.0.0.1.
+      cluster = spawn('python3', ['-c', clusterScript], {
+        env: { ...process.env, ...loopback },
+        stdio: ['pipe', 'pipe', 'ignore'],
       });
-      cluster!.once('exit', (code) => rej(new Error(`the test cluster exited with ${code}`)));
+      address = await new Promise<string>((res, rej) => {
+        const timer = setTimeout(() => rej(new Error('the test cluster did not start in 60 s')), 60_000);
+        cluster!.stdout!.once('data', (b: Buffer) => {
+          clearTimeout(timer);
+          res(b.toString().trim());
+        });
+        cluster!.once('exit', (code) => rej(new Error(`the test cluster exited with ${code}`)));
+      });
+      expect(address).toMatch(/^127\.0\.0\.1:\d+$/);
+      for (const [config, out] of [
+        [short, shortReference],
+        [long, longReference],
+      ] as const) {
+        const r = await sweep(['--config', config, ...grid, '--workers', '2', '--out', out]);
+        expect(r.code, r.err).toBe(0);
+      }
     });
-    expect(address).toMatch(/^127\.0\.0\.1:\d+$/);
-    for (const [config, out] of [[short, shortReference], [long, longReference]] as const) {
-      const r = await sweep(['--config', config, ...grid, '--workers', '2', '--out', out]);
+
+    afterAll(async () => {
+      if (cluster !== undefined && cluster.exitCode === null) {
+        const exited = new Promise((r) => cluster!.once('exit', r));
+        cluster.stdin!.end(); // the script shuts its cluster down and exits
+        await exited;
+      }
+      rmSync(root, { recursive: true, force: true });
+    });
+
+    it('a local cluster gives the threaded sweep’s files byte for byte and is shut down after', async () => {
+      const before = raylets();
+      const out = join(root, 'short-ray');
+      const r = await sweep(['--config', short, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
       expect(r.code, r.err).toBe(0);
-    }
-  });
-
-  afterAll(async () => {
-    if (cluster !== undefined && cluster.exitCode === null) {
-      const exited = new Promise((r) => cluster!.once('exit', r));
-      cluster.stdin!.end(); // the script shuts its cluster down and exits
-      await exited;
-    }
-    rmSync(root, { recursive: true, force: true });
-  });
-
-  it('a local cluster gives the threaded sweep’s files byte for byte and is shut down after', async () => {
-    const before = raylets();
-    const out = join(root, 'short-ray');
-    const r = await sweep(['--config', short, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
-    expect(r.code, r.err).toBe(0);
-    expect(r.out).toMatch(/2 runs \(0 failed\) on 2 workers/);
-    expectSameSweep(out, shortReference);
-    expect(raylets()).toEqual(before);
-  });
-
-  it('a killed Ray worker is retried and its run resumes byte-identically (on an existing cluster)', async () => {
-    // 30 steps: the task sees step 2 (it polls every 0.2 s) long before its run ends
-    const out = join(root, 'long-killed');
-    const marker = join(root, 'killed');
-    const r = await sweep(['--config', long, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], { ...loopback, QRL_SWEEP_RAY_TEST_KILL: `2:${marker}` });
-    expect(r.code, r.err).toBe(0);
-    expect(existsSync(marker)).toBe(true); // one worker did kill itself after its run's step 2
-    expectSameSweep(out, longReference);
-  });
-
-  it('Ctrl-C of a Ray sweep stops every run whole, shuts the local cluster down; threads resume it', async () => {
-    const before = raylets();
-    const out = join(root, 'long-ray-stopped');
-    const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
-    await metricsLines(out, 2);
-    process.kill(-s.child.pid!, 'SIGINT'); // a terminal's Ctrl-C reaches the whole foreground group
-    const r = await s.done;
-    expect(r.code, r.err).toBe(130);
-    expect(r.err).toMatch(/qrl-sim sweep: stopped \(SIGINT\): \d of 2 runs finished, \d stopped part-way \(files whole\); continue with: qrl-sim sweep --resume /);
-    expect(raylets()).toEqual(before);
-    expect(existsSync(join(out, 'summary.json'))).toBe(false);
-    expectResumable(out);
-    const resumed = await sweep(['--resume', out]);
-    expect(resumed.code, resumed.err).toBe(0);
-    expectSameSweep(out, longReference);
-  });
-
-  it('a second Ctrl-C stops at once; the cluster still goes down, every file is whole and resume finishes', async () => {
-    const before = raylets();
-    const out = join(root, 'long-ray-killed');
-    const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
-    await metricsLines(out, 2);
-    process.kill(-s.child.pid!, 'SIGINT');
-    await until(() => s.stderr().includes('SIGINT: no further run starts'), 'the first SIGINT answered');
-    process.kill(-s.child.pid!, 'SIGINT');
-    const r = await s.done;
-    expect(r.code, r.err).toBe(130);
-    expect(r.err).toMatch(/qrl-sim sweep: SIGINT again: stopping now/);
-    // the driver, left without qrl-sim, shuts its local cluster down (its tasks' runs die with their workers)
-    await until(() => JSON.stringify(raylets()) === JSON.stringify(before), 'the local cluster shut down');
-    expectResumable(out);
-    const resumed = await sweep(['--resume', out]);
-    expect(resumed.code, resumed.err).toBe(0);
-    expectSameSweep(out, longReference);
-  });
-
-  it('SIGTERM of a threaded sweep, resumed on Ray, gives the uninterrupted sweep', async () => {
-    const out = join(root, 'long-threads-stopped');
-    const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out]);
-    await metricsLines(out, 2);
-    s.child.kill('SIGTERM');
-    const r = await s.done;
-    expect(r.code, r.err).toBe(143);
-    expectResumable(out);
-    const resumed = await sweep(['--resume', out, '--executor', 'ray', '--ray-address', address], loopback);
-    expect(resumed.code, resumed.err).toBe(0);
-    expectSameSweep(out, longReference);
-  });
-
-  it('bad input exits 2 with one line naming the option and the value, writing nothing', async () => {
-    const port = await new Promise<number>((res) => {
-      const server = createServer();
-      server.listen(0, '127.0.0.1', () => {
-        const p = (server.address() as { port: number }).port;
-        server.close(() => res(p)); // nothing listens there now: connection refused
-      });
+      expect(r.out).toMatch(/2 runs \(0 failed\) on 2 workers/);
+      expectSameSweep(out, shortReference);
+      expect(raylets()).toEqual(before);
     });
-    const noRay = join(root, 'python-without-ray');
-    writeFileSync(noRay, `#!/bin/sh\nexec python3 -S "$@"\n`, { mode: 0o755 }); // -S: no site-packages, so no ray
-    const cases: { args: string[]; env?: Record<string, string>; line: RegExp }[] = [
-      { args: ['--executor', 'dask'], line: /^qrl-sim sweep: --executor: expected threads or ray, got 'dask'$/ },
-      { args: ['--ray-address', '127.0.0.1:6379'], line: /^qrl-sim sweep: --ray-address: not used without --executor ray, got '127\.0\.0\.1:6379'$/ },
-      { args: ['--executor', 'ray', '--ray-address', `127.0.0.1:${port}`], line: new RegExp(`^qrl-sim sweep: --ray-address: cannot reach '127\\.0\\.0\\.1:${port}' \\(Connection refused within 10 s\\)$`) },
-      { args: ['--executor', 'ray', '--ray-address', 'nowhere'], line: /^qrl-sim sweep: --ray-address: expected HOST:PORT, ray:\/\/HOST:PORT or auto, got 'nowhere'$/ },
-      { args: ['--executor', 'ray'], env: { QRL_PYTHON: noRay }, line: /^qrl-sim sweep: --executor: ray: Ray is not importable by .*No module named 'ray'/ },
-      { args: ['--executor', 'ray'], env: { QRL_PYTHON: join(root, 'no-such-python') }, line: /^qrl-sim sweep: --executor: ray: cannot start .*no-such-python \(ENOENT\)/ },
-    ];
-    for (const [i, c] of cases.entries()) {
-      const out = join(root, `bad-${i}`);
-      const r = await sweep(['--config', short, ...grid, '--out', out, ...c.args], c.env);
-      expect(r.code, `${c.args.join(' ')}: ${r.err}`).toBe(2);
-      expect(r.err.trim().split('\n'), c.args.join(' ')).toHaveLength(1);
-      expect(r.err.trim(), c.args.join(' ')).toMatch(c.line);
-      expect(existsSync(join(out, 'sweep.json')), c.args.join(' ')).toBe(false);
-    }
-  });
-});
+
+    it('a killed Ray worker is retried and its run resumes byte-identically (on an existing cluster)', async () => {
+      // 30 steps: the task sees step 2 (it polls every 0.2 s) long before its run ends
+      const out = join(root, 'long-killed');
+      const marker = join(root, 'killed');
+      const r = await sweep(['--config', long, ...grid, '--out', out, '--executor', 'ray', '--ray-address', address], {
+        ...loopback,
+        QRL_SWEEP_RAY_TEST_KILL: `2:${marker}`,
+      });
+      expect(r.code, r.err).toBe(0);
+      expect(existsSync(marker)).toBe(true); // one worker did kill itself after its run's step 2
+      expectSameSweep(out, longReference);
+    });
+
+    it('Ctrl-C of a Ray sweep stops every run whole, shuts the local cluster down; threads resume it', async () => {
+      const before = raylets();
+      const out = join(root, 'long-ray-stopped');
+      const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
+      await metricsLines(out, 2);
+      process.kill(-s.child.pid!, 'SIGINT'); // a terminal's Ctrl-C reaches the whole foreground group
+      const r = await s.done;
+      expect(r.code, r.err).toBe(130);
+      expect(r.err).toMatch(
+        /qrl-sim sweep: stopped \(SIGINT\): \d of 2 runs finished, \d stopped part-way \(files whole\); continue with: qrl-sim sweep --resume /,
+      );
+      expect(raylets()).toEqual(before);
+      expect(existsSync(join(out, 'summary.json'))).toBe(false);
+      expectResumable(out);
+      const resumed = await sweep(['--resume', out]);
+      expect(resumed.code, resumed.err).toBe(0);
+      expectSameSweep(out, longReference);
+    });
+
+    it('a second Ctrl-C stops at once; the cluster still goes down, every file is whole and resume finishes', async () => {
+      const before = raylets();
+      const out = join(root, 'long-ray-killed');
+      const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out, '--executor', 'ray']);
+      await metricsLines(out, 2);
+      process.kill(-s.child.pid!, 'SIGINT');
+      await until(() => s.stderr().includes('SIGINT: no further run starts'), 'the first SIGINT answered');
+      process.kill(-s.child.pid!, 'SIGINT');
+      const r = await s.done;
+      expect(r.code, r.err).toBe(130);
+      expect(r.err).toMatch(/qrl-sim sweep: SIGINT again: stopping now/);
+      // the driver, left without qrl-sim, shuts its local cluster down (its tasks' runs die with their workers)
+      await until(() => JSON.stringify(raylets()) === JSON.stringify(before), 'the local cluster shut down');
+      expectResumable(out);
+      const resumed = await sweep(['--resume', out]);
+      expect(resumed.code, resumed.err).toBe(0);
+      expectSameSweep(out, longReference);
+    });
+
+    it('SIGTERM of a threaded sweep, resumed on Ray, gives the uninterrupted sweep', async () => {
+      const out = join(root, 'long-threads-stopped');
+      const s = cli(['sweep', '--config', long, ...grid, '--workers', '2', '--out', out]);
+      await metricsLines(out, 2);
+      s.child.kill('SIGTERM');
+      const r = await s.done;
+      expect(r.code, r.err).toBe(143);
+      expectResumable(out);
+      const resumed = await sweep(['--resume', out, '--executor', 'ray', '--ray-address', address], loopback);
+      expect(resumed.code, resumed.err).toBe(0);
+      expectSameSweep(out, longReference);
+    });
+
+    it('bad input exits 2 with one line naming the option and the value, writing nothing', async () => {
+      const port = await new Promise<number>((res) => {
+        const server = createServer();
+        server.listen(0, '127.0.0.1', () => {
+          const p = (server.address() as { port: number }).port;
+          server.close(() => res(p)); // nothing listens there now: connection refused
+        });
+      });
+      const noRay = join(root, 'python-without-ray');
+      writeFileSync(noRay, `#!/bin/sh\nexec python3 -S "$@"\n`, { mode: 0o755 }); // -S: no site-packages, so no ray
+      const cases: { args: string[]; env?: Record<string, string>; line: RegExp }[] = [
+        { args: ['--executor', 'dask'], line: /^qrl-sim sweep: --executor: expected threads or ray, got 'dask'$/ },
+        {
+          args: ['--ray-address', '127.0.0.1:6379'],
+          line: /^qrl-sim sweep: --ray-address: not used without --executor ray, got '127\.0\.0\.1:6379'$/,
+        },
+        {
+          args: ['--executor', 'ray', '--ray-address', `127.0.0.1:${port}`],
+          line: new RegExp(
+            `^qrl-sim sweep: --ray-address: cannot reach '127\\.0\\.0\\.1:${port}' \\(Connection refused within 10 s\\)$`,
+          ),
+        },
+        {
+          args: ['--executor', 'ray', '--ray-address', 'nowhere'],
+          line: /^qrl-sim sweep: --ray-address: expected HOST:PORT, ray:\/\/HOST:PORT or auto, got 'nowhere'$/,
+        },
+        {
+          args: ['--executor', 'ray'],
+          env: { QRL_PYTHON: noRay },
+          line: /^qrl-sim sweep: --executor: ray: Ray is not importable by .*No module named 'ray'/,
+        },
+        {
+          args: ['--executor', 'ray'],
+          env: { QRL_PYTHON: join(root, 'no-such-python') },
+          line: /^qrl-sim sweep: --executor: ray: cannot start .*no-such-python \(ENOENT\)/,
+        },
+      ];
+      for (const [i, c] of cases.entries()) {
+        const out = join(root, `bad-${i}`);
+        const r = await sweep(['--config', short, ...grid, '--out', out, ...c.args], c.env);
+        expect(r.code, `${c.args.join(' ')}: ${r.err}`).toBe(2);
+        expect(r.err.trim().split('\n'), c.args.join(' ')).toHaveLength(1);
+        expect(r.err.trim(), c.args.join(' ')).toMatch(c.line);
+        expect(existsSync(join(out, 'sweep.json')), c.args.join(' ')).toBe(false);
+      }
+    });
+  },
+);

@@ -16,7 +16,8 @@ describe('docs/library.md examples', () => {
   it('fake-quantizes: e4m3fn values, 500 saturates to 448, per-token quantizer round-trips within one e4m3 step', () => {
     const { elementwise, perToken } = fakeQuantExample();
     expect(elementwise).toEqual([Math.fround(0.1015625), -1.25, 3.25, 448]);
-    for (const [i, x] of [0.1, -1.3, 3.14159, 500].entries()) expect(Math.abs((perToken[i] as number) - x)).toBeLessThanOrEqual(Math.abs(x) / 8);
+    for (const [i, x] of [0.1, -1.3, 3.14159, 500].entries())
+      expect(Math.abs((perToken[i] as number) - x)).toBeLessThanOrEqual(Math.abs(x) / 8);
   });
 
   it('estimate: plain arrays give the same loss and gradient as Float64Array inputs; the gradient is zero on masked tokens', () => {
@@ -30,7 +31,12 @@ describe('docs/library.md examples', () => {
         mask: Float64Array.from([1, 1, 1, 1, 1, 0]),
         rewards: Float64Array.from([1, 0]),
       },
-      resolveConfig({ advantage: { name: 'grpo' }, correction: { name: 'tis', C: 2 }, loss: { name: 'ppo-clip' }, aggregation: 'token-mean' }),
+      resolveConfig({
+        advantage: { name: 'grpo' },
+        correction: { name: 'tis', C: 2 },
+        loss: { name: 'ppo-clip' },
+        aggregation: 'token-mean',
+      }),
     );
     expect(r.loss).toBe(typed.loss);
     expect(r.grad).toEqual(Array.from(typed.gradLogpTheta));
@@ -41,10 +47,21 @@ describe('docs/library.md examples', () => {
 
   it('estimate names the field of a wrong-length or nested array', () => {
     const config = resolveConfig({});
-    const base = { shape: { B: 1, T: 2 }, logpTheta: [-1, -1], logpOld: [-1, -1], logpRollout: [-1, -1], mask: [1, 1], rewards: [1] };
+    const base = {
+      shape: { B: 1, T: 2 },
+      logpTheta: [-1, -1],
+      logpOld: [-1, -1],
+      logpRollout: [-1, -1],
+      mask: [1, 1],
+      rewards: [1],
+    };
     expect(() => estimate({ ...base, logpOld: [-1] }, config)).toThrow(UsageError);
-    expect(() => estimate({ ...base, logpOld: [-1] }, config)).toThrow(/batch\.logpOld: expected length B·T = 2, got 1/);
-    expect(() => estimate({ ...base, mask: [[1, 1]] as unknown as number[] }, config)).toThrow(/batch\.mask: .*nested rows/);
+    expect(() => estimate({ ...base, logpOld: [-1] }, config)).toThrow(
+      /batch\.logpOld: expected length B·T = 2, got 1/,
+    );
+    expect(() => estimate({ ...base, mask: [[1, 1]] as unknown as number[] }, config)).toThrow(
+      /batch\.mask: .*nested rows/,
+    );
   });
 
   it('runs GRPO programmatically: two steps, deterministic metrics', async () => {
@@ -64,7 +81,9 @@ describe('docs/library.md examples', () => {
 });
 
 describe('package.json exports', () => {
-  const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as { exports: Record<string, string | { types: string; import: string }> };
+  const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {
+    exports: Record<string, string | { types: string; import: string }>;
+  };
   it('every layer subpath names a dist entry with types, built from src/<layer>/index.ts', () => {
     for (const [subpath, target] of Object.entries(pkg.exports)) {
       if (typeof target === 'string') continue;
@@ -73,6 +92,7 @@ describe('package.json exports', () => {
       expect(target.types).toBe(`./dist/${layer}index.d.ts`);
       expect(existsSync(new URL(`src/${layer}index.ts`, root))).toBe(true);
     }
-    for (const layer of ['numerics', 'nn', 'rl', 'policies', 'backend', 'runs']) expect(pkg.exports[`./${layer}`]).toBeDefined();
+    for (const layer of ['numerics', 'nn', 'rl', 'policies', 'backend', 'runs'])
+      expect(pkg.exports[`./${layer}`]).toBeDefined();
   });
 });

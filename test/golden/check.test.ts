@@ -12,21 +12,46 @@ const hasNumpy = spawnSync('python3', ['-c', 'import numpy'], { encoding: 'utf8'
 
 describe('check', () => {
   it('cast and quantize methods return exactly the CLI JSON', async () => {
-    const cli = await runCli(['cast', '--format', 'e4m3fn', '--profile', 'satfinite', '--json', '--', '464', '-0', 'NaN', '1e6']);
-    expect(castJson({ format: 'e4m3fn', profile: 'satfinite', inputs: ['464', '-0', 'NaN', '1e6'] })).toEqual(JSON.parse(cli.out));
-    const input = [[1, -2, 3.5, 0], [0.1, 0.2, 'NaN', 400]];
-    const q = await runCli(['quantize', '--preset', 'mxfp4', '--block', '2', '--input', '-', '--json'], JSON.stringify(input));
+    const cli = await runCli([
+      'cast',
+      '--format',
+      'e4m3fn',
+      '--profile',
+      'satfinite',
+      '--json',
+      '--',
+      '464',
+      '-0',
+      'NaN',
+      '1e6',
+    ]);
+    expect(castJson({ format: 'e4m3fn', profile: 'satfinite', inputs: ['464', '-0', 'NaN', '1e6'] })).toEqual(
+      JSON.parse(cli.out),
+    );
+    const input = [
+      [1, -2, 3.5, 0],
+      [0.1, 0.2, 'NaN', 400],
+    ];
+    const q = await runCli(
+      ['quantize', '--preset', 'mxfp4', '--block', '2', '--input', '-', '--json'],
+      JSON.stringify(input),
+    );
     expect(quantizeJson({ preset: 'mxfp4', block: 2, input })).toEqual(JSON.parse(q.out));
   });
 
   it.runIf(hasNumpy)('passes a correct numpy implementation and lists the fields compared', async () => {
     const r = await runCli(['check', '--impl', impl, '--suite', 'estimators', '--config', config, '--runs', '40']);
     expect(r.code, r.err).toBe(0);
-    expect(r.out).toMatch(/40 cases passed .*fields compared: advantages, gradLogpTheta, loss, mask, tokenLoss, weights/);
+    expect(r.out).toMatch(
+      /40 cases passed .*fields compared: advantages, gradLogpTheta, loss, mask, tokenLoss, weights/,
+    );
   });
 
   it.runIf(hasNumpy)('finds the planted bugs with a small counterexample', async () => {
-    for (const [bug, field] of [['no-cap', /weights|loss|tokenLoss|gradLogpTheta/], ['wrong-mask', /loss|gradLogpTheta/]] as const) {
+    for (const [bug, field] of [
+      ['no-cap', /weights|loss|tokenLoss|gradLogpTheta/],
+      ['wrong-mask', /loss|gradLogpTheta/],
+    ] as const) {
       process.env.QRL_BUG = bug;
       try {
         const r = await runCli(['check', '--impl', impl, '--suite', 'estimators', '--config', config, '--runs', '100']);
@@ -42,7 +67,17 @@ describe('check', () => {
   });
 
   it.runIf(hasNumpy)('casts: the numpy bf16 cast passes; its truncating variant fails on one value', async () => {
-    const cast = ['check', '--impl', 'python3 python/examples/numpy_cast.py', '--suite', 'casts', '--config', 'python/examples/configs/bf16-ieee.json', '--runs', '60'];
+    const cast = [
+      'check',
+      '--impl',
+      'python3 python/examples/numpy_cast.py',
+      '--suite',
+      'casts',
+      '--config',
+      'python/examples/configs/bf16-ieee.json',
+      '--runs',
+      '60',
+    ];
     expect((await runCli(cast)).code).toBe(0);
     process.env.QRL_BUG = 'truncate';
     try {

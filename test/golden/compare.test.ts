@@ -23,10 +23,20 @@ describe('compare rules', () => {
   });
 
   it('reports the first mismatch with its index and both values in hex', () => {
-    const m = compareArrays(new Float32Array([1, 2, -0.5, 4]), new Float32Array([1, 2, 0.5, 5]), [2, 2], 'bitwise', 'F32');
+    const m = compareArrays(
+      new Float32Array([1, 2, -0.5, 4]),
+      new Float32Array([1, 2, 0.5, 5]),
+      [2, 2],
+      'bitwise',
+      'F32',
+    );
     expect(m).not.toBeNull();
-    expect(mismatchText('x', m!, 4, 'bitwise')).toBe('x[1, 0]: got -0.5 (0xbf000000), expected 0.5 (0x3f000000) — 2 of 4 differ (bitwise)');
-    expect(compareArrays(new Float64Array([1 + 1e-9]), new Float64Array([1]), [1], { rtol: 1e-8, atol: 0 }, 'F64')).toBeNull();
+    expect(mismatchText('x', m!, 4, 'bitwise')).toBe(
+      'x[1, 0]: got -0.5 (0xbf000000), expected 0.5 (0x3f000000) — 2 of 4 differ (bitwise)',
+    );
+    expect(
+      compareArrays(new Float64Array([1 + 1e-9]), new Float64Array([1]), [1], { rtol: 1e-8, atol: 0 }, 'F64'),
+    ).toBeNull();
   });
 
   it('writes a transposed ndarray view row-major', () => {

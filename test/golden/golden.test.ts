@@ -32,7 +32,9 @@ describe('golden', () => {
     expect(manifest.schema).toBe('qrl-golden/1');
     expect(Object.keys(manifest.suites)).toEqual(suites.map((s) => s.name));
     const files = listFiles(dir).filter((f) => f !== 'manifest.json');
-    const listed = Object.values(manifest.suites).flatMap((s) => (s as { cases: { file: string }[] }).cases.map((c) => c.file));
+    const listed = Object.values(manifest.suites).flatMap((s) =>
+      (s as { cases: { file: string }[] }).cases.map((c) => c.file),
+    );
     expect(files).toEqual([...listed].sort());
     const golden = readGolden(dir);
     for (const c of golden.cases('casts').slice(0, 5)) {
@@ -44,7 +46,8 @@ describe('golden', () => {
   it('is byte-identical for the same seed and differs for another', () => {
     const again = mkdtempSync(join(tmpdir(), 'qrl-golden-'));
     writeGolden(again, suites, { seed: 7, command: 'test' });
-    for (const f of listFiles(dir)) expect(readFileSync(join(again, f)).equals(readFileSync(join(dir, f))), f).toBe(true);
+    for (const f of listFiles(dir))
+      expect(readFileSync(join(again, f)).equals(readFileSync(join(dir, f))), f).toBe(true);
     const other = mkdtempSync(join(tmpdir(), 'qrl-golden-'));
     writeGolden(other, [goldenSuites.casts!], { seed: 8, command: 'test' });
     const f = 'casts/e4m3fn.satfinite.rne.safetensors';
@@ -55,7 +58,13 @@ describe('golden', () => {
     const probe = spawnSync('python3', ['-c', 'import numpy, pytest'], { encoding: 'utf8' });
     expect(probe.status, `python3 with numpy and pytest is required (.ci/run installs them): ${probe.stderr}`).toBe(0);
     // qrl_golden's own tests (the SDK's run in test/python/sdk.test.ts without a golden directory).
-    const files = ['test_casts_independent.py', 'test_examples.py', 'test_grpo_step.py', 'test_numpy_example.py', 'test_serve.py'].map((f) => `python/tests/${f}`);
+    const files = [
+      'test_casts_independent.py',
+      'test_examples.py',
+      'test_grpo_step.py',
+      'test_numpy_example.py',
+      'test_serve.py',
+    ].map((f) => `python/tests/${f}`);
     const run = spawnSync('python3', ['-m', 'pytest', ...files, '-q', '-p', 'no:cacheprovider'], {
       encoding: 'utf8',
       env: { ...process.env, QRL_GOLDEN_DIR: dir },
@@ -71,6 +80,8 @@ describe('golden', () => {
     expect(bad.err).toMatch(/--suite: unknown suite 'nope'/);
     const out = mkdtempSync(join(tmpdir(), 'qrl-golden-cli-'));
     expect((await runCli(['golden', '--suite', 'gemm', '--out', out, '--seed', '3'])).code).toBe(0);
-    expect(JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')).command).toBe(`qrl-sim golden --suite gemm --out ${out} --seed 3`);
+    expect(JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')).command).toBe(
+      `qrl-sim golden --suite gemm --out ${out} --seed 3`,
+    );
   });
 });

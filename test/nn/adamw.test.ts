@@ -44,7 +44,14 @@ describe('AdamW', () => {
 
   test.prop([fc.nat()], { numRuns: 10 })('restoring the serialized state continues identically', (seed) => {
     const r = rngFor(seed, 'adamw');
-    const mk = () => createParamStore([{ name: 'w', shape: [3, 4], init: { kind: 'normal', std: 0.02 } }, { name: 'g', shape: [4], init: { kind: 'constant', value: 1 } }], seed);
+    const mk = () =>
+      createParamStore(
+        [
+          { name: 'w', shape: [3, 4], init: { kind: 'normal', std: 0.02 } },
+          { name: 'g', shape: [4], init: { kind: 'constant', value: 1 } },
+        ],
+        seed,
+      );
     const a = mk();
     const optA = new AdamW(a, { lr: 1e-2, weightDecay: 0.01 });
     const grads = [randn(r, a.layout.size), randn(r, a.layout.size), randn(r, a.layout.size)];
@@ -75,24 +82,23 @@ describe('AdamW', () => {
 });
 
 describe('clipGradNorm', () => {
-  test.prop([fc.integer({ min: 1, max: 50 }), fc.double({ min: 0.01, max: 10, noNaN: true }), fc.nat()], { numRuns: 50 })(
-    'returns the pre-clip norm and scales to maxNorm only when above',
-    (n, maxNorm, seed) => {
-      const g = Float32Array.from(randn(rngFor(seed, 'clip'), n));
-      const before = Float32Array.from(g);
-      let s = 0;
-      for (const x of g) s += x * x;
-      const norm = clipGradNorm(g, maxNorm);
-      expect(norm).toBe(Math.sqrt(s));
-      let after = 0;
-      for (const x of g) after += x * x;
-      if (norm + 1e-6 > maxNorm) {
-        expect(Math.sqrt(after)).toBeCloseTo((maxNorm * norm) / (norm + 1e-6), 5);
-        const coef = maxNorm / (norm + 1e-6);
-        for (let i = 0; i < n; i++) expect(g[i]).toBe(Math.fround(before[i]! * coef));
-      } else {
-        expect(g).toEqual(before);
-      }
-    },
-  );
+  test.prop([fc.integer({ min: 1, max: 50 }), fc.double({ min: 0.01, max: 10, noNaN: true }), fc.nat()], {
+    numRuns: 50,
+  })('returns the pre-clip norm and scales to maxNorm only when above', (n, maxNorm, seed) => {
+    const g = Float32Array.from(randn(rngFor(seed, 'clip'), n));
+    const before = Float32Array.from(g);
+    let s = 0;
+    for (const x of g) s += x * x;
+    const norm = clipGradNorm(g, maxNorm);
+    expect(norm).toBe(Math.sqrt(s));
+    let after = 0;
+    for (const x of g) after += x * x;
+    if (norm + 1e-6 > maxNorm) {
+      expect(Math.sqrt(after)).toBeCloseTo((maxNorm * norm) / (norm + 1e-6), 5);
+      const coef = maxNorm / (norm + 1e-6);
+      for (let i = 0; i < n; i++) expect(g[i]).toBe(Math.fround(before[i]! * coef));
+    } else {
+      expect(g).toEqual(before);
+    }
+  });
 });

@@ -29,7 +29,16 @@ describe('blockDecodeForward', () => {
     'equals the full causal forward at every position (two blocks, float32)',
     (c, B, T, seed) => {
       const [C, H] = c.CH as [number, number];
-      const cfg: BlockConfig = { C, H, hidden: 2 * C, norm: c.norm, mlp: c.mlp, bias: c.bias, causal: true, rope: c.rope };
+      const cfg: BlockConfig = {
+        C,
+        H,
+        hidden: 2 * C,
+        norm: c.norm,
+        mlp: c.mlp,
+        bias: c.bias,
+        causal: true,
+        rope: c.rope,
+      };
       const store = createParamStore([...blockParamSpecs('h0', cfg, 2), ...blockParamSpecs('h1', cfg, 2)], seed);
       // Perturb the zero biases and unit gains so every parameter matters.
       const r = rngFor(seed, 'decode-block');
@@ -62,18 +71,42 @@ describe('blockDecodeForward', () => {
     },
   );
 
-  test.prop([fc.nat()], { numRuns: 3 })('a rounding KV hook changes the output; bidirectional config is rejected', (seed) => {
-    const cfg: BlockConfig = { C: 4, H: 1, hidden: 8, norm: 'rmsnorm', mlp: 'gelu', bias: false, causal: true, rope: false };
-    const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
-    const w = blockWeights('h0', (n) => store.paramOrNull(n));
-    const x = Float32Array.from(randn(rngFor(seed, 'hook'), 4));
-    const plain = new Float32Array(4);
-    const rounded = new Float32Array(4);
-    blockDecodeForward(plain, createBlockKvCache(x, 1, 2, 4), x, w, 0, 1, cfg);
-    blockDecodeForward(rounded, createBlockKvCache(x, 1, 2, 4), x, w, 0, 1, cfg, undefined, (_k, v, t, _B, _tCap, C) => {
-      for (let c = 0; c < C; c++) v[t * C + c] = Math.round(v[t * C + c]! * 4) / 4 + 0.125;
-    });
-    expect(Array.from(rounded)).not.toEqual(Array.from(plain));
-    expect(() => blockDecodeForward(plain, createBlockKvCache(x, 1, 2, 4), x, w, 0, 1, { ...cfg, causal: false })).toThrow(/causal/);
-  });
+  test.prop([fc.nat()], { numRuns: 3 })(
+    'a rounding KV hook changes the output; bidirectional config is rejected',
+    (seed) => {
+      const cfg: BlockConfig = {
+        C: 4,
+        H: 1,
+        hidden: 8,
+        norm: 'rmsnorm',
+        mlp: 'gelu',
+        bias: false,
+        causal: true,
+        rope: false,
+      };
+      const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
+      const w = blockWeights('h0', (n) => store.paramOrNull(n));
+      const x = Float32Array.from(randn(rngFor(seed, 'hook'), 4));
+      const plain = new Float32Array(4);
+      const rounded = new Float32Array(4);
+      blockDecodeForward(plain, createBlockKvCache(x, 1, 2, 4), x, w, 0, 1, cfg);
+      blockDecodeForward(
+        rounded,
+        createBlockKvCache(x, 1, 2, 4),
+        x,
+        w,
+        0,
+        1,
+        cfg,
+        undefined,
+        (_k, v, t, _B, _tCap, C) => {
+          for (let c = 0; c < C; c++) v[t * C + c] = Math.round(v[t * C + c]! * 4) / 4 + 0.125;
+        },
+      );
+      expect(Array.from(rounded)).not.toEqual(Array.from(plain));
+      expect(() =>
+        blockDecodeForward(plain, createBlockKvCache(x, 1, 2, 4), x, w, 0, 1, { ...cfg, causal: false }),
+      ).toThrow(/causal/);
+    },
+  );
 });

@@ -31,7 +31,17 @@ describe('block with an MoE feed-forward', () => {
     'the whole loss (incl. α·L_aux) passes a finite-difference check',
     (c, B, T, seed) => {
       const topK = Math.min(c.k, c.experts);
-      const cfg: BlockConfig = { C: 4, H: 2, hidden: 4, norm: c.norm, mlp: c.mlp, bias: c.bias, causal: true, rope: false, moe: { experts: c.experts, topK, auxCoeff: c.aux } };
+      const cfg: BlockConfig = {
+        C: 4,
+        H: 2,
+        hidden: 4,
+        norm: c.norm,
+        mlp: c.mlp,
+        bias: c.bias,
+        causal: true,
+        rope: false,
+        moe: { experts: c.experts, topK, auxCoeff: c.aux },
+      };
       const V = 3;
       const { layout, run } = tinyModel(cfg, V, T);
       expect(layout.has('h0.mlp.up')).toBe(false);
@@ -48,34 +58,77 @@ describe('block with an MoE feed-forward', () => {
       const grads = new Float64Array(layout.size);
       run(params, tokens, targets, B, grads);
       for (const e of layout.entries) {
-        expectGradClose(e.name, layout.view(params, e.name), layout.view(grads, e.name), () => run(params, tokens, targets, B), { rtol: 1e-5 });
+        expectGradClose(
+          e.name,
+          layout.view(params, e.name),
+          layout.view(grads, e.name),
+          () => run(params, tokens, targets, B),
+          { rtol: 1e-5 },
+        );
       }
     },
   );
 
-  test.prop([fc.nat()], { numRuns: 5 })('replaying its own routing is bit-identical; a different routing changes the output', (seed) => {
-    const cfg: BlockConfig = { C: 8, H: 2, hidden: 8, norm: 'rmsnorm', mlp: 'swiglu', bias: false, causal: true, rope: true, moe: { experts: 4, topK: 2, auxCoeff: 0.01 } };
-    const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
-    const w = blockWeights('h0', (n) => store.paramOrNull(n));
-    const B = 2;
-    const T = 3;
-    const x = Float32Array.from(randn(rngFor(seed, 'replay'), B * T * 8));
-    const c1 = createBlockCache(x, B, T, cfg);
-    const y1 = new Float32Array(B * T * 8);
-    blockForward(y1, c1, x, w, B, T, cfg);
-    const routing = Int32Array.from(c1.moe!.routing);
-    const y2 = new Float32Array(B * T * 8);
-    blockForward(y2, createBlockCache(x, B, T, cfg), x, w, B, T, cfg, undefined, routing);
-    expect(y2).toEqual(y1);
-    const other = Int32Array.from(routing, (e, i) => (i % 2 === 0 ? (routing[i + 1]! + 1) % 4 === e ? (e + 2) % 4 : (routing[i + 1]! + 1) % 4 : e));
-    const y3 = new Float32Array(B * T * 8);
-    blockForward(y3, createBlockCache(x, B, T, cfg), x, w, B, T, cfg, undefined, other);
-    expect(Array.from(y3)).not.toEqual(Array.from(y1));
-    expect(() => blockForward(y3, createBlockCache(x, B, T, { ...cfg, moe: null }), x, blockWeights('h0', (n) => store.paramOrNull(n)), B, T, { ...cfg, moe: null }, undefined, routing)).toThrow(/mlp|moe/);
-  });
+  test.prop([fc.nat()], { numRuns: 5 })(
+    'replaying its own routing is bit-identical; a different routing changes the output',
+    (seed) => {
+      const cfg: BlockConfig = {
+        C: 8,
+        H: 2,
+        hidden: 8,
+        norm: 'rmsnorm',
+        mlp: 'swiglu',
+        bias: false,
+        causal: true,
+        rope: true,
+        moe: { experts: 4, topK: 2, auxCoeff: 0.01 },
+      };
+      const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
+      const w = blockWeights('h0', (n) => store.paramOrNull(n));
+      const B = 2;
+      const T = 3;
+      const x = Float32Array.from(randn(rngFor(seed, 'replay'), B * T * 8));
+      const c1 = createBlockCache(x, B, T, cfg);
+      const y1 = new Float32Array(B * T * 8);
+      blockForward(y1, c1, x, w, B, T, cfg);
+      const routing = Int32Array.from(c1.moe!.routing);
+      const y2 = new Float32Array(B * T * 8);
+      blockForward(y2, createBlockCache(x, B, T, cfg), x, w, B, T, cfg, undefined, routing);
+      expect(y2).toEqual(y1);
+      const other = Int32Array.from(routing, (e, i) =>
+        i % 2 === 0 ? ((routing[i + 1]! + 1) % 4 === e ? (e + 2) % 4 : (routing[i + 1]! + 1) % 4) : e,
+      );
+      const y3 = new Float32Array(B * T * 8);
+      blockForward(y3, createBlockCache(x, B, T, cfg), x, w, B, T, cfg, undefined, other);
+      expect(Array.from(y3)).not.toEqual(Array.from(y1));
+      expect(() =>
+        blockForward(
+          y3,
+          createBlockCache(x, B, T, { ...cfg, moe: null }),
+          x,
+          blockWeights('h0', (n) => store.paramOrNull(n)),
+          B,
+          T,
+          { ...cfg, moe: null },
+          undefined,
+          routing,
+        ),
+      ).toThrow(/mlp|moe/);
+    },
+  );
 
   test.prop([fc.nat()], { numRuns: 5 })('the KV-cache decode reproduces the full forward and its routing', (seed) => {
-    const cfg: BlockConfig = { C: 8, H: 2, hidden: 8, norm: 'layernorm', mlp: 'gelu', bias: true, causal: true, rope: false, moe: { experts: 3, topK: 2, auxCoeff: 0 } };
+    const cfg: BlockConfig = {
+      C: 8,
+      H: 2,
+      hidden: 8,
+      norm: 'layernorm',
+      mlp: 'gelu',
+      bias: true,
+      causal: true,
+      rope: false,
+      moe: { experts: 3, topK: 2, auxCoeff: 0 },
+    };
     const store = createParamStore(blockParamSpecs('h0', cfg, 1), seed);
     const r = rngFor(seed, 'moe-decode');
     const noise = randn(r, store.data.length, 0.3);

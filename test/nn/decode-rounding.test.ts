@@ -20,8 +20,18 @@ const rounding: GemmFn = (out, a, b, m, n, k) => {
   roundB(r, b as Float32Array);
   gemmSequential(out, a, r, m, n, k);
 };
-const base: AttentionGemms = { qk: rounding, pv: rounding, dScores: gemmSequential, dValues: gemmSequential, dQuery: gemmSequential, dKey: gemmSequential };
-const fast: AttentionGemms = { ...base, decodeRounding: { qk: rounding, pv: rounding, roundB, qkRoundedB: gemmSequential, pvRoundedB: gemmSequential } };
+const base: AttentionGemms = {
+  qk: rounding,
+  pv: rounding,
+  dScores: gemmSequential,
+  dValues: gemmSequential,
+  dQuery: gemmSequential,
+  dKey: gemmSequential,
+};
+const fast: AttentionGemms = {
+  ...base,
+  decodeRounding: { qk: rounding, pv: rounding, roundB, qkRoundedB: gemmSequential, pvRoundedB: gemmSequential },
+};
 
 function setNaN(x: Float32Array, i: number, payload: number): void {
   new Uint32Array(x.buffer, x.byteOffset, x.length)[i] = 0x7fc00000 | payload;
@@ -29,7 +39,10 @@ function setNaN(x: Float32Array, i: number, payload: number): void {
 
 describe('decode rounding of cached K/V rows', () => {
   it('rounds again every row whose bits changed: ±0 beside a zero, NaN payloads, any position; equals rounding at every step', () => {
-    for (const [B, H, hs, tCap] of [[2, 2, 4, 9], [3, 1, 3, 7]] as const) {
+    for (const [B, H, hs, tCap] of [
+      [2, 2, 4, 9],
+      [3, 1, 3, 7],
+    ] as const) {
       const C = H * hs;
       const rng = createRng(B * 10 + hs);
       const kCache = Float32Array.from({ length: B * tCap * C }, () => Math.fround(rng.normal()));
@@ -38,13 +51,23 @@ describe('decode rounding of cached K/V rows', () => {
       for (let i = 0; i < 4; i++) kCache[i] = 0; // a run of zeros at an even start (two float32 zeros share a double)
       const edits: ((t: number) => void)[] = [
         () => {}, // the first step rounds every row
-        () => { kCache[1] = -0; }, // +0 → −0 after a +0 (element 2w+1 of a double whose element 2w is +0): equal as doubles
-        () => { kCache[1] = 0; },
-        () => { kCache[3] = -0; },
+        () => {
+          kCache[1] = -0;
+        }, // +0 → −0 after a +0 (element 2w+1 of a double whose element 2w is +0): equal as doubles
+        () => {
+          kCache[1] = 0;
+        },
+        () => {
+          kCache[3] = -0;
+        },
         () => setNaN(vCache, 3 * C + 1, 5),
         () => setNaN(vCache, 3 * C + 1, 9), // another NaN payload
-        () => { vCache[(tCap + 1) * C + 2] = Math.fround(vCache[(tCap + 1) * C + 2]! * 2); },
-        (t) => { kCache[(tCap * (B - 1) + t) * C - 1] = 0.5; }, // the last element of a row (odd index where C is odd)
+        () => {
+          vCache[(tCap + 1) * C + 2] = Math.fround(vCache[(tCap + 1) * C + 2]! * 2);
+        },
+        (t) => {
+          kCache[(tCap * (B - 1) + t) * C - 1] = 0.5;
+        }, // the last element of a row (odd index where C is odd)
       ];
       for (let step = 0; step < 2 * tCap; step++) {
         const tLen = 1 + ((step * 5) % tCap); // lengths that go up and down, as a later rollout's prefill does
@@ -53,7 +76,10 @@ describe('decode rounding of cached K/V rows', () => {
         const want = new Float32Array(B * C);
         attentionDecodeForward(got, null, q, kCache, vCache, tLen, B, tCap, C, H, { gemms: fast });
         attentionDecodeForward(want, null, q, kCache, vCache, tLen, B, tCap, C, H, { gemms: base });
-        for (let i = 0; i < B * C; i++) expect(Object.is(got[i], want[i]), `B ${B} hs ${hs} step ${step} at ${i}: ${got[i]} vs ${want[i]}`).toBe(true);
+        for (let i = 0; i < B * C; i++)
+          expect(Object.is(got[i], want[i]), `B ${B} hs ${hs} step ${step} at ${i}: ${got[i]} vs ${want[i]}`).toBe(
+            true,
+          );
       }
     }
   });

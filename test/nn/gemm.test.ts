@@ -14,7 +14,12 @@ function sameBits(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
 
 describe('gemmSequential', () => {
   // n ≥ 8 takes the SIMD kernel (4×8 tiles, tail tiles of 1–3 rows, zero-padded last panel), smaller n the scalar loop.
-  const dims = fc.record({ m: fc.integer({ min: 1, max: 13 }), n: fc.integer({ min: 1, max: 19 }), k: fc.integer({ min: 1, max: 40 }), seed: fc.nat() });
+  const dims = fc.record({
+    m: fc.integer({ min: 1, max: 13 }),
+    n: fc.integer({ min: 1, max: 19 }),
+    k: fc.integer({ min: 1, max: 40 }),
+    seed: fc.nat(),
+  });
 
   test.prop([dims])('equals the fround triple loop per element (float32)', ({ m, n, k, seed }) => {
     const r = rngFor(seed, 'gemm');
@@ -50,32 +55,38 @@ describe('gemmSequential', () => {
     }
   });
 
-  test.prop([fc.integer({ min: 2, max: 40 }), fc.integer({ min: 1, max: 3 })])('float32 rounds every add: 1 + k·2^-24 stays 1 (ties to even), float64 does not', (k, m) => {
-    // Guards against a float32 path that silently accumulates in doubles. Row of a: [1, 2^-24, …];
-    // b: all ones. In float32, 1 + 2^-24 is a tie that rounds to even (1), at every step.
-    const a = new Float32Array(m * (k + 1));
-    for (let i = 0; i < m; i++) {
-      a[i * (k + 1)] = 1;
-      for (let p = 1; p <= k; p++) a[i * (k + 1) + p] = 2 ** -24;
-    }
-    const b = new Float32Array(k + 1).fill(1);
-    const o32 = new Float32Array(m);
-    const o64 = new Float64Array(m);
-    gemmSequential(o32, a, b, m, 1, k + 1);
-    gemmSequential(o64, Float64Array.from(a), Float64Array.from(b), m, 1, k + 1);
-    for (let i = 0; i < m; i++) {
-      expect(o32[i]).toBe(1);
-      expect(o64[i]).toBe(1 + k * 2 ** -24);
-    }
-  });
+  test.prop([fc.integer({ min: 2, max: 40 }), fc.integer({ min: 1, max: 3 })])(
+    'float32 rounds every add: 1 + k·2^-24 stays 1 (ties to even), float64 does not',
+    (k, m) => {
+      // Guards against a float32 path that silently accumulates in doubles. Row of a: [1, 2^-24, …];
+      // b: all ones. In float32, 1 + 2^-24 is a tie that rounds to even (1), at every step.
+      const a = new Float32Array(m * (k + 1));
+      for (let i = 0; i < m; i++) {
+        a[i * (k + 1)] = 1;
+        for (let p = 1; p <= k; p++) a[i * (k + 1) + p] = 2 ** -24;
+      }
+      const b = new Float32Array(k + 1).fill(1);
+      const o32 = new Float32Array(m);
+      const o64 = new Float64Array(m);
+      gemmSequential(o32, a, b, m, 1, k + 1);
+      gemmSequential(o64, Float64Array.from(a), Float64Array.from(b), m, 1, k + 1);
+      for (let i = 0; i < m; i++) {
+        expect(o32[i]).toBe(1);
+        expect(o64[i]).toBe(1 + k * 2 ** -24);
+      }
+    },
+  );
 
-  test.prop([fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 }), fc.nat()])('transpose is an involution', (rows, cols, seed) => {
-    const a = randn(rngFor(seed, 't'), rows * cols);
-    const t = new Float64Array(rows * cols);
-    const back = new Float64Array(rows * cols);
-    transpose(t, a, rows, cols);
-    transpose(back, t, cols, rows);
-    expect(Array.from(back)).toEqual(Array.from(a));
-    if (rows > 1 && cols > 1) expect(t[1]).toBe(a[cols]);
-  });
+  test.prop([fc.integer({ min: 1, max: 7 }), fc.integer({ min: 1, max: 7 }), fc.nat()])(
+    'transpose is an involution',
+    (rows, cols, seed) => {
+      const a = randn(rngFor(seed, 't'), rows * cols);
+      const t = new Float64Array(rows * cols);
+      const back = new Float64Array(rows * cols);
+      transpose(t, a, rows, cols);
+      transpose(back, t, cols, rows);
+      expect(Array.from(back)).toEqual(Array.from(a));
+      if (rows > 1 && cols > 1) expect(t[1]).toBe(a[cols]);
+    },
+  );
 });

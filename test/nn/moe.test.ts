@@ -3,7 +3,16 @@
 
 import { describe, expect, it } from 'vitest';
 import { fc, test } from '@fast-check/vitest';
-import { createMoeCache, moeAuxLoss, moeBackward, moeForward, routingFlipRate, topKExperts, type MoeConfig, type MoeWeights } from '../../src/nn/moe.js';
+import {
+  createMoeCache,
+  moeAuxLoss,
+  moeBackward,
+  moeForward,
+  routingFlipRate,
+  topKExperts,
+  type MoeConfig,
+  type MoeWeights,
+} from '../../src/nn/moe.js';
 import type { MlpKind } from '../../src/nn/mlp.js';
 import { dotProbe, expectGradClose, randn, rngFor } from './gradcheck.js';
 import type { Rng } from '../../src/core/rng.js';
@@ -12,14 +21,32 @@ function weights(r: Rng, E: number, C: number, Hd: number, kind: MlpKind, zero =
   const t = (n: number): Float64Array => (zero ? new Float64Array(n) : randn(r, n, 0.7));
   return {
     router: t(E * C),
-    experts: Array.from({ length: E }, () => ({ up: t(Hd * C), upBias: null, gate: kind === 'swiglu' ? t(Hd * C) : null, gateBias: null, down: t(C * Hd), downBias: null })),
+    experts: Array.from({ length: E }, () => ({
+      up: t(Hd * C),
+      upBias: null,
+      gate: kind === 'swiglu' ? t(Hd * C) : null,
+      gateBias: null,
+      down: t(C * Hd),
+      downBias: null,
+    })),
   };
 }
 
 const RUNS = { numRuns: 15 };
 
 describe('moe layer', () => {
-  test.prop([fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 4 }), fc.constantFrom<MlpKind>('gelu', 'swiglu'), fc.double({ min: 0, max: 0.5, noNaN: true }), fc.nat()], RUNS)(
+  test.prop(
+    [
+      fc.integer({ min: 1, max: 5 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.constantFrom<MlpKind>('gelu', 'swiglu'),
+      fc.double({ min: 0, max: 0.5, noNaN: true }),
+      fc.nat(),
+    ],
+    RUNS,
+  )(
     'gradients of input, router and every expert (routing held fixed), with the aux loss',
     (N, C, E, kRaw, kind, alpha, seed) => {
       const k = Math.min(kRaw, E);
@@ -47,28 +74,40 @@ describe('moe layer', () => {
       w.experts.forEach((we, e) => {
         expectGradClose(`dup${e}`, we.up as Float64Array, g.experts[e]!.up, loss);
         expectGradClose(`ddown${e}`, we.down as Float64Array, g.experts[e]!.down, loss);
-        if (kind === 'swiglu') expectGradClose(`dgate${e}`, we.gate as Float64Array, g.experts[e]!.gate as Float64Array, loss);
+        if (kind === 'swiglu')
+          expectGradClose(`dgate${e}`, we.gate as Float64Array, g.experts[e]!.gate as Float64Array, loss);
       });
     },
   );
 
-  test.prop([fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 5 }), fc.nat()], RUNS)('replaying a pass’s own routing reproduces it bit for bit (float32)', (N, E, seed) => {
-    const cfg: MoeConfig = { experts: E, topK: Math.min(2, E), kind: 'swiglu' };
-    const C = 4;
-    const Hd = 5;
-    const r = rngFor(seed, 'moe-replay');
-    const x = Float32Array.from(randn(r, N * C));
-    const w64 = weights(r, E, C, Hd, 'swiglu');
-    const w: MoeWeights = { router: Float32Array.from(w64.router), experts: w64.experts.map((e) => ({ ...e, up: Float32Array.from(e.up), gate: Float32Array.from(e.gate!), down: Float32Array.from(e.down) })) };
-    const a = new Float32Array(N * C);
-    const ca = createMoeCache(x, N, cfg);
-    moeForward(a, ca, x, w, N, C, Hd, cfg);
-    const b = new Float32Array(N * C);
-    const cb = createMoeCache(x, N, cfg);
-    moeForward(b, cb, x, w, N, C, Hd, cfg, undefined, ca.routing.slice());
-    expect(Array.from(b).map((v, i) => Object.is(v, a[i]))).not.toContain(false);
-    expect(Array.from(cb.gates)).toEqual(Array.from(ca.gates));
-  });
+  test.prop([fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 5 }), fc.nat()], RUNS)(
+    'replaying a pass’s own routing reproduces it bit for bit (float32)',
+    (N, E, seed) => {
+      const cfg: MoeConfig = { experts: E, topK: Math.min(2, E), kind: 'swiglu' };
+      const C = 4;
+      const Hd = 5;
+      const r = rngFor(seed, 'moe-replay');
+      const x = Float32Array.from(randn(r, N * C));
+      const w64 = weights(r, E, C, Hd, 'swiglu');
+      const w: MoeWeights = {
+        router: Float32Array.from(w64.router),
+        experts: w64.experts.map((e) => ({
+          ...e,
+          up: Float32Array.from(e.up),
+          gate: Float32Array.from(e.gate!),
+          down: Float32Array.from(e.down),
+        })),
+      };
+      const a = new Float32Array(N * C);
+      const ca = createMoeCache(x, N, cfg);
+      moeForward(a, ca, x, w, N, C, Hd, cfg);
+      const b = new Float32Array(N * C);
+      const cb = createMoeCache(x, N, cfg);
+      moeForward(b, cb, x, w, N, C, Hd, cfg, undefined, ca.routing.slice());
+      expect(Array.from(b).map((v, i) => Object.is(v, a[i]))).not.toContain(false);
+      expect(Array.from(cb.gates)).toEqual(Array.from(ca.gates));
+    },
+  );
 
   it('uniform router: the aux loss is 1 and the gates split evenly', () => {
     const cfg: MoeConfig = { experts: 4, topK: 2, kind: 'gelu' };
@@ -95,7 +134,19 @@ describe('moe layer', () => {
     const cfg: MoeConfig = { experts: 3, topK: 2, kind: 'gelu' };
     const w = weights(rngFor(2, 'r'), 3, 2, 2, 'gelu');
     const x = new Float64Array(2);
-    const run = (replay: number[]) => () => moeForward(new Float64Array(2), createMoeCache(x, 1, cfg), x, w, 1, 2, 2, cfg, undefined, Int32Array.from(replay));
+    const run = (replay: number[]) => () =>
+      moeForward(
+        new Float64Array(2),
+        createMoeCache(x, 1, cfg),
+        x,
+        w,
+        1,
+        2,
+        2,
+        cfg,
+        undefined,
+        Int32Array.from(replay),
+      );
     expect(run([0, 3])).toThrow('replay routing[1] must be an expert in [0, 3), got 3');
     expect(run([1, 1])).toThrow('names expert 1 twice');
     expect(run([1])).toThrow('must hold N·k = 2 experts');
@@ -118,7 +169,14 @@ describe('moe layer', () => {
     const cache = createMoeCache(x, N, cfg);
     const b = new Float64Array(N * C);
     moeForward(b, cache, x, w, N, C, 2, cfg, undefined, replay);
-    expect(Array.from(cache.routing)).toEqual([own.routing[1], own.routing[0], own.routing[2], own.routing[3], other[0], other[1]]);
+    expect(Array.from(cache.routing)).toEqual([
+      own.routing[1],
+      own.routing[0],
+      own.routing[2],
+      own.routing[3],
+      other[0],
+      other[1],
+    ]);
     expect(Array.from(b.subarray(C, 2 * C))).toEqual(Array.from(a.subarray(C, 2 * C))); // token 1: own routing, same output
     expect(Array.from(b.subarray(2 * C))).not.toEqual(Array.from(a.subarray(2 * C))); // token 2: the replayed experts
   });

@@ -3,9 +3,26 @@
 
 import { describe, expect, it } from 'vitest';
 import { fc, test } from '@fast-check/vitest';
-import { blockParamSpecs, createParamStore, GPT2_INIT, ParamLayout, ParamStore, type BlockConfig, type ParamSpec } from '../../src/nn/index.js';
+import {
+  blockParamSpecs,
+  createParamStore,
+  GPT2_INIT,
+  ParamLayout,
+  ParamStore,
+  type BlockConfig,
+  type ParamSpec,
+} from '../../src/nn/index.js';
 
-const cfg: BlockConfig = { C: 16, H: 2, hidden: 64, norm: 'layernorm', mlp: 'gelu', bias: true, causal: true, rope: false };
+const cfg: BlockConfig = {
+  C: 16,
+  H: 2,
+  hidden: 64,
+  norm: 'layernorm',
+  mlp: 'gelu',
+  bias: true,
+  causal: true,
+  rope: false,
+};
 const specs: ParamSpec[] = [
   { name: 'wte', shape: [20, 16], init: { kind: 'normal', std: GPT2_INIT.std } },
   ...blockParamSpecs('h0', cfg, 2),
@@ -49,16 +66,19 @@ describe('ParamStore', () => {
     expect(store.param('h0.attn.bq').every((x) => x === 0)).toBe(true);
   });
 
-  test.prop([fc.nat(), fc.nat()], { numRuns: 5 })('initialization depends only on the seed and the tensor name', (s1, s2) => {
-    const a = createParamStore(specs, s1);
-    const b = createParamStore(specs, s1);
-    expect(a.data).toEqual(b.data);
-    const c = createParamStore(specs, s1 === s2 ? s2 + 1 : s2);
-    expect(c.param('wte')).not.toEqual(a.param('wte'));
-    // Adding a tensor in front does not change the values of the others.
-    const d = createParamStore([{ name: 'extra', shape: [3], init: { kind: 'normal', std: 1 } }, ...specs], s1);
-    expect(d.param('h1.attn.wk')).toEqual(a.param('h1.attn.wk'));
-  });
+  test.prop([fc.nat(), fc.nat()], { numRuns: 5 })(
+    'initialization depends only on the seed and the tensor name',
+    (s1, s2) => {
+      const a = createParamStore(specs, s1);
+      const b = createParamStore(specs, s1);
+      expect(a.data).toEqual(b.data);
+      const c = createParamStore(specs, s1 === s2 ? s2 + 1 : s2);
+      expect(c.param('wte')).not.toEqual(a.param('wte'));
+      // Adding a tensor in front does not change the values of the others.
+      const d = createParamStore([{ name: 'extra', shape: [3], init: { kind: 'normal', std: 1 } }, ...specs], s1);
+      expect(d.param('h1.attn.wk')).toEqual(a.param('h1.attn.wk'));
+    },
+  );
 
   it('round-trips through JSON bit for bit', () => {
     const store = createParamStore(specs, 3);
@@ -75,7 +95,9 @@ describe('ParamStore', () => {
     expect(w2).not.toContain('h0.ln1.weight');
     expect(w2).not.toContain('h0.attn.bq');
     expect(() => new ParamLayout([specs[0]!, specs[0]!])).toThrow(/duplicate name "wte"/);
-    expect(() => new ParamLayout([{ name: 'x', shape: [2, 0], init: { kind: 'constant', value: 0 } }])).toThrow(/shape of x/);
+    expect(() => new ParamLayout([{ name: 'x', shape: [2, 0], init: { kind: 'constant', value: 0 } }])).toThrow(
+      /shape of x/,
+    );
     expect(() => layout.entry('nope')).toThrow(/"nope"/);
   });
 });

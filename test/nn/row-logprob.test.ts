@@ -25,7 +25,8 @@ describe('row log-prob', () => {
     rowLogProbBackward(d, logits, 0, 4, 2, 1.5, 2, 3);
     const h = 1e-6;
     for (let v = 0; v < 3; v++) {
-      const up = Float64Array.from(logits), dn = Float64Array.from(logits);
+      const up = Float64Array.from(logits),
+        dn = Float64Array.from(logits);
       up[v]! += h;
       dn[v]! -= h;
       const fd = (2 * (rowLogProb(up, 0, 4, 2, 1.5, null, 3) - rowLogProb(dn, 0, 4, 2, 1.5, null, 3))) / (2 * h);
@@ -46,7 +47,8 @@ describe('row log-prob', () => {
     rowLogProbBackward(d, logits, 0, 5, 2, 1.5, 2, 4, keep);
     const h = 1e-6;
     for (const v of [0, 2, 3]) {
-      const up = Float64Array.from(logits), dn = Float64Array.from(logits);
+      const up = Float64Array.from(logits),
+        dn = Float64Array.from(logits);
       up[v]! += h;
       dn[v]! -= h;
       const fd = (2 * (rowLogProb(up, 0, 5, 2, 1.5, keep, 4) - rowLogProb(dn, 0, 5, 2, 1.5, keep, 4))) / (2 * h);

@@ -70,4 +70,3 @@ export function tinyModel(cfg: BlockConfig, V: number, T: number) {
   };
   return { layout, run };
 }
-

@@ -8,7 +8,16 @@ import { createRng } from '../../src/core/rng.js';
 
 describe('training sanity', () => {
   it('AdamW on a copy-the-previous-token task drives the loss from ≈ log V to below 0.1', () => {
-    const cfg: BlockConfig = { C: 16, H: 2, hidden: 32, norm: 'rmsnorm', mlp: 'swiglu', bias: false, causal: true, rope: true };
+    const cfg: BlockConfig = {
+      C: 16,
+      H: 2,
+      hidden: 32,
+      norm: 'rmsnorm',
+      mlp: 'swiglu',
+      bias: false,
+      causal: true,
+      rope: true,
+    };
     const V = 6;
     const T = 8;
     const B = 8;

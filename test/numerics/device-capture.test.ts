@@ -12,23 +12,48 @@ import { decode, floatFormats } from '../../src/numerics/formats.js';
 import { gemm } from '../../src/numerics/gemm.js';
 import { fakeQuant } from '../../src/numerics/vector.js';
 
-interface ArrayRef { offset: number; bytes: number }
+interface ArrayRef {
+  offset: number;
+  bytes: number;
+}
 interface Case {
-  op: string; m: number; n: number; k: number; spread: boolean; fastAccum?: boolean;
-  aCodes: ArrayRef; bCodes: ArrayRef; aScale?: number; bScale?: number; aRowScales?: ArrayRef; bRowScales?: ArrayRef;
-  out?: ArrayRef; outBf16?: ArrayRef; error?: string;
+  op: string;
+  m: number;
+  n: number;
+  k: number;
+  spread: boolean;
+  fastAccum?: boolean;
+  aCodes: ArrayRef;
+  bCodes: ArrayRef;
+  aScale?: number;
+  bScale?: number;
+  aRowScales?: ArrayRef;
+  bRowScales?: ArrayRef;
+  out?: ArrayRef;
+  outBf16?: ArrayRef;
+  error?: string;
 }
 
 const dir = join(__dirname, '..', 'fixtures', 'h200');
-const manifest = JSON.parse(readFileSync(join(dir, 'gemm-capture.json'), 'utf8')) as { info: { name: string; capability: string }; cases: Case[] };
+const manifest = JSON.parse(readFileSync(join(dir, 'gemm-capture.json'), 'utf8')) as {
+  info: { name: string; capability: string };
+  cases: Case[];
+};
 const blob = readFileSync(join(dir, 'gemm-capture.bin'));
-const bytes = (r: ArrayRef): ArrayBuffer => blob.buffer.slice(blob.byteOffset + r.offset, blob.byteOffset + r.offset + r.bytes);
-const e4m3 = (r: ArrayRef): Float32Array => Float32Array.from(new Uint8Array(bytes(r)), (c) => decode(floatFormats.e4m3fn, c));
+const bytes = (r: ArrayRef): ArrayBuffer =>
+  blob.buffer.slice(blob.byteOffset + r.offset, blob.byteOffset + r.offset + r.bytes);
+const e4m3 = (r: ArrayRef): Float32Array =>
+  Float32Array.from(new Uint8Array(bytes(r)), (c) => decode(floatFormats.e4m3fn, c));
 
 function hopperAcc(c: Case): Float32Array {
   const acc = new Float32Array(c.m * c.n);
   return gemm(acc, e4m3(c.aCodes), e4m3(c.bCodes), c.m, c.n, c.k, {
-    accumulator: 'hopper-fp8', chunk: 32, fractionBits: 13, promoteEvery: c.fastAccum === true ? 0 : 4, aQuant: 'e4m3fn', bQuant: 'e4m3fn',
+    accumulator: 'hopper-fp8',
+    chunk: 32,
+    fractionBits: 13,
+    promoteEvery: c.fastAccum === true ? 0 : 4,
+    aQuant: 'e4m3fn',
+    bQuant: 'e4m3fn',
   });
 }
 
@@ -48,14 +73,19 @@ describe(`hopper-fp8 against torch._scaled_mm on ${manifest.info.name} (sm ${man
         const want = new Float32Array(bytes(c.out as ArrayRef));
         const alpha = Math.fround((c.aScale as number) * (c.bScale as number));
         let mismatches = 0;
-        for (let o = 0; o < acc.length; o++) if (!Object.is(Math.fround(alpha * (acc[o] as number)), want[o])) mismatches++;
+        for (let o = 0; o < acc.length; o++)
+          if (!Object.is(Math.fround(alpha * (acc[o] as number)), want[o])) mismatches++;
         expect(mismatches).toBe(0);
       } else {
         const want = new Uint16Array(bytes(c.outBf16 as ArrayRef));
         const sa = new Float32Array(bytes(c.aRowScales as ArrayRef));
         const sb = new Float32Array(bytes(c.bRowScales as ArrayRef));
         const v = new Float32Array(acc.length);
-        for (let i = 0; i < c.m; i++) for (let j = 0; j < c.n; j++) v[i * c.n + j] = Math.fround((sa[i] as number) * Math.fround((sb[j] as number) * (acc[i * c.n + j] as number)));
+        for (let i = 0; i < c.m; i++)
+          for (let j = 0; j < c.n; j++)
+            v[i * c.n + j] = Math.fround(
+              (sa[i] as number) * Math.fround((sb[j] as number) * (acc[i * c.n + j] as number)),
+            );
         const got = new Uint32Array(fakeQuant('bf16', v, { profile: 'ieee' }).buffer);
         let mismatches = 0;
         for (let o = 0; o < acc.length; o++) if ((got[o] as number) >>> 16 !== want[o]) mismatches++;
@@ -69,7 +99,11 @@ describe(`hopper-fp8 against torch._scaled_mm on ${manifest.info.name} (sm ${man
     const acc = hopperAcc(c);
     const want = new Float32Array(bytes(c.out as ArrayRef));
     let mismatches = 0;
-    for (let o = 0; o < acc.length; o++) if (!Object.is(Math.fround((c.aScale as number) * Math.fround((c.bScale as number) * (acc[o] as number))), want[o])) mismatches++;
+    for (let o = 0; o < acc.length; o++)
+      if (
+        !Object.is(Math.fround((c.aScale as number) * Math.fround((c.bScale as number) * (acc[o] as number))), want[o])
+      )
+        mismatches++;
     expect(mismatches).toBeGreaterThan(0);
   });
 });

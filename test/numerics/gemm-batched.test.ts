@@ -4,7 +4,14 @@
 // the fast path (which run gemm per pair).
 
 import { describe, expect, it } from 'vitest';
-import { createBatchedOperandMemo, gemm, gemmBatched, quantPreset, type GemmOptions, type QuantSpec } from '../../src/numerics/index.js';
+import {
+  createBatchedOperandMemo,
+  gemm,
+  gemmBatched,
+  quantPreset,
+  type GemmOptions,
+  type QuantSpec,
+} from '../../src/numerics/index.js';
 import { createRng } from '../../src/core/rng.js';
 
 /** `count` pairs of operands, each pair's data drawn from one of several edge families. */
@@ -18,15 +25,33 @@ function edgeOperand(count: number, rows: number, k: number, seed: number): Floa
       const g = (rng.uniform() - 0.5) * 4;
       let v: number;
       switch (family) {
-        case 0: v = 0; break; // all-zero pair: 1/s = Inf, codes +448, scale 0
-        case 1: v = i % 2 === 0 ? -0 : 0; break; // ±0 only
-        case 2: v = i === len >> 1 ? Number.NaN : g; break; // one NaN
-        case 3: v = i === 0 ? Number.POSITIVE_INFINITY : i === 1 && len > 2 ? Number.NEGATIVE_INFINITY : g; break;
-        case 4: v = i % 3 === 0 ? 448 : i % 3 === 1 ? -448 : g * 1e3; break; // at and beyond E4M3's max
-        case 5: v = g * 1e-40; break; // float32 subnormals
-        case 6: v = (Math.round(g * 8) + 0.5) / 8; break; // ties of a coarse grid
-        case 7: v = g * 2 ** (Math.round(rng.uniform() * 40) - 20); break; // wide exponent range (hopper alignment)
-        default: v = g; break;
+        case 0:
+          v = 0;
+          break; // all-zero pair: 1/s = Inf, codes +448, scale 0
+        case 1:
+          v = i % 2 === 0 ? -0 : 0;
+          break; // ±0 only
+        case 2:
+          v = i === len >> 1 ? Number.NaN : g;
+          break; // one NaN
+        case 3:
+          v = i === 0 ? Number.POSITIVE_INFINITY : i === 1 && len > 2 ? Number.NEGATIVE_INFINITY : g;
+          break;
+        case 4:
+          v = i % 3 === 0 ? 448 : i % 3 === 1 ? -448 : g * 1e3;
+          break; // at and beyond E4M3's max
+        case 5:
+          v = g * 1e-40;
+          break; // float32 subnormals
+        case 6:
+          v = (Math.round(g * 8) + 0.5) / 8;
+          break; // ties of a coarse grid
+        case 7:
+          v = g * 2 ** (Math.round(rng.uniform() * 40) - 20);
+          break; // wide exponent range (hopper alignment)
+        default:
+          v = g;
+          break;
       }
       x[p * len + i] = v;
     }
@@ -34,17 +59,34 @@ function edgeOperand(count: number, rows: number, k: number, seed: number): Floa
   return x;
 }
 
-function perPair(a: Float32Array, b: Float32Array, count: number, m: number, n: number, k: number, opts: GemmOptions): Float32Array {
+function perPair(
+  a: Float32Array,
+  b: Float32Array,
+  count: number,
+  m: number,
+  n: number,
+  k: number,
+  opts: GemmOptions,
+): Float32Array {
   const out = new Float32Array(count * m * n);
   for (let p = 0; p < count; p++) {
-    gemm(out.subarray(p * m * n, (p + 1) * m * n), a.slice(p * m * k, (p + 1) * m * k), b.slice(p * n * k, (p + 1) * n * k), m, n, k, opts);
+    gemm(
+      out.subarray(p * m * n, (p + 1) * m * n),
+      a.slice(p * m * k, (p + 1) * m * k),
+      b.slice(p * n * k, (p + 1) * n * k),
+      m,
+      n,
+      k,
+      opts,
+    );
   }
   return out;
 }
 
 function expectSame(got: Float32Array, want: Float32Array, label: string): void {
   expect(got.length).toBe(want.length);
-  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect(got[i], `${label} at ${i}`).toBe(want[i]);
+  for (let i = 0; i < want.length; i++)
+    if (!Object.is(got[i], want[i])) expect(got[i], `${label} at ${i}`).toBe(want[i]);
 }
 
 const tensor = quantPreset('vllm-fp8-tensor', {});
@@ -68,9 +110,16 @@ const models: Record<string, GemmOptions> = {
 };
 // (count, m, n, k): decode QKᵀ (1 × tLen × hs) and PV (1 × hs × tLen) at several lengths, and general shapes.
 const shapes: [number, number, number, number][] = [
-  [18, 1, 1, 8], [18, 1, 5, 8], [18, 1, 33, 8],
-  [18, 1, 8, 1], [18, 1, 8, 15], [18, 1, 8, 16], [18, 1, 8, 17], [18, 1, 8, 41],
-  [9, 3, 5, 7], [9, 2, 6, 40],
+  [18, 1, 1, 8],
+  [18, 1, 5, 8],
+  [18, 1, 33, 8],
+  [18, 1, 8, 1],
+  [18, 1, 8, 15],
+  [18, 1, 8, 16],
+  [18, 1, 8, 17],
+  [18, 1, 8, 41],
+  [9, 3, 5, 7],
+  [9, 2, 6, 40],
 ];
 
 describe('gemmBatched', () => {
@@ -91,7 +140,13 @@ describe('gemmBatched', () => {
 
   it('takes one gemm per pair for other operands (per-token scales, rounding formats, reference) with the same bits', () => {
     const cases: GemmOptions[] = [
-      { aQuant: quantPreset('vllm-fp8-token', {}), bQuant: tensor, accumulator: 'hopper-fp8', chunk: 16, promoteEvery: 1 },
+      {
+        aQuant: quantPreset('vllm-fp8-token', {}),
+        bQuant: tensor,
+        accumulator: 'hopper-fp8',
+        chunk: 16,
+        promoteEvery: 1,
+      },
       { aQuant: 'bf16', bQuant: 'bf16' },
       { aQuant: tensor, bQuant: tensor, reference: true },
     ];
@@ -107,7 +162,9 @@ describe('gemmBatched', () => {
   });
 
   it('with a memo of B, equals one gemm per pair over decode-like sequences (rows or columns appended, rewrites, amax growth, NaN, reshapes)', () => {
-    const count = 9, hs = 5, cap = 21;
+    const count = 9,
+      hs = 5,
+      cap = 21;
     for (const [specName, spec] of Object.entries(specs)) {
       for (const model of [models['hopper-fp8 chunk 16, promoted every chunk (full-fp8)']!, models.fp32!]) {
         const opts: GemmOptions = { ...model, aQuant: spec, bQuant: spec };
@@ -134,13 +191,25 @@ describe('gemmBatched', () => {
           const q = edgeOperand(count, 1, hs, 1000 + step);
           const P = edgeOperand(count, 1, tLen, 2000 + step);
           const label = `${specName}, ${model.accumulator ?? 'fp32'}, step ${step}, tLen ${tLen}`;
-          expectSame(gemmBatched(new Float32Array(count * tLen), q, K, count, 1, tLen, hs, opts, kMemo), perPair(q, K, count, 1, tLen, hs, opts), `${label}: QKᵀ`);
-          expectSame(gemmBatched(new Float32Array(count * hs), P, VT, count, 1, hs, tLen, opts, vMemo), perPair(P, VT, count, 1, hs, tLen, opts), `${label}: PV`);
+          expectSame(
+            gemmBatched(new Float32Array(count * tLen), q, K, count, 1, tLen, hs, opts, kMemo),
+            perPair(q, K, count, 1, tLen, hs, opts),
+            `${label}: QKᵀ`,
+          );
+          expectSame(
+            gemmBatched(new Float32Array(count * hs), P, VT, count, 1, hs, tLen, opts, vMemo),
+            perPair(P, VT, count, 1, hs, tLen, opts),
+            `${label}: PV`,
+          );
         }
         // Another batch size through the same memos.
         const a = edgeOperand(4, 2, 6, 77);
         const b = edgeOperand(4, 3, 6, 78);
-        expectSame(gemmBatched(new Float32Array(24), a, b, 4, 2, 3, 6, opts, kMemo), perPair(a, b, 4, 2, 3, 6, opts), `${specName}: count 4`);
+        expectSame(
+          gemmBatched(new Float32Array(24), a, b, 4, 2, 3, 6, opts, kMemo),
+          perPair(a, b, 4, 2, 3, 6, opts),
+          `${specName}: count 4`,
+        );
       }
     }
   });
@@ -151,7 +220,9 @@ describe('gemmBatched', () => {
     const a = edgeOperand(3, 1, 0, 7);
     const got = gemmBatched(new Float32Array(3 * 4), a, new Float32Array(0), 3, 1, 4, 0, opts);
     expectSame(got, perPair(a, new Float32Array(0), 3, 1, 4, 0, opts), 'k = 0');
-    expect(() => gemmBatched(new Float32Array(5), new Float32Array(16), new Float32Array(64), 2, 1, 4, 8, opts)).toThrow(/count = 2, m = 1, n = 4, k = 8.*out has 5 elements \(need 8\)/);
+    expect(() =>
+      gemmBatched(new Float32Array(5), new Float32Array(16), new Float32Array(64), 2, 1, 4, 8, opts),
+    ).toThrow(/count = 2, m = 1, n = 4, k = 8.*out has 5 elements \(need 8\)/);
   });
 
   it('rejects an int32 accumulator on float codes as gemm does', () => {

@@ -35,16 +35,23 @@ describe('fp32-fma and fp32-fma-x2', () => {
     expect(dot(big, ones, 'fp32-fma-x2')).toBe(2);
   });
 
-  it.each(['fp32-fma', 'fp32-fma-x2'] as const)('%s: the fast path equals the reference, split K included', (accumulator) => {
-    const rng = createRng('gemm-models').fork(accumulator);
-    for (const [m, n, k] of [[3, 5, 17], [4, 4, 256], [1, 7, 1]] as const) {
-      const x = Float32Array.from({ length: m * k }, () => Math.fround(rng.normal() * 8));
-      const y = Float32Array.from({ length: n * k }, () => Math.fround(rng.normal() / 8));
-      for (const splitK of [1, 3]) {
-        const fast = gemm(new Float32Array(m * n), x, y, m, n, k, { accumulator, splitK, aQuant: 'bf16' });
-        const ref = gemmReference(new Float32Array(m * n), x, y, m, n, k, { accumulator, splitK, aQuant: 'bf16' });
-        expect(Array.from(fast)).toEqual(Array.from(ref));
+  it.each(['fp32-fma', 'fp32-fma-x2'] as const)(
+    '%s: the fast path equals the reference, split K included',
+    (accumulator) => {
+      const rng = createRng('gemm-models').fork(accumulator);
+      for (const [m, n, k] of [
+        [3, 5, 17],
+        [4, 4, 256],
+        [1, 7, 1],
+      ] as const) {
+        const x = Float32Array.from({ length: m * k }, () => Math.fround(rng.normal() * 8));
+        const y = Float32Array.from({ length: n * k }, () => Math.fround(rng.normal() / 8));
+        for (const splitK of [1, 3]) {
+          const fast = gemm(new Float32Array(m * n), x, y, m, n, k, { accumulator, splitK, aQuant: 'bf16' });
+          const ref = gemmReference(new Float32Array(m * n), x, y, m, n, k, { accumulator, splitK, aQuant: 'bf16' });
+          expect(Array.from(fast)).toEqual(Array.from(ref));
+        }
       }
-    }
-  });
+    },
+  );
 });

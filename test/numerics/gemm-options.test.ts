@@ -10,7 +10,8 @@ function randomMatrix(rows: number, cols: number, seed: string): Float32Array {
   return Float32Array.from({ length: rows * cols }, () => Math.fround(rng.normal()));
 }
 
-const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
+const same = (x: Float32Array, y: Float32Array): boolean =>
+  x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
 
 describe('GemmOptions on every path', () => {
   it('normalizeGemmOptions and fastPathReadsOf list exactly the fields of GemmOptions (type level)', () => {

@@ -3,7 +3,15 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.js';
-import { type QuantSpec, dequantize, fakeQuant, gemm, quantPreset, quantize, truncateToE8M } from '../../src/numerics/index.js';
+import {
+  type QuantSpec,
+  dequantize,
+  fakeQuant,
+  gemm,
+  quantPreset,
+  quantize,
+  truncateToE8M,
+} from '../../src/numerics/index.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { exponentOf } from '../../src/numerics/formats.js';
 import { fma32 } from '../../src/numerics/scales.js';
@@ -30,11 +38,17 @@ function scalarFp32(a: Float32Array, b: Float32Array, m: number, n: number, k: n
   return out;
 }
 
-const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
+const same = (x: Float32Array, y: Float32Array): boolean =>
+  x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
 
 describe('fp32 accumulator', () => {
   it.each([
-    [1, 1, 1], [4, 4, 4], [5, 7, 3], [13, 9, 33], [16, 20, 64], [3, 17, 100],
+    [1, 1, 1],
+    [4, 4, 4],
+    [5, 7, 3],
+    [13, 9, 33],
+    [16, 20, 64],
+    [3, 17, 100],
   ])('equals the scalar Math.fround triple loop bit for bit (m=%i n=%i k=%i)', (m, n, k) => {
     const a = randomMatrix(m, k, `a${m}${n}${k}`);
     const b = randomMatrix(n, k, `b${m}${n}${k}`, 1000);
@@ -42,38 +56,64 @@ describe('fp32 accumulator', () => {
     expect(same(out, scalarFp32(a, b, m, n, k))).toBe(true);
   });
 
-  test.prop([fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 40 }), fc.integer()])(
-    'property: any small shape equals the scalar loop',
-    (m, n, k, seed) => {
-      const a = randomMatrix(m, k, `pa${seed}`);
-      const b = randomMatrix(n, k, `pb${seed}`);
-      expect(same(gemm(new Float32Array(m * n), a, b, m, n, k), scalarFp32(a, b, m, n, k))).toBe(true);
-    },
-  );
+  test.prop([
+    fc.integer({ min: 1, max: 9 }),
+    fc.integer({ min: 1, max: 9 }),
+    fc.integer({ min: 0, max: 40 }),
+    fc.integer(),
+  ])('property: any small shape equals the scalar loop', (m, n, k, seed) => {
+    const a = randomMatrix(m, k, `pa${seed}`);
+    const b = randomMatrix(n, k, `pb${seed}`);
+    expect(same(gemm(new Float32Array(m * n), a, b, m, n, k), scalarFp32(a, b, m, n, k))).toBe(true);
+  });
 
   it('the WebAssembly SIMD path (4×8 tiles) equals the scalar loop with subnormals, ±0, ±Inf and NaN', () => {
     expect(fp32KernelIsSimd()).toBe(true);
     const [m, n, k] = [37, 45, 70];
     const a = randomMatrix(m, k, 'wa');
     const b = randomMatrix(n, k, 'wb');
-    a[5] = 2 ** -70; b[5] = 2 ** -70; // a product 2^-140: float32 subnormal, must not flush to zero
-    a[k + 3] = -0; b[k + 4] = Infinity; a[2 * k + 9] = Number.NaN; b[7 * k] = -(2 ** -130);
-    for (let i = 0; i < k; i++) { a[3 * k + i] = 2 ** -75; b[2 * k + i] = 2 ** -74; } // a whole row of subnormal products
+    a[5] = 2 ** -70;
+    b[5] = 2 ** -70; // a product 2^-140: float32 subnormal, must not flush to zero
+    a[k + 3] = -0;
+    b[k + 4] = Infinity;
+    a[2 * k + 9] = Number.NaN;
+    b[7 * k] = -(2 ** -130);
+    for (let i = 0; i < k; i++) {
+      a[3 * k + i] = 2 ** -75;
+      b[2 * k + i] = 2 ** -74;
+    } // a whole row of subnormal products
     const out = gemm(new Float32Array(m * n), a, b, m, n, k);
     const ref = scalarFp32(a, b, m, n, k);
     expect(out.every((v, i) => Object.is(v, ref[i]) || (Number.isNaN(v) && Number.isNaN(ref[i]!)))).toBe(true);
     expect(out[3 * n + 2]).toBe(ref[3 * n + 2]);
     expect(out[3 * n + 2]).toBeGreaterThan(0);
     // segments starting at k0 > 0 (split K) go through the same kernel
-    const split = gemm(new Float32Array(m * n), a.map((v) => (Number.isFinite(v) ? v : 1)), b.map((v) => (Number.isFinite(v) ? v : 1)), m, n, k, { splitK: 3 });
+    const split = gemm(
+      new Float32Array(m * n),
+      a.map((v) => (Number.isFinite(v) ? v : 1)),
+      b.map((v) => (Number.isFinite(v) ? v : 1)),
+      m,
+      n,
+      k,
+      { splitK: 3 },
+    );
     const a2 = a.map((v) => (Number.isFinite(v) ? v : 1));
     const b2 = b.map((v) => (Number.isFinite(v) ? v : 1));
     const part = (lo: number, hi: number): Float32Array => {
-      const sub = (x: Float32Array, rows: number): Float32Array => Float32Array.from({ length: rows * (hi - lo) }, (_, i) => x[Math.floor(i / (hi - lo)) * k + lo + (i % (hi - lo))]!);
+      const sub = (x: Float32Array, rows: number): Float32Array =>
+        Float32Array.from(
+          { length: rows * (hi - lo) },
+          (_, i) => x[Math.floor(i / (hi - lo)) * k + lo + (i % (hi - lo))]!,
+        );
       return scalarFp32(sub(a2, m), sub(b2, n), m, n, hi - lo);
     };
     const [p0, p1, p2] = [part(0, 24), part(24, 48), part(48, 70)];
-    expect(same(split, p0.map((v, i) => fr(fr(v + p1[i]!) + p2[i]!)))).toBe(true);
+    expect(
+      same(
+        split,
+        p0.map((v, i) => fr(fr(v + p1[i]!) + p2[i]!)),
+      ),
+    ).toBe(true);
   });
 
   it('bf16 operand rounding then fp32 sums; outFormat rounds the result', () => {
@@ -92,12 +132,21 @@ describe('fp32 accumulator', () => {
     const b = randomMatrix(n, k, 'sb', 100);
     const out = gemm(new Float32Array(m * n), a, b, m, n, k, { splitK: 2 });
     const part = (lo: number, hi: number): Float32Array => {
-      const sub = (x: Float32Array, rows: number): Float32Array => Float32Array.from({ length: rows * (hi - lo) }, (_, i) => x[Math.floor(i / (hi - lo)) * k + lo + (i % (hi - lo))]!);
+      const sub = (x: Float32Array, rows: number): Float32Array =>
+        Float32Array.from(
+          { length: rows * (hi - lo) },
+          (_, i) => x[Math.floor(i / (hi - lo)) * k + lo + (i % (hi - lo))]!,
+        );
       return scalarFp32(sub(a, m), sub(b, n), m, n, hi - lo);
     };
     const p0 = part(0, 5);
     const p1 = part(5, 10);
-    expect(same(out, p0.map((v, i) => fr(v + p1[i]!)))).toBe(true);
+    expect(
+      same(
+        out,
+        p0.map((v, i) => fr(v + p1[i]!)),
+      ),
+    ).toBe(true);
   });
 
   it('pairwise: (p0 + p1) + (p2 + p3) for k = 4, which differs from the sequential order here', () => {
@@ -156,13 +205,28 @@ describe('int32 accumulator', () => {
   it('the float32 SIMD kernel path (k·max|A|·max|B| < 2^24) equals the scalar int32 reference, Object.is, at tile and edge shapes', () => {
     const rng = createRng('int').fork('simd');
     // Edge values: ±0 products, −128·−128, mixed signs that cancel to 0; m, n off the 4×8 tile on purpose.
-    for (const [m, n, k] of [[9, 17, 64], [4, 8, 1], [16, 64, 32], [5, 3, 1023]] as const) {
+    for (const [m, n, k] of [
+      [9, 17, 64],
+      [4, 8, 1],
+      [16, 64, 32],
+      [5, 3, 1023],
+    ] as const) {
       const edge = [-128, 127, 0, -1, 1, -127];
-      const a = Float32Array.from({ length: m * k }, (_, i) => (i % 7 === 0 ? edge[i % edge.length]! : rng.int(256) - 128));
-      const b = Float32Array.from({ length: n * k }, (_, i) => (i % 5 === 0 ? edge[(i >> 1) % edge.length]! : rng.int(256) - 128));
+      const a = Float32Array.from({ length: m * k }, (_, i) =>
+        i % 7 === 0 ? edge[i % edge.length]! : rng.int(256) - 128,
+      );
+      const b = Float32Array.from({ length: n * k }, (_, i) =>
+        i % 5 === 0 ? edge[(i >> 1) % edge.length]! : rng.int(256) - 128,
+      );
       const fast = gemm(new Float32Array(m * n), a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32' });
-      const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { aQuant: int8, bQuant: int8, accumulator: 'int32', reference: true });
-      for (let i = 0; i < m * n; i++) if (!Object.is(fast[i], ref[i])) expect(fast[i], `m=${m} n=${n} k=${k} at ${i}`).toBe(ref[i]);
+      const ref = gemm(new Float32Array(m * n), a, b, m, n, k, {
+        aQuant: int8,
+        bQuant: int8,
+        accumulator: 'int32',
+        reference: true,
+      });
+      for (let i = 0; i < m * n; i++)
+        if (!Object.is(fast[i], ref[i])) expect(fast[i], `m=${m} n=${n} k=${k} at ${i}`).toBe(ref[i]);
     }
     // Per-token × per-channel scales (the int8-rollout plan's presets), a sum that cancels to zero, and k over the bound.
     const [m, n, k] = [8, 16, 40];
@@ -180,24 +244,29 @@ describe('int32 accumulator', () => {
   });
 
   it('refuses float operands', () => {
-    expect(() => gemm(new Float32Array(1), Float32Array.of(1.5), Float32Array.of(1), 1, 1, 1, { accumulator: 'int32' })).toThrow(/'int32' needs integer operands/);
+    expect(() =>
+      gemm(new Float32Array(1), Float32Array.of(1.5), Float32Array.of(1), 1, 1, 1, { accumulator: 'int32' }),
+    ).toThrow(/'int32' needs integer operands/);
   });
 });
 
 describe('fp64 accumulator', () => {
-  test.prop([fc.array(fc.tuple(fc.integer({ min: -2000, max: 2000 }), fc.integer({ min: -2000, max: 2000 })), { minLength: 1, maxLength: 60 }), fc.integer({ min: 0, max: 12 })])(
-    'equals the exact rational sum rounded once (small integers over powers of two)',
-    (pairs, shift) => {
-      const k = pairs.length;
-      const a = Float32Array.from(pairs, ([x]) => x / 2 ** shift);
-      const b = Float32Array.from(pairs, ([, y]) => y * 3);
-      // exact: Σ x·3y / 2^shift as a BigInt numerator
-      const num = pairs.reduce((s, [x, y]) => s + BigInt(x) * BigInt(3 * y), 0n);
-      const exact = Number(num) / 2 ** shift; // |num| < 2^53: exact
-      const out = gemm(new Float32Array(1), a, b, 1, 1, k, { accumulator: 'fp64' });
-      expect(out[0]).toBe(fr(exact));
-    },
-  );
+  test.prop([
+    fc.array(fc.tuple(fc.integer({ min: -2000, max: 2000 }), fc.integer({ min: -2000, max: 2000 })), {
+      minLength: 1,
+      maxLength: 60,
+    }),
+    fc.integer({ min: 0, max: 12 }),
+  ])('equals the exact rational sum rounded once (small integers over powers of two)', (pairs, shift) => {
+    const k = pairs.length;
+    const a = Float32Array.from(pairs, ([x]) => x / 2 ** shift);
+    const b = Float32Array.from(pairs, ([, y]) => y * 3);
+    // exact: Σ x·3y / 2^shift as a BigInt numerator
+    const num = pairs.reduce((s, [x, y]) => s + BigInt(x) * BigInt(3 * y), 0n);
+    const exact = Number(num) / 2 ** shift; // |num| < 2^53: exact
+    const out = gemm(new Float32Array(1), a, b, 1, 1, k, { accumulator: 'fp64' });
+    expect(out[0]).toBe(fr(exact));
+  });
 });
 
 describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
@@ -283,26 +352,39 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
     [20, 7, 40, 'tensor', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
     [9, 11, 64, 'e4m3', { chunk: 32, promoteEvery: 1 }],
     [10, 10, 60, 'bf16', { chunk: 24, promoteEvery: 1, fractionBits: 10 }],
-  ] as const)('the table kernel equals the scalar reference bit for bit (m=%i n=%i k=%i %s %o)', (m, n, k, quant, extra) => {
-    expect(hopperKernelIsSimd()).toBe(true);
-    const specs: Record<string, QuantSpec | 'bf16'> = {
-      e4m3,
-      block: quantPreset('deepseek-fp8-block', { block: 16 }),
-      group: quantPreset('vllm-fp8-group', { block: 16 }),
-      tensor: quantPreset('vllm-fp8-tensor'),
-      bf16: 'bf16',
-    };
-    for (const [spread, specials] of [[4, false], [40, false], [130, false], [8, true]] as const) {
-      for (let trial = 0; trial < 3; trial++) {
-        const a = edgyMatrix(m, k, `fa${m}${k}${spread}${trial}`, spread, specials);
-        const b = edgyMatrix(n, k, `fb${n}${k}${spread}${trial}`, spread, specials);
-        const opts = { aQuant: specs[quant]!, bQuant: quant === 'block' ? specs.group! : specs[quant]!, accumulator: 'hopper-fp8', ...extra } as const;
-        const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
-        const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true });
-        expect(same(fast, ref)).toBe(true);
+  ] as const)(
+    'the table kernel equals the scalar reference bit for bit (m=%i n=%i k=%i %s %o)',
+    (m, n, k, quant, extra) => {
+      expect(hopperKernelIsSimd()).toBe(true);
+      const specs: Record<string, QuantSpec | 'bf16'> = {
+        e4m3,
+        block: quantPreset('deepseek-fp8-block', { block: 16 }),
+        group: quantPreset('vllm-fp8-group', { block: 16 }),
+        tensor: quantPreset('vllm-fp8-tensor'),
+        bf16: 'bf16',
+      };
+      for (const [spread, specials] of [
+        [4, false],
+        [40, false],
+        [130, false],
+        [8, true],
+      ] as const) {
+        for (let trial = 0; trial < 3; trial++) {
+          const a = edgyMatrix(m, k, `fa${m}${k}${spread}${trial}`, spread, specials);
+          const b = edgyMatrix(n, k, `fb${n}${k}${spread}${trial}`, spread, specials);
+          const opts = {
+            aQuant: specs[quant]!,
+            bQuant: quant === 'block' ? specs.group! : specs[quant]!,
+            accumulator: 'hopper-fp8',
+            ...extra,
+          } as const;
+          const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
+          const ref = gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true });
+          expect(same(fast, ref)).toBe(true);
+        }
       }
-    }
-  });
+    },
+  );
 
   it.each([
     // m, n, k, operand quantizer, options: one chunk per segment and ≥ 2048 products, so the WebAssembly SIMD step runs
@@ -310,35 +392,59 @@ describe('hopper-fp8 accumulator (MMA-Sim model)', () => {
     [16, 13, 48, 'group', { chunk: 16, promoteEvery: 1, outFormat: 'bf16' }],
     [10, 10, 60, 'bf16', { chunk: 24, promoteEvery: 1, fractionBits: 10 }],
     [33, 6, 32, 'e4m3', { chunk: 32, promoteEvery: 1 }],
-  ] as const)('the SIMD step equals the scalar reference on ordinary data (m=%i n=%i k=%i %s %o)', (m, n, k, quant, extra) => {
-    expect(hopperKernelIsSimd()).toBe(true);
-    const specs: Record<string, QuantSpec | 'bf16'> = { e4m3, group: quantPreset('vllm-fp8-group', { block: 16 }), tensor: quantPreset('vllm-fp8-tensor'), bf16: 'bf16' };
-    // Wide scales only where a quantizer scales them back (unscaled e4m3 would flush 2^-20 to zero).
-    for (const scale of quant === 'e4m3' ? [1, 8] : [1, 2 ** -20, 2 ** 30]) {
-      const a = randomMatrix(m, k, `sa${m}${scale}`, scale);
-      const b = randomMatrix(n, k, `sb${n}${scale}`, 1 / scale);
-      const opts = { aQuant: specs[quant]!, bQuant: specs[quant]!, accumulator: 'hopper-fp8', ...extra } as const;
-      const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
-      expect(same(fast, gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }))).toBe(true);
-      expect(fast.some((v) => v !== 0)).toBe(true);
-    }
-  });
+  ] as const)(
+    'the SIMD step equals the scalar reference on ordinary data (m=%i n=%i k=%i %s %o)',
+    (m, n, k, quant, extra) => {
+      expect(hopperKernelIsSimd()).toBe(true);
+      const specs: Record<string, QuantSpec | 'bf16'> = {
+        e4m3,
+        group: quantPreset('vllm-fp8-group', { block: 16 }),
+        tensor: quantPreset('vllm-fp8-tensor'),
+        bf16: 'bf16',
+      };
+      // Wide scales only where a quantizer scales them back (unscaled e4m3 would flush 2^-20 to zero).
+      for (const scale of quant === 'e4m3' ? [1, 8] : [1, 2 ** -20, 2 ** 30]) {
+        const a = randomMatrix(m, k, `sa${m}${scale}`, scale);
+        const b = randomMatrix(n, k, `sb${n}${scale}`, 1 / scale);
+        const opts = { aQuant: specs[quant]!, bQuant: specs[quant]!, accumulator: 'hopper-fp8', ...extra } as const;
+        const fast = gemm(new Float32Array(m * n), a, b, m, n, k, opts);
+        expect(same(fast, gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }))).toBe(true);
+        expect(fast.some((v) => v !== 0)).toBe(true);
+      }
+    },
+  );
 
-  test.prop([fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 120 }), fc.integer(), fc.constantFrom(0, 1, 4), fc.constantFrom(1, 7, 32)])(
+  test.prop([
+    fc.integer({ min: 1, max: 5 }),
+    fc.integer({ min: 1, max: 5 }),
+    fc.integer({ min: 1, max: 120 }),
+    fc.integer(),
+    fc.constantFrom(0, 1, 4),
+    fc.constantFrom(1, 7, 32),
+  ])(
     'property: the table kernel equals the scalar reference on e4m3 operands',
     (m, n, k, seed, promoteEvery, chunk) => {
       const a = edgyMatrix(m, k, `qa${seed}`, 6, false);
       const b = edgyMatrix(n, k, `qb${seed}`, 6, false);
       const opts = { aQuant: e4m3, bQuant: e4m3, accumulator: 'hopper-fp8', promoteEvery, chunk } as const;
-      expect(same(gemm(new Float32Array(m * n), a, b, m, n, k, opts), gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }))).toBe(true);
+      expect(
+        same(
+          gemm(new Float32Array(m * n), a, b, m, n, k, opts),
+          gemm(new Float32Array(m * n), a, b, m, n, k, { ...opts, reference: true }),
+        ),
+      ).toBe(true);
     },
   );
 
   it('scale groups must be a multiple of the chunk', () => {
     const spec = quantPreset('deepseek-fp8-group', { block: 16 });
     const x = randomMatrix(2, 32, 'g');
-    expect(() => gemm(new Float32Array(4), x, x, 2, 2, 32, { aQuant: spec, bQuant: spec, accumulator: 'hopper-fp8' })).toThrow(/pass \{ chunk: 16 \}/);
-    expect(() => gemm(new Float32Array(4), x, x, 2, 2, 32, { aQuant: spec, bQuant: spec, accumulator: 'hopper-fp8', chunk: 16 })).not.toThrow();
+    expect(() =>
+      gemm(new Float32Array(4), x, x, 2, 2, 32, { aQuant: spec, bQuant: spec, accumulator: 'hopper-fp8' }),
+    ).toThrow(/pass \{ chunk: 16 \}/);
+    expect(() =>
+      gemm(new Float32Array(4), x, x, 2, 2, 32, { aQuant: spec, bQuant: spec, accumulator: 'hopper-fp8', chunk: 16 }),
+    ).not.toThrow();
   });
 });
 
@@ -358,7 +464,8 @@ describe('scale placement', () => {
         let acc = 0;
         for (let grp = 0; grp < k / g; grp++) {
           let partial = 0;
-          for (let kk = grp * g; kk < (grp + 1) * g; kk++) partial = fr(partial + fr(va[i * k + kk]! * vb[j * k + kk]!));
+          for (let kk = grp * g; kk < (grp + 1) * g; kk++)
+            partial = fr(partial + fr(va[i * k + kk]! * vb[j * k + kk]!));
           const sa = qa.scales[i * (k / g) + grp]!;
           const sb = qb.scales[Math.floor(j / g) * (k / g) + grp]!;
           acc = fma32(fr(sa * sb), partial, acc);
@@ -375,8 +482,19 @@ describe('scale placement', () => {
     const qb = quantize(spec, randomMatrix(n, k, 'tb', 0.1), [n, k]);
     const out = gemm(new Float32Array(m * n), qa, qb, m, n, k);
     const table = decodeTable('e4m3fn');
-    const acc = scalarFp32(Float32Array.from(qa.codes, (c) => table[c]!), Float32Array.from(qb.codes, (c) => table[c]!), m, n, k);
-    expect(same(out, acc.map((v, o) => fr(qa.scales[Math.floor(o / n)]! * fr(qb.scales[o % n]! * v))))).toBe(true);
+    const acc = scalarFp32(
+      Float32Array.from(qa.codes, (c) => table[c]!),
+      Float32Array.from(qb.codes, (c) => table[c]!),
+      m,
+      n,
+      k,
+    );
+    expect(
+      same(
+        out,
+        acc.map((v, o) => fr(qa.scales[Math.floor(o / n)]! * fr(qb.scales[o % n]! * v))),
+      ),
+    ).toBe(true);
   });
 
   it('weight-only (W4A16): the weight is dequantized and rounded to the activation format first', () => {
@@ -385,7 +503,13 @@ describe('scale placement', () => {
     const w = randomMatrix(n, k, 'ww');
     const qw = quantize(quantPreset('gptq-w4g128', { block: 16 }), w, [n, k]);
     const out = gemm(new Float32Array(m * n), x, qw, m, n, k, { aQuant: 'bf16' });
-    const ref = scalarFp32(fakeQuant('bf16', x, { profile: 'ieee' }), fakeQuant('bf16', dequantize(qw), { profile: 'ieee' }), m, n, k);
+    const ref = scalarFp32(
+      fakeQuant('bf16', x, { profile: 'ieee' }),
+      fakeQuant('bf16', dequantize(qw), { profile: 'ieee' }),
+      m,
+      n,
+      k,
+    );
     expect(same(out, ref)).toBe(true);
   });
 
@@ -397,7 +521,8 @@ describe('scale placement', () => {
     const out = gemm(new Float32Array(m * n), qa, qa, m, n, k, { accumulator: 'fp64' });
     const y = dequantize(qa);
     const ref = gemm(new Float32Array(m * n), y, y, m, n, k, { accumulator: 'fp64' });
-    for (let i = 0; i < m * n; i++) expect(Math.abs(out[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 1e-5 + 1e-6);
+    for (let i = 0; i < m * n; i++)
+      expect(Math.abs(out[i]! - ref[i]!)).toBeLessThanOrEqual(Math.abs(ref[i]!) * 1e-5 + 1e-6);
   });
 
   it('shape mismatches give one error naming every operand', () => {

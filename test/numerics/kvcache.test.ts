@@ -1,7 +1,15 @@
 // KV-cache quantization: store/load formulas, per-tensor and per-head scales, the fixed / inference / trainer
 // calibration modes with explicit state, and the edge cases (all-zero heads, NaN, empty caches).
 import { describe, expect, it } from 'vitest';
-import { type KvCacheSpec, kvCacheCalibrate, kvCacheForward, kvCacheState, kvCacheWeightUpdate, kvDequantize, kvQuantize } from '../../src/numerics/index.js';
+import {
+  type KvCacheSpec,
+  kvCacheCalibrate,
+  kvCacheForward,
+  kvCacheState,
+  kvCacheWeightUpdate,
+  kvDequantize,
+  kvQuantize,
+} from '../../src/numerics/index.js';
 import { decodeTable } from '../../src/numerics/vector.js';
 import { kvFakeQuantize } from '../../src/numerics/kvcache.js';
 import { createRng } from '../../src/core/rng.js';
@@ -39,8 +47,18 @@ describe('KV cache', () => {
   });
 
   it('trainer mode: calibrate from a batch with configurable divisors; per-head scales; an all-zero head keeps its scale', () => {
-    const spec: KvCacheSpec = { calibration: { mode: 'trainer', kDivisor: 448, vDivisor: 448 }, granularity: 'head', heads: 2 };
-    const state = kvCacheCalibrate(spec, kvCacheState(spec), f32(448, 1, 0, 0, -896, 2, 0, 0), f32(1, 1, 1, 1, 1, 1, 1, 1), [2, 4]);
+    const spec: KvCacheSpec = {
+      calibration: { mode: 'trainer', kDivisor: 448, vDivisor: 448 },
+      granularity: 'head',
+      heads: 2,
+    };
+    const state = kvCacheCalibrate(
+      spec,
+      kvCacheState(spec),
+      f32(448, 1, 0, 0, -896, 2, 0, 0),
+      f32(1, 1, 1, 1, 1, 1, 1, 1),
+      [2, 4],
+    );
     expect(Array.from(state.kScale)).toEqual([2, 1]);
     expect(Array.from(state.vScale)).toEqual([Math.fround(1 / 448), Math.fround(1 / 448)]);
     const q = kvQuantize(spec, f32(448, 1, 0, 0), [1, 4], state.kScale);
@@ -56,7 +74,13 @@ describe('KV cache', () => {
     const raw = Math.fround(decodeTable('e4m3fn')[q.codes[0]!]! * Math.fround(1 / 3));
     expect(kvDequantize(spec, q)[0]).not.toBe(raw);
     expect(Math.abs(kvDequantize(spec, q)[0]! - raw)).toBeLessThan(raw * 2 ** -8);
-    const empty = kvCacheForward({ calibration: { mode: 'inference' } }, kvCacheState({ calibration: { mode: 'inference' } }), f32(), f32(), [0, 4]);
+    const empty = kvCacheForward(
+      { calibration: { mode: 'inference' } },
+      kvCacheState({ calibration: { mode: 'inference' } }),
+      f32(),
+      f32(),
+      [0, 4],
+    );
     expect(empty.k.codes.length).toBe(0);
     expect(empty.state.kScale[0]).toBe(1);
     expect(empty.state.calibrated).toBe(false); // the next non-empty forward still calibrates
@@ -64,32 +88,75 @@ describe('KV cache', () => {
 
   it('bad shapes name the field', () => {
     const spec: KvCacheSpec = { calibration: { mode: 'fixed' }, heads: 3, granularity: 'head' };
-    expect(() => kvQuantize(spec, f32(1, 2, 3, 4), [1, 4], f32(1, 1, 1))).toThrow(/x: width 4 is not a multiple of heads 3/);
+    expect(() => kvQuantize(spec, f32(1, 2, 3, 4), [1, 4], f32(1, 1, 1))).toThrow(
+      /x: width 4 is not a multiple of heads 3/,
+    );
     expect(() => kvQuantize(spec, f32(1, 2, 3), [1, 3], f32(1))).toThrow(/scales: 1 scales for 3/);
   });
 });
 
 describe('kvFakeQuantize (the rollout KV hook)', () => {
   // Edge values; 3·1.0625, 3·1.1875, −3·0.5625 are E4M3 ties after division by the scale 3.
-  const edge = [NaN, -NaN, Infinity, -Infinity, 0, -0, 1e-40, -1e-45, 448, -448, 449, 1e6, -1e6, 0.5, 0.4375, 0.46875, 3.3e-3, -7.7, 2 ** -9, 2 ** -10, 3.1875, 3.5625, -1.6875];
+  const edge = [
+    NaN,
+    -NaN,
+    Infinity,
+    -Infinity,
+    0,
+    -0,
+    1e-40,
+    -1e-45,
+    448,
+    -448,
+    449,
+    1e6,
+    -1e6,
+    0.5,
+    0.4375,
+    0.46875,
+    3.3e-3,
+    -7.7,
+    2 ** -9,
+    2 ** -10,
+    3.1875,
+    3.5625,
+    -1.6875,
+  ];
   it('equals kvDequantize(kvQuantize(…)) element for element (Object.is) on edge data, per tensor and per head, with and without load rounding, for several scales', () => {
     const rng = createRng('kv-fake-quantize');
     const specs: KvCacheSpec[] = [
       { calibration: { mode: 'fixed' } },
       { calibration: { mode: 'fixed' }, loadFormat: 'bf16' },
       { calibration: { mode: 'inference' }, format: 'e5m2', loadFormat: 'bf16', granularity: 'head', heads: 3 },
-      { calibration: { mode: 'inference' }, format: 'e4m3fn', profile: 'ieee', granularity: 'head', heads: 2, loadFormat: 'fp16' },
+      {
+        calibration: { mode: 'inference' },
+        format: 'e4m3fn',
+        profile: 'ieee',
+        granularity: 'head',
+        heads: 2,
+        loadFormat: 'fp16',
+      },
       { calibration: { mode: 'fixed' }, format: 'e4m3fnuz', profile: 'ieee', loadFormat: 'fp32' },
     ];
     for (const spec of specs) {
       const heads = spec.granularity === 'head' ? spec.heads! : 1;
-      for (const [tokens, width] of [[5, 12], [1, 6], [0, 6], [7, 18], [200, 6]] as const) {
-        const x = Float32Array.from({ length: tokens * width }, (_, i) => (i < edge.length ? edge[i]! : Math.fround(rng.normal() * 100)));
+      for (const [tokens, width] of [
+        [5, 12],
+        [1, 6],
+        [0, 6],
+        [7, 18],
+        [200, 6],
+      ] as const) {
+        const x = Float32Array.from({ length: tokens * width }, (_, i) =>
+          i < edge.length ? edge[i]! : Math.fround(rng.normal() * 100),
+        );
         for (const s of [1, 3, 0.01, Math.fround(1 / 3), 1e-30, 5e3]) {
           const scales = Float32Array.from({ length: heads }, (_, h) => Math.fround(s * (h + 1)));
           const want = kvDequantize(spec, kvQuantize(spec, x, [tokens, width], scales));
           const got = kvFakeQuantize(spec, x, [tokens, width], scales, new Float32Array(tokens * width));
-          for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect.fail(`${JSON.stringify(spec)} s=${s} [${tokens},${width}] i=${i}: ${got[i]} ≠ ${want[i]}`);
+          for (let i = 0; i < want.length; i++)
+            if (!Object.is(got[i], want[i]))
+              expect.fail(`${JSON.stringify(spec)} s=${s} [${tokens},${width}] i=${i}: ${got[i]} ≠ ${want[i]}`);
         }
       }
     }
@@ -97,8 +164,14 @@ describe('kvFakeQuantize (the rollout KV hook)', () => {
 
   it('checks shapes, scale counts and the output length', () => {
     const spec: KvCacheSpec = { calibration: { mode: 'fixed' }, granularity: 'head', heads: 2 };
-    expect(() => kvFakeQuantize(spec, new Float32Array(6), [2, 3], new Float32Array(2), new Float32Array(6))).toThrow(/width 3 is not a multiple of heads 2/);
-    expect(() => kvFakeQuantize(spec, new Float32Array(8), [2, 4], new Float32Array(1), new Float32Array(8))).toThrow(/scales: 1 scales for 2/);
-    expect(() => kvFakeQuantize(spec, new Float32Array(8), [2, 4], new Float32Array(2), new Float32Array(7))).toThrow(/out: 7 elements, need 8/);
+    expect(() => kvFakeQuantize(spec, new Float32Array(6), [2, 3], new Float32Array(2), new Float32Array(6))).toThrow(
+      /width 3 is not a multiple of heads 2/,
+    );
+    expect(() => kvFakeQuantize(spec, new Float32Array(8), [2, 4], new Float32Array(1), new Float32Array(8))).toThrow(
+      /scales: 1 scales for 2/,
+    );
+    expect(() => kvFakeQuantize(spec, new Float32Array(8), [2, 4], new Float32Array(2), new Float32Array(7))).toThrow(
+      /out: 7 elements, need 8/,
+    );
   });
 });

@@ -77,7 +77,9 @@ function expectSameCodes(label: string, got: ArrayLike<number>, want: ArrayLike<
   let mismatches = 0;
   for (let i = 0; i < src.length; i++) {
     if (got[i] !== want[i] && mismatches++ < 5) {
-      expect.soft(`0x${(got[i] as number).toString(16)}`, `${label}: input ${src[i]} (index ${i})`).toBe(`0x${(want[i] as number).toString(16)}`);
+      expect
+        .soft(`0x${(got[i] as number).toString(16)}`, `${label}: input ${src[i]} (index ${i})`)
+        .toBe(`0x${(want[i] as number).toString(16)}`);
     }
   }
   expect(mismatches, `${label}: mismatching codes`).toBe(0);
@@ -96,7 +98,10 @@ describe('cast profiles equal onnxruntime Cast', () => {
   for (const [name, kind] of cases) {
     const format = floatFormats[name as keyof typeof floatFormats];
     const src = oracleInputs(format, 100_000);
-    const modes: [0 | 1, CastProfileName][] = [[1, 'onnx-sat'], [0, 'ort-1.30']];
+    const modes: [0 | 1, CastProfileName][] = [
+      [1, 'onnx-sat'],
+      [0, 'ort-1.30'],
+    ];
     for (const [saturate, profile] of modes) {
       it(`${name}: ${profile} ≡ Cast${kind === 'float8' ? ` saturate=${saturate}` : ''} on ${src.length} values (decoded)`, async () => {
         expect(src.length).toBeGreaterThanOrEqual(100_000);
@@ -112,7 +117,12 @@ describe('cast profiles equal onnxruntime Cast', () => {
         if (kind === 'plain') {
           // NaN payloads of bf16/fp16 are not specified by ONNX; compare codes where the value is a number.
           const keep = Array.from(sample.keys()).filter((i) => !Number.isNaN(sample[i]));
-          expectSameCodes(`${name}/${profile}`, keep.map((i) => ortCodes[i] as number), keep.map((i) => ours[i] as number), Float32Array.from(keep.map((i) => sample[i] as number)));
+          expectSameCodes(
+            `${name}/${profile}`,
+            keep.map((i) => ortCodes[i] as number),
+            keep.map((i) => ours[i] as number),
+            Float32Array.from(keep.map((i) => sample[i] as number)),
+          );
         } else {
           expectSameCodes(`${name}/${profile}`, ortCodes, ours, sample);
         }
@@ -121,14 +131,15 @@ describe('cast profiles equal onnxruntime Cast', () => {
   }
 
   const e8m0 = oracleInputs(floatFormats.e8m0, 100_000);
-  it.each([[1, 'onnx-sat'], [0, 'ort-1.30'], [0, 'ieee']] as const)(
-    'e8m0: Cast-24 round_mode=nearest saturate=%i ≡ %s on 100 000 values',
-    async (saturate, profile) => {
-      const ort = await ortCastRoundTrip(e8m0, 'e8m0', { saturate, roundMode: 'nearest' });
-      expectSameValues(`e8m0/${profile}`, fakeQuant('e8m0', e8m0, { profile }), ort, e8m0);
-      // (Storage codes are not compared: onnxruntime's constant folding cannot emit e8m0 initializers.)
-    },
-  );
+  it.each([
+    [1, 'onnx-sat'],
+    [0, 'ort-1.30'],
+    [0, 'ieee'],
+  ] as const)('e8m0: Cast-24 round_mode=nearest saturate=%i ≡ %s on 100 000 values', async (saturate, profile) => {
+    const ort = await ortCastRoundTrip(e8m0, 'e8m0', { saturate, roundMode: 'nearest' });
+    expectSameValues(`e8m0/${profile}`, fakeQuant('e8m0', e8m0, { profile }), ort, e8m0);
+    // (Storage codes are not compared: onnxruntime's constant folding cannot emit e8m0 initializers.)
+  });
 
   it('e2m1 (FP4): onnx-sat ≡ Cast where onnxruntime has a kernel', async (ctx) => {
     const reason = await ortSupportError('e2m1');

@@ -2,7 +2,15 @@
 // power-of-two scale roundings, edge cases (NaN, ±Inf, empty tensors) and dequantize∘quantize error bounds.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { type QuantPreset, type QuantSpec, delayedScalingState, dequantize, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
+import {
+  type QuantPreset,
+  type QuantSpec,
+  delayedScalingState,
+  dequantize,
+  quantPreset,
+  quantPresets,
+  quantize,
+} from '../../src/numerics/index.js';
 import { FLT_MAX, fma32, nextFloat32Down, nextFloat32Up, pow2Exponent } from '../../src/numerics/scales.js';
 import { roundInt } from '../../src/numerics/quantize.js';
 
@@ -12,7 +20,14 @@ const codes = (q: { codes: ArrayLike<number> }): number[] => Array.from(q.codes)
 describe('power-of-two scale roundings', () => {
   it('exact powers of two are kept by every rule', () => {
     for (const s of [2 ** -20, 0.125, 1, 2, 2 ** 40]) {
-      for (const rule of ['floor', 'ceil-bits', 'exp2-ceil-log2', 'exp2-floor-log2', 'nearest-ties-up', 'nearest-ties-even'] as const) {
+      for (const rule of [
+        'floor',
+        'ceil-bits',
+        'exp2-ceil-log2',
+        'exp2-floor-log2',
+        'nearest-ties-up',
+        'nearest-ties-even',
+      ] as const) {
         expect(pow2Exponent(s, rule)).toBe(Math.log2(s));
       }
     }
@@ -272,7 +287,9 @@ describe('presets that reproduce the code they cite at its edges', () => {
     expect(cuda.scales[0]).toBe(2 ** -33); // log2f(1e-10) = −33.2
     expect(triton.scales[0]).toBe(2 ** -42); // log2f(1e-10/448) = −41.9
     const x = f32(1, -2, 0.5, 3);
-    expect(u32(quantize(quantPreset('vllm-fp8-group-triton', { block: 4 }), x, [1, 4]).scales)).toEqual(u32(quantize(quantPreset('vllm-fp8-group', { block: 4 }), x, [1, 4]).scales));
+    expect(u32(quantize(quantPreset('vllm-fp8-group-triton', { block: 4 }), x, [1, 4]).scales)).toEqual(
+      u32(quantize(quantPreset('vllm-fp8-group', { block: 4 }), x, [1, 4]).scales),
+    );
   });
 
   it('te-current-pyref: NaN amax gives NaN scales, Inf amax scale 0 (scale_inv Inf), zero amax 1; finite tensors as te-current', () => {
@@ -282,7 +299,9 @@ describe('presets that reproduce the code they cite at its edges', () => {
     expect(quantize(quantPreset('te-current'), f32(Infinity, 1), [1, 2]).scales[0]).toBe(1);
     expect(quantize(pyref, f32(0, 0), [1, 2]).scales[0]).toBe(1);
     const x = f32(1, -2, 0.5, 3);
-    expect(Array.from(quantize(pyref, x, [1, 4]).codes)).toEqual(Array.from(quantize(quantPreset('te-current'), x, [1, 4]).codes));
+    expect(Array.from(quantize(pyref, x, [1, 4]).codes)).toEqual(
+      Array.from(quantize(quantPreset('te-current'), x, [1, 4]).codes),
+    );
   });
 
   it('nvfp4-te-pyref: −0 → code 0, NaN → code 0, tiny negatives keep 0x8, an all-zero tensor keeps S_enc = FLT_MAX', () => {
@@ -304,7 +323,11 @@ describe('edge cases every preset defines', () => {
   it.each(names)('%s: empty tensors give empty codes', (name) => {
     const p = (quantPresets as Record<string, QuantPreset>)[name]!;
     const spec = quantPreset(name, p.defaultBlock === null ? {} : { block: 4 });
-    for (const shape of [[0, 8], [3, 0], [0, 0]] as const) {
+    for (const shape of [
+      [0, 8],
+      [3, 0],
+      [0, 0],
+    ] as const) {
       const q = quantize(spec, new Float32Array(0), shape);
       expect(q.codes.length).toBe(0);
       expect(dequantize(q).length).toBe(0);
@@ -320,14 +343,17 @@ describe('edge cases every preset defines', () => {
     const b = dequantize(quantize(spec, dirty, [2, 4]));
     // TE's NVFP4 reference takes torch.max over the whole tensor: a NaN anywhere makes the global scale NaN.
     const tensorWideNan = spec.scale.kind === 'nvfp4' && spec.amaxNan === 'propagate';
-    if ((spec.granularity.kind === 'row' || spec.granularity.kind === 'group') && !tensorWideNan) expect(Array.from(b.slice(4))).toEqual(Array.from(a.slice(4)));
+    if ((spec.granularity.kind === 'row' || spec.granularity.kind === 'group') && !tensorWideNan)
+      expect(Array.from(b.slice(4))).toEqual(Array.from(a.slice(4)));
     if (tensorWideNan) expect(Array.from(b).every(Number.isNaN)).toBe(true);
     expect(b.length).toBe(8);
     expect(Array.from(quantize(spec, dirty, [2, 4]).codes)).toEqual(Array.from(quantize(spec, dirty, [2, 4]).codes)); // deterministic
   });
 
   it('a shape that does not match the data names the field', () => {
-    expect(() => quantize(quantPreset('int8-row'), f32(1, 2, 3), [2, 2])).toThrow(/x: 3 elements do not fill shape \[2, 2\]/);
+    expect(() => quantize(quantPreset('int8-row'), f32(1, 2, 3), [2, 2])).toThrow(
+      /x: 3 elements do not fill shape \[2, 2\]/,
+    );
     expect(() => quantPreset('nope')).toThrow(/unknown quantizer preset 'nope'/);
     expect(() => quantPreset('te-delayed', { block: 4 })).toThrow(/takes no parameter 'block'/);
   });
@@ -358,7 +384,11 @@ describe('dequantize(quantize(x)) error bounds (properties)', () => {
   });
 
   test.prop([tensor])('deepseek-fp8-group (G = 8): the same bound per group', (x) => {
-    within(quantPreset('deepseek-fp8-group', { block: 8 }), x, (v, s) => 2 ** -4 * Math.abs(v) * (1 + 2 ** -20) + s * 2 ** -10 * 1.0001);
+    within(
+      quantPreset('deepseek-fp8-group', { block: 8 }),
+      x,
+      (v, s) => 2 ** -4 * Math.abs(v) * (1 + 2 ** -20) + s * 2 ** -10 * 1.0001,
+    );
   });
 
   test.prop([tensor])('gptq-w4g128 (G = 8, asymmetric): |x − x̂| ≤ s (½ for the element, ½ for the zero point)', (x) => {
@@ -366,7 +396,8 @@ describe('dequantize(quantize(x)) error bounds (properties)', () => {
   });
 
   test.prop([tensor])('mxfp8 (floor): |x − x̂| ≤ max(2^-4·|x|, X·2^-10) or the clamp above 448·X', (x) => {
-    within(quantPreset('mxfp8', { block: 8 }), x, (v, s) => Math.max(2 ** -4 * Math.abs(v), s * 2 ** -10, Math.abs(v) - 448 * s));
+    within(quantPreset('mxfp8', { block: 8 }), x, (v, s) =>
+      Math.max(2 ** -4 * Math.abs(v), s * 2 ** -10, Math.abs(v) - 448 * s),
+    );
   });
 });
-

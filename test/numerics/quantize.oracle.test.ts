@@ -2,7 +2,14 @@
 // int8/uint8 per tensor and per axis, int4/uint4 and float8 blocked (16, 32), saturate 1 and 0. Exact equality.
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.js';
-import { type ElementFormatName, type Granularity, type QuantSpec, type QuantizedTensor, dequantize, quantize } from '../../src/numerics/index.js';
+import {
+  type ElementFormatName,
+  type Granularity,
+  type QuantSpec,
+  type QuantizedTensor,
+  dequantize,
+  quantize,
+} from '../../src/numerics/index.js';
 import { cellLayout, elementFormat } from '../../src/numerics/quantize.js';
 import {
   type OrtQuantType,
@@ -30,7 +37,8 @@ function input(rows: number, cols: number, seed: string, specials: boolean): Flo
     for (let c = 0; c < cols; c++) {
       const u = rng.uniform();
       let v = rng.normal() * mag;
-      if (u < 0.1) v = (rng.int(40) - 20 + 0.5) * mag / 8; // ties after scaling by a power of two
+      if (u < 0.1)
+        v = ((rng.int(40) - 20 + 0.5) * mag) / 8; // ties after scaling by a power of two
       else if (u < 0.13) v = 0;
       else if (u < 0.15) v = -0;
       x[r * cols + c] = v;
@@ -45,7 +53,11 @@ function input(rows: number, cols: number, seed: string, specials: boolean): Flo
 }
 
 /** The scale shape ONNX expects for a granularity (axis 0 per-axis, or blocks along axis 1). */
-function onnxLayout(g: Granularity, rows: number, cols: number): { scaleShape: number[]; axis?: number; blockSize?: number } {
+function onnxLayout(
+  g: Granularity,
+  rows: number,
+  cols: number,
+): { scaleShape: number[]; axis?: number; blockSize?: number } {
   if (g.kind === 'tensor') return { scaleShape: [] };
   if (g.kind === 'row') return { scaleShape: [rows], axis: 0 };
   if (g.kind === 'group') return { scaleShape: [rows, Math.ceil(cols / g.size)], axis: 1, blockSize: g.size };
@@ -63,7 +75,13 @@ function storageCode(format: ElementFormatName, v: number): number {
   return v;
 }
 
-async function compareWithOrt(spec: QuantSpec, rows: number, cols: number, x: Float32Array, saturate?: 0 | 1): Promise<void> {
+async function compareWithOrt(
+  spec: QuantSpec,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  saturate?: 0 | 1,
+): Promise<void> {
   const q = quantize(spec, x, [rows, cols]);
   if (spec.scale.kind === 'amax' && spec.scale.divisor !== undefined) {
     // the saturating cases must really reach the clamp: some finite |x/s| beyond the format's max
@@ -107,16 +125,36 @@ async function compareWithOrt(spec: QuantSpec, rows: number, cols: number, x: Fl
 
 describe('QuantizeLinear/DequantizeLinear-21 oracle: int8 and uint8', () => {
   const cases: [string, QuantSpec][] = [
-    ['int8 per tensor, amax/127', { format: 'int8', granularity: { kind: 'tensor' }, scale: { kind: 'amax' }, scaling: 'divide' }],
-    ['int8 per axis 0, amax/127', { format: 'int8', granularity: { kind: 'row' }, scale: { kind: 'amax' }, scaling: 'divide' }],
-    ['int8 per axis 0, scale amax/160 (saturates)', { format: 'int8', granularity: { kind: 'row' }, scale: { kind: 'amax', divisor: 160 } }],
-    ['uint8 per tensor, min/max with zero point', { format: 'uint8', granularity: { kind: 'tensor' }, scale: { kind: 'minmax', includeZero: true } }],
-    ['uint8 per axis 0, min/max with zero point', { format: 'uint8', granularity: { kind: 'row' }, scale: { kind: 'minmax' } }],
+    [
+      'int8 per tensor, amax/127',
+      { format: 'int8', granularity: { kind: 'tensor' }, scale: { kind: 'amax' }, scaling: 'divide' },
+    ],
+    [
+      'int8 per axis 0, amax/127',
+      { format: 'int8', granularity: { kind: 'row' }, scale: { kind: 'amax' }, scaling: 'divide' },
+    ],
+    [
+      'int8 per axis 0, scale amax/160 (saturates)',
+      { format: 'int8', granularity: { kind: 'row' }, scale: { kind: 'amax', divisor: 160 } },
+    ],
+    [
+      'uint8 per tensor, min/max with zero point',
+      { format: 'uint8', granularity: { kind: 'tensor' }, scale: { kind: 'minmax', includeZero: true } },
+    ],
+    [
+      'uint8 per axis 0, min/max with zero point',
+      { format: 'uint8', granularity: { kind: 'row' }, scale: { kind: 'minmax' } },
+    ],
     ['int8 per axis 0, asymmetric', { format: 'int8', granularity: { kind: 'row' }, scale: { kind: 'minmax' } }],
   ];
   it.each(cases)('%s: codes and dequantized values equal ORT', async (_, spec) => {
     for (const specials of [false, true]) {
-      await compareWithOrt(spec, 24, 40, input(24, 40, `${spec.format}/${spec.granularity.kind}/${specials}`, specials));
+      await compareWithOrt(
+        spec,
+        24,
+        40,
+        input(24, 40, `${spec.format}/${spec.granularity.kind}/${specials}`, specials),
+      );
     }
   });
 });
@@ -124,10 +162,22 @@ describe('QuantizeLinear/DequantizeLinear-21 oracle: int8 and uint8', () => {
 describe('QuantizeLinear/DequantizeLinear-21 oracle: int4 and uint4 blocked', () => {
   for (const block of [16, 32]) {
     const cases: [string, QuantSpec][] = [
-      [`int4 blocks of ${block}, amax/7`, { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'amax' } }],
-      [`int4 blocks of ${block}, amax/10 (saturates)`, { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'amax', divisor: 10 } }],
-      [`uint4 blocks of ${block}, GPTQ-style min/max`, { format: 'uint4', granularity: { kind: 'group', size: block }, scale: { kind: 'minmax', includeZero: true } }],
-      [`int4 blocks of ${block}, asymmetric`, { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'minmax' } }],
+      [
+        `int4 blocks of ${block}, amax/7`,
+        { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'amax' } },
+      ],
+      [
+        `int4 blocks of ${block}, amax/10 (saturates)`,
+        { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'amax', divisor: 10 } },
+      ],
+      [
+        `uint4 blocks of ${block}, GPTQ-style min/max`,
+        { format: 'uint4', granularity: { kind: 'group', size: block }, scale: { kind: 'minmax', includeZero: true } },
+      ],
+      [
+        `int4 blocks of ${block}, asymmetric`,
+        { format: 'int4', granularity: { kind: 'group', size: block }, scale: { kind: 'minmax' } },
+      ],
     ];
     it.each(cases)('%s: codes and dequantized values equal ORT', async (_, spec) => {
       for (const specials of [false, true]) {

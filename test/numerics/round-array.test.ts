@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { castProfiles, decode, fakeQuant, floatFormats, roundArray, roundingKernel, type CastProfile } from '../../src/numerics/index.js';
+import {
+  castProfiles,
+  decode,
+  fakeQuant,
+  floatFormats,
+  roundArray,
+  roundingKernel,
+  type CastProfile,
+} from '../../src/numerics/index.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
 import { roundingIsSimd } from '../../src/numerics/round-array.js';
 import { createRng } from '../../src/core/rng.js';
@@ -26,8 +34,17 @@ function edgeInputs(wide = true): Float32Array {
   for (let hi = 0; hi < 65536; hi++) for (const lo of lows) bits.push(hi * 65536 + lo);
   for (const format of Object.values(floatFormats)) {
     const ulp = 2 ** (format.emax - format.manBits);
-    const edges = [format.minSubnormal, format.minSubnormal / 2, format.minSubnormal * 1.5, format.minNormal, format.minNormal - format.minSubnormal,
-      format.maxFinite, format.maxFinite + ulp / 2, format.maxFinite + ulp, format.maxFinite + ulp / 4];
+    const edges = [
+      format.minSubnormal,
+      format.minSubnormal / 2,
+      format.minSubnormal * 1.5,
+      format.minNormal,
+      format.minNormal - format.minSubnormal,
+      format.maxFinite,
+      format.maxFinite + ulp / 2,
+      format.maxFinite + ulp,
+      format.maxFinite + ulp / 4,
+    ];
     for (const v of edges) {
       const b = bitsOf(v);
       if (!Number.isFinite(Math.fround(v))) continue;
@@ -42,7 +59,10 @@ function expectSameBits(label: string, got: Float32Array, want: Float32Array): v
   const w = new Uint32Array(want.buffer, want.byteOffset, want.length);
   expect(g.length).toBe(w.length);
   for (let i = 0; i < w.length; i++) {
-    if (g[i] !== w[i]) expect(`${label}: input ${i} gives 0x${g[i]!.toString(16)}`).toBe(`${label}: input ${i} gives 0x${w[i]!.toString(16)}`);
+    if (g[i] !== w[i])
+      expect(`${label}: input ${i} gives 0x${g[i]!.toString(16)}`).toBe(
+        `${label}: input ${i} gives 0x${w[i]!.toString(16)}`,
+      );
   }
 }
 
@@ -59,13 +79,18 @@ describe('roundArray equals fakeQuant bit for bit', () => {
         // Short calls of every length 1 … 65 (the scratch path and its hand-over to the views).
         const kernel = roundingKernel(format, profile, mode);
         const chunked = new Float32Array(inputs.length);
-        for (let i = 0, len = 1; i < inputs.length; i += len, len = (len % 65) + 1) kernel(inputs.subarray(i, i + len), chunked.subarray(i, i + len));
+        for (let i = 0, len = 1; i < inputs.length; i += len, len = (len % 65) + 1)
+          kernel(inputs.subarray(i, i + len), chunked.subarray(i, i + len));
         expectSameBits(`${profile.name}/${format.name}/${mode} in short calls`, chunked, want);
       }
     },
   );
 
-  it.each(coverage.filter((c) => c.format.signed && c.format.bits >= 8).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+  it.each(
+    coverage
+      .filter((c) => c.format.signed && c.format.bits >= 8)
+      .map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const),
+  )(
     '%s/%s: the WebAssembly path on calls whose every element is in the normal range or zero, of ragged lengths 64 … 400',
     (_p, _f, profile, format) => {
       expect(roundingIsSimd()).toBe(true);
@@ -82,7 +107,8 @@ describe('roundArray equals fakeQuant bit for bit', () => {
         const want = fakeQuant(format, inputs, { profile, mode });
         const kernel = roundingKernel(format, profile, mode);
         const got = new Float32Array(inputs.length);
-        for (let i = 0, len = 64; i < inputs.length; i += len, len = len === 400 ? 64 : len + 7) kernel(inputs.subarray(i, i + len), got.subarray(i, i + len));
+        for (let i = 0, len = 64; i < inputs.length; i += len, len = len === 400 ? 64 : len + 7)
+          kernel(inputs.subarray(i, i + len), got.subarray(i, i + len));
         expectSameBits(`${profile.name}/${format.name}/${mode} in SIMD calls`, got, want);
       }
     },
@@ -102,7 +128,10 @@ describe('roundArray equals fakeQuant bit for bit', () => {
       for (let i = 0; i < src.length; i++) expect(Object.is(got[i], want[i]), `${name} ${src[i]}`).toBe(true);
       // ties to even: 1 + q/2 → 1, 1 + 3q/2 → 1 + 2q
       const q = 2 ** -format.manBits;
-      expect(Array.from(roundArray(format, Float32Array.from([1 + q / 2, 1 + 1.5 * q]), { profile: 'ieee' }))).toEqual([1, 1 + 2 * q]);
+      expect(Array.from(roundArray(format, Float32Array.from([1 + q / 2, 1 + 1.5 * q]), { profile: 'ieee' }))).toEqual([
+        1,
+        1 + 2 * q,
+      ]);
       expect(decode(format, format.maxCode)).toBe(format.maxFinite);
     }
   });
@@ -141,7 +170,10 @@ describe('roundArray equals fakeQuant bit for bit', () => {
     expect(roundArray('fp16', new Float32Array(0), { profile: 'ieee' }).length).toBe(0);
     expect(() => roundingKernel('fp16', 'ieee')(new Float32Array(4), new Float32Array(3))).toThrow(/dst has 3/);
     // A user-defined profile reusing a built-in name: compiled from its own rules, not a cached kernel.
-    const saturating: CastProfile = { ...castProfiles.ieee, rules: { ...castProfiles.ieee.rules, overflow: 'saturate' } };
+    const saturating: CastProfile = {
+      ...castProfiles.ieee,
+      rules: { ...castProfiles.ieee.rules, overflow: 'saturate' },
+    };
     const big = Float32Array.from([70000, -70000, 65504, 65520]);
     expect(Array.from(roundArray('fp16', big, { profile: saturating }))).toEqual([65504, -65504, 65504, 65504]);
     expect(Array.from(roundArray('fp16', big, { profile: 'ieee' }))).toEqual([Infinity, -Infinity, 65504, Infinity]);

@@ -1,6 +1,17 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { type CastProfile, type FloatFormat, castProfiles, decode, encode, encodeArray, floatFormats, resolveRules, round, scalarEncoder } from '../../src/numerics/index.js';
+import {
+  type CastProfile,
+  type FloatFormat,
+  castProfiles,
+  decode,
+  encode,
+  encodeArray,
+  floatFormats,
+  resolveRules,
+  round,
+  scalarEncoder,
+} from '../../src/numerics/index.js';
 import { edgeCodes } from '../../src/numerics/round.js';
 import { profileCoverage } from '../../src/numerics/profiles.js';
 import { createRng } from '../../src/core/rng.js';
@@ -120,7 +131,9 @@ describe('hand-checked values from the reference', () => {
     expect(encode('fp16', 2 ** -25, { profile: 'ieee' })).toBe(0x0000);
     expect(encode('fp16', 1.5 * 2 ** -24, { profile: 'ieee' })).toBe(0x0002);
     expect(encode('bf16', Number.NaN, { profile: 'ieee' })).toBe(0x7fc0);
-    expect(encode('tf32', 1 + 2 ** -11, { profile: 'ieee', mode: 'rha' })).toBe(encode('tf32', 1 + 2 ** -10, { profile: 'ieee' }));
+    expect(encode('tf32', 1 + 2 ** -11, { profile: 'ieee', mode: 'rha' })).toBe(
+      encode('tf32', 1 + 2 ** -10, { profile: 'ieee' }),
+    );
   });
 
   it('rejects profiles that do not apply and bad stochastic bits', () => {
@@ -148,7 +161,10 @@ describe('exhaustive over codes', () => {
         const v = decode(format, c);
         const back = enc(v);
         if (Number.isNaN(v)) expect(back).toBe(nanCode);
-        else if (v === Infinity || v === -Infinity) expect(decode(format, back)).toBe(profile.rules.infinity === 'saturate' && !format.hasInf ? v : decode(format, back));
+        else if (v === Infinity || v === -Infinity)
+          expect(decode(format, back)).toBe(
+            profile.rules.infinity === 'saturate' && !format.hasInf ? v : decode(format, back),
+          );
         else if (Object.is(v, -0) && resolveRules(format, profile).negativeZero === 'positive') expect(back).toBe(0);
         else expect(back).toBe(c);
       }
@@ -186,20 +202,21 @@ describe('exhaustive over codes', () => {
     },
   );
 
-  it.each(coverage.filter((c) => c.format.bits <= 16).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
-    '%s/%s: the overflow tie max + ½ulp follows the overflow rule',
-    (_p, _f, profile, format) => {
-      const rules = resolveRules(format, profile);
-      const codes = edgeCodes(format, rules);
-      const ulp = 2 ** (format.emax - format.manBits);
-      const tie = format.maxFinite + ulp / 2;
-      if (Math.fround(tie) !== tie || rawHit(profile, format, tie)) return;
-      const maxOdd = (format.maxFinite / ulp) % 2 === 1;
-      expect(scalarEncoder(format, profile, 'rne')(tie)).toBe(maxOdd ? codes.overflow[0] : format.maxCode);
-      expect(scalarEncoder(format, profile, 'rha')(tie)).toBe(codes.overflow[0]);
-      expect(scalarEncoder(format, profile, 'rtz')(tie * 4)).toBe(format.maxCode);
-    },
-  );
+  it.each(
+    coverage
+      .filter((c) => c.format.bits <= 16)
+      .map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const),
+  )('%s/%s: the overflow tie max + ½ulp follows the overflow rule', (_p, _f, profile, format) => {
+    const rules = resolveRules(format, profile);
+    const codes = edgeCodes(format, rules);
+    const ulp = 2 ** (format.emax - format.manBits);
+    const tie = format.maxFinite + ulp / 2;
+    if (Math.fround(tie) !== tie || rawHit(profile, format, tie)) return;
+    const maxOdd = (format.maxFinite / ulp) % 2 === 1;
+    expect(scalarEncoder(format, profile, 'rne')(tie)).toBe(maxOdd ? codes.overflow[0] : format.maxCode);
+    expect(scalarEncoder(format, profile, 'rha')(tie)).toBe(codes.overflow[0]);
+    expect(scalarEncoder(format, profile, 'rtz')(tie * 4)).toBe(format.maxCode);
+  });
 });
 
 function rawHit(profile: CastProfile, format: FloatFormat, x: number): boolean {
@@ -225,12 +242,15 @@ describe('properties', () => {
     },
   );
 
-  test.prop([fc.constantFrom(...numericPairs), float32])('idempotent: round(round(x)) = round(x)', ({ profile, format }, x) => {
-    const once = round(format, x, { profile });
-    const twice = round(format, once, { profile });
-    if (Number.isNaN(once)) return; // a NaN re-enters through the NaN rule (covered above)
-    expect(Object.is(twice, once)).toBe(true);
-  });
+  test.prop([fc.constantFrom(...numericPairs), float32])(
+    'idempotent: round(round(x)) = round(x)',
+    ({ profile, format }, x) => {
+      const once = round(format, x, { profile });
+      const twice = round(format, once, { profile });
+      if (Number.isNaN(once)) return; // a NaN re-enters through the NaN rule (covered above)
+      expect(Object.is(twice, once)).toBe(true);
+    },
+  );
 
   test.prop([fc.constantFrom(...numericPairs.filter((c) => c.format.signed)), finiteFloat32])(
     'sign symmetric: round(−x) = −round(x) (up to the −0 rule)',
@@ -246,17 +266,21 @@ describe('properties', () => {
     },
   );
 
-  test.prop([fc.constantFrom(...numericPairs.filter((c) => resolveRules(c.format, c.profile).overflow === 'saturate')), float32])(
-    'saturating profiles never leave [−max, max] on non-NaN input',
-    ({ profile, format }, x) => {
-      if (Number.isNaN(x)) return;
-      const r = round(format, x, { profile });
-      expect(Math.abs(r) <= format.maxFinite).toBe(true);
-    },
-  );
+  test.prop([
+    fc.constantFrom(...numericPairs.filter((c) => resolveRules(c.format, c.profile).overflow === 'saturate')),
+    float32,
+  ])('saturating profiles never leave [−max, max] on non-NaN input', ({ profile, format }, x) => {
+    if (Number.isNaN(x)) return;
+    const r = round(format, x, { profile });
+    expect(Math.abs(r) <= format.maxFinite).toBe(true);
+  });
 
   it('stochastic rounding is unbiased in expectation and reproducible', () => {
-    for (const [format, x] of [['e4m3fn', 1.3], ['e2m1', 2.6], ['bf16', 1 + 2 ** -9 + 2 ** -11]] as const) {
+    for (const [format, x] of [
+      ['e4m3fn', 1.3],
+      ['e2m1', 2.6],
+      ['bf16', 1 + 2 ** -9 + 2 ** -11],
+    ] as const) {
       const rng = createRng(11).fork(`sr-${format}`);
       const n = 40000;
       let sum = 0;
@@ -272,7 +296,9 @@ describe('properties', () => {
       // Standard error of the mean is at most spacing/(2√n); allow 4 standard errors.
       expect(Math.abs(sum / n - x)).toBeLessThan((4 * spacing) / (2 * Math.sqrt(n)));
       const again = createRng(11).fork(`sr-${format}`);
-      const replay = first.map(() => round(format, x, { profile: 'satfinite', mode: 'stochastic', randomBits: again.uint32() }));
+      const replay = first.map(() =>
+        round(format, x, { profile: 'satfinite', mode: 'stochastic', randomBits: again.uint32() }),
+      );
       expect(replay).toEqual(first);
     }
   });

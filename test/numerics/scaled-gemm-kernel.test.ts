@@ -2,7 +2,14 @@
 // Object.is: the fused scale step on double-rounding cases, every quantizer preset on edge data, int32 wrapping.
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.js';
-import { type QuantSpec, type QuantizedTensor, gemm, quantPreset, quantPresets, quantize } from '../../src/numerics/index.js';
+import {
+  type QuantSpec,
+  type QuantizedTensor,
+  gemm,
+  quantPreset,
+  quantPresets,
+  quantize,
+} from '../../src/numerics/index.js';
 import { gemmReference } from '../../src/numerics/gemm-reference.js';
 import { fma32, nextFloat32Up } from '../../src/numerics/scales.js';
 import { scaledGemmKernelAvailable } from '../../src/numerics/kernels/scaled-gemm-kernel.js';
@@ -21,15 +28,40 @@ function differences(x: Float32Array, y: Float32Array): number[] {
 function handTensor(values: number[], scales: number[], rows: number, cols: number, group: number): QuantizedTensor {
   const spec: QuantSpec = { format: 'fp32', granularity: { kind: 'group', size: group }, scale: { kind: 'amax' } };
   const codes = new Uint32Array(Float32Array.from(values).buffer);
-  return { spec, shape: [rows, cols], codes, scales: Float32Array.from(scales), scaleShape: [rows, Math.ceil(cols / group)] };
+  return {
+    spec,
+    shape: [rows, cols],
+    codes,
+    scales: Float32Array.from(scales),
+    scaleShape: [rows, Math.ceil(cols / group)],
+  };
 }
 
 /** Edge elements: signed zeros, subnormals, the float32 extremes, Inf and NaN. */
-const EDGE = [-0, 0, 2 ** -149, -(2 ** -130), 2 ** -126, FLT_MAX, -FLT_MAX, 65504, 448, -448, Infinity, -Infinity, Number.NaN, 1.5, -2.5, 0.5];
+const EDGE = [
+  -0,
+  0,
+  2 ** -149,
+  -(2 ** -130),
+  2 ** -126,
+  FLT_MAX,
+  -FLT_MAX,
+  65504,
+  448,
+  -448,
+  Infinity,
+  -Infinity,
+  Number.NaN,
+  1.5,
+  -2.5,
+  0.5,
+];
 
 function edgeMatrix(rows: number, cols: number, seed: string, edgeEvery: number): Float32Array {
   const rng = createRng(seed).fork('edge');
-  return Float32Array.from({ length: rows * cols }, (_, i) => (i % edgeEvery === 3 ? EDGE[(i >> 2) % EDGE.length]! : fr(rng.normal() * (i % 11 === 0 ? 300 : 1))));
+  return Float32Array.from({ length: rows * cols }, (_, i) =>
+    i % edgeEvery === 3 ? EDGE[(i >> 2) % EDGE.length]! : fr(rng.normal() * (i % 11 === 0 ? 300 : 1)),
+  );
 }
 
 describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () => {
@@ -79,10 +111,26 @@ describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () 
     const fast = gemm(new Float32Array(m * n), a, b, m, n, 2);
     const ref = gemmReference(new Float32Array(m * n), a, b, m, n, 2);
     expect(differences(fast, ref)).toEqual([]);
-    cases.forEach(([s, q, c], row) => expect(Object.is(fast[row * n + 4], fma32(fr(s), fr(q), fma32(1, fr(c), 0))), `case ${row}: ${s}, ${q}, ${c}`).toBe(true));
+    cases.forEach(([s, q, c], row) =>
+      expect(
+        Object.is(fast[row * n + 4], fma32(fr(s), fr(q), fma32(1, fr(c), 0))),
+        `case ${row}: ${s}, ${q}, ${c}`,
+      ).toBe(true),
+    );
   });
 
-  const shapes: [number, number, number][] = [[1, 1, 1], [1, 9, 40], [7, 1, 33], [16, 96, 32], [5, 13, 50], [3, 8, 16], [4, 17, 64], [2, 3, 0], [0, 4, 8], [4, 0, 8]];
+  const shapes: [number, number, number][] = [
+    [1, 1, 1],
+    [1, 9, 40],
+    [7, 1, 33],
+    [16, 96, 32],
+    [5, 13, 50],
+    [3, 8, 16],
+    [4, 17, 64],
+    [2, 3, 0],
+    [0, 4, 8],
+    [4, 0, 8],
+  ];
   const presetNames = Object.keys(quantPresets) as (keyof typeof quantPresets)[];
   const specOf = (name: keyof typeof quantPresets): QuantSpec => {
     try {
@@ -92,32 +140,35 @@ describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () 
     }
   };
 
-  it.each(presetNames)('every shape and accumulator equals gemmReference with preset %s on edge data (A quantized in the call, B given and not)', (name) => {
-    const spec = specOf(name);
-    let compared = 0;
-    for (const [m, n, k] of shapes) {
-      const a = edgeMatrix(m, k, `a-${name}-${m}-${n}-${k}`, 13);
-      const b = edgeMatrix(n, k, `b-${name}-${m}-${n}-${k}`, 17);
-      for (const accumulator of ['fp32', 'int32'] as const) {
-        for (const given of [false, true]) {
-          const opts = { aQuant: spec, bQuant: spec, accumulator };
-          let ref: Float32Array;
-          const bq = given ? quantize(spec, b, [n, k]) : b;
-          try {
-            ref = gemmReference(new Float32Array(m * n), a, bq, m, n, k, opts);
-          } catch (error) {
-            // int32 refuses float operands: so must the fast path.
-            expect(() => gemm(new Float32Array(m * n), a, bq, m, n, k, opts)).toThrow((error as Error).message);
-            continue;
+  it.each(presetNames)(
+    'every shape and accumulator equals gemmReference with preset %s on edge data (A quantized in the call, B given and not)',
+    (name) => {
+      const spec = specOf(name);
+      let compared = 0;
+      for (const [m, n, k] of shapes) {
+        const a = edgeMatrix(m, k, `a-${name}-${m}-${n}-${k}`, 13);
+        const b = edgeMatrix(n, k, `b-${name}-${m}-${n}-${k}`, 17);
+        for (const accumulator of ['fp32', 'int32'] as const) {
+          for (const given of [false, true]) {
+            const opts = { aQuant: spec, bQuant: spec, accumulator };
+            let ref: Float32Array;
+            const bq = given ? quantize(spec, b, [n, k]) : b;
+            try {
+              ref = gemmReference(new Float32Array(m * n), a, bq, m, n, k, opts);
+            } catch (error) {
+              // int32 refuses float operands: so must the fast path.
+              expect(() => gemm(new Float32Array(m * n), a, bq, m, n, k, opts)).toThrow((error as Error).message);
+              continue;
+            }
+            const fast = gemm(new Float32Array(m * n), a, bq, m, n, k, opts);
+            expect(differences(fast, ref), `${accumulator} m=${m} n=${n} k=${k} given=${given}`).toEqual([]);
+            compared++;
           }
-          const fast = gemm(new Float32Array(m * n), a, bq, m, n, k, opts);
-          expect(differences(fast, ref), `${accumulator} m=${m} n=${n} k=${k} given=${given}`).toEqual([]);
-          compared++;
         }
       }
-    }
-    expect(compared).toBeGreaterThan(0);
-  });
+      expect(compared).toBeGreaterThan(0);
+    },
+  );
 
   it('bf16-rounded operands and weight-only (W4A16) operands with outFormat equal gemmReference', () => {
     const [m, n, k] = [6, 19, 48];
@@ -126,7 +177,12 @@ describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () 
     const qw = quantize(quantPreset('gptq-w4g128', { block: 16 }), w, [n, k]);
     for (const opts of [{ aQuant: 'bf16', bQuant: 'bf16' }, { aQuant: 'bf16', outFormat: 'bf16' }, {}] as const) {
       const b = 'bQuant' in opts ? w : qw;
-      expect(differences(gemm(new Float32Array(m * n), a, b, m, n, k, opts), gemmReference(new Float32Array(m * n), a, b, m, n, k, opts))).toEqual([]);
+      expect(
+        differences(
+          gemm(new Float32Array(m * n), a, b, m, n, k, opts),
+          gemmReference(new Float32Array(m * n), a, b, m, n, k, opts),
+        ),
+      ).toEqual([]);
     }
   });
 
@@ -136,16 +192,43 @@ describe('scaled GEMM kernel (fp32 / int32 models in one WebAssembly call)', () 
     const a = new Float32Array(m * k).map((_, i) => (i % 3 === 0 ? -128 : 127));
     const b = new Float32Array(n * k).map((_, i) => (i % 5 === 0 ? -128 : 127));
     const opts = { aQuant: int8, bQuant: int8, accumulator: 'int32' } as const;
-    expect(differences(gemm(new Float32Array(m * n), a, b, m, n, k, opts), gemmReference(new Float32Array(m * n), a, b, m, n, k, opts))).toEqual([]);
+    expect(
+      differences(
+        gemm(new Float32Array(m * n), a, b, m, n, k, opts),
+        gemmReference(new Float32Array(m * n), a, b, m, n, k, opts),
+      ),
+    ).toEqual([]);
     // Static int8 scales with a zero point of 2^27: values (code − zp) beyond the kernel's 2^26 bound, the reference loops.
-    const zp: QuantSpec = { format: 'int8', granularity: { kind: 'tensor' }, scale: { kind: 'static', scale: 0.5, zeroPoint: 2 ** 27 } };
+    const zp: QuantSpec = {
+      format: 'int8',
+      granularity: { kind: 'tensor' },
+      scale: { kind: 'static', scale: 0.5, zeroPoint: 2 ** 27 },
+    };
     const x = edgeMatrix(4, 24, 'zx', 5).map((v) => (Number.isFinite(v) ? v : 0));
     const y = edgeMatrix(9, 24, 'zy', 5).map((v) => (Number.isFinite(v) ? v : 0));
     const zopts = { aQuant: zp, bQuant: quantPreset('int8-row'), accumulator: 'int32' } as const;
-    expect(differences(gemm(new Float32Array(36), x, y, 4, 9, 24, zopts), gemmReference(new Float32Array(36), x, y, 4, 9, 24, zopts))).toEqual([]);
+    expect(
+      differences(
+        gemm(new Float32Array(36), x, y, 4, 9, 24, zopts),
+        gemmReference(new Float32Array(36), x, y, 4, 9, 24, zopts),
+      ),
+    ).toEqual([]);
     // Zero points just below 2^25 on both sides: the i32 kernel, whose products (≈ 2^50) wrap modulo 2^32 as `| 0` does.
-    const near: QuantSpec = { format: 'uint8', granularity: { kind: 'tensor' }, scale: { kind: 'static', scale: 0.25, zeroPoint: -(2 ** 25) + 7 } };
-    const nopts = { aQuant: near, bQuant: { ...near, scale: { kind: 'static', scale: 2, zeroPoint: 2 ** 25 - 3 } }, accumulator: 'int32' } as const;
-    expect(differences(gemm(new Float32Array(36), x, y, 4, 9, 24, nopts), gemmReference(new Float32Array(36), x, y, 4, 9, 24, nopts))).toEqual([]);
+    const near: QuantSpec = {
+      format: 'uint8',
+      granularity: { kind: 'tensor' },
+      scale: { kind: 'static', scale: 0.25, zeroPoint: -(2 ** 25) + 7 },
+    };
+    const nopts = {
+      aQuant: near,
+      bQuant: { ...near, scale: { kind: 'static', scale: 2, zeroPoint: 2 ** 25 - 3 } },
+      accumulator: 'int32',
+    } as const;
+    expect(
+      differences(
+        gemm(new Float32Array(36), x, y, 4, 9, 24, nopts),
+        gemmReference(new Float32Array(36), x, y, 4, 9, 24, nopts),
+      ),
+    ).toEqual([]);
   });
 });

@@ -3,16 +3,24 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRng } from '../../src/core/rng.js';
 import { disposeGemmThreads, gemm, threadedGemmF32 } from '../../src/numerics/index.js';
-import { GEMM_THREAD_MIN_WORK, gemmThreadsFromEnv, gemmThreadsWithSimd, markGemmOperandImmutable } from '../../src/numerics/threads.js';
+import {
+  GEMM_THREAD_MIN_WORK,
+  gemmThreadsFromEnv,
+  gemmThreadsWithSimd,
+  markGemmOperandImmutable,
+} from '../../src/numerics/threads.js';
 import { fp32KernelIsSimd } from '../../src/numerics/kernels/fp32-kernel.js';
 import { gemmReference, gemmSequential, setGemmThreads } from '../../src/nn/index.js';
 
-const same = (x: Float32Array, y: Float32Array): boolean => x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
+const same = (x: Float32Array, y: Float32Array): boolean =>
+  x.length === y.length && x.every((v, i) => Object.is(v, y[i]));
 
 function matrix(len: number, seed: string): Float32Array {
   const rng = createRng(seed).fork('t');
   const edges = [0, -0, 2 ** -149, 3e38, -3e38, Infinity, NaN];
-  return Float32Array.from({ length: len }, () => (rng.int(50) === 0 ? edges[rng.int(edges.length)]! : Math.fround(rng.normal() * 2 ** (rng.int(20) - 10))));
+  return Float32Array.from({ length: len }, () =>
+    rng.int(50) === 0 ? edges[rng.int(edges.length)]! : Math.fround(rng.normal() * 2 ** (rng.int(20) - 10)),
+  );
 }
 
 afterAll(() => {
@@ -50,12 +58,20 @@ describe('threadedGemmF32', () => {
   });
 
   it('reuses its workers across calls and sizes, and rejects a bad thread count', () => {
-    for (const [m, n, k] of [[64, 64, 4100], [40, 80, 5300], [64, 64, 4100]] as const) {
+    for (const [m, n, k] of [
+      [64, 64, 4100],
+      [40, 80, 5300],
+      [64, 64, 4100],
+    ] as const) {
       const a = matrix(m * k, `r${m}${k}`);
       const b = matrix(n * k, `s${n}${k}`);
-      expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 2), gemm(new Float32Array(m * n), a, b, m, n, k))).toBe(true);
+      expect(
+        same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, 2), gemm(new Float32Array(m * n), a, b, m, n, k)),
+      ).toBe(true);
     }
-    expect(() => threadedGemmF32(new Float32Array(1), new Float32Array(1), new Float32Array(1), 1, 1, 1, 0)).toThrow(/threads: expected a positive integer, got 0/);
+    expect(() => threadedGemmF32(new Float32Array(1), new Float32Array(1), new Float32Array(1), 1, 1, 1, 0)).toThrow(
+      /threads: expected a positive integer, got 0/,
+    );
   });
 
   // Edge operands for the SIMD path of every thread: NaN, ±Inf, −0, subnormals (and products that round to
@@ -63,12 +79,28 @@ describe('threadedGemmF32', () => {
   // summed in any other order would differ). Shapes leave rows per thread and columns off the 4×8 tile.
   function edgeMatrix(rows: number, k: number, seed: string): Float32Array {
     const rng = createRng(seed).fork('edge');
-    const edges = [0, -0, 2 ** -149, -(2 ** -149), 2 ** -126 * 0.75, 2 ** 100, -(2 ** 100), 3e38, Infinity, -Infinity, NaN];
+    const edges = [
+      0,
+      -0,
+      2 ** -149,
+      -(2 ** -149),
+      2 ** -126 * 0.75,
+      2 ** 100,
+      -(2 ** 100),
+      3e38,
+      Infinity,
+      -Infinity,
+      NaN,
+    ];
     const scales = [2 ** -70, 2 ** -64, 1, 2 ** 10, 2 ** -20]; // per row: tiny rows times tiny rows give subnormal outputs
     const out = new Float32Array(rows * k);
     for (let i = 0; i < rows; i++) {
       const scale = scales[rng.int(scales.length)]!;
-      for (let p = 0; p < k; p++) out[i * k + p] = rng.int(3 * k) === 0 ? edges[rng.int(edges.length)]! : Math.fround(rng.normal() * scale * 2 ** (rng.int(16) - 8));
+      for (let p = 0; p < k; p++)
+        out[i * k + p] =
+          rng.int(3 * k) === 0
+            ? edges[rng.int(edges.length)]!
+            : Math.fround(rng.normal() * scale * 2 ** (rng.int(16) - 8));
     }
     return out;
   }
@@ -77,27 +109,38 @@ describe('threadedGemmF32', () => {
     [37, 61, 7500], // tasks 16, 16, 5: 2 threads → caller 21 rows (5 groups of 4 + 1), worker 16; 61 = 7·8 + 5 columns
     [50, 83, 4100], // tasks 16, 16, 16, 2; 83 = 10·8 + 3 columns
     [20, 7, 120000], // n < 8 (the scalar loop inside every thread); the worker of 2 threads has rows 16..19
-  ])('the SIMD path in the caller and the workers equals the scalar reference on edge data (m=%i n=%i k=%i)', (m, n, k) => {
-    expect(m * n * k).toBeGreaterThanOrEqual(GEMM_THREAD_MIN_WORK);
-    const a = edgeMatrix(m, k, `ea${m}`);
-    const b = edgeMatrix(n, k, `eb${n}`);
-    const ref = new Float32Array(m * n);
-    gemmReference(ref, a, b, m, n, k);
-    // the edges reach the tile outputs: NaN, infinities, subnormals (the scalar-only shape has too few outputs for all three)
-    if (n >= 8) expect([ref.some(Number.isNaN), ref.some((v) => Math.abs(v) === Infinity), ref.some((v) => v !== 0 && Math.abs(v) < 2 ** -126)]).toEqual([true, true, true]);
-    for (const t of [1, 2, 3]) expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, t), ref)).toBe(true);
-    expect(gemmThreadsWithSimd()).toBe(fp32KernelIsSimd() ? 3 : 0); // the caller and both workers of the 3-thread pool
-  });
+  ])(
+    'the SIMD path in the caller and the workers equals the scalar reference on edge data (m=%i n=%i k=%i)',
+    (m, n, k) => {
+      expect(m * n * k).toBeGreaterThanOrEqual(GEMM_THREAD_MIN_WORK);
+      const a = edgeMatrix(m, k, `ea${m}`);
+      const b = edgeMatrix(n, k, `eb${n}`);
+      const ref = new Float32Array(m * n);
+      gemmReference(ref, a, b, m, n, k);
+      // the edges reach the tile outputs: NaN, infinities, subnormals (the scalar-only shape has too few outputs for all three)
+      if (n >= 8)
+        expect([
+          ref.some(Number.isNaN),
+          ref.some((v) => Math.abs(v) === Infinity),
+          ref.some((v) => v !== 0 && Math.abs(v) < 2 ** -126),
+        ]).toEqual([true, true, true]);
+      for (const t of [1, 2, 3])
+        expect(same(threadedGemmF32(new Float32Array(m * n), a, b, m, n, k, t), ref)).toBe(true);
+      expect(gemmThreadsWithSimd()).toBe(fp32KernelIsSimd() ? 3 : 0); // the caller and both workers of the 3-thread pool
+    },
+  );
 
   it('QRL_THREADS: unset or empty is 1, a positive integer is taken, anything else is refused', () => {
     expect(gemmThreadsFromEnv({}, true)).toBe(1);
     expect(gemmThreadsFromEnv({ QRL_THREADS: '' }, true)).toBe(1);
     expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, true)).toBe(3);
-    expect(() => gemmThreadsFromEnv({ QRL_THREADS: 'two' }, true)).toThrow(/QRL_THREADS: expected a positive integer, got "two"/);
+    expect(() => gemmThreadsFromEnv({ QRL_THREADS: 'two' }, true)).toThrow(
+      /QRL_THREADS: expected a positive integer, got "two"/,
+    );
     expect(gemmThreadsFromEnv({ QRL_THREADS: '3' }, false)).toBe(1); // inside a worker thread (a sweep's run): never nested
   });
 
-  it('gemmSequential (the layers\' GEMM) with 1, 2 and 3 threads equals the reference loop', () => {
+  it("gemmSequential (the layers' GEMM) with 1, 2 and 3 threads equals the reference loop", () => {
     const [m, n, k] = [70, 40, 6000];
     const a = matrix(m * k, 'na');
     const b = matrix(n * k, 'nb');

@@ -9,11 +9,50 @@ const coverage = profileCoverage();
 
 /** Special float32 bit patterns: zeros, infinities, NaNs of both signs, subnormal and range edges. */
 function specialInputs(): Float32Array {
-  const bits: number[] = [0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xffffffff,
-    0x00000001, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff];
-  const values = [448, 464, 465, 479.9, 480, 495.99, 496, 240, 247.9, 248, 57344, 61439, 61440, 65536, 28, 30, 7.5, 7.75, 6, 7,
-    2 ** -6, 2 ** -9, 2 ** -10, 3 * 2 ** -10, 2 ** -17, 2 ** -127, 2 ** -128, 1.5 * 2 ** 127, 3.3895314e38, 65504, 65520,
-    1 + 2 ** -8, 1 + 3 * 2 ** -8, 0.25, 0.75, 2.5, 3.5, 5];
+  const bits: number[] = [
+    0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xffffffff, 0x00000001,
+    0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff,
+  ];
+  const values = [
+    448,
+    464,
+    465,
+    479.9,
+    480,
+    495.99,
+    496,
+    240,
+    247.9,
+    248,
+    57344,
+    61439,
+    61440,
+    65536,
+    28,
+    30,
+    7.5,
+    7.75,
+    6,
+    7,
+    2 ** -6,
+    2 ** -9,
+    2 ** -10,
+    3 * 2 ** -10,
+    2 ** -17,
+    2 ** -127,
+    2 ** -128,
+    1.5 * 2 ** 127,
+    3.3895314e38,
+    65504,
+    65520,
+    1 + 2 ** -8,
+    1 + 3 * 2 ** -8,
+    0.25,
+    0.75,
+    2.5,
+    3.5,
+    5,
+  ];
   const out = new Float32Array(bits.length + 2 * values.length);
   new Uint32Array(out.buffer).set(bits);
   values.forEach((v, i) => {
@@ -67,7 +106,11 @@ describe('vector casts equal the scalar reference', () => {
     },
   );
 
-  it.each(coverage.filter((c) => c.format.bits <= 16).map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
+  it.each(
+    coverage
+      .filter((c) => c.format.bits <= 16)
+      .map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const),
+  )(
     '%s/%s: every tie between neighbouring codes and its float32 neighbours (table path)',
     (_p, _f, profile, format) => {
       const values: number[] = [];
@@ -117,11 +160,14 @@ describe('vector casts equal the scalar reference', () => {
       const u32 = new Uint32Array(f32.buffer);
       const patterns: number[] = [];
       const values: number[] = [];
-      for (let c = 0; c < format.codeCount; c += format.bits <= 8 ? 1 : Math.floor(format.codeCount / 4093)) values.push(decode(format, c));
+      for (let c = 0; c < format.codeCount; c += format.bits <= 8 ? 1 : Math.floor(format.codeCount / 4093))
+        values.push(decode(format, c));
       const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
       for (let i = 0; i < finite.length; i++) {
         const next = finite[i + 1];
-        for (const v of next === undefined ? [finite[i] as number] : [finite[i] as number, ((finite[i] as number) + next) / 2]) {
+        for (const v of next === undefined
+          ? [finite[i] as number]
+          : [finite[i] as number, ((finite[i] as number) + next) / 2]) {
           f32[0] = v;
           const b = u32[0] as number;
           for (const d of [-1, 0, 1]) patterns.push((b + d) >>> 0, ((b + d) ^ 0x80000000) >>> 0);
@@ -136,10 +182,16 @@ describe('vector casts equal the scalar reference', () => {
           u32[0] = patterns[i] as number;
           return scalar(f32[0] as number);
         };
-        expectSameCodes(`${mode} encodeBits`, patterns.map((b) => enc.encodeBits(b) >>> 0), want, patterns.length);
+        expectSameCodes(
+          `${mode} encodeBits`,
+          patterns.map((b) => enc.encodeBits(b) >>> 0),
+          want,
+          patterns.length,
+        );
         // A short call: per value unless this kernel's tables exist already (the other tests may have built them).
         const bits = Uint32Array.from(patterns.slice(0, 64));
-        const dst = format.bits <= 8 ? new Uint8Array(64) : format.bits <= 16 ? new Uint16Array(64) : new Uint32Array(64);
+        const dst =
+          format.bits <= 8 ? new Uint8Array(64) : format.bits <= 16 ? new Uint16Array(64) : new Uint32Array(64);
         enc.encodeBitsInto(bits, 64, dst);
         expectSameCodes(`${mode} encodeBitsInto`, dst, want, Math.min(64, patterns.length));
       }
@@ -159,6 +211,8 @@ describe('vector casts equal the scalar reference', () => {
     const src = new Float32Array(4);
     expect(() => encodeArray('e4m3fn', src, { profile: 'satfinite' }, new Uint8Array(2))).toThrow(/dst has 2/);
     expect(() => encodeArray('e4m3fn', src, { profile: 'satfinite', mode: 'stochastic' })).toThrow(/randomBits/);
-    expect(() => encodeArray('e4m3fn', src, { profile: 'satfinite', mode: 'stochastic', randomBits: new Uint32Array(3) })).toThrow(/randomBits has 3/);
+    expect(() =>
+      encodeArray('e4m3fn', src, { profile: 'satfinite', mode: 'stochastic', randomBits: new Uint32Array(3) }),
+    ).toThrow(/randomBits has 3/);
   });
 });

@@ -42,7 +42,11 @@ describe('harness environment', () => {
 // Reference §2.3 (ONNX Cast saturate table) and §2.4 (ORT 1.30 CPU observed, incl. the two non-spec results).
 describe('Cast round trip: float8', () => {
   it('e4m3fn saturate=1: RNE to the 448 ceiling, ties to even, subnormal ties to zero', async () => {
-    const y = await ortCastRoundTrip(f32(500, 464, 2 ** -10, 3 * 2 ** -10, -500, Infinity, -Infinity, 17, -0), 'e4m3fn', { saturate: 1 });
+    const y = await ortCastRoundTrip(
+      f32(500, 464, 2 ** -10, 3 * 2 ** -10, -500, Infinity, -Infinity, 17, -0),
+      'e4m3fn',
+      { saturate: 1 },
+    );
     expect(Array.from(y)).toEqual([448, 448, 0, 2 ** -8, -448, 448, -448, 16, -0]);
     expect(signs(y)[8]).toBe(1);
   });
@@ -81,7 +85,14 @@ describe('Cast round trip: float8', () => {
 describe('Cast round trip: bf16, fp16, e8m0, e2m1', () => {
   it('bf16 rounds ties to even and overflows at 0x7F7F8000', async () => {
     // 1 + 2^-8 is the midpoint of 1 and 1 + 2^-7 (tie → 1, even); 1 + 3·2^-8 ties up to 1 + 2^-6.
-    const x = f32(1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, fromBits(0x7f7f7fff), fromBits(0x7f7f8000), negNaN);
+    const x = f32(
+      1 + 2 ** -8,
+      1 + 3 * 2 ** -8,
+      1 + 2 ** -8 + 2 ** -20,
+      fromBits(0x7f7f7fff),
+      fromBits(0x7f7f8000),
+      negNaN,
+    );
     const y = await ortCastRoundTrip(x, 'bf16');
     expect(bitsOf(y.subarray(0, 5))).toEqual([0x3f800000, 0x3f820000, 0x3f810000, 0x7f7f0000, 0x7f800000]);
     expect(Number.isNaN(y[5]) && signs(y)[5] === 1).toBe(true);
@@ -117,21 +128,30 @@ describe('Cast round trip: bf16, fp16, e8m0, e2m1', () => {
 
   it('rejects options the target does not take, naming them', async () => {
     await expect(ortCastRoundTrip(f32(1), 'bf16', { saturate: 0 })).rejects.toThrow(/saturate = 0 .*bf16/);
-    await expect(ortCastRoundTrip(f32(1), 'e4m3fn', { roundMode: 'down' })).rejects.toThrow(/roundMode = 'down' .*e4m3fn/);
+    await expect(ortCastRoundTrip(f32(1), 'e4m3fn', { roundMode: 'down' })).rejects.toThrow(
+      /roundMode = 'down' .*e4m3fn/,
+    );
   });
 });
 
 describe('raw codes through constant folding', () => {
   it('gives the storage bytes, including the quirk codes', async () => {
-    expect(Array.from(await ortCastCodes(f32(480, 470, 448, -0, 2 ** -9), 'e4m3fn', { saturate: 0 }))).toEqual([0x7e, 0x7f, 0x7e, 0x80, 0x01]);
-    expect(Array.from(await ortCastCodes(f32(61440, 65536, -Infinity, 57344), 'e5m2', { saturate: 0 }))).toEqual([0x7f, 0x7c, 0xfc, 0x7b]);
+    expect(Array.from(await ortCastCodes(f32(480, 470, 448, -0, 2 ** -9), 'e4m3fn', { saturate: 0 }))).toEqual([
+      0x7e, 0x7f, 0x7e, 0x80, 0x01,
+    ]);
+    expect(Array.from(await ortCastCodes(f32(61440, 65536, -Infinity, 57344), 'e5m2', { saturate: 0 }))).toEqual([
+      0x7f, 0x7c, 0xfc, 0x7b,
+    ]);
     expect(Array.from(await ortCastCodes(f32(1, -2, 65504), 'fp16'))).toEqual([0x3c00, 0xc000, 0x7bff]);
     expect(Array.from(await ortCastCodes(f32(1, -2, 1 + 2 ** -8), 'bf16'))).toEqual([0x3f80, 0xc000, 0x3f80]);
     expect(Array.from(await ortCastCodes(f32(1.5, 0.75), 'e8m0', { roundMode: 'nearest' }))).toEqual([0x80, 0x7f]);
   });
 
   it('ortDecode of all 256 e4m3fn codes gives the OCP table ends', async () => {
-    const y = await ortDecode(Uint8Array.from({ length: 256 }, (_, i) => i), 'e4m3fn');
+    const y = await ortDecode(
+      Uint8Array.from({ length: 256 }, (_, i) => i),
+      'e4m3fn',
+    );
     expect([y[0x01], y[0x08], y[0x7e], y[0xfe]]).toEqual([2 ** -9, 2 ** -6, 448, -448]);
     expect(Number.isNaN(y[0x7f]) && Number.isNaN(y[0xff])).toBe(true);
     expect(signs(y)[0x80]).toBe(1);
@@ -147,7 +167,8 @@ describe('raw codes through constant folding', () => {
   // Two independent ORT paths (runtime Cast→Cast vs constant-folded Cast, then Cast of the codes) must agree bit for bit.
   const sweep = (() => {
     const xs: number[] = [0, -0, Infinity, -Infinity, NaN, negNaN];
-    for (let e = -20; e <= 17; e++) for (let m = 0; m < 64; m++) xs.push(2 ** e * (1 + m / 64), -(2 ** e) * (1 + (m + 0.5) / 64));
+    for (let e = -20; e <= 17; e++)
+      for (let m = 0; m < 64; m++) xs.push(2 ** e * (1 + m / 64), -(2 ** e) * (1 + (m + 0.5) / 64));
     return Float32Array.from(xs);
   })();
   for (const to of ['e4m3fn', 'e4m3fnuz', 'e5m2', 'e5m2fnuz'] as const satisfies readonly OrtCastTarget[]) {
@@ -180,13 +201,18 @@ describe('QuantizeLinear-21', () => {
     const x = f32(7.5, -8.5, NaN, 3, -3, 100);
     const q = await ortQuantizeLinear(x, [6], f32(1), [], null, { outputType: 'int4' });
     expect(Array.from(q)).toEqual([7, -8, -8, 3, -3, 7]);
-    expect(Array.from(await ortQuantizeLinearCodes(x, [6], f32(1), [], null, { outputType: 'int4' }))).toEqual([7, 8, 8, 3, 13, 7]);
+    expect(Array.from(await ortQuantizeLinearCodes(x, [6], f32(1), [], null, { outputType: 'int4' }))).toEqual([
+      7, 8, 8, 3, 13, 7,
+    ]);
     const u = await ortQuantizeLinear(x, [6], f32(1), [], [8], { outputType: 'uint4' });
     expect(Array.from(u)).toEqual([15, 0, 0, 11, 5, 15]);
   });
 
   it('per-axis scales along axis 0', async () => {
-    const q = await ortQuantizeLinear(f32(1, 2, 3, 1, 2, 3), [2, 3], f32(1, 0.5), [2], null, { outputType: 'int8', axis: 0 });
+    const q = await ortQuantizeLinear(f32(1, 2, 3, 1, 2, 3), [2, 3], f32(1, 0.5), [2], null, {
+      outputType: 'int8',
+      axis: 0,
+    });
     expect(Array.from(q)).toEqual([1, 2, 3, 2, 4, 6]);
   });
 
@@ -195,7 +221,11 @@ describe('QuantizeLinear-21', () => {
     const cols = 40; // blocks [0,16), [16,32), [32,40)
     const x = Float32Array.from({ length: rows * cols }, (_, i) => (i % cols) + 0.5 * Math.floor(i / cols));
     const scale = f32(1, 0.5, 4, 2, 0.25, 8); // (rows, ceil(40/16) = 3)
-    const q = await ortQuantizeLinear(x, [rows, cols], scale, [rows, 3], null, { outputType: 'int8', axis: 1, blockSize: 16 });
+    const q = await ortQuantizeLinear(x, [rows, cols], scale, [rows, 3], null, {
+      outputType: 'int8',
+      axis: 1,
+      blockSize: 16,
+    });
     const expected = Array.from(x, (v, i) => {
       const s = scale[Math.floor(i / cols) * 3 + Math.floor((i % cols) / 16)]!;
       return Math.max(-128, Math.min(127, rne(v / s)));
@@ -219,23 +249,39 @@ describe('QuantizeLinear-21', () => {
     const one = 0x38; // e4m3fn 1.0 = 0b0_0111_000
     const q = await ortQuantizeLinear(f32(0.5, 3), [2], f32(1), [], [one], { outputType: 'e4m3fn' });
     expect(Array.from(q)).toEqual([0.5, 3]);
-    await expect(ortDequantizeLinear([one], [1], f32(1), [], [one], { inputType: 'e4m3fn' })).rejects.toThrow(/zero point/);
+    await expect(ortDequantizeLinear([one], [1], f32(1), [], [one], { inputType: 'e4m3fn' })).rejects.toThrow(
+      /zero point/,
+    );
     expect(Array.from(await ortDequantizeLinear([one], [1], f32(1), [], [0], { inputType: 'e4m3fn' }))).toEqual([1]);
   });
 
   it('checks shapes and ranges, naming the field', async () => {
-    await expect(ortQuantizeLinear(f32(1, 2), [3], f32(1), [], null, { outputType: 'int8' })).rejects.toThrow(/^x has 2 elements/);
-    await expect(ortQuantizeLinear(f32(1), [1], f32(1), [], [200], { outputType: 'int8' })).rejects.toThrow(/zeroPoint\[0\] = 200/);
-    await expect(ortQuantizeLinear(f32(1), [1], f32(1), [], null, { outputType: 'int8', saturate: 0 })).rejects.toThrow(/saturate/);
+    await expect(ortQuantizeLinear(f32(1, 2), [3], f32(1), [], null, { outputType: 'int8' })).rejects.toThrow(
+      /^x has 2 elements/,
+    );
+    await expect(ortQuantizeLinear(f32(1), [1], f32(1), [], [200], { outputType: 'int8' })).rejects.toThrow(
+      /zeroPoint\[0\] = 200/,
+    );
+    await expect(ortQuantizeLinear(f32(1), [1], f32(1), [], null, { outputType: 'int8', saturate: 0 })).rejects.toThrow(
+      /saturate/,
+    );
   });
 });
 
 describe('DequantizeLinear-21', () => {
   it('int8, uint8 with zero point, int4, uint4', async () => {
-    expect(Array.from(await ortDequantizeLinear([-128, 127, 0], [3], f32(0.5), [], null, { inputType: 'int8' }))).toEqual([-64, 63.5, 0]);
-    expect(Array.from(await ortDequantizeLinear([0, 255, 128], [3], f32(2), [], [128], { inputType: 'uint8' }))).toEqual([-256, 254, 0]);
-    expect(Array.from(await ortDequantizeLinear([-8, 7, 1, -1, 0], [5], f32(0.5), [], null, { inputType: 'int4' }))).toEqual([-4, 3.5, 0.5, -0.5, 0]);
-    expect(Array.from(await ortDequantizeLinear([0, 15, 8, 9], [4], f32(0.5), [], [8], { inputType: 'uint4' }))).toEqual([-4, 3.5, 0, 0.5]);
+    expect(
+      Array.from(await ortDequantizeLinear([-128, 127, 0], [3], f32(0.5), [], null, { inputType: 'int8' })),
+    ).toEqual([-64, 63.5, 0]);
+    expect(
+      Array.from(await ortDequantizeLinear([0, 255, 128], [3], f32(2), [], [128], { inputType: 'uint8' })),
+    ).toEqual([-256, 254, 0]);
+    expect(
+      Array.from(await ortDequantizeLinear([-8, 7, 1, -1, 0], [5], f32(0.5), [], null, { inputType: 'int4' })),
+    ).toEqual([-4, 3.5, 0.5, -0.5, 0]);
+    expect(
+      Array.from(await ortDequantizeLinear([0, 15, 8, 9], [4], f32(0.5), [], [8], { inputType: 'uint4' })),
+    ).toEqual([-4, 3.5, 0, 0.5]);
   });
 
   it('float8 codes enter as an initializer', async () => {
@@ -248,14 +294,24 @@ describe('DequantizeLinear-21', () => {
     const cols = 32;
     const q = Array.from({ length: 2 * cols }, (_, i) => ((i * 5) % 16) - 8);
     const scale = f32(0.5, 0.25, 2, 1);
-    const y = await ortDequantizeLinear(q, [2, cols], scale, [2, 2], null, { inputType: 'int4', axis: 1, blockSize: 16 });
+    const y = await ortDequantizeLinear(q, [2, cols], scale, [2, 2], null, {
+      inputType: 'int4',
+      axis: 1,
+      blockSize: 16,
+    });
     expect(Array.from(y)).toEqual(q.map((v, i) => v * scale[Math.floor(i / cols) * 2 + Math.floor((i % cols) / 16)]!));
-    const back = await ortQuantizeLinear(y, [2, cols], scale, [2, 2], null, { outputType: 'int4', axis: 1, blockSize: 16 });
+    const back = await ortQuantizeLinear(y, [2, cols], scale, [2, 2], null, {
+      outputType: 'int4',
+      axis: 1,
+      blockSize: 16,
+    });
     expect(Array.from(back)).toEqual(q);
   });
 
   it('rejects codes outside the storage range', async () => {
-    await expect(ortDequantizeLinear([8], [1], f32(1), [], null, { inputType: 'int4' })).rejects.toThrow(/q\[0\] = 8 is not a int4 value/);
+    await expect(ortDequantizeLinear([8], [1], f32(1), [], null, { inputType: 'int4' })).rejects.toThrow(
+      /q\[0\] = 8 is not a int4 value/,
+    );
   });
 });
 

@@ -100,16 +100,32 @@ export const onnxDataType = {
 
 /** Bits per element of each storage type the harness handles. */
 const storageBits: Record<OrtCastTarget | OrtQuantType, 4 | 8 | 16> = {
-  e4m3fn: 8, e4m3fnuz: 8, e5m2: 8, e5m2fnuz: 8, e8m0: 8, int8: 8, uint8: 8,
-  bf16: 16, fp16: 16,
-  e2m1: 4, int4: 4, uint4: 4,
+  e4m3fn: 8,
+  e4m3fnuz: 8,
+  e5m2: 8,
+  e5m2fnuz: 8,
+  e8m0: 8,
+  int8: 8,
+  uint8: 8,
+  bf16: 16,
+  fp16: 16,
+  e2m1: 4,
+  int4: 4,
+  uint4: 4,
 };
 
 const float8Types: readonly string[] = ['e4m3fn', 'e4m3fnuz', 'e5m2', 'e5m2fnuz'];
 
 /** Opset of the float→target Cast (first Cast version that knows the type and has `saturate`). */
 const castOpset: Record<OrtCastTarget, number> = {
-  e4m3fn: 19, e4m3fnuz: 19, e5m2: 19, e5m2fnuz: 19, bf16: 19, fp16: 19, e2m1: 23, e8m0: 24,
+  e4m3fn: 19,
+  e4m3fnuz: 19,
+  e5m2: 19,
+  e5m2fnuz: 19,
+  bf16: 19,
+  fp16: 19,
+  e2m1: 23,
+  e8m0: 24,
 };
 
 /** Opset of QuantizeLinear / DequantizeLinear (blocked quantization, int4). */
@@ -122,7 +138,12 @@ export const ortVersion: string = ort.env.versions.node ?? ort.env.versions.comm
  * Single-threaded, sequential execution: the same settings for every session of the harness. ORT's own
  * log is limited to fatal messages: every error it logs also reaches the caller as the thrown Error.
  */
-const threadOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential', logSeverityLevel: 4 } as const;
+const threadOptions = {
+  intraOpNumThreads: 1,
+  interOpNumThreads: 1,
+  executionMode: 'sequential',
+  logSeverityLevel: 4,
+} as const;
 
 // ---------------------------------------------------------------------------------------------------
 // Model building
@@ -190,7 +211,12 @@ function rawInit(name: string, dataType: number, dims: readonly number[], rawDat
 }
 
 function floatInit(name: string, values: Float32Array, dims: readonly number[]): Init {
-  return rawInit(name, onnxDataType.float, dims, new Uint8Array(values.buffer, values.byteOffset, values.byteLength).slice());
+  return rawInit(
+    name,
+    onnxDataType.float,
+    dims,
+    new Uint8Array(values.buffer, values.byteOffset, values.byteLength).slice(),
+  );
 }
 
 /** Packs 4-bit codes two per byte, element 0 in the low nibble. */
@@ -213,14 +239,22 @@ function unpackNibbles(bytes: Uint8Array, n: number): Uint8Array {
 /** Raw storage bytes of an integer zero point / code array for `type` (validated). */
 function storageBytes(type: OrtQuantType, values: ArrayLike<number>, field: string): Uint8Array {
   const range: Record<OrtQuantType, [number, number]> = {
-    int8: [-128, 127], uint8: [0, 255], int4: [-8, 7], uint4: [0, 15],
-    e4m3fn: [0, 255], e4m3fnuz: [0, 255], e5m2: [0, 255], e5m2fnuz: [0, 255],
+    int8: [-128, 127],
+    uint8: [0, 255],
+    int4: [-8, 7],
+    uint4: [0, 15],
+    e4m3fn: [0, 255],
+    e4m3fnuz: [0, 255],
+    e5m2: [0, 255],
+    e5m2fnuz: [0, 255],
   };
   const [lo, hi] = range[type];
   for (let i = 0; i < values.length; i++) {
     const v = values[i]!;
     if (!Number.isInteger(v) || v < lo || v > hi) {
-      throw new RangeError(`${field}[${i}] = ${v} is not a ${type} ${float8Types.includes(type) ? 'byte code' : 'value'} in [${lo}, ${hi}]`);
+      throw new RangeError(
+        `${field}[${i}] = ${v} is not a ${type} ${float8Types.includes(type) ? 'byte code' : 'value'} in [${lo}, ${hi}]`,
+      );
     }
   }
   if (storageBits[type] === 4) return packNibbles(values);
@@ -233,7 +267,11 @@ function storageBytes(type: OrtQuantType, values: ArrayLike<number>, field: stri
 const sessions = new Map<string, Promise<ort.InferenceSession>>();
 
 /** Creates (or reuses) the session for `key`; a failed creation is not cached. */
-function cachedSession(key: string, build: () => GraphSpec, level: 'disabled' | 'all' = 'disabled'): Promise<ort.InferenceSession> {
+function cachedSession(
+  key: string,
+  build: () => GraphSpec,
+  level: 'disabled' | 'all' = 'disabled',
+): Promise<ort.InferenceSession> {
   let s = sessions.get(key);
   if (s === undefined) {
     s = ort.InferenceSession.create(encodeModel(build()), { ...threadOptions, graphOptimizationLevel: level });
@@ -275,7 +313,8 @@ function castAttributes(to: OrtCastTarget, opts: OrtCastOptions): Attr[] {
     attrs.push(intAttr('saturate', opts.saturate));
   }
   if (opts.roundMode !== undefined) {
-    if (to !== 'e8m0') throw new RangeError(`roundMode = '${opts.roundMode}' does not apply to Cast to ${to} (e8m0 only)`);
+    if (to !== 'e8m0')
+      throw new RangeError(`roundMode = '${opts.roundMode}' does not apply to Cast to ${to} (e8m0 only)`);
     attrs.push(stringAttr('round_mode', opts.roundMode));
   }
   return attrs;
@@ -298,7 +337,11 @@ function castRoundTripSession(to: OrtCastTarget, opts: OrtCastOptions): Promise<
  * @example
  * await ortCastRoundTrip(Float32Array.of(500, 470), 'e4m3fn', { saturate: 0 }); // [NaN, NaN]
  */
-export async function ortCastRoundTrip(values: Float32Array, to: OrtCastTarget, opts: OrtCastOptions = {}): Promise<Float32Array> {
+export async function ortCastRoundTrip(
+  values: Float32Array,
+  to: OrtCastTarget,
+  opts: OrtCastOptions = {},
+): Promise<Float32Array> {
   const session = await castRoundTripSession(to, opts);
   const out = await session.run({ x: new ort.Tensor('float32', values, [values.length]) });
   return out['y']!.data as Float32Array;
@@ -361,9 +404,12 @@ async function foldToRawBytes(g: GraphSpec, outType: number): Promise<{ raw: Uin
     const left = folded.graph?.node ?? [];
     const init = (folded.graph?.initializer ?? []).find((t) => t.name === outName);
     if (left.length > 0 || init === undefined) {
-      throw new Error(`onnxruntime did not constant-fold ${g.nodes.map((n) => n.opType).join('→')} (nodes left: ${left.map((n) => n.opType).join(', ') || 'none'})`);
+      throw new Error(
+        `onnxruntime did not constant-fold ${g.nodes.map((n) => n.opType).join('→')} (nodes left: ${left.map((n) => n.opType).join(', ') || 'none'})`,
+      );
     }
-    if (init.dataType !== outType) throw new Error(`folded ${outName} has dataType ${init.dataType}, expected ${outType}`);
+    if (init.dataType !== outType)
+      throw new Error(`folded ${outName} has dataType ${init.dataType}, expected ${outType}`);
     return { raw: init.rawData ?? new Uint8Array(0), int32Data: init.int32Data ?? [] };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -371,7 +417,11 @@ async function foldToRawBytes(g: GraphSpec, outType: number): Promise<{ raw: Uin
 }
 
 /** Storage codes from folded raw bytes: one code per element (4-bit unpacked, 16-bit little-endian). */
-function codesFromFolded(type: OrtCastTarget | OrtQuantType, folded: { raw: Uint8Array; int32Data: number[] }, n: number): Uint8Array | Uint16Array {
+function codesFromFolded(
+  type: OrtCastTarget | OrtQuantType,
+  folded: { raw: Uint8Array; int32Data: number[] },
+  n: number,
+): Uint8Array | Uint16Array {
   const bits = storageBits[type];
   if (folded.raw.length === 0 && folded.int32Data.length === n) {
     return bits === 16 ? Uint16Array.from(folded.int32Data) : Uint8Array.from(folded.int32Data, (v) => v & 0xff);
@@ -393,7 +443,11 @@ function codesFromFolded(type: OrtCastTarget | OrtQuantType, folded: { raw: Uint
  * @example
  * await ortCastCodes(Float32Array.of(480), 'e4m3fn', { saturate: 0 }); // Uint8Array [0x7e]
  */
-export async function ortCastCodes(values: Float32Array, to: OrtCastTarget, opts: OrtCastOptions = {}): Promise<Uint8Array | Uint16Array> {
+export async function ortCastCodes(
+  values: Float32Array,
+  to: OrtCastTarget,
+  opts: OrtCastOptions = {},
+): Promise<Uint8Array | Uint16Array> {
   const folded = await foldToRawBytes(
     {
       opset: castOpset[to],
@@ -464,7 +518,8 @@ function qdqAttributes(axis: number | undefined, blockSize: number | undefined):
     attrs.push(intAttr('axis', axis));
   }
   if (blockSize !== undefined && blockSize !== 0) {
-    if (!Number.isInteger(blockSize) || blockSize < 0) throw new RangeError(`blockSize = ${blockSize} is not a positive integer`);
+    if (!Number.isInteger(blockSize) || blockSize < 0)
+      throw new RangeError(`blockSize = ${blockSize} is not a positive integer`);
     attrs.push(intAttr('block_size', blockSize));
   }
   return attrs;
@@ -474,7 +529,9 @@ function quantizeAttributes(opts: OrtQuantizeOptions): Attr[] {
   const attrs = [...qdqAttributes(opts.axis, opts.blockSize), intAttr('output_dtype', onnxDataType[opts.outputType])];
   if (opts.saturate !== undefined) {
     if (!float8Types.includes(opts.outputType)) {
-      throw new RangeError(`saturate = ${opts.saturate} does not apply to QuantizeLinear to ${opts.outputType} (float8 only)`);
+      throw new RangeError(
+        `saturate = ${opts.saturate} does not apply to QuantizeLinear to ${opts.outputType} (float8 only)`,
+      );
     }
     attrs.push(intAttr('saturate', opts.saturate));
   }
@@ -511,7 +568,15 @@ export async function ortQuantizeLinear(
   const t = opts.outputType;
   const attrs = quantizeAttributes(opts);
   const zp = zeroPoint === null ? null : zeroPointInit(t, zeroPoint, scaleShape);
-  const key = JSON.stringify(['quantizeLinear', t, opts.axis ?? null, opts.blockSize ?? null, opts.saturate ?? null, scaleShape, zeroPoint]);
+  const key = JSON.stringify([
+    'quantizeLinear',
+    t,
+    opts.axis ?? null,
+    opts.blockSize ?? null,
+    opts.saturate ?? null,
+    scaleShape,
+    zeroPoint,
+  ]);
   const session = await cachedSession(key, () => {
     const nodes = [node('QuantizeLinear', zp === null ? ['x', 's'] : ['x', 's', 'z'], ['q'], attrs)];
     const needsWiden = widenedType(t) !== onnxDataType[t];
@@ -519,7 +584,10 @@ export async function ortQuantizeLinear(
     return {
       opset: ortQdqOpset,
       nodes,
-      inputs: [['x', onnxDataType.float], ['s', onnxDataType.float]],
+      inputs: [
+        ['x', onnxDataType.float],
+        ['s', onnxDataType.float],
+      ],
       outputs: [[needsWiden ? 'y' : 'q', widenedType(t)]],
       initializers: zp === null ? [] : [zp],
     };
@@ -616,13 +684,18 @@ export async function ortDequantizeLinear(
     return {
       opset: ortQdqOpset,
       nodes,
-      inputs: [[widened !== onnxDataType[t] ? 'q8' : 'q', widened], ['s', onnxDataType.float]],
+      inputs: [
+        [widened !== onnxDataType[t] ? 'q8' : 'q', widened],
+        ['s', onnxDataType.float],
+      ],
       outputs: [['y', onnxDataType.float]],
       initializers: zp === null ? [] : [zp],
     };
   });
   const signed = t === 'int8' || t === 'int4';
-  const qTensor = signed ? new ort.Tensor('int8', Int8Array.from(q), [...shape]) : new ort.Tensor('uint8', Uint8Array.from(q), [...shape]);
+  const qTensor = signed
+    ? new ort.Tensor('int8', Int8Array.from(q), [...shape])
+    : new ort.Tensor('uint8', Uint8Array.from(q), [...shape]);
   feeds[widened !== onnxDataType[t] ? 'q8' : 'q'] = qTensor;
   return (await session.run(feeds))['y']!.data as Float32Array;
 }
@@ -644,7 +717,11 @@ export interface OrtPreparedRun {
  * Binds `feeds` and a pre-allocated float32 output of `outputDims` to `session`, so that repeated runs
  * measure only ORT's execution (no model build, no input or output allocation).
  */
-export function prepareOrtRun(session: ort.InferenceSession, feeds: Record<string, ort.Tensor>, outputDims: readonly number[]): OrtPreparedRun {
+export function prepareOrtRun(
+  session: ort.InferenceSession,
+  feeds: Record<string, ort.Tensor>,
+  outputDims: readonly number[],
+): OrtPreparedRun {
   const outputName = session.outputNames[0]!;
   const output = new Float32Array(outputDims.reduce((a, b) => a * b, 1));
   const fetches = { [outputName]: new ort.Tensor('float32', output, [...outputDims]) };
@@ -664,7 +741,10 @@ function matMulSession(): Promise<ort.InferenceSession> {
     () => ({
       opset: 13,
       nodes: [node('MatMul', ['a', 'b'], ['c'])],
-      inputs: [['a', onnxDataType.float], ['b', onnxDataType.float]],
+      inputs: [
+        ['a', onnxDataType.float],
+        ['b', onnxDataType.float],
+      ],
       outputs: [['c', onnxDataType.float]],
     }),
     'all',
@@ -683,18 +763,34 @@ function matMulFeeds(a: Float32Array, b: Float32Array, m: number, k: number, n: 
  * @example
  * await ortMatMul(Float32Array.of(1, 2), Float32Array.of(3, 4), 1, 2, 1); // [11]
  */
-export async function ortMatMul(a: Float32Array, b: Float32Array, m: number, k: number, n: number): Promise<Float32Array> {
+export async function ortMatMul(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  k: number,
+  n: number,
+): Promise<Float32Array> {
   const session = await matMulSession();
   return (await session.run(matMulFeeds(a, b, m, k, n)))['c']!.data as Float32Array;
 }
 
 /** A {@link prepareOrtRun} for MatMul on fixed A (m, k) and B (k, n). */
-export async function prepareOrtMatMul(a: Float32Array, b: Float32Array, m: number, k: number, n: number): Promise<OrtPreparedRun> {
+export async function prepareOrtMatMul(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  k: number,
+  n: number,
+): Promise<OrtPreparedRun> {
   return prepareOrtRun(await matMulSession(), matMulFeeds(a, b, m, k, n), [m, n]);
 }
 
 /** A {@link prepareOrtRun} for the Cast float→`to`→float round trip on fixed `values`. */
-export async function prepareOrtCastRoundTrip(values: Float32Array, to: OrtCastTarget, opts: OrtCastOptions = {}): Promise<OrtPreparedRun> {
+export async function prepareOrtCastRoundTrip(
+  values: Float32Array,
+  to: OrtCastTarget,
+  opts: OrtCastOptions = {},
+): Promise<OrtPreparedRun> {
   const session = await castRoundTripSession(to, opts);
   return prepareOrtRun(session, { x: new ort.Tensor('float32', values, [values.length]) }, [values.length]);
 }

@@ -17,7 +17,11 @@ let installLog = '';
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function sh(cmd: string, args: string[], cwd = project): string {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+  const r = spawnSync(cmd, args, {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, npm_config_update_notifier: 'false' },
+  });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: exit ${r.status}\n${r.stdout}\n${r.stderr}`);
   return r.stdout + r.stderr;
 }
@@ -26,7 +30,10 @@ beforeAll(() => {
   sh('npm', ['pack', '--silent', '--pack-destination', work], repo);
   const tarball = join(work, readdirSync(work).find((f) => f.endsWith('.tgz'))!);
   mkdirSync(project);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'user-project', version: '1.0.0', private: true, type: 'module' }));
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify({ name: 'user-project', version: '1.0.0', private: true, type: 'module' }),
+  );
   // --offline cannot resolve ranges (npm ci caches tarballs, not packuments): the cache first, the registry for the rest.
   installLog = sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball]);
 }, 180_000);
@@ -35,7 +42,14 @@ describe('the npm tarball installed into a fresh project', () => {
   it('holds the runtime files only, and installs without an install-script warning', () => {
     const top = readdirSync(installed).sort();
     expect(top).toEqual(['LICENSE', 'README.md', 'bin', 'cjs', 'dist', 'docs', 'package.json', 'python', 'sims']);
-    expect(readdirSync(join(installed, 'python')).sort()).toEqual(['examples', 'pyproject.toml', 'qrl_backend', 'qrl_golden', 'qrl_sweep', 'requirements.lock']);
+    expect(readdirSync(join(installed, 'python')).sort()).toEqual([
+      'examples',
+      'pyproject.toml',
+      'qrl_backend',
+      'qrl_golden',
+      'qrl_sweep',
+      'requirements.lock',
+    ]);
     expect(installLog).not.toMatch(/install-scripts|prepare/);
   });
 
@@ -52,16 +66,49 @@ describe('the npm tarball installed into a fresh project', () => {
     sh('npx', ['qrl-sim', 'run', '--config', 'smoke-reverse', '--steps', '1', '--out', 'runs/smoke']);
     expect(readdirSync(join(project, 'runs', 'smoke'))).toContain('metrics.jsonl');
     writeFileSync(join(project, 'my.json'), sh('npx', ['qrl-sim', 'run', '--print-config', 'smoke-reverse']));
-    expect(sh('node', ['-e', 'console.log(JSON.parse(require("fs").readFileSync("my.json","utf8")).steps)']).trim()).toBe('3');
+    expect(
+      sh('node', ['-e', 'console.log(JSON.parse(require("fs").readFileSync("my.json","utf8")).steps)']).trim(),
+    ).toBe('3');
   });
 
   it('type-checks an import of every entry with skipLibCheck false; require() says ESM only', () => {
     // @types/node from the repo (a Node project has it); nothing else of the repo's node_modules
     mkdirSync(join(project, 'node_modules', '@types'), { recursive: true });
     symlinkSync(join(repo, 'node_modules', '@types', 'node'), join(project, 'node_modules', '@types', 'node'));
-    const entries = ['qrl-sim', 'qrl-sim/numerics', 'qrl-sim/nn', 'qrl-sim/tasks', 'qrl-sim/rl', 'qrl-sim/policies', 'qrl-sim/backend', 'qrl-sim/runs', 'qrl-sim/report', 'qrl-sim/protocol', 'qrl-sim/testing'];
-    writeFileSync(join(project, 'index.ts'), entries.map((e, i) => `import * as m${i} from '${e}';\nexport const n${i} = Object.keys(m${i}).length;`).join('\n'));
-    writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', skipLibCheck: false, noEmit: true, types: ['node'] }, files: ['index.ts'] }));
+    const entries = [
+      'qrl-sim',
+      'qrl-sim/numerics',
+      'qrl-sim/nn',
+      'qrl-sim/tasks',
+      'qrl-sim/rl',
+      'qrl-sim/policies',
+      'qrl-sim/backend',
+      'qrl-sim/runs',
+      'qrl-sim/report',
+      'qrl-sim/protocol',
+      'qrl-sim/testing',
+    ];
+    writeFileSync(
+      join(project, 'index.ts'),
+      entries
+        .map((e, i) => `import * as m${i} from '${e}';\nexport const n${i} = Object.keys(m${i}).length;`)
+        .join('\n'),
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'es2022',
+          skipLibCheck: false,
+          noEmit: true,
+          types: ['node'],
+        },
+        files: ['index.ts'],
+      }),
+    );
     sh(process.execPath, [join(repo, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.']);
     const r = spawnSync(process.execPath, ['-e', "require('qrl-sim')"], { cwd: project, encoding: 'utf8' });
     expect(r.status).toBe(1);
@@ -71,7 +118,18 @@ describe('the npm tarball installed into a fresh project', () => {
   it('the shipped python/ builds a wheel that works in a fresh venv without torch: hf --help, qrl_golden, the pytest plugin once', () => {
     const wheels = join(work, 'wheels');
     // the project's python builds (it has setuptools' wheel); the venv is of its base interpreter
-    sh('python3', ['-m', 'pip', 'wheel', '--no-deps', '--no-index', '--no-build-isolation', '-q', '-w', wheels, join(installed, 'python')]);
+    sh('python3', [
+      '-m',
+      'pip',
+      'wheel',
+      '--no-deps',
+      '--no-index',
+      '--no-build-isolation',
+      '-q',
+      '-w',
+      wheels,
+      join(installed, 'python'),
+    ]);
     const base = execFileSync('python3', ['-c', 'import sys; print(sys.base_prefix)'], { encoding: 'utf8' }).trim();
     const venv = join(work, 'venv');
     sh(join(base, 'bin', 'python3'), ['-m', 'venv', '--system-site-packages', venv]);
@@ -83,17 +141,36 @@ describe('the npm tarball installed into a fresh project', () => {
     expect(help.stdout).toContain('usage: python -m qrl_backend.hf');
     expect(sh(py, ['-c', 'import qrl_golden, qrl_backend.numpy_ar; print(qrl_golden.__file__)'], work)).toContain(venv);
     if (spawnSync(py, ['-c', 'import torch'], { env }).status !== 0) {
-      const run = spawnSync(py, ['-m', 'qrl_backend.hf', '--plan', 'hf-bf16'], { cwd: work, encoding: 'utf8', env, input: '' });
-      expect([run.status, run.stderr.trim()]).toEqual([1, "qrl_backend.hf: needs torch, which is not installed: pip install 'qrl-sim-python[hf]' (or pip install torch transformers safetensors)"]);
+      const run = spawnSync(py, ['-m', 'qrl_backend.hf', '--plan', 'hf-bf16'], {
+        cwd: work,
+        encoding: 'utf8',
+        env,
+        input: '',
+      });
+      expect([run.status, run.stderr.trim()]).toEqual([
+        1,
+        "qrl_backend.hf: needs torch, which is not installed: pip install 'qrl-sim-python[hf]' (or pip install torch transformers safetensors)",
+      ]);
     }
     if (spawnSync(py, ['-c', 'import pytest'], { env }).status !== 0) return;
     // the entry point alone, the conftest line of docs/golden.md §2 as well, and -p: loaded once each way
-    for (const [dir, conftest, extra] of [['entry', null, []], ['conftest', 'pytest_plugins = ["qrl_golden.pytest_plugin"]\n', []], ['dash-p', null, ['-p', 'qrl_golden.pytest_plugin']]] as const) {
+    for (const [dir, conftest, extra] of [
+      ['entry', null, []],
+      ['conftest', 'pytest_plugins = ["qrl_golden.pytest_plugin"]\n', []],
+      ['dash-p', null, ['-p', 'qrl_golden.pytest_plugin']],
+    ] as const) {
       const d = join(work, `pytest-${dir}`);
       mkdirSync(d);
       if (conftest !== null) writeFileSync(join(d, 'conftest.py'), conftest);
-      writeFileSync(join(d, 'test_golden.py'), 'import pytest\n\n@pytest.mark.qrl_golden("casts")\ndef test_cast(golden_case):\n    pass\n');
-      const r = spawnSync(py, ['-m', 'pytest', '-q', '-rs', '-p', 'no:cacheprovider', ...extra], { cwd: d, encoding: 'utf8', env: { ...env, QRL_GOLDEN_DIR: '' } });
+      writeFileSync(
+        join(d, 'test_golden.py'),
+        'import pytest\n\n@pytest.mark.qrl_golden("casts")\ndef test_cast(golden_case):\n    pass\n',
+      );
+      const r = spawnSync(py, ['-m', 'pytest', '-q', '-rs', '-p', 'no:cacheprovider', ...extra], {
+        cwd: d,
+        encoding: 'utf8',
+        env: { ...env, QRL_GOLDEN_DIR: '' },
+      });
       expect(r.status, `${dir}: ${r.stdout}${r.stderr}`).toBe(0);
       expect(r.stdout, dir).toContain('no golden directory');
     }

@@ -6,12 +6,16 @@ import { describe, expect, it } from 'vitest';
 import { precisionPlans } from '../../src/policies/index.js';
 import { PLAN_FIXTURE, PLAN_PIN_SHAPES, planHashes } from './plans.js';
 
-const fixture = JSON.parse(readFileSync(PLAN_FIXTURE, 'utf8')) as Record<string, Record<string, ReturnType<typeof planHashes>>>;
+const fixture = JSON.parse(readFileSync(PLAN_FIXTURE, 'utf8')) as Record<
+  string,
+  Record<string, ReturnType<typeof planHashes>>
+>;
 
 describe('bit-identical pin of every precision plan (tokens, log-probs, gradients)', () => {
   it('covers every plan at every shape', () => {
     expect(Object.keys(fixture).sort()).toEqual(Object.keys(PLAN_PIN_SHAPES).sort());
-    for (const plans of Object.values(fixture)) expect(Object.keys(plans).sort()).toEqual(Object.keys(precisionPlans).sort());
+    for (const plans of Object.values(fixture))
+      expect(Object.keys(plans).sort()).toEqual(Object.keys(precisionPlans).sort());
   });
   for (const shape of Object.keys(PLAN_PIN_SHAPES) as (keyof typeof PLAN_PIN_SHAPES)[]) {
     for (const name of Object.keys(precisionPlans)) {

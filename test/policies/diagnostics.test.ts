@@ -16,7 +16,10 @@ describe('probeDiagnostics', () => {
     expect(d.tokens).toBe(3);
     expect(d.k1).toBeCloseTo((0.1 - 0.0005) / 3, 15);
     expect(d.k3).toBeCloseTo(x.reduce((a, v) => a + Math.exp(-v) - 1 + v, 0) / 3, 15);
-    expect(d.meanAbsDp).toBeCloseTo((Math.abs(Math.exp(-1.1) - Math.exp(-1)) + Math.abs(Math.exp(-0.4995) - Math.exp(-0.5))) / 3, 15);
+    expect(d.meanAbsDp).toBeCloseTo(
+      (Math.abs(Math.exp(-1.1) - Math.exp(-1)) + Math.abs(Math.exp(-0.4995) - Math.exp(-0.5))) / 3,
+      15,
+    );
     expect(d.meanAbsDelta).toBeCloseTo(0.1005 / 3, 15);
     expect(d.maxAbsDelta).toBeCloseTo(0.1, 15);
     expect(d.ess).toBeCloseTo(1 / (w.reduce((a, v) => a + (v / mw) ** 2, 0) / 3), 15);

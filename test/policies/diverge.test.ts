@@ -17,7 +17,12 @@ import { fp32Numerics } from '../../src/policies/numerics.js';
 const root = mkdtempSync(join(tmpdir(), 'qrl-diverge-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const op = (name: string, values: number[], inputs?: string[]): OpRecord => ({ name, data: Float32Array.from(values), shape: [values.length], ...(inputs ? { inputs } : {}) });
+const op = (name: string, values: number[], inputs?: string[]): OpRecord => ({
+  name,
+  data: Float32Array.from(values),
+  shape: [values.length],
+  ...(inputs ? { inputs } : {}),
+});
 
 describe('ulp spacing', () => {
   it('is 2^(e − m) inside the normal range and the subnormal step below it', () => {
@@ -33,7 +38,11 @@ describe('ulp spacing', () => {
 
   it('measures |a − b| at the reference value, exact powers of two included', () => {
     for (let e = -30; e <= 30; e++) expect(ulpOf('fp32', 2 ** e)).toBe(2 ** (e - 23));
-    const d = ulpDistances(Float32Array.from([1, 1, 4, NaN, NaN]), Float32Array.from([1 + 2 ** -7, 1 - 2 ** -8, 4, 1, NaN]), 'bf16');
+    const d = ulpDistances(
+      Float32Array.from([1, 1, 4, NaN, NaN]),
+      Float32Array.from([1 + 2 ** -7, 1 - 2 ** -8, 4, 1, NaN]),
+      'bf16',
+    );
     expect([...d]).toEqual([1, 0.5, 0, Infinity, 0]);
   });
 });
@@ -77,7 +86,9 @@ describe('compareForwards', () => {
 
   it('refuses a missing op, a size mismatch, an unknown input, a bad format or tolerance', () => {
     expect(() => compareForwards(ref, ref.slice(0, 2))).toThrow(/op "c" of the reference is not in the candidate/);
-    expect(() => compareForwards(ref, [op('a', [1]), ref[1]!, ref[2]!])).toThrow(/op "a" has 2 elements in the reference, 1/);
+    expect(() => compareForwards(ref, [op('a', [1]), ref[1]!, ref[2]!])).toThrow(
+      /op "a" has 2 elements in the reference, 1/,
+    );
     expect(() => compareForwards([op('a', [1], ['z'])], [op('a', [1])])).toThrow(/reads "z"/);
     expect(() => compareForwards(ref, ref, { format: 'nope' as never })).toThrow(/format must be one of/);
     expect(() => compareForwards(ref, ref, { tolerance: -1 })).toThrow(/tolerance must be a finite number ≥ 0, got -1/);

@@ -38,9 +38,13 @@ describe('MoE AR policy under every plan', () => {
   for (const plan of Object.keys(precisionPlans)) {
     it(`${plan}: finite metrics`, { timeout: 120_000 }, async () => {
       const m = await run(plan, 'a');
-      const rows = m.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const rows = m
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(rows.length).toBeGreaterThan(0);
-      for (const row of rows) for (const [k, v] of Object.entries(row)) if (typeof v === 'number') expect(Number.isNaN(v), k).toBe(false);
+      for (const row of rows)
+        for (const [k, v] of Object.entries(row)) if (typeof v === 'number') expect(Number.isNaN(v), k).toBe(false);
     });
   }
   it('policy.model.moe reaches the parameters; bad values name the field', () => {
@@ -54,12 +58,18 @@ describe('MoE AR policy under every plan', () => {
   });
   it('diffusion policy with MoE: finite metrics under bf16 and fp8-rollout', { timeout: 120_000 }, async () => {
     for (const plan of ['bf16', 'fp8-rollout']) {
-      const config = resolveRunConfig(applyOverrides(base, [`plan=${plan}`, 'policy.kind=diffusion', 'policy.model.hidden=32']));
+      const config = resolveRunConfig(
+        applyOverrides(base, [`plan=${plan}`, 'policy.kind=diffusion', 'policy.model.hidden=32']),
+      );
       const outDir = join(work, `diffusion-${plan}`);
       await runGrpo({ config, outDir, factory: policyFactory(config.policy.kind), cacheDir: join(work, 'cache') });
-      const rows = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const rows = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(rows.length).toBeGreaterThan(0);
-      for (const row of rows) for (const [k, v] of Object.entries(row)) if (typeof v === 'number') expect(Number.isNaN(v), k).toBe(false);
+      for (const row of rows)
+        for (const [k, v] of Object.entries(row)) if (typeof v === 'number') expect(Number.isNaN(v), k).toBe(false);
     }
   });
   it('same seed and config: byte-identical metrics', { timeout: 120_000 }, async () => {

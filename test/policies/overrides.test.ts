@@ -8,16 +8,29 @@ import { arConfig } from '../../src/policies/ar/config.js';
 import { createArPolicy } from '../../src/policies/ar/model.js';
 import { arForwardOps } from '../../src/policies/ar/diverge.js';
 import { arMismatchProbe } from '../../src/policies/ar/probe.js';
-import { numericsFor, precisionPlan, resolvePlan, sideNumerics, type PlanData, type PlanSide } from '../../src/policies/plans.js';
+import {
+  numericsFor,
+  precisionPlan,
+  resolvePlan,
+  sideNumerics,
+  type PlanData,
+  type PlanSide,
+} from '../../src/policies/plans.js';
 import { overriddenNumerics, siteNames } from '../../src/policies/overrides.js';
 import { fp32Numerics, roundingNumerics } from '../../src/policies/numerics.js';
 import { gemmSequential } from '../../src/nn/gemm.js';
 import { makeTask } from '../../src/tasks/registry.js';
 
 const fp8 = precisionPlan('fp8-rollout');
-const moePolicy = createArPolicy(arConfig({ vocabSize: 13, maxLen: 24, layers: 3, moe: { experts: 4, topK: 2, auxCoeff: 0 } }), 2);
+const moePolicy = createArPolicy(
+  arConfig({ vocabSize: 13, maxLen: 24, layers: 3, moe: { experts: 4, topK: 2, auxCoeff: 0 } }),
+  2,
+);
 const tokens = Int32Array.from({ length: 2 * 12 }, (_, i) => (i * 5 + 2) % 13);
-const ops = (side: PlanSide) => new Map(arForwardOps(moePolicy, tokens, 2, 12, sideNumerics(side, moePolicy.weights)).map((o) => [o.name, o.data] as const));
+const ops = (side: PlanSide) =>
+  new Map(
+    arForwardOps(moePolicy, tokens, 2, 12, sideNumerics(side, moePolicy.weights)).map((o) => [o.name, o.data] as const),
+  );
 const same = (a: Float32Array, b: Float32Array) => a.every((v, i) => Object.is(v, b[i]));
 
 describe('overriddenNumerics', () => {
@@ -37,10 +50,29 @@ describe('overriddenNumerics', () => {
     expect(first.lmHead()).toBe(bf16.lmHead());
     const last = pick('last:2.q');
     expect([0, 1, 2].map((l) => last.block(l).q === fp32.block(l).q)).toEqual([false, true, true]);
-    const both = overriddenNumerics(bf16, [{ match: ['h0.q', 'lmHead'], gemm: null }, { match: 'h*', gemm: null }], [fp32, numericsFor({ gemm: { kind: 'rounding', operands: 'fp16' } })], 3);
+    const both = overriddenNumerics(
+      bf16,
+      [
+        { match: ['h0.q', 'lmHead'], gemm: null },
+        { match: 'h*', gemm: null },
+      ],
+      [fp32, numericsFor({ gemm: { kind: 'rounding', operands: 'fp16' } })],
+      3,
+    );
     expect(both.block(0).q).toBe(fp32.block(0).q);
     expect(both.block(0).k).not.toBe(bf16.block(0).k);
-    expect(siteNames(1)).toEqual(['h0.q', 'h0.k', 'h0.v', 'h0.o', 'h0.up', 'h0.gate', 'h0.down', 'h0.router', 'h0.attn', 'lmHead']);
+    expect(siteNames(1)).toEqual([
+      'h0.q',
+      'h0.k',
+      'h0.v',
+      'h0.o',
+      'h0.up',
+      'h0.gate',
+      'h0.down',
+      'h0.router',
+      'h0.attn',
+      'lmHead',
+    ]);
   });
 });
 
@@ -65,28 +97,63 @@ describe('overrides in plans', () => {
     const prompts = task.trainProblems(4, 4).map((q) => [...q.prompt]);
     const bf16 = precisionPlan('bf16');
     const ov = [{ match: 'lmHead', gemm: { kind: 'fp32' as const } }];
-    const probe = (plan: PlanData) => arMismatchProbe(policy, { plan: resolvePlan(plan), length: 6, prompts, seed: 4 }).diagnostics;
-    expect(probe({ rollout: { ...bf16.rollout, overrides: ov }, trainer: { ...bf16.trainer, overrides: ov } } as PlanData).k3).toBe(0);
-    expect(probe({ rollout: { ...bf16.rollout, overrides: ov }, trainer: bf16.trainer } as PlanData).k3).toBeGreaterThan(0);
+    const probe = (plan: PlanData) =>
+      arMismatchProbe(policy, { plan: resolvePlan(plan), length: 6, prompts, seed: 4 }).diagnostics;
+    expect(
+      probe({ rollout: { ...bf16.rollout, overrides: ov }, trainer: { ...bf16.trainer, overrides: ov } } as PlanData)
+        .k3,
+    ).toBe(0);
+    expect(
+      probe({ rollout: { ...bf16.rollout, overrides: ov }, trainer: bf16.trainer } as PlanData).k3,
+    ).toBeGreaterThan(0);
   });
 
   it('every override plan under sims/plans resolves', () => {
-    for (const name of ['fp8-rollout-lmhead-bf16-logits', 'fp8-rollout-lmhead-fp32', 'fp8-rollout-lmhead-fp32-both', 'fp8-rollout-router-bf16', 'fp8-rollout-router-fp32', 'fp8-rollout-router-fp32-both', 'fp8-rollout-first1-bf16', 'fp8-rollout-last1-bf16']) {
+    for (const name of [
+      'fp8-rollout-lmhead-bf16-logits',
+      'fp8-rollout-lmhead-fp32',
+      'fp8-rollout-lmhead-fp32-both',
+      'fp8-rollout-router-bf16',
+      'fp8-rollout-router-fp32',
+      'fp8-rollout-router-fp32-both',
+      'fp8-rollout-first1-bf16',
+      'fp8-rollout-last1-bf16',
+    ]) {
       expect(resolvePlan(JSON.parse(readFileSync(`sims/plans/${name}.json`, 'utf8')) as PlanData).name).toBe(name);
     }
   });
 
   it.each([
     [{ match: 'lmHead' }, /plan\.rollout\.overrides\[0\]\.gemm: expected an object, got undefined/],
-    [{ match: 'lmHead', gemm: { kind: 'rounding', operands: 'fp7' } }, /plan\.rollout\.overrides\[0\]\.gemm: .*operands/],
+    [
+      { match: 'lmHead', gemm: { kind: 'rounding', operands: 'fp7' } },
+      /plan\.rollout\.overrides\[0\]\.gemm: .*operands/,
+    ],
     [{ match: '', gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a non-empty name pattern/],
     [{ match: 'first:0.*', gemm: { kind: 'fp32' } }, /first:N needs N ≥ 1/],
-    [{ match: 'lmHead', gemm: { kind: 'fp32' }, extra: 1 }, /plan\.rollout\.overrides\[0\]: unknown field 'extra' \(expected one of match, gemm\)/],
-    [{ match: [], gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \[\]/],
-    [{ match: ['lmHead', 3], gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \["lmHead",3\]/],
-    [{ match: 7, gemm: { kind: 'fp32' } }, /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got 7/],
-    [{ match: 'lmHead', gemm: { kind: 'int3' } }, /plan\.rollout\.overrides\[0\]\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/],
+    [
+      { match: 'lmHead', gemm: { kind: 'fp32' }, extra: 1 },
+      /plan\.rollout\.overrides\[0\]: unknown field 'extra' \(expected one of match, gemm\)/,
+    ],
+    [
+      { match: [], gemm: { kind: 'fp32' } },
+      /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \[\]/,
+    ],
+    [
+      { match: ['lmHead', 3], gemm: { kind: 'fp32' } },
+      /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got \["lmHead",3\]/,
+    ],
+    [
+      { match: 7, gemm: { kind: 'fp32' } },
+      /plan\.rollout\.overrides\[0\]\.match: expected a pattern or a non-empty list of patterns, got 7/,
+    ],
+    [
+      { match: 'lmHead', gemm: { kind: 'int3' } },
+      /plan\.rollout\.overrides\[0\]\.gemm\.kind: expected "fp32", "rounding" or "quantized", got "int3"/,
+    ],
   ])('refuses override %j naming the field', (o, message) => {
-    expect(() => resolvePlan({ rollout: { ...fp8.rollout, overrides: [o] }, trainer: fp8.trainer } as PlanData)).toThrow(message);
+    expect(() =>
+      resolvePlan({ rollout: { ...fp8.rollout, overrides: [o] }, trainer: fp8.trainer } as PlanData),
+    ).toThrow(message);
   });
 });

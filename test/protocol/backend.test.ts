@@ -26,7 +26,13 @@ afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
 
 describe('schema', () => {
   it('round-trips a rollout batch exactly, typed arrays in the record included', async () => {
-    const batch = await new FakeBackend().generate({ prompts: [[1, 5], [1, 6]], seed: '0/step/1/rollout' });
+    const batch = await new FakeBackend().generate({
+      prompts: [
+        [1, 5],
+        [1, 6],
+      ],
+      seed: '0/step/1/rollout',
+    });
     const json = JSON.parse(JSON.stringify(batchToJson(batch)));
     const back = batchFromJson(parseMessage('generate', 'result', json), 'generate', 'result');
     expect(back).toEqual(batch);
@@ -34,14 +40,25 @@ describe('schema', () => {
   });
 
   it('carries the AR kept sets of support replay: after the round trip the trainer ℓ still equals ℓroll bit for bit under top-p', () => {
-    const config = resolveRunConfig({ task: { name: 'reverse' }, policy: { model: { C: 16, H: 2, layers: 1, hidden: 32 }, sampler: { topP: 0.6, temperature: 0.8, supportReplay: true } }, plan: 'bf16' });
+    const config = resolveRunConfig({
+      task: { name: 'reverse' },
+      policy: {
+        model: { C: 16, H: 2, layers: 1, hidden: 32 },
+        sampler: { topP: 0.6, temperature: 0.8, supportReplay: true },
+      },
+      plan: 'bf16',
+    });
     const task = makeTask('reverse');
     const engine = createArEngine(config, task as never);
     const prompts = task.trainProblems(3, 1).map((p) => [...p.prompt]);
     const gen = engine.generate(prompts, createRng(5));
     const batch = { weightVersion: 0, ...gen, record: gen.record as ReplayRecord };
     expect(batch.record.support).toBeInstanceOf(Uint8Array);
-    const back = batchFromJson(parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))), 'generate', 'result');
+    const back = batchFromJson(
+      parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))),
+      'generate',
+      'result',
+    );
     expect(back).toEqual(batch);
     const rows = [0, 1, 2];
     const lp = engine.logprobs(back, rows, { grad: false }).logp;
@@ -52,29 +69,42 @@ describe('schema', () => {
     expect(full.some((x, i) => x < back.logpRollout[i]! - 1e-9)).toBe(true);
   });
 
-  test.prop([fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 5 }), fc.double({ noNaN: true, max: 0 }), fc.nat({ max: 9 })])(
-    'round-trips any batch bit-exactly through JSON',
-    (B, T, logp, v) => {
-      const mask = Float64Array.from({ length: B * T }, (_, i) => (i % T < ((i + v) % (T + 1)) ? 1 : 0));
-      const batch = {
-        weightVersion: v,
-        B,
-        T,
-        prompts: Array.from({ length: B }, (_, b) => [1, b + 5, 3]),
-        responses: Int32Array.from({ length: B * T }, (_, i) => (i * 7 + v) % 13),
-        mask,
-        logpRollout: Float64Array.from(mask, (m, i) => (m ? logp / (i + 1) : 0)),
-        record: { kind: 'ar', promptLength: 3, temperature: 0.7, nested: { ids: Int32Array.from([v, -v]), list: [1, 'a', null] } },
-      };
-      const back = batchFromJson(parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))), 'generate', 'result');
-      expect(back).toEqual(batch);
-      for (let i = 0; i < B * T; i++) expect(Object.is(back.logpRollout[i], batch.logpRollout[i])).toBe(true);
-    },
-  );
+  test.prop([
+    fc.integer({ min: 1, max: 4 }),
+    fc.integer({ min: 0, max: 5 }),
+    fc.double({ noNaN: true, max: 0 }),
+    fc.nat({ max: 9 }),
+  ])('round-trips any batch bit-exactly through JSON', (B, T, logp, v) => {
+    const mask = Float64Array.from({ length: B * T }, (_, i) => (i % T < (i + v) % (T + 1) ? 1 : 0));
+    const batch = {
+      weightVersion: v,
+      B,
+      T,
+      prompts: Array.from({ length: B }, (_, b) => [1, b + 5, 3]),
+      responses: Int32Array.from({ length: B * T }, (_, i) => (i * 7 + v) % 13),
+      mask,
+      logpRollout: Float64Array.from(mask, (m, i) => (m ? logp / (i + 1) : 0)),
+      record: {
+        kind: 'ar',
+        promptLength: 3,
+        temperature: 0.7,
+        nested: { ids: Int32Array.from([v, -v]), list: [1, 'a', null] },
+      },
+    };
+    const back = batchFromJson(
+      parseMessage('generate', 'result', JSON.parse(JSON.stringify(batchToJson(batch)))),
+      'generate',
+      'result',
+    );
+    expect(back).toEqual(batch);
+    for (let i = 0; i < B * T; i++) expect(Object.is(back.logpRollout[i], batch.logpRollout[i])).toBe(true);
+  });
 
   it('names the method and the field of a malformed message', () => {
     expect(() => parseMessage('step', 'params', { maxGradNorm: 'x' })).toThrow(/^step: maxGradNorm: /);
-    expect(() => parseMessage('generate', 'params', { prompts: [[1, -2]], seed: 's' })).toThrow(/generate: prompts\.0\.1/);
+    expect(() => parseMessage('generate', 'params', { prompts: [[1, -2]], seed: 's' })).toThrow(
+      /generate: prompts\.0\.1/,
+    );
     expect(() => parseMessage('sync', 'result', { weightVersion: -1 })).toThrow(/sync: result\.weightVersion/);
     try {
       parseMessage('step', 'result', { gradNorm: 1 });
@@ -89,10 +119,17 @@ describe('schema', () => {
     dirs.push(dir);
     const file = join(dir, 'payload.safetensors');
     writeSafetensors(file, { logp: { data: new Float64Array([-0.5, -1.25, 0, -3]), shape: [2, 2] } });
-    const got = tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', { dtypes: ['F64'], shape: [2, 2] });
+    const got = tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', {
+      dtypes: ['F64'],
+      shape: [2, 2],
+    });
     expect(Array.from(got)).toEqual([-0.5, -1.25, 0, -3]);
-    expect(() => tensorFromJson({ safetensors: file, name: 'nope' }, 'logprobs', 'result.logp', { dtypes: ['F64'] })).toThrow(/result\.logp: no tensor "nope"/);
-    expect(() => tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', { dtypes: ['F64'], shape: [4] })).toThrow(/result\.logp\.shape must be \[4\]/);
+    expect(() =>
+      tensorFromJson({ safetensors: file, name: 'nope' }, 'logprobs', 'result.logp', { dtypes: ['F64'] }),
+    ).toThrow(/result\.logp: no tensor "nope"/);
+    expect(() =>
+      tensorFromJson({ safetensors: file, name: 'logp' }, 'logprobs', 'result.logp', { dtypes: ['F64'], shape: [4] }),
+    ).toThrow(/result\.logp\.shape must be \[4\]/);
   });
 
   it('rejects a batch whose tensors do not have shape (B, T)', async () => {
@@ -104,10 +141,16 @@ describe('schema', () => {
 describe('server', () => {
   it('answers invalid params with -32602 and data.field', async () => {
     const handlers = backendHandlers(new FakeBackend(), () => undefined);
-    const a = (await answerRpcLine(handlers, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'step', params: { maxGradNorm: -1 } }))) as { error: { code: number; data: { field: string } } };
+    const a = (await answerRpcLine(
+      handlers,
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'step', params: { maxGradNorm: -1 } }),
+    )) as { error: { code: number; data: { field: string } } };
     expect(a.error.code).toBe(-32602);
     expect(a.error.data.field).toBe('maxGradNorm');
-    const b = (await answerRpcLine(handlers, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'info', params: { protocols: ['qrl-backend/9'] } }))) as { error: { code: number; message: string } };
+    const b = (await answerRpcLine(
+      handlers,
+      JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'info', params: { protocols: ['qrl-backend/9'] } }),
+    )) as { error: { code: number; message: string } };
     expect(b.error.code).toBe(-32000);
     expect(b.error.message).toMatch(/no common protocol version/);
   });
@@ -117,7 +160,14 @@ async function exercise(backend: Awaited<ReturnType<typeof connectBackend>>): Pr
   const local = new FakeBackend();
   expect(backend.lastInfo?.protocol).toBe('qrl-backend/1');
   expect(await backend.sync()).toEqual(await local.sync());
-  const request = { prompts: [[1, 5], [1, 6], [1, 7]], seed: '3/step/0/rollout' };
+  const request = {
+    prompts: [
+      [1, 5],
+      [1, 6],
+      [1, 7],
+    ],
+    seed: '3/step/0/rollout',
+  };
   const batch = await backend.generate(request);
   expect(batch).toEqual(await local.generate(request));
   const lp = await backend.logprobs({ batch, rows: [2, 0], policy: 'current', grad: true });
@@ -134,7 +184,9 @@ async function exercise(backend: Awaited<ReturnType<typeof connectBackend>>): Pr
   await backend.load(join(dir, 'ckpt'));
   expect((await backend.sync()).weightVersion).toBe(1);
   await expect(backend.backward('nope', new Float64Array(1))).rejects.toThrow(/backward failed: unknown handle nope/);
-  await expect(backend.warmStart({ task: { name: 'reverse', options: {} }, steps: 1, batchSize: 1, lr: 1e-3, seed: 0 })).rejects.toBeInstanceOf(BackendCallError);
+  await expect(
+    backend.warmStart({ task: { name: 'reverse', options: {} }, steps: 1, batchSize: 1, lr: 1e-3, seed: 0 }),
+  ).rejects.toBeInstanceOf(BackendCallError);
 }
 
 describe('RemoteBackend', () => {
@@ -158,7 +210,9 @@ describe('RemoteBackend', () => {
   });
 
   it('refuses a backend that speaks another protocol version', async () => {
-    await expect(connectBackend({ command: fake('--protocol qrl-backend/2') }, { timeoutMs: 30_000 })).rejects.toThrow(/no common protocol version/);
+    await expect(connectBackend({ command: fake('--protocol qrl-backend/2') }, { timeoutMs: 30_000 })).rejects.toThrow(
+      /no common protocol version/,
+    );
   });
 
   it('names the backend and the method when the process dies, hangs or sends garbage', async () => {
@@ -170,7 +224,10 @@ describe('RemoteBackend', () => {
     expect((e1 as Error).message).toMatch(/fake-backend\.ts --die-after 2.*exit code 3.*generate/);
     await dead.close();
 
-    const hung = await connectBackend({ command: fake('--hang-on step') }, { timeoutMs: 1500, startupTimeoutMs: 30_000 });
+    const hung = await connectBackend(
+      { command: fake('--hang-on step') },
+      { timeoutMs: 1500, startupTimeoutMs: 30_000 },
+    );
     const e2 = await hung.step({ maxGradNorm: 1 }).catch((e: unknown) => e);
     expect((e2 as BackendCallError).kind).toBe('timeout');
     expect((e2 as Error).message).toMatch(/no answer to step within 1500 ms/);

@@ -40,7 +40,8 @@ describe('negotiation of the fields added without a capability', () => {
     expect(takesField(2, 'generate', 'maxNewTokens')).toBe(false);
     expect(takesField(2, 'info', 'run')).toBe(true);
     expect(takesField(1, 'generate', 'sampling')).toBe(true); // in the first revision
-    for (const f of UNDECLARED_FIELDS) expect(takesField(f.revision, f.method, f.field) && !takesField(f.revision - 1, f.method, f.field)).toBe(true);
+    for (const f of UNDECLARED_FIELDS)
+      expect(takesField(f.revision, f.method, f.field) && !takesField(f.revision - 1, f.method, f.field)).toBe(true);
   });
 });
 
@@ -50,8 +51,14 @@ describe('a backend written to the 2026-11-25 revision (frozen fixture)', () => 
     try {
       const setup = await backend.raw('info', { protocols: ['qrl-backend/1'], setup: {} }).catch((e: unknown) => e);
       expect(setup).toBeInstanceOf(BackendCallError);
-      expect(setup).toMatchObject({ code: -32602, field: 'setup', message: expect.stringContaining('setup: unknown field') });
-      const long = await backend.raw('generate', { prompts: [[1, 5, 3]], seed: 's', maxNewTokens: 4 }).catch((e: unknown) => e);
+      expect(setup).toMatchObject({
+        code: -32602,
+        field: 'setup',
+        message: expect.stringContaining('setup: unknown field'),
+      });
+      const long = await backend
+        .raw('generate', { prompts: [[1, 5, 3]], seed: 's', maxNewTokens: 4 })
+        .catch((e: unknown) => e);
       expect(long).toMatchObject({ code: -32602, field: 'maxNewTokens' });
     } finally {
       await backend.close();
@@ -65,7 +72,15 @@ describe('a backend written to the 2026-11-25 revision (frozen fixture)', () => 
       expect(backend.lastInfo?.backend.name).toBe('numpy-2026-11-25');
       expect((await backend.info()).plan.name).toBe('fp64'); // again: no second refusal
       await backend.sync();
-      const batch = await backend.generate({ prompts: [[1, 5, 6, 3], [1, 7, 8, 3]], seed: '0/step/0/rollout', maxNewTokens: 5, sampling: { temperature: 1, topK: 0, topP: 1, logprob: 'processed' } });
+      const batch = await backend.generate({
+        prompts: [
+          [1, 5, 6, 3],
+          [1, 7, 8, 3],
+        ],
+        seed: '0/step/0/rollout',
+        maxNewTokens: 5,
+        sampling: { temperature: 1, topK: 0, topP: 1, logprob: 'processed' },
+      });
       expect(batch.B).toBe(2);
     } finally {
       await backend.close();
@@ -74,11 +89,16 @@ describe('a backend written to the 2026-11-25 revision (frozen fixture)', () => 
 
   it('passes qrl-sim backend-check --config (the run and setup sent, setup refused, negotiated)', async () => {
     const c = capture();
-    const code = await main(['backend-check', '--backend', frozen, '--config', `${dir}/run.json`, '--batch', '4'], c.io);
+    const code = await main(
+      ['backend-check', '--backend', frozen, '--config', `${dir}/run.json`, '--batch', '4'],
+      c.io,
+    );
     const table = c.out.join('\n');
     expect(code, `${table}\n${c.err.join('\n')}`).toBe(0);
     expect(table).toMatch(/conformance: all \d+ checks passed/);
-    expect(table).toMatch(/params revision +info +written to revision 2 \(refused info\.setup as unknown\): the client leaves out info\.setup, generate\.maxNewTokens/);
+    expect(table).toMatch(
+      /params revision +info +written to revision 2 \(refused info\.setup as unknown\): the client leaves out info\.setup, generate\.maxNewTokens/,
+    );
     expect(table).toMatch(/info answers the same twice +ok/);
   }, 120_000);
 });
@@ -102,13 +122,30 @@ describe('the SDK and numpy backend of the 2026-11-25 revision (test/fixtures/ba
     const root = mkdtempSync(join(tmpdir(), 'qrl-frozen-sdk-'));
     try {
       const config = join(root, 'run.json');
-      writeFileSync(config, JSON.stringify({ seed: 0, steps: 2, task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, sft: { steps: 2, batchSize: 8, cache: false }, rollout: { prompts: 2, groupSize: 2 }, eval: { every: 1, problems: 2 }, checkpoint: { every: 1 }, plan: 'fp32' }));
+      writeFileSync(
+        config,
+        JSON.stringify({
+          seed: 0,
+          steps: 2,
+          task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+          policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+          sft: { steps: 2, batchSize: 8, cache: false },
+          rollout: { prompts: 2, groupSize: 2 },
+          eval: { every: 1, problems: 2 },
+          checkpoint: { every: 1 },
+          plan: 'fp32',
+        }),
+      );
       const sdk = join(process.cwd(), 'test/fixtures/backends/qrl_backend-2026-11-25');
       const backend = `PYTHONPATH=${sdk} python3 -m qrl_backend.numpy_ar --config '{"vocabSize":13,"maxLen":11,"C":16,"H":2,"layers":1,"hidden":32}' --plan fp32`;
       const c = capture();
       const code = await main(['run', '--config', config, '--out', join(root, 'out'), '--backend', backend], c.io);
       expect(code, c.err.join('\n')).toBe(0);
-      expect(readFileSync(join(root, 'out', 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+      expect(
+        readFileSync(join(root, 'out', 'metrics.jsonl'), 'utf8')
+          .trim()
+          .split('\n'),
+      ).toHaveLength(2);
       expect(existsSync(join(root, 'out', 'checkpoints'))).toBe(true);
     } finally {
       rmSync(root, { recursive: true, force: true });

@@ -3,7 +3,13 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/core/errors.js';
 import { JsonInputError, parseJsonInput } from '../../src/core/json.js';
-import { BackendCallError, BackendProtocolError, ProtocolError, RpcCallError, RpcError } from '../../src/protocol/errors.js';
+import {
+  BackendCallError,
+  BackendProtocolError,
+  ProtocolError,
+  RpcCallError,
+  RpcError,
+} from '../../src/protocol/errors.js';
 import { RPC_ERRORS } from '../../src/protocol/jsonrpc.js';
 import { parseMessage } from '../../src/protocol/schema.js';
 
@@ -24,13 +30,30 @@ describe('protocol errors', () => {
   it('every subclass is a BackendProtocolError with its kind, method and field', () => {
     const refused = new RpcError(RPC_ERRORS.failedPrecondition, 'unknown handle', { field: 'handle' });
     expect([refused.kind, refused.method, refused.field, refused.code]).toEqual(['refused', '', 'handle', -32000]);
-    const remote = new RpcCallError('remote', 'step', 'impl: step failed: no', { code: -32602, message: 'no', data: { field: 'lr' } });
+    const remote = new RpcCallError('remote', 'step', 'impl: step failed: no', {
+      code: -32602,
+      message: 'no',
+      data: { field: 'lr' },
+    });
     expect([remote.kind, remote.method, remote.field, remote.code]).toEqual(['remote', 'step', 'lr', -32602]);
     const timeout = new RpcCallError('timeout', 'info', 'impl: no answer');
     expect([timeout.field, timeout.code, timeout.error]).toEqual([undefined, undefined, undefined]);
-    const call = new BackendCallError('python3 b.py', 'logprobs', 'malformed', "backend 'python3 b.py': malformed answer", { field: 'result.logp' });
+    const call = new BackendCallError(
+      'python3 b.py',
+      'logprobs',
+      'malformed',
+      "backend 'python3 b.py': malformed answer",
+      { field: 'result.logp' },
+    );
     expect(call).toBeInstanceOf(RpcCallError);
-    expect([call.kind, call.method, call.field, call.code, call.backend, call.name]).toEqual(['malformed', 'logprobs', 'result.logp', undefined, 'python3 b.py', 'BackendCallError']);
+    expect([call.kind, call.method, call.field, call.code, call.backend, call.name]).toEqual([
+      'malformed',
+      'logprobs',
+      'result.logp',
+      undefined,
+      'python3 b.py',
+      'BackendCallError',
+    ]);
     const refusal = new BackendCallError('b', 'info', 'remote', 'refused', { code: -32000, field: 'protocols' });
     expect([refusal.code, refusal.field]).toEqual([-32000, 'protocols']);
     for (const e of [refused, remote, timeout, call, refusal]) expect(e).toBeInstanceOf(BackendProtocolError);
@@ -48,6 +71,8 @@ describe('protocol errors', () => {
     expect(caught).toBeInstanceOf(JsonInputError);
     expect(caught).toBeInstanceOf(UsageError);
     expect((caught as Error).name).toBe('JsonInputError');
-    expect((caught as Error).message).toBe('input: 1e400 at line 1 column 2 overflows float64 (largest finite value ≈ 1.8e308)');
+    expect((caught as Error).message).toBe(
+      'input: 1e400 at line 1 column 2 overflows float64 (largest finite value ≈ 1.8e308)',
+    );
   });
 });

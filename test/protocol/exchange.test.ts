@@ -17,11 +17,25 @@ const fixture = join(process.cwd(), 'test/fixtures/exchange');
 describe('the recorded exchange', () => {
   it('is what the driver sends today, and replaying it gives the in-process metrics', async () => {
     const replay = `node --import tsx ${join(fixture, 'replay-backend.ts')} ${join(fixture, 'run.jsonl')}`;
-    const r = await runCli(['run', '--config', join(fixture, 'run.json'), '--out', join(root, 'replayed'), '--backend', replay, '--timeout', '60000']);
+    const r = await runCli([
+      'run',
+      '--config',
+      join(fixture, 'run.json'),
+      '--out',
+      join(root, 'replayed'),
+      '--backend',
+      replay,
+      '--timeout',
+      '60000',
+    ]);
     expect(r.code, r.err).toBe(0);
     const inproc = await runCli(['run', '--config', join(fixture, 'run.json'), '--out', join(root, 'inproc')]);
     expect(inproc.code, inproc.err).toBe(0);
-    expect(readFileSync(join(root, 'replayed', 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'inproc', 'metrics.jsonl'), 'utf8'));
-    expect(readFileSync(join(root, 'replayed', 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'inproc', 'eval.jsonl'), 'utf8'));
+    expect(readFileSync(join(root, 'replayed', 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'inproc', 'metrics.jsonl'), 'utf8'),
+    );
+    expect(readFileSync(join(root, 'replayed', 'eval.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'inproc', 'eval.jsonl'), 'utf8'),
+    );
   }, 120_000);
 });

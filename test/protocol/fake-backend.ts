@@ -9,7 +9,15 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, PolicyBackend, RolloutBatch, StepResult } from '../../src/core/backend-contract.js';
+import type {
+  BackendInfo,
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  PolicyBackend,
+  RolloutBatch,
+  StepResult,
+} from '../../src/core/backend-contract.js';
 
 /**
  * The fake: weights are one number `w`; ℓ = −(1 + w)/(t + 2) on masked positions, so ∂ℓ/∂w = −1/(t + 2).
@@ -48,7 +56,12 @@ export class FakeBackend implements PolicyBackend {
       policy: 'ar',
       vocabulary: { size: this.vocabSize, pad: 0, bos: 1, eos: this.eos, sep: 3, mask: 4 },
       plan: { name: 'fp32', rollout: { gemm: { kind: 'fp32' } }, trainer: { gemm: { kind: 'fp32' } } },
-      capabilities: { logprobs: ['processed'], entropy: !this.bugs.has('no-entropy'), warmStart: false, ...(this.bugs.has('no-handover') ? { handOver: false } : {}) },
+      capabilities: {
+        logprobs: ['processed'],
+        entropy: !this.bugs.has('no-entropy'),
+        warmStart: false,
+        ...(this.bugs.has('no-handover') ? { handOver: false } : {}),
+      },
       parameters: 1,
     };
   }
@@ -60,7 +73,10 @@ export class FakeBackend implements PolicyBackend {
     const B = request.prompts.length;
     const s = request.sampling;
     // the fake's tokens are a hash, not a distribution: it serves temperature 1 untruncated only, and says so
-    if (s !== undefined && (s.temperature !== 1 || s.topK !== 0 || s.topP !== 1)) throw new Error(`generate.sampling: the fake backend samples at temperature 1 without top-k/top-p only, got ${JSON.stringify(s)}`);
+    if (s !== undefined && (s.temperature !== 1 || s.topK !== 0 || s.topP !== 1))
+      throw new Error(
+        `generate.sampling: the fake backend samples at temperature 1 without top-k/top-p only, got ${JSON.stringify(s)}`,
+      );
     const T = Math.min(this.responseLength, request.maxNewTokens ?? this.responseLength);
     const responses = new Int32Array(B * T);
     const mask = new Float64Array(B * T);
@@ -76,7 +92,16 @@ export class FakeBackend implements PolicyBackend {
         logpRollout[b * T + t] = -(1 + this.served) / (t + 2);
       }
     }
-    return { weightVersion: this.served, B, T, prompts: request.prompts, responses, mask, logpRollout, record: { kind: 'fake', lengths: new Int32Array(B).fill(1), note: 'x' } };
+    return {
+      weightVersion: this.served,
+      B,
+      T,
+      prompts: request.prompts,
+      responses,
+      mask,
+      logpRollout,
+      record: { kind: 'fake', lengths: new Int32Array(B).fill(1), note: 'x' },
+    };
   }
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const { T } = request.batch;
@@ -124,7 +149,10 @@ export class FakeBackend implements PolicyBackend {
   async save(dir: string): Promise<void> {
     if (!isAbsolute(dir)) throw new Error(`save: dir must be an absolute path, got ${dir}`);
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'fake.json'), JSON.stringify({ w: this.w, version: this.version, reference: this.reference, momentum: this.momentum }));
+    writeFileSync(
+      join(dir, 'fake.json'),
+      JSON.stringify({ w: this.w, version: this.version, reference: this.reference, momentum: this.momentum }),
+    );
     if (this.bugs.has('writes-reserved')) writeFileSync(join(dir, 'checkpoint.json'), '{}');
   }
   async load(dir: string): Promise<void> {
@@ -135,7 +163,12 @@ export class FakeBackend implements PolicyBackend {
       this.momentum = 0;
       return;
     }
-    const s = JSON.parse(readFileSync(join(dir, 'fake.json'), 'utf8')) as { w: number; version: number; reference: number; momentum: number };
+    const s = JSON.parse(readFileSync(join(dir, 'fake.json'), 'utf8')) as {
+      w: number;
+      version: number;
+      reference: number;
+      momentum: number;
+    };
     this.w = s.w;
     this.version = s.version;
     this.reference = s.reference;
@@ -159,7 +192,16 @@ async function main(argv: string[]): Promise<void> {
   const hangOn = arg('--hang-on');
   const garbageOn = arg('--garbage-on');
   const backend = new FakeBackend(arg('--protocol'), arg('--T') === undefined ? 3 : Number(arg('--T')));
-  for (const bug of ['stale-version', 'wrong-sign', 'no-spend', 'load-skips-optimizer', 'omit-entropy', 'no-entropy', 'writes-reserved', 'no-handover']) {
+  for (const bug of [
+    'stale-version',
+    'wrong-sign',
+    'no-spend',
+    'load-skips-optimizer',
+    'omit-entropy',
+    'no-entropy',
+    'writes-reserved',
+    'no-handover',
+  ]) {
     if (argv.includes(`--${bug}`)) backend.bugs.add(bug);
   }
   if (arg('--vocab') !== undefined) backend.vocabSize = Number(arg('--vocab'));

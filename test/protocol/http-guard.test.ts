@@ -25,7 +25,13 @@ let server: BackendServer;
 let url: string;
 
 beforeAll(async () => {
-  server = await serveBackend(new FakeBackend(), { port: 0, host: '127.0.0.1', token: TOKEN, stateRoot: root, onRefused: (l) => refusedLines.push(l) });
+  server = await serveBackend(new FakeBackend(), {
+    port: 0,
+    host: '127.0.0.1',
+    token: TOKEN,
+    stateRoot: root,
+    onRefused: (l) => refusedLines.push(l),
+  });
   url = `http://127.0.0.1:${server.port}`;
 });
 afterAll(async () => {
@@ -33,7 +39,14 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-async function post(method: string, params: unknown, authorization?: string): Promise<{ status: number; body: { id?: unknown; result?: unknown; error?: { code: number; message: string; data?: { field?: string } } } }> {
+async function post(
+  method: string,
+  params: unknown,
+  authorization?: string,
+): Promise<{
+  status: number;
+  body: { id?: unknown; result?: unknown; error?: { code: number; message: string; data?: { field?: string } } };
+}> {
   const response = await fetch(`${url}/rpc`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(authorization === undefined ? {} : { authorization }) },
@@ -47,19 +60,22 @@ describe('the token', () => {
     ['missing', undefined, /missing token/],
     ['not a bearer', `Basic ${TOKEN}`, /missing token/],
     ['wrong', 'Bearer tok-3f9a-secreT', /wrong token/],
-  ])('%s: 401 with a JSON-RPC error that does not echo the token, one stderr line, nothing saved', async (_what, authorization, message) => {
-    const before = refusedLines.length;
-    const dir = join(root, `saved-${_what.replace(/ /g, '-')}`);
-    const r = await post('save', { dir }, authorization);
-    expect(r.status).toBe(401);
-    expect(r.body.id).toBeNull();
-    expect(r.body.error!.code).toBe(-32001);
-    expect(r.body.error!.message).toMatch(message);
-    expect(JSON.stringify(r.body)).not.toContain(TOKEN);
-    expect(refusedLines.slice(before)).toHaveLength(1);
-    expect(refusedLines.at(-1)).toMatch(new RegExp(`^refused request from \\S*127\\.0\\.0\\.1: ${message.source}$`));
-    expect(existsSync(dir)).toBe(false);
-  });
+  ])(
+    '%s: 401 with a JSON-RPC error that does not echo the token, one stderr line, nothing saved',
+    async (_what, authorization, message) => {
+      const before = refusedLines.length;
+      const dir = join(root, `saved-${_what.replace(/ /g, '-')}`);
+      const r = await post('save', { dir }, authorization);
+      expect(r.status).toBe(401);
+      expect(r.body.id).toBeNull();
+      expect(r.body.error!.code).toBe(-32001);
+      expect(r.body.error!.message).toMatch(message);
+      expect(JSON.stringify(r.body)).not.toContain(TOKEN);
+      expect(refusedLines.slice(before)).toHaveLength(1);
+      expect(refusedLines.at(-1)).toMatch(new RegExp(`^refused request from \\S*127\\.0\\.0\\.1: ${message.source}$`));
+      expect(existsSync(dir)).toBe(false);
+    },
+  );
 
   it('the right token runs the request', async () => {
     const r = await post('save', { dir: join(root, 'saved') }, `Bearer ${TOKEN}`);
@@ -75,7 +91,9 @@ describe('the token', () => {
     expect(e).toBeInstanceOf(BackendCallError);
     expect((e as BackendCallError).code).toBe(-32001);
     expect((e as Error).message).toMatch(/info refused: unauthorized: missing token.*QRL_BACKEND_TOKEN/);
-    const wrong = (await connectBackend({ url }, { token: 'nope', timeoutMs: 30_000 }).catch((x: unknown) => x)) as Error;
+    const wrong = (await connectBackend({ url }, { token: 'nope', timeoutMs: 30_000 }).catch(
+      (x: unknown) => x,
+    )) as Error;
     expect(wrong.message).toMatch(/wrong token/);
     expect(wrong.message).not.toContain(TOKEN);
   });
@@ -120,11 +138,14 @@ describe('the state root', () => {
 describe('binding', () => {
   it('loopback is 127.0.0.0/8, ::1 and localhost', () => {
     for (const h of ['127.0.0.1', '127.5.6.7', '::1', 'localhost']) expect(isLoopbackHost(h), h).toBe(true);
-    for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'example.org', '']) expect(isLoopbackHost(h), h).toBe(false);
+    for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'example.org', ''])
+      expect(isLoopbackHost(h), h).toBe(false);
   });
 
   it('serveBackend refuses a non-loopback host without a token before listening', async () => {
     const backend = new FakeBackend();
-    await expect(serveBackend(backend, { port: 0, host: '0.0.0.0' })).rejects.toThrow(/host 0\.0\.0\.0 is not loopback: a token is required/);
+    await expect(serveBackend(backend, { port: 0, host: '0.0.0.0' })).rejects.toThrow(
+      /host 0\.0\.0\.0 is not loopback: a token is required/,
+    );
   });
 });

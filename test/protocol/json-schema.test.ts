@@ -14,9 +14,16 @@ describe('the JSON Schema of qrl-backend/1', () => {
   });
 
   it('states params and result of every method, strict objects, the generate fields of the strict driver', () => {
-    const methods = protocolJsonSchema().methods as Record<string, { params: Record<string, unknown>; result: Record<string, unknown> }>;
+    const methods = protocolJsonSchema().methods as Record<
+      string,
+      { params: Record<string, unknown>; result: Record<string, unknown> }
+    >;
     expect(Object.keys(methods)).toEqual([...BACKEND_METHODS]);
-    const generate = methods.generate!.params as { properties: Record<string, { minimum?: number }>; additionalProperties: boolean; required: string[] };
+    const generate = methods.generate!.params as {
+      properties: Record<string, { minimum?: number }>;
+      additionalProperties: boolean;
+      required: string[];
+    };
     expect(generate.additionalProperties).toBe(false);
     expect(generate.required).toEqual(['prompts', 'seed']);
     expect(generate.properties.maxNewTokens).toMatchObject({ type: 'integer', minimum: 1 });

@@ -5,9 +5,19 @@ import { PassThrough } from 'node:stream';
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { RpcCallError, RpcError } from '../../src/protocol/errors.js';
-import { NdjsonRpcClient, RPC_ERRORS, answerRpcLine, serveNdjsonRpc, spawnRpcClient } from '../../src/protocol/jsonrpc.js';
+import {
+  NdjsonRpcClient,
+  RPC_ERRORS,
+  answerRpcLine,
+  serveNdjsonRpc,
+  spawnRpcClient,
+} from '../../src/protocol/jsonrpc.js';
 
-function pair(handlers: Parameters<typeof serveNdjsonRpc>[0]): { client: NdjsonRpcClient; toServer: PassThrough; served: Promise<void> } {
+function pair(handlers: Parameters<typeof serveNdjsonRpc>[0]): {
+  client: NdjsonRpcClient;
+  toServer: PassThrough;
+  served: Promise<void>;
+} {
   const toServer = new PassThrough();
   const toClient = new PassThrough();
   const served = serveNdjsonRpc(handlers, toServer, toClient);
@@ -41,7 +51,10 @@ describe('ndjson JSON-RPC', () => {
     const parse = (await answerRpcLine({}, '{not json')) as { error: { code: number }; id: null };
     expect(parse.error.code).toBe(RPC_ERRORS.parseError);
     expect(parse.id).toBeNull();
-    const invalid = (await answerRpcLine({}, '{"jsonrpc":"1.0","id":4,"method":"x"}')) as { error: { code: number }; id: number };
+    const invalid = (await answerRpcLine({}, '{"jsonrpc":"1.0","id":4,"method":"x"}')) as {
+      error: { code: number };
+      id: number;
+    };
     expect(invalid.error.code).toBe(RPC_ERRORS.invalidRequest);
     expect(invalid.id).toBe(4);
     expect(await answerRpcLine({ x: () => 1 }, '{"jsonrpc":"2.0","method":"x"}')).toBeNull();
@@ -77,15 +90,25 @@ describe('ndjson JSON-RPC', () => {
 function isResponseTo(v: unknown, n: number): boolean {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
   const m = v as Record<string, unknown>;
-  if (m['jsonrpc'] !== '2.0' || typeof m['id'] !== 'number' || !Number.isInteger(m['id']) || m['id'] < 1 || m['id'] > n) return false;
-  if (('result' in m) === ('error' in m)) return false;
+  if (m['jsonrpc'] !== '2.0' || typeof m['id'] !== 'number' || !Number.isInteger(m['id']) || m['id'] < 1 || m['id'] > n)
+    return false;
+  if ('result' in m === 'error' in m) return false;
   if (!('error' in m)) return true;
   const e = m['error'];
-  return e !== null && typeof e === 'object' && !Array.isArray(e) && typeof (e as Record<string, unknown>)['code'] === 'number' && typeof (e as Record<string, unknown>)['message'] === 'string';
+  return (
+    e !== null &&
+    typeof e === 'object' &&
+    !Array.isArray(e) &&
+    typeof (e as Record<string, unknown>)['code'] === 'number' &&
+    typeof (e as Record<string, unknown>)['message'] === 'string'
+  );
 }
 
 /** Feeds one line to a client with `n` pending calls, then ends its input; what each call came to. */
-async function feedLine(line: string, n: number): Promise<{ settled: PromiseSettledResult<unknown>[]; thrown: unknown[] }> {
+async function feedLine(
+  line: string,
+  n: number,
+): Promise<{ settled: PromiseSettledResult<unknown>[]; thrown: unknown[] }> {
   const input = new PassThrough();
   const client = new NdjsonRpcClient(input, new PassThrough(), { name: 'peer' });
   const calls = Array.from({ length: n }, (_, i) => client.call(`m${i}`, {}));
@@ -104,9 +127,10 @@ async function feedLine(line: string, n: number): Promise<{ settled: PromiseSett
 }
 
 describe('spawnRpcClient stderr', () => {
-  it('relays the child\'s stderr one whole line at a time, joining a line written in pieces', async () => {
+  it("relays the child's stderr one whole line at a time, joining a line written in pieces", async () => {
     const chunks: string[] = [];
-    const script = "const w=(t)=>process.stderr.write(t);w('ab');setTimeout(()=>{w('c\\nde');setTimeout(()=>{w('f\\ng');},60);},60);";
+    const script =
+      "const w=(t)=>process.stderr.write(t);w('ab');setTimeout(()=>{w('c\\nde');setTimeout(()=>{w('f\\ng');},60);},60);";
     const spawned = spawnRpcClient(`node -e "${script}"`, { onStderr: (t) => chunks.push(t) });
     const closed = new Promise((resolve) => spawned.child.stderr.on('close', resolve));
     await new Promise((resolve) => spawned.child.on('exit', resolve));
@@ -120,34 +144,57 @@ describe('NdjsonRpcClient line handling (property)', () => {
   const noNewline = (s: string): boolean => !/[\r\n]/.test(s);
   const lines = fc.oneof(
     fc.jsonValue().map((v) => JSON.stringify(v)),
-    fc.constantFrom('null', '0', '-1.5e3', '"x"', '[]', '[1,{"id":1}]', 'true', '{}', '{"jsonrpc":"2.0","id":1}', '{"jsonrpc":"2.0","id":1,"error":null}', '{"jsonrpc":"2.0","id":1,"error":[1]}', '{"jsonrpc":"2.0","id":1,"result":0,"error":{}}'),
+    fc.constantFrom(
+      'null',
+      '0',
+      '-1.5e3',
+      '"x"',
+      '[]',
+      '[1,{"id":1}]',
+      'true',
+      '{}',
+      '{"jsonrpc":"2.0","id":1}',
+      '{"jsonrpc":"2.0","id":1,"error":null}',
+      '{"jsonrpc":"2.0","id":1,"error":[1]}',
+      '{"jsonrpc":"2.0","id":1,"result":0,"error":{}}',
+    ),
     fc.string({ unit: 'binary' }).filter(noNewline),
   );
 
-  test.prop([lines, fc.integer({ min: 1, max: 3 })])('never throws; a line that is not a response fails every pending call as malformed, naming the line', async (line, n) => {
-    const { settled, thrown } = await feedLine(line, n);
-    expect(thrown).toEqual([]);
-    if (line.trim() === '') return; // blank lines are skipped: the calls end with the input
-    let value: unknown;
-    let json = true;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      json = false;
-    }
-    if (json && isResponseTo(value, n)) return;
-    for (const s of settled) {
-      expect(s.status).toBe('rejected');
-      const e = (s as PromiseRejectedResult).reason as RpcCallError;
-      expect(e).toBeInstanceOf(RpcCallError);
-      expect(e.kind).toBe('malformed');
-      expect(e.message).toContain(JSON.stringify(line.slice(0, 120)));
-    }
-  });
+  test.prop([lines, fc.integer({ min: 1, max: 3 })])(
+    'never throws; a line that is not a response fails every pending call as malformed, naming the line',
+    async (line, n) => {
+      const { settled, thrown } = await feedLine(line, n);
+      expect(thrown).toEqual([]);
+      if (line.trim() === '') return; // blank lines are skipped: the calls end with the input
+      let value: unknown;
+      let json = true;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        json = false;
+      }
+      if (json && isResponseTo(value, n)) return;
+      for (const s of settled) {
+        expect(s.status).toBe('rejected');
+        const e = (s as PromiseRejectedResult).reason as RpcCallError;
+        expect(e).toBeInstanceOf(RpcCallError);
+        expect(e.kind).toBe('malformed');
+        expect(e.message).toContain(JSON.stringify(line.slice(0, 120)));
+      }
+    },
+  );
 
-  it.each(['null', '3', '"a string"', '[]', '[{"jsonrpc":"2.0","id":1,"result":0}]'])('fails pending calls on the non-object line %s instead of throwing', async (line) => {
-    const { settled, thrown } = await feedLine(line, 2);
-    expect(thrown).toEqual([]);
-    for (const s of settled) expect((s as PromiseRejectedResult).reason).toMatchObject({ kind: 'malformed', message: expect.stringContaining('not a response to a pending request') });
-  });
+  it.each(['null', '3', '"a string"', '[]', '[{"jsonrpc":"2.0","id":1,"result":0}]'])(
+    'fails pending calls on the non-object line %s instead of throwing',
+    async (line) => {
+      const { settled, thrown } = await feedLine(line, 2);
+      expect(thrown).toEqual([]);
+      for (const s of settled)
+        expect((s as PromiseRejectedResult).reason).toMatchObject({
+          kind: 'malformed',
+          message: expect.stringContaining('not a response to a pending request'),
+        });
+    },
+  );
 });

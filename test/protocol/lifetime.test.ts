@@ -49,7 +49,17 @@ writeFileSync(
 describe('backends that never end', () => {
   it('run: a silent backend (a child of its shell) times out on the first info and its group is killed', async () => {
     const { command, pidFile } = silent('run');
-    const r = await runCli(['run', '--config', config, '--out', join(root, 'run-silent'), '--backend', command, '--timeout', '2000']);
+    const r = await runCli([
+      'run',
+      '--config',
+      config,
+      '--out',
+      join(root, 'run-silent'),
+      '--backend',
+      command,
+      '--timeout',
+      '2000',
+    ]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/no answer to info within 2000 ms/);
     expect(await childDead(pidFile)).toBe(true);
@@ -63,12 +73,19 @@ describe('backends that never end', () => {
     expect(await childDead(pidFile)).toBe(true);
   }, 60_000);
 
-  it.each([['backend-check'], ['run']])('%s: a babbling backend (yes) ends with one line', async (cmd) => {
-    const args = cmd === 'run' ? ['run', '--config', config, '--out', join(root, 'run-yes'), '--backend', 'yes'] : ['backend-check', '--backend', 'yes'];
-    const r = await runCli(args);
-    expect(r.code).toBe(cmd === 'run' ? 1 : 2);
-    expect(r.err).toMatch(/sent a line that is not JSON: "y"/);
-  }, 60_000);
+  it.each([['backend-check'], ['run']])(
+    '%s: a babbling backend (yes) ends with one line',
+    async (cmd) => {
+      const args =
+        cmd === 'run'
+          ? ['run', '--config', config, '--out', join(root, 'run-yes'), '--backend', 'yes']
+          : ['backend-check', '--backend', 'yes'];
+      const r = await runCli(args);
+      expect(r.code).toBe(cmd === 'run' ? 1 : 2);
+      expect(r.err).toMatch(/sent a line that is not JSON: "y"/);
+    },
+    60_000,
+  );
 
   it('a backend command that does not exist says so', async () => {
     const r = await runCli(['backend-check', '--backend', 'qrl-no-such-backend-command']);
@@ -91,7 +108,10 @@ describe('Ctrl-C on a terminal', () => {
     const out = join(root, 'sigint');
     const serve = `node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio`;
     // the driver in a process group of its own, as a terminal's foreground job: SIGINT goes to the group
-    const driver = spawn('node', ['bin/qrl-sim.js', 'run', '--config', config, '--out', out, '--backend', serve], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const driver = spawn('node', ['bin/qrl-sim.js', 'run', '--config', config, '--out', out, '--backend', serve], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let err = '';
     driver.stderr.on('data', (t: Buffer) => (err += t.toString()));
     driver.stdout.resume();
@@ -109,7 +129,9 @@ describe('Ctrl-C on a terminal', () => {
     expect(code).toBe(130);
     const steps = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').length;
     expect(steps).toBeLessThan(200);
-    expect(existsSync(join(out, 'checkpoints', `step-${String(steps).padStart(6, '0')}`, 'checkpoint.json'))).toBe(true);
+    expect(existsSync(join(out, 'checkpoints', `step-${String(steps).padStart(6, '0')}`, 'checkpoint.json'))).toBe(
+      true,
+    );
   }, 120_000);
 });
 
@@ -121,35 +143,71 @@ describe('no process outlives the driver', () => {
   const pidOf = (file: string): number => Number(readFileSync(file, 'utf8').trim());
 
   it.each([
-    ['qrl-sim serve', (pidFile: string) => `sh -c 'echo $$ > ${pidFile}; exec node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio'`],
+    [
+      'qrl-sim serve',
+      (pidFile: string) =>
+        `sh -c 'echo $$ > ${pidFile}; exec node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio'`,
+    ],
     [
       'the Python SDK (numpy_ar)',
-      (pidFile: string) => `sh -c 'echo $$ > ${pidFile}; PYTHONPATH=${join(process.cwd(), 'python')} exec python3 -m qrl_backend.numpy_ar'`,
+      (pidFile: string) =>
+        `sh -c 'echo $$ > ${pidFile}; PYTHONPATH=${join(process.cwd(), 'python')} exec python3 -m qrl_backend.numpy_ar'`,
     ],
-  ])('a driver killed with SIGKILL mid-run takes %s with it', async (_name, command) => {
-    const pidFile = join(root, `kill9-${_name.replace(/\W+/g, '-')}.pid`);
-    const out = join(root, `kill9-${_name.replace(/\W+/g, '-')}`);
-    const driver = spawn('node', ['bin/qrl-sim.js', 'run', '--config', config, '--out', out, '--backend', command(pidFile)], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    driver.stderr.on('data', (t: Buffer) => (err += t.toString()));
-    const started = await waitFor(() => existsSync(join(out, 'metrics.jsonl')) && readFileSync(join(out, 'metrics.jsonl'), 'utf8').length > 0, 60_000);
-    expect(started, err).toBe(true);
-    const backend = pidOf(pidFile);
-    expect(alive(backend)).toBe(true);
-    driver.kill('SIGKILL');
-    expect(await waitFor(() => !alive(backend), 10_000)).toBe(true);
-  }, 120_000);
+  ])(
+    'a driver killed with SIGKILL mid-run takes %s with it',
+    async (_name, command) => {
+      const pidFile = join(root, `kill9-${_name.replace(/\W+/g, '-')}.pid`);
+      const out = join(root, `kill9-${_name.replace(/\W+/g, '-')}`);
+      const driver = spawn(
+        'node',
+        ['bin/qrl-sim.js', 'run', '--config', config, '--out', out, '--backend', command(pidFile)],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let err = '';
+      driver.stderr.on('data', (t: Buffer) => (err += t.toString()));
+      const started = await waitFor(
+        () => existsSync(join(out, 'metrics.jsonl')) && readFileSync(join(out, 'metrics.jsonl'), 'utf8').length > 0,
+        60_000,
+      );
+      expect(started, err).toBe(true);
+      const backend = pidOf(pidFile);
+      expect(alive(backend)).toBe(true);
+      driver.kill('SIGKILL');
+      expect(await waitFor(() => !alive(backend), 10_000)).toBe(true);
+    },
+    120_000,
+  );
 
-  it.each([['SIGTERM', 143], ['SIGINT', 130]] as const)('%s while waiting for the first info ends the backend group and says so', async (signal, code) => {
-    const { command, pidFile } = silent(`first-info-${signal}`);
-    const driver = spawn('node', ['bin/qrl-sim.js', 'run', '--config', config, '--out', join(root, `first-info-${signal}`), '--backend', command], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let err = '';
-    driver.stderr.on('data', (t: Buffer) => (err += t.toString()));
-    expect(await waitFor(() => existsSync(pidFile), 20_000)).toBe(true);
-    const exited = new Promise<number | null>((resolve) => driver.on('exit', (c) => resolve(c)));
-    driver.kill(signal);
-    expect(await exited).toBe(code);
-    expect(err).toMatch(new RegExp(`qrl-sim run: ${signal} while waiting for the backend's first info`));
-    expect(await childDead(pidFile)).toBe(true);
-  }, 60_000);
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const)(
+    '%s while waiting for the first info ends the backend group and says so',
+    async (signal, code) => {
+      const { command, pidFile } = silent(`first-info-${signal}`);
+      const driver = spawn(
+        'node',
+        [
+          'bin/qrl-sim.js',
+          'run',
+          '--config',
+          config,
+          '--out',
+          join(root, `first-info-${signal}`),
+          '--backend',
+          command,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let err = '';
+      driver.stderr.on('data', (t: Buffer) => (err += t.toString()));
+      expect(await waitFor(() => existsSync(pidFile), 20_000)).toBe(true);
+      const exited = new Promise<number | null>((resolve) => driver.on('exit', (c) => resolve(c)));
+      driver.kill(signal);
+      expect(await exited).toBe(code);
+      expect(err).toMatch(new RegExp(`qrl-sim run: ${signal} while waiting for the backend's first info`));
+      expect(await childDead(pidFile)).toBe(true);
+    },
+    60_000,
+  );
 });

@@ -15,7 +15,10 @@ describe('MoE routing record through serve/remote', () => {
     const config = resolveRunConfig({
       seed: 0,
       task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
-      policy: { kind: 'ar', model: { C: 16, H: 2, layers: 2, hidden: 16, moe: { experts: 4, topK: 2, auxCoeff: 0.01 } } },
+      policy: {
+        kind: 'ar',
+        model: { C: 16, H: 2, layers: 2, hidden: 16, moe: { experts: 4, topK: 2, auxCoeff: 0.01 } },
+      },
       plan: 'fp8-rollout',
     });
     const task = makeTask('reverse', { minLength: 3, maxLength: 4 });
@@ -35,13 +38,30 @@ describe('MoE routing record through serve/remote', () => {
       const lpRemote = await remote.logprobs({ batch: got, rows: [0, 1, 2], policy: 'current', grad: false });
       expect(Array.from(lpRemote.logp)).toEqual(Array.from(lpLocal.logp));
       // routing replay crosses too: R3 by name, R2 as per-layer Int32Arrays, the returned routing and flip rates
-      const r3Local = await local.logprobs({ batch: want, rows: [0, 2], policy: 'current', routing: 'rollout', returnRouting: true });
-      const r3Remote = await remote.logprobs({ batch: got, rows: [0, 2], policy: 'current', routing: 'rollout', returnRouting: true });
+      const r3Local = await local.logprobs({
+        batch: want,
+        rows: [0, 2],
+        policy: 'current',
+        routing: 'rollout',
+        returnRouting: true,
+      });
+      const r3Remote = await remote.logprobs({
+        batch: got,
+        rows: [0, 2],
+        policy: 'current',
+        routing: 'rollout',
+        returnRouting: true,
+      });
       expect(r3Remote).toEqual(r3Local);
       r3Remote.routing!.forEach((r) => expect(r).toBeInstanceOf(Int32Array));
       expect(r3Remote.routingFlipRate).toEqual([0, 0]);
       const r2Local = await local.logprobs({ batch: want, rows: [0, 2], policy: 'current', routing: r3Local.routing! });
-      const r2Remote = await remote.logprobs({ batch: got, rows: [0, 2], policy: 'current', routing: r3Remote.routing! });
+      const r2Remote = await remote.logprobs({
+        batch: got,
+        rows: [0, 2],
+        policy: 'current',
+        routing: r3Remote.routing!,
+      });
       expect(r2Remote).toEqual(r2Local);
       expect(Array.from(r2Remote.logp)).toEqual(Array.from(r3Local.logp));
     } finally {

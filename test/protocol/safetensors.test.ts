@@ -6,7 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { decodeSafetensors, encodeSafetensors, openSafetensors, readSafetensors, writeSafetensors } from '../../src/protocol/safetensors.js';
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  openSafetensors,
+  readSafetensors,
+  writeSafetensors,
+} from '../../src/protocol/safetensors.js';
 
 describe('safetensors', () => {
   it('lays out header length, padded JSON header and little-endian data', () => {
@@ -45,8 +51,15 @@ describe('safetensors', () => {
 
   it('stores BF16 bits from a Uint16Array and reads a file tensor by tensor by offset (openSafetensors)', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'qrl-st-open-')), 'a.safetensors');
-    writeSafetensors(path, { b: { data: new Uint16Array([0x3f80, 0xc000]), shape: [2], dtype: 'BF16' }, a: { data: new Float32Array([1.5, -2, 3]), shape: [3, 1] } });
-    expect(readSafetensors(path).tensors.b).toEqual({ dtype: 'BF16', shape: [2], data: new Uint16Array([0x3f80, 0xc000]) });
+    writeSafetensors(path, {
+      b: { data: new Uint16Array([0x3f80, 0xc000]), shape: [2], dtype: 'BF16' },
+      a: { data: new Float32Array([1.5, -2, 3]), shape: [3, 1] },
+    });
+    expect(readSafetensors(path).tensors.b).toEqual({
+      dtype: 'BF16',
+      shape: [2],
+      data: new Uint16Array([0x3f80, 0xc000]),
+    });
     const file = openSafetensors(path);
     try {
       expect([...file.entries.keys()]).toEqual(['b', 'a']);
@@ -57,7 +70,9 @@ describe('safetensors', () => {
     } finally {
       file.close();
     }
-    expect(() => encodeSafetensors({ x: { data: new Float32Array(2), shape: [2], dtype: 'BF16' } })).toThrow(/F32 array cannot be stored as BF16/);
+    expect(() => encodeSafetensors({ x: { data: new Float32Array(2), shape: [2], dtype: 'BF16' } })).toThrow(
+      /F32 array cannot be stored as BF16/,
+    );
   });
 
   it('is read by an independent parser (Python and numpy)', () => {
@@ -80,8 +95,12 @@ describe('safetensors', () => {
   });
 
   it('refuses inconsistent entries, naming the tensor', () => {
-    expect(() => encodeSafetensors({ a: { data: new Float32Array(2), shape: [3] } })).toThrow('a: shape [3] holds 3 elements, the array 2');
-    expect(() => encodeSafetensors({ a: { data: new Float32Array(1), shape: [1], dtype: 'F8_E4M3' } })).toThrow('a: a F32 array cannot be stored as F8_E4M3');
+    expect(() => encodeSafetensors({ a: { data: new Float32Array(2), shape: [3] } })).toThrow(
+      'a: shape [3] holds 3 elements, the array 2',
+    );
+    expect(() => encodeSafetensors({ a: { data: new Float32Array(1), shape: [1], dtype: 'F8_E4M3' } })).toThrow(
+      'a: a F32 array cannot be stored as F8_E4M3',
+    );
     expect(() => decodeSafetensors(new Uint8Array(4))).toThrow('shorter than its 8-byte header length');
   });
 });

@@ -11,7 +11,12 @@ import { runSweep } from '../../src/runs/index.js';
 import { tempDir } from './fixtures.js';
 
 function findChromium(): string | null {
-  const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+  const candidates = [
+    process.env['CHROMIUM_PATH'],
+    '/usr/bin/chromium',
+    '/usr/bin/chromium-browser',
+    '/usr/bin/google-chrome',
+  ];
   for (const c of candidates) if (c !== undefined && c !== '' && existsSync(c)) return c;
   try {
     const bundled = chromium.executablePath();
@@ -61,7 +66,14 @@ describe.skipIf(executablePath === null)('report.html in headless Chromium', () 
     const dir = tempDir('browser');
     const out = join(dir, 'sweep');
     await runSweep({
-      baseConfig: { steps: 6, task: { name: 'reverse' }, sft: { steps: 0, cache: false }, rollout: { prompts: 2, groupSize: 4 }, eval: { every: 2, problems: 4 }, checkpoint: { every: 0 } },
+      baseConfig: {
+        steps: 6,
+        task: { name: 'reverse' },
+        sft: { steps: 0, cache: false },
+        rollout: { prompts: 2, groupSize: 4 },
+        eval: { every: 2, problems: 4 },
+        checkpoint: { every: 0 },
+      },
       grid: 'correction=none,tis,ais;plan=bf16,fp16',
       seeds: 2,
       outDir: out,
@@ -73,7 +85,16 @@ describe.skipIf(executablePath === null)('report.html in headless Chromium', () 
     const context = await chromium.launchPersistentContext(userDataDir, {
       executablePath: executablePath as string,
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
       viewport: { width: 1280, height: 900 },
     });
     try {
@@ -106,10 +127,17 @@ describe.skipIf(executablePath === null)('report.html in headless Chromium', () 
       const delta = page.locator('table.summary.delta tbody tr');
       expect(await delta.count()).toBe(6);
       expect(await delta.nth(0).innerText()).toContain('baseline');
-      expect(await page.locator('table.summary.delta tbody tr', { hasText: 'plan=bf16, correction=tis' }).innerText()).toContain('identical');
+      expect(
+        await page.locator('table.summary.delta tbody tr', { hasText: 'plan=bf16, correction=tis' }).innerText(),
+      ).toContain('identical');
       // the paired-difference plot, 3 panels: one hollow dot per seed and configuration (5 × 2), a
       // mean bar per configuration, and the Δ = 0 rule (whiskers of zero length draw nothing)
-      const marks = (await page.evaluate(DELTA_MARKS)) as { symbols: number; ticks: number; rules: number; width: number };
+      const marks = (await page.evaluate(DELTA_MARKS)) as {
+        symbols: number;
+        ticks: number;
+        rules: number;
+        width: number;
+      };
       expect(marks.symbols).toBe(3 * 5 * 2);
       expect(marks.ticks).toBe(3 * 5);
       expect(marks.rules).toBeGreaterThanOrEqual(3);

@@ -30,13 +30,18 @@ function createEngine(config: RunConfig, task: Task): RlEngine {
   const step = config.plan === 'bf16' || config.plan === 'fp32' ? 0 : 0.25;
   let rolloutTable = Float64Array.from(params.data);
   let cache: { rows: number[]; tokens: Int32Array; probs: Float64Array[] } | null = null;
-  const tableFor = (side: 'rollout' | 'trainer'): ArrayLike<number> => (side === 'rollout' ? rolloutTable : params.data);
+  const tableFor = (side: 'rollout' | 'trainer'): ArrayLike<number> =>
+    side === 'rollout' ? rolloutTable : params.data;
   return {
     params,
     sync() {
       rolloutTable = Float64Array.from(params.data, (x) => (step === 0 ? x : Math.round(x / step) * step));
     },
-    generate(prompts: readonly (readonly number[])[], rng: Rng, options?: { greedy?: boolean; side?: 'rollout' | 'trainer' }): RolloutBatch {
+    generate(
+      prompts: readonly (readonly number[])[],
+      rng: Rng,
+      options?: { greedy?: boolean; side?: 'rollout' | 'trainer' },
+    ): RolloutBatch {
       const B = prompts.length;
       const table = tableFor(options?.side ?? 'rollout');
       const responses = new Int32Array(B * T);
@@ -61,7 +66,11 @@ function createEngine(config: RunConfig, task: Task): RlEngine {
       }
       return { B, T, prompts, responses, mask, logpRollout };
     },
-    logprobs(batch: RolloutBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array }): EngineLogprobs {
+    logprobs(
+      batch: RolloutBatch,
+      rows: readonly number[],
+      options: { grad: boolean; weights?: Float32Array },
+    ): EngineLogprobs {
       const table = options.weights ?? params.data;
       const logp = new Float64Array(rows.length * T);
       const entropy = new Float64Array(rows.length * T);
@@ -90,7 +99,8 @@ function createEngine(config: RunConfig, task: Task): RlEngine {
           const g = gradLogp[i * T + t] as number;
           const p = cache.probs[i * T + t] as Float64Array;
           const tok = cache.tokens[i * T + t] as number;
-          for (let v = 0; v < V; v++) grads[t * V + v] = (grads[t * V + v] as number) + g * ((v === tok ? 1 : 0) - (p[v] as number));
+          for (let v = 0; v < V; v++)
+            grads[t * V + v] = (grads[t * V + v] as number) + g * ((v === tok ? 1 : 0) - (p[v] as number));
         }
       }
     },
@@ -102,7 +112,8 @@ function createEngine(config: RunConfig, task: Task): RlEngine {
 /** The fake factory: `policy.model.explode: true` fails at create (a runtime failure), `policy.model.width` must be a positive integer when given. */
 export const fakeFactory: ValidatingPolicyFactory = {
   create(config, task) {
-    if ((config.policy.model as Record<string, unknown>)['explode'] === true) throw new Error('fake engine exploded on purpose');
+    if ((config.policy.model as Record<string, unknown>)['explode'] === true)
+      throw new Error('fake engine exploded on purpose');
     return createEngine(config, task);
   },
   warmStart: async (_engine, config) => {

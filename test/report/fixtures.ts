@@ -33,7 +33,11 @@ export function writeFixtureRun(dir: string, run: FixtureRun): void {
 }
 
 /** A config in the resolved shape (only the fields the report reads, plus what differs). */
-export function fixtureConfig(seed: number, plan: string, correction: Record<string, unknown>[]): Record<string, unknown> {
+export function fixtureConfig(
+  seed: number,
+  plan: string,
+  correction: Record<string, unknown>[],
+): Record<string, unknown> {
   return {
     seed,
     steps: 3,
@@ -46,7 +50,10 @@ export function fixtureConfig(seed: number, plan: string, correction: Record<str
 }
 
 /** Three metric lines with every plotted metric, shifted by `offset`. */
-export function fixtureMetrics(offset: number, extra: (step: number) => Record<string, number> = () => ({})): Record<string, number>[] {
+export function fixtureMetrics(
+  offset: number,
+  extra: (step: number) => Record<string, number> = () => ({}),
+): Record<string, number>[] {
   return [1, 2, 3].map((step) => ({
     step,
     'reward/mean': 0.1 * step + offset,

@@ -23,8 +23,15 @@ export function writeFixtureSweep(): string {
     for (const seed of [0, 1]) {
       writeFixtureRun(join(root, `c${c}`, `seed-${seed}`), {
         config: fixtureConfig(seed, c === 0 ? 'bf16' : 'fp8-rollout', correction),
-        metrics: fixtureMetrics(0.05 * c + 0.02 * seed, c === 2 ? ais : () => ({ 'rollout_corr/tis/truncated_fraction': 0.02 })),
-        eval: [0, 3].map((step) => ({ step, 'eval/rollout/greedy_accuracy': 0.25 + 0.1 * c + 0.05 * seed + 0.01 * step, 'eval/trainer/greedy_accuracy': 0.3 + 0.01 * step })),
+        metrics: fixtureMetrics(
+          0.05 * c + 0.02 * seed,
+          c === 2 ? ais : () => ({ 'rollout_corr/tis/truncated_fraction': 0.02 }),
+        ),
+        eval: [0, 3].map((step) => ({
+          step,
+          'eval/rollout/greedy_accuracy': 0.25 + 0.1 * c + 0.05 * seed + 0.01 * step,
+          'eval/trainer/greedy_accuracy': 0.3 + 0.01 * step,
+        })),
         timings: [1, 2, 3].map((step) => ({ step, total: 0.5 })),
       });
     }
@@ -35,7 +42,8 @@ export function writeFixtureSweep(): string {
 /** The inline SVGs of report.html by figure id. */
 function figures(html: string): Map<string, string> {
   const out = new Map<string, string>();
-  for (const m of html.matchAll(/<figure class="plot" id="plot-([\w-]+)"[^>]*>([\s\S]*?)<\/figure>/g)) out.set(m[1] as string, m[2] as string);
+  for (const m of html.matchAll(/<figure class="plot" id="plot-([\w-]+)"[^>]*>([\s\S]*?)<\/figure>/g))
+    out.set(m[1] as string, m[2] as string);
   return out;
 }
 
@@ -45,7 +53,8 @@ describe('writeReport', () => {
   test('writes summary.json, summary.md, summary.html and report.html', async () => {
     root = writeFixtureSweep();
     result = await writeReport(root);
-    for (const f of ['summary.json', 'summary.md', 'summary.html', 'report.html']) expect(existsSync(join(root, f))).toBe(true);
+    for (const f of ['summary.json', 'summary.md', 'summary.html', 'report.html'])
+      expect(existsSync(join(root, f))).toBe(true);
     expect(JSON.parse(readFileSync(join(root, 'summary.json'), 'utf8')).groups).toHaveLength(3);
     expect(readFileSync(join(root, 'summary.md'), 'utf8')).toContain('| configuration | runs |');
     expect(readFileSync(join(root, 'summary.html'), 'utf8')).toContain('<table class="summary">');
@@ -132,7 +141,9 @@ describe('what the plots say about identical, all-zero and log-scale series', ()
   test('mismatch KL: log axis, configurations at 0 everywhere named under the plot instead of drawn', () => {
     const fig = /<figure class="plot" id="plot-k3"[\s\S]*?<\/figure>/.exec(html)?.[0] as string;
     expect(fig).toContain('log scale');
-    expect(fig).toContain('Not drawn, 0 at every step (a log axis has no 0): plan=bf16, correction=none; plan=bf16, correction=tis.');
+    expect(fig).toContain(
+      'Not drawn, 0 at every step (a log axis has no 0): plan=bf16, correction=none; plan=bf16, correction=tis.',
+    );
     const svg = (figures(html).get('k3') as string).split('</svg>')[0] as string;
     expect(svg).toContain('plan=fp8-rollout, correction=none');
     expect(svg).not.toContain('plan=bf16, correction=none');

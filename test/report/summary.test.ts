@@ -5,7 +5,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { fc, test as fcTest } from '@fast-check/vitest';
-import { BaselineError, readRuns, seedStat, summarizeRuns, summaryMarkdown, pairedDelta, parseBaselineSelector, rewardTailSteps } from '../../src/report/index.js';
+import {
+  BaselineError,
+  readRuns,
+  seedStat,
+  summarizeRuns,
+  summaryMarkdown,
+  pairedDelta,
+  parseBaselineSelector,
+  rewardTailSteps,
+} from '../../src/report/index.js';
 import { formatStat } from '../../src/report/table.js';
 import { shortFieldName } from '../../src/report/summary.js';
 import { fixtureConfig, fixtureMetrics, tempDir, writeFixtureRun } from './fixtures.js';
@@ -22,19 +31,38 @@ function writeSweep(): string {
       config: fixtureConfig(seed, 'bf16', none),
       metrics: fixtureMetrics(seed / 10),
       // step 0 has the highest accuracy: "best" must ignore it
-      eval: [{ step: 0, 'eval/rollout/greedy_accuracy': 0.9 }, { step: 2, 'eval/rollout/greedy_accuracy': acc + 0.125 }, { step: 3, 'eval/rollout/greedy_accuracy': acc }],
-      timings: [{ step: 1, total: 1 + seed }, { step: 2, total: 2 }, { step: 3, total: 0.5 }],
+      eval: [
+        { step: 0, 'eval/rollout/greedy_accuracy': 0.9 },
+        { step: 2, 'eval/rollout/greedy_accuracy': acc + 0.125 },
+        { step: 3, 'eval/rollout/greedy_accuracy': acc },
+      ],
+      timings: [
+        { step: 1, total: 1 + seed },
+        { step: 2, total: 2 },
+        { step: 3, total: 0.5 },
+      ],
     }),
   );
   [0, 1].forEach((seed) =>
     writeFixtureRun(join(root, 'b', `seed-${seed}`), {
       config: fixtureConfig(seed, 'fp8-rollout', tis),
       metrics: fixtureMetrics(0.2 * seed),
-      eval: [{ step: 0, 'eval/rollout/greedy_accuracy': 0.5 }, { step: 3, 'eval/rollout/greedy_accuracy': 0.5 + 0.25 * seed }],
-      timings: [{ step: 1, total: 3 }, { step: 2, total: 3 }, { step: 3, total: 3 }],
+      eval: [
+        { step: 0, 'eval/rollout/greedy_accuracy': 0.5 },
+        { step: 3, 'eval/rollout/greedy_accuracy': 0.5 + 0.25 * seed },
+      ],
+      timings: [
+        { step: 1, total: 3 },
+        { step: 2, total: 3 },
+        { step: 3, total: 3 },
+      ],
     }),
   );
-  writeFixtureRun(join(root, 'b', 'seed-2'), { config: fixtureConfig(2, 'fp8-rollout', tis), metrics: [], error: 'boom: engine exploded' });
+  writeFixtureRun(join(root, 'b', 'seed-2'), {
+    config: fixtureConfig(2, 'fp8-rollout', tis),
+    metrics: [],
+    error: 'boom: engine exploded',
+  });
   return root;
 }
 
@@ -43,8 +71,14 @@ describe('summarizeRuns', () => {
   const summary = summarizeRuns(readRuns(root));
 
   test('groups runs by every config field except seed and labels them by what differs', () => {
-    expect(summary.groups.map((g) => g.label)).toEqual(['plan=bf16, correction=none', 'plan=fp8-rollout, correction=tis']);
-    expect(summary.groups.map((g) => g.runs.map((r) => r.seed))).toEqual([[0, 1, 2], [0, 1, 2]]);
+    expect(summary.groups.map((g) => g.label)).toEqual([
+      'plan=bf16, correction=none',
+      'plan=fp8-rollout, correction=tis',
+    ]);
+    expect(summary.groups.map((g) => g.runs.map((r) => r.seed))).toEqual([
+      [0, 1, 2],
+      [0, 1, 2],
+    ]);
   });
 
   test('final and best accuracy: mean ± sample std over seeds, by hand', () => {
@@ -77,7 +111,9 @@ describe('summarizeRuns', () => {
   });
 
   test('a failed run is reported with its error and left out of the statistics', () => {
-    expect(summary.failures).toEqual([{ run: join('b', 'seed-2'), label: 'plan=fp8-rollout, correction=tis', error: 'boom: engine exploded' }]);
+    expect(summary.failures).toEqual([
+      { run: join('b', 'seed-2'), label: 'plan=fp8-rollout, correction=tis', error: 'boom: engine exploded' },
+    ]);
     const md = summaryMarkdown(summary);
     expect(md).toContain('2/3 (1 failed)');
     expect(md).toContain('boom: engine exploded');
@@ -107,8 +143,16 @@ describe('a plan given as data (a plan file of the grid)', () => {
   test('is one field, labelled by its name, and selectable by it as a baseline', () => {
     const root = tempDir('summary-plan-data');
     const data = { name: 'my-fault', rollout: { gemm: { kind: 'fp32' } }, trainer: { gemm: { kind: 'fp32' } } };
-    for (const [dir, plan] of [['a', 'fp8-rollout'], ['b', data]] as const) {
-      writeFixtureRun(join(root, dir, 'seed-0'), { config: { ...fixtureConfig(0, 'x', none), plan }, metrics: fixtureMetrics(0), eval: [{ step: 3, 'eval/rollout/greedy_accuracy': 0.5 }], timings: [{ step: 1, total: 1 }] });
+    for (const [dir, plan] of [
+      ['a', 'fp8-rollout'],
+      ['b', data],
+    ] as const) {
+      writeFixtureRun(join(root, dir, 'seed-0'), {
+        config: { ...fixtureConfig(0, 'x', none), plan },
+        metrics: fixtureMetrics(0),
+        eval: [{ step: 3, 'eval/rollout/greedy_accuracy': 0.5 }],
+        timings: [{ step: 1, total: 1 }],
+      });
     }
     const summary = summarizeRuns(readRuns(root), { baseline: 'plan=my-fault' });
     expect(summary.groups.map((g) => g.label)).toEqual(['plan=fp8-rollout', 'plan=my-fault']);
@@ -147,9 +191,18 @@ test('one configuration is labelled by its plan and correction', () => {
 
 test('estimator specs that share a name are labelled with their hyper-parameters', () => {
   const root = tempDir('params');
-  writeFixtureRun(join(root, 'c2'), { config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 2 }]), metrics: fixtureMetrics(0) });
-  writeFixtureRun(join(root, 'c5'), { config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 5 }]), metrics: fixtureMetrics(0) });
-  expect(summarizeRuns(readRuns(root)).groups.map((g) => g.label)).toEqual(['correction=tis(C=2)', 'correction=tis(C=5)']);
+  writeFixtureRun(join(root, 'c2'), {
+    config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 2 }]),
+    metrics: fixtureMetrics(0),
+  });
+  writeFixtureRun(join(root, 'c5'), {
+    config: fixtureConfig(0, 'bf16', [{ name: 'tis', C: 5 }]),
+    metrics: fixtureMetrics(0),
+  });
+  expect(summarizeRuns(readRuns(root)).groups.map((g) => g.label)).toEqual([
+    'correction=tis(C=2)',
+    'correction=tis(C=5)',
+  ]);
 });
 
 /**
@@ -174,12 +227,18 @@ describe('paired difference to the baseline (hand-computed)', () => {
     writeFixtureRun(join(root, 'b', `seed-${seed}`), {
       config: fixtureConfig(seed, 'bf16', none),
       metrics: metrics(seed, 0),
-      eval: [{ step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 }, { step: 10, 'eval/trainer/greedy_accuracy': trainerB[seed]!, 'eval/rollout/greedy_accuracy': 0.5 }],
+      eval: [
+        { step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 },
+        { step: 10, 'eval/trainer/greedy_accuracy': trainerB[seed]!, 'eval/rollout/greedy_accuracy': 0.5 },
+      ],
     });
     writeFixtureRun(join(root, 'q', `seed-${seed}`), {
       config: fixtureConfig(seed, 'mxfp4-rollout', none),
       metrics: metrics(seed, 0.03 * (seed + 1)),
-      eval: [{ step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 }, { step: 10, 'eval/trainer/greedy_accuracy': trainerQ[seed]!, 'eval/rollout/greedy_accuracy': rolloutQ[seed]! }],
+      eval: [
+        { step: 0, 'eval/trainer/greedy_accuracy': 0.1, 'eval/rollout/greedy_accuracy': 0.1 },
+        { step: 10, 'eval/trainer/greedy_accuracy': trainerQ[seed]!, 'eval/rollout/greedy_accuracy': rolloutQ[seed]! },
+      ],
     });
   }
   const summary = summarizeRuns(readRuns(root));
@@ -218,8 +277,13 @@ describe('paired difference to the baseline (hand-computed)', () => {
 
   test('the paired table: bold outside the spread, "within spread" inside, counts below zero', () => {
     const md = summaryMarkdown(summary);
-    const row = md.split('\n').filter((l) => l.startsWith('| plan=mxfp4-rollout | 4 |')).at(-1);
-    expect(row).toBe('| plan=mxfp4-rollout | 4 | **−8.8 ± 8.5** (3/4 < 0) | 0.0 ± 4.1 (1/4 < 0), within spread | **−0.075 ± 0.039** (4/4 < 0) |');
+    const row = md
+      .split('\n')
+      .filter((l) => l.startsWith('| plan=mxfp4-rollout | 4 |'))
+      .at(-1);
+    expect(row).toBe(
+      '| plan=mxfp4-rollout | 4 | **−8.8 ± 8.5** (3/4 < 0) | 0.0 ± 4.1 (1/4 < 0), within spread | **−0.075 ± 0.039** (4/4 < 0) |',
+    );
     expect(md).toContain('Difference to the baseline `plan=bf16`, paired by seed');
   });
 
@@ -229,14 +293,29 @@ describe('paired difference to the baseline (hand-computed)', () => {
     expect(other.groups[0]!.delta!.finalTrainerAccuracy.mean).toBeCloseTo(0.0875, 12);
     expect(other.groups[0]!.delta!.finalTrainerAccuracy.below).toBe(0);
     expect(() => summarizeRuns(readRuns(root), { baseline: 'plan=fp8-rollout' })).toThrow(BaselineError);
-    expect(() => summarizeRuns(readRuns(root), { baseline: 'plan=fp8-rollout' })).toThrow(/'plan=fp8-rollout' matches no configuration/);
+    expect(() => summarizeRuns(readRuns(root), { baseline: 'plan=fp8-rollout' })).toThrow(
+      /'plan=fp8-rollout' matches no configuration/,
+    );
     expect(() => summarizeRuns(readRuns(root), { baseline: 'correction=none' })).toThrow(/matches 2 configurations/);
     expect(() => parseBaselineSelector('plan')).toThrow(/'plan' in 'plan' is not KEY=VALUE/);
-    expect(parseBaselineSelector('correction=tis(C=2,x=1),plan=bf16')).toEqual([['correction', 'tis(C=2,x=1)'], ['plan', 'bf16']]);
+    expect(parseBaselineSelector('correction=tis(C=2,x=1),plan=bf16')).toEqual([
+      ['correction', 'tis(C=2,x=1)'],
+      ['plan', 'bf16'],
+    ]);
   });
 
   test('pairs only the seeds both configurations have; one pair has no spread', () => {
-    const d = pairedDelta(new Map([[0, 0.4], [1, 0.5], [7, 0.9]]), new Map([[0, 0.6], [1, 0.5]]));
+    const d = pairedDelta(
+      new Map([
+        [0, 0.4],
+        [1, 0.5],
+        [7, 0.9],
+      ]),
+      new Map([
+        [0, 0.6],
+        [1, 0.5],
+      ]),
+    );
     expect(d.seeds).toEqual([0, 1]);
     expect(d.below).toBe(1);
     const one = pairedDelta(new Map([[3, 0.4]]), new Map([[3, 0.5]]));
@@ -250,7 +329,9 @@ describe('paired difference to the baseline (hand-computed)', () => {
     writeFixtureRun(join(other, 'b'), { config: fixtureConfig(0, 'fp8-rollout', none), metrics: fixtureMetrics(0) });
     const s = summarizeRuns(readRuns(other));
     expect(s.baseline.label).toBeNull();
-    expect(s.baseline.note).toMatch(/no configuration matches the default baseline plan=bf16, correction=none; choose one with --baseline/);
+    expect(s.baseline.note).toMatch(
+      /no configuration matches the default baseline plan=bf16, correction=none; choose one with --baseline/,
+    );
     expect(s.groups.every((g) => g.delta === null)).toBe(true);
     expect(summaryMarkdown(s)).toContain('No paired comparison');
   });
@@ -260,14 +341,23 @@ test('a run with fewer steps than its config asks for is counted as incomplete',
   const root = tempDir('incomplete');
   writeFixtureRun(join(root, 's0'), { config: fixtureConfig(0, 'bf16', none), metrics: fixtureMetrics(0) });
   writeFixtureRun(join(root, 's1'), { config: fixtureConfig(1, 'bf16', none), metrics: fixtureMetrics(0).slice(0, 2) });
-  expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain('| plan=bf16, correction=none (baseline) | 2 (1 incomplete) |');
+  expect(summaryMarkdown(summarizeRuns(readRuns(root)))).toContain(
+    '| plan=bf16, correction=none (baseline) | 2 (1 incomplete) |',
+  );
 });
 
 test('an incomplete run is not paired with the baseline', () => {
   const root = tempDir('incomplete-pair');
-  for (const seed of [0, 1]) writeFixtureRun(join(root, 'b', `s${seed}`), { config: fixtureConfig(seed, 'bf16', none), metrics: fixtureMetrics(0) });
+  for (const seed of [0, 1])
+    writeFixtureRun(join(root, 'b', `s${seed}`), {
+      config: fixtureConfig(seed, 'bf16', none),
+      metrics: fixtureMetrics(0),
+    });
   writeFixtureRun(join(root, 'q', 's0'), { config: fixtureConfig(0, 'fp16', none), metrics: fixtureMetrics(0.1) });
-  writeFixtureRun(join(root, 'q', 's1'), { config: fixtureConfig(1, 'fp16', none), metrics: fixtureMetrics(0.1).slice(0, 1) });
+  writeFixtureRun(join(root, 'q', 's1'), {
+    config: fixtureConfig(1, 'fp16', none),
+    metrics: fixtureMetrics(0.1).slice(0, 1),
+  });
   const d = summarizeRuns(readRuns(root)).groups[1]!.delta!.tailReward;
   expect(d.seeds).toEqual([0]);
   expect(d.mean).toBeCloseTo(0.1, 12);

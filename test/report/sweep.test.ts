@@ -51,10 +51,15 @@ describe('parseGrid', () => {
     expect(axis!.values[0]).toBe('jet');
     expect(axis!.values[1]).toEqual(JSON.parse(readFileSync(file, 'utf8')));
     expect(parseGrid(`plan=${file}`)[0]!.values[0]).toEqual(axis!.values[1]); // the working directory by default
-    expect(gridPoints([axis!]).map((p) => [p.label, p.dirName])).toEqual([['plan=jet', 'plan-jet'], [`plan=${file}`, 'plan-sims-plans-jet-fault-ignore-rule.json']]);
+    expect(gridPoints([axis!]).map((p) => [p.label, p.dirName])).toEqual([
+      ['plan=jet', 'plan-jet'],
+      [`plan=${file}`, 'plan-sims-plans-jet-fault-ignore-rule.json'],
+    ]);
     // only the plan key reads files; a missing file is a usage error naming the value
     expect(parseGrid('task=x.json')[0]!.values).toEqual(['x.json']);
-    expect(() => parseGrid('plan=sims/plans/nope.json')).toThrow("--grid: plan=sims/plans/nope.json: no such plan file");
+    expect(() => parseGrid('plan=sims/plans/nope.json')).toThrow(
+      '--grid: plan=sims/plans/nope.json: no such plan file',
+    );
   });
 
   test.each([
@@ -78,10 +83,26 @@ describe('qrl-sim sweep: bad grids exit 2 and write nothing', () => {
     ['invalid estimator', 'correction=none,bogus', /grid point correction=bogus, seed 0: .*unknown estimator "bogus"/],
     ['invalid number', 'optim.lr=0.001,-1', /grid point optim.lr=-1, seed 0: config\.optim\.lr/],
     ['unknown plan', 'plan=bf16,fp9', /grid point plan=fp9, seed 0: config\.plan: must be one of .*"fp9"/],
-    ['value the policy rejects', 'policy.model.width=4,-2', /grid point policy.model.width=-2, seed 0: config\.policy\.model\.width/],
+    [
+      'value the policy rejects',
+      'policy.model.width=4,-2',
+      /grid point policy.model.width=-2, seed 0: config\.policy\.model\.width/,
+    ],
   ])('%s', async (_name, grid, message) => {
     const out = join(tempDir('bad-grid'), 'out');
-    const r = await runCli(['sweep', '--config', file, '--grid', grid, '--seeds', '2', '--out', out, '--factory', FACTORY]);
+    const r = await runCli([
+      'sweep',
+      '--config',
+      file,
+      '--grid',
+      grid,
+      '--seeds',
+      '2',
+      '--out',
+      out,
+      '--factory',
+      FACTORY,
+    ]);
     expect(r.code).toBe(2);
     expect(r.err.trim().split('\n')).toHaveLength(1);
     expect(r.err).toMatch(message);
@@ -90,7 +111,13 @@ describe('qrl-sim sweep: bad grids exit 2 and write nothing', () => {
 
   test('bad --set, --seeds and a missing config file are usage errors too', async () => {
     const out = join(tempDir('bad-args'), 'out');
-    for (const args of [['--set', 'optim.lr=abc'], ['--seeds', '0'], ['--workers', 'two'], ['--set', 'seed=-1'], ['--steps', '0']]) {
+    for (const args of [
+      ['--set', 'optim.lr=abc'],
+      ['--seeds', '0'],
+      ['--workers', 'two'],
+      ['--set', 'seed=-1'],
+      ['--steps', '0'],
+    ]) {
       const r = await runCli(['sweep', '--config', file, '--out', out, '--factory', FACTORY, ...args]);
       expect(r.code, args.join(' ')).toBe(2);
     }
@@ -115,8 +142,22 @@ describe('runSweep', () => {
     const grid = 'correction=none,tis;plan=bf16,fp16';
     const one = join(tempDir('sweep1'), 'out');
     const two = join(tempDir('sweep2'), 'out');
-    const r1 = await runSweep({ baseConfig: BASE, grid, seeds: 2, outDir: one, workers: 1, factory: { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' } });
-    const r2 = await runSweep({ baseConfig: BASE, grid, seeds: 2, outDir: two, workers: 2, factory: { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' } });
+    const r1 = await runSweep({
+      baseConfig: BASE,
+      grid,
+      seeds: 2,
+      outDir: one,
+      workers: 1,
+      factory: { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' },
+    });
+    const r2 = await runSweep({
+      baseConfig: BASE,
+      grid,
+      seeds: 2,
+      outDir: two,
+      workers: 2,
+      factory: { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' },
+    });
     expect(r1.workers).toBe(1);
     expect(r2.workers).toBe(2);
     expect(r1.runs.every((r) => r.ok)).toBe(true);
@@ -126,30 +167,71 @@ describe('runSweep', () => {
     expect([...f2.keys()]).toEqual([...f1.keys()]);
     for (const [k, v] of f1) expect(f2.get(k), k).toBe(v);
     // each run wrote its own directory, and the metrics differ between configurations and seeds
-    expect(readdirSync(one).sort()).toEqual(['correction-none_plan-bf16', 'correction-none_plan-fp16', 'correction-tis_plan-bf16', 'correction-tis_plan-fp16', 'report.html', 'summary.html', 'summary.json', 'summary.md', 'sweep.json']);
-    expect(f1.get('correction-none_plan-bf16/seed-0/metrics.jsonl')).not.toBe(f1.get('correction-none_plan-bf16/seed-1/metrics.jsonl'));
+    expect(readdirSync(one).sort()).toEqual([
+      'correction-none_plan-bf16',
+      'correction-none_plan-fp16',
+      'correction-tis_plan-bf16',
+      'correction-tis_plan-fp16',
+      'report.html',
+      'summary.html',
+      'summary.json',
+      'summary.md',
+      'sweep.json',
+    ]);
+    expect(f1.get('correction-none_plan-bf16/seed-0/metrics.jsonl')).not.toBe(
+      f1.get('correction-none_plan-bf16/seed-1/metrics.jsonl'),
+    );
     expect(f1.get('correction-none_plan-bf16/seed-0/metrics.jsonl')?.trim().split('\n')).toHaveLength(3);
     // the summary follows grid order and has one group per point
-    expect(r1.report.summary.groups.map((g) => g.label)).toEqual(['plan=bf16, correction=none', 'plan=fp16, correction=none', 'plan=bf16, correction=tis', 'plan=fp16, correction=tis']);
+    expect(r1.report.summary.groups.map((g) => g.label)).toEqual([
+      'plan=bf16, correction=none',
+      'plan=fp16, correction=none',
+      'plan=bf16, correction=tis',
+      'plan=fp16, correction=tis',
+    ]);
     expect(r1.report.summary.groups.every((g) => g.stats.tailReward.n === 2)).toBe(true);
     // the quantized side shows a mismatch, the identical plan none
     expect(r1.report.summary.groups[0]!.stats.meanK3.mean).toBe(0);
     expect(r1.report.summary.groups[1]!.stats.meanK3.mean).toBeGreaterThan(0);
     // the default baseline is bf16/none; bf16 with TIS is bit-identical to it: every paired Δ is exactly 0
     expect(r1.report.summary.baseline.label).toBe('plan=bf16, correction=none');
-    expect(r1.report.summary.groups[2]!.delta?.tailReward).toMatchObject({ mean: 0, std: 0, n: 2, below: 0, insideSpread: true });
+    expect(r1.report.summary.groups[2]!.delta?.tailReward).toMatchObject({
+      mean: 0,
+      std: 0,
+      n: 2,
+      below: 0,
+      insideSpread: true,
+    });
   });
 
   test('a failed run is recorded with its error and the others complete (CLI, exit 1)', async () => {
     const out = join(tempDir('sweep-fail'), 'out');
-    const r = await runCli(['sweep', '--config', baseFile(), '--grid', 'policy.model.explode=false,true', '--out', out, '--workers', '2', '--factory', FACTORY, '--steps', '2']);
+    const r = await runCli([
+      'sweep',
+      '--config',
+      baseFile(),
+      '--grid',
+      'policy.model.explode=false,true',
+      '--out',
+      out,
+      '--workers',
+      '2',
+      '--factory',
+      FACTORY,
+      '--steps',
+      '2',
+    ]);
     expect(r.code).toBe(1);
     expect(r.out).toMatch(/FAILED: fake engine exploded on purpose/);
     expect(r.out).toContain('report: ');
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect(summary.failures).toHaveLength(1);
     expect(summary.failures[0].error).toContain('fake engine exploded on purpose');
-    expect(readFileSync(join(out, 'policy.model.explode-false', 'seed-0', 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(
+      readFileSync(join(out, 'policy.model.explode-false', 'seed-0', 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n'),
+    ).toHaveLength(2);
     expect(readFileSync(join(out, 'summary.md'), 'utf8')).toContain('0/1 (1 failed)');
   });
 });
@@ -166,20 +248,45 @@ test('a reused output directory reports only the runs of the latest sweep', asyn
 
 test('planSweep: seeds start at the config seed; --set, --steps and the grid apply in that order', async () => {
   const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
-  const plan = await planSweep({ baseConfig: BASE, grid: 'lr=0.002,0.004', seeds: 2, overrides: ['seed=5', 'optim.lr=0.1', 'steps=9'], steps: 4, outDir: 'unused', factory });
-  expect(plan.runs.map((r) => r.dir)).toEqual(['lr-0.002/seed-5', 'lr-0.002/seed-6', 'lr-0.004/seed-5', 'lr-0.004/seed-6']);
-  expect(plan.runs.map((r) => [r.config.seed, r.config.optim.lr, r.config.steps])).toEqual([[5, 0.002, 4], [6, 0.002, 4], [5, 0.004, 4], [6, 0.004, 4]]);
+  const plan = await planSweep({
+    baseConfig: BASE,
+    grid: 'lr=0.002,0.004',
+    seeds: 2,
+    overrides: ['seed=5', 'optim.lr=0.1', 'steps=9'],
+    steps: 4,
+    outDir: 'unused',
+    factory,
+  });
+  expect(plan.runs.map((r) => r.dir)).toEqual([
+    'lr-0.002/seed-5',
+    'lr-0.002/seed-6',
+    'lr-0.004/seed-5',
+    'lr-0.004/seed-6',
+  ]);
+  expect(plan.runs.map((r) => [r.config.seed, r.config.optim.lr, r.config.steps])).toEqual([
+    [5, 0.002, 4],
+    [6, 0.002, 4],
+    [5, 0.004, 4],
+    [6, 0.004, 4],
+  ]);
   expect(existsSync('unused')).toBe(false);
 });
 
-test('a sweep over plans trains the shared warm start once (one key for the driver\'s cache and the sweep\'s leader)', async () => {
+test("a sweep over plans trains the shared warm start once (one key for the driver's cache and the sweep's leader)", async () => {
   const out = tempDir('sweep-warm');
   const log = join(out, 'warm.log');
   process.env['QRL_FAKE_WARMSTART_LOG'] = log;
   try {
     const factory = { module: FACTORY.split('#')[0]!, export: 'fakePolicyFactory' };
     const base = { ...BASE, steps: 1, sft: { steps: 1, cache: true } };
-    const r = await runSweep({ baseConfig: base, grid: 'plan=bf16,fp16,fp32', outDir: join(out, 'sweep'), cacheDir: join(out, 'cache'), workers: 3, factory });
+    const r = await runSweep({
+      baseConfig: base,
+      grid: 'plan=bf16,fp16,fp32',
+      outDir: join(out, 'sweep'),
+      cacheDir: join(out, 'cache'),
+      workers: 3,
+      factory,
+    });
     expect(r.runs.every((x) => x.ok)).toBe(true);
     expect(readFileSync(log, 'utf8').trim().split('\n')).toHaveLength(1);
     expect(readdirSync(join(out, 'cache'))).toHaveLength(1);

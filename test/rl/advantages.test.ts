@@ -80,27 +80,53 @@ describe('advantages: properties', () => {
     for (const [name, fn] of Object.entries(advantages)) {
       if (!defined(name, groups)) continue;
       const a = fn(input(rewards, groups), { eps: 1e-6 } as never).value;
-      const b = fn(input(rewards.map((r) => r + shift), groups), { eps: 1e-6 } as never).value;
+      const b = fn(
+        input(
+          rewards.map((r) => r + shift),
+          groups,
+        ),
+        { eps: 1e-6 } as never,
+      ).value;
       a.forEach((v, i) => expect(b[i], name).toBeCloseTo(v, 8));
     }
   });
 
-  test.prop([fc.integer({ min: 1, max: 6 }), fc.double({ min: -5, max: 5, noNaN: true })])('constant rewards give A = 0', (B, r) => {
-    const groups = Array.from({ length: B }, (_, i) => i % 2);
-    for (const [name, fn] of Object.entries(advantages)) {
-      if (!defined(name, groups)) continue;
-      const a = fn(input(Array.from({ length: B }, () => r), groups), { eps: 1e-6 } as never).value;
-      for (const v of a) expect(v).toBe(0);
-    }
-  });
+  test.prop([fc.integer({ min: 1, max: 6 }), fc.double({ min: -5, max: 5, noNaN: true })])(
+    'constant rewards give A = 0',
+    (B, r) => {
+      const groups = Array.from({ length: B }, (_, i) => i % 2);
+      for (const [name, fn] of Object.entries(advantages)) {
+        if (!defined(name, groups)) continue;
+        const a = fn(
+          input(
+            Array.from({ length: B }, () => r),
+            groups,
+          ),
+          { eps: 1e-6 } as never,
+        ).value;
+        for (const v of a) expect(v).toBe(0);
+      }
+    },
+  );
 
-  test.prop([rewardsArb, fc.integer({ min: 0, max: 1000 })])('permuting sequences permutes advantages', ({ rewards, groups }, seed) => {
-    const perm = rewards.map((_, i) => i).sort((i, j) => ((i * 7919 + seed) % 13) - ((j * 7919 + seed) % 13) || i - j);
-    for (const [name, fn] of Object.entries(advantages)) {
-      if (!defined(name, groups)) continue;
-      const a = fn(input(rewards, groups), { eps: 1e-6 } as never).value;
-      const b = fn(input(perm.map((p) => rewards[p]!), perm.map((p) => groups[p]!)), { eps: 1e-6 } as never).value;
-      perm.forEach((p, i) => expect(b[i]).toBeCloseTo(a[p]!, 12));
-    }
-  });
+  test.prop([rewardsArb, fc.integer({ min: 0, max: 1000 })])(
+    'permuting sequences permutes advantages',
+    ({ rewards, groups }, seed) => {
+      const perm = rewards
+        .map((_, i) => i)
+        .sort((i, j) => ((i * 7919 + seed) % 13) - ((j * 7919 + seed) % 13) || i - j);
+      for (const [name, fn] of Object.entries(advantages)) {
+        if (!defined(name, groups)) continue;
+        const a = fn(input(rewards, groups), { eps: 1e-6 } as never).value;
+        const b = fn(
+          input(
+            perm.map((p) => rewards[p]!),
+            perm.map((p) => groups[p]!),
+          ),
+          { eps: 1e-6 } as never,
+        ).value;
+        perm.forEach((p, i) => expect(b[i]).toBeCloseTo(a[p]!, 12));
+      }
+    },
+  );
 });

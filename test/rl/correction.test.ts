@@ -129,7 +129,10 @@ describe('correction: hand-computed vectors', () => {
     expect((k3(0.5) + k3(-0.1)) / 3).toBeLessThan(0.052);
     expect(k3(-0.5) / 2).toBeGreaterThan(0.052);
     expect(Array.from(r.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
-    expect(r.metrics['rollout_corr/rs-k3-seq-mean/stat_mean']).toBeCloseTo((3 * (k3(0.5) + k3(-0.1)) / 3 + 2 * (k3(-0.5) / 2)) / 5, 14);
+    expect(r.metrics['rollout_corr/rs-k3-seq-mean/stat_mean']).toBeCloseTo(
+      ((3 * (k3(0.5) + k3(-0.1))) / 3 + 2 * (k3(-0.5) / 2)) / 5,
+      14,
+    );
   });
 
   it('veto rejects a row with any valid ρ_t < v and ignores padding', () => {
@@ -145,11 +148,22 @@ describe('correction: hand-computed vectors', () => {
     close(r.value.weights, [...w.map((x) => x / mu), 0], 14);
     expect(r.metrics['rollout_corr/batch-norm/factor']).toBeCloseTo(mu, 15);
     const muSeq = ((1.2 + E(-0.1) + 1) / 3 + (E(-0.5) + 1) / 2) / 2;
-    close(run([{ name: 'tis', C: 1.2 }, { name: 'batch-norm', level: 'sequence' }]).value.weights, [...w.map((x) => x / muSeq), 0], 14);
+    close(
+      run([
+        { name: 'tis', C: 1.2 },
+        { name: 'batch-norm', level: 'sequence' },
+      ]).value.weights,
+      [...w.map((x) => x / muSeq), 0],
+      14,
+    );
   });
 
   it('composition tis + geo-rs + veto: factors multiply, masks AND, denominator per stage', () => {
-    const stages = [{ name: 'tis', C: 1.2 }, { name: 'geo-rs', lo: 0.8, hi: 1.2 }, { name: 'veto', v: 0.65 }];
+    const stages = [
+      { name: 'tis', C: 1.2 },
+      { name: 'geo-rs', lo: 0.8, hi: 1.2 },
+      { name: 'veto', v: 0.65 },
+    ];
     const r = run(stages).value;
     close(r.weights, [1.2, E(-0.1), 1, 0, 0, 0]);
     expect(Array.from(r.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
@@ -232,7 +246,13 @@ const ALL_STAGES: object[] = [
 ];
 
 function inputFrom(raw: ReturnType<typeof toBatch>, rollout: Float64Array) {
-  return { shape: raw.shape, logpOld: raw.logpOld, logpRollout: rollout, responseMask: raw.mask, advantages: raw.logpRef! };
+  return {
+    shape: raw.shape,
+    logpOld: raw.logpOld,
+    logpRollout: rollout,
+    responseMask: raw.mask,
+    advantages: raw.logpRef!,
+  };
 }
 
 describe('correction: properties', () => {
@@ -280,7 +300,11 @@ describe('correction: properties', () => {
 
   test.prop([batchArb()])('AIS: α = 0 when ℓold = ℓroll', (raw) => {
     const b = toBatch(raw);
-    const r = ais(inputFrom(b, Float64Array.from(b.logpOld)), { C: 5, delta: 0.02, gamma: 1.2, betaVar: 1, eps: 1e-6 }, b.mask);
+    const r = ais(
+      inputFrom(b, Float64Array.from(b.logpOld)),
+      { C: 5, delta: 0.02, gamma: 1.2, betaVar: 1, eps: 1e-6 },
+      b.mask,
+    );
     expect(r.metrics['alpha']).toBe(0);
   });
 
@@ -305,26 +329,62 @@ describe('correction: properties', () => {
     expect(keep(lo, hi, true, [witness])).not.toEqual(keep(lo, hi, false, [witness]));
   });
 
-  test.prop([batchArb(0.5, 2), fc.integer({ min: 0, max: 999 })])('permuting sequences permutes weights, masks and advantages', (raw, seed) => {
-    const b = toBatch(raw);
-    const { B, T } = b.shape;
-    const perm = Array.from({ length: B }, (_, i) => i).sort((i, j) => ((i * 31 + seed) % 7) - ((j * 31 + seed) % 7) || i - j);
-    const permute = (x: Float64Array) => flat(perm.map((p) => Array.from(x.subarray(p * T, p * T + T))));
-    const stages = [{ name: 'tis', C: 1.5 }, { name: 'rs-k3', hi: 0.05 }, { name: 'ais', C: 3 }, { name: 'batch-norm', level: 'sequence' }].map(spec);
-    const x = inputFrom(b, b.logpRollout);
-    const y = { shape: b.shape, logpOld: permute(b.logpOld), logpRollout: permute(b.logpRollout), responseMask: permute(b.mask), advantages: permute(b.logpRef!) };
-    const rx = applyCorrection(x, stages).value;
-    const ry = applyCorrection(y, stages).value;
-    expect(Array.from(ry.lossMask)).toEqual(Array.from(permute(rx.lossMask)));
-    const px = permute(rx.weights);
-    ry.weights.forEach((v, k) => expect(v).toBeCloseTo(px[k]!, 12));
-    const pa = permute(rx.advantages);
-    ry.advantages.forEach((v, k) => expect(v).toBeCloseTo(pa[k]!, 12));
-  });
+  test.prop([batchArb(0.5, 2), fc.integer({ min: 0, max: 999 })])(
+    'permuting sequences permutes weights, masks and advantages',
+    (raw, seed) => {
+      const b = toBatch(raw);
+      const { B, T } = b.shape;
+      const perm = Array.from({ length: B }, (_, i) => i).sort(
+        (i, j) => ((i * 31 + seed) % 7) - ((j * 31 + seed) % 7) || i - j,
+      );
+      const permute = (x: Float64Array) => flat(perm.map((p) => Array.from(x.subarray(p * T, p * T + T))));
+      const stages = [
+        { name: 'tis', C: 1.5 },
+        { name: 'rs-k3', hi: 0.05 },
+        { name: 'ais', C: 3 },
+        { name: 'batch-norm', level: 'sequence' },
+      ].map(spec);
+      const x = inputFrom(b, b.logpRollout);
+      const y = {
+        shape: b.shape,
+        logpOld: permute(b.logpOld),
+        logpRollout: permute(b.logpRollout),
+        responseMask: permute(b.mask),
+        advantages: permute(b.logpRef!),
+      };
+      const rx = applyCorrection(x, stages).value;
+      const ry = applyCorrection(y, stages).value;
+      expect(Array.from(ry.lossMask)).toEqual(Array.from(permute(rx.lossMask)));
+      const px = permute(rx.weights);
+      ry.weights.forEach((v, k) => expect(v).toBeCloseTo(px[k]!, 12));
+      const pa = permute(rx.advantages);
+      ry.advantages.forEach((v, k) => expect(v).toBeCloseTo(pa[k]!, 12));
+    },
+  );
 });
 
 it('the correction table is frozen-typed and complete', () => {
-  expect(Object.keys(corrections).sort()).toEqual(
-    ['ais', 'batch-norm', 'dp-filter', 'geo-rs', 'icepop', 'm2po', 'mis-seq', 'mis-token', 'none', 'opsm', 'outlier-veto', 'rejection_sampling', 'rollout_rs', 'rs-k1', 'rs-k2', 'rs-k3', 'seq-tis', 'seq_logprob_error_threshold', 'tis', 'token-is', 'veto'],
-  );
+  expect(Object.keys(corrections).sort()).toEqual([
+    'ais',
+    'batch-norm',
+    'dp-filter',
+    'geo-rs',
+    'icepop',
+    'm2po',
+    'mis-seq',
+    'mis-token',
+    'none',
+    'opsm',
+    'outlier-veto',
+    'rejection_sampling',
+    'rollout_rs',
+    'rs-k1',
+    'rs-k2',
+    'rs-k3',
+    'seq-tis',
+    'seq_logprob_error_threshold',
+    'tis',
+    'token-is',
+    'veto',
+  ]);
 });

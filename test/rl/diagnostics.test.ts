@@ -10,9 +10,18 @@ describe('mismatch diagnostics: hand-computed values', () => {
   // valid tokens: (old, roll) = (−1, −1.5), (−2, −1.9) in row 0; (−0.5, −0.5) in row 1; one padded token
   const input = {
     shape: { B: 2, T: 2 },
-    logpOld: flat([[-1, -2], [-0.5, -9]]),
-    logpRollout: flat([[-1.5, -1.9], [-0.5, -1]]),
-    responseMask: flat([[1, 1], [1, 0]]),
+    logpOld: flat([
+      [-1, -2],
+      [-0.5, -9],
+    ]),
+    logpRollout: flat([
+      [-1.5, -1.9],
+      [-0.5, -1],
+    ]),
+    responseMask: flat([
+      [1, 1],
+      [1, 0],
+    ]),
   };
   const m = mismatchDiagnostics(input).metrics;
   const lr = [0.5, -0.1, 0];
@@ -23,7 +32,10 @@ describe('mismatch diagnostics: hand-computed values', () => {
     expect(m['rollout_corr/k3_kl']).toBeCloseTo(lr.reduce((a, x) => a + E(x) - x - 1, 0) / 3, 15);
     expect(m['rollout_corr/logp_abs_diff_mean']).toBeCloseTo(0.6 / 3, 15);
     expect(m['rollout_corr/logp_abs_diff_max']).toBeCloseTo(0.5, 15);
-    expect(m['rollout_corr/prob_abs_diff_mean']).toBeCloseTo((Math.abs(E(-1) - E(-1.5)) + Math.abs(E(-2) - E(-1.9))) / 3, 15);
+    expect(m['rollout_corr/prob_abs_diff_mean']).toBeCloseTo(
+      (Math.abs(E(-1) - E(-1.5)) + Math.abs(E(-2) - E(-1.9))) / 3,
+      15,
+    );
     expect(m['rollout_corr/chi2_token']).toBeCloseTo((E(1) + E(-0.2) + 1) / 3 - 1, 14);
     expect(m['rollout_corr/chi2_seq']).toBeCloseTo((E(0.8) + 1) / 2 - 1, 14);
   });

@@ -2,7 +2,12 @@
 // Not a test of what the estimators compute: the `@ts-expect-error` lines fail `npm run lint` if a table type becomes vacuous.
 
 import { describe, expect, it } from 'vitest';
-import { corrections, type CorrectionName, type CorrectionSpec, type CorrectionTable } from '../../src/rl/correction.js';
+import {
+  corrections,
+  type CorrectionName,
+  type CorrectionSpec,
+  type CorrectionTable,
+} from '../../src/rl/correction.js';
 import { losses, type LossName, type LossTable } from '../../src/rl/losses.js';
 import { correctionSpecSchema, lossSpecSchema } from '../../src/rl/schema.js';
 
@@ -53,11 +58,17 @@ describe('estimator tables', () => {
     expect(lossTable).toBe(losses);
     expect([correctionNamesExact, lossNamesExact]).toEqual([true, true]);
     // the lines above that must not compile still run: spreading a table keeps its functions
-    for (const t of [missingCorrection, swappedCorrection, swappedCorrection2, extraCorrection]) expect(Object.keys(t).length).toBeGreaterThan(19);
-    for (const t of [missingLoss, swappedLoss, swappedLoss2, extraLoss]) expect(Object.keys(t).length).toBeGreaterThan(11);
+    for (const t of [missingCorrection, swappedCorrection, swappedCorrection2, extraCorrection])
+      expect(Object.keys(t).length).toBeGreaterThan(19);
+    for (const t of [missingLoss, swappedLoss, swappedLoss2, extraLoss])
+      expect(Object.keys(t).length).toBeGreaterThan(11);
     expect([specWithoutCap.name, specWithoutDenominator.name]).toEqual(['tis', 'veto']);
     expect(correctionSpecSchema.parse({ name: 'veto' })).toEqual(specOk);
-    expect(Object.keys(corrections).every((name) => correctionSpecSchema.safeParse({ name }).success || name === 'rollout_rs')).toBe(true);
+    expect(
+      Object.keys(corrections).every(
+        (name) => correctionSpecSchema.safeParse({ name }).success || name === 'rollout_rs',
+      ),
+    ).toBe(true);
     expect(Object.keys(losses).every((name) => lossSpecSchema.safeParse({ name }).success)).toBe(true);
   });
 });

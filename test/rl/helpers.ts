@@ -17,7 +17,12 @@ export function shapeOf(rows: number[][]): BatchShape {
 }
 
 /** A correction input from 2-D rows. */
-export function corrInput(logpOld: number[][], logpRollout: number[][], mask: number[][], adv?: number[][]): CorrectionInput {
+export function corrInput(
+  logpOld: number[][],
+  logpRollout: number[][],
+  mask: number[][],
+  adv?: number[][],
+): CorrectionInput {
   const shape = shapeOf(mask);
   return {
     shape,
@@ -44,35 +49,36 @@ export interface RawBatch {
  * (|Δ| ≤ spread), at least one valid token per row, rewards in {0, 1} or reals, 1–2 groups.
  */
 export function batchArb(spread = 0.3, minB = 2): fc.Arbitrary<RawBatch> {
-  return fc
-    .record({ B: fc.integer({ min: minB, max: 5 }), T: fc.integer({ min: 1, max: 5 }) })
-    .chain(({ B, T }) => {
-      const row = <V>(a: fc.Arbitrary<V>) => fc.array(a, { minLength: T, maxLength: T });
-      const mat = <V>(a: fc.Arbitrary<V>) => fc.array(row(a), { minLength: B, maxLength: B });
-      const d = fc.double({ min: -spread, max: spread, noNaN: true });
-      return fc
-        .record({
-          old: mat(fc.double({ min: -4, max: -0.01, noNaN: true })),
-          dTheta: mat(d),
-          dRoll: mat(d),
-          dRef: mat(d),
-          mask: mat(fc.constantFrom(0, 1)),
-          rewards: fc.array(fc.oneof(fc.constantFrom(0, 1), fc.double({ min: -2, max: 2, noNaN: true })), { minLength: B, maxLength: B }),
-          groups: fc.array(fc.integer({ min: 0, max: 1 }), { minLength: B, maxLength: B }),
-        })
-        .map(({ old, dTheta, dRoll, dRef, mask, rewards, groups }) => {
-          mask.forEach((r) => (r[0] = 1));
-          return {
-            logpOld: old,
-            logpTheta: old.map((r, i) => r.map((v, t) => v + dTheta[i]![t]!)),
-            logpRollout: old.map((r, i) => r.map((v, t) => v + dRoll[i]![t]!)),
-            logpRef: old.map((r, i) => r.map((v, t) => v + dRef[i]![t]!)),
-            mask,
-            rewards,
-            groups,
-          };
-        });
-    });
+  return fc.record({ B: fc.integer({ min: minB, max: 5 }), T: fc.integer({ min: 1, max: 5 }) }).chain(({ B, T }) => {
+    const row = <V>(a: fc.Arbitrary<V>) => fc.array(a, { minLength: T, maxLength: T });
+    const mat = <V>(a: fc.Arbitrary<V>) => fc.array(row(a), { minLength: B, maxLength: B });
+    const d = fc.double({ min: -spread, max: spread, noNaN: true });
+    return fc
+      .record({
+        old: mat(fc.double({ min: -4, max: -0.01, noNaN: true })),
+        dTheta: mat(d),
+        dRoll: mat(d),
+        dRef: mat(d),
+        mask: mat(fc.constantFrom(0, 1)),
+        rewards: fc.array(fc.oneof(fc.constantFrom(0, 1), fc.double({ min: -2, max: 2, noNaN: true })), {
+          minLength: B,
+          maxLength: B,
+        }),
+        groups: fc.array(fc.integer({ min: 0, max: 1 }), { minLength: B, maxLength: B }),
+      })
+      .map(({ old, dTheta, dRoll, dRef, mask, rewards, groups }) => {
+        mask.forEach((r) => (r[0] = 1));
+        return {
+          logpOld: old,
+          logpTheta: old.map((r, i) => r.map((v, t) => v + dTheta[i]![t]!)),
+          logpRollout: old.map((r, i) => r.map((v, t) => v + dRoll[i]![t]!)),
+          logpRef: old.map((r, i) => r.map((v, t) => v + dRef[i]![t]!)),
+          mask,
+          rewards,
+          groups,
+        };
+      });
+  });
 }
 
 /** A flat batch from raw rows. */
@@ -139,8 +145,10 @@ export function fdCheck(batch: EstimateBatch, rawConfig: object, h: number, tol:
   const fd = centralDifference(f, x0, h);
   for (let k = 0; k < x0.length; k++) {
     const scale = Math.max(1, Math.abs(fd[k]!));
-    expect(Math.abs(r.gradLogpTheta[k]! - fd[k]!), `${JSON.stringify(rawConfig)} k=${k}: ${r.gradLogpTheta[k]} vs ${fd[k]}`).toBeLessThanOrEqual(tol * scale);
+    expect(
+      Math.abs(r.gradLogpTheta[k]! - fd[k]!),
+      `${JSON.stringify(rawConfig)} k=${k}: ${r.gradLogpTheta[k]} vs ${fd[k]}`,
+    ).toBeLessThanOrEqual(tol * scale);
     if (batch.mask[k] === 0) expect(r.gradLogpTheta[k]).toBe(0);
   }
 }
-

@@ -84,7 +84,9 @@ describe('lengthDiagnostics', () => {
       'mismatch/seq_log_ratio_abs_mean',
     ]);
     expect(m['mismatch/pos_8_32/k3']).toBe(d.byPosition[1]!.k3);
-    expect(Number.isNaN(lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask }).repetitionRate)).toBe(true);
+    expect(
+      Number.isNaN(lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask }).repetitionRate),
+    ).toBe(true);
   });
 
   it('identical engines: every mismatch figure is 0', () => {
@@ -94,7 +96,11 @@ describe('lengthDiagnostics', () => {
   });
 
   it('names the array whose length is wrong', () => {
-    expect(() => lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask: [1] })).toThrow(UsageError);
-    expect(() => lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask, responses: [1] })).toThrow(/responses must have B·T = 24 entries, got 1/);
+    expect(() => lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask: [1] })).toThrow(
+      UsageError,
+    );
+    expect(() =>
+      lengthDiagnostics({ shape: { B: 2, T }, logpOld: old, logpRollout: roll, mask, responses: [1] }),
+    ).toThrow(/responses must have B·T = 24 entries, got 1/);
   });
 });

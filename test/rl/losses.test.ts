@@ -10,7 +10,10 @@ import { cispo, reinforce } from '../../src/rl/losses/score-function.js';
 const E = Math.exp;
 
 /** A one-row-per-case loss input: each token its own sequence unless rows are given. */
-function lossInput(rows: { dTheta: number[]; adv: number[]; dOldRoll?: number[]; up?: number[] }[], logpOld = -1): PolicyLossInput {
+function lossInput(
+  rows: { dTheta: number[]; adv: number[]; dOldRoll?: number[]; up?: number[] }[],
+  logpOld = -1,
+): PolicyLossInput {
   const T = Math.max(...rows.map((r) => r.dTheta.length));
   const B = rows.length;
   const mk = () => new Float64Array(B * T);
@@ -26,7 +29,15 @@ function lossInput(rows: { dTheta: number[]; adv: number[]; dOldRoll?: number[];
       x.up[k] = r.up?.[t] ?? 1;
     }),
   );
-  return { shape: { B, T }, logpTheta: x.theta, logpOld: x.old, logpRollout: x.roll, advantages: x.adv, lossMask: x.mask, upstream: x.up };
+  return {
+    shape: { B, T },
+    logpTheta: x.theta,
+    logpOld: x.old,
+    logpRollout: x.roll,
+    advantages: x.adv,
+    lossMask: x.mask,
+    upstream: x.up,
+  };
 }
 
 function close(actual: Float64Array, expected: number[], digits = 13): void {
@@ -67,7 +78,11 @@ describe('ppo-clip', () => {
   });
 
   it('multiplies the gradient by upstream', () => {
-    const r = ppoClip(lossInput([{ dTheta: [0.1, 0.1], adv: [1, 1], up: [0.25, 0] }]), { epsLow: 0.2, epsHigh: 0.2, dualClip: null });
+    const r = ppoClip(lossInput([{ dTheta: [0.1, 0.1], adv: [1, 1], up: [0.25, 0] }]), {
+      epsLow: 0.2,
+      epsHigh: 0.2,
+      dualClip: null,
+    });
     close(r.value.gradLogpTheta, [-0.25 * E(0.1), 0]);
   });
 });
@@ -90,7 +105,7 @@ describe('gspo', () => {
   });
 });
 
-describe('gspo versus verl\'s token surrogate', () => {
+describe("gspo versus verl's token surrogate", () => {
   it('same gradient when weight and advantage are constant within each row, different otherwise', () => {
     const rows = [
       { dTheta: [0.01, -0.02, 0.005], adv: [0.7, 0.7, 0.7], up: [0.2, 0.2, 0.2] },
@@ -162,7 +177,24 @@ describe('tbpo with the paper bands (ε⁺_high 4e-4, ε⁻_low 3e-4, ε⁻_high
     const s3 = E(-2e-4);
     close(r.value.tokenLoss, [-w1 * s1, -w1 * s1, 0, 0, s3, s3, 0, 0, 0, 0, -2 * 0.5, -2 * 0.5], 14);
     // d loss_i/dℓθ_u = (Σ_t upstream_t)·(−w·Ā)·s/n
-    close(r.value.gradLogpTheta, [(2 * -w1 * s1) / 2, (2 * -w1 * s1) / 2, 0, 0, (2 * s3) / 2, (2 * s3) / 2, 0, 0, 0, 0, (0.4 * -1) / 2, (0.4 * -1) / 2], 14);
+    close(
+      r.value.gradLogpTheta,
+      [
+        (2 * -w1 * s1) / 2,
+        (2 * -w1 * s1) / 2,
+        0,
+        0,
+        (2 * s3) / 2,
+        (2 * s3) / 2,
+        0,
+        0,
+        0,
+        0,
+        (0.4 * -1) / 2,
+        (0.4 * -1) / 2,
+      ],
+      14,
+    );
     expect(r.metrics['actor/tbpo_drop_fraction_pos']).toBeCloseTo(1 / 6, 15);
     expect(r.metrics['actor/tbpo_drop_fraction_neg']).toBeCloseTo(2 / 6, 15);
     expect(r.metrics['actor/tbpo_mismatch_capped_fraction']).toBeCloseTo(1 / 6, 15);
@@ -172,10 +204,28 @@ describe('tbpo with the paper bands (ε⁺_high 4e-4, ε⁻_low 3e-4, ε⁻_high
     const d = tbpo(input, { ...paper, mode: 'drop' });
     const c = tbpo(input, { ...paper, mode: 'clamp' });
     expect(Array.from(c.value.gradLogpTheta)).toEqual(Array.from(d.value.gradLogpTheta));
-    close(c.value.tokenLoss.subarray(2, 10), [-w1 * (1 + 4e-4), -w1 * (1 + 4e-4), E(-2e-4), E(-2e-4), 1 + 7e-4, 1 + 7e-4, 1 - 3e-4, 1 - 3e-4], 14);
+    close(
+      c.value.tokenLoss.subarray(2, 10),
+      [-w1 * (1 + 4e-4), -w1 * (1 + 4e-4), E(-2e-4), E(-2e-4), 1 + 7e-4, 1 + 7e-4, 1 - 3e-4, 1 - 3e-4],
+      14,
+    );
   });
 });
 
 it('the loss table lists every loss', () => {
-  expect(Object.keys(losses).sort()).toEqual(['cispo', 'dppo-kl', 'dppo-tv', 'geo_mean', 'gspo', 'ipo', 'luspo', 'ppo-clip', 'reinforce', 'sapo', 'tbpo', 'topr', 'vespo']);
+  expect(Object.keys(losses).sort()).toEqual([
+    'cispo',
+    'dppo-kl',
+    'dppo-tv',
+    'geo_mean',
+    'gspo',
+    'ipo',
+    'luspo',
+    'ppo-clip',
+    'reinforce',
+    'sapo',
+    'tbpo',
+    'topr',
+    'vespo',
+  ]);
 });

@@ -59,11 +59,18 @@ describe('veRL optimal_token_baseline (core_algos.py l.871–987)', () => {
     expect(off[0]![2]).toBeCloseTo(0, 14); // 1 − 1.5/1.5
     const def = estimateJson(json({ name: 'optimal_token_baseline' })).advantages;
     expect(def[0]![0]).toBeCloseTo(1 - 0.5 / (1.25 + 1e-8), 15);
-    expect(resolveConfig({ advantage: { name: 'optimal_token_baseline' } }).advantage).toEqual({ name: 'optimal_token_baseline', epsilon: 1e-8, handleZeroTail: true });
+    expect(resolveConfig({ advantage: { name: 'optimal_token_baseline' } }).advantage).toEqual({
+      name: 'optimal_token_baseline',
+      epsilon: 1e-8,
+      handleZeroTail: true,
+    });
   });
 
   it('w uses ℓold (ℓroll in bypass mode), never ℓθ', () => {
-    const moved = json({ name: 'optimal_token_baseline', epsilon: 0 }, { logpTheta: OLD.map((r) => r.map((v) => v - 0.3)) });
+    const moved = json(
+      { name: 'optimal_token_baseline', epsilon: 0 },
+      { logpTheta: OLD.map((r) => r.map((v) => v - 0.3)) },
+    );
     expect(estimateJson(moved).advantages[0]![0]).toBeCloseTo(0.6, 14);
     // bypass: row 1's rollout π = 0.5 → w = 1 − 1 + 0.25 = 0.25, B_0 = 0.5/(0.5 + 0.25) = 2/3
     const roll = [OLD[0]!, [L(0.5), L(0.5), L(0.5)], OLD[2]!];
@@ -80,22 +87,59 @@ describe('veRL optimal_token_baseline (core_algos.py l.871–987)', () => {
 
   it('without probSqSum: estimate, the library call and diffusion run configs refuse with one line naming the field', () => {
     const { probSqSum: _, ...noPsq } = json({ name: 'optimal_token_baseline' });
-    expect(() => estimateJson(noPsq)).toThrow(/^probSqSum: required when config\.advantage\.name is 'optimal_token_baseline'/);
+    expect(() => estimateJson(noPsq)).toThrow(
+      /^probSqSum: required when config\.advantage\.name is 'optimal_token_baseline'/,
+    );
     // other advantages do not need it
     expect(() => estimateJson({ ...noPsq, config: { advantage: { name: 'grpo' } } })).not.toThrow();
-    expect(() => estimateJson(json({ name: 'optimal_token_baseline' }, { probSqSum: [[0.5, 0.5, 1.5], [0, 0, 0], [0, 0, 0]] }))).toThrow('probSqSum[0][2]: a sum of squared probabilities lies in [0, 1], got 1.5');
+    expect(() =>
+      estimateJson(
+        json(
+          { name: 'optimal_token_baseline' },
+          {
+            probSqSum: [
+              [0.5, 0.5, 1.5],
+              [0, 0, 0],
+              [0, 0, 0],
+            ],
+          },
+        ),
+      ),
+    ).toThrow('probSqSum[0][2]: a sum of squared probabilities lies in [0, 1], got 1.5');
     const flat = (m: number[][]) => m.flat();
-    const batch = { shape: { B: 3, T: 3 }, logpTheta: flat(OLD), logpOld: flat(OLD), logpRollout: flat(OLD), mask: flat(MASK), rewards: [1, 0, 2], groups: [0, 0, 1] };
+    const batch = {
+      shape: { B: 3, T: 3 },
+      logpTheta: flat(OLD),
+      logpOld: flat(OLD),
+      logpRollout: flat(OLD),
+      mask: flat(MASK),
+      rewards: [1, 0, 2],
+      groups: [0, 0, 1],
+    };
     const cfg = resolveConfig({ advantage: { name: 'optimal_token_baseline' } });
     expect(() => estimate(batch, cfg)).toThrow(/^probSqSum: required/);
     expect(estimate({ ...batch, probSqSum: flat(PSQ) }, cfg).advantages[2 * 3]).toBe(2);
     // runs take Σπ² from the ℓold pass (test/rl/grpo/otb-run.test.ts); a policy without one softmax row per token refuses
-    expect(() => resolveRunConfig({ policy: { kind: 'diffusion' }, estimators: { advantage: { name: 'optimal_token_baseline' } } })).toThrow(/^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs Σ_v π\(v\)²/);
+    expect(() =>
+      resolveRunConfig({
+        policy: { kind: 'diffusion' },
+        estimators: { advantage: { name: 'optimal_token_baseline' } },
+      }),
+    ).toThrow(/^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs Σ_v π\(v\)²/);
   });
 
   it('the table entry returns (B, T) advantages from tokens', () => {
     const r = advantages.optimal_token_baseline(
-      { rewards: Float64Array.of(1, 0), groups: [0, 0], tokens: { T: 1, mask: Float64Array.of(1, 1), logpOld: Float64Array.of(L(0.5), L(0.5)), probSqSum: Float64Array.of(0.5, 0.5) } },
+      {
+        rewards: Float64Array.of(1, 0),
+        groups: [0, 0],
+        tokens: {
+          T: 1,
+          mask: Float64Array.of(1, 1),
+          logpOld: Float64Array.of(L(0.5), L(0.5)),
+          probSqSum: Float64Array.of(0.5, 0.5),
+        },
+      },
       { epsilon: 0, handleZeroTail: true },
     );
     expect(Array.from(r.value)).toEqual([0.5, -0.5]);
@@ -116,28 +160,40 @@ describe('qrl-sim check with a fixed optimal_token_baseline config', () => {
 describe('optimal_token_baseline: properties', () => {
   it('permuting sequences permutes the (B, T) advantages', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 2, max: 6 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 1e6 }), (B, T, seed) => {
-        const u = (k: number) => ((Math.sin(seed + k * 12.9898) * 43758.5453) % 1 + 1) % 1;
-        const rewards = Float64Array.from({ length: B }, (_, i) => Math.round(u(i) * 2));
-        const groups = Array.from({ length: B }, (_, i) => i % 2);
-        const mask = Float64Array.from({ length: B * T }, (_, k) => (k % T < 1 + Math.floor(u(100 + Math.floor(k / T)) * T) ? 1 : 0));
-        const logpOld = Float64Array.from({ length: B * T }, (_, k) => -0.05 - 3 * u(200 + k));
-        const probSqSum = Float64Array.from(logpOld, (l, k) => Math.exp(2 * l) + (1 - Math.exp(2 * l)) * u(400 + k));
-        const run = (perm: number[]) => {
-          const rows = (x: Float64Array) => Float64Array.from(perm.flatMap((p) => Array.from(x.subarray(p * T, p * T + T))));
-          return advantages.optimal_token_baseline(
-            { rewards: Float64Array.from(perm, (p) => rewards[p]!), groups: perm.map((p) => groups[p]!), tokens: { T, mask: rows(mask), logpOld: rows(logpOld), probSqSum: rows(probSqSum) } },
-            { epsilon: 1e-8, handleZeroTail: true },
-          ).value;
-        };
-        const id = Array.from({ length: B }, (_, i) => i);
-        const perm = [...id].reverse();
-        const a = run(id);
-        const b = run(perm);
-        perm.forEach((p, i) => {
-          for (let t = 0; t < T; t++) expect(b[i * T + t]).toBeCloseTo(a[p * T + t]!, 12);
-        });
-      }),
+      fc.property(
+        fc.integer({ min: 2, max: 6 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 0, max: 1e6 }),
+        (B, T, seed) => {
+          const u = (k: number) => (((Math.sin(seed + k * 12.9898) * 43758.5453) % 1) + 1) % 1;
+          const rewards = Float64Array.from({ length: B }, (_, i) => Math.round(u(i) * 2));
+          const groups = Array.from({ length: B }, (_, i) => i % 2);
+          const mask = Float64Array.from({ length: B * T }, (_, k) =>
+            k % T < 1 + Math.floor(u(100 + Math.floor(k / T)) * T) ? 1 : 0,
+          );
+          const logpOld = Float64Array.from({ length: B * T }, (_, k) => -0.05 - 3 * u(200 + k));
+          const probSqSum = Float64Array.from(logpOld, (l, k) => Math.exp(2 * l) + (1 - Math.exp(2 * l)) * u(400 + k));
+          const run = (perm: number[]) => {
+            const rows = (x: Float64Array) =>
+              Float64Array.from(perm.flatMap((p) => Array.from(x.subarray(p * T, p * T + T))));
+            return advantages.optimal_token_baseline(
+              {
+                rewards: Float64Array.from(perm, (p) => rewards[p]!),
+                groups: perm.map((p) => groups[p]!),
+                tokens: { T, mask: rows(mask), logpOld: rows(logpOld), probSqSum: rows(probSqSum) },
+              },
+              { epsilon: 1e-8, handleZeroTail: true },
+            ).value;
+          };
+          const id = Array.from({ length: B }, (_, i) => i);
+          const perm = [...id].reverse();
+          const a = run(id);
+          const b = run(perm);
+          perm.forEach((p, i) => {
+            for (let t = 0; t < T; t++) expect(b[i * T + t]).toBeCloseTo(a[p * T + t]!, 12);
+          });
+        },
+      ),
       { seed: 20261125, numRuns: 50 },
     );
   });

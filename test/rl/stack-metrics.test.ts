@@ -2,21 +2,44 @@
 // (file and line in src/rl/stack-metrics.ts and the generated table of docs/estimators.md).
 
 import { describe, expect, it } from 'vitest';
-import { estimateJson, resolveConfig, stackMetrics, stackMetricSets, stackMetricsTableMarkdown } from '../../src/rl/index.js';
+import {
+  estimateJson,
+  resolveConfig,
+  stackMetrics,
+  stackMetricSets,
+  stackMetricsTableMarkdown,
+} from '../../src/rl/index.js';
 
 const E = Math.exp;
 
 // x = ℓold − ℓroll: row 0 [0.5, −0.1, 0], row 1 [−0.5, 0, pad], row 2 empty
 const base = {
-  logpTheta: [[-1.0, -2.0, -0.5], [-1.5, -0.2, -1], [-1, -1, -1]],
-  logpOld: [[-1.0, -2.0, -0.5], [-1.5, -0.2, -15], [-1, -1, -1]],
-  logpRollout: [[-1.5, -1.9, -0.5], [-1.0, -0.2, -0.1], [-2, -2, -2]],
-  mask: [[1, 1, 1], [1, 1, 0], [0, 0, 0]],
+  logpTheta: [
+    [-1.0, -2.0, -0.5],
+    [-1.5, -0.2, -1],
+    [-1, -1, -1],
+  ],
+  logpOld: [
+    [-1.0, -2.0, -0.5],
+    [-1.5, -0.2, -15],
+    [-1, -1, -1],
+  ],
+  logpRollout: [
+    [-1.5, -1.9, -0.5],
+    [-1.0, -0.2, -0.1],
+    [-2, -2, -2],
+  ],
+  mask: [
+    [1, 1, 1],
+    [1, 1, 0],
+    [0, 0, 0],
+  ],
   advantages: [1, -1, 0],
 };
 const xs = [0.5, -0.1, 0, -0.5, 0];
 const mean = (a: number[]) => a.reduce((p, q) => p + q, 0) / a.length;
-const run = (stacks: string[], correction: object = { name: 'none' }) => estimateJson({ ...base, config: { correction, diagnostics: { stacks } } }).metrics;
+const run = (stacks: string[], correction: object = { name: 'none' }) =>
+  estimateJson({ ...base, config: { correction, diagnostics: { stacks } } }).metrics;
 
 describe("every stack's mismatch metrics under its own names", () => {
   it('slime: per-sample means summed over samples and divided by the sample count (an empty sample adds 0)', () => {
@@ -45,10 +68,20 @@ describe("every stack's mismatch metrics under its own names", () => {
     const m = run(['roll']);
     expect(m['actor/train_infer_ratio_sequence_mean']).toBeCloseTo((E(0.4) + E(-0.5)) / 2, 15);
     expect(m['actor/train_infer_ratio_geometric_mean']).toBeCloseTo((E(0.4 / 3) + E(-0.25)) / 2, 15);
-    expect(m['actor/train_infer_ratio_token_mean']).toBeCloseTo((mean([E(0.5), E(-0.1), 1]) + mean([E(-0.5), 1])) / 2, 15);
+    expect(m['actor/train_infer_ratio_token_mean']).toBeCloseTo(
+      (mean([E(0.5), E(-0.1), 1]) + mean([E(-0.5), 1])) / 2,
+      15,
+    );
     const dp0 = [E(-1) - E(-1.5), E(-2) - E(-1.9), 0];
     expect(m['actor/train_infer_diff_sequence_mean']).toBeCloseTo((dp0[0]! + dp0[1]! + (E(-1.5) - E(-1))) / 2, 15);
-    const gap = estimateJson({ logpTheta: [[-1, -1, -1]], logpOld: [[-1, -5, -1]], logpRollout: [[-1.2, -1, -0.6]], mask: [[1, 0, 1]], advantages: [1], config: { diagnostics: { stacks: ['roll'] } } }).metrics;
+    const gap = estimateJson({
+      logpTheta: [[-1, -1, -1]],
+      logpOld: [[-1, -5, -1]],
+      logpRollout: [[-1.2, -1, -0.6]],
+      mask: [[1, 0, 1]],
+      advantages: [1],
+      config: { diagnostics: { stacks: ['roll'] } },
+    }).metrics;
     expect(gap['actor/train_infer_ratio_segment_mean']).toBeCloseTo((E(0.2) + E(-0.4)) / 2, 15);
     expect(gap['actor/train_infer_ratio_geometric_mean']).toBeCloseTo(E(-0.1), 15);
   });
@@ -71,7 +104,14 @@ describe("every stack's mismatch metrics under its own names", () => {
     const next = f[0]!;
     const roll = [-1, Math.fround(-1e-4), 0, -2];
     const train = [-1, next, -0, -2];
-    const m = estimateJson({ logpTheta: [train], logpOld: [train], logpRollout: [roll], mask: [[1, 1, 1, 1]], advantages: [1], config: { diagnostics: { stacks: ['prime-rl-debug'] } } }).metrics;
+    const m = estimateJson({
+      logpTheta: [train],
+      logpOld: [train],
+      logpRollout: [roll],
+      mask: [[1, 1, 1, 1]],
+      advantages: [1],
+      config: { diagnostics: { stacks: ['prime-rl-debug'] } },
+    }).metrics;
     expect(m['logprob_bit_mismatch/all/mean']).toBe(2 / 4);
     expect(m['logprob_nonfinite/all/mean']).toBe(0);
     const d = next - Math.fround(-1e-4);
@@ -84,11 +124,21 @@ describe("every stack's mismatch metrics under its own names", () => {
     expect(m['mismatch_k3_stable/all/mean']! / ((d * d) / 2 / 4)).toBeCloseTo(1, 4);
     // non-finite pairs count as bit mismatches even when their bits agree (mismatch.py l.31); a NaN error propagates as in torch
     const values = Float64Array.from([NaN, -Infinity, -0.5]);
-    const nf = stackMetrics({ shape: { B: 1, T: 3 }, logpTrain: values, logpRollout: values, responseMask: Float64Array.from([1, 1, 1]) }, ['prime-rl-debug']);
+    const nf = stackMetrics(
+      { shape: { B: 1, T: 3 }, logpTrain: values, logpRollout: values, responseMask: Float64Array.from([1, 1, 1]) },
+      ['prime-rl-debug'],
+    );
     expect([nf['logprob_nonfinite/all/mean'], nf['logprob_bit_mismatch/all/mean']]).toEqual([2 / 3, 2 / 3]);
     expect(nf['logprob_abs_error/all/max']).toBeNaN();
     // an empty batch: every key left out (prime-rl logs NaN)
-    const empty = estimateJson({ logpTheta: [[-1]], logpOld: [[-1]], logpRollout: [[-1]], mask: [[0]], advantages: [1], config: { diagnostics: { stacks: ['prime-rl-debug'] } } }).metrics;
+    const empty = estimateJson({
+      logpTheta: [[-1]],
+      logpOld: [[-1]],
+      logpRollout: [[-1]],
+      mask: [[0]],
+      advantages: [1],
+      config: { diagnostics: { stacks: ['prime-rl-debug'] } },
+    }).metrics;
     expect(Object.keys(empty).filter((k) => k.startsWith('logprob_') || k.startsWith('mismatch_k3'))).toEqual([]);
   });
 
@@ -130,6 +180,8 @@ describe("every stack's mismatch metrics under its own names", () => {
         expect(stackMetricsTableMarkdown()).toContain(`\`${name}\``);
       }
     }
-    expect(() => resolveConfig({ diagnostics: { stacks: ['verl', 'megatron'] } })).toThrow(/config\.diagnostics\.stacks\[1\]: unknown value "megatron"/);
+    expect(() => resolveConfig({ diagnostics: { stacks: ['verl', 'megatron'] } })).toThrow(
+      /config\.diagnostics\.stacks\[1\]: unknown value "megatron"/,
+    );
   });
 });

@@ -22,13 +22,18 @@ const MASK = [
   [1, 1, 1],
   [1, 1, 0],
 ];
-const inp = corrInput(OLD, ROLL, MASK, [[1, 1, 1], [-1, -1, 0]]);
+const inp = corrInput(OLD, ROLL, MASK, [
+  [1, 1, 1],
+  [-1, -1, 0],
+]);
 const run = (s: object | object[]) => applyCorrection(inp, resolveConfig({ correction: s }).correction);
 
 describe('veRL rollout_rs (rollout_corr_helper.py compute_rollout_rejection_mask, l.197–413)', () => {
   it('token_k1 keeps log lo ≤ −δ ≤ log hi (veRL code band); seq_max_k3 keeps max_t(e^δ − 1 − δ) ≤ hi', () => {
     // k1 = −δ = [−0.5, 0.1, 0, 0.5, 0]; band [log 0.7, log 1.5] = [−0.357, 0.405]
-    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: '0.7_1.5' }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
+    expect(
+      Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: '0.7_1.5' }).value.lossMask),
+    ).toEqual([0, 1, 1, 0, 1, 0]);
     // k3 row maxima: row 0 e^0.5 − 1.5 = 0.1487, row 1 e^−0.5 − 0.5 = 0.1065
     const k3 = run({ name: 'rollout_rs', rollout_rs: 'seq_max_k3', rollout_rs_threshold: 0.12 });
     expect(Array.from(k3.value.lossMask)).toEqual([0, 0, 0, 1, 1, 0]);
@@ -45,14 +50,21 @@ describe('veRL rollout_rs (rollout_corr_helper.py compute_rollout_rejection_mask
     expect(r.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBe(1);
     expect(r.metrics['rollout_corr/rollout_rs_token_k1_masked_fraction']).toBe(2 / 5);
     // a k1 threshold without '_' is the upper bound, lower = 1/upper (l.163–166): [0.5, 2] keeps every token
-    expect(Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: 2 }).value.lossMask)).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(
+      Array.from(run({ name: 'rollout_rs', rollout_rs: 'token_k1', rollout_rs_threshold: 2 }).value.lossMask),
+    ).toEqual([1, 1, 1, 1, 1, 0]);
   });
 
   it('rejects what veRL rejects, naming the field', () => {
-    const bad = (rs: string, th: string | number) => () => resolveConfig({ correction: { name: 'rollout_rs', rollout_rs: rs, rollout_rs_threshold: th } });
+    const bad = (rs: string, th: string | number) => () =>
+      resolveConfig({ correction: { name: 'rollout_rs', rollout_rs: rs, rollout_rs_threshold: th } });
     expect(bad('seq_max_k1', 1)).toThrow(/config\.correction\.rollout_rs: unknown option 'seq_max_k1'/);
-    expect(bad('token_k3', '0.5_2')).toThrow(/config\.correction\.rollout_rs_threshold: 'token_k3' takes one upper bound/);
-    expect(bad('token_k1,token_k2,token_k3', '1,2')).toThrow(/config\.correction\.rollout_rs_threshold: expected one threshold or 3, got 2/);
+    expect(bad('token_k3', '0.5_2')).toThrow(
+      /config\.correction\.rollout_rs_threshold: 'token_k3' takes one upper bound/,
+    );
+    expect(bad('token_k1,token_k2,token_k3', '1,2')).toThrow(
+      /config\.correction\.rollout_rs_threshold: expected one threshold or 3, got 2/,
+    );
     expect(bad('token_k2', '-1')).toThrow(/rollout_rs_threshold/);
   });
 });
@@ -78,7 +90,11 @@ describe('AReaL rejection_sampling (areal/utils/functional/functional.py apply_r
     expect(r.value.weights[3]).toBeCloseTo(E(-0.25), 15);
     expect(r.value.weights[4]).toBeCloseTo(E(-0.25), 15);
     // agg sum: row 1 exp(−0.5) = 0.607 < 0.75 → masked as well, row 0 exp(0.4) = 1.49 > 1.1
-    expect(Array.from(run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', upper: 1.1, lower: 0.75 }).value.lossMask)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(
+      Array.from(
+        run({ name: 'rejection_sampling', level: 'sequence', agg: 'sum', upper: 1.1, lower: 0.75 }).value.lossMask,
+      ),
+    ).toEqual([0, 0, 0, 0, 0, 0]);
   });
 
   it('clamp truncates the weight into [lower, upper] and masks nothing', () => {
@@ -104,9 +120,15 @@ describe('AReaL rejection_sampling (areal/utils/functional/functional.py apply_r
   });
 
   it('validates as AReaL RejectionSamplingConfig.__post_init__', () => {
-    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 1 } })).toThrow(/config\.correction\.upper: must be > 1 for metric 'ratio'/);
-    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', metric: 'kl_k2', action: 'clamp', upper: 1 } })).toThrow(/config\.correction\.action/);
-    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 2, lower: 3 } })).toThrow(/config\.correction\.lower: must be <= upper/);
+    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 1 } })).toThrow(
+      /config\.correction\.upper: must be > 1 for metric 'ratio'/,
+    );
+    expect(() =>
+      resolveConfig({ correction: { name: 'rejection_sampling', metric: 'kl_k2', action: 'clamp', upper: 1 } }),
+    ).toThrow(/config\.correction\.action/);
+    expect(() => resolveConfig({ correction: { name: 'rejection_sampling', upper: 2, lower: 3 } })).toThrow(
+      /config\.correction\.lower: must be <= upper/,
+    );
   });
 });
 
@@ -123,14 +145,36 @@ describe('NeMo-RL seq_logprob_error_threshold (grpo.py compute_and_apply_seq_log
     expect(m('min_seq_mult_prob_error')).toBeCloseTo(e0, 15);
     expect(m('mean_seq_mult_prob_error_after_mask')).toBeCloseTo(e0, 15);
     expect(m('num_masked_seqs')).toBe(1);
-    expect(resolveConfig({ correction: { name: 'seq_logprob_error_threshold' } }).correction[0]).toMatchObject({ threshold: 2 });
+    expect(resolveConfig({ correction: { name: 'seq_logprob_error_threshold' } }).correction[0]).toMatchObject({
+      threshold: 2,
+    });
   });
 });
 
 describe('slime tis_batch_normalize at sequence level (examples/train_infer_mismatch_helper/mis.py l.273–297)', () => {
   it('divides by the mean over all B rows of the row means, an empty row counting 0', () => {
-    const i3 = corrInput([[-1, -1], [-1, -1], [-1, -1]], [[-1.2, -1.2], [-0.9, -0.9], [-1, -1]], [[1, 1], [1, 0], [0, 0]]);
-    const chain = (level: string) => applyCorrection(i3, resolveConfig({ correction: [{ name: 'token-is' }, { name: 'batch-norm', level }] }).correction);
+    const i3 = corrInput(
+      [
+        [-1, -1],
+        [-1, -1],
+        [-1, -1],
+      ],
+      [
+        [-1.2, -1.2],
+        [-0.9, -0.9],
+        [-1, -1],
+      ],
+      [
+        [1, 1],
+        [1, 0],
+        [0, 0],
+      ],
+    );
+    const chain = (level: string) =>
+      applyCorrection(
+        i3,
+        resolveConfig({ correction: [{ name: 'token-is' }, { name: 'batch-norm', level }] }).correction,
+      );
     const mu = (E(0.2) + E(-0.1) + 0) / 3;
     expect(chain('slime-sequence').metrics['rollout_corr/batch-norm/factor']).toBeCloseTo(mu, 15);
     expect(chain('slime-sequence').value.weights[0]).toBeCloseTo(E(0.2) / mu, 14);
@@ -140,14 +184,30 @@ describe('slime tis_batch_normalize at sequence level (examples/train_infer_mism
 });
 
 /** One-row-per-sequence estimate with given advantages (token-level rows). */
-function est(theta: number[][], old: number[][], roll: number[][], adv: number[][], config: object, rewards?: number[]) {
+function est(
+  theta: number[][],
+  old: number[][],
+  roll: number[][],
+  adv: number[][],
+  config: object,
+  rewards?: number[],
+) {
   const mask = theta.map((r) => r.map(() => 1));
-  return estimateJson({ logpTheta: theta, logpOld: old, logpRollout: roll, mask, ...(rewards ? { rewards } : { advantages: adv }), config });
+  return estimateJson({
+    logpTheta: theta,
+    logpOld: old,
+    logpRollout: roll,
+    mask,
+    ...(rewards ? { rewards } : { advantages: adv }),
+    config,
+  });
 }
 
 describe('policy losses of 2026', () => {
   it('CISPO anchored on the rollout (SkyRL cispo_anchor, ppo_utils.py l.769–784): r = π_θ/π_roll', () => {
-    const out = est([[-1.0]], [[-1.0]], [[-1.5]], [[2]], { loss: { name: 'cispo', anchor: 'rollout', epsLow: 1, epsHigh: 0.5 } });
+    const out = est([[-1.0]], [[-1.0]], [[-1.5]], [[2]], {
+      loss: { name: 'cispo', anchor: 'rollout', epsLow: 1, epsHigh: 0.5 },
+    });
     // r = e^0.5 = 1.65 → clamp at 1.5; L = −1.5·2·ℓθ, grad −3
     expect(out.loss).toBeCloseTo(-1.5 * 2 * -1.0, 15);
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo(-3, 15);
@@ -172,10 +232,26 @@ describe('policy losses of 2026', () => {
 
   it('LUSPO (TRL grpo_trainer.py l.3143–3148): Σ_i n_i·L_i / B with the uncapped sequence ratio', () => {
     // rows of lengths 2 and 1; s_0 = e^(0.05), s_1 = e^(−0.1); ε = 0.2 keeps both unclipped
-    const theta = [[-0.9, -2.0], [-1.1, -5]];
-    const old = [[-1.0, -2.0], [-1.0, -5]];
-    const mask = [[1, 1], [1, 0]];
-    const out = estimateJson({ logpTheta: theta, logpOld: old, logpRollout: old, mask, advantages: [1, -1], config: { loss: { name: 'luspo', epsLow: 0.2, epsHigh: 0.2 } } });
+    const theta = [
+      [-0.9, -2.0],
+      [-1.1, -5],
+    ];
+    const old = [
+      [-1.0, -2.0],
+      [-1.0, -5],
+    ];
+    const mask = [
+      [1, 1],
+      [1, 0],
+    ];
+    const out = estimateJson({
+      logpTheta: theta,
+      logpOld: old,
+      logpRollout: old,
+      mask,
+      advantages: [1, -1],
+      config: { loss: { name: 'luspo', epsLow: 0.2, epsHigh: 0.2 } },
+    });
     expect(out.loss).toBeCloseTo((2 * -E(0.05) + 1 * E(-0.1)) / 2, 14);
     // no cap at 10: mean log-ratio 12 gives e^12 (gspo would cap it at e^10)
     const big = est([[11]], [[-1]], [[-1]], [[-1]], { loss: { name: 'luspo', epsLow: 100, epsHigh: 1e9 } });
@@ -184,7 +260,10 @@ describe('policy losses of 2026', () => {
 
   it('VESPO (TRL get_gamma_weights, l.2943–2991): L = −φ(w)·A·ℓθ with φ = e^(λ + k log w − λw)', () => {
     // row log w = 0.1 + 0.2 = 0.3, A ≥ 0: k = 2, λ = 3
-    const out = est([[-0.9, -1.8]], [[-1.0, -2.0]], [[-1.0, -2.0]], [[1, 1]], { loss: { name: 'vespo' }, aggregation: 'token-mean' });
+    const out = est([[-0.9, -1.8]], [[-1.0, -2.0]], [[-1.0, -2.0]], [[1, 1]], {
+      loss: { name: 'vespo' },
+      aggregation: 'token-mean',
+    });
     const phi = E(3 + 2 * 0.3 - 3 * E(0.3));
     expect(out.loss).toBeCloseTo((-phi * -0.9 + -phi * -1.8) / 2, 14);
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo(-phi / 2, 14);
@@ -197,12 +276,26 @@ describe('policy losses of 2026', () => {
     // rewards [1, 0] in one group: GRPO advantages ±0.7071; row 1 r = e^0.5 → clamped to 1; row 0 no ratio
     const theta = [[-0.5], [-0.5]];
     const old = [[-1.0], [-1.0]];
-    const out = estimateJson({ logpTheta: theta, logpOld: old, logpRollout: old, mask: [[1], [1]], rewards: [1, 0], config: { loss: { name: 'topr', negativeWeight: 0.5 } } });
+    const out = estimateJson({
+      logpTheta: theta,
+      logpOld: old,
+      logpRollout: old,
+      mask: [[1], [1]],
+      rewards: [1, 0],
+      config: { loss: { name: 'topr', negativeWeight: 0.5 } },
+    });
     const a = out.advantages[0]![0]!;
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo(-a / 2, 15);
     expect(out.gradLogpTheta[1]![0]).toBeCloseTo((-0.5 * 1 * -a) / 2, 15);
     // r < 1 tapers: ℓθ − ℓold = −0.5
-    const low = estimateJson({ logpTheta: [[-1.5]], logpOld: [[-1.0]], logpRollout: [[-1.0]], mask: [[1]], advantages: [-1], config: { loss: { name: 'topr' } } });
+    const low = estimateJson({
+      logpTheta: [[-1.5]],
+      logpOld: [[-1.0]],
+      logpRollout: [[-1.0]],
+      mask: [[1]],
+      advantages: [-1],
+      config: { loss: { name: 'topr' } },
+    });
     expect(low.gradLogpTheta[0]![0]).toBeCloseTo(E(-0.5), 15);
   });
 });
@@ -216,10 +309,17 @@ describe('the 2026 stages against central differences', () => {
       [{ name: 'rejection_sampling', level: 'sequence', action: 'clamp', upper: 1.05, lower: 0.95 }],
       [{ name: 'rejection_sampling', metric: 'binary_kl', upper: 0.002 }],
     ];
-    chains.push([{ name: 'seq_logprob_error_threshold', threshold: 1.12 }], [{ name: 'tis', C: 1.2 }, { name: 'batch-norm', level: 'slime-sequence' }]);
+    chains.push(
+      [{ name: 'seq_logprob_error_threshold', threshold: 1.12 }],
+      [
+        { name: 'tis', C: 1.2 },
+        { name: 'batch-norm', level: 'slime-sequence' },
+      ],
+    );
     for (const correction of chains) {
       for (const loss of [{ name: 'ppo-clip' }, { name: 'cispo' }]) {
-        for (const aggregation of ['token-mean', 'seq-mean-token-mean']) fdCheck(batch, { correction, loss, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
+        for (const aggregation of ['token-mean', 'seq-mean-token-mean'])
+          fdCheck(batch, { correction, loss, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
       }
     }
   });
@@ -228,11 +328,28 @@ describe('the 2026 stages against central differences', () => {
 describe('the 2026 losses against central differences', () => {
   it('every new loss under a token-weight chain, every aggregation, with and without KL', () => {
     const batch = fixedBatch(402, 4, 5, 0.3);
-    const losses = [{ name: 'cispo', anchor: 'rollout' }, { name: 'geo_mean' }, { name: 'luspo', epsLow: 0.5, epsHigh: 0.5 }, { name: 'vespo' }, { name: 'topr' }];
+    const losses = [
+      { name: 'cispo', anchor: 'rollout' },
+      { name: 'geo_mean' },
+      { name: 'luspo', epsLow: 0.5, epsHigh: 0.5 },
+      { name: 'vespo' },
+      { name: 'topr' },
+    ];
     for (const loss of losses) {
-      for (const aggregation of ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm', 'slime-per-token']) {
+      for (const aggregation of [
+        'token-mean',
+        'seq-mean-token-sum',
+        'seq-mean-token-mean',
+        'seq-mean-token-sum-norm',
+        'slime-per-token',
+      ]) {
         for (const kl of [null, { name: 'k3', coef: 0.3 }]) {
-          fdCheck(batch, { correction: [{ name: 'tis', C: 1.2 }], loss, aggregation, ...(kl ? { kl } : {}) }, 1e-6, 2e-7);
+          fdCheck(
+            batch,
+            { correction: [{ name: 'tis', C: 1.2 }], loss, aggregation, ...(kl ? { kl } : {}) },
+            1e-6,
+            2e-7,
+          );
         }
       }
     }
@@ -242,20 +359,47 @@ describe('the 2026 losses against central differences', () => {
 describe("AReaL's log-linear proximal policy (actor.py compute_prox_logp_approximations l.768–830)", () => {
   it('replaces ℓold by ℓroll + α(sg[ℓθ] − ℓroll), α = (k − 1)/k, for the stages and the loss', () => {
     // k = 4: α = 0.75; ℓprox = −1.2 + 0.75·(−1.0 + 1.2) = −1.05; r = e^(−1.0 + 1.05) = e^0.05
-    const out = estimateJson({ logpTheta: [[-1.0]], logpOld: [[-7]], logpRollout: [[-1.2]], mask: [[1]], advantages: [1], config: { proxLogp: { method: 'loglinear', versionLag: 4 }, correction: { name: 'token-is' } } });
+    const out = estimateJson({
+      logpTheta: [[-1.0]],
+      logpOld: [[-7]],
+      logpRollout: [[-1.2]],
+      mask: [[1]],
+      advantages: [1],
+      config: { proxLogp: { method: 'loglinear', versionLag: 4 }, correction: { name: 'token-is' } },
+    });
     // token-is weight e^(ℓprox − ℓroll) = e^0.15; ppo-clip gradient −A·w·r (r inside the band)
     expect(out.weights[0]![0]).toBeCloseTo(E(0.15), 14);
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo(-E(0.15) * E(0.05), 14);
     // k = 1 (and 0): α = 0, ℓprox = ℓroll
-    const k1 = estimateJson({ logpTheta: [[-1.0]], logpOld: [[-7]], logpRollout: [[-1.2]], mask: [[1]], advantages: [1], config: { proxLogp: { method: 'loglinear', versionLag: 1 } } });
+    const k1 = estimateJson({
+      logpTheta: [[-1.0]],
+      logpOld: [[-7]],
+      logpRollout: [[-1.2]],
+      mask: [[1]],
+      advantages: [1],
+      config: { proxLogp: { method: 'loglinear', versionLag: 1 } },
+    });
     expect(k1.loss).toBeCloseTo(-Math.min(E(0.2), 1.2), 14);
-    expect(() => resolveConfig({ proxLogp: { method: 'loglinear', versionLag: 1.5 } })).toThrow(/config\.proxLogp\.versionLag/);
+    expect(() => resolveConfig({ proxLogp: { method: 'loglinear', versionLag: 1.5 } })).toThrow(
+      /config\.proxLogp\.versionLag/,
+    );
   });
 
   it('against central differences (ℓprox held at the detached ℓθ)', () => {
     const batch = fixedBatch(403, 4, 5, 0.3);
     for (const aggregation of ['token-mean', 'seq-mean-token-mean']) {
-      fdCheck(batch, { proxLogp: { method: 'loglinear', versionLag: 3 }, correction: [{ name: 'rejection_sampling', upper: 1.5 }], loss: { name: 'ppo-clip' }, aggregation, kl: { name: 'k3', coef: 0.3 } }, 1e-6, 2e-7);
+      fdCheck(
+        batch,
+        {
+          proxLogp: { method: 'loglinear', versionLag: 3 },
+          correction: [{ name: 'rejection_sampling', upper: 1.5 }],
+          loss: { name: 'ppo-clip' },
+          aggregation,
+          kl: { name: 'k3', coef: 0.3 },
+        },
+        1e-6,
+        2e-7,
+      );
     }
   });
 });

@@ -5,7 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { encode } from '../../src/numerics/index.js';
 import { supportLogProb } from '../../src/nn/index.js';
 import { applyCorrection, estimateJson, mismatchDiagnostics, resolveConfig } from '../../src/rl/index.js';
-import { passkAdvantage, reinforcePlusPlusAdvantage, reinforcePlusPlusBaselineAdvantage, rlooAdvantage } from '../../src/rl/advantages.js';
+import {
+  passkAdvantage,
+  reinforcePlusPlusAdvantage,
+  reinforcePlusPlusBaselineAdvantage,
+  rlooAdvantage,
+} from '../../src/rl/advantages.js';
 import { centralDifference, corrInput, flat } from './helpers.js';
 
 const E = Math.exp;
@@ -37,7 +42,9 @@ describe('correction stages from the stacks', () => {
     const w = [1.2, E(-0.1), 1, 0.9, 1, 0];
     w.forEach((x, k) => expect(r.value.weights[k]).toBeCloseTo(x, 15));
     expect(r.metrics['rollout_corr/tis/truncated_low_fraction']).toBe(1 / 5);
-    expect(() => resolveConfig({ correction: { name: 'tis', C: 1, lo: 2 } })).toThrow(/config\.correction\.lo: must be <= C/);
+    expect(() => resolveConfig({ correction: { name: 'tis', C: 1, lo: 2 } })).toThrow(
+      /config\.correction\.lo: must be <= C/,
+    );
   });
 
   it('OPSM: drop A < 0 rows whose mean(ℓroll − ℓold) > δ (TRL get_off_policy_mask, grpo_trainer.py l.2920–2938)', () => {
@@ -47,7 +54,13 @@ describe('correction stages from the stacks', () => {
     // numerator only by default (TRL multiplies per_token_loss by the mask, l.3111–3112)
     expect(Array.from(r.value.denominatorMask)).toEqual([1, 1, 1, 1, 1, 0]);
     // row 0 with A < 0: mean(−0.5, 0.1, 0) = −0.133 ≤ δ → kept
-    const neg = applyCorrection(corrInput(OLD, ROLL, MASK, [[-1, -1, -1], [-1, -1, 0]]), resolveConfig({ correction: { name: 'opsm' } }).correction);
+    const neg = applyCorrection(
+      corrInput(OLD, ROLL, MASK, [
+        [-1, -1, -1],
+        [-1, -1, 0],
+      ]),
+      resolveConfig({ correction: { name: 'opsm' } }).correction,
+    );
     expect(Array.from(neg.value.lossMask)).toEqual([1, 1, 1, 0, 0, 0]);
   });
 
@@ -62,13 +75,16 @@ describe('correction stages from the stacks', () => {
     // Δp = [0.145, −0.014, 0, −0.145, 0]
     expect(E(-1) - E(-1.5)).toBeGreaterThan(0.1);
     expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1 }).value.lossMask)).toEqual([0, 1, 1, 0, 1, 0]);
-    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1, level: 'sequence' }).value.lossMask)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(Array.from(run({ name: 'dp-filter', lo: -0.1, hi: 0.1, level: 'sequence' }).value.lossMask)).toEqual([
+      0, 0, 0, 0, 0, 0,
+    ]);
   });
 
   it("ROLL's aggregated Δp levels: masked mean / masked sum of Δp broadcast to the row (ROLL train_infer_corrections.py l.25, l.30, commit 8eb27cc)", () => {
     // Δp row 0 = [0.14475, −0.01423, 0] (sum 0.13052, mean 0.04351); row 1 = [−0.14475, 0] (sum
     // −0.14475, mean −0.07238); row 1's padding (Δp = e^−15 − e^−0.1 = −0.905) is outside the mask.
-    const level = (name: string, lo: number, hi: number) => Array.from(run({ name: 'dp-filter', lo, hi, level: name }).value.lossMask);
+    const level = (name: string, lo: number, hi: number) =>
+      Array.from(run({ name: 'dp-filter', lo, hi, level: name }).value.lossMask);
     expect(level('roll-geometric', -0.05, 0.1)).toEqual([1, 1, 1, 0, 0, 0]);
     expect(level('roll-geometric', -0.1, 0.1)).toEqual([1, 1, 1, 1, 1, 0]);
     expect(level('roll-sequence', -0.1, 0.14)).toEqual([1, 1, 1, 0, 0, 0]);
@@ -83,7 +99,9 @@ describe('correction stages from the stacks', () => {
     expect(level('roll-sequence', -1, rowSum - 1e-12)).toEqual([0, 0, 0, 1, 1, 0]);
     expect(level('roll-geometric', -1, rowSum / 3)).toEqual([1, 1, 1, 1, 1, 0]);
     expect(level('roll-geometric', -1, rowSum / 3 - 1e-12)).toEqual([0, 0, 0, 1, 1, 0]);
-    expect(() => resolveConfig({ correction: { name: 'dp-filter', level: 'geometric' } })).toThrow(/config\.correction\.level/);
+    expect(() => resolveConfig({ correction: { name: 'dp-filter', level: 'geometric' } })).toThrow(
+      /config\.correction\.level/,
+    );
   });
 
   it('M2PO: drop the largest δ² until the second moment is ≤ τ (AReaL m2_threshold)', () => {
@@ -109,7 +127,15 @@ describe('correction stages from the stacks', () => {
 
 /** One-row estimate with given per-token advantages. */
 function one(theta: number[], old: number[], roll: number[], adv: number[], config: object, ref?: number[]) {
-  return estimateJson({ logpTheta: [theta], logpOld: [old], logpRollout: [roll], ...(ref ? { logpRef: [ref] } : {}), mask: [theta.map(() => 1)], advantages: [adv], config });
+  return estimateJson({
+    logpTheta: [theta],
+    logpOld: [old],
+    logpRollout: [roll],
+    ...(ref ? { logpRef: [ref] } : {}),
+    mask: [theta.map(() => 1)],
+    advantages: [adv],
+    config,
+  });
 }
 
 describe('losses on Δp (veRL dppo_tv / dppo_kl, prime-rl IPO)', () => {
@@ -151,12 +177,26 @@ describe('KL corrections and the mismatch penalty', () => {
   // ℓθ = −1, ℓold = −1.2, ℓroll = −1.3, ℓref = −1.5: d = ℓθ − ℓref = 0.5, k3 = e^−0.5 − 1 + 0.5
   const k3 = E(-0.5) - 1 + 0.5;
   it("biasCorrection 'old': KL·exp(ℓθ − ℓold) with gradient through the ratio (TRL grpo_trainer.py l.3068–3076)", () => {
-    const out = one([-1], [-1.2], [-1.3], [0], { loss: { name: 'reinforce' }, kl: { name: 'k3', coef: 1, biasCorrection: 'old' } }, [-1.5]);
+    const out = one(
+      [-1],
+      [-1.2],
+      [-1.3],
+      [0],
+      { loss: { name: 'reinforce' }, kl: { name: 'k3', coef: 1, biasCorrection: 'old' } },
+      [-1.5],
+    );
     expect(out.metrics['actor/kl_loss']).toBeCloseTo(k3 * E(0.2), 15);
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo((1 - E(-0.5)) * E(0.2) + k3 * E(0.2), 14);
   });
   it("biasCorrection 'rollout': KL·sg[exp(ℓθ − ℓroll)] (NeMo-RL use_on_policy_kl_approximation)", () => {
-    const out = one([-1], [-1.2], [-1.3], [0], { loss: { name: 'reinforce' }, kl: { name: 'k3', coef: 1, biasCorrection: 'rollout' } }, [-1.5]);
+    const out = one(
+      [-1],
+      [-1.2],
+      [-1.3],
+      [0],
+      { loss: { name: 'reinforce' }, kl: { name: 'k3', coef: 1, biasCorrection: 'rollout' } },
+      [-1.5],
+    );
     expect(out.metrics['actor/kl_loss']).toBeCloseTo(k3 * E(0.3), 15);
     expect(out.gradLogpTheta[0]![0]).toBeCloseTo((1 - E(-0.5)) * E(0.3), 14);
   });
@@ -169,7 +209,11 @@ describe('KL corrections and the mismatch penalty', () => {
 });
 
 describe('advantages (veRL core_algos.py)', () => {
-  const inp2 = (r: number[], g: number[], lengths?: number[]) => ({ rewards: Float64Array.from(r), groups: g, lengths: lengths ? Float64Array.from(lengths) : undefined });
+  const inp2 = (r: number[], g: number[], lengths?: number[]) => ({
+    rewards: Float64Array.from(r),
+    groups: g,
+    lengths: lengths ? Float64Array.from(lengths) : undefined,
+  });
   it('rloo: R·n/(n−1) − mean·n/(n−1) (l.587–636)', () => {
     const a = rlooAdvantage(inp2([1, 0, 0, 7], [0, 0, 0, 1]), {}).value;
     [1, -0.5, -0.5, 0].forEach((x, i) => expect(a[i]).toBeCloseTo(x, 15));
@@ -197,22 +241,45 @@ describe('advantages (veRL core_algos.py)', () => {
     expect(() => passkAdvantage(inp2([1, 0, 1], [0, 0, 1]), { normalize: false, eps: 0 })).toThrow(/at least 2/);
   });
   it('the new advantages are in the config schema', () => {
-    for (const name of ['rloo', 'reinforce++', 'reinforce++-baseline', 'passk']) expect(resolveConfig({ advantage: { name } }).advantage.name).toBe(name);
+    for (const name of ['rloo', 'reinforce++', 'reinforce++-baseline', 'passk'])
+      expect(resolveConfig({ advantage: { name } }).advantage.name).toBe(name);
   });
 });
 
 describe('bypass mode (veRL compute_policy_loss_bypass_mode, core_algos.py l.2412–2548)', () => {
   // ℓθ = [−1, −2], ℓold (ignored) = [−5, −5], ℓroll = [−1.5, −1.9]
-  const base = { logpTheta: [[-1, -2]], logpOld: [[-5, -5]], logpRollout: [[-1.5, -1.9]], mask: [[1, 1]], advantages: [[1, 1]] };
+  const base = {
+    logpTheta: [[-1, -2]],
+    logpOld: [[-5, -5]],
+    logpRollout: [[-1.5, -1.9]],
+    mask: [[1, 1]],
+    advantages: [[1, 1]],
+  };
   it('reinforce: weights min(exp(ℓθ − ℓroll), C) from the current policy, applied (l.2495–2526)', () => {
-    const out = estimateJson({ ...base, config: { mode: 'bypass', correction: { name: 'tis', C: 1.2 }, loss: { name: 'reinforce' }, aggregation: 'token-mean' } });
+    const out = estimateJson({
+      ...base,
+      config: {
+        mode: 'bypass',
+        correction: { name: 'tis', C: 1.2 },
+        loss: { name: 'reinforce' },
+        aggregation: 'token-mean',
+      },
+    });
     expect(out.weights[0]).toEqual([1.2, expect.closeTo(E(-0.1), 15)]);
     expect(out.loss).toBeCloseTo((1.2 * 1 + E(-0.1) * 2) / 2, 15);
     // ppo_kl of reinforce against ℓroll (l.2400–2406)
     expect(out.metrics['actor/ppo_kl']).toBeCloseTo((-0.5 + 0.1) / 2, 15);
   });
   it('ppo-clip: ratio πθ/πroll, IS weights not applied (l.2528–2540)', () => {
-    const out = estimateJson({ ...base, config: { mode: 'bypass', correction: { name: 'tis', C: 1.2 }, loss: { name: 'ppo-clip' }, aggregation: 'token-mean' } });
+    const out = estimateJson({
+      ...base,
+      config: {
+        mode: 'bypass',
+        correction: { name: 'tis', C: 1.2 },
+        loss: { name: 'ppo-clip' },
+        aggregation: 'token-mean',
+      },
+    });
     expect(out.weights[0]).toEqual([1, 1]);
     // r = e^0.5 clipped at 1.2 (A > 0), r = e^−0.1 unclipped
     expect(out.loss).toBeCloseTo((-1.2 - E(-0.1)) / 2, 15);

@@ -17,7 +17,10 @@ describe('1. singleton groups', () => {
     expect(grpoAdvantage(input(rewards, groups), { eps: 1e-6, singleton: 'verl' }).value[0]).toBe(3 / (1 + 1e-6));
     expect(grpoAdvantage(input(rewards, groups), { eps: 1e-6 }).value[0]).toBe(0);
     // the other group is unchanged by the rule: (1 − 0.5)/(√0.5 + 1e-6)
-    expect(grpoAdvantage(input(rewards, groups), { eps: 1e-6, singleton: 'verl' }).value[1]).toBeCloseTo(0.5 / (Math.sqrt(0.5) + 1e-6), 14);
+    expect(grpoAdvantage(input(rewards, groups), { eps: 1e-6, singleton: 'verl' }).value[1]).toBeCloseTo(
+      0.5 / (Math.sqrt(0.5) + 1e-6),
+      14,
+    );
   });
 
   it("drgrpo with singleton: 'verl' gives R (norm_adv_by_std_in_grpo = false)", () => {
@@ -26,13 +29,26 @@ describe('1. singleton groups', () => {
   });
 
   it('the option is in the config schema', () => {
-    expect(resolveConfig({ advantage: { name: 'grpo', singleton: 'verl' } }).advantage).toEqual({ name: 'grpo', eps: 1e-6, singleton: 'verl' });
-    expect(() => resolveConfig({ advantage: { name: 'grpo', singleton: 'one' } })).toThrow(/config\.advantage\.singleton/);
+    expect(resolveConfig({ advantage: { name: 'grpo', singleton: 'verl' } }).advantage).toEqual({
+      name: 'grpo',
+      eps: 1e-6,
+      singleton: 'verl',
+    });
+    expect(() => resolveConfig({ advantage: { name: 'grpo', singleton: 'one' } })).toThrow(
+      /config\.advantage\.singleton/,
+    );
   });
 });
 
 /** One-row batch helper for the loss-metric cases. */
-function lossJson(logpTheta: number[], logpOld: number[], logpRollout: number[], adv: number[], config: object, mask?: number[]) {
+function lossJson(
+  logpTheta: number[],
+  logpOld: number[],
+  logpRollout: number[],
+  adv: number[],
+  config: object,
+  mask?: number[],
+) {
   return estimateJson({
     logpTheta: [logpTheta],
     logpOld: [logpOld],
@@ -59,7 +75,10 @@ describe('3. IcePop: loss metrics over every valid token', () => {
     // IcePop zeroes the weight of token 0 (ρ = e^2 > hi = 5) and keeps response_mask
     // (rollout_corr_helper.py l.599–604); vanilla PPO then averages over response_mask (core_algos.py l.1338–1357).
     // Token log-ratios ℓθ − ℓold: 0.5 (clipped, A > 0), 0.1, −0.1.
-    const out = lossJson([-0.5, -1.9, -3.1], [-1, -2, -3], [-3, -2, -3], [1, 1, 1], { correction: { name: 'icepop' }, loss: { name: 'ppo-clip' } });
+    const out = lossJson([-0.5, -1.9, -3.1], [-1, -2, -3], [-3, -2, -3], [1, 1, 1], {
+      correction: { name: 'icepop' },
+      loss: { name: 'ppo-clip' },
+    });
     expect(out.mask[0]).toEqual([0, 1, 1]);
     expect(out.metrics['actor/pg_clipfrac']).toBeCloseTo(1 / 3, 15);
     expect(out.metrics['actor/ppo_kl']).toBeCloseTo((-0.5 - 0.1 + 0.1) / 3, 15);
@@ -70,9 +89,13 @@ describe('4. every token rejected: the loss metrics are 0, not absent', () => {
   it('verl masked_mean over an empty mask is 0/(0 + 1e-8) = 0 (torch_functional.py l.294–308)', () => {
     for (const loss of ['ppo-clip', 'cispo', 'gspo', 'sapo']) {
       // seq-level MIS with C = 1.01 rejects both tokens (ρ_seq = e^0.2) from numerator and denominator
-      const out = lossJson([-1, -1], [-1, -1], [-1.1, -1.1], [1, 1], { correction: { name: 'mis-seq', C: 1.01 }, loss: { name: loss } });
+      const out = lossJson([-1, -1], [-1, -1], [-1.1, -1.1], [1, 1], {
+        correction: { name: 'mis-seq', C: 1.01 },
+        loss: { name: loss },
+      });
       expect(out.mask[0]).toEqual([0, 0]);
-      for (const name of ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower']) expect(out.metrics[name], `${loss} ${name}`).toBe(0);
+      for (const name of ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'])
+        expect(out.metrics[name], `${loss} ${name}`).toBe(0);
       expect(out.loss).toBe(0);
     }
   });
@@ -96,7 +119,13 @@ describe('5. veRL metric names carry veRL meanings', () => {
   const spec = (s: object) => resolveConfig({ correction: s }).correction;
 
   it('token TIS: rollout_is_* as verl compute_is_metrics (rollout_corr_helper.py l.719–783)', () => {
-    const m = applyCorrection(inp, spec([{ name: 'tis', C: 1.2 }, { name: 'rs-k3', level: 'token', hi: 0.1 }])).metrics;
+    const m = applyCorrection(
+      inp,
+      spec([
+        { name: 'tis', C: 1.2 },
+        { name: 'rs-k3', level: 'token', hi: 0.1 },
+      ]),
+    ).metrics;
     const w = [1.2, E(-0.1), 1, E(-0.5), 1]; // min(ρ, C) over the original mask (the k3 rejection does not enter)
     const mean = w.reduce((a, b) => a + b) / 5;
     expect(m['rollout_corr/rollout_is_mean']).toBeCloseTo(mean, 14);
@@ -154,7 +183,10 @@ describe('5. veRL metric names carry veRL meanings', () => {
     // std (l.484–496): population std over tokens of the statistic clamped to [0, hi]
     const c = [r0, r0, r0, 0.052, 0.052];
     const cm = c.reduce((a, b) => a + b) / 5;
-    expect(m['rollout_corr/rs-k3-seq-mean/std']).toBeCloseTo(Math.sqrt(c.reduce((a, b) => a + b * b, 0) / 5 - cm * cm), 13);
+    expect(m['rollout_corr/rs-k3-seq-mean/std']).toBeCloseTo(
+      Math.sqrt(c.reduce((a, b) => a + b * b, 0) / 5 - cm * cm),
+      13,
+    );
   });
 
   it("per-sequence diagnostics: emptyRows 'verl' averages over all B rows (rollout_corr_helper.py l.946–1008)", () => {

@@ -7,7 +7,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/core/backend-contract.js';
+import type {
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  RolloutBatch,
+  StepRequest,
+  StepResult,
+} from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { BackendCallError } from '../../src/protocol/errors.js';
 import { resolveRunConfig, type RunConfig } from '../../src/rl/grpo/config.js';
@@ -31,12 +38,19 @@ const configOf = (steps: number): RunConfig =>
     plan: 'bf16',
   });
 
-type Corrupt = { generate?: (b: RolloutBatch) => RolloutBatch; logprobs?: (r: LogprobsResult, q: LogprobsRequest) => LogprobsResult; step?: (s: StepResult) => StepResult };
+type Corrupt = {
+  generate?: (b: RolloutBatch) => RolloutBatch;
+  logprobs?: (r: LogprobsResult, q: LogprobsRequest) => LogprobsResult;
+  step?: (s: StepResult) => StepResult;
+};
 
 /** A reference backend whose answers pass through `corrupt` from step 2's rollout on (after the step-1 checkpoint). */
 class Corrupted extends ReferenceBackend {
   armed = false;
-  constructor(config: RunConfig, private readonly corrupt: Corrupt) {
+  constructor(
+    config: RunConfig,
+    private readonly corrupt: Corrupt,
+  ) {
     super(config, policyFactory('ar'), makeTaskFromConfig(config.task));
   }
   override async generate(r: GenerateRequest): Promise<RolloutBatch> {
@@ -63,7 +77,10 @@ const setAt = (a: Float64Array, i: number, v: number): Float64Array => {
 };
 
 const impossible: Record<string, { corrupt: Corrupt; message: RegExp }> = {
-  '−∞ ℓroll': { corrupt: { generate: (b) => ({ ...b, logpRollout: setAt(b.logpRollout, onMask(b), -Infinity) }) }, message: /generate result\.logpRollout \(row 1, position 0\): logpRollout\[1, 0\] = -Infinity on the mask/ },
+  '−∞ ℓroll': {
+    corrupt: { generate: (b) => ({ ...b, logpRollout: setAt(b.logpRollout, onMask(b), -Infinity) }) },
+    message: /generate result\.logpRollout \(row 1, position 0\): logpRollout\[1, 0\] = -Infinity on the mask/,
+  },
   'ℓ off the mask': {
     corrupt: {
       logprobs: (r, q) => {
@@ -75,18 +92,36 @@ const impossible: Record<string, { corrupt: Corrupt; message: RegExp }> = {
     },
     message: /logprobs result\.logp \(row \d+, position \d+\): logp\[\d+, \d+\] = -0\.5 off the mask/,
   },
-  'NaN entropy': { corrupt: { logprobs: (r) => ({ ...r, entropy: setAt(r.entropy, 0, Number.NaN) }) }, message: /logprobs result\.entropy \(row 0, position 0\): entropy\[0, 0\] = NaN on the mask/ },
-  'inflated weight version': { corrupt: { generate: (b) => ({ ...b, weightVersion: b.weightVersion + 5 }) }, message: /generate result\.weightVersion: weightVersion \d+, but the rollout side serves version \d+/ },
+  'NaN entropy': {
+    corrupt: { logprobs: (r) => ({ ...r, entropy: setAt(r.entropy, 0, Number.NaN) }) },
+    message: /logprobs result\.entropy \(row 0, position 0\): entropy\[0, 0\] = NaN on the mask/,
+  },
+  'inflated weight version': {
+    corrupt: { generate: (b) => ({ ...b, weightVersion: b.weightVersion + 5 }) },
+    message: /generate result\.weightVersion: weightVersion \d+, but the rollout side serves version \d+/,
+  },
   'token outside the vocabulary': {
     corrupt: { generate: (b) => ({ ...b, responses: Int32Array.from(b.responses, (y, i) => (i === 0 ? 999 : y)) }) },
     message: /generate result\.responses \(row 0, position 0\): responses\[0, 0\] = 999 outside the vocabulary/,
   },
   'a mask with a hole': {
-    corrupt: { generate: (b) => ({ ...b, mask: Float64Array.from(b.mask, (m, i) => (i === 0 ? 0 : m)), logpRollout: setAt(b.logpRollout, 0, 0) }) },
+    corrupt: {
+      generate: (b) => ({
+        ...b,
+        mask: Float64Array.from(b.mask, (m, i) => (i === 0 ? 0 : m)),
+        logpRollout: setAt(b.logpRollout, 0, 0),
+      }),
+    },
     message: /generate result\.mask \(row 0, position 1\): mask\[0, 1\] = 1 after a 0 at position 0/,
   },
-  'version not advanced by step': { corrupt: { step: (s) => ({ ...s, weightVersion: s.weightVersion - 1 }) }, message: /step result\.weightVersion: weightVersion \d+ after the step, expected \d+/ },
-  'NaN gradient norm': { corrupt: { step: (s) => ({ ...s, gradNorm: Number.NaN }) }, message: /step result\.gradNorm: gradNorm = NaN/ },
+  'version not advanced by step': {
+    corrupt: { step: (s) => ({ ...s, weightVersion: s.weightVersion - 1 }) },
+    message: /step result\.weightVersion: weightVersion \d+ after the step, expected \d+/,
+  },
+  'NaN gradient norm': {
+    corrupt: { step: (s) => ({ ...s, gradNorm: Number.NaN }) },
+    message: /step result\.gradNorm: gradNorm = NaN/,
+  },
 };
 
 describe('the run driver stops on an impossible answer', () => {
@@ -94,26 +129,50 @@ describe('the run driver stops on an impossible answer', () => {
   it('(an uninterrupted healthy run, the reference)', async () => {
     const config = configOf(3);
     const backend = new ReferenceBackend(config, policyFactory('ar'), makeTaskFromConfig(config.task));
-    await runGrpo({ config, outDir: healthy, backend: new CheckedBackend(backend, 'healthy'), backendIdentity: { address: 'healthy' }, cacheDir: join(root, 'cache') });
+    await runGrpo({
+      config,
+      outDir: healthy,
+      backend: new CheckedBackend(backend, 'healthy'),
+      backendIdentity: { address: 'healthy' },
+      cacheDir: join(root, 'cache'),
+    });
   }, 120_000);
 
-  it.each(Object.keys(impossible))('%s: named, nothing of the step written, resumable byte-identically', async (name) => {
-    const { corrupt, message } = impossible[name]!;
-    const config = configOf(3);
-    const outDir = join(root, name.replace(/\W+/g, '-'));
-    const bad = new Corrupted(config, corrupt);
-    const error = await runGrpo({ config, outDir, backend: new CheckedBackend(bad, 'corrupted'), backendIdentity: { address: 'healthy' }, cacheDir: join(root, 'cache') }).then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(BackendCallError);
-    expect((error as BackendCallError).message).toMatch(message);
-    expect((error as BackendCallError).kind).toBe('malformed');
-    // step 1 and its checkpoint are written, nothing of the step that got the impossible answer
-    const lines = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n');
-    expect(lines.map((l) => (JSON.parse(l) as { step: number }).step)).toEqual([1]);
-    const fixed = new ReferenceBackend(config, policyFactory('ar'), makeTaskFromConfig(config.task));
-    await runGrpo({ config, outDir, resume: true, backend: new CheckedBackend(fixed, 'healthy'), backendIdentity: { address: 'healthy' }, cacheDir: join(root, 'cache') });
-    for (const file of ['metrics.jsonl', 'eval.jsonl']) expect(readFileSync(join(outDir, file), 'utf8')).toBe(readFileSync(join(healthy, file), 'utf8'));
-  }, 120_000);
+  it.each(Object.keys(impossible))(
+    '%s: named, nothing of the step written, resumable byte-identically',
+    async (name) => {
+      const { corrupt, message } = impossible[name]!;
+      const config = configOf(3);
+      const outDir = join(root, name.replace(/\W+/g, '-'));
+      const bad = new Corrupted(config, corrupt);
+      const error = await runGrpo({
+        config,
+        outDir,
+        backend: new CheckedBackend(bad, 'corrupted'),
+        backendIdentity: { address: 'healthy' },
+        cacheDir: join(root, 'cache'),
+      }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(BackendCallError);
+      expect((error as BackendCallError).message).toMatch(message);
+      expect((error as BackendCallError).kind).toBe('malformed');
+      // step 1 and its checkpoint are written, nothing of the step that got the impossible answer
+      const lines = readFileSync(join(outDir, 'metrics.jsonl'), 'utf8').trim().split('\n');
+      expect(lines.map((l) => (JSON.parse(l) as { step: number }).step)).toEqual([1]);
+      const fixed = new ReferenceBackend(config, policyFactory('ar'), makeTaskFromConfig(config.task));
+      await runGrpo({
+        config,
+        outDir,
+        resume: true,
+        backend: new CheckedBackend(fixed, 'healthy'),
+        backendIdentity: { address: 'healthy' },
+        cacheDir: join(root, 'cache'),
+      });
+      for (const file of ['metrics.jsonl', 'eval.jsonl'])
+        expect(readFileSync(join(outDir, file), 'utf8')).toBe(readFileSync(join(healthy, file), 'utf8'));
+    },
+    120_000,
+  );
 });

@@ -26,11 +26,21 @@ describe('writeJsonAtomic', () => {
     const tsxCjs = createRequire(import.meta.url).resolve('tsx/cjs/api');
     const entry = fileURLToPath(new URL('./atomic-worker.ts', import.meta.url));
     const code = `require(${JSON.stringify(tsxCjs)}).register(); require(${JSON.stringify(entry)});`;
-    const workers = Array.from({ length: 8 }, (_, id) => new Worker(code, { eval: true, workerData: { path, writes: 20, id } }));
-    const errors = (await Promise.all(workers.map((w) => new Promise<string[]>((resolve, reject) => {
-      w.once('message', resolve);
-      w.once('error', reject);
-    })))).flat();
+    const workers = Array.from(
+      { length: 8 },
+      (_, id) => new Worker(code, { eval: true, workerData: { path, writes: 20, id } }),
+    );
+    const errors = (
+      await Promise.all(
+        workers.map(
+          (w) =>
+            new Promise<string[]>((resolve, reject) => {
+              w.once('message', resolve);
+              w.once('error', reject);
+            }),
+        ),
+      )
+    ).flat();
     expect(errors).toEqual([]);
     const value = JSON.parse(readFileSync(path, 'utf8')) as { id: number; i: number };
     expect(value.i).toBe(19);
@@ -39,29 +49,34 @@ describe('writeJsonAtomic', () => {
 });
 
 describe('removeStaleTemps', () => {
-  it.skipIf(process.platform !== 'linux')('removes the temp of a zombie (killed, never reaped: signal 0 still reaches it) and keeps a live one', async () => {
-    // `sleep 0 &` exits at once and stays a zombie: its parent execs `sleep 5`, which never waits for it
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    try {
-      const pid = await new Promise<number>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
-      let state = '';
-      for (let i = 0; i < 100 && state !== 'Z'; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  it.skipIf(process.platform !== 'linux')(
+    'removes the temp of a zombie (killed, never reaped: signal 0 still reaches it) and keeps a live one',
+    async () => {
+      // `sleep 0 &` exits at once and stays a zombie: its parent execs `sleep 5`, which never waits for it
+      const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5'], { stdio: ['ignore', 'pipe', 'ignore'] });
+      try {
+        const pid = await new Promise<number>((resolve) =>
+          parent.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))),
+        );
+        let state = '';
+        for (let i = 0; i < 100 && state !== 'Z'; i++) {
+          await new Promise((r) => setTimeout(r, 20));
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+        }
+        expect(state).toBe('Z');
+        expect(() => process.kill(pid, 0)).not.toThrow();
+        const dir = mkdtempSync(join(tmpdir(), 'qrl-stale-'));
+        const zombieTemp = join(dir, `step-000005.tmp-${pid}-0-6`);
+        const liveTemp = join(dir, `step-000005.tmp-${parent.pid}-0-7`);
+        mkdirSync(zombieTemp);
+        mkdirSync(liveTemp);
+        expect(removeStaleTemps(dir)).toEqual([`step-000005.tmp-${pid}-0-6`]);
+        expect([existsSync(zombieTemp), existsSync(liveTemp)]).toEqual([false, true]);
+        rmSync(dir, { recursive: true, force: true });
+      } finally {
+        parent.kill('SIGKILL');
       }
-      expect(state).toBe('Z');
-      expect(() => process.kill(pid, 0)).not.toThrow();
-      const dir = mkdtempSync(join(tmpdir(), 'qrl-stale-'));
-      const zombieTemp = join(dir, `step-000005.tmp-${pid}-0-6`);
-      const liveTemp = join(dir, `step-000005.tmp-${parent.pid}-0-7`);
-      mkdirSync(zombieTemp);
-      mkdirSync(liveTemp);
-      expect(removeStaleTemps(dir)).toEqual([`step-000005.tmp-${pid}-0-6`]);
-      expect([existsSync(zombieTemp), existsSync(liveTemp)]).toEqual([false, true]);
-      rmSync(dir, { recursive: true, force: true });
-    } finally {
-      parent.kill('SIGKILL');
-    }
-  });
+    },
+  );
 });

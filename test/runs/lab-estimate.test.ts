@@ -2,13 +2,23 @@
 // run driver's rule, the run extrapolation, and the sweep schedule. No timing is measured here.
 
 import { describe, expect, it } from 'vitest';
-import { checkpointCount, evaluationCount, runCpuSeconds, sweepWallSeconds, warmStartCpuSeconds } from '../../src/runs/lab-estimate.js';
+import {
+  checkpointCount,
+  evaluationCount,
+  runCpuSeconds,
+  sweepWallSeconds,
+  warmStartCpuSeconds,
+} from '../../src/runs/lab-estimate.js';
 import { estimateLabSeconds, labSchedule, loadLabExperiment } from '../../src/runs/lab.js';
 import { planSweep } from '../../src/runs/sweep.js';
 import { labSweepOptions } from '../../src/runs/lab.js';
 
 /** The run driver's loop (src/runs/run.ts `drive`), counting instead of running. */
-function driverCounts(steps: number, evalEvery: number, checkpointEvery: number): { evals: number; checkpoints: number } {
+function driverCounts(
+  steps: number,
+  evalEvery: number,
+  checkpointEvery: number,
+): { evals: number; checkpoints: number } {
   let evals = evalEvery > 0 ? 1 : 0;
   let checkpoints = 0;
   for (let step = 1; step <= steps; step++) {
@@ -42,9 +52,24 @@ describe('run extrapolation', () => {
 describe('sweepWallSeconds', () => {
   it('runs independent runs as slots free up, in list order', () => {
     expect(sweepWallSeconds([], 2)).toBe(0);
-    expect(sweepWallSeconds(Array.from({ length: 5 }, () => ({ seconds: 10 })), 2)).toBe(30);
-    expect(sweepWallSeconds(Array.from({ length: 5 }, () => ({ seconds: 10 })), 1)).toBe(50);
-    expect(sweepWallSeconds(Array.from({ length: 5 }, () => ({ seconds: 10 })), 8)).toBe(10);
+    expect(
+      sweepWallSeconds(
+        Array.from({ length: 5 }, () => ({ seconds: 10 })),
+        2,
+      ),
+    ).toBe(30);
+    expect(
+      sweepWallSeconds(
+        Array.from({ length: 5 }, () => ({ seconds: 10 })),
+        1,
+      ),
+    ).toBe(50);
+    expect(
+      sweepWallSeconds(
+        Array.from({ length: 5 }, () => ({ seconds: 10 })),
+        8,
+      ),
+    ).toBe(10);
     // list order, not longest first: 1 | 1 then 10 on the first free slot
     expect(sweepWallSeconds([{ seconds: 1 }, { seconds: 1 }, { seconds: 10 }], 2)).toBe(11);
   });
@@ -62,13 +87,22 @@ describe('sweepWallSeconds', () => {
   it('queues followers behind runs queued earlier', () => {
     // A (trains, 10 s), B (trains, 100 s), C after A (1 s), D independent (50 s); two cores:
     // A 0–10, B 0–100, D 10–60 (queued since 0), C 60–61.
-    expect(sweepWallSeconds([{ seconds: 10 }, { seconds: 100 }, { seconds: 1, after: 0 }, { seconds: 50 }], 2)).toBe(100);
+    expect(sweepWallSeconds([{ seconds: 10 }, { seconds: 100 }, { seconds: 1, after: 0 }, { seconds: 50 }], 2)).toBe(
+      100,
+    );
     // B 0–20 instead: D 10–60, C on B's core 20–21.
     expect(sweepWallSeconds([{ seconds: 10 }, { seconds: 20 }, { seconds: 1, after: 0 }, { seconds: 50 }], 2)).toBe(60);
   });
 
   it('lies between total/slots and the total, and at or above every chain', () => {
-    const runs = [{ seconds: 13 }, { seconds: 7 }, { seconds: 5, after: 0 }, { seconds: 5, after: 1 }, { seconds: 9, after: 0 }, { seconds: 2 }];
+    const runs = [
+      { seconds: 13 },
+      { seconds: 7 },
+      { seconds: 5, after: 0 },
+      { seconds: 5, after: 1 },
+      { seconds: 9, after: 0 },
+      { seconds: 2 },
+    ];
     const total = runs.reduce((s, r) => s + r.seconds, 0);
     for (const slots of [1, 2, 3, 4, 10]) {
       const wall = sweepWallSeconds(runs, slots);
@@ -80,7 +114,15 @@ describe('sweepWallSeconds', () => {
   });
 
   it('refuses a run that waits for a run that never ends', () => {
-    expect(() => sweepWallSeconds([{ seconds: 1, after: 1 }, { seconds: 1, after: 0 }], 2)).toThrow(/never ends/);
+    expect(() =>
+      sweepWallSeconds(
+        [
+          { seconds: 1, after: 1 },
+          { seconds: 1, after: 0 },
+        ],
+        2,
+      ),
+    ).toThrow(/never ends/);
   });
 });
 

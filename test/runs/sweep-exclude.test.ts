@@ -7,7 +7,13 @@ const baseConfig = { steps: 1, task: { name: 'reverse' }, policy: { kind: 'ar' }
 
 describe('sweep exclude', () => {
   it('leaves out the points a selector matches, in grid order', async () => {
-    const plan = await planSweep({ baseConfig, grid: 'plan=bf16,mxfp4-rollout;correction=none,tis', exclude: 'plan=bf16,correction=tis', seeds: 2, outDir: 'unused' });
+    const plan = await planSweep({
+      baseConfig,
+      grid: 'plan=bf16,mxfp4-rollout;correction=none,tis',
+      exclude: 'plan=bf16,correction=tis',
+      seeds: 2,
+      outDir: 'unused',
+    });
     expect(plan.runs.map((r) => r.dir)).toEqual([
       'plan-bf16_correction-none/seed-0',
       'plan-bf16_correction-none/seed-1',

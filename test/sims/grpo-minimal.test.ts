@@ -13,7 +13,8 @@ describe('sims/grpo-minimal.ts', () => {
     expect(a.lines).toHaveLength(10);
     for (const r of a.rewards) expect(r >= 0 && r <= 1).toBe(true);
     // GRPO advantages of a group sum to zero
-    for (let g = 0; g < 4; g++) expect(Math.abs(a.advantages.slice(g * 8, g * 8 + 8).reduce((s, x) => s + x, 0))).toBeLessThan(1e-9);
+    for (let g = 0; g < 4; g++)
+      expect(Math.abs(a.advantages.slice(g * 8, g * 8 + 8).reduce((s, x) => s + x, 0))).toBeLessThan(1e-9);
     expect(a.k3).toBeGreaterThan(0); // NVFP4 rollout vs BF16 trainer: a real mismatch
     expect(a.tisWeights.max).toBeLessThanOrEqual(2);
     expect(a.tisWeights.min).toBeGreaterThan(0);

@@ -13,7 +13,17 @@ function anyResponse(task: Task) {
     { arbitrary: fc.integer({ min: 0, max: task.vocabSize - 1 }), weight: 6 },
     { arbitrary: fc.constantFrom(PAD, BOS, EOS, SEP, MASK), weight: 2 },
     { arbitrary: fc.integer(), weight: 1 },
-    { arbitrary: fc.constantFrom(-1, task.vocabSize, 2 ** 31, -(2 ** 31), Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER), weight: 1 },
+    {
+      arbitrary: fc.constantFrom(
+        -1,
+        task.vocabSize,
+        2 ** 31,
+        -(2 ** 31),
+        Number.MAX_SAFE_INTEGER,
+        -Number.MAX_SAFE_INTEGER,
+      ),
+      weight: 1,
+    },
   );
   return fc.array(id, { maxLength: 3 * task.responseLength });
 }
@@ -32,7 +42,9 @@ describe.each(allTasks.map((t) => [t.name, t] as const))('%s', (_name, task) => 
     expect(task.vocabSize).toBe(task.tokenizer.vocab.length);
     expect(task.vocabSize).toBeLessThanOrEqual(32);
     expect(task.tokenizer.vocab.slice(0, 5)).toEqual(['<pad>', '<bos>', '<eos>', '<sep>', '<mask>']);
-    expect(task.promptLength + task.responseLength).toBeLessThanOrEqual({ sudoku4: 40, fibonacci: 41 }[task.name as string] ?? 20);
+    expect(task.promptLength + task.responseLength).toBeLessThanOrEqual(
+      { sudoku4: 40, fibonacci: 41 }[task.name as string] ?? 20,
+    );
   });
 
   it('lays out prompts and gold responses as documented', () => {
@@ -74,7 +86,11 @@ describe.each(allTasks.map((t) => [t.name, t] as const))('%s', (_name, task) => 
     expect(again.evalProblems(40, 9)).toEqual(task.evalProblems(40, 9));
     const a = task.sampleProblem(createRng(5));
     expect(task.sampleProblem(createRng(5))).toEqual(a);
-    const keys = (seed: number) => task.trainProblems(40, seed).map((p) => p.key).join('|');
+    const keys = (seed: number) =>
+      task
+        .trainProblems(40, seed)
+        .map((p) => p.key)
+        .join('|');
     expect(keys(1)).not.toBe(keys(2));
     expect(task.trainProblems(0, 1)).toEqual([]);
     expect(task.trainProblems(25, 'abc')).toEqual(task.trainProblems(40, 'abc').slice(0, 25));

@@ -46,8 +46,21 @@ describe('countdown rewards', () => {
   });
 
   it('gives 0 to anything that does not parse or is not closed by EOS', () => {
-    for (const text of ['3*5+7', '<eos>', '3*5+<eos>', '-3+5*7<eos>', '3*(5+7<eos>', '3*5)+7<eos>', '3(5)+7<eos>',
-      '3*5+07<eos>', '()3*5+7<eos>', '3*5=22<eos>', '3**5+7<eos>', '<pad>3*5+7<eos>', '3*5<sep>+7<eos>']) {
+    for (const text of [
+      '3*5+7',
+      '<eos>',
+      '3*5+<eos>',
+      '-3+5*7<eos>',
+      '3*(5+7<eos>',
+      '3*5)+7<eos>',
+      '3(5)+7<eos>',
+      '3*5+07<eos>',
+      '()3*5+7<eos>',
+      '3*5=22<eos>',
+      '3**5+7<eos>',
+      '<pad>3*5+7<eos>',
+      '3*5<sep>+7<eos>',
+    ]) {
       expect(score(text), text).toEqual({ reward: 0, correct: false });
     }
     expect(task.reward(p, [...enc('3*5+'), MASK, ...enc('<eos>')])).toEqual({ reward: 0, correct: false });
@@ -67,7 +80,9 @@ describe('countdown rewards', () => {
   });
 
   it('validates makeProblem and options-dependent targets', () => {
-    expect(() => task.makeProblem([3, 5, 7], 23)).toThrow(/target must be an integer in \[1, 99\] reachable from 3, 5, 7, got 23/);
+    expect(() => task.makeProblem([3, 5, 7], 23)).toThrow(
+      /target must be an integer in \[1, 99\] reachable from 3, 5, 7, got 23/,
+    );
     expect(() => task.makeProblem([3, 0, 7], 21)).toThrow(/numbers must be three integers in \[1, 9\], got \[3,0,7\]/);
     const big = createCountdownTask({ minTarget: 100, maxTarget: 729 });
     expect(big.promptLength).toBe(9);
@@ -79,7 +94,12 @@ describe('countdown rewards', () => {
 
 describe('countdown expressions', () => {
   it('prints all 192 expressions so that they parse back to their value', () => {
-    for (const numbers of [[3, 5, 7], [4, 2, 2], [9, 1, 6], [8, 8, 8]] as const) {
+    for (const numbers of [
+      [3, 5, 7],
+      [4, 2, 2],
+      [9, 1, 6],
+      [8, 8, 8],
+    ] as const) {
       const list = threeNumberExpressions(numbers);
       expect(list).toHaveLength(192);
       for (const { text, value } of list) {
@@ -94,35 +114,39 @@ describe('countdown expressions', () => {
 
   it('picks the first shortest expression as gold', () => {
     const task = createCountdownTask();
-    const gold = (n: readonly [number, number, number], t: number) => task.tokenizer.decode(task.goldResponse(task.makeProblem(n, t)));
+    const gold = (n: readonly [number, number, number], t: number) =>
+      task.tokenizer.decode(task.goldResponse(task.makeProblem(n, t)));
     expect(gold([3, 5, 7], 56)).toBe('(3+5)*7<eos>');
     expect(gold([5, 1, 6], 2)).toBe('1-5+6<eos>');
     expect(gold([7, 3, 1], 2)).toBe('(7-1)/3<eos>');
   });
 
   const exprToken = fc.constantFrom('0', '1', '2', '3', '7', '9', '+', '-', '*', '/', '(', ')');
-  test.prop([fc.array(exprToken, { maxLength: 11 })], { numRuns: 2000 })('agrees with JavaScript on every string of expression tokens', (tokens) => {
-    const text = tokens.join('');
-    let js: number | undefined;
-    try {
-      js = Number(new Function(`"use strict"; return (${text});`)());
-    } catch {
-      js = undefined;
-    }
-    const rpn = parseExpression(tokens);
-    if (rpn === undefined) {
-      // JavaScript accepts more: unary signs, regex literals, `**` and comments; otherwise it must reject too.
-      const jsOnly = /(^|[-+*/(])[-+/]/.test(text) || /\*\*|\/\/|\/\*/.test(text);
-      if (!jsOnly) expect(js, text).toBeUndefined();
-      return;
-    }
-    expect(js, text).toBeDefined();
-    const value = evaluateRpn(rpn);
-    if (value === undefined) {
-      expect(text).toContain('/');
-      return;
-    }
-    const exact = Number(value.num) / Number(value.den);
-    expect(Math.abs((js as number) - exact), text).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(exact)));
-  });
+  test.prop([fc.array(exprToken, { maxLength: 11 })], { numRuns: 2000 })(
+    'agrees with JavaScript on every string of expression tokens',
+    (tokens) => {
+      const text = tokens.join('');
+      let js: number | undefined;
+      try {
+        js = Number(new Function(`"use strict"; return (${text});`)());
+      } catch {
+        js = undefined;
+      }
+      const rpn = parseExpression(tokens);
+      if (rpn === undefined) {
+        // JavaScript accepts more: unary signs, regex literals, `**` and comments; otherwise it must reject too.
+        const jsOnly = /(^|[-+*/(])[-+/]/.test(text) || /\*\*|\/\/|\/\*/.test(text);
+        if (!jsOnly) expect(js, text).toBeUndefined();
+        return;
+      }
+      expect(js, text).toBeDefined();
+      const value = evaluateRpn(rpn);
+      if (value === undefined) {
+        expect(text).toContain('/');
+        return;
+      }
+      const exact = Number(value.num) / Number(value.den);
+      expect(Math.abs((js as number) - exact), text).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(exact)));
+    },
+  );
 });

@@ -18,12 +18,16 @@ describe('task registry', () => {
   });
 
   it('rejects unknown task names', () => {
-    expect(() => makeTask('sort' as TaskName)).toThrow(/task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/);
+    expect(() => makeTask('sort' as TaskName)).toThrow(
+      /task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/,
+    );
     expect(() => makeTask('toString' as TaskName)).toThrow(/got "toString"/);
-    expect(() => makeTaskFromConfig({ name: 'sort', options: {} })).toThrow(/task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/);
+    expect(() => makeTaskFromConfig({ name: 'sort', options: {} })).toThrow(
+      /task: name must be one of reverse, sudoku4, countdown, fibonacci, got "sort"/,
+    );
   });
 
-  it('builds a config\'s task from an unchecked name and options, the same task makeTask builds', () => {
+  it("builds a config's task from an unchecked name and options, the same task makeTask builds", () => {
     const fromConfig = makeTaskFromConfig({ name: 'fibonacci', options: { minLength: 4, maxLength: 6 } });
     const typed = makeTask('fibonacci', { minLength: 4, maxLength: 6 });
     expect(fromConfig.name).toBe('fibonacci');
@@ -36,7 +40,11 @@ describe('task registry', () => {
     ['reverse', { maxLength: 9 }, /reverse: option maxLength must be an integer in \[1, 8\], got 9/],
     ['reverse', { alphabetSize: 2.5 }, /reverse: option alphabetSize must be an integer in \[2, 26\], got 2.5/],
     ['reverse', { minLength: '3' }, /reverse: option minLength must be an integer in \[1, 8\], got "3"/],
-    ['reverse', { evalFraction: 0 }, /reverse: option evalFraction must be a number in the open interval \(0, 1\), got 0/],
+    [
+      'reverse',
+      { evalFraction: 0 },
+      /reverse: option evalFraction must be a number in the open interval \(0, 1\), got 0/,
+    ],
     ['reverse', { evalFraction: Number.NaN }, /option evalFraction must be .*, got NaN/],
     ['reverse', { minLength: 7, maxLength: 6 }, /reverse: option minLength \(7\) must be ≤ maxLength \(6\)/],
     ['reverse', { length: 4 }, /reverse: unknown field 'length'/],
@@ -48,7 +56,11 @@ describe('task registry', () => {
     ['countdown', { minTarget: 50, maxTarget: 20 }, /countdown: option minTarget \(50\) must be ≤ maxTarget \(20\)/],
     ['fibonacci', { maxLength: 1000 }, /fibonacci: option maxLength must be an integer in \[1, 999\], got 1000/],
     ['fibonacci', { minLength: 0 }, /fibonacci: option minLength must be an integer in \[1, 999\], got 0/],
-    ['fibonacci', { minLength: 300, maxLength: 256 }, /fibonacci: option minLength \(300\) must be ≤ maxLength \(256\)/],
+    [
+      'fibonacci',
+      { minLength: 300, maxLength: 256 },
+      /fibonacci: option minLength \(300\) must be ≤ maxLength \(256\)/,
+    ],
     ['countdown', { evalFraction: 1 }, /countdown: option evalFraction must be a number in the open interval/],
   ] as const)('%s rejects %j', (name, options, message) => {
     expect(() => makeTaskFromConfig({ name, options })).toThrow(message);

@@ -47,9 +47,16 @@ describe('reverse', () => {
     const t = createReverseTask({ alphabetSize: 2, minLength: 1, maxLength: 2, evalFraction: 0.5 });
     const held = ['a', 'b', 'aa', 'ab', 'ba', 'bb'].filter((s) => t.splitOf(t.makeProblem(s)) === 'eval');
     expect(held.length).toBeGreaterThan(0);
-    expect(t.evalProblems(held.length, 1).map((q) => q.key).sort()).toEqual(held.sort());
+    expect(
+      t
+        .evalProblems(held.length, 1)
+        .map((q) => q.key)
+        .sort(),
+    ).toEqual(held.sort());
     expect(() => t.evalProblems(held.length + 1, 1)).toThrow(
-      new RegExp(`reverse.evalProblems: n = ${held.length + 1} exceeds the distinct eval problems found \\(${held.length}\\)`),
+      new RegExp(
+        `reverse.evalProblems: n = ${held.length + 1} exceeds the distinct eval problems found \\(${held.length}\\)`,
+      ),
     );
   });
 
@@ -62,6 +69,8 @@ describe('reverse', () => {
     expect(held / all.length).toBeLessThan(0.12);
     // a larger fraction only adds strings to the eval split
     const wider = createReverseTask({ minLength: 4, maxLength: 4, evalFraction: 0.3 });
-    expect(all.every((s) => t.splitOf(t.makeProblem(s)) === 'train' || wider.splitOf(wider.makeProblem(s)) === 'eval')).toBe(true);
+    expect(
+      all.every((s) => t.splitOf(t.makeProblem(s)) === 'train' || wider.splitOf(wider.makeProblem(s)) === 'eval'),
+    ).toBe(true);
   });
 });

@@ -10,10 +10,13 @@ function bruteForceGrids(): string[] {
       for (let c = 1; c <= 4; c++)
         for (let d = 1; d <= 4; d++) if (new Set([a, b, c, d]).size === 4) perms.push([a, b, c, d]);
   const out: string[] = [];
-  for (const r0 of perms) for (const r1 of perms) for (const r2 of perms) for (const r3 of perms) {
-    const g = [...r0, ...r1, ...r2, ...r3];
-    if (isValidSudoku4(g)) out.push(g.join(''));
-  }
+  for (const r0 of perms)
+    for (const r1 of perms)
+      for (const r2 of perms)
+        for (const r3 of perms) {
+          const g = [...r0, ...r1, ...r2, ...r3];
+          if (isValidSudoku4(g)) out.push(g.join(''));
+        }
   return out;
 }
 

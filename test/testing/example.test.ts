@@ -8,7 +8,12 @@ import type { EstimateFn } from '../../src/testing/index.js';
 
 describe('qrl-sim/testing example', () => {
   it('qrl-sim passes every invariant', async () => {
-    expect(await runExample()).toEqual(['rhoOneIsIdentity', 'weightBounds', 'permutationEquivariance', 'maskedGarbageIsIgnored']);
+    expect(await runExample()).toEqual([
+      'rhoOneIsIdentity',
+      'weightBounds',
+      'permutationEquivariance',
+      'maskedGarbageIsIgnored',
+    ]);
   });
 
   it('an uncapped TIS fails weightBounds', async () => {

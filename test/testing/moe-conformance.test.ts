@@ -24,15 +24,19 @@ class MisreportedRouting extends ReferenceBackend {
   }
   override async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
     const result = await super.logprobs(request);
-    return result.routing === undefined ? result : { ...result, routing: result.routing.map((r) => Int32Array.from(r, (e) => (e + 1) % 4)) };
+    return result.routing === undefined
+      ? result
+      : { ...result, routing: result.routing.map((r) => Int32Array.from(r, (e) => (e + 1) % 4)) };
   }
 }
-
 
 describe('backend-check: MoE routing replay rows', () => {
   it('pass on the MoE reference backend, with a flip rate per layer and the R3 k3 reported', async () => {
     const rows = await servedConformance(new ReferenceBackend(config, arPolicyFactory, task));
-    expect(rows.filter((r) => r.status === 'FAIL'), JSON.stringify(rows)).toEqual([]);
+    expect(
+      rows.filter((r) => r.status === 'FAIL'),
+      JSON.stringify(rows),
+    ).toEqual([]);
     const byCheck = new Map(rows.map((r) => [r.check, r]));
     expect(byCheck.get('MoE: own routing returned')?.status).toBe('ok');
     expect(byCheck.get('MoE: flip rate per layer')?.detail).toMatch(/^l0 \d+\.\d\d %, l1 \d+\.\d\d %$/);

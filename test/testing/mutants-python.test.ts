@@ -14,13 +14,23 @@ import { type BugClass, isCheck, namedChecks } from '../../src/testing/request-c
 const root = mkdtempSync(join(tmpdir(), 'qrl-mutants-numpy-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const config = join(root, 'run.json');
-writeFileSync(config, JSON.stringify({ task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } }, policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } }, plan: 'fp32' }));
+writeFileSync(
+  config,
+  JSON.stringify({
+    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+    plan: 'fp32',
+  }),
+);
 const fixture = join(process.cwd(), 'test/fixtures/backends/sdk_mutant.py');
 
 async function check(backend: string, withConfig = true): Promise<{ code: number; rows: ConformanceRow[] }> {
   const out: string[] = [];
   const io = { out: (t: string) => out.push(t), err: () => undefined };
-  const code = await main(['backend-check', '--backend', backend, ...(withConfig ? ['--config', config] : []), '--batch', '4', '--json'], io as never);
+  const code = await main(
+    ['backend-check', '--backend', backend, ...(withConfig ? ['--config', config] : []), '--batch', '4', '--json'],
+    io as never,
+  );
   return { code, rows: (JSON.parse(out.join('')) as { rows: ConformanceRow[] }).rows };
 }
 
@@ -43,23 +53,46 @@ describe('backend-check against mutants of numpy_ar', () => {
     expect(code).toBe(0);
   }, 120_000);
 
-  it.each(Object.entries(mutants))('catches %s', async (name, bug) => {
-    const { code, rows } = await check(`python3 ${fixture} --mutant ${name}`);
-    const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
-    const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
-    expect(failed.filter((f) => claimed.some((c) => isCheck(f, c))), `${name}: failed ${JSON.stringify(failed)}`).not.toEqual([]);
-    expect(code).toBe(1);
-  }, 120_000);
+  it.each(Object.entries(mutants))(
+    'catches %s',
+    async (name, bug) => {
+      const { code, rows } = await check(`python3 ${fixture} --mutant ${name}`);
+      const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+      const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
+      expect(
+        failed.filter((f) => claimed.some((c) => isCheck(f, c))),
+        `${name}: failed ${JSON.stringify(failed)}`,
+      ).not.toEqual([]);
+      expect(code).toBe(1);
+    },
+    120_000,
+  );
 });
 
-const model = JSON.stringify({ hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1 });
+const model = JSON.stringify({
+  hidden_size: 32,
+  intermediate_size: 64,
+  num_hidden_layers: 1,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+});
 describe('backend-check against mutants of the transformers backend (hf)', () => {
-  it.each(['sync-keeps-old-weights', 'rows-ignored', 'off-by-one-logprobs', 'gradient-sign'])('catches %s', async (name) => {
-    const bug = mutants[name]!;
-    const { code, rows } = await check(`python3 ${fixture} --mutant ${name} --hf --model '${model}' --plan hf-bf16 --vocab-size 13 --max-new-tokens 6`, false);
-    const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
-    const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
-    expect(failed.filter((f) => claimed.some((c) => isCheck(f, c))), `${name}: failed ${JSON.stringify(failed)}`).not.toEqual([]);
-    expect(code).toBe(1);
-  }, 180_000);
+  it.each(['sync-keeps-old-weights', 'rows-ignored', 'off-by-one-logprobs', 'gradient-sign'])(
+    'catches %s',
+    async (name) => {
+      const bug = mutants[name]!;
+      const { code, rows } = await check(
+        `python3 ${fixture} --mutant ${name} --hf --model '${model}' --plan hf-bf16 --vocab-size 13 --max-new-tokens 6`,
+        false,
+      );
+      const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+      const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
+      expect(
+        failed.filter((f) => claimed.some((c) => isCheck(f, c))),
+        `${name}: failed ${JSON.stringify(failed)}`,
+      ).not.toEqual([]);
+      expect(code).toBe(1);
+    },
+    180_000,
+  );
 });

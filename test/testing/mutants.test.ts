@@ -22,30 +22,46 @@ function configOf(plan: string, sampler?: RunConfig['policy']['sampler']): RunCo
   });
 }
 
-
 const table: string[] = [];
 afterAll(() => {
-  if (process.env.QRL_MUTATION_TABLE) console.log(['| bug class | plan | caught by |', '| --- | --- | --- |', ...table].join('\n'));
+  if (process.env.QRL_MUTATION_TABLE)
+    console.log(['| bug class | plan | caught by |', '| --- | --- | --- |', ...table].join('\n'));
 });
 
 describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
   it('passes the unmutated reference backend', async () => {
     const config = configOf(plan);
-    const rows = await servedConformance(new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)));
-    expect(rows.filter((r) => r.status === 'FAIL'), JSON.stringify(rows, null, 1)).toEqual([]);
+    const rows = await servedConformance(
+      new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)),
+    );
+    expect(
+      rows.filter((r) => r.status === 'FAIL'),
+      JSON.stringify(rows, null, 1),
+    ).toEqual([]);
   }, 120_000);
 
-  it.each(Object.keys(mutants))('catches %s', async (name) => {
-    const mutant = mutants[name]!;
-    const config = configOf(plan, mutant.sampler);
-    const identical = plan === 'bf16';
-    const harmless = (mutant.harmlessWhen === 'identical sides' && identical) || (mutant.harmlessWhen === 'different sides' && !identical);
-    const rows = await servedConformance(mutant.make(config));
-    const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
-    const claimed = namedChecks.filter((c) => c.catches.includes(mutant.bug)).map((c) => c.check);
-    const catching = failed.filter((f) => claimed.some((c) => isCheck(f, c)));
-    table.push(`| ${mutant.bug} | ${plan} | ${harmless ? '— (harmless under this plan)' : catching.map((c) => `\`${c}\``).join(', ')} |`);
-    if (harmless) return;
-    expect(catching, `${name} under ${plan}: failed ${JSON.stringify(failed)}, claimed ${JSON.stringify(claimed)}`).not.toEqual([]);
-  }, 120_000);
+  it.each(Object.keys(mutants))(
+    'catches %s',
+    async (name) => {
+      const mutant = mutants[name]!;
+      const config = configOf(plan, mutant.sampler);
+      const identical = plan === 'bf16';
+      const harmless =
+        (mutant.harmlessWhen === 'identical sides' && identical) ||
+        (mutant.harmlessWhen === 'different sides' && !identical);
+      const rows = await servedConformance(mutant.make(config));
+      const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+      const claimed = namedChecks.filter((c) => c.catches.includes(mutant.bug)).map((c) => c.check);
+      const catching = failed.filter((f) => claimed.some((c) => isCheck(f, c)));
+      table.push(
+        `| ${mutant.bug} | ${plan} | ${harmless ? '— (harmless under this plan)' : catching.map((c) => `\`${c}\``).join(', ')} |`,
+      );
+      if (harmless) return;
+      expect(
+        catching,
+        `${name} under ${plan}: failed ${JSON.stringify(failed)}, claimed ${JSON.stringify(claimed)}`,
+      ).not.toEqual([]);
+    },
+    120_000,
+  );
 });

@@ -2,7 +2,15 @@
 // (src/testing/request-checks.ts `namedChecks`): each changes one behaviour the way a backend
 // written from the docs could get it wrong. test/testing/mutants.test.ts runs the battery on each.
 
-import type { BackendInfo, GenerateRequest, LogprobsRequest, LogprobsResult, RolloutBatch, StepRequest, StepResult } from '../../src/core/backend-contract.js';
+import type {
+  BackendInfo,
+  GenerateRequest,
+  LogprobsRequest,
+  LogprobsResult,
+  RolloutBatch,
+  StepRequest,
+  StepResult,
+} from '../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
 import type { RunConfig } from '../../src/rl/grpo/config.js';
@@ -137,7 +145,11 @@ export const mutants: Readonly<Record<string, Mutant>> = {
       new (class extends ReferenceBackend {
         override async generate(r: GenerateRequest): Promise<RolloutBatch> {
           const batch = await super.generate(r);
-          const lp = await super.logprobs({ batch, rows: Array.from({ length: batch.B }, (_, b) => b), policy: 'current' });
+          const lp = await super.logprobs({
+            batch,
+            rows: Array.from({ length: batch.B }, (_, b) => b),
+            policy: 'current',
+          });
           return { ...batch, logpRollout: lp.logp };
         }
       })(config, arPolicyFactory, task(config)),
@@ -147,7 +159,10 @@ export const mutants: Readonly<Record<string, Mutant>> = {
     make: (config) =>
       new (class extends ReferenceBackend {
         override backward(handle: string, g: Float64Array): Promise<void> {
-          return super.backward(handle, g.map((x) => -x));
+          return super.backward(
+            handle,
+            g.map((x) => -x),
+          );
         }
       })(config, arPolicyFactory, task(config)),
   },

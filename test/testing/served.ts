@@ -9,7 +9,10 @@ import { serveBackend } from '../../src/protocol/serve.js';
 import { type ConformanceOptions, type ConformanceRow, runConformance } from '../../src/testing/conformance.js';
 
 /** Serves `backend`, runs the battery on it (batch 4 unless `options` say otherwise), stops the server. */
-export async function servedConformance(backend: PolicyBackend, options: ConformanceOptions = {}): Promise<ConformanceRow[]> {
+export async function servedConformance(
+  backend: PolicyBackend,
+  options: ConformanceOptions = {},
+): Promise<ConformanceRow[]> {
   const server = await serveBackend(backend, { port: 0, stateRoot: tmpdir() });
   const remote = await connectBackend(parseBackendAddress(`http://127.0.0.1:${server.port}`), { timeoutMs: 60_000 });
   try {

@@ -75,7 +75,16 @@ export function castInputs(format: FloatFormat, rng: Rng): Float32Array {
   const max = format.maxFinite;
   const quantum = 2 ** (Math.floor(Math.log2(max)) - format.manBits);
   const overflowTie = Math.fround(max + quantum / 2);
-  for (const v of [max, nextUp(max), overflowTie, nextDown(overflowTie), nextUp(overflowTie), Math.fround(max + quantum), Math.fround(2 * max), fromBits(0x7f7fffff)]) {
+  for (const v of [
+    max,
+    nextUp(max),
+    overflowTie,
+    nextDown(overflowTie),
+    nextUp(overflowTie),
+    Math.fround(max + quantum),
+    Math.fround(2 * max),
+    fromBits(0x7f7fffff),
+  ]) {
     if (Number.isFinite(v)) push(v);
   }
   // specials: ±Inf, quiet NaN of both signs, a payload NaN, ±0, float32 subnormals, below the smallest subnormal
@@ -102,7 +111,13 @@ export function castInputs(format: FloatFormat, rng: Rng): Float32Array {
 }
 
 /** Encodes float32 `inputs` (NaN sign read from the bits) with the scalar reference. */
-function encodeAll(format: FloatFormat, profile: Parameters<typeof scalarEncoder>[1], mode: (typeof roundingModes)[number], inputs: Float32Array, randomBits: Uint32Array | null): ReturnType<typeof allocCodes> {
+function encodeAll(
+  format: FloatFormat,
+  profile: Parameters<typeof scalarEncoder>[1],
+  mode: (typeof roundingModes)[number],
+  inputs: Float32Array,
+  randomBits: Uint32Array | null,
+): ReturnType<typeof allocCodes> {
   const encoder = scalarEncoder(format, profile, mode);
   const codes = allocCodes(format, inputs.length);
   for (let i = 0; i < inputs.length; i++) {
@@ -114,7 +129,12 @@ function encodeAll(format: FloatFormat, profile: Parameters<typeof scalarEncoder
   return codes;
 }
 
-function castCase(format: FloatFormat, profileName: string, mode: (typeof roundingModes)[number], seed: number): GoldenCase {
+function castCase(
+  format: FloatFormat,
+  profileName: string,
+  mode: (typeof roundingModes)[number],
+  seed: number,
+): GoldenCase {
   const rng = createRng(seed).fork(rngStreams.golden.casts(format.name));
   const inputs = castInputs(format, rng);
   const randomBits = mode === 'stochastic' ? Uint32Array.from({ length: inputs.length }, () => rng.uint32()) : null;
@@ -142,7 +162,8 @@ export const castsSuite: GoldenSuite = {
   description: 'float32 → format codes and decoded values for every format × covering cast profile × rounding mode',
   cases(seed) {
     const out: GoldenCase[] = [];
-    for (const { profile, format } of profileCoverage()) for (const mode of roundingModes) out.push(castCase(format, profile.name, mode, seed));
+    for (const { profile, format } of profileCoverage())
+      for (const mode of roundingModes) out.push(castCase(format, profile.name, mode, seed));
     return out;
   },
 };

@@ -33,8 +33,8 @@ export const libraryCastProfiles: Readonly<Partial<Record<CastProfileName, strin
 
 /** Float32 specials as bit patterns: ±0, ±Inf, NaNs of both signs with several payloads. */
 const SPECIALS = [
-  0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff, 0xffffffff,
-  0x7fa00000, 0xffa00000, 0x7fc00001, 0xffc00001, 0x7fbfffff, 0x7f808000,
+  0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff,
+  0xffffffff, 0x7fa00000, 0xffa00000, 0x7fc00001, 0xffc00001, 0x7fbfffff, 0x7f808000,
 ];
 
 /** The shared inputs: every bf16 pattern, every bf16 tie (pattern + half a bf16 ulp), subnormals, random patterns, specials. */
@@ -56,7 +56,12 @@ function denseInputs(seed: number): Uint32Array {
   return out;
 }
 
-function libraryCastCase(profileName: CastProfileName, formatName: FloatFormatName, dense: Uint32Array, seed: number): GoldenCase {
+function libraryCastCase(
+  profileName: CastProfileName,
+  formatName: FloatFormatName,
+  dense: Uint32Array,
+  seed: number,
+): GoldenCase {
   const format = floatFormats[formatName];
   // the format's own codes, ties ±1 ulp and overflow edges (the casts suite's inputs) after the dense set
   const own = new Uint32Array(castInputs(format, createRng(seed).fork(rngStreams.golden.casts(format.name))).buffer);
@@ -71,7 +76,13 @@ function libraryCastCase(profileName: CastProfileName, formatName: FloatFormatNa
   return {
     name: `${format.name}.${profileName}`,
     description: `${format.name} under cast profile ${profileName} (rne), the behaviour of ${libraryCastProfiles[profileName]}: ${inputs.length} float32 inputs (every bf16 pattern and bf16 tie, ${2 * SUBNORMALS} subnormals, ${RANDOM} random patterns, specials, the format's codes and ties ±1 ulp)`,
-    params: { format: format.name, profile: profileName, mode: 'rne', bits: format.bits, library: libraryCastProfiles[profileName] },
+    params: {
+      format: format.name,
+      profile: profileName,
+      mode: 'rne',
+      bits: format.bits,
+      library: libraryCastProfiles[profileName],
+    },
     tensors: {
       input: tensor('input', inputs, 'bitwise'),
       codes: tensor('expected', codes, 'bitwise'),
@@ -82,12 +93,14 @@ function libraryCastCase(profileName: CastProfileName, formatName: FloatFormatNa
 /** Every library-named profile × covered format, rne, on the dense inputs. */
 export const libraryCastsSuite: GoldenSuite = {
   name: 'library-casts',
-  description: 'float32 → format codes under every cast profile named after an installed library (torch, ml_dtypes, onnxruntime), on every bf16 pattern and tie, subnormals, random patterns and specials',
+  description:
+    'float32 → format codes under every cast profile named after an installed library (torch, ml_dtypes, onnxruntime), on every bf16 pattern and tie, subnormals, random patterns and specials',
   cases(seed) {
     const dense = denseInputs(seed);
     const out: GoldenCase[] = [];
     for (const name of Object.keys(libraryCastProfiles) as CastProfileName[]) {
-      for (const format of Object.keys(castProfile(name).formats) as FloatFormatName[]) out.push(libraryCastCase(name, format, dense, seed));
+      for (const format of Object.keys(castProfile(name).formats) as FloatFormatName[])
+        out.push(libraryCastCase(name, format, dense, seed));
     }
     return out;
   },

@@ -28,7 +28,8 @@ export function quantizerInput(rng: Rng, rows: number, cols: number, nan: boolea
   x.fill(0, 0, cols);
   if (rows > 1) x[cols + 3] = Math.fround(1000 * (x[cols + 3] as number) + 500);
   if (rows > 2) {
-    for (let c = 0; c < cols; c++) x[2 * cols + c] = Math.fround(Math.max(-7.5, Math.min(7.5, x[2 * cols + c] as number)));
+    for (let c = 0; c < cols; c++)
+      x[2 * cols + c] = Math.fround(Math.max(-7.5, Math.min(7.5, x[2 * cols + c] as number)));
     x[2 * cols + 1] = -8;
     x[2 * cols + cols - 1] = 8;
   }
@@ -56,7 +57,11 @@ export function quantizerEdgeInput(rng: Rng, cols: number, nonFinite: boolean): 
   const rows = EDGE_ROWS;
   const x = new Float32Array(rows * cols);
   for (let i = 0; i < x.length; i++) x[i] = Math.fround(rng.normal());
-  const groups = [[0, 8], [8, 16], [16, cols]] as const;
+  const groups = [
+    [0, 8],
+    [8, 16],
+    [16, cols],
+  ] as const;
   /** Fills row r, group g with values of magnitude below amax/2 and puts ±amax at a random place. */
   const group = (r: number, g: number, amax: number): void => {
     const [lo, hi] = groups[g] as readonly [number, number];
@@ -71,7 +76,11 @@ export function quantizerEdgeInput(rng: Rng, cols: number, nonFinite: boolean): 
   x[cols + 16] = -(2 ** -149);
   x[cols + 17] = 2 ** -149;
   x[cols + 18] = -0;
-  for (const [r, p2] of [[2, 28], [3, 448 * 2 ** 10], [4, 448 * 2 ** -20]] as const) {
+  for (const [r, p2] of [
+    [2, 28],
+    [3, 448 * 2 ** 10],
+    [4, 448 * 2 ** -20],
+  ] as const) {
     group(r, 0, p2);
     group(r, 1, nextFloat32Up(p2));
     group(r, 2, nextFloat32Down(p2));
@@ -123,7 +132,9 @@ function quantizerCase(name: string, preset: QuantPreset, variant: Variant, ue8m
     scales: tensor('expected', q.scales, { ulp: 0 }, q.scaleShape),
     ...(q.scaleCodes ? { scaleCodes: tensor('expected', q.scaleCodes, 'bitwise', q.scaleShape) } : {}),
     ...(q.zeroPoints ? { zeroPoints: tensor('expected', q.zeroPoints, 'bitwise', q.scaleShape) } : {}),
-    ...(q.globalScale !== undefined ? { globalScale: tensor('expected', new Float32Array([q.globalScale]), { ulp: 0 }, []) } : {}),
+    ...(q.globalScale !== undefined
+      ? { globalScale: tensor('expected', new Float32Array([q.globalScale]), { ulp: 0 }, []) }
+      : {}),
     dequantized: tensor('expected', y, { ulp: 0 }, [rows, cols]),
   };
   const what = edges
@@ -132,7 +143,15 @@ function quantizerCase(name: string, preset: QuantPreset, variant: Variant, ue8m
   return {
     name: `${name}.${ue8m0 ? 'ue8m0.' : ''}${variant}`,
     description: `${name}${ue8m0 ? ' (ue8m0)' : ''} on [${rows}, ${cols}]${block !== undefined ? ` with block ${block}` : ''}: ${what}`,
-    params: { preset: name, ...(block !== undefined ? { block } : {}), ...(ue8m0 ? { ue8m0 } : {}), format: spec.format, granularity: spec.granularity, nan, input: variant },
+    params: {
+      preset: name,
+      ...(block !== undefined ? { block } : {}),
+      ...(ue8m0 ? { ue8m0 } : {}),
+      format: spec.format,
+      granularity: spec.granularity,
+      nan,
+      input: variant,
+    },
     tensors,
   };
 }
@@ -143,7 +162,9 @@ export const quantizersSuite: GoldenSuite = {
   description: 'every quantizer preset on edge-case tensors: codes, scales (and their codes), zero points, dequantized',
   cases(seed) {
     return Object.entries(quantPresets as Record<string, QuantPreset>).flatMap(([name, preset]) =>
-      (preset.params.includes('ue8m0') ? [false, true] : [false]).flatMap((ue8m0) => variants.map((v) => quantizerCase(name, preset, v, ue8m0, seed))),
+      (preset.params.includes('ue8m0') ? [false, true] : [false]).flatMap((ue8m0) =>
+        variants.map((v) => quantizerCase(name, preset, v, ue8m0, seed)),
+      ),
     );
   },
 };

@@ -28,7 +28,12 @@ export interface ChannelStats {
  * stats[0].outlierRatio; // ≈ 1 without outlier channels
  * ```
  */
-export function residualChannelStats(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number): ChannelStats[] {
+export function residualChannelStats(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+): ChannelStats[] {
   const cache = arForward(policy, tokens, B, T, fp32Numerics());
   const C = policy.config.C;
   const N = B * T;
@@ -78,12 +83,25 @@ function channelMeanAbs(x: FloatArray, N: number, C: number): number[] {
  * stats[0].top[0].ratio; // ≈ 20 with the presets' outlier channels, ≈ 2–3 without
  * ```
  */
-export function linearInputChannelStats(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, k: number): LinearInputStats[] {
-  if (!Number.isInteger(k) || k < 1 || k > policy.config.C) throw new Error(`linearInputChannelStats: k must be an integer in [1, C=${policy.config.C}], got ${k}`);
+export function linearInputChannelStats(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  k: number,
+): LinearInputStats[] {
+  if (!Number.isInteger(k) || k < 1 || k > policy.config.C)
+    throw new Error(`linearInputChannelStats: k must be an integer in [1, C=${policy.config.C}], got ${k}`);
   const cache = arForward(policy, tokens, B, T, fp32Numerics());
   const C = policy.config.C;
   const N = B * T;
-  const inputs: [string, FloatArray][] = [...cache.blocks.flatMap((b, l): [string, FloatArray][] => [[`h${l}.attn`, b.ln1], [`h${l}.mlp`, b.ln2]]), ['lmHead', cache.xf]];
+  const inputs: [string, FloatArray][] = [
+    ...cache.blocks.flatMap((b, l): [string, FloatArray][] => [
+      [`h${l}.attn`, b.ln1],
+      [`h${l}.mlp`, b.ln2],
+    ]),
+    ['lmHead', cache.xf],
+  ];
   return inputs.map(([name, x]) => {
     const meanAbs = channelMeanAbs(x, N, C);
     const sorted = [...meanAbs].sort((p, q) => p - q);

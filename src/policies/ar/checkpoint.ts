@@ -52,12 +52,14 @@ export function saveCheckpoint(policy: ArPolicy, task?: CheckpointTask): ArCheck
 export function loadCheckpoint(json: unknown): { policy: ArPolicy; task?: CheckpointTask } {
   if (typeof json !== 'object' || json === null) throw new Error('checkpoint: expected a JSON object');
   const c = json as Partial<ArCheckpoint>;
-  if (c.format !== 'qrl-sim/ar-policy') throw new Error(`checkpoint: format must be "qrl-sim/ar-policy", got ${JSON.stringify(c.format)}`);
+  if (c.format !== 'qrl-sim/ar-policy')
+    throw new Error(`checkpoint: format must be "qrl-sim/ar-policy", got ${JSON.stringify(c.format)}`);
   if (c.version !== 1) throw new Error(`checkpoint: version must be 1, got ${JSON.stringify(c.version)}`);
   if (typeof c.config !== 'object' || c.config === null) throw new Error('checkpoint: config must be an object');
   validateArConfig(c.config);
   const p = c.params;
-  if (typeof p !== 'object' || p === null || !Array.isArray(p.specs) || !Array.isArray(p.data)) throw new Error('checkpoint: params must be { specs: [...], data: [...] }');
+  if (typeof p !== 'object' || p === null || !Array.isArray(p.specs) || !Array.isArray(p.data))
+    throw new Error('checkpoint: params must be { specs: [...], data: [...] }');
   if (!p.data.every((x) => typeof x === 'number')) throw new Error('checkpoint: params.data must hold only numbers');
   const policy = new ArPolicy(Object.freeze({ ...c.config }), ParamStore.fromJSON(p));
   return c.task ? { policy, task: c.task } : { policy };

@@ -80,34 +80,61 @@ export function arConfig(overrides: Partial<ArConfig> & Pick<ArConfig, 'vocabSiz
 export function validateArConfig(cfg: ArConfig): void {
   const posInt = (name: keyof ArConfig): void => {
     const v = cfg[name];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new Error(`ar config: ${name} must be a positive integer, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+      throw new Error(`ar config: ${name} must be a positive integer, got ${JSON.stringify(v)}`);
   };
   for (const k of ['vocabSize', 'maxLen', 'C', 'H', 'layers', 'hidden'] as const) posInt(k);
   if (cfg.vocabSize < 5) throw new Error(`ar config: vocabSize must be ≥ 5 (the special tokens), got ${cfg.vocabSize}`);
   if (cfg.C % cfg.H !== 0) throw new Error(`ar config: H must divide C, got C=${cfg.C}, H=${cfg.H}`);
-  if (cfg.positions === 'rope' && (cfg.C / cfg.H) % 2 !== 0) throw new Error(`ar config: rope needs an even head size C/H, got ${cfg.C / cfg.H}`);
-  if (cfg.norm !== 'layernorm' && cfg.norm !== 'rmsnorm') throw new Error(`ar config: norm must be layernorm or rmsnorm, got ${JSON.stringify(cfg.norm)}`);
-  if (cfg.mlp !== 'gelu' && cfg.mlp !== 'swiglu') throw new Error(`ar config: mlp must be gelu or swiglu, got ${JSON.stringify(cfg.mlp)}`);
-  if (cfg.positions !== 'rope' && cfg.positions !== 'learned') throw new Error(`ar config: positions must be rope or learned, got ${JSON.stringify(cfg.positions)}`);
-  if (typeof cfg.bias !== 'boolean') throw new Error(`ar config: bias must be a boolean, got ${JSON.stringify(cfg.bias)}`);
+  if (cfg.positions === 'rope' && (cfg.C / cfg.H) % 2 !== 0)
+    throw new Error(`ar config: rope needs an even head size C/H, got ${cfg.C / cfg.H}`);
+  if (cfg.norm !== 'layernorm' && cfg.norm !== 'rmsnorm')
+    throw new Error(`ar config: norm must be layernorm or rmsnorm, got ${JSON.stringify(cfg.norm)}`);
+  if (cfg.mlp !== 'gelu' && cfg.mlp !== 'swiglu')
+    throw new Error(`ar config: mlp must be gelu or swiglu, got ${JSON.stringify(cfg.mlp)}`);
+  if (cfg.positions !== 'rope' && cfg.positions !== 'learned')
+    throw new Error(`ar config: positions must be rope or learned, got ${JSON.stringify(cfg.positions)}`);
+  if (typeof cfg.bias !== 'boolean')
+    throw new Error(`ar config: bias must be a boolean, got ${JSON.stringify(cfg.bias)}`);
   if (cfg.moe !== undefined && cfg.moe !== null) {
     const m = cfg.moe;
-    if (!Number.isInteger(m.experts) || m.experts < 1) throw new Error(`ar config: moe.experts must be a positive integer, got ${JSON.stringify(m.experts)}`);
-    if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts) throw new Error(`ar config: moe.topK must be an integer in [1, moe.experts = ${m.experts}], got ${JSON.stringify(m.topK)}`);
-    if (typeof m.auxCoeff !== 'number' || !Number.isFinite(m.auxCoeff) || m.auxCoeff < 0) throw new Error(`ar config: moe.auxCoeff must be a finite number ≥ 0, got ${JSON.stringify(m.auxCoeff)}`);
+    if (!Number.isInteger(m.experts) || m.experts < 1)
+      throw new Error(`ar config: moe.experts must be a positive integer, got ${JSON.stringify(m.experts)}`);
+    if (!Number.isInteger(m.topK) || m.topK < 1 || m.topK > m.experts)
+      throw new Error(
+        `ar config: moe.topK must be an integer in [1, moe.experts = ${m.experts}], got ${JSON.stringify(m.topK)}`,
+      );
+    if (typeof m.auxCoeff !== 'number' || !Number.isFinite(m.auxCoeff) || m.auxCoeff < 0)
+      throw new Error(`ar config: moe.auxCoeff must be a finite number ≥ 0, got ${JSON.stringify(m.auxCoeff)}`);
   }
   if (cfg.outliers !== undefined && (!Number.isInteger(cfg.outliers) || cfg.outliers < 0 || cfg.outliers > cfg.C)) {
     throw new Error(`ar config: outliers must be an integer in [0, C=${cfg.C}], got ${JSON.stringify(cfg.outliers)}`);
   }
-  if (cfg.outlierMagnitude !== undefined && (typeof cfg.outlierMagnitude !== 'number' || !Number.isFinite(cfg.outlierMagnitude) || cfg.outlierMagnitude <= 0)) {
-    throw new Error(`ar config: outlierMagnitude must be a positive finite number, got ${JSON.stringify(cfg.outlierMagnitude)}`);
+  if (
+    cfg.outlierMagnitude !== undefined &&
+    (typeof cfg.outlierMagnitude !== 'number' || !Number.isFinite(cfg.outlierMagnitude) || cfg.outlierMagnitude <= 0)
+  ) {
+    throw new Error(
+      `ar config: outlierMagnitude must be a positive finite number, got ${JSON.stringify(cfg.outlierMagnitude)}`,
+    );
   }
-  if (typeof cfg.tiedEmbeddings !== 'boolean') throw new Error(`ar config: tiedEmbeddings must be a boolean, got ${JSON.stringify(cfg.tiedEmbeddings)}`);
+  if (typeof cfg.tiedEmbeddings !== 'boolean')
+    throw new Error(`ar config: tiedEmbeddings must be a boolean, got ${JSON.stringify(cfg.tiedEmbeddings)}`);
 }
 
 /** The {@link BlockConfig} shared by every block of the policy (causal). */
 export function arBlockConfig(cfg: ArConfig): BlockConfig {
-  return { C: cfg.C, H: cfg.H, hidden: cfg.hidden, norm: cfg.norm, mlp: cfg.mlp, bias: cfg.bias, causal: true, rope: cfg.positions === 'rope', ...(cfg.moe ? { moe: cfg.moe } : {}) };
+  return {
+    C: cfg.C,
+    H: cfg.H,
+    hidden: cfg.hidden,
+    norm: cfg.norm,
+    mlp: cfg.mlp,
+    bias: cfg.bias,
+    causal: true,
+    rope: cfg.positions === 'rope',
+    ...(cfg.moe ? { moe: cfg.moe } : {}),
+  };
 }
 
 /**
@@ -123,7 +150,8 @@ export function arParamSpecs(cfg: ArConfig): ParamSpec[] {
   const bc = arBlockConfig(cfg);
   for (let l = 0; l < cfg.layers; l++) specs.push(...blockParamSpecs(`h${l}`, bc, cfg.layers));
   specs.push({ name: 'lnf.weight', shape: [C], init: { kind: 'constant', value: 1 } });
-  if (cfg.norm === 'layernorm' && cfg.bias) specs.push({ name: 'lnf.bias', shape: [C], init: { kind: 'constant', value: 0 } });
+  if (cfg.norm === 'layernorm' && cfg.bias)
+    specs.push({ name: 'lnf.bias', shape: [C], init: { kind: 'constant', value: 0 } });
   if (!cfg.tiedEmbeddings) specs.push({ name: 'lmHead', shape: [V, C], init: w });
   return specs;
 }

@@ -18,7 +18,13 @@ function f32(x: FloatArray): Float32Array {
  * Log-probability of the next token at every position but the last: `(B, T−1)`, row (b, t) =
  * log softmax(logits[b, t])[tokens[b, t+1]] in float64 (max-shifted log-sum-exp), stored as float32.
  */
-export function nextTokenLogprobs(logits: FloatArray, tokens: ArrayLike<number>, B: number, T: number, V: number): Float32Array {
+export function nextTokenLogprobs(
+  logits: FloatArray,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  V: number,
+): Float32Array {
   const out = new Float32Array(B * (T - 1)); // (B, T−1)
   for (let b = 0; b < B; b++) {
     for (let t = 0; t < T - 1; t++) {
@@ -79,7 +85,13 @@ export function arOpRecords(cache: StackCache, V: number): OpRecord[] {
 }
 
 /** The op records of {@link arForward} of `tokens` (B, T) under `numerics`. */
-export function arForwardOps(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, numerics: PolicyNumerics): OpRecord[] {
+export function arForwardOps(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  numerics: PolicyNumerics,
+): OpRecord[] {
   return arOpRecords(arForward(policy, tokens, B, T, numerics), policy.config.vocabSize);
 }
 
@@ -106,7 +118,14 @@ export interface ArDivergeResult {
  * report.firstDivergence; // 'h0.q'
  * ```
  */
-export function arDiverge(policy: ArPolicy, plan: PrecisionPlan, tokens: ArrayLike<number>, B: number, T: number, options: DivergeOptions = {}): ArDivergeResult {
+export function arDiverge(
+  policy: ArPolicy,
+  plan: PrecisionPlan,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  options: DivergeOptions = {},
+): ArDivergeResult {
   const V = policy.config.vocabSize;
   const tc = arForward(policy, tokens, B, T, sideNumerics(plan.trainer, policy.weights));
   const rc = arForward(policy, tokens, B, T, sideNumerics(plan.rollout, policy.weights));

@@ -87,17 +87,24 @@ export function computeLogprobs(
   opts: TrainerLogprobOptions,
 ): TrainerLogprobs {
   const tau = opts.temperature ?? 1;
-  if (!(tau > 0) || !Number.isFinite(tau)) throw new Error(`computeLogprobs: temperature must be finite and > 0, got ${tau}`);
+  if (!(tau > 0) || !Number.isFinite(tau))
+    throw new Error(`computeLogprobs: temperature must be finite and > 0, got ${tau}`);
   if (!Number.isInteger(P) || P < 1) throw new Error(`computeLogprobs: P must be a positive integer, got ${P}`);
   const T = tokens.length / B;
-  if (!Number.isInteger(T) || T <= P) throw new Error(`computeLogprobs: tokens must hold B=${B} rows longer than P=${P}, got length ${tokens.length}`);
+  if (!Number.isInteger(T) || T <= P)
+    throw new Error(`computeLogprobs: tokens must hold B=${B} rows longer than P=${P}, got length ${tokens.length}`);
   const L = T - P;
-  if (responseMask.length !== B * L) throw new Error(`computeLogprobs: responseMask must have B·L = ${B * L} entries, got ${responseMask.length}`);
+  if (responseMask.length !== B * L)
+    throw new Error(`computeLogprobs: responseMask must have B·L = ${B * L} entries, got ${responseMask.length}`);
   const V = policy.config.vocabSize;
   const support = opts.support;
-  if (support !== undefined && support.length !== B * L * V) throw new Error(`computeLogprobs: support must have B·L·V = ${B * L * V} entries, got ${support.length}`);
+  if (support !== undefined && support.length !== B * L * V)
+    throw new Error(`computeLogprobs: support must have B·L·V = ${B * L * V} entries, got ${support.length}`);
   const after = opts.temperatureAt === 'after-log-softmax';
-  if (opts.temperatureAt !== undefined && !after && opts.temperatureAt !== 'before-log-softmax') throw new Error(`computeLogprobs: temperatureAt must be before-log-softmax or after-log-softmax, got ${JSON.stringify(opts.temperatureAt)}`);
+  if (opts.temperatureAt !== undefined && !after && opts.temperatureAt !== 'before-log-softmax')
+    throw new Error(
+      `computeLogprobs: temperatureAt must be before-log-softmax or after-log-softmax, got ${JSON.stringify(opts.temperatureAt)}`,
+    );
   const sm = after ? 1 : tau; // the temperature inside the softmax
   const cache = arForward(policy, tokens, B, T, opts.numerics, opts.routing ?? null);
   const logp = new Float64Array(B * L); // (B, L)
@@ -116,7 +123,20 @@ export function computeLogprobs(
       if (probSqSum !== undefined) probSqSum[b * L + k] = rowProbSqSum(cache.logits, off, V, sm, lse, keep);
     }
   }
-  return { B, promptLength: P, responseLength: L, logp, entropy, probSqSum, mask: responseMask, temperature: tau, ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}), support, cache, numerics: opts.numerics };
+  return {
+    B,
+    promptLength: P,
+    responseLength: L,
+    logp,
+    entropy,
+    probSqSum,
+    mask: responseMask,
+    temperature: tau,
+    ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}),
+    support,
+    cache,
+    numerics: opts.numerics,
+  };
 }
 
 /**
@@ -129,7 +149,8 @@ export function computeLogprobs(
  */
 export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp: ArrayLike<number>): void {
   const { B, promptLength: P, responseLength: L, temperature: tau, cache } = lp;
-  if (dLdLogp.length !== B * L) throw new Error(`backwardLogprobs: dLdLogp must have B·L = ${B * L} entries, got ${dLdLogp.length}`);
+  if (dLdLogp.length !== B * L)
+    throw new Error(`backwardLogprobs: dLdLogp must have B·L = ${B * L} entries, got ${dLdLogp.length}`);
   const V = policy.config.vocabSize;
   const T = P + L;
   const dlogits = allocLike(policy.params.grads, B * T * V) as FloatArray; // (B, T, V)

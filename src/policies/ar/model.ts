@@ -70,8 +70,13 @@ export class ArPolicy {
     validateArConfig(config);
     const expected = arParamSpecs(config);
     const names = params.layout.entries.map((e) => e.name);
-    if (names.length !== expected.length || expected.some((s, i) => s.name !== names[i] || s.shape.join() !== params.layout.entries[i]!.shape.join())) {
-      throw new Error(`ar policy: params layout does not match the config (expected ${expected.map((s) => `${s.name}[${s.shape.join('x')}]`).join(', ')})`);
+    if (
+      names.length !== expected.length ||
+      expected.some((s, i) => s.name !== names[i] || s.shape.join() !== params.layout.entries[i]!.shape.join())
+    ) {
+      throw new Error(
+        `ar policy: params layout does not match the config (expected ${expected.map((s) => `${s.name}[${s.shape.join('x')}]`).join(', ')})`,
+      );
     }
     this.config = config;
     this.blockConfig = arBlockConfig(config);
@@ -103,17 +108,31 @@ export function createArPolicy(config: ArConfig, seed: number | string): ArPolic
 export type ArForwardCache = StackCache;
 
 function stackConfig(policy: ArPolicy): StackConfig {
-  return { C: policy.config.C, vocabSize: policy.config.vocabSize, norm: policy.config.norm, block: policy.blockConfig };
+  return {
+    C: policy.config.C,
+    vocabSize: policy.config.vocabSize,
+    norm: policy.config.norm,
+    block: policy.blockConfig,
+  };
 }
 
-function finalNormForward(cfg: ArConfig, out: FloatArray, mean: FloatArray, rstd: FloatArray, inp: FloatArray, w: ArWeights, N: number): void {
+function finalNormForward(
+  cfg: ArConfig,
+  out: FloatArray,
+  mean: FloatArray,
+  rstd: FloatArray,
+  inp: FloatArray,
+  w: ArWeights,
+  N: number,
+): void {
   if (cfg.norm === 'layernorm') layerNormForward(out, mean, rstd, inp, w.lnf, w.lnfBias, N, cfg.C);
   else rmsNormForward(out, rstd, inp, w.lnf, N, cfg.C);
 }
 
 function checkTokens(policy: ArPolicy, B: number, T: number): void {
   if (!Number.isInteger(B) || B < 1) throw new Error(`ar forward: B must be a positive integer, got ${B}`);
-  if (!Number.isInteger(T) || T < 1 || T > policy.config.maxLen) throw new Error(`ar forward: T must be an integer in [1, maxLen=${policy.config.maxLen}], got ${T}`);
+  if (!Number.isInteger(T) || T < 1 || T > policy.config.maxLen)
+    throw new Error(`ar forward: T must be an integer in [1, maxLen=${policy.config.maxLen}], got ${T}`);
 }
 
 /**
@@ -124,7 +143,14 @@ function checkTokens(policy: ArPolicy, B: number, T: number): void {
  * @param replay - MoE only: per layer, (B, T, k) experts to replay (a row of −1: the own top-k), or null
  * @returns the caches, with the logits (B, T, V) (and, with MoE, each block's routing used)
  */
-export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number, T: number, numerics: PolicyNumerics, replay: readonly Int32Array[] | null = null): ArForwardCache {
+export function arForward(
+  policy: ArPolicy,
+  tokens: ArrayLike<number>,
+  B: number,
+  T: number,
+  numerics: PolicyNumerics,
+  replay: readonly Int32Array[] | null = null,
+): ArForwardCache {
   checkTokens(policy, B, T);
   return stackForward(policy.weights, stackConfig(policy), tokens, B, T, numerics, replay);
 }
@@ -133,7 +159,12 @@ export function arForward(policy: ArPolicy, tokens: ArrayLike<number>, B: number
  * Backward of {@link arForward} from `dlogits` (B, T, V), accumulating into `policy.params.grads`
  * (zero them first). With tied embeddings the LM head's gradient lands in `wte` as well.
  */
-export function arBackward(policy: ArPolicy, cache: ArForwardCache, dlogits: FloatArray, numerics: PolicyNumerics): void {
+export function arBackward(
+  policy: ArPolicy,
+  cache: ArForwardCache,
+  dlogits: FloatArray,
+  numerics: PolicyNumerics,
+): void {
   stackBackward(policy.gradients, policy.weights, stackConfig(policy), cache, dlogits, numerics);
 }
 
@@ -182,7 +213,8 @@ export function arPrefill(
   routingOut?: readonly Int32Array[],
 ): FloatArray {
   if (state.t !== 0) throw new Error(`arPrefill: state.t must be 0 (empty caches), got ${state.t}`);
-  if (!Number.isInteger(P) || P < 1 || P > state.tCap) throw new Error(`arPrefill: P must be an integer in [1, ${state.tCap}], got ${P}`);
+  if (!Number.isInteger(P) || P < 1 || P > state.tCap)
+    throw new Error(`arPrefill: P must be an integer in [1, ${state.tCap}], got ${P}`);
   const { B, tCap } = state;
   const { C, vocabSize: V } = policy.config;
   const cache = arForward(policy, prompts, B, P, numerics);
@@ -235,8 +267,20 @@ export function arDecodeStep(
   const step = routingOut && k > 0 ? new Int32Array(B * k) : undefined; // (B, k)
   for (let l = 0; l < cfg.layers; l++) {
     const out = allocLike(like, B * C); // (B, C)
-    blockDecodeForward(out, state.kv[l]!, h, w.blocks[l]!, t, B, policy.blockConfig, numerics.block(l), numerics.kvHook(l) ?? undefined, step);
-    if (step && routingOut) for (let b = 0; b < B; b++) routingOut[l]!.set(step.subarray(b * k, (b + 1) * k), (b * tCap + t) * k);
+    blockDecodeForward(
+      out,
+      state.kv[l]!,
+      h,
+      w.blocks[l]!,
+      t,
+      B,
+      policy.blockConfig,
+      numerics.block(l),
+      numerics.kvHook(l) ?? undefined,
+      step,
+    );
+    if (step && routingOut)
+      for (let b = 0; b < B; b++) routingOut[l]!.set(step.subarray(b * k, (b + 1) * k), (b * tCap + t) * k);
     h = out;
   }
   state.t = t + 1;

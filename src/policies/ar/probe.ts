@@ -88,23 +88,38 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
   // (B, L) response tokens: the columns after the prompt.
   const S = r.promptLength + r.responseLength;
   const responses = new Int32Array(r.B * r.responseLength);
-  for (let i = 0; i < r.B; i++) responses.set(r.tokens.subarray(i * S + r.promptLength, (i + 1) * S), i * r.responseLength);
+  for (let i = 0; i < r.B; i++)
+    responses.set(r.tokens.subarray(i * S + r.promptLength, (i + 1) * S), i * r.responseLength);
   const shape = { B: r.B, T: r.responseLength };
   return {
     rollout: r,
     logpOld: lp.logp,
     diagnostics: probeDiagnostics(r.logpRollout, lp.logp, r.responseMask),
-    lengths: lengthDiagnostics({ shape, logpOld: lp.logp, logpRollout: r.logpRollout, mask: r.responseMask, responses }),
+    lengths: lengthDiagnostics({
+      shape,
+      logpOld: lp.logp,
+      logpRollout: r.logpRollout,
+      mask: r.responseMask,
+      responses,
+    }),
     ...(r.routing === null ? {} : { moe: moeProbe(policy, r, r.routing, lp, opts) }),
   };
 }
 
 /** Flip rates of the trainer's own routing against the rollout's, and ℓold again with the rollout's routing replayed (R3). */
-function moeProbe(policy: ArPolicy, r: Rollout, routing: readonly Int32Array[], own: TrainerLogprobs, opts: ArMismatchProbeOptions): ArMoeProbe {
+function moeProbe(
+  policy: ArPolicy,
+  r: Rollout,
+  routing: readonly Int32Array[],
+  own: TrainerLogprobs,
+  opts: ArMismatchProbeOptions,
+): ArMoeProbe {
   const k = policy.blockConfig.moe!.topK;
   const S = r.promptLength + r.responseLength;
   const scored: number[] = [];
-  for (let b = 0; b < r.B; b++) for (let j = 0; j < r.responseLength; j++) if (r.responseMask[b * r.responseLength + j]) scored.push(b * S + r.promptLength + j - 1);
+  for (let b = 0; b < r.B; b++)
+    for (let j = 0; j < r.responseLength; j++)
+      if (r.responseMask[b * r.responseLength + j]) scored.push(b * S + r.promptLength + j - 1);
   const used = own.cache.blocks.map((block) => block.moe!.routing);
   const r3 = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
     numerics: sideNumerics(opts.plan.trainer, policy.weights),
@@ -112,5 +127,9 @@ function moeProbe(policy: ArPolicy, r: Rollout, routing: readonly Int32Array[], 
     ...(opts.plan.trainer.temperatureAt !== undefined ? { temperatureAt: opts.plan.trainer.temperatureAt } : {}),
     routing,
   });
-  return { flipRate: flipRatesAt(routing, used, k, scored), logpOldR3: r3.logp, diagnosticsR3: probeDiagnostics(r.logpRollout, r3.logp, r.responseMask) };
+  return {
+    flipRate: flipRatesAt(routing, used, k, scored),
+    logpOldR3: r3.logp,
+    diagnosticsR3: probeDiagnostics(r.logpRollout, r3.logp, r.responseMask),
+  };
 }

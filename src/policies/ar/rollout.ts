@@ -73,7 +73,8 @@ function flattenPrompts(prompts: readonly (readonly number[])[]): { flat: Int32A
   if (P < 1) throw new Error('rollout: prompts[0] must not be empty');
   const flat = new Int32Array(B * P);
   prompts.forEach((p, b) => {
-    if (p.length !== P) throw new Error(`rollout: every prompt must have length ${P} (left-pad them), prompts[${b}] has ${p.length}`);
+    if (p.length !== P)
+      throw new Error(`rollout: every prompt must have length ${P} (left-pad them), prompts[${b}] has ${p.length}`);
     flat.set(p, b * P);
   });
   return { flat, B, P };
@@ -100,24 +101,32 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const L = opts.maxNewTokens;
   const V = policy.config.vocabSize;
   if (!Number.isInteger(L) || L < 1) throw new Error(`rollout: maxNewTokens must be a positive integer, got ${L}`);
-  if (P + L > policy.config.maxLen) throw new Error(`rollout: prompt length ${P} + maxNewTokens ${L} must be ≤ maxLen ${policy.config.maxLen}`);
+  if (P + L > policy.config.maxLen)
+    throw new Error(`rollout: prompt length ${P} + maxNewTokens ${L} must be ≤ maxLen ${policy.config.maxLen}`);
   const decode = opts.decode ?? 'incremental';
   const report = opts.logprob ?? 'processed';
-  if (decode !== 'incremental' && decode !== 'recompute') throw new Error(`rollout: decode must be incremental or recompute, got ${JSON.stringify(decode)}`);
-  if (report !== 'processed' && report !== 'raw') throw new Error(`rollout: logprob must be processed or raw, got ${JSON.stringify(report)}`);
+  if (decode !== 'incremental' && decode !== 'recompute')
+    throw new Error(`rollout: decode must be incremental or recompute, got ${JSON.stringify(decode)}`);
+  if (report !== 'processed' && report !== 'raw')
+    throw new Error(`rollout: logprob must be processed or raw, got ${JSON.stringify(report)}`);
   const eos = opts.eos === undefined ? EOS : opts.eos;
   const requested = opts.requestLengths;
   if (requested !== undefined) {
-    if (requested.length !== B) throw new Error(`rollout: requestLengths must have B = ${B} entries, got ${requested.length}`);
+    if (requested.length !== B)
+      throw new Error(`rollout: requestLengths must have B = ${B} entries, got ${requested.length}`);
     for (let b = 0; b < B; b++) {
       const n = requested[b]!;
-      if (!Number.isInteger(n) || n < 1 || n > L) throw new Error(`rollout: requestLengths[${b}] must be an integer in 1..${L}, got ${n}`);
+      if (!Number.isInteger(n) || n < 1 || n > L)
+        throw new Error(`rollout: requestLengths[${b}] must be an integer in 1..${L}, got ${n}`);
     }
   }
   const limit = Int32Array.from({ length: B }, (_, b) => requested?.[b] ?? L); // (B) most tokens per request
   const engine = opts.engine ?? {};
   const scheduled = engine.maxBatch !== undefined || engine.prefillChunk !== undefined;
-  if (scheduled && decode !== 'incremental') throw new Error('rollout: engine.maxBatch and engine.prefillChunk need decode incremental (a scheduler over KV caches)');
+  if (scheduled && decode !== 'incremental')
+    throw new Error(
+      'rollout: engine.maxBatch and engine.prefillChunk need decode incremental (a scheduler over KV caches)',
+    );
   const pad = opts.pad ?? PAD;
   const T = P + L;
   const tokens = new Int32Array(B * T).fill(pad); // (B, T)
@@ -130,7 +139,8 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const support = opts.recordSupport === true && !s.greedy ? new Uint8Array(B * L * V) : undefined; // (B, L, V)
   const { numerics } = opts;
   const topK = policy.blockConfig.moe?.topK ?? 0;
-  const routing = topK > 0 ? Array.from({ length: policy.config.layers }, () => new Int32Array(B * T * topK).fill(-1)) : null; // layers × (B, T, k)
+  const routing =
+    topK > 0 ? Array.from({ length: policy.config.layers }, () => new Int32Array(B * T * topK).fill(-1)) : null; // layers × (B, T, k)
 
   /** Samples slot k of sequence b from logits row `off`; true when the sequence has ended (EOS or its length). */
   const sample = (b: number, k: number, logits: FloatArray, off: number): { token: number; ended: boolean } => {
@@ -144,7 +154,9 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   };
   const lockstep = (): void => {
     const state = decode === 'incremental' ? createDecodeState(policy, B, T) : null;
-    let logits: FloatArray = state ? arPrefill(policy, state, flat, P, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P, numerics, routing, true);
+    let logits: FloatArray = state
+      ? arPrefill(policy, state, flat, P, numerics, routing ?? undefined)
+      : lastLogits(policy, tokens, B, T, P, numerics, routing, true);
     const step = new Int32Array(B); // (B) tokens fed to the next decode step
     for (let k = 0; k < L; k++) {
       for (let b = 0; b < B; b++) {
@@ -157,7 +169,9 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
         if (d.ended) active[b] = 0;
       }
       if (k === L - 1 || !active.some((a) => a === 1)) break;
-      logits = state ? arDecodeStep(policy, state, step, numerics, routing ?? undefined) : lastLogits(policy, tokens, B, T, P + k + 1, numerics, routing, false);
+      logits = state
+        ? arDecodeStep(policy, state, step, numerics, routing ?? undefined)
+        : lastLogits(policy, tokens, B, T, P + k + 1, numerics, routing, false);
     }
   };
   if (scheduled) {
@@ -167,7 +181,17 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   } else {
     lockstep();
   }
-  return { B, promptLength: P, responseLength: L, tokens, responseMask, logpRollout, lengths, routing, ...(support === undefined ? {} : { support }) };
+  return {
+    B,
+    promptLength: P,
+    responseLength: L,
+    tokens,
+    responseMask,
+    logpRollout,
+    lengths,
+    routing,
+    ...(support === undefined ? {} : { support }),
+  };
 }
 
 /**
@@ -176,7 +200,14 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
  * of every position when `all` (the first pass, over the prompt).
  */
 function lastLogits(
-  policy: ArPolicy, tokens: Int32Array, B: number, T: number, len: number, numerics: PolicyNumerics, routing: readonly Int32Array[] | null = null, all = false,
+  policy: ArPolicy,
+  tokens: Int32Array,
+  B: number,
+  T: number,
+  len: number,
+  numerics: PolicyNumerics,
+  routing: readonly Int32Array[] | null = null,
+  all = false,
 ): FloatArray {
   const V = policy.config.vocabSize;
   const prefix = new Int32Array(B * len); // (B, len)
@@ -187,7 +218,8 @@ function lastLogits(
       const r = bc.moe!.routing; // (B·len, k)
       const k = r.length / (B * len);
       const from = all ? 0 : len - 1;
-      for (let b = 0; b < B; b++) routing[l]!.set(r.subarray((b * len + from) * k, (b * len + len) * k), (b * T + from) * k);
+      for (let b = 0; b < B; b++)
+        routing[l]!.set(r.subarray((b * len + from) * k, (b * len + len) * k), (b * T + from) * k);
     });
   }
   const out = allocLike(cache.logits, B * V); // (B, V)

@@ -36,8 +36,10 @@ export function resolveSampler(opts: SamplerOptions = {}): ResolvedSampler {
   const topK = opts.topK ?? 0;
   const topP = opts.topP ?? 1;
   const greedy = opts.greedy ?? false;
-  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new Error(`sampler: temperature must be finite and > 0, got ${temperature}`);
-  if (!Number.isInteger(topK) || topK < 0) throw new Error(`sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
+  if (!(temperature > 0) || !Number.isFinite(temperature))
+    throw new Error(`sampler: temperature must be finite and > 0, got ${temperature}`);
+  if (!Number.isInteger(topK) || topK < 0)
+    throw new Error(`sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
   if (!(topP > 0 && topP <= 1)) throw new Error(`sampler: topP must be in (0, 1] (1 = off), got ${topP}`);
   if (typeof greedy !== 'boolean') throw new Error(`sampler: greedy must be a boolean, got ${JSON.stringify(greedy)}`);
   return { temperature, topK, topP, greedy };
@@ -48,7 +50,13 @@ export function resolveSampler(opts: SamplerOptions = {}): ResolvedSampler {
  * max over the kept entries, summed over v in increasing order in doubles (the same loop as the
  * nn softmax layers). `keep` null = all V entries.
  */
-export function logSumExp(logits: FloatArray, off: number, V: number, tau: number, keep: Uint8Array | null = null): number {
+export function logSumExp(
+  logits: FloatArray,
+  off: number,
+  V: number,
+  tau: number,
+  keep: Uint8Array | null = null,
+): number {
   return rowLogSumExp(logits, off, V, tau, keep);
 }
 
@@ -69,7 +77,13 @@ export function rowEntropy(logits: FloatArray, off: number, V: number, tau: numb
  * the probability mass before it (renormalized over the top-k set) is < p — the smallest prefix
  * whose mass reaches p, at least one id.
  */
-export function processedSupport(logits: FloatArray, off: number, V: number, s: ResolvedSampler, keep: Uint8Array): void {
+export function processedSupport(
+  logits: FloatArray,
+  off: number,
+  V: number,
+  s: ResolvedSampler,
+  keep: Uint8Array,
+): void {
   truncatedSupport(logits, off, V, s.temperature, s.topK, s.topP, keep);
 }
 
@@ -91,7 +105,14 @@ export interface SampledToken {
  *
  * @param keep - (V) scratch for the support
  */
-export function sampleToken(logits: FloatArray, off: number, V: number, s: ResolvedSampler, rng: Rng, keep: Uint8Array): SampledToken {
+export function sampleToken(
+  logits: FloatArray,
+  off: number,
+  V: number,
+  s: ResolvedSampler,
+  rng: Rng,
+  keep: Uint8Array,
+): SampledToken {
   if (s.greedy) {
     let best = 0;
     for (let v = 1; v < V; v++) if (logits[off + v]! > logits[off + best]!) best = v;

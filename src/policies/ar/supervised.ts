@@ -44,7 +44,8 @@ export interface SftStepResult {
 
 /** The policy's parameter store (supervised training needs FP32 master weights in a `ParamStore`). */
 export function policyStore(policy: ArPolicy): ParamStore {
-  if (!(policy.params instanceof ParamStore)) throw new Error('ar policy: params must be a ParamStore for training (use createArPolicy)');
+  if (!(policy.params instanceof ParamStore))
+    throw new Error('ar policy: params must be a ParamStore for training (use createArPolicy)');
   return policy.params;
 }
 
@@ -59,7 +60,12 @@ export function policyStore(policy: ArPolicy): ParamStore {
  * const { loss } = sftStep(policy, opt, [{ prompt, response }]);
  * ```
  */
-export function sftStep(policy: ArPolicy, optimizer: AdamW, batch: readonly SupervisedExample[], opts: SftStepOptions = {}): SftStepResult {
+export function sftStep(
+  policy: ArPolicy,
+  optimizer: AdamW,
+  batch: readonly SupervisedExample[],
+  opts: SftStepOptions = {},
+): SftStepResult {
   const store = policyStore(policy);
   const B = batch.length;
   if (B < 1) throw new Error('sftStep: batch must hold at least one example, got 0');
@@ -72,7 +78,8 @@ export function sftStep(policy: ArPolicy, optimizer: AdamW, batch: readonly Supe
   const weights = new Float32Array(B * T); // (B, T) 1/#response tokens on rows predicting a response token
   let count = 0;
   batch.forEach((e, b) => {
-    if (e.prompt.length !== P) throw new Error(`sftStep: every prompt must have length ${P}, batch[${b}].prompt has ${e.prompt.length}`);
+    if (e.prompt.length !== P)
+      throw new Error(`sftStep: every prompt must have length ${P}, batch[${b}].prompt has ${e.prompt.length}`);
     tokens.set(e.prompt, b * T);
     tokens.set(e.response, b * T + P);
     count += e.response.length;
@@ -149,7 +156,11 @@ export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervi
  * {@link trainSupervised} that yields to the event loop after every step (same arithmetic, same
  * result), so a long warm start does not keep timers and I/O waiting for minutes.
  */
-export async function trainSupervisedAsync(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): Promise<TrainSupervisedResult> {
+export async function trainSupervisedAsync(
+  policy: ArPolicy,
+  task: Task,
+  opts: TrainSupervisedOptions,
+): Promise<TrainSupervisedResult> {
   const steps = supervisedSteps(policy, task, opts);
   for (;;) {
     const next = steps.next();
@@ -159,10 +170,16 @@ export async function trainSupervisedAsync(policy: ArPolicy, task: Task, opts: T
 }
 
 /** The warm-start loop of {@link trainSupervised}, suspended after every step. */
-function* supervisedSteps(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): Generator<void, TrainSupervisedResult, void> {
+function* supervisedSteps(
+  policy: ArPolicy,
+  task: Task,
+  opts: TrainSupervisedOptions,
+): Generator<void, TrainSupervisedResult, void> {
   const batchSize = opts.batchSize ?? 32;
-  if (!Number.isInteger(opts.steps) || opts.steps < 0) throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
+  if (!Number.isInteger(opts.steps) || opts.steps < 0)
+    throw new Error(`trainSupervised: steps must be a non-negative integer, got ${opts.steps}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new Error(`trainSupervised: batchSize must be a positive integer, got ${batchSize}`);
   const optimizer = new AdamW(policyStore(policy), opts.optimizer ?? { lr: 1e-2, weightDecay: 0.01 });
   const rng = createRng(opts.seed ?? 0).fork(rngStreams.ar.sft);
   const losses: number[] = [];
@@ -171,7 +188,10 @@ function* supervisedSteps(policy: ArPolicy, task: Task, opts: TrainSupervisedOpt
       const problem = task.sampleProblem(rng);
       return { prompt: problem.prompt, response: task.goldResponse(problem) };
     });
-    const stepOpts: SftStepOptions = { maxGradNorm: opts.maxGradNorm ?? 1, ...(opts.numerics ? { numerics: opts.numerics } : {}) };
+    const stepOpts: SftStepOptions = {
+      maxGradNorm: opts.maxGradNorm ?? 1,
+      ...(opts.numerics ? { numerics: opts.numerics } : {}),
+    };
     losses.push(sftStep(policy, optimizer, batch, stepOpts).loss);
     opts.onProgress?.(step + 1, opts.steps);
     yield;

@@ -21,7 +21,10 @@ export const AR_CONFIG_METADATA = 'qrl-sim.ar-config';
 export function writeArWeights(policy: ArPolicy, path: string): void {
   const tensors: Record<string, SafetensorsEntry> = {};
   for (const e of policy.params.layout.entries) {
-    tensors[e.name] = { data: Float32Array.from(policy.params.layout.view(policy.params.data, e.name)), shape: e.shape };
+    tensors[e.name] = {
+      data: Float32Array.from(policy.params.layout.view(policy.params.data, e.name)),
+      shape: e.shape,
+    };
   }
   writeSafetensors(path, tensors, { [AR_CONFIG_METADATA]: JSON.stringify(policy.config) });
 }
@@ -39,7 +42,9 @@ export function readArWeights(path: string): ArPolicy {
     const t = tensors[s.name];
     if (t === undefined) throw new Error(`ar weights: ${path} lacks tensor ${JSON.stringify(s.name)}`);
     if (t.shape.join() !== s.shape.join() || !(t.data instanceof Float32Array)) {
-      throw new Error(`ar weights: ${s.name} must be F32 [${s.shape.join(', ')}], got ${t.data.constructor.name} [${t.shape.join(', ')}]`);
+      throw new Error(
+        `ar weights: ${s.name} must be F32 [${s.shape.join(', ')}], got ${t.data.constructor.name} [${t.shape.join(', ')}]`,
+      );
     }
     store.layout.view(store.data, s.name).set(t.data);
   }

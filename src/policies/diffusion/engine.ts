@@ -7,7 +7,14 @@ import { createParamStore, type ParamStore } from '../../nn/params.js';
 import type { Rng } from '../../core/rng.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import type { PlanSideName } from '../../core/backend-contract.js';
-import { type EngineBatch, type EngineLogprobs, type EngineRoutingReplay, type PolicyFactory, type RlEngine, warmStartMetrics } from '../engine.js';
+import {
+  type EngineBatch,
+  type EngineLogprobs,
+  type EngineRoutingReplay,
+  type PolicyFactory,
+  type RlEngine,
+  warmStartMetrics,
+} from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
@@ -15,7 +22,12 @@ import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { numericsFor, planNeedsWeights, planOfConfig, type PrecisionPlan } from '../plans.js';
-import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionLogprobs } from './estimators.js';
+import {
+  diffusionCompletionMask,
+  diffusionLogprobs,
+  type DiffusionEstimatorName,
+  type DiffusionLogprobs,
+} from './estimators.js';
 import { createDiffusionModel, diffusionModelDefaults, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig, type DiffusionSequence } from './sampler.js';
 import { diffusionWarmStartAsync } from './warmstart.js';
@@ -71,7 +83,14 @@ const modelOptionsSchema = z.strictObject({
   C: z.number().int().positive().optional(),
   H: z.number().int().positive().optional(),
   hidden: z.number().int().positive().optional(),
-  moe: z.strictObject({ experts: z.number().int().positive(), topK: z.number().int().positive(), auxCoeff: z.number().nonnegative().default(0.01) }).nullable().optional(),
+  moe: z
+    .strictObject({
+      experts: z.number().int().positive(),
+      topK: z.number().int().positive(),
+      auxCoeff: z.number().nonnegative().default(0.01),
+    })
+    .nullable()
+    .optional(),
 });
 
 /** Keys of the diffusion model's own config that `policy.model` spells the shared way. */
@@ -93,8 +112,14 @@ function taskOf(config: RunConfig): Task {
 function modelFor(config: RunConfig, task: Task): DiffusionModel {
   const { preset, maxLen, moe, ...fields } = modelOptionsSchema.parse(config.policy.model);
   const options = diffusionModelOptions(preset, fields);
-  const length = maxLen ?? Math.max(diffusionModelDefaults.maxLen, task.promptLength + config.policy.diffusion.generationLength);
-  return createDiffusionModel({ ...options, ...(moe !== undefined ? { moe } : {}), maxLen: length, vocabSize: task.vocabSize });
+  const length =
+    maxLen ?? Math.max(diffusionModelDefaults.maxLen, task.promptLength + config.policy.diffusion.generationLength);
+  return createDiffusionModel({
+    ...options,
+    ...(moe !== undefined ? { moe } : {}),
+    maxLen: length,
+    vocabSize: task.vocabSize,
+  });
 }
 
 /** Sampler settings from `config.policy.diffusion` and `config.policy.sampler.temperature`. */
@@ -127,11 +152,17 @@ function samplerFor(config: RunConfig): DiffusionSamplerConfig {
  * ```
  */
 export function validateDiffusionConfig(config: RunConfig): void {
-  if (config.policy.kind !== 'diffusion') fail('policy.kind', config.policy.kind, "must be 'diffusion' for the diffusion policy");
+  if (config.policy.kind !== 'diffusion')
+    fail('policy.kind', config.policy.kind, "must be 'diffusion' for the diffusion policy");
   const task = taskOf(config);
   const d = config.policy.diffusion;
   for (const [old, now] of Object.entries(RENAMED_MODEL_KEYS)) {
-    if (Object.hasOwn(config.policy.model, old)) fail(`policy.model.${old}`, config.policy.model[old], `is now '${now}' (one model vocabulary for both policies: layers, C, H, hidden, maxLen)`);
+    if (Object.hasOwn(config.policy.model, old))
+      fail(
+        `policy.model.${old}`,
+        config.policy.model[old],
+        `is now '${now}' (one model vocabulary for both policies: layers, C, H, hidden, maxLen)`,
+      );
   }
   const preset = (config.policy.model as Record<string, unknown>)['preset'];
   if (preset !== undefined && (typeof preset !== 'string' || !Object.hasOwn(diffusionModelPresets, preset))) {
@@ -141,40 +172,79 @@ export function validateDiffusionConfig(config: RunConfig): void {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const key = issue.path.length > 0 ? `.${issue.path.join('.')}` : '';
-    const value = issue.path.length > 0 ? (config.policy.model as Record<string, unknown>)[String(issue.path[0])] : config.policy.model;
-    const reason = issue.code === 'unrecognized_keys' ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})` : 'must be a positive integer';
+    const value =
+      issue.path.length > 0
+        ? (config.policy.model as Record<string, unknown>)[String(issue.path[0])]
+        : config.policy.model;
+    const reason =
+      issue.code === 'unrecognized_keys'
+        ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (known: ${Object.keys(modelOptionsSchema.shape).join(', ')})`
+        : 'must be a positive integer';
     fail(`policy.model${issue.code === 'unrecognized_keys' ? '' : key}`, value, reason);
   }
   const { preset: _preset, maxLen: _maxLen, moe: _moe, ...sizes } = parsed.data;
   const m = { ...parsed.data, ...diffusionModelOptions(parsed.data.preset, sizes) };
-  if (m.moe && m.moe.topK > m.moe.experts) fail('policy.model.moe.topK', m.moe.topK, `must be at most policy.model.moe.experts = ${m.moe.experts}`);
+  if (m.moe && m.moe.topK > m.moe.experts)
+    fail('policy.model.moe.topK', m.moe.topK, `must be at most policy.model.moe.experts = ${m.moe.experts}`);
   const C = m.C ?? diffusionModelDefaults.C;
   const H = m.H ?? diffusionModelDefaults.H;
   if (C % H !== 0) fail('policy.model.H', H, `must divide C = ${C}`);
   const need = task.promptLength + d.generationLength;
-  if (m.maxLen !== undefined && m.maxLen < need) fail('policy.model.maxLen', m.maxLen, `must be ≥ prompt length ${task.promptLength} + generationLength ${d.generationLength} = ${need}`);
+  if (m.maxLen !== undefined && m.maxLen < need)
+    fail(
+      'policy.model.maxLen',
+      m.maxLen,
+      `must be ≥ prompt length ${task.promptLength} + generationLength ${d.generationLength} = ${need}`,
+    );
   if (d.generationLength < task.responseLength) {
-    fail('policy.diffusion.generationLength', d.generationLength, `must be ≥ task ${task.name}'s response length ${task.responseLength} (the gold answer must fit)`);
+    fail(
+      'policy.diffusion.generationLength',
+      d.generationLength,
+      `must be ≥ task ${task.name}'s response length ${task.responseLength} (the gold answer must fit)`,
+    );
   }
-  if (d.generationLength % d.blockLength !== 0) fail('policy.diffusion.blockLength', d.blockLength, `must divide generationLength ${d.generationLength}`);
+  if (d.generationLength % d.blockLength !== 0)
+    fail('policy.diffusion.blockLength', d.blockLength, `must divide generationLength ${d.generationLength}`);
   const blocks = d.generationLength / d.blockLength;
-  if (d.steps % blocks !== 0) fail('policy.diffusion.steps', d.steps, `must be a multiple of the number of blocks ${blocks} (generationLength/blockLength)`);
-  if (d.steps / blocks > d.blockLength) fail('policy.diffusion.steps', d.steps, `must be ≤ blocks·blockLength = ${blocks * d.blockLength} (a step would commit no token)`);
+  if (d.steps % blocks !== 0)
+    fail(
+      'policy.diffusion.steps',
+      d.steps,
+      `must be a multiple of the number of blocks ${blocks} (generationLength/blockLength)`,
+    );
+  if (d.steps / blocks > d.blockLength)
+    fail(
+      'policy.diffusion.steps',
+      d.steps,
+      `must be ≤ blocks·blockLength = ${blocks * d.blockLength} (a step would commit no token)`,
+    );
   const s = config.policy.sampler;
-  if (s.logprob !== 'processed') fail('policy.sampler.logprob', s.logprob, "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)");
+  if (s.logprob !== 'processed')
+    fail(
+      'policy.sampler.logprob',
+      s.logprob,
+      "must be 'processed' for the diffusion policy (ℓroll is of the distribution sampled from)",
+    );
   let plan: PrecisionPlan;
   try {
     plan = planOfConfig(config.plan);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  if (planNeedsWeights(plan)) fail('plan', 'refit', 'refit chains and precision overrides are for the ar policy only (engine execution and temperatureAt too)');
+  if (planNeedsWeights(plan))
+    fail(
+      'plan',
+      'refit',
+      'refit chains and precision overrides are for the ar policy only (engine execution and temperatureAt too)',
+    );
 }
 
 function recordOf(batch: EngineBatch): DiffusionEngineRecord {
   const r = batch.record as Partial<DiffusionEngineRecord> | undefined;
   if (!r || r.kind !== 'diffusion' || !Array.isArray(r.sequences) || r.sequences.length !== batch.B) {
-    throw new Error('diffusion engine: batch.record must be the DiffusionEngineRecord of a batch this engine generated');
+    throw new Error(
+      'diffusion engine: batch.record must be the DiffusionEngineRecord of a batch this engine generated',
+    );
   }
   return r as DiffusionEngineRecord;
 }
@@ -215,12 +285,18 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   let rolloutNumerics: PolicyNumerics = numericsFor(plan.rollout);
   let last: { readonly lp: DiffusionLogprobs; readonly mask: Float64Array } | null = null;
 
-  const generate = (prompts: readonly (readonly number[])[], rng: Rng, options: { greedy?: boolean; side?: PlanSideName } = {}): EngineBatch => {
+  const generate = (
+    prompts: readonly (readonly number[])[],
+    rng: Rng,
+    options: { greedy?: boolean; side?: PlanSideName } = {},
+  ): EngineBatch => {
     const side = options.side ?? 'rollout';
     const weights = side === 'rollout' ? rolloutWeights : params.data;
     const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
     const cfg = options.greedy ? { ...sampler, temperature: 0 } : sampler;
-    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng, { recordRouting: topK > 0 && estimator === 'trajectory' });
+    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng, {
+      recordRouting: topK > 0 && estimator === 'trajectory',
+    });
     const B = prompts.length;
     const estimatorSeed = rng.path;
     const mask = diffusionCompletionMask(rollout.sequences); // (B, N)
@@ -229,7 +305,11 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const scored =
       estimator === 'trajectory'
         ? null
-        : diffusionLogprobs(estimator, model, weights, rollout.sequences, numerics, { seed: estimatorSeed, temperature: rollout.logpTemperature, support: rollout.support });
+        : diffusionLogprobs(estimator, model, weights, rollout.sequences, numerics, {
+            seed: estimatorSeed,
+            temperature: rollout.logpTemperature,
+            support: rollout.support,
+          });
     const logpRollout = scored === null ? Float64Array.from(rollout.logpRollout) : scored.logp; // (B, N)
     const moeRouting = scored === null ? rollout.routing : scored.routing;
     const responses = new Int32Array(B * N); // (B, N), PAD past the mask
@@ -252,12 +332,18 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     return { B, T: N, prompts, responses, mask, logpRollout, record };
   };
 
-  const logprobs = (batch: EngineBatch, rows: readonly number[], options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay }): EngineLogprobs => {
+  const logprobs = (
+    batch: EngineBatch,
+    rows: readonly number[],
+    options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay },
+  ): EngineLogprobs => {
     const record = recordOf(batch);
     if (batch.T !== N) throw new Error(`diffusion engine: batch.T must be generationLength ${N}, got ${batch.T}`);
-    if (options.grad && options.weights !== undefined) throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
+    if (options.grad && options.weights !== undefined)
+      throw new Error('diffusion engine: logprobs with grad: true must use the master weights (no options.weights)');
     rows.forEach((r, i) => {
-      if (!Number.isInteger(r) || r < 0 || r >= batch.B) throw new Error(`diffusion engine: rows[${i}] must be a row of the batch in [0, ${batch.B}), got ${r}`);
+      if (!Number.isInteger(r) || r < 0 || r >= batch.B)
+        throw new Error(`diffusion engine: rows[${i}] must be a row of the batch in [0, ${batch.B}), got ${r}`);
     });
     last = null;
     if (rows.length === 0) return { logp: new Float64Array(0), entropy: new Float64Array(0) };
@@ -265,7 +351,10 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const V = model.config.vocabSize;
     let support: Uint8Array | null = null; // (rows, N, V) replayed kept sets
     if (record.support instanceof Uint8Array) {
-      if (record.support.length !== batch.B * N * V) throw new Error(`diffusion engine: record.support must have B·N·V = ${batch.B * N * V} entries, got ${record.support.length}`);
+      if (record.support.length !== batch.B * N * V)
+        throw new Error(
+          `diffusion engine: record.support must have B·N·V = ${batch.B * N * V} entries, got ${record.support.length}`,
+        );
       const all = record.support;
       support = new Uint8Array(rows.length * N * V);
       rows.forEach((r, i) => support!.set(all.subarray(r * N * V, (r + 1) * N * V), i * N * V));
@@ -274,12 +363,19 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const rowSize = recordedAll === undefined ? 0 : (recordedAll[0]?.length ?? 0) / batch.B; // R/B·T·k per sequence
     const recorded = recordedAll === undefined ? undefined : gatherRoutingRows(recordedAll, rows, rowSize);
     const replay = replayRouting(options.routing, recorded, rows.length * rowSize, model.config.layers, topK);
-    const lp = diffusionLogprobs(record.estimator, model, options.weights ?? params.data, sequences, numericsFor(plan.trainer), {
-      seed: record.estimatorSeed,
-      temperature: record.temperature,
-      support,
-      routing: replay,
-    });
+    const lp = diffusionLogprobs(
+      record.estimator,
+      model,
+      options.weights ?? params.data,
+      sequences,
+      numericsFor(plan.trainer),
+      {
+        seed: record.estimatorSeed,
+        temperature: record.temperature,
+        support,
+        routing: replay,
+      },
+    );
     const mask = new Float64Array(rows.length * N); // (rows, N)
     rows.forEach((r, i) => mask.set(batch.mask.subarray(r * N, r * N + N), i * N));
     const logp = Float64Array.from(lp.logp, (v, k) => (mask[k] === 1 ? v : 0));
@@ -296,7 +392,8 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
   const backward = (gradLogp: Float64Array): void => {
     if (last === null) throw new Error('diffusion engine: backward needs a preceding logprobs(…, { grad: true }) call');
     const { lp, mask } = last;
-    if (gradLogp.length !== mask.length) throw new Error(`diffusion engine: gradLogp must have rows·T = ${mask.length} entries, got ${gradLogp.length}`);
+    if (gradLogp.length !== mask.length)
+      throw new Error(`diffusion engine: gradLogp must have rows·T = ${mask.length} entries, got ${gradLogp.length}`);
     lp.backward(
       Float64Array.from(gradLogp, (g, k) => (mask[k] === 1 ? g : 0)),
       params.grads,
@@ -319,7 +416,8 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     backward,
     state: () => null,
     restore(state) {
-      if (state !== null && state !== undefined) throw new Error(`diffusion engine: restore expects the null state of state(), got ${JSON.stringify(state)}`);
+      if (state !== null && state !== undefined)
+        throw new Error(`diffusion engine: restore expects the null state of state(), got ${JSON.stringify(state)}`);
     },
   };
   return engine;
@@ -327,7 +425,10 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
 
 /** True when `engine` was built by {@link createDiffusionEngine}. */
 export function isDiffusionEngine(engine: RlEngine): engine is DiffusionEngine {
-  return (engine as Partial<DiffusionEngine>).kind === 'diffusion' && (engine as Partial<DiffusionEngine>).model !== undefined;
+  return (
+    (engine as Partial<DiffusionEngine>).kind === 'diffusion' &&
+    (engine as Partial<DiffusionEngine>).model !== undefined
+  );
 }
 
 /**
@@ -340,12 +441,25 @@ export const diffusionPolicyFactory: PolicyFactory = Object.freeze({
   create(config: RunConfig, task: Task): RlEngine {
     return createDiffusionEngine(config, task);
   },
-  async warmStart(engine: RlEngine, config: RunConfig, task: Task, onProgress?: (done: number, total: number) => void): Promise<MetricRecord> {
-    if (!isDiffusionEngine(engine)) throw new Error('diffusionPolicyFactory.warmStart: engine must come from createDiffusionEngine');
+  async warmStart(
+    engine: RlEngine,
+    config: RunConfig,
+    task: Task,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<MetricRecord> {
+    if (!isDiffusionEngine(engine))
+      throw new Error('diffusionPolicyFactory.warmStart: engine must come from createDiffusionEngine');
     const { losses } = await diffusionWarmStartAsync(
       engine.model,
       task,
-      { steps: config.sft.steps, batchSize: config.sft.batchSize, lr: config.sft.lr, genLength: engine.sampler.genLength, seed: `${config.seed}`, ...(onProgress ? { onProgress } : {}) },
+      {
+        steps: config.sft.steps,
+        batchSize: config.sft.batchSize,
+        lr: config.sft.lr,
+        genLength: engine.sampler.genLength,
+        seed: `${config.seed}`,
+        ...(onProgress ? { onProgress } : {}),
+      },
       engine.params,
     );
     engine.sync();

@@ -103,7 +103,9 @@ function shapeOf(sequences: readonly DiffusionSequence[]): { B: number; P: numbe
   const N = sequences[0]!.response.length;
   sequences.forEach((s, i) => {
     if (s.prompt.length !== P || s.response.length !== N) {
-      throw new Error(`diffusion estimator: sequences[${i}] has prompt/response lengths ${s.prompt.length}/${s.response.length}, expected ${P}/${N} like sequences[0]`);
+      throw new Error(
+        `diffusion estimator: sequences[${i}] has prompt/response lengths ${s.prompt.length}/${s.response.length}, expected ${P}/${N} like sequences[0]`,
+      );
     }
   });
   return { B, P, N };
@@ -115,7 +117,8 @@ function newViews(R: number, T: number): Views {
 
 function temperatureOf(options: DiffusionEstimatorOptions): number {
   const tau = options.temperature ?? 1;
-  if (!(tau > 0) || !Number.isFinite(tau)) throw new Error(`diffusion estimator: temperature must be finite and > 0, got ${tau}`);
+  if (!(tau > 0) || !Number.isFinite(tau))
+    throw new Error(`diffusion estimator: temperature must be finite and > 0, got ${tau}`);
   return tau;
 }
 
@@ -136,8 +139,10 @@ function scoreViews(
   replay: readonly Int32Array[] | undefined,
 ): DiffusionLogprobs {
   const V = model.config.vocabSize;
-  if (support !== null && support.length !== B * N * V) throw new Error(`diffusion estimator: support must have B·N·V = ${B * N * V} entries, got ${support.length}`);
-  const keepOf = (slot: number): Uint8Array | null => (support === null ? null : support.subarray(slot * V, (slot + 1) * V));
+  if (support !== null && support.length !== B * N * V)
+    throw new Error(`diffusion estimator: support must have B·N·V = ${B * N * V} entries, got ${support.length}`);
+  const keepOf = (slot: number): Uint8Array | null =>
+    support === null ? null : support.subarray(slot * V, (slot + 1) * V);
   const fwd = diffusionForward(model, params, views.tokens, views.R, T, numerics, replay ?? null);
   const logp = new Float64Array(B * N); // (B, N)
   const entropy = new Float64Array(B * N); // (B, N)
@@ -162,12 +167,23 @@ function scoreViews(
     scoredAt: Int32Array.from(views.row, (r, e) => r * T + views.pos[e]!),
     scoredSlot: Int32Array.from(views.slot),
     backward(dlogp, grads) {
-      if (dlogp.length !== B * N) throw new Error(`diffusion estimator backward: dlogp must have B·N = ${B * N} entries, got ${dlogp.length}`);
+      if (dlogp.length !== B * N)
+        throw new Error(`diffusion estimator backward: dlogp must have B·N = ${B * N} entries, got ${dlogp.length}`);
       const dlogits = allocLike(params, views.R * T * V); // (R, T, V)
       for (let e = 0; e < n; e++) {
         const g = dlogp[views.slot[e]!]! * views.weight[e]!;
         if (g === 0) continue;
-        tokenLogProbBackward(dlogits, fwd.logits, (views.row[e]! * T + views.pos[e]!) * V, V, views.target[e]!, tau, g, MASK, keepOf(views.slot[e]!));
+        tokenLogProbBackward(
+          dlogits,
+          fwd.logits,
+          (views.row[e]! * T + views.pos[e]!) * V,
+          V,
+          views.target[e]!,
+          tau,
+          g,
+          MASK,
+          keepOf(views.slot[e]!),
+        );
       }
       diffusionBackward(model, params, grads, fwd, dlogits, numerics);
     },
@@ -184,10 +200,14 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
   const T = P + N;
   let S = 0;
   sequences.forEach((s, i) => {
-    if (!s.commitStep) throw new Error(`trajectory estimator: sequences[${i}] (${JSON.stringify(s.id)}) has no commitStep; only sampled sequences can be scored`);
+    if (!s.commitStep)
+      throw new Error(
+        `trajectory estimator: sequences[${i}] (${JSON.stringify(s.id)}) has no commitStep; only sampled sequences can be scored`,
+      );
     for (let j = 0; j < N; j++) {
       const k = s.commitStep[j]!;
-      if (!Number.isInteger(k) || k < 0) throw new Error(`trajectory estimator: sequences[${i}].commitStep[${j}] must be a step ≥ 0, got ${k}`);
+      if (!Number.isInteger(k) || k < 0)
+        throw new Error(`trajectory estimator: sequences[${i}].commitStep[${j}] must be a step ≥ 0, got ${k}`);
       S = Math.max(S, k + 1);
     }
   });
@@ -202,7 +222,18 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(
+    model,
+    params,
+    numerics,
+    views,
+    T,
+    B,
+    N,
+    temperatureOf(options),
+    options.support ?? null,
+    options.routing,
+  );
 };
 
 /**
@@ -227,7 +258,18 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
       views.weight.push(1);
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(
+    model,
+    params,
+    numerics,
+    views,
+    T,
+    B,
+    N,
+    temperatureOf(options),
+    options.support ?? null,
+    options.routing,
+  );
 };
 
 /**
@@ -235,7 +277,12 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
  * `createRng(seed).fork('d1').fork(sequence.id)` is `< pMaskPrompt`; every response slot is MASK.
  * The `d1` estimator scores exactly this view; exported so that callers can inspect it.
  */
-export function d1MaskedView(sequence: DiffusionSequence, seed: number | string, pMaskPrompt: number, out?: Int32Array): Int32Array {
+export function d1MaskedView(
+  sequence: DiffusionSequence,
+  seed: number | string,
+  pMaskPrompt: number,
+  out?: Int32Array,
+): Int32Array {
   const P = sequence.prompt.length;
   const T = P + sequence.response.length;
   const x = out ?? new Int32Array(T);
@@ -257,7 +304,8 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
   const { B, P, N } = shapeOf(sequences);
   const T = P + N;
   const M = options.elboSamples ?? 8;
-  if (!Number.isInteger(M) || M < 1) throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
+  if (!Number.isInteger(M) || M < 1)
+    throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
   const root = createRng(options.seed ?? 0).fork(rngStreams.diffusion.elbo);
   const views = newViews(B * M, T);
   const order: number[] = [];
@@ -283,7 +331,18 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       }
     }
   });
-  return scoreViews(model, params, numerics, views, T, B, N, temperatureOf(options), options.support ?? null, options.routing);
+  return scoreViews(
+    model,
+    params,
+    numerics,
+    views,
+    T,
+    B,
+    N,
+    temperatureOf(options),
+    options.support ?? null,
+    options.routing,
+  );
 };
 
 /**
@@ -317,7 +376,10 @@ export function diffusionLogprobs(
   options?: DiffusionEstimatorOptions,
 ): DiffusionLogprobs {
   const fn = (diffusionEstimators as Record<string, DiffusionEstimatorFn | undefined>)[estimator];
-  if (!fn) throw new Error(`diffusion estimator: estimator must be one of ${diffusionEstimatorNames.join(', ')}, got ${JSON.stringify(estimator)}`);
+  if (!fn)
+    throw new Error(
+      `diffusion estimator: estimator must be one of ${diffusionEstimatorNames.join(', ')}, got ${JSON.stringify(estimator)}`,
+    );
   return fn(model, params, sequences, numerics, options);
 }
 

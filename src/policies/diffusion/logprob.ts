@@ -22,7 +22,15 @@ import type { Rng } from '../../core/rng.js';
  * tokenLogProb(new Float32Array([0, 0]), 0, 2, 1, 1); // −ln 2
  * ```
  */
-export function tokenLogProb(logits: FloatArray, offset: number, V: number, y: number, temperature: number, exclude = -1, keep: Uint8Array | null = null): number {
+export function tokenLogProb(
+  logits: FloatArray,
+  offset: number,
+  V: number,
+  y: number,
+  temperature: number,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): number {
   return rowLogProb(logits, offset, V, y, temperature, keep, exclude);
 }
 
@@ -31,7 +39,14 @@ export function tokenLogProb(logits: FloatArray, offset: number, V: number, y: n
  * renormalised over the kept ids), in doubles, summed in increasing v (the entropy the GRPO loop logs
  * at each scored position).
  */
-export function tokenEntropy(logits: FloatArray, offset: number, V: number, temperature: number, exclude = -1, keep: Uint8Array | null = null): number {
+export function tokenEntropy(
+  logits: FloatArray,
+  offset: number,
+  V: number,
+  temperature: number,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): number {
   return rowEntropy(logits, offset, V, temperature, exclude, keep);
 }
 
@@ -39,7 +54,17 @@ export function tokenEntropy(logits: FloatArray, offset: number, V: number, temp
  * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − p_v)/τ` with p the
  * softmax(z/τ), renormalised over `keep` when given (p_v = 0 outside it).
  */
-export function tokenLogProbBackward(dlogits: FloatArray, logits: FloatArray, offset: number, V: number, y: number, temperature: number, g: number, exclude = -1, keep: Uint8Array | null = null): void {
+export function tokenLogProbBackward(
+  dlogits: FloatArray,
+  logits: FloatArray,
+  offset: number,
+  V: number,
+  y: number,
+  temperature: number,
+  g: number,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): void {
   rowLogProbBackward(dlogits, logits, offset, V, y, temperature, g, exclude, keep);
 }
 
@@ -81,7 +106,15 @@ export function argmaxRow(row: ArrayLike<number>, offset: number, V: number, exc
  * const token = gumbelArgmax(logits, row * V, V, 0.9, rng);
  * ```
  */
-export function gumbelArgmax(logits: ArrayLike<number>, offset: number, V: number, temperature: number, rng: Rng, exclude = -1, keep: Uint8Array | null = null): number {
+export function gumbelArgmax(
+  logits: ArrayLike<number>,
+  offset: number,
+  V: number,
+  temperature: number,
+  rng: Rng,
+  exclude = -1,
+  keep: Uint8Array | null = null,
+): number {
   if (temperature === 0) return argmaxRow(logits, offset, V, exclude);
   let best = -1;
   let bestScore = -Infinity;

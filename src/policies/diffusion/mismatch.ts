@@ -10,7 +10,12 @@ import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagn
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { TaskName } from '../../tasks/task.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { diffusionCompletionMask, diffusionLogprobs, type DiffusionEstimatorName, type DiffusionEstimatorOptions } from './estimators.js';
+import {
+  diffusionCompletionMask,
+  diffusionLogprobs,
+  type DiffusionEstimatorName,
+  type DiffusionEstimatorOptions,
+} from './estimators.js';
 import { createDiffusionModel, type DiffusionModel } from './model.js';
 import { sampleDiffusion, type DiffusionSamplerConfig } from './sampler.js';
 import { rngStreams } from '../../core/rng-streams.js';
@@ -42,7 +47,6 @@ export interface DiffusionMismatchOptions {
   /** Weights with `model.layout`; @defaultValue GPT-2 initialization from `seed` */
   readonly params?: FloatArray;
 }
-
 
 /**
  * Samples `sequences` responses to training prompts of `task` under the rollout numerics, computes
@@ -89,8 +93,10 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   if (!Number.isInteger(N) || N < 1) throw new Error(`diffusionMismatch: length must be a positive integer, got ${N}`);
   const task = makeTaskFromConfig({ name: options.task ?? 'sudoku4', options: options.taskOptions });
   const B = options.sequences ?? 16;
-  if (!Number.isInteger(B) || B < 1) throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
-  const model = options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + N) });
+  if (!Number.isInteger(B) || B < 1)
+    throw new Error(`diffusionMismatch: sequences must be a positive integer, got ${B}`);
+  const model =
+    options.model ?? createDiffusionModel({ vocabSize: task.vocabSize, maxLen: Math.max(64, task.promptLength + N) });
   const params = options.params ?? createParamStore(model.specs, options.seed).data;
   const blockLength = N % 8 === 0 ? 8 : N;
   const sampler: Partial<DiffusionSamplerConfig> = {
@@ -102,12 +108,27 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const root = createRng(options.seed);
   const prompts = task.trainProblems(B, options.seed).map((p) => p.prompt);
   const topK = model.block.moe?.topK ?? 0;
-  const rollout = sampleDiffusion(model, params, prompts, sampler, options.rollout, root.fork(rngStreams.diffusion.mismatchRollout), { recordRouting: topK > 0 && options.estimator === 'trajectory' });
-  const estOptions: DiffusionEstimatorOptions = { seed: options.seed, temperature: rollout.logpTemperature, ...options.estimatorOptions };
+  const rollout = sampleDiffusion(
+    model,
+    params,
+    prompts,
+    sampler,
+    options.rollout,
+    root.fork(rngStreams.diffusion.mismatchRollout),
+    { recordRouting: topK > 0 && options.estimator === 'trajectory' },
+  );
+  const estOptions: DiffusionEstimatorOptions = {
+    seed: options.seed,
+    temperature: rollout.logpTemperature,
+    ...options.estimatorOptions,
+  };
   const rolloutScored =
     options.estimator === 'trajectory'
       ? null
-      : diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.rollout, { support: rollout.support, ...estOptions }); // processed: over the draws' kept sets under top-k/top-p
+      : diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.rollout, {
+          support: rollout.support,
+          ...estOptions,
+        }); // processed: over the draws' kept sets under top-k/top-p
   const logpRollout = rolloutScored === null ? rollout.logpRollout : rolloutScored.logp;
   const old = diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.trainer, estOptions);
   const logpOld = old.logp;
@@ -117,8 +138,14 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   let moe: DiffusionMismatchProbeResult['moe'];
   if (recorded !== null && old.routing !== null) {
     const scoredAt = Array.from(old.scoredAt).filter((_, e) => mask[old.scoredSlot[e]!] === 1);
-    const r3 = diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.trainer, { ...estOptions, routing: recorded });
-    moe = { flipRate: flipRatesAt(recorded, old.routing, topK, scoredAt), diagnosticsR3: probeDiagnostics(logpRollout, r3.logp, mask) };
+    const r3 = diffusionLogprobs(options.estimator, model, params, rollout.sequences, options.trainer, {
+      ...estOptions,
+      routing: recorded,
+    });
+    moe = {
+      flipRate: flipRatesAt(recorded, old.routing, topK, scoredAt),
+      diagnosticsR3: probeDiagnostics(logpRollout, r3.logp, mask),
+    };
   }
   return {
     diagnostics: probeDiagnostics(logpRollout, logpOld, mask),
@@ -126,4 +153,3 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
     ...(moe === undefined ? {} : { moe }),
   };
 }
-

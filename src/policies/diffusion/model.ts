@@ -53,14 +53,28 @@ export interface DiffusionModel {
  * const store = createParamStore(model.specs, 42);
  * ```
  */
-export function createDiffusionModel(config: Partial<DiffusionModelConfig> & { readonly vocabSize: number }): DiffusionModel {
+export function createDiffusionModel(
+  config: Partial<DiffusionModelConfig> & { readonly vocabSize: number },
+): DiffusionModel {
   const c: DiffusionModelConfig = { ...diffusionModelDefaults, ...config };
   for (const k of ['vocabSize', 'maxLen', 'layers', 'C', 'H', 'hidden'] as const) {
-    if (!Number.isInteger(c[k]) || c[k] < 1) throw new Error(`diffusion model: ${k} must be a positive integer, got ${c[k]}`);
+    if (!Number.isInteger(c[k]) || c[k] < 1)
+      throw new Error(`diffusion model: ${k} must be a positive integer, got ${c[k]}`);
   }
-  if (c.vocabSize < 5) throw new Error(`diffusion model: vocabSize must be ≥ 5 (ids 0–4 are PAD BOS EOS SEP MASK), got ${c.vocabSize}`);
+  if (c.vocabSize < 5)
+    throw new Error(`diffusion model: vocabSize must be ≥ 5 (ids 0–4 are PAD BOS EOS SEP MASK), got ${c.vocabSize}`);
   if (c.C % c.H !== 0) throw new Error(`diffusion model: C (${c.C}) must be divisible by H (${c.H})`);
-  const block: BlockConfig = { C: c.C, H: c.H, hidden: c.hidden, norm: 'layernorm', mlp: 'gelu', bias: true, causal: false, rope: false, ...(c.moe ? { moe: c.moe } : {}) };
+  const block: BlockConfig = {
+    C: c.C,
+    H: c.H,
+    hidden: c.hidden,
+    norm: 'layernorm',
+    mlp: 'gelu',
+    bias: true,
+    causal: false,
+    rope: false,
+    ...(c.moe ? { moe: c.moe } : {}),
+  };
   const std = { kind: 'normal', std: 0.02 } as const;
   const specs: ParamSpec[] = [
     { name: 'wte', shape: [c.vocabSize, c.C], init: std },
@@ -122,7 +136,8 @@ export function diffusionForward(
   replay: readonly Int32Array[] | null = null,
 ): DiffusionForward {
   const { maxLen } = model.config;
-  if (params.length !== model.layout.size) throw new Error(`diffusionForward: params length must be ${model.layout.size}, got ${params.length}`);
+  if (params.length !== model.layout.size)
+    throw new Error(`diffusionForward: params length must be ${model.layout.size}, got ${params.length}`);
   if (T > maxLen) throw new Error(`diffusionForward: T must be ≤ maxLen ${maxLen}, got ${T}`);
   return stackForward(stackWeights(model, params), stackConfig(model), tokens, B, T, numerics, replay);
 }
@@ -140,6 +155,7 @@ export function diffusionBackward(
   dlogits: FloatArray,
   numerics: PolicyNumerics,
 ): void {
-  if (grads.length !== model.layout.size) throw new Error(`diffusionBackward: grads length must be ${model.layout.size}, got ${grads.length}`);
+  if (grads.length !== model.layout.size)
+    throw new Error(`diffusionBackward: grads length must be ${model.layout.size}, got ${grads.length}`);
   stackBackward(stackWeights(model, grads), stackWeights(model, params), stackConfig(model), fwd, dlogits, numerics);
 }

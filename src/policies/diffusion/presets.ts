@@ -30,7 +30,9 @@ export const diffusionModelPresets = Object.freeze({
 export type DiffusionModelPresetName = keyof typeof diffusionModelPresets;
 
 /** The preset names, in table order. */
-export const diffusionModelPresetNames = Object.freeze(Object.keys(diffusionModelPresets)) as readonly DiffusionModelPresetName[];
+export const diffusionModelPresetNames = Object.freeze(
+  Object.keys(diffusionModelPresets),
+) as readonly DiffusionModelPresetName[];
 
 /**
  * The size fields of `preset` (none when absent) with every field of `fields` that is set on top.
@@ -45,7 +47,8 @@ export function diffusionModelOptions(preset: string | undefined, fields: Diffus
   if (preset !== undefined && !Object.hasOwn(diffusionModelPresets, preset)) {
     throw new Error(`preset must be one of ${diffusionModelPresetNames.join(', ')}, got ${JSON.stringify(preset)}`);
   }
-  const base: DiffusionModelFields = preset === undefined ? {} : diffusionModelPresets[preset as DiffusionModelPresetName];
+  const base: DiffusionModelFields =
+    preset === undefined ? {} : diffusionModelPresets[preset as DiffusionModelPresetName];
   const set = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as DiffusionModelFields;
   return { ...base, ...set };
 }

@@ -68,19 +68,33 @@ export interface DiffusionSchedule {
  */
 export function diffusionSchedule(config: DiffusionSamplerConfig): DiffusionSchedule {
   const { genLength: N, blockLength: L, steps: S, temperature, remasking, cfgScale, topK, topP } = config;
-  for (const [k, v] of [['genLength', N], ['blockLength', L], ['steps', S]] as const) {
+  for (const [k, v] of [
+    ['genLength', N],
+    ['blockLength', L],
+    ['steps', S],
+  ] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`diffusion sampler: ${k} must be a positive integer, got ${v}`);
   }
   if (N % L !== 0) throw new Error(`diffusion sampler: genLength (${N}) must be a multiple of blockLength (${L})`);
   const blocks = N / L;
-  if (S % blocks !== 0) throw new Error(`diffusion sampler: steps (${S}) must be a multiple of the number of blocks (${blocks} = genLength/blockLength)`);
+  if (S % blocks !== 0)
+    throw new Error(
+      `diffusion sampler: steps (${S}) must be a multiple of the number of blocks (${blocks} = genLength/blockLength)`,
+    );
   const s = S / blocks;
-  if (s > L) throw new Error(`diffusion sampler: steps per block (${s}) must be ≤ blockLength (${L}); a step would commit no token`);
-  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`diffusion sampler: temperature must be finite and ≥ 0, got ${temperature}`);
-  if (!(cfgScale >= 0) || !Number.isFinite(cfgScale)) throw new Error(`diffusion sampler: cfgScale must be finite and ≥ 0, got ${cfgScale}`);
-  if (!Number.isInteger(topK) || topK < 0) throw new Error(`diffusion sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
+  if (s > L)
+    throw new Error(
+      `diffusion sampler: steps per block (${s}) must be ≤ blockLength (${L}); a step would commit no token`,
+    );
+  if (!(temperature >= 0) || !Number.isFinite(temperature))
+    throw new Error(`diffusion sampler: temperature must be finite and ≥ 0, got ${temperature}`);
+  if (!(cfgScale >= 0) || !Number.isFinite(cfgScale))
+    throw new Error(`diffusion sampler: cfgScale must be finite and ≥ 0, got ${cfgScale}`);
+  if (!Number.isInteger(topK) || topK < 0)
+    throw new Error(`diffusion sampler: topK must be a non-negative integer (0 = off), got ${topK}`);
   if (!(topP > 0 && topP <= 1)) throw new Error(`diffusion sampler: topP must be in (0, 1] (1 = off), got ${topP}`);
-  if (remasking !== 'low_confidence' && remasking !== 'random') throw new Error(`diffusion sampler: remasking must be low_confidence or random, got ${String(remasking)}`);
+  if (remasking !== 'low_confidence' && remasking !== 'random')
+    throw new Error(`diffusion sampler: remasking must be low_confidence or random, got ${String(remasking)}`);
   const transfer = Array.from({ length: s }, (_, i) => Math.floor(L / s) + (i < L % s ? 1 : 0));
   return Object.freeze({ blocks, stepsPerBlock: s, transfer: Object.freeze(transfer) });
 }
@@ -149,7 +163,8 @@ export interface SampleDiffusionOptions {
  * saw at global step `step` of a sampled sequence.
  */
 export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int32Array): Int32Array {
-  if (!seq.commitStep) throw new Error(`diffusionStateAt: sequence ${JSON.stringify(seq.id)} has no commitStep (it was not sampled)`);
+  if (!seq.commitStep)
+    throw new Error(`diffusionStateAt: sequence ${JSON.stringify(seq.id)} has no commitStep (it was not sampled)`);
   const P = seq.prompt.length;
   const N = seq.response.length;
   const x = out ?? new Int32Array(P + N);
@@ -196,13 +211,17 @@ export function sampleDiffusion(
   const N = cfg.genLength;
   const T = P + N;
   const V = model.config.vocabSize;
-  if (T > model.config.maxLen) throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${N} must be ≤ maxLen ${model.config.maxLen}`);
-  if (options.ids && options.ids.length !== B) throw new Error(`sampleDiffusion: ids must have one entry per prompt (${B}), got ${options.ids.length}`);
+  if (T > model.config.maxLen)
+    throw new Error(`sampleDiffusion: prompt length ${P} + genLength ${N} must be ≤ maxLen ${model.config.maxLen}`);
+  if (options.ids && options.ids.length !== B)
+    throw new Error(`sampleDiffusion: ids must have one entry per prompt (${B}), got ${options.ids.length}`);
   const x = new Int32Array(B * T); // (B, T) current state
   prompts.forEach((p, r) => {
-    if (p.length !== P) throw new Error(`sampleDiffusion: prompts[${r}] has length ${p.length}, expected ${P} like prompts[0]`);
+    if (p.length !== P)
+      throw new Error(`sampleDiffusion: prompts[${r}] has length ${p.length}, expected ${P} like prompts[0]`);
     p.forEach((tok, j) => {
-      if (!Number.isInteger(tok) || tok < 0 || tok >= V || tok === MASK) throw new Error(`sampleDiffusion: prompts[${r}][${j}] must be a non-MASK id in [0, ${V}), got ${tok}`);
+      if (!Number.isInteger(tok) || tok < 0 || tok >= V || tok === MASK)
+        throw new Error(`sampleDiffusion: prompts[${r}][${j}] must be a non-MASK id in [0, ${V}), got ${tok}`);
       x[r * T + j] = tok;
     });
     x.fill(MASK, r * T + P, (r + 1) * T);
@@ -229,7 +248,10 @@ export function sampleDiffusion(
   const cand: { j: number; x0: number; c: number; keep: Uint8Array | null }[] = [];
   const topK = model.block.moe?.topK ?? 0;
   const S = schedule.blocks * schedule.stepsPerBlock;
-  const routing = options.recordRouting && topK > 0 ? Array.from({ length: model.config.layers }, () => new Int32Array(B * S * T * topK)) : null; // layers × (B, S, T, k)
+  const routing =
+    options.recordRouting && topK > 0
+      ? Array.from({ length: model.config.layers }, () => new Int32Array(B * S * T * topK))
+      : null; // layers × (B, S, T, k)
   for (let b = 0; b < schedule.blocks; b++) {
     const lo = P + b * L;
     const hi = lo + L;
@@ -263,7 +285,8 @@ export function sampleDiffusion(
           let row: ArrayLike<number> = logits;
           let rowOff = off;
           if (logitsU) {
-            for (let v = 0; v < V; v++) guided[v] = logitsU[off + v]! + (cfg.cfgScale + 1) * (logits[off + v]! - logitsU[off + v]!);
+            for (let v = 0; v < V; v++)
+              guided[v] = logitsU[off + v]! + (cfg.cfgScale + 1) * (logits[off + v]! - logitsU[off + v]!);
             row = guided;
             rowOff = 0;
           }

@@ -18,7 +18,8 @@ import { rngStreams } from '../../core/rng-streams.js';
  * padding, so the model learns to fill the tail with EOS; the reward ignores tokens after the first EOS).
  */
 export function padDiffusionResponse(response: readonly number[], genLength: number): number[] {
-  if (response.length > genLength) throw new Error(`padDiffusionResponse: response of ${response.length} tokens does not fit genLength ${genLength}`);
+  if (response.length > genLength)
+    throw new Error(`padDiffusionResponse: response of ${response.length} tokens does not fit genLength ${genLength}`);
   return [...response, ...new Array<number>(genLength - response.length).fill(EOS)];
 }
 
@@ -43,7 +44,10 @@ export function maskedDiffusionLoss(
   if (!(eps > 0 && eps < 1)) throw new Error(`maskedDiffusionLoss: eps must be in (0, 1), got ${eps}`);
   const numerics = options.numerics ?? fp32Numerics();
   const B = prompts.length;
-  if (B < 1 || responses.length !== B) throw new Error(`maskedDiffusionLoss: prompts and responses must be non-empty and of equal count, got ${B} and ${responses.length}`);
+  if (B < 1 || responses.length !== B)
+    throw new Error(
+      `maskedDiffusionLoss: prompts and responses must be non-empty and of equal count, got ${B} and ${responses.length}`,
+    );
   const P = prompts[0]!.length;
   const N = responses[0]!.length;
   const T = P + N;
@@ -55,7 +59,10 @@ export function maskedDiffusionLoss(
   for (let i = 0; i < B; i++) {
     const p = prompts[i]!;
     const o = responses[i]!;
-    if (p.length !== P || o.length !== N) throw new Error(`maskedDiffusionLoss: row ${i} has prompt/response lengths ${p.length}/${o.length}, expected ${P}/${N}`);
+    if (p.length !== P || o.length !== N)
+      throw new Error(
+        `maskedDiffusionLoss: row ${i} has prompt/response lengths ${p.length}/${o.length}, expected ${P}/${N}`,
+      );
     const t = eps + (1 - eps) * rng.uniform();
     for (let j = 0; j < P; j++) tokens[i * T + j] = p[j]!;
     for (let j = 0; j < N; j++) {
@@ -70,10 +77,12 @@ export function maskedDiffusionLoss(
   }
   const fwd = diffusionForward(model, params, tokens, B, T, numerics);
   let loss = 0;
-  for (let e = 0; e < pos.length; e++) loss -= weight[e]! * tokenLogProb(fwd.logits, pos[e]! * V, V, target[e]!, 1, MASK);
+  for (let e = 0; e < pos.length; e++)
+    loss -= weight[e]! * tokenLogProb(fwd.logits, pos[e]! * V, V, target[e]!, 1, MASK);
   if (options.grads) {
     const dlogits = allocLike(params, B * T * V); // (B, T, V)
-    for (let e = 0; e < pos.length; e++) tokenLogProbBackward(dlogits, fwd.logits, pos[e]! * V, V, target[e]!, 1, -weight[e]!, MASK);
+    for (let e = 0; e < pos.length; e++)
+      tokenLogProbBackward(dlogits, fwd.logits, pos[e]! * V, V, target[e]!, 1, -weight[e]!, MASK);
     diffusionBackward(model, params, options.grads, fwd, dlogits, numerics);
   }
   return loss;
@@ -154,14 +163,29 @@ export async function diffusionWarmStartAsync(
 }
 
 /** The loop of {@link diffusionWarmStart}, suspended after every update. */
-function* warmStartSteps(model: DiffusionModel, task: Task, config: DiffusionWarmStartConfig, store: ParamStore): Generator<void, DiffusionWarmStartResult, void> {
+function* warmStartSteps(
+  model: DiffusionModel,
+  task: Task,
+  config: DiffusionWarmStartConfig,
+  store: ParamStore,
+): Generator<void, DiffusionWarmStartResult, void> {
   const steps = config.steps ?? 200;
   const batchSize = config.batchSize ?? 16;
   const N = config.genLength ?? 24;
-  for (const [k, v] of [['steps', steps], ['batchSize', batchSize], ['genLength', N]] as const) {
-    if (!Number.isInteger(v) || v < (k === 'steps' ? 0 : 1)) throw new Error(`diffusionWarmStart: ${k} must be a ${k === 'steps' ? 'non-negative' : 'positive'} integer, got ${v}`);
+  for (const [k, v] of [
+    ['steps', steps],
+    ['batchSize', batchSize],
+    ['genLength', N],
+  ] as const) {
+    if (!Number.isInteger(v) || v < (k === 'steps' ? 0 : 1))
+      throw new Error(
+        `diffusionWarmStart: ${k} must be a ${k === 'steps' ? 'non-negative' : 'positive'} integer, got ${v}`,
+      );
   }
-  if (task.vocabSize > model.config.vocabSize) throw new Error(`diffusionWarmStart: task ${task.name} has vocabSize ${task.vocabSize}, more than the model's ${model.config.vocabSize}`);
+  if (task.vocabSize > model.config.vocabSize)
+    throw new Error(
+      `diffusionWarmStart: task ${task.name} has vocabSize ${task.vocabSize}, more than the model's ${model.config.vocabSize}`,
+    );
   const optimizer = new AdamW(store, { lr: config.lr ?? 3e-3, weightDecay: config.weightDecay ?? 0 });
   const root = createRng(config.seed ?? 0);
   const problems = root.fork(rngStreams.diffusion.warmStartProblems);

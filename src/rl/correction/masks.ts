@@ -53,17 +53,25 @@ export interface M2poParams {
 export const opsm: CorrectionFn<OpsmParams> = (input, params) => {
   const { B, T } = input.shape;
   const slime = params.form === 'slime';
-  if (slime && input.logpTheta === undefined) throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
+  if (slime && input.logpTheta === undefined)
+    throw new Error('opsm: form "slime" needs logpTheta (ℓθ detached) in the correction input');
   const n = rowCounts(input.responseMask, input.shape);
-  const logRatio = slime ? (k: number) => input.logpOld[k]! - input.logpTheta![k]! : (k: number) => input.logpRollout[k]! - input.logpOld[k]!;
+  const logRatio = slime
+    ? (k: number) => input.logpOld[k]! - input.logpTheta![k]!
+    : (k: number) => input.logpRollout[k]! - input.logpOld[k]!;
   const kl = rowMaskedSums(input.responseMask, input.shape, logRatio).sums.map((s, i) => s / Math.max(n[i]!, 1));
-  const adv = rowMaskedSums(input.responseMask, input.shape, (k) => input.advantages[k]!).sums.map((a, i) => a / Math.max(n[i]!, 1));
+  const adv = rowMaskedSums(input.responseMask, input.shape, (k) => input.advantages[k]!).sums.map(
+    (a, i) => a / Math.max(n[i]!, 1),
+  );
   const keep = slime
     ? input.advantages.map((a, k) => (a < 0 && kl[Math.floor(k / T)]! > params.delta ? 0 : 1))
     : rowKeepMask((i) => adv[i]! >= 0 || kl[i]! <= params.delta, input.shape);
   return {
     value: { factor: ones(B * T), keep, rectifiesAdvantage: false },
-    metrics: { ...maskMetrics(input, keep), seq_kl_mean: maskedMean(broadcastRows(kl, input.shape), input.responseMask) },
+    metrics: {
+      ...maskMetrics(input, keep),
+      seq_kl_mean: maskedMean(broadcastRows(kl, input.shape), input.responseMask),
+    },
   };
 };
 
@@ -109,7 +117,11 @@ export const dpFilter: CorrectionFn<DpFilterParams> = (input, params) => {
           }, input.shape);
   return {
     value: { factor: ones(dp.length), keep, rectifiesAdvantage: false },
-    metrics: { ...maskMetrics(input, keep), dp_mean: maskedMean(dp, input.responseMask), dp_abs_max: validMax(dp.map(Math.abs), input.responseMask) },
+    metrics: {
+      ...maskMetrics(input, keep),
+      dp_mean: maskedMean(dp, input.responseMask),
+      dp_abs_max: validMax(dp.map(Math.abs), input.responseMask),
+    },
   };
 };
 
@@ -139,7 +151,6 @@ export const m2po: CorrectionFn<M2poParams> = (input, params) => {
     metrics: { ...maskMetrics(input, keep), m2_before: m2Before, m2_after: kept > 0 ? Math.max(0, sum) / kept : 0 },
   };
 };
-
 
 /** AReaL `actor.rejection_sampling` parameters, as AReaL spells them (areal/api/cli_args.py l.1505–1600). */
 export interface ArealRsParams {
@@ -196,10 +207,14 @@ export const arealRejectionSampling: CorrectionFn<ArealRsParams> = (input, param
       case 'kl_k3':
         return Math.exp(-x) - 1 + x;
       case 'binary_kl':
-        return Math.max(binaryKl(input.logpOld[k]!, input.logpRollout[k]!), binaryKl(input.logpRollout[k]!, input.logpOld[k]!));
+        return Math.max(
+          binaryKl(input.logpOld[k]!, input.logpRollout[k]!),
+          binaryKl(input.logpRollout[k]!, input.logpOld[k]!),
+        );
     }
   };
-  const inBounds = (v: number): boolean => (params.lower !== null ? v >= params.lower && v <= params.upper : v <= params.upper);
+  const inBounds = (v: number): boolean =>
+    params.lower !== null ? v >= params.lower && v <= params.upper : v <= params.upper;
   const weight = new Float64Array(n);
   for (let k = 0; k < n; k++) weight[k] = Math.exp(lr[k]!);
   const original = Float64Array.from(weight);

@@ -49,7 +49,10 @@ function misStage(level: CorrectionLevel): CorrectionFn<CapParams> {
     return {
       value: { factor: rho, keep, rectifiesAdvantage: false },
       metrics: {
-        mean: maskedMean(rho.map((r, k) => r * keep[k]!), input.responseMask),
+        mean: maskedMean(
+          rho.map((r, k) => r * keep[k]!),
+          input.responseMask,
+        ),
         masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
         seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
       },
@@ -153,7 +156,10 @@ export const veto: CorrectionFn<VetoParams> = (input, params) => {
     metrics: {
       masked_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),
       seq_masked_fraction: seqRejectedFraction(keep, input.responseMask, input.shape),
-      catastrophic_token_fraction: tokenFraction(input.responseMask, (k) => input.logpOld[k]! - input.logpRollout[k]! < logV),
+      catastrophic_token_fraction: tokenFraction(
+        input.responseMask,
+        (k) => input.logpOld[k]! - input.logpRollout[k]! < logV,
+      ),
     },
   };
 };
@@ -194,7 +200,12 @@ export interface VerlRsOption {
   readonly upper: number;
 }
 
-const VERL_RS_LEVELS: Record<string, RejectionLevel> = { token: 'token', seq_sum: 'seq-sum', seq_mean: 'seq-mean', seq_max: 'seq-max' };
+const VERL_RS_LEVELS: Record<string, RejectionLevel> = {
+  token: 'token',
+  seq_sum: 'seq-sum',
+  seq_mean: 'seq-mean',
+  seq_max: 'seq-max',
+};
 
 /**
  * Parses veRL's `rollout_rs` (comma-separated options `token_k1` … `seq_max_k3`, duplicates dropped) and
@@ -205,29 +216,47 @@ const VERL_RS_LEVELS: Record<string, RejectionLevel> = { token: 'token', seq_sum
  */
 export function parseVerlRs(rs: string, threshold: string | number): VerlRsOption[] {
   const options: string[] = [];
-  for (const o of rs.split(',').map((x) => x.trim()).filter((x) => x !== '')) if (!options.includes(o)) options.push(o);
+  for (const o of rs
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== ''))
+    if (!options.includes(o)) options.push(o);
   if (options.length === 0) throw new Error('rollout_rs must contain at least one option');
-  const specs = typeof threshold === 'number' ? [String(threshold)] : threshold.split(',').map((x) => x.trim()).filter((x) => x !== '');
-  if (specs.length !== 1 && specs.length !== options.length) throw new Error(`rollout_rs_threshold: expected one threshold or ${options.length}, got ${specs.length}`);
+  const specs =
+    typeof threshold === 'number'
+      ? [String(threshold)]
+      : threshold
+          .split(',')
+          .map((x) => x.trim())
+          .filter((x) => x !== '');
+  if (specs.length !== 1 && specs.length !== options.length)
+    throw new Error(`rollout_rs_threshold: expected one threshold or ${options.length}, got ${specs.length}`);
   const num = (x: string, o: string): number => {
     const v = Number(x);
-    if (x === '' || !Number.isFinite(v) || v <= 0) throw new Error(`rollout_rs_threshold: thresholds of '${o}' must be positive numbers, got '${x}'`);
+    if (x === '' || !Number.isFinite(v) || v <= 0)
+      throw new Error(`rollout_rs_threshold: thresholds of '${o}' must be positive numbers, got '${x}'`);
     return v;
   };
   return options.map((option, j) => {
     const m = /^(token|seq_sum|seq_mean|seq_max)_(k[123])$/.exec(option);
-    if (m === null || option === 'seq_max_k1') throw new Error(`rollout_rs: unknown option '${option}' (token_k1…k3, seq_sum_k1…k3, seq_mean_k1…k3, seq_max_k2, seq_max_k3)`);
+    if (m === null || option === 'seq_max_k1')
+      throw new Error(
+        `rollout_rs: unknown option '${option}' (token_k1…k3, seq_sum_k1…k3, seq_mean_k1…k3, seq_max_k2, seq_max_k3)`,
+      );
     const spec = specs.length === 1 ? specs[0]! : specs[j]!;
     const kind = m[2] as 'k1' | 'k2' | 'k3';
     const level = VERL_RS_LEVELS[m[1]!]!;
     if (kind === 'k1') {
-      const [a, b] = spec.includes('_') ? [spec.slice(0, spec.indexOf('_')), spec.slice(spec.indexOf('_') + 1)] : [null, spec];
+      const [a, b] = spec.includes('_')
+        ? [spec.slice(0, spec.indexOf('_')), spec.slice(spec.indexOf('_') + 1)]
+        : [null, spec];
       const upper = num(b, option);
       const lower = a === null ? 1 / upper : num(a, option);
       if (lower > upper) throw new Error(`rollout_rs_threshold: '${option}' needs lower <= upper, got '${spec}'`);
       return { option, kind, level, lower, upper };
     }
-    if (spec.includes('_')) throw new Error(`rollout_rs_threshold: '${option}' takes one upper bound without '_', got '${spec}'`);
+    if (spec.includes('_'))
+      throw new Error(`rollout_rs_threshold: '${option}' takes one upper bound without '_', got '${spec}'`);
     return { option, kind, level, lower: null, upper: num(spec, option) };
   });
 }
@@ -272,7 +301,8 @@ export const verlRolloutRs: CorrectionFn<VerlRsParams> = (input, params) => {
     stack[`${pre}_fraction_high`] = m['fraction_high']!;
     stack[`${pre}_fraction_low`] = m['fraction_low'] ?? 0;
     stack[`${pre}_std`] = m['std']!;
-    for (const q of ['seq_mean', 'seq_std', 'seq_max', 'seq_min', 'seq_max_deviation', 'seq_fraction_high']) stack[`${pre}_${q}`] = m[q]!;
+    for (const q of ['seq_mean', 'seq_std', 'seq_max', 'seq_min', 'seq_max_deviation', 'seq_fraction_high'])
+      stack[`${pre}_${q}`] = m[q]!;
     if (m['seq_fraction_low'] !== undefined) stack[`${pre}_seq_fraction_low`] = m['seq_fraction_low'];
     stack[`${pre}_masked_fraction`] = m['masked_fraction']!;
     stack[`${pre}_seq_masked_fraction`] = m['seq_masked_fraction']!;

@@ -17,7 +17,14 @@ import { rowLogRatioSums, seqRejectedFraction, tokenFraction, validMax, validMin
  * max_deviation` of the per-row mean of `applied` (all B rows; an empty row counts 0), and
  * `seq_fraction_high|low` of the per-row mean of the raw ratio.
  */
-export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, raw: Float64Array, applied: Float64Array, upper: number, lower: number): MetricRecord {
+export function verlIsMetrics(
+  input: CorrectionInput,
+  level: CorrectionLevel,
+  raw: Float64Array,
+  applied: Float64Array,
+  upper: number,
+  lower: number,
+): MetricRecord {
   const { B } = input.shape;
   const { responseMask } = input;
   const m: MetricRecord = {};
@@ -50,8 +57,12 @@ export function verlIsMetrics(input: CorrectionInput, level: CorrectionLevel, ra
   m['rollout_is_std'] = count > 1 ? Math.sqrt(Math.max(0, meanOver(clamped.map((w) => w * w)) - cm * cm)) : 0;
   m['rollout_is_eff_sample_size'] = count > 0 ? 1 / meanOver(clamped.map((w) => (w / (cm + 1e-8)) ** 2)) : 0;
   const n = rowCounts(responseMask, input.shape);
-  const seq = rowMaskedSums(responseMask, input.shape, (k) => applied[k]!).sums.map((a, i) => (n[i]! > 0 ? a / n[i]! : 0));
-  const rawSeq = rowMaskedSums(responseMask, input.shape, (k) => raw[k]!).sums.map((r, i) => (n[i]! > 0 ? r / n[i]! : 0));
+  const seq = rowMaskedSums(responseMask, input.shape, (k) => applied[k]!).sums.map((a, i) =>
+    n[i]! > 0 ? a / n[i]! : 0,
+  );
+  const rawSeq = rowMaskedSums(responseMask, input.shape, (k) => raw[k]!).sums.map((r, i) =>
+    n[i]! > 0 ? r / n[i]! : 0,
+  );
   const sm = B > 0 ? seq.reduce((x, y) => x + y, 0) / B : 0;
   m['rollout_is_seq_mean'] = sm;
   m['rollout_is_seq_std'] = B > 1 ? Math.sqrt(seq.reduce((x, v) => x + (v - sm) ** 2, 0) / (B - 1)) : 0;
@@ -81,7 +92,13 @@ export interface BandReading {
  * `std` (l.484–496) is the population std over valid tokens of the band value clamped to [lower or 0, upper];
  * `seq_*` (l.498–517) are over the per-sequence values of non-empty rows (token level: row means).
  */
-export function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: CorrectionInput, level: RejectionLevel, reading: BandReading): MetricRecord {
+export function rejectionMetrics(
+  stat: Float64Array,
+  keep: Float64Array,
+  input: CorrectionInput,
+  level: RejectionLevel,
+  reading: BandReading,
+): MetricRecord {
   const { B, T } = input.shape;
   const { band, lower, upper } = reading;
   const high = (s: number): boolean => band(s) > upper;
@@ -90,17 +107,34 @@ export function rejectionMetrics(stat: Float64Array, keep: Float64Array, input: 
   const rows = rowMaskedSums(input.responseMask, input.shape, (k) => stat[k]!);
   for (let i = 0; i < B; i++) {
     const n = rows.counts[i]!;
-    if (n > 0) seqValues.push(level === 'token' ? rows.sums[i]! / n : stat[i * T + firstValid(input.responseMask, i, T)]!);
+    if (n > 0)
+      seqValues.push(level === 'token' ? rows.sums[i]! / n : stat[i * T + firstValid(input.responseMask, i, T)]!);
   }
-  const seqFraction = (pred: (s: number) => boolean): number => (seqValues.length > 0 ? seqValues.filter(pred).length / seqValues.length : 0);
+  const seqFraction = (pred: (s: number) => boolean): number =>
+    seqValues.length > 0 ? seqValues.filter(pred).length / seqValues.length : 0;
   const lo = lower ?? 0;
   const clamped = stat.map((s) => Math.min(upper, Math.max(lo, band(s))));
   let count = 0;
   for (let k = 0; k < input.responseMask.length; k++) if (input.responseMask[k] === 1) count += 1;
   const cm = maskedMean(clamped, input.responseMask);
-  const std = count > 1 ? Math.sqrt(Math.max(0, maskedMean(clamped.map((x) => x * x), input.responseMask) - cm * cm)) : 0;
+  const std =
+    count > 1
+      ? Math.sqrt(
+          Math.max(
+            0,
+            maskedMean(
+              clamped.map((x) => x * x),
+              input.responseMask,
+            ) -
+              cm * cm,
+          ),
+        )
+      : 0;
   const seqMean = seqValues.length > 0 ? seqValues.reduce((a, b) => a + b, 0) / seqValues.length : 0;
-  const seqStd = seqValues.length > 1 ? Math.sqrt(seqValues.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (seqValues.length - 1)) : 0;
+  const seqStd =
+    seqValues.length > 1
+      ? Math.sqrt(seqValues.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (seqValues.length - 1))
+      : 0;
   const m: MetricRecord = {
     stat_mean: maskedMean(stat, input.responseMask),
     stat_max: validMax(stat, input.responseMask),

@@ -61,16 +61,31 @@ export const tokenIs: CorrectionFn<NoParams> = (input) => {
   const rho = tokenRatios(input);
   return {
     value: { factor: rho, keep: ones(rho.length), rectifiesAdvantage: false },
-    metrics: { mean: maskedMean(rho, input.responseMask), max: validMax(rho, input.responseMask), min: validMin(rho, input.responseMask) },
+    metrics: {
+      mean: maskedMean(rho, input.responseMask),
+      max: validMax(rho, input.responseMask),
+      min: validMin(rho, input.responseMask),
+    },
   };
 };
 
 /** Truncated importance weights min(ρ, C) from per-token ratios (token or broadcast sequence ρ). */
-function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level: CorrectionLevel, lo = 0): Estimate<CorrectionStep> {
+function truncatedIs(
+  input: CorrectionInput,
+  rho: Float64Array,
+  C: number,
+  level: CorrectionLevel,
+  lo = 0,
+): Estimate<CorrectionStep> {
   const f = rho.map((r) => Math.min(C, Math.max(lo, r)));
   const verl = verlIsMetrics(input, level, rho, f, C, 1 / C);
   return {
-    value: { factor: factorOneOffResponse(f, input.responseMask), keep: ones(f.length), rectifiesAdvantage: false, verlIsMetrics: verl },
+    value: {
+      factor: factorOneOffResponse(f, input.responseMask),
+      keep: ones(f.length),
+      rectifiesAdvantage: false,
+      verlIsMetrics: verl,
+    },
     metrics: {
       mean: maskedMean(f, input.responseMask),
       raw_mean: maskedMean(rho, input.responseMask),
@@ -85,10 +100,12 @@ function truncatedIs(input: CorrectionInput, rho: Float64Array, C: number, level
  * with `lo` > 0 the two-sided clamp(ρ_t, lo, C) of TRL / slime / NeMo-RL.
  * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
  */
-export const tis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
+export const tis: CorrectionFn<CapParams> = (input, params) =>
+  truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
 
 /** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
-export const seqTis: CorrectionFn<CapParams> = (input, params) => truncatedIs(input, seqRatios(input), params.C, 'sequence', params.lo);
+export const seqTis: CorrectionFn<CapParams> = (input, params) =>
+  truncatedIs(input, seqRatios(input), params.C, 'sequence', params.lo);
 
 /**
  * IcePop: w = ρ · 1[lo ≤ ρ ≤ hi], token (ρ_t) or sequence (ρ_i = exp(clamp(Σ δ, ±20))).
@@ -99,7 +116,15 @@ export const icepop: CorrectionFn<IcepopParams> = (input, params) => {
   const keep = rho.map((r) => (r >= params.lo && r <= params.hi ? 1 : 0));
   const applied = rho.map((r, k) => r * keep[k]!);
   return {
-    value: { factor: rho, keep, rectifiesAdvantage: false, verlIsMetrics: { ...verlIsMetrics(input, params.level, rho, applied, params.hi, params.lo), rollout_is_oob_ratio: tokenFraction(input.responseMask, (k) => keep[k] === 0) } },
+    value: {
+      factor: rho,
+      keep,
+      rectifiesAdvantage: false,
+      verlIsMetrics: {
+        ...verlIsMetrics(input, params.level, rho, applied, params.hi, params.lo),
+        rollout_is_oob_ratio: tokenFraction(input.responseMask, (k) => keep[k] === 0),
+      },
+    },
     metrics: {
       mean: maskedMean(applied, input.responseMask),
       oob_fraction: tokenFraction(input.responseMask, (k) => keep[k] === 0),

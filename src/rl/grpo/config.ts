@@ -34,54 +34,105 @@ export const RUN_LIMITS = Object.freeze({
 
 /** Sampler settings of the rollout engine. */
 const samplerSchema = z.strictObject({
-  temperature: finite.positive().default(1).describe('softmax temperature; 1 keeps ℓroll and ℓθ on the same distribution'),
-  topK: nonNegInt.default(0).describe('keep the k most likely tokens (0 = off); off by default because truncation is a mismatch source of its own'),
+  temperature: finite
+    .positive()
+    .default(1)
+    .describe('softmax temperature; 1 keeps ℓroll and ℓθ on the same distribution'),
+  topK: nonNegInt
+    .default(0)
+    .describe(
+      'keep the k most likely tokens (0 = off); off by default because truncation is a mismatch source of its own',
+    ),
   topP: finite.gt(0).max(1).default(1).describe('nucleus mass (1 = off); off by default for the same reason'),
-  logprob: z.enum(['processed', 'raw']).default('processed').describe('ℓroll of the processed distribution (vLLM) or of the raw logits'),
+  logprob: z
+    .enum(['processed', 'raw'])
+    .default('processed')
+    .describe('ℓroll of the processed distribution (vLLM) or of the raw logits'),
   supportReplay: z
     .boolean()
     .default(false)
-    .describe('record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias'),
+    .describe(
+      'record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias',
+    ),
 });
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
 const diffusionSchema = z.strictObject({
-  generationLength: positiveInt.max(RUN_LIMITS.generationLength).default(24).describe('response positions generated (fits sudoku4’s 17-token answer; a multiple of the block length)'),
-  blockLength: positiveInt.max(RUN_LIMITS.generationLength).default(8).describe('semi-autoregressive block length (the AIS/d1 recipe, scaled down)'),
-  steps: positiveInt.max(RUN_LIMITS.diffusionSteps).default(12).describe('denoising steps in total: two tokens per step with the defaults'),
+  generationLength: positiveInt
+    .max(RUN_LIMITS.generationLength)
+    .default(24)
+    .describe('response positions generated (fits sudoku4’s 17-token answer; a multiple of the block length)'),
+  blockLength: positiveInt
+    .max(RUN_LIMITS.generationLength)
+    .default(8)
+    .describe('semi-autoregressive block length (the AIS/d1 recipe, scaled down)'),
+  steps: positiveInt
+    .max(RUN_LIMITS.diffusionSteps)
+    .default(12)
+    .describe('denoising steps in total: two tokens per step with the defaults'),
   remasking: z.enum(['low-confidence', 'random']).default('low-confidence').describe('LLaDA’s default remasking'),
-  estimator: z.enum(['trajectory', 'd1', 'elbo']).default('d1').describe('per-token log-prob estimator used on both sides (d1: one forward pass, the diffu-GRPO choice)'),
+  estimator: z
+    .enum(['trajectory', 'd1', 'elbo'])
+    .default('d1')
+    .describe('per-token log-prob estimator used on both sides (d1: one forward pass, the diffu-GRPO choice)'),
 });
 
 /** The whole run configuration as accepted from JSON (defaults filled in by parsing). */
 export const runConfigSchema = z.strictObject({
-  seed: nonNegInt.max(RUN_LIMITS.seed).default(0).describe('root of every random stream (named forks per purpose and step)'),
-  steps: positiveInt.max(RUN_LIMITS.steps).default(30).describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
+  seed: nonNegInt
+    .max(RUN_LIMITS.seed)
+    .default(0)
+    .describe('root of every random stream (named forks per purpose and step)'),
+  steps: positiveInt
+    .max(RUN_LIMITS.steps)
+    .default(30)
+    .describe('GRPO steps; reward on `reverse` rises from ≈ 0.2 to ≈ 0.5 within 30 with the defaults'),
   task: z
     .strictObject({
       name: z.enum(['reverse', 'sudoku4', 'countdown', 'fibonacci']).default('reverse').describe('the verifiable task'),
-      options: z.record(z.string(), z.unknown()).default({}).describe('task options (docs/tasks.md), validated by the task'),
+      options: z
+        .record(z.string(), z.unknown())
+        .default({})
+        .describe('task options (docs/tasks.md), validated by the task'),
     })
     .prefault({}),
   policy: z
     .strictObject({
       kind: z.enum(['ar', 'diffusion']).default('ar').describe('autoregressive or masked-diffusion toy policy'),
-      model: z.record(z.string(), z.unknown()).default({}).describe('model size options (docs/policies.md), validated by the policy'),
+      model: z
+        .record(z.string(), z.unknown())
+        .default({})
+        .describe('model size options (docs/policies.md), validated by the policy'),
       sampler: samplerSchema.prefault({}),
       diffusion: diffusionSchema.prefault({}),
       routingReplay: z
         .enum(['none', 'R2', 'R3'])
         .default('none')
-        .describe("MoE routing replay in the trainer (docs/moe.md): R2 = the update passes replay the routing of the trainer's own ℓold pass (veRL router_replay.mode R2, slime --use-routing-replay); R3 = ℓold and the update passes replay the rollout engine's routing (veRL R3, slime --use-rollout-routing-replay); needs policy.model.moe"),
+        .describe(
+          "MoE routing replay in the trainer (docs/moe.md): R2 = the update passes replay the routing of the trainer's own ℓold pass (veRL router_replay.mode R2, slime --use-routing-replay); R3 = ℓold and the update passes replay the rollout engine's routing (veRL R3, slime --use-rollout-routing-replay); needs policy.model.moe",
+        ),
     })
     .prefault({}),
-  plan: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).default('bf16').describe('precision plan: a preset name, or a plan as data { rollout, trainer, name?, description? } (docs/precision-plans.md), validated by the policy'),
+  plan: z
+    .union([z.string().min(1), z.record(z.string(), z.unknown())])
+    .default('bf16')
+    .describe(
+      'precision plan: a preset name, or a plan as data { rollout, trainer, name?, description? } (docs/precision-plans.md), validated by the policy',
+    ),
   sft: z
     .strictObject({
-      steps: nonNegInt.max(RUN_LIMITS.sftSteps).default(40).describe('supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)'),
+      steps: nonNegInt
+        .max(RUN_LIMITS.sftSteps)
+        .default(40)
+        .describe(
+          'supervised warm-start steps: 40 leaves reward ≈ 0.2 on `reverse` — non-trivial, with room for RL to improve (300 solves it outright)',
+        ),
       batchSize: positiveInt.max(RUN_LIMITS.sftBatchSize).default(32).describe('warm-start batch size'),
       lr: finite.positive().default(3e-3).describe('warm-start learning rate (AdamW)'),
-      cache: z.boolean().default(true).describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
+      cache: z
+        .boolean()
+        .default(true)
+        .describe('reuse a warm-start checkpoint keyed by its config instead of retraining'),
     })
     .prefault({}),
   rollout: z
@@ -91,33 +142,48 @@ export const runConfigSchema = z.strictObject({
       staleness: nonNegInt
         .max(RUN_LIMITS.staleness)
         .default(0)
-        .describe('k: step t trains on the batch generated k steps ahead, by the weights of step max(1, t − k) (AReaL, prime-rl max_off_policy_steps); 0 = synchronous'),
+        .describe(
+          'k: step t trains on the batch generated k steps ahead, by the weights of step max(1, t − k) (AReaL, prime-rl max_off_policy_steps); 0 = synchronous',
+        ),
     })
     .prefault({}),
   reward: z
     .strictObject({
       overlong: z
         .strictObject({
-          buffer: positiveInt.describe('DAPO soft-overlong buffer L_cache (tokens before the maximum where the penalty ramps)'),
+          buffer: positiveInt.describe(
+            'DAPO soft-overlong buffer L_cache (tokens before the maximum where the penalty ramps)',
+          ),
           penalty: finite.positive().default(1).describe('penalty at the maximum length'),
         })
         .nullable()
         .default(null)
         .describe('DAPO overlong reward shaping; off by default (toy answers are short)'),
-      dynamicSampling: z.boolean().default(false).describe('drop groups whose rewards are all equal (DAPO); off by default'),
+      dynamicSampling: z
+        .boolean()
+        .default(false)
+        .describe('drop groups whose rewards are all equal (DAPO); off by default'),
     })
     .prefault({}),
   estimators: z.unknown().default({}).describe('advantage, correction, loss, aggregation and KL (docs/estimators.md)'),
   optim: z
     .strictObject({
-      lr: finite.positive().default(3e-3).describe('AdamW learning rate of the RL phase (1e-2 diverges on the toy policy, 1e-3 learns slowly)'),
+      lr: finite
+        .positive()
+        .default(3e-3)
+        .describe('AdamW learning rate of the RL phase (1e-2 diverges on the toy policy, 1e-3 learns slowly)'),
       beta1: finite.min(0).lt(1).default(0.9).describe('AdamW β1'),
       beta2: finite.min(0).lt(1).default(0.999).describe('AdamW β2'),
       eps: finite.positive().default(1e-8).describe('AdamW ε'),
       weightDecay: finite.min(0).default(0).describe('decoupled weight decay on 2-D weights; 0 for short runs'),
       maxGradNorm: finite.positive().default(1).describe('global gradient-norm clip (verl/TRL default 1.0)'),
-      epochs: positiveInt.max(RUN_LIMITS.epochs).default(1).describe('E passes over the step’s batch (θ_old fixed during the step)'),
-      miniBatches: positiveInt.default(2).describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
+      epochs: positiveInt
+        .max(RUN_LIMITS.epochs)
+        .default(1)
+        .describe('E passes over the step’s batch (θ_old fixed during the step)'),
+      miniBatches: positiveInt
+        .default(2)
+        .describe('M mini-batches per epoch (one optimizer step each); 2 makes ℓθ ≠ ℓold on the second'),
     })
     .prefault({}),
   eval: z
@@ -146,11 +212,15 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   if (tokenLevelAdvantageNames.includes(advantage)) {
     // veRL OTB reads Σ_v π(v)² of the ℓold pass (veRL asserts sum_pi_squared in compute_advantage, ray_trainer.py l.203–210)
     if (parsed.data.policy.kind !== 'ar') {
-      throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² of one softmax row per token, which the ${parsed.data.policy.kind} policy (config.policy.kind) does not have; use an AR policy`);
+      throw new UsageError(
+        `config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² of one softmax row per token, which the ${parsed.data.policy.kind} policy (config.policy.kind) does not have; use an AR policy`,
+      );
     }
     if (skipsLogpOldPass(estimators)) {
       const skip = estimators.mode === 'bypass' ? "estimators.mode 'bypass'" : "estimators.proxLogp 'loglinear'";
-      throw new UsageError(`config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² from the ℓold recompute, which ${skip} skips (use mode 'decoupled' without proxLogp)`);
+      throw new UsageError(
+        `config.estimators.advantage.name: '${advantage}' needs Σ_v π(v)² from the ℓold recompute, which ${skip} skips (use mode 'decoupled' without proxLogp)`,
+      );
     }
   }
   let task: Task;
@@ -164,25 +234,35 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   try {
     task.evalProblems(parsed.data.eval.problems, parsed.data.seed);
   } catch (error) {
-    throw new UsageError(`config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`);
+    throw new UsageError(
+      `config.eval.problems: ${parsed.data.eval.problems} held-out problems of task '${parsed.data.task.name}' with these options are not available (${(error as Error).message})`,
+    );
   }
   const config: RunConfig = { ...parsed.data, estimators };
   const replay = config.policy.routingReplay;
   if (replay !== 'none') {
     const moe = (config.policy.model as { moe?: unknown }).moe;
     if (moe === undefined || moe === null) {
-      throw new UsageError(`config.policy.routingReplay: '${replay}' replays an MoE router's choices and needs an MoE model (policy.model.moe), got a dense model`);
+      throw new UsageError(
+        `config.policy.routingReplay: '${replay}' replays an MoE router's choices and needs an MoE model (policy.model.moe), got a dense model`,
+      );
     }
     if (replay === 'R2' && config.estimators.proxLogp != null) {
-      throw new UsageError("config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.proxLogp 'loglinear' skips (use 'R3')");
+      throw new UsageError(
+        "config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.proxLogp 'loglinear' skips (use 'R3')",
+      );
     }
     if (replay === 'R2' && config.estimators.mode === 'bypass') {
-      throw new UsageError("config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.mode 'bypass' skips (use 'R3' or mode 'decoupled')");
+      throw new UsageError(
+        "config.policy.routingReplay: 'R2' replays the routing of the ℓold recompute, which estimators.mode 'bypass' skips (use 'R3' or mode 'decoupled')",
+      );
     }
   }
   const sequences = config.rollout.prompts * config.rollout.groupSize;
   if (sequences > RUN_LIMITS.sequencesPerStep) {
-    throw new UsageError(`config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`);
+    throw new UsageError(
+      `config.rollout: prompts × groupSize = ${sequences} sequences per step, at most ${RUN_LIMITS.sequencesPerStep}`,
+    );
   }
   if (config.rollout.prompts * config.rollout.groupSize < config.optim.miniBatches) {
     throw new UsageError(
@@ -197,8 +277,16 @@ export function resolveRunConfig(raw: unknown): RunConfig {
  * SamplingParams) and the most response tokens (AR: the task's response length; diffusion:
  * `policy.diffusion.generationLength`, the positions the sampler fills).
  */
-export function generationOf(config: RunConfig, task: { readonly responseLength: number }): {
-  readonly sampling: { readonly temperature: number; readonly topK: number; readonly topP: number; readonly logprob: 'processed' | 'raw' };
+export function generationOf(
+  config: RunConfig,
+  task: { readonly responseLength: number },
+): {
+  readonly sampling: {
+    readonly temperature: number;
+    readonly topK: number;
+    readonly topP: number;
+    readonly logprob: 'processed' | 'raw';
+  };
   readonly maxNewTokens: number;
 } {
   const s = config.policy.sampler;

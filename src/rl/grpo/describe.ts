@@ -20,8 +20,18 @@ interface JsonSchema {
 function range(s: JsonSchema): string {
   if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(' \\| ');
   const parts: string[] = [s.type ?? 'any'];
-  const lo = s.exclusiveMinimum !== undefined ? `> ${s.exclusiveMinimum}` : s.minimum !== undefined && s.minimum > -1e15 ? `≥ ${s.minimum}` : '';
-  const hi = s.exclusiveMaximum !== undefined ? `< ${s.exclusiveMaximum}` : s.maximum !== undefined && s.maximum < 1e15 ? `≤ ${s.maximum}` : '';
+  const lo =
+    s.exclusiveMinimum !== undefined
+      ? `> ${s.exclusiveMinimum}`
+      : s.minimum !== undefined && s.minimum > -1e15
+        ? `≥ ${s.minimum}`
+        : '';
+  const hi =
+    s.exclusiveMaximum !== undefined
+      ? `< ${s.exclusiveMaximum}`
+      : s.maximum !== undefined && s.maximum < 1e15
+        ? `≤ ${s.maximum}`
+        : '';
   if (lo || hi) parts.push([lo, hi].filter(Boolean).join(', '));
   return parts.join(' ');
 }
@@ -30,7 +40,10 @@ function rows(schema: JsonSchema, path: string, out: string[]): void {
   const objectBranch = schema.anyOf?.find((b) => b.type === 'object' && b.properties);
   const props = schema.properties ?? objectBranch?.properties;
   if (props && Object.keys(props).length > 0) {
-    if (objectBranch) out.push(`| \`${path}\` | object or null | \`${JSON.stringify(schema.default)}\` | ${schema.description ?? ''} |`);
+    if (objectBranch)
+      out.push(
+        `| \`${path}\` | object or null | \`${JSON.stringify(schema.default)}\` | ${schema.description ?? ''} |`,
+      );
     for (const [key, child] of Object.entries(props)) rows(child, path ? `${path}.${key}` : key, out);
     return;
   }

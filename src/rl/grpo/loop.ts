@@ -7,7 +7,16 @@ import type { Task, TaskProblem } from '../../tasks/task.js';
 import type { Rng } from '../../core/rng.js';
 import type { MetricRecord } from '../types.js';
 import { generationOf, type RunConfig } from './config.js';
-import { advantagePhase, correctionPhase, keepRows, mismatchAtOld, recomputeOld, recomputeRef, rewardPhase, updatePhase } from './phases.js';
+import {
+  advantagePhase,
+  correctionPhase,
+  keepRows,
+  mismatchAtOld,
+  recomputeOld,
+  recomputeRef,
+  rewardPhase,
+  updatePhase,
+} from './phases.js';
 import { rngStreams } from '../../core/rng-streams.js';
 
 /** Everything one step needs besides the config. */
@@ -75,11 +84,18 @@ function stepProblems(config: RunConfig, task: Task, rng: Rng): TaskProblem[] {
 async function generateStepBatch(ctx: StepContext, rng: Rng): Promise<RolloutBatch> {
   const problems = stepProblems(ctx.config, ctx.task, rng);
   const prompts = problems.flatMap((pr) => Array.from({ length: ctx.config.rollout.groupSize }, () => pr.prompt));
-  return ctx.backend.generate({ prompts, seed: rng.fork(rngStreams.run.rollout).path, ...generationOf(ctx.config, ctx.task) });
+  return ctx.backend.generate({
+    prompts,
+    seed: rng.fork(rngStreams.run.rollout).path,
+    ...generationOf(ctx.config, ctx.task),
+  });
 }
 
 /** Wall-clock seconds per phase of one step (kept out of the deterministic metrics); `old` is 0 in bypass mode (no recompute). */
-export type PhaseTimings = Record<'sync' | 'rollout' | 'reward' | 'old' | 'ref' | 'correction' | 'update' | 'total', number>;
+export type PhaseTimings = Record<
+  'sync' | 'rollout' | 'reward' | 'old' | 'ref' | 'correction' | 'update' | 'total',
+  number
+>;
 
 /** What one step produced. */
 export interface GrpoStepResult {
@@ -113,7 +129,11 @@ class PhaseClock {
  * Step 2, rollout: P prompts from the task's training split, G responses each (with staleness k,
  * the batch generated k steps ago; its prompts are drawn again from the same stream).
  */
-async function rolloutPhase(ctx: StepContext, step: number, rng: Rng): Promise<{ batch: RolloutBatch; problems: TaskProblem[]; stale?: PendingRollout }> {
+async function rolloutPhase(
+  ctx: StepContext,
+  step: number,
+  rng: Rng,
+): Promise<{ batch: RolloutBatch; problems: TaskProblem[]; stale?: PendingRollout }> {
   const problems = stepProblems(ctx.config, ctx.task, rng);
   if (ctx.config.rollout.staleness === 0) return { batch: await generateStepBatch(ctx, rng), problems };
   if (ctx.stale === undefined) throw new Error('grpo: rollout.staleness > 0 needs StepContext.stale');
@@ -157,13 +177,22 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
   // 6 correction from (ℓold, ℓroll) over the batch (or per mini-batch in 7); mismatch diagnostics at θ_old
   const correction = await clock.time('correction', () => {
     const value = correctionPhase(kept, advantages.value, old.value.logpOld, est);
-    const mismatch = old.value.old === undefined ? undefined : mismatchAtOld(kept, advantages.value, old.value.old, value.value, est);
+    const mismatch =
+      old.value.old === undefined ? undefined : mismatchAtOld(kept, advantages.value, old.value.old, value.value, est);
     Object.assign(metrics, mismatch?.metrics, old.metrics, value.metrics);
     return value.value;
   });
   // 7 update: E epochs × M mini-batches of ℓθ, loss × correction, backward, clip, AdamW
   const versionLag = stale !== undefined ? weightVersion - batch.weightVersion : 0;
-  const inputs = { kept, rewards: reward.value.rewards, advantages: advantages.value, old: old.value, logpRef, correction, versionLag };
+  const inputs = {
+    kept,
+    rewards: reward.value.rewards,
+    advantages: advantages.value,
+    old: old.value,
+    logpRef,
+    correction,
+    versionLag,
+  };
   const update = await clock.time('update', () => updatePhase(backend, inputs, config, rng));
   Object.assign(metrics, update.metrics);
   return { metrics, timings: clock.timings() };
@@ -181,12 +210,21 @@ export async function evaluate(
   const prompts = problems.map((p) => p.prompt);
   const out: MetricRecord = {};
   for (const greedy of [true, false]) {
-    const batch: RolloutBatch = await backend.generate({ prompts, seed: rng.fork(rngStreams.run.decoding(greedy)).path, greedy, side, ...generation });
+    const batch: RolloutBatch = await backend.generate({
+      prompts,
+      seed: rng.fork(rngStreams.run.decoding(greedy)).path,
+      greedy,
+      side,
+      ...generation,
+    });
     let acc = 0;
     let reward = 0;
     for (let i = 0; i < batch.B; i++) {
       const length = batch.mask.subarray(i * batch.T, (i + 1) * batch.T).reduce((a, b) => a + b, 0);
-      const r = task.reward(problems[i] as TaskProblem, Array.from(batch.responses.subarray(i * batch.T, i * batch.T + length)));
+      const r = task.reward(
+        problems[i] as TaskProblem,
+        Array.from(batch.responses.subarray(i * batch.T, i * batch.T + length)),
+      );
       acc += r.correct ? 1 : 0;
       reward += r.reward;
     }

@@ -48,7 +48,12 @@ export interface StepRewards {
  * only the groups whose rewards are not all equal. Metrics: `reward/*`, `response_length/mean`,
  * `batch/sequences`, `batch/kept_sequences`.
  */
-export function rewardPhase(config: RunConfig, task: Task, batch: RolloutBatch, problems: readonly TaskProblem[]): Estimate<StepRewards> {
+export function rewardPhase(
+  config: RunConfig,
+  task: Task,
+  batch: RolloutBatch,
+  problems: readonly TaskProblem[],
+): Estimate<StepRewards> {
   const { B, T } = batch;
   const G = config.rollout.groupSize;
   const overlong = config.reward.overlong;
@@ -62,7 +67,8 @@ export function rewardPhase(config: RunConfig, task: Task, batch: RolloutBatch, 
     lengths[i] = length;
     correct[i] = r.correct ? 1 : 0;
     rewards[i] = r.reward;
-    if (overlong !== null) rewards[i] = r.reward + overlongPenalty(length, task.responseLength, overlong.buffer, overlong.penalty);
+    if (overlong !== null)
+      rewards[i] = r.reward + overlongPenalty(length, task.responseLength, overlong.buffer, overlong.penalty);
   }
   let rows = Array.from({ length: B }, (_, i) => i);
   if (config.reward.dynamicSampling) {
@@ -100,7 +106,13 @@ export interface KeptBatch {
 /** The kept rows of `batch`. */
 export function keepRows(batch: RolloutBatch, rows: readonly number[]): KeptBatch {
   const { T } = batch;
-  return { batch, rows, shape: { B: rows.length, T }, mask: sliceRows(batch.mask, T, rows), logpRollout: sliceRows(batch.logpRollout, T, rows) };
+  return {
+    batch,
+    rows,
+    shape: { B: rows.length, T },
+    mask: sliceRows(batch.mask, T, rows),
+    logpRollout: sliceRows(batch.logpRollout, T, rows),
+  };
 }
 
 /**
@@ -131,13 +143,27 @@ export function stepAdvantages(
  * valid tokens, or a token-level one's (veRL OTB: from ℓold and the ℓold pass's Σπ²). `(rows, T)`,
  * 0 where the mask is 0. Metrics: the estimator's `advantages/*`.
  */
-export function advantagePhase(kept: KeptBatch, reward: StepRewards, G: number, spec: EstimateConfig['advantage'], old: OldLogprobs): Estimate<Float64Array> {
+export function advantagePhase(
+  kept: KeptBatch,
+  reward: StepRewards,
+  G: number,
+  spec: EstimateConfig['advantage'],
+  old: OldLogprobs,
+): Estimate<Float64Array> {
   const { B, T } = kept.shape;
   if (tokenLevelAdvantageNames.includes(spec.name)) {
-    if (old.old?.probSqSum === undefined) throw new Error(`grpo: advantage '${spec.name}' needs Σπ² from the ℓold pass, but backend.logprobs({ probSqSum: true }) returned none`);
+    if (old.old?.probSqSum === undefined)
+      throw new Error(
+        `grpo: advantage '${spec.name}' needs Σπ² from the ℓold pass, but backend.logprobs({ probSqSum: true }) returned none`,
+      );
     const rewards = Float64Array.from(kept.rows, (i) => reward.rewards[i] as number);
     const groups = kept.rows.map((i) => Math.floor(i / G));
-    return tokenAdvantages(rewards, groups, spec, { T, mask: kept.mask, logpOld: old.logpOld, probSqSum: old.old.probSqSum });
+    return tokenAdvantages(rewards, groups, spec, {
+      T,
+      mask: kept.mask,
+      logpOld: old.logpOld,
+      probSqSum: old.old.probSqSum,
+    });
   }
   const seq = stepAdvantages(reward.rewards, reward.lengths, kept.rows, G, spec);
   const advantages = new Float64Array(B * T); // (rows, T)
@@ -163,10 +189,23 @@ export interface OldLogprobs {
  * rollout's routing replayed (`moe/k3_kl_rollout_routing`). One of them is the ℓold pass itself
  * (own for none/R2, rollout for R3); the other costs one more forward, only with replay on.
  */
-async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, replay: RunConfig['policy']['routingReplay'], old: LogprobsResult): Promise<MetricRecord> {
+async function routingDiagnostics(
+  backend: PolicyBackend,
+  kept: KeptBatch,
+  replay: RunConfig['policy']['routingReplay'],
+  old: LogprobsResult,
+): Promise<MetricRecord> {
   if (old.routingFlipRate === undefined && replay === 'none') return {};
   const { batch, rows, shape, mask, logpRollout } = kept;
-  const other = replay === 'none' ? undefined : await backend.logprobs({ batch, rows, policy: 'current', ...(replay === 'R3' ? {} : { routing: 'rollout' as const }) });
+  const other =
+    replay === 'none'
+      ? undefined
+      : await backend.logprobs({
+          batch,
+          rows,
+          policy: 'current',
+          ...(replay === 'R3' ? {} : { routing: 'rollout' as const }),
+        });
   const own = replay === 'R3' ? (other as LogprobsResult) : old;
   const out: MetricRecord = {};
   own.routingFlipRate?.forEach((rate, l) => {
@@ -174,7 +213,9 @@ async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, repla
   });
   if (other !== undefined) {
     const k3 = (logpOld: Float64Array): number =>
-      mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask: mask, weights: mask, lossMask: mask }).metrics['rollout_corr/k3_kl'] as number;
+      mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask: mask, weights: mask, lossMask: mask }).metrics[
+        'rollout_corr/k3_kl'
+      ] as number;
     const rolloutRouted = replay === 'R3' ? old : other;
     out['moe/k3_kl_own_routing'] = k3(own.logp);
     out['moe/k3_kl_rollout_routing'] = k3(rolloutRouted.logp);
@@ -189,20 +230,37 @@ async function routingDiagnostics(backend: PolicyBackend, kept: KeptBatch, repla
  * this pass's routing for the update (docs/moe.md). A token-level advantage also asks for Σπ².
  * Metrics: the routing diagnostics.
  */
-export async function recomputeOld(backend: PolicyBackend, kept: KeptBatch, est: EstimateConfig, replay: RunConfig['policy']['routingReplay']): Promise<Estimate<OldLogprobs>> {
+export async function recomputeOld(
+  backend: PolicyBackend,
+  kept: KeptBatch,
+  est: EstimateConfig,
+  replay: RunConfig['policy']['routingReplay'],
+): Promise<Estimate<OldLogprobs>> {
   if (skipsLogpOldPass(est)) return { value: { old: undefined, logpOld: kept.logpRollout }, metrics: {} };
   const { batch, rows } = kept;
-  const routing = { ...(replay === 'R3' ? { routing: 'rollout' as const } : {}), ...(replay === 'R2' ? { returnRouting: true } : {}) };
+  const routing = {
+    ...(replay === 'R3' ? { routing: 'rollout' as const } : {}),
+    ...(replay === 'R2' ? { returnRouting: true } : {}),
+  };
   // a token-level advantage (veRL OTB) reads Σπ² of this pass (veRL's actor computes sum_pi_squared with old_log_prob)
   const probSqSum = tokenLevelAdvantageNames.includes(est.advantage.name) ? { probSqSum: true } : {};
   const old = await backend.logprobs({ batch, rows, policy: 'current', ...routing, ...probSqSum });
-  if (replay === 'R2' && old.routing === undefined) throw new Error("grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none");
+  if (replay === 'R2' && old.routing === undefined)
+    throw new Error(
+      "grpo: policy.routingReplay 'R2' needs the ℓold routing, but backend.logprobs({ returnRouting: true }) returned none",
+    );
   return { value: { old, logpOld: old.logp }, metrics: await routingDiagnostics(backend, kept, replay, old) };
 }
 
 /** Step 4, ℓref `(rows, T)` at θ_ref when the KL term is on (undefined otherwise). */
-export async function recomputeRef(backend: PolicyBackend, kept: KeptBatch, est: EstimateConfig): Promise<Float64Array | undefined> {
-  return est.kl === null ? undefined : (await backend.logprobs({ batch: kept.batch, rows: kept.rows, policy: 'reference' })).logp;
+export async function recomputeRef(
+  backend: PolicyBackend,
+  kept: KeptBatch,
+  est: EstimateConfig,
+): Promise<Float64Array | undefined> {
+  return est.kl === null
+    ? undefined
+    : (await backend.logprobs({ batch: kept.batch, rows: kept.rows, policy: 'reference' })).logp;
 }
 
 /** Step 6's value: the whole-batch correction and where the update takes its weights from. */
@@ -220,11 +278,22 @@ export interface BatchCorrection {
  * Step 6, correction weights and masks from (ℓold, ℓroll) over the kept rows. Metrics: the stages'
  * (only when the update uses these weights; per-mini-batch stages report from the update).
  */
-export function correctionPhase(kept: KeptBatch, advantages: Float64Array, logpOld: Float64Array, est: EstimateConfig): Estimate<BatchCorrection> {
+export function correctionPhase(
+  kept: KeptBatch,
+  advantages: Float64Array,
+  logpOld: Float64Array,
+  est: EstimateConfig,
+): Estimate<BatchCorrection> {
   const noOld = skipsLogpOldPass(est);
   const needsTheta = correctionNeedsTheta(est.correction);
   const perMiniBatch = noOld || needsTheta || est.correction.some((c) => c.name === 'ais');
-  const full = noOld || needsTheta ? undefined : applyCorrection({ shape: kept.shape, logpOld, logpRollout: kept.logpRollout, responseMask: kept.mask, advantages }, est.correction);
+  const full =
+    noOld || needsTheta
+      ? undefined
+      : applyCorrection(
+          { shape: kept.shape, logpOld, logpRollout: kept.logpRollout, responseMask: kept.mask, advantages },
+          est.correction,
+        );
   return { value: { full, perMiniBatch }, metrics: full !== undefined && !perMiniBatch ? full.metrics : {} };
 }
 
@@ -233,14 +302,29 @@ export function correctionPhase(kept: KeptBatch, advantages: Float64Array, logpO
  * diagnostics under the whole-batch weights, the stacks' own metrics when asked, and the split by
  * position and length.
  */
-export function mismatchAtOld(kept: KeptBatch, advantages: Float64Array, old: LogprobsResult, correction: BatchCorrection, est: EstimateConfig): Estimate<null> {
+export function mismatchAtOld(
+  kept: KeptBatch,
+  advantages: Float64Array,
+  old: LogprobsResult,
+  correction: BatchCorrection,
+  est: EstimateConfig,
+): Estimate<null> {
   const { shape, mask: responseMask, logpRollout } = kept;
   const logpOld = old.logp;
   const weights = correction.full?.value.weights ?? Float64Array.from(responseMask);
   const lossMask = correction.full?.value.lossMask ?? responseMask;
-  const metrics: MetricRecord = { ...mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask, weights, lossMask, entropy: old.entropy }).metrics };
+  const metrics: MetricRecord = {
+    ...mismatchDiagnostics({ shape, logpOld, logpRollout, responseMask, weights, lossMask, entropy: old.entropy })
+      .metrics,
+  };
   if (est.diagnostics.stacks !== undefined) {
-    Object.assign(metrics, stackMetrics({ shape, logpTrain: logpOld, logpRollout, responseMask, lossMask, weights, advantages }, est.diagnostics.stacks));
+    Object.assign(
+      metrics,
+      stackMetrics(
+        { shape, logpTrain: logpOld, logpRollout, responseMask, lossMask, weights, advantages },
+        est.diagnostics.stacks,
+      ),
+    );
   }
   const responses = sliceRows(Float64Array.from(kept.batch.responses), shape.T, kept.rows);
   Object.assign(metrics, lengthMetrics({ shape, logpOld, logpRollout, mask: responseMask, responses }));
@@ -306,7 +390,14 @@ interface MiniBatchWeights {
  */
 function miniBatchCorrection(
   input: UpdateInputs,
-  mb: { readonly shape: BatchShape; readonly local: readonly number[]; readonly responseMask: Float64Array; readonly advantages: Float64Array; readonly logpOld: Float64Array; readonly logpRollout: Float64Array },
+  mb: {
+    readonly shape: BatchShape;
+    readonly local: readonly number[];
+    readonly responseMask: Float64Array;
+    readonly advantages: Float64Array;
+    readonly logpOld: Float64Array;
+    readonly logpRollout: Float64Array;
+  },
   theta: LogprobsResult,
   est: EstimateConfig,
 ): { value: MiniBatchWeights; metrics: MetricRecord[] } {
@@ -314,18 +405,42 @@ function miniBatchCorrection(
   const T = input.kept.shape.T;
   if (!perMiniBatch && full !== undefined) {
     const pick = (x: Float64Array): Float64Array => sliceRows(x, T, mb.local);
-    return { value: { weights: pick(full.value.weights), lossMask: pick(full.value.lossMask), denominatorMask: pick(full.value.denominatorMask) }, metrics: [] };
+    return {
+      value: {
+        weights: pick(full.value.weights),
+        lossMask: pick(full.value.lossMask),
+        denominatorMask: pick(full.value.denominatorMask),
+      },
+      metrics: [],
+    };
   }
   const bypass = est.mode === 'bypass';
   const stageOld = bypass ? theta.logp : mb.logpOld;
-  const corr = applyCorrection({ shape: mb.shape, logpOld: stageOld, logpRollout: mb.logpRollout, responseMask: mb.responseMask, advantages: mb.advantages, logpTheta: theta.logp }, est.correction);
+  const corr = applyCorrection(
+    {
+      shape: mb.shape,
+      logpOld: stageOld,
+      logpRollout: mb.logpRollout,
+      responseMask: mb.responseMask,
+      advantages: mb.advantages,
+      logpTheta: theta.logp,
+    },
+    est.correction,
+  );
   const weights = bypass && est.loss.name !== 'reinforce' ? Float64Array.from(corr.value.lossMask) : corr.value.weights;
   const value = { weights, lossMask: corr.value.lossMask, denominatorMask: corr.value.denominatorMask };
   const metrics = [corr.metrics];
   if (skipsLogpOldPass(est)) {
-    const diag = { shape: mb.shape, logpRollout: mb.logpRollout, responseMask: mb.responseMask, weights, lossMask: value.lossMask };
+    const diag = {
+      shape: mb.shape,
+      logpRollout: mb.logpRollout,
+      responseMask: mb.responseMask,
+      weights,
+      lossMask: value.lossMask,
+    };
     metrics.push(mismatchDiagnostics({ ...diag, logpOld: stageOld, entropy: theta.entropy }).metrics);
-    if (est.diagnostics.stacks !== undefined) metrics.push(stackMetrics({ ...diag, logpTrain: stageOld, advantages: mb.advantages }, est.diagnostics.stacks));
+    if (est.diagnostics.stacks !== undefined)
+      metrics.push(stackMetrics({ ...diag, logpTrain: stageOld, advantages: mb.advantages }, est.diagnostics.stacks));
   }
   return { value, metrics };
 }
@@ -336,7 +451,12 @@ function miniBatchCorrection(
  * rollout's routing; R2: the ℓold pass's), the mini-batch's correction, the policy loss and its
  * gradient ∂L/∂ℓθ, backward, clip and AdamW step. Metrics: their means over the mini-batches.
  */
-export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, config: RunConfig, rng: Rng): Promise<Estimate<null>> {
+export async function updatePhase(
+  backend: PolicyBackend,
+  input: UpdateInputs,
+  config: RunConfig,
+  rng: Rng,
+): Promise<Estimate<null>> {
   const est = config.estimators;
   const { kept, old } = input;
   const { batch, rows, shape } = kept;
@@ -352,11 +472,29 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
       const local = order.filter((_, j) => j % M === m).sort((a, b) => a - b);
       const pick = (x: Float64Array): Float64Array => sliceRows(x, T, local);
       const mbRoll = pick(kept.logpRollout);
-      const thetaRouting = replay === 'R3' ? ('rollout' as const) : replay === 'R2' && old.old?.routing !== undefined ? routingRows(old.old.routing, rows.length, local) : undefined;
-      const theta = await backend.logprobs({ batch, rows: local.map((j) => rows[j] as number), policy: 'current', grad: true, ...(thetaRouting === undefined ? {} : { routing: thetaRouting }) });
+      const thetaRouting =
+        replay === 'R3'
+          ? ('rollout' as const)
+          : replay === 'R2' && old.old?.routing !== undefined
+            ? routingRows(old.old.routing, rows.length, local)
+            : undefined;
+      const theta = await backend.logprobs({
+        batch,
+        rows: local.map((j) => rows[j] as number),
+        policy: 'current',
+        grad: true,
+        ...(thetaRouting === undefined ? {} : { routing: thetaRouting }),
+      });
       // AReaL loglinear: ℓold approximated from this mini-batch's ℓθ and ℓroll
       const mbOld = est.proxLogp != null ? loglinearProximal(theta.logp, mbRoll, input.versionLag) : pick(old.logpOld);
-      const mb = { shape: { B: local.length, T }, local, responseMask: pick(kept.mask), advantages: pick(input.advantages), logpOld: mbOld, logpRollout: mbRoll };
+      const mb = {
+        shape: { B: local.length, T },
+        local,
+        responseMask: pick(kept.mask),
+        advantages: pick(input.advantages),
+        logpOld: mbOld,
+        logpRollout: mbRoll,
+      };
       const corr = miniBatchCorrection(input, mb, theta, est);
       corr.metrics.forEach((record) => means.add(record));
       const objective = policyObjective(
@@ -378,7 +516,11 @@ export async function updatePhase(backend: PolicyBackend, input: UpdateInputs, c
       if (theta.handle === undefined) throw new Error('grpo: backend.logprobs({ grad: true }) returned no handle');
       await backend.backward(theta.handle, objective.value.gradLogpTheta);
       const { gradNorm } = await backend.step({ maxGradNorm: config.optim.maxGradNorm });
-      means.add({ ...objective.metrics, 'actor/grad_norm': gradNorm, 'actor/entropy_theta': maskedMean(theta.entropy, mb.responseMask) });
+      means.add({
+        ...objective.metrics,
+        'actor/grad_norm': gradNorm,
+        'actor/entropy_theta': maskedMean(theta.entropy, mb.responseMask),
+      });
     }
   }
   return { value: null, metrics: means.means() };

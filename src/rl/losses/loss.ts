@@ -90,7 +90,13 @@ export function counted(input: PolicyLossInput, k: number): boolean {
  * and its gradient `upstream_k·(−c·A_k)`, on loss tokens (`lossMask` = 1) only (`reinforce`: c = 1; `cispo`:
  * c = clip(r); `vespo`: c = φ; `topr`: c = w⁺ or w⁻·clamp(r, 0, 1)).
  */
-export function scoreFunctionToken(input: PolicyLossInput, k: number, c: number, tokenLoss: Float64Array, grad: Float64Array): void {
+export function scoreFunctionToken(
+  input: PolicyLossInput,
+  k: number,
+  c: number,
+  tokenLoss: Float64Array,
+  grad: Float64Array,
+): void {
   if (input.lossMask[k] !== 1) return;
   const A = input.advantages[k]!;
   tokenLoss[k] = -c * A * input.logpTheta[k]!;

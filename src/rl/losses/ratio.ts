@@ -55,7 +55,14 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
   const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/clip_ratio_low', 'actor/clip_ratio_high', 'actor/ratio_mean']);
+  const m = new Means([
+    'actor/pg_clipfrac',
+    'actor/pg_clipfrac_lower',
+    'actor/ppo_kl',
+    'actor/clip_ratio_low',
+    'actor/clip_ratio_high',
+    'actor/ratio_mean',
+  ]);
   for (let k = 0; k < n; k++) {
     if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
@@ -79,14 +86,15 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
       tokenLoss[k] = loss;
       grad[k] = input.upstream[k]! * dLoss;
     }
-    if (counted(input, k)) m.add({
-      'actor/pg_clipfrac': l2 > l1 ? 1 : 0,
-      'actor/pg_clipfrac_lower': lower,
-      'actor/ppo_kl': -d,
-      'actor/clip_ratio_low': r < 1 - params.epsLow && A < 0 ? 1 : 0,
-      'actor/clip_ratio_high': r > 1 + params.epsHigh && A > 0 ? 1 : 0,
-      'actor/ratio_mean': r,
-    });
+    if (counted(input, k))
+      m.add({
+        'actor/pg_clipfrac': l2 > l1 ? 1 : 0,
+        'actor/pg_clipfrac_lower': lower,
+        'actor/ppo_kl': -d,
+        'actor/clip_ratio_low': r < 1 - params.epsLow && A < 0 ? 1 : 0,
+        'actor/clip_ratio_high': r > 1 + params.epsHigh && A > 0 ? 1 : 0,
+        'actor/ratio_mean': r,
+      });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -130,7 +138,8 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
       // a row with no kept token: only its metric-mask tokens' ppo_kl counts (clipfrac 0, no ratio)
       for (let t = 0; t < T; t++) {
         const k = i * T + t;
-        if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/ppo_kl': -clampLog(input.logpTheta[k]! - input.logpOld[k]!) });
+        if (counted(input, k))
+          m.add({ 'actor/pg_clipfrac': 0, 'actor/ppo_kl': -clampLog(input.logpTheta[k]! - input.logpOld[k]!) });
       }
       continue;
     }
@@ -150,7 +159,8 @@ function sequenceRatioLoss(input: PolicyLossInput, params: ClipParams, cap: numb
         if (l1 >= l2) dTotalDs += input.upstream[k]! * -A;
       }
       // verl gspo (core_algos.py l.1612) averages the unclamped token log-ratio
-      if (counted(input, k)) m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
+      if (counted(input, k))
+        m.add({ 'actor/pg_clipfrac': l2 > l1 ? 1 : 0, 'actor/ppo_kl': -(input.logpTheta[k]! - input.logpOld[k]!) });
     }
     if (logS !== mean) continue;
     for (let t = 0; t < T; t++) {
@@ -196,7 +206,12 @@ export const geoMean: LossFn<ClipParams> = (input, params) => {
         const lr = input.logpTheta[k]! - input.logpOld[k]!;
         const A = input.advantages[k]!;
         const c = clip(lr, -params.epsLow, params.epsHigh);
-        if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== lr && A > 0 ? 1 : 0, 'actor/pg_clipfrac_lower': c !== lr && A < 0 ? 1 : 0, 'actor/ppo_kl': -lr });
+        if (counted(input, k))
+          m.add({
+            'actor/pg_clipfrac': c !== lr && A > 0 ? 1 : 0,
+            'actor/pg_clipfrac_lower': c !== lr && A < 0 ? 1 : 0,
+            'actor/ppo_kl': -lr,
+          });
         if (input.lossMask[k] !== 1) continue;
         const sg = Math.sign(A);
         const picked = Math.min(sg * lr, sg * c);
@@ -232,7 +247,13 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
   const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
-  const m = new Means(['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/ratio_mean', 'actor/sapo_gate_mean']);
+  const m = new Means([
+    'actor/pg_clipfrac',
+    'actor/pg_clipfrac_lower',
+    'actor/ppo_kl',
+    'actor/ratio_mean',
+    'actor/sapo_gate_mean',
+  ]);
   for (let k = 0; k < n; k++) {
     if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
@@ -246,7 +267,14 @@ export const sapo: LossFn<SapoParams> = (input, params) => {
       grad[k] = d === raw ? input.upstream[k]! * -4 * A * sig * (1 - sig) * r : 0;
     }
     // verl sapo reports pg_clipfrac = pg_clipfrac_lower = 0 (core_algos.py l.1692–1693)
-    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r, 'actor/sapo_gate_mean': sig * (4 / tau) });
+    if (counted(input, k))
+      m.add({
+        'actor/pg_clipfrac': 0,
+        'actor/pg_clipfrac_lower': 0,
+        'actor/ppo_kl': -d,
+        'actor/ratio_mean': r,
+        'actor/sapo_gate_mean': sig * (4 / tau),
+      });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -265,8 +293,16 @@ export const tbpo: LossFn<TbpoParams> = (input, params) => {
   const logC = Math.log(params.C);
   // per sequence: the counts and sums the metrics average over the non-empty rows
   const tally = { seqs: 0, dropPos: 0, dropNeg: 0, belowLow: 0, capped: 0, sSum: 0, wSum: 0 };
-  const { sums: policyLogRatio, counts } = rowMaskedSums(input.lossMask, input.shape, (k) => input.logpTheta[k]! - input.logpOld[k]!);
-  const mismatchLogRatio = rowMaskedSums(input.lossMask, input.shape, (k) => input.logpOld[k]! - input.logpRollout[k]!).sums;
+  const { sums: policyLogRatio, counts } = rowMaskedSums(
+    input.lossMask,
+    input.shape,
+    (k) => input.logpTheta[k]! - input.logpOld[k]!,
+  );
+  const mismatchLogRatio = rowMaskedSums(
+    input.lossMask,
+    input.shape,
+    (k) => input.logpOld[k]! - input.logpRollout[k]!,
+  ).sums;
   const advantageSum = rowMaskedSums(input.lossMask, input.shape, (k) => input.advantages[k]!).sums;
   for (let i = 0; i < B; i++) {
     const c = counts[i]!;

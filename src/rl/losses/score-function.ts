@@ -35,7 +35,13 @@ export const cispo: LossFn<CispoParams> = (input, params) => {
     const c = clip(r, 1 - params.epsLow, 1 + params.epsHigh);
     scoreFunctionToken(input, k, c, tokenLoss, grad);
     // verl cispo: ppo_kl of the ±20-clamped log-ratio (core_algos.py l.2070–2072), clipfrac r ≠ clip(r) (l.2086)
-    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': c !== r ? 1 : 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': -d, 'actor/ratio_mean': r });
+    if (counted(input, k))
+      m.add({
+        'actor/pg_clipfrac': c !== r ? 1 : 0,
+        'actor/pg_clipfrac_lower': 0,
+        'actor/ppo_kl': -d,
+        'actor/ratio_mean': r,
+      });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 };
@@ -109,7 +115,10 @@ export const vespo: LossFn<VespoParams> = (input, params) => {
       if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]! });
     }
   }
-  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: { ...m.result(), 'actor/vespo_phi_seq_mean': phiRows > 0 ? phiSum / phiRows : 0 } };
+  return {
+    value: { tokenLoss, gradLogpTheta: grad },
+    metrics: { ...m.result(), 'actor/vespo_phi_seq_mean': phiRows > 0 ? phiSum / phiRows : 0 },
+  };
 };
 
 /** TOPR weights (ROLL `topr_positive_weight`, `topr_negative_weight`). */
@@ -144,10 +153,17 @@ export const topr: LossFn<ToprParams> = (input, params) => {
       const r = Math.exp(det[k]! - input.logpOld[k]!);
       const coef = pos ? params.positiveWeight : params.negativeWeight * Math.min(1, Math.max(0, r));
       scoreFunctionToken(input, k, coef, tokenLoss, grad);
-      if (counted(input, k)) m.add({ 'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]!, 'actor/topr_negative_clipfrac': !pos && r > 1 ? 1 : 0 });
+      if (counted(input, k))
+        m.add({
+          'actor/ppo_kl': input.logpOld[k]! - input.logpTheta[k]!,
+          'actor/topr_negative_clipfrac': !pos && r > 1 ? 1 : 0,
+        });
     }
   }
-  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: { ...m.result(), 'actor/topr_positive_ratio': B > 0 ? positives / (B + 1e-8) : 0 } };
+  return {
+    value: { tokenLoss, gradLogpTheta: grad },
+    metrics: { ...m.result(), 'actor/topr_positive_ratio': B > 0 ? positives / (B + 1e-8) : 0 },
+  };
 };
 
 /** DPPO / IPO parameters (masks on Δp). */
@@ -192,7 +208,8 @@ function deltaMaskLoss(input: PolicyLossInput, c: number, valid: DeltaMask): Est
       tokenLoss[k] = ok === 1 ? -A * w * input.logpTheta[k]! : 0;
       grad[k] = ok === 1 ? input.upstream[k]! * -A * w : 0;
     }
-    if (counted(input, k)) m.add({ 'actor/pg_clipfrac': 1 - ok, 'actor/pg_clipfrac_lower': r > c ? ok : 0, 'actor/ppo_kl': -d });
+    if (counted(input, k))
+      m.add({ 'actor/pg_clipfrac': 1 - ok, 'actor/pg_clipfrac_lower': r > c ? ok : 0, 'actor/ppo_kl': -d });
   }
   return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
 }
@@ -216,4 +233,5 @@ export const dppoKl: LossFn<DppoParams> = (input, params) =>
   });
 
 /** IPO (prime-rl `ipo_loss_fn`, loss.py l.164–196): the DPPO form with the symmetric mask |p_θ − p_old| ≤ threshold. */
-export const ipo: LossFn<IpoParams> = (input, params) => deltaMaskLoss(input, params.c, (p, q) => Math.abs(p - q) <= params.threshold);
+export const ipo: LossFn<IpoParams> = (input, params) =>
+  deltaMaskLoss(input, params.c, (p, q) => Math.abs(p - q) <= params.threshold);

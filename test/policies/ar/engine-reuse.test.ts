@@ -9,15 +9,23 @@ import { createRng } from '../../../src/core/rng.js';
 
 function sameBits(got: ArrayLike<number>, want: ArrayLike<number>): void {
   expect(got.length).toBe(want.length);
-  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect.fail(`element ${i}: got ${got[i]}, want ${want[i]}`);
+  for (let i = 0; i < want.length; i++)
+    if (!Object.is(got[i], want[i])) expect.fail(`element ${i}: got ${got[i]}, want ${want[i]}`);
 }
 
-const config = resolveRunConfig({ task: { name: 'reverse' }, policy: { model: { C: 16, H: 2, layers: 1, hidden: 32 } }, plan: 'fp8-rollout' });
+const config = resolveRunConfig({
+  task: { name: 'reverse' },
+  policy: { model: { C: 16, H: 2, layers: 1, hidden: 32 } },
+  plan: 'fp8-rollout',
+});
 const task = makeTask('reverse');
 
 function setup() {
   const engine = createArEngine(config, task as never);
-  const gen = engine.generate(task.trainProblems(4, 1).map((p) => [...p.prompt]), createRng(3));
+  const gen = engine.generate(
+    task.trainProblems(4, 1).map((p) => [...p.prompt]),
+    createRng(3),
+  );
   return { engine, batch: { weightVersion: 0, ...gen } };
 }
 
@@ -38,8 +46,19 @@ function gradPass(withOld: boolean, oldRows: number[], rows: number[], between: 
 describe('AR engine: the ℓold pass serves the first ℓθ pass with the same inputs', () => {
   const cases: [string, number[], number[], Between, boolean?][] = [
     ['same rows and weights (reused)', [0, 1, 2, 3], [0, 1, 2, 3], () => {}],
-    ['a reference pass in between (reused)', [0, 1, 2, 3], [0, 1, 2, 3], (e, b) => void e.logprobs(b, [0, 1, 2, 3], { grad: false, weights: Float32Array.from(e.params.data, (x) => x * 0.5) })],
-    ['weights changed in between', [0, 1, 2, 3], [0, 1, 2, 3], (e) => void (e.params.data[5] = Math.fround(e.params.data[5]! + 0.125))],
+    [
+      'a reference pass in between (reused)',
+      [0, 1, 2, 3],
+      [0, 1, 2, 3],
+      (e, b) =>
+        void e.logprobs(b, [0, 1, 2, 3], { grad: false, weights: Float32Array.from(e.params.data, (x) => x * 0.5) }),
+    ],
+    [
+      'weights changed in between',
+      [0, 1, 2, 3],
+      [0, 1, 2, 3],
+      (e) => void (e.params.data[5] = Math.fround(e.params.data[5]! + 0.125)),
+    ],
     ['other rows', [0, 1, 2, 3], [0, 2, 1, 3], () => {}],
     ['Σπ² asked only by the later pass', [0, 1, 2, 3], [0, 1, 2, 3], () => {}, true],
   ];

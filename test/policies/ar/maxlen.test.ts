@@ -9,7 +9,8 @@ import { resolveRunConfig } from '../../../src/rl/index.js';
 import { makeTask } from '../../../src/tasks/index.js';
 
 const task = makeTask('reverse', {});
-const config = (model: Record<string, unknown>) => resolveRunConfig({ task: { name: 'reverse', options: {} }, policy: { kind: 'ar', model } });
+const config = (model: Record<string, unknown>) =>
+  resolveRunConfig({ task: { name: 'reverse', options: {} }, policy: { kind: 'ar', model } });
 
 describe('AR policy.model.maxLen', () => {
   it('defaults to prompt + response and takes a larger value as given', () => {
@@ -21,6 +22,8 @@ describe('AR policy.model.maxLen', () => {
   });
 
   it('a maxLen below prompt + response is refused naming the field, at validation', () => {
-    expect(() => arPolicyFactory.validate(config({ maxLen: 5 }))).toThrow(/config\.policy\.model\.maxLen: must be at least prompt \+ response = \d+ \+ \d+ = \d+ tokens for task 'reverse', got 5/);
+    expect(() => arPolicyFactory.validate(config({ maxLen: 5 }))).toThrow(
+      /config\.policy\.model\.maxLen: must be at least prompt \+ response = \d+ \+ \d+ = \d+ tokens for task 'reverse', got 5/,
+    );
   });
 });

@@ -45,7 +45,9 @@ describe('AR rollout vs trainer under one plan', () => {
     { positions: 'rope', norm: 'layernorm', bias: true },
     { mlp: 'gelu', tiedEmbeddings: true },
   ];
-  const identical = Object.values(precisionPlans).filter((p) => JSON.stringify(p.rollout.gemm) === JSON.stringify(p.trainer.gemm));
+  const identical = Object.values(precisionPlans).filter(
+    (p) => JSON.stringify(p.rollout.gemm) === JSON.stringify(p.trainer.gemm),
+  );
   it('the identical-sides presets are fp32, bf16, fp16, qarl and jet', () => {
     expect(identical.map((p) => p.name)).toEqual(['fp32', 'bf16', 'fp16', 'qarl', 'jet']);
   });
@@ -53,7 +55,14 @@ describe('AR rollout vs trainer under one plan', () => {
     const overrides = variants[i % variants.length]!;
     it(`${plan.name}: raw ℓroll at τ = 1 (with top-k/top-p active) equals the trainer's ℓ bit for bit`, () => {
       const policy = sharpPolicy(3, overrides);
-      const r = rollout(policy, prompts, { maxNewTokens: 20, numerics: numericsFor(plan.rollout), rng: createRng(1), logprob: 'raw', topK: 5, topP: 0.9 });
+      const r = rollout(policy, prompts, {
+        maxNewTokens: 20,
+        numerics: numericsFor(plan.rollout),
+        rng: createRng(1),
+        logprob: 'raw',
+        topK: 5,
+        topP: 0.9,
+      });
       const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(plan.trainer) });
       expect(r.responseMask.reduce((a, b) => a + b)).toBeGreaterThan(20);
       expect(sameArrays(r.logpRollout, lp.logp)).toBe(true);
@@ -61,8 +70,17 @@ describe('AR rollout vs trainer under one plan', () => {
     it(`${plan.name}: processed ℓroll without top-k/top-p at τ = 0.7 equals the trainer's ℓ at τ = 0.7 bit for bit, for both decode modes`, () => {
       const policy = sharpPolicy(4, overrides);
       for (const decode of ['incremental', 'recompute'] as const) {
-        const r = rollout(policy, prompts, { maxNewTokens: 20, numerics: numericsFor(plan.rollout), rng: createRng(2), temperature: 0.7, decode });
-        const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(plan.trainer), temperature: 0.7 });
+        const r = rollout(policy, prompts, {
+          maxNewTokens: 20,
+          numerics: numericsFor(plan.rollout),
+          rng: createRng(2),
+          temperature: 0.7,
+          decode,
+        });
+        const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, {
+          numerics: numericsFor(plan.trainer),
+          temperature: 0.7,
+        });
         expect(sameArrays(r.logpRollout, lp.logp)).toBe(true);
         expect(lp.logp.some((x) => x < -1e-3)).toBe(true);
       }
@@ -73,12 +91,26 @@ describe('AR rollout vs trainer under one plan', () => {
     // TRL issue 6789 / PR 7269, prime-rl PR 2601: score under the support the sampler drew from
     const policy = sharpPolicy(4);
     const n = numericsFor(precisionPlans.bf16.rollout);
-    const r = rollout(policy, prompts, { maxNewTokens: 10, numerics: n, rng: createRng(2), temperature: 0.9, topP: 0.7, recordSupport: true });
+    const r = rollout(policy, prompts, {
+      maxNewTokens: 10,
+      numerics: n,
+      rng: createRng(2),
+      temperature: 0.9,
+      topP: 0.7,
+      recordSupport: true,
+    });
     const V = policy.config.vocabSize;
     expect(r.support?.length).toBe(r.B * r.responseLength * V);
-    const replay = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(precisionPlans.bf16.trainer), temperature: 0.9, support: r.support });
+    const replay = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, {
+      numerics: numericsFor(precisionPlans.bf16.trainer),
+      temperature: 0.9,
+      support: r.support,
+    });
     expect(sameArrays(r.logpRollout, replay.logp)).toBe(true);
-    const plain = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(precisionPlans.bf16.trainer), temperature: 0.9 });
+    const plain = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, {
+      numerics: numericsFor(precisionPlans.bf16.trainer),
+      temperature: 0.9,
+    });
     expect(sameArrays(r.logpRollout, plain.logp)).toBe(false);
     // every sampled token lies in its recorded kept set, and top-p kept fewer than V ids somewhere
     let truncated = 0;
@@ -91,8 +123,14 @@ describe('AR rollout vs trainer under one plan', () => {
       if (keep.reduce((a, x) => a + x, 0) < V) truncated++;
       // the entropy under replay is that of the renormalised distribution: −Σ_{v∈K} p_K log p_K
       const off = (b * (P + r.responseLength) + P + k - 1) * V;
-      const lse = Math.log(Array.from(keep).reduce((a, x, v) => a + (x ? Math.exp(replay.cache.logits[off + v]! / 0.9) : 0), 0));
-      const h = Array.from(keep).reduce((a, x, v) => (x ? a - Math.exp(replay.cache.logits[off + v]! / 0.9 - lse) * (replay.cache.logits[off + v]! / 0.9 - lse) : a), 0);
+      const lse = Math.log(
+        Array.from(keep).reduce((a, x, v) => a + (x ? Math.exp(replay.cache.logits[off + v]! / 0.9) : 0), 0),
+      );
+      const h = Array.from(keep).reduce(
+        (a, x, v) =>
+          x ? a - Math.exp(replay.cache.logits[off + v]! / 0.9 - lse) * (replay.cache.logits[off + v]! / 0.9 - lse) : a,
+        0,
+      );
       expect(replay.entropy[i]).toBeCloseTo(h, 12);
       if (keep.reduce((a, x) => a + x, 0) === 1) expect(replay.entropy[i]).toBe(0);
     }
@@ -116,7 +154,12 @@ describe('AR rollout vs trainer under one plan', () => {
 
   it('the two decode modes give the same tokens and ℓroll (per-element numerics)', () => {
     const policy = sharpPolicy(5);
-    const base: RolloutOptions = { maxNewTokens: 16, numerics: numericsFor(precisionPlans.bf16.rollout), rng: createRng(3), topK: 6 };
+    const base: RolloutOptions = {
+      maxNewTokens: 16,
+      numerics: numericsFor(precisionPlans.bf16.rollout),
+      rng: createRng(3),
+      topK: 6,
+    };
     const a = rollout(policy, prompts, { ...base, rng: createRng(3) });
     const b = rollout(policy, prompts, { ...base, rng: createRng(3), decode: 'recompute' });
     expect(sameArrays(a.tokens, b.tokens)).toBe(true);
@@ -126,7 +169,12 @@ describe('AR rollout vs trainer under one plan', () => {
   it('bf16-splitk: split-K rollout kernels give a non-zero, finite mismatch', () => {
     const policy = sharpPolicy(6);
     const plan = precisionPlans['bf16-splitk'];
-    const r = rollout(policy, prompts, { maxNewTokens: 24, numerics: numericsFor(plan.rollout), rng: createRng(4), eos: null });
+    const r = rollout(policy, prompts, {
+      maxNewTokens: 24,
+      numerics: numericsFor(plan.rollout),
+      rng: createRng(4),
+      eos: null,
+    });
     const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics: numericsFor(plan.trainer) });
     let maxAbs = 0;
     for (let i = 0; i < lp.logp.length; i++) {
@@ -142,7 +190,9 @@ describe('ℓroll equals an independent recomputation under the rollout numerics
   it('processed log-probs with temperature, top-k and top-p (bf16-splitk rollout side)', () => {
     const policy = sharpPolicy(7);
     const numerics = numericsFor(precisionPlans['bf16-splitk'].rollout);
-    const tau = 0.8, topK = 4, topP = 0.85;
+    const tau = 0.8,
+      topK = 4,
+      topP = 0.85;
     const r = rollout(policy, prompts, { maxNewTokens: 12, numerics, rng: createRng(5), temperature: tau, topK, topP });
     const T = P + r.responseLength;
     const V = policy.config.vocabSize;
@@ -153,7 +203,10 @@ describe('ℓroll equals an independent recomputation under the rollout numerics
         if (!r.responseMask[b * r.responseLength + k]) continue;
         const z = Array.from(full.logits.subarray((b * T + P + k - 1) * V, (b * T + P + k) * V));
         // Independent: rank, cut to k, softmax at τ, nucleus over the cut set, renormalize.
-        const order = z.map((_, v) => v).sort((x, y) => z[y]! - z[x]! || x - y).slice(0, topK);
+        const order = z
+          .map((_, v) => v)
+          .sort((x, y) => z[y]! - z[x]! || x - y)
+          .slice(0, topK);
         const w = order.map((v) => Math.exp((z[v]! - z[order[0]!]!) / tau));
         const sw = w.reduce((a, c) => a + c);
         const kept: number[] = [];
@@ -179,8 +232,11 @@ describe('sampling', () => {
   it('is reproducible from the seed and changes with it', () => {
     const policy = sharpPolicy(8);
     const numerics = numericsFor(precisionPlans.fp32.rollout);
-    const run = (seed: number) => rollout(policy, prompts, { maxNewTokens: 10, numerics, rng: createRng(seed).fork('rollout'), temperature: 1.3 });
-    const a = run(9), b = run(9), c = run(10);
+    const run = (seed: number) =>
+      rollout(policy, prompts, { maxNewTokens: 10, numerics, rng: createRng(seed).fork('rollout'), temperature: 1.3 });
+    const a = run(9),
+      b = run(9),
+      c = run(10);
     expect(sameArrays(a.tokens, b.tokens) && sameArrays(a.logpRollout, b.logpRollout)).toBe(true);
     expect(sameArrays(a.tokens, c.tokens)).toBe(false);
   });
@@ -189,8 +245,13 @@ describe('sampling', () => {
     const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: 40 }), 12); // near-uniform: EOS ≈ 1/13 per step
     const many = task.trainProblems(24, 3).map((p) => [...p.prompt]);
     const L = 25;
-    const r = rollout(policy, many, { maxNewTokens: L, numerics: numericsFor(precisionPlans.fp32.rollout), rng: createRng(13) });
-    let ended = 0, full = 0;
+    const r = rollout(policy, many, {
+      maxNewTokens: L,
+      numerics: numericsFor(precisionPlans.fp32.rollout),
+      rng: createRng(13),
+    });
+    let ended = 0,
+      full = 0;
     const responses = rolloutResponses(r);
     expect(responses).toHaveLength(r.B);
     for (let b = 0; b < r.B; b++) {
@@ -214,7 +275,12 @@ describe('sampling', () => {
     }
     expect(ended).toBeGreaterThan(3);
     expect(full).toBeGreaterThan(0);
-    const n = rollout(policy, many, { maxNewTokens: L, numerics: numericsFor(precisionPlans.fp32.rollout), rng: createRng(13), eos: null });
+    const n = rollout(policy, many, {
+      maxNewTokens: L,
+      numerics: numericsFor(precisionPlans.fp32.rollout),
+      rng: createRng(13),
+      eos: null,
+    });
     expect(Array.from(n.lengths)).toEqual(new Array(many.length).fill(L));
     expect(n.responseMask.every((m) => m === 1)).toBe(true);
   });
@@ -224,9 +290,13 @@ describe('sampling', () => {
     const numerics = numericsFor(precisionPlans.fp32.rollout);
     expect(() => rollout(policy, prompts, { maxNewTokens: 0, numerics, rng: createRng(1) })).toThrow(/maxNewTokens/);
     expect(() => rollout(policy, prompts, { maxNewTokens: 40, numerics, rng: createRng(1) })).toThrow(/maxLen/);
-    expect(() => rollout(policy, [[1, 2], [1]], { maxNewTokens: 2, numerics, rng: createRng(1) })).toThrow(/prompts\[1\]/);
+    expect(() => rollout(policy, [[1, 2], [1]], { maxNewTokens: 2, numerics, rng: createRng(1) })).toThrow(
+      /prompts\[1\]/,
+    );
     expect(() => rollout(policy, prompts, { maxNewTokens: 2, numerics, rng: createRng(1), topP: 0 })).toThrow(/topP/);
-    expect(() => rollout(policy, prompts, { maxNewTokens: 2, numerics, rng: createRng(1), temperature: 0 })).toThrow(/temperature/);
+    expect(() => rollout(policy, prompts, { maxNewTokens: 2, numerics, rng: createRng(1), temperature: 0 })).toThrow(
+      /temperature/,
+    );
   });
 });
 
@@ -270,9 +340,14 @@ describe('trainer log-probs', () => {
     };
     const a = grad('fp32');
     const b = grad('bf16');
-    let dot = 0, na = 0, nb = 0, diff = 0;
+    let dot = 0,
+      na = 0,
+      nb = 0,
+      diff = 0;
     for (let i = 0; i < a.length; i++) {
-      dot += a[i]! * b[i]!; na += a[i]! ** 2; nb += b[i]! ** 2;
+      dot += a[i]! * b[i]!;
+      na += a[i]! ** 2;
+      nb += b[i]! ** 2;
       if (a[i] !== b[i]) diff++;
     }
     expect(dot / Math.sqrt(na * nb)).toBeGreaterThan(0.999);
@@ -289,7 +364,9 @@ describe('KV cache hook', () => {
       label: 'fp32 + recording hook',
       block: (l) => fp32.block(l),
       lmHead: () => fp32.lmHead(),
-      kvHook: (layer) => (_k, _v, t) => { seen.push(`${layer}:${t}`); },
+      kvHook: (layer) => (_k, _v, t) => {
+        seen.push(`${layer}:${t}`);
+      },
     };
     const L = 5;
     const r = rollout(policy, prompts, { maxNewTokens: L, numerics: recording, rng: createRng(8), eos: null });
@@ -302,11 +379,12 @@ describe('KV cache hook', () => {
     const coarse: PolicyNumerics = {
       ...recording,
       kvHook: () => (k, v, t, B, tCap, C) => {
-        for (let b = 0; b < B; b++) for (let c = 0; c < C; c++) {
-          const i = (b * tCap + t) * C + c;
-          k[i] = Math.round(k[i]! * 2) / 2;
-          v[i] = Math.round(v[i]! * 2) / 2;
-        }
+        for (let b = 0; b < B; b++)
+          for (let c = 0; c < C; c++) {
+            const i = (b * tCap + t) * C + c;
+            k[i] = Math.round(k[i]! * 2) / 2;
+            v[i] = Math.round(v[i]! * 2) / 2;
+          }
       },
     };
     const q = rollout(policy, prompts, { maxNewTokens: L, numerics: coarse, rng: createRng(8), eos: null });

@@ -37,24 +37,27 @@ const rowArb = fc.integer({ min: 2, max: 24 }).chain((V) =>
 );
 
 describe('AR sampler', () => {
-  test.prop([rowArb])('top-k/top-p never emit an excluded token, and the reported processed ℓ is the renormalized log-prob', (c) => {
-    const z = c.z.map((x) => Math.fround(x * c.scale));
-    const logits = Float32Array.from(z);
-    const V = z.length;
-    const s = resolveSampler({ temperature: c.tau, topK: c.topK, topP: c.topP });
-    const ok = allowed(z, c.tau, c.topK, c.topP);
-    const keep = new Uint8Array(V);
-    processedSupport(logits, 0, V, s, keep);
-    expect(new Set(Array.from(keep).flatMap((k, v) => (k ? [v] : [])))).toEqual(ok);
-    const rng = createRng(c.seed);
-    for (let i = 0; i < 40; i++) {
-      const d = sampleToken(logits, 0, V, s, rng, keep);
-      expect(ok.has(d.token)).toBe(true);
-      expect(d.logpProcessed).toBeCloseTo(z[d.token]! / c.tau - logSumExp(logits, 0, V, c.tau, keep), 12);
-      expect(d.logpProcessed).toBeLessThanOrEqual(1e-15);
-      expect(d.logpRaw).toBeCloseTo(z[d.token]! - logSumExp(logits, 0, V, 1), 12);
-    }
-  });
+  test.prop([rowArb])(
+    'top-k/top-p never emit an excluded token, and the reported processed ℓ is the renormalized log-prob',
+    (c) => {
+      const z = c.z.map((x) => Math.fround(x * c.scale));
+      const logits = Float32Array.from(z);
+      const V = z.length;
+      const s = resolveSampler({ temperature: c.tau, topK: c.topK, topP: c.topP });
+      const ok = allowed(z, c.tau, c.topK, c.topP);
+      const keep = new Uint8Array(V);
+      processedSupport(logits, 0, V, s, keep);
+      expect(new Set(Array.from(keep).flatMap((k, v) => (k ? [v] : [])))).toEqual(ok);
+      const rng = createRng(c.seed);
+      for (let i = 0; i < 40; i++) {
+        const d = sampleToken(logits, 0, V, s, rng, keep);
+        expect(ok.has(d.token)).toBe(true);
+        expect(d.logpProcessed).toBeCloseTo(z[d.token]! / c.tau - logSumExp(logits, 0, V, c.tau, keep), 12);
+        expect(d.logpProcessed).toBeLessThanOrEqual(1e-15);
+        expect(d.logpRaw).toBeCloseTo(z[d.token]! - logSumExp(logits, 0, V, 1), 12);
+      }
+    },
+  );
 
   test.prop([rowArb])('greedy picks the argmax of the raw logits, ties to the lowest id, and draws nothing', (c) => {
     const logits = Float32Array.from(c.z.map((x) => x * c.scale));

@@ -5,7 +5,19 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { arConfig, computeLogprobs, createArPolicy, fp32Numerics, loadCheckpoint, rollout, saveCheckpoint, sftStep, trainSupervised, numericsFor, precisionPlans } from '../../../src/policies/index.js';
+import {
+  arConfig,
+  computeLogprobs,
+  createArPolicy,
+  fp32Numerics,
+  loadCheckpoint,
+  rollout,
+  saveCheckpoint,
+  sftStep,
+  trainSupervised,
+  numericsFor,
+  precisionPlans,
+} from '../../../src/policies/index.js';
 import { policyStore } from '../../../src/policies/ar/supervised.js';
 import { AdamW } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/core/rng.js';
@@ -20,9 +32,15 @@ describe('supervised warm start', () => {
     const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen }), 1);
     const evalSet = task.evalProblems(32, 1);
     const meanReward = (): number => {
-      const r = rollout(policy, evalSet.map((p) => [...p.prompt]), { maxNewTokens: task.responseLength, numerics: fp32Numerics(), rng: createRng(0), greedy: true });
+      const r = rollout(
+        policy,
+        evalSet.map((p) => [...p.prompt]),
+        { maxNewTokens: task.responseLength, numerics: fp32Numerics(), rng: createRng(0), greedy: true },
+      );
       let s = 0;
-      evalSet.forEach((p, b) => { s += task.reward(p, Array.from(r.tokens.subarray(b * maxLen + task.promptLength, (b + 1) * maxLen))).reward; });
+      evalSet.forEach((p, b) => {
+        s += task.reward(p, Array.from(r.tokens.subarray(b * maxLen + task.promptLength, (b + 1) * maxLen))).reward;
+      });
       return s / evalSet.length;
     };
     const before = meanReward();
@@ -41,7 +59,10 @@ describe('supervised warm start', () => {
     const { losses } = trainSupervised(policy, task, {
       steps: 25,
       batchSize: 16,
-      numerics: () => { built++; return numericsFor(precisionPlans.bf16.trainer); },
+      numerics: () => {
+        built++;
+        return numericsFor(precisionPlans.bf16.trainer);
+      },
     });
     expect(built).toBe(25);
     expect(losses.slice(-3).reduce((a, b) => a + b) / 3).toBeLessThan(0.8 * losses[0]!);
@@ -68,7 +89,10 @@ describe('supervised warm start', () => {
 
 describe('checkpoint', () => {
   it('round-trips the policy bit for bit through JSON and is loadable by qrl-sim mismatch', async () => {
-    const policy = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen: 40, positions: 'rope', tiedEmbeddings: true }), 5);
+    const policy = createArPolicy(
+      arConfig({ vocabSize: task.vocabSize, maxLen: 40, positions: 'rope', tiedEmbeddings: true }),
+      5,
+    );
     const text = JSON.stringify(saveCheckpoint(policy, { name: 'reverse', options: task.options }));
     const { policy: back, task: t } = loadCheckpoint(JSON.parse(text));
     expect(t?.name).toBe('reverse');
@@ -76,10 +100,31 @@ describe('checkpoint', () => {
     expect(Array.from(back.params.data).every((x, i) => Object.is(x, policy.params.data[i]))).toBe(true);
     const file = join(mkdtempSync(join(tmpdir(), 'qrl-ar-')), 'policy.json');
     writeFileSync(file, text);
-    const out = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '8', '--checkpoint', file, '--json']);
+    const out = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'bf16',
+      '--length',
+      '8',
+      '--checkpoint',
+      file,
+      '--json',
+    ]);
     expect(out.code).toBe(0);
     expect(JSON.parse(out.out).k3).toBe(0);
-    const tooLong = await runCli(['mismatch', '--policy', 'ar', '--plan', 'bf16', '--length', '64', '--checkpoint', file]);
+    const tooLong = await runCli([
+      'mismatch',
+      '--policy',
+      'ar',
+      '--plan',
+      'bf16',
+      '--length',
+      '64',
+      '--checkpoint',
+      file,
+    ]);
     expect(tooLong.code).toBe(2);
     expect(tooLong.err).toMatch(/--length/);
   });
@@ -89,7 +134,9 @@ describe('checkpoint', () => {
     const good = saveCheckpoint(policy);
     expect(() => loadCheckpoint({ ...good, format: 'x' })).toThrow(/format/);
     expect(() => loadCheckpoint({ ...good, config: { ...good.config, H: 5 } })).toThrow(/H must divide C/);
-    expect(() => loadCheckpoint({ ...good, params: { ...good.params, data: good.params.data.slice(1) } })).toThrow(/data length/);
+    expect(() => loadCheckpoint({ ...good, params: { ...good.params, data: good.params.data.slice(1) } })).toThrow(
+      /data length/,
+    );
   });
 });
 
@@ -100,9 +147,16 @@ describe('trainSupervisedAsync', () => {
     const async_ = createArPolicy(arConfig({ vocabSize: task.vocabSize, maxLen }), 1);
     const a = trainSupervised(sync, task, { steps: 4, batchSize: 4, seed: 5 });
     let ticks = 0;
-    const timer = setInterval(() => { ticks++; }, 0);
+    const timer = setInterval(() => {
+      ticks++;
+    }, 0);
     const seen: number[] = [];
-    const b = await trainSupervisedAsync(async_, task, { steps: 4, batchSize: 4, seed: 5, onProgress: () => seen.push(ticks) });
+    const b = await trainSupervisedAsync(async_, task, {
+      steps: 4,
+      batchSize: 4,
+      seed: 5,
+      onProgress: () => seen.push(ticks),
+    });
     clearInterval(timer);
     expect(b.losses).toEqual(a.losses);
     expect(Array.from(policyStore(async_).data)).toEqual(Array.from(policyStore(sync).data));

@@ -26,7 +26,14 @@ describe('gradient of Σ r·ℓ (float64, central differences over every paramet
   const model = smallModel(task.vocabSize, { C: 8, H: 2, hidden: 16, layers: 2, maxLen: 12 });
   const params = randomParams64(model, 21);
   const prompts = task.trainProblems(2, 9).map((p) => p.prompt);
-  const rollout = sampleDiffusion(model, params, prompts, { genLength: 4, blockLength: 2, steps: 4, temperature: 0.8 }, fp32, createRng(4));
+  const rollout = sampleDiffusion(
+    model,
+    params,
+    prompts,
+    { genLength: 4, blockLength: 2, steps: 4, temperature: 0.8 },
+    fp32,
+    createRng(4),
+  );
   const cases: [DiffusionEstimatorName, object][] = [
     ['trajectory', { temperature: 0.8 }],
     ['d1', { seed: 3, pMaskPrompt: 0.5 }],
@@ -74,7 +81,10 @@ describe('rollout vs trainer log-probs', () => {
     });
   };
 
-  for (const [label, w] of [['GPT-2 init', store.data], ['random weights', params]] as const) {
+  for (const [label, w] of [
+    ['GPT-2 init', store.data],
+    ['random weights', params],
+  ] as const) {
     it(`identical numerics ⇒ identical (Object.is) log-probs for trajectory and d1, whatever the trainer's mini-batches (${label})`, () => {
       const rollout = sampleDiffusion(model, w, prompts, sampler, fp32Numerics(), createRng(1).fork('rollout'));
       const opts = { seed: 77, temperature: rollout.logpTemperature };
@@ -94,7 +104,10 @@ describe('rollout vs trainer log-probs', () => {
     const rollout = sampleDiffusion(model, params, prompts, sampler, e4m3TestNumerics(), createRng(1).fork('rollout'));
     const opts = { seed: 77, temperature: rollout.logpTemperature };
     for (const name of diffusionEstimatorNames) {
-      const roll = name === 'trajectory' ? rollout.logpRollout : diffusionLogprobs(name, model, params, rollout.sequences, e4m3TestNumerics(), opts).logp;
+      const roll =
+        name === 'trajectory'
+          ? rollout.logpRollout
+          : diffusionLogprobs(name, model, params, rollout.sequences, e4m3TestNumerics(), opts).logp;
       const old = diffusionLogprobs(name, model, params, rollout.sequences, fp32, opts).logp;
       let maxAbs = 0;
       old.forEach((x, k) => {
@@ -140,7 +153,8 @@ describe('estimator semantics', () => {
 
   it('d1 with pMaskPrompt = 1 ignores the prompt; with 0 it sees it', () => {
     const swapped = [{ ...seqs[0]!, prompt: seqs[1]!.prompt }];
-    const full = (s: DiffusionSequence[], p: number) => Array.from(diffusionEstimators.d1(model, params, s, fp32, { pMaskPrompt: p }).logp);
+    const full = (s: DiffusionSequence[], p: number) =>
+      Array.from(diffusionEstimators.d1(model, params, s, fp32, { pMaskPrompt: p }).logp);
     expect(full(swapped, 1)).toEqual(full([seqs[0]!], 1));
     expect(full(swapped, 0)).not.toEqual(full([seqs[0]!], 0));
   });
@@ -157,19 +171,33 @@ describe('estimator semantics', () => {
     expect(few.every((x) => x <= 0)).toBe(true);
     const seq = (lp: Float64Array, i: number) => lp.subarray(i * 8, (i + 1) * 8).reduce((a, b) => a + b, 0);
     const other = diffusionEstimators.elbo(model, params, seqs, fp32, { elboSamples: 64, seed: 2 }).logp;
-    for (let i = 0; i < 3; i++) expect(Math.abs(seq(few, i) - seq(other, i))).toBeLessThan(0.15 * Math.abs(seq(few, i)));
+    for (let i = 0; i < 3; i++)
+      expect(Math.abs(seq(few, i) - seq(other, i))).toBeLessThan(0.15 * Math.abs(seq(few, i)));
   });
 
   it('trajectory needs sampled sequences; options are validated', () => {
-    expect(() => diffusionEstimators.trajectory(model, params, seqs, fp32)).toThrow(/sequences\[0\] \("s0"\) has no commitStep/);
-    expect(() => diffusionLogprobs('exact' as never, model, params, seqs, fp32)).toThrow(/estimator must be one of trajectory, d1, elbo, got "exact"/);
-    expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { pMaskPrompt: 1.5 })).toThrow(/pMaskPrompt must be in \[0, 1\], got 1.5/);
-    expect(() => diffusionEstimators.elbo(model, params, seqs, fp32, { elboSamples: 0 })).toThrow(/elboSamples must be a positive integer, got 0/);
-    expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { temperature: 0 })).toThrow(/temperature must be finite and > 0, got 0/);
+    expect(() => diffusionEstimators.trajectory(model, params, seqs, fp32)).toThrow(
+      /sequences\[0\] \("s0"\) has no commitStep/,
+    );
+    expect(() => diffusionLogprobs('exact' as never, model, params, seqs, fp32)).toThrow(
+      /estimator must be one of trajectory, d1, elbo, got "exact"/,
+    );
+    expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { pMaskPrompt: 1.5 })).toThrow(
+      /pMaskPrompt must be in \[0, 1\], got 1.5/,
+    );
+    expect(() => diffusionEstimators.elbo(model, params, seqs, fp32, { elboSamples: 0 })).toThrow(
+      /elboSamples must be a positive integer, got 0/,
+    );
+    expect(() => diffusionEstimators.d1(model, params, seqs, fp32, { temperature: 0 })).toThrow(
+      /temperature must be finite and > 0, got 0/,
+    );
   });
 
   it('completion mask covers the response up to and including the first EOS', () => {
-    const m = diffusionCompletionMask([{ ...seqs[0]!, response: [5, 6, EOS, 7, EOS, 5, 5, 5] }, { ...seqs[0]!, response: [5, 5, 5, 5, 5, 5, 5, 5] }]);
+    const m = diffusionCompletionMask([
+      { ...seqs[0]!, response: [5, 6, EOS, 7, EOS, 5, 5, 5] },
+      { ...seqs[0]!, response: [5, 5, 5, 5, 5, 5, 5, 5] },
+    ]);
     expect(Array.from(m)).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
   });
 });

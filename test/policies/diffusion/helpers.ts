@@ -2,12 +2,7 @@
 // Not a precision plan: the real quantized plans arrive through the same PolicyNumerics interface.
 
 import { fakeQuant } from '../../../src/numerics/index.js';
-import {
-  gemmSequential,
-  type BlockGemms,
-  type GemmFn,
-  type LinearGemms,
-} from '../../../src/nn/index.js';
+import { gemmSequential, type BlockGemms, type GemmFn, type LinearGemms } from '../../../src/nn/index.js';
 import type { PolicyNumerics } from '../../../src/policies/numerics.js';
 import { createDiffusionModel, type DiffusionModel } from '../../../src/policies/diffusion/model.js';
 import { createRng } from '../../../src/core/rng.js';
@@ -40,7 +35,14 @@ const e4m3Block: BlockGemms = Object.freeze({
   v: e4m3Linear,
   o: e4m3Linear,
   mlp: { up: e4m3Linear, gate: e4m3Linear, down: e4m3Linear },
-  attention: { qk: gemmSequential, pv: gemmSequential, dScores: gemmSequential, dValues: gemmSequential, dQuery: gemmSequential, dKey: gemmSequential },
+  attention: {
+    qk: gemmSequential,
+    pv: gemmSequential,
+    dScores: gemmSequential,
+    dValues: gemmSequential,
+    dQuery: gemmSequential,
+    dKey: gemmSequential,
+  },
 });
 
 /** Test-only rollout numerics: W8A8 e4m3fn with per-tensor dynamic scales on the block projections; lm_head exact. */
@@ -49,7 +51,10 @@ export function e4m3TestNumerics(): PolicyNumerics {
 }
 
 /** A small diffusion model for fast tests. */
-export function smallModel(vocabSize: number, overrides: { C?: number; H?: number; hidden?: number; layers?: number; maxLen?: number } = {}): DiffusionModel {
+export function smallModel(
+  vocabSize: number,
+  overrides: { C?: number; H?: number; hidden?: number; layers?: number; maxLen?: number } = {},
+): DiffusionModel {
   return createDiffusionModel({ vocabSize, C: 16, H: 2, hidden: 32, layers: 2, maxLen: 48, ...overrides });
 }
 

@@ -12,11 +12,35 @@ describe('diffusionMismatch', () => {
 
   for (const estimator of ['trajectory', 'd1', 'elbo'] as const) {
     it(`${estimator}: identical numerics ⇒ zero mismatch; e4m3 rollout ⇒ non-zero, finite`, () => {
-      const same = diffusionMismatch({ rollout: fp32Numerics(), trainer: fp32Numerics(), length: 8, seed: 3, estimator, sequences: 4, task: 'reverse' });
+      const same = diffusionMismatch({
+        rollout: fp32Numerics(),
+        trainer: fp32Numerics(),
+        length: 8,
+        seed: 3,
+        estimator,
+        sequences: 4,
+        task: 'reverse',
+      });
       expect(Object.keys(same).sort()).toEqual([...keys].sort());
-      expect(same).toMatchObject({ k1: 0, k3: 0, meanAbsDp: 0, meanAbsDelta: 0, maxAbsDelta: 0, ess: 1, 'fracAbsDeltaGt1e-3': 0 });
+      expect(same).toMatchObject({
+        k1: 0,
+        k3: 0,
+        meanAbsDp: 0,
+        meanAbsDelta: 0,
+        maxAbsDelta: 0,
+        ess: 1,
+        'fracAbsDeltaGt1e-3': 0,
+      });
       expect(same.tokens).toBeGreaterThan(0);
-      const q = diffusionMismatch({ rollout: e4m3TestNumerics(), trainer: fp32Numerics(), length: 8, seed: 3, estimator, sequences: 4, task: 'reverse' });
+      const q = diffusionMismatch({
+        rollout: e4m3TestNumerics(),
+        trainer: fp32Numerics(),
+        length: 8,
+        seed: 3,
+        estimator,
+        sequences: 4,
+        task: 'reverse',
+      });
       for (const k of keys) expect(Number.isFinite(q[k as keyof typeof q]), k).toBe(true);
       expect(q.meanAbsDelta).toBeGreaterThan(0);
       expect(q.maxAbsDelta).toBeGreaterThanOrEqual(q.meanAbsDelta);
@@ -44,6 +68,8 @@ describe('diffusionMismatch', () => {
   });
 
   it('validates its inputs', () => {
-    expect(() => diffusionMismatch({ rollout: fp32Numerics(), trainer: fp32Numerics(), length: 0, seed: 1, estimator: 'd1' })).toThrow(/length must be a positive integer, got 0/);
+    expect(() =>
+      diffusionMismatch({ rollout: fp32Numerics(), trainer: fp32Numerics(), length: 0, seed: 1, estimator: 'd1' }),
+    ).toThrow(/length must be a positive integer, got 0/);
   });
 });

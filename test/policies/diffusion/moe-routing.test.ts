@@ -6,7 +6,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../../src/backend/index.js';
-import { createDiffusionEngine, createDiffusionModel, diffusionLogprobs, diffusionMismatchProbe, diffusionPolicyFactory, numericsFor, precisionPlans, type DiffusionEngineRecord } from '../../../src/policies/index.js';
+import {
+  createDiffusionEngine,
+  createDiffusionModel,
+  diffusionLogprobs,
+  diffusionMismatchProbe,
+  diffusionPolicyFactory,
+  numericsFor,
+  precisionPlans,
+  type DiffusionEngineRecord,
+} from '../../../src/policies/index.js';
 import { createParamStore } from '../../../src/nn/index.js';
 import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
@@ -19,7 +28,12 @@ const config = (estimator: string, plan: string, extra: Record<string, unknown> 
     seed: 3,
     task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
     plan,
-    policy: { kind: 'diffusion', model, diffusion: { generationLength: 8, blockLength: 8, steps: 4, estimator }, ...extra },
+    policy: {
+      kind: 'diffusion',
+      model,
+      diffusion: { generationLength: 8, blockLength: 8, steps: 4, estimator },
+      ...extra,
+    },
   });
 
 /** A backend whose weights are scaled up (router logits far from uniform, so a quantized rollout flips some decisions), and a batch. */
@@ -46,7 +60,12 @@ describe.each(['trajectory', 'd1', 'elbo'] as const)('diffusion MoE routing (%s)
     expect(own.routingFlipRate).toEqual([0, 0]);
     own.routing!.forEach((r, l) => expect(Array.from(r)).toEqual(Array.from(record.moeRouting![l]!)));
     const r3 = await backend.logprobs({ batch, rows, policy: 'current', routing: 'rollout' });
-    const r2 = await backend.logprobs({ batch, rows: [2], policy: 'current', routing: own.routing!.map((r) => r.slice(2 * views * T * 2, 3 * views * T * 2)) });
+    const r2 = await backend.logprobs({
+      batch,
+      rows: [2],
+      policy: 'current',
+      routing: own.routing!.map((r) => r.slice(2 * views * T * 2, 3 * views * T * 2)),
+    });
     expect(same(r3.logp, own.logp)).toBe(true);
     expect(same(r2.logp, own.logp.subarray(2 * batch.T, 3 * batch.T))).toBe(true);
     await backend.close();
@@ -69,27 +88,58 @@ it("trajectory: the sampler's step passes route exactly as the trajectory estima
   const w = engine.params.data;
   for (let i = 0; i < w.length; i++) w[i] = Math.fround(w[i]! * 6);
   engine.sync();
-  const prompts = makeTask('reverse', { minLength: 3, maxLength: 4 }).trainProblems(3, 'traj').map((p) => [...p.prompt]);
+  const prompts = makeTask('reverse', { minLength: 3, maxLength: 4 })
+    .trainProblems(3, 'traj')
+    .map((p) => [...p.prompt]);
   const batch = engine.generate(prompts, createRng('traj'));
   const record = batch.record as DiffusionEngineRecord;
-  const lp = diffusionLogprobs('trajectory', engine.model, w, record.sequences, numericsFor(precisionPlans['int8-rollout']!.rollout), { seed: record.estimatorSeed, temperature: record.temperature });
+  const lp = diffusionLogprobs(
+    'trajectory',
+    engine.model,
+    w,
+    record.sequences,
+    numericsFor(precisionPlans['int8-rollout']!.rollout),
+    { seed: record.estimatorSeed, temperature: record.temperature },
+  );
   lp.routing!.forEach((r, l) => expect(Array.from(r)).toEqual(Array.from(record.moeRouting![l]!)));
 });
 
-it.each(['trajectory', 'd1'] as const)('the mismatch probe (%s): flip rate per layer and the diagnostics with R3 replay', (estimator) => {
-  const task = makeTask('reverse', { minLength: 3, maxLength: 4 });
-  const m = createDiffusionModel({ C: 16, H: 2, layers: 2, hidden: 16, moe: model.moe, vocabSize: task.vocabSize, maxLen: 32 });
-  const params = createParamStore(m.specs, 'probe').data;
-  for (let i = 0; i < params.length; i++) params[i] = Math.fround(params[i]! * 6);
-  const probe = (plan: 'bf16' | 'int8-rollout') =>
-    diffusionMismatchProbe({ rollout: numericsFor(precisionPlans[plan]!.rollout), trainer: numericsFor(precisionPlans[plan]!.trainer), length: 8, seed: 2, estimator, task: 'reverse', taskOptions: { minLength: 3, maxLength: 4 }, sequences: 6, model: m, params });
-  const same = probe('bf16');
-  expect(same.moe!.flipRate).toEqual([0, 0]);
-  expect([same.diagnostics.k3, same.moe!.diagnosticsR3.k3]).toEqual([0, 0]);
-  const q = probe('int8-rollout');
-  expect(q.moe!.flipRate.some((f) => f > 0)).toBe(true);
-  expect(q.moe!.diagnosticsR3.k3).not.toBe(q.diagnostics.k3);
-});
+it.each(['trajectory', 'd1'] as const)(
+  'the mismatch probe (%s): flip rate per layer and the diagnostics with R3 replay',
+  (estimator) => {
+    const task = makeTask('reverse', { minLength: 3, maxLength: 4 });
+    const m = createDiffusionModel({
+      C: 16,
+      H: 2,
+      layers: 2,
+      hidden: 16,
+      moe: model.moe,
+      vocabSize: task.vocabSize,
+      maxLen: 32,
+    });
+    const params = createParamStore(m.specs, 'probe').data;
+    for (let i = 0; i < params.length; i++) params[i] = Math.fround(params[i]! * 6);
+    const probe = (plan: 'bf16' | 'int8-rollout') =>
+      diffusionMismatchProbe({
+        rollout: numericsFor(precisionPlans[plan]!.rollout),
+        trainer: numericsFor(precisionPlans[plan]!.trainer),
+        length: 8,
+        seed: 2,
+        estimator,
+        task: 'reverse',
+        taskOptions: { minLength: 3, maxLength: 4 },
+        sequences: 6,
+        model: m,
+        params,
+      });
+    const same = probe('bf16');
+    expect(same.moe!.flipRate).toEqual([0, 0]);
+    expect([same.diagnostics.k3, same.moe!.diagnosticsR3.k3]).toEqual([0, 0]);
+    const q = probe('int8-rollout');
+    expect(q.moe!.flipRate.some((f) => f > 0)).toBe(true);
+    expect(q.moe!.diagnosticsR3.k3).not.toBe(q.diagnostics.k3);
+  },
+);
 
 describe('diffusion GRPO with R3 under identical plans', () => {
   const root = mkdtempSync(join(tmpdir(), 'qrl-dmoe-'));
@@ -107,7 +157,13 @@ describe('diffusion GRPO with R3 under identical plans', () => {
       });
       const backend = new ReferenceBackend(c, diffusionPolicyFactory);
       await runGrpo({ config: c, outDir: join(root, mode), backend, cacheDir: join(root, 'cache') });
-      out.push({ lines: readFileSync(join(root, mode, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>), weights: Float32Array.from(backend.weights) });
+      out.push({
+        lines: readFileSync(join(root, mode, 'metrics.jsonl'), 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Record<string, number>),
+        weights: Float32Array.from(backend.weights),
+      });
       await backend.close();
     }
     const [none, r3] = out as [(typeof out)[0], (typeof out)[0]];

@@ -5,7 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../../src/core/errors.js';
 import { createDiffusionEngine, diffusionPolicyFactory } from '../../../src/policies/diffusion/engine.js';
 import { diffusionModelDefaults } from '../../../src/policies/diffusion/model.js';
-import { diffusionModelOptions, diffusionModelPresetNames, diffusionModelPresets } from '../../../src/policies/diffusion/presets.js';
+import {
+  diffusionModelOptions,
+  diffusionModelPresetNames,
+  diffusionModelPresets,
+} from '../../../src/policies/diffusion/presets.js';
 import { resolveRunConfig } from '../../../src/rl/grpo/config.js';
 import { createRng } from '../../../src/core/rng.js';
 import { makeTask } from '../../../src/tasks/index.js';
@@ -30,7 +34,12 @@ describe('diffusion model presets', () => {
     const tiny = createDiffusionEngine(config({ preset: 'tiny' }, 'bf16'), task).model.config;
     const none = createDiffusionEngine(config({}, 'bf16'), task).model.config;
     expect(tiny).toEqual(none);
-    expect([none.C, none.layers, none.H, none.hidden]).toEqual([diffusionModelDefaults.C, diffusionModelDefaults.layers, diffusionModelDefaults.H, diffusionModelDefaults.hidden]);
+    expect([none.C, none.layers, none.H, none.hidden]).toEqual([
+      diffusionModelDefaults.C,
+      diffusionModelDefaults.layers,
+      diffusionModelDefaults.H,
+      diffusionModelDefaults.hidden,
+    ]);
     expect(diffusionModelOptions('small', { layers: 2 })).toEqual({ ...diffusionModelPresets.small, layers: 2 });
   });
 
@@ -41,7 +50,15 @@ describe('diffusion model presets', () => {
         diffusionPolicyFactory.validate(c);
         const engine = createDiffusionEngine(c, task);
         const m = engine.model.config;
-        const want = { ...{ C: diffusionModelDefaults.C, layers: diffusionModelDefaults.layers, H: diffusionModelDefaults.H, hidden: diffusionModelDefaults.hidden }, ...diffusionModelPresets[preset] };
+        const want = {
+          ...{
+            C: diffusionModelDefaults.C,
+            layers: diffusionModelDefaults.layers,
+            H: diffusionModelDefaults.H,
+            hidden: diffusionModelDefaults.hidden,
+          },
+          ...diffusionModelPresets[preset],
+        };
         expect({ C: m.C, layers: m.layers, H: m.H, hidden: m.hidden }).toEqual(want);
         const batch = engine.generate(prompts, createRng(2).fork('rollout'));
         const old = engine.logprobs(batch, [0, 1], { grad: false });
@@ -59,8 +76,14 @@ describe('diffusion model presets', () => {
 
   it('an unknown or non-string preset is a usage error naming the field and value', () => {
     expect(() => diffusionPolicyFactory.validate(config({ preset: 'huge' }, 'bf16'))).toThrow(UsageError);
-    expect(() => diffusionPolicyFactory.validate(config({ preset: 'huge' }, 'bf16'))).toThrow(/config\.policy\.model\.preset: must be one of tiny, small, medium, got "huge"/);
-    expect(() => diffusionPolicyFactory.validate(config({ preset: 3 }, 'bf16'))).toThrow(/config\.policy\.model\.preset: .*got 3/);
-    expect(() => diffusionPolicyFactory.validate(config({ preset: 'small', H: 3 }, 'bf16'))).toThrow(/config\.policy\.model\.H: must divide C = 64, got 3/);
+    expect(() => diffusionPolicyFactory.validate(config({ preset: 'huge' }, 'bf16'))).toThrow(
+      /config\.policy\.model\.preset: must be one of tiny, small, medium, got "huge"/,
+    );
+    expect(() => diffusionPolicyFactory.validate(config({ preset: 3 }, 'bf16'))).toThrow(
+      /config\.policy\.model\.preset: .*got 3/,
+    );
+    expect(() => diffusionPolicyFactory.validate(config({ preset: 'small', H: 3 }, 'bf16'))).toThrow(
+      /config\.policy\.model\.H: must divide C = 64, got 3/,
+    );
   });
 });

@@ -50,7 +50,12 @@ describe('diffusionSchedule', () => {
     'transfer[i] = ⌊L/s⌋ + [i < L mod s], sums to the block length',
     (L, s0, blocks) => {
       const s = Math.min(s0, L);
-      const sch = diffusionSchedule({ ...diffusionSamplerDefaults, genLength: L * blocks, blockLength: L, steps: s * blocks });
+      const sch = diffusionSchedule({
+        ...diffusionSamplerDefaults,
+        genLength: L * blocks,
+        blockLength: L,
+        steps: s * blocks,
+      });
       expect(sch.blocks).toBe(blocks);
       expect(sch.stepsPerBlock).toBe(s);
       expect(sch.transfer.reduce((a, b) => a + b, 0)).toBe(L);
@@ -59,62 +64,93 @@ describe('diffusionSchedule', () => {
   );
 
   it('defaults: 3 blocks of 8, two tokens per step', () => {
-    expect(diffusionSchedule(diffusionSamplerDefaults)).toEqual({ blocks: 3, stepsPerBlock: 4, transfer: [2, 2, 2, 2] });
+    expect(diffusionSchedule(diffusionSamplerDefaults)).toEqual({
+      blocks: 3,
+      stepsPerBlock: 4,
+      transfer: [2, 2, 2, 2],
+    });
   });
 
   it('rejects configs that do not divide, naming the field and value', () => {
     const d = diffusionSamplerDefaults;
-    expect(() => diffusionSchedule({ ...d, genLength: 20 })).toThrow(/genLength \(20\) must be a multiple of blockLength \(8\)/);
-    expect(() => diffusionSchedule({ ...d, steps: 10 })).toThrow(/steps \(10\) must be a multiple of the number of blocks \(3/);
+    expect(() => diffusionSchedule({ ...d, genLength: 20 })).toThrow(
+      /genLength \(20\) must be a multiple of blockLength \(8\)/,
+    );
+    expect(() => diffusionSchedule({ ...d, steps: 10 })).toThrow(
+      /steps \(10\) must be a multiple of the number of blocks \(3/,
+    );
     expect(() => diffusionSchedule({ ...d, steps: 27 })).toThrow(/steps per block \(9\) must be ≤ blockLength \(8\)/);
     expect(() => diffusionSchedule({ ...d, temperature: -1 })).toThrow(/temperature must be finite and ≥ 0, got -1/);
     expect(() => diffusionSchedule({ ...d, cfgScale: NaN })).toThrow(/cfgScale/);
-    expect(() => diffusionSchedule({ ...d, remasking: 'top_k' as never })).toThrow(/remasking must be low_confidence or random, got top_k/);
+    expect(() => diffusionSchedule({ ...d, remasking: 'top_k' as never })).toThrow(
+      /remasking must be low_confidence or random, got top_k/,
+    );
     expect(() => diffusionSchedule({ ...d, blockLength: 0 })).toThrow(/blockLength must be a positive integer, got 0/);
-    expect(() => diffusionSchedule({ ...d, topK: 1.5 })).toThrow(/topK must be a non-negative integer \(0 = off\), got 1.5/);
+    expect(() => diffusionSchedule({ ...d, topK: 1.5 })).toThrow(
+      /topK must be a non-negative integer \(0 = off\), got 1.5/,
+    );
     expect(() => diffusionSchedule({ ...d, topP: 0 })).toThrow(/topP must be in \(0, 1\] \(1 = off\), got 0/);
   });
 });
 
 describe('sampleDiffusion', () => {
   test.prop(
-    [fc.integer({ min: 0, max: 1000 }), fc.constantFrom<('low_confidence' | 'random')[]>('low_confidence', 'random'), fc.constantFrom(0, 0.7, 1.5)],
+    [
+      fc.integer({ min: 0, max: 1000 }),
+      fc.constantFrom<('low_confidence' | 'random')[]>('low_confidence', 'random'),
+      fc.constantFrom(0, 0.7, 1.5),
+    ],
     { numRuns: 12 },
-  )('commits exactly the scheduled tokens per step, only inside the current block, and never changes them', (seed, remasking, temperature) => {
-    const r = sampleDiffusion(model, params, prompts, { ...base, remasking, temperature }, numerics, createRng(seed), { recordStates: true });
-    const { transfer, stepsPerBlock } = r.schedule;
-    const T = P + 12;
-    const states = [...r.states!];
-    const final = new Int32Array(prompts.length * T);
-    r.sequences.forEach((s, i) => {
-      final.set(s.prompt, i * T);
-      final.set(s.response, i * T + P);
-    });
-    states.push(final);
-    expect(states.length).toBe(10);
-    for (let k = 0; k < 9; k++) {
-      const block = Math.floor(k / stepsPerBlock);
-      const lo = P + block * 4;
-      for (let i = 0; i < prompts.length; i++) {
-        let changed = 0;
-        for (let t = 0; t < T; t++) {
-          const before = states[k]![i * T + t]!;
-          const after = states[k + 1]![i * T + t]!;
-          if (before !== MASK) expect(after).toBe(before); // committed (and prompt) tokens are final
-          if (before !== after) {
-            changed += 1;
-            expect(t >= lo && t < lo + 4, `step ${k} committed position ${t} outside block [${lo}, ${lo + 4})`).toBe(true);
-            expect(after).not.toBe(MASK);
-            expect(r.sequences[i]!.commitStep![t - P]).toBe(k);
+  )(
+    'commits exactly the scheduled tokens per step, only inside the current block, and never changes them',
+    (seed, remasking, temperature) => {
+      const r = sampleDiffusion(
+        model,
+        params,
+        prompts,
+        { ...base, remasking, temperature },
+        numerics,
+        createRng(seed),
+        { recordStates: true },
+      );
+      const { transfer, stepsPerBlock } = r.schedule;
+      const T = P + 12;
+      const states = [...r.states!];
+      const final = new Int32Array(prompts.length * T);
+      r.sequences.forEach((s, i) => {
+        final.set(s.prompt, i * T);
+        final.set(s.response, i * T + P);
+      });
+      states.push(final);
+      expect(states.length).toBe(10);
+      for (let k = 0; k < 9; k++) {
+        const block = Math.floor(k / stepsPerBlock);
+        const lo = P + block * 4;
+        for (let i = 0; i < prompts.length; i++) {
+          let changed = 0;
+          for (let t = 0; t < T; t++) {
+            const before = states[k]![i * T + t]!;
+            const after = states[k + 1]![i * T + t]!;
+            if (before !== MASK) expect(after).toBe(before); // committed (and prompt) tokens are final
+            if (before !== after) {
+              changed += 1;
+              expect(t >= lo && t < lo + 4, `step ${k} committed position ${t} outside block [${lo}, ${lo + 4})`).toBe(
+                true,
+              );
+              expect(after).not.toBe(MASK);
+              expect(r.sequences[i]!.commitStep![t - P]).toBe(k);
+            }
           }
+          expect(changed).toBe(transfer[k % stepsPerBlock]);
+          // the recorded commit steps reproduce the state the model saw
+          expect(Array.from(diffusionStateAt(r.sequences[i]!, k))).toEqual(
+            Array.from(states[k]!.subarray(i * T, (i + 1) * T)),
+          );
         }
-        expect(changed).toBe(transfer[k % stepsPerBlock]);
-        // the recorded commit steps reproduce the state the model saw
-        expect(Array.from(diffusionStateAt(r.sequences[i]!, k))).toEqual(Array.from(states[k]!.subarray(i * T, (i + 1) * T)));
       }
-    }
-    for (const s of r.sequences) expect(s.response).not.toContain(MASK);
-  });
+      for (const s of r.sequences) expect(s.response).not.toContain(MASK);
+    },
+  );
 
   it('is reproducible from the seed and changes with it', () => {
     const a = sampleDiffusion(model, params, prompts, base, numerics, createRng(3).fork('rollout'));
@@ -136,9 +172,18 @@ describe('sampleDiffusion', () => {
   });
 
   it('random and low-confidence remasking commit in different orders', () => {
-    const low = sampleDiffusion(model, params, prompts, { ...base, remasking: 'low_confidence' }, numerics, createRng(8));
+    const low = sampleDiffusion(
+      model,
+      params,
+      prompts,
+      { ...base, remasking: 'low_confidence' },
+      numerics,
+      createRng(8),
+    );
     const rnd = sampleDiffusion(model, params, prompts, { ...base, remasking: 'random' }, numerics, createRng(8));
-    expect(rnd.sequences.map((s) => Array.from(s.commitStep!))).not.toEqual(low.sequences.map((s) => Array.from(s.commitStep!)));
+    expect(rnd.sequences.map((s) => Array.from(s.commitStep!))).not.toEqual(
+      low.sequences.map((s) => Array.from(s.commitStep!)),
+    );
   });
 
   it('temperature 0 with low-confidence remasking draws nothing and commits the most confident argmax tokens', () => {
@@ -171,8 +216,23 @@ describe('sampleDiffusion', () => {
 
   it('classifier-free guidance commits argmax of zu + (w+1)(zc − zu) with the prompt masked for zu', () => {
     const w = 1.5;
-    const r = sampleDiffusion(model, params, prompts.slice(0, 2), { ...base, temperature: 0, cfgScale: w }, numerics, new NoDrawRng(), { recordStates: true });
-    const plain = sampleDiffusion(model, params, prompts.slice(0, 2), { ...base, temperature: 0 }, numerics, new NoDrawRng());
+    const r = sampleDiffusion(
+      model,
+      params,
+      prompts.slice(0, 2),
+      { ...base, temperature: 0, cfgScale: w },
+      numerics,
+      new NoDrawRng(),
+      { recordStates: true },
+    );
+    const plain = sampleDiffusion(
+      model,
+      params,
+      prompts.slice(0, 2),
+      { ...base, temperature: 0 },
+      numerics,
+      new NoDrawRng(),
+    );
     expect(r.sequences.map((s) => s.response)).not.toEqual(plain.sequences.map((s) => s.response));
     const T = P + 12;
     const V = model.config.vocabSize;
@@ -192,9 +252,25 @@ describe('sampleDiffusion', () => {
   });
 
   it('rejects bad prompts naming the index and value', () => {
-    expect(() => sampleDiffusion(model, params, [[1, MASK, 3]], base, numerics, createRng(1))).toThrow(/prompts\[0\]\[1\] must be a non-MASK id/);
-    expect(() => sampleDiffusion(model, params, [[1, 5, 3], [1, 3]], base, numerics, createRng(1))).toThrow(/prompts\[1\] has length 2, expected 3/);
-    expect(() => sampleDiffusion(model, params, [new Array<number>(40).fill(5)], base, numerics, createRng(1))).toThrow(/maxLen 48/);
+    expect(() => sampleDiffusion(model, params, [[1, MASK, 3]], base, numerics, createRng(1))).toThrow(
+      /prompts\[0\]\[1\] must be a non-MASK id/,
+    );
+    expect(() =>
+      sampleDiffusion(
+        model,
+        params,
+        [
+          [1, 5, 3],
+          [1, 3],
+        ],
+        base,
+        numerics,
+        createRng(1),
+      ),
+    ).toThrow(/prompts\[1\] has length 2, expected 3/);
+    expect(() => sampleDiffusion(model, params, [new Array<number>(40).fill(5)], base, numerics, createRng(1))).toThrow(
+      /maxLen 48/,
+    );
   });
 });
 
@@ -213,7 +289,15 @@ describe('sampleDiffusion with top-k / top-p', () => {
 
   it('every committed token lies in its recorded kept set (top-k: exactly k ids, MASK never), ℓroll is renormalised over it', () => {
     for (const cfg of [{ topK: 3 }, { topP: 0.5 }, { topK: 4, topP: 0.7 }]) {
-      const r = sampleDiffusion(model, params, prompts, { ...base, temperature: 0.9, ...cfg }, numerics, createRng(12), { recordStates: true });
+      const r = sampleDiffusion(
+        model,
+        params,
+        prompts,
+        { ...base, temperature: 0.9, ...cfg },
+        numerics,
+        createRng(12),
+        { recordStates: true },
+      );
       const N = 12;
       const T = P + N;
       expect(r.support!.length).toBe(prompts.length * N * V);
@@ -228,11 +312,20 @@ describe('sampleDiffusion with top-k / top-p', () => {
           if (size < V - 1) narrowed += 1;
           // recompute the draw's kept set and ℓroll from the logits of the state that committed slot j
           const k = s.commitStep![j]!;
-          const logits = diffusionForward(model, params, r.states![k]!.subarray(i * T, (i + 1) * T), 1, T, numerics).logits;
+          const logits = diffusionForward(
+            model,
+            params,
+            r.states![k]!.subarray(i * T, (i + 1) * T),
+            1,
+            T,
+            numerics,
+          ).logits;
           const expected = new Uint8Array(V);
           truncatedSupport(logits, (P + j) * V, V, 0.9, cfg.topK ?? 0, cfg.topP ?? 1, expected, MASK);
           expect(Array.from(keep)).toEqual(Array.from(expected));
-          expect(Object.is(r.logpRollout[i * N + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep))).toBe(true);
+          expect(
+            Object.is(r.logpRollout[i * N + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep)),
+          ).toBe(true);
         }
       });
       expect(narrowed).toBeGreaterThan(0);
@@ -241,7 +334,14 @@ describe('sampleDiffusion with top-k / top-p', () => {
 
   it('greedy (temperature 0) ignores top-k / top-p and records nothing', () => {
     const g = sampleDiffusion(model, params, prompts, { ...base, temperature: 0 }, numerics, new NoDrawRng());
-    const t = sampleDiffusion(model, params, prompts, { ...base, temperature: 0, topK: 2, topP: 0.3 }, numerics, new NoDrawRng());
+    const t = sampleDiffusion(
+      model,
+      params,
+      prompts,
+      { ...base, temperature: 0, topK: 2, topP: 0.3 },
+      numerics,
+      new NoDrawRng(),
+    );
     expect(t.sequences).toEqual(g.sequences);
     expect(t.support).toBeNull();
   });

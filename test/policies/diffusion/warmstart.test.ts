@@ -4,7 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../../src/core/rng.js';
 import { EOS, makeTask } from '../../../src/tasks/index.js';
-import { diffusionWarmStart, maskedDiffusionLoss, padDiffusionResponse } from '../../../src/policies/diffusion/warmstart.js';
+import {
+  diffusionWarmStart,
+  maskedDiffusionLoss,
+  padDiffusionResponse,
+} from '../../../src/policies/diffusion/warmstart.js';
 import { expectGradClose } from '../../nn/gradcheck.js';
 import { randomParams64, smallModel } from './helpers.js';
 
@@ -14,7 +18,13 @@ describe('diffusion warm start', () => {
   const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
   const heldOut = task.evalProblems(32, 1);
   const evalLoss = (data: Float32Array): number =>
-    maskedDiffusionLoss(model, data, heldOut.map((p) => p.prompt), heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), N)), createRng(5));
+    maskedDiffusionLoss(
+      model,
+      data,
+      heldOut.map((p) => p.prompt),
+      heldOut.map((p) => padDiffusionResponse(task.goldResponse(p), N)),
+      createRng(5),
+    );
 
   it('drives the held-out masked-token loss down within seconds on reverse', () => {
     const start = diffusionWarmStart(model, task, { steps: 0, genLength: N, seed: 2 });
@@ -40,8 +50,12 @@ describe('diffusion warm start', () => {
   it('pads with EOS and validates its inputs', () => {
     expect(padDiffusionResponse([7, 8, EOS], 5)).toEqual([7, 8, EOS, EOS, EOS]);
     expect(() => padDiffusionResponse([5, 5, 5], 2)).toThrow(/response of 3 tokens does not fit genLength 2/);
-    expect(() => diffusionWarmStart(model, makeTask('countdown'), { steps: 1 })).toThrow(/task countdown has vocabSize 22, more than the model's 13/);
-    expect(() => diffusionWarmStart(model, task, { batchSize: 0 })).toThrow(/batchSize must be a positive integer, got 0/);
+    expect(() => diffusionWarmStart(model, makeTask('countdown'), { steps: 1 })).toThrow(
+      /task countdown has vocabSize 22, more than the model's 13/,
+    );
+    expect(() => diffusionWarmStart(model, task, { batchSize: 0 })).toThrow(
+      /batchSize must be a positive integer, got 0/,
+    );
   });
 });
 
@@ -52,9 +66,17 @@ describe('diffusionWarmStartAsync', () => {
     const model = smallModel(task.vocabSize, { C: 16, H: 2, hidden: 32, layers: 1, maxLen: 12 });
     const a = diffusionWarmStart(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2 });
     let ticks = 0;
-    const timer = setInterval(() => { ticks++; }, 0);
+    const timer = setInterval(() => {
+      ticks++;
+    }, 0);
     const seen: number[] = [];
-    const b = await diffusionWarmStartAsync(model, task, { steps: 3, batchSize: 4, genLength: 5, seed: 2, onProgress: () => seen.push(ticks) });
+    const b = await diffusionWarmStartAsync(model, task, {
+      steps: 3,
+      batchSize: 4,
+      genLength: 5,
+      seed: 2,
+      onProgress: () => seen.push(ticks),
+    });
     clearInterval(timer);
     expect(b.losses).toEqual(a.losses);
     expect(Array.from(b.store.data)).toEqual(Array.from(a.store.data));

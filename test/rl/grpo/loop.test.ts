@@ -22,9 +22,14 @@ describe('DAPO overlong shaping', () => {
 
 describe('support replay switch', () => {
   it('is accepted for both policies (the diffusion sampler has top-k / top-p and replays its kept sets too)', () => {
-    expect(resolveRunConfig({ policy: { kind: 'diffusion', sampler: { topP: 0.9, supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
+    expect(
+      resolveRunConfig({ policy: { kind: 'diffusion', sampler: { topP: 0.9, supportReplay: true } } }).policy.sampler
+        .supportReplay,
+    ).toBe(true);
     expect(resolveRunConfig({ policy: { sampler: { supportReplay: true } } }).policy.sampler.supportReplay).toBe(true);
-    expect(() => resolveRunConfig({ policy: { sampler: { supportReplay: 1 } } })).toThrow(/^config\.policy\.sampler\.supportReplay: /);
+    expect(() => resolveRunConfig({ policy: { sampler: { supportReplay: 1 } } })).toThrow(
+      /^config\.policy\.sampler\.supportReplay: /,
+    );
   });
 });
 
@@ -65,7 +70,12 @@ async function steps(name: string, overrides: string[], n = 2): Promise<MetricRe
     checkpoint: { every: 0 },
   };
   const dir = join(root, name);
-  await runGrpo({ config: resolveRunConfig(applyOverrides(raw, overrides)), outDir: dir, factory: policyFactory('ar'), cacheDir: join(root, 'cache') });
+  await runGrpo({
+    config: resolveRunConfig(applyOverrides(raw, overrides)),
+    outDir: dir,
+    factory: policyFactory('ar'),
+    cacheDir: join(root, 'cache'),
+  });
   return readJsonl<MetricRecord>(join(dir, 'metrics.jsonl'));
 }
 

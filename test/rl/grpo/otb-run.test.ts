@@ -6,7 +6,15 @@ import { describe, expect, it } from 'vitest';
 import type { LogprobsRequest, LogprobsResult, RolloutBatch } from '../../../src/core/backend-contract.js';
 import { ReferenceBackend } from '../../../src/backend/reference.js';
 import { rowProbSqSum } from '../../../src/nn/row-logprob.js';
-import { arConfig, computeLogprobs, createArPolicy, diffusionPolicyFactory, numericsFor, precisionPlans, rollout } from '../../../src/policies/index.js';
+import {
+  arConfig,
+  computeLogprobs,
+  createArPolicy,
+  diffusionPolicyFactory,
+  numericsFor,
+  precisionPlans,
+  rollout,
+} from '../../../src/policies/index.js';
 import { arPolicyFactory } from '../../../src/policies/ar/engine.js';
 import { estimate, grpoStep, resolveRunConfig } from '../../../src/rl/index.js';
 import { createRng } from '../../../src/core/rng.js';
@@ -41,7 +49,11 @@ describe('Σ_v π(v)² of the trainer pass', () => {
     const tau = 0.8;
     const r = rollout(policy, prompts, { maxNewTokens: 6, numerics, rng: createRng(5), temperature: tau });
     const plain = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics, temperature: tau });
-    const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, { numerics, temperature: tau, probSqSum: true });
+    const lp = computeLogprobs(policy, r.tokens, r.B, P, r.responseMask, {
+      numerics,
+      temperature: tau,
+      probSqSum: true,
+    });
     expect(plain.probSqSum).toBeUndefined();
     expect(Array.from(lp.logp)).toEqual(Array.from(plain.logp));
     const V = task.vocabSize;
@@ -76,10 +88,20 @@ describe('optimal_token_baseline in a run', () => {
   };
 
   it('run configs accept it for AR policies; diffusion, bypass and loglinear refuse it naming the field', () => {
-    expect(resolveRunConfig(base).estimators.advantage).toEqual({ name: 'optimal_token_baseline', epsilon: 1e-8, handleZeroTail: true });
-    expect(() => resolveRunConfig({ ...base, policy: { kind: 'diffusion' } })).toThrow(/^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs .* the diffusion policy \(config\.policy\.kind\)/);
-    expect(() => resolveRunConfig({ ...base, estimators: { ...base.estimators, mode: 'bypass' } })).toThrow(/^config\.estimators\.advantage\.name: .*estimators\.mode 'bypass' skips/);
-    expect(() => resolveRunConfig({ ...base, estimators: { ...base.estimators, proxLogp: { method: 'loglinear' } } })).toThrow(/^config\.estimators\.advantage\.name: .*proxLogp 'loglinear' skips/);
+    expect(resolveRunConfig(base).estimators.advantage).toEqual({
+      name: 'optimal_token_baseline',
+      epsilon: 1e-8,
+      handleZeroTail: true,
+    });
+    expect(() => resolveRunConfig({ ...base, policy: { kind: 'diffusion' } })).toThrow(
+      /^config\.estimators\.advantage\.name: 'optimal_token_baseline' needs .* the diffusion policy \(config\.policy\.kind\)/,
+    );
+    expect(() => resolveRunConfig({ ...base, estimators: { ...base.estimators, mode: 'bypass' } })).toThrow(
+      /^config\.estimators\.advantage\.name: .*estimators\.mode 'bypass' skips/,
+    );
+    expect(() =>
+      resolveRunConfig({ ...base, estimators: { ...base.estimators, proxLogp: { method: 'loglinear' } } }),
+    ).toThrow(/^config\.estimators\.advantage\.name: .*proxLogp 'loglinear' skips/);
   });
 
   it('at init, a backend without capabilities.probSqSum is refused with a line naming it; the reference backend declares it for AR', async () => {
@@ -93,7 +115,9 @@ describe('optimal_token_baseline in a run', () => {
       "capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is false), which config.estimators.advantage.name 'optimal_token_baseline' needs",
     ]);
     // other advantages do not need it
-    expect(backendMismatches({ ...info, capabilities: older }, resolveRunConfig({ ...base, estimators: {} }), task)).toEqual([]);
+    expect(
+      backendMismatches({ ...info, capabilities: older }, resolveRunConfig({ ...base, estimators: {} }), task),
+    ).toEqual([]);
   });
 
   it("the step's advantages and first gradient equal estimate's on the same batch, ℓold and Σπ²", async () => {
@@ -106,13 +130,16 @@ describe('optimal_token_baseline in a run', () => {
       rewards.push(r.reward);
       return r;
     };
-    const task = new Proxy({}, {
-      get: (_, key) => {
-        if (key === 'reward') return reward;
-        const v = Reflect.get(inner, key) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(inner) : v;
+    const task = new Proxy(
+      {},
+      {
+        get: (_, key) => {
+          if (key === 'reward') return reward;
+          const v = Reflect.get(inner, key) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(inner) : v;
+        },
       },
-    }) as Task;
+    ) as Task;
     const backend = new ReferenceBackend(config, arPolicyFactory, inner);
     await backend.warmStart({ task: config.task as never, steps: 15, batchSize: 16, lr: 3e-3, seed: 0 });
     await backend.setReference();
@@ -121,7 +148,8 @@ describe('optimal_token_baseline in a run', () => {
     const grads: Float64Array[] = [];
     const spy = {
       sync: () => backend.sync(),
-      generate: async (request: Parameters<ReferenceBackend['generate']>[0]) => (batch = await backend.generate(request)),
+      generate: async (request: Parameters<ReferenceBackend['generate']>[0]) =>
+        (batch = await backend.generate(request)),
       logprobs: async (request: LogprobsRequest) => {
         const result = await backend.logprobs(request);
         passes.push({ request, result });
@@ -133,7 +161,11 @@ describe('optimal_token_baseline in a run', () => {
       },
       step: (request: Parameters<ReferenceBackend['step']>[0]) => backend.step(request),
     } as unknown as ReferenceBackend;
-    const { metrics } = await grpoStep({ config, task, backend: spy }, 1, createRng(config.seed).fork('step').fork('1'));
+    const { metrics } = await grpoStep(
+      { config, task, backend: spy },
+      1,
+      createRng(config.seed).fork('step').fork('1'),
+    );
 
     const b = batch!;
     const old = passes[0]!;
@@ -158,7 +190,8 @@ describe('optimal_token_baseline in a run', () => {
     );
     // a non-trivial baseline: some token's advantage differs from its row's reward
     expect(ref.advantages.some((a, k) => b.mask[k] === 1 && a !== rewards[Math.floor(k / b.T)])).toBe(true);
-    for (const key of ['advantages/mean', 'advantages/max', 'advantages/min']) expect(metrics[key], key).toBe(ref.metrics[key]);
+    for (const key of ['advantages/mean', 'advantages/max', 'advantages/min'])
+      expect(metrics[key], key).toBe(ref.metrics[key]);
     expect(grads).toHaveLength(1);
     expect(Array.from(grads[0]!)).toEqual(Array.from(ref.gradLogpTheta));
   }, 120_000);
@@ -168,20 +201,29 @@ describe('probSqSum from the reference backend', () => {
   it('the diffusion policy refuses it naming logprobs.probSqSum, and does not declare it', async () => {
     const config = resolveRunConfig({
       task: { name: 'reverse', options: { minLength: 2, maxLength: 3 } },
-      policy: { kind: 'diffusion', model: { C: 8, H: 2, layers: 1, hidden: 16 }, diffusion: { generationLength: 8, blockLength: 8, steps: 4 } },
+      policy: {
+        kind: 'diffusion',
+        model: { C: 8, H: 2, layers: 1, hidden: 16 },
+        diffusion: { generationLength: 8, blockLength: 8, steps: 4 },
+      },
     });
     const task = makeTask('reverse', { minLength: 2, maxLength: 3 }) as unknown as Task;
     const backend = new ReferenceBackend(config, diffusionPolicyFactory, task);
     expect((await backend.info()).capabilities.probSqSum).toBe(false);
     const batch = await backend.generate({ prompts: [task.sampleProblem(createRng(1), 'train').prompt], seed: 's' });
     expect((await backend.logprobs({ batch, rows: [0], policy: 'current' })).probSqSum).toBeUndefined();
-    await expect(backend.logprobs({ batch, rows: [0], policy: 'current', probSqSum: true })).rejects.toThrow(/^logprobs\.probSqSum: the diffusion policy/);
+    await expect(backend.logprobs({ batch, rows: [0], policy: 'current', probSqSum: true })).rejects.toThrow(
+      /^logprobs\.probSqSum: the diffusion policy/,
+    );
   });
 });
 
 describe('probSqSum over qrl-backend/1', () => {
   it('travels as F64 (rows, T) bit for bit; an answer without it, when asked, is malformed naming result.probSqSum', async () => {
-    const config = resolveRunConfig({ task: { name: 'reverse', options: { minLength: 2, maxLength: 3 } }, policy: { model: { C: 8, H: 2, layers: 1, hidden: 16 } } });
+    const config = resolveRunConfig({
+      task: { name: 'reverse', options: { minLength: 2, maxLength: 3 } },
+      policy: { model: { C: 8, H: 2, layers: 1, hidden: 16 } },
+    });
     const task = makeTask('reverse', { minLength: 2, maxLength: 3 }) as unknown as Task;
     const local = new ReferenceBackend(config, arPolicyFactory, task);
     const served = new ReferenceBackend(config, arPolicyFactory, task);
@@ -195,14 +237,24 @@ describe('probSqSum over qrl-backend/1', () => {
     const remote = await connectBackend({ url: `http://127.0.0.1:${server.port}` }, { timeoutMs: 30_000 });
     try {
       expect(remote.lastInfo?.capabilities.probSqSum).toBe(true);
-      const request = { prompts: [task.sampleProblem(createRng(1), 'train').prompt, task.sampleProblem(createRng(2), 'train').prompt], seed: '0/step/1/rollout' };
+      const request = {
+        prompts: [task.sampleProblem(createRng(1), 'train').prompt, task.sampleProblem(createRng(2), 'train').prompt],
+        seed: '0/step/1/rollout',
+      };
       const batch = await remote.generate(request);
-      const want = await local.logprobs({ batch: await local.generate(request), rows: [1, 0], policy: 'current', probSqSum: true });
+      const want = await local.logprobs({
+        batch: await local.generate(request),
+        rows: [1, 0],
+        policy: 'current',
+        probSqSum: true,
+      });
       const got = await remote.logprobs({ batch, rows: [1, 0], policy: 'current', probSqSum: true });
       expect(Array.from(got.probSqSum!)).toEqual(Array.from(want.probSqSum!));
       expect((await remote.logprobs({ batch, rows: [0], policy: 'current' })).probSqSum).toBeUndefined();
       drop = true;
-      const e = (await remote.logprobs({ batch, rows: [0], policy: 'current', probSqSum: true }).catch((x: unknown) => x)) as BackendCallError;
+      const e = (await remote
+        .logprobs({ batch, rows: [0], policy: 'current', probSqSum: true })
+        .catch((x: unknown) => x)) as BackendCallError;
       expect(e).toBeInstanceOf(BackendCallError);
       expect(e.field).toBe('result.probSqSum');
     } finally {

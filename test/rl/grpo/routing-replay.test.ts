@@ -42,7 +42,10 @@ describe('routing replay in the GRPO loop', () => {
       const config = moeConfig({ policy: { kind: 'ar', model: moeModel, routingReplay: mode } });
       const backend = new ReferenceBackend(config, arPolicyFactory);
       await runGrpo({ config, outDir: join(root, mode), backend, cacheDir: join(root, 'cache') });
-      const lines = readFileSync(join(root, mode, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+      const lines = readFileSync(join(root, mode, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, number>);
       out.push({ lines, weights: Float32Array.from(backend.weights) });
       await backend.close();
     }
@@ -54,7 +57,11 @@ describe('routing replay in the GRPO loop', () => {
       const other = r3.lines[i] as Record<string, number>;
       for (const [key, value] of Object.entries(line)) expect([key, other[key]]).toEqual([key, value]);
       // R3 adds only the with/without-replay mismatch pair, equal here; the flip rates are 0
-      expect(Object.keys(other).filter((k) => !(k in line)).sort()).toEqual(['moe/k3_kl_own_routing', 'moe/k3_kl_rollout_routing']);
+      expect(
+        Object.keys(other)
+          .filter((k) => !(k in line))
+          .sort(),
+      ).toEqual(['moe/k3_kl_own_routing', 'moe/k3_kl_rollout_routing']);
       expect(other['moe/k3_kl_own_routing']).toBe(other['moe/k3_kl_rollout_routing']);
       expect(line['moe/flip_rate/l0']).toBe(0);
       expect(line['moe/flip_rate/l1']).toBe(0);
@@ -80,10 +87,16 @@ describe('routing replay in the reference backend', () => {
     const { backend, batch, rows } = await flipping('int8-rollout');
     const old = await backend.logprobs({ batch, rows, policy: 'current', returnRouting: true });
     expect(old.routing).toHaveLength(2);
-    const again = await backend.logprobs({ batch, rows, policy: 'current', routing: old.routing!, returnRouting: true });
+    const again = await backend.logprobs({
+      batch,
+      rows,
+      policy: 'current',
+      routing: old.routing!,
+      returnRouting: true,
+    });
     expect(Array.from(again.logp).every((x, i) => Object.is(x, old.logp[i]))).toBe(true);
     // change the experts at the position scoring row 0's first response token (P − 1), layer 0
-    const P = (batch.record.promptLength as number);
+    const P = batch.record.promptLength as number;
     const S = batch.T + P;
     const changed = old.routing!.map((r) => Int32Array.from(r));
     const at = (P - 1) * 2;
@@ -125,7 +138,10 @@ describe('routing replay in the reference backend', () => {
     const edit = (pos: number) => {
       const routing = (batch.record.moeRouting as Int32Array[]).map((r) => Int32Array.from(r));
       const [a, b] = [routing[1]![pos * 2]!, routing[1]![pos * 2 + 1]!];
-      routing[1]!.set([0, 1, 2, 3].filter((e) => e !== a && e !== b), pos * 2); // both experts of layer 1 flipped
+      routing[1]!.set(
+        [0, 1, 2, 3].filter((e) => e !== a && e !== b),
+        pos * 2,
+      ); // both experts of layer 1 flipped
       return { ...batch, record: { ...batch.record, moeRouting: routing } };
     };
     const prompt0 = await backend.logprobs({ batch: edit(0), rows: [0], policy: 'current' });
@@ -139,10 +155,21 @@ describe('routing replay in the reference backend', () => {
   it('refuses a routing for the reference policy, "rollout" for a dense batch, and wrong shapes', async () => {
     const { backend, batch, rows } = await flipping('bf16');
     await backend.setReference();
-    await expect(backend.logprobs({ batch, rows, policy: 'reference', routing: 'rollout' })).rejects.toThrow("logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'");
-    await expect(backend.logprobs({ batch, rows, policy: 'current', routing: [new Int32Array(3)] })).rejects.toThrow('logprobs.routing: must be');
+    await expect(backend.logprobs({ batch, rows, policy: 'reference', routing: 'rollout' })).rejects.toThrow(
+      "logprobs.routing: only the 'current' policy replays a routing, got policy 'reference'",
+    );
+    await expect(backend.logprobs({ batch, rows, policy: 'current', routing: [new Int32Array(3)] })).rejects.toThrow(
+      'logprobs.routing: must be',
+    );
     const { moeRouting: _drop, ...record } = batch.record;
-    await expect(backend.logprobs({ batch: { ...batch, record: record as typeof batch.record }, rows, policy: 'current', routing: 'rollout' })).rejects.toThrow('carries no moeRouting');
+    await expect(
+      backend.logprobs({
+        batch: { ...batch, record: record as typeof batch.record },
+        rows,
+        policy: 'current',
+        routing: 'rollout',
+      }),
+    ).rejects.toThrow('carries no moeRouting');
     await backend.close();
   });
 });
@@ -151,12 +178,18 @@ describe('policy.routingReplay config', () => {
   const base = { task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } } };
   it('defaults to none, accepts R2/R3 with an MoE model, refuses them for a dense one, an unknown mode and R2 in bypass', () => {
     expect(resolveRunConfig(base).policy.routingReplay).toBe('none');
-    expect(resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R3' } }).policy.routingReplay).toBe('R3');
+    expect(resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R3' } }).policy.routingReplay).toBe(
+      'R3',
+    );
     expect(() => resolveRunConfig({ ...base, policy: { routingReplay: 'R3' } })).toThrow(
       "config.policy.routingReplay: 'R3' replays an MoE router's choices and needs an MoE model (policy.model.moe), got a dense model",
     );
     expect(() => resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R4' } })).toThrow(UsageError);
-    expect(() => resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R4' } })).toThrow('policy.routingReplay');
-    expect(() => resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R2' }, estimators: { mode: 'bypass' } })).toThrow("'R2' replays the routing of the ℓold recompute");
+    expect(() => resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R4' } })).toThrow(
+      'policy.routingReplay',
+    );
+    expect(() =>
+      resolveRunConfig({ ...base, policy: { model: moeModel, routingReplay: 'R2' }, estimators: { mode: 'bypass' } }),
+    ).toThrow("'R2' replays the routing of the ℓold recompute");
   });
 });

@@ -28,7 +28,9 @@ function smallConfig(overrides: string[] = []) {
 }
 
 async function run(dir: string, overrides: string[] = [], resume = false) {
-  const config = resume ? resolveRunConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))) : smallConfig(overrides);
+  const config = resume
+    ? resolveRunConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')))
+    : smallConfig(overrides);
   const cfg = resume ? resolveRunConfig(applyOverrides(config, overrides)) : config;
   return runGrpo({ config: cfg, outDir: dir, factory: policyFactory('ar'), resume, cacheDir });
 }
@@ -40,7 +42,9 @@ describe('GRPO run', () => {
     const a = readFileSync(join(root, 'a', 'metrics.jsonl'), 'utf8');
     expect(a.trim().split('\n')).toHaveLength(4);
     expect(readFileSync(join(root, 'b', 'metrics.jsonl'), 'utf8')).toBe(a);
-    expect(readFileSync(join(root, 'b', 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'a', 'eval.jsonl'), 'utf8'));
+    expect(readFileSync(join(root, 'b', 'eval.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'a', 'eval.jsonl'), 'utf8'),
+    );
     const c = JSON.parse(readFileSync(join(root, 'a', 'config.json'), 'utf8'));
     expect(c.estimators.correction).toEqual([{ name: 'none' }]);
   });
@@ -50,8 +54,12 @@ describe('GRPO run', () => {
     await run(join(root, 'part'), ['steps=3']);
     expect(existsSync(join(root, 'part', 'checkpoints', 'step-000003', 'backend.json'))).toBe(true);
     await run(join(root, 'part'), ['steps=6'], true);
-    const full = readFileSync(join(root, 'full', 'metrics.jsonl'), 'utf8').trim().split('\n');
-    const part = readFileSync(join(root, 'part', 'metrics.jsonl'), 'utf8').trim().split('\n');
+    const full = readFileSync(join(root, 'full', 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n');
+    const part = readFileSync(join(root, 'part', 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n');
     expect(part).toHaveLength(6);
     expect(part.slice(3)).toEqual(full.slice(3));
     expect(part).toEqual(full);
@@ -66,7 +74,9 @@ describe('GRPO run', () => {
     const lines = readJsonl<MetricRecord>(join(dir, 'metrics.jsonl'));
     expect(lines.map((l) => l['step'])).toEqual([1, 2, 3, 4]);
     await run(join(root, 'straight4'), ['steps=4', 'checkpoint.every=2']);
-    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight4', 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'straight4', 'metrics.jsonl'), 'utf8'),
+    );
   });
 
   it('resume after a torn last line of metrics.jsonl restarts from a checkpoint that agrees with the files', async () => {
@@ -77,11 +87,22 @@ describe('GRPO run', () => {
     writeFileSync(path, text.slice(0, text.length - 20)); // cut inside step 3's line
     const messages: string[] = [];
     const config = resolveRunConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')));
-    await runGrpo({ config, outDir: dir, factory: policyFactory('ar'), resume: true, cacheDir, observer: { onMessage: (m) => messages.push(m) } });
-    expect(messages.some((m) => m.includes('skipped') && m.includes('step-000003') && m.includes('metrics.jsonl'))).toBe(true);
+    await runGrpo({
+      config,
+      outDir: dir,
+      factory: policyFactory('ar'),
+      resume: true,
+      cacheDir,
+      observer: { onMessage: (m) => messages.push(m) },
+    });
+    expect(
+      messages.some((m) => m.includes('skipped') && m.includes('step-000003') && m.includes('metrics.jsonl')),
+    ).toBe(true);
     await run(join(root, 'straight3'), ['steps=3', 'checkpoint.every=2']);
     expect(readFileSync(path, 'utf8')).toBe(readFileSync(join(root, 'straight3', 'metrics.jsonl'), 'utf8'));
-    expect(readFileSync(join(dir, 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight3', 'eval.jsonl'), 'utf8'));
+    expect(readFileSync(join(dir, 'eval.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'straight3', 'eval.jsonl'), 'utf8'),
+    );
   });
 
   it('a corrupt newest checkpoint is skipped by name; resume continues from the one before', async () => {
@@ -90,12 +111,23 @@ describe('GRPO run', () => {
     const state = join(dir, 'checkpoints', 'step-000003', 'backend.json');
     writeFileSync(state, readFileSync(state, 'utf8').slice(0, 100));
     const messages: string[] = [];
-    const config = resolveRunConfig(applyOverrides(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')), ['steps=4']));
-    await runGrpo({ config, outDir: dir, factory: policyFactory('ar'), resume: true, cacheDir, observer: { onMessage: (m) => messages.push(m) } });
+    const config = resolveRunConfig(
+      applyOverrides(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')), ['steps=4']),
+    );
+    await runGrpo({
+      config,
+      outDir: dir,
+      factory: policyFactory('ar'),
+      resume: true,
+      cacheDir,
+      observer: { onMessage: (m) => messages.push(m) },
+    });
     expect(messages.find((m) => m.startsWith('resume: skipped'))).toMatch(/step-000003.*not valid JSON/);
     expect(messages).toContain(`resumed from ${join(dir, 'checkpoints', 'step-000002')} (step 2)`);
     await run(join(root, 'straight4b'), ['steps=4', 'checkpoint.every=2']);
-    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 'straight4b', 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(dir, 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 'straight4b', 'metrics.jsonl'), 'utf8'),
+    );
   });
 
   it('resume without any checkpoint starts over from step 0 and gives the uninterrupted run byte for byte', async () => {
@@ -111,14 +143,23 @@ describe('GRPO run', () => {
     const base = join(root, 'onpolicy-none');
     await run(base, ['steps=2', 'estimators.correction.name=none']);
     const baseLines = readJsonl<MetricRecord>(join(base, 'metrics.jsonl'));
-    const baseWeights = JSON.parse(readFileSync(join(base, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
+    const baseWeights = JSON.parse(
+      readFileSync(join(base, 'checkpoints', 'step-000002', 'backend.json'), 'utf8'),
+    ).weights;
     expect(baseLines[0]?.['rollout_corr/k3_kl']).toBe(0);
     for (const name of ['token-is', 'tis', 'seq-tis', 'icepop', 'mis-token', 'mis-seq', 'geo-rs', 'veto', 'ais']) {
       const dir = join(root, `onpolicy-${name}`);
       await run(dir, ['steps=2', `estimators.correction.name=${name}`]);
       const lines = readJsonl<MetricRecord>(join(dir, 'metrics.jsonl'));
       for (const [i, line] of lines.entries()) {
-        for (const key of ['reward/mean', 'actor/loss', 'actor/pg_loss', 'actor/grad_norm', 'rollout_corr/kl', 'rollout_corr/k3_kl']) {
+        for (const key of [
+          'reward/mean',
+          'actor/loss',
+          'actor/pg_loss',
+          'actor/grad_norm',
+          'rollout_corr/kl',
+          'rollout_corr/k3_kl',
+        ]) {
           expect(line[key], `${name} step ${i + 1} ${key}`).toBe(baseLines[i]?.[key]);
         }
       }
@@ -134,18 +175,32 @@ describe('GRPO run', () => {
     // tokens when nothing is rejected. Hence the loss/update metrics and the weights agree bit for bit
     // (actor/loss up to summation order, below); the
     // rollout_corr/* statistics differ by design (bypass measures ℓθ against ℓroll per mini-batch).
-    const common = ['steps=2', 'eval.every=0', 'estimators.correction={"name":"tis","C":2}', 'estimators.kl={"name":"k3","coef":0.01}'];
+    const common = [
+      'steps=2',
+      'eval.every=0',
+      'estimators.correction={"name":"tis","C":2}',
+      'estimators.kl={"name":"k3","coef":0.01}',
+    ];
     const dec = join(root, 'bypass-decoupled');
     const byp = join(root, 'bypass-a');
     await run(dec, common);
     await run(byp, [...common, 'estimators.mode=bypass']);
     await run(join(root, 'bypass-b'), [...common, 'estimators.mode=bypass']);
-    expect(readFileSync(join(root, 'bypass-b', 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(byp, 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(root, 'bypass-b', 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(byp, 'metrics.jsonl'), 'utf8'),
+    );
     const d = readJsonl<MetricRecord>(join(dec, 'metrics.jsonl'));
     const b = readJsonl<MetricRecord>(join(byp, 'metrics.jsonl'));
     expect(b).toHaveLength(2);
     for (const [i, line] of b.entries()) {
-      for (const key of ['reward/mean', 'actor/pg_loss', 'actor/kl_loss', 'actor/grad_norm', 'actor/pg_clipfrac', 'actor/ppo_kl']) {
+      for (const key of [
+        'reward/mean',
+        'actor/pg_loss',
+        'actor/kl_loss',
+        'actor/grad_norm',
+        'actor/pg_clipfrac',
+        'actor/ppo_kl',
+      ]) {
         expect(line[key], `step ${i + 1} ${key}`).toBeDefined();
         expect(line[key], `step ${i + 1} ${key}`).toBe(d[i]?.[key]);
       }
@@ -155,7 +210,8 @@ describe('GRPO run', () => {
       expect(line['actor/loss']).toBeCloseTo(d[i]!['actor/loss']!, 12);
     }
     expect(readFileSync(join(byp, 'eval.jsonl'), 'utf8')).toBe(readFileSync(join(dec, 'eval.jsonl'), 'utf8'));
-    const weights = (dir: string) => JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
+    const weights = (dir: string) =>
+      JSON.parse(readFileSync(join(dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
     expect(weights(byp)).toEqual(weights(dec));
     // the trainer recompute of ℓold is skipped (its phase is exactly 0), the reference one is not
     const timings = readJsonl<{ old: number; ref: number }>(join(byp, 'timings.jsonl'));
@@ -180,15 +236,28 @@ describe('GRPO run', () => {
     const sync = join(root, 'stale-sync');
     await run(sync, ['eval.every=0', 'steps=2']);
     const s = readJsonl<MetricRecord>(join(sync, 'metrics.jsonl'));
-    const { ['rollout/staleness']: _a, ['rollout/weight_version']: _b, ['rollout/version_lag']: _c, ...first } = lines[0]!;
+    const {
+      ['rollout/staleness']: _a,
+      ['rollout/weight_version']: _b,
+      ['rollout/version_lag']: _c,
+      ...first
+    } = lines[0]!;
     expect(first).toEqual(s[0]);
-    expect(lines[1]?.['reward/mean'] === s[1]?.['reward/mean'] && lines[1]?.['actor/loss'] === s[1]?.['actor/loss']).toBe(false);
+    expect(
+      lines[1]?.['reward/mean'] === s[1]?.['reward/mean'] && lines[1]?.['actor/loss'] === s[1]?.['actor/loss'],
+    ).toBe(false);
     // 3 steps, then resume to 6: the checkpoint carries the two batches generated ahead
     const resumed = join(root, 'stale-resumed');
     await run(resumed, [...common, 'steps=3']);
-    expect(JSON.parse(readFileSync(join(resumed, 'checkpoints', 'step-000003', 'checkpoint.json'), 'utf8')).pending.map((p: { step: number }) => p.step)).toEqual([4, 5]);
+    expect(
+      JSON.parse(readFileSync(join(resumed, 'checkpoints', 'step-000003', 'checkpoint.json'), 'utf8')).pending.map(
+        (p: { step: number }) => p.step,
+      ),
+    ).toEqual([4, 5]);
     await run(resumed, ['steps=6'], true);
-    expect(readFileSync(join(resumed, 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(straight, 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(resumed, 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(straight, 'metrics.jsonl'), 'utf8'),
+    );
   });
 
   it('support replay under top-p: identical plans give zero trainer–rollout mismatch; without replay they do not', async () => {
@@ -223,14 +292,20 @@ describe('GRPO run', () => {
 
   // A 200-step warm start plus 24 GRPO steps: about 100 s alone on two cores, so the default 120 s
   // limit is too tight when the other test fork runs beside it.
-  it('learns with the diffusion policy too (sims/diffusion-reverse.json, d1 estimator)', { timeout: 400_000 }, async () => {
-    const dir = join(root, 'learn-diffusion');
-    const raw = JSON.parse(readFileSync('sims/diffusion-reverse.json', 'utf8'));
-    const config = resolveRunConfig(applyOverrides(raw, ['steps=24', 'eval.every=0', 'eval.problems=8', 'checkpoint.every=0']));
-    await runGrpo({ config, outDir: dir, factory: policyFactory('diffusion'), cacheDir });
-    const r = readJsonl<MetricRecord>(join(dir, 'metrics.jsonl')).map((l) => l['reward/mean'] as number);
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    // Seeded: ≈ 0.43 over the first 6 steps, ≈ 0.55 over the last 6.
-    expect(mean(r.slice(-6))).toBeGreaterThan(mean(r.slice(0, 6)) + 0.05);
-  });
+  it(
+    'learns with the diffusion policy too (sims/diffusion-reverse.json, d1 estimator)',
+    { timeout: 400_000 },
+    async () => {
+      const dir = join(root, 'learn-diffusion');
+      const raw = JSON.parse(readFileSync('sims/diffusion-reverse.json', 'utf8'));
+      const config = resolveRunConfig(
+        applyOverrides(raw, ['steps=24', 'eval.every=0', 'eval.problems=8', 'checkpoint.every=0']),
+      );
+      await runGrpo({ config, outDir: dir, factory: policyFactory('diffusion'), cacheDir });
+      const r = readJsonl<MetricRecord>(join(dir, 'metrics.jsonl')).map((l) => l['reward/mean'] as number);
+      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      // Seeded: ≈ 0.43 over the first 6 steps, ≈ 0.55 over the last 6.
+      expect(mean(r.slice(-6))).toBeGreaterThan(mean(r.slice(0, 6)) + 0.05);
+    },
+  );
 });

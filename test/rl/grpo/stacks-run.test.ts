@@ -28,8 +28,10 @@ function config(overrides: string[]) {
   };
   return resolveRunConfig(applyOverrides(raw, overrides));
 }
-const run = (dir: string, overrides: string[]) => runGrpo({ config: config(overrides), outDir: join(root, dir), factory: policyFactory('ar'), cacheDir });
-const weights = (dir: string) => JSON.parse(readFileSync(join(root, dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
+const run = (dir: string, overrides: string[]) =>
+  runGrpo({ config: config(overrides), outDir: join(root, dir), factory: policyFactory('ar'), cacheDir });
+const weights = (dir: string) =>
+  JSON.parse(readFileSync(join(root, dir, 'checkpoints', 'step-000002', 'backend.json'), 'utf8')).weights;
 
 describe('GRPO loop with the stacks options', () => {
   it('loglinear proximal policy with no version lag is ℓold := ℓroll: the same update as bypass mode, without a recompute', async () => {
@@ -37,16 +39,31 @@ describe('GRPO loop with the stacks options', () => {
     await run('loglin', ['estimators.proxLogp={"method":"loglinear"}']);
     expect(weights('loglin')).toEqual(weights('byp'));
     expect(readJsonl<{ old: number }>(join(root, 'loglin', 'timings.jsonl')).map((r) => r.old)).toEqual([0, 0]);
-    expect(() => config(['estimators.proxLogp={"method":"loglinear"}', 'estimators.mode=bypass'])).toThrow(/config\.estimators\.proxLogp/);
+    expect(() => config(['estimators.proxLogp={"method":"loglinear"}', 'estimators.mode=bypass'])).toThrow(
+      /config\.estimators\.proxLogp/,
+    );
   }, 300_000);
 
   it("slime's OPSM form, TOPR and every stack's metric set run deterministically and log the stacks' names", async () => {
-    const o = ['estimators.correction={"name":"opsm","form":"slime","delta":0}', 'estimators.loss={"name":"topr"}', 'estimators.diagnostics={"stacks":["slime","skyrl","roll","trl","areal","prime-rl","nemo-rl","openrlhf","verl"]}'];
+    const o = [
+      'estimators.correction={"name":"opsm","form":"slime","delta":0}',
+      'estimators.loss={"name":"topr"}',
+      'estimators.diagnostics={"stacks":["slime","skyrl","roll","trl","areal","prime-rl","nemo-rl","openrlhf","verl"]}',
+    ];
     await run('s1', o);
     await run('s2', o);
-    expect(readFileSync(join(root, 's2', 'metrics.jsonl'), 'utf8')).toBe(readFileSync(join(root, 's1', 'metrics.jsonl'), 'utf8'));
+    expect(readFileSync(join(root, 's2', 'metrics.jsonl'), 'utf8')).toBe(
+      readFileSync(join(root, 's1', 'metrics.jsonl'), 'utf8'),
+    );
     const line = readJsonl<MetricRecord>(join(root, 's1', 'metrics.jsonl'))[0]!;
-    for (const k of ['train/train_rollout_logprob_abs_diff', 'actor/train_infer_ratio_token_mean', 'sampling/sampling_logp_difference/mean', 'vllm_kl', 'rollout_corr/opsm/masked_fraction', 'actor/topr_positive_ratio']) {
+    for (const k of [
+      'train/train_rollout_logprob_abs_diff',
+      'actor/train_infer_ratio_token_mean',
+      'sampling/sampling_logp_difference/mean',
+      'vllm_kl',
+      'rollout_corr/opsm/masked_fraction',
+      'actor/topr_positive_ratio',
+    ]) {
       expect(line[k], k).toBeTypeOf('number');
     }
   }, 300_000);
