@@ -34,7 +34,8 @@ export {
 export { summaryMarkdown, summaryTableHtml, deltaTableHtml, type SeriesStyle } from './table.js';
 
 // Plots (Vega-Lite specs, SVG).
-export { plotSpec, deltaSpec, renderSvg, PLOT_PANELS, type PlotPanel, configStyles, type CurvePoint } from './plots.js';
+export { plotSpec, deltaSpec, renderSvg, configStyles, type CurvePoint } from './plots.js';
+export { PLOT_PANELS, type PlotPanel } from './plot-panels.js';
 
 // The report page.
 export type { ReportContext } from './html.js';

@@ -48,22 +48,24 @@ export {
   type StepTensor,
 } from '../golden/step-bundle.js';
 export {
-  bundleConfig,
   formatReplay,
   REPLAY_TOLERANCE,
   replayBound,
   replayStages,
   replayStep,
-  stackOptionTables,
-  trlDefaults,
-  trlEstimateConfig,
-  trlInertOptions,
   type ReplayResult,
   type ReplayStage,
   type ReplayStageName,
   type ReplayStatus,
-  type StackOptions,
 } from '../golden/replay.js';
+export {
+  bundleConfig,
+  stackOptionTables,
+  trlDefaults,
+  trlEstimateConfig,
+  trlInertOptions,
+  type StackOptions,
+} from '../golden/stack-options.js';
 
 // The qrl-backend/1 conformance battery of `qrl-sim backend-check`, for a backend's own test suite.
 export { formatConformance, runConformance, type ConformanceOptions, type ConformanceRow } from './conformance.js';

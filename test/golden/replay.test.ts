@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { estimate, sequenceAdvantages } from '../../src/rl/estimate.js';
-import { trlEstimateConfig, replayStep } from '../../src/golden/replay.js';
+import { replayStep } from '../../src/golden/replay.js';
+import { trlEstimateConfig } from '../../src/golden/stack-options.js';
 import { readStepBundle } from '../../src/golden/step-bundle.js';
 import { runCli } from '../cli/io.js';
 

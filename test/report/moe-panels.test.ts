@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { writeReport } from '../../src/report/index.js';
-import { moePanels } from '../../src/report/plots.js';
+import { moePanels } from '../../src/report/plot-panels.js';
 import type { RunRecord } from '../../src/report/runs.js';
 import { fixtureConfig, fixtureMetrics, tempDir, writeFixtureRun } from './fixtures.js';
 
