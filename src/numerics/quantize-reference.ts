@@ -91,15 +91,8 @@ export function quantizeReference(
   const layout = cellLayout(spec.granularity, rows, cols);
   const cellOf = (r: number, c: number): number => layout.index(r, c);
   const stats = referenceCellStats(x, rows, cols, cellOf, layout.count, spec.amaxNan ?? 'ignore');
-  const params = cellParams(
-    spec,
-    fmt,
-    stats,
-    layout,
-    options,
-    new Float32Array(layout.count),
-    new Float32Array(layout.count),
-  );
+  const [scales, factors] = [new Float32Array(layout.count), new Float32Array(layout.count)];
+  const params = cellParams({ spec, fmt, stats, layout, options, scales, factors });
   const clamp = spec.clamp ?? 'none';
   const clampCode = clampCodes[clamp];
   if (clampCode === undefined)

@@ -190,7 +190,7 @@ function quantizeWith(
     scales = viewOf(views?.scales, scratch.scales, layout.count);
   } else scales = new Float32Array(layout.count);
   scratch.factors = grown(scratch.factors, layout.count);
-  const params = cellParams(spec, fmt, stats, layout, options, scales, scratch.factors);
+  const params = cellParams({ spec, fmt, stats, layout, options, scales, factors: scratch.factors });
   const clamp = spec.clamp ?? 'none';
   const cl = clampCodes[clamp];
   if (cl === undefined)
@@ -213,6 +213,9 @@ function quantizeWith(
   const { factors, op, zeroPoints } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
+  const scaling: RunScaling = { x, isDiv, cl, fmax };
+  const floatRun: FloatRun = { ...scaling, scaled, scaledBits };
+  const intCells: IntRun | null = ints === null ? null : { ...scaling, ...ints };
   // Elements of one cell are consecutive in a row (in the whole tensor for one cell): the factor is read once per run.
   const flat = layout.count === 1;
   const seg = flat ? Math.max(n, 1) : Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
@@ -223,8 +226,8 @@ function quantizeWith(
     for (let c0 = 0, cell = rowCell; c0 < width; c0 += seg, cell++) {
       const f = factors[cell] as number;
       const end = base + Math.min(width, c0 + seg);
-      if (ints === null) scaleRun(x, scaled, scaledBits, base + c0, end, f, isDiv, cl, fmax);
-      else intRun(x, ints, base + c0, end, f, zeroPoints ? (zeroPoints[cell] as number) : 0, isDiv, cl, fmax);
+      if (ints === null) scaleRun(floatRun, base + c0, end, f);
+      else intRun(intCells as IntRun, base + c0, end, f, zeroPoints ? (zeroPoints[cell] as number) : 0);
     }
   }
   if (fmt.kind === 'int') return quantizedTensor(spec, rows, cols, (ints as IntRunSettings).out, params, layout.shape);
@@ -284,18 +287,26 @@ function encoderOf(spec: QuantSpec, fmt: FloatFormat): FastEncoder | null {
   return enc;
 }
 
+/** What every cell run of one quantize call shares: the input, the scaling op and the pre-cast clamp. */
+interface RunScaling {
+  readonly x: Float32Array;
+  /** Divide by the cell's factor (else multiply). */
+  readonly isDiv: boolean;
+  /** The pre-cast clamp's code ({@link clampCodes}). */
+  readonly cl: number;
+  /** The element format's largest finite magnitude. */
+  readonly fmax: number;
+}
+
+/** A float format's cell runs: the scaled elements and their bits (one buffer). */
+interface FloatRun extends RunScaling {
+  readonly scaled: Float32Array;
+  readonly scaledBits: Uint32Array;
+}
+
 /** Scaled elements x[i]·f (or x[i]/f) of one cell run [from, end), pre-cast clamped, into `scaled`. */
-function scaleRun(
-  x: Float32Array,
-  scaled: Float32Array,
-  scaledBits: Uint32Array,
-  from: number,
-  end: number,
-  f: number,
-  isDiv: boolean,
-  cl: number,
-  fmax: number,
-): void {
+function scaleRun(run: FloatRun, from: number, end: number, f: number): void {
+  const { x, scaled, scaledBits, isDiv, cl, fmax } = run;
   for (let i = from; i < end; i++) {
     const v = x[i] as number;
     const p = isDiv ? fr(v / f) : fr(v * f);
@@ -329,6 +340,9 @@ interface IntRunSettings {
   readonly hi: number;
 }
 
+/** An integer format's cell runs: the shared scaling and the integer settings. */
+interface IntRun extends RunScaling, IntRunSettings {}
+
 function intRunSettings(fmt: IntFormat, spec: QuantSpec, n: number): IntRunSettings {
   const mode = spec.mode ?? 'rne';
   const nanValue = (spec.intNan ?? 'min') === 'min' ? fmt.min : 0;
@@ -351,18 +365,8 @@ const RNE_MAGIC = 6755399441055744;
  * float format takes through its `scaled` array (a float32 value, stored and read back unchanged), so the
  * codes are those of roundInt and the clamp; `negativeZero` cannot matter (±0 both round to code 0).
  */
-function intRun(
-  x: Float32Array,
-  st: IntRunSettings,
-  from: number,
-  end: number,
-  f: number,
-  zp: number,
-  isDiv: boolean,
-  cl: number,
-  fmax: number,
-): void {
-  const { out, mode, rne, nanValue, lo, hi } = st;
+function intRun(run: IntRun, from: number, end: number, f: number, zp: number): void {
+  const { x, isDiv, cl, fmax, out, mode, rne, nanValue, lo, hi } = run;
   for (let i = from; i < end; i++) {
     const v = x[i] as number;
     const s = clampScaled(isDiv ? fr(v / f) : fr(v * f), cl, fmax);

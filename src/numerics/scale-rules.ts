@@ -122,16 +122,8 @@ function e4m3Satfinite(x: number): number {
 }
 
 /** The element factors of an amax/minmax/static rule per its {@link ScalingOp} (the scales are already set). */
-function paramsByScaling(
-  scaling: ScalingOp,
-  rule: ScaleRule,
-  fmax: number,
-  stats: CellStats,
-  scales: Float32Array,
-  factors: Float32Array,
-  count: number,
-  zeroPoints?: Int32Array,
-): CellParams {
+function paramsByScaling(c: ScaleContext, rule: ScaleRule, zeroPoints?: Int32Array): CellParams {
+  const { scaling, fmax, stats, scales, factors, count } = c;
   if (scaling === 'divide')
     return zeroPoints ? { scales, factors: scales, op: 'div', zeroPoints } : { scales, factors: scales, op: 'div' };
   for (let i = 0; i < count; i++) {
@@ -230,14 +222,14 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
         for (let i = 0; i < c.count; i++)
           zeroPoints[i] = typeof rule.zeroPoint === 'number' ? rule.zeroPoint : (rule.zeroPoint[i] ?? 0);
       }
-      return paramsByScaling(c.scaling, rule, c.fmax, c.stats, c.scales, c.factors, c.count, zeroPoints);
+      return paramsByScaling(c, rule, zeroPoints);
     },
   },
   amax: {
     validate: noChecks,
     params: (rule, c) => {
       amaxScales(rule, c);
-      return paramsByScaling(c.scaling, rule, c.fmax, c.stats, c.scales, c.factors, c.count);
+      return paramsByScaling(c, rule);
     },
   },
   minmax: {
@@ -247,7 +239,7 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
     params: (rule, c) => {
       const { scales: s, zeroPoints } = minmaxParams(rule, c.fmt as IntFormat, c.stats, c.count);
       c.scales.set(s);
-      return paramsByScaling(c.scaling, rule, c.fmax, c.stats, c.scales, c.factors, c.count, zeroPoints);
+      return paramsByScaling(c, rule, zeroPoints);
     },
   },
   mx: {
@@ -357,19 +349,18 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
   },
 } satisfies ScaleRuleTable);
 
+/** What {@link cellParams} reads: a {@link ScaleContext} less what it derives (cell count, format maximum, scaling). */
+export type CellParamsInput = Pick<
+  ScaleContext,
+  'spec' | 'fmt' | 'layout' | 'stats' | 'options' | 'scales' | 'factors'
+>;
+
 /**
  * The cell parameters of `spec` from the cell statistics: the rule's entry checks, then computes.
  * `scales` is the result's scale array, `factors` scratch (both of at least `layout.count` cells).
  */
-export function cellParams(
-  spec: QuantSpec,
-  fmt: ElementFormat,
-  stats: CellStats,
-  layout: CellLayout,
-  options: QuantizeOptions,
-  scales: Float32Array,
-  factors: Float32Array,
-): CellParams {
+export function cellParams(cells: CellParamsInput): CellParams {
+  const { spec, fmt, stats, layout, options, scales, factors } = cells;
   const rule = spec.scale;
   const entry = (scaleRules as Record<string, ScaleRuleEntry<ScaleRule> | undefined>)[rule.kind];
   if (entry === undefined) throw new Error(`scale.kind: unknown '${(rule as { kind: string }).kind}'`);

@@ -8,6 +8,7 @@ import {
   markGemmOperandImmutable,
   newFp32Kernel,
   FP32_BLOCKING,
+  type Fp32Product,
   type WasmKernel,
 } from './kernels/fp32-kernel.js';
 
@@ -142,23 +143,22 @@ export function disposeGemmThreads(): void {
   pool = null;
 }
 
+/** One thread's share of a product: tasks id, id + threads, … of `rowsPerTask` rows each. */
+interface ThreadShare {
+  readonly id: number;
+  readonly threads: number;
+  readonly rowsPerTask: number;
+}
+
 /**
  * The caller's share: the rows of tasks id, id + threads, … of out (m×n) = A (m×k) · B (n×k)ᵀ, through the SIMD
  * kernel where WebAssembly SIMD is available and the sequential float32 loop elsewhere (same bits); the
  * worker's `threadRows` in WORKER_SOURCE is the same algorithm. B's panels come from {@link writeFp32Panels}
  * (kept for an operand marked immutable).
  */
-function threadRows(
-  A: Float32Array,
-  B: Float32Array,
-  O: Float32Array,
-  m: number,
-  n: number,
-  k: number,
-  id: number,
-  threads: number,
-  rowsPerTask: number,
-): void {
+function threadRows(product: Fp32Product, share: ThreadShare): void {
+  const { A, B, out: O, m, n, k } = product;
+  const { id, threads, rowsPerTask } = share;
   if (callerKernel === undefined) callerKernel = newFp32Kernel();
   const wasm = callerKernel;
   const rows: number[] = [];
@@ -166,7 +166,7 @@ function threadRows(
     for (let i = t * rowsPerTask, i1 = Math.min(m, (t + 1) * rowsPerTask); i < i1; i++) rows.push(i);
   }
   if (wasm !== null && rows.length > 0 && n > 0) {
-    fp32KernelRows(wasm, A, B, O, threads === 1 ? null : rows, m, n, k);
+    fp32KernelRows(wasm, product, threads === 1 ? null : rows);
     return;
   }
   const fr = Math.fround;
@@ -209,7 +209,10 @@ export function threadedGemmF32(
   const words = m * k + n * k + m * n;
   if (used === 1) {
     // b itself where it is exactly (n, k): the identity a marked operand's kept panels are found by.
-    threadRows(a, b.length === n * k ? b : b.subarray(0, n * k), out, m, n, k, 0, 1, GEMM_ROWS_PER_TASK);
+    threadRows(
+      { A: a, B: b.length === n * k ? b : b.subarray(0, n * k), out, m, n, k },
+      { id: 0, threads: 1, rowsPerTask: GEMM_ROWS_PER_TASK },
+    );
     return out;
   }
   const p = poolOf(threads - 1);
@@ -230,15 +233,15 @@ export function threadedGemmF32(
   Atomics.add(ctrl, 0, 1);
   Atomics.notify(ctrl, 0);
   threadRows(
-    data.subarray(0, m * k),
-    data.subarray(m * k, m * k + n * k),
-    data.subarray(m * k + n * k, words),
-    m,
-    n,
-    k,
-    0,
-    used,
-    GEMM_ROWS_PER_TASK,
+    {
+      A: data.subarray(0, m * k),
+      B: data.subarray(m * k, m * k + n * k),
+      out: data.subarray(m * k + n * k, words),
+      m,
+      n,
+      k,
+    },
+    { id: 0, threads: used, rowsPerTask: GEMM_ROWS_PER_TASK },
   );
   const waiting = p.workers.length;
   const deadline = performance.now() + 600_000;

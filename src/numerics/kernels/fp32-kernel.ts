@@ -342,11 +342,22 @@ function storeRows(l: Fp32Layout, out: Float32Array, rows: readonly number[] | n
   for (let q = 0; q < m; q++) out.set(mem.subarray(outAt + q * width, outAt + q * width + n), (rows === null ? q : (rows[q] as number)) * n);
 }
 
+/** out (m, n) = A (m, k) · B (n, k)ᵀ, row-major: the operands and sizes of one fp32 product. @internal */
+export interface Fp32Product {
+  readonly A: Float32Array;
+  readonly B: Float32Array;
+  readonly out: Float32Array;
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+}
+
 /**
- * out(rows, ·) = A(rows, ·) · Bᵀ through the kernel `wk`, whole K (the GEMM of one thread of threadedGemmF32):
- * `rows` the rows of A and out to compute, in order (null: all m rows); B (n, k). @internal
+ * out(rows, ·) = A(rows, ·) · Bᵀ of `product` through the kernel `wk`, whole K (the GEMM of one thread of
+ * threadedGemmF32): `rows` the rows of A and out to compute, in order (null: all m rows). @internal
  */
-export function fp32KernelRows(wk: WasmKernel, A: Float32Array, B: Float32Array, out: Float32Array, rows: readonly number[] | null, m: number, n: number, k: number): void {
+export function fp32KernelRows(wk: WasmKernel, product: Fp32Product, rows: readonly number[] | null): void {
+  const { A, B, out, m, n, k } = product;
   const count = rows === null ? m : rows.length;
   if (count === 0 || n === 0) return;
   const l = layoutOf(wk, count, n, k);
