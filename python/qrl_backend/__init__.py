@@ -15,7 +15,7 @@ from .wire import (
     write_safetensors,
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, StepResult
+from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Backend",
     "ConfiguredFromRun",
     "RolloutBatch",
+    "GENERATE_KEYWORDS",
     "LOGPROBS_KEYWORDS",
     "LogprobsResult",
     "StepResult",

@@ -14,6 +14,8 @@ from .wire import FAILED_PRECONDITION, PROTOCOL, ProtocolError, RolloutBatch, Rp
 
 #: The keyword arguments `Backend.logprobs` may take beyond (batch, rows, policy, grad), and the wire field of each.
 LOGPROBS_KEYWORDS: Dict[str, str] = {"routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}
+#: The optional keyword arguments of `Backend.generate`, each with the request field it comes from.
+GENERATE_KEYWORDS: Dict[str, str] = {"max_new_tokens": "maxNewTokens"}
 
 
 @dataclass
@@ -82,6 +84,11 @@ class Backend:
     def sync(self) -> int:
         """Rebuilds the rollout engine from the trainer's weights; returns the weight version it serves."""
         raise RpcError(FAILED_PRECONDITION, "sync: not implemented")
+
+    #: The keyword arguments of GENERATE_KEYWORDS this backend's `generate` takes. Like `logprobs_keywords`:
+    #: declared next to the `generate` it describes; a subclass overriding `generate` without declaring again
+    #: has them read from its signature instead, once per class.
+    generate_keywords: ClassVar[Optional[FrozenSet[str]]] = frozenset({"max_new_tokens"})
 
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
                  max_new_tokens: Optional[int] = None) -> RolloutBatch:
@@ -177,6 +184,8 @@ class ConfiguredFromRun(Backend):
 
     def sync(self) -> int:
         return self._be().sync()
+
+    generate_keywords = frozenset({"max_new_tokens"})
 
     def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):  # noqa: ANN001, ANN201
         return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)

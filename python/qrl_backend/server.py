@@ -13,11 +13,11 @@ import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Lock
-from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional
+from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional, Tuple
 
 import numpy as np
 
-from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
+from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -61,50 +61,44 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 
 
 def _refuse_keyword(method: str, keyword: str) -> NoReturn:
-    field = {"max_new_tokens": "maxNewTokens", **LOGPROBS_KEYWORDS}.get(keyword, keyword)
+    field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS}.get(keyword, keyword)
     raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {keyword}", field)
 
 
-_logprobs_keywords_by_class: Dict[type, FrozenSet[str]] = {}
+_keywords_by_class: Dict[Tuple[type, str], FrozenSet[str]] = {}
 
 
-def _logprobs_keywords(be: Backend) -> FrozenSet[str]:
-    """The keyword arguments `be.logprobs` takes: the `logprobs_keywords` declared by the class that defines
-    the `logprobs` in use (a subclass overriding `logprobs` does not inherit its parent's declaration); for a
+def _declared_keywords(be: Backend, method: str, known_keywords: Dict[str, str]) -> FrozenSet[str]:
+    """The optional keyword arguments `be.<method>` takes: the `<method>_keywords` declared by the class that
+    defines the `<method>` in use (a subclass overriding it does not inherit its parent's declaration); for a
     class written before that declaration, the ones its signature names (all, with **kwargs). Once per class."""
     cls = type(be)
-    known = _logprobs_keywords_by_class.get(cls)
+    known = _keywords_by_class.get((cls, method))
     if known is not None:
         return known
-    owner = next(c for c in cls.__mro__ if "logprobs" in c.__dict__)
-    declared = owner.__dict__.get("logprobs_keywords")
+    owner = next(c for c in cls.__mro__ if method in c.__dict__)
+    declared = owner.__dict__.get(f"{method}_keywords")
     if declared is not None:
         known = frozenset(declared)
-        unknown = sorted(known - LOGPROBS_KEYWORDS.keys())
+        unknown = sorted(known - known_keywords.keys())
         if unknown:
-            raise TypeError(f"{owner.__name__}.logprobs_keywords: unknown keyword(s) {unknown} (known: {sorted(LOGPROBS_KEYWORDS)})")
+            raise TypeError(f"{owner.__name__}.{method}_keywords: unknown keyword(s) {unknown} (known: {sorted(known_keywords)})")
     else:
         import inspect
 
-        params = inspect.signature(be.logprobs).parameters
+        params = inspect.signature(getattr(be, method)).parameters
         takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        known = frozenset(k for k in LOGPROBS_KEYWORDS if takes_all or k in params)
-    _logprobs_keywords_by_class[cls] = known
+        known = frozenset(k for k in known_keywords if takes_all or k in params)
+    _keywords_by_class[(cls, method)] = known
     return known
 
 
-def _accepted(fn: Callable[..., Any], extra: Dict[str, Any], method: str) -> Dict[str, Any]:
-    """The keyword arguments of `extra` that `fn` takes (generate's max_new_tokens). A backend written before a
-    field existed keeps working as long as the request does not use it; one that is used but not taken is refused."""
-    import inspect
-
-    if not extra:
-        return {}
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return extra
+def _taken(be: Backend, method: str, known_keywords: Dict[str, str], extra: Dict[str, Any]) -> Dict[str, Any]:
+    """`extra` when `be.<method>` takes each of its keywords; a request using one it does not take is refused,
+    naming the field. A backend written before a field existed keeps working as long as requests do not use it."""
+    takes = _declared_keywords(be, method, known_keywords)
     for k in extra:
-        if k not in params:
+        if k not in takes:
             _refuse_keyword(method, k)
     return extra
 
@@ -145,7 +139,7 @@ def _generate(be: Backend, params: Any) -> Any:
     extra = {}
     if "maxNewTokens" in p:
         extra["max_new_tokens"] = int_field(p["maxNewTokens"], "maxNewTokens", 1)
-    batch = be.generate(prompts, string_field(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_accepted(be.generate, extra, "generate"))
+    batch = be.generate(prompts, string_field(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_taken(be, "generate", GENERATE_KEYWORDS, extra))
     return batch_to_json(batch)
 
 
@@ -186,11 +180,7 @@ def _logprobs(be: Backend, params: Any) -> Any:
             raise ProtocolError("probSqSum", f"expected a boolean, got {p['probSqSum']!r}")
         if p["probSqSum"]:
             extra["prob_sq_sum"] = True
-    takes = _logprobs_keywords(be)
-    for k in extra:
-        if k not in takes:
-            _refuse_keyword("logprobs", k)
-    res = LogprobsResult.of(be.logprobs(batch, rows, p["policy"], grad, **extra))
+    res = LogprobsResult.of(be.logprobs(batch, rows, p["policy"], grad, **_taken(be, "logprobs", LOGPROBS_KEYWORDS, extra)))
     answer: Dict[str, Any] = {"logp": encode_tensor(np.asarray(res.logp, dtype=np.float64))}
     if res.entropy is not None:
         answer["entropy"] = encode_tensor(np.asarray(res.entropy, dtype=np.float64))

@@ -134,6 +134,47 @@ def test_declared_logprobs_keywords_win_over_the_signature():
     assert "logprobs_keywords: unknown keyword" in e["message"]
 
 
+def test_generate_keywords_are_declared_and_a_legacy_signature_still_serves():
+    import qrl_backend.server as server
+    from qrl_backend import GENERATE_KEYWORDS
+    from qrl_backend.numpy_ar.backend import NumpyArBackend
+
+    gen = {"prompts": [[1, 5, 3]], "seed": "s", "maxNewTokens": 2}
+
+    class Declared(Backend):
+        generate_keywords = frozenset()
+
+        def generate(self, prompts, seed, sampling, greedy, side, **kwargs):  # takes anything: the declaration decides
+            return BATCH
+
+    e = call(Declared(), "generate", gen)["error"]
+    assert e["data"]["field"] == "maxNewTokens" and "does not take max_new_tokens" in e["message"]
+
+    class Legacy(Backend):  # written before maxNewTokens: no declaration, no keyword in its signature
+        def generate(self, prompts, seed, sampling, greedy, side):
+            return BATCH
+
+    assert "result" in call(Legacy(), "generate", {k: v for k, v in gen.items() if k != "maxNewTokens"})
+    assert call(Legacy(), "generate", gen)["error"]["data"]["field"] == "maxNewTokens"
+    assert set(GENERATE_KEYWORDS) == {"max_new_tokens"}
+    # The SDK's own backends declare theirs: the server reads no signature for them.
+    import inspect
+
+    seen = []
+    real = inspect.signature
+    try:
+        inspect.signature = lambda fn, *a, **k: seen.append(fn) or real(fn, *a, **k)
+        for cls in (NumpyArBackend,):
+            server._keywords_by_class.pop((cls, "generate"), None)
+            server._keywords_by_class.pop((cls, "logprobs"), None)
+            be = cls.__new__(cls)
+            assert server._declared_keywords(be, "generate", GENERATE_KEYWORDS) == {"max_new_tokens"}
+            assert server._declared_keywords(be, "logprobs", server.LOGPROBS_KEYWORDS) == {"prob_sq_sum"}
+    finally:
+        inspect.signature = real
+    assert seen == []
+
+
 def test_logprobs_result_is_read_by_field_and_converts_a_legacy_tuple():
     import pytest
 

@@ -222,6 +222,8 @@ class HfBackend(Backend):
         out = self.generate(batch.prompts, "teacher-forced", s, False, "rollout", max_new_tokens=batch.T, forced=(batch.responses, batch.mask))
         return out.logp_rollout
 
+    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
                  max_new_tokens: Optional[int] = None, forced=None) -> RolloutBatch:
         P = len(prompts[0])

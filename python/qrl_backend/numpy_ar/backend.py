@@ -75,6 +75,8 @@ class NumpyArBackend(Backend):
         digest = hashlib.sha256(seed.encode("utf8")).digest()
         return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
 
+    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
                  max_new_tokens: Optional[int] = None) -> RolloutBatch:
         P = len(prompts[0])

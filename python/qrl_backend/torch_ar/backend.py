@@ -156,6 +156,8 @@ class TorchArBackend(Backend):
         self.served = self.version
         return self.served
 
+    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
                  max_new_tokens: Optional[int] = None) -> RolloutBatch:
         import hashlib
