@@ -96,6 +96,7 @@ export {
   type StackMetricSet,
   type StackName,
 } from './stack-metrics.js';
+export { parameterChangeCounts, type ParameterChangeCounts } from './parameter-changes.js';
 
 // Mismatch by response position and length.
 export {
