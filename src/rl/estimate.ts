@@ -217,6 +217,7 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
           lossMask,
           weights,
           advantages: tokenAdv,
+          aggregation: config.aggregation.name,
         },
         config.diagnostics.stacks,
       ),

@@ -1,6 +1,7 @@
 // What every stack's mismatch metric set reads (the input and doc types) and the token and row reductions the
 // sets share. stack-metrics.ts holds the sets themselves.
 
+import type { AggregationName } from './aggregation.js';
 import type { BatchShape, MetricRecord } from './types.js';
 import { rowMaskedSums } from './types.js';
 
@@ -23,6 +24,11 @@ export interface StackMetricInput {
   readonly weights?: Float64Array | undefined;
   /** Per-token advantages (prime-rl's DPPO mask reads their sign). @defaultValue 0 */
   readonly advantages?: Float64Array | undefined;
+  /**
+   * The loss's aggregation mode: a stack whose metrics follow its loss reducer reads it (slime's with
+   * `slime-per-token`, its `--calculate-per-token-loss`). @defaultValue the stack's default reducer
+   */
+  readonly aggregation?: AggregationName | undefined;
 }
 
 /** One documented metric of a stack. */

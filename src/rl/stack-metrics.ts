@@ -149,11 +149,11 @@ export const stackMetricSets = {
     metrics: {
       'train/train_rollout_logprob_abs_diff': {
         formula:
-          '(1/B)·Σ_i mean_t |x| (per-sample mean, summed, divided by the step sample count; an empty sample adds 0)',
-        source: `${SLIME} slime/backends/megatron_utils/loss.py l.1136–1151; cp_utils.py l.70–79`,
+          "(1/B)·Σ_i mean_t |x| (per-sample mean, summed, divided by the step sample count; an empty sample adds 0); with aggregation slime-per-token (--calculate-per-token-loss) Σ_{i,t} |x| / Σ_i max(n_i, 1), n_i the sample's tokens",
+        source: `${SLIME} slime/backends/megatron_utils/loss.py l.1136–1151, l.1317, l.1377; cp_utils.py l.70–101`,
       },
       'train/tis': {
-        formula: '(1/B)·Σ_i mean_t ρ',
+        formula: '(1/B)·Σ_i mean_t ρ (slime-per-token: Σ_{i,t} ρ / Σ_i max(n_i, 1), as every metric of this set)',
         source: `${SLIME} loss.py vanilla_tis_function l.895, l.1157–1163`,
       },
       'train/tis_abs': { formula: '(1/B)·Σ_i mean_t |ρ − 1|', source: `${SLIME} loss.py l.896` },
@@ -164,10 +164,17 @@ export const stackMetricSets = {
     },
     compute: (input) => {
       const B = input.shape.B;
-      const per = (f: (x: number) => number): number =>
-        B > 0
-          ? rowMeans(input, (k) => f(input.logpTrain[k]! - input.logpRollout[k]!)).means.reduce((a, b) => a + b, 0) / B
-          : 0;
+      const x = (k: number): number => input.logpTrain[k]! - input.logpRollout[k]!;
+      // --calculate-per-token-loss: sum_of_token over the loss masks, divided by the logged normaliser
+      // num_tokens = Σ_i clamp_min(n_i, 1) (loss.py l.1317, l.1377; cp_utils.py l.96–101), so an empty sample adds 1.
+      const perToken = input.aggregation === 'slime-per-token';
+      const per = (f: (x: number) => number): number => {
+        if (B === 0) return 0;
+        const rows = rowMeans(input, (k) => f(x(k)));
+        if (!perToken) return rows.means.reduce((a, b) => a + b, 0) / B;
+        const sum = rowSums(input, (k) => f(x(k))).reduce((a, b) => a + b, 0);
+        return sum / rows.counts.reduce((a, n) => a + Math.max(n, 1), 0);
+      };
       return {
         'train/train_rollout_logprob_abs_diff': per(Math.abs),
         'train/tis': per(Math.exp),

@@ -198,6 +198,43 @@ describe('slime --calculate-per-token-loss with an empty sample (loss.py l.1317,
     // the gradient of the first token: −A·r / 4
     expect(estimateJson(cfg('slime-per-token')).gradLogpTheta[0]![0]).toBeCloseTo(-E(0.1) / 4, 15);
   });
+
+  it("slime's metrics take the same normaliser: Σ_{i,t} f / Σ_i max(n_i, 1) (loss.py l.1159–1163, l.1377)", () => {
+    // ℓtrain = ℓold, ℓroll 0.2 below it on row 0 and 0.1 above it on row 1's one token; row 2 empty
+    const old = [
+      [-1.0, -0.5],
+      [-2.0, -0.9],
+      [-0.3, -0.3],
+    ];
+    const roll = [
+      [-1.2, -0.7],
+      [-1.9, -0.9],
+      [-0.3, -0.3],
+    ];
+    const mask = [
+      [1, 1],
+      [1, 0],
+      [0, 0],
+    ];
+    const metrics = (aggregation: string) =>
+      estimateJson({
+        logpTheta: old,
+        logpOld: old,
+        logpRollout: roll,
+        mask,
+        advantages: mask,
+        config: { aggregation, diagnostics: { stacks: ['slime'] } },
+      }).metrics;
+    const x = [0.2, 0.2, -0.1]; // ℓtrain − ℓroll on the three response tokens
+    const perToken = metrics('slime-per-token');
+    expect(perToken['train/tis']).toBeCloseTo((E(0.2) + E(0.2) + E(-0.1)) / (2 + 1 + 1), 14);
+    expect(perToken['train/train_rollout_logprob_abs_diff']).toBeCloseTo((0.2 + 0.2 + 0.1) / 4, 14);
+    expect(perToken['train/tis_abs']).toBeCloseTo(x.reduce((a, v) => a + Math.abs(E(v) - 1), 0) / 4, 14);
+    // the default reducer: per-sample means over the B = 3 samples, the empty one adding 0
+    const perSample = metrics('seq-mean-token-mean');
+    expect(perSample['train/tis']).toBeCloseTo((E(0.2) + E(-0.1)) / 3, 14);
+    expect(perSample['train/train_rollout_logprob_abs_diff']).toBeCloseTo((0.2 + 0.1) / 3, 14);
+  });
 });
 
 describe("slime's options against central differences", () => {

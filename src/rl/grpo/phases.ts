@@ -321,7 +321,16 @@ export function mismatchAtOld(
     Object.assign(
       metrics,
       stackMetrics(
-        { shape, logpTrain: logpOld, logpRollout, responseMask, lossMask, weights, advantages },
+        {
+          shape,
+          logpTrain: logpOld,
+          logpRollout,
+          responseMask,
+          lossMask,
+          weights,
+          advantages,
+          aggregation: est.aggregation.name,
+        },
         est.diagnostics.stacks,
       ),
     );
@@ -440,7 +449,12 @@ function miniBatchCorrection(
     };
     metrics.push(mismatchDiagnostics({ ...diag, logpOld: stageOld, entropy: theta.entropy }).metrics);
     if (est.diagnostics.stacks !== undefined)
-      metrics.push(stackMetrics({ ...diag, logpTrain: stageOld, advantages: mb.advantages }, est.diagnostics.stacks));
+      metrics.push(
+        stackMetrics(
+          { ...diag, logpTrain: stageOld, advantages: mb.advantages, aggregation: est.aggregation.name },
+          est.diagnostics.stacks,
+        ),
+      );
   }
   return { value, metrics };
 }
