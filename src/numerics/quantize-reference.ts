@@ -99,6 +99,7 @@ export function quantizeReference(
     options,
     new Float32Array(layout.count),
     new Float32Array(layout.count),
+    { x, cols },
   );
   const clamp = spec.clamp ?? 'none';
   const clampCode = clampCodes[clamp];

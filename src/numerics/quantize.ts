@@ -29,6 +29,7 @@ export {
   type MxScaleRule,
   type NoScaleRule,
   type Nvfp4ScaleRule,
+  type FourOverSixRule,
   type PreCastClamp,
   type QuantCodes,
   type QuantSpec,
@@ -190,7 +191,7 @@ function quantizeWith(
     scales = viewOf(views?.scales, scratch.scales, layout.count);
   } else scales = new Float32Array(layout.count);
   scratch.factors = grown(scratch.factors, layout.count);
-  const params = cellParams(spec, fmt, stats, layout, options, scales, scratch.factors);
+  const params = cellParams(spec, fmt, stats, layout, options, scales, scratch.factors, { x, cols });
   const clamp = spec.clamp ?? 'none';
   const cl = clampCodes[clamp];
   if (cl === undefined)
