@@ -277,6 +277,11 @@ export interface QuantizeOptions {
   readonly state?: DelayedScalingState;
   /** Random bits for `stochastic` float casts (one uint32 per element, or a stream). */
   readonly randomBits?: Uint32Array | Rng;
+  /**
+   * Per-tensor granularity only: the amax the scale rule reads instead of this tensor's own (an engine's
+   * dynamic activation scale over every row of its step, of which `x` is a part). @defaultValue the tensor's amax
+   */
+  readonly tensorAmax?: number;
 }
 
 /** The record of an element format: a float format or an integer format. */

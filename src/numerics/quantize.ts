@@ -3,7 +3,14 @@
 
 import { type FloatFormat, type IntFormat, signBit } from './formats.js';
 import { type RoundingMode, castProfile } from './profiles.js';
-import { type CellStatsScratch, cellLayout, cellStats, checkShape2d, grown } from './quant-cells.js';
+import {
+  type CellStatsScratch,
+  cellLayout,
+  cellStats,
+  checkShape2d,
+  grown,
+  overrideTensorAmax,
+} from './quant-cells.js';
 import {
   type QuantSpec,
   type QuantizeOptions,
@@ -184,6 +191,7 @@ function quantizeWith(
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const stats = cellStats(x, rows, cols, layout, spec, scratch);
+  if (options.tensorAmax !== undefined) overrideTensorAmax(stats.amax, layout.count, options.tensorAmax);
   let scales: Float32Array;
   const views = scratch.views;
   if (transient) {
