@@ -74,6 +74,7 @@ export {
   type DelayedScaleRule,
   type MinMaxScaleRule,
   type Nvfp4ScaleRule,
+  type FourOverSixRule,
   type QuantCodes,
   type PreCastClamp,
   type ScalingOp,

@@ -1,50 +1,12 @@
 // Named quantizer presets: what the real stacks (vLLM, DeepSeek, DeepGEMM, TransformerEngine, torchao, OCP MX, NVFP4,
 // GPTQ, AWQ) use, as QuantSpec data with block sizes as parameters. Not the quantization code itself (quantize.ts).
 
-import type { Pow2Rounding } from './scales.js';
-import type { CastProfileName } from './profiles.js';
 import type { CastProfile } from './profiles.js';
 import type { QuantSpec } from './quantize.js';
+import { lowPrecisionRecipePresets } from './presets-recipes.js';
+import type { QuantPreset, QuantPresetParams } from './preset-types.js';
 
-/** Parameters a preset may take; each preset documents which ones it reads. */
-export interface QuantPresetParams {
-  /** Group or block size (elements along K; B×B for block presets). */
-  readonly block?: number;
-  /** Round scales to powers of two (UE8M0): DeepSeek/vLLM `exp2(ceil(log2 s))`, DeepGEMM `ceil_to_ue8m0`. @defaultValue false */
-  readonly ue8m0?: boolean;
-  /** MX exponent rule. @defaultValue 'floor' */
-  readonly exponent?: Pow2Rounding;
-  /** Cast profile of the elements (MX: `satfinite` = RNE as TE/torchao; `mx` = microxcaling ties away). */
-  readonly profile?: CastProfileName;
-  /** amax floor of DeepSeek presets (0 = DeepSeek-V3 literal: an all-zero group gives NaN). @defaultValue 1e-4 */
-  readonly eps?: number;
-  /** GPTQ symmetric variant. @defaultValue false */
-  readonly symmetric?: boolean;
-  /** TE delayed scaling history length. @defaultValue 1024 */
-  readonly historyLength?: number;
-  /** TE margin. @defaultValue 0 */
-  readonly margin?: number;
-  /** TE amax algorithm. @defaultValue 'max' */
-  readonly algorithm?: 'max' | 'most-recent';
-  /** vLLM per-token `scale_ub` (upper clamp of amax). @defaultValue none */
-  readonly scaleUb?: number;
-}
-
-/** A named preset: the real system it models and how to build its spec. */
-export interface QuantPreset {
-  /** One line: what the preset reproduces. */
-  readonly description: string;
-  /** Source file and function of the behaviour. */
-  readonly source: string;
-  /** The exact formula, as printed in docs/quantization.md. */
-  readonly formula: string;
-  /** Which {@link QuantPresetParams} fields it reads. */
-  readonly params: readonly (keyof QuantPresetParams)[];
-  /** Default group/block size, or null when the preset has none. */
-  readonly defaultBlock: number | null;
-  /** Builds the spec. */
-  build(params: QuantPresetParams): QuantSpec;
-}
+export type { QuantPreset, QuantPresetParams } from './preset-types.js';
 
 const blockOf = (p: QuantPresetParams, dflt: number): number => p.block ?? dflt;
 
@@ -443,6 +405,7 @@ export const quantPresets = Object.freeze({
       negativeZero: 'positive',
     }),
   },
+  ...lowPrecisionRecipePresets,
   'gptq-w4g128': {
     description: 'GPTQ W4A16 group quantization (uint4, group 128 along K, range including 0, zero point)',
     source: 'IST-DASLab/gptq quant.py Quantizer.find_params, quantize',

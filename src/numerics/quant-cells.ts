@@ -185,6 +185,12 @@ export function amaxRun(x: Float32Array, from: number, to: number, am: number, a
   return nan && amaxNan === 'propagate' ? Number.NaN : am;
 }
 
+/** @internal Replaces the one cell's amax by `QuantizeOptions.tensorAmax` (per-tensor granularity only). */
+export function overrideTensorAmax(amax: Float32Array, count: number, tensorAmax: number): void {
+  if (count !== 1) throw new Error(`tensorAmax: needs granularity 'tensor' (one cell), got ${count} cells`);
+  amax[0] = tensorAmax;
+}
+
 /** {@link cellStats} for rules that read only amax (every rule but `minmax`): min and max are left unset. */
 function cellAmax(
   x: Float32Array,

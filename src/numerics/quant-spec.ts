@@ -83,6 +83,13 @@ export interface AmaxScaleRule {
 export interface MxScaleRule {
   readonly kind: 'mx';
   readonly exponent: Pow2Rounding;
+  /**
+   * The E8M0 byte 0 (scale 2^-127, what an all-zero block gets) after the elements are cast: `keep`, or
+   * `one` = stored as byte 1 (2^-126), NeMo-RL's receiver-side BF16 → MXFP8 reshard (`scale == 0 → 1`).
+   * The elements are not recast: a zero block still decodes to 0, a nonzero block with byte 0 decodes
+   * doubled. @defaultValue 'keep'
+   */
+  readonly zeroByte?: 'keep' | 'one';
 }
 
 /**
@@ -153,6 +160,31 @@ export interface Nvfp4ScaleRule {
    * (TE `reference_nvfp4.py`). @defaultValue 'kernel'
    */
   readonly unitEncode?: 'kernel' | 'reference';
+  /**
+   * The E4M3 bound in the tensor scale, `S_enc = fl(bound·6 / amax)`: 448 (NVFP4), or 256 (TransformerEngine's
+   * 4over6 default, room for the 1.5× map-to-4 block scale). @defaultValue 448
+   */
+  readonly tensorBound?: 448 | 256;
+  /** Per-row (per-token) global amax instead of one per tensor: TE `row_scaled_nvfp4`. @defaultValue false */
+  readonly rowScaled?: boolean;
+  /** 4over6 block-scale selection (each block scaled to 4 or to 6, lower error wins). @defaultValue none */
+  readonly fourOverSix?: FourOverSixRule;
+}
+
+/**
+ * NVFP4 "4over6": per 16-block two E4M3 block scales, map-to-6 `e4m3(min(b, 448))` and map-to-4
+ * `e4m3(min(fl(b·1.5), 448))` with `b = fl(fl(amax_b/6)·S_enc)`; both candidates are cast, their
+ * error summed in float32 over the block, and map-to-4 is kept only when its error is strictly lower.
+ */
+export interface FourOverSixRule {
+  /** Per-element error: `mae` = |d|, `mse` = fl(d·d). */
+  readonly error: 'mae' | 'mse';
+  /**
+   * Dequantization used in the error and the order of the sum: `te` = `fl(fl(fl(q·s_b)·amax)/(6·bound))`,
+   * summed over the 16 elements in order (TE `quantize_4over6_nvfp4.cuh`); `flashinfer` =
+   * `fl(fl(q·s_b)·fl(1/S_enc))`, two 8-element sums added (FlashInfer `cvt_warp_fp16_to_fp4`, exact math).
+   */
+  readonly dequant: 'te' | 'flashinfer';
 }
 
 /** How a scale is chosen. */
@@ -245,6 +277,11 @@ export interface QuantizeOptions {
   readonly state?: DelayedScalingState;
   /** Random bits for `stochastic` float casts (one uint32 per element, or a stream). */
   readonly randomBits?: Uint32Array | Rng;
+  /**
+   * Per-tensor granularity only: the amax the scale rule reads instead of this tensor's own (an engine's
+   * dynamic activation scale over every row of its step, of which `x` is a part). @defaultValue the tensor's amax
+   */
+  readonly tensorAmax?: number;
 }
 
 /** The record of an element format: a float format or an integer format. */

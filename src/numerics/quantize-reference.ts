@@ -3,7 +3,7 @@
 
 import { decode, signBit } from './formats.js';
 import { castProfile } from './profiles.js';
-import { type AmaxNanRule, type CellStats, cellLayout, checkShape2d } from './quant-cells.js';
+import { type AmaxNanRule, type CellStats, cellLayout, checkShape2d, overrideTensorAmax } from './quant-cells.js';
 import {
   type QuantCodes,
   type QuantSpec,
@@ -91,8 +91,9 @@ export function quantizeReference(
   const layout = cellLayout(spec.granularity, rows, cols);
   const cellOf = (r: number, c: number): number => layout.index(r, c);
   const stats = referenceCellStats(x, rows, cols, cellOf, layout.count, spec.amaxNan ?? 'ignore');
+  if (options.tensorAmax !== undefined) overrideTensorAmax(stats.amax, layout.count, options.tensorAmax);
   const [scales, factors] = [new Float32Array(layout.count), new Float32Array(layout.count)];
-  const params = cellParams({ spec, fmt, stats, layout, options, scales, factors });
+  const params = cellParams({ spec, fmt, stats, layout, options, scales, factors, elements: { x, cols } });
   const clamp = spec.clamp ?? 'none';
   const clampCode = clampCodes[clamp];
   if (clampCode === undefined)

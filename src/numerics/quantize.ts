@@ -3,7 +3,14 @@
 
 import { type FloatFormat, type IntFormat, signBit } from './formats.js';
 import { type RoundingMode, castProfile } from './profiles.js';
-import { type CellStatsScratch, cellLayout, cellStats, checkShape2d, grown } from './quant-cells.js';
+import {
+  type CellStatsScratch,
+  cellLayout,
+  cellStats,
+  checkShape2d,
+  grown,
+  overrideTensorAmax,
+} from './quant-cells.js';
 import {
   type QuantSpec,
   type QuantizeOptions,
@@ -29,6 +36,7 @@ export {
   type MxScaleRule,
   type NoScaleRule,
   type Nvfp4ScaleRule,
+  type FourOverSixRule,
   type PreCastClamp,
   type QuantCodes,
   type QuantSpec,
@@ -183,6 +191,7 @@ function quantizeWith(
   const fmt = elementFormat(spec.format);
   const layout = cellLayout(spec.granularity, rows, cols);
   const stats = cellStats(x, rows, cols, layout, spec, scratch);
+  if (options.tensorAmax !== undefined) overrideTensorAmax(stats.amax, layout.count, options.tensorAmax);
   let scales: Float32Array;
   const views = scratch.views;
   if (transient) {
@@ -190,7 +199,16 @@ function quantizeWith(
     scales = viewOf(views?.scales, scratch.scales, layout.count);
   } else scales = new Float32Array(layout.count);
   scratch.factors = grown(scratch.factors, layout.count);
-  const params = cellParams({ spec, fmt, stats, layout, options, scales, factors: scratch.factors });
+  const params = cellParams({
+    spec,
+    fmt,
+    stats,
+    layout,
+    options,
+    scales,
+    factors: scratch.factors,
+    elements: { x, cols },
+  });
   const clamp = spec.clamp ?? 'none';
   const cl = clampCodes[clamp];
   if (cl === undefined)

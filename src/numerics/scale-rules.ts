@@ -1,7 +1,7 @@
 // Scale rules as a table: per ScaleRule kind, its checks against the element format and cell layout, and its
 // per-cell parameters (dequant scale, element factor, zero point) from the cell statistics. Not the element loop.
 
-import { type FloatFormat, type IntFormat, floatFormats } from './formats.js';
+import { type FloatFormat, type IntFormat } from './formats.js';
 import { type CellLayout, type CellStats, checkSize } from './quant-cells.js';
 import type {
   AmaxScaleRule,
@@ -17,9 +17,8 @@ import type {
   ScalingOp,
 } from './quant-spec.js';
 import { formatMax, roundInt } from './quant-spec.js';
-import { type ScalarEncoder, scalarEncoder } from './round.js';
 import { FLT_MAX, float32Exponent, fmaxf, fminf, pow2Exponent } from './scales.js';
-import { decodeTable } from './vector.js';
+import { nvfp4Params } from './nvfp4-rule.js';
 
 /**
  * Initial TransformerEngine delayed-scaling state for `rule`: an all-zero history and scale 1.
@@ -114,13 +113,6 @@ function minmaxParams(
   return { scales, zeroPoints };
 }
 
-/** The NVFP4 block-scale cast (E4M3, satfinite), resolved once: `encode` per cell re-resolves the profile. */
-let e4m3SatfiniteEncoder: ScalarEncoder | null = null;
-function e4m3Satfinite(x: number): number {
-  e4m3SatfiniteEncoder ??= scalarEncoder(floatFormats.e4m3fn, 'satfinite');
-  return e4m3SatfiniteEncoder(x);
-}
-
 /** The element factors of an amax/minmax/static rule per its {@link ScalingOp} (the scales are already set). */
 function paramsByScaling(c: ScaleContext, rule: ScaleRule, zeroPoints?: Int32Array): CellParams {
   const { scaling, fmax, stats, scales, factors, count } = c;
@@ -154,6 +146,8 @@ export interface ScaleContext {
   readonly scales: Float32Array;
   /** Element factors per cell: scratch, written before it is read (or the scales are used instead). */
   readonly factors: Float32Array;
+  /** The elements (row-major, `cols` per row), for rules that choose a scale by its error (NVFP4 4over6). */
+  readonly elements?: { readonly x: Float32Array; readonly cols: number };
 }
 
 /** One {@link ScaleRule} kind: its checks and its per-cell parameters. */
@@ -268,6 +262,11 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
         scaleCodes[i] = e + 127;
         scales[i] = 2 ** e;
         factors[i] = 2 ** -e; // the E8M0 reciprocal: exact
+        // NeMo-RL reshard: byte 0 stored as 1 after the cast (the factor, i.e. the elements, stay those of byte 0).
+        if (e === -127 && rule.zeroByte === 'one') {
+          scaleCodes[i] = 1;
+          scales[i] = 2 ** -126;
+        }
       }
       return { scales, factors, op: 'mul', scaleCodes };
     },
@@ -319,40 +318,38 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
     },
   },
   nvfp4: {
-    validate: (_rule, c) => needsFloat('nvfp4', c.fmt),
-    params: (rule, c) => {
-      const { stats, scales, factors, count } = c;
-      let globalAmax = 0;
-      for (let i = 0; i < count; i++) globalAmax = fmaxf(globalAmax, stats.amax[i] as number);
-      // With amaxNan 'propagate' a NaN block amax (torch.max over the tensor) makes the global amax NaN.
-      if ((c.spec.amaxNan ?? 'ignore') === 'propagate' && stats.amax.subarray(0, count).some((a) => a !== a))
-        globalAmax = Number.NaN;
-      const fp4Max = c.fmax;
-      let sEnc = Math.min(fr(fr(448 * fp4Max) / globalAmax), fr(FLT_MAX));
-      if (
-        (rule.unitEncode ?? 'kernel') === 'kernel' ? globalAmax === 0 || sEnc === 0 || Number.isNaN(sEnc) : sEnc === 0
-      )
-        sEnc = 1;
-      const sDec = fr(1 / sEnc);
-      const encTimesInv6 = fr(sEnc * fr(1 / fp4Max));
-      const scaleCodes = new Uint8Array(count);
-      const table = decodeTable(floatFormats.e4m3fn);
-      for (let i = 0; i < count; i++) {
-        const code = e4m3Satfinite(fr((stats.amax[i] as number) * encTimesInv6));
-        scaleCodes[i] = code;
-        const sb = table[code] as number;
-        scales[i] = sb;
-        factors[i] = Math.min(fr(1 / fr(sb * sDec)), fr(FLT_MAX));
-      }
-      return { scales, factors, op: 'mul', scaleCodes, globalScale: sDec };
+    validate: (rule, c) => {
+      needsFloat('nvfp4', c.fmt);
+      if ((rule.rowScaled || rule.fourOverSix) && c.spec.granularity.kind !== 'group')
+        throw new Error(
+          `scale.rowScaled/fourOverSix: granularity must be 'group' (1×16 blocks), got '${c.spec.granularity.kind}'`,
+        );
+      const bound = rule.tensorBound ?? 448;
+      if (bound !== 448 && bound !== 256)
+        throw new Error(`scale.tensorBound: expected 448 or 256, got ${String(bound)}`);
+      const six = rule.fourOverSix;
+      if (six !== undefined && (!['mae', 'mse'].includes(six.error) || !['te', 'flashinfer'].includes(six.dequant)))
+        throw new Error(`scale.fourOverSix: error must be 'mae' or 'mse', dequant 'te' or 'flashinfer'`);
     },
+    params: (rule, c) =>
+      nvfp4Params(rule, {
+        spec: c.spec,
+        stats: c.stats,
+        count: c.count,
+        perRow: c.layout.perRow,
+        fmax: c.fmax,
+        x: c.elements?.x ?? null,
+        cols: c.elements?.cols ?? 0,
+        scales: c.scales,
+        factors: c.factors,
+      }),
   },
 } satisfies ScaleRuleTable);
 
 /** What {@link cellParams} reads: a {@link ScaleContext} less what it derives (cell count, format maximum, scaling). */
 export type CellParamsInput = Pick<
   ScaleContext,
-  'spec' | 'fmt' | 'layout' | 'stats' | 'options' | 'scales' | 'factors'
+  'spec' | 'fmt' | 'layout' | 'stats' | 'options' | 'scales' | 'factors' | 'elements'
 >;
 
 /**
@@ -360,7 +357,7 @@ export type CellParamsInput = Pick<
  * `scales` is the result's scale array, `factors` scratch (both of at least `layout.count` cells).
  */
 export function cellParams(cells: CellParamsInput): CellParams {
-  const { spec, fmt, stats, layout, options, scales, factors } = cells;
+  const { spec, fmt, stats, layout, options, scales, factors, elements } = cells;
   const rule = spec.scale;
   const entry = (scaleRules as Record<string, ScaleRuleEntry<ScaleRule> | undefined>)[rule.kind];
   if (entry === undefined) throw new Error(`scale.kind: unknown '${(rule as { kind: string }).kind}'`);
@@ -375,6 +372,7 @@ export function cellParams(cells: CellParamsInput): CellParams {
     scaling: spec.scaling ?? 'divide',
     scales,
     factors,
+    ...(elements ? { elements } : {}),
   };
   entry.validate(rule, c);
   return entry.params(rule, c);

@@ -18,6 +18,8 @@ import {
 } from '../numerics/kvcache.js';
 import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
 import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
+import { stepScalesActive, stepTensorAmax } from './step-scales.js';
+import { amaxRun } from '../numerics/quant-cells.js';
 
 /** The linear GEMM sites of the toy policies. Embeddings are lookups, not GEMMs, and are never quantized. */
 export type QuantSite = 'q' | 'k' | 'v' | 'o' | 'up' | 'gate' | 'down' | 'lmHead' | 'router';
@@ -274,17 +276,23 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
 
   // Scaled activations are quantized here (not inside gemm) so one input shared by several sites is quantized once.
   const quantizedActivation = typeof actQuant === 'string' ? null : rememberingQuantizer(actQuant);
+  // A per-tensor dynamic activation scale under the scheduler: the amax over every row of the engine step.
+  const perTensorAct =
+    typeof actQuant !== 'string' &&
+    actQuant.granularity.kind === 'tensor' &&
+    (actQuant.scale.kind === 'amax' || actQuant.scale.kind === 'multiplier')
+      ? actQuant
+      : null;
+  const activation = (x: Float32Array, site: FloatArray, m: number, k: number): QuantizedTensor | Float32Array => {
+    if (perTensorAct !== null && stepScalesActive()) {
+      const shared = stepTensorAmax(site, amaxRun(x, 0, m * k, 0, perTensorAct.amaxNan ?? 'ignore'));
+      if (shared !== undefined) return quantize(perTensorAct, x, [m, k], { tensorAmax: shared });
+    }
+    return quantizedActivation ? quantizedActivation(x, m, k) : x;
+  };
   const forward: GemmFn = (out, a, b, m, n, k) => {
     const x = asFloat32(a, m * k);
-    coreGemm(
-      out,
-      quantizedActivation ? quantizedActivation(x, m, k) : x,
-      quantizedWeight(b, n, k),
-      m,
-      n,
-      k,
-      forwardOpts,
-    );
+    coreGemm(out, activation(x, b, m, k), quantizedWeight(b, n, k), m, n, k, forwardOpts);
   };
 
   // One remembering quantizer of wgrad's xᵀ for the whole object (q, k and v share xᵀ, as do up and gate).

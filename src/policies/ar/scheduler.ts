@@ -5,6 +5,7 @@
 import type { FloatArray } from '../../nn/array.js';
 import { withKernelRows, type PolicyNumerics } from '../numerics.js';
 import { arDecodeStep, arPrefill, createDecodeState, type ArDecodeState, type ArPolicy } from './model.js';
+import { createStepScales, settleNextSite, withStepScales } from '../step-scales.js';
 
 /** One engine step of {@link scheduleRequests}: its tokens and the requests it ran. */
 export interface EngineStep {
@@ -54,6 +55,49 @@ interface Running {
   last: number;
 }
 
+/** What one engine step changes in a running request: its KV caches, position, prompt progress and routing. */
+interface RunningSnapshot {
+  readonly kv: { readonly k: FloatArray; readonly v: FloatArray }[];
+  readonly t: number;
+  readonly fed: number;
+  readonly routing: Int32Array[] | undefined;
+}
+
+function snapshot(r: Running): RunningSnapshot {
+  return {
+    kv: r.state.kv.map((c) => ({ k: c.k.slice(), v: c.v.slice() })),
+    t: r.state.t,
+    fed: r.fed,
+    routing: r.routing?.map((a) => a.slice()),
+  };
+}
+
+function restore(r: Running, s: RunningSnapshot): void {
+  r.state.kv.forEach((c, l) => {
+    c.k.set(s.kv[l]!.k);
+    c.v.set(s.kv[l]!.v);
+  });
+  r.state.t = s.t;
+  r.fed = s.fed;
+  s.routing?.forEach((a, l) => r.routing![l]!.set(a));
+}
+
+/**
+ * Runs one engine step so that every per-tensor dynamic activation scale is the amax over all the step's
+ * calls of its site, as one GEMM over the step's rows would have it: the step runs once per such site
+ * (restored in between), settling one more site each time in call order (`step-scales.ts`), and once more
+ * with all settled. A step whose numerics have no per-tensor dynamic activation scale runs once, unchanged.
+ */
+function runSharingTensorScales(running: readonly Running[], runStep: () => void): void {
+  const saved = running.map(snapshot);
+  const scales = createStepScales();
+  for (;;) {
+    withStepScales(scales, runStep);
+    if (!settleNextSite(scales)) return;
+    running.forEach((r, i) => restore(r, saved[i]!));
+  }
+}
+
 /**
  * Runs B requests through a deterministic continuous-batching scheduler and returns its steps. Each
  * step: waiting requests join (in order) while fewer than `maxBatch` run; every running request
@@ -65,7 +109,8 @@ interface Running {
  *
  * Each request has its own KV caches and its step runs as its own calls (a chunk after the first is
  * decoded token by token over the cache): per-row kernels give what one GEMM over the step's rows
- * would, except a per-tensor dynamic scale, which sees one request (docs/engine-paths.md).
+ * would; a per-tensor dynamic activation scale is made the amax over the whole step's rows of its site
+ * by re-running the step site by site (docs/engine-paths.md).
  */
 export function scheduleRequests(o: ScheduleOptions): EngineStep[] {
   const { policy, prompts, B, P, T, numerics } = o;
@@ -93,22 +138,26 @@ export function scheduleRequests(o: ScheduleOptions): EngineStep[] {
     const work = running.map((r) => (r.fed < P ? Math.min(chunk, P - r.fed) : 1));
     const tokens = work.reduce((a, n) => a + n, 0);
     steps.push({ tokens, requests: running.map((r) => r.b) });
-    logits.clear();
-    withKernelRows(o.batchInvariant === true ? Infinity : tokens, () => {
-      running.forEach((r, i) => {
-        const n = work[i]!;
-        if (r.fed >= P) {
-          logits.set(r, decode(r, r.last));
-          return;
-        }
-        const prompt = prompts.subarray(r.b * P, (r.b + 1) * P);
-        let z: FloatArray;
-        if (r.fed === 0 && n === P) z = arPrefill(policy, r.state, prompt, P, numerics, r.routing);
-        else for (let t = r.fed; t < r.fed + n; t++) z = decode(r, prompt[t]!);
-        r.fed += n;
-        if (r.fed === P) logits.set(r, z!);
+    const runStep = (): void => {
+      logits.clear();
+      withKernelRows(o.batchInvariant === true ? Infinity : tokens, () => {
+        running.forEach((r, i) => {
+          const n = work[i]!;
+          if (r.fed >= P) {
+            logits.set(r, decode(r, r.last));
+            return;
+          }
+          const prompt = prompts.subarray(r.b * P, (r.b + 1) * P);
+          let z: FloatArray;
+          if (r.fed === 0 && n === P) z = arPrefill(policy, r.state, prompt, P, numerics, r.routing);
+          else for (let t = r.fed; t < r.fed + n; t++) z = decode(r, prompt[t]!);
+          r.fed += n;
+          if (r.fed === P) logits.set(r, z!);
+        });
       });
-    });
+    };
+    if (tokens === 1) runStep();
+    else runSharingTensorScales(running, runStep);
     const ended = new Set<Running>();
     for (const r of running) {
       const z = logits.get(r);

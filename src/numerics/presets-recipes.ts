@@ -1,0 +1,89 @@
+// Quantizer presets of the 2026 low-precision RL recipes: NVFP4 4over6 (TransformerEngine, FlashInfer), row-scaled
+// (per-token) NVFP4, and MXFP8 as NeMo-RL's reshard stores it. Registered in presets.ts; QuantSpec data only.
+
+import type { QuantPreset, QuantPresetParams } from './preset-types.js';
+
+const blockOf = (p: QuantPresetParams, dflt: number): number => p.block ?? dflt;
+
+/** The recipe presets (spread into `quantPresets`; docs/quantization.md lists them with the others). */
+export const lowPrecisionRecipePresets = Object.freeze({
+  'nvfp4-row-te': {
+    description:
+      'Row-scaled NVFP4 (per-token activations): one FP32 S_enc per row from the row amax, TransformerEngine row_scaled_nvfp4 (recipe row_scaled_activation; the per_token_activation flag of FlashInfer nvfp4_quantize)',
+    source:
+      'NVIDIA/TransformerEngine@d0067d0 transformer_engine/pytorch/custom_recipes/reference_nvfp4.py _quantize(global_amax_row = max |x| per row), _quantize_blockwise_reference; TE #2931',
+    formula:
+      'per row r: S_enc,r = min(fl(2688/amax_r), FLT_MAX) (1 if 0); then as nvfp4 within the row; stored scale fl(s_b·S_dec,r) (the row S_dec folded in, no global scale)',
+    params: ['block'],
+    defaultBlock: 16,
+    build: (p) => ({
+      name: 'nvfp4-row-te',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 16) },
+      scale: { kind: 'nvfp4', rowScaled: true },
+      profile: 'satfinite',
+    }),
+  },
+  'nvfp4-4over6-te': {
+    description:
+      'NVFP4 4over6 as TransformerEngine quantizes it (CUDA, exact error math): each 1×16 block scaled to 4 or to 6, lower error wins (ties: 6); tensor scale with 256 (recipe default nvfp4_4over6_e4m3_use_256 = all)',
+    source:
+      'NVIDIA/TransformerEngine@d0067d0 transformer_engine/common/cast/nvfp4/quantize_4over6_nvfp4.cuh compute_scale_pair, accumulate_dequant_error; core_nvfp4.cuh compute_global_encode_scaling_factor_FP4<E4M3_MAX>; TE #2972, #3068',
+    formula:
+      'S_enc = min(fl(6·bound/amax), FLT_MAX) (1 if 0), bound 256; b = fl(fl(amax_b/6)·S_enc); s4 = e4m3(min(fl(1.5b), 448)), s6 = e4m3(min(b, 448)); per candidate q = e2m1(fl(x·min(fl(1/fl(s·S_dec)), FLT_MAX))), d = fl(fl(fl(fl(q·s)·amax)/(6·bound)) − x), err = Σ fl |d| (or d²) in order; s4 iff err4 < err6',
+    params: ['block', 'error', 'tensorBound', 'rowScaled'],
+    defaultBlock: 16,
+    build: (p) => ({
+      name: 'nvfp4-4over6-te',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 16) },
+      scale: {
+        kind: 'nvfp4',
+        tensorBound: p.tensorBound ?? 256,
+        ...(p.rowScaled ? { rowScaled: true } : {}),
+        fourOverSix: { error: p.error ?? 'mae', dequant: 'te' },
+      },
+      profile: 'satfinite',
+    }),
+  },
+  'nvfp4-4over6-flashinfer': {
+    description:
+      'NVFP4 4over6 as FlashInfer quantizes it (FLASHINFER_NVFP4_4OVER6=1, fast math off): tensor scale with 448 unless FLASHINFER_NVFP4_4OVER6_E4M3_USE_256, MAE; error dequantized with S_dec; an all-zero tensor gets S_enc = FLT_MAX',
+    source:
+      'flashinfer-ai/flashinfer@fb28d72 csrc/nv_internal/tensorrt_llm/kernels/quantization_utils.cuh cvt_warp_fp16_to_fp4 (DISABLE_FP4_QUANT_FAST_MATH, NVFP4_4OVER6_CONFIG); flashinfer/quantization/nvfp4_quantization_utils.py make_nvfp4_global_scale; flashinfer #3264',
+    formula:
+      'S_enc = min(fl(6·bound/amax), FLT_MAX) (amax 0: FLT_MAX), bound 448; s4, s6, q as nvfp4-4over6-te; d = fl(fl(fl(q·s)·fl(1/S_enc)) − x), err = Σ fl |d| (or d²) in order (16 per thread); s4 iff err4 < err6',
+    params: ['block', 'error', 'tensorBound'],
+    defaultBlock: 16,
+    build: (p) => ({
+      name: 'nvfp4-4over6-flashinfer',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 16) },
+      scale: {
+        kind: 'nvfp4',
+        unitEncode: 'reference',
+        tensorBound: p.tensorBound ?? 448,
+        fourOverSix: { error: p.error ?? 'mae', dequant: 'flashinfer' },
+      },
+      profile: 'satfinite',
+    }),
+  },
+  'mxfp8-nemo-rl-reshard': {
+    description:
+      "MXFP8 as NeMo-RL's receiver-side BF16 → MXFP8 reshard writes it: vLLM mxfp8_e4m3_quantize (FlashInfer mxfp8_quantize: E8M0 = RoundPosInf of amax·(1/448)), then every E8M0 byte 0 stored as 1",
+    source:
+      'NVIDIA-NeMo/RL #3477 nemo_rl/models/generation/vllm/quantization/fp8.py quantize_mxfp8_weight (scale == 0 → 1); flashinfer-ai/flashinfer@fb28d72 quantization_utils.cuh cvt_warp_fp16_to_mxfp8',
+    formula:
+      'e = clamp(⌈log2 fl(amax·fl(1/448))⌉, −127, 127) (amax 0: −127); q = e4m3_satfinite(x·2^-e); stored byte max(e + 127, 1): a zero block reads 2^-126 (decodes 0), a nonzero block with byte 0 decodes doubled',
+    params: ['block'],
+    defaultBlock: 32,
+    build: (p) => ({
+      name: 'mxfp8-nemo-rl-reshard',
+      format: 'e4m3fn',
+      granularity: { kind: 'group', size: blockOf(p, 32) },
+      scale: { kind: 'mx', exponent: 'ceil-bits', zeroByte: 'one' },
+      profile: 'satfinite',
+      amaxNan: 'propagate',
+    }),
+  },
+} as const satisfies Record<string, QuantPreset>);
