@@ -15,7 +15,7 @@ from .wire import (
     write_safetensors,
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, StepResult
+from .backend import LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, SftExamples, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "RolloutBatch",
     "LOGPROBS_KEYWORDS",
     "LogprobsResult",
+    "SftExamples",
     "StepResult",
     "batch_from_json",
     "batch_to_json",

@@ -57,6 +57,18 @@ class StepResult:
     weight_version: int
 
 
+@dataclass
+class SftExamples:
+    """`warmStart.examples` (capabilities.sftExamples): N = steps · batchSize supervised pairs in training order
+    (step s trains on rows s·batchSize … (s+1)·batchSize − 1), the pairs qrl-sim's own warm start draws.
+    `prompts` int32 (N, P); `responses` int32 (N, L), row i's first `lengths[i]` tokens the gold response
+    (EOS included), PAD after; `lengths` int32 (N)."""
+
+    prompts: np.ndarray
+    responses: np.ndarray
+    lengths: np.ndarray
+
+
 class Backend:
     """Base class of a policy backend. Override every method a backend supports; the defaults refuse
     with a failed-precondition error naming the method. Methods are called one at a time.
@@ -119,6 +131,8 @@ class Backend:
         raise RpcError(FAILED_PRECONDITION, "setReference: not implemented")
 
     def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int) -> Dict[str, float]:
+        """`steps` supervised steps (capabilities.warmStart). A backend declaring capabilities.sftExamples adds
+        the keyword `examples: Optional[SftExamples]` (passed only when the request carries it)."""
         raise RpcError(FAILED_PRECONDITION, "warmStart: this backend has no warm start (capabilities.warmStart is false)", "method")
 
     def save(self, directory: str) -> None:

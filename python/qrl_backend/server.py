@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional
 
 import numpy as np
 
-from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
+from .backend import LOGPROBS_KEYWORDS, Backend, LogprobsResult, SftExamples, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -231,10 +231,37 @@ def _set_reference(be: Backend, params: Any) -> Any:
     return None
 
 
+def _sft_examples(value: Any, steps: int, batch_size: int) -> SftExamples:
+    """`warmStart.examples`: three I32 tensors, steps · batchSize rows, lengths in [1, L]."""
+    e = check_params(value, {"prompts": True, "responses": True, "lengths": True})
+    prompts = decode_tensor(e["prompts"], "examples.prompts", ("I32",))
+    responses = decode_tensor(e["responses"], "examples.responses", ("I32",))
+    n = steps * batch_size
+    if prompts.ndim != 2 or prompts.shape[0] != n:
+        raise ProtocolError("examples.prompts", f"expected shape (steps·batchSize = {n}, P), got {list(prompts.shape)}")
+    if responses.ndim != 2 or responses.shape[0] != n:
+        raise ProtocolError("examples.responses", f"expected shape ({n}, L), got {list(responses.shape)}")
+    lengths = decode_tensor(e["lengths"], "examples.lengths", ("I32",), (n,))
+    if n and (lengths.min() < 1 or lengths.max() > responses.shape[1]):
+        raise ProtocolError("examples.lengths", f"every length must be in [1, {responses.shape[1]}]")
+    for name, a in (("prompts", prompts), ("responses", responses)):
+        if a.size and a.min() < 0:
+            raise ProtocolError(f"examples.{name}", "token ids must be ≥ 0")
+    return SftExamples(prompts, responses, lengths)
+
+
 def _warm_start(be: Backend, params: Any) -> Any:
-    p = check_params(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True})
+    """`examples` (capabilities.sftExamples) is passed as the keyword `examples` only when sent, and refused
+    naming the field when the backend's warm_start does not take it."""
+    p = check_params(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True, "examples": False})
     t = check_params(p["task"], {"name": True, "options": True})
-    return {k: float(v) for k, v in be.warm_start(t, int_field(p["steps"], "steps"), int_field(p["batchSize"], "batchSize", 1), number_field(p["lr"], "lr"), int_field(p["seed"], "seed", -(2**53))).items()}
+    steps, batch_size = int_field(p["steps"], "steps"), int_field(p["batchSize"], "batchSize", 1)
+    extra = {}
+    if "examples" in p:
+        _accepted(be.warm_start, {"examples": None}, "warmStart")
+        extra["examples"] = _sft_examples(p["examples"], steps, batch_size)
+    out = be.warm_start(t, steps, batch_size, number_field(p["lr"], "lr"), int_field(p["seed"], "seed", -(2**53)), **extra)
+    return {k: float(v) for k, v in out.items()}
 
 
 def _dir(params: Any) -> str:
