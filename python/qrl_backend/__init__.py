@@ -15,7 +15,7 @@ from .wire import (
     write_safetensors,
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, StepResult
+from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, SftExamples, StepResult
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -31,7 +31,9 @@ __all__ = [
     "RolloutBatch",
     "GENERATE_KEYWORDS",
     "LOGPROBS_KEYWORDS",
+    "WARM_START_KEYWORDS",
     "LogprobsResult",
+    "SftExamples",
     "StepResult",
     "batch_from_json",
     "batch_to_json",

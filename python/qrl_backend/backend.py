@@ -16,6 +16,8 @@ from .wire import FAILED_PRECONDITION, PROTOCOL, ProtocolError, RolloutBatch, Rp
 LOGPROBS_KEYWORDS: Dict[str, str] = {"routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}
 #: The optional keyword arguments of `Backend.generate`, each with the request field it comes from.
 GENERATE_KEYWORDS: Dict[str, str] = {"max_new_tokens": "maxNewTokens"}
+#: The optional keyword arguments of `Backend.warm_start`, each with the request field it comes from.
+WARM_START_KEYWORDS: Dict[str, str] = {"examples": "examples"}
 
 
 @dataclass
@@ -57,6 +59,18 @@ class StepResult:
 
     grad_norm: float
     weight_version: int
+
+
+@dataclass
+class SftExamples:
+    """`warmStart.examples` (capabilities.sftExamples): N = steps · batchSize supervised pairs in training order
+    (step s trains on rows s·batchSize … (s+1)·batchSize − 1), the pairs qrl-sim's own warm start draws.
+    `prompts` int32 (N, P); `responses` int32 (N, L), row i's first `lengths[i]` tokens the gold response
+    (EOS included), PAD after; `lengths` int32 (N)."""
+
+    prompts: np.ndarray
+    responses: np.ndarray
+    lengths: np.ndarray
 
 
 class Backend:
@@ -125,7 +139,12 @@ class Backend:
     def set_reference(self) -> None:
         raise RpcError(FAILED_PRECONDITION, "setReference: not implemented")
 
+    #: The keyword arguments of WARM_START_KEYWORDS this backend's `warm_start` takes (like `logprobs_keywords`).
+    warm_start_keywords: ClassVar[Optional[FrozenSet[str]]] = frozenset()
+
     def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int) -> Dict[str, float]:
+        """`steps` supervised steps (capabilities.warmStart). A backend declaring capabilities.sftExamples adds
+        the keyword `examples: Optional[SftExamples]` (passed only when the request carries it)."""
         raise RpcError(FAILED_PRECONDITION, "warmStart: this backend has no warm start (capabilities.warmStart is false)", "method")
 
     def save(self, directory: str) -> None:

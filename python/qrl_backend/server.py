@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional, Tuple
 
 import numpy as np
 
-from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, Backend, LogprobsResult, StepResult
+from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, LogprobsResult, SftExamples, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -61,7 +61,7 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 
 
 def _refuse_keyword(method: str, keyword: str) -> NoReturn:
-    field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS}.get(keyword, keyword)
+    field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS, **WARM_START_KEYWORDS}.get(keyword, keyword)
     raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {keyword}", field)
 
 
@@ -93,13 +93,14 @@ def _declared_keywords(be: Backend, method: str, known_keywords: Dict[str, str])
     return known
 
 
-def _taken(be: Backend, method: str, known_keywords: Dict[str, str], extra: Dict[str, Any]) -> Dict[str, Any]:
+def _taken(be: Backend, method: str, known_keywords: Dict[str, str], extra: Dict[str, Any], wire: Optional[str] = None) -> Dict[str, Any]:
     """`extra` when `be.<method>` takes each of its keywords; a request using one it does not take is refused,
-    naming the field. A backend written before a field existed keeps working as long as requests do not use it."""
+    naming the field (under the wire method name `wire`, default `method`). A backend written before a field
+    existed keeps working as long as requests do not use it."""
     takes = _declared_keywords(be, method, known_keywords)
     for k in extra:
         if k not in takes:
-            _refuse_keyword(method, k)
+            _refuse_keyword(wire or method, k)
     return extra
 
 
@@ -221,10 +222,37 @@ def _set_reference(be: Backend, params: Any) -> Any:
     return None
 
 
+def _sft_examples(value: Any, steps: int, batch_size: int) -> SftExamples:
+    """`warmStart.examples`: three I32 tensors, steps · batchSize rows, lengths in [1, L]."""
+    e = check_params(value, {"prompts": True, "responses": True, "lengths": True})
+    prompts = decode_tensor(e["prompts"], "examples.prompts", ("I32",))
+    responses = decode_tensor(e["responses"], "examples.responses", ("I32",))
+    n = steps * batch_size
+    if prompts.ndim != 2 or prompts.shape[0] != n:
+        raise ProtocolError("examples.prompts", f"expected shape (steps·batchSize = {n}, P), got {list(prompts.shape)}")
+    if responses.ndim != 2 or responses.shape[0] != n:
+        raise ProtocolError("examples.responses", f"expected shape ({n}, L), got {list(responses.shape)}")
+    lengths = decode_tensor(e["lengths"], "examples.lengths", ("I32",), (n,))
+    if n and (lengths.min() < 1 or lengths.max() > responses.shape[1]):
+        raise ProtocolError("examples.lengths", f"every length must be in [1, {responses.shape[1]}]")
+    for name, a in (("prompts", prompts), ("responses", responses)):
+        if a.size and a.min() < 0:
+            raise ProtocolError(f"examples.{name}", "token ids must be ≥ 0")
+    return SftExamples(prompts, responses, lengths)
+
+
 def _warm_start(be: Backend, params: Any) -> Any:
-    p = check_params(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True})
+    """`examples` (capabilities.sftExamples) is passed as the keyword `examples` only when sent, and refused
+    naming the field when the backend's warm_start does not take it."""
+    p = check_params(params, {"task": True, "steps": True, "batchSize": True, "lr": True, "seed": True, "examples": False})
     t = check_params(p["task"], {"name": True, "options": True})
-    return {k: float(v) for k, v in be.warm_start(t, int_field(p["steps"], "steps"), int_field(p["batchSize"], "batchSize", 1), number_field(p["lr"], "lr"), int_field(p["seed"], "seed", -(2**53))).items()}
+    steps, batch_size = int_field(p["steps"], "steps"), int_field(p["batchSize"], "batchSize", 1)
+    extra = {}
+    if "examples" in p:
+        _taken(be, "warm_start", WARM_START_KEYWORDS, {"examples": None}, wire="warmStart")
+        extra["examples"] = _sft_examples(p["examples"], steps, batch_size)
+    out = be.warm_start(t, steps, batch_size, number_field(p["lr"], "lr"), int_field(p["seed"], "seed", -(2**53)), **extra)
+    return {k: float(v) for k, v in out.items()}
 
 
 def _dir(params: Any) -> str:

@@ -22,6 +22,7 @@ export {
   type SamplingParams,
   type StepRequest,
   type StepResult,
+  type SupervisedPair,
   type WarmStartRequest,
 } from '../core/backend-contract.js';
 

@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { availableParallelism } from 'node:os';
 import {
+  checkLabBackendPlans,
   estimateLabSeconds,
   type LabEstimate,
   type LabExperiment,
@@ -18,11 +19,12 @@ import { type PlannedRun, planSweep } from '../runs/sweep.js';
 import type { Command } from './command.js';
 import { UsageError } from '../core/errors.js';
 import { claimOutDir } from './outdir.js';
-import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs } from './parse.js';
+import { booleans, integerOption, PARALLEL_OPTIONS, parseCommandArgs, strings } from './parse.js';
+import { resolveBackendAddress } from './self-command.js';
 import { executeSweep, MAX_SEEDS, MAX_WORKERS } from './sweep.js';
 
 const help = `usage: qrl-sim lab list
-       qrl-sim lab run NAME [--seeds N] [--workers N] [--out DIR] [--smoke]
+       qrl-sim lab run NAME [--seeds N] [--workers N] [--out DIR] [--smoke] [--backend COMMAND]
 
 The lab: one experiment per finding of the papers (QaRL, Jet-RL, FP8-RL, FlashRL, AIS), each a
 small sweep spec in sims/lab/NAME.json with a page docs/lab/NAME.md that states the claim, the
@@ -36,6 +38,10 @@ mechanism, the measured result and a verdict (index: docs/lab/README.md).
   --out DIR       output directory; must be new or empty (default runs/lab/NAME, with --smoke
                   runs/lab/NAME-smoke)
   --smoke         the seconds-long version (tiny sizes, one step): checks that it runs, measures nothing
+  --backend CMD   run every run on this backend command (one process per run, one run at a time
+                  unless --workers), each of the experiment's plans mapped to the backend's own
+                  (sims/lab/NAME.json backendPlans; CMD's {plan} is replaced by it, else
+                  --plan P is appended); an experiment without a mapping for a plan exits 2
 
 The estimates (list, and before a run) are wall times on an idle machine as fast as the one that
 measured them: each run takes the CPU seconds measured for it (sims/lab/NAME.json secondsPerRun,
@@ -47,7 +53,8 @@ the warm starts already in .cache/sft. A busy machine stretches the wall time, n
 
 examples:
   qrl-sim lab list
-  qrl-sim lab run alignment --smoke --seeds 1 --out runs/lab-smoke-alignment`;
+  qrl-sim lab run alignment --smoke --seeds 1 --out runs/lab-smoke-alignment
+  qrl-sim lab run length --smoke --seeds 1 --backend "PYTHONPATH=python python3 -m qrl_backend.hf"`;
 
 /** A duration for people: seconds below 90 s, minutes below 90 min, hours with one decimal above. */
 export function humanDuration(seconds: number): string {
@@ -110,6 +117,16 @@ export function estimateHereText(exp: LabExperiment, runs: readonly PlannedRun[]
   return `${estimate.warmStarts} warm start${estimate.warmStarts === 1 ? '' : 's'} to train; about ${humanDuration(estimate.wallSeconds)} with ${estimate.slots} at a time on idle cores (${humanDuration(estimate.cpuSeconds)} of CPU in all)`;
 }
 
+/** `--backend` of `lab run`: a command (a URL serves one plan, so it cannot take each run's), its leading `qrl-sim` resolved. */
+function labBackend(value: string): { command: string; address: string } {
+  const address = resolveBackendAddress(value);
+  if (!('command' in address))
+    throw new UsageError(
+      `--backend: lab run needs a command it can start with each run's plan, got the URL '${value}'`,
+    );
+  return { command: address.command, address: value };
+}
+
 /** The `lab` subcommand. */
 export const labCommand: Command = {
   summary: 'the lab: one experiment per finding of the papers (list, run NAME)',
@@ -128,21 +145,36 @@ export const labCommand: Command = {
     }
     if (verb !== 'run')
       throw new UsageError(`lab: expected 'list' or 'run NAME', got ${verb === undefined ? 'nothing' : `'${verb}'`}`);
-    const { values, positionals } = parseCommandArgs(rest, { ...PARALLEL_OPTIONS, ...booleans('smoke') }, true);
+    const { values, positionals } = parseCommandArgs(
+      rest,
+      { ...PARALLEL_OPTIONS, ...strings('backend'), ...booleans('smoke') },
+      true,
+    );
     if (positionals.length !== 1)
       throw new UsageError(`lab run: expected one experiment name, got ${positionals.length}`);
     const exp = loadLabExperiment(positionals[0] as string);
     const seeds = values.seeds === undefined ? undefined : integerOption(values.seeds, 'seeds', 1, 1, MAX_SEEDS);
+    // On a backend, one run (one backend process) at a time unless --workers says otherwise.
     const workers =
       values.workers === undefined
-        ? Math.min(availableParallelism(), MAX_WORKERS)
+        ? values.backend === undefined
+          ? Math.min(availableParallelism(), MAX_WORKERS)
+          : 1
         : integerOption(values.workers, 'workers', 1, 1, MAX_WORKERS);
     // A smoke run has its own default directory: the real run's stays free.
     const out = values.out ?? `runs/lab/${exp.name}${values.smoke === true ? '-smoke' : ''}`;
     const outDir = isAbsolute(out) ? out : resolve(out);
     const smoke = values.smoke === true;
-    const options = { outDir, workers, smoke, ...(seeds === undefined ? {} : { seeds }) };
+    const backend = values.backend === undefined ? undefined : labBackend(values.backend);
+    const options = {
+      outDir,
+      workers,
+      smoke,
+      ...(seeds === undefined ? {} : { seeds }),
+      ...(backend === undefined ? {} : { backend }),
+    };
     const plan = await planSweep(labSweepOptions(exp, options));
+    if (backend !== undefined) checkLabBackendPlans(exp, plan.runs);
     claimOutDir(out, 'sweep');
     io.out(`${exp.title} — ${exp.source}`);
     io.out(`claim: ${exp.claim}`);
@@ -151,6 +183,12 @@ export const labCommand: Command = {
         ? `smoke run: ${plan.runs.length} runs at a tiny size (seconds); it measures nothing`
         : `${plan.runs.length} runs (${plan.points.length} configurations × ${plan.seeds.length} seeds) on ${Math.min(workers, plan.runs.length)} workers: ${estimateHereText(exp, plan.runs, workers)}`,
     );
+    if (backend !== undefined)
+      io.out(
+        `on the backend '${backend.address}', plans mapped ${Object.entries(exp.backendPlans ?? {})
+          .map(([a, b]) => `${a} → ${b}`)
+          .join(', ')} (the estimate is the in-process toy's)`,
+      );
     return executeSweep(io, labSweepOptions(exp, options), out, 'lab', {
       perRun: false,
       after: () => io.out(`the page: ${docRef(exp.page)}`),

@@ -92,6 +92,12 @@ export interface BackendCapabilities {
    * (docs/refit-check.md §8). @defaultValue false
    */
   readonly dumpEngine?: boolean;
+  /**
+   * `warmStart` takes {@link WarmStartRequest.examples}: the driver sends the task's supervised pairs
+   * (the toy's own SFT stream), so a backend that does not know qrl-sim's tasks can warm-start on
+   * them (docs/adapter.md §3). Without it the field is never sent. @defaultValue false
+   */
+  readonly sftExamples?: boolean;
 }
 
 /**
@@ -257,6 +263,21 @@ export interface WarmStartRequest {
   readonly lr: number;
   /** Root seed of the warm start's streams. */
   readonly seed: number;
+  /**
+   * The supervised pairs, `steps · batchSize` of them in training order (step s trains on
+   * `examples[s·batchSize … (s+1)·batchSize)`): the task's problems drawn on the stream `<seed>/sft`
+   * paired with the gold responses, exactly what qrl-sim's own warm start trains on. Sent only to a
+   * backend declaring {@link BackendCapabilities.sftExamples}.
+   */
+  readonly examples?: readonly SupervisedPair[];
+}
+
+/** One supervised pair of a {@link WarmStartRequest}: a prompt (all of one length) and its gold response. */
+export interface SupervisedPair {
+  /** Prompt tokens, BOS … SEP (left-padded by the task). */
+  readonly prompt: readonly number[];
+  /** Gold response tokens, EOS included. */
+  readonly response: readonly number[];
 }
 
 /**

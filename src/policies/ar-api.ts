@@ -14,7 +14,7 @@ export { arConfigFor, arPolicyFactory } from './ar/engine.js';
 // Rollout, trainer log-probs and the supervised warm start (the golden GRPO step builds one step from them).
 export { rollout, rolloutResponses } from './ar/rollout.js';
 export { backwardLogprobs, computeLogprobs } from './ar/logprobs.js';
-export { trainSupervised } from './ar/supervised.js';
+export { supervisedExamples, trainSupervised } from './ar/supervised.js';
 
 // Probes of the CLI: divergence, trainer–rollout mismatch, channel statistics.
 export { arDiverge } from './ar/diverge.js';

@@ -148,6 +148,7 @@ export { computeLogprobs, backwardLogprobs, type TrainerLogprobOptions, type Tra
 // AR policy: supervised warm start.
 export {
   trainSupervised,
+  supervisedExamples,
   type TrainSupervisedOptions,
   type TrainSupervisedResult,
   sftStep,

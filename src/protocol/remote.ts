@@ -12,6 +12,7 @@ import type {
   RolloutBatch,
   StepRequest,
   StepResult,
+  SupervisedPair,
   WarmStartRequest,
 } from '../core/backend-contract.js';
 import { BackendCallError, BackendCommandNotFound, ProtocolError, RpcCallError } from './errors.js';
@@ -28,7 +29,7 @@ import {
   takesField,
   type BackendMethod,
 } from './schema.js';
-import { encodeTensor } from './tensor.js';
+import { encodeTensor, type WireTensor } from './tensor.js';
 
 /** Where the backend is: a shell command to spawn (stdio) or the base URL of an HTTP server. */
 export type BackendAddress = { readonly command: string } | { readonly url: string };
@@ -351,14 +352,27 @@ export class RemoteBackend implements PolicyBackend {
     await this.invoke('setReference', {});
   }
 
+  /**
+   * Sends `examples` (as three I32 tensors: prompts, PAD-padded responses, lengths) only with
+   * `capabilities.sftExamples`; refused here, without a call, when the backend did not declare it.
+   */
   async warmStart(request: WarmStartRequest): Promise<Record<string, number>> {
-    return this.invoke('warmStart', {
+    const params = {
       task: request.task,
       steps: request.steps,
       batchSize: request.batchSize,
       lr: request.lr,
       seed: request.seed,
-    });
+    };
+    if (request.examples === undefined) return this.invoke('warmStart', params);
+    const info = this.described ?? (await this.info());
+    if (info.capabilities.sftExamples !== true)
+      throw new ProtocolError(
+        'warmStart',
+        'capabilities.sftExamples',
+        `warmStart: the backend ${info.backend.name} does not declare capabilities.sftExamples, so it takes no examples`,
+      );
+    return this.invoke('warmStart', { ...params, examples: encodeSupervisedPairs(request.examples) });
   }
 
   /** Sends `dir` as an absolute path (the backend's working directory is not the driver's). */
@@ -445,4 +459,33 @@ export function parseBackendAddress(value: string): BackendAddress {
   const v = value.trim();
   if (v === '') throw new Error('backend: expected a command or an http:// URL, got an empty string');
   return /^https?:\/\//.test(v) ? { url: v } : { command: v };
+}
+
+/**
+ * `warmStart.examples` on the wire: prompts (N, P), responses right-padded with PAD (0) to the longest
+ * (N, L) and each response's length (N), all I32. Every prompt must have the first one's length.
+ */
+export function encodeSupervisedPairs(pairs: readonly SupervisedPair[]): {
+  prompts: WireTensor;
+  responses: WireTensor;
+  lengths: WireTensor;
+} {
+  const N = pairs.length;
+  const P = N === 0 ? 0 : pairs[0]!.prompt.length;
+  const L = pairs.reduce((m, e) => Math.max(m, e.response.length), 0);
+  const prompts = new Int32Array(N * P);
+  const responses = new Int32Array(N * L); // PAD = 0
+  const lengths = new Int32Array(N);
+  pairs.forEach((e, i) => {
+    if (e.prompt.length !== P)
+      throw new Error(`warmStart.examples: every prompt must have length ${P}, example ${i} has ${e.prompt.length}`);
+    prompts.set(e.prompt, i * P);
+    responses.set(e.response, i * L);
+    lengths[i] = e.response.length;
+  });
+  return {
+    prompts: encodeTensor(prompts, [N, P]),
+    responses: encodeTensor(responses, [N, L]),
+    lengths: encodeTensor(lengths, [N]),
+  };
 }

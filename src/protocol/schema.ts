@@ -98,6 +98,9 @@ export const tensorRefSchema = z.strictObject({ safetensors: z.string().min(1), 
 /** A tensor field: inline or by reference. */
 export const tensorSchema = z.union([wireTensorSchema, tensorRefSchema]);
 
+/** `warmStart.examples`: N supervised pairs as I32 prompts (N, P), PAD-padded responses (N, L) and lengths (N). */
+const sftExamplesSchema = z.strictObject({ prompts: tensorSchema, responses: tensorSchema, lengths: tensorSchema });
+
 /** A tensor field as JSON. */
 export type TensorJson = z.infer<typeof tensorSchema>;
 
@@ -239,6 +242,7 @@ export const methodSchemas = {
           .boolean()
           .optional()
           .describe('the backend takes dumpEngine (absent: false), docs/refit-check.md §8'),
+        sftExamples: z.boolean().optional().describe('warmStart takes examples (absent: false), docs/adapter.md §3'),
       }),
       parameters: nonNegInt,
     }),
@@ -297,6 +301,7 @@ export const methodSchemas = {
       batchSize: int.min(1),
       lr: finite,
       seed: int,
+      examples: sftExamplesSchema.optional().describe('only to a backend with capabilities.sftExamples (§3)'),
     }),
     result: z.record(z.string(), finite),
   },

@@ -135,7 +135,16 @@ export function backendHandlers(
       return null;
     },
     async warmStart(raw) {
-      const p = params('warmStart', raw);
+      const { examples, ...p } = params('warmStart', raw);
+      // the served backends warm-start on their own task and do not declare capabilities.sftExamples
+      if (examples !== undefined)
+        throw new RpcError(
+          RPC_ERRORS.invalidParams,
+          'warmStart: unknown field examples (no capabilities.sftExamples)',
+          {
+            field: 'examples',
+          },
+        );
       return backend.warmStart({ ...p, task: { name: p.task.name, options: p.task.options as never } });
     },
     async save(raw) {

@@ -327,6 +327,30 @@ export class BaselineError extends Error {
 /** The default baseline: the BF16 plan without a rollout correction. */
 export const DEFAULT_BASELINE = 'plan=bf16,correction=none';
 
+/** A run on a backend's own plan (`plan: "backend"`) compares by the plan it served (`backend.plan`). */
+function servedPlan(flat: Map<string, unknown>): Map<string, unknown> {
+  const served = flat.get('backend.plan');
+  if (flat.get('plan') === 'backend' && typeof served === 'string') flat.set('plan', served);
+  return flat;
+}
+
+/**
+ * The differing paths that label the groups: a `backend.*` path (the address, the served plan) is left
+ * out when the others already tell every group apart (a lab sweep on a backend: the address differs
+ * only by the plan it was started with).
+ */
+function labelPaths(differing: readonly string[], flats: readonly Map<string, unknown>[]): string[] {
+  const distinct = (paths: readonly string[]): number =>
+    new Set(flats.map((f) => canonicalJson(paths.map((p) => f.get(p) ?? null)))).size;
+  let kept = [...differing];
+  const all = distinct(kept);
+  for (const p of differing.filter((q) => q.startsWith('backend.'))) {
+    const without = kept.filter((q) => q !== p);
+    if (without.length > 0 && distinct(without) === all) kept = without;
+  }
+  return kept;
+}
+
 /** Short keys a baseline selector may use besides the label's field names, with their config paths. */
 const SELECTOR_PATHS: Readonly<Record<string, string>> = {
   correction: 'estimators.correction',
@@ -457,9 +481,12 @@ export function summarizeRuns(runs: readonly RunRecord[], options: SummaryOption
     byKey.set(key, list);
   }
   const members = [...byKey.values()];
-  const flats = members.map((list) => flattenConfig(withoutSeed(list[0]?.config ?? null) ?? {}));
+  const flats = members.map((list) => servedPlan(flattenConfig(withoutSeed(list[0]?.config ?? null) ?? {})));
   const allPaths = [...new Set(flats.flatMap((f) => [...f.keys()]))];
-  const differing = allPaths.filter((p) => new Set(flats.map((f) => canonicalJson(f.get(p)))).size > 1);
+  const differing = labelPaths(
+    allPaths.filter((p) => new Set(flats.map((f) => canonicalJson(f.get(p)))).size > 1),
+    flats,
+  );
   const displayed = new Map(
     differing.map((p) => [
       p,

@@ -16,6 +16,7 @@ export {
   SweepStopped,
 } from './sweep.js';
 export { type SweepExecutor, type RaySweepExecutor, RAY_MAX_RETRIES } from './sweep-ray.js';
+export { type SweepBackend } from './sweep-backend.js';
 
 // The sweep grid.
 export {

@@ -11,6 +11,7 @@ import { type ScheduledRun, sweepWallSeconds } from './lab-estimate.js';
 import { warmStartKey } from './run.js';
 import { type PlannedRun, runSweep, type SweepOptions, type SweepResult } from './sweep.js';
 import { parseGrid } from './grid.js';
+import { planNameOf } from './sweep-backend.js';
 
 /** Where the experiment specs live, relative to the package root. */
 export const LAB_DIR = 'sims/lab';
@@ -44,6 +45,12 @@ export const labExperimentSchema = z.strictObject({
     .min(1)
     .optional()
     .describe('date, machine and script of the measurement of secondsPerRun and warmStartSeconds'),
+  backendPlans: z
+    .record(z.string().min(1), z.string().min(1))
+    .optional()
+    .describe(
+      "`lab run --backend`: each of the experiment's plans → the backend's served plan (docs/lab/README.md); a plan without one is refused",
+    ),
   smoke: z
     .array(z.string())
     .min(1)
@@ -102,6 +109,11 @@ export interface LabRunOptions {
   readonly smoke?: boolean;
   readonly cacheDir?: string;
   readonly onRunDone?: SweepOptions['onRunDone'];
+  /**
+   * Run on a spawned backend: `command` as spawned, `address` as given (`{plan}` marks where the
+   * backend plan goes, else ` --plan P` is appended); the plans mapped by the experiment's `backendPlans`.
+   */
+  readonly backend?: { readonly command: string; readonly address: string };
 }
 
 /** The sweep options an experiment runs with. */
@@ -115,9 +127,42 @@ export function labSweepOptions(exp: LabExperiment, options: LabRunOptions, root
     outDir: options.outDir,
     ...(options.workers === undefined ? {} : { workers: options.workers }),
     ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
-    ...(exp.baseline === undefined ? {} : { baseline: exp.baseline }),
+    ...(exp.baseline === undefined ? {} : { baseline: labBaseline(exp.baseline, exp, options.backend !== undefined) }),
     ...(options.onRunDone === undefined ? {} : { onRunDone: options.onRunDone }),
+    ...(options.backend === undefined ? {} : { backend: { ...options.backend, plans: exp.backendPlans ?? {} } }),
   };
+}
+
+/**
+ * An experiment's baseline selector; on a backend its `plan=P` names the backend plan P maps to (the
+ * runs' config.json say the plan they were served), so the paired comparison keeps its baseline.
+ */
+export function labBaseline(selector: string, exp: LabExperiment, onBackend: boolean): string {
+  if (!onBackend) return selector;
+  const plans = exp.backendPlans ?? {};
+  return selector
+    .split(',')
+    .map((part) => {
+      const m = /^\s*plan=(.+?)\s*$/.exec(part);
+      return m !== null && Object.hasOwn(plans, m[1]!) ? ` plan=${plans[m[1]!]}` : part;
+    })
+    .join(',')
+    .trim();
+}
+
+/**
+ * Checks that every run's plan has a backend plan in the experiment's `backendPlans`: a UsageError
+ * naming the experiment and the first plan without one (`lab run --backend` exits 2 before anything runs).
+ */
+export function checkLabBackendPlans(exp: LabExperiment, runs: readonly PlannedRun[]): void {
+  const mapped = exp.backendPlans ?? {};
+  for (const run of runs) {
+    const name = planNameOf(run.config.plan);
+    if (!Object.hasOwn(mapped, name))
+      throw new UsageError(
+        `--backend: experiment '${exp.name}' maps no backend plan for plan '${name}' (${LAB_DIR}/${exp.name}.json backendPlans: ${Object.keys(mapped).join(', ') || 'none'})`,
+      );
+  }
 }
 
 /**

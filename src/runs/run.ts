@@ -26,6 +26,7 @@ import { planOfConfig } from '../policies/plans.js';
 import { semanticsMetrics } from '../policies/semantics.js';
 import { writeSafetensors, type SafetensorsEntry } from '../protocol/safetensors.js';
 import { evalStream, rngStreams, stepStream } from '../core/rng-streams.js';
+import { warmStartExamples } from './sft-examples.js';
 
 /** What the driver writes next to the backend's state in a checkpoint directory. */
 export interface CheckpointMeta {
@@ -281,12 +282,15 @@ async function warmStart(
       observer?.onMessage?.(`warm start: ignoring cached ${path} (${(error as Error).message}); retraining`);
     }
   }
+  // A backend that does not know qrl-sim's tasks gets the pairs themselves (capabilities.sftExamples).
+  const sendExamples = task !== undefined && info.capabilities.sftExamples === true && config.sft.steps > 0;
   const metrics = await backend.warmStart({
     task: { name: config.task.name, options: config.task.options as never },
     steps: config.sft.steps,
     batchSize: config.sft.batchSize,
     lr: config.sft.lr,
     seed: config.seed,
+    ...(sendExamples ? { examples: warmStartExamples(config, task) } : {}),
   });
   observer?.onMessage?.(
     `warm start: ${config.sft.steps} supervised steps (${Object.entries(metrics)

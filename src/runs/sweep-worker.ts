@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { runGrpo } from './run.js';
 import { type FactorySource, loadPolicyFactory } from './factory.js';
+import { runGrpoOnBackend, type SweepBackendRun } from './sweep-backend.js';
 
 /** One run of a sweep, as sent to a worker thread (structured-cloneable). */
 export interface SweepTask {
@@ -18,6 +19,8 @@ export interface SweepTask {
   readonly resume?: boolean;
   /** A shared Int32 flag: once non-zero, the run stops after its current step (with a checkpoint). */
   readonly stop?: SharedArrayBuffer;
+  /** Run on this spawned backend instead of in-process (`lab run --backend`). */
+  readonly backend?: SweepBackendRun;
 }
 
 /** What a worker reports back. */
@@ -37,14 +40,18 @@ export default async function runSweepTask(task: SweepTask): Promise<SweepTaskRe
   try {
     const factory = await loadPolicyFactory(task.factory, task.config.policy.kind);
     const flag = task.stop === undefined ? undefined : new Int32Array(task.stop);
-    const summary = await runGrpo({
+    const options = {
       config: task.config,
       outDir: task.outDir,
       factory,
       cacheDir: task.cacheDir,
       resume: task.resume === true,
       ...(flag === undefined ? {} : { shouldStop: () => Atomics.load(flag, 0) !== 0 }),
-    });
+    };
+    const summary =
+      task.backend === undefined
+        ? await runGrpo(options)
+        : await runGrpoOnBackend({ ...options, backend: task.backend });
     return { ok: true, error: null, seconds: (performance.now() - t0) / 1000, stopped: summary.stopped };
   } catch (error) {
     const message =

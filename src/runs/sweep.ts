@@ -22,6 +22,7 @@ import { RUN_ERROR_FILE, type RunErrorFile } from '../report/runs.js';
 import { BaselineError, summarizeRuns } from '../report/summary.js';
 import type { SweepTask, SweepTaskResult } from './sweep-worker.js';
 import { type SweepExecutor, startRayPool } from './sweep-ray.js';
+import { type SweepBackend, sweepBackendRun } from './sweep-backend.js';
 import { type ReportResult, SWEEP_MANIFEST, writeReport } from '../report/write.js';
 
 /** Options of {@link planSweep} and {@link runSweep}. */
@@ -60,6 +61,11 @@ export interface SweepOptions {
    * several selectors separated by `;`. Each must match at least one point.
    */
   readonly exclude?: string;
+  /**
+   * Run every run on a spawned backend, its plan mapped to the backend's (sweep-backend.ts; worker
+   * threads only). A run whose plan has no mapping is a UsageError before anything runs.
+   */
+  readonly backend?: SweepBackend;
   /** Called once the executor is up, before any run starts, with the number of runs at once. */
   readonly onStart?: (workers: number) => void;
   /** Called as each run finishes (in completion order). */
@@ -341,12 +347,19 @@ export async function emitSweepJobs(options: SweepOptions): Promise<SweepJob[]> 
 export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   const t0 = performance.now();
   const plan = await planSweep(options);
+  const backend = options.backend;
+  if (backend !== undefined && (options.executor ?? { kind: 'threads' }).kind !== 'threads')
+    throw new UsageError('--backend: runs on a backend use worker threads, not --executor ray');
+  const onBackend = new Map(
+    backend === undefined ? [] : plan.runs.map((r) => [r, sweepBackendRun(r.config, backend, `grid point ${r.label}`)]),
+  );
   if (options.baseline !== undefined) {
-    // The baseline must pick exactly one grid point: checked on the planned configs, before anything runs.
+    // The baseline must pick exactly one grid point: checked on the planned configs, before anything runs
+    // (on a backend, as config.json will hold them: the plan the backend serves).
     const planned = plan.runs.map((r) => ({
       dir: r.dir,
       name: r.dir,
-      config: r.config as unknown as Record<string, unknown>,
+      config: plannedConfig(r, onBackend.get(r)),
       metrics: [],
       eval: [],
       timings: [],
@@ -397,12 +410,14 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
     rmSync(join(dir, RUN_ERROR_FILE), { force: true });
     let result: SweepTaskResult;
     try {
+      const remote = onBackend.get(run);
       result = await pool.run({
-        config: run.config,
+        config: remote?.config ?? run.config,
         outDir: dir,
         factory: options.factory ?? DEFAULT_FACTORY,
         cacheDir,
         resume,
+        ...(remote === undefined ? {} : { backend: remote.backend }),
       });
     } catch (error) {
       result = { ok: false, error: `worker: ${error instanceof Error ? error.message : String(error)}`, seconds: 0 };
@@ -445,6 +460,15 @@ export async function runSweep(options: SweepOptions): Promise<SweepResult> {
   }
   const report = await writeReport(outDir, options.baseline === undefined ? {} : { baseline: options.baseline });
   return { plan, runs: results, report, workers: pool.workers, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** A planned run's config as its config.json will read (on a backend: plan "backend" and the served plan). */
+function plannedConfig(
+  run: PlannedRun,
+  remote: ReturnType<typeof sweepBackendRun> | undefined,
+): Record<string, unknown> {
+  if (remote === undefined) return run.config as unknown as Record<string, unknown>;
+  return { ...remote.config, backend: { address: remote.backend.address, plan: remote.backend.plan } };
 }
 
 /** The runs' executor as {@link runSweep} drives it: a run in, its result out; a stop; a close. */

@@ -17,12 +17,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, LogprobsResult, RolloutBatch
+from ..backend import Backend, LogprobsResult, RolloutBatch, SftExamples
 from ..numpy_ar.backend import _support
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
 from .refit_dump import check_fault, dump_engine, plant_after_refit
+from .sft import supervised_steps, warm_start_metrics
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
 VERSION = "0.1.0"
@@ -187,7 +188,7 @@ class HfBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "probSqSum": True, "dumpEngine": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "sftExamples": True, "probSqSum": True, "dumpEngine": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -355,14 +356,25 @@ class HfBackend(Backend):
         with torch.no_grad():
             self.ref.load_state_dict(self.model.state_dict())
 
-    def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int) -> Dict[str, float]:
-        if steps == 0:
-            return {}
-        raise RpcError(
-            FAILED_PRECONDITION,
-            f"warmStart: {steps} supervised steps on {task.get('name')!r} need the task's gold responses, which qrl-backend/1 "
-            "does not carry; set sft.steps to 0 (RL from the initial weights) or start from a checkpoint (--checkpoint DIR)",
-            "steps")
+    warm_start_keywords = frozenset({"examples"})  # Backend.warm_start_keywords
+
+    def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int,
+                   examples: Optional[SftExamples] = None) -> Dict[str, float]:
+        """`steps` supervised steps on the pairs the driver sent (capabilities.sftExamples; sft.py mirrors the
+        toy's warm start): the trainer only, the RL optimizer's state untouched, the version +1. Without
+        examples only `steps: 0` is served: this backend does not know qrl-sim's tasks."""
+        if examples is None:
+            if steps == 0:
+                return {}
+            raise RpcError(
+                FAILED_PRECONDITION,
+                f"warmStart: {steps} supervised steps on {task.get('name')!r} need the task's examples, which this request does not "
+                "carry (a driver of capabilities.sftExamples sends them); set sft.steps to 0 or start from a checkpoint (--checkpoint DIR)",
+                "examples")
+        losses = supervised_steps(self.model, examples, steps, batch_size, lr, self.vocab, self.plan["trainer"], self.device)
+        self.handles.clear()
+        self.version += 1
+        return warm_start_metrics(losses)
 
     # --- checkpoints ---------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import { AdamW, clipGradNorm, type AdamWConfig } from '../../nn/adamw.js';
 import { allocLike } from '../../nn/array.js';
 import { crossEntropyBackward, crossEntropyForward } from '../../nn/softmax.js';
 import { ParamStore } from '../../nn/params.js';
-import { createRng } from '../../core/rng.js';
+import { createRng, type Rng } from '../../core/rng.js';
 import { PAD } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
@@ -169,6 +169,40 @@ export async function trainSupervisedAsync(
   }
 }
 
+/** `batchSize` training problems of `task` drawn from `rng`, each paired with its gold response. */
+function drawSupervisedBatch(task: Task, rng: Rng, batchSize: number): SupervisedExample[] {
+  return Array.from({ length: batchSize }, () => {
+    const problem = task.sampleProblem(rng);
+    return { prompt: problem.prompt, response: task.goldResponse(problem) };
+  });
+}
+
+/**
+ * The supervised pairs {@link trainSupervised} trains on, `steps · batchSize` of them in training order
+ * (step s: `[s·batchSize, (s+1)·batchSize)`), drawn the same way from the stream `<seed>/sft`: what the
+ * run driver sends a backend that warm-starts on the task's examples (`capabilities.sftExamples`).
+ *
+ * @example
+ * ```ts
+ * const pairs = supervisedExamples(makeTask('reverse'), 0, 40, 32); // 1280 pairs
+ * ```
+ */
+export function supervisedExamples(
+  task: Task,
+  seed: number | string,
+  steps: number,
+  batchSize: number,
+): SupervisedExample[] {
+  if (!Number.isInteger(steps) || steps < 0)
+    throw new Error(`supervisedExamples: steps must be a non-negative integer, got ${steps}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new Error(`supervisedExamples: batchSize must be a positive integer, got ${batchSize}`);
+  const rng = createRng(seed).fork(rngStreams.ar.sft);
+  const out: SupervisedExample[] = [];
+  for (let step = 0; step < steps; step++) out.push(...drawSupervisedBatch(task, rng, batchSize));
+  return out;
+}
+
 /** The warm-start loop of {@link trainSupervised}, suspended after every step. */
 function* supervisedSteps(
   policy: ArPolicy,
@@ -184,10 +218,7 @@ function* supervisedSteps(
   const rng = createRng(opts.seed ?? 0).fork(rngStreams.ar.sft);
   const losses: number[] = [];
   for (let step = 0; step < opts.steps; step++) {
-    const batch = Array.from({ length: batchSize }, () => {
-      const problem = task.sampleProblem(rng);
-      return { prompt: problem.prompt, response: task.goldResponse(problem) };
-    });
+    const batch = drawSupervisedBatch(task, rng, batchSize);
     const stepOpts: SftStepOptions = {
       maxGradNorm: opts.maxGradNorm ?? 1,
       ...(opts.numerics ? { numerics: opts.numerics } : {}),
