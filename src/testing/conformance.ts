@@ -22,6 +22,7 @@ import {
   checkTrainerSideScored,
 } from './request-checks.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
+import { checkDiffusion } from './diffusion-checks.js';
 
 /** One row of the conformance table. */
 export interface ConformanceRow {
@@ -407,6 +408,7 @@ export async function runConformance(
     await checkRolloutIsEngine(ctx);
     await checkTrainerSideScored(ctx);
     await checkGenerateRequestFields(ctx);
+    if (info.policy === 'diffusion') await checkDiffusion(ctx, options.config);
     await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
     await checkProbSqSum(backend, info, batch, all, lp.logp, add, attempt);
   }
