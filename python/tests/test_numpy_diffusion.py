@@ -188,3 +188,30 @@ def test_step_save_load_round_trip(tmp_path):
     assert np.array_equal(be.logprobs(a, [0, 1, 2], "current", False).logp, after)
     be.backward(be.logprobs(a, [0, 1, 2], "current", True).handle, -a.mask.reshape(-1))
     assert be.step(1.0) == s1
+
+
+def test_the_sft_loss_and_its_gradient_equal_qrl_sims():
+    from qrl_backend.numpy_diffusion.model import param_specs
+    from qrl_backend.numpy_diffusion.sft import masked_diffusion_loss, pad_response
+    out = _node("""
+      import { createDiffusionModel } from './src/policies/diffusion/model.ts';
+      import { maskedDiffusionLoss } from './src/policies/diffusion/warmstart.ts';
+      import { createParamStore } from './src/nn/params.ts';
+      import { createRng } from './src/core/rng.ts';
+      const model = createDiffusionModel({ vocabSize: 13, maxLen: 16, C: 16, H: 2, layers: 1, hidden: 32 });
+      const store = createParamStore(model.specs, '5/diffusion-policy');
+      const prompts = [[1, 5, 6, 7, 3], [1, 8, 9, 10, 3]];
+      const responses = [[7, 6, 5, 2, 2, 2, 2, 2], [10, 9, 8, 2, 2, 2, 2, 2]];
+      const grads = new Float32Array(store.data.length);
+      const loss = maskedDiffusionLoss(model, store.data, prompts, responses, createRng('5/sft/step-0'), { grads });
+      console.log(JSON.stringify({ loss, grads: Array.from(grads) }));""")
+    want = json.loads(out)
+    params = init_params(CFG, "5/diffusion-policy")
+    grads = {k: np.zeros_like(v) for k, v in params.items()}
+    prompts = [[1, 5, 6, 7, 3], [1, 8, 9, 10, 3]]
+    responses = [pad_response([7, 6, 5, 2], 8), pad_response([10, 9, 8, 2], 8)]
+    loss = masked_diffusion_loss(CFG, params, prompts, responses, Rng("5/sft/step-0"), grads=grads)
+    assert loss == want["loss"] and loss > 1  # ≈ log 12 at initialization
+    flat = np.concatenate([grads[n].reshape(-1) for n, _, _ in param_specs(CFG)])
+    assert np.array_equal(flat, np.asarray(want["grads"], dtype=np.float32))
+    assert np.abs(flat).max() > 0
