@@ -215,3 +215,24 @@ def test_the_sft_loss_and_its_gradient_equal_qrl_sims():
     flat = np.concatenate([grads[n].reshape(-1) for n, _, _ in param_specs(CFG)])
     assert np.array_equal(flat, np.asarray(want["grads"], dtype=np.float32))
     assert np.abs(flat).max() > 0
+
+
+def test_without_a_run_it_serves_the_reverse_tasks_defaults_and_a_run_rebuilds_it():
+    from qrl_backend.numpy_diffusion.backend import build
+    be = build([])
+    info = be.info()
+    assert info["policy"] == "diffusion" and info["vocabulary"]["size"] == 13 and info["plan"]["name"] == "fp32"
+    assert be.inner.sampler == SamplerConfig() and be.inner.estimator == "d1"
+    run = {"seed": 1, "policy": {"model": {"C": 16, "H": 2, "layers": 1, "hidden": 32}, "diffusion": {"generationLength": 8, "blockLength": 4, "steps": 4, "estimator": "elbo"}}}
+    setup = {"policy": "diffusion", "vocabulary": {"size": 13}, "plan": {"name": "bf16"}, "optim": {"lr": 0.01}}
+    be.configure(run, setup)
+    assert be.inner.estimator == "elbo" and be.inner.plan_name == "bf16" and be.inner.cfg.C == 16 and be.inner.lr == 0.01
+
+
+@pytest.mark.parametrize("argv", [["--config", "{bad"], ["--config", '{"policy": {"diffusion": {"blockLength": 5}}}'], ["--config", "[]"], ["--config", '{"policy": {"model": {"bogus": 1}}}']])
+def test_a_bad_config_flag_exits_2_with_one_line(argv):
+    r = subprocess.run(["python3", "-m", "qrl_backend.numpy_diffusion", *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "python")},
+                       input="", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().split("\n")
+    assert len(lines) == 1 and lines[0].startswith(f"python3 -m qrl_backend.numpy_diffusion: --config {argv[1]}: ")

@@ -249,7 +249,7 @@ class ConfiguredNumpyDiffusion(ConfiguredFromRun):
             cfg = config_from_run((run.get("policy") or {}).get("model") or {}, vocab)
             sampler = _sampler_from_run(run)
             sampler.schedule()
-        except ValueError as e:
+        except (ValueError, TypeError) as e:
             raise ProtocolError("run.policy", str(e)) from None
         plan = a.plan
         if plan is None:
@@ -269,10 +269,24 @@ class ConfiguredNumpyDiffusion(ConfiguredFromRun):
         )
         self.setup = setup
 
+    def info(self) -> Dict[str, Any]:
+        if self.inner is None:
+            # a client without a run (backend-check without --config): the reverse task's defaults, as qrl-sim serve
+            self.inner = _default_backend(self.flags)
+        return self.inner.info()
+
     def logprobs(self, batch, rows, policy, grad):  # noqa: ANN001, ANN201
         return self._be().logprobs(batch, rows, policy, grad)
 
     logprobs_keywords = frozenset()
+
+
+def _default_backend(a: Any) -> NumpyDiffusionBackend:
+    """The backend of a run config that sets nothing: the reverse task's vocabulary (13), the toy model,
+    the default sampler (N 24, blocks of 8, 12 steps) and estimator (d1), seed 0, --plan or fp32."""
+    cfg = config_from_run({}, a.vocab_size)
+    return NumpyDiffusionBackend(cfg, init_params(cfg, "0/diffusion-policy"), SamplerConfig(), "d1", plan=a.plan or "fp32",
+                                 lr=1e-3 if a.lr is None else a.lr)
 
 
 def build(argv: Optional[List[str]] = None) -> Backend:
@@ -283,7 +297,7 @@ def build(argv: Optional[List[str]] = None) -> Backend:
 
     ap = argparse.ArgumentParser(prog="python3 -m qrl_backend.numpy_diffusion", description="qrl-backend/1 server: the toy masked-diffusion policy in numpy.")
     ap.add_argument("--config", help="a run config as JSON ({seed, policy: {model, diffusion, sampler}}) to build the model at start (default: the run the driver sends)")
-    ap.add_argument("--vocab-size", type=int, default=13, help="with --config: the vocabulary size (default 13, the reverse task's)")
+    ap.add_argument("--vocab-size", type=int, default=13, help="the vocabulary size of a backend built without the run (default 13, the reverse task's)")
     ap.add_argument("--plan", choices=sorted(Plan.PLANS), help="default: setup.plan.name of the run, else fp32")
     ap.add_argument("--lr", type=float, help="default: setup.optim.lr of the run, else 1e-3")
     add_server_arguments(ap)
@@ -302,7 +316,7 @@ def build(argv: Optional[List[str]] = None) -> Backend:
         inner = NumpyDiffusionBackend(cfg, init_params(cfg, f"{run.get('seed', 0)}/diffusion-policy"), sampler,
                                       str((pol.get("diffusion") or {}).get("estimator", "d1")), plan=a.plan or "fp32",
                                       lr=1e-3 if a.lr is None else a.lr)
-    except ValueError as e:
+    except (ValueError, TypeError, AttributeError) as e:
         sys.stderr.write(f"{ap.prog}: --config {a.config}: {e}\n")
         sys.exit(2)
     return ConfiguredNumpyDiffusion(a, inner)
