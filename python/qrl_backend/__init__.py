@@ -1,6 +1,7 @@
 """qrl_backend: the Python side of qrl-backend/1, the protocol through which qrl-sim drives a policy
 backend in another process. Message codec (wire), server runner (stdio and HTTP) and the Backend base
-class a GPU stack fills in. Not a model: the toy AR references live in numpy_ar and torch_ar.
+class a GPU stack fills in. Not a model: the toy AR references live in numpy_ar and torch_ar, the
+masked-diffusion one in numpy_diffusion (its record: diffusion_record).
 
 Only numpy is required; the transports use the standard library.
 """
@@ -16,6 +17,7 @@ from .wire import (
 )
 from .wire import RolloutBatch, batch_from_json, batch_to_json
 from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, SftExamples, StepResult
+from .diffusion_record import DiffusionEngineRecord, DiffusionSequence, diffusion_record
 from .server import serve, serve_stdio, serve_http, handle_message
 
 __all__ = [
@@ -37,6 +39,9 @@ __all__ = [
     "StepResult",
     "batch_from_json",
     "batch_to_json",
+    "DiffusionEngineRecord",
+    "DiffusionSequence",
+    "diffusion_record",
     "serve",
     "serve_stdio",
     "serve_http",

@@ -128,7 +128,10 @@ def record_from_json(value: Any, field: str = "record") -> Any:
 
 
 def record_to_json(value: Any) -> Any:
-    """A replay record with numpy arrays encoded as 1-D wire tensors."""
+    """A replay record with numpy arrays encoded as 1-D wire tensors (a typed record, e.g.
+    diffusion_record.DiffusionEngineRecord, through its own `to_json`)."""
+    if hasattr(value, "to_json") and callable(value.to_json):
+        return value.to_json()
     if isinstance(value, np.ndarray):
         return encode_tensor(value.reshape(-1))
     if isinstance(value, (list, tuple)):

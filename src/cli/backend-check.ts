@@ -41,6 +41,8 @@ unspent ones retired by step, the weight version after step and sync, the gradie
 step descending −mean ℓ must raise mean ℓ: a finite difference), the reference frozen, save/load
 restoring weights, reference and version, save → step → load → step reproducing the step (the
 optimizer state), the errors bad requests get, and that the backend keeps serving after them.
+A diffusion backend also gets its record, schedule (with --config), replay, estimator and
+temperature rows (docs/adapter.md §4).
 The backend takes optimizer steps: use a scratch instance.
 
 Options:

@@ -5,8 +5,13 @@
 
 import { z } from 'zod';
 import { BACKEND_METHODS, methodSchemas, PROTOCOL_VERSIONS } from './schema.js';
+import { recordSchemas } from './record-schemas.js';
 
-/** The JSON Schema document of qrl-backend/1: `methods.<name>.params` and `methods.<name>.result`. */
+/**
+ * The JSON Schema document of qrl-backend/1: `methods.<name>.params` and `methods.<name>.result`, and
+ * `records.<kind>`: the replay record of each policy kind qrl-sim defines (a batch's `record` stays
+ * open to other kinds).
+ */
 export function protocolJsonSchema(): Record<string, unknown> {
   const methods: Record<string, unknown> = {};
   for (const m of BACKEND_METHODS) {
@@ -16,6 +21,9 @@ export function protocolJsonSchema(): Record<string, unknown> {
       result: z.toJSONSchema(s.result as z.ZodType, { io: 'output', unrepresentable: 'any', target: 'draft-2020-12' }),
     };
   }
+  const records: Record<string, unknown> = {};
+  for (const [kind, s] of Object.entries(recordSchemas))
+    records[kind] = z.toJSONSchema(s, { io: 'output', unrepresentable: 'any', target: 'draft-2020-12' });
   return {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     title: `${PROTOCOL_VERSIONS[0]} messages`,
@@ -23,6 +31,7 @@ export function protocolJsonSchema(): Record<string, unknown> {
       'Params and result of every qrl-backend/1 method (docs/adapter.md §3), generated from src/protocol/schema.ts by `npx tsx scripts/protocol-schema.ts`. Checks a schema cannot state (tensor byte lengths and (B, T) shapes, mask values, log-probs ≤ 0, finite numbers) are the codec’s.',
     protocol: PROTOCOL_VERSIONS[0],
     methods,
+    records,
   };
 }
 

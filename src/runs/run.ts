@@ -20,7 +20,8 @@ import type { Task } from '../tasks/task.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { JsonlWriter, readJsonl, removeStaleTemps, tempName, writeJsonAtomic } from '../core/files.js';
 import { policyFactory } from './policies.js';
-import { createParamStore } from '../nn/params.js';
+import { createParamStore, type ParamSpec } from '../nn/params.js';
+import { DIFFUSION_CONFIG_METADATA, diffusionWeightsLayout } from '../policies/diffusion/weights.js';
 import { AR_CONFIG_METADATA, arConfigFor, arParamSpecs } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { semanticsMetrics } from '../policies/semantics.js';
@@ -207,8 +208,9 @@ const REFERENCE_NAME = 'qrl-sim reference';
 /**
  * Warm start for a backend without `capabilities.warmStart`: the in-process reference backend
  * warm-starts (or loads the cached warm start), and its weights are handed over as a directory
- * holding `weights.safetensors` (ParamStore names, F32, the ArConfig in the metadata; docs/adapter.md)
- * that the backend `load`s. AR policies only (the weights file is defined for them).
+ * holding `weights.safetensors` (ParamStore names, F32, the ArConfig — or for the diffusion policy
+ * the model's shape under `qrl-sim.diffusion-config` — in the metadata; docs/adapter.md) that the
+ * backend `load`s.
  */
 async function handOverWarmStart(
   backend: PolicyBackend,
@@ -218,9 +220,9 @@ async function handOverWarmStart(
   observer?: RunObserver,
   shouldStop?: () => boolean,
 ): Promise<void> {
-  if (config.policy.kind !== 'ar')
+  if (config.policy.kind !== 'ar' && config.policy.kind !== 'diffusion')
     throw new UsageError(
-      `--backend: the backend has no warm start and weights can be handed over for policy ar only, got '${config.policy.kind}'`,
+      `--backend: the backend has no warm start and weights can be handed over for policies ar and diffusion only, got '${config.policy.kind}'`,
     );
   // The warm start is precision-independent (fp32); a plan taken from the backend is no qrl-sim plan.
   const local = new ReferenceBackend(
@@ -232,15 +234,15 @@ async function handOverWarmStart(
   try {
     await warmStart(local, config, cacheDir, observer);
     if (shouldStop?.() === true) throw new WarmStartStopped();
-    const arConfig = arConfigFor(config, task);
-    const layout = createParamStore(arParamSpecs(arConfig), 0).layout;
+    const { specs, metadata } = handOverLayout(config, task);
+    const layout = createParamStore(specs, 0).layout;
     const tensors: Record<string, SafetensorsEntry> = {};
     for (const e of layout.entries)
       tensors[e.name] = { data: Float32Array.from(layout.view(local.weights, e.name)), shape: e.shape };
     const dir = tempName(join(cacheDir, 'handover'));
     mkdirSync(dir, { recursive: true });
     try {
-      writeSafetensors(join(dir, 'weights.safetensors'), tensors, { [AR_CONFIG_METADATA]: JSON.stringify(arConfig) });
+      writeSafetensors(join(dir, 'weights.safetensors'), tensors, metadata);
       await backend.load(dir);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -249,6 +251,19 @@ async function handOverWarmStart(
   } finally {
     await local.close();
   }
+}
+
+/** The parameter layout and metadata of the hand-over weights file of a run's policy. */
+function handOverLayout(
+  config: RunConfig,
+  task: Task,
+): { specs: readonly ParamSpec[]; metadata: Record<string, string> } {
+  if (config.policy.kind === 'diffusion') {
+    const { specs, configJson } = diffusionWeightsLayout(config, task);
+    return { specs, metadata: { [DIFFUSION_CONFIG_METADATA]: configJson } };
+  }
+  const arConfig = arConfigFor(config, task);
+  return { specs: arParamSpecs(arConfig), metadata: { [AR_CONFIG_METADATA]: JSON.stringify(arConfig) } };
 }
 
 async function warmStart(

@@ -22,6 +22,7 @@ import {
 } from './request-checks.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { checkProbSqSum, checkRoutingReplay, differences, equalArrays, sameJson } from './capability-checks.js';
+import { checkDiffusion } from './diffusion-checks.js';
 
 /** One row of the conformance table. */
 export interface ConformanceRow {
@@ -258,6 +259,7 @@ export async function runConformance(
     await checkRolloutIsEngine(ctx);
     await checkTrainerSideScored(ctx);
     await checkGenerateRequestFields(ctx);
+    if (info.policy === 'diffusion') await checkDiffusion(ctx, options.config);
     const check = { backend, info, batch, rows: all, logp: lp.logp, add, attempt };
     await checkRoutingReplay(check);
     await checkProbSqSum(check);

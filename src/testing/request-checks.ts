@@ -60,7 +60,11 @@ export type BugClass =
   | 'step does not move the policy'
   | 'save/load loses state'
   | 'probSqSum wrong'
-  | 'MoE routing misreported';
+  | 'MoE routing misreported'
+  | 'diffusion record malformed'
+  | 'diffusion schedule broken'
+  | 'diffusion record not replayed'
+  | 'estimator ignored';
 
 /** One named check of the battery: the row name it writes (`tolerance` standing for the figure) and the bug classes it catches. */
 export interface NamedCheck {
@@ -136,6 +140,36 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
     check: 'MoE: rollout routing replay (R3)',
     catches: ['MoE routing misreported'],
     when: { 'MoE routing misreported': 'an MoE record' },
+  },
+  {
+    check: 'diffusion record well-formed',
+    catches: ['diffusion record malformed', 'impossible response'],
+    when: { 'diffusion record malformed': 'policy diffusion', 'impossible response': 'policy diffusion' },
+  },
+  {
+    check: 'diffusion sampler schedule and block length',
+    catches: ['diffusion schedule broken'],
+    when: { 'diffusion schedule broken': 'policy diffusion, with --config' },
+  },
+  {
+    check: 'same seed ⇒ same diffusion record',
+    catches: ['seed ignored'],
+    when: { 'seed ignored': 'policy diffusion' },
+  },
+  {
+    check: 'diffusion record replayed',
+    catches: ['diffusion record not replayed'],
+    when: { 'diffusion record not replayed': 'policy diffusion' },
+  },
+  {
+    check: 'each estimator recomputes its own ℓ',
+    catches: ['estimator ignored'],
+    when: { 'estimator ignored': 'policy diffusion' },
+  },
+  {
+    check: 'diffusion temperature recorded and honoured',
+    catches: ['temperature recorded as 1', 'temperature ignored'],
+    when: { 'temperature recorded as 1': 'policy diffusion', 'temperature ignored': 'policy diffusion' },
   },
   {
     check: 'probSqSum capability',

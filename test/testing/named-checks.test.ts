@@ -1,10 +1,11 @@
 // `namedChecks` is the battery's one list: every row runConformance writes that can fail is in it,
-// and every entry is a row the battery writes (on the reference backend, dense and MoE, with a
+// and every entry is a row the battery writes (on the reference backend, dense, MoE and diffusion, with a
 // config, with and without probSqSum), so the docs table and the mutation tests cannot drift from it.
 
 import { describe, expect, it } from 'vitest';
 import { ReferenceBackend } from '../../src/backend/reference.js';
 import { arPolicyFactory } from '../../src/policies/ar/engine.js';
+import { diffusionPolicyFactory } from '../../src/policies/diffusion/engine.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 import { isCheck, namedChecks } from '../../src/testing/request-checks.js';
 import { makeTaskFromConfig } from '../../src/tasks/registry.js';
@@ -12,7 +13,11 @@ import { servedConformance } from './served.js';
 
 const rowsOf = (config: ReturnType<typeof resolveRunConfig>, withConfig: boolean) =>
   servedConformance(
-    new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)),
+    new ReferenceBackend(
+      config,
+      config.policy.kind === 'diffusion' ? diffusionPolicyFactory : arPolicyFactory,
+      makeTaskFromConfig(config.task),
+    ),
     withConfig ? { config } : {},
   );
 
@@ -34,7 +39,18 @@ describe('namedChecks', () => {
       },
       plan: 'bf16',
     });
-    const rows = [...(await rowsOf(dense, true)), ...(await rowsOf(moe, false))];
+    const diffusion = resolveRunConfig({
+      seed: 0,
+      task,
+      policy: {
+        kind: 'diffusion',
+        model: { C: 16, H: 2, layers: 1, hidden: 16 },
+        diffusion: { generationLength: 8, blockLength: 4, steps: 4 },
+      },
+      plan: 'bf16',
+      sft: { steps: 0 },
+    });
+    const rows = [...(await rowsOf(dense, true)), ...(await rowsOf(moe, false)), ...(await rowsOf(diffusion, true))];
     const canFail = rows.filter((r) => r.status !== 'info').map((r) => r.check);
     expect(canFail.filter((c) => !namedChecks.some((n) => isCheck(c, n.check)))).toEqual([]);
     // every entry is written by some run above, but for the rows that need a flag or another plan side

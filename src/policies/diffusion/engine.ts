@@ -109,7 +109,7 @@ function taskOf(config: RunConfig): Task {
 }
 
 /** The model a config implies: `config.policy.model` over the toy defaults, maxLen ≥ prompt + generation. */
-function modelFor(config: RunConfig, task: Task): DiffusionModel {
+export function diffusionModelFor(config: RunConfig, task: Task): DiffusionModel {
   const { preset, maxLen, moe, ...fields } = modelOptionsSchema.parse(config.policy.model);
   const options = diffusionModelOptions(preset, fields);
   const length =
@@ -273,7 +273,7 @@ function recordOf(batch: EngineBatch): DiffusionEngineRecord {
  * ```
  */
 export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionEngine {
-  const model = modelFor(config, task);
+  const model = diffusionModelFor(config, task);
   const plan = planOfConfig(config.plan);
   const sampler = samplerFor(config);
   const replay = config.policy.sampler.supportReplay;
