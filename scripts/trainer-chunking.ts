@@ -64,8 +64,9 @@ function row(gemm: GemmPlan): string {
       eos: null,
     });
     const numerics = sideNumerics(plan.trainer, policy.weights);
-    const one = microBatchedLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, numerics, 1);
-    const eight = microBatchedLogprobs(policy, r.tokens, B, r.promptLength, r.responseMask, numerics, 8);
+    const batch = { tokens: r.tokens, B, P: r.promptLength, responseMask: r.responseMask };
+    const one = microBatchedLogprobs(policy, batch, numerics, 1);
+    const eight = microBatchedLogprobs(policy, batch, numerics, 8);
     const s = ratioOutside(one, eight, r.responseMask);
     shares.push(s.share);
     means.push(s.meanRatio);

@@ -21,13 +21,14 @@ describe('micro-batched trainer recompute', () => {
   const rng = createRng(9);
   const tokens = Int32Array.from({ length: B * (P + L) }, () => Math.floor(rng.uniform() * task.vocabSize));
   const mask = new Float64Array(B * L).fill(1);
+  const batch = { tokens, B, P, responseMask: mask };
 
   it('one chunk of all sequences is computeLogprobs bit for bit; sequential BF16 does not depend on the chunk', () => {
     const n = roundingNumerics({ operands: 'bf16' });
     const whole = computeLogprobs(policy, tokens, B, P, mask, { numerics: n }).logp;
-    expect([...microBatchedLogprobs(policy, tokens, B, P, mask, n, B)]).toEqual([...whole]);
-    expect([...microBatchedLogprobs(policy, tokens, B, P, mask, n, 1)]).toEqual([...whole]);
-    expect(() => microBatchedLogprobs(policy, tokens, B, P, mask, n, 0)).toThrow(/microBatch/);
+    expect([...microBatchedLogprobs(policy, batch, n, B)]).toEqual([...whole]);
+    expect([...microBatchedLogprobs(policy, batch, n, 1)]).toEqual([...whole]);
+    expect(() => microBatchedLogprobs(policy, batch, n, 0)).toThrow(/microBatch/);
   });
 
   it('split-K for small GEMMs and per-tensor activation scales follow the chunk; per-token scales do not', () => {
@@ -36,11 +37,11 @@ describe('micro-batched trainer recompute', () => {
     const perTensor = quantizedNumerics({ weights: { preset: 'te-current' }, activations: { preset: 'te-current' } });
     const perToken = quantizedNumerics({ weights: { preset: 'nvfp4' }, activations: { preset: 'nvfp4-row-te' } });
     for (const n of [splitK, perTensor])
-      expect([...microBatchedLogprobs(policy, tokens, B, P, mask, n, 1)]).not.toEqual([
-        ...microBatchedLogprobs(policy, tokens, B, P, mask, n, 4),
+      expect([...microBatchedLogprobs(policy, batch, n, 1)]).not.toEqual([
+        ...microBatchedLogprobs(policy, batch, n, 4),
       ]);
-    expect([...microBatchedLogprobs(policy, tokens, B, P, mask, perToken, 1)]).toEqual([
-      ...microBatchedLogprobs(policy, tokens, B, P, mask, perToken, 4),
+    expect([...microBatchedLogprobs(policy, batch, perToken, 1)]).toEqual([
+      ...microBatchedLogprobs(policy, batch, perToken, 4),
     ]);
   });
 

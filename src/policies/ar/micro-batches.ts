@@ -6,23 +6,30 @@ import type { PolicyNumerics } from '../numerics.js';
 import { computeLogprobs } from './logprobs.js';
 import type { ArPolicy } from './model.js';
 
+/** The batch a micro-batched recompute scores: (B, P + L) tokens and the (B, L) response mask. */
+export interface RecomputeBatch {
+  /** (B, P + L) prompt then response tokens. */
+  readonly tokens: ArrayLike<number>;
+  /** Sequences. */
+  readonly B: number;
+  /** Prompt length. */
+  readonly P: number;
+  /** (B, L) 1 for response tokens to score. */
+  readonly responseMask: ArrayLike<number>;
+}
+
 /**
  * (B, L) trainer log-probs of B sequences recomputed `microBatch` sequences at a time (the last chunk
  * may be shorter), each chunk one forward of microBatch·T rows with `numerics`; with `microBatch` ≥ B
  * this is {@link computeLogprobs} bit for bit. Sequences are not padded (they share one length here).
- *
- * @param tokens - (B, P + L) prompt then response tokens
- * @param responseMask - (B, L) 1 for response tokens to score
  */
 export function microBatchedLogprobs(
   policy: ArPolicy,
-  tokens: ArrayLike<number>,
-  B: number,
-  P: number,
-  responseMask: ArrayLike<number>,
+  batch: RecomputeBatch,
   numerics: PolicyNumerics,
   microBatch: number,
 ): Float64Array {
+  const { tokens, B, P, responseMask } = batch;
   if (!Number.isInteger(microBatch) || microBatch < 1)
     throw new Error(`microBatch: expected a positive integer, got ${microBatch}`);
   const T = tokens.length / B;
