@@ -14,6 +14,7 @@ import { logprobsToJson, NEWEST_REVISION, UNDECLARED_FIELDS } from '../protocol/
 import type { RunConfig } from '../rl/grpo/config.js';
 import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
+import { checkTopk } from './topk-conformance.js';
 import {
   checkGenerateRequestFields,
   checkLogprobsRows,
@@ -409,6 +410,7 @@ export async function runConformance(
     await checkGenerateRequestFields(ctx);
     await checkRoutingReplay(backend, batch, all, lp.logp, add, attempt);
     await checkProbSqSum(backend, info, batch, all, lp.logp, add, attempt);
+    await checkTopk(backend, info, prompts, seed, batch, add, attempt);
   }
 
   // Gradient, handles, step, versions, frozen reference.
