@@ -68,6 +68,9 @@ const KNOWN = new Set([
   'policies/quantized.ts pvBatch',
   'policies/quantized.ts kvLoaded',
   'policies/truncation.ts truncatedSupport',
+  'policies/ar/logprobs.ts backwardTopkRow',
+  'policies/ar/topk.ts recordTopk',
+  'policies/ar/topk.ts trainerTopk',
   // Left to convert (issue 41's note).
   'policies/diffusion/sampler.ts sampleDiffusion',
   'runs/run.ts warmStart',

@@ -5,6 +5,7 @@
 export {
   BACKEND_PROTOCOL,
   type BackendCapabilities,
+  type SampledTopk,
   type BackendInfo,
   type BackendVocabulary,
   type EngineDump,

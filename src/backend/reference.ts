@@ -81,6 +81,8 @@ interface GradHandle {
   readonly weightVersion: number;
   /** The routing replay of the call (MoE), repeated when the handle is recomputed. */
   readonly routing: LogprobsRequest['routing'];
+  /** The pass scored the batch's top-k ids (`backward` may take their coefficients). */
+  readonly topk: boolean;
 }
 
 /** Copies a batch to plain data with a JSON-safe record (typed arrays stay typed arrays). */
@@ -94,6 +96,7 @@ function plainBatch(batch: EngineBatch, weightVersion: number): RolloutBatch {
     responses: batch.responses,
     mask: batch.mask,
     logpRollout: batch.logpRollout,
+    ...(batch.topk === undefined ? {} : { topk: batch.topk }),
     record,
   };
 }
@@ -161,6 +164,7 @@ export class ReferenceBackend implements PolicyBackend {
         entropy: true,
         warmStart: true,
         probSqSum: this.config.policy.kind === 'ar',
+        ...(this.config.policy.kind === 'ar' ? { topkLogprobs: true } : {}),
       },
       parameters: this.engine.params.data.length,
     };
@@ -192,9 +196,17 @@ export class ReferenceBackend implements PolicyBackend {
         );
     }
     const side = request.side ?? 'rollout';
+    const K = request.topkLogprobs ?? 0;
+    if (K !== 0 && (this.config.policy.kind !== 'ar' || !Number.isInteger(K) || K < 0 || K > this.task.vocabSize))
+      throw new UsageError(
+        this.config.policy.kind !== 'ar'
+          ? `generate.topkLogprobs: the ${this.config.policy.kind} policy reports no top-k log-probs (AR only), got ${K}`
+          : `generate.topkLogprobs: must be an integer in 0..${this.task.vocabSize} (the vocabulary), got ${K}`,
+      );
     const batch = this.engine.generate(request.prompts, createRng(request.seed), {
       greedy: request.greedy === true,
       side,
+      ...(K > 0 ? { topkLogprobs: K } : {}),
     });
     return plainBatch(batch, side === 'rollout' ? this.rolloutVersion : this.trainerVersion);
   }
@@ -223,15 +235,20 @@ export class ReferenceBackend implements PolicyBackend {
     if (policy !== 'current')
       throw new UsageError(`logprobs.policy: must be 'current' or 'reference', got ${JSON.stringify(policy)}`);
     const engineRouting = routing ?? undefined;
+    if (request.topk === true && batch.topk === undefined)
+      throw new UsageError('logprobs.topk: the batch carries no topk (generate it with topkLogprobs > 0)');
+    const topk = request.topk === true ? { topk: true } : {};
     const full = this.engine.logprobs(batch, rows, {
       grad: request.grad === true,
       ...(engineRouting === undefined ? {} : { routing: engineRouting }),
       ...this.probSqSumOption(request),
+      ...topk,
     });
     const lp: LogprobsResult = {
       logp: full.logp,
       entropy: full.entropy,
       ...(full.probSqSum === undefined ? {} : { probSqSum: full.probSqSum }),
+      ...(full.topkLogp === undefined ? {} : { topkLogp: full.topkLogp }),
       ...(request.returnRouting && full.routing !== undefined ? { routing: full.routing } : {}),
       ...(full.routingFlipRate !== undefined ? { routingFlipRate: full.routingFlipRate } : {}),
     };
@@ -240,7 +257,14 @@ export class ReferenceBackend implements PolicyBackend {
       return lp;
     }
     const handle = `h${this.nextHandle++}`;
-    this.handles.set(handle, { batch, rows: [...rows], T: batch.T, weightVersion: this.trainerVersion, routing });
+    this.handles.set(handle, {
+      batch,
+      rows: [...rows],
+      T: batch.T,
+      weightVersion: this.trainerVersion,
+      routing,
+      topk: request.topk === true,
+    });
     this.lastHandle = handle;
     return { ...lp, handle };
   }
@@ -255,7 +279,7 @@ export class ReferenceBackend implements PolicyBackend {
     return { probSqSum: true };
   }
 
-  async backward(handle: string, gradLogp: Float64Array): Promise<void> {
+  async backward(handle: string, gradLogp: Float64Array, gradTopk?: Float64Array): Promise<void> {
     const h = this.handles.get(handle);
     if (h === undefined)
       throw new UsageError(
@@ -265,15 +289,30 @@ export class ReferenceBackend implements PolicyBackend {
       throw new UsageError(
         `backward.gradLogp: must have rows·T = ${h.rows.length * h.T} entries, got ${gradLogp.length}`,
       );
+    if (gradTopk !== undefined) {
+      const K = h.batch.topk?.K ?? 0;
+      if (!h.topk)
+        throw new UsageError(
+          'backward.gradTopk: the handle was taken without logprobs.topk (no top-k ℓ to back-propagate)',
+        );
+      if (gradTopk.length !== h.rows.length * h.T * K)
+        throw new UsageError(
+          `backward.gradTopk: must have rows·T·K = ${h.rows.length * h.T * K} entries, got ${gradTopk.length}`,
+        );
+    }
     this.handles.delete(handle);
     if (this.lastHandle !== handle)
-      this.engine.logprobs(h.batch, h.rows, { grad: true, ...(h.routing === undefined ? {} : { routing: h.routing }) }); // same weights: same state
+      this.engine.logprobs(h.batch, h.rows, {
+        grad: true,
+        ...(h.routing === undefined ? {} : { routing: h.routing }),
+        ...(h.topk ? { topk: true } : {}),
+      }); // same weights: same state
     this.lastHandle = null;
     if (!this.accumulating) {
       this.engine.params.zeroGrad();
       this.accumulating = true;
     }
-    this.engine.backward(gradLogp);
+    this.engine.backward(gradLogp, gradTopk);
   }
 
   async step(request: { readonly maxGradNorm: number }): Promise<StepResult> {

@@ -14,17 +14,21 @@ Evaluates one GRPO loss over a batch and prints the result as JSON (the contract
 implementations are checked against; see docs/estimators.md).
 
 input JSON:  { "logpTheta", "logpOld", "logpRollout", "logpRef"?, "mask",
-               "rewards" | "advantages", "groups"?, "probSqSum"?, "config" }
+               "rewards" | "advantages", "groups"?, "probSqSum"?, "topk"?, "onPolicy"?, "config" }
              2-D arrays have one row per sequence; rewards and groups one entry per sequence.
              probSqSum (Σ_v π(v)² per token, like mask) is needed by the advantage
-             optimal_token_baseline only.
+             optimal_token_baseline only. topk { vocabSize, ids, logpRollout, logpTheta,
+             tokens? } (3-D [B][T][K]: the engine's top-k ids and ℓ, the trainer's ℓ at them)
+             is read by loss trpl and config.scoreCentering; onPolicy (one 0/1 per sequence)
+             by config.exactOnPolicyRatio.
 config:      { "advantage": { "name": "grpo" | "drgrpo" | "batch-std" | "optimal_token_baseline" | …, ... },
                "correction": { "name", ...params } | [ stage, stage, ... ],
                "loss": { "name": "ppo-clip" | "gspo" | "sapo" | "cispo" | "reinforce" | "tbpo", ... },
                "aggregation": "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean"
                               | "seq-mean-token-sum-norm" | { "name", "normalizer" },
                "kl"?: { "name": "k1" | "k2" | "k3" | "k1+" | "k3+", "coef" } }
-output JSON: { "advantages", "weights", "mask", "tokenLoss", "loss", "gradLogpTheta", "metrics" }
+output JSON: { "advantages", "weights", "mask", "tokenLoss", "loss", "gradLogpTheta",
+               "gradTopkLogpTheta"? ([B][T][K], with topk), "metrics" }
 
 options:
   --input FILE|-   batch JSON file, or - for standard input (required)

@@ -98,6 +98,26 @@ export interface BackendCapabilities {
    * them (docs/adapter.md §3). Without it the field is never sent. @defaultValue false
    */
   readonly sftExamples?: boolean;
+  /**
+   * The sampler's distribution (docs/adapter.md "Top-k log-probs"): `generate` with
+   * {@link GenerateRequest.topkLogprobs} K returns {@link SampledBatch.topk}, `logprobs` with
+   * {@link LogprobsRequest.topk} returns the trainer's ℓ at those ids, and `backward` takes their
+   * coefficients. A run whose `policy.sampler.topkLogprobs` > 0 is refused without it. @defaultValue false
+   */
+  readonly topkLogprobs?: boolean;
+}
+
+/**
+ * The rollout engine's K most likely ids at every response position and their log-probs (the kind
+ * of ℓroll), `(B, T, K)`: under top-k/top-p sampling only the ids of the support (the rest −1).
+ */
+export interface SampledTopk {
+  /** Slots per position. */
+  readonly K: number;
+  /** Ids `(B, T, K)` by ℓ descending (ties: the lower id first), −1 = empty (past the support, or no token). */
+  readonly ids: Int32Array;
+  /** ℓμ at `ids` `(B, T, K)`, 0 at an empty slot. */
+  readonly logp: Float64Array;
 }
 
 /**
@@ -157,6 +177,11 @@ export interface GenerateRequest {
   readonly greedy?: boolean;
   /** Which side of the plan generates. @defaultValue 'rollout' */
   readonly side?: PlanSideName;
+  /**
+   * Also return the engine's K most likely ids and their ℓ per position ({@link SampledBatch.topk};
+   * needs {@link BackendCapabilities.topkLogprobs}; not with `greedy`). Absent or 0: none.
+   */
+  readonly topkLogprobs?: number;
 }
 
 /**
@@ -176,6 +201,8 @@ export interface SampledBatch {
   readonly mask: Float64Array;
   /** ℓroll `(B, T)`: the log-prob the generating engine reported (0 where the mask is 0). */
   readonly logpRollout: Float64Array;
+  /** The engine's top-k ids and ℓ, when the generation asked for them. */
+  readonly topk?: SampledTopk;
 }
 
 /** A batch of sampled responses as plain data, as a backend returns it from `generate`. */
@@ -213,6 +240,12 @@ export interface LogprobsRequest {
    * run whose advantage is veRL's optimal token baseline; needs {@link BackendCapabilities.probSqSum}).
    */
   readonly probSqSum?: boolean;
+  /**
+   * Also return ℓ at the batch's top-k ids in {@link LogprobsResult.topkLogp} (the batch must carry
+   * `topk`; needs {@link BackendCapabilities.topkLogprobs}); with `grad`, `backward` then takes
+   * their coefficients too.
+   */
+  readonly topk?: boolean;
 }
 
 /** Per-token trainer log-probs of some rows of a batch. */
@@ -227,6 +260,11 @@ export interface LogprobsResult {
    * 0 where the mask is 0.
    */
   readonly probSqSum?: Float64Array;
+  /**
+   * When `topk` was asked: ℓ `(rows, T, K)` at the batch's top-k ids, from the same softmax row as
+   * `logp` (0 at an empty slot and where the mask is 0).
+   */
+  readonly topkLogp?: Float64Array;
   /** Present when `grad` was set: pass it to {@link PolicyBackend.backward}. */
   readonly handle?: string;
   /** MoE, when `returnRouting` was set: the experts this pass used, one (rows, S, k) Int32Array per layer. */
@@ -311,8 +349,11 @@ export interface PolicyBackend {
   generate(request: GenerateRequest): Promise<RolloutBatch>;
   /** Trainer-side log-probs and entropy of `rows` of a batch under the current or reference policy. */
   logprobs(request: LogprobsRequest): Promise<LogprobsResult>;
-  /** Accumulates d(Σ g·ℓ)/dθ for the log-probs behind `handle`; the handle is spent. */
-  backward(handle: string, gradLogp: Float64Array): Promise<void>;
+  /**
+   * Accumulates d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ for the log-probs behind `handle`; the handle is spent.
+   * `gradTopk` `(rows, T, K)` only for a handle whose pass had `topk`.
+   */
+  backward(handle: string, gradLogp: Float64Array, gradTopk?: Float64Array): Promise<void>;
   /** Clips the accumulated gradients to `maxGradNorm`, steps the optimizer and zeroes the gradients. */
   step(request: StepRequest): Promise<StepResult>;
   /** Freezes the current weights as the reference policy. */

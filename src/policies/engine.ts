@@ -22,6 +22,8 @@ export interface EngineLogprobs {
   readonly entropy: Float64Array;
   /** Σ_v π(v)² at each position `(rows, T)`, 0 where the mask is 0, when `probSqSum` was asked (AR only). */
   readonly probSqSum?: Float64Array;
+  /** ℓ at the batch's top-k ids `(rows, T, K)`, when `topk` was asked (AR only). */
+  readonly topkLogp?: Float64Array;
   /**
    * MoE only: the experts this pass used, one array per layer in the layout of the record's
    * `moeRouting`, restricted to the requested rows (what R2 replays in the update passes).
@@ -56,7 +58,7 @@ export interface RlEngine {
   generate(
     prompts: readonly (readonly number[])[],
     rng: Rng,
-    options?: { greedy?: boolean; side?: PlanSideName },
+    options?: { greedy?: boolean; side?: PlanSideName; topkLogprobs?: number },
   ): EngineBatch;
   /**
    * Trainer-side log-probs of `rows` of `batch` under `weights` (the master weights by default,
@@ -68,10 +70,19 @@ export interface RlEngine {
   logprobs(
     batch: EngineBatch,
     rows: readonly number[],
-    options: { grad: boolean; weights?: Float32Array; routing?: EngineRoutingReplay; probSqSum?: boolean },
+    options: {
+      grad: boolean;
+      weights?: Float32Array;
+      routing?: EngineRoutingReplay;
+      probSqSum?: boolean;
+      topk?: boolean;
+    },
   ): EngineLogprobs;
-  /** Accumulates d(Σ g·ℓ)/dθ into `params.grads` for the last `logprobs(…, { grad: true })` call. */
-  backward(gradLogp: Float64Array): void;
+  /**
+   * Accumulates d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ into `params.grads` for the last
+   * `logprobs(…, { grad: true })` call (`gradTopk` only after one with `topk`).
+   */
+  backward(gradLogp: Float64Array, gradTopk?: Float64Array): void;
   /** Engine state beyond the weights (e.g. KV-cache scales), JSON-safe, for checkpoints. */
   state(): unknown;
   /** Restores what {@link RlEngine.state} returned. */

@@ -20,7 +20,6 @@ import { COMMAND_NOT_FOUND_EXIT, RPC_ERRORS, spawnRpcClient, type SpawnedRpc } f
 import {
   batchFromJson,
   generateToJson,
-  logprobsResultFromJson,
   logprobsToJson,
   NEWEST_REVISION,
   olderRevision,
@@ -30,6 +29,7 @@ import {
   type BackendMethod,
 } from './schema.js';
 import { encodeTensor, type WireTensor } from './tensor.js';
+import { logprobsResultFromJson } from './logprobs-json.js';
 
 /** Where the backend is: a shell command to spawn (stdio) or the base URL of an HTTP server. */
 export type BackendAddress = { readonly command: string } | { readonly url: string };
@@ -304,7 +304,19 @@ export class RemoteBackend implements PolicyBackend {
     return this.invoke('sync', {});
   }
 
+  /** Refuses, without a call, a top-k field to a backend that did not declare `capabilities.topkLogprobs`. */
+  private requireTopk(method: BackendMethod, field: string): void {
+    if (this.described?.capabilities.topkLogprobs !== true)
+      throw new ProtocolError(
+        method,
+        field,
+        `${method}: ${field} needs capabilities.topkLogprobs, which the backend ${this.described?.backend.name ?? '(not described yet)'} does not declare`,
+      );
+  }
+
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
+    const K = request.topkLogprobs ?? 0;
+    if (K > 0) this.requireTopk('generate', 'topkLogprobs');
     // the field left out for a backend of an earlier revision; otherwise the params keep their key order (recorded exchanges compare bytes)
     const full = generateToJson(request);
     const { maxNewTokens: _dropped, ...rest } = full;
@@ -318,6 +330,12 @@ export class RemoteBackend implements PolicyBackend {
           'result.B',
           `generate: result.B must equal the number of prompts ${request.prompts.length}, got ${batch.B}`,
         );
+      if (K > 0 && request.greedy !== true && batch.topk?.K !== K)
+        throw new ProtocolError(
+          'generate',
+          'result.topk',
+          `generate: result.topk with K = ${K} is required when the request sets topkLogprobs, got ${batch.topk === undefined ? 'none' : `K = ${batch.topk.K}`}`,
+        );
       return batch;
     } catch (error) {
       return this.fail('generate', error);
@@ -325,23 +343,29 @@ export class RemoteBackend implements PolicyBackend {
   }
 
   async logprobs(request: LogprobsRequest): Promise<LogprobsResult> {
+    if (request.topk === true) this.requireTopk('logprobs', 'topk');
     const json = await this.invoke('logprobs', logprobsToJson(request));
     try {
-      return logprobsResultFromJson(
-        json,
-        request.rows.length,
-        request.batch.T,
-        request.grad === true,
-        this.described?.capabilities.entropy !== false,
-        request.probSqSum === true,
-      );
+      return logprobsResultFromJson(json, {
+        rows: request.rows.length,
+        T: request.batch.T,
+        grad: request.grad === true,
+        entropyRequired: this.described?.capabilities.entropy !== false,
+        probSqSumAsked: request.probSqSum === true,
+        topkK: request.topk === true ? (request.batch.topk?.K ?? 0) : 0,
+      });
     } catch (error) {
       return this.fail('logprobs', error);
     }
   }
 
-  async backward(handle: string, gradLogp: Float64Array): Promise<void> {
-    await this.invoke('backward', { handle, gradLogp: encodeTensor(gradLogp) });
+  async backward(handle: string, gradLogp: Float64Array, gradTopk?: Float64Array): Promise<void> {
+    if (gradTopk === undefined) {
+      await this.invoke('backward', { handle, gradLogp: encodeTensor(gradLogp) });
+      return;
+    }
+    this.requireTopk('backward', 'gradTopk');
+    await this.invoke('backward', { handle, gradLogp: encodeTensor(gradLogp), gradTopk: encodeTensor(gradTopk) });
   }
 
   async step(request: StepRequest): Promise<StepResult> {

@@ -1,12 +1,11 @@
 // The messages of qrl-backend/1: one zod schema per method's params and result, and the codec between
-// the contract's values (typed arrays) and their JSON form (wire tensors or safetensors references).
-// Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
+// the contract's values (typed arrays) and their JSON form (wire tensors or safetensors references);
+// the `logprobs` result's codec is logprobs-json.ts. Not the transport (jsonrpc.ts, remote.ts, serve.ts) and not a backend.
 
 import { z } from 'zod';
 import type {
   GenerateRequest,
   LogprobsRequest,
-  LogprobsResult,
   ReplayRecord,
   ReplayRecordValue,
   RolloutBatch,
@@ -243,6 +242,12 @@ export const methodSchemas = {
           .optional()
           .describe('the backend takes dumpEngine (absent: false), docs/refit-check.md §8'),
         sftExamples: z.boolean().optional().describe('warmStart takes examples (absent: false), docs/adapter.md §3'),
+        topkLogprobs: z
+          .boolean()
+          .optional()
+          .describe(
+            'the backend takes generate.topkLogprobs, logprobs.topk, backward.gradTopk (absent: false), docs/adapter.md §13',
+          ),
       }),
       parameters: nonNegInt,
     }),
@@ -261,6 +266,7 @@ export const methodSchemas = {
         ),
       greedy: z.boolean().optional(),
       side: z.enum(['rollout', 'trainer']).optional(),
+      topkLogprobs: int.min(1).optional().describe('K: also return the engine top-k (capabilities.topkLogprobs)'),
     }),
     result: z.lazy(() => batchSchema),
   },
@@ -274,18 +280,23 @@ export const methodSchemas = {
         routing: z.union([z.literal('rollout'), z.array(tensorSchema).min(1)]).optional(),
         returnRouting: z.boolean().optional(),
         probSqSum: z.boolean().optional(),
+        topk: z.boolean().optional().describe("also return ℓ at the batch's top-k ids (capabilities.topkLogprobs)"),
       }),
     ),
     result: z.strictObject({
       logp: tensorSchema,
       entropy: tensorSchema.optional(),
       probSqSum: tensorSchema.optional(),
+      topkLogp: tensorSchema.optional(),
       handle: z.string().min(1).optional(),
       routing: z.array(tensorSchema).min(1).optional(),
       routingFlipRate: z.array(finite).min(1).optional(),
     }),
   },
-  backward: { params: z.strictObject({ handle: z.string().min(1), gradLogp: tensorSchema }), result: z.null() },
+  backward: {
+    params: z.strictObject({ handle: z.string().min(1), gradLogp: tensorSchema, gradTopk: tensorSchema.optional() }),
+    result: z.null(),
+  },
   step: {
     params: z.strictObject({ maxGradNorm: finite.refine((x) => x > 0, 'expected > 0') }),
     result: z.strictObject({
@@ -333,6 +344,7 @@ const batchSchema = z.strictObject({
   responses: tensorSchema,
   mask: tensorSchema,
   logpRollout: tensorSchema,
+  topk: z.strictObject({ K: int.min(1), ids: tensorSchema, logp: tensorSchema }).optional(),
   record: recordSchema,
 });
 
@@ -389,6 +401,15 @@ export function batchToJson(batch: RolloutBatch): z.infer<typeof batchSchema> {
     responses: encodeTensor(batch.responses, [B, T]),
     mask: encodeTensor(batch.mask, [B, T]),
     logpRollout: encodeTensor(batch.logpRollout, [B, T]),
+    ...(batch.topk !== undefined
+      ? {
+          topk: {
+            K: batch.topk.K,
+            ids: encodeTensor(batch.topk.ids, [B, T, batch.topk.K]),
+            logp: encodeTensor(batch.topk.logp, [B, T, batch.topk.K]),
+          },
+        }
+      : {}),
     record: recordValueToJson(batch.record) as z.infer<typeof recordSchema>,
   };
 }
@@ -425,7 +446,41 @@ export function batchFromJson(json: z.infer<typeof batchSchema>, method: string,
       `${method}: ${f('logpRollout')} must hold log-probs ≤ 0, got ${logpRollout[badLogp]} at ${badLogp}`,
     );
   const record = recordValueFromJson(json.record, method, f('record')) as ReplayRecord;
-  return { weightVersion: json.weightVersion, B, T, prompts: json.prompts, responses, mask, logpRollout, record };
+  const topk = json.topk === undefined ? undefined : topkFromJson(json.topk, [B, T], method, f('topk'));
+  return {
+    weightVersion: json.weightVersion,
+    B,
+    T,
+    prompts: json.prompts,
+    responses,
+    mask,
+    logpRollout,
+    ...(topk !== undefined ? { topk } : {}),
+    record,
+  };
+}
+
+/** Decodes a batch's `topk`: I32 ids in [−1, ∞) and F64 ℓ ≤ 0, both (B, T, K). */
+function topkFromJson(
+  json: { K: number; ids: TensorJson; logp: TensorJson },
+  bt: readonly number[],
+  method: string,
+  field: string,
+): NonNullable<RolloutBatch['topk']> {
+  const shape = [...bt, json.K];
+  const ids = tensorFromJson(json.ids, method, `${field}.ids`, { dtypes: ['I32'], shape }) as Int32Array;
+  const logp = tensorFromJson(json.logp, method, `${field}.logp`, { dtypes: ['F64'], shape }) as Float64Array;
+  const badId = ids.findIndex((v) => v < -1);
+  const badLp = logp.findIndex((x) => !(x <= 0));
+  if (badId >= 0 || badLp >= 0)
+    throw new ProtocolError(
+      method,
+      badId >= 0 ? `${field}.ids` : `${field}.logp`,
+      badId >= 0
+        ? `${method}: ${field}.ids must hold ids ≥ −1 (−1 = empty slot), got ${ids[badId]} at ${badId}`
+        : `${method}: ${field}.logp must hold log-probs ≤ 0, got ${logp[badLp]} at ${badLp}`,
+    );
+  return { K: json.K, ids, logp };
 }
 
 /** The `generate` params of a request. */
@@ -446,6 +501,7 @@ export function generateToJson(request: GenerateRequest): ParamsJson<'generate'>
     ...(request.maxNewTokens !== undefined ? { maxNewTokens: request.maxNewTokens } : {}),
     ...(request.greedy !== undefined ? { greedy: request.greedy } : {}),
     ...(request.side !== undefined ? { side: request.side } : {}),
+    ...(request.topkLogprobs !== undefined && request.topkLogprobs > 0 ? { topkLogprobs: request.topkLogprobs } : {}),
   };
 }
 
@@ -461,11 +517,12 @@ export function logprobsToJson(request: LogprobsRequest): ParamsJson<'logprobs'>
       : {}),
     ...(request.returnRouting !== undefined ? { returnRouting: request.returnRouting } : {}),
     ...(request.probSqSum !== undefined ? { probSqSum: request.probSqSum } : {}),
+    ...(request.topk !== undefined ? { topk: request.topk } : {}),
   };
 }
 
 /** Per-layer routing tensors (I32) of a `logprobs` request or result. */
-function routingFromJson(json: readonly TensorJson[], field: string): Int32Array[] {
+export function routingFromJson(json: readonly TensorJson[], field: string): Int32Array[] {
   return json.map((t, l) => tensorFromJson(t, 'logprobs', `${field}.${l}`, { dtypes: ['I32'] }) as Int32Array);
 }
 
@@ -489,83 +546,6 @@ export function logprobsFromJson(json: ParamsJson<'logprobs'>): LogprobsRequest 
       : {}),
     ...(json.returnRouting !== undefined ? { returnRouting: json.returnRouting } : {}),
     ...(json.probSqSum !== undefined ? { probSqSum: json.probSqSum } : {}),
-  };
-}
-
-/** A `logprobs` result as JSON. */
-export function logprobsResultToJson(result: LogprobsResult, rows: number, T: number): ResultJson<'logprobs'> {
-  return {
-    logp: encodeTensor(result.logp, [rows, T]),
-    // a backend without capabilities.entropy may leave it out
-    ...((result.entropy as Float64Array | undefined) !== undefined
-      ? { entropy: encodeTensor(result.entropy, [rows, T]) }
-      : {}),
-    ...(result.probSqSum !== undefined ? { probSqSum: encodeTensor(result.probSqSum, [rows, T]) } : {}),
-    ...(result.handle !== undefined ? { handle: result.handle } : {}),
-    ...(result.routing !== undefined ? { routing: result.routing.map((r) => encodeTensor(r)) } : {}),
-    ...(result.routingFlipRate !== undefined ? { routingFlipRate: [...result.routingFlipRate] } : {}),
-  };
-}
-
-/**
- * Decodes a validated `logprobs` result for a request of `rows` rows of a batch of `T` positions.
- * `entropy` may be absent only when the backend declared `capabilities.entropy: false`
- * (`entropyRequired` false); it is then NaN at every position. `probSqSum` must be present, F64
- * `(rows, T)` with values in [0, 1], when the request asked for it (`probSqSumAsked`).
- */
-export function logprobsResultFromJson(
-  json: ResultJson<'logprobs'>,
-  rows: number,
-  T: number,
-  grad: boolean,
-  entropyRequired = true,
-  probSqSumAsked = false,
-): LogprobsResult {
-  const shape = [rows, T];
-  const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
-  if (json.entropy === undefined && entropyRequired) {
-    throw new ProtocolError(
-      'logprobs',
-      'result.entropy',
-      'logprobs: result.entropy is missing, and the backend declared capabilities.entropy = true (declare false to omit it)',
-    );
-  }
-  const entropy =
-    json.entropy === undefined
-      ? new Float64Array(rows * T).fill(Number.NaN)
-      : (tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array);
-  const bad = logp.findIndex((x) => !(x <= 0));
-  if (bad >= 0)
-    throw new ProtocolError(
-      'logprobs',
-      'result.logp',
-      `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`,
-    );
-  if (grad && json.handle === undefined)
-    throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
-  if (probSqSumAsked && json.probSqSum === undefined)
-    throw new ProtocolError(
-      'logprobs',
-      'result.probSqSum',
-      'logprobs: result.probSqSum is required when the request sets probSqSum',
-    );
-  const probSqSum =
-    json.probSqSum === undefined
-      ? undefined
-      : (tensorFromJson(json.probSqSum, 'logprobs', 'result.probSqSum', { dtypes: ['F64'], shape }) as Float64Array);
-  const badSq = probSqSum === undefined ? -1 : probSqSum.findIndex((x) => !(x >= 0 && x <= 1));
-  if (badSq >= 0)
-    throw new ProtocolError(
-      'logprobs',
-      'result.probSqSum',
-      `logprobs: result.probSqSum must hold sums of squared probabilities in [0, 1], got ${probSqSum?.[badSq]} at ${badSq}`,
-    );
-  return {
-    logp,
-    entropy,
-    ...(probSqSum !== undefined ? { probSqSum } : {}),
-    ...(json.handle !== undefined ? { handle: json.handle } : {}),
-    ...(json.routing !== undefined ? { routing: routingFromJson(json.routing, 'result.routing') } : {}),
-    ...(json.routingFlipRate !== undefined ? { routingFlipRate: json.routingFlipRate } : {}),
+    ...(json.topk !== undefined ? { topk: json.topk } : {}),
   };
 }

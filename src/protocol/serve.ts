@@ -12,12 +12,12 @@ import { answerRpcLine, RPC_ERRORS, serveNdjsonRpc, type RpcHandler } from './js
 import {
   batchToJson,
   logprobsFromJson,
-  logprobsResultToJson,
   parseMessage,
   PROTOCOL_VERSIONS,
   tensorFromJson,
   type BackendMethod,
 } from './schema.js';
+import { logprobsResultToJson } from './logprobs-json.js';
 
 /** Where {@link serveBackend} listens. */
 export type ServeOptions = (
@@ -118,12 +118,16 @@ export function backendHandlers(
     async backward(raw) {
       const p = params('backward', raw);
       let grad: Float64Array;
+      let gradTopk: Float64Array | undefined;
       try {
         grad = tensorFromJson(p.gradLogp, 'backward', 'gradLogp', { dtypes: ['F64'] }) as Float64Array;
+        if (p.gradTopk !== undefined)
+          gradTopk = tensorFromJson(p.gradTopk, 'backward', 'gradTopk', { dtypes: ['F64'] }) as Float64Array;
       } catch (error) {
         return invalid(error);
       }
-      await backend.backward(p.handle, grad);
+      if (gradTopk !== undefined) await backend.backward(p.handle, grad, gradTopk);
+      else await backend.backward(p.handle, grad);
       return null;
     },
     async step(raw) {

@@ -50,7 +50,12 @@ export const correctionSpecSchema = z.discriminatedUnion('name', [
   z.strictObject({ name: z.literal('none') }),
   z.strictObject({ name: z.literal('token-is') }),
   z
-    .strictObject({ name: z.literal('tis'), C: positive().default(2), lo: nonNegative().optional() })
+    .strictObject({
+      name: z.literal('tis'),
+      C: positive().default(2),
+      lo: nonNegative().optional(),
+      anchor: z.enum(['old', 'current']).optional(),
+    })
     .superRefine(loBelowC),
   z
     .strictObject({ name: z.literal('seq-tis'), C: positive().default(2), lo: nonNegative().optional() })

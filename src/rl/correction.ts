@@ -210,5 +210,5 @@ export function applyCorrection(given: CorrectionInput, specs: readonly Correcti
 
 /** True when a stage of the chain reads ℓθ ({@link CorrectionInput.logpTheta}): it must then run per mini-batch. */
 export function correctionNeedsTheta(specs: readonly CorrectionSpec[]): boolean {
-  return specs.some((s) => s.name === 'opsm' && s.form === 'slime');
+  return specs.some((s) => (s.name === 'opsm' && s.form === 'slime') || (s.name === 'tis' && s.anchor === 'current'));
 }

@@ -17,6 +17,8 @@ import type { PolicyLossInput, PolicyLossValue } from './losses/loss.js';
 import type { AdvantageSpec, EstimateBatch, EstimateConfig } from './schema.js';
 import { parseEstimateInput } from './schema.js';
 import type { BatchShape, Estimate, MetricRecord } from './types.js';
+import { checkTopkBatch, type TopkBatch } from './topk.js';
+import { scoreCenteringTerm } from './losses/score-centering.js';
 import { LOG_RATIO_BOUND, acceptRenamed, rowCounts } from './types.js';
 
 /** Everything `estimate` computes, in flat `(B, T)` form. */
@@ -42,6 +44,8 @@ export interface EstimateResult {
   readonly loss: number;
   /** d loss / d ℓθ, `(B, T)`, 0 on masked tokens. */
   readonly gradLogpTheta: Float64Array;
+  /** d loss / d ℓθ at the batch's top-k ids `(B, T, K)`, when the batch has `topk` (score centering, `trpl`). */
+  readonly gradTopkLogpTheta?: Float64Array | undefined;
   /** All metrics (advantages/*, rollout_corr/*, actor/*). */
   readonly metrics: MetricRecord;
 }
@@ -95,6 +99,7 @@ const FLAT_FIELDS = [
   ['logpThetaDetached', 'BT', false],
   ['probSqSum', 'BT', false],
   ['rewards', 'B', false],
+  ['onPolicy', 'B', false],
 ] as const;
 
 /** Checks lengths and copies plain arrays into Float64Array; typed float64 inputs pass through unchanged. */
@@ -124,6 +129,7 @@ function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
       throw new UsageError(`batch.${field}: expected length ${dims === 'BT' ? 'B·T' : 'B'} = ${n}, got ${len}`);
     if (!(v instanceof Float64Array)) out[field] = Float64Array.from(v as ArrayLike<number>);
   }
+  if (input.topk !== undefined) checkTopkBatch(input.topk, shape);
   return out as unknown as EstimateBatch;
 }
 
@@ -138,7 +144,8 @@ function toEstimateBatch(input: EstimateBatchInput): EstimateBatch {
  * const r = estimate(batch, config); // r.loss, r.gradLogpTheta, r.metrics['rollout_corr/ais/alpha']
  */
 export function estimate(input: EstimateBatchInput, config: EstimateConfig): EstimateResult {
-  const batch = toEstimateBatch(input);
+  const batch = exactOnPolicy(toEstimateBatch(input), config);
+  requireTopk(batch.topk, config);
   const { shape } = batch;
   const { B, T } = shape;
   const n = B * T;
@@ -239,11 +246,12 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
       responseMask: batch.mask,
       logpThetaDetached: batch.logpThetaDetached,
       rewards: batch.rewards,
+      topk: batch.topk,
     },
     config,
   );
   Object.assign(metrics, objective.metrics);
-  const { tokenLoss, loss, gradLogpTheta } = objective.value;
+  const { tokenLoss, loss, gradLogpTheta, gradTopkLogpTheta } = objective.value;
   return {
     shape,
     advantages: corr.value.advantages,
@@ -254,8 +262,41 @@ export function estimate(input: EstimateBatchInput, config: EstimateConfig): Est
     tokenLoss,
     loss,
     gradLogpTheta,
+    ...(gradTopkLogpTheta !== undefined ? { gradTopkLogpTheta } : {}),
     metrics,
   };
+}
+
+/**
+ * prime-rl `exact_on_policy_ratio` (PR 3555): a row sampled by the current weights (`onPolicy` 1)
+ * has the true ratio 1, so ℓold and ℓroll of that row become sg ℓθ and every ratio on it is
+ * exp(ℓθ − sg ℓθ) ≡ 1 with the gradient of ℓθ. Off: the batch unchanged.
+ */
+export function exactOnPolicy(batch: EstimateBatch, config: Pick<EstimateConfig, 'exactOnPolicyRatio'>): EstimateBatch {
+  if (config.exactOnPolicyRatio !== true) return batch;
+  const on = batch.onPolicy;
+  if (on === undefined)
+    throw new UsageError(
+      'onPolicy: required when config.exactOnPolicyRatio is true (1 per row sampled by the current weights)',
+    );
+  const { T } = batch.shape;
+  const det = batch.logpThetaDetached ?? batch.logpTheta;
+  const pick = (x: Float64Array) => x.map((v, k) => (on[Math.floor(k / T)] === 1 ? det[k]! : v));
+  return { ...batch, logpOld: pick(batch.logpOld), logpRollout: pick(batch.logpRollout) };
+}
+
+/** Refuses a config that reads the sampler's distribution (score centering, `trpl`) without `topk`. */
+export function requireTopk(
+  topk: TopkBatch | undefined,
+  config: Pick<EstimateConfig, 'loss'> & Partial<Pick<EstimateConfig, 'scoreCentering'>>,
+): void {
+  if (topk !== undefined) return;
+  if (config.loss.name === 'trpl')
+    throw new UsageError(
+      "topk: required by config.loss.name 'trpl' (the rollout engine's top-k ids and ℓ per position)",
+    );
+  if (config.scoreCentering != null)
+    throw new UsageError("topk: required by config.scoreCentering (the rollout engine's top-k ids and ℓ per position)");
 }
 
 /**
@@ -298,6 +339,8 @@ export interface ObjectiveInput {
   readonly logpThetaDetached?: Float64Array | undefined;
   /** Per-row rewards `(B)`, read by `topr` (rows with reward > 0 are its positives). */
   readonly rewards?: Float64Array | undefined;
+  /** The sampler's top-k (score centering, `trpl`). */
+  readonly topk?: TopkBatch | undefined;
 }
 
 /** Loss, per-token loss and gradient of one objective evaluation. */
@@ -308,6 +351,8 @@ export interface ObjectiveValue {
   readonly loss: number;
   /** d loss / d ℓθ `(B, T)`. */
   readonly gradLogpTheta: Float64Array;
+  /** d loss / d ℓθ at the top-k ids `(B, T, K)`, when the input has `topk`. */
+  readonly gradTopkLogpTheta?: Float64Array | undefined;
 }
 
 /** Evaluates the loss `spec.name` with its own parameters: the table's entry, typed by {@link LossTable}. */
@@ -333,9 +378,11 @@ function runLoss<K extends LossName>(
  */
 export function policyObjective(
   given: ObjectiveInput,
-  config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> & Partial<Pick<EstimateConfig, 'mismatchPenalty'>>,
+  config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> &
+    Partial<Pick<EstimateConfig, 'mismatchPenalty' | 'scoreCentering'>>,
 ): Estimate<ObjectiveValue> {
   const input = acceptRenamed(given, { mask: 'lossMask' });
+  requireTopk(input.topk, config);
   const { shape, weights, lossMask, denominatorMask, responseMask } = input;
   const n = shape.B * shape.T;
   const metrics: MetricRecord = {};
@@ -358,6 +405,7 @@ export function policyObjective(
       logpThetaDetached: input.logpThetaDetached,
       rewards: input.rewards,
       metricMask: denominatorMask,
+      topk: input.topk,
     },
     config.loss,
   );
@@ -366,6 +414,20 @@ export function policyObjective(
   const grad = Float64Array.from(pg.value.gradLogpTheta);
   for (let k = 0; k < n; k++) if (lossMask[k] === 1) tokenLoss[k] = weights[k]! * pg.value.tokenLoss[k]!;
   metrics['actor/pg_loss'] = aggregate(c, tokenLoss);
+  let gradTopk: Float64Array | undefined =
+    input.topk === undefined
+      ? undefined
+      : Float64Array.from(pg.value.gradTopkLogpTheta ?? new Float64Array(n * input.topk.K));
+  let centering = 0;
+  if (config.scoreCentering != null && input.topk !== undefined && gradTopk !== undefined) {
+    // score centering: + A·Σ_j sg[coef_j]·ℓθ_j per loss token, with the aggregation coefficient c (no IS weight)
+    const sc = scoreCenteringTerm(input.topk, input.advantages, lossMask, c, config.scoreCentering);
+    Object.assign(metrics, sc.metrics);
+    for (let k = 0; k < n; k++) if (lossMask[k] === 1) tokenLoss[k] = tokenLoss[k]! + sc.value.tokenTerm[k]!;
+    gradTopk = gradTopk.map((g, j) => g + sc.value.gradTopk[j]!);
+    centering = aggregate(c, sc.value.tokenTerm);
+    metrics['actor/score_centering_loss'] = centering;
+  }
 
   if (config.kl !== null) {
     if (input.logpRef === undefined) throw new UsageError('logpRef: required when config.kl is set');
@@ -440,10 +502,13 @@ export function policyObjective(
   const penaltyLoss =
     config.mismatchPenalty != null ? config.mismatchPenalty.tau * metrics['actor/mismatch_penalty']! : 0;
   const loss = klApart
-    ? metrics['actor/pg_loss'] + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']!
+    ? metrics['actor/pg_loss'] + centering + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']!
     : aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
-  return { value: { tokenLoss, loss, gradLogpTheta: grad }, metrics };
+  return {
+    value: { tokenLoss, loss, gradLogpTheta: grad, ...(gradTopk !== undefined ? { gradTopkLogpTheta: gradTopk } : {}) },
+    metrics,
+  };
 }
 
 /** The JSON output of `qrl-sim estimate` (2-D arrays are one row per sequence). */
@@ -460,6 +525,8 @@ export interface EstimateOutputJson {
   readonly loss: number;
   /** d loss / d logpTheta. */
   readonly gradLogpTheta: number[][];
+  /** d loss / d topk.logpTheta `[B][T][K]`, when the input has `topk`. */
+  readonly gradTopkLogpTheta?: number[][][];
   /** Flat metric record. */
   readonly metrics: MetricRecord;
 }
@@ -468,6 +535,18 @@ export interface EstimateOutputJson {
 export function unflattenRows(x: Float64Array, shape: BatchShape): number[][] {
   const rows: number[][] = [];
   for (let i = 0; i < shape.B; i++) rows.push(Array.from(x.subarray(i * shape.T, (i + 1) * shape.T)));
+  return rows;
+}
+
+/** Unflattens a `(B, T, K)` array into rows of cells. */
+export function unflattenCells(x: Float64Array, shape: BatchShape, K: number): number[][][] {
+  const rows: number[][][] = [];
+  for (let i = 0; i < shape.B; i++) {
+    const row: number[][] = [];
+    for (let t = 0; t < shape.T; t++)
+      row.push(Array.from(x.subarray((i * shape.T + t) * K, (i * shape.T + t + 1) * K)));
+    rows.push(row);
+  }
   return rows;
 }
 
@@ -487,6 +566,9 @@ export function estimateJson(json: unknown): EstimateOutputJson {
     tokenLoss: unflattenRows(r.tokenLoss, r.shape),
     loss: r.loss,
     gradLogpTheta: unflattenRows(r.gradLogpTheta, r.shape),
+    ...(r.gradTopkLogpTheta !== undefined && batch.topk !== undefined
+      ? { gradTopkLogpTheta: unflattenCells(r.gradTopkLogpTheta, r.shape, batch.topk.K) }
+      : {}),
     metrics,
   };
 }

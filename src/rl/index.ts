@@ -60,7 +60,13 @@ export {
 } from './correction/masks.js';
 
 // Policy losses: the table and its types; the loss contract and each family's parameters.
-export { losses, type LossName, type LossParams, type LossTable } from './losses.js';
+export { losses, topkLossNames, type LossName, type LossParams, type LossTable } from './losses.js';
+export { trpl, type TrplParams } from './losses/trpl.js';
+export { scoreCenteringTerm, type ScoreCenteringParams, type ScoreCenteringValue } from './losses/score-centering.js';
+
+// The sampler's distribution as the estimators read it (top-k ids, ℓμ, ℓθ at them).
+export { type TopkBatch, parseTopkInput, checkTopkBatch, slotCount } from './topk.js';
+export { trplLossSchema, scoreCenteringSpecSchema, type ScoreCenteringSpec } from './topk-schema.js';
 export { type LossFn, type PolicyLossInput, type PolicyLossValue } from './losses/loss.js';
 export { type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';
 export {
@@ -144,6 +150,9 @@ export {
   type ObjectiveValue,
   sequenceAdvantages,
   tokenAdvantages,
+  exactOnPolicy,
+  requireTopk,
+  unflattenCells,
 } from './estimate.js';
 
 // The run configuration.

@@ -1,8 +1,9 @@
-// Policy losses: the table of the 13 losses by config name (ppo-clip, gspo, sapo, cispo, reinforce, tbpo, dppo-tv, dppo-kl, ipo, luspo, vespo, geo_mean, topr).
+// Policy losses: the table of the 14 losses by config name (ppo-clip, gspo, sapo, cispo, reinforce, tbpo, dppo-tv, dppo-kl, ipo, luspo, vespo, geo_mean, topr, trpl).
 // Not a loss itself (ratio surrogates: losses/ratio.ts; detached-coefficient losses: losses/score-function.ts) and not the correction or the aggregation.
 
 import type { NoParams } from './types.js';
 import type { LossFn } from './losses/loss.js';
+import { trpl, type TrplParams } from './losses/trpl.js';
 import {
   geoMean,
   gspo,
@@ -48,6 +49,7 @@ export interface LossParams {
   readonly vespo: VespoParams;
   readonly geo_mean: ClipParams;
   readonly topr: ToprParams;
+  readonly trpl: TrplParams;
 }
 
 /** Config name of a policy loss. */
@@ -75,4 +77,8 @@ export const losses = {
   vespo,
   geo_mean: geoMean,
   topr,
+  trpl,
 } as const satisfies LossTable;
+
+/** The losses that read the batch's `topk` (the sampler's distribution; src/rl/topk.ts): refused without it. */
+export const topkLossNames: readonly LossName[] = ['trpl'];

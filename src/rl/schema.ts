@@ -13,6 +13,8 @@ import { kl } from './kl.js';
 import { losses } from './losses.js';
 import type { BatchShape } from './types.js';
 import { stackMetricSets } from './stack-metrics.js';
+import { parseTopkInput, type TopkBatch } from './topk.js';
+import { scoreCenteringSpecSchema, trplLossSchema, type ScoreCenteringSpec } from './topk-schema.js';
 import type { StackName } from './stack-metrics.js';
 import { atLeastOne, correctionSpecSchema, nonNegative, positive } from './correction-schema.js';
 
@@ -105,6 +107,7 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
     positiveWeight: nonNegative().default(1),
     negativeWeight: nonNegative().default(1),
   }),
+  trplLossSchema,
 ]);
 
 const aggregationNames = [
@@ -164,6 +167,8 @@ export const estimateConfigSchema = z.strictObject({
   mode: z.enum(['decoupled', 'bypass']).default('decoupled'),
   mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
   proxLogp: proxLogpSpecSchema.nullable().optional(),
+  scoreCentering: scoreCenteringSpecSchema.nullable().default(null),
+  exactOnPolicyRatio: z.boolean().default(false),
 });
 
 /** Resolved advantage spec. */
@@ -202,6 +207,10 @@ export interface EstimateConfig {
    * by ℓroll + α·(sg[ℓθ] − ℓroll), α = (lag − 1)/lag (0 for lag 0). Absent: ℓold as given.
    */
   readonly proxLogp?: ProxLogpSpec | undefined;
+  /** Score centering over the batch's `topk` (src/rl/losses/score-centering.ts), or null. @defaultValue null */
+  readonly scoreCentering?: ScoreCenteringSpec | null | undefined;
+  /** prime-rl `exact_on_policy_ratio`: rows with `onPolicy` 1 take ℓold = ℓroll = sg ℓθ. @defaultValue false */
+  readonly exactOnPolicyRatio?: boolean | undefined;
 }
 
 /**
@@ -310,6 +319,8 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     mode: c.mode,
     mismatchPenalty: c.mismatchPenalty,
     ...(c.proxLogp != null ? { proxLogp: c.proxLogp } : {}),
+    ...(c.scoreCentering !== null ? { scoreCentering: c.scoreCentering } : {}),
+    ...(c.exactOnPolicyRatio ? { exactOnPolicyRatio: true } : {}),
   };
 }
 
@@ -346,6 +357,10 @@ export interface EstimateBatch {
    * for finite-difference checks only. @defaultValue logpTheta
    */
   readonly logpThetaDetached?: Float64Array | undefined;
+  /** The sampler's top-k ids and ℓμ and the trainer's ℓθ at them (score centering, TRPL; src/rl/topk.ts). */
+  readonly topk?: TopkBatch | undefined;
+  /** Per row `(B)`, 1 when the row was sampled by the current weights (`exactOnPolicyRatio`). */
+  readonly onPolicy?: Float64Array | undefined;
 }
 
 function matrix(
@@ -398,6 +413,8 @@ const inputKeys = new Set([
   'advantages',
   'groups',
   'probSqSum',
+  'topk',
+  'onPolicy',
   'config',
 ]);
 
@@ -475,6 +492,8 @@ export function parseEstimateInput(json: unknown): { batch: EstimateBatch; confi
       advantages: adv,
       groups,
       ...(probSqSum !== undefined ? { probSqSum } : {}),
+      ...(o['topk'] !== undefined ? { topk: parseTopkInput(o['topk'], { B, T }) } : {}),
+      ...(o['onPolicy'] !== undefined ? { onPolicy: vector(o['onPolicy'], 'onPolicy', B) } : {}),
     },
     config,
   };

@@ -137,5 +137,11 @@ export function backendMismatches(info: BackendInfo, config: RunConfig, task: Ta
       `capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is ${String(info.capabilities.probSqSum ?? false)}), which config.estimators.advantage.name '${advantage}' needs`,
     );
   }
+  const K = config.policy.sampler.topkLogprobs ?? 0;
+  if (K > 0 && info.capabilities.topkLogprobs !== true) {
+    out.push(
+      `capabilities.topkLogprobs: the backend does not report the sampler's top-k log-probs (capabilities.topkLogprobs is ${String(info.capabilities.topkLogprobs ?? false)}), which config.policy.sampler.topkLogprobs = ${K} needs`,
+    );
+  }
   return out;
 }

@@ -13,6 +13,7 @@ import { logprobsToJson, NEWEST_REVISION, UNDECLARED_FIELDS } from '../protocol/
 import type { RunConfig } from '../rl/grpo/config.js';
 import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
+import { checkTopk } from './topk-conformance.js';
 import {
   checkGenerateRequestFields,
   checkLogprobsRows,
@@ -263,6 +264,7 @@ export async function runConformance(
     const check = { backend, info, batch, rows: all, logp: lp.logp, add, attempt };
     await checkRoutingReplay(check);
     await checkProbSqSum(check);
+    await checkTopk(check, { prompts, seed });
   }
 
   // Gradient, handles, step, versions, frozen reference.

@@ -11,6 +11,7 @@ import type { CompareRule } from '../golden/types.js';
 import { formatValue } from '../numerics/values.js';
 import { RpcCallError } from '../protocol/errors.js';
 import { batchArb, castTargetArb, castValueArb, estimatorConfigArb, quantizeParamsArb } from './arbitraries.js';
+import { readsTopk, topkParamsArb } from './topk-arbitraries.js';
 
 /** The suites of `qrl-sim check`, each with the method it calls on the implementation. */
 export const CHECK_SUITES = Object.freeze({ estimators: 'estimate', casts: 'cast', quantizers: 'quantize' } as const);
@@ -127,6 +128,16 @@ export function paramsArb(
           });
       });
     }
+    if (readsTopk(config))
+      // the sampler's distribution, only for a fixed config that reads it (every other draw unchanged)
+      return batchArb().chain((batch) => {
+        const rows = batch.mask as number[][];
+        return topkParamsArb(rows.length, rows[0]!.length).map((extra) => {
+          const p: Record<string, unknown> = { ...batch, ...extra, config };
+          if (config?.kl === null || config?.kl === undefined) delete p.logpRef;
+          return p;
+        });
+      });
     return fc
       .record({ batch: batchArb(), config: config !== undefined ? fc.constant(config) : estimatorConfigArb() })
       .map(({ batch, config: c }) => {

@@ -60,6 +60,8 @@ export type BugClass =
   | 'step does not move the policy'
   | 'save/load loses state'
   | 'probSqSum wrong'
+  | 'top-k not the most likely'
+  | 'sampled token outside the top-k support'
   | 'MoE routing misreported'
   | 'diffusion record malformed'
   | 'diffusion schedule broken'
@@ -176,6 +178,17 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
     catches: ['probSqSum wrong'],
     when: { 'probSqSum wrong': 'capabilities.probSqSum' },
   },
+  {
+    check: 'top-k ids are the engine’s most likely',
+    catches: ['top-k not the most likely'],
+    when: { 'top-k not the most likely': 'capabilities.topkLogprobs' },
+  },
+  {
+    check: 'sampled token in the support',
+    catches: ['sampled token outside the top-k support'],
+    when: { 'sampled token outside the top-k support': 'capabilities.topkLogprobs' },
+  },
+  { check: 'trainer ℓ at the top-k ids', catches: ['protocol violation'] },
   { check: 'setReference', catches: ['protocol violation'] },
   { check: 'spent handle refused', catches: ['handle reuse'] },
   { check: 'backward + step', catches: ['no gradient'] },

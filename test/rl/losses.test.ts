@@ -226,6 +226,7 @@ it('the loss table lists every loss', () => {
     'sapo',
     'tbpo',
     'topr',
+    'trpl',
     'vespo',
   ]);
 });

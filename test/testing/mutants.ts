@@ -231,4 +231,52 @@ export const mutants: Readonly<Record<string, Mutant>> = {
         }
       })(config, arPolicyFactory, task(config)),
   },
+  'topk-not-most-likely': {
+    bug: 'top-k not the most likely',
+    make: (config) =>
+      new (class extends ReferenceBackend {
+        override async generate(r: GenerateRequest): Promise<RolloutBatch> {
+          const b = await super.generate(r);
+          if (b.topk === undefined) return b;
+          // reports the valid slots of every position in reverse: the least likely first
+          const { K, ids, logp } = b.topk;
+          const rids = Int32Array.from(ids);
+          const rlogp = Float64Array.from(logp);
+          for (let k = 0; k < b.B * b.T; k++) {
+            let n = 0;
+            while (n < K && ids[k * K + n]! >= 0) n++;
+            for (let j = 0; j < n; j++) {
+              rids[k * K + j] = ids[k * K + n - 1 - j]!;
+              rlogp[k * K + j] = logp[k * K + n - 1 - j]!;
+            }
+          }
+          return { ...b, topk: { K, ids: rids, logp: rlogp } };
+        }
+      })(config, arPolicyFactory, task(config)),
+  },
+  'topk-misses-sampled-token': {
+    bug: 'sampled token outside the top-k support',
+    make: (config) =>
+      new (class extends ReferenceBackend {
+        override async generate(r: GenerateRequest): Promise<RolloutBatch> {
+          const b = await super.generate(r);
+          if (b.topk === undefined) return b;
+          // drops the sampled id from its position's list (the slots after it move up)
+          const { K, ids, logp } = b.topk;
+          const dids = Int32Array.from(ids);
+          const dlogp = Float64Array.from(logp);
+          for (let k = 0; k < b.B * b.T; k++) {
+            const row = Array.from(ids.subarray(k * K, (k + 1) * K));
+            const at = row.indexOf(b.responses[k]!);
+            if (b.mask[k] !== 1 || at < 0) continue;
+            const keep = row.map((v, j) => [v, logp[k * K + j]!] as const).filter((_, j) => j !== at);
+            for (let j = 0; j < K; j++) {
+              dids[k * K + j] = j < keep.length ? keep[j]![0] : -1;
+              dlogp[k * K + j] = j < keep.length ? keep[j]![1] : 0;
+            }
+          }
+          return { ...b, topk: { K, ids: dids, logp: dlogp } };
+        }
+      })(config, arPolicyFactory, task(config)),
+  },
 };

@@ -169,6 +169,9 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         decode: planSide.decode ?? 'incremental',
         logprob: sampler.logprob,
         recordSupport: sampler.supportReplay,
+        ...(options.topkLogprobs !== undefined && options.topkLogprobs > 0 && options.greedy !== true
+          ? { topkLogprobs: options.topkLogprobs }
+          : {}),
         ...(side === 'rollout' && planSide.engine !== undefined ? { engine: planSide.engine } : {}),
       });
       const L = r.responseLength;
@@ -190,6 +193,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         responses,
         mask: Float64Array.from(r.responseMask),
         logpRollout: r.logpRollout,
+        ...(r.topk === undefined ? {} : { topk: r.topk }),
         record,
       };
     },
@@ -206,6 +210,17 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         subSupport?.set((support as Uint8Array).subarray(r * batch.T * V, (r + 1) * batch.T * V), i * batch.T * V);
       });
       const target = policyFor(options.weights);
+      let topk: { K: number; ids: Int32Array } | undefined;
+      if (options.topk === true) {
+        if (batch.topk === undefined)
+          throw new Error('ar engine: logprobs topk needs a batch generated with topkLogprobs');
+        const K = batch.topk.K;
+        const ids = new Int32Array(rows.length * batch.T * K); // (rows, L, K)
+        rows.forEach((r, i) =>
+          ids.set(batch.topk!.ids.subarray(r * batch.T * K, (r + 1) * batch.T * K), i * batch.T * K),
+        );
+        topk = { K, ids };
+      }
       const k = policy.blockConfig.moe?.topK ?? 0;
       const recorded = moeRouting === undefined ? undefined : gatherRoutingRows(moeRouting, rows, T * k); // layers × (rows, P + L, k)
       const replay = replayRouting(options.routing, recorded, rows.length * T * k, policy.config.layers, k);
@@ -214,6 +229,8 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const reuse =
         kept !== null &&
         (options.probSqSum !== true || kept.lp.probSqSum !== undefined) &&
+        (topk === undefined) === (kept.lp.topk === undefined) &&
+        (topk === undefined || sameBits(topk.ids, kept.lp.topk!.ids)) &&
         sameInputs(kept, batch, rows, replay);
       const lp = reuse
         ? kept.lp
@@ -223,9 +240,15 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
             support: subSupport,
             routing: replay,
             probSqSum: options.probSqSum,
+            ...(topk !== undefined ? { topk } : {}),
             ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
           });
-      const sq = options.probSqSum === true && lp.probSqSum !== undefined ? { probSqSum: lp.probSqSum } : {};
+      const sq = {
+        ...(options.probSqSum === true && lp.probSqSum !== undefined ? { probSqSum: lp.probSqSum } : {}),
+        ...(topk !== undefined && lp.topkLogp !== undefined
+          ? { topkLogp: reuse ? Float64Array.from(lp.topkLogp) : lp.topkLogp }
+          : {}),
+      };
       last = options.grad && target === policy ? { lp, rows: rows.length } : null;
       if (!options.grad && target === policy)
         oldPass = {
@@ -247,10 +270,10 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         for (let j = 0; j < batch.T; j++) if (mask[i * batch.T + j] === 1) scored.push(i * T + P + j - 1);
       return { logp, entropy, ...sq, routing: used, routingFlipRate: flipRatesAt(recorded, used, k, scored) };
     },
-    backward(gradLogp) {
+    backward(gradLogp, gradTopk) {
       if (last === null)
         throw new Error('ar engine: backward needs a preceding logprobs(…, { grad: true }) on the master weights');
-      backwardLogprobs(policy, last.lp, gradLogp);
+      backwardLogprobs(policy, last.lp, gradLogp, gradTopk);
       last = null;
     },
     state() {

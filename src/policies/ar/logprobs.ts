@@ -6,6 +6,7 @@ import { rowEntropy, rowProbSqSum } from '../../nn/row-logprob.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { arBackward, arForward, type ArForwardCache, type ArPolicy } from './model.js';
 import { logSumExp } from './sampler.js';
+import { trainerTopk } from './topk.js';
 
 /** Options of {@link computeLogprobs}. */
 export interface TrainerLogprobOptions {
@@ -34,6 +35,11 @@ export interface TrainerLogprobOptions {
   readonly temperatureAt?: 'before-log-softmax' | 'after-log-softmax';
   /** Also return Σ_v π(v)² at each scored position ({@link TrainerLogprobs.probSqSum}). @defaultValue false */
   readonly probSqSum?: boolean | undefined;
+  /**
+   * Also score the rollout engine's top-k ids ({@link TrainerLogprobs.topkLogp}): `ids` (B, L, K),
+   * −1 = empty slot, each scored from the same row and log-sum-exp as the sampled token.
+   */
+  readonly topk?: { readonly K: number; readonly ids: Int32Array } | undefined;
 }
 
 /** Per-token log-probs of B responses, and what {@link backwardLogprobs} needs. */
@@ -56,6 +62,10 @@ export interface TrainerLogprobs {
    * row and log-sum-exp as `logp`; 0 where the mask is 0. Only when `probSqSum` was asked.
    */
   readonly probSqSum?: Float64Array | undefined;
+  /** (B, L, K) ℓ at the engine's top-k ids (0 at an empty slot or where the mask is 0), when `topk` was given. */
+  readonly topkLogp?: Float64Array | undefined;
+  /** The top-k ids scored, when `topk` was given (the backward reads them). */
+  readonly topk?: { readonly K: number; readonly ids: Int32Array } | undefined;
   /** (B, L) the response mask used. */
   readonly mask: ArrayLike<number>;
   /** τ. */
@@ -110,6 +120,10 @@ export function computeLogprobs(
   const logp = new Float64Array(B * L); // (B, L)
   const entropy = new Float64Array(B * L); // (B, L)
   const probSqSum = opts.probSqSum === true ? new Float64Array(B * L) : undefined; // (B, L)
+  const topk = opts.topk;
+  if (topk !== undefined && topk.ids.length !== B * L * topk.K)
+    throw new Error(`computeLogprobs: topk.ids must have B·L·K = ${B * L * topk.K} entries, got ${topk.ids.length}`);
+  const topkLogp = topk === undefined ? undefined : new Float64Array(B * L * topk.K); // (B, L, K)
   for (let b = 0; b < B; b++) {
     for (let k = 0; k < L; k++) {
       if (!responseMask[b * L + k]) continue;
@@ -121,6 +135,10 @@ export function computeLogprobs(
       logp[b * L + k] = after ? l / tau : l;
       entropy[b * L + k] = rowEntropy(cache.logits, off, V, sm, -1, keep);
       if (probSqSum !== undefined) probSqSum[b * L + k] = rowProbSqSum(cache.logits, off, V, sm, lse, keep);
+      if (topk !== undefined && topkLogp !== undefined) {
+        const at = (b * L + k) * topk.K;
+        trainerTopk(cache.logits, off, sm, lse, after ? tau : null, topk.K, topk.ids, at, topkLogp, at);
+      }
     }
   }
   return {
@@ -130,6 +148,7 @@ export function computeLogprobs(
     logp,
     entropy,
     probSqSum,
+    ...(topk !== undefined ? { topk, topkLogp } : {}),
     mask: responseMask,
     temperature: tau,
     ...(after ? { temperatureAt: 'after-log-softmax' as const } : {}),
@@ -147,16 +166,30 @@ export function computeLogprobs(
  *
  * @param dLdLogp - (B, L) dL/dℓ per token
  */
-export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp: ArrayLike<number>): void {
+export function backwardLogprobs(
+  policy: ArPolicy,
+  lp: TrainerLogprobs,
+  dLdLogp: ArrayLike<number>,
+  dLdTopk?: ArrayLike<number>,
+): void {
   const { B, promptLength: P, responseLength: L, temperature: tau, cache } = lp;
   if (dLdLogp.length !== B * L)
     throw new Error(`backwardLogprobs: dLdLogp must have B·L = ${B * L} entries, got ${dLdLogp.length}`);
+  const topk = dLdTopk === undefined ? undefined : lp.topk;
+  if (dLdTopk !== undefined && (topk === undefined || dLdTopk.length !== B * L * topk.K))
+    throw new Error(
+      `backwardLogprobs: dLdTopk needs a pass with topk and B·L·K entries, got ${dLdTopk.length} (K = ${lp.topk?.K ?? 'none'})`,
+    );
   const V = policy.config.vocabSize;
   const T = P + L;
   const dlogits = allocLike(policy.params.grads, B * T * V) as FloatArray; // (B, T, V)
   for (let b = 0; b < B; b++) {
     for (let k = 0; k < L; k++) {
       const g = dLdLogp[b * L + k]!;
+      if (topk !== undefined && dLdTopk !== undefined && lp.mask[b * L + k]) {
+        backwardTopkRow(lp, dlogits, b, k, V, g, topk, dLdTopk);
+        continue;
+      }
       if (!lp.mask[b * L + k] || g === 0) continue;
       const off = (b * T + P + k - 1) * V;
       const y = cache.tokens[b * T + P + k]!;
@@ -171,4 +204,40 @@ export function backwardLogprobs(policy: ArPolicy, lp: TrainerLogprobs, dLdLogp:
     }
   }
   arBackward(policy, cache, dlogits, lp.numerics);
+}
+
+/**
+ * One scored slot of {@link backwardLogprobs} with top-k coefficients: dz_v = (g·1[v = y] +
+ * Σ_j g_j·1[v = id_j] − (g + Σ_j g_j)·p_v)/τ, the sum of the sampled token's and every top-k id's
+ * log-softmax gradient.
+ */
+function backwardTopkRow(
+  lp: TrainerLogprobs,
+  dlogits: FloatArray,
+  b: number,
+  k: number,
+  V: number,
+  g: number,
+  topk: { readonly K: number; readonly ids: Int32Array },
+  dLdTopk: ArrayLike<number>,
+): void {
+  const { promptLength: P, responseLength: L, temperature: tau, cache } = lp;
+  const T = P + L;
+  const off = (b * T + P + k - 1) * V;
+  const y = cache.tokens[b * T + P + k]!;
+  const keep = lp.support === undefined ? null : lp.support.subarray((b * L + k) * V, (b * L + k + 1) * V);
+  const sm = lp.temperatureAt === 'after-log-softmax' ? 1 : tau;
+  const lse = logSumExp(cache.logits, off, V, sm, keep);
+  const at = (b * L + k) * topk.K;
+  let total = g;
+  for (let j = 0; j < topk.K; j++) if (topk.ids[at + j]! >= 0) total += dLdTopk[at + j]!;
+  if (total === 0 && g === 0 && !Array.from({ length: topk.K }, (_, j) => dLdTopk[at + j]).some((x) => x !== 0)) return;
+  for (let v = 0; v < V; v++) {
+    const p = keep !== null && !keep[v] ? 0 : Math.exp(cache.logits[off + v]! / sm - lse);
+    dlogits[off + v] = ((v === y ? g : 0) - total * p) / tau;
+  }
+  for (let j = 0; j < topk.K; j++) {
+    const v = topk.ids[at + j]!;
+    if (v >= 0) dlogits[off + v] = dlogits[off + v]! + dLdTopk[at + j]! / tau;
+  }
 }

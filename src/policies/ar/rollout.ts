@@ -8,6 +8,7 @@ import type { EngineExecution } from '../execution.js';
 import { scheduleRequests } from './scheduler.js';
 import { arDecodeStep, arForward, arPrefill, createDecodeState, type ArPolicy } from './model.js';
 import { resolveSampler, sampleToken, type SamplerOptions } from './sampler.js';
+import { recordTopk } from './topk.js';
 import { allocLike, type FloatArray } from '../../nn/array.js';
 
 /** Options of {@link rollout}. */
@@ -28,6 +29,12 @@ export interface RolloutOptions extends SamplerOptions {
   readonly pad?: number;
   /** Record the sampler's kept set at every sampled position ({@link Rollout.support}). @defaultValue false */
   readonly recordSupport?: boolean;
+  /**
+   * Record the K most likely ids of the sampled distribution and their log-probs (of the kind of
+   * `logprob`) at every sampled position ({@link Rollout.topk}); 0 = off, and off for greedy. Reads
+   * the row only: the tokens and ℓroll are those of the same rollout without it. @defaultValue 0
+   */
+  readonly topkLogprobs?: number;
   /**
    * The engine's scheduler ({@link EngineExecution}: `maxBatch`, `prefillChunk`, `batchInvariant`;
    * its `tensorParallel` lives in the numerics). With `maxBatch` or `prefillChunk` the requests run
@@ -56,6 +63,8 @@ export interface Rollout {
   readonly lengths: Int32Array;
   /** (B, L, V) with `recordSupport`: 1 on the ids the sampler could draw at each sampled slot (its top-k/top-p kept set). */
   readonly support?: Uint8Array;
+  /** With `topkLogprobs` K: the ids (B, L, K), −1 past the support or where no token was sampled, and their ℓ. */
+  readonly topk?: { readonly K: number; readonly ids: Int32Array; readonly logp: Float64Array };
   /**
    * MoE only (else null): one (B, P + L, k) array per layer, the k experts (rank order) the engine's
    * router chose for the token at each position; −1 at positions the engine never ran (the last
@@ -137,6 +146,13 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
   const active = new Uint8Array(B).fill(1); // (B)
   const keep = new Uint8Array(V); // (V) sampler scratch
   const support = opts.recordSupport === true && !s.greedy ? new Uint8Array(B * L * V) : undefined; // (B, L, V)
+  const K = opts.topkLogprobs ?? 0;
+  if (!Number.isInteger(K) || K < 0 || K > V)
+    throw new Error(`rollout: topkLogprobs must be an integer in 0..${V} (the vocabulary), got ${K}`);
+  const topk =
+    K > 0 && !s.greedy
+      ? { K, ids: new Int32Array(B * L * K).fill(-1), logp: new Float64Array(B * L * K) } // (B, L, K)
+      : undefined;
   const { numerics } = opts;
   const topK = policy.blockConfig.moe?.topK ?? 0;
   const routing =
@@ -148,6 +164,8 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
     tokens[b * T + P + k] = d.token;
     responseMask[b * L + k] = 1;
     support?.set(keep, (b * L + k) * V);
+    if (topk !== undefined)
+      recordTopk(logits, off, V, s.temperature, keep, report, K, topk.ids, topk.logp, (b * L + k) * K);
     logpRollout[b * L + k] = report === 'processed' ? d.logpProcessed : d.logpRaw;
     lengths[b] = k + 1;
     return { token: d.token, ended: (eos !== null && d.token === eos) || k + 1 === limit[b] };
@@ -191,6 +209,7 @@ export function rollout(policy: ArPolicy, prompts: readonly (readonly number[])[
     lengths,
     routing,
     ...(support === undefined ? {} : { support }),
+    ...(topk === undefined ? {} : { topk }),
   };
 }
 

@@ -17,6 +17,12 @@ export interface CapParams {
    * @defaultValue 0 (upper cap only, verl)
    */
   readonly lo?: number | undefined;
+  /**
+   * `tis` only: the policy of the ratio's numerator, `old` ρ = π_old/π_roll, or `current`
+   * ρ = sg[πθ]/π_roll (slime PR 2084 `off_policy_is_function`: corrects staleness as well as the
+   * mismatch). @defaultValue 'old'
+   */
+  readonly anchor?: 'old' | 'current' | undefined;
 }
 /** IcePop band. */
 export interface IcepopParams {
@@ -100,8 +106,12 @@ function truncatedIs(
  * with `lo` > 0 the two-sided clamp(ρ_t, lo, C) of TRL / slime / NeMo-RL.
  * @example tis(input, { C: 2 }, w).value.factor // min(ρ, 2) per token
  */
-export const tis: CorrectionFn<CapParams> = (input, params) =>
-  truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
+export const tis: CorrectionFn<CapParams> = (input, params) => {
+  if (params.anchor !== 'current') return truncatedIs(input, tokenRatios(input), params.C, 'token', params.lo);
+  // slime off_policy_is_function: clip(exp(sg ℓθ − ℓroll), lo, C), ℓθ detached
+  if (input.logpTheta === undefined) throw new Error("tis: anchor 'current' needs the detached ℓθ (logpTheta)");
+  return truncatedIs(input, tokenRatios({ ...input, logpOld: input.logpTheta }), params.C, 'token', params.lo);
+};
 
 /** Sequence TIS (verl `rollout_is=sequence`): w_i = min(exp(clamp(Σ_t δ_t, ±20)), C), broadcast. */
 export const seqTis: CorrectionFn<CapParams> = (input, params) =>

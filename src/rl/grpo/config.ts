@@ -54,6 +54,11 @@ const samplerSchema = z.strictObject({
     .describe(
       'record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias',
     ),
+  topkLogprobs: nonNegInt
+    .optional()
+    .describe(
+      "K: the rollout engine also reports its K most likely ids and their ℓ per position (the support's under top-k/top-p), and the trainer scores ℓθ at them, for score centering and loss trpl (AR only; absent or 0 = off, and absent from the resolved config)",
+    ),
 });
 
 /** Masked-diffusion sampler and estimator settings (used when `policy.kind` is `diffusion`). */
@@ -239,6 +244,7 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     );
   }
   const config: RunConfig = { ...parsed.data, estimators };
+  checkTopkConfig(config);
   const replay = config.policy.routingReplay;
   if (replay !== 'none') {
     const moe = (config.policy.model as { moe?: unknown }).moe;
@@ -272,6 +278,26 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   return config;
 }
 
+/** The sampler's top-k against the estimators that read it and the policy kind (`UsageError` naming the field). */
+function checkTopkConfig(config: RunConfig): void {
+  const K = config.policy.sampler.topkLogprobs ?? 0;
+  const est = config.estimators;
+  const reader =
+    est.loss.name === 'trpl'
+      ? "estimators.loss 'trpl'"
+      : est.scoreCentering != null
+        ? 'estimators.scoreCentering'
+        : null;
+  if (K === 0 && reader !== null)
+    throw new UsageError(
+      `config.policy.sampler.topkLogprobs: ${reader} reads the rollout engine's top-k log-probs; set it to K ≥ 1, got 0`,
+    );
+  if (K > 0 && config.policy.kind !== 'ar')
+    throw new UsageError(
+      `config.policy.sampler.topkLogprobs: the ${config.policy.kind} policy reports no top-k log-probs (AR only), got ${K}`,
+    );
+}
+
 /**
  * What every `generate` of a run asks for: the sampler of `policy.sampler` (as the contract's
  * SamplingParams) and the most response tokens (AR: the task's response length; diffusion:
@@ -288,10 +314,12 @@ export function generationOf(
     readonly logprob: 'processed' | 'raw';
   };
   readonly maxNewTokens: number;
+  readonly topkLogprobs?: number;
 } {
   const s = config.policy.sampler;
   return {
     sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, logprob: s.logprob },
     maxNewTokens: config.policy.kind === 'diffusion' ? config.policy.diffusion.generationLength : task.responseLength,
+    ...(s.topkLogprobs !== undefined && s.topkLogprobs > 0 ? { topkLogprobs: s.topkLogprobs } : {}),
   };
 }

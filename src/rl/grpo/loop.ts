@@ -192,6 +192,7 @@ export async function grpoStep(ctx: StepContext, step: number, rng: Rng): Promis
     logpRef,
     correction,
     versionLag,
+    vocabSize: ctx.task.vocabSize,
   };
   const update = await clock.time('update', () => updatePhase(backend, inputs, config, rng));
   Object.assign(metrics, update.metrics);

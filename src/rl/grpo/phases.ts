@@ -11,6 +11,7 @@ import { lengthMetrics } from '../length-diagnostics.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
 import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages } from '../estimate.js';
 import { type EstimateConfig, skipsLogpOldPass } from '../schema.js';
+import type { TopkBatch } from '../topk.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
 import { rngStreams } from '../../core/rng-streams.js';
@@ -286,7 +287,9 @@ export function correctionPhase(
 ): Estimate<BatchCorrection> {
   const noOld = skipsLogpOldPass(est);
   const needsTheta = correctionNeedsTheta(est.correction);
-  const perMiniBatch = noOld || needsTheta || est.correction.some((c) => c.name === 'ais');
+  // the exact on-policy ratio moves ℓroll of the on-policy mini-batch to sg ℓθ: its stages then run there
+  const perMiniBatch =
+    noOld || needsTheta || est.correction.some((c) => c.name === 'ais') || est.exactOnPolicyRatio === true;
   const full =
     noOld || needsTheta
       ? undefined
@@ -381,6 +384,8 @@ export interface UpdateInputs {
   readonly correction: BatchCorrection;
   /** Weight versions between the batch and the synced weights (AReaL loglinear's α). */
   readonly versionLag: number;
+  /** Vocabulary size (the tail of the top-k estimators' distributions). */
+  readonly vocabSize?: number | undefined;
 }
 
 /** One mini-batch's weights, loss mask and denominator mask `(mb, T)`. */
@@ -480,12 +485,14 @@ export async function updatePhase(
   const M = Math.min(config.optim.miniBatches, rows.length);
   const order = rows.map((_, i) => i);
   const shuffleRng = rng.fork(rngStreams.run.minibatches);
+  const needsTopk = est.loss.name === 'trpl' || est.scoreCentering != null;
+  let stepsDone = 0; // optimizer steps of this update: the trainer is versionLag + stepsDone versions past the batch
   for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
     shuffleRng.shuffle(order);
     for (let m = 0; m < M; m++) {
       const local = order.filter((_, j) => j % M === m).sort((a, b) => a - b);
       const pick = (x: Float64Array): Float64Array => sliceRows(x, T, local);
-      const mbRoll = pick(kept.logpRollout);
+      const mbRollGiven = pick(kept.logpRollout);
       const thetaRouting =
         replay === 'R3'
           ? ('rollout' as const)
@@ -498,9 +505,16 @@ export async function updatePhase(
         policy: 'current',
         grad: true,
         ...(thetaRouting === undefined ? {} : { routing: thetaRouting }),
+        ...(needsTopk ? { topk: true } : {}),
       });
       // AReaL loglinear: ℓold approximated from this mini-batch's ℓθ and ℓroll
-      const mbOld = est.proxLogp != null ? loglinearProximal(theta.logp, mbRoll, input.versionLag) : pick(old.logpOld);
+      const givenOld =
+        est.proxLogp != null ? loglinearProximal(theta.logp, mbRollGiven, input.versionLag) : pick(old.logpOld);
+      // prime-rl exact_on_policy_ratio: sampled by the weights being trained ⇒ ℓold = ℓroll = sg ℓθ
+      const onPolicy = est.exactOnPolicyRatio === true && input.versionLag + stepsDone === 0;
+      const mbOld = onPolicy ? theta.logp : givenOld;
+      const mbRoll = onPolicy ? theta.logp : mbRollGiven;
+      const topk = needsTopk ? miniBatchTopk(batch, theta, rows, local, T, input.vocabSize) : undefined;
       const mb = {
         shape: { B: local.length, T },
         local,
@@ -524,12 +538,16 @@ export async function updatePhase(
           denominatorMask: corr.value.denominatorMask,
           responseMask: mb.responseMask,
           rewards: Float64Array.from(local, (j) => input.rewards[rows[j] as number] as number),
+          ...(topk !== undefined ? { topk } : {}),
         },
         est,
       );
       if (theta.handle === undefined) throw new Error('grpo: backend.logprobs({ grad: true }) returned no handle');
-      await backend.backward(theta.handle, objective.value.gradLogpTheta);
+      if (topk !== undefined)
+        await backend.backward(theta.handle, objective.value.gradLogpTheta, objective.value.gradTopkLogpTheta);
+      else await backend.backward(theta.handle, objective.value.gradLogpTheta);
       const { gradNorm } = await backend.step({ maxGradNorm: config.optim.maxGradNorm });
+      stepsDone++;
       means.add({
         ...objective.metrics,
         'actor/grad_norm': gradNorm,
@@ -538,4 +556,32 @@ export async function updatePhase(
     }
   }
   return { value: null, metrics: means.means() };
+}
+
+/**
+ * The top-k of one mini-batch for the estimators that read it: the batch's ids and ℓμ and the
+ * sampled tokens at the mini-batch's rows, and the ℓθ pass's `topkLogp`.
+ */
+function miniBatchTopk(
+  batch: RolloutBatch,
+  theta: LogprobsResult,
+  rows: readonly number[],
+  local: readonly number[],
+  T: number,
+  vocabSize: number | undefined,
+): TopkBatch {
+  const src = batch.topk;
+  if (src === undefined || theta.topkLogp === undefined || vocabSize === undefined)
+    throw new Error('grpo: the estimators read the top-k, but the batch or the ℓθ pass carries none');
+  const K = src.K;
+  const ids = new Int32Array(local.length * T * K);
+  const logpRollout = new Float64Array(local.length * T * K);
+  const tokens = new Int32Array(local.length * T);
+  local.forEach((j, i) => {
+    const r = rows[j] as number;
+    ids.set(src.ids.subarray(r * T * K, (r + 1) * T * K), i * T * K);
+    logpRollout.set(src.logp.subarray(r * T * K, (r + 1) * T * K), i * T * K);
+    tokens.set(batch.responses.subarray(r * T, (r + 1) * T), i * T);
+  });
+  return { K, vocabSize, ids, logpRollout, logpTheta: theta.topkLogp, tokens };
 }

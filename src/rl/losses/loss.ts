@@ -3,6 +3,7 @@
 
 import type { Estimate, BatchShape } from '../types.js';
 import { LOG_RATIO_BOUND } from '../types.js';
+import type { TopkBatch } from '../topk.js';
 
 /** Inputs of every policy loss (all `(B, T)` flat). */
 export interface PolicyLossInput {
@@ -33,6 +34,8 @@ export interface PolicyLossInput {
    * in it). @defaultValue lossMask
    */
   readonly metricMask?: Float64Array | undefined;
+  /** The sampler's top-k ids, ℓμ and the trainer's ℓθ at them (read by `trpl`; src/rl/topk.ts). */
+  readonly topk?: TopkBatch | undefined;
 }
 
 /** Per-token policy loss and gradient. */
@@ -41,6 +44,8 @@ export interface PolicyLossValue {
   readonly tokenLoss: Float64Array;
   /** d(Σ upstream·tokenLoss)/dℓθ, `(B, T)`, 0 outside `lossMask`. */
   readonly gradLogpTheta: Float64Array;
+  /** d(Σ upstream·tokenLoss)/dℓθ at the top-k ids, `(B, T, K)`, when the loss reads `topk` (`trpl`). */
+  readonly gradTopkLogpTheta?: Float64Array | undefined;
 }
 
 /** A policy loss. */
