@@ -42,7 +42,7 @@ export const diffusionRecordSchema = z.strictObject({
     .string()
     .min(1)
     .describe(
-      'the generate request’s seed: the d1 prompt masks and ELBO views are createRng(estimatorSeed).fork(estimator).fork(id)',
+      'the generate request’s seed: the d1 prompt masks and ELBO views are drawn from the stream createRng(estimatorSeed), forked by the estimator name, then by the sequence id',
     ),
   temperature: z.number().describe('τ of every log-prob of the batch: the sampling temperature, 1 for greedy batches'),
   support: recordTensor(

@@ -1,5 +1,5 @@
 // Every command's --help has at least one example, and each example runs as written (issue #16):
-// spawned through bin/qrl-sim.js in a scratch directory that links the repository's sims/ and docs/.
+// spawned through bin/qrl-sim.js in a scratch directory that links the repository's sims/, docs/ and python/.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ writeFileSync(join(bin, 'qrl-sim'), `#!/bin/sh\nexec node ${JSON.stringify(join(
 chmodSync(join(bin, 'qrl-sim'), 0o755);
 symlinkSync(join(repo, 'sims'), join(scratch, 'sims'));
 symlinkSync(join(repo, 'docs'), join(scratch, 'docs'));
+symlinkSync(join(repo, 'python'), join(scratch, 'python')); // examples that start a Python backend (PYTHONPATH=python)
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** The command lines of a help text's `example:`/`examples:` section (up to the next blank line). */
