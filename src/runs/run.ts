@@ -232,7 +232,7 @@ async function handOverWarmStart(
   );
   local.onWarmStartProgress = stoppingProgress(observer, shouldStop);
   try {
-    await warmStart(local, config, cacheDir, observer);
+    await warmStart(local, config, { cacheDir, observer });
     if (shouldStop?.() === true) throw new WarmStartStopped();
     const { specs, metadata } = handOverLayout(config, task);
     const layout = createParamStore(specs, 0).layout;
@@ -266,15 +266,19 @@ function handOverLayout(
   return { specs: arParamSpecs(arConfig), metadata: { [AR_CONFIG_METADATA]: JSON.stringify(arConfig) } };
 }
 
-async function warmStart(
-  backend: PolicyBackend,
-  config: RunConfig,
-  cacheDir: string,
-  observer?: RunObserver,
-  task?: Task,
-  shouldStop?: () => boolean,
-  address?: string,
-): Promise<void> {
+/** Where a warm start runs: its cache, its observer, the task (hand-over and examples), a stop test, the backend's address. */
+interface WarmStartSite {
+  readonly cacheDir: string;
+  readonly observer?: RunObserver | undefined;
+  /** The task: given, a backend without its own warm start is handed qrl-sim's weights. */
+  readonly task?: Task | undefined;
+  readonly shouldStop?: (() => boolean) | undefined;
+  /** The backend's address, part of the cache key. */
+  readonly address?: string | undefined;
+}
+
+async function warmStart(backend: PolicyBackend, config: RunConfig, site: WarmStartSite): Promise<void> {
+  const { cacheDir, observer, task, shouldStop, address } = site;
   const info = await backend.info();
   if (task !== undefined && !info.capabilities.warmStart) {
     if (info.capabilities.handOver !== false)
@@ -465,15 +469,13 @@ async function drive(
     );
     try {
       const address = options.backendIdentity?.address;
-      await warmStart(
-        backend,
-        config,
+      await warmStart(backend, config, {
         cacheDir,
         observer,
         task,
-        options.shouldStop,
-        typeof address === 'string' ? address : undefined,
-      );
+        shouldStop: options.shouldStop,
+        address: typeof address === 'string' ? address : undefined,
+      });
     } catch (error) {
       if (error instanceof WarmStartStopped) return { lastStep: 0, stopped: true, outDir };
       throw error;
