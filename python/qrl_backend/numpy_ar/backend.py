@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
+from ..numpy_checkpoint import load_moments, load_state, load_weights, save_checkpoint
 from ..server import add_server_arguments
-from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors
 from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
@@ -209,52 +209,26 @@ class NumpyArBackend(Backend):
     # --- checkpoints ---------------------------------------------------------------------------
 
     def save(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
-        meta = {CONFIG_KEY: self.cfg.to_json()}
         order = [n for n, _, _ in param_specs(self.cfg)]
-        write_safetensors(os.path.join(directory, "weights.safetensors"), {n: self.params[n] for n in order}, meta)
-        write_safetensors(os.path.join(directory, "reference.safetensors"), {n: self.reference[n] for n in order}, meta)
-        opt = {f"m.{n}": self.m[n] for n in order}
-        opt.update({f"v.{n}": self.v[n] for n in order})
-        write_safetensors(os.path.join(directory, "optimizer.safetensors"), opt, {"step": str(self.t)})
         state = {"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}
-        tmp = os.path.join(directory, "backend.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, os.path.join(directory, "backend.json"))
+        save_checkpoint(directory, CONFIG_KEY, self.cfg.to_json(), order, self.params, self.reference, (self.m, self.v, self.t), state)
 
     def load(self, directory: str) -> None:
-        path = os.path.join(directory, "weights.safetensors")
-        if not os.path.exists(path):
-            raise RpcError(FAILED_PRECONDITION, f"load: no weights.safetensors in {directory}", "dir")
-        params, meta = read_safetensors(path)
-        if CONFIG_KEY in meta and ArConfig.from_json(meta[CONFIG_KEY]) != self.cfg:
-            raise RpcError(FAILED_PRECONDITION, f"load: {path} holds config {meta[CONFIG_KEY]}, this backend runs {self.cfg.to_json()}", "dir")
-        try:
-            check_params(self.cfg, params)
-        except ValueError as e:
-            raise RpcError(FAILED_PRECONDITION, f"load: {path}: {e}", "dir") from None
-        self.params = {k: v.astype(np.float32) for k, v in params.items()}
-        ref = os.path.join(directory, "reference.safetensors")
-        self.reference = {k: v.astype(np.float32) for k, v in read_safetensors(ref)[0].items()} if os.path.exists(ref) else {k: v.copy() for k, v in self.params.items()}
-        opt = os.path.join(directory, "optimizer.safetensors")
-        if os.path.exists(opt):
-            t, m = read_safetensors(opt)
-            self.m = {n: t[f"m.{n}"] for n in self.params}
-            self.v = {n: t[f"v.{n}"] for n in self.params}
-            self.t = int(m.get("step", "0"))
+        self.params, self.reference = load_weights(directory, CONFIG_KEY, lambda j: ArConfig.from_json(j) == self.cfg,
+                                                   self.cfg.to_json(), lambda p: check_params(self.cfg, p))
+        moments = load_moments(directory, list(self.params))
+        if moments is not None:
+            self.m, self.v, self.t = moments
         else:
             self.m = {k: np.zeros_like(v) for k, v in self.params.items()}
             self.v = {k: np.zeros_like(v) for k, v in self.params.items()}
             self.t = 0
-        st = os.path.join(directory, "backend.json")
-        state = json.load(open(st)) if os.path.exists(st) else {}
+        state = load_state(directory)
         self.version = int(state.get("weightVersion", self.version))
         self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
         self.handles.clear()
         self.sync()
         self.served = int(state.get("servedVersion", self.served))
-
 
 def _support(z: np.ndarray, tau: float, top_k: int, top_p: float) -> np.ndarray:
     """The processed distribution's support (temperature, then top-k with ties to the lower id, then

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -16,8 +15,9 @@ import numpy as np
 
 from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
 from ..diffusion_record import DiffusionEngineRecord, completion_mask, diffusion_record
+from ..numpy_checkpoint import load_moments, load_state, load_weights, save_checkpoint
 from ..server import add_server_arguments
-from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 from .model import CONFIG_KEY, DiffusionConfig, Plan, backward, check_params, config_from_run, init_params, param_specs
 from .policy import EOS, MASK, PAD, SamplerConfig, dlogits_for, sample, score, views_for
 
@@ -178,47 +178,22 @@ class NumpyDiffusionBackend(Backend):
     # --- checkpoints ---------------------------------------------------------------------------
 
     def save(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
-        meta = {CONFIG_KEY: self.cfg.to_json()}
-        write_safetensors(os.path.join(directory, "weights.safetensors"), {n: self.params[n] for n in self.order}, meta)
-        write_safetensors(os.path.join(directory, "reference.safetensors"), {n: self.reference[n] for n in self.order}, meta)
-        opt = {f"m.{n}": self.m[n] for n in self.order}
-        opt.update({f"v.{n}": self.v[n] for n in self.order})
-        write_safetensors(os.path.join(directory, "optimizer.safetensors"), opt, {"step": str(self.t)})
-        tmp = os.path.join(directory, "backend.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump({"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}, f)
-        os.replace(tmp, os.path.join(directory, "backend.json"))
+        state = {"weightVersion": self.version, "servedVersion": self.served, "plan": self.plan_name}
+        save_checkpoint(directory, CONFIG_KEY, self.cfg.to_json(), self.order, self.params, self.reference, (self.m, self.v, self.t), state)
 
     def load(self, directory: str) -> None:
-        path = os.path.join(directory, "weights.safetensors")
-        if not os.path.exists(path):
-            raise RpcError(FAILED_PRECONDITION, f"load: no weights.safetensors in {directory}", "dir")
-        params, meta = read_safetensors(path)
-        if CONFIG_KEY in meta and DiffusionConfig.from_json(meta[CONFIG_KEY]) != self.cfg:
-            raise RpcError(FAILED_PRECONDITION, f"load: {path} holds config {meta[CONFIG_KEY]}, this backend runs {self.cfg.to_json()}", "dir")
-        try:
-            check_params(self.cfg, params)
-        except ValueError as e:
-            raise RpcError(FAILED_PRECONDITION, f"load: {path}: {e}", "dir") from None
-        self.params = {k: v.astype(np.float32) for k, v in params.items()}
-        ref = os.path.join(directory, "reference.safetensors")
-        self.reference = {k: v.astype(np.float32) for k, v in read_safetensors(ref)[0].items()} if os.path.exists(ref) else {k: v.copy() for k, v in self.params.items()}
+        self.params, self.reference = load_weights(directory, CONFIG_KEY, lambda j: DiffusionConfig.from_json(j) == self.cfg,
+                                                   self.cfg.to_json(), lambda p: check_params(self.cfg, p))
         version = self.version
         self._zero_state()
-        opt = os.path.join(directory, "optimizer.safetensors")
-        if os.path.exists(opt):
-            t, m = read_safetensors(opt)
-            self.m = {n: t[f"m.{n}"] for n in self.params}
-            self.v = {n: t[f"v.{n}"] for n in self.params}
-            self.t = int(m.get("step", "0"))
-        st = os.path.join(directory, "backend.json")
-        state = json.load(open(st)) if os.path.exists(st) else {}
+        moments = load_moments(directory, list(self.params))
+        if moments is not None:
+            self.m, self.v, self.t = moments
+        state = load_state(directory)
         self.version = int(state.get("weightVersion", version))
         self.handles.clear()
         self.sync()
         self.served = int(state.get("servedVersion", self.served))
-
 
 def _sampler_from_run(run: Dict[str, Any]) -> SamplerConfig:
     pol = run.get("policy") or {}
