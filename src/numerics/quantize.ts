@@ -231,9 +231,23 @@ function quantizeWith(
   const { factors, op, zeroPoints } = params;
   const kSize = layout.kSize;
   const isDiv = op === 'div';
-  const scaling: RunScaling = { x, isDiv, cl, fmax };
-  const floatRun: FloatRun = { ...scaling, scaled, scaledBits };
-  const intCells: IntRun | null = ints === null ? null : { ...scaling, ...ints };
+  // Literals of one fixed key order (no spread): one object shape per kind of run in the hot loop.
+  const floatRun: FloatRun = { x, isDiv, cl, fmax, scaled, scaledBits };
+  const intCells: IntRun | null =
+    ints === null
+      ? null
+      : {
+          x,
+          isDiv,
+          cl,
+          fmax,
+          out: ints.out,
+          mode: ints.mode,
+          rne: ints.rne,
+          nanValue: ints.nanValue,
+          lo: ints.lo,
+          hi: ints.hi,
+        };
   // Elements of one cell are consecutive in a row (in the whole tensor for one cell): the factor is read once per run.
   const flat = layout.count === 1;
   const seg = flat ? Math.max(n, 1) : Number.isFinite(kSize) ? kSize : Math.max(cols, 1);
