@@ -59,8 +59,6 @@ const KNOWN = new Set([
   'policies/ar/model.ts finalNormForward',
   'policies/ar/rollout.ts lastLogits',
   'policies/diffusion/estimators.ts scoreViews',
-  'policies/diffusion/logprob.ts tokenLogProb',
-  'policies/diffusion/logprob.ts tokenLogProbBackward',
   'policies/diffusion/logprob.ts gumbelArgmax',
   'policies/diffusion/model.ts diffusionForward',
   'policies/quantized.ts coreGemm',

@@ -208,7 +208,6 @@ export function createCountdownTask(options?: Partial<CountdownOptions>): Countd
     tokenizer,
     promptLength,
     responseLength: 8,
-    rewardRange: [0, 1],
     sampleProblem,
     splitOf: (p) => splitOfPair(p.numbers, p.target),
     reward,

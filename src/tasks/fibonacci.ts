@@ -7,7 +7,6 @@ import {
   assembleTask,
   hashSplit,
   matchedShare,
-  responseBody,
   splitSampler,
   type RewardResult,
   type Task,
@@ -136,12 +135,12 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
   );
 
   const reward = (problem: FibonacciProblem, response: readonly number[]): RewardResult => {
-    const body = responseBody(response);
-    if (body === undefined) return { reward: 0, correct: false };
-    const y = problem.answer;
-    let prefix = 0;
-    while (prefix < Math.min(body.length, y.length) && body[prefix] === y[prefix]) prefix++;
-    return matchedShare(prefix, body.length, y.length);
+    // the answer's longest prefix the body repeats
+    return matchedShare(response, problem.answer, (body, y) => {
+      let prefix = 0;
+      while (prefix < Math.min(body.length, y.length) && body[prefix] === y[prefix]) prefix++;
+      return prefix;
+    });
   };
 
   return assembleTask<FibonacciTask>({
@@ -150,7 +149,6 @@ export function createFibonacciTask(options?: Partial<FibonacciOptions>): Fibona
     tokenizer,
     promptLength: 8,
     responseLength: o.maxLength + 1,
-    rewardRange: [0, 1],
     sampleProblem,
     splitOf,
     reward,

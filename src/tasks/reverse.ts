@@ -8,7 +8,6 @@ import {
   hashSplit,
   leftPad,
   matchedShare,
-  responseBody,
   splitSampler,
   type RewardResult,
   type Task,
@@ -118,12 +117,12 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
   );
 
   const reward = (problem: ReverseProblem, response: readonly number[]): RewardResult => {
-    const body = responseBody(response);
-    if (body === undefined) return { reward: 0, correct: false };
-    const y = problem.answer;
-    let right = 0;
-    for (let k = 0; k < Math.min(body.length, y.length); k++) if (body[k] === y[k]) right++;
-    return matchedShare(right, body.length, y.length);
+    // the answer's positions the body has right
+    return matchedShare(response, problem.answer, (body, y) => {
+      let right = 0;
+      for (let k = 0; k < Math.min(body.length, y.length); k++) if (body[k] === y[k]) right++;
+      return right;
+    });
   };
 
   return assembleTask<ReverseTask>({
@@ -132,7 +131,6 @@ export function createReverseTask(options?: Partial<ReverseOptions>): ReverseTas
     tokenizer,
     promptLength,
     responseLength: o.maxLength + 1,
-    rewardRange: [0, 1],
     sampleProblem,
     splitOf,
     reward,

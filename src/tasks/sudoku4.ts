@@ -177,7 +177,6 @@ export function createSudoku4Task(options?: Partial<Sudoku4Options>): Sudoku4Tas
     tokenizer,
     promptLength: 18,
     responseLength: 17,
-    rewardRange: [0, 1],
     sampleProblem,
     splitOf,
     reward,

@@ -82,16 +82,27 @@ export function responseBody(response: readonly number[]): readonly number[] | u
 }
 
 /**
- * The reward of a body scored against an answer token by token: `matched / max(m, n)` (0 when both
- * are empty), correct when all n answer tokens matched and the body has exactly n tokens.
+ * The reward of a response scored against an answer token by token: 0 when it has no EOS
+ * ({@link responseBody}), else `matched / max(m, n)` for a body of m tokens and an answer of n (0 when
+ * both are empty), correct when all n answer tokens matched and the body has exactly n tokens.
  *
+ * @param response - the sampled tokens
+ * @param answer - the gold answer's tokens
  * @param matched - answer tokens the body got right (how they are counted is the task's rule)
- * @param m - body length
- * @param n - answer length
  */
-export function matchedShare(matched: number, m: number, n: number): RewardResult {
-  const denominator = Math.max(m, n);
-  return { reward: denominator === 0 ? 0 : matched / denominator, correct: matched === n && m === n };
+export function matchedShare(
+  response: readonly number[],
+  answer: readonly number[],
+  matched: (body: readonly number[], answer: readonly number[]) => number,
+): RewardResult {
+  const body = responseBody(response);
+  if (body === undefined) return { reward: 0, correct: false };
+  const right = matched(body, answer);
+  const denominator = Math.max(body.length, answer.length);
+  return {
+    reward: denominator === 0 ? 0 : right / denominator,
+    correct: right === answer.length && body.length === answer.length,
+  };
 }
 
 /** `tokens` left-padded with PAD to `length`. */
@@ -136,31 +147,21 @@ export function drawUntil<T>(draw: () => T, accept: (x: T) => boolean, what: () 
   throw new Error(`${what()}: no problem found in ${maxDraws} draws; the split is empty or nearly so`);
 }
 
-/** The stream `<seed>/<name>-<split>` that `n` problems of `split` are drawn from; `n` checked. */
-function splitStream(name: string, split: Split, n: number, seed: number | string): Rng {
+/**
+ * `n` problems of `split` from that split's stream of `seed`: `train` draws are i.i.d.; `eval` draws
+ * are distinct (a duplicate is redrawn).
+ */
+export function drawProblems<P extends TaskProblem>(
+  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
+  split: Split,
+  n: number,
+  seed: number | string,
+): P[] {
   if (!Number.isSafeInteger(n) || n < 0) {
-    throw new Error(`${name}.${split}Problems: n must be a non-negative integer, got ${String(n)}`);
+    throw new Error(`${task.name}.${split}Problems: n must be a non-negative integer, got ${String(n)}`);
   }
-  return createRng(seed).fork(rngStreams.tasks.split(name, split));
-}
-
-/** `n` training problems: i.i.d. draws from the `train` stream of `seed`. */
-export function drawTrainProblems<P extends TaskProblem>(
-  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
-  n: number,
-  seed: number | string,
-): P[] {
-  const rng = splitStream(task.name, 'train', n, seed);
-  return Array.from({ length: n }, () => task.sampleProblem(rng, 'train'));
-}
-
-/** `n` distinct evaluation problems from the `eval` stream of `seed` (duplicates redrawn). */
-export function drawEvalProblems<P extends TaskProblem>(
-  task: Pick<Task<P>, 'name' | 'sampleProblem'>,
-  n: number,
-  seed: number | string,
-): P[] {
-  const rng = splitStream(task.name, 'eval', n, seed);
+  const rng = createRng(seed).fork(rngStreams.tasks.split(task.name, split));
+  if (split === 'train') return Array.from({ length: n }, () => task.sampleProblem(rng, 'train'));
   const seen = new Set<string>();
   const out: P[] = [];
   while (out.length < n) {
@@ -202,15 +203,18 @@ export function splitSampler<P extends TaskProblem>(
 
 /**
  * A task object from its parts, frozen: `vocabSize` from the tokenizer, `trainProblems` and
- * `evalProblems` drawn from `sampleProblem` ({@link drawTrainProblems}, {@link drawEvalProblems}).
+ * `evalProblems` drawn from `sampleProblem` ({@link drawProblems}), `rewardRange` [0, 1] unless given.
  */
-export function assembleTask<T extends Task>(parts: Omit<T, 'vocabSize' | 'trainProblems' | 'evalProblems'>): T {
+export function assembleTask<T extends Task>(
+  parts: Omit<T, 'vocabSize' | 'trainProblems' | 'evalProblems' | 'rewardRange'> & Partial<Pick<T, 'rewardRange'>>,
+): T {
   const sampler = parts as unknown as Pick<Task, 'name' | 'sampleProblem'>;
   const task = {
+    rewardRange: [0, 1] as const,
     ...parts,
     vocabSize: parts.tokenizer.vocabSize,
-    trainProblems: (n: number, seed: number | string) => drawTrainProblems(sampler, n, seed),
-    evalProblems: (n: number, seed: number | string) => drawEvalProblems(sampler, n, seed),
+    trainProblems: (n: number, seed: number | string) => drawProblems(sampler, 'train', n, seed),
+    evalProblems: (n: number, seed: number | string) => drawProblems(sampler, 'eval', n, seed),
   };
   return Object.freeze(task) as unknown as T;
 }

@@ -5,7 +5,7 @@ import { allocLike, type FloatArray } from '../../nn/array.js';
 import { createRng } from '../../core/rng.js';
 import { EOS, MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
-import { tokenEntropy, tokenLogProb, tokenLogProbBackward } from './logprob.js';
+import { rowEntropy, rowLogProb, rowLogProbBackward } from '../../nn/row-logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
 import { diffusionStateAt, type DiffusionSequence } from './sampler.js';
 import { rngStreams } from '../../core/rng-streams.js';
@@ -85,10 +85,16 @@ export type DiffusionEstimatorFn = (
   options?: DiffusionEstimatorOptions,
 ) => DiffusionLogprobs;
 
-/** Masked views to score: rows of tokens and (row, position, target, output slot, weight) entries. */
+/**
+ * Masked views to score: R rows of T tokens and (row, position, target, output slot, weight) entries,
+ * for B sequences of N response slots.
+ */
 interface Views {
   readonly tokens: Int32Array; // (R, T)
   readonly R: number;
+  readonly T: number;
+  readonly B: number;
+  readonly N: number;
   readonly row: number[];
   readonly pos: number[];
   readonly target: number[];
@@ -111,8 +117,19 @@ function shapeOf(sequences: readonly DiffusionSequence[]): { B: number; P: numbe
   return { B, P, N };
 }
 
-function newViews(R: number, T: number): Views {
-  return { tokens: new Int32Array(R * T), R, row: [], pos: [], target: [], slot: [], weight: [] };
+function newViews(R: number, T: number, sequences: { B: number; N: number }): Views {
+  const { B, N } = sequences;
+  return { tokens: new Int32Array(R * T), R, T, B, N, row: [], pos: [], target: [], slot: [], weight: [] };
+}
+
+/** Adds the entry scoring response slot j of sequence i at view row `row`, position P + j, with `weight`. */
+function addEntry(views: Views, row: number, s: DiffusionSequence, at: { i: number; j: number; weight: number }): void {
+  const P = s.prompt.length;
+  views.row.push(row);
+  views.pos.push(P + at.j);
+  views.target.push(s.response[at.j]!);
+  views.slot.push(at.i * views.N + at.j);
+  views.weight.push(at.weight);
 }
 
 function temperatureOf(options: DiffusionEstimatorOptions): number {
@@ -131,13 +148,12 @@ function scoreViews(
   params: FloatArray,
   numerics: PolicyNumerics,
   views: Views,
-  T: number,
-  B: number,
-  N: number,
-  tau: number,
-  support: Uint8Array | null,
-  replay: readonly Int32Array[] | undefined,
+  options: DiffusionEstimatorOptions,
 ): DiffusionLogprobs {
+  const { T, B, N } = views;
+  const tau = temperatureOf(options);
+  const support = options.support ?? null;
+  const replay = options.routing;
   const V = model.config.vocabSize;
   if (support !== null && support.length !== B * N * V)
     throw new Error(`diffusion estimator: support must have B·N·V = ${B * N * V} entries, got ${support.length}`);
@@ -152,8 +168,8 @@ function scoreViews(
     const off = (views.row[e]! * T + views.pos[e]!) * V;
     const slot = views.slot[e]!;
     const keep = keepOf(slot);
-    logp[slot] = logp[slot]! + views.weight[e]! * tokenLogProb(fwd.logits, off, V, views.target[e]!, tau, MASK, keep);
-    entropy[slot] = entropy[slot]! + tokenEntropy(fwd.logits, off, V, tau, MASK, keep);
+    logp[slot] = logp[slot]! + views.weight[e]! * rowLogProb(fwd.logits, off, V, views.target[e]!, tau, keep, MASK);
+    entropy[slot] = entropy[slot]! + rowEntropy(fwd.logits, off, V, tau, MASK, keep);
     scored[slot] = scored[slot]! + 1;
   }
   for (let k = 0; k < B * N; k++) if (scored[k]! > 1) entropy[k] = entropy[k]! / scored[k]!;
@@ -173,7 +189,7 @@ function scoreViews(
       for (let e = 0; e < n; e++) {
         const g = dlogp[views.slot[e]!]! * views.weight[e]!;
         if (g === 0) continue;
-        tokenLogProbBackward(
+        rowLogProbBackward(
           dlogits,
           fwd.logits,
           (views.row[e]! * T + views.pos[e]!) * V,
@@ -211,29 +227,12 @@ export const trajectoryEstimator: DiffusionEstimatorFn = (model, params, sequenc
       S = Math.max(S, k + 1);
     }
   });
-  const views = newViews(B * S, T);
+  const views = newViews(B * S, T, { B, N });
   sequences.forEach((s, i) => {
     for (let k = 0; k < S; k++) diffusionStateAt(s, k, views.tokens.subarray((i * S + k) * T, (i * S + k + 1) * T));
-    for (let j = 0; j < N; j++) {
-      views.row.push(i * S + s.commitStep![j]!);
-      views.pos.push(P + j);
-      views.target.push(s.response[j]!);
-      views.slot.push(i * N + j);
-      views.weight.push(1);
-    }
+    for (let j = 0; j < N; j++) addEntry(views, i * S + s.commitStep![j]!, s, { i, j, weight: 1 });
   });
-  return scoreViews(
-    model,
-    params,
-    numerics,
-    views,
-    T,
-    B,
-    N,
-    temperatureOf(options),
-    options.support ?? null,
-    options.routing,
-  );
+  return scoreViews(model, params, numerics, views, options);
 };
 
 /**
@@ -247,29 +246,12 @@ export const d1Estimator: DiffusionEstimatorFn = (model, params, sequences, nume
   const T = P + N;
   const p = options.pMaskPrompt ?? 0.15;
   if (!(p >= 0 && p <= 1)) throw new Error(`d1 estimator: pMaskPrompt must be in [0, 1], got ${p}`);
-  const views = newViews(B, T);
+  const views = newViews(B, T, { B, N });
   sequences.forEach((s, i) => {
     d1MaskedView(s, options.seed ?? 0, p, views.tokens.subarray(i * T, (i + 1) * T));
-    for (let j = 0; j < N; j++) {
-      views.row.push(i);
-      views.pos.push(P + j);
-      views.target.push(s.response[j]!);
-      views.slot.push(i * N + j);
-      views.weight.push(1);
-    }
+    for (let j = 0; j < N; j++) addEntry(views, i, s, { i, j, weight: 1 });
   });
-  return scoreViews(
-    model,
-    params,
-    numerics,
-    views,
-    T,
-    B,
-    N,
-    temperatureOf(options),
-    options.support ?? null,
-    options.routing,
-  );
+  return scoreViews(model, params, numerics, views, options);
 };
 
 /**
@@ -307,7 +289,7 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
   if (!Number.isInteger(M) || M < 1)
     throw new Error(`elbo estimator: elboSamples must be a positive integer, got ${M}`);
   const root = createRng(options.seed ?? 0).fork(rngStreams.diffusion.elbo);
-  const views = newViews(B * M, T);
+  const views = newViews(B * M, T, { B, N });
   const order: number[] = [];
   sequences.forEach((s, i) => {
     const rng = root.fork(rngStreams.diffusion.sequence(s.id));
@@ -323,26 +305,11 @@ export const elboEstimator: DiffusionEstimatorFn = (model, params, sequences, nu
       const masked = order.slice(0, l).sort((a, b) => a - b);
       for (const j of masked) {
         x[P + j] = MASK;
-        views.row.push(r);
-        views.pos.push(P + j);
-        views.target.push(s.response[j]!);
-        views.slot.push(i * N + j);
-        views.weight.push(N / l / M);
+        addEntry(views, r, s, { i, j, weight: N / l / M });
       }
     }
   });
-  return scoreViews(
-    model,
-    params,
-    numerics,
-    views,
-    T,
-    B,
-    N,
-    temperatureOf(options),
-    options.support ?? null,
-    options.routing,
-  );
+  return scoreViews(model, params, numerics, views, options);
 };
 
 /**

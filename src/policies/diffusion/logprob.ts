@@ -1,8 +1,7 @@
 // Per-position scoring shared by the sampler and the estimators: log softmax(z/τ)[y], softmax(z)[y] and Gumbel-max sampling, in doubles.
 // Not an estimator: which positions and which masked views are scored is decided in estimators.ts.
 
-import type { FloatArray } from '../../nn/array.js';
-import { rowEntropy, rowLogProb, rowLogProbBackward, rowLogSumExp } from '../../nn/row-logprob.js';
+import { rowLogSumExp } from '../../nn/row-logprob.js';
 import type { Rng } from '../../core/rng.js';
 
 /*
@@ -11,62 +10,6 @@ import type { Rng } from '../../core/rng.js';
  * vocabulary without MASK on both the rollout and the trainer side. The optional `keep` (V, 0/1) is
  * a top-k/top-p kept set: the distribution is renormalised over it (sampling-support replay).
  */
-
-/**
- * `log softmax(z/τ)[y]` of the logits row at `offset` (V entries), computed in doubles with a
- * max-shifted log-sum-exp summed in increasing v. The sampler (inline rollout log-prob) and every
- * estimator call this one function, so equal logits give `Object.is`-equal log-probs.
- *
- * @example
- * ```ts
- * tokenLogProb(new Float32Array([0, 0]), 0, 2, 1, 1); // −ln 2
- * ```
- */
-export function tokenLogProb(
-  logits: FloatArray,
-  offset: number,
-  V: number,
-  y: number,
-  temperature: number,
-  exclude = -1,
-  keep: Uint8Array | null = null,
-): number {
-  return rowLogProb(logits, offset, V, y, temperature, keep, exclude);
-}
-
-/**
- * Entropy `−Σ_v p_v log p_v` of `softmax(z/τ)` over the ids other than `exclude` (and, with `keep`,
- * renormalised over the kept ids), in doubles, summed in increasing v (the entropy the GRPO loop logs
- * at each scored position).
- */
-export function tokenEntropy(
-  logits: FloatArray,
-  offset: number,
-  V: number,
-  temperature: number,
-  exclude = -1,
-  keep: Uint8Array | null = null,
-): number {
-  return rowEntropy(logits, offset, V, temperature, exclude, keep);
-}
-
-/**
- * Backward of {@link tokenLogProb}, accumulating: `dz[v] += g·(1[v = y] − p_v)/τ` with p the
- * softmax(z/τ), renormalised over `keep` when given (p_v = 0 outside it).
- */
-export function tokenLogProbBackward(
-  dlogits: FloatArray,
-  logits: FloatArray,
-  offset: number,
-  V: number,
-  y: number,
-  temperature: number,
-  g: number,
-  exclude = -1,
-  keep: Uint8Array | null = null,
-): void {
-  rowLogProbBackward(dlogits, logits, offset, V, y, temperature, g, exclude, keep);
-}
 
 /**
  * Index of the largest entry of a row, the lowest index on ties (PyTorch `argmax` convention).

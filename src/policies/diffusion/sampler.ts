@@ -6,7 +6,8 @@ import type { Rng } from '../../core/rng.js';
 import { MASK } from '../../tasks/tokenizer.js';
 import type { PolicyNumerics } from '../numerics.js';
 import { truncatedSupport, truncationActive } from '../truncation.js';
-import { gumbelArgmax, tokenLogProb, tokenProb } from './logprob.js';
+import { rowLogProb } from '../../nn/row-logprob.js';
+import { gumbelArgmax, tokenProb } from './logprob.js';
 import { diffusionForward, type DiffusionForward, type DiffusionModel } from './model.js';
 import { rngStreams } from '../../core/rng-streams.js';
 
@@ -305,7 +306,7 @@ export function sampleDiffusion(
           x[r * T + j] = x0;
           commitSteps[r]![j - P] = step;
           if (keep) support!.set(keep, (r * N + j - P) * V);
-          logpRollout[r * N + j - P] = tokenLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, MASK, keep);
+          logpRollout[r * N + j - P] = rowLogProb(logits, (r * T + j) * V, V, x0, logpTemperature, keep, MASK);
         }
       }
     }

@@ -9,7 +9,7 @@ import { createRng, type Rng } from '../../core/rng.js';
 import { EOS, MASK } from '../../tasks/tokenizer.js';
 import type { Task } from '../../tasks/task.js';
 import { fp32Numerics, type PolicyNumerics } from '../numerics.js';
-import { tokenLogProb, tokenLogProbBackward } from './logprob.js';
+import { rowLogProb, rowLogProbBackward } from '../../nn/row-logprob.js';
 import { diffusionBackward, diffusionForward, type DiffusionModel } from './model.js';
 import { rngStreams } from '../../core/rng-streams.js';
 
@@ -78,11 +78,11 @@ export function maskedDiffusionLoss(
   const fwd = diffusionForward(model, params, tokens, B, T, numerics);
   let loss = 0;
   for (let e = 0; e < pos.length; e++)
-    loss -= weight[e]! * tokenLogProb(fwd.logits, pos[e]! * V, V, target[e]!, 1, MASK);
+    loss -= weight[e]! * rowLogProb(fwd.logits, pos[e]! * V, V, target[e]!, 1, null, MASK);
   if (options.grads) {
     const dlogits = allocLike(params, B * T * V); // (B, T, V)
     for (let e = 0; e < pos.length; e++)
-      tokenLogProbBackward(dlogits, fwd.logits, pos[e]! * V, V, target[e]!, 1, -weight[e]!, MASK);
+      rowLogProbBackward(dlogits, fwd.logits, pos[e]! * V, V, target[e]!, 1, -weight[e]!, MASK);
     diffusionBackward(model, params, options.grads, fwd, dlogits, numerics);
   }
   return loss;

@@ -7,7 +7,8 @@ import { createRng, Rng } from '../../../src/core/rng.js';
 import { MASK, makeTask } from '../../../src/tasks/index.js';
 import { fp32Numerics } from '../../../src/policies/numerics.js';
 import { diffusionForward } from '../../../src/policies/diffusion/model.js';
-import { argmaxRow, gumbelArgmax, tokenLogProb, tokenProb } from '../../../src/policies/diffusion/logprob.js';
+import { rowLogProb } from '../../../src/nn/row-logprob.js';
+import { argmaxRow, gumbelArgmax, tokenProb } from '../../../src/policies/diffusion/logprob.js';
 import { truncatedSupport } from '../../../src/policies/truncation.js';
 import {
   diffusionSamplerDefaults,
@@ -324,7 +325,7 @@ describe('sampleDiffusion with top-k / top-p', () => {
           truncatedSupport(logits, (P + j) * V, V, 0.9, cfg.topK ?? 0, cfg.topP ?? 1, expected, MASK);
           expect(Array.from(keep)).toEqual(Array.from(expected));
           expect(
-            Object.is(r.logpRollout[i * N + j], tokenLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, MASK, keep)),
+            Object.is(r.logpRollout[i * N + j], rowLogProb(logits, (P + j) * V, V, s.response[j]!, 0.9, keep, MASK)),
           ).toBe(true);
         }
       });
