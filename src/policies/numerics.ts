@@ -357,26 +357,10 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
     qkRoundedB: gemmRoundedB,
     pvRoundedB: gemmRoundedB,
   });
-  const operandRounding = Object.freeze({
-    qk: gemm,
-    pv: gemm,
-    dScores: gemm,
-    dValues: gemm,
-    dQuery: gemm,
-    dKey: gemm,
-    round: roundInto,
-    gemmRounded,
-  });
-  const attention: AttentionGemms = Object.freeze({
-    qk: gemm,
-    pv: gemm,
-    dScores: gemm,
-    dValues: gemm,
-    dQuery: gemm,
-    dKey: gemm,
-    decodeRounding,
-    operandRounding,
-  });
+  // the six attention products, forward and backward, all through the one fp32 gemm
+  const products = { qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm };
+  const operandRounding = Object.freeze({ ...products, round: roundInto, gemmRounded });
+  const attention: AttentionGemms = Object.freeze({ ...products, decodeRounding, operandRounding });
   const block: BlockGemms = Object.freeze({
     q: linear,
     k: linear,

@@ -3,7 +3,7 @@
 // run needs. Also what the driver sends in `info`'s `setup` so that a backend can build itself
 // from the run. Not the transport (src/protocol) and not the run loop (run.ts).
 
-import type { BackendInfo, JsonValue } from '../core/backend-contract.js';
+import type { BackendInfo, BackendVocabulary, JsonValue } from '../core/backend-contract.js';
 import { arConfigFor } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { tokenLevelAdvantageNames } from '../rl/advantages.js';
@@ -20,14 +20,7 @@ export const PLAN_FROM_BACKEND = 'backend';
  */
 export interface BackendSetup {
   readonly policy: string;
-  readonly vocabulary: {
-    readonly size: number;
-    readonly pad: number;
-    readonly bos: number;
-    readonly eos: number;
-    readonly sep: number;
-    readonly mask: number;
-  };
+  readonly vocabulary: BackendVocabulary;
   /** The plan the run asks for, as data; absent when the config takes the plan from the backend. */
   readonly plan?: { readonly name: string; readonly rollout: JsonValue; readonly trainer: JsonValue };
   readonly promptLength: number;

@@ -6,7 +6,7 @@ import { decode, floatFormats, isNanCode, type FloatFormat } from '../numerics/f
 import { castProfiles, profileCoverage, type RoundingMode } from '../numerics/profiles.js';
 import { quantPresets, type QuantPreset } from '../numerics/presets.js';
 import { precisionPlans } from '../policies/plans.js';
-import type { BatchJson } from '../golden/suites/estimators.js';
+import { corrections, losses, type BatchJson } from '../golden/suites/estimators.js';
 
 export type { BatchJson };
 
@@ -141,20 +141,7 @@ export function batchArb(options: BatchArbOptions = {}): fc.Arbitrary<BatchJson>
 }
 
 const correctionSpecs = [
-  { name: 'none' },
-  { name: 'token-is' },
-  { name: 'tis', C: 2 },
-  { name: 'seq-tis', C: 2 },
-  { name: 'icepop' },
-  { name: 'mis-token' },
-  { name: 'mis-seq' },
-  { name: 'geo-rs', lo: 0.9, hi: 1.1 },
-  { name: 'rs-k1' },
-  { name: 'rs-k2', hi: 0.05 },
-  { name: 'rs-k3', hi: 0.05 },
-  { name: 'veto', v: 0.05 },
-  { name: 'batch-norm' },
-  { name: 'ais' },
+  ...corrections,
   // the stacks' options
   { name: 'opsm', form: 'slime', delta: 0.001 },
   { name: 'rollout_rs', rollout_rs: 'token_k1,seq_max_k3', rollout_rs_threshold: '0.5_2.0,0.05' },
@@ -165,13 +152,7 @@ const correctionSpecs = [
   { name: 'seq_logprob_error_threshold', threshold: 1.5 },
 ] as const;
 const lossSpecs = [
-  { name: 'ppo-clip' },
-  { name: 'ppo-clip', dualClip: 3 },
-  { name: 'gspo' },
-  { name: 'sapo' },
-  { name: 'cispo' },
-  { name: 'reinforce' },
-  { name: 'tbpo' },
+  ...losses,
   { name: 'cispo', anchor: 'rollout' },
   { name: 'geo_mean' },
   { name: 'luspo' },

@@ -54,7 +54,8 @@ export function goldenBatch(rng: Rng, T = 6): Omit<EstimateInputJson, 'config'> 
   return { logpTheta, logpOld, logpRollout, logpRef, mask, rewards, groups };
 }
 
-const corrections: readonly Record<string, unknown>[] = [
+/** The suite's corrections, one per name with test-sized parameters (also drawn by testing/arbitraries.ts). */
+export const corrections: readonly Record<string, unknown>[] = [
   { name: 'none' },
   { name: 'token-is' },
   { name: 'tis', C: 2 },
@@ -70,7 +71,8 @@ const corrections: readonly Record<string, unknown>[] = [
   { name: 'batch-norm' },
   { name: 'ais' },
 ];
-const losses: readonly Record<string, unknown>[] = [
+/** The suite's losses, one per name (and dual-clip), also drawn by testing/arbitraries.ts. */
+export const losses: readonly Record<string, unknown>[] = [
   { name: 'ppo-clip' },
   { name: 'ppo-clip', dualClip: 3 },
   { name: 'gspo' },

@@ -13,6 +13,7 @@ import {
   warmStartMetrics,
 } from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
+import { moeModelSchema } from '../moe-config.js';
 import type { RunConfig } from '../../rl/grpo/config.js';
 import { zodIssueLine } from '../../core/errors.js';
 import type { Task } from '../../tasks/task.js';
@@ -37,14 +38,7 @@ export const arModelSchema = z.strictObject({
   bias: z.boolean().optional(),
   positions: z.enum(['rope', 'learned']).optional(),
   tiedEmbeddings: z.boolean().optional(),
-  moe: z
-    .strictObject({
-      experts: z.number().int().positive(),
-      topK: z.number().int().positive(),
-      auxCoeff: z.number().nonnegative().default(0.01),
-    })
-    .nullable()
-    .optional(),
+  moe: moeModelSchema,
   outliers: z.number().int().nonnegative().optional(),
   outlierMagnitude: z.number().positive().optional(),
   /** Longest sequence the model takes (learned position table size; RoPE bound): at least prompt + response. */

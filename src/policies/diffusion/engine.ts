@@ -16,6 +16,7 @@ import {
   warmStartMetrics,
 } from '../engine.js';
 import { flipRatesAt, gatherRoutingRows, replayRouting } from '../moe-replay.js';
+import { moeModelSchema } from '../moe-config.js';
 import type { MetricRecord } from '../../rl/types.js';
 import { makeTaskFromConfig } from '../../tasks/registry.js';
 import { PAD } from '../../tasks/tokenizer.js';
@@ -83,14 +84,7 @@ const modelOptionsSchema = z.strictObject({
   C: z.number().int().positive().optional(),
   H: z.number().int().positive().optional(),
   hidden: z.number().int().positive().optional(),
-  moe: z
-    .strictObject({
-      experts: z.number().int().positive(),
-      topK: z.number().int().positive(),
-      auxCoeff: z.number().nonnegative().default(0.01),
-    })
-    .nullable()
-    .optional(),
+  moe: moeModelSchema,
 });
 
 /** Keys of the diffusion model's own config that `policy.model` spells the shared way. */
