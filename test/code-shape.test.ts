@@ -58,7 +58,6 @@ const KNOWN = new Set([
   // The policies' layer kernels, in nn/'s positional convention (arrays, then sizes).
   'policies/ar/model.ts finalNormForward',
   'policies/ar/rollout.ts lastLogits',
-  'policies/diffusion/estimators.ts scoreViews',
   'policies/diffusion/logprob.ts gumbelArgmax',
   'policies/diffusion/model.ts diffusionForward',
   'policies/quantized.ts coreGemm',
@@ -69,8 +68,6 @@ const KNOWN = new Set([
   'policies/ar/logprobs.ts backwardTopkRow',
   'policies/ar/topk.ts recordTopk',
   'policies/ar/topk.ts trainerTopk',
-  // Public, with its call sites across policies/ and the tests: left to convert (issue 41's note).
-  'policies/diffusion/sampler.ts sampleDiffusion',
 ]);
 
 describe('the shape of src/', () => {

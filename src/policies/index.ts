@@ -214,6 +214,7 @@ export {
   type DiffusionRemasking,
   type DiffusionRollout,
   type DiffusionSamplerConfig,
+  type DiffusionSamplerPolicy,
   type DiffusionSchedule,
   type DiffusionSequence,
   type SampleDiffusionOptions,

@@ -288,7 +288,7 @@ export function createDiffusionEngine(config: RunConfig, task: Task): DiffusionE
     const weights = side === 'rollout' ? rolloutWeights : params.data;
     const numerics = side === 'rollout' ? rolloutNumerics : numericsFor(plan.trainer);
     const cfg = options.greedy ? { ...sampler, temperature: 0 } : sampler;
-    const rollout = sampleDiffusion(model, weights, prompts, cfg, numerics, rng, {
+    const rollout = sampleDiffusion({ model, params: weights, numerics }, prompts, cfg, rng, {
       recordRouting: topK > 0 && estimator === 'trajectory',
     });
     const B = prompts.length;

@@ -109,11 +109,9 @@ export function diffusionMismatchProbe(options: DiffusionMismatchOptions): Diffu
   const prompts = task.trainProblems(B, options.seed).map((p) => p.prompt);
   const topK = model.block.moe?.topK ?? 0;
   const rollout = sampleDiffusion(
-    model,
-    params,
+    { model, params, numerics: options.rollout },
     prompts,
     sampler,
-    options.rollout,
     root.fork(rngStreams.diffusion.mismatchRollout),
     { recordRouting: topK > 0 && options.estimator === 'trajectory' },
   );

@@ -174,6 +174,16 @@ export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int
   return x;
 }
 
+/** What {@link sampleDiffusion} samples from: the model, its weights and the numerics of its forward passes. */
+export interface DiffusionSamplerPolicy {
+  /** The bidirectional model. */
+  readonly model: DiffusionModel;
+  /** Its weights (the rollout snapshot). */
+  readonly params: FloatArray;
+  /** The rollout side's numerics. */
+  readonly numerics: PolicyNumerics;
+}
+
 /**
  * LLaDA semi-autoregressive sampling (`generate.py::generate`; pseudo-code in docs/policies-diffusion.md)
  * of one response per prompt under `numerics`.
@@ -189,21 +199,26 @@ export function diffusionStateAt(seq: DiffusionSequence, step: number, out?: Int
  * truncated (LLaDA's `softmax(z)[x0]`). Each row draws from its own stream `rng.fork('row-' + r)`,
  * so a row's sample does not depend on the other rows' draws.
  *
+ * @param policy - the model, its weights and the numerics its forward passes run under
  * @param prompts - B prompts of equal length P (task prompts: `[PAD…] BOS problem SEP`), no MASK
  * @example
  * ```ts
- * const rollout = sampleDiffusion(model, store.data, prompts, { temperature: 0.9 }, fp32Numerics(), createRng(7).fork('rollout'));
+ * const rollout = sampleDiffusion(
+ *   { model, params: store.data, numerics: fp32Numerics() },
+ *   prompts,
+ *   { temperature: 0.9 },
+ *   createRng(7).fork('rollout'),
+ * );
  * ```
  */
 export function sampleDiffusion(
-  model: DiffusionModel,
-  params: FloatArray,
+  policy: DiffusionSamplerPolicy,
   prompts: readonly (readonly number[])[],
   config: Partial<DiffusionSamplerConfig>,
-  numerics: PolicyNumerics,
   rng: Rng,
   options: SampleDiffusionOptions = {},
 ): DiffusionRollout {
+  const { model, params, numerics } = policy;
   const cfg: DiffusionSamplerConfig = Object.freeze({ ...diffusionSamplerDefaults, ...config });
   const schedule = diffusionSchedule(cfg);
   const B = prompts.length;

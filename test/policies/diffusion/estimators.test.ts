@@ -27,11 +27,9 @@ describe('gradient of Σ r·ℓ (float64, central differences over every paramet
   const params = randomParams64(model, 21);
   const prompts = task.trainProblems(2, 9).map((p) => p.prompt);
   const rollout = sampleDiffusion(
-    model,
-    params,
+    { model, params, numerics: fp32 },
     prompts,
     { genLength: 4, blockLength: 2, steps: 4, temperature: 0.8 },
-    fp32,
     createRng(4),
   );
   const cases: [DiffusionEstimatorName, object][] = [
@@ -86,7 +84,12 @@ describe('rollout vs trainer log-probs', () => {
     ['random weights', params],
   ] as const) {
     it(`identical numerics ⇒ identical (Object.is) log-probs for trajectory and d1, whatever the trainer's mini-batches (${label})`, () => {
-      const rollout = sampleDiffusion(model, w, prompts, sampler, fp32Numerics(), createRng(1).fork('rollout'));
+      const rollout = sampleDiffusion(
+        { model, params: w, numerics: fp32Numerics() },
+        prompts,
+        sampler,
+        createRng(1).fork('rollout'),
+      );
       const opts = { seed: 77, temperature: rollout.logpTemperature };
       const halves = [rollout.sequences.slice(0, 1), rollout.sequences.slice(1)];
       const traj = concat(halves.map((s) => diffusionEstimators.trajectory(model, w, s, fp32Numerics(), opts).logp));
@@ -101,7 +104,12 @@ describe('rollout vs trainer log-probs', () => {
   }
 
   it('quantized rollout numerics (e4m3fn, per-tensor) ⇒ non-zero, finite mismatch under every estimator', () => {
-    const rollout = sampleDiffusion(model, params, prompts, sampler, e4m3TestNumerics(), createRng(1).fork('rollout'));
+    const rollout = sampleDiffusion(
+      { model, params, numerics: e4m3TestNumerics() },
+      prompts,
+      sampler,
+      createRng(1).fork('rollout'),
+    );
     const opts = { seed: 77, temperature: rollout.logpTemperature };
     for (const name of diffusionEstimatorNames) {
       const roll =

@@ -106,11 +106,9 @@ describe('sampleDiffusion', () => {
     'commits exactly the scheduled tokens per step, only inside the current block, and never changes them',
     (seed, remasking, temperature) => {
       const r = sampleDiffusion(
-        model,
-        params,
+        { model, params, numerics },
         prompts,
         { ...base, remasking, temperature },
-        numerics,
         createRng(seed),
         { recordStates: true },
       );
@@ -154,9 +152,9 @@ describe('sampleDiffusion', () => {
   );
 
   it('is reproducible from the seed and changes with it', () => {
-    const a = sampleDiffusion(model, params, prompts, base, numerics, createRng(3).fork('rollout'));
-    const b = sampleDiffusion(model, params, prompts, base, numerics, createRng(3).fork('rollout'));
-    const c = sampleDiffusion(model, params, prompts, base, numerics, createRng(4).fork('rollout'));
+    const a = sampleDiffusion({ model, params, numerics }, prompts, base, createRng(3).fork('rollout'));
+    const b = sampleDiffusion({ model, params, numerics }, prompts, base, createRng(3).fork('rollout'));
+    const c = sampleDiffusion({ model, params, numerics }, prompts, base, createRng(4).fork('rollout'));
     expect(b.sequences).toEqual(a.sequences);
     a.logpRollout.forEach((x, i) => expect(Object.is(x, b.logpRollout[i])).toBe(true));
     expect(c.sequences.map((s) => s.response)).not.toEqual(a.sequences.map((s) => s.response));
@@ -164,8 +162,10 @@ describe('sampleDiffusion', () => {
   });
 
   it("a row's sample depends only on its own stream, not on the other rows; ids are recorded", () => {
-    const all = sampleDiffusion(model, params, prompts, base, numerics, createRng(6), { ids: ['a', 'b', 'c', 'd'] });
-    const first = sampleDiffusion(model, params, prompts.slice(0, 1), base, numerics, createRng(6));
+    const all = sampleDiffusion({ model, params, numerics }, prompts, base, createRng(6), {
+      ids: ['a', 'b', 'c', 'd'],
+    });
+    const first = sampleDiffusion({ model, params, numerics }, prompts.slice(0, 1), base, createRng(6));
     expect(first.sequences[0]!.response).toEqual(all.sequences[0]!.response);
     expect(Array.from(first.sequences[0]!.commitStep!)).toEqual(Array.from(all.sequences[0]!.commitStep!));
     expect(all.sequences.map((s) => s.id)).toEqual(['a', 'b', 'c', 'd']);
@@ -174,14 +174,12 @@ describe('sampleDiffusion', () => {
 
   it('random and low-confidence remasking commit in different orders', () => {
     const low = sampleDiffusion(
-      model,
-      params,
+      { model, params, numerics },
       prompts,
       { ...base, remasking: 'low_confidence' },
-      numerics,
       createRng(8),
     );
-    const rnd = sampleDiffusion(model, params, prompts, { ...base, remasking: 'random' }, numerics, createRng(8));
+    const rnd = sampleDiffusion({ model, params, numerics }, prompts, { ...base, remasking: 'random' }, createRng(8));
     expect(rnd.sequences.map((s) => Array.from(s.commitStep!))).not.toEqual(
       low.sequences.map((s) => Array.from(s.commitStep!)),
     );
@@ -189,8 +187,8 @@ describe('sampleDiffusion', () => {
 
   it('temperature 0 with low-confidence remasking draws nothing and commits the most confident argmax tokens', () => {
     const cfg = { ...base, temperature: 0 };
-    const r = sampleDiffusion(model, params, prompts, cfg, numerics, new NoDrawRng(), { recordStates: true });
-    const again = sampleDiffusion(model, params, prompts, cfg, numerics, createRng(99), { recordStates: true });
+    const r = sampleDiffusion({ model, params, numerics }, prompts, cfg, new NoDrawRng(), { recordStates: true });
+    const again = sampleDiffusion({ model, params, numerics }, prompts, cfg, createRng(99), { recordStates: true });
     expect(again.sequences.map((s) => s.response)).toEqual(r.sequences.map((s) => s.response));
     const T = P + 12;
     const V = model.config.vocabSize;
@@ -218,20 +216,16 @@ describe('sampleDiffusion', () => {
   it('classifier-free guidance commits argmax of zu + (w+1)(zc − zu) with the prompt masked for zu', () => {
     const w = 1.5;
     const r = sampleDiffusion(
-      model,
-      params,
+      { model, params, numerics },
       prompts.slice(0, 2),
       { ...base, temperature: 0, cfgScale: w },
-      numerics,
       new NoDrawRng(),
       { recordStates: true },
     );
     const plain = sampleDiffusion(
-      model,
-      params,
+      { model, params, numerics },
       prompts.slice(0, 2),
       { ...base, temperature: 0 },
-      numerics,
       new NoDrawRng(),
     );
     expect(r.sequences.map((s) => s.response)).not.toEqual(plain.sequences.map((s) => s.response));
@@ -253,35 +247,33 @@ describe('sampleDiffusion', () => {
   });
 
   it('rejects bad prompts naming the index and value', () => {
-    expect(() => sampleDiffusion(model, params, [[1, MASK, 3]], base, numerics, createRng(1))).toThrow(
+    expect(() => sampleDiffusion({ model, params, numerics }, [[1, MASK, 3]], base, createRng(1))).toThrow(
       /prompts\[0\]\[1\] must be a non-MASK id/,
     );
     expect(() =>
       sampleDiffusion(
-        model,
-        params,
+        { model, params, numerics },
         [
           [1, 5, 3],
           [1, 3],
         ],
         base,
-        numerics,
         createRng(1),
       ),
     ).toThrow(/prompts\[1\] has length 2, expected 3/);
-    expect(() => sampleDiffusion(model, params, [new Array<number>(40).fill(5)], base, numerics, createRng(1))).toThrow(
-      /maxLen 48/,
-    );
+    expect(() =>
+      sampleDiffusion({ model, params, numerics }, [new Array<number>(40).fill(5)], base, createRng(1)),
+    ).toThrow(/maxLen 48/);
   });
 });
 
 describe('sampleDiffusion with top-k / top-p', () => {
   const V = task.vocabSize;
   it('top-k = 0 / top-p = 1, or a top-k that keeps every id, is bit-identical to the untruncated sampler and records no kept sets', () => {
-    const plain = sampleDiffusion(model, params, prompts, base, numerics, createRng(8));
+    const plain = sampleDiffusion({ model, params, numerics }, prompts, base, createRng(8));
     expect(plain.support).toBeNull();
     for (const cfg of [{ topK: 0, topP: 1 }, { topK: V - 1 }, { topK: V + 3 }]) {
-      const r = sampleDiffusion(model, params, prompts, { ...base, ...cfg }, numerics, createRng(8));
+      const r = sampleDiffusion({ model, params, numerics }, prompts, { ...base, ...cfg }, createRng(8));
       expect(r.sequences).toEqual(plain.sequences);
       r.logpRollout.forEach((x, i) => expect(Object.is(x, plain.logpRollout[i])).toBe(true));
       expect(r.support).toBeNull();
@@ -291,11 +283,9 @@ describe('sampleDiffusion with top-k / top-p', () => {
   it('every committed token lies in its recorded kept set (top-k: exactly k ids, MASK never), ℓroll is renormalised over it', () => {
     for (const cfg of [{ topK: 3 }, { topP: 0.5 }, { topK: 4, topP: 0.7 }]) {
       const r = sampleDiffusion(
-        model,
-        params,
+        { model, params, numerics },
         prompts,
         { ...base, temperature: 0.9, ...cfg },
-        numerics,
         createRng(12),
         { recordStates: true },
       );
@@ -334,13 +324,11 @@ describe('sampleDiffusion with top-k / top-p', () => {
   });
 
   it('greedy (temperature 0) ignores top-k / top-p and records nothing', () => {
-    const g = sampleDiffusion(model, params, prompts, { ...base, temperature: 0 }, numerics, new NoDrawRng());
+    const g = sampleDiffusion({ model, params, numerics }, prompts, { ...base, temperature: 0 }, new NoDrawRng());
     const t = sampleDiffusion(
-      model,
-      params,
+      { model, params, numerics },
       prompts,
       { ...base, temperature: 0, topK: 2, topP: 0.3 },
-      numerics,
       new NoDrawRng(),
     );
     expect(t.sequences).toEqual(g.sequences);
