@@ -1,6 +1,7 @@
 // The shape rules of src/ that no compiler checks: every file under 600 lines (a file that grows past it is
-// split by what it holds), and functions outside nn/'s layer kernels take at most six parameters (an
-// options object instead). nn/'s kernels keep llm.c's positional signatures
+// split by what it holds), functions outside nn/'s layer kernels take at most six parameters (an
+// options object instead), and no exported function outside nn/ takes a boolean flag positionally (a call
+// `f(x, true)` read far from f's definition says nothing; `f(x, { moe: true })` does). nn/'s kernels keep llm.c's positional signatures
 // (docs/decisions.md, "nn/ kernels keep llm.c's positional signatures"); the public GEMM entry points keep BLAS's.
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -39,6 +40,32 @@ function wideFunctions(path: string, text: string): string[] {
   visit(file);
   return found;
 }
+
+/** Exported functions with a parameter typed `boolean`: `file name.param`. */
+function booleanFlags(path: string, text: string): string[] {
+  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  for (const node of file.statements) {
+    if (!ts.isFunctionDeclaration(node) || node.name === undefined) continue;
+    if (!(ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Export)) continue;
+    for (const p of node.parameters) {
+      if (p.type?.kind === ts.SyntaxKind.BooleanKeyword) {
+        found.push(`${relative(join(repo, 'src'), path)} ${node.name.text}.${p.name.getText(file)}`);
+      }
+    }
+  }
+  return found;
+}
+
+/** Exported functions whose boolean parameter is a value, not a mode switch. */
+const BOOLEAN_VALUES = new Set([
+  // the sign of the value to encode, a datum like the magnitude beside it
+  'numerics/formats.ts encodeExact.negative',
+  // a setter: the boolean is the value set
+  'numerics/operand-checks.ts setGemmCacheChecks.on',
+  // an injectable reading of the environment (worker_threads' isMainThread), defaulted
+  'numerics/threads.ts gemmThreadsFromEnv.mainThread',
+]);
 
 /**
  * The functions outside nn/ that still take more than six parameters, each a known case. A new one fails
@@ -85,6 +112,17 @@ describe('the shape of src/', () => {
       'function f(a: number, b: number, c: number, d: number, e: number, g: number, h: number) {}\n' +
       'const k = (x: number, on: boolean): number => (on ? x : 0);\n';
     expect(wideFunctions(join(repo, 'src/planted.ts'), planted)).toEqual(['src/planted.ts:1 f (7 params)']);
+  });
+
+  it('finds a boolean flag when there is one (the check can fail)', () => {
+    const planted = 'export function f(x: number, on: boolean): number { return on ? x : 0; }\n';
+    expect(booleanFlags(join(repo, 'src/planted.ts'), planted)).toEqual(['planted.ts f.on']);
+  });
+
+  it('no exported function outside nn/ takes a boolean flag, but the known values', () => {
+    const outside = files.filter((f) => !relative(join(repo, 'src'), f).startsWith('nn/'));
+    const flags = outside.flatMap((f) => booleanFlags(f, readFileSync(f, 'utf8')));
+    expect(flags.filter((f) => !BOOLEAN_VALUES.has(f))).toEqual([]);
   });
 
   it('no function outside nn/ takes more than six parameters, but the known ones', () => {

@@ -58,10 +58,11 @@ export function ignoreMatchRule(name: IgnoreMatchName): IgnoreMatchRule {
  *
  * @example
  * ```ts
- * engineModuleName('gate', 0, false); // 'model.layers.0.mlp.gate_up_proj'
+ * engineModuleName('gate', 0, { moe: false }); // 'model.layers.0.mlp.gate_up_proj'
  * ```
  */
-export function engineModuleName(site: QuantSite, layer: number | null, moe: boolean): string {
+export function engineModuleName(site: QuantSite, layer: number | null, kind: { readonly moe: boolean }): string {
+  const { moe } = kind;
   if (site === 'lmHead') return 'lm_head';
   const block = `model.layers.${layer}`;
   const mlp = moe ? `${block}.mlp.experts` : `${block}.mlp`;

@@ -141,7 +141,7 @@ export function checkRefitChain(value: unknown, path = 'refit'): RefitChain {
 export function ignoredSites(fault: Extract<RefitFault, { kind: 'ignore-rule' }>, weights: StackWeights): string[] {
   const matches = ignoreMatchRules[ignoreMatchRule(fault.match ?? 'substring')];
   const caught = (site: QuantSite, layer: number | null, moe: boolean): boolean =>
-    fault.ignore.some((p) => matches(engineModuleName(site, layer, moe), p));
+    fault.ignore.some((p) => matches(engineModuleName(site, layer, { moe }), p));
   const names: string[] = [];
   weights.blocks.forEach((b, l) => {
     const moe = b.moe !== undefined && b.moe !== null;

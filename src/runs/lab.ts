@@ -127,18 +127,19 @@ export function labSweepOptions(exp: LabExperiment, options: LabRunOptions, root
     outDir: options.outDir,
     ...(options.workers === undefined ? {} : { workers: options.workers }),
     ...(options.cacheDir === undefined ? {} : { cacheDir: options.cacheDir }),
-    ...(exp.baseline === undefined ? {} : { baseline: labBaseline(exp.baseline, exp, options.backend !== undefined) }),
+    ...(exp.baseline === undefined
+      ? {}
+      : { baseline: options.backend === undefined ? exp.baseline : backendBaseline(exp.baseline, exp) }),
     ...(options.onRunDone === undefined ? {} : { onRunDone: options.onRunDone }),
     ...(options.backend === undefined ? {} : { backend: { ...options.backend, plans: exp.backendPlans ?? {} } }),
   };
 }
 
 /**
- * An experiment's baseline selector; on a backend its `plan=P` names the backend plan P maps to (the
+ * An experiment's baseline selector on a backend: its `plan=P` names the backend plan P maps to (the
  * runs' config.json say the plan they were served), so the paired comparison keeps its baseline.
  */
-export function labBaseline(selector: string, exp: LabExperiment, onBackend: boolean): string {
-  if (!onBackend) return selector;
+export function backendBaseline(selector: string, exp: LabExperiment): string {
   const plans = exp.backendPlans ?? {};
   return selector
     .split(',')

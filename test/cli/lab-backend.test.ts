@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from './io.js';
 import { commandForPlan, sweepBackendRun } from '../../src/runs/sweep-backend.js';
-import { labBaseline, loadLabExperiment } from '../../src/runs/lab.js';
+import { backendBaseline, loadLabExperiment } from '../../src/runs/lab.js';
 import { summarizeRuns } from '../../src/report/summary.js';
 import { resolveRunConfig } from '../../src/rl/index.js';
 
@@ -85,8 +85,7 @@ describe('lab run --backend', () => {
       sweepBackendRun(resolveRunConfig({ plan: 'bf16' }), { command: 'c', address: 'a', plans: {} }, 'here'),
     ).toThrow(/here has no backend plan for plan 'bf16'/);
     const exp = loadLabExperiment('length');
-    expect(labBaseline('plan=bf16, correction=none', exp, true)).toBe('plan=hf-bf16, correction=none');
-    expect(labBaseline('plan=bf16', exp, false)).toBe('plan=bf16');
+    expect(backendBaseline('plan=bf16, correction=none', exp)).toBe('plan=hf-bf16, correction=none');
   });
 
   it('labels runs on a backend by the served plan, leaving out the address that only repeats it', () => {

@@ -19,7 +19,11 @@ export const GOLDEN_BLOCK = 8;
  * an outlier, row 2 with amax exactly 8 (a power of two), row 3 tiny values (and, with `nan`, a NaN),
  * the rest normal values at scales from 1e-3 to 1e3.
  */
-export function quantizerInput(rng: Rng, rows: number, cols: number, nan: boolean): Float32Array {
+export function quantizerInput(
+  rng: Rng,
+  size: { readonly rows: number; readonly cols: number; readonly nan: boolean },
+): Float32Array {
+  const { rows, cols, nan } = size;
   const x = new Float32Array(rows * cols);
   for (let r = 0; r < rows; r++) {
     const scale = 10 ** (rng.int(7) - 3);
@@ -53,7 +57,11 @@ export const EDGE_ROWS = 12;
  * NaN, +Inf and −Inf in its three groups and row 9 a negative NaN, Inf with NaN, and a finite group;
  * without, they are random. Rows 10–11 random normal values.
  */
-export function quantizerEdgeInput(rng: Rng, cols: number, nonFinite: boolean): Float32Array {
+export function quantizerEdgeInput(
+  rng: Rng,
+  size: { readonly cols: number; readonly nonFinite: boolean },
+): Float32Array {
+  const { cols, nonFinite } = size;
   const rows = EDGE_ROWS;
   const x = new Float32Array(rows * cols);
   for (let i = 0; i < x.length; i++) x[i] = Math.fround(rng.normal());
@@ -123,7 +131,9 @@ function quantizerCase(name: string, preset: QuantPreset, variant: Variant, ue8m
   const nan = variant === 'nan' || variant === 'edges';
   // The .finite/.nan streams keep their names (and inputs) from before the ue8m0 and edge variants.
   const rng = createRng(seed).fork(rngStreams.golden.quantizer(name, variant, ue8m0));
-  const x = edges ? quantizerEdgeInput(rng, cols, variant === 'edges') : quantizerInput(rng, rows, cols, nan);
+  const x = edges
+    ? quantizerEdgeInput(rng, { cols, nonFinite: variant === 'edges' })
+    : quantizerInput(rng, { rows, cols, nan });
   const q = quantize(spec, x, [rows, cols]);
   const y = dequantize(q);
   const tensors: Record<string, GoldenTensor> = {
