@@ -198,6 +198,11 @@ export const planSideShapeSchema = strict({
       error: 'expected "before-log-softmax" or "after-log-softmax"',
     })
     .optional(),
+  microBatch: z
+    .number({ error: 'expected a positive integer' })
+    .int({ error: 'expected a positive integer' })
+    .min(1, { error: 'expected a positive integer' })
+    .optional(),
 });
 
 /** The shape of a plan given as data: both sides, an optional name and description. */
