@@ -41,7 +41,7 @@ export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
                         [--temperature T] [--top-k K] [--top-p P]
                         [--max-batch N] [--prefill-chunk N] [--batch-invariant] [--min-length M]
-                        [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
+                        [--trainer-micro-batch N] [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
                         [--channels] [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
                         [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE]
@@ -69,7 +69,8 @@ ar, when the log-prob semantics of the two sides differ (docs/logprob-semantics.
                (the lm_head epilogue)
 ar, when the plan's rollout side has engine settings (docs/engine-paths.md), adds
   engine       e.g. "maxBatch 8, prefillChunk 2, batchInvariant"; "tp 4 ring bf16" for tensor
-               parallelism (rollout side; "trainer tp …" for the trainer's)
+               parallelism (rollout side; "trainer tp …" for the trainer's); "trainer
+               microBatch 8" for a trainer recomputing 8 sequences per forward
 An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
   flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
                the trainer's own top-k, at the positions whose outputs score a response token
@@ -103,6 +104,8 @@ Options:
   --prefill-chunk N   ar only: chunked prefill, N prompt tokens per request per engine step
                       (engine.prefillChunk; 1 = token by token), 1..1024
   --batch-invariant   ar only: the batch-invariant switch (engine.batchInvariant)
+  --trainer-micro-batch N  ar only: the trainer recomputes N sequences per forward (sets the
+                      plan's trainer.microBatch; docs/precision-plans.md), 1..4096
   --min-length M      ar only: requests of different lengths, each drawn uniformly from M..L
                       (stream <seed>/probe-lengths), 1..L (default L: all of length L)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
@@ -289,6 +292,7 @@ function engineDescription(plan: PrecisionPlan): string {
     r.batchInvariant === true ? 'batchInvariant' : '',
     tp(r.tensorParallel),
     plan.trainer.engine?.tensorParallel !== undefined ? `trainer ${tp(plan.trainer.engine.tensorParallel)}` : '',
+    plan.trainer.microBatch !== undefined ? `trainer microBatch ${plan.trainer.microBatch}` : '',
   ];
   return parts.filter((p) => p !== '').join(', ');
 }
@@ -313,6 +317,7 @@ export const mismatchCommand: Command = {
         'max-batch',
         'prefill-chunk',
         'min-length',
+        'trainer-micro-batch',
       ),
       ...MODEL_OPTIONS,
       ...booleans('json', 'channels', 'positions', 'batch-invariant'),
@@ -326,12 +331,22 @@ export const mismatchCommand: Command = {
     if (policyName === 'diffusion') {
       refuseIgnored(
         values,
-        ['preset', 'outliers', 'moe', 'channels', 'max-batch', 'prefill-chunk', 'batch-invariant', 'min-length'],
+        [
+          'preset',
+          'outliers',
+          'moe',
+          'channels',
+          'max-batch',
+          'prefill-chunk',
+          'batch-invariant',
+          'min-length',
+          'trainer-micro-batch',
+        ],
         'with --policy diffusion (ar only)',
       );
       if (planNeedsWeights(plan))
         throw new UsageError(
-          `--plan: refit chains, precision overrides, engine execution and temperatureAt are for --policy ar only, got one in plan '${plan.name}'`,
+          `--plan: refit chains, precision overrides, engine execution, temperatureAt and microBatch are for --policy ar only, got one in plan '${plan.name}'`,
         );
       return runDiffusion(values, plan, io.out);
     }
@@ -357,7 +372,15 @@ export const mismatchCommand: Command = {
         `--plan: engine.maxBatch and engine.prefillChunk need decode "incremental", plan '${plan.name}' decodes by ${plan.rollout.decode}`,
       );
     }
-    const probePlan: PrecisionPlan = engine === undefined ? plan : { ...plan, rollout: { ...plan.rollout, engine } };
+    const microBatch =
+      values['trainer-micro-batch'] === undefined
+        ? plan.trainer.microBatch
+        : integerOption(values['trainer-micro-batch'], 'trainer-micro-batch', 0, 1, MISMATCH_LIMITS.batch);
+    const probePlan: PrecisionPlan = {
+      ...plan,
+      rollout: engine === undefined ? plan.rollout : { ...plan.rollout, engine },
+      trainer: microBatch === undefined ? plan.trainer : { ...plan.trainer, microBatch },
+    };
 
     let policy: ArPolicy;
     let task: Task;

@@ -118,5 +118,18 @@ export {
 // The threaded fp32 GEMM.
 export { disposeGemmThreads, threadedGemmF32, GEMM_ROWS_PER_TASK, GEMM_THREAD_MIN_WORK } from './threads.js';
 
+// Pre-quantized FP8 weight transport: SkyRL's blockwise cast and the engines' scale layouts (refit.transport).
+export {
+  blockwiseCastToFp8,
+  dequantBlockwiseFp8,
+  loadWireScale,
+  wireScale,
+  scaleLayouts,
+  type BlockwiseFp8Options,
+  type BlockwiseFp8Weight,
+  type ScaleLayout,
+  type WireScale,
+} from './fp8-transport.js';
+
 // Power-of-two scale roundings (a field of quantizer presets).
 export type { Pow2Rounding } from './scales.js';

@@ -1,5 +1,5 @@
 // Quantizer presets of the 2026 low-precision RL recipes: NVFP4 4over6 (TransformerEngine, FlashInfer), row-scaled
-// (per-token) NVFP4, and MXFP8 as NeMo-RL's reshard stores it. Registered in presets.ts; QuantSpec data only.
+// (per-token) NVFP4, MXFP8 as NeMo-RL's reshard stores it, and INT4 fake QAT (Megatron/miles). Registered in presets.ts; QuantSpec data only.
 
 import type { QuantPreset, QuantPresetParams } from './preset-types.js';
 
@@ -83,6 +83,25 @@ export const lowPrecisionRecipePresets = Object.freeze({
       granularity: { kind: 'group', size: blockOf(p, 32) },
       scale: { kind: 'mx', exponent: 'ceil-bits', zeroByte: 'one' },
       profile: 'satfinite',
+      amaxNan: 'propagate',
+    }),
+  },
+  'megatron-int4-fake-qat': {
+    description:
+      "INT4 W4A16 fake quantization for QAT as miles' Megatron fork applies it to routed-expert weights (OPEN_TRAINING_INT4_FAKE_QAT_FLAG=1): symmetric, one scale per 1×group along K, codes ±7, straight-through backward (miles #1651 uses the same rule on FSDP)",
+    source:
+      'radixark/Megatron-LM@2e64d78 megatron/core/extensions/transformer_engine.py lines 1508–1547 _FakeInt4QuantizationSTE.forward; lines 1779–1791 TEGroupedLinear._get_weight_tensors (group OPEN_TRAINING_INT4_GROUP_SIZE, default 128)',
+    formula:
+      's = max(fl(amax/7), fl(1e-5)); q = clamp(rne(fl(x/s)), −7, 7); dequantized fl(q·s) (the fork then casts to the weight dtype)',
+    params: ['block'],
+    defaultBlock: 128,
+    build: (p) => ({
+      name: 'megatron-int4-fake-qat',
+      format: 'int4',
+      granularity: { kind: 'group', size: blockOf(p, 128) },
+      scale: { kind: 'amax', divisor: 7, scaleFloor: 1e-5 },
+      scaling: 'divide',
+      mode: 'rne',
       amaxNan: 'propagate',
     }),
   },

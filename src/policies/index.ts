@@ -73,6 +73,7 @@ export {
   type RefitChain,
   type RefitFault,
   type RefitFusion,
+  type RefitTransport,
 } from './refit.js';
 // The stacks' ignore-list matching rules and the engine module names of the toy's sites (refit fault `ignore-rule`, refit-check).
 export {

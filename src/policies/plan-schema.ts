@@ -122,6 +122,21 @@ export const refitChainShapeSchema = strict({
       error: 'expected a list of "qkv", "gate-up"',
     })
     .optional(),
+  transport: strict({
+    kind: z.literal('blockwise-fp8', { error: 'expected "blockwise-fp8"' }),
+    block: z
+      .number({ error: 'expected a positive integer' })
+      .int({ error: 'expected a positive integer' })
+      .min(1, { error: 'expected a positive integer' })
+      .optional(),
+    power2Scale: z.boolean({ error: 'expected true or false' }).optional(),
+    amaxEpsilon: z
+      .number({ error: 'expected a finite number ≥ 0' })
+      .min(0, { error: 'expected a finite number ≥ 0' })
+      .optional(),
+    scaleLayout: z.enum(['raw', 'mn-major-packed'], { error: 'expected "raw" or "mn-major-packed"' }).optional(),
+    engineScaleLayout: z.enum(['raw', 'mn-major-packed'], { error: 'expected "raw" or "mn-major-packed"' }).optional(),
+  }).optional(),
   faults: z
     .array(
       z.discriminatedUnion(
@@ -197,6 +212,11 @@ export const planSideShapeSchema = strict({
     .enum(['before-log-softmax', 'after-log-softmax'], {
       error: 'expected "before-log-softmax" or "after-log-softmax"',
     })
+    .optional(),
+  microBatch: z
+    .number({ error: 'expected a positive integer' })
+    .int({ error: 'expected a positive integer' })
+    .min(1, { error: 'expected a positive integer' })
     .optional(),
 });
 

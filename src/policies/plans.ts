@@ -102,6 +102,15 @@ export interface PlanSide {
    * @defaultValue 'before-log-softmax'
    */
   readonly temperatureAt?: 'before-log-softmax' | 'after-log-softmax';
+  /**
+   * Trainer only: its recompute runs `microBatch` sequences per forward (TRL / verl micro-batch size; the
+   * last chunk may be shorter) and the backward accumulates chunk by chunk, so a kernel chosen by the
+   * GEMM's rows (split-K for small GEMMs) or a scale over its rows (per-tensor activation scales) follows
+   * the chunk. At most the batch, it changes nothing. See docs/precision-plans.md and
+   * docs/lab/trainer-chunking.md.
+   * @defaultValue absent (one forward over every sequence of the call)
+   */
+  readonly microBatch?: number;
 }
 
 /** A named pair of plan sides: what the rollout engine does and what the trainer does. */
@@ -209,14 +218,15 @@ export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumer
     : refittedNumerics(inner, weights, side.refit, g.kind === 'quantized' ? g.kvCache : undefined);
 }
 
-/** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution or a trainer temperature placement on either side). */
+/** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution, a trainer temperature placement or trainer micro-batches on either side). */
 export function planNeedsWeights(plan: PrecisionPlan): boolean {
   return [plan.rollout, plan.trainer].some(
     (s) =>
       s.refit !== undefined ||
       (s.overrides !== undefined && s.overrides.length > 0) ||
       s.engine !== undefined ||
-      s.temperatureAt !== undefined,
+      s.temperatureAt !== undefined ||
+      s.microBatch !== undefined,
   );
 }
 
@@ -448,6 +458,10 @@ function checkSideValues(side: PlanSide, path: string, role: 'rollout' | 'traine
   if (side.temperatureAt !== undefined && role === 'rollout')
     throw new Error(
       `${path}.temperatureAt: trainer only (the rollout's processed log-prob is of the distribution it sampled, softmax(z/T)), got ${JSON.stringify(side.temperatureAt)}`,
+    );
+  if (side.microBatch !== undefined && role === 'rollout')
+    throw new Error(
+      `${path}.microBatch: trainer only (the rollout engine's batching is engine.maxBatch), got ${JSON.stringify(side.microBatch)}`,
     );
   if (side.refit !== undefined) checkRefitChain(side.refit, `${path}.refit`);
   checkGemmPlan(side.gemm, `${path}.gemm`);

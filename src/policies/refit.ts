@@ -17,6 +17,13 @@ import { type OperandQuantPlan, type QuantSite } from './quantized.js';
 import { engineModuleName, ignoreMatchRule, ignoreMatchRules, type IgnoreMatchName } from './ignore-rules.js';
 import type { KvCacheHook } from '../nn/block-decode.js';
 import { kvFakeQuantize, type KvCacheSpec } from '../numerics/kvcache.js';
+import {
+  blockwiseCastToFp8,
+  dequantBlockwiseFp8,
+  loadWireScale,
+  wireScale,
+  type ScaleLayout,
+} from '../numerics/fp8-transport.js';
 
 /** Tensors that a fused refit quantizes as one (rows stacked): `qkv` = [Wq; Wk; Wv], `gate-up` = [Wgate; Wup]. */
 export type RefitFusion = 'qkv' | 'gate-up';
@@ -62,6 +69,27 @@ export type RefitFault =
     };
 
 /**
+ * Pre-quantized FP8 transport (docs/refit.md, "Pre-quantized transport"): the trainer sends each linear
+ * weight as blockwise E4M3 codes with FP32 `weight_scale_inv` (SkyRL's blockwise cast), its scale in
+ * `scaleLayout`, and the engine's loader reads it in `engineScaleLayout`; a layout the loader does not
+ * expect fails the sync with an error naming both (see {@link loadWireScale}).
+ */
+export interface RefitTransport {
+  /** Discriminant: blockwise E4M3 codes + FP32 block scales. */
+  readonly kind: 'blockwise-fp8';
+  /** Block edge (SkyRL: 128; the toy's 16). @defaultValue 16 */
+  readonly block?: number;
+  /** Power-of-two scales, 2^⌈log2f s⌉ (SkyRL with `NVTE_FP8_BLOCK_SCALING_FP32_SCALES=0`). @defaultValue false */
+  readonly power2Scale?: boolean;
+  /** Amax floor ε, used as max(ε, 1e-10) (`NVTE_FP8_BLOCK_AMAX_EPSILON`). @defaultValue 0 */
+  readonly amaxEpsilon?: number;
+  /** The layout the trainer sends the scale in. @defaultValue 'raw' */
+  readonly scaleLayout?: ScaleLayout;
+  /** The layout the engine's loader expects (vLLM: raw; SGLang's DeepGEMM path: mn-major-packed). @defaultValue 'raw' */
+  readonly engineScaleLayout?: ScaleLayout;
+}
+
+/**
  * The refit chain of a plan side: what the side's GEMMs receive as weights, derived from the FP32
  * master at every weight sync, in this order:
  *
@@ -71,7 +99,9 @@ export type RefitFault =
  *    checkpoint the engine loads; the side's own weight quantizer then re-quantizes the result —
  *    the quant → dequant → requant chain), on every linear site except `exclude`; tensors named by
  *    `fuse` are stacked along their output rows and quantized as one tensor, so they share
- *    per-tensor (or per-column-block) scales.
+ *    per-tensor (or per-column-block) scales;
+ * 3. `transport`: the result sent pre-quantized (blockwise E4M3 + FP32 scales, in a scale layout) and
+ *    dequantized by the engine, on every site but `exclude`.
  *
  * Only the forward GEMMs use the refitted weights; the backward (trainer side) uses the master.
  */
@@ -84,6 +114,8 @@ export interface RefitChain {
   readonly exclude?: readonly QuantSite[];
   /** Tensors quantized as one by the checkpoint steps. @defaultValue [] */
   readonly fuse?: readonly RefitFusion[];
+  /** The weights sent pre-quantized after the checkpoint steps. @defaultValue absent (sent as values) */
+  readonly transport?: RefitTransport;
   /** Silent refit faults to plant (docs/refit.md "Faults"). @defaultValue [] (a healthy refit) */
   readonly faults?: readonly RefitFault[];
 }
@@ -245,10 +277,31 @@ export function refitWeights(weights: StackWeights, chain: RefitChain): Map<Floa
         if (!exclude.includes(g.site)) values[i] = quantDequant(spec, values[i]!, g.n, g.k);
       });
     }
+    if (chain.transport !== undefined)
+      group.forEach((g, i) => {
+        if (!exclude.includes(g.site)) values[i] = transported(chain.transport!, values[i]!, g);
+      });
     group.forEach((g, i) => out.set(g.w, values[i]!));
   }
   for (const fault of chain.faults ?? []) plantFault(weights, out, fault);
   return out;
+}
+
+/** One weight through the pre-quantized transport: cast, scale on the wire, the engine's load and dequant. */
+function transported(t: RefitTransport, x: Float32Array, g: SiteWeight): Float32Array {
+  const block = t.block ?? 16;
+  const sent = blockwiseCastToFp8(x, g.n, g.k, {
+    block,
+    ...(t.power2Scale !== undefined ? { power2Scale: t.power2Scale } : {}),
+    ...(t.amaxEpsilon !== undefined ? { amaxEpsilon: t.amaxEpsilon } : {}),
+  });
+  let scale: Float32Array;
+  try {
+    scale = loadWireScale(wireScale(sent, t.scaleLayout ?? 'raw'), t.engineScaleLayout ?? 'raw', g.n, g.k, block);
+  } catch (error) {
+    throw new Error(`refit.transport: ${g.site} (${g.n}×${g.k}): ${(error as Error).message}`);
+  }
+  return dequantBlockwiseFp8(sent.codes, scale, g.n, g.k, block);
 }
 
 /** Exchanges each pair of `block`-row blocks of a (rows, cols) array (a trailing odd block stays). */
@@ -377,6 +430,9 @@ export function refittedNumerics(
     chain.source === 'bf16' ? 'bf16 export' : null,
     ...(chain.checkpoint ?? []).map((p) => `ckpt ${p.preset}${p.params?.ue8m0 ? ' ue8m0' : ''}`),
     (chain.fuse ?? []).length ? `fused ${chain.fuse!.join('+')}` : null,
+    chain.transport !== undefined
+      ? `sent blockwise-fp8 ${chain.transport.scaleLayout ?? 'raw'}${chain.transport.power2Scale ? ' pow2' : ''} → engine ${chain.transport.engineScaleLayout ?? 'raw'}`
+      : null,
     ...(chain.faults ?? []).map(
       (f) =>
         `fault ${f.kind}${f.kind === 'unity-kv-scales' ? ` ${f.which ?? 'kv'}` : f.kind === 'ignore-rule' ? ` ${f.match ?? 'substring'} [${f.ignore.join(', ')}]` : ''}`,

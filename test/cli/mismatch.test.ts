@@ -454,6 +454,21 @@ describe('qrl-sim mismatch engine paths', () => {
     expect('engine' in JSON.parse((await run('--plan', 'bf16')).out)).toBe(false);
   });
 
+  it('--trainer-micro-batch sets trainer.microBatch: the key engine names it, a whole-batch chunk changes nothing', async () => {
+    const file = 'sims/plans/fp8-tensor-trainer-micro-batch.json';
+    const planned = JSON.parse((await run('--plan', file)).out);
+    expect(planned.engine).toBe('batchInvariant, trainer microBatch 8');
+    const whole = JSON.parse((await run('--plan', file, '--trainer-micro-batch', '20')).out);
+    const none = JSON.parse((await run('--plan', 'sims/plans/fp8-tensor-scale-invariant.json')).out);
+    expect(whole.engine).toBe('batchInvariant, trainer microBatch 20');
+    expect({ ...whole, plan: '', engine: '' }).toEqual({ ...none, plan: '', engine: '' });
+    const one = JSON.parse((await run('--plan', file, '--trainer-micro-batch', '1')).out);
+    expect(one.k3).not.toBe(none.k3);
+    const bad = await run('--plan', 'bf16', '--trainer-micro-batch', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.err.trim()).toMatch(/^.*--trainer-micro-batch: expected an integer in 1\.\.4096, got '0'$/);
+  });
+
   it('bad values exit 2 with one line naming the option', async () => {
     for (const [args, message] of [
       [['--plan', 'bf16', '--max-batch', '0'], /--max-batch: expected an integer in 1\.\.4096, got '0'/],

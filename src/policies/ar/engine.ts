@@ -21,7 +21,7 @@ import { makeTaskFromConfig } from '../../tasks/registry.js';
 import { type PrecisionPlan, planOfConfig, sideNumerics } from '../plans.js';
 import { arConfig, type ArConfig } from './config.js';
 import { ArPolicy, createArPolicy } from './model.js';
-import { backwardLogprobs, computeLogprobs, type TrainerLogprobs } from './logprobs.js';
+import { backwardChunked, chunkedLogprobs, chunkedRouting, type ChunkedLogprobs } from './micro-batches.js';
 import { arModelOptions, arModelPresetNames, type ArModelPresetName } from './presets.js';
 import { rollout } from './rollout.js';
 import { trainSupervisedAsync } from './supervised.js';
@@ -104,13 +104,13 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
   const rolloutPolicy = new ArPolicy(policy.config, new ParamStore(params.layout, Float32Array.from(params.data)));
   let rolloutNumerics = sideNumerics(plan.rollout, rolloutPolicy.weights);
   let reference: { weights: Float32Array; policy: ArPolicy } | null = null;
-  let last: { lp: TrainerLogprobs; rows: number } | null = null;
+  let last: { lp: ChunkedLogprobs; rows: number } | null = null;
   // The last pass on the master weights without a gradient (the ℓold recompute), for a later pass
   // with the same inputs: with one mini-batch and one epoch the update's ℓθ pass is the ℓold pass
   // again (same rows, same weights), and the forward is a function of the weights' bits, the rows'
   // tokens, mask and kept sets, the replayed routing and the plan, so its caches serve that pass.
   let oldPass: {
-    lp: TrainerLogprobs;
+    lp: ChunkedLogprobs;
     batch: EngineBatch;
     rows: readonly number[];
     weights: Uint32Array;
@@ -228,7 +228,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
         sameInputs(kept, batch, rows, replay);
       const lp = reuse
         ? kept.lp
-        : computeLogprobs(target, sub, rows.length, P, mask, {
+        : chunkedLogprobs(target, sub, rows.length, P, mask, {
             numerics: sideNumerics(plan.trainer, target.weights),
             temperature: sampler.temperature,
             support: subSupport,
@@ -236,6 +236,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
             probSqSum: options.probSqSum,
             ...(topk !== undefined ? { topk } : {}),
             ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
+            microBatch: plan.trainer.microBatch,
           });
       const sq = {
         ...(options.probSqSum === true && lp.probSqSum !== undefined ? { probSqSum: lp.probSqSum } : {}),
@@ -256,7 +257,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
       const logp = reuse ? Float64Array.from(lp.logp) : lp.logp;
       const entropy = reuse ? Float64Array.from(lp.entropy) : lp.entropy;
       if (k === 0) return { logp, entropy, ...sq };
-      const used = lp.cache.blocks.map((b) => Int32Array.from(b.moe!.routing)); // layers × (rows, P + L, k)
+      const used = chunkedRouting(lp); // layers × (rows, P + L, k), fresh arrays
       if (recorded === undefined) return { logp, entropy, ...sq, routing: used };
       // positions whose outputs score a response token: P + j − 1 for every slot j with mask 1
       const scored: number[] = [];
@@ -267,7 +268,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
     backward(gradLogp, gradTopk) {
       if (last === null)
         throw new Error('ar engine: backward needs a preceding logprobs(…, { grad: true }) on the master weights');
-      backwardLogprobs(policy, last.lp, gradLogp, gradTopk);
+      backwardChunked(policy, last.lp, gradLogp, gradTopk);
       last = null;
     },
     state() {

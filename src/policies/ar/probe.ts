@@ -7,7 +7,7 @@ import { lengthDiagnostics, type LengthDiagnostics } from '../../rl/length-diagn
 import { probeDiagnostics, type MismatchDiagnostics } from '../diagnostics.js';
 import { sideNumerics, type PrecisionPlan } from '../plans.js';
 import { flipRatesAt } from '../moe-replay.js';
-import { computeLogprobs, type TrainerLogprobs } from './logprobs.js';
+import { chunkedLogprobs, chunkedRouting, type ChunkedLogprobs } from './micro-batches.js';
 import type { ArPolicy } from './model.js';
 import { rollout, type Rollout } from './rollout.js';
 import type { SamplerOptions } from './sampler.js';
@@ -80,10 +80,11 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     ...(plan.rollout.engine !== undefined ? { engine: plan.rollout.engine } : {}),
     ...(opts.requestLengths !== undefined ? { requestLengths: opts.requestLengths } : {}),
   });
-  const lp = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
+  const lp = chunkedLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
     numerics: sideNumerics(plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
     ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
+    microBatch: plan.trainer.microBatch,
   });
   // (B, L) response tokens: the columns after the prompt.
   const S = r.promptLength + r.responseLength;
@@ -111,7 +112,7 @@ function moeProbe(
   policy: ArPolicy,
   r: Rollout,
   routing: readonly Int32Array[],
-  own: TrainerLogprobs,
+  own: ChunkedLogprobs,
   opts: ArMismatchProbeOptions,
 ): ArMoeProbe {
   const k = policy.blockConfig.moe!.topK;
@@ -120,12 +121,13 @@ function moeProbe(
   for (let b = 0; b < r.B; b++)
     for (let j = 0; j < r.responseLength; j++)
       if (r.responseMask[b * r.responseLength + j]) scored.push(b * S + r.promptLength + j - 1);
-  const used = own.cache.blocks.map((block) => block.moe!.routing);
-  const r3 = computeLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
+  const used = chunkedRouting(own);
+  const r3 = chunkedLogprobs(policy, r.tokens, r.B, r.promptLength, r.responseMask, {
     numerics: sideNumerics(opts.plan.trainer, policy.weights),
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
     ...(opts.plan.trainer.temperatureAt !== undefined ? { temperatureAt: opts.plan.trainer.temperatureAt } : {}),
     routing,
+    microBatch: opts.plan.trainer.microBatch,
   });
   return {
     flipRate: flipRatesAt(routing, used, k, scored),
