@@ -11,29 +11,17 @@ export function headSize(C: number, H: number, rope: boolean): number {
   return hs;
 }
 
-/** Copies head h of rows [0, rows) of a (rows, C) slab starting at `off` into dst (rows, hs). */
+/**
+ * Copies head h of rows [0, rows) of a (·, C) array starting at `off` to `dst`:
+ * `dst[dstOff + t·rowStride + d·colStride] = src[off + t·C + h·hs + d]`. With `(rowStride, colStride)`
+ * = `(hs, 1)` the (rows, hs) block of the head; with `(1, rows)` its (hs, rows) transpose (the decode
+ * step's Vᵀ).
+ */
 export function gatherHead(
   dst: FloatArray,
-  src: FloatArray,
-  off: number,
-  rows: number,
-  C: number,
-  h: number,
-  hs: number,
-): void {
-  for (let t = 0; t < rows; t++) {
-    const s = off + t * C + h * hs;
-    for (let d = 0; d < hs; d++) dst[t * hs + d] = src[s + d]!;
-  }
-}
-
-/**
- * Head h of `rows` rows of a (·, C) array gathered transposed: dst[dstOff + d·rows + t] = src[off + t·C + h·hs + d],
- * i.e. the (hs, rows) transpose of {@link gatherHead}'s (rows, hs) block (the decode step's Vᵀ).
- */
-export function gatherHeadT(
-  dst: FloatArray,
   dstOff: number,
+  rowStride: number,
+  colStride: number,
   src: FloatArray,
   off: number,
   rows: number,
@@ -43,7 +31,8 @@ export function gatherHeadT(
 ): void {
   for (let t = 0; t < rows; t++) {
     const s = off + t * C + h * hs;
-    for (let d = 0; d < hs; d++) dst[dstOff + d * rows + t] = src[s + d]!;
+    const o = dstOff + t * rowStride;
+    for (let d = 0; d < hs; d++) dst[o + d * colStride] = src[s + d]!;
   }
 }
 

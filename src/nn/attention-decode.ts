@@ -2,7 +2,7 @@
 // Not a cache manager: the caller owns the (B, tCap, C) buffers and the position counter.
 
 import { allocLike, type FloatArray } from './array.js';
-import { gatherHead, gatherHeadT, headSize, softmaxRow } from './attention-common.js';
+import { gatherHead, headSize, softmaxRow } from './attention-common.js';
 import {
   sequentialAttentionGemms,
   type AttentionDecodeBatch,
@@ -119,12 +119,12 @@ export function attentionDecodeForward(
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       for (let d = 0; d < hs; d++) qh[d] = qRot[b * C + h * hs + d]!;
-      gatherHead(Kh, kRead, b * tCap * C, tLen, C, h, hs);
+      gatherHead(Kh, 0, hs, 1, kRead, b * tCap * C, tLen, C, h, hs);
       qk(S, qh, Kh, 1, tLen, hs);
       softmaxRow(P, 0, S, 0, tLen, tLen, scale);
       if (att) att.set(P, (b * H + h) * tLen);
       // Head h of the value rows, gathered straight into (hs, tLen).
-      gatherHeadT(VhT, 0, vRead, b * tCap * C, tLen, C, h, hs);
+      gatherHead(VhT, 0, 1, tLen, vRead, b * tCap * C, tLen, C, h, hs);
       pv(oh, P, VhT, 1, hs, tLen);
       for (let d = 0; d < hs; d++) out[b * C + h * hs + d] = oh[d]!;
     }
@@ -183,8 +183,8 @@ function decodeBatched(
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       const p = b * H + h;
-      gatherHead(K.subarray(p * tLen * hs, (p + 1) * tLen * hs), kCache, b * tCap * C, tLen, C, h, hs);
-      gatherHeadT(VT, p * hs * tLen, vCache, b * tCap * C, tLen, C, h, hs);
+      gatherHead(K, p * tLen * hs, hs, 1, kCache, b * tCap * C, tLen, C, h, hs);
+      gatherHead(VT, p * hs * tLen, 1, tLen, vCache, b * tCap * C, tLen, C, h, hs);
     }
   }
   const S = scratchOf('s', count * tLen); // (count, tLen)

@@ -238,9 +238,9 @@ export function attentionForward(
   for (let b = 0; b < B; b++) {
     const off = b * T * C;
     for (let h = 0; h < H; h++) {
-      gatherHead(Qh, qIn, off, T, C, h, hs);
-      gatherHead(Kh, kIn, off, T, C, h, hs);
-      gatherHead(Vh, vIn, off, T, C, h, hs);
+      gatherHead(Qh, 0, hs, 1, qIn, off, T, C, h, hs);
+      gatherHead(Kh, 0, hs, 1, kIn, off, T, C, h, hs);
+      gatherHead(Vh, 0, hs, 1, vIn, off, T, C, h, hs);
       (r ? r.gemmRounded : gemms.qk)(S, Qh, Kh, T, T, hs);
       const pOff = (b * H + h) * T * T; // P slab (T, T)
       for (let t = 0; t < T; t++) softmaxRow(cache.att, pOff + t * T, S, t * T, causal ? t + 1 : T, T, scale);
@@ -319,10 +319,10 @@ export function attentionBackward(
   for (let b = 0; b < B; b++) {
     const off = b * T * C;
     for (let h = 0; h < H; h++) {
-      gatherHead(Qh, qIn, off, T, C, h, hs);
-      gatherHead(Kh, kIn, off, T, C, h, hs);
-      gatherHead(Vh, vIn, off, T, C, h, hs);
-      gatherHead(dOh, dIn, off, T, C, h, hs);
+      gatherHead(Qh, 0, hs, 1, qIn, off, T, C, h, hs);
+      gatherHead(Kh, 0, hs, 1, kIn, off, T, C, h, hs);
+      gatherHead(Vh, 0, hs, 1, vIn, off, T, C, h, hs);
+      gatherHead(dOh, 0, hs, 1, dIn, off, T, C, h, hs);
       const pOff = (b * H + h) * T * T;
       const P = cache.att.subarray(pOff, pOff + T * T); // (T, T)
       gemm(gemms.dScores)(dP, dOh, Vh, T, T, hs);

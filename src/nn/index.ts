@@ -72,7 +72,7 @@ export {
 } from './softmax.js';
 
 // Rotary position embedding.
-export { ropeForward, ropeBackward } from './rope.js';
+export { ropeForward, ropeBackward, type RopeFn } from './rope.js';
 
 // Multi-head attention.
 export {

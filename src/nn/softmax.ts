@@ -42,6 +42,36 @@ function rowLogSumExp(logits: FloatArray, i: number, V: number, tau: number): nu
 }
 
 /**
+ * Writes `map(z_v/τ − lse)` for every v of row i (`lse` from {@link rowLogSumExp}) and returns `lse`:
+ * the row of softmax (`map` = exp), log-softmax (identity) and cross-entropy's forward.
+ */
+function logSoftmaxRowMapped(
+  out: FloatArray,
+  logits: FloatArray,
+  i: number,
+  V: number,
+  tau: number,
+  map: (x: number) => number,
+): number {
+  const lse = rowLogSumExp(logits, i, V, tau);
+  for (let v = 0; v < V; v++) out[i * V + v] = map(logits[i * V + v]! / tau - lse);
+  return lse;
+}
+
+const identity = (x: number): number => x;
+
+/** Runs `row(i, r, τ)` for every row i of N (offset `r = i·V`), τ the checked temperature of `opts`. */
+function forEachRow(
+  N: number,
+  V: number,
+  opts: SoftmaxOptions | undefined,
+  row: (i: number, r: number, tau: number) => void,
+): void {
+  const tau = temperatureOf(opts);
+  for (let i = 0; i < N; i++) row(i, i * V, tau);
+}
+
+/**
  * Softmax forward: `probs[i] = softmax(logits[i]/τ)`, computed as `exp(z/τ − lse)` (stable).
  *
  * @param probs - (N, V)
@@ -54,11 +84,7 @@ export function softmaxForward(
   V: number,
   opts?: SoftmaxOptions,
 ): void {
-  const tau = temperatureOf(opts);
-  for (let i = 0; i < N; i++) {
-    const lse = rowLogSumExp(logits, i, V, tau);
-    for (let v = 0; v < V; v++) probs[i * V + v] = Math.exp(logits[i * V + v]! / tau - lse);
-  }
+  forEachRow(N, V, opts, (i, _r, tau) => logSoftmaxRowMapped(probs, logits, i, V, tau, Math.exp));
 }
 
 /**
@@ -76,13 +102,11 @@ export function softmaxBackward(
   V: number,
   opts?: SoftmaxOptions,
 ): void {
-  const tau = temperatureOf(opts);
-  for (let i = 0; i < N; i++) {
-    const r = i * V;
+  forEachRow(N, V, opts, (_i, r, tau) => {
     let dot = 0;
     for (let v = 0; v < V; v++) dot += probs[r + v]! * dprobs[r + v]!;
     for (let v = 0; v < V; v++) dlogits[r + v] = dlogits[r + v]! + (probs[r + v]! * (dprobs[r + v]! - dot)) / tau;
-  }
+  });
 }
 
 /**
@@ -98,11 +122,7 @@ export function logSoftmaxForward(
   V: number,
   opts?: SoftmaxOptions,
 ): void {
-  const tau = temperatureOf(opts);
-  for (let i = 0; i < N; i++) {
-    const lse = rowLogSumExp(logits, i, V, tau);
-    for (let v = 0; v < V; v++) logp[i * V + v] = logits[i * V + v]! / tau - lse;
-  }
+  forEachRow(N, V, opts, (i, _r, tau) => logSoftmaxRowMapped(logp, logits, i, V, tau, identity));
 }
 
 /**
@@ -120,16 +140,21 @@ export function logSoftmaxBackward(
   V: number,
   opts?: SoftmaxOptions,
 ): void {
-  const tau = temperatureOf(opts);
-  for (let i = 0; i < N; i++) {
-    const r = i * V;
+  forEachRow(N, V, opts, (_i, r, tau) => {
     let s = 0;
     for (let v = 0; v < V; v++) s += dlogp[r + v]!;
     for (let v = 0; v < V; v++) dlogits[r + v] = dlogits[r + v]! + (dlogp[r + v]! - Math.exp(logp[r + v]!) * s) / tau;
-  }
+  });
 }
 
-function checkTargets(targets: ArrayLike<number>, N: number, V: number, weights: FloatArray | null): void {
+/** Checks targets (integers in [0, V)) and weights (at least N) of a cross-entropy call; returns the weights or null. */
+function checkTargets(
+  targets: ArrayLike<number>,
+  N: number,
+  V: number,
+  opts: CrossEntropyOptions | undefined,
+): FloatArray | null {
+  const weights = opts?.weights ?? null;
   if (targets.length < N)
     throw new Error(`crossEntropy: targets must have at least N=${N} entries, got ${targets.length}`);
   if (weights && weights.length < N)
@@ -139,6 +164,7 @@ function checkTargets(targets: ArrayLike<number>, N: number, V: number, weights:
     if (!Number.isInteger(y) || y < 0 || y >= V)
       throw new Error(`crossEntropy: targets[${i}] must be an integer in [0, ${V}), got ${y}`);
   }
+  return weights;
 }
 
 /**
@@ -161,16 +187,13 @@ export function crossEntropyForward(
   V: number,
   opts?: CrossEntropyOptions,
 ): number {
-  const tau = temperatureOf(opts);
-  const w = opts?.weights ?? null;
-  checkTargets(targets, N, V, w);
+  const w = checkTargets(targets, N, V, opts);
   let total = 0;
-  for (let i = 0; i < N; i++) {
-    const lse = rowLogSumExp(logits, i, V, tau);
-    for (let v = 0; v < V; v++) probs[i * V + v] = Math.exp(logits[i * V + v]! / tau - lse);
-    losses[i] = lse - logits[i * V + targets[i]!]! / tau;
+  forEachRow(N, V, opts, (i, r, tau) => {
+    const lse = logSoftmaxRowMapped(probs, logits, i, V, tau, Math.exp);
+    losses[i] = lse - logits[r + targets[i]!]! / tau;
     total += (w ? w[i]! : 1 / N) * losses[i]!;
-  }
+  });
   return total;
 }
 
@@ -193,15 +216,10 @@ export function crossEntropyBackward(
   opts?: CrossEntropyOptions,
   dloss = 1,
 ): void {
-  const tau = temperatureOf(opts);
-  const w = opts?.weights ?? null;
-  checkTargets(targets, N, V, w);
-  for (let i = 0; i < N; i++) {
+  const w = checkTargets(targets, N, V, opts);
+  forEachRow(N, V, opts, (i, r, tau) => {
     const g = (dloss * (w ? w[i]! : 1 / N)) / tau;
     const y = targets[i]!;
-    for (let v = 0; v < V; v++) {
-      const r = i * V + v;
-      dlogits[r] = dlogits[r]! + g * (probs[r]! - (v === y ? 1 : 0));
-    }
-  }
+    for (let v = 0; v < V; v++) dlogits[r + v] = dlogits[r + v]! + g * (probs[r + v]! - (v === y ? 1 : 0));
+  });
 }
