@@ -8,6 +8,7 @@ values near amax), the plan data name qrl-sim's int8 presets, and dumpEngine ref
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -92,3 +93,27 @@ def test_int8_plan_data_and_dump(base_model, tmp_path):
     assert plan["trainer"]["gemm"]["operands"] == "bf16"
     with pytest.raises(ValueError, match="INT8 engine"):
         be.dump_engine(str(tmp_path))
+
+
+def test_outlier_channels_raise_the_quantized_mismatch():
+    """`--outliers 2` (qrl-sim's outlier channels, gain 20 in every norm feeding a linear) raises both
+    quantized rollouts' mismatch well above the same model's without them (the per-token step is set by
+    the outlier); measured on this model it stays below FP8 W8A8's under INT8 (docs/lab/length-long.md)."""
+    from qrl_backend.hf.cli import build, outlier_channels
+
+    assert outlier_channels(64, 2) == [16, 48]
+    model = json.dumps(TINY)
+    k3 = {}
+    for plan in ("hf-fp8-w8a8-rollout", "hf-int8-rollout"):
+        for n in ("0", "2"):
+            be = build(["--model", model, "--outliers", n, "--plan", plan])
+            norm = be.model.model.layers[0].input_layernorm.weight
+            assert norm[16].item() == (20.0 if n == "2" else 1.0) and norm[0].item() == 1.0
+            b = be.generate(PROMPTS, "0/step/1/rollout", None, False, "rollout")
+            lp = be.logprobs(b, list(range(b.B)), "current", False).logp
+            d = (lp - b.logp_rollout)[b.mask > 0]
+            k3[plan, n] = float(np.mean(np.exp(d) - 1 - d))
+    for plan in ("hf-fp8-w8a8-rollout", "hf-int8-rollout"):
+        assert k3[plan, "2"] > 10 * k3[plan, "0"] > 0, k3
+    with pytest.raises(ValueError, match="--outliers"):
+        build(["--outliers", "-1"])
