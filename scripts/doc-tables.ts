@@ -58,7 +58,9 @@ export function replayBlocks(): Record<string, string> {
 
 /**
  * The lab's generated blocks (async: planning a sweep loads its policy factories): the `lab list`
- * table in docs/lab/README.md and each page's command line with its runs and estimate.
+ * table in docs/lab/README.md and each page's command line with its runs and estimate (block
+ * `lab-command` on the page named after the experiment, `lab-command-NAME` for a second experiment
+ * on a page, e.g. length-long-hf's section of docs/lab/length-long.md).
  */
 export async function labDocs(): Promise<Record<string, Record<string, string>>> {
   const docs: Record<string, Record<string, string>> = {
@@ -66,12 +68,12 @@ export async function labDocs(): Promise<Record<string, Record<string, string>>>
   };
   for (const name of labExperimentNames()) {
     const exp = loadLabExperiment(name);
+    const key = exp.page.endsWith(`/${name}.md`) ? 'lab-command' : `lab-command-${name}`;
     docs[exp.page] = {
-      'lab-command': [
-        '```sh',
-        `npx qrl-sim lab run ${name}   # ${labSizeText(exp, await labPlannedRuns(exp))}`,
-        '```',
-      ].join('\n'),
+      ...docs[exp.page],
+      [key]: ['```sh', `npx qrl-sim lab run ${name}   # ${labSizeText(exp, await labPlannedRuns(exp))}`, '```'].join(
+        '\n',
+      ),
     };
   }
   return docs;

@@ -41,6 +41,22 @@ describe('lab run --backend', () => {
     expect(k3[0]).toBeGreaterThan(0); // FP8 rollout against a bf16 trainer: a mismatch
   }, 600_000);
 
+  it('runs length-long-hf (smoke) with outlier channels, its INT8 plan mapped to hf-int8-rollout', async () => {
+    const out = join(root, 'length-long-hf');
+    const be = `${hf} --outliers 2`;
+    const r = await runCli(['lab', 'run', 'length-long-hf', '--smoke', '--out', out, '--backend', be]);
+    expect(r.code, r.out + r.err).toBe(0);
+    expect(r.out).toMatch(/bf16 → hf-bf16, fp8-rollout → hf-fp8-rollout, int8-rollout → hf-int8-rollout/);
+    expect(r.out).toMatch(/3 runs \(0 failed\)/);
+    const dir = join(out, 'plan-int8-rollout', 'seed-0');
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, any>;
+    expect(config['backend']).toMatchObject({ plan: 'hf-int8-rollout', address: `${be} --plan hf-int8-rollout` });
+    const k3 = JSON.parse(readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n')[0]!)[
+      'rollout_corr/k3_kl'
+    ];
+    expect(k3).toBeGreaterThan(0);
+  }, 600_000);
+
   it('refuses an experiment that maps no backend plan, naming the plan (exit 2, nothing written)', async () => {
     const out = join(root, 'alignment');
     const r = await runCli(['lab', 'run', 'alignment', '--smoke', '--out', out, '--backend', hf]);

@@ -48,6 +48,7 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
         "activations": {"preset": "vllm-fp8-group", "params": {"block": block}},
         "accumulator": "fp64",
     }
+    int8 = {"kind": "quantized", "weights": {"preset": "int8-row"}, "activations": {"preset": "vllm-int8-token"}, "accumulator": "int32"}
     inc = {"decode": "incremental", "logprob": "processed"}
     return {
         "hf-fp32": {"rollout": fp32, "trainer": fp32, "data": ({"gemm": {"kind": "fp32"}, **inc}, {"gemm": {"kind": "fp32"}})},
@@ -61,6 +62,11 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
             "rollout": dict(_BF16, linear=("fp8-block", block)),
             "trainer": _BF16,
             "data": ({"gemm": blockwise, **inc}, _BF16_DATA),
+        },
+        "hf-int8-rollout": {
+            "rollout": dict(_BF16, linear=("int8-w8a8",)),
+            "trainer": _BF16,
+            "data": ({"gemm": int8, **inc}, _BF16_DATA),
         },
         "hf-fp8-kv": {
             "rollout": dict(_BF16, linear=("fp8-block", block), kv="fp8"),

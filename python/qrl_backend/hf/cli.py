@@ -41,6 +41,28 @@ def model_config(arch: str, vocab_size: int, overrides: dict):
     return AutoConfig.for_model(arch, **kw)
 
 
+def outlier_channels(width: int, count: int) -> List[int]:
+    """⌊(i + ½)·width/count⌋, i = 0 … count−1: qrl-sim's outlier channels (src/nn/outliers.ts)."""
+    return [int((i + 0.5) * width // count) for i in range(count)]
+
+
+def plant_outliers(model, count: int, magnitude: float) -> int:
+    """Sets the gain of `count` channels (outlier_channels) of every RMSNorm that feeds a linear layer
+    (each layer's input and post-attention norm and the final norm before the LM head) to `magnitude`,
+    as qrl-sim's AR `outliers`/`outlierMagnitude` do (LLM.int8(): a few hidden dimensions ≈ 20× the
+    others at the linear layers' inputs); trainable like any gain. Returns how many norms it set."""
+    import torch
+
+    n = 0
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            w = getattr(m, "weight", None)
+            if name.endswith(("input_layernorm", "post_attention_layernorm", "model.norm")) and w is not None and w.dim() == 1:
+                w[outlier_channels(w.shape[0], count)] = magnitude
+                n += 1
+    return n
+
+
 def build(argv: Optional[List[str]] = None) -> "HfBackend":
     """The backend the command line describes; a ValueError names a bad option or a refused model, a
     MissingDependency a missing torch or transformers (`--help` and the option checks need neither)."""
@@ -51,6 +73,8 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
     src.add_argument("--vocab-size", type=int, help="vocabulary (default: the run's setup.vocabulary.size, else 13, the reverse task's)")
     src.add_argument("--checkpoint", help="a local Hugging Face checkpoint directory instead of --arch (config.json + weights)")
     src.add_argument("--init-seed", type=int, default=0, help="seed of torch's initialisation of a config-built model")
+    src.add_argument("--outliers", type=int, default=0, help="outlier channels of a config-built model: their gain in every norm feeding a linear starts at --outlier-magnitude (qrl-sim's AR `outliers`; default 0)")
+    src.add_argument("--outlier-magnitude", type=float, default=20.0, help="initial gain of each outlier channel (default 20, LLM.int8()'s ≈ 20×)")
     src.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"], help="trainer (master) weight dtype")
     ap.add_argument("--plan", default=DEFAULT_PLAN, choices=PLAN_NAMES, help="this backend's own plans (a run takes them with \"plan\": \"backend\")")
     ap.add_argument("--fp8-block", type=int, default=128, help="block FP8: B×B weight blocks, 1×B activation groups (DeepSeek: 128; 16 matches qrl-sim's toy presets)")
@@ -81,6 +105,12 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
     for name, v, lo in (("--vocab-size", a.vocab_size, 5), ("--max-new-tokens", a.max_new_tokens, 1), ("--fp8-block", a.fp8_block, 1), ("--threads", a.threads, 1)):
         if v < lo:
             raise ValueError(f"{name}: must be ≥ {lo}, got {v}")
+    if a.outliers < 0:
+        raise ValueError(f"--outliers: must be ≥ 0, got {a.outliers}")
+    if not a.outlier_magnitude > 0:
+        raise ValueError(f"--outlier-magnitude: must be > 0, got {a.outlier_magnitude}")
+    if a.outliers and a.checkpoint:
+        raise ValueError("--outliers: a checkpoint has its own activation statistics; --outliers applies to a config-built model (--arch)")
     if not a.temperature > 0:
         raise ValueError(f"--temperature: must be > 0, got {a.temperature}")
     if not 0 < a.top_p <= 1:
@@ -122,10 +152,15 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
         def factory(vocab_size: int):
             """The config-built model at `vocab_size`, initialised from --init-seed."""
             torch.manual_seed(a.init_seed)
-            return AutoModelForCausalLM.from_config(model_config(a.arch, vocab_size, overrides), attn_implementation=ATTENTION_NAME, dtype=dtype)
+            m = AutoModelForCausalLM.from_config(model_config(a.arch, vocab_size, overrides), attn_implementation=ATTENTION_NAME, dtype=dtype)
+            if a.outliers:
+                if a.outliers > m.config.hidden_size:
+                    raise ValueError(f"--outliers: must be ≤ hidden_size {m.config.hidden_size}, got {a.outliers}")
+                plant_outliers(m, a.outliers, a.outlier_magnitude)
+            return m
 
         model = factory(a.vocab_size)
-        source = f"{a.arch} {a.model}"
+        source = f"{a.arch} {a.model}" + (f" outliers {a.outliers}×{a.outlier_magnitude:g}" if a.outliers else "")
         if "vocab_size" in overrides:
             fixed.append("vocab_size")
     sampling = {"temperature": a.temperature, "topK": a.top_k, "topP": a.top_p, "logprob": a.logprob}

@@ -56,7 +56,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     if bad or not a.steps:
         ap.error(f"--only: expected steps of {', '.join(STEPS)}, got {a.only!r}")
     a.plan_list = [p for p in a.plans.split(",") if p]
-    bad = [p for p in a.plan_list if p not in PLANS + ("hf-fp32", "hf-fp8-kv")]
+    bad = [p for p in a.plan_list if p not in PLANS + ("hf-fp32", "hf-fp8-kv", "hf-int8-rollout")]
     if bad or not a.plan_list:
         ap.error(f"--plans: expected plans of qrl_backend.hf, got {a.plans!r}")
     return a

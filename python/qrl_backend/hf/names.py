@@ -9,7 +9,7 @@ from typing import Any
 # Every name is prefixed `hf-`: these are this backend's numerics (float64 accumulation rounded once,
 # torch's quantizers), not qrl-sim's presets of the bare names, whose plan data differ; a run takes
 # them with `"plan": "backend"` (the driver then names the served plan in its reports).
-PLAN_NAMES = ("hf-fp32", "hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-rollout", "hf-fp8-kv")
+PLAN_NAMES = ("hf-fp32", "hf-bf16", "hf-fp8-w8a8-rollout", "hf-fp8-rollout", "hf-fp8-kv", "hf-int8-rollout")
 DEFAULT_PLAN = "hf-bf16"
 # What `configure` may take from the run's setup, unless the command line fixed it (HfBackend.fixed).
 SETUP_FIELDS = ("vocab_size", "lr", "beta1", "beta2", "eps", "weight_decay", "max_new_tokens", "temperature", "top_k", "top_p", "logprob")

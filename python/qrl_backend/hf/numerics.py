@@ -1,7 +1,8 @@
 """The GEMM numerics of the transformers backend: every nn.Linear of a Hugging Face causal LM and its
 attention run under one plan side — exact (fp32 or bf16 operands, float64 accumulation rounded to the
 model's dtype), FP8 W8A8 with per-channel weight and per-token activation scales through
-`torch._scaled_mm`, or block FP8 (B×B weight blocks, 1×B activation groups) — plus the FP8 KV cache.
+`torch._scaled_mm`, block FP8 (B×B weight blocks, 1×B activation groups), or INT8 W8A8 (per-channel
+weight, per-token activation symmetric scales, exact integer sums) — plus the FP8 KV cache.
 The refit (`refit_engine`) builds the rollout engine's quantized weights from the trainer's. Not the
 backend (backend.py).
 
@@ -52,6 +53,40 @@ def quant_rows(x: torch.Tensor, floor: float = TOKEN_SCALE_FLOOR):
     return _fp8(x32, s), s
 
 
+INT8_MAX = 127.0
+
+
+def quant_int8_weight(w: torch.Tensor):
+    """Per-output-channel symmetric INT8 of a weight (out, in), as qrl-sim's `int8-row` preset
+    (SmoothQuant fake_quant.py quantize_weight_per_channel_absmax: s = amax/127, round(w/s)):
+    s = amax/127, q = clamp(rne(w/s), −128, 127) (an all-zero row keeps s = 0 and codes 0).
+    Returns (codes int8, scales (rows, 1) float32)."""
+    w32 = w.to(torch.float32)
+    s = w32.abs().amax(dim=-1, keepdim=True) / INT8_MAX
+    q = torch.where(s > 0, w32 / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(w32))
+    return torch.clamp(torch.round(q), -128, 127).to(torch.int8), s
+
+
+def quant_int8_rows(x: torch.Tensor):
+    """vLLM's dynamic per-token symmetric INT8 (csrc/quantization/w8a8/int8/scaled_quant.cu,
+    dynamic_scaled_int8_quant_kernel; qrl-sim's `vllm-int8-token` preset): s = amax/127, the row
+    multiplied by 127/amax (0 when amax = 0), rounded to nearest even and saturated to [−128, 127]
+    (float_to_int8_rn: `cvt.rni.sat.s8.f32`, NaN → 0). Returns (codes int8, scales (rows, 1) float32)."""
+    x32 = x.to(torch.float32)
+    amax = x32.abs().amax(dim=-1, keepdim=True)
+    inv = torch.where(amax > 0, INT8_MAX / torch.where(amax > 0, amax, torch.ones_like(amax)), torch.zeros_like(amax))
+    q = torch.nan_to_num(torch.round(x32 * inv), nan=0.0)
+    return torch.clamp(q, -128, 127).to(torch.int8), amax / INT8_MAX
+
+
+def int8_gemm(xq: torch.Tensor, xs: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """INT8 × INT8 with an exact integer accumulator (the int32 of vLLM's cutlass_scaled_mm; here float64,
+    exact while |Σ| < 2⁵³) and its ScaledEpilogue in float32: y = s_x · (s_w · float(acc))
+    (csrc/cutlass_extensions/epilogue/scaled_mm_epilogues_c3x.hpp, ScaledEpilogue)."""
+    acc = (xq.to(torch.float64) @ wq.to(torch.float64).T).to(torch.float32)
+    return xs * (ws.T * acc)
+
+
 def quant_groups(x: torch.Tensor, block: int):
     """1×B groups along the last axis (vLLM per_token_group_quant_fp8; DeepSeek act_quant):
     s = max(amax, 1e-10)/448 per group. x: (M, K) → codes (M, K), scales (M, ⌈K/B⌉)."""
@@ -85,11 +120,13 @@ class PlanLinear(nn.Linear):
     - ``("fp8-w8a8",)``: weight codes and per-channel scales from the refit, per-token dynamic
       activation scales, `torch._scaled_mm(x_q, w_qᵀ, scale_a=s_x, scale_b=s_wᵀ)` with fp32 output
       (vLLM torch_row_wise_w8a8_scaled_mm, kernels/scaled_mm/pytorch.py);
+    - ``("int8-w8a8",)``: INT8 weight codes and per-channel scales from the refit, per-token dynamic
+      INT8 activations (vLLM int8 W8A8), exact integer sums, float32 scale epilogue (`int8_gemm`);
     - ``("fp8-block", B)``: B×B weight blocks and 1×B activation groups, dequantized and accumulated
       in float64 (the scales are applied per K-block, as DeepGEMM/DeepSeek's fp8_gemm does; the
       Hopper 14-bit accumulator is not modelled).
 
-    Only the rollout engine holds FP8 layers (never differentiated)."""
+    Only the rollout engine holds quantized layers (never differentiated)."""
 
     gemm: tuple = ("exact", "fp32")
     qweight: Optional[torch.Tensor] = None
@@ -104,6 +141,9 @@ class PlanLinear(nn.Linear):
         elif kind == "fp8-w8a8":
             xq, xs = quant_rows(x2)
             y = torch._scaled_mm(xq, self.qweight.T, scale_a=xs, scale_b=self.wscale.T.contiguous(), out_dtype=torch.float32).to(x.dtype)
+        elif kind == "int8-w8a8":
+            xq, xs = quant_int8_rows(x2)
+            y = int8_gemm(xq, xs, self.qweight, self.wscale).to(x.dtype)
         elif kind == "fp8-block":
             B = self.gemm[1]
             xq, xs = quant_groups(x2, B)
@@ -157,6 +197,9 @@ def refit_engine(engine: nn.Module, trainer: nn.Module, side: Dict[str, Any]) ->
             elif kind == "fp8-w8a8":
                 m.gemm = ("fp8-w8a8",)
                 m.qweight, m.wscale = quant_rows(m.weight)
+            elif kind == "int8-w8a8":
+                m.gemm = ("int8-w8a8",)
+                m.qweight, m.wscale = quant_int8_weight(m.weight)
             elif kind == "fp8-block":
                 m.gemm = ("fp8-block", side["linear"][1])
                 m.qweight, m.wscale = quant_blocks(m.weight, side["linear"][1])

@@ -38,7 +38,7 @@ def check_fault(fault: Optional[str], side: Dict[str, Any]) -> None:
     if fault == "unity-kv-scales" and side.get("kv") != "fp8":
         raise ValueError("--fault: unity-kv-scales needs an FP8 KV cache (--plan hf-fp8-kv)")
     if fault in ("halves-swapped", "rows-permuted", "ignore-rule") and side["linear"][0] == "exact":
-        raise ValueError(f"--fault: {fault} needs FP8 linears (--plan hf-fp8-rollout, hf-fp8-kv or hf-fp8-w8a8-rollout)")
+        raise ValueError(f"--fault: {fault} needs quantized linears (--plan hf-fp8-rollout, hf-fp8-kv, hf-fp8-w8a8-rollout or hf-int8-rollout)")
 
 
 def engine_module_name(name: str) -> str:
@@ -101,6 +101,8 @@ def recipe_of(side: Dict[str, Any], block: int) -> Tuple[str, Optional[int]]:
         return "deepseek-fp8-block", block
     if kind == "fp8-w8a8":
         return "vllm-fp8-token", None
+    if kind == "int8-w8a8":
+        raise ValueError("dumpEngine: refit-check reads FP8 checkpoints; the INT8 engine of hf-int8-rollout is not dumped")
     return "vllm-fp8-tensor", None
 
 
