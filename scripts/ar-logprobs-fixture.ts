@@ -1,5 +1,5 @@
 // Writes a fixture for the numpy backend's agreement test: the TypeScript AR policy's weights
-// (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans, and its
+// (weights.safetensors), a token batch and its trainer log-probs under the fp32 and bf16 plans (and at the rollout's top-k ids, `topk.ids`/`topk.logp`: K = 5), and its
 // rollout-engine log-probs under fp8-tensor-rollout (case.safetensors, `logp.rollout.fp8-tensor-rollout.τ`, with a float32 accumulator `….fp32-accumulator.τ` and with the H200's Hopper settings `….sm90.τ`). Usage: `node --import tsx scripts/ar-logprobs-fixture.ts OUT_DIR`.
 
 import { mkdirSync } from 'node:fs';
@@ -31,20 +31,25 @@ const r = rollout(policy, prompts, {
   numerics: numericsFor(precisionPlan('fp32').rollout),
   rng: createRng(7).fork('fixture'),
   eos: null,
+  topkLogprobs: 5, // the engine's top-k (tokens and ℓroll as without it)
 });
 const B = prompts.length;
 const L = r.responseLength;
 const tensors: Record<string, { data: Float64Array | Int32Array; shape: number[] }> = {
   tokens: { data: r.tokens, shape: [B, P + L] },
   mask: { data: Float64Array.from(r.responseMask), shape: [B, L] },
+  'topk.ids': { data: r.topk!.ids, shape: [B, L, 5] },
+  'topk.logp': { data: r.topk!.logp, shape: [B, L, 5] },
 };
 for (const plan of ['fp32', 'bf16']) {
   for (const tau of [1, 0.7]) {
     const lp = computeLogprobs(policy, r.tokens, B, P, r.responseMask, {
       numerics: numericsFor(precisionPlan(plan).trainer),
       temperature: tau,
+      topk: { K: 5, ids: r.topk!.ids },
     });
     tensors[`logp.${plan}.${tau}`] = { data: lp.logp, shape: [B, L] };
+    tensors[`topkLogp.${plan}.${tau}`] = { data: lp.topkLogp!, shape: [B, L, 5] };
     tensors[`entropy.${plan}.${tau}`] = { data: lp.entropy, shape: [B, L] };
   }
 }

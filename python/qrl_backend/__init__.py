@@ -15,8 +15,8 @@ from .wire import (
     read_safetensors,
     write_safetensors,
 )
-from .wire import RolloutBatch, batch_from_json, batch_to_json
-from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, SftExamples, StepResult
+from .wire import RolloutBatch, TopkLogprobs, batch_from_json, batch_to_json
+from .backend import BACKWARD_KEYWORDS, GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, ConfiguredFromRun, LogprobsResult, SftExamples, StepResult
 from .diffusion_record import DiffusionEngineRecord, DiffusionSequence, diffusion_record
 from .server import serve, serve_stdio, serve_http, handle_message
 
@@ -31,6 +31,8 @@ __all__ = [
     "Backend",
     "ConfiguredFromRun",
     "RolloutBatch",
+    "TopkLogprobs",
+    "BACKWARD_KEYWORDS",
     "GENERATE_KEYWORDS",
     "LOGPROBS_KEYWORDS",
     "WARM_START_KEYWORDS",

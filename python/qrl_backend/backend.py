@@ -13,9 +13,13 @@ from .wire import FAILED_PRECONDITION, PROTOCOL, ProtocolError, RolloutBatch, Rp
 
 
 #: The keyword arguments `Backend.logprobs` may take beyond (batch, rows, policy, grad), and the wire field of each.
-LOGPROBS_KEYWORDS: Dict[str, str] = {"routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum"}
+LOGPROBS_KEYWORDS: Dict[str, str] = {"routing": "routing", "return_routing": "returnRouting", "prob_sq_sum": "probSqSum", "topk": "topk"}
 #: The optional keyword arguments of `Backend.generate`, each with the request field it comes from.
-GENERATE_KEYWORDS: Dict[str, str] = {"max_new_tokens": "maxNewTokens"}
+GENERATE_KEYWORDS: Dict[str, str] = {"max_new_tokens": "maxNewTokens", "topk_logprobs": "topkLogprobs"}
+#: The optional keyword arguments of `Backend.backward`, each with the request field it comes from.
+BACKWARD_KEYWORDS: Dict[str, str] = {"grad_topk": "gradTopk"}
+#: The keywords that need `capabilities.topkLogprobs` (the server refuses them to a backend not declaring it).
+TOPK_KEYWORDS: FrozenSet[str] = frozenset({"topk_logprobs", "topk", "grad_topk"})
 #: The optional keyword arguments of `Backend.warm_start`, each with the request field it comes from.
 WARM_START_KEYWORDS: Dict[str, str] = {"examples": "examples"}
 
@@ -30,7 +34,9 @@ class LogprobsResult:
     return_routing): one int32 (len(rows), S, k) array per layer; routing_flip_rate (MoE): per layer,
     the share of router decisions that differ from the record's; prob_sq_sum (when prob_sq_sum was
     asked): float64 (len(rows), T), Σ_v π(v)² of the softmax row each log-prob was taken from, 0 off
-    the mask (veRL's sum_pi_squared, for the optimal token baseline).
+    the mask (veRL's sum_pi_squared, for the optimal token baseline); topk_logp (when topk was asked,
+    capabilities.topkLogprobs): float64 (len(rows), T, K), the trainer's ℓ at the batch's top-k ids from
+    the same softmax row as logp, 0 at an empty slot (id −1) and off the mask.
     """
 
     logp: np.ndarray
@@ -39,6 +45,7 @@ class LogprobsResult:
     routing: Optional[List[np.ndarray]] = None
     routing_flip_rate: Optional[List[float]] = None
     prob_sq_sum: Optional[np.ndarray] = None
+    topk_logp: Optional[np.ndarray] = None
 
     # No __iter__ / __getitem__: a result that unpacked as (logp, entropy, handle) hid its other three fields.
     # Read the fields by name; `LogprobsResult.of` turns a backend's legacy tuple into one.
@@ -108,7 +115,9 @@ class Backend:
                  max_new_tokens: Optional[int] = None) -> RolloutBatch:
         """Samples one response per prompt with `sampling` ({temperature, topK, topP, logprob}; None: the
         backend's own sampler) and at most `max_new_tokens` response tokens (None: the backend's limit).
-        The run driver always sends both."""
+        The run driver always sends both. A backend declaring capabilities.topkLogprobs takes the keyword
+        `topk_logprobs` K (passed only when the request sets it) and fills RolloutBatch.topk (not for greedy),
+        with the same tokens and ℓroll as without it."""
         raise RpcError(FAILED_PRECONDITION, "generate: not implemented")
 
     #: The keyword arguments of LOGPROBS_KEYWORDS this backend's `logprobs` takes, e.g.
@@ -119,17 +128,24 @@ class Backend:
     logprobs_keywords: ClassVar[Optional[FrozenSet[str]]] = frozenset()
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, *,
-                 routing: Any = None, return_routing: bool = False, prob_sq_sum: bool = False):
+                 routing: Any = None, return_routing: bool = False, prob_sq_sum: bool = False, topk: bool = False):
         """Trainer-side log-probs of `rows` → LogprobsResult (or a (logp, entropy, handle) tuple).
 
         Keyword arguments (each passed only when the request uses it, and only when listed in
         `logprobs_keywords`): `routing` (MoE: "rollout", or one int32 (len(rows), S, k) array per layer:
         replay these experts), `return_routing` (MoE: fill LogprobsResult.routing and
         routing_flip_rate), `prob_sq_sum` (a backend declaring capabilities.probSqSum: fill
-        LogprobsResult.prob_sq_sum)."""
+        LogprobsResult.prob_sq_sum), `topk` (capabilities.topkLogprobs, on a batch with `topk`: fill
+        LogprobsResult.topk_logp; a handle taken with it accepts `grad_topk` in `backward`)."""
         raise RpcError(FAILED_PRECONDITION, "logprobs: not implemented")
 
-    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+    #: The keyword arguments of BACKWARD_KEYWORDS this backend's `backward` takes (like `logprobs_keywords`).
+    backward_keywords: ClassVar[Optional[FrozenSet[str]]] = frozenset()
+
+    def backward(self, handle: str, grad_logp: np.ndarray, *, grad_topk: Optional[np.ndarray] = None) -> None:
+        """Accumulates d(Σ grad_logp·ℓ)/dθ for the handle's pass and spends the handle. With `grad_topk`
+        (capabilities.topkLogprobs; float64 (len(rows)·T·K,), for a handle taken with `topk`) it accumulates
+        d(Σ grad_logp·ℓ + Σ grad_topk·ℓ_topk)/dθ."""
         raise RpcError(FAILED_PRECONDITION, "backward: not implemented")
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
@@ -204,16 +220,21 @@ class ConfiguredFromRun(Backend):
     def sync(self) -> int:
         return self._be().sync()
 
+    def keywords_owner(self) -> Backend:
+        """The backend whose declared keywords the server checks a request against: the inner one once built."""
+        return self.inner if self.inner is not None else self
+
     generate_keywords = frozenset({"max_new_tokens"})
 
-    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None):  # noqa: ANN001, ANN201
-        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens)
+    def generate(self, prompts, seed, sampling, greedy, side, max_new_tokens=None, **kw):  # noqa: ANN001, ANN201
+        return self._be().generate(prompts, seed, sampling, greedy, side, max_new_tokens, **kw)
 
-    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False):  # noqa: ANN001, ANN201
-        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum)
+    def logprobs(self, batch, rows, policy, grad, prob_sq_sum=False, **kw):  # noqa: ANN001, ANN201
+        # prob_sq_sum passed always (inner backends written before the keyword declarations take it)
+        return self._be().logprobs(batch, rows, policy, grad, prob_sq_sum=prob_sq_sum, **kw)
 
-    def backward(self, handle, grad_logp):  # noqa: ANN001, ANN201
-        return self._be().backward(handle, grad_logp)
+    def backward(self, handle, grad_logp, **kw):  # noqa: ANN001, ANN201
+        return self._be().backward(handle, grad_logp, **kw)
 
     def step(self, max_grad_norm):  # noqa: ANN001, ANN201
         return self._be().step(max_grad_norm)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, FrozenSet, NoReturn, Optional, Tuple
 
 import numpy as np
 
-from .backend import GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, WARM_START_KEYWORDS, Backend, LogprobsResult, SftExamples, StepResult
+from .backend import BACKWARD_KEYWORDS, GENERATE_KEYWORDS, LOGPROBS_KEYWORDS, TOPK_KEYWORDS, WARM_START_KEYWORDS, Backend, LogprobsResult, SftExamples, StepResult
 from .wire import (
     FAILED_PRECONDITION,
     INTERNAL_ERROR,
@@ -61,7 +61,7 @@ def _sampling(v: Any) -> Optional[Dict[str, Any]]:
 
 
 def _refuse_keyword(method: str, keyword: str) -> NoReturn:
-    field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS, **WARM_START_KEYWORDS}.get(keyword, keyword)
+    field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS, **BACKWARD_KEYWORDS, **WARM_START_KEYWORDS}.get(keyword, keyword)
     raise RpcError(FAILED_PRECONDITION, f"{method}.{field}: this backend's {method} does not take {keyword}", field)
 
 
@@ -96,9 +96,15 @@ def _declared_keywords(be: Backend, method: str, known_keywords: Dict[str, str])
 def _taken(be: Backend, method: str, known_keywords: Dict[str, str], extra: Dict[str, Any], wire: Optional[str] = None) -> Dict[str, Any]:
     """`extra` when `be.<method>` takes each of its keywords; a request using one it does not take is refused,
     naming the field (under the wire method name `wire`, default `method`). A backend written before a field
-    existed keeps working as long as requests do not use it."""
-    takes = _declared_keywords(be, method, known_keywords)
+    existed keeps working as long as requests do not use it. The top-k fields are refused, before any call, to a
+    backend whose info does not declare capabilities.topkLogprobs (as the TypeScript client refuses them)."""
+    owner = getattr(be, "keywords_owner", None)
+    target = owner() if callable(owner) else be
+    takes = _declared_keywords(target, method, known_keywords)
     for k in extra:
+        if k in TOPK_KEYWORDS and (be.info().get("capabilities") or {}).get("topkLogprobs") is not True:
+            field = {**GENERATE_KEYWORDS, **LOGPROBS_KEYWORDS, **BACKWARD_KEYWORDS}[k]
+            raise RpcError(FAILED_PRECONDITION, f"{wire or method}.{field}: needs capabilities.topkLogprobs, which this backend does not declare", field)
         if k not in takes:
             _refuse_keyword(wire or method, k)
     return extra
@@ -127,7 +133,7 @@ def _sync(be: Backend, params: Any) -> Any:
 
 
 def _generate(be: Backend, params: Any) -> Any:
-    p = check_params(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False})
+    p = check_params(params, {"prompts": True, "seed": True, "sampling": False, "maxNewTokens": False, "greedy": False, "side": False, "topkLogprobs": False})
     prompts = prompts_field(p["prompts"], "prompts")
     if not prompts:
         raise ProtocolError("prompts", "must hold at least one prompt")
@@ -140,12 +146,17 @@ def _generate(be: Backend, params: Any) -> Any:
     extra = {}
     if "maxNewTokens" in p:
         extra["max_new_tokens"] = int_field(p["maxNewTokens"], "maxNewTokens", 1)
+    K = int_field(p["topkLogprobs"], "topkLogprobs", 1) if "topkLogprobs" in p else 0
+    if K:
+        extra["topk_logprobs"] = K
     batch = be.generate(prompts, string_field(p["seed"], "seed"), _sampling(p.get("sampling")), greedy, side, **_taken(be, "generate", GENERATE_KEYWORDS, extra))
+    if K and not greedy and (batch.topk is None or batch.topk.K != K):
+        raise RpcError(FAILED_PRECONDITION, f"generate.topkLogprobs: asked for K = {K}, but this backend's generate returned {'no topk' if batch.topk is None else f'K = {batch.topk.K}'}", "topkLogprobs")
     return batch_to_json(batch)
 
 
 def _logprobs(be: Backend, params: Any) -> Any:
-    p = check_params(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False, "probSqSum": False})
+    p = check_params(params, {"batch": True, "rows": True, "policy": True, "grad": False, "routing": False, "returnRouting": False, "probSqSum": False, "topk": False})
     batch = batch_from_json(p["batch"], "batch")
     if not isinstance(p["rows"], list) or not p["rows"]:
         raise ProtocolError("rows", "expected a non-empty list of row indices")
@@ -181,7 +192,15 @@ def _logprobs(be: Backend, params: Any) -> Any:
             raise ProtocolError("probSqSum", f"expected a boolean, got {p['probSqSum']!r}")
         if p["probSqSum"]:
             extra["prob_sq_sum"] = True
-    res = LogprobsResult.of(be.logprobs(batch, rows, p["policy"], grad, **_taken(be, "logprobs", LOGPROBS_KEYWORDS, extra)))
+    if "topk" in p:
+        if not isinstance(p["topk"], bool):
+            raise ProtocolError("topk", f"expected a boolean, got {p['topk']!r}")
+        if p["topk"]:
+            extra["topk"] = True
+    taken = _taken(be, "logprobs", LOGPROBS_KEYWORDS, extra)
+    if extra.get("topk") and batch.topk is None:
+        raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
+    res = LogprobsResult.of(be.logprobs(batch, rows, p["policy"], grad, **taken))
     answer: Dict[str, Any] = {"logp": encode_tensor(np.asarray(res.logp, dtype=np.float64))}
     if res.entropy is not None:
         answer["entropy"] = encode_tensor(np.asarray(res.entropy, dtype=np.float64))
@@ -195,13 +214,19 @@ def _logprobs(be: Backend, params: Any) -> Any:
         answer["probSqSum"] = encode_tensor(np.asarray(res.prob_sq_sum, dtype=np.float64))
     elif extra.get("prob_sq_sum"):
         raise RpcError(FAILED_PRECONDITION, "logprobs.probSqSum: asked for, but this backend's logprobs returned no prob_sq_sum", "probSqSum")
+    if extra.get("topk"):
+        shape = (len(rows), batch.T, batch.topk.K)
+        if res.topk_logp is None or np.shape(res.topk_logp) != shape:
+            raise RpcError(FAILED_PRECONDITION, f"logprobs.topk: asked for, but this backend's logprobs returned {'no topk_logp' if res.topk_logp is None else f'topk_logp of shape {np.shape(res.topk_logp)}'} (expected {shape})", "topk")
+        answer["topkLogp"] = encode_tensor(np.asarray(res.topk_logp, dtype=np.float64))
     return answer
 
 
 def _backward(be: Backend, params: Any) -> Any:
-    p = check_params(params, {"handle": True, "gradLogp": True})
+    p = check_params(params, {"handle": True, "gradLogp": True, "gradTopk": False})
     g = decode_tensor(p["gradLogp"], "gradLogp", ("F64",))
-    be.backward(string_field(p["handle"], "handle"), g.reshape(-1))
+    extra = {"grad_topk": decode_tensor(p["gradTopk"], "gradTopk", ("F64",)).reshape(-1)} if "gradTopk" in p else {}
+    be.backward(string_field(p["handle"], "handle"), g.reshape(-1), **_taken(be, "backward", BACKWARD_KEYWORDS, extra))
     return None
 
 

@@ -9,7 +9,7 @@ import json
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -211,6 +211,8 @@ class RolloutBatch:
     mask: np.ndarray
     logp_rollout: np.ndarray
     record: Dict[str, Any] = field(default_factory=lambda: {"kind": "unknown"})
+    #: capabilities.topkLogprobs: the rollout engine's top-k of each position, or None.
+    topk: Optional["TopkLogprobs"] = None
 
     @property
     def B(self) -> int:
@@ -219,6 +221,18 @@ class RolloutBatch:
     @property
     def T(self) -> int:
         return int(self.responses.shape[1])
+
+
+@dataclass
+class TopkLogprobs:
+    """A batch's `topk` (capabilities.topkLogprobs): per response position the engine's K most likely ids
+    of the distribution it sampled from, ℓ descending with ties to the lower id, and their ℓ (of the kind
+    of ℓroll). ids: int32 (B, T, K), −1 at an empty slot (past the top-k/top-p support, off the mask);
+    logp: float64 (B, T, K), 0 at an empty slot."""
+
+    K: int
+    ids: np.ndarray
+    logp: np.ndarray
 
 
 # --- params validation: shared by the codec (batch_from_json) and the server's methods; each error names the field ---
@@ -274,7 +288,7 @@ def prompts_field(v: Any, field: str) -> list:
 
 def batch_from_json(v: Any, field: str) -> RolloutBatch:
     """Decodes and checks a rollout batch (tensors of shape (B, T), prompts B rows, mask 0/1)."""
-    p = check_params(v, {k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")})
+    p = check_params(v, {**{k: True for k in ("weightVersion", "B", "T", "prompts", "responses", "mask", "logpRollout", "record")}, "topk": False})
     B = int_field(p["B"], f"{field}.B", 1)
     T = int_field(p["T"], f"{field}.T")
     prompts = prompts_field(p["prompts"], f"{field}.prompts")
@@ -288,7 +302,25 @@ def batch_from_json(v: Any, field: str) -> RolloutBatch:
     rec = p["record"]
     if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str):
         raise ProtocolError(f"{field}.record.kind", "expected a string")
-    return RolloutBatch(int_field(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"))
+    topk = topk_from_json(p["topk"], f"{field}.topk", (B, T)) if "topk" in p else None
+    return RolloutBatch(int_field(p["weightVersion"], f"{field}.weightVersion"), prompts, responses, mask, logp, record_from_json(rec, f"{field}.record"), topk)
+
+
+def topk_from_json(v: Any, field: str, bt: Tuple[int, int]) -> TopkLogprobs:
+    """Decodes a batch's `topk`: {K ≥ 1, ids: I32 (B, T, K) ≥ −1, logp: F64 (B, T, K) ≤ 0}, each error naming the field."""
+    p = check_params(v, {"K": True, "ids": True, "logp": True})
+    K = int_field(p["K"], f"{field}.K", 1)
+    ids = decode_tensor(p["ids"], f"{field}.ids", ("I32",), (*bt, K))
+    logp = decode_tensor(p["logp"], f"{field}.logp", ("F64",), (*bt, K))
+    if ids.size and ids.min() < -1:
+        raise ProtocolError(f"{field}.ids", f"must hold ids ≥ −1 (−1 = empty slot), got {int(ids.min())}")
+    if not np.all(logp <= 0):
+        raise ProtocolError(f"{field}.logp", "must hold log-probs ≤ 0")
+    return TopkLogprobs(K, ids.astype(np.int32), logp)
+
+
+def topk_to_json(t: TopkLogprobs) -> Dict[str, Any]:
+    return {"K": int(t.K), "ids": encode_tensor(np.asarray(t.ids, dtype=np.int32)), "logp": encode_tensor(np.asarray(t.logp, dtype=np.float64))}
 
 
 def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:
@@ -300,6 +332,8 @@ def batch_to_json(b: RolloutBatch) -> Dict[str, Any]:
         "responses": encode_tensor(np.asarray(b.responses, dtype=np.int32)),
         "mask": encode_tensor(np.asarray(b.mask, dtype=np.float64)),
         "logpRollout": encode_tensor(np.asarray(b.logp_rollout, dtype=np.float64)),
+        # the TypeScript codec's key order (schema.ts batchToJson): topk between logpRollout and record
+        **({"topk": topk_to_json(b.topk)} if b.topk is not None else {}),
         "record": record_to_json(b.record),
     }
 

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from qrl_backend.numpy_ar import NumpyArBackend
-from qrl_backend.numpy_ar.backend import build
+from qrl_backend.numpy_ar.backend import _record_topk, build
+from qrl_backend.numpy_ar.model import forward, log_softmax_rows
 from qrl_backend.backend import RolloutBatch
+from qrl_backend.wire import TopkLogprobs
 from qrl_backend.wire import read_safetensors
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -50,3 +52,53 @@ def test_logprobs_agree_with_typescript(fixture_dir, plan, tau):
         fp32 = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", "fp32"])
         # bf16 moves the log-probs by much more than the agreement tolerance: the plan is really applied
         assert np.max(np.abs(fp32.logprobs(batch, list(range(B)), "current", False).logp - lp)) > 10 * TOLERANCE["fp32"]
+
+
+@pytest.mark.parametrize("plan", ["fp32", "bf16"])
+@pytest.mark.parametrize("tau", [1, 0.7])
+def test_topk_logprobs_agree_with_typescript(fixture_dir, plan, tau):
+    """capabilities.topkLogprobs: the trainer's ℓ at the TypeScript engine's top-k ids agrees with the
+    TypeScript trainer's (computeLogprobs with topk) within the same 2e-5, 0 at the same empty slots."""
+    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", plan])
+    case, meta = read_safetensors(os.path.join(fixture_dir, "case.safetensors"))
+    P = int(meta["promptLength"])
+    tokens, mask = case["tokens"], case["mask"]
+    ids, logp = case["topk.ids"], case["topk.logp"]
+    B, K = tokens.shape[0], ids.shape[-1]
+    batch = RolloutBatch(0, tokens[:, :P].tolist(), tokens[:, P:].astype(np.int32), mask, np.zeros_like(mask),
+                         {"kind": "ar", "promptLength": P, "temperature": float(tau)}, TopkLogprobs(K, ids, logp))
+    res = be.logprobs(batch, list(range(B)), "current", False, topk=True)
+    ts = case[f"topkLogp.{plan}.{tau}"]
+    assert res.topk_logp.shape == ts.shape == (B, tokens.shape[1] - P, K)
+    assert np.array_equal(res.topk_logp == 0, ts == 0)
+    diff = np.max(np.abs(res.topk_logp - ts))
+    print(f"{plan} τ={tau}: max |ℓ_topk numpy − ℓ_topk ts| = {diff:.3g} over {int((ts != 0).sum())} slots")
+    assert diff <= TOLERANCE[plan]
+
+
+def test_topk_ids_agree_with_typescript_engine(fixture_dir):
+    """The numpy engine's top-k of the same prefixes (fp32, τ 1, full support) against the TypeScript
+    rollout's: ℓ within 2e-5, and the same ids wherever neighbouring ℓ are more than 2·2e-5 apart (closer
+    ones may swap under the different float32 summation order)."""
+    be = build(["--weights", os.path.join(fixture_dir, "weights.safetensors"), "--plan", "fp32"])
+    case, meta = read_safetensors(os.path.join(fixture_dir, "case.safetensors"))
+    P = int(meta["promptLength"])
+    tokens, ts_ids, ts_logp = case["tokens"], case["topk.ids"], case["topk.logp"]
+    B, L, K = ts_ids.shape
+    inner = be.inner
+    checked = 0
+    for k in range(L):
+        logits, _ = forward(inner.cfg, inner.rollout_params, tokens[:, : P + k], inner.rollout_plan)
+        for b in range(B):
+            z = logits[b, -1, :].astype(np.float64)
+            dist = log_softmax_rows(z, 1.0)
+            ids, lp = np.full(K, -1, dtype=np.int32), np.zeros(K)
+            _record_topk(dist, np.ones(z.shape[0], dtype=bool), K, ids, lp)
+            assert np.max(np.abs(lp - ts_logp[b, k])) <= 2e-5
+            gaps = -np.diff(ts_logp[b, k])
+            for j in range(K):
+                apart = (j == 0 or gaps[j - 1] > 4e-5) and (j == K - 1 or gaps[j] > 4e-5)
+                if apart:
+                    assert ids[j] == ts_ids[b, k, j], (b, k, j, ids, ts_ids[b, k])
+                    checked += 1
+    assert checked > B * L * K // 2  # most slots are separated: the comparison is not vacuous

@@ -56,6 +56,28 @@ def test_every_message_of_a_session_validates(schema, tmp_path):
     call("shutdown", {})
 
 
+def test_a_top_k_session_validates(schema):
+    """capabilities.topkLogprobs: generate with topkLogprobs, logprobs with topk, backward with gradTopk —
+    each params and result valid under the schema (the batch's topk, the result's topkLogp)."""
+    be = build(["--config", json.dumps({"vocabSize": 13, "maxLen": 12, "C": 16, "H": 2, "layers": 1, "hidden": 32})])
+
+    def call(method, params):
+        _check(schema, method, "params", params)
+        answer = handle_message(be, json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        assert "result" in answer, answer
+        _check(schema, method, "result", answer["result"])
+        return answer["result"]
+
+    assert call("info", {"protocols": ["qrl-backend/1"]})["capabilities"]["topkLogprobs"] is True
+    sampling = {"temperature": 0.7, "topK": 5, "topP": 1, "logprob": "processed"}
+    batch = call("generate", {"prompts": [[1, 5, 6, 3], [1, 7, 8, 3]], "seed": "0/step/1/rollout", "sampling": sampling, "maxNewTokens": 6, "topkLogprobs": 6})
+    assert batch["topk"]["K"] == 6
+    lp = call("logprobs", {"batch": batch, "rows": [0, 1], "policy": "current", "grad": True, "topk": True})
+    assert "topkLogp" in lp
+    T = batch["T"]
+    call("backward", {"handle": lp["handle"], "gradLogp": encode_tensor(np.full(2 * T, -0.1)), "gradTopk": encode_tensor(np.full(2 * T * 6, 0.01))})
+
+
 def test_the_validator_rejects_a_result_with_a_field_missing(schema):
     s = schema["methods"]["step"]["result"]
     assert errors({"gradNorm": 1.0}, s, s) == ["(root): missing required 'weightVersion'"]

@@ -122,7 +122,7 @@ def test_declared_logprobs_keywords_win_over_the_signature():
     assert "result" in ok and be.kwargs == {"prob_sq_sum": True}
     e = call(be, "logprobs", {"batch": batch_to_json(BATCH), "rows": [0], "policy": "current", "returnRouting": True})["error"]
     assert e["data"]["field"] == "returnRouting" and "does not take return_routing" in e["message"]
-    assert set(LOGPROBS_KEYWORDS) == {"routing", "return_routing", "prob_sq_sum"}
+    assert set(LOGPROBS_KEYWORDS) == {"routing", "return_routing", "prob_sq_sum", "topk"}
 
     class Unknown(Backend):
         logprobs_keywords = frozenset({"temperature"})
@@ -156,7 +156,7 @@ def test_generate_keywords_are_declared_and_a_legacy_signature_still_serves():
 
     assert "result" in call(Legacy(), "generate", {k: v for k, v in gen.items() if k != "maxNewTokens"})
     assert call(Legacy(), "generate", gen)["error"]["data"]["field"] == "maxNewTokens"
-    assert set(GENERATE_KEYWORDS) == {"max_new_tokens"}
+    assert set(GENERATE_KEYWORDS) == {"max_new_tokens", "topk_logprobs"}
     # The SDK's own backends declare theirs: the server reads no signature for them.
     import inspect
 
@@ -168,8 +168,8 @@ def test_generate_keywords_are_declared_and_a_legacy_signature_still_serves():
             server._keywords_by_class.pop((cls, "generate"), None)
             server._keywords_by_class.pop((cls, "logprobs"), None)
             be = cls.__new__(cls)
-            assert server._declared_keywords(be, "generate", GENERATE_KEYWORDS) == {"max_new_tokens"}
-            assert server._declared_keywords(be, "logprobs", server.LOGPROBS_KEYWORDS) == {"prob_sq_sum"}
+            assert server._declared_keywords(be, "generate", GENERATE_KEYWORDS) == {"max_new_tokens", "topk_logprobs"}
+            assert server._declared_keywords(be, "logprobs", server.LOGPROBS_KEYWORDS) == {"prob_sq_sum", "topk"}
     finally:
         inspect.signature = real
     assert seen == []

@@ -112,3 +112,43 @@ def test_torch_prob_sq_sum_matches_numpy():
     assert b.dtype == np.float64 and float(np.max(np.abs(a - b))) < 1e-5
     assert np.all(b[batch.mask == 0] == 0) and np.all(b[batch.mask == 1] > 0)
     assert tb.info()["capabilities"]["probSqSum"] is True
+
+
+@pytest.mark.parametrize("sampling", [{}, {"topK": 3}, {"topP": 0.6}])
+def test_torch_topk_logprobs_match_numpy(sampling):
+    """capabilities.topkLogprobs on the torch backend against the numpy one on the same weights (fp32):
+    the same tokens, top-k ids (ℓ descending, ties to the lower id; the support under top-k/top-p) and ℓ
+    within 2e-5; the trainer's ℓ at the ids within 2e-5; and the gradient of Σ g·ℓ + Σ g_topk·ℓ_topk
+    within 1e-4 relative of numpy's closed form (which python/tests/test_topk.py checks by central differences)."""
+    from qrl_backend.numpy_ar.backend import NumpyArBackend
+    from qrl_backend.numpy_ar.model import ArConfig, init_params
+    from qrl_backend.torch_ar.backend import TorchArBackend
+
+    cfg = ArConfig(vocabSize=13, maxLen=12, C=16, H=2, layers=1, hidden=32)
+    params = {k: v * 4 for k, v in init_params(cfg, 5).items()}
+    s = {"temperature": 0.8, "topK": 0, "topP": 1.0, "logprob": "processed", **sampling}
+    nb = NumpyArBackend(cfg, params, max_new_tokens=6, sampling=s)
+    tb = TorchArBackend(cfg, params, max_new_tokens=6, device="cpu")
+    prompts = [[1, 7, 9, 3], [1, 5, 6, 3], [1, 8, 8, 3]]
+    bn = nb.generate(prompts, "s", s, False, "rollout", topk_logprobs=5)
+    bt = tb.generate(prompts, "s", s, False, "rollout", topk_logprobs=5)
+    assert np.array_equal(bn.responses, bt.responses)
+    assert np.max(np.abs(bn.topk.logp - bt.topk.logp)) <= 2e-5
+    lp = np.where(bn.topk.ids >= 0, bn.topk.logp, -np.inf)
+    gap = np.abs(np.diff(lp, axis=-1, prepend=np.inf, append=-np.inf))  # to each slot's neighbours
+    apart = (np.minimum(gap[..., :-1], gap[..., 1:]) > 4e-5) & (bn.topk.ids >= 0)
+    assert np.array_equal(bn.topk.ids[apart], bt.topk.ids[apart]) and apart.sum() > apart.size // 3
+    assert np.array_equal(bn.topk.ids == -1, bt.topk.ids == -1)  # the same supports
+    rows = [0, 2]
+    rn = nb.logprobs(bn, rows, "current", True, topk=True)
+    rt = tb.logprobs(bn, rows, "current", True, topk=True)
+    assert np.max(np.abs(rn.topk_logp - rt.topk_logp)) <= 2e-5
+    assert np.array_equal(rt.topk_logp == 0, rn.topk_logp == 0)
+    rng = np.random.default_rng(1)
+    g, gk = rng.normal(size=rn.logp.shape), rng.normal(size=rn.topk_logp.shape)
+    nb.backward(rn.handle, g.reshape(-1), grad_topk=gk.reshape(-1))
+    tb.backward(rt.handle, g.reshape(-1), grad_topk=gk.reshape(-1))
+    tgrads = {n: p.grad.detach().numpy() for n, p in zip(tb.model.names, tb.model.parameters())}
+    for name in ["wte", "h0.attn.wq", "h0.mlp.down", "lnf.weight"]:
+        a, b = nb.grads[name], tgrads[name]
+        assert np.max(np.abs(a - b)) <= 1e-4 * max(1.0, float(np.max(np.abs(a)))), name

@@ -31,6 +31,10 @@ describe('qrl-sim backend-check', () => {
       expect(table).toMatch(/conformance: all \d+ checks passed/);
       expect(table).toMatch(/ℓroll vs ℓ \(same sides.*ok +tokens \d+, k1 /);
       expect(table).toMatch(/probSqSum capability +ok +declared and returned: Σπ² in \[π\(y\)², 1\]/);
+      // capabilities.topkLogprobs, declared by numpy_ar: its three rows ran and passed
+      expect(table).toMatch(/top-k ids are the engine’s most likely +ok +K = 13: ordered by ℓ/);
+      expect(table).toMatch(/sampled token in the support +ok/);
+      expect(table).toMatch(/trainer ℓ at the top-k ids +ok/);
     },
     120_000,
   );

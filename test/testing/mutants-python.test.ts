@@ -44,6 +44,8 @@ const mutants: Readonly<Record<string, BugClass>> = {
   'unfrozen-reference': 'unfrozen reference',
   'version-not-advanced': 'version not advanced',
   'seed-ignored': 'seed ignored',
+  'topk-second-first': 'top-k not the most likely',
+  'topk-drops-sampled': 'sampled token outside the top-k support',
 };
 
 describe('backend-check against mutants of numpy_ar', () => {

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..backend import Backend, LogprobsResult, RolloutBatch, SftExamples
-from ..numpy_ar.backend import _support
-from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
+from ..numpy_ar.backend import _record_topk, _support
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs
 from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
 from .refit_dump import check_fault, dump_engine, plant_after_refit
@@ -194,7 +194,8 @@ class HfBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "sftExamples": True, "probSqSum": True, "dumpEngine": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "sftExamples": True, "probSqSum": True, "dumpEngine": True,
+                             "topkLogprobs": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -229,10 +230,10 @@ class HfBackend(Backend):
         out = self.generate(batch.prompts, "teacher-forced", s, False, "rollout", max_new_tokens=batch.T, forced=(batch.responses, batch.mask))
         return out.logp_rollout
 
-    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+    generate_keywords = frozenset({"max_new_tokens", "topk_logprobs"})  # Backend.generate_keywords
 
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
-                 max_new_tokens: Optional[int] = None, forced=None) -> RolloutBatch:
+                 max_new_tokens: Optional[int] = None, forced=None, topk_logprobs: int = 0) -> RolloutBatch:
         P = len(prompts[0])
         if P < 1:
             raise ProtocolError("prompts.0", "must not be empty")
@@ -257,6 +258,10 @@ class HfBackend(Backend):
         if forced is not None:
             forced, mask_in = forced
         filtered = (0 < s["topK"] < self.vocab) or s["topP"] < 1
+        K = 0 if greedy or forced is not None else topk_logprobs
+        if K > self.vocab:
+            raise ProtocolError("topkLogprobs", f"must be ≤ the vocabulary size {self.vocab}, got {K}")
+        topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
         with torch.no_grad():
             ids = torch.tensor(prompts, dtype=torch.long, device=self.device)
             out = model(input_ids=ids, use_cache=True)
@@ -294,6 +299,9 @@ class HfBackend(Backend):
                         lp = float(pr[y])
                     responses[b, k], mask[b, k], nxt[b] = y, 1.0, y
                     logp[b, k] = lp if s["logprob"] == "processed" else float(raw[b, y])
+                    if topk is not None:  # the ℓroll row itself (numpy_ar's rule): the sampled id's slot is ℓroll bit for bit
+                        dist = pr if s["logprob"] == "processed" else raw[b].cpu().numpy()
+                        _record_topk(dist, np.ones(self.vocab, dtype=bool) if keep is None else keep, K, topk.ids[b, k], topk.logp[b, k])
                     active[b] = y != EOS and (forced is None or k + 1 < L and mask_in[b, k + 1] > 0)
                 if not active.any() or k == L - 1:
                     break
@@ -301,13 +309,14 @@ class HfBackend(Backend):
                 cache = out.past_key_values
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else tau}
         version = self.served if side == "rollout" else self.version
-        return RolloutBatch(version, [list(p) for p in prompts], responses, mask, logp, record)
+        return RolloutBatch(version, [list(p) for p in prompts], responses, mask, logp, record, topk)
 
     # --- trainer -------------------------------------------------------------------------------
 
-    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+    logprobs_keywords = frozenset({"prob_sq_sum", "topk"})  # Backend.logprobs_keywords
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
+                 topk: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
@@ -330,21 +339,41 @@ class HfBackend(Backend):
             ent = -(lsm.exp() * lsm).sum(-1) * mask
             # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
             sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
+            tk = None
+            if topk:
+                if batch.topk is None:
+                    raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
+                ids = torch.from_numpy(np.asarray(batch.topk.ids[rows], dtype=np.int64)).to(self.device)  # (R, T, K)
+                valid = (ids >= 0) & (mask.unsqueeze(-1) == 1)
+                # the trainer's ℓ at the engine's ids, from the row of ℓ; 0 at an empty slot and off the mask
+                tk = torch.where(valid, lsm.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
-            self.handles[handle] = lp
-        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy())
+            self.handles[handle] = (lp, tk)
+        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy(),
+                              topk_logp=None if tk is None else tk.detach().cpu().numpy())
 
-    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
-        lp = self.handles.get(handle)
-        if lp is None:
+    backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
+
+    def backward(self, handle: str, grad_logp: np.ndarray, grad_topk: Optional[np.ndarray] = None) -> None:
+        if handle not in self.handles:
             raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
+        lp, tk = self.handles[handle]
         if grad_logp.size != lp.numel():
             raise ProtocolError("gradLogp", f"must hold rows·T = {lp.numel()} values, got {grad_logp.size}")
+        if grad_topk is not None and tk is None:
+            raise ProtocolError("gradTopk", f"handle {handle!r} was taken without topk")
+        if grad_topk is not None and grad_topk.size != tk.numel():
+            raise ProtocolError("gradTopk", f"must hold rows·T·K = {tk.numel()} values, got {grad_topk.size}")
         del self.handles[handle]
-        lp.backward(torch.from_numpy(np.ascontiguousarray(grad_logp, dtype=np.float64).reshape(lp.shape)).to(self.device))
+        g = torch.from_numpy(np.ascontiguousarray(grad_logp, dtype=np.float64).reshape(lp.shape)).to(self.device)
+        if grad_topk is None:
+            lp.backward(g)
+        else:  # d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ in one pass through the shared graph
+            gk = torch.from_numpy(np.ascontiguousarray(grad_topk, dtype=np.float64).reshape(tk.shape)).to(self.device)
+            torch.autograd.backward([lp, tk], [g, gk])
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
         params = list(self.model.parameters())

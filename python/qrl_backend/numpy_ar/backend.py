@@ -14,7 +14,7 @@ import numpy as np
 from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
 from ..numpy_checkpoint import load_moments, load_state, load_weights, save_checkpoint
 from ..server import add_server_arguments
-from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs, read_safetensors
 from .model import CONFIG_KEY, ArConfig, Plan, backward, check_params, forward, init_params, log_softmax_rows, param_specs
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
@@ -60,7 +60,8 @@ class NumpyArBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": dict(side, decode="recompute", logprob="processed"), "trainer": side},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True,
+                             "topkLogprobs": True},
             "parameters": int(sum(v.size for v in self.params.values())),
         }
 
@@ -75,10 +76,10 @@ class NumpyArBackend(Backend):
         digest = hashlib.sha256(seed.encode("utf8")).digest()
         return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "little")))
 
-    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+    generate_keywords = frozenset({"max_new_tokens", "topk_logprobs"})  # Backend.generate_keywords
 
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
-                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
+                 max_new_tokens: Optional[int] = None, topk_logprobs: int = 0) -> RolloutBatch:
         P = len(prompts[0])
         if P < 1:
             raise ProtocolError("prompts.0", "must not be empty")
@@ -92,6 +93,9 @@ class NumpyArBackend(Backend):
         if L < 1 or P + L > self.cfg.maxLen:
             field = "maxNewTokens" if max_new_tokens is not None else "prompts"
             raise ProtocolError(field, f"prompt length {P} + {L} response tokens must be ≤ maxLen {self.cfg.maxLen}")
+        K = 0 if greedy else topk_logprobs
+        if K > self.cfg.vocabSize:
+            raise ProtocolError("topkLogprobs", f"must be ≤ the vocabulary size {self.cfg.vocabSize}, got {K}")
         s = sampling or self.sampling
         tau, top_k, top_p, report = s["temperature"], s["topK"], s["topP"], s["logprob"]
         weights, plan = (self.rollout_params, self.rollout_plan) if side == "rollout" else (self.params, self.trainer_plan)
@@ -102,6 +106,7 @@ class NumpyArBackend(Backend):
         mask = np.zeros((B, L))
         logp = np.zeros((B, L))
         active = np.ones(B, dtype=bool)
+        topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
         for k in range(L):
             logits, _ = forward(self.cfg, weights, tokens[:, : P + k], plan)
             z = logits[:, -1, :].astype(np.float64)  # (B, V)
@@ -123,19 +128,23 @@ class NumpyArBackend(Backend):
                 tokens[b, P + k] = y
                 mask[b, k] = 1.0
                 logp[b, k] = lp_proc if report == "processed" else float(raw[y])
+                if topk is not None:
+                    # the ℓroll array itself, so that the sampled id's slot holds ℓroll bit for bit
+                    _record_topk(proc if report == "processed" else raw, keep, K, topk.ids[b, k], topk.logp[b, k])
                 if y == EOS:
                     active[b] = False
             if not active.any():
                 break
         version = self.served if side == "rollout" else self.version
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(tau)}
-        return RolloutBatch(version, [list(p) for p in prompts], tokens[:, P:].copy(), mask, logp, record)
+        return RolloutBatch(version, [list(p) for p in prompts], tokens[:, P:].copy(), mask, logp, record, topk)
 
     # --- trainer -------------------------------------------------------------------------------
 
-    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+    logprobs_keywords = frozenset({"prob_sq_sum", "topk"})  # Backend.logprobs_keywords
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
+                 topk: bool = False):
         rec = batch.record
         if rec.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
@@ -160,25 +169,42 @@ class NumpyArBackend(Backend):
         ent = -np.sum(np.exp(lsm) * lsm, axis=-1) * mask
         # Σ_v π(v)² of the same softmax row (veRL sum_pi_squared), float64
         sq = np.sum(np.exp(lsm.astype(np.float64)) ** 2, axis=-1) * mask if prob_sq_sum else None
+        ids = None
+        topk_logp = None
+        if topk:
+            if batch.topk is None:
+                raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
+            ids = np.asarray(batch.topk.ids[rows], dtype=np.int32)  # (R, T, K)
+            topk_logp = _trainer_topk(lsm, ids, mask)
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
-            self.handles[handle] = (cache, lsm, resp, mask, tau, P, logits.shape)
-        return LogprobsResult(lp, ent, handle, prob_sq_sum=sq)
+            self.handles[handle] = (cache, lsm, resp, mask, tau, P, logits.shape, ids)
+        return LogprobsResult(lp, ent, handle, prob_sq_sum=sq, topk_logp=topk_logp)
 
-    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
+    backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
+
+    def backward(self, handle: str, grad_logp: np.ndarray, grad_topk: Optional[np.ndarray] = None) -> None:
         if handle not in self.handles:
             raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
-        cache, lsm, resp, mask, tau, P, shape = self.handles[handle]
+        cache, lsm, resp, mask, tau, P, shape, ids = self.handles[handle]
         R, T = resp.shape
         if grad_logp.size != R * T:
             raise ProtocolError("gradLogp", f"must hold rows·T = {R * T} values, got {grad_logp.size}")
+        if grad_topk is not None and ids is None:
+            raise ProtocolError("gradTopk", f"handle {handle!r} was taken without topk")
+        if grad_topk is not None and grad_topk.size != ids.size:
+            raise ProtocolError("gradTopk", f"must hold rows·T·K = {ids.size} values, got {grad_topk.size}")
         del self.handles[handle]
         g = grad_logp.reshape(R, T) * mask  # (R, T)
         onehot = np.zeros(lsm.shape)
         np.put_along_axis(onehot, resp[..., None], 1.0, axis=-1)
-        dz = g[..., None] * (onehot - np.exp(lsm)) / tau  # (R, T, V)
+        if grad_topk is not None:
+            onehot, g = _with_topk(onehot * g[..., None], g, ids, grad_topk.reshape(ids.shape), mask)
+            dz = (onehot - g[..., None] * np.exp(lsm)) / tau  # (R, T, V)
+        else:
+            dz = g[..., None] * (onehot - np.exp(lsm)) / tau  # (R, T, V)
         dlogits = np.zeros(shape)
         dlogits[:, P - 1 : P + T - 1, :] = dz
         G = backward(self.cfg, self.params, cache, dlogits.astype(np.float32), self.trainer_plan)
@@ -229,6 +255,36 @@ class NumpyArBackend(Backend):
         self.handles.clear()
         self.sync()
         self.served = int(state.get("servedVersion", self.served))
+
+def _record_topk(dist: np.ndarray, keep: np.ndarray, K: int, ids: np.ndarray, logp: np.ndarray) -> None:
+    """The K most likely kept ids of one position's log-prob row `dist` into `ids`/`logp` (K slots, −1 and 0
+    past the kept set): ℓ descending, ties to the lower id (the TypeScript engine's recordTopk in
+    src/policies/ar/topk.ts orders by logit, then id; the same order but where float64 rounding makes two
+    different logits' ℓ equal)."""
+    kept = np.nonzero(keep)[0]
+    order = kept[np.lexsort((kept, -dist[kept]))][:K]
+    ids[: order.size] = order
+    logp[: order.size] = dist[order]
+
+
+def _trainer_topk(lsm: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The trainer's ℓ at the engine's top-k ids: lsm (R, T, V) at ids (R, T, K), 0 at an empty slot and off the mask."""
+    valid = (ids >= 0) & (mask[..., None] == 1)
+    at = np.take_along_axis(lsm, np.where(valid, ids, 0), axis=-1)
+    return np.where(valid, at, 0.0)
+
+
+def _with_topk(onehot: np.ndarray, g: np.ndarray, ids: np.ndarray, gk: np.ndarray, mask: np.ndarray):
+    """The log-softmax gradient's two parts with top-k coefficients: Σ_j g_j·1[v = id_j] added to g·1[v = y]
+    (R, T, V), and the total coefficient g + Σ_j g_j (R, T) that multiplies −softmax (src/policies/ar/logprobs.ts
+    backwardTopkRow). Empty slots and masked positions contribute nothing."""
+    valid = (ids >= 0) & (mask[..., None] == 1)
+    gk = np.where(valid, gk, 0.0)
+    R, T, K = ids.shape
+    r, t, _ = np.meshgrid(np.arange(R), np.arange(T), np.arange(K), indexing="ij")
+    np.add.at(onehot, (r, t, np.where(valid, ids, 0)), gk)
+    return onehot, g + gk.sum(axis=-1)
+
 
 def _support(z: np.ndarray, tau: float, top_k: int, top_p: float) -> np.ndarray:
     """The processed distribution's support (temperature, then top-k with ties to the lower id, then

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
-from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _support
+from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..server import add_server_arguments
-from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, read_safetensors, write_safetensors
+from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs, read_safetensors, write_safetensors
 
 VERSION = "0.1.0"
 
@@ -147,7 +147,8 @@ class TorchArBackend(Backend):
             "policy": "ar",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": {"gemm": rollout_gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
-            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True},
+            "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True,
+                             "topkLogprobs": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -156,10 +157,10 @@ class TorchArBackend(Backend):
         self.served = self.version
         return self.served
 
-    generate_keywords = frozenset({"max_new_tokens"})  # Backend.generate_keywords
+    generate_keywords = frozenset({"max_new_tokens", "topk_logprobs"})  # Backend.generate_keywords
 
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
-                 max_new_tokens: Optional[int] = None) -> RolloutBatch:
+                 max_new_tokens: Optional[int] = None, topk_logprobs: int = 0) -> RolloutBatch:
         import hashlib
 
         P = len(prompts[0])
@@ -177,7 +178,12 @@ class TorchArBackend(Backend):
         tokens[:, :P] = prompts
         mask, logp = np.zeros((B, L)), np.zeros((B, L))
         active = np.ones(B, dtype=bool)
-        # REAL STACK: one vLLM `generate` call with SamplingParams(temperature, top_k, top_p, logprobs=0, seed).
+        K = 0 if greedy else topk_logprobs
+        if K > self.cfg.vocabSize:
+            raise ProtocolError("topkLogprobs", f"must be ≤ the vocabulary size {self.cfg.vocabSize}, got {K}")
+        topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
+        # REAL STACK: one vLLM `generate` call with SamplingParams(temperature, top_k, top_p, logprobs=0, seed)
+        # (and logprobs=K for topkLogprobs).
         with torch.no_grad():
             for k in range(L):
                 z = model(torch.from_numpy(tokens[:, : P + k]).to(self.device))[:, -1].double().cpu().numpy()
@@ -192,16 +198,20 @@ class TorchArBackend(Backend):
                         y = int(idx[0]) if idx.size else int(np.nonzero(keep)[0][-1])
                         lp = float(proc[y])
                     tokens[b, P + k], mask[b, k] = y, 1.0
-                    logp[b, k] = lp if s["logprob"] == "processed" else float(log_softmax_rows(z[b], 1.0)[y])
+                    raw = None if s["logprob"] == "processed" else log_softmax_rows(z[b], 1.0)
+                    logp[b, k] = lp if raw is None else float(raw[y])
+                    if topk is not None:  # the ℓroll row itself: the sampled id's slot is ℓroll bit for bit
+                        _record_topk(proc if raw is None else raw, keep, K, topk.ids[b, k], topk.logp[b, k])
                     active[b] = y != EOS
                 if not active.any():
                     break
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(s["temperature"])}
-        return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record)
+        return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record, topk)
 
-    logprobs_keywords = frozenset({"prob_sq_sum"})  # Backend.logprobs_keywords
+    logprobs_keywords = frozenset({"prob_sq_sum", "topk"})  # Backend.logprobs_keywords
 
-    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False):
+    def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
+                 topk: bool = False):
         if batch.record.get("kind") != "ar":
             raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {batch.record.get('kind')!r}")
         rows = list(rows)
@@ -217,20 +227,40 @@ class TorchArBackend(Backend):
             ent = -(lsm.exp() * lsm).sum(-1) * mask
             # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
             sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
+            tk = None
+            if topk:
+                if batch.topk is None:
+                    raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
+                ids = torch.from_numpy(np.asarray(batch.topk.ids[rows], dtype=np.int64)).to(self.device)  # (R, T, K)
+                valid = (ids >= 0) & (mask.unsqueeze(-1) == 1)
+                # the trainer's ℓ at the engine's ids, from the row of ℓ; 0 at an empty slot and off the mask
+                tk = torch.where(valid, lsm.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
             self.next_handle += 1
-            self.handles[handle] = lp
-        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy())
+            self.handles[handle] = (lp, tk)
+        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy(),
+                              topk_logp=None if tk is None else tk.detach().cpu().numpy())
 
-    def backward(self, handle: str, grad_logp: np.ndarray) -> None:
-        lp = self.handles.pop(handle, None)
-        if lp is None:
+    backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
+
+    def backward(self, handle: str, grad_logp: np.ndarray, grad_topk: Optional[np.ndarray] = None) -> None:
+        if handle not in self.handles:
             raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
+        lp, tk = self.handles[handle]
         if grad_logp.size != lp.numel():
             raise ProtocolError("gradLogp", f"must hold {lp.numel()} values, got {grad_logp.size}")
-        lp.backward(torch.from_numpy(grad_logp.reshape(lp.shape)).to(self.device))
+        if grad_topk is not None and tk is None:
+            raise ProtocolError("gradTopk", f"handle {handle!r} was taken without topk")
+        if grad_topk is not None and grad_topk.size != tk.numel():
+            raise ProtocolError("gradTopk", f"must hold rows·T·K = {tk.numel()} values, got {grad_topk.size}")
+        del self.handles[handle]
+        g = torch.from_numpy(grad_logp.reshape(lp.shape)).to(self.device)
+        if grad_topk is None:
+            lp.backward(g)
+        else:  # d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ in one pass through the shared graph
+            torch.autograd.backward([lp, tk], [g, torch.from_numpy(grad_topk.reshape(tk.shape)).to(self.device)])
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
         for p in self.model.parameters():
