@@ -26,7 +26,10 @@ from ..hf.numerics import adopt_linears, cast, refit_engine, set_attention
 from ..numpy_diffusion.backend import NumpyDiffusionBackend
 from ..numpy_diffusion.model import CONFIG_KEY as TOY_CONFIG_KEY, DiffusionConfig
 from ..numpy_diffusion.policy import EOS, MASK, PAD, SamplerConfig
+from ..backend import SftExamples
+from ..hf.sft import warm_start_metrics
 from ..wire import FAILED_PRECONDITION, RpcError
+from .sft import diffusion_sft_steps
 
 VERSION = "0.1.0"
 CONFIG_KEY = "qrl-sim.hf-diffusion-config"
@@ -136,7 +139,7 @@ class HfDiffusionBackend(NumpyDiffusionBackend):
             "policy": "diffusion",
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": 1, "eos": EOS, "sep": 3, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": dict(rollout, logprob="processed"), "trainer": trainer},
-            "capabilities": {"logprobs": ["processed"], "entropy": True, "warmStart": False, "probSqSum": False},
+            "capabilities": {"logprobs": ["processed"], "entropy": True, "warmStart": True, "sftExamples": True, "handOver": False, "probSqSum": False},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -183,6 +186,21 @@ class HfDiffusionBackend(NumpyDiffusionBackend):
     def set_reference(self) -> None:
         with torch.no_grad():
             self.reference.load_state_dict(self.model.state_dict())
+
+    warm_start_keywords = frozenset({"examples"})  # Backend.warm_start_keywords
+
+    def warm_start(self, task: Dict[str, Any], steps: int, batch_size: int, lr: float, seed: int,
+                   examples: Optional[SftExamples] = None) -> Dict[str, float]:
+        """`steps` steps of LLaDA's SFT objective on the pairs the driver sent (sft.py): the trainer only,
+        the RL optimizer's state untouched, the version +1. Without examples only `steps: 0` is served."""
+        if examples is None:
+            if steps == 0:
+                return {}
+            raise RpcError(FAILED_PRECONDITION, f"warmStart: {steps} supervised steps need the task's examples (capabilities.sftExamples), which this request does not carry", "examples")
+        losses = diffusion_sft_steps(self.model, examples, steps, batch_size, lr, self.sampler.genLength, seed, self.trainer_plan, self.device)
+        self.handles.clear()
+        self.version += 1
+        return warm_start_metrics(losses)
 
     # --- checkpoints ---------------------------------------------------------------------------
 

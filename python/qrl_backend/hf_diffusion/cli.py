@@ -60,6 +60,10 @@ class ConfiguredHfDiffusion(ConfiguredFromRun):
         return self._be().logprobs(batch, rows, policy, grad)
 
     logprobs_keywords = frozenset()
+    warm_start_keywords = frozenset({"examples"})
+
+    def warm_start(self, task, steps, batch_size, lr, seed, examples=None):  # noqa: ANN001, ANN201
+        return self._be().warm_start(task, steps, batch_size, lr, seed, examples=examples)
 
 
 def _backend(a: Any, vocab: int, sampler: Any, estimator: str, optim: Dict[str, Any], support_replay: bool) -> Backend:
