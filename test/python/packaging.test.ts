@@ -17,7 +17,7 @@ describe('the python/ distribution', () => {
       const wheel = readdirSync(out).find((f) => f.endsWith('.whl'));
       expect(wheel).toBeDefined();
       const listing = execFileSync('python3', ['-c', 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print("\\n".join(z.namelist())); print(z.read([n for n in z.namelist() if n.endswith("entry_points.txt")][0]).decode())', join(out, wheel!)], { encoding: 'utf8' });
-      for (const f of ['qrl_backend/__init__.py', 'qrl_backend/server.py', 'qrl_backend/numpy_ar/__main__.py', 'qrl_backend/torch_ar/__main__.py', 'qrl_backend/hf/__main__.py', 'qrl_backend/hf/names.py', 'qrl_backend/deps.py', 'qrl_golden/__init__.py', 'qrl_golden/pytest_plugin.py', 'qrl_sweep/ray_driver.py']) {
+      for (const f of ['qrl_backend/__init__.py', 'qrl_backend/server.py', 'qrl_backend/numpy_ar/__main__.py', 'qrl_backend/torch_ar/__main__.py', 'qrl_backend/hf/__main__.py', 'qrl_backend/hf/names.py', 'qrl_backend/hf_diffusion/__main__.py', 'qrl_backend/deps.py', 'qrl_golden/__init__.py', 'qrl_golden/pytest_plugin.py', 'qrl_sweep/ray_driver.py']) {
         expect(listing).toContain(f);
       }
       // registered under its module name, so a conftest `pytest_plugins` line finds it already loaded (issue 40, item 2)

@@ -71,6 +71,16 @@ class NumpyDiffusionBackend(Backend):
         self.served = self.version
         return self.served
 
+    # --- the model seam (another network overrides these two; qrl_backend.hf_diffusion) --------
+
+    def _seam(self, weights: Any, plan: Any) -> Dict[str, Any]:
+        """Extra keywords of `sample` and `score` for these weights: none, the numpy network."""
+        return {}
+
+    def _backprop(self, cache: Any, dlogits: np.ndarray) -> None:
+        """Accumulates the gradient of Σ dlogits·logits of the trainer's forward `cache` into the weights'."""
+        backward(self.cfg, self.params, self.grads, cache, dlogits, self.trainer_plan)
+
     # --- rollout -------------------------------------------------------------------------------
 
     def generate(self, prompts: List[List[int]], seed: str, sampling: Optional[Dict[str, Any]], greedy: bool, side: str,
@@ -95,7 +105,7 @@ class NumpyDiffusionBackend(Backend):
         if greedy:
             sc = SamplerConfig(sc.genLength, sc.blockLength, sc.steps, 0.0, sc.remasking, sc.topK, sc.topP)
         weights, plan = (self.rollout_params, self.rollout_plan) if side == "rollout" else (self.params, self.trainer_plan)
-        seqs, inline, tau, support = sample(self.cfg, weights, prompts, sc, plan, seed)
+        seqs, inline, tau, support = sample(self.cfg, weights, prompts, sc, plan, seed, **self._seam(weights, plan))
         B = len(prompts)
         mask = completion_mask([s.response for s in seqs], EOS)
         sup = support if self.support_replay else None
@@ -103,7 +113,7 @@ class NumpyDiffusionBackend(Backend):
             logp = inline
         else:
             views = views_for(self.estimator, seqs, seed, self.p_mask_prompt, self.elbo_samples)
-            logp = score(self.cfg, weights, plan, views, B, N, tau, support)[0].reshape(B, N)
+            logp = score(self.cfg, weights, plan, views, B, N, tau, support, **self._seam(weights, plan))[0].reshape(B, N)
         responses = np.where(mask == 1, np.asarray([s.response for s in seqs]), PAD).astype(np.int32)
         logp = np.where(mask == 1, logp, 0.0)
         record = DiffusionEngineRecord(seqs, self.estimator, seed, tau, sup)
@@ -124,7 +134,7 @@ class NumpyDiffusionBackend(Backend):
         views = views_for(rec.estimator, seqs, rec.estimator_seed, self.p_mask_prompt, self.elbo_samples)
         weights = self.params if policy == "current" else self.reference
         R, N = len(rows), rec.N
-        lp, ent, z, cache = score(self.cfg, weights, self.trainer_plan, views, R, N, rec.temperature, sup)
+        lp, ent, z, cache = score(self.cfg, weights, self.trainer_plan, views, R, N, rec.temperature, sup, **self._seam(weights, self.trainer_plan))
         mask = np.asarray(batch.mask[rows])
         lp = lp.reshape(R, N) * mask
         ent = ent.reshape(R, N) * mask
@@ -144,7 +154,7 @@ class NumpyDiffusionBackend(Backend):
         del self.handles[handle]
         g = np.where(mask.reshape(-1) == 1, np.asarray(grad_logp, dtype=np.float64).reshape(-1), 0.0)
         dl = dlogits_for(z, views, g, tau, sup, R, N)
-        backward(self.cfg, self.params, self.grads, cache, dl, self.trainer_plan)
+        self._backprop(cache, dl)
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
         s = 0.0

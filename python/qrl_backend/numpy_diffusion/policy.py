@@ -10,7 +10,7 @@ import math
 
 from .fdlibm import exp as _exp, log as _log
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from .model import DiffusionConfig, Plan, forward
 from .rng import Rng
 
 PAD, BOS, EOS, SEP, MASK = 0, 1, 2, 3, 4
+
+#: The model seam: tokens (R, T) int → (logits (R, T, V) float32 numpy, the cache its backward takes).
+#: Default: the numpy network of model.py; another model (qrl_backend.hf_diffusion) passes its own.
+Forward = Callable[[np.ndarray], Tuple[np.ndarray, Any]]
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,10 @@ def order_keep(keep: np.ndarray, top: List[int]) -> np.ndarray:
     return out
 
 
-def sample(cfg: DiffusionConfig, params: Dict[str, np.ndarray], prompts: List[List[int]], sc: SamplerConfig, plan: Plan, seed: str):
-    """The sampler of docs/policies-diffusion.md "Sampler" → (sequences, logp_rollout (B, N), τ', support or None)."""
+def sample(cfg: DiffusionConfig, params: Dict[str, np.ndarray], prompts: List[List[int]], sc: SamplerConfig, plan: Plan, seed: str,
+           fwd: Optional[Forward] = None):
+    """The sampler of docs/policies-diffusion.md "Sampler" → (sequences, logp_rollout (B, N), τ', support or None).
+    `fwd` replaces the numpy network (then `params` and `plan` are not read; `cfg` gives V)."""
     nb, s, ks = sc.schedule()
     B, P, N, L = len(prompts), len(prompts[0]), sc.genLength, sc.blockLength
     tau = float(sc.temperature)
@@ -125,7 +131,7 @@ def sample(cfg: DiffusionConfig, params: Dict[str, np.ndarray], prompts: List[Li
         lo, hi = P + b * L, P + (b + 1) * L
         for i in range(s):
             step = b * s + i
-            z, _ = forward(cfg, params, x, plan)  # (B, T, V) float32
+            z, _ = forward(cfg, params, x, plan) if fwd is None else fwd(x)  # (B, T, V) float32
             for r in range(B):
                 cands = []
                 for j in range(lo, hi):
@@ -249,9 +255,11 @@ def views_for(estimator: str, seqs: Sequence[DiffusionSequence], seed: str, p_ma
     return Views(tokens, row, pos, target, slot, weight)
 
 
-def score(cfg: DiffusionConfig, params, plan: Plan, views: Views, B: int, N: int, tau: float, support: Optional[np.ndarray]):
-    """One batched forward over the views → (logp (B·N), entropy (B·N), the forward's logits and cache)."""
-    z, cache = forward(cfg, params, views.tokens, plan)
+def score(cfg: DiffusionConfig, params, plan: Plan, views: Views, B: int, N: int, tau: float, support: Optional[np.ndarray],
+          fwd: Optional[Forward] = None):
+    """One batched forward over the views → (logp (B·N), entropy (B·N), the forward's logits and cache);
+    `fwd` as in `sample`."""
+    z, cache = forward(cfg, params, views.tokens, plan) if fwd is None else fwd(views.tokens)
     logp = np.zeros(B * N)
     ent = np.zeros(B * N)
     count = np.zeros(B * N)
