@@ -76,6 +76,20 @@ def plan_table(block: int) -> Dict[str, Dict[str, Any]]:
     }
 
 
+def clipped_step(model: Any, opt: Any, max_grad_norm: float) -> float:
+    """One optimizer step after clipping the global gradient norm to `max_grad_norm` (a parameter without a
+    gradient counts as zeros, so AdamW's moments advance for every parameter); the gradients are zeroed in
+    place after. Returns the norm before clipping. Shared by the hf and hf_diffusion backends."""
+    params = list(model.parameters())
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=False))
+    opt.step()
+    opt.zero_grad(set_to_none=False)
+    return norm
+
+
 class HfBackend(Backend):
     """A transformers causal LM (any architecture transformers builds, dense) behind qrl-backend/1."""
 
@@ -376,13 +390,7 @@ class HfBackend(Backend):
             torch.autograd.backward([lp, tk], [g, gk])
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
-        params = list(self.model.parameters())
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=False))
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=False)
+        norm = clipped_step(self.model, self.opt, max_grad_norm)
         self.handles.clear()
         self.version += 1
         return {"gradNorm": norm, "weightVersion": self.version}

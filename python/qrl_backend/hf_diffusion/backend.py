@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-from ..hf.backend import plan_table
+from ..hf.backend import clipped_step, plan_table
 from ..hf.numerics import adopt_linears, cast, refit_engine, set_attention
 from ..numpy_diffusion.backend import NumpyDiffusionBackend
 from ..numpy_diffusion.model import CONFIG_KEY as TOY_CONFIG_KEY, DiffusionConfig
@@ -172,13 +172,7 @@ class HfDiffusionBackend(NumpyDiffusionBackend):
         return self.served
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
-        params = list(self.model.parameters())
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=False))
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=False)
+        norm = clipped_step(self.model, self.opt, max_grad_norm)
         self.handles.clear()
         self.version += 1
         return {"gradNorm": norm, "weightVersion": self.version}
