@@ -16,23 +16,17 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from hf_tiny import TINY, tiny_llama  # noqa: E402
 from qrl_backend.hf.backend import HfBackend  # noqa: E402
-from qrl_backend.hf.cli import model_config  # noqa: E402
 from qrl_backend.hf.names import PLAN_NAMES  # noqa: E402
-from qrl_backend.hf.numerics import ATTENTION_NAME, PlanLinear, int8_gemm, quant_int8_rows, quant_int8_weight, register_attention  # noqa: E402
+from qrl_backend.hf.numerics import PlanLinear, int8_gemm, quant_int8_rows, quant_int8_weight  # noqa: E402
 
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 PROMPTS = [[0, 1, 5, 6, 7, 3]] * 8 + [[1, 8, 9, 10, 11, 3]] * 8
 
 
 @pytest.fixture(scope="module")
 def base_model():
-    from transformers import AutoModelForCausalLM
-
-    torch.use_deterministic_algorithms(True)
-    register_attention()
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(model_config("llama", 13, TINY), attn_implementation=ATTENTION_NAME)
+    return tiny_llama(13)
 
 
 def backend(model, plan):

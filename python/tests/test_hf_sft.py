@@ -17,14 +17,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from hf_tiny import tiny_llama  # noqa: E402
 from qrl_backend import SftExamples, encode_tensor  # noqa: E402
 from qrl_backend.hf.backend import HfBackend  # noqa: E402
-from qrl_backend.hf.cli import model_config  # noqa: E402
-from qrl_backend.hf.numerics import ATTENTION_NAME, register_attention  # noqa: E402
 from qrl_backend.server import handle_message  # noqa: E402
 from qrl_backend.wire import RpcError  # noqa: E402
 
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 V = 9  # specials 0…4, symbols 5…8
 
 
@@ -44,13 +42,8 @@ def copy_examples(n: int, seed: int):
 
 @pytest.fixture(scope="module")
 def base_model():
-    from transformers import AutoModelForCausalLM
-
-    torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # as the backend's --threads default
-    register_attention()
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(model_config("llama", V, TINY), attn_implementation=ATTENTION_NAME)
+    return tiny_llama(V)
 
 
 def backend(model) -> HfBackend:

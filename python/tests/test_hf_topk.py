@@ -14,23 +14,16 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from hf_tiny import SMALLER, tiny_llama  # noqa: E402
 from qrl_backend.hf.backend import HfBackend  # noqa: E402
-from qrl_backend.hf.cli import model_config  # noqa: E402
-from qrl_backend.hf.numerics import ATTENTION_NAME, register_attention  # noqa: E402
 from qrl_backend.wire import RolloutBatch  # noqa: E402
 
-TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1}
 PROMPTS = [[0, 1, 5, 6, 7, 3], [1, 8, 9, 10, 11, 3], [0, 0, 1, 12, 6, 3]]
 
 
 @pytest.fixture(scope="module")
 def base_model():
-    from transformers import AutoModelForCausalLM
-
-    torch.use_deterministic_algorithms(True)
-    register_attention()
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(model_config("llama", 13, TINY), attn_implementation=ATTENTION_NAME)
+    model = tiny_llama(13, SMALLER)
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(8)  # sharper rows: distinct ℓ and a real top-p cut

@@ -17,8 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, LogprobsResult, RolloutBatch, SftExamples
-from ..numpy_ar.backend import _record_topk, _support
+from ..backend import Backend, RolloutBatch, SftExamples
+from ..numpy_ar.backend import _record_topk, _support, ar_record_temperature
+from ..torch_ar.scoring import GradHandles, score_rows
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs
 from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
@@ -141,8 +142,7 @@ class HfBackend(Backend):
         self._new_optimizer()
         self.version = 0
         self.served = 0
-        self.handles: Dict[str, torch.Tensor] = {}
-        self.next_handle = 1
+        self.grads = GradHandles(self.device)
         self._stale_source = None
         self._refit()
 
@@ -331,12 +331,7 @@ class HfBackend(Backend):
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
                  topk: bool = False):
-        rec = batch.record
-        if rec.get("kind") != "ar":
-            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
-        tau = float(rec.get("temperature", 1.0))
-        if not tau > 0:
-            raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
+        tau = ar_record_temperature(batch)
         rows = list(rows)
         resp = np.asarray(batch.responses[rows], dtype=np.int64)
         if resp.size and (resp.min() < 0 or resp.max() >= self.vocab):
@@ -349,49 +344,17 @@ class HfBackend(Backend):
         with torch.set_grad_enabled(grad):
             logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + T - 1]
             lsm = torch.log_softmax(logits.to(torch.float64) / tau, -1)
-            lp = lsm.gather(-1, tokens[:, P:, None])[..., 0] * mask
-            ent = -(lsm.exp() * lsm).sum(-1) * mask
-            # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
-            sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
-            tk = None
-            if topk:
-                if batch.topk is None:
-                    raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
-                ids = torch.from_numpy(np.asarray(batch.topk.ids[rows], dtype=np.int64)).to(self.device)  # (R, T, K)
-                valid = (ids >= 0) & (mask.unsqueeze(-1) == 1)
-                # the trainer's ℓ at the engine's ids, from the row of ℓ; 0 at an empty slot and off the mask
-                tk = torch.where(valid, lsm.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
-        handle = None
-        if grad:
-            handle = f"lp{self.next_handle}"
-            self.next_handle += 1
-            self.handles[handle] = (lp, tk)
-        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy(),
-                              topk_logp=None if tk is None else tk.detach().cpu().numpy())
+            lp, ent, sq, tk = score_rows(lsm, tokens[:, P:], mask, batch, rows, prob_sq_sum, topk)
+        return self.grads.result(lp, ent, sq, tk, grad)
 
     backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
 
     def backward(self, handle: str, grad_logp: np.ndarray, grad_topk: Optional[np.ndarray] = None) -> None:
-        if handle not in self.handles:
-            raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
-        lp, tk = self.handles[handle]
-        if grad_logp.size != lp.numel():
-            raise ProtocolError("gradLogp", f"must hold rows·T = {lp.numel()} values, got {grad_logp.size}")
-        if grad_topk is not None and tk is None:
-            raise ProtocolError("gradTopk", f"handle {handle!r} was taken without topk")
-        if grad_topk is not None and grad_topk.size != tk.numel():
-            raise ProtocolError("gradTopk", f"must hold rows·T·K = {tk.numel()} values, got {grad_topk.size}")
-        del self.handles[handle]
-        g = torch.from_numpy(np.ascontiguousarray(grad_logp, dtype=np.float64).reshape(lp.shape)).to(self.device)
-        if grad_topk is None:
-            lp.backward(g)
-        else:  # d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ in one pass through the shared graph
-            gk = torch.from_numpy(np.ascontiguousarray(grad_topk, dtype=np.float64).reshape(tk.shape)).to(self.device)
-            torch.autograd.backward([lp, tk], [g, gk])
+        self.grads.backward(handle, grad_logp, grad_topk)
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
         norm = clipped_step(self.model, self.opt, max_grad_norm)
-        self.handles.clear()
+        self.grads.clear()
         self.version += 1
         return {"gradNorm": norm, "weightVersion": self.version}
 
@@ -415,7 +378,7 @@ class HfBackend(Backend):
                 "carry (a driver of capabilities.sftExamples sends them); set sft.steps to 0 or start from a checkpoint (--checkpoint DIR)",
                 "examples")
         losses = supervised_steps(self.model, examples, steps, batch_size, lr, self.vocab, self.plan["trainer"], self.device)
-        self.handles.clear()
+        self.grads.clear()
         self.version += 1
         return warm_start_metrics(losses)
 
@@ -475,6 +438,6 @@ class HfBackend(Backend):
         st = os.path.join(directory, "backend.json")
         state = json.load(open(st)) if os.path.exists(st) else {}
         self.version = int(state.get("weightVersion", self.version))
-        self.handles.clear()
+        self.grads.clear()
         self.sync()
         self.served = int(state.get("servedVersion", self.served))

@@ -32,6 +32,18 @@ FLAG_DEFAULTS = {"vocab_size": 13, "lr": 3e-3, "beta1": 0.9, "beta2": 0.999, "ep
 ARCHS = ("llama", "qwen2", "mistral", "qwen2_moe", "mixtral")
 
 
+def torch_runtime(threads: int, device: str):
+    """Imports torch for a transformers backend (naming what is missing), fixes its CPU threads and
+    deterministic algorithms, and refuses a CUDA `--device` torch cannot see. Returns the torch module."""
+    require(("torch", "transformers", "safetensors"), "hf")
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device: {device} requested but torch sees no CUDA device")
+    return torch
+
 def model_config(arch: str, vocab_size: int, overrides: dict):
     """A transformers config of `arch` at the small defaults, vocabulary `vocab_size`, PAD/BOS/EOS = 0/1/2."""
     from transformers import AutoConfig
@@ -116,15 +128,10 @@ def build(argv: Optional[List[str]] = None) -> "HfBackend":
     if not 0 < a.top_p <= 1:
         raise ValueError(f"--top-p: must be in (0, 1], got {a.top_p}")
 
-    require(("torch", "transformers", "safetensors"), "hf")
-    import torch
+    torch = torch_runtime(a.threads, a.device)
 
     from .backend import HfBackend
 
-    torch.set_num_threads(a.threads)
-    torch.use_deterministic_algorithms(True)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device: {a.device} requested but torch sees no CUDA device")
     dtype = torch.float32 if a.dtype == "fp32" else torch.bfloat16
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -13,7 +13,7 @@ p − lr·(m̂/(√v̂+ε) + wd·p) up to rounding. Not the backend (backend.py)
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import numpy as np
 import torch
@@ -47,6 +47,26 @@ def supervised_steps(model: torch.nn.Module, examples: SftExamples, steps: int, 
     if P < 1:
         raise ProtocolError("examples.prompts", "prompts must not be empty")
     positions = np.arange(L)[None, :]
+
+    def batch_loss(s: int) -> torch.Tensor:
+        rows = slice(s * batch_size, (s + 1) * batch_size)
+        weight = torch.from_numpy((positions < lengths[rows, None]).astype(np.float64)).to(device)  # (B, L)
+        count = float(weight.sum())
+        tokens = torch.from_numpy(np.concatenate([prompts[rows], responses[rows]], axis=1)).to(device)  # (B, P + L)
+        logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + L - 1]  # predicts response k at P−1+k
+        lsm = torch.log_softmax(logits.to(torch.float64), -1)
+        nll = -lsm.gather(-1, tokens[:, P:, None])[..., 0]
+        return (nll * weight).sum() / count
+
+    return supervised_loop(model, trainer_side, steps, lr, batch_loss)
+
+
+def supervised_loop(model: torch.nn.Module, trainer_side: Dict, steps: int, lr: float,
+                    batch_loss: Callable[[int], torch.Tensor]) -> List[float]:
+    """The warm start's loop around a loss: `steps` AdamW steps of its own (β 0.9/0.999, ε 10⁻⁸, decay
+    WEIGHT_DECAY on the ≥2-D tensors), each on `batch_loss(s)` clipped to MAX_GRAD_NORM, with exact fp32
+    GEMMs and attention, the trainer's side and the gradients restored afterwards. Returns every step's loss
+    (before its update). Shared with hf_diffusion's warm start."""
     params = list(model.parameters())
     decay = [p for p in params if p.ndim >= 2]
     other = [p for p in params if p.ndim < 2]
@@ -57,14 +77,7 @@ def supervised_steps(model: torch.nn.Module, examples: SftExamples, steps: int, 
     losses: List[float] = []
     try:
         for s in range(steps):
-            rows = slice(s * batch_size, (s + 1) * batch_size)
-            weight = torch.from_numpy((positions < lengths[rows, None]).astype(np.float64)).to(device)  # (B, L)
-            count = float(weight.sum())
-            tokens = torch.from_numpy(np.concatenate([prompts[rows], responses[rows]], axis=1)).to(device)  # (B, P + L)
-            logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + L - 1]  # predicts response k at P−1+k
-            lsm = torch.log_softmax(logits.to(torch.float64), -1)
-            nll = -lsm.gather(-1, tokens[:, P:, None])[..., 0]
-            loss = (nll * weight).sum() / count
+            loss = batch_loss(s)
             opt.zero_grad(set_to_none=False)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM, foreach=False)

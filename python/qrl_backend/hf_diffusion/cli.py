@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 from ..backend import Backend, ConfiguredFromRun
-from ..deps import require
+from ..hf.cli import torch_runtime
 from ..server import add_server_arguments
 from ..wire import ProtocolError
 
@@ -110,12 +110,6 @@ def build(argv: Optional[List[str]] = None) -> Backend:
         raise ValueError(f"--model: not JSON: {a.model!r}") from None
     if not isinstance(a.overrides, dict):
         raise ValueError(f"--model: expected a JSON object, got {a.model!r}")
-    require(("torch", "transformers", "safetensors"), "hf")
-    import torch
-
-    torch.set_num_threads(a.threads)
-    torch.use_deterministic_algorithms(True)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device: {a.device} requested but torch sees no CUDA device")
+    torch_runtime(a.threads, a.device)
     a.fixed = False
     return ConfiguredHfDiffusion(a)

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 
 from ..backend import SftExamples
-from ..hf.numerics import adopt_linears, set_attention
-from ..hf.sft import MAX_GRAD_NORM, WEIGHT_DECAY
+from ..hf.sft import supervised_loop
 from ..numpy_diffusion.policy import EOS, MASK
 from ..numpy_diffusion.rng import Rng
 from ..numpy_diffusion.sft import pad_response
@@ -37,39 +36,23 @@ def diffusion_sft_steps(model: torch.nn.Module, examples: SftExamples, steps: in
     if len(prompts) < steps * batch_size:
         raise ProtocolError("examples", f"must hold steps · batchSize = {steps * batch_size} pairs, got {len(prompts)}")
     rng = Rng(f"{seed}").fork("sft")
-    params = list(model.parameters())
-    decay = [p for p in params if p.ndim >= 2]
-    other = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999), eps=1e-8)
-    adopt_linears(model, "fp32")
-    set_attention(model, "fp32", None)
     P, N = prompts.shape[1], gen_length
-    losses: List[float] = []
-    try:
-        for s in range(steps):
-            rows = range(s * batch_size, (s + 1) * batch_size)
-            tokens = np.zeros((batch_size, P + N), dtype=np.int64)
-            weight = np.zeros((batch_size, N))
-            for i, r in enumerate(rows):
-                t = EPS + (1 - EPS) * rng.uniform()
-                tokens[i, :P] = prompts[r]
-                for j in range(N):
-                    masked = rng.uniform() < t
-                    tokens[i, P + j] = MASK if masked else gold[r, j]
-                    weight[i, j] = 1 / t / (batch_size * N) if masked else 0.0
-            logits = model(input_ids=torch.from_numpy(tokens).to(device), use_cache=False).logits[:, P:].to(torch.float64)
-            logits = logits.masked_fill(torch.arange(logits.shape[-1], device=device) == MASK, float("-inf"))
-            lsm = torch.log_softmax(logits, -1)
-            nll = -lsm.gather(-1, torch.from_numpy(gold[list(rows)]).to(device)[..., None])[..., 0]
-            loss = (nll * torch.from_numpy(weight).to(device)).sum()
-            opt.zero_grad(set_to_none=False)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM, foreach=False)
-            opt.step()
-            losses.append(float(loss.detach()))
-    finally:
-        adopt_linears(model, trainer_side["linear"][1])
-        set_attention(model, trainer_side["attention"], None)
-        for p in params:
-            p.grad = None
-    return losses
+
+    def batch_loss(s: int) -> torch.Tensor:
+        rows = range(s * batch_size, (s + 1) * batch_size)
+        tokens = np.zeros((batch_size, P + N), dtype=np.int64)
+        weight = np.zeros((batch_size, N))
+        for i, r in enumerate(rows):
+            t = EPS + (1 - EPS) * rng.uniform()
+            tokens[i, :P] = prompts[r]
+            for j in range(N):
+                masked = rng.uniform() < t
+                tokens[i, P + j] = MASK if masked else gold[r, j]
+                weight[i, j] = 1 / t / (batch_size * N) if masked else 0.0
+        logits = model(input_ids=torch.from_numpy(tokens).to(device), use_cache=False).logits[:, P:].to(torch.float64)
+        logits = logits.masked_fill(torch.arange(logits.shape[-1], device=device) == MASK, float("-inf"))
+        lsm = torch.log_softmax(logits, -1)
+        nll = -lsm.gather(-1, torch.from_numpy(gold[list(rows)]).to(device)[..., None])[..., 0]
+        return (nll * torch.from_numpy(weight).to(device)).sum()
+
+    return supervised_loop(model, trainer_side, steps, lr, batch_loss)

@@ -145,12 +145,7 @@ class NumpyArBackend(Backend):
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
                  topk: bool = False):
-        rec = batch.record
-        if rec.get("kind") != "ar":
-            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
-        tau = float(rec.get("temperature", 1.0))
-        if not tau > 0:
-            raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
+        tau = ar_record_temperature(batch)
         rows = list(rows)
         prompts = np.asarray([batch.prompts[r] for r in rows], dtype=np.int32)
         resp = np.asarray(batch.responses[rows], dtype=np.int32)
@@ -255,6 +250,18 @@ class NumpyArBackend(Backend):
         self.handles.clear()
         self.sync()
         self.served = int(state.get("servedVersion", self.served))
+
+def ar_record_temperature(batch: RolloutBatch) -> float:
+    """The temperature τ an AR batch is scored at (`record.temperature`, 1 when absent), refusing a record of
+    another kind or τ ≤ 0 with the field named. Shared by every AR backend's `logprobs`."""
+    rec = batch.record
+    if rec.get("kind") != "ar":
+        raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {rec.get('kind')!r}")
+    tau = float(rec.get("temperature", 1.0))
+    if not tau > 0:
+        raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
+    return tau
+
 
 def _record_topk(dist: np.ndarray, keep: np.ndarray, K: int, ids: np.ndarray, logp: np.ndarray) -> None:
     """The K most likely kept ids of one position's log-prob row `dist` into `ids`/`logp` (K slots, −1 and 0

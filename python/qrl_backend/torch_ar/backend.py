@@ -16,10 +16,11 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..backend import Backend, ConfiguredFromRun, LogprobsResult, RolloutBatch
-from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support
+from ..backend import Backend, ConfiguredFromRun, RolloutBatch
+from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support, ar_record_temperature
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..server import add_server_arguments
+from .scoring import GradHandles, score_rows
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs, read_safetensors, write_safetensors
 
 VERSION = "0.1.0"
@@ -134,8 +135,7 @@ class TorchArBackend(Backend):
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.999), eps=1e-8)
         self.version = 0
         self.served = 0
-        self.handles: Dict[str, torch.Tensor] = {}
-        self.next_handle = 1
+        self.grads = GradHandles(self.device)
 
     def info(self) -> Dict[str, Any]:
         gemm = {"kind": "fp32"} if self.plan_name == "fp32" else {"kind": "rounding", "operands": "bf16"}
@@ -212,10 +212,8 @@ class TorchArBackend(Backend):
 
     def logprobs(self, batch: RolloutBatch, rows: Sequence[int], policy: str, grad: bool, prob_sq_sum: bool = False,
                  topk: bool = False):
-        if batch.record.get("kind") != "ar":
-            raise ProtocolError("batch.record.kind", f"this backend scores records of kind 'ar', got {batch.record.get('kind')!r}")
+        tau = ar_record_temperature(batch)
         rows = list(rows)
-        tau = float(batch.record.get("temperature", 1.0))
         P = len(batch.prompts[0])
         tokens = torch.from_numpy(np.concatenate([np.asarray([batch.prompts[r] for r in rows]), batch.responses[rows]], axis=1).astype(np.int64)).to(self.device)
         resp = tokens[:, P:]
@@ -223,44 +221,13 @@ class TorchArBackend(Backend):
         model = self.model if policy == "current" else self.ref
         with torch.set_grad_enabled(grad):
             lsm = torch.log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, -1)
-            lp = lsm.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * mask
-            ent = -(lsm.exp() * lsm).sum(-1) * mask
-            # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
-            sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
-            tk = None
-            if topk:
-                if batch.topk is None:
-                    raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
-                ids = torch.from_numpy(np.asarray(batch.topk.ids[rows], dtype=np.int64)).to(self.device)  # (R, T, K)
-                valid = (ids >= 0) & (mask.unsqueeze(-1) == 1)
-                # the trainer's ℓ at the engine's ids, from the row of ℓ; 0 at an empty slot and off the mask
-                tk = torch.where(valid, lsm.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
-        handle = None
-        if grad:
-            handle = f"lp{self.next_handle}"
-            self.next_handle += 1
-            self.handles[handle] = (lp, tk)
-        return LogprobsResult(lp.detach().cpu().numpy(), ent.detach().cpu().numpy(), handle, prob_sq_sum=None if sq is None else sq.cpu().numpy(),
-                              topk_logp=None if tk is None else tk.detach().cpu().numpy())
+            lp, ent, sq, tk = score_rows(lsm, resp, mask, batch, rows, prob_sq_sum, topk)
+        return self.grads.result(lp, ent, sq, tk, grad)
 
     backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
 
     def backward(self, handle: str, grad_logp: np.ndarray, grad_topk: Optional[np.ndarray] = None) -> None:
-        if handle not in self.handles:
-            raise RpcError(FAILED_PRECONDITION, f"backward: unknown or spent handle {handle!r}", "handle")
-        lp, tk = self.handles[handle]
-        if grad_logp.size != lp.numel():
-            raise ProtocolError("gradLogp", f"must hold {lp.numel()} values, got {grad_logp.size}")
-        if grad_topk is not None and tk is None:
-            raise ProtocolError("gradTopk", f"handle {handle!r} was taken without topk")
-        if grad_topk is not None and grad_topk.size != tk.numel():
-            raise ProtocolError("gradTopk", f"must hold rows·T·K = {tk.numel()} values, got {grad_topk.size}")
-        del self.handles[handle]
-        g = torch.from_numpy(grad_logp.reshape(lp.shape)).to(self.device)
-        if grad_topk is None:
-            lp.backward(g)
-        else:  # d(Σ g·ℓ + Σ g_topk·ℓ_topk)/dθ in one pass through the shared graph
-            torch.autograd.backward([lp, tk], [g, torch.from_numpy(grad_topk.reshape(tk.shape)).to(self.device)])
+        self.grads.backward(handle, grad_logp, grad_topk)
 
     def step(self, max_grad_norm: float) -> Dict[str, Any]:
         for p in self.model.parameters():
@@ -269,7 +236,7 @@ class TorchArBackend(Backend):
         norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm))
         self.opt.step()
         self.opt.zero_grad(set_to_none=False)
-        self.handles.clear()
+        self.grads.clear()
         self.version += 1
         return {"gradNorm": norm, "weightVersion": self.version}
 
