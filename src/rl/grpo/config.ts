@@ -245,6 +245,7 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   }
   const config: RunConfig = { ...parsed.data, estimators };
   checkTopkConfig(config);
+  generationOf(config, task); // a sampler the task cannot serve (topkLogprobs above its vocabulary)
   const replay = config.policy.routingReplay;
   if (replay !== 'none') {
     const moe = (config.policy.model as { moe?: unknown }).moe;
@@ -301,11 +302,12 @@ function checkTopkConfig(config: RunConfig): void {
 /**
  * What every `generate` of a run asks for: the sampler of `policy.sampler` (as the contract's
  * SamplingParams) and the most response tokens (AR: the task's response length; diffusion:
- * `policy.diffusion.generationLength`, the positions the sampler fills).
+ * `policy.diffusion.generationLength`, the positions the sampler fills). A `topkLogprobs` above the
+ * task's vocabulary is a `UsageError` naming the field.
  */
 export function generationOf(
   config: RunConfig,
-  task: { readonly responseLength: number },
+  task: { readonly name: string; readonly responseLength: number; readonly vocabSize: number },
 ): {
   readonly sampling: {
     readonly temperature: number;
@@ -317,6 +319,10 @@ export function generationOf(
   readonly topkLogprobs?: number;
 } {
   const s = config.policy.sampler;
+  if (s.topkLogprobs !== undefined && s.topkLogprobs > task.vocabSize)
+    throw new UsageError(
+      `config.policy.sampler.topkLogprobs: must be at most task ${task.name}'s vocabulary of ${task.vocabSize} ids, got ${s.topkLogprobs}`,
+    );
   return {
     sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, logprob: s.logprob },
     maxNewTokens: config.policy.kind === 'diffusion' ? config.policy.diffusion.generationLength : task.responseLength,

@@ -211,13 +211,17 @@ describe('a run that reads the top-k', () => {
   };
   const tk = makeTask('reverse', { minLength: 2, maxLength: 3 }) as unknown as Task;
 
-  it('refuses a reader without topkLogprobs, a diffusion policy with it, and a backend without the capability, naming the field', async () => {
+  it('refuses a reader without topkLogprobs, a diffusion policy with it, K above the vocabulary, and a backend without the capability, naming the field', async () => {
     expect(() => resolveRunConfig({ ...base, policy: { ...base.policy, sampler: {} } })).toThrow(
       /^config\.policy\.sampler\.topkLogprobs: estimators\.loss 'trpl' reads/,
     );
     expect(() =>
       resolveRunConfig({ ...base, policy: { kind: 'diffusion', sampler: { topkLogprobs: 2 } }, estimators: {} }),
     ).toThrow(/^config\.policy\.sampler\.topkLogprobs: the diffusion policy reports no top-k/);
+    // K above the task's vocabulary fails at config time, before any warm start or file
+    expect(() => resolveRunConfig({ ...base, policy: { ...base.policy, sampler: { topkLogprobs: 14 } } })).toThrow(
+      /^config\.policy\.sampler\.topkLogprobs: must be at most task reverse's vocabulary of 13 ids, got 14$/,
+    );
     const config = resolveRunConfig(base);
     const info = await new ReferenceBackend(config, arPolicyFactory, tk).info();
     expect(backendMismatches(info, config, tk)).toEqual([]);
