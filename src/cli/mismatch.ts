@@ -12,6 +12,7 @@ import { diffusionEstimatorNames, type DiffusionEstimatorName } from '../policie
 import { diffusionMismatchProbe } from '../policies/diffusion/mismatch.js';
 import { numericsFor, planNeedsWeights, precisionPlans, type PrecisionPlan } from '../policies/plans.js';
 import { planOption } from './plan-option.js';
+import { trainerPaddings, type TrainerPadding } from '../policies/plan-schema.js';
 import type { EngineExecution, TensorParallel } from '../policies/execution.js';
 import { createRng } from '../core/rng.js';
 import { freshArPolicy, modelOption } from './model-option.js';
@@ -41,7 +42,7 @@ export const MISMATCH_LIMITS = Object.freeze({ length: 1024, batch: 4096 });
 const help = `usage: qrl-sim mismatch --policy ar --plan P [--length L] [--seed S] [--batch B]
                         [--temperature T] [--top-k K] [--top-p P]
                         [--max-batch N] [--prefill-chunk N] [--batch-invariant] [--min-length M]
-                        [--trainer-micro-batch N] [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
+                        [--trainer-micro-batch N] [--trainer-padding P] [--checkpoint FILE | --preset NAME [--outliers N] [--moe E,K]]
                         [--channels] [--positions] [--json]
        qrl-sim mismatch --policy diffusion --plan P [--length L] [--seed S] [--batch B]
                         [--estimator trajectory|d1|elbo] [--temperature T] [--checkpoint FILE]
@@ -70,7 +71,8 @@ ar, when the log-prob semantics of the two sides differ (docs/logprob-semantics.
 ar, when the plan's rollout side has engine settings (docs/engine-paths.md), adds
   engine       e.g. "maxBatch 8, prefillChunk 2, batchInvariant"; "tp 4 ring bf16" for tensor
                parallelism (rollout side; "trainer tp …" for the trainer's); "trainer
-               microBatch 8" for a trainer recomputing 8 sequences per forward
+               microBatch 8" for a trainer recomputing 8 sequences per forward, "trainer
+               padding longest-in-micro-batch" for one trimming each to its longest response
 An MoE policy (a checkpoint of one; ar also --moe) adds, after them:
   flipRate/l<l>  share of router decisions of layer l that differ between the rollout engine and
                the trainer's own top-k, at the positions whose outputs score a response token
@@ -106,6 +108,10 @@ Options:
   --batch-invariant   ar only: the batch-invariant switch (engine.batchInvariant)
   --trainer-micro-batch N  ar only: the trainer recomputes N sequences per forward (sets the
                       plan's trainer.microBatch; docs/precision-plans.md), 1..4096
+  --trainer-padding P ar only: what the trainer pads each micro-batch to (sets the plan's
+                      trainer.padding): max-length (the L slots), longest-in-batch, or
+                      longest-in-micro-batch (P + the chunk's longest response); with
+                      --min-length for responses of different lengths
   --min-length M      ar only: requests of different lengths, each drawn uniformly from M..L
                       (stream <seed>/probe-lengths), 1..L (default L: all of length L)
   --channels          ar only: also print the residual stream's per-channel mean |x| per layer and,
@@ -172,6 +178,13 @@ function moeFieldsOf(
     out[`flipRate/l${l}`] = f;
   });
   return { ...out, k1R3: moe.diagnosticsR3.k1, k3R3: moe.diagnosticsR3.k3 };
+}
+
+function parsePadding(value: string | undefined): TrainerPadding | undefined {
+  if (value === undefined) return undefined;
+  if (!(trainerPaddings as readonly string[]).includes(value))
+    throw new UsageError(`--trainer-padding: expected one of ${trainerPaddings.join(', ')}, got '${value}'`);
+  return value as TrainerPadding;
 }
 
 function parseEstimator(value: string | undefined): DiffusionEstimatorName {
@@ -293,6 +306,7 @@ function engineDescription(plan: PrecisionPlan): string {
     tp(r.tensorParallel),
     plan.trainer.engine?.tensorParallel !== undefined ? `trainer ${tp(plan.trainer.engine.tensorParallel)}` : '',
     plan.trainer.microBatch !== undefined ? `trainer microBatch ${plan.trainer.microBatch}` : '',
+    plan.trainer.padding !== undefined ? `trainer padding ${plan.trainer.padding}` : '',
   ];
   return parts.filter((p) => p !== '').join(', ');
 }
@@ -318,6 +332,7 @@ export const mismatchCommand: Command = {
         'prefill-chunk',
         'min-length',
         'trainer-micro-batch',
+        'trainer-padding',
       ),
       ...MODEL_OPTIONS,
       ...booleans('json', 'channels', 'positions', 'batch-invariant'),
@@ -341,12 +356,13 @@ export const mismatchCommand: Command = {
           'batch-invariant',
           'min-length',
           'trainer-micro-batch',
+          'trainer-padding',
         ],
         'with --policy diffusion (ar only)',
       );
       if (planNeedsWeights(plan))
         throw new UsageError(
-          `--plan: refit chains, precision overrides, engine execution, temperatureAt and microBatch are for --policy ar only, got one in plan '${plan.name}'`,
+          `--plan: refit chains, precision overrides, engine execution, temperatureAt, microBatch and padding are for --policy ar only, got one in plan '${plan.name}'`,
         );
       return runDiffusion(values, plan, io.out);
     }
@@ -376,10 +392,15 @@ export const mismatchCommand: Command = {
       values['trainer-micro-batch'] === undefined
         ? plan.trainer.microBatch
         : integerOption(values['trainer-micro-batch'], 'trainer-micro-batch', 0, 1, MISMATCH_LIMITS.batch);
+    const padding = parsePadding(values['trainer-padding']) ?? plan.trainer.padding;
     const probePlan: PrecisionPlan = {
       ...plan,
       rollout: engine === undefined ? plan.rollout : { ...plan.rollout, engine },
-      trainer: microBatch === undefined ? plan.trainer : { ...plan.trainer, microBatch },
+      trainer: {
+        ...plan.trainer,
+        ...(microBatch === undefined ? {} : { microBatch }),
+        ...(padding === undefined ? {} : { padding }),
+      },
     };
 
     let policy: ArPolicy;

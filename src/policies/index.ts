@@ -63,6 +63,7 @@ export {
   planNeedsWeights,
   TOY_BLOCK,
 } from './plans.js';
+export { trainerPaddings, type TrainerPadding } from './plan-schema.js';
 
 // The refit chain (BF16 export, checkpoint quantize→dequantize, fused scales) and per-module precision overrides.
 export {

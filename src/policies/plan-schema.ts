@@ -200,6 +200,21 @@ export function overridesShapeSchema(gemm: z.ZodType) {
   );
 }
 
+/**
+ * What the trainer pads each micro-batch's sequences to before its forward (a plan's `trainer.padding`):
+ * - `max-length`: every pass has the call's P + L columns, L the rollout's response slots (HF
+ *   `padding="max_length"`; the default, as before this field);
+ * - `longest-in-batch`: every micro-batch has P + the call's longest response (TRL 1.13 GRPO: the
+ *   generation batch padded once, micro-batches sliced by rows);
+ * - `longest-in-micro-batch`: each micro-batch has P + its own longest response (OpenRLHF's
+ *   `concat_experiences` per micro-batch; HF `padding="longest"` per collated batch).
+ * A response's length is its last slot with mask 1, plus one. docs/precision-plans.md.
+ */
+export const trainerPaddings = ['max-length', 'longest-in-batch', 'longest-in-micro-batch'] as const;
+
+/** One of {@link trainerPaddings}. */
+export type TrainerPadding = (typeof trainerPaddings)[number];
+
 /** The shape of one side of a plan given as data. */
 export const planSideShapeSchema = strict({
   gemm: gemmPlanShapeSchema,
@@ -217,6 +232,9 @@ export const planSideShapeSchema = strict({
     .number({ error: 'expected a positive integer' })
     .int({ error: 'expected a positive integer' })
     .min(1, { error: 'expected a positive integer' })
+    .optional(),
+  padding: z
+    .enum(trainerPaddings, { error: `expected one of ${trainerPaddings.map((p) => `"${p}"`).join(', ')}` })
     .optional(),
 });
 

@@ -12,7 +12,7 @@ import {
 import { quantizedNumerics, type OperandQuantPlan, type QuantizedNumericsOptions } from './quantized.js';
 import type { StackWeights } from '../nn/stack.js';
 import { z } from 'zod';
-import { gemmPlanShapeSchema, parseAt, planDataShapeSchema } from './plan-schema.js';
+import { gemmPlanShapeSchema, parseAt, planDataShapeSchema, type TrainerPadding } from './plan-schema.js';
 import { checkRefitChain, ignoredSites, refittedNumerics, type RefitChain } from './refit.js';
 import { checkOverrides, overriddenNumerics, type PrecisionOverride } from './overrides.js';
 import { checkEngineExecution, tensorParallelNumerics, type EngineExecution } from './execution.js';
@@ -111,6 +111,15 @@ export interface PlanSide {
    * @defaultValue absent (one forward over every sequence of the call)
    */
   readonly microBatch?: number;
+  /**
+   * Trainer only: what each micro-batch's sequences are padded to before its forward
+   * ({@link TrainerPadding}): the call's response slots, the call's longest response, or the micro-batch's
+   * longest response. Trimming changes the GEMMs' rows (n·(P + L_chunk)), so a kernel chosen by the rows
+   * or a scale over them (padded rows included) follows it; the scored ℓ of a row-independent trainer do
+   * not move. See docs/precision-plans.md.
+   * @defaultValue 'max-length' (every pass has the call's P + L columns)
+   */
+  readonly padding?: TrainerPadding;
 }
 
 /** A named pair of plan sides: what the rollout engine does and what the trainer does. */
@@ -218,7 +227,7 @@ export function sideNumerics(side: PlanSide, weights: StackWeights): PolicyNumer
     : refittedNumerics(inner, weights, side.refit, g.kind === 'quantized' ? g.kvCache : undefined);
 }
 
-/** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution, a trainer temperature placement or trainer micro-batches on either side). */
+/** True when a plan needs the AR policy's weight structure or its engine (a refit chain, precision overrides, engine execution, a trainer temperature placement, trainer micro-batches or trainer padding on either side). */
 export function planNeedsWeights(plan: PrecisionPlan): boolean {
   return [plan.rollout, plan.trainer].some(
     (s) =>
@@ -226,7 +235,8 @@ export function planNeedsWeights(plan: PrecisionPlan): boolean {
       (s.overrides !== undefined && s.overrides.length > 0) ||
       s.engine !== undefined ||
       s.temperatureAt !== undefined ||
-      s.microBatch !== undefined,
+      s.microBatch !== undefined ||
+      s.padding !== undefined,
   );
 }
 
@@ -462,6 +472,10 @@ function checkSideValues(side: PlanSide, path: string, role: 'rollout' | 'traine
   if (side.microBatch !== undefined && role === 'rollout')
     throw new Error(
       `${path}.microBatch: trainer only (the rollout engine's batching is engine.maxBatch), got ${JSON.stringify(side.microBatch)}`,
+    );
+  if (side.padding !== undefined && role === 'rollout')
+    throw new Error(
+      `${path}.padding: trainer only (the rollout engine batches by engine.maxBatch), got ${JSON.stringify(side.padding)}`,
     );
   if (side.refit !== undefined) checkRefitChain(side.refit, `${path}.refit`);
   checkGemmPlan(side.gemm, `${path}.gemm`);

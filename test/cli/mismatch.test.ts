@@ -469,6 +469,42 @@ describe('qrl-sim mismatch engine paths', () => {
     expect(bad.err.trim()).toMatch(/^.*--trainer-micro-batch: expected an integer in 1\.\.4096, got '0'$/);
   });
 
+  it('--trainer-padding sets trainer.padding: the key engine names it, trimming moves per-tensor scales only', async () => {
+    const file = 'sims/plans/fp8-tensor-trainer-padded-micro-batch.json';
+    expect(JSON.parse((await run('--plan', file)).out).engine).toBe(
+      'batchInvariant, trainer microBatch 8, trainer padding longest-in-micro-batch',
+    );
+    const probe = async (plan: string, padding: string) =>
+      JSON.parse(
+        (await run('--plan', plan, '--min-length', '1', '--trainer-micro-batch', '1', '--trainer-padding', padding))
+          .out,
+      );
+    const padded = await probe(file, 'max-length');
+    const trimmed = await probe(file, 'longest-in-micro-batch');
+    expect(trimmed.tokens).toBe(padded.tokens);
+    expect(trimmed.k3).not.toBe(padded.k3);
+    const token = 'sims/plans/fp8-token-scale-invariant.json';
+    const tokenPadded = await probe(token, 'max-length');
+    const tokenTrimmed = await probe(token, 'longest-in-micro-batch');
+    expect({ ...tokenTrimmed, engine: '' }).toEqual({ ...tokenPadded, engine: '' });
+    const bad = await run('--plan', 'bf16', '--trainer-padding', 'longest');
+    expect(bad.code).toBe(2);
+    expect(bad.err.trim()).toMatch(
+      /^.*--trainer-padding: expected one of max-length, longest-in-batch, longest-in-micro-batch, got 'longest'$/,
+    );
+    const diffusion = await runCli([
+      'mismatch',
+      '--policy',
+      'diffusion',
+      '--plan',
+      'bf16',
+      '--trainer-padding',
+      'max-length',
+    ]);
+    expect(diffusion.code).toBe(2);
+    expect(diffusion.err).toMatch(/--trainer-padding/);
+  });
+
   it('bad values exit 2 with one line naming the option', async () => {
     for (const [args, message] of [
       [['--plan', 'bf16', '--max-batch', '0'], /--max-batch: expected an integer in 1\.\.4096, got '0'/],

@@ -237,6 +237,7 @@ export function createArEngine(config: RunConfig, task: Task): RlEngine {
             ...(topk !== undefined ? { topk } : {}),
             ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
             microBatch: plan.trainer.microBatch,
+            padding: plan.trainer.padding,
           });
       const sq = {
         ...(options.probSqSum === true && lp.probSqSum !== undefined ? { probSqSum: lp.probSqSum } : {}),

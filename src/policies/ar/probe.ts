@@ -85,6 +85,7 @@ export function arMismatchProbe(policy: ArPolicy, opts: ArMismatchProbeOptions):
     ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
     ...(plan.trainer.temperatureAt !== undefined ? { temperatureAt: plan.trainer.temperatureAt } : {}),
     microBatch: plan.trainer.microBatch,
+    padding: plan.trainer.padding,
   });
   // (B, L) response tokens: the columns after the prompt.
   const S = r.promptLength + r.responseLength;
@@ -128,6 +129,7 @@ function moeProbe(
     ...(opts.plan.trainer.temperatureAt !== undefined ? { temperatureAt: opts.plan.trainer.temperatureAt } : {}),
     routing,
     microBatch: opts.plan.trainer.microBatch,
+    padding: opts.plan.trainer.padding,
   });
   return {
     flipRate: flipRatesAt(routing, used, k, scored),

@@ -229,7 +229,7 @@ export function validateDiffusionConfig(config: RunConfig): void {
     fail(
       'plan',
       'refit',
-      'refit chains and precision overrides are for the ar policy only (engine execution, temperatureAt and microBatch too)',
+      'refit chains and precision overrides are for the ar policy only (engine execution, temperatureAt, microBatch and padding too)',
     );
 }
 
