@@ -420,7 +420,8 @@ export function policyObjective(
       : Float64Array.from(pg.value.gradTopkLogpTheta ?? new Float64Array(n * input.topk.K));
   let centering = 0;
   if (config.scoreCentering != null && input.topk !== undefined && gradTopk !== undefined) {
-    // score centering: + A·Σ_j sg[coef_j]·ℓθ_j per loss token, with the aggregation coefficient c (no IS weight)
+    // score centering: + A·Σ_j sg[coef_j]·ℓθ_j per loss token, with the aggregation coefficient c (the IS rule, for
+    // the vime form, is inside coef)
     const sc = scoreCenteringTerm(input.topk, input.advantages, lossMask, c, config.scoreCentering);
     Object.assign(metrics, sc.metrics);
     for (let k = 0; k < n; k++) if (lossMask[k] === 1) tokenLoss[k] = tokenLoss[k]! + sc.value.tokenTerm[k]!;

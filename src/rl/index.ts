@@ -66,7 +66,13 @@ export { scoreCenteringTerm, type ScoreCenteringParams, type ScoreCenteringValue
 
 // The sampler's distribution as the estimators read it (top-k ids, ℓμ, ℓθ at them).
 export { type TopkBatch, parseTopkInput, checkTopkBatch, slotCount } from './topk.js';
-export { trplLossSchema, scoreCenteringSpecSchema, type ScoreCenteringSpec } from './topk-schema.js';
+export {
+  trplLossSchema,
+  scoreCenteringSpecSchema,
+  scoreCenteringWeightSchema,
+  type ScoreCenteringSpec,
+  type ScoreCenteringWeight,
+} from './topk-schema.js';
 export { type LossFn, type PolicyLossInput, type PolicyLossValue } from './losses/loss.js';
 export { type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';
 export {

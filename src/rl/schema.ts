@@ -14,7 +14,12 @@ import { losses } from './losses.js';
 import type { BatchShape } from './types.js';
 import { stackMetricSets } from './stack-metrics.js';
 import { parseTopkInput, type TopkBatch } from './topk.js';
-import { scoreCenteringSpecSchema, trplLossSchema, type ScoreCenteringSpec } from './topk-schema.js';
+import {
+  scoreCenteringSpecSchema,
+  trplLossSchema,
+  type ScoreCenteringSpec,
+  type ScoreCenteringWeight,
+} from './topk-schema.js';
 import type { StackName } from './stack-metrics.js';
 import { atLeastOne, correctionSpecSchema, nonNegative, positive } from './correction-schema.js';
 
@@ -309,6 +314,10 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
       `${where}: "slime" compares ℓold with ℓθ and bypass mode has no ℓold; the default form "deepseek" is slime's --use-rollout-logprobs form there`,
     );
   }
+  const scoreCentering =
+    c.scoreCentering?.form === 'vime' && c.scoreCentering.weight === undefined
+      ? { ...c.scoreCentering, weight: vimeWeightOf(correction, prefix) }
+      : c.scoreCentering;
   return {
     advantage: c.advantage,
     correction,
@@ -319,9 +328,25 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     mode: c.mode,
     mismatchPenalty: c.mismatchPenalty,
     ...(c.proxLogp != null ? { proxLogp: c.proxLogp } : {}),
-    ...(c.scoreCentering !== null ? { scoreCentering: c.scoreCentering } : {}),
+    ...(scoreCentering !== null ? { scoreCentering } : {}),
     ...(c.exactOnPolicyRatio ? { exactOnPolicyRatio: true } : {}),
   };
+}
+
+/**
+ * The IS rule of score centering's `vime` form from the correction chain, as vime's
+ * `get_score_centering_is_config` takes it from `--use-tis` (vllm-project/vime 2b83ea2
+ * vime/utils/score_centering.py l.17–38): no correction → `one`; token `tis` → `clamp` [lo, C];
+ * token `icepop` → `band` [lo, hi]. Any other chain cannot weight the head and the tail, a `UsageError`.
+ */
+function vimeWeightOf(chain: readonly CorrectionSpec[], prefix: string): ScoreCenteringWeight {
+  const only = chain.length === 1 ? chain[0]! : undefined;
+  if (only?.name === 'none') return { rule: 'one' };
+  if (only?.name === 'tis') return { rule: 'clamp', lo: only.lo ?? 0, hi: only.C };
+  if (only?.name === 'icepop' && only.level === 'token') return { rule: 'band', lo: only.lo, hi: only.hi };
+  throw new UsageError(
+    `${prefix}.scoreCentering.form: 'vime' weights the sampler's head by the correction's token rule, which only a single none, tis or token-level icepop stage has; got correction [${chain.map((s) => s.name).join(', ')}] (give ${prefix}.scoreCentering.weight explicitly)`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

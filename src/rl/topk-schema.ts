@@ -24,14 +24,30 @@ export const trplLossSchema = z.strictObject({
   sampledOld: z.enum(['default', 'rollout']).default('default'),
 });
 
-/** zod schema of `config.scoreCentering` (prime-rl score centering, two forms). */
+/**
+ * The token-level IS rule w(r) the `vime` form applies to the head ratios p/q and the tail ratio 1/ρ
+ * (vime `importance_weights(ratio, mode, low, high)`): `one` w = 1 (no IS), `clamp` w = min(hi, max(lo, r))
+ * (TIS), `band` w = r·1[lo ≤ r ≤ hi] (IcePop).
+ */
+export const scoreCenteringWeightSchema = z.discriminatedUnion('rule', [
+  z.strictObject({ rule: z.literal('one') }),
+  z.strictObject({ rule: z.literal('clamp'), lo: nonNegative(), hi: positive() }),
+  z.strictObject({ rule: z.literal('band'), lo: nonNegative(), hi: positive() }),
+]);
+
+/** One of the rules of {@link scoreCenteringWeightSchema}. */
+export type ScoreCenteringWeight = z.output<typeof scoreCenteringWeightSchema>;
+
+/** zod schema of `config.scoreCentering` (prime-rl's two forms and vime's IS-weighted one). */
 export const scoreCenteringSpecSchema = z.strictObject({
-  form: z.enum(['proportional-tail', 'ipo']).default('proportional-tail'),
+  form: z.enum(['proportional-tail', 'ipo', 'vime']).default('proportional-tail'),
   eps: nonNegative().default(0.3),
   maxRatio: z
     .number()
     .gte(1, { error: (iss) => `must be >= 1, got ${String(iss.input)}` })
     .default(1e4),
+  /** `vime` only: the IS rule; absent, resolveConfig takes it from the correction chain. */
+  weight: scoreCenteringWeightSchema.optional(),
 });
 
 /** Resolved score-centering spec. */

@@ -182,10 +182,128 @@ describe('score centering (prime-rl score_centering.py @349283d; loss.py IPOLoss
     expect(capped.gradTopkLogpTheta![1]).toBeCloseTo(-1.5 * 0.1, 15); // q·min(5, 1)
   });
 
+  /**
+   * One token, q = (0.5, 0.1) and p = (0.45, 0.3) on a head of 2 of 4 ids: ratios p/q 0.9 and 3, ρ = 0.4/0.25 =
+   * 1.6; the sampled token is id 0 (ratio 0.9, kept by every band below).
+   */
+  const vimeBatch = (): EstimateBatch => ({
+    shape: { B: 1, T: 1 },
+    logpTheta: Float64Array.of(Math.log(0.45)),
+    logpOld: Float64Array.of(Math.log(0.45)),
+    logpRollout: Float64Array.of(Math.log(0.5)),
+    mask: Float64Array.of(1),
+    advantages: Float64Array.of(2),
+    topk: {
+      K: 2,
+      vocabSize: 4,
+      ids: Int32Array.of(0, 1),
+      logpRollout: Float64Array.of(Math.log(0.5), Math.log(0.1)),
+      logpTheta: Float64Array.of(Math.log(0.45), Math.log(0.3)),
+    },
+  });
+
+  it('vime form (vime score_centering.py @2b83ea2): coef = q·w(p/q) − ρ·w(1/ρ)·p, TIS clamp and IcePop band by hand', () => {
+    // TIS C = 2: w = (0.9, 2), α = 1.6·w(0.625) = 1 → coef = (0.45 − 0.45, 0.2 − 0.3) = (0, −0.1); gradient A·coef
+    const tis = estimate(
+      vimeBatch(),
+      resolveConfig({ loss: { name: 'reinforce' }, correction: { name: 'tis' }, scoreCentering: { form: 'vime' } }),
+    );
+    expect(tis.gradTopkLogpTheta![0]).toBeCloseTo(0, 15);
+    expect(tis.gradTopkLogpTheta![1]).toBeCloseTo(2 * -0.1, 15);
+    expect(tis.metrics['actor/score_centering/tail_ratio']).toBeCloseTo(1.6, 15);
+    // IcePop [0.5, 2]: the ratio 3 is outside the band, w = 0 → coef = (0, −0.3)
+    const ice = estimate(
+      vimeBatch(),
+      resolveConfig({
+        loss: { name: 'reinforce' },
+        correction: { name: 'icepop', lo: 0.5, hi: 2 },
+        scoreCentering: { form: 'vime' },
+      }),
+    );
+    expect(ice.gradTopkLogpTheta![0]).toBeCloseTo(0, 15);
+    expect(ice.gradTopkLogpTheta![1]).toBeCloseTo(2 * -0.3, 15);
+  });
+
+  it('vime form without a correction is the proportional tail bit for bit', () => {
+    const batch = topkBatch(11, 2, 3, 9, 4, 0.4);
+    const a = estimate(batch, resolveConfig({ loss: { name: 'reinforce' }, scoreCentering: {} }));
+    const b = estimate(batch, resolveConfig({ loss: { name: 'reinforce' }, scoreCentering: { form: 'vime' } }));
+    expect(Array.from(b.gradTopkLogpTheta!)).toEqual(Array.from(a.gradTopkLogpTheta!));
+    expect(b.loss).toBe(a.loss);
+  });
+
+  it('vime form over the whole vocabulary: the logit gradient is exactly A·Σ_v q_v·w(p_v/q_v)·∇ℓ_v (the tail term cancels)', () => {
+    const u = lcg(5);
+    const mu = logDist(u, 6, 2);
+    const pi = logDist(u, 6, 2);
+    const batch: EstimateBatch = {
+      shape: { B: 1, T: 1 },
+      logpTheta: Float64Array.of(pi[0]!),
+      logpOld: Float64Array.of(pi[0]!),
+      logpRollout: Float64Array.of(mu[0]!),
+      mask: Float64Array.of(1),
+      advantages: Float64Array.of(1.5),
+      topk: {
+        K: 6,
+        vocabSize: 6,
+        ids: Int32Array.of(0, 1, 2, 3, 4, 5),
+        logpRollout: Float64Array.from(mu),
+        logpTheta: Float64Array.from(pi),
+      },
+    };
+    const r = estimate(
+      batch,
+      resolveConfig({
+        loss: { name: 'reinforce' },
+        correction: { name: 'tis', C: 1.2 },
+        scoreCentering: { form: 'vime' },
+      }),
+    );
+    const p = pi.map(Math.exp);
+    // through log-softmax: dℓ_j/dz_v = δ_jv − p_v; the sampled token's own gradient is not part of the term
+    const logit = (g: readonly number[]) => p.map((pv, v) => g[v]! - pv * g.reduce((a, x) => a + x, 0));
+    const got = logit(Array.from(r.gradTopkLogpTheta!));
+    const want = logit(mu.map((lq, v) => 1.5 * Math.exp(lq) * Math.min(1.2, Math.exp(pi[v]! - lq))));
+    for (let v = 0; v < 6; v++) expect(got[v]).toBeCloseTo(want[v]!, 14);
+  });
+
+  it('vime form takes its rule from the correction chain, or refuses one it cannot weight', () => {
+    expect(
+      resolveConfig({ correction: { name: 'tis', C: 3 }, scoreCentering: { form: 'vime' } }).scoreCentering?.weight,
+    ).toEqual({ rule: 'clamp', lo: 0, hi: 3 });
+    expect(
+      resolveConfig({ correction: { name: 'icepop' }, scoreCentering: { form: 'vime' } }).scoreCentering?.weight,
+    ).toEqual({ rule: 'band', lo: 0.5, hi: 5 });
+    expect(resolveConfig({ scoreCentering: { form: 'vime' } }).scoreCentering?.weight).toEqual({ rule: 'one' });
+    const explicit = { rule: 'clamp', lo: 0.1, hi: 4 } as const;
+    expect(
+      resolveConfig({
+        correction: [{ name: 'tis' }, { name: 'icepop' }],
+        scoreCentering: { form: 'vime', weight: explicit },
+      }).scoreCentering?.weight,
+    ).toEqual(explicit);
+    expect(() =>
+      resolveConfig({ correction: [{ name: 'tis' }, { name: 'icepop' }], scoreCentering: { form: 'vime' } }),
+    ).toThrow(
+      /^config\.scoreCentering\.form: 'vime' weights the sampler's head by the correction's token rule.*got correction \[tis, icepop\]/,
+    );
+    expect(() => resolveConfig({ correction: { name: 'seq-tis' }, scoreCentering: { form: 'vime' } })).toThrow(
+      /got correction \[seq-tis\]/,
+    );
+  });
+
   it.each([
     [{ loss: { name: 'reinforce' }, scoreCentering: {} }],
     [{ loss: { name: 'ppo-clip' }, correction: { name: 'tis' }, scoreCentering: { form: 'ipo' } }],
     [{ loss: { name: 'cispo' }, aggregation: 'seq-mean-token-sum', scoreCentering: {} }],
+    [{ loss: { name: 'ppo-clip' }, correction: { name: 'tis' }, scoreCentering: { form: 'vime' } }],
+    [
+      {
+        loss: { name: 'reinforce' },
+        correction: { name: 'icepop', lo: 0.7, hi: 1.4 },
+        scoreCentering: { form: 'vime' },
+      },
+    ],
   ])('gradient against central differences: %j', (raw) => {
     fdCheckTopk(topkBatch(7, 3, 4, 9, 4, 0.4), raw, 1e-6, 1e-6);
   });
