@@ -13,7 +13,8 @@ export type RoundingMode =
   | 'rha'
   /**
    * Round to nearest, ties toward zero (the smaller magnitude): ModelOpt's `MXFP4QTensor` E2M1 cast,
-   * `ord = Σ (|x| − bounds) > 0` over the midpoints, counts only the midpoints strictly below |x|.
+   * `ord = Σ (|x| − bounds) > 0` over the midpoints, counts only the midpoints strictly below |x|
+   * (NVIDIA/Model-Optimizer@a2fbac7 modelopt/torch/quantization/qtensor/mxfp4_tensor.py lines 46–53).
    */
   | 'rhz'
   /**

@@ -85,8 +85,9 @@ export interface MxScaleRule {
   readonly exponent: Pow2Rounding;
   /**
    * How the roundings other than `floor` form `s = amax / max_elem` in float32: `reciprocal` = `fl(amax · fl(1/max))`
-   * (TE/torchao RCEIL), `divide` = `fl(amax / max)` (ModelOpt `MXFP4QTensor` and its CUDA fake quant
-   * `compute_scale_e8m0_NV`). @defaultValue 'reciprocal' for `ceil-bits`, else 'divide'
+   * (TE/torchao RCEIL), `divide` = `fl(amax / max)` (ModelOpt `MXFP4QTensor`, mxfp4_tensor.py line 73, and its
+   * CUDA fake quant `compute_scale_e8m0_NV`, tensor_quant_mx.cu line 114, NVIDIA/Model-Optimizer@a2fbac7).
+   * @defaultValue 'reciprocal' for `ceil-bits`, else 'divide'
    */
   readonly ratio?: 'reciprocal' | 'divide';
   /**
@@ -242,7 +243,8 @@ export interface QuantSpec {
   /**
    * A scaled element that is exactly ±0 before the cast: kept; −0 made +0 (`positive`: TE's NVFP4 reference
    * tests `x >= 0.0` first); or +0 made −0 (`negative`: ModelOpt `MXFP4QTensor` `cast_fp4` sets the sign bit
-   * `(2 − sign(x)) // 2`, which is 1 for sign(±0) = 0). @defaultValue 'keep'
+   * `(2 − sign(x)) // 2`, which is 1 for sign(±0) = 0; NVIDIA/Model-Optimizer@a2fbac7
+   * modelopt/torch/quantization/qtensor/mxfp4_tensor.py line 48). @defaultValue 'keep'
    */
   readonly negativeZero?: 'keep' | 'positive' | 'negative';
 }
