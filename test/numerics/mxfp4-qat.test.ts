@@ -1,7 +1,8 @@
 // The MXFP4 QAT presets against hand vectors from their cited lines (ModelOpt@a2fbac7 mxfp4_tensor.py lines 38–81;
 // tensor_quant_mx.cu lines 36–55, 105–137 and tensor_quant_mx.h lines 104–141; ISEEKYAN/Megatron-LM@22b9a50
 // mxfp4.py lines 43–89), which scripts/mxfp4-qat-check.ts also checks against ModelOpt's own file run in torch;
-// and the routed-expert QAT plans: matched rules give k3 exactly 0, the OCP floor rule on the trainer k3 > 0.
+// and the routed-expert QAT plans: matched rules give k3 exactly 0, the OCP floor rule on the trainer k3 > 0, and
+// ModelOpt's CUDA fake quant against its export k3 > 0 once the masters are BF16-valued (E2M1 ties).
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -134,5 +135,28 @@ describe('routed-expert MXFP4 QAT plans', () => {
 
   it('mxfp4-qat-experts-ocp-floor: the OCP scale rule on the trainer, k3 > 0', () => {
     expect(probe('mxfp4-qat-experts-ocp-floor').k3).toBeGreaterThan(0);
+  });
+
+  it('BF16-valued masters (as verl trains them): the E2M1 ties appear, verl-cuda k3 > 0, matched still exactly 0', () => {
+    const bf16Policy = createArPolicy(
+      arConfig({
+        vocabSize: task.vocabSize,
+        maxLen: task.promptLength + 6,
+        moe: { experts: 4, topK: 2, auxCoeff: 0.01 },
+      }),
+      6,
+    );
+    const d = bf16Policy.params.data;
+    for (let i = 0; i < d.length; i++) d[i] = round('bf16', d[i] as number, { profile: 'ieee' });
+    const run = (name: string) =>
+      arMismatchProbe(bf16Policy, {
+        plan: resolvePlan(JSON.parse(readFileSync(`sims/plans/${name}.json`, 'utf8')) as PlanData),
+        length: 6,
+        prompts: task.trainProblems(4, 6).map((q) => [...q.prompt]),
+        seed: 6,
+      }).diagnostics;
+    const matched = run('mxfp4-qat-experts-matched');
+    expect([matched.k1, matched.k3, matched.maxAbsDelta]).toEqual([0, 0, 0]);
+    expect(run('mxfp4-qat-experts-verl-cuda').k3).toBeGreaterThan(0);
   });
 });
