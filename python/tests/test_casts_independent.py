@@ -79,6 +79,8 @@ def reference_round(fmt, x, mode, rbits):
         up = (frac > 0.5) | ((frac == 0.5) & odd)
     elif mode == "rha":
         up = frac >= 0.5
+    elif mode == "rhz":
+        up = frac > 0.5
     elif mode == "rtz":
         up = np.zeros_like(ok)
     else:

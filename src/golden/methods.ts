@@ -68,7 +68,7 @@ export function castJson(params: CastParams): { format: string; profile: string;
     throw new UsageError(`profile: '${profile.name}' does not apply to format '${format.name}'`);
   const mode = params.mode ?? profile.mode;
   if (!roundingModes.includes(mode) || mode === 'stochastic')
-    throw new UsageError(`mode: expected rne, rtz or rha, got '${mode}'`);
+    throw new UsageError(`mode: expected rne, rtz, rha or rhz, got '${mode}'`);
   return {
     format: format.name,
     profile: profile.name,

@@ -62,7 +62,13 @@ export function formatTableMarkdown(): string {
 export function profileTableMarkdown(): string {
   const rows = profileCoverage().map(({ profile, format, rules }) => {
     const codes = edgeCodes(format, rules);
-    const ties = { rne: 'RNE', rha: 'ties away', rtz: 'toward zero', stochastic: 'stochastic' }[profile.mode];
+    const ties = {
+      rne: 'RNE',
+      rha: 'ties away',
+      rhz: 'ties toward zero',
+      rtz: 'toward zero',
+      stochastic: 'stochastic',
+    }[profile.mode];
     const quirks = rules.rawRanges.map(
       (r) =>
         `[${r.lo}, ${r.hi}) → ${outcome(format, rawRangeCodes(format, r, codes))}${r.to === 'up' ? ' (rne only)' : ''}`,

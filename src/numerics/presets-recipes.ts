@@ -1,5 +1,6 @@
 // Quantizer presets of the 2026 low-precision RL recipes: NVFP4 4over6 (TransformerEngine, FlashInfer), row-scaled
-// (per-token) NVFP4, MXFP8 as NeMo-RL's reshard stores it, and INT4 fake QAT (Megatron/miles). Registered in presets.ts; QuantSpec data only.
+// (per-token) NVFP4, MXFP8 as NeMo-RL's reshard stores it, INT4 and MXFP4 fake QAT (Megatron/miles, ModelOpt, Megatron
+// Lite). Registered in presets.ts; QuantSpec data only.
 
 import type { QuantPreset, QuantPresetParams } from './preset-types.js';
 
@@ -103,6 +104,62 @@ export const lowPrecisionRecipePresets = Object.freeze({
       scaling: 'divide',
       mode: 'rne',
       amaxNan: 'propagate',
+    }),
+  },
+  'modelopt-mxfp4-qtensor': {
+    description:
+      "MXFP4 as ModelOpt's MXFP4QTensor.quantize encodes it (the weights verl's QAT exporter hands the rollout engine, verl #7895): E8M0 = ceil of the float32 log2 of amax/6, E2M1 elements with ties toward zero, an exact zero stored as −0",
+    source:
+      'NVIDIA/Model-Optimizer@a2fbac7 modelopt/torch/quantization/qtensor/mxfp4_tensor.py lines 38–81 MXFP4QTensor.quantize (cast_fp4 lines 46–53: sign_bit = (2 − sign(x)) // 2, ord = Σ (|x| − E2M1_bounds) > 0; scale lines 72–77); verl #7895 (routed experts mlp.experts.linear_fc1/fc2 only)',
+    formula:
+      's = fl(amax/6); e = max(⌈fl(log2 s)⌉, −127) (log2 rounded to float32 first: s a few ulps above 2^k with |k| ≥ 5 gives e = k and saturates the block max to 6); q = E2M1 of fl(x·2^-e), ties toward zero, > 5 → 6; a scaled ±0 → −0 (code 0x8); dequantized q·2^e',
+    params: ['block'],
+    defaultBlock: 32,
+    build: (p) => ({
+      name: 'modelopt-mxfp4-qtensor',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 32) },
+      scale: { kind: 'mx', exponent: 'exp2-ceil-log2', ratio: 'divide' },
+      profile: 'satfinite',
+      mode: 'rhz',
+      negativeZero: 'negative',
+      amaxNan: 'propagate',
+    }),
+  },
+  'megatron-lite-mxfp4-qat': {
+    description:
+      "MXFP4 weight-only fake quantization for QAT as Megatron Lite's primitive runs it (ISEEKYAN/Megatron-LM #127): the scale and E2M1 rounding of ModelOpt's MXFP4QTensor (rollout-aligned), the zero's sign kept, straight-through backward",
+    source:
+      'ISEEKYAN/Megatron-LM@22b9a50 experimental/lite/megatron/lite/primitive/quantization/mxfp4.py lines 43–66 mx_shared_scale_exponent (descale = amax/6, ceil(maximum(log2, −127))), lines 74–89 e2m1_round_index (bucketize right=False: ties down); @0270b07 quantization/qat.py _e2m1_qdq (sign(x)·level), _mxfp4_fake_quantize_weight (block 32, w_hat = qdq(w/2^e)·2^e), _FloatFakeQuantSTE',
+    formula:
+      'as modelopt-mxfp4-qtensor, except that the dequantized value keeps the sign of x: sign(x)·level, so a scaled ±0 stays ±0 (the exported code of an exact zero is −0); dequantized q·2^e',
+    params: ['block'],
+    defaultBlock: 32,
+    build: (p) => ({
+      name: 'megatron-lite-mxfp4-qat',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 32) },
+      scale: { kind: 'mx', exponent: 'exp2-ceil-log2', ratio: 'divide' },
+      profile: 'satfinite',
+      mode: 'rhz',
+      amaxNan: 'propagate',
+    }),
+  },
+  'modelopt-mxfp4-fake-cuda': {
+    description:
+      "MXFP4 fake quantization as ModelOpt's TensorQuantizer runs it on the GPU (dynamic block quant, cuda_ext_mx fused_amax_convert; the trainer side of verl #7895): E8M0 = the exact ceiling of log2 fl(amax/6) read from its bits, E2M1 round to nearest even",
+    source:
+      'NVIDIA/Model-Optimizer@a2fbac7 modelopt/torch/kernels/quantization/gemm/tensor_quant_mx.cu lines 105–137 compute_scale_e8m0_NV, 140–156 compute_scale, 36–55 quantize, 239–294 amax_and_convert_kernel; tensor_quant_mx.h lines 104–141 round_to_even, convert_to_table_types; modelopt/torch/quantization/tensor_quant.py lines 157–196 _dynamic_block_quantize_impl',
+    formula:
+      's = fl(amax/6) (RNE division); e = field − 126 when the mantissa is nonzero, else field − 127 (⌈log2 s⌉ exact); q = E2M1 of fl(|x|·2^-e), RNE, saturating; dequantized q·2^e with the sign of x (amax 0, ±Inf or NaN: the kernel uses scale 1, here 2^-127 resp. NaN — the same zeros for a zero block)',
+    params: ['block'],
+    defaultBlock: 32,
+    build: (p) => ({
+      name: 'modelopt-mxfp4-fake-cuda',
+      format: 'e2m1',
+      granularity: { kind: 'group', size: blockOf(p, 32) },
+      scale: { kind: 'mx', exponent: 'ceil-bits', ratio: 'divide' },
+      profile: 'satfinite',
     }),
   },
 } as const satisfies Record<string, QuantPreset>);

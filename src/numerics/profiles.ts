@@ -12,6 +12,12 @@ export type RoundingMode =
   /** Round to nearest, ties away from zero. */
   | 'rha'
   /**
+   * Round to nearest, ties toward zero (the smaller magnitude): ModelOpt's `MXFP4QTensor` E2M1 cast,
+   * `ord = Σ (|x| − bounds) > 0` over the midpoints, counts only the midpoints strictly below |x|
+   * (NVIDIA/Model-Optimizer@a2fbac7 modelopt/torch/quantization/qtensor/mxfp4_tensor.py lines 46–53).
+   */
+  | 'rhz'
+  /**
    * Stochastic rounding with 32 caller-supplied random bits r ∈ [0, 2^32): round the magnitude
    * up iff ⌊frac·2^32⌋ + r ≥ 2^32, where frac ∈ [0, 1) is the distance to the lower neighbour in
    * units of the target's quantum. P(up) = ⌊frac·2^32⌋/2^32.
@@ -19,7 +25,7 @@ export type RoundingMode =
   | 'stochastic';
 
 /** Every rounding mode name. */
-export const roundingModes: readonly RoundingMode[] = Object.freeze(['rne', 'rtz', 'rha', 'stochastic']);
+export const roundingModes: readonly RoundingMode[] = Object.freeze(['rne', 'rtz', 'rha', 'rhz', 'stochastic']);
 
 /**
  * What an out-of-range result becomes: `saturate` = ±maxFinite (sign kept); `inf` = ±Inf when the

@@ -84,6 +84,13 @@ export interface MxScaleRule {
   readonly kind: 'mx';
   readonly exponent: Pow2Rounding;
   /**
+   * How the roundings other than `floor` form `s = amax / max_elem` in float32: `reciprocal` = `fl(amax · fl(1/max))`
+   * (TE/torchao RCEIL), `divide` = `fl(amax / max)` (ModelOpt `MXFP4QTensor`, mxfp4_tensor.py line 73, and its
+   * CUDA fake quant `compute_scale_e8m0_NV`, tensor_quant_mx.cu line 114, NVIDIA/Model-Optimizer@a2fbac7).
+   * @defaultValue 'reciprocal' for `ceil-bits`, else 'divide'
+   */
+  readonly ratio?: 'reciprocal' | 'divide';
+  /**
    * The E8M0 byte 0 (scale 2^-127, what an all-zero block gets) after the elements are cast: `keep`, or
    * `one` = stored as byte 1 (2^-126), NeMo-RL's receiver-side BF16 → MXFP8 reshard (`scale == 0 → 1`).
    * The elements are not recast: a zero block still decodes to 0, a nonzero block with byte 0 decodes
@@ -227,14 +234,19 @@ export interface QuantSpec {
   readonly clamp?: PreCastClamp;
   /** Cast profile of float element formats. @defaultValue 'satfinite' */
   readonly profile?: CastProfileName | CastProfile;
-  /** Rounding mode (float: the profile's by default; integer: `rne`, `rtz` or `rha`). */
+  /** Rounding mode (float: the profile's by default; integer: `rne`, `rtz`, `rha` or `rhz`). */
   readonly mode?: RoundingMode;
   /** Integer formats: NaN becomes the format's minimum (ONNX Runtime) or 0 (PTX `cvt.rni.sat`). @defaultValue 'min' */
   readonly intNan?: 'min' | 'zero';
   /** Whether a NaN element makes amax/min/max NaN (`torch.amax`) or is skipped (CUDA `fmaxf`). @defaultValue 'ignore' */
   readonly amaxNan?: 'ignore' | 'propagate';
-  /** A scaled element that is exactly −0 before the cast: kept, or made +0 (TE's NVFP4 reference tests `x >= 0.0` first). @defaultValue 'keep' */
-  readonly negativeZero?: 'keep' | 'positive';
+  /**
+   * A scaled element that is exactly ±0 before the cast: kept; −0 made +0 (`positive`: TE's NVFP4 reference
+   * tests `x >= 0.0` first); or +0 made −0 (`negative`: ModelOpt `MXFP4QTensor` `cast_fp4` sets the sign bit
+   * `(2 − sign(x)) // 2`, which is 1 for sign(±0) = 0; NVIDIA/Model-Optimizer@a2fbac7
+   * modelopt/torch/quantization/qtensor/mxfp4_tensor.py line 48). @defaultValue 'keep'
+   */
+  readonly negativeZero?: 'keep' | 'positive' | 'negative';
 }
 
 /** Explicit state of TransformerEngine delayed scaling (never hidden inside the quantizer). */
@@ -316,6 +328,8 @@ export function roundInt(v: number, mode: RoundingMode): number {
       return Math.trunc(v);
     case 'rha':
       return v < 0 ? -Math.floor(-v + 0.5) : Math.floor(v + 0.5);
+    case 'rhz':
+      return v < 0 ? -Math.ceil(-v - 0.5) : Math.ceil(v - 0.5);
     case 'stochastic':
       throw new Error("mode: 'stochastic' is not supported for integer formats");
   }

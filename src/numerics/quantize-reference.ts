@@ -74,6 +74,7 @@ function nanWithBits(bits: number): number {
  *   p = clamp(p, ±max)                      // spec.clamp
  *   p = NaN ? x86 SSE NaN (x's, else f's, else the default −NaN) : p
  *   p = −0 → +0                              // spec.negativeZero 'positive'
+ *   p = +0 → −0                              // spec.negativeZero 'negative'
  *   q = float: encode(p) with the cast profile; int: sat(round(p) + zp_c), NaN → intNan
  * ```
  *
@@ -122,6 +123,7 @@ export function quantizeReference(
               : 0xffc00000,
         );
       if (Object.is(p, -0) && (spec.negativeZero ?? 'keep') === 'positive') p = 0;
+      if (Object.is(p, 0) && spec.negativeZero === 'negative') p = -0;
       scaled[i] = p;
     }
   }

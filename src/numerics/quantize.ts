@@ -263,8 +263,11 @@ function quantizeWith(
     }
   }
   if (fmt.kind === 'int') return quantizedTensor(spec, rows, cols, (ints as IntRunSettings).out, params, layout.shape);
-  if ((spec.negativeZero ?? 'keep') === 'positive') {
+  const zeroRule = spec.negativeZero ?? 'keep';
+  if (zeroRule === 'positive') {
     for (let i = 0; i < n; i++) if (scaledBits[i] === 0x80000000) scaledBits[i] = 0;
+  } else if (zeroRule === 'negative') {
+    for (let i = 0; i < n; i++) if (scaledBits[i] === 0) scaledBits[i] = 0x80000000;
   }
   let codesDst: Uint8Array | undefined;
   if (transient && fmt.bits <= 8) {

@@ -149,6 +149,7 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
       : 0x7fffffff;
   const rne = mode === 'rne';
   const rha = mode === 'rha';
+  const rhz = mode === 'rhz';
   const subnormalOut = new Float32Array(1);
   const subnormalBits = new Int32Array(subnormalOut.buffer);
   /** The float32 bits of x (bits `b`, a normal float32 below the format's min normal) rounded to the subnormal grid. */
@@ -161,7 +162,7 @@ function compileRounding(format: FloatFormat, profile: CastProfile, mode: Roundi
       q = m24 >>> sh;
       const rem = m24 & ((1 << sh) - 1);
       const half = 1 << (sh - 1);
-      if (rne ? rem > half || (rem === half && (q & 1) === 1) : rha && rem >= half) q++;
+      if (rne ? rem > half || (rem === half && (q & 1) === 1) : rha ? rem >= half : rhz && rem > half) q++;
     }
     if (q === 0) return b < 0 ? zeroNeg : zeroPos; // a format with zero: underflow gives the zero of ±0 input
     subnormalOut[0] = q * quantum; // exact: q ≤ 2^m

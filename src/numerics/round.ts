@@ -161,6 +161,8 @@ export function roundsUp(mode: RoundingMode, fl: number, frac: number, randomBit
       return frac > 0.5 || (frac === 0.5 && fl % 2 === 1);
     case 'rha':
       return frac >= 0.5;
+    case 'rhz':
+      return frac > 0.5;
     case 'rtz':
       return false;
     case 'stochastic': {

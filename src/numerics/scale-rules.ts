@@ -249,7 +249,8 @@ export const scaleRules: ScaleRuleTable = Object.freeze({
         if (!Number.isFinite(amax)) e = Number.NaN;
         else if (rule.exponent === 'floor') e = float32Exponent(amax) - fmt.emax;
         else {
-          const s = rule.exponent === 'ceil-bits' ? fr(amax * invMax) : fr(amax / fmt.maxFinite);
+          const ratio = rule.ratio ?? (rule.exponent === 'ceil-bits' ? 'reciprocal' : 'divide');
+          const s = ratio === 'reciprocal' ? fr(amax * invMax) : fr(amax / fmt.maxFinite);
           e = s > 0 ? pow2Exponent(s, rule.exponent) : -127;
         }
         if (Number.isNaN(e)) {

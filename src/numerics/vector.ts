@@ -108,7 +108,7 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
   const overflowStart =
     mode === 'rtz'
       ? ceilBits(format.maxFinite + ulp)
-      : mode === 'rha' || maxOdd
+      : mode === 'rha' || (mode === 'rne' && maxOdd)
         ? ceilBits(tie)
         : ceilBits(tie) + (Math.fround(tie) === tie ? 1 : 0);
   const overflowCodes = mode === 'rtz' ? codes.max : codes.overflow;
@@ -177,6 +177,8 @@ function compileKernel(format: FloatFormat, profile: CastProfile, mode: Rounding
           if (rem > half || (rem === half && (q & 1) === 1)) q++;
         } else if (mode === 'rha') {
           if (rem >= half) q++;
+        } else if (mode === 'rhz') {
+          if (rem > half) q++;
         }
       }
       if (q === 0) return neg ? underNeg : underPos;

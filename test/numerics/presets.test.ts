@@ -60,10 +60,11 @@ describe('power-of-two scale roundings', () => {
     expect(fma32(3, 5, 7)).toBe(22);
   });
 
-  it('roundInt: ties to even, toward zero, away from zero', () => {
+  it('roundInt: ties to even, toward zero, away from zero, ties toward zero', () => {
     expect([0.5, 1.5, 2.5, -0.5, -1.5, 3.5000002].map((v) => roundInt(v, 'rne') + 0)).toEqual([0, 2, 2, 0, -2, 4]);
     expect([2.7, -2.7].map((v) => roundInt(v, 'rtz'))).toEqual([2, -2]);
     expect([2.5, -2.5].map((v) => roundInt(v, 'rha'))).toEqual([3, -3]);
+    expect([2.5, -2.5, 2.5000002, -0.5, 0.7].map((v) => roundInt(v, 'rhz') + 0)).toEqual([2, -2, 3, 0, 1]);
   });
 });
 

@@ -255,7 +255,7 @@ describe('quantize (fast) equals quantizeReference bit for bit', () => {
     const x = new Float32Array(rows * cols);
     for (let r = 0; r < rows; r++)
       for (let c = 0; c < cols; c++) x[r * cols + c] = special[(c + 5 * r) % cols]! * (r === 3 ? 0.25 : 1);
-    for (const mode of ['rne', 'rtz', 'rha'] as const) {
+    for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
       for (const [format, zeroPoint] of [
         ['int8', 0],
         ['uint8', 128],

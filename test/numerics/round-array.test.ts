@@ -70,10 +70,10 @@ describe('roundArray equals fakeQuant bit for bit', () => {
   const wideInputs = edgeInputs();
   const narrowInputs = edgeInputs(false);
   it.each(coverage.map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
-    '%s/%s for rne, rtz and rha on every float32 bucket and the format edges',
+    '%s/%s for rne, rtz, rha and rhz on every float32 bucket and the format edges',
     (_p, _f, profile, format) => {
       const inputs = format.bits > 8 ? wideInputs : narrowInputs;
-      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
         const want = fakeQuant(format, inputs, { profile, mode });
         expectSameBits(`${profile.name}/${format.name}/${mode}`, roundArray(format, inputs, { profile, mode }), want);
         // Short calls of every length 1 … 65 (the scratch path and its hand-over to the views).
@@ -103,7 +103,7 @@ describe('roundArray equals fakeQuant bit for bit', () => {
         if (a === 0 || (a >= lo && a >= 0x00800000 && a <= hi)) keep.push(b);
       }
       const inputs = new Float32Array(Uint32Array.from(keep).buffer);
-      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
         const want = fakeQuant(format, inputs, { profile, mode });
         const kernel = roundingKernel(format, profile, mode);
         const got = new Float32Array(inputs.length);

@@ -180,7 +180,7 @@ describe('exhaustive over codes', () => {
         .filter((c) => decode(format, c) >= 0 && !Object.is(decode(format, c), -0))
         .sort((a, b) => decode(format, a) - decode(format, b));
       const stride = format.bits > 8 ? 97 : 1; // sample the 16-bit formats
-      for (const mode of ['rne', 'rha', 'rtz'] as const) {
+      for (const mode of ['rne', 'rha', 'rhz', 'rtz'] as const) {
         const enc = scalarEncoder(format, profile, mode);
         for (let i = 0; i + 1 < codes.length; i += stride) {
           const lo = codes[i] as number;
@@ -188,7 +188,7 @@ describe('exhaustive over codes', () => {
           const mid = (decode(format, lo) + decode(format, hi)) / 2;
           if (Math.fround(mid) !== mid) continue;
           const loMant = format.manBits === 0 ? 1 : lo & 1; // parity of the significand
-          const expectTie = mode === 'rtz' ? lo : mode === 'rha' ? hi : loMant === 0 ? lo : hi;
+          const expectTie = mode === 'rtz' || mode === 'rhz' ? lo : mode === 'rha' ? hi : loMant === 0 ? lo : hi;
           const negZero = format.hasNegZero && resolveRules(format, profile).negativeZero === 'keep';
           for (const sign of format.signed ? [1, -1] : [1]) {
             const s = (c: number) => (sign > 0 || (c === 0 && !negZero) ? c : c + format.signMask);
@@ -233,7 +233,7 @@ describe('properties', () => {
     ({ profile, format }, x, y) => {
       // Unsigned formats are monotone on their domain x ≥ 0 (negatives follow the `negative` rule).
       const [a, b] = (format.signed ? [x, y] : [Math.abs(x), Math.abs(y)]).sort((p, q) => p - q) as [number, number];
-      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
         const ra = decode(format, scalarEncoder(format, profile, mode)(a));
         const rb = decode(format, scalarEncoder(format, profile, mode)(b));
         if (Number.isNaN(ra) || Number.isNaN(rb)) continue;

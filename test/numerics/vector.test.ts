@@ -84,10 +84,10 @@ function expectSameCodes(label: string, got: ArrayLike<number>, want: (i: number
 describe('vector casts equal the scalar reference', () => {
   const inputs = [specialInputs(), randomInputs(1, 20000)];
   it.each(coverage.map((c) => [c.profile.name, c.format.name, c.profile, c.format] as const))(
-    '%s/%s for rne, rtz, rha and stochastic',
+    '%s/%s for rne, rtz, rha, rhz and stochastic',
     (_p, _f, profile, format) => {
       for (const src of inputs) {
-        for (const mode of ['rne', 'rtz', 'rha'] as const) {
+        for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
           const scalar = scalarEncoder(format, profile, mode);
           const codes = encodeArray(format, src, { profile, mode });
           expectSameCodes(`${mode}`, codes, (i) => scalar(src[i] as number), src.length);
@@ -133,7 +133,7 @@ describe('vector casts equal the scalar reference', () => {
       }
       const src = new Float32Array(Math.max(4096, inputs.length));
       src.set(inputs);
-      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
         const scalar = scalarEncoder(format, profile, mode);
         const codes = encodeArray(format, src, { profile, mode });
         expectSameCodes(mode, codes, (i) => scalar(src[i] as number), src.length);
@@ -174,7 +174,7 @@ describe('vector casts equal the scalar reference', () => {
         }
       }
       for (const src of inputs) patterns.push(...new Uint32Array(src.buffer, src.byteOffset, src.length));
-      for (const mode of ['rne', 'rtz', 'rha'] as const) {
+      for (const mode of ['rne', 'rtz', 'rha', 'rhz'] as const) {
         // (encodeBits may give a 32-bit code as a negative int32, as the Uint32Array it is stored in wraps it.)
         const enc = fastEncoder(format, profile, mode);
         const scalar = scalarEncoder(format, profile, mode);
