@@ -19,8 +19,8 @@ input JSON:  { "logpTheta", "logpOld", "logpRollout", "logpRef"?, "mask",
              probSqSum (Σ_v π(v)² per token, like mask) is needed by the advantage
              optimal_token_baseline only. topk { vocabSize, ids, logpRollout, logpTheta,
              tokens? } (3-D [B][T][K]: the engine's top-k ids and ℓ, the trainer's ℓ at them)
-             is read by loss trpl and config.scoreCentering; onPolicy (one 0/1 per sequence)
-             by config.exactOnPolicyRatio.
+             is read by losses trpl, dppo-topk-tv, dppo-topk-kl, config.scoreCentering and
+             config.topkKl; onPolicy (one 0/1 per sequence) by config.exactOnPolicyRatio.
 config:      { "advantage": { "name": "grpo" | "drgrpo" | "batch-std" | "optimal_token_baseline" | …, ... },
                "correction": { "name", ...params } | [ stage, stage, ... ],
                "loss": { "name": "ppo-clip" | "gspo" | "sapo" | "cispo" | "reinforce" | "tbpo", ... },

@@ -12,13 +12,14 @@ import { mismatchDiagnostics } from './diagnostics.js';
 import { stackMetrics } from './stack-metrics.js';
 import { kl as klTable } from './kl.js';
 import type { KlFn } from './kl.js';
-import { losses, type LossName, type LossParams, type LossTable } from './losses.js';
+import { losses, readsTopkLoss, type LossName, type LossParams, type LossTable } from './losses.js';
 import type { PolicyLossInput, PolicyLossValue } from './losses/loss.js';
 import type { AdvantageSpec, EstimateBatch, EstimateConfig } from './schema.js';
 import { parseEstimateInput } from './schema.js';
 import type { BatchShape, Estimate, MetricRecord } from './types.js';
 import { checkTopkBatch, type TopkBatch } from './topk.js';
 import { scoreCenteringTerm } from './losses/score-centering.js';
+import { topkKlTerm } from './losses/topk-kl.js';
 import { LOG_RATIO_BOUND, acceptRenamed, rowCounts } from './types.js';
 
 /** Everything `estimate` computes, in flat `(B, T)` form. */
@@ -285,18 +286,20 @@ export function exactOnPolicy(batch: EstimateBatch, config: Pick<EstimateConfig,
   return { ...batch, logpOld: pick(batch.logpOld), logpRollout: pick(batch.logpRollout) };
 }
 
-/** Refuses a config that reads the sampler's distribution (score centering, `trpl`) without `topk`. */
+/** Refuses a config that reads the sampler's distribution (score centering, top-k KL, `trpl`, `dppo-topk-*`) without `topk`. */
 export function requireTopk(
   topk: TopkBatch | undefined,
-  config: Pick<EstimateConfig, 'loss'> & Partial<Pick<EstimateConfig, 'scoreCentering'>>,
+  config: Pick<EstimateConfig, 'loss'> & Partial<Pick<EstimateConfig, 'scoreCentering' | 'topkKl'>>,
 ): void {
   if (topk !== undefined) return;
-  if (config.loss.name === 'trpl')
+  if (readsTopkLoss(config.loss.name))
     throw new UsageError(
-      "topk: required by config.loss.name 'trpl' (the rollout engine's top-k ids and ℓ per position)",
+      `topk: required by config.loss.name '${config.loss.name}' (the rollout engine's top-k ids and ℓ per position)`,
     );
   if (config.scoreCentering != null)
     throw new UsageError("topk: required by config.scoreCentering (the rollout engine's top-k ids and ℓ per position)");
+  if (config.topkKl != null)
+    throw new UsageError("topk: required by config.topkKl (the rollout engine's top-k ids and ℓ per position)");
 }
 
 /**
@@ -379,7 +382,7 @@ function runLoss<K extends LossName>(
 export function policyObjective(
   given: ObjectiveInput,
   config: Pick<EstimateConfig, 'loss' | 'aggregation' | 'kl'> &
-    Partial<Pick<EstimateConfig, 'mismatchPenalty' | 'scoreCentering'>>,
+    Partial<Pick<EstimateConfig, 'mismatchPenalty' | 'scoreCentering' | 'topkKl'>>,
 ): Estimate<ObjectiveValue> {
   const input = acceptRenamed(given, { mask: 'lossMask' });
   requireTopk(input.topk, config);
@@ -428,6 +431,30 @@ export function policyObjective(
     gradTopk = gradTopk.map((g, j) => g + sc.value.gradTopk[j]!);
     centering = aggregate(c, sc.value.tokenTerm);
     metrics['actor/score_centering_loss'] = centering;
+  }
+  let topkKlLoss = 0;
+  if (config.topkKl != null && input.topk !== undefined && gradTopk !== undefined) {
+    // EMA-PG top-k KL(πθ, μ): + coef·(L1 + iw·L2) per denominator token, with the policy loss's coefficients c
+    const tk = config.topkKl;
+    const kl = topkKlTerm(
+      input.topk,
+      input.logpTheta,
+      input.logpThetaDetached,
+      input.logpRollout,
+      input.logpOld,
+      denominatorMask,
+      c.map((ck) => ck * tk.coef),
+      tk,
+    );
+    Object.assign(metrics, kl.metrics);
+    for (let k = 0; k < n; k++) {
+      if (denominatorMask[k] !== 1) continue;
+      tokenLoss[k] = tokenLoss[k]! + tk.coef * kl.value.tokenKl[k]!;
+      grad[k] = grad[k]! + kl.value.gradLogpTheta[k]!;
+    }
+    gradTopk = gradTopk.map((g, j) => g + kl.value.gradTopk[j]!);
+    metrics['actor/topk_kl_loss'] = aggregate(c, kl.value.tokenKl);
+    topkKlLoss = tk.coef * metrics['actor/topk_kl_loss'];
   }
 
   if (config.kl !== null) {
@@ -503,7 +530,7 @@ export function policyObjective(
   const penaltyLoss =
     config.mismatchPenalty != null ? config.mismatchPenalty.tau * metrics['actor/mismatch_penalty']! : 0;
   const loss = klApart
-    ? metrics['actor/pg_loss'] + centering + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']!
+    ? metrics['actor/pg_loss'] + centering + topkKlLoss + penaltyLoss + config.kl!.coef * metrics['actor/kl_loss']!
     : aggregate(c, tokenLoss);
   metrics['actor/loss'] = loss;
   return {

@@ -60,18 +60,24 @@ export {
 } from './correction/masks.js';
 
 // Policy losses: the table and its types; the loss contract and each family's parameters.
-export { losses, topkLossNames, type LossName, type LossParams, type LossTable } from './losses.js';
+export { losses, topkLossNames, readsTopkLoss, type LossName, type LossParams, type LossTable } from './losses.js';
 export { trpl, type TrplParams } from './losses/trpl.js';
+export { dppoTopkTv, dppoTopkKl, topkDivergence, type DppoTopkParams } from './losses/dppo-topk.js';
+export { topkKlTerm, type TopkKlParams, type TopkKlValue } from './losses/topk-kl.js';
 export { scoreCenteringTerm, type ScoreCenteringParams, type ScoreCenteringValue } from './losses/score-centering.js';
 
 // The sampler's distribution as the estimators read it (top-k ids, ℓμ, ℓθ at them).
 export { type TopkBatch, parseTopkInput, checkTopkBatch, slotCount } from './topk.js';
 export {
   trplLossSchema,
+  dppoTopkTvLossSchema,
+  dppoTopkKlLossSchema,
   scoreCenteringSpecSchema,
   scoreCenteringWeightSchema,
+  topkKlSpecSchema,
   type ScoreCenteringSpec,
   type ScoreCenteringWeight,
+  type TopkKlSpec,
 } from './topk-schema.js';
 export { type LossFn, type PolicyLossInput, type PolicyLossValue } from './losses/loss.js';
 export { type ClipParams, type PpoClipParams, type SapoParams, type TbpoParams } from './losses/ratio.js';

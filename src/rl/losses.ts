@@ -1,9 +1,10 @@
-// Policy losses: the table of the 14 losses by config name (ppo-clip, gspo, sapo, cispo, reinforce, tbpo, dppo-tv, dppo-kl, ipo, luspo, vespo, geo_mean, topr, trpl).
+// Policy losses: the table of the 16 losses by config name (ppo-clip, gspo, sapo, cispo, reinforce, tbpo, dppo-tv, dppo-kl, ipo, luspo, vespo, geo_mean, topr, trpl, dppo-topk-tv, dppo-topk-kl).
 // Not a loss itself (ratio surrogates: losses/ratio.ts; detached-coefficient losses: losses/score-function.ts) and not the correction or the aggregation.
 
 import type { NoParams } from './types.js';
 import type { LossFn } from './losses/loss.js';
 import { trpl, type TrplParams } from './losses/trpl.js';
+import { dppoTopkKl, dppoTopkTv, type DppoTopkParams } from './losses/dppo-topk.js';
 import {
   geoMean,
   gspo,
@@ -50,6 +51,8 @@ export interface LossParams {
   readonly geo_mean: ClipParams;
   readonly topr: ToprParams;
   readonly trpl: TrplParams;
+  readonly 'dppo-topk-tv': DppoTopkParams;
+  readonly 'dppo-topk-kl': DppoTopkParams;
 }
 
 /** Config name of a policy loss. */
@@ -78,7 +81,14 @@ export const losses = {
   geo_mean: geoMean,
   topr,
   trpl,
+  'dppo-topk-tv': dppoTopkTv,
+  'dppo-topk-kl': dppoTopkKl,
 } as const satisfies LossTable;
 
 /** The losses that read the batch's `topk` (the sampler's distribution; src/rl/topk.ts): refused without it. */
-export const topkLossNames: readonly LossName[] = ['trpl'];
+export const topkLossNames: readonly LossName[] = ['trpl', 'dppo-topk-tv', 'dppo-topk-kl'];
+
+/** True when the loss named `name` reads the batch's `topk` ({@link topkLossNames}). */
+export function readsTopkLoss(name: unknown): boolean {
+  return (topkLossNames as readonly unknown[]).includes(name);
+}

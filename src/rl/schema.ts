@@ -15,10 +15,14 @@ import type { BatchShape } from './types.js';
 import { stackMetricSets } from './stack-metrics.js';
 import { parseTopkInput, type TopkBatch } from './topk.js';
 import {
+  dppoTopkKlLossSchema,
+  dppoTopkTvLossSchema,
   scoreCenteringSpecSchema,
+  topkKlSpecSchema,
   trplLossSchema,
   type ScoreCenteringSpec,
   type ScoreCenteringWeight,
+  type TopkKlSpec,
 } from './topk-schema.js';
 import type { StackName } from './stack-metrics.js';
 import { atLeastOne, correctionSpecSchema, nonNegative, positive } from './correction-schema.js';
@@ -54,6 +58,7 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
       .gt(1, { error: (iss) => `must be > 1 or null, got ${String(iss.input)}` })
       .nullable()
       .default(null),
+    maxImportanceRatio: positive().optional(),
   }),
   z.strictObject({
     name: z.literal('gspo'),
@@ -113,6 +118,8 @@ export const lossSpecSchema = z.discriminatedUnion('name', [
     negativeWeight: nonNegative().default(1),
   }),
   trplLossSchema,
+  dppoTopkTvLossSchema,
+  dppoTopkKlLossSchema,
 ]);
 
 const aggregationNames = [
@@ -173,6 +180,7 @@ export const estimateConfigSchema = z.strictObject({
   mismatchPenalty: mismatchPenaltySpecSchema.nullable().default(null),
   proxLogp: proxLogpSpecSchema.nullable().optional(),
   scoreCentering: scoreCenteringSpecSchema.nullable().default(null),
+  topkKl: topkKlSpecSchema.nullable().default(null),
   exactOnPolicyRatio: z.boolean().default(false),
 });
 
@@ -214,6 +222,8 @@ export interface EstimateConfig {
   readonly proxLogp?: ProxLogpSpec | undefined;
   /** Score centering over the batch's `topk` (src/rl/losses/score-centering.ts), or null. @defaultValue null */
   readonly scoreCentering?: ScoreCenteringSpec | null | undefined;
+  /** EMA-PG top-k KL between πθ and the engine μ over the batch's `topk` (src/rl/losses/topk-kl.ts), or null. @defaultValue null */
+  readonly topkKl?: TopkKlSpec | null | undefined;
   /** prime-rl `exact_on_policy_ratio`: rows with `onPolicy` 1 take ℓold = ℓroll = sg ℓθ. @defaultValue false */
   readonly exactOnPolicyRatio?: boolean | undefined;
 }
@@ -329,6 +339,7 @@ export function resolveConfig(raw: unknown, prefix = 'config'): EstimateConfig {
     mismatchPenalty: c.mismatchPenalty,
     ...(c.proxLogp != null ? { proxLogp: c.proxLogp } : {}),
     ...(scoreCentering !== null ? { scoreCentering } : {}),
+    ...(c.topkKl !== null ? { topkKl: c.topkKl } : {}),
     ...(c.exactOnPolicyRatio ? { exactOnPolicyRatio: true } : {}),
   };
 }

@@ -1,4 +1,4 @@
-// zod schemas of the estimators that read the sampler's distribution (TRPL, score centering) and of the
+// zod schemas of the estimators that read the sampler's distribution (TRPL, DPPO top-k, score centering) and of the
 // exact on-policy ratio; registered in schema.ts. Not the estimators (losses/trpl.ts, losses/score-centering.ts).
 
 import { z } from 'zod';
@@ -23,6 +23,18 @@ export const trplLossSchema = z.strictObject({
     .default(24),
   sampledOld: z.enum(['default', 'rollout']).default('default'),
 });
+
+const dppoTopkFields = {
+  epsLow: nonNegative().default(0.15),
+  epsHigh: nonNegative().default(0.15),
+  c: positive().default(20),
+};
+
+/** zod schema of the `dppo-topk-tv` loss (TRL `DPPOConfig` defaults: epsilon = epsilon_high = 0.15, clip_ratio_c 20). */
+export const dppoTopkTvLossSchema = z.strictObject({ name: z.literal('dppo-topk-tv'), ...dppoTopkFields });
+
+/** zod schema of the `dppo-topk-kl` loss (the same TRL defaults; the paper suggests 0.05 for KL). */
+export const dppoTopkKlLossSchema = z.strictObject({ name: z.literal('dppo-topk-kl'), ...dppoTopkFields });
 
 /**
  * The token-level IS rule w(r) the `vime` form applies to the head ratios p/q and the tail ratio 1/ρ
@@ -49,6 +61,17 @@ export const scoreCenteringSpecSchema = z.strictObject({
   /** `vime` only: the IS rule; absent, resolveConfig takes it from the correction chain. */
   weight: scoreCenteringWeightSchema.optional(),
 });
+
+/** zod schema of `config.topkKl` (EMA-PG top-k KL; ema-pg verl actor config defaults). */
+export const topkKlSpecSchema = z.strictObject({
+  type: z.enum(['full_reverse', 'full_forward']).default('full_reverse'),
+  coef: nonNegative().default(0.001),
+  tailSampling: z.boolean().default(true),
+  iw: z.boolean().default(false),
+});
+
+/** Resolved top-k KL spec. */
+export type TopkKlSpec = z.output<typeof topkKlSpecSchema>;
 
 /** Resolved score-centering spec. */
 export type ScoreCenteringSpec = z.output<typeof scoreCenteringSpecSchema>;

@@ -3,6 +3,7 @@
 // `onPolicy` shaped like a generated batch. Not the batch generator (arbitraries.ts).
 
 import fc from 'fast-check';
+import { readsTopkLoss } from '../rl/losses.js';
 
 /** Slots and vocabulary of the generated top-k. */
 const K = 3;
@@ -12,8 +13,9 @@ const V = 8;
 export function readsTopk(config: Record<string, unknown> | undefined): boolean {
   if (config === undefined) return false;
   return (
-    (config.loss as { name?: unknown } | undefined)?.name === 'trpl' ||
+    readsTopkLoss((config.loss as { name?: unknown } | undefined)?.name) ||
     (config.scoreCentering !== undefined && config.scoreCentering !== null) ||
+    (config.topkKl !== undefined && config.topkKl !== null) ||
     config.exactOnPolicyRatio === true
   );
 }

@@ -39,3 +39,34 @@ describe('check with score centering', () => {
     120_000,
   );
 });
+
+describe('check with DPPO top-k and the top-k KL', () => {
+  const topkImpl = 'python3 python/examples/numpy_topk_estimators.py --serve';
+  const check = (cfg: string, runs: number) =>
+    runCli(['check', '--impl', topkImpl, '--suite', 'estimators', '--config', cfg, '--runs', String(runs)]);
+  it.runIf(hasNumpy)(
+    'passes an independent numpy DPPO top-k and top-k KL; each planted bug gives a counterexample',
+    async () => {
+      const cases: [string, string][] = [
+        ['python/examples/configs/dppo-topk-tv.json', 'no-slot'],
+        ['python/examples/configs/dppo-topk-kl.json', 'no-slot'],
+        ['python/examples/configs/tis-ppo-topk-kl.json', 'no-tail'],
+        ['python/examples/configs/tis-ppo-topk-kl-forward.json', 'no-tail'],
+      ];
+      for (const [cfg, bug] of cases) {
+        const ok = await check(cfg, 30);
+        expect(ok.code, `${cfg}: ${ok.err}`).toBe(0);
+        expect(ok.out).toMatch(/30 cases passed .*fields compared: .*gradTopkLogpTheta/);
+        process.env.QRL_BUG = bug;
+        try {
+          const bad = await check(cfg, 60);
+          expect(bad.code, `${cfg} with QRL_BUG=${bug}`).toBe(1);
+          expect(bad.out).toMatch(/first difference: (gradTopkLogpTheta|gradLogpTheta|loss|tokenLoss)/);
+        } finally {
+          delete process.env.QRL_BUG;
+        }
+      }
+    },
+    240_000,
+  );
+});

@@ -216,6 +216,8 @@ it('the loss table lists every loss', () => {
   expect(Object.keys(losses).sort()).toEqual([
     'cispo',
     'dppo-kl',
+    'dppo-topk-kl',
+    'dppo-topk-tv',
     'dppo-tv',
     'geo_mean',
     'gspo',

@@ -6,6 +6,7 @@
 // ∂(Σ loss)/∂ℓθ divided by the token count (rl_scale), which is qrl-sim's token-mean.
 import { describe, expect, it } from 'vitest';
 import { estimateJson } from '../../src/rl/index.js';
+import { fdCheck, fixedBatch } from './helpers.js';
 
 const L = Math.log;
 
@@ -76,6 +77,38 @@ describe('prime-rl PPOLoss (ratio_low 0.8, ratio_high 1.2, max_importance_ratio 
     expect(g[0]).toBe(0);
     expect(g[1]).toBeCloseTo(-0.9 / 3, 12);
     expect(g[2]).toBeCloseTo(2 / 3, 12);
+  });
+});
+
+describe('prime-rl PPOLoss above the cap (maxImportanceRatio = max_importance_ratio 1e4)', () => {
+  // r = 0.5/1e-6 = 5e5 > 1e4 with A = −1 (the unclipped side: −min(A·M, A·1.2) = M, gradient −A·M) and
+  // A = +1 (clipped at 1.2, gradient 0); r = 0.55/0.5 = 1.1 inside the clip range (gradient −A·r)
+  const th = [L(0.5), L(0.5), L(0.55)];
+  const inf = [L(1e-6), L(1e-6), L(0.5)];
+  const adv = [-1, 1, 1];
+  const cfg = { loss: { name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2, maxImportanceRatio: 1e4 } };
+
+  it('_capped_importance_ratio: the gradient −A·M above r = M, loss and is_clipped / ratio_capped as prime-rl', () => {
+    const out = one(th, inf, inf, adv, cfg);
+    const g = out.gradLogpTheta[0]!;
+    expect(g[0]).toBeCloseTo(1e4 / 3, 8);
+    expect(g[1]).toBe(0);
+    expect(g[2]).toBeCloseTo(-1.1 / 3, 12);
+    // per_token_loss = −min(A·min(r, M), A·clamp(min(r, M), 0.8, 1.2)): (1e4, −1.2, −1.1), summed / rl_scale 3
+    expect(out.loss).toBeCloseTo((1e4 - 1.2 - 1.1) / 3, 9);
+    expect(out.metrics['actor/pg_clipfrac']).toBeCloseTo(1 / 3, 15); // is_clipped
+    expect(out.metrics['actor/ratio_capped']).toBeCloseTo(2 / 3, 15); // log r > log 1e4
+  });
+
+  it('without it the unclipped side keeps −A·r (r = 5e5): the documented difference the option closes', () => {
+    const out = one(th, inf, inf, adv, { loss: { name: 'ppo-clip', epsLow: 0.2, epsHigh: 0.2 } });
+    expect(out.gradLogpTheta[0]![0]).toBeCloseTo(5e5 / 3, 4);
+    expect(out.metrics['actor/ratio_capped']).toBeUndefined();
+  });
+
+  it('straight-through: central differences with the detached point held, a cap that bites', () => {
+    fdCheck(fixedBatch(5, 3, 4, 0.6), { loss: { name: 'ppo-clip', maxImportanceRatio: 1.05 } }, 1e-6, 1e-7);
+    fdCheck(fixedBatch(6, 3, 4, 0.6), { loss: { name: 'ppo-clip', maxImportanceRatio: 1.5, dualClip: 3 } }, 1e-6, 1e-7);
   });
 });
 

@@ -355,6 +355,209 @@ describe('TRPL (prime-rl trpl_loss.py @776e97b)', () => {
   });
 });
 
+describe('DPPO top-k (TRL dppo_trainer.py @23eedc6, _compute_divergence_mask topk_tv / topk_kl)', () => {
+  /** One token: the engine's ids and ℓμ, the trainer's ℓθ at them, the sampled y with its own ℓθ and ℓroll. */
+  function oneToken(o: { q: number[]; p: number[]; ids: number[]; y: number; py: number; qy: number; A: number }) {
+    const batch: EstimateBatch = {
+      shape: { B: 1, T: 1 },
+      logpTheta: Float64Array.of(Math.log(o.py)),
+      logpOld: Float64Array.of(Math.log(o.py)),
+      logpRollout: Float64Array.of(Math.log(o.qy)),
+      mask: Float64Array.of(1),
+      advantages: Float64Array.of(o.A),
+      topk: {
+        K: o.ids.length,
+        vocabSize: 6,
+        ids: Int32Array.from(o.ids),
+        logpRollout: Float64Array.from(o.q, Math.log),
+        logpTheta: Float64Array.from(o.p, Math.log),
+        tokens: Int32Array.of(o.y),
+      },
+    };
+    return batch;
+  }
+  // y = 1 in the top-k: q = (0.5, 0.3 | rest 0.2), p = (0.3, 0.45 | rest 0.25); p(y) = 0.45 > μ(y) = 0.3
+  const inK = { q: [0.5, 0.3], p: [0.3, 0.45], ids: [0, 1], y: 1, py: 0.45, qy: 0.3 };
+
+  it('topk_tv: D = (Σ|p − q| + |rest_p − rest_q|)/2 = 0.2 masks A > 0 at δ_high 0.15 (p(y) > μ(y)), keeps A < 0', () => {
+    const pos = estimate(oneToken({ ...inK, A: 1 }), resolveConfig({ loss: { name: 'dppo-topk-tv' } }));
+    expect(pos.metrics['actor/dppo_topk/divergence/mean']).toBeCloseTo((0.2 + 0.15 + 0.05) / 2, 15);
+    expect(pos.gradLogpTheta[0]).toBe(0);
+    expect(pos.metrics['actor/dppo_topk/mask_ratio/positive_adv_mean']).toBe(1);
+    // A < 0: invalid_neg needs p(y) < μ(y), so the token is kept: gradient −A·r, r = 0.45/0.3
+    const neg = estimate(oneToken({ ...inK, A: -2 }), resolveConfig({ loss: { name: 'dppo-topk-tv' } }));
+    expect(neg.gradLogpTheta[0]).toBeCloseTo(2 * 1.5, 14);
+    expect(neg.metrics['actor/dppo_topk/mask_ratio/overall_mean']).toBe(0);
+    // δ_high 0.25 > D: kept for A > 0 too
+    const wide = estimate(oneToken({ ...inK, A: 1 }), resolveConfig({ loss: { name: 'dppo-topk-tv', epsHigh: 0.25 } }));
+    expect(wide.gradLogpTheta[0]).toBeCloseTo(-1.5, 14);
+    expect(wide.metrics['actor/dppo_topk/prob_diff/mean']).toBeCloseTo(0.15, 15);
+    for (const g of wide.gradTopkLogpTheta!) expect(g).toBe(0); // the mask is boolean: nothing through the top-k ℓθ
+  });
+
+  it('topk_kl: D = Σ q·(ℓμ − ℓθ) + rest_q·(log rest_q − log rest_p)', () => {
+    const D = 0.5 * Math.log(0.5 / 0.3) + 0.3 * Math.log(0.3 / 0.45) + 0.2 * Math.log(0.2 / 0.25);
+    const r = estimate(oneToken({ ...inK, A: 1 }), resolveConfig({ loss: { name: 'dppo-topk-kl', epsHigh: 0.05 } }));
+    expect(r.metrics['actor/dppo_topk/divergence/mean']).toBeCloseTo(D, 15);
+    expect(D).toBeGreaterThan(0.05);
+    expect(r.gradLogpTheta[0]).toBe(0);
+    const loose = estimate(
+      oneToken({ ...inK, A: 1 }),
+      resolveConfig({ loss: { name: 'dppo-topk-kl', epsHigh: D + 1e-9 } }),
+    );
+    expect(loose.gradLogpTheta[0]).toBeCloseTo(-1.5, 14);
+  });
+
+  it('a sampled token outside the top-k takes the K-th slot (TRL keeps K slots), the rest buckets follow', () => {
+    // ids (0, 1), y = 3: the set is {0, 3}; q = (0.5, 0.1 | rest 0.4), p = (0.3, 0.02 | rest 0.68)
+    const b = oneToken({ q: [0.5, 0.3], p: [0.3, 0.45], ids: [0, 1], y: 3, py: 0.02, qy: 0.1, A: -1 });
+    const r = estimate(b, resolveConfig({ loss: { name: 'dppo-topk-tv' } }));
+    expect(r.metrics['actor/dppo_topk/divergence/mean']).toBeCloseTo((0.2 + 0.08 + 0.28) / 2, 15);
+    expect(r.gradLogpTheta[0]).toBe(0); // A < 0, p(y) < μ(y), D = 0.28 > 0.15
+    expect(r.metrics['actor/dppo_topk/mask_ratio/negative_adv_mean']).toBe(1);
+  });
+
+  it('the detached ratio is exp(min(ℓθ − ℓroll, log c)); rest buckets floor at 1e-12', () => {
+    // p(y) = 0.9 vs μ(y) = 0.01: r = 90 → c = 20; K = V: no rest (floored), D over the full support
+    const b = oneToken({ q: [0.01, 0.99], p: [0.9, 0.1], ids: [0, 1], y: 0, py: 0.9, qy: 0.01, A: -1 });
+    const r = estimate(b, resolveConfig({ loss: { name: 'dppo-topk-tv', epsLow: 1 } }));
+    expect(r.gradLogpTheta[0]).toBeCloseTo(20, 12);
+    expect(r.metrics['actor/dppo_topk/divergence/mean']).toBeCloseTo(0.89, 14);
+    const c5 = estimate(b, resolveConfig({ loss: { name: 'dppo-topk-tv', epsLow: 1, c: 5 } }));
+    expect(c5.gradLogpTheta[0]).toBeCloseTo(5, 12);
+  });
+
+  it('K = V: the top-k TV and KL are the exact ones over the vocabulary', () => {
+    const batch = topkBatch(17, 2, 3, 6, 6, 0.8);
+    const topk = batch.topk!;
+    let tv = 0;
+    let kl = 0;
+    let n = 0;
+    for (let k = 0; k < batch.mask.length; k++) {
+      if (batch.mask[k] !== 1) continue;
+      n++;
+      for (let j = 0; j < 6; j++) {
+        const p = Math.exp(topk.logpTheta[k * 6 + j]!);
+        const q = Math.exp(topk.logpRollout[k * 6 + j]!);
+        tv += Math.abs(p - q) / 2;
+        kl += q * Math.log(q / p);
+      }
+    }
+    const r1 = estimate(batch, resolveConfig({ loss: { name: 'dppo-topk-tv' } }));
+    const r2 = estimate(batch, resolveConfig({ loss: { name: 'dppo-topk-kl' } }));
+    // the rest buckets are ≈ 0 (rounding of 1 − Σ, floored at 1e-12), so they add at most ~1e-12
+    expect(Math.abs(r1.metrics['actor/dppo_topk/divergence/mean']! - tv / n)).toBeLessThan(1e-9);
+    expect(Math.abs(r2.metrics['actor/dppo_topk/divergence/mean']! - kl / n)).toBeLessThan(1e-9);
+  });
+
+  it.each([
+    [{ loss: { name: 'dppo-topk-tv' } }],
+    [{ loss: { name: 'dppo-topk-kl', epsLow: 0.05, epsHigh: 0.05 } }],
+    [
+      {
+        loss: { name: 'dppo-topk-tv', epsLow: 0.3 },
+        correction: { name: 'icepop' },
+        aggregation: 'seq-mean-token-sum',
+      },
+    ],
+    [{ loss: { name: 'dppo-topk-kl' }, scoreCentering: {} }],
+  ])('gradient against central differences (mask held at the detached point): %j', (raw) => {
+    const batch = topkBatch(19, 3, 4, 10, 4, 1.2);
+    const r = estimate(batch, resolveConfig(raw));
+    const frac = r.metrics['actor/dppo_topk/mask_ratio/overall_mean']!;
+    expect(frac).toBeGreaterThan(0); // some tokens masked, some kept: both branches are exercised
+    expect(frac).toBeLessThan(1);
+    fdCheckTopk(batch, raw, 1e-6, 1e-6);
+  });
+});
+
+describe('top-k KL (EMA-PG arXiv 2602.04417; ema-pg core_algos.py @f9b9776 compute_memory_efficient_kl)', () => {
+  /** One token: ids (0, 1), μ = (0.5, 0.3), πθ = (0.3, 0.45) at them; y with its own ℓθ, ℓroll and ℓold. */
+  function one(y: number, py: number, qy: number, pold: number): EstimateBatch {
+    return {
+      shape: { B: 1, T: 1 },
+      logpTheta: Float64Array.of(Math.log(py)),
+      logpOld: Float64Array.of(Math.log(pold)),
+      logpRollout: Float64Array.of(Math.log(qy)),
+      mask: Float64Array.of(1),
+      advantages: Float64Array.of(0), // the policy term vanishes: the loss is the KL term alone
+      topk: {
+        K: 2,
+        vocabSize: 6,
+        ids: Int32Array.of(0, 1),
+        logpRollout: Float64Array.of(Math.log(0.5), Math.log(0.3)),
+        logpTheta: Float64Array.of(Math.log(0.3), Math.log(0.45)),
+        tokens: Int32Array.of(y),
+      },
+    };
+  }
+  const cfg = (topkKl: object) => resolveConfig({ loss: { name: 'reinforce' }, topkKl: { coef: 1, ...topkKl } });
+  const headRev = 0.3 * Math.log(0.3 / 0.5) + 0.45 * Math.log(0.45 / 0.3);
+  const headFwd = 0.5 * Math.log(0.5 / 0.3) + 0.3 * Math.log(0.3 / 0.45);
+
+  it('full_reverse, y in the top-k: L1 = Σ p·(ℓθ − ℓμ), gradient p·(ℓθ − ℓμ + 1) at the slots, no tail', () => {
+    const r = estimate(one(1, 0.45, 0.3, 0.45), cfg({}));
+    expect(r.loss).toBeCloseTo(headRev, 15);
+    expect(r.gradTopkLogpTheta![0]).toBeCloseTo(0.3 * (Math.log(0.3 / 0.5) + 1), 15);
+    expect(r.gradTopkLogpTheta![1]).toBeCloseTo(0.45 * (Math.log(0.45 / 0.3) + 1), 15);
+    expect(r.gradLogpTheta[0]).toBeCloseTo(0, 15);
+    expect(r.metrics['actor/topk_kl/tail_frac']).toBe(0);
+  });
+
+  it('full_reverse, y outside: + sg(ℓθ − ℓroll)·exp(ℓθ − sg ℓθ), times sg exp(ℓθ − ℓold) with iw', () => {
+    const d = Math.log(0.02 / 0.1);
+    const r = estimate(one(3, 0.02, 0.1, 0.04), cfg({}));
+    expect(r.loss).toBeCloseTo(headRev + d, 14);
+    expect(r.gradLogpTheta[0]).toBeCloseTo(d, 15);
+    const iw = estimate(one(3, 0.02, 0.1, 0.04), cfg({ iw: true }));
+    expect(iw.loss).toBeCloseTo(headRev + 0.5 * d, 14);
+    expect(iw.gradLogpTheta[0]).toBeCloseTo(0.5 * d, 15);
+    const truncated = estimate(one(3, 0.02, 0.1, 0.04), cfg({ tailSampling: false }));
+    expect(truncated.loss).toBeCloseTo(headRev, 15);
+  });
+
+  it('full_forward: L1 = Σ q·(ℓμ − ℓθ) (gradient −q); the K4 tail w·log w + ℓθ − sg ℓθ, gradient 1 − w', () => {
+    const w = 0.1 / 0.02;
+    const r = estimate(one(3, 0.02, 0.1, 0.02), cfg({ type: 'full_forward' }));
+    expect(r.loss).toBeCloseTo(headFwd + w * Math.log(w), 13);
+    expect(r.gradTopkLogpTheta![0]).toBeCloseTo(-0.5, 15);
+    expect(r.gradTopkLogpTheta![1]).toBeCloseTo(-0.3, 15);
+    expect(r.gradLogpTheta[0]).toBeCloseTo(1 - w, 14);
+  });
+
+  it('K = V, no tail: the exact KL of either direction over the vocabulary', () => {
+    const batch = { ...topkBatch(23, 2, 3, 6, 6, 0.7), advantages: new Float64Array(6) };
+    const topk = batch.topk!;
+    for (const type of ['full_reverse', 'full_forward'] as const) {
+      let s = 0;
+      let n = 0;
+      for (let k = 0; k < 6; k++) {
+        if (batch.mask[k] !== 1) continue;
+        n++;
+        for (let j = 0; j < 6; j++) {
+          const lp = topk.logpTheta[k * 6 + j]!;
+          const lq = topk.logpRollout[k * 6 + j]!;
+          s += type === 'full_reverse' ? Math.exp(lp) * (lp - lq) : Math.exp(lq) * (lq - lp);
+        }
+      }
+      const r = estimate(batch, resolveConfig({ loss: { name: 'reinforce' }, topkKl: { type } }));
+      expect(r.metrics['actor/topk_kl_loss']).toBeCloseTo(s / n, 14);
+      expect(r.metrics['actor/topk_kl/tail_frac']).toBe(0);
+    }
+  });
+
+  it.each([
+    [{ loss: { name: 'reinforce' }, topkKl: { coef: 0.5 } }],
+    [{ loss: { name: 'ppo-clip' }, topkKl: { type: 'full_forward', iw: true } }],
+    [{ loss: { name: 'cispo' }, aggregation: 'seq-mean-token-sum', topkKl: { coef: 2, iw: true }, scoreCentering: {} }],
+    [{ loss: { name: 'dppo-topk-tv' }, correction: { name: 'icepop' }, topkKl: { type: 'full_forward' } }],
+  ])('gradient against central differences (tail tokens included): %j', (raw) => {
+    const batch = topkBatch(29, 3, 4, 10, 3, 0.9, 4);
+    expect(estimate(batch, resolveConfig(raw)).metrics['actor/topk_kl/tail_frac']).toBeGreaterThan(0);
+    fdCheckTopk(batch, raw, 1e-6, 1e-6);
+  });
+});
+
 describe('exact on-policy ratio (prime-rl PR 3555) and current-policy TIS (slime PR 2084)', () => {
   it('an on-policy row has ratio 1 and the REINFORCE gradient −c·A; an off-policy row keeps its ratio', () => {
     const batch = { ...fixedBatch(2, 2, 3, 0.3), onPolicy: Float64Array.of(1, 0) };
@@ -430,6 +633,21 @@ describe('estimate JSON: topk in, gradTopkLogpTheta out, refusals', () => {
   it.each([
     [{ ...base, topk: undefined, config: { loss: { name: 'trpl' } } }, /^topk: required by config.loss.name 'trpl'/],
     [{ ...base, topk: undefined, config: { scoreCentering: {} } }, /^topk: required by config.scoreCentering/],
+    [
+      { ...base, topk: undefined, config: { loss: { name: 'dppo-topk-kl' } } },
+      /^topk: required by config.loss.name 'dppo-topk-kl'/,
+    ],
+    [
+      { ...base, topk: { ...base.topk, tokens: undefined }, config: { loss: { name: 'dppo-topk-tv' } } },
+      /^topk.tokens: required by loss 'dppo-topk-tv'/,
+    ],
+    [{ ...base, config: { loss: { name: 'dppo-topk-tv', c: 0 } } }, /^config.loss.c: must be > 0/],
+    [{ ...base, topk: undefined, config: { topkKl: {} } }, /^topk: required by config.topkKl/],
+    [
+      { ...base, topk: { ...base.topk, tokens: undefined }, config: { topkKl: {} } },
+      /^topk.tokens: required by config.topkKl with tailSampling/,
+    ],
+    [{ ...base, config: { topkKl: { type: 'forward' } } }, /^config.topkKl.type/],
     [
       {
         ...base,

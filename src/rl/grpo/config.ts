@@ -7,6 +7,7 @@ import { makeTaskFromConfig } from '../../tasks/registry.js';
 import type { Task } from '../../tasks/task.js';
 import { tokenLevelAdvantageNames } from '../advantages.js';
 import { type EstimateConfig, resolveConfig, skipsLogpOldPass } from '../schema.js';
+import { readsTopkLoss } from '../losses.js';
 import { zodIssueLine } from '../../core/errors.js';
 
 const positiveInt = z.number().int().positive();
@@ -283,11 +284,12 @@ export function resolveRunConfig(raw: unknown): RunConfig {
 function checkTopkConfig(config: RunConfig): void {
   const K = config.policy.sampler.topkLogprobs ?? 0;
   const est = config.estimators;
-  const reader =
-    est.loss.name === 'trpl'
-      ? "estimators.loss 'trpl'"
-      : est.scoreCentering != null
-        ? 'estimators.scoreCentering'
+  const reader = readsTopkLoss(est.loss.name)
+    ? `estimators.loss '${est.loss.name}'`
+    : est.scoreCentering != null
+      ? 'estimators.scoreCentering'
+      : est.topkKl != null
+        ? 'estimators.topkKl'
         : null;
   if (K === 0 && reader !== null)
     throw new UsageError(

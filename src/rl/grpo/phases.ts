@@ -12,6 +12,7 @@ import { tokenLevelAdvantageNames } from '../advantages.js';
 import { loglinearProximal, policyObjective, sequenceAdvantages, tokenAdvantages } from '../estimate.js';
 import { type EstimateConfig, skipsLogpOldPass } from '../schema.js';
 import type { TopkBatch } from '../topk.js';
+import { readsTopkLoss } from '../losses.js';
 import { type BatchShape, type Estimate, type MetricRecord, maskedMean, mean, sampleStd } from '../types.js';
 import type { RunConfig } from './config.js';
 import { rngStreams } from '../../core/rng-streams.js';
@@ -485,7 +486,7 @@ export async function updatePhase(
   const M = Math.min(config.optim.miniBatches, rows.length);
   const order = rows.map((_, i) => i);
   const shuffleRng = rng.fork(rngStreams.run.minibatches);
-  const needsTopk = est.loss.name === 'trpl' || est.scoreCentering != null;
+  const needsTopk = readsTopkLoss(est.loss.name) || est.scoreCentering != null || est.topkKl != null;
   let stepsDone = 0; // optimizer steps of this update: the trainer is versionLag + stepsDone versions past the batch
   for (let epoch = 0; epoch < config.optim.epochs; epoch++) {
     shuffleRng.shuffle(order);

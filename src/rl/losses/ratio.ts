@@ -14,6 +14,12 @@ export interface PpoClipParams {
   readonly epsHigh: number;
   /** Dual-clip constant c > 1 for A < 0, or null for off. @defaultValue null */
   readonly dualClip: number | null;
+  /**
+   * prime-rl `PPOLossConfig.max_importance_ratio`: the ratio capped straight-through,
+   * exp(min(sg d, log M) + d − sg d) with d = ℓθ − ℓold unclamped (value and derivative min(r, M)),
+   * before the clip; absent = verl's r = exp(clamp(d, ±20)). @defaultValue undefined
+   */
+  readonly maxImportanceRatio?: number | undefined;
 }
 /** Clip range (GSPO, CISPO). */
 export interface ClipParams {
@@ -47,14 +53,20 @@ export interface TbpoParams {
 
 /**
  * PPO clipped surrogate (verl `vanilla`): L = max(−A·r, −A·clip(r, 1−ε_low, 1+ε_high)),
- * r = exp(clamp(ℓθ − ℓold, ±20)); with dual-clip c and A < 0: L = min(L, −c·A).
+ * r = exp(clamp(ℓθ − ℓold, ±20)); with dual-clip c and A < 0: L = min(L, −c·A). With `maxImportanceRatio`
+ * M (prime-rl loss.py `PPOLoss.loss` and `_capped_importance_ratio`, the stored class version, l.165–167
+ * and l.270–296): r = exp(min(sg d, log M) + d − sg d), d unclamped, so above r = M a token on the
+ * unclipped side (A < 0) keeps the gradient −A·M.
  * MetricRecord: `actor/pg_clipfrac`, `actor/pg_clipfrac_lower`, `actor/ppo_kl`, `actor/clip_ratio_low`,
- * `actor/clip_ratio_high`, `actor/ratio_mean`.
+ * `actor/clip_ratio_high`, `actor/ratio_mean`; with M also `actor/ratio_capped` (prime-rl `ratio_capped`:
+ * the fraction with d > log M).
  */
 export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
   const n = input.lossMask.length;
   const tokenLoss = new Float64Array(n);
   const grad = new Float64Array(n);
+  const cap = params.maxImportanceRatio;
+  const det = input.logpThetaDetached ?? input.logpTheta;
   const m = new Means([
     'actor/pg_clipfrac',
     'actor/pg_clipfrac_lower',
@@ -63,16 +75,20 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
     'actor/clip_ratio_high',
     'actor/ratio_mean',
   ]);
+  const capped = new Means(['actor/ratio_capped']);
   for (let k = 0; k < n; k++) {
     if (!visited(input, k)) continue;
     const raw = input.logpTheta[k]! - input.logpOld[k]!;
     const d = clampLog(raw);
     const r = Math.exp(d);
     const A = input.advantages[k]!;
-    const l1 = -A * r;
-    const l2 = -A * clip(r, 1 - params.epsLow, 1 + params.epsHigh);
+    // prime-rl _capped_importance_ratio: the cap on the detached log-ratio, the gradient straight through
+    const detRaw = det[k]! - input.logpOld[k]!;
+    const rho = cap === undefined ? r : Math.exp(Math.min(detRaw, Math.log(cap)) + raw - detRaw);
+    const l1 = -A * rho;
+    const l2 = -A * clip(rho, 1 - params.epsLow, 1 + params.epsHigh);
     let loss = Math.max(l1, l2);
-    let dLoss = l1 >= l2 && d === raw ? -A * r : 0;
+    let dLoss = l1 >= l2 && (cap !== undefined || d === raw) ? -A * rho : 0;
     let lower = 0;
     if (params.dualClip !== null && A < 0) {
       const l3 = -params.dualClip * A;
@@ -95,8 +111,10 @@ export const ppoClip: LossFn<PpoClipParams> = (input, params) => {
         'actor/clip_ratio_high': r > 1 + params.epsHigh && A > 0 ? 1 : 0,
         'actor/ratio_mean': r,
       });
+    if (cap !== undefined && counted(input, k)) capped.add({ 'actor/ratio_capped': detRaw > Math.log(cap) ? 1 : 0 });
   }
-  return { value: { tokenLoss, gradLogpTheta: grad }, metrics: m.result() };
+  const metrics = cap === undefined ? m.result() : { ...m.result(), ...capped.result() };
+  return { value: { tokenLoss, gradLogpTheta: grad }, metrics };
 };
 
 /** Per-row geometric-mean log ratio Σ_t m(ℓθ − ℓold)/max(Σ m, 1) and the row count. */

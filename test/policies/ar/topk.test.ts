@@ -231,6 +231,19 @@ describe('a run that reads the top-k', () => {
     ]);
   });
 
+  it("refuses loss 'dppo-topk-tv' without topkLogprobs and runs it with them", async () => {
+    const dppo = { ...base, estimators: { loss: { name: 'dppo-topk-tv' } } };
+    expect(() => resolveRunConfig({ ...dppo, policy: { ...base.policy, sampler: {} } })).toThrow(
+      /^config\.policy\.sampler\.topkLogprobs: estimators\.loss 'dppo-topk-tv' reads/,
+    );
+    const config = resolveRunConfig(dppo);
+    const backend = new ReferenceBackend(config, arPolicyFactory, tk);
+    await backend.setReference();
+    const m = (await grpoStep({ backend, config, task: tk }, 1, createRng('3/step/1'))).metrics;
+    expect(m['actor/dppo_topk/divergence/mean']).toBeGreaterThan(0); // the trainer's ℓ at the engine's ids arrived
+    expect(Number.isFinite(m['actor/dppo_topk/mask_ratio/overall_mean'])).toBe(true);
+  }, 60_000);
+
   it('two steps are deterministic and report the estimators’ metrics', async () => {
     const runOnce = async () => {
       const config = resolveRunConfig(base);
