@@ -58,7 +58,7 @@ const samplerSchema = z.strictObject({
   topkLogprobs: nonNegInt
     .optional()
     .describe(
-      "K: the rollout engine also reports its K most likely ids and their ℓ per position (the support's under top-k/top-p), and the trainer scores ℓθ at them, for score centering and loss trpl (AR only; absent or 0 = off, and absent from the resolved config)",
+      "K: the rollout engine also reports its K most likely ids and their ℓ per position (the support's under top-k/top-p), and the trainer scores ℓθ at them, for score centering, the top-k KL and losses trpl, dppo-topk-tv, dppo-topk-kl (AR only; absent or 0 = off, and absent from the resolved config)",
     ),
 });
 

@@ -31,7 +31,7 @@ type Divergence = 'tv' | 'kl';
  * KL = Σ q_j·(ℓμ_j − ℓθ_j) + rest_q·(log rest_q − log rest_p).
  */
 export function topkDivergence(
-  kind: Divergence,
+  kind: 'tv' | 'kl',
   lp: readonly number[],
   lq: readonly number[],
 ): { divergence: number; restP: number; restQ: number } {
