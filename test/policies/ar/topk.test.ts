@@ -244,6 +244,19 @@ describe('a run that reads the top-k', () => {
     expect(Number.isFinite(m['actor/dppo_topk/mask_ratio/overall_mean'])).toBe(true);
   }, 60_000);
 
+  it('refuses config.topkKl without topkLogprobs and runs it with them', async () => {
+    const tk2 = { ...base, estimators: { loss: { name: 'ppo-clip' }, topkKl: { iw: true } } };
+    expect(() => resolveRunConfig({ ...tk2, policy: { ...base.policy, sampler: {} } })).toThrow(
+      /^config\.policy\.sampler\.topkLogprobs: estimators\.topkKl reads/,
+    );
+    const config = resolveRunConfig(tk2);
+    const backend = new ReferenceBackend(config, arPolicyFactory, tk);
+    await backend.setReference();
+    const m = (await grpoStep({ backend, config, task: tk }, 1, createRng('3/step/1'))).metrics;
+    expect(m['actor/topk_kl/head']).toBeGreaterThan(0); // KL(πθ‖μ) over the engine's 13 of 13 ids: FP8 mismatch
+    expect(m['actor/topk_kl/tail_frac']).toBe(0); // K = V: no tail
+  }, 60_000);
+
   it('two steps are deterministic and report the estimators’ metrics', async () => {
     const runOnce = async () => {
       const config = resolveRunConfig(base);
