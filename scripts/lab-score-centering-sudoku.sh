@@ -2,8 +2,9 @@
 # The second table of docs/lab/score-centering.md: score centering and TRPL against no correction, TIS and
 # IcePop where the rollout mismatch matters — sims/quantized-departure.json (sudoku4, 300 warm-start
 # steps, PPO-clip, 60 GRPO steps) under fp8-rollout and mxfp4-rollout, with a bf16 reference; seeds 0–2;
-# the sampler's whole distribution (K = V = 10); under MXFP4 also TRPL with α = 0 and with klBound 0.5.
-# 39 runs, about 12 minutes on two cores (a finished run is kept and not rerun).
+# the sampler's whole distribution (K = V = 10); score centering in prime-rl's form (sc: proportional tail) on its
+# own and on top of TIS, and in vime's IS-weighted form on top of TIS (sc-vime); under MXFP4 also TRPL with α = 0
+# and with klBound 0.5. 51 runs, about 16 minutes on two cores (a finished run is kept and not rerun).
 # usage: bash scripts/lab-score-centering-sudoku.sh OUTDIR   (after npm run build; prints a Markdown table)
 set -e
 D=${1:?usage: lab-score-centering-sudoku.sh OUTDIR}
@@ -21,6 +22,8 @@ for s in 0 1 2; do
     run tis $p $s --set 'estimators.correction={"name":"tis"}'
     run icepop $p $s --set 'estimators.correction={"name":"icepop"}'
     run tis+sc $p $s --set 'estimators.correction={"name":"tis"}' --set 'estimators.scoreCentering={}'
+    run tis+sc-vime $p $s --set 'estimators.correction={"name":"tis"}' --set 'estimators.scoreCentering={"form":"vime"}'
+    run none+sc $p $s --set 'estimators.scoreCentering={}'
     run trpl $p $s --set 'estimators.loss={"name":"trpl"}'
   done
   # which part of TRPL: its projection term off (α = 0), or a trust region wider than the mismatch
@@ -37,7 +40,10 @@ const base = [0, 1, 2].map((s) => lines(`${D}/none-bf16-${s}/eval.jsonl`).at(-1)
 console.log("| plan | estimator | held-out acc., trainer (%) | Δ to bf16, paired (pp) | acc., rollout engine (%) | reward, last 12 steps | entropy, steps 1–5 → 56–60 | k3, mean | TRPL projected_frac |");
 console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 console.log(`| bf16 | none | ${pm(base, 100)} | — | — | — | — | 0 | — |`);
-const arms = { "fp8-rollout": ["none", "tis", "icepop", "tis+sc", "trpl"], "mxfp4-rollout": ["none", "tis", "icepop", "tis+sc", "trpl", "trpl-alpha0", "trpl-kl05"] };
+const arms = {
+  "fp8-rollout": ["none", "none+sc", "tis", "tis+sc", "tis+sc-vime", "icepop", "trpl"],
+  "mxfp4-rollout": ["none", "none+sc", "tis", "tis+sc", "tis+sc-vime", "icepop", "trpl", "trpl-alpha0", "trpl-kl05"],
+};
 for (const [p, es] of Object.entries(arms)) for (const e of es) {
   const runs = [0, 1, 2].map((s) => ({ m: lines(`${D}/${e}-${p}-${s}/metrics.jsonl`), ev: lines(`${D}/${e}-${p}-${s}/eval.jsonl`).at(-1) }));
   const acc = runs.map((r) => r.ev["eval/trainer/greedy_accuracy"]);
