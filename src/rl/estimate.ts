@@ -438,10 +438,7 @@ export function policyObjective(
     const tk = config.topkKl;
     const kl = topkKlTerm(
       input.topk,
-      input.logpTheta,
-      input.logpThetaDetached,
-      input.logpRollout,
-      input.logpOld,
+      input,
       denominatorMask,
       c.map((ck) => ck * tk.coef),
       tk,

@@ -63,7 +63,7 @@ export {
 export { losses, topkLossNames, readsTopkLoss, type LossName, type LossParams, type LossTable } from './losses.js';
 export { trpl, type TrplParams } from './losses/trpl.js';
 export { dppoTopkTv, dppoTopkKl, topkDivergence, type DppoTopkParams } from './losses/dppo-topk.js';
-export { topkKlTerm, type TopkKlParams, type TopkKlValue } from './losses/topk-kl.js';
+export { topkKlTerm, type TopkKlParams, type TopkKlSides, type TopkKlValue } from './losses/topk-kl.js';
 export { scoreCenteringTerm, type ScoreCenteringParams, type ScoreCenteringValue } from './losses/score-centering.js';
 
 // The sampler's distribution as the estimators read it (top-k ids, ℓμ, ℓθ at them).

@@ -35,6 +35,18 @@ export interface TopkKlValue {
 
 const clampLog = (x: number): number => Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, x));
 
+/** The sampled token's log-probs {@link topkKlTerm} reads, all `(B, T)` (an estimate input has them). */
+export interface TopkKlSides {
+  /** ℓθ at the sampled token (carries gradient). */
+  readonly logpTheta: Float64Array;
+  /** Point at which detached factors are evaluated. @defaultValue logpTheta */
+  readonly logpThetaDetached?: Float64Array | undefined;
+  /** ℓroll at the sampled token. */
+  readonly logpRollout: Float64Array;
+  /** ℓold at the sampled token (the `iw` weight's anchor). */
+  readonly logpOld: Float64Array;
+}
+
 /**
  * The top-k KL of every token k with `mask` 1 (ema-pg math/verl/verl/trainer/ppo/core_algos.py @f9b9776,
  * `compute_memory_efficient_kl` l.1656–1782; the importance weight of workers/actor/dp_actor.py
@@ -52,14 +64,12 @@ const clampLog = (x: number): number => Math.min(LOG_RATIO_BOUND, Math.max(-LOG_
  */
 export function topkKlTerm(
   topk: TopkBatch,
-  logpTheta: Float64Array,
-  logpThetaDetached: Float64Array | undefined,
-  logpRollout: Float64Array,
-  logpOld: Float64Array,
+  sides: TopkKlSides,
   mask: Float64Array,
   upstream: Float64Array,
   params: TopkKlParams,
 ): { value: TopkKlValue; metrics: MetricRecord } {
+  const { logpTheta, logpThetaDetached, logpRollout, logpOld } = sides;
   const { K } = topk;
   if (params.tailSampling && topk.tokens === undefined)
     throw new UsageError(
