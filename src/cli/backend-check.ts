@@ -58,7 +58,8 @@ Options:
   --prompt-length P   prompt tokens, BOS and SEP included (default 4)
   --tolerance X       largest |ℓroll − ℓ| when the plan's sides are identical (default 1e-4)
   --config FILE       a run config: sent with info (run and setup, as run --backend does) and the
-                      backend's plan, vocabulary, special tokens and ℓroll modes checked against it
+                      backend's plan, vocabulary, special tokens and ℓroll modes checked against it;
+                      its sampler is sent with the battery's generates (default: τ 1, no top-k/top-p)
   --kill-resume       with --config: run it (3 steps at most) uninterrupted, then again with the
                       backend's process group killed as step 2 starts and resumed on a fresh
                       instance; metrics.jsonl and eval.jsonl must be byte-identical

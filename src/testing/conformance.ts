@@ -10,6 +10,7 @@ import { BackendCallError } from '../protocol/errors.js';
 import { type RemoteBackend } from '../protocol/remote.js';
 import { RPC_ERRORS } from '../protocol/jsonrpc.js';
 import { logprobsToJson, NEWEST_REVISION, UNDECLARED_FIELDS } from '../protocol/schema.js';
+import type { RolloutBatch, SamplingParams } from '../core/backend-contract.js';
 import type { RunConfig } from '../rl/grpo/config.js';
 import { formatViolation, generateViolation, logprobsViolation } from '../protocol/response-checks.js';
 import { backendMismatches } from '../runs/backend-expect.js';
@@ -20,6 +21,7 @@ import {
   checkRolloutIsEngine,
   checkSyncServesNewWeights,
   checkTrainerSideScored,
+  refusedFor,
 } from './request-checks.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { checkProbSqSum, checkRoutingReplay, differences, equalArrays, sameJson } from './capability-checks.js';
@@ -33,6 +35,14 @@ export interface ConformanceRow {
   readonly status: 'ok' | 'FAIL' | 'info';
   /** Figures or the reason of a failure. */
   readonly detail: string;
+}
+
+/** The sampler the battery's generates ask for: `config.policy.sampler`, else τ 1 without top-k/top-p, ℓroll processed. */
+function samplerOf(config: RunConfig | undefined): SamplingParams {
+  const s = config?.policy.sampler;
+  return s === undefined
+    ? { temperature: 1, topK: 0, topP: 1, logprob: 'processed' }
+    : { temperature: s.temperature, topK: s.topK, topP: s.topP, logprob: s.logprob };
 }
 
 /** Options of {@link runConformance}. */
@@ -150,10 +160,28 @@ export async function runConformance(
 
   // Shapes, masks, determinism.
   const seed = 'backend-check/rollout/0';
-  const batch = await attempt('generate shapes and masks', () => backend.generate({ prompts, seed }));
+  // The sampler of every generate that does not test a sampler field: the run config's, else the untouched
+  // one, sent as `run` sends it (docs/adapter.md §3) — the comparisons below assume it, so a backend's own
+  // default (e.g. numpy_ar's --top-k) must not stand in for it. A backend that refuses it naming
+  // `sampling` (one that serves its configured sampler only) is asked again without it.
+  const asked = samplerOf(options.config);
+  const firstTry = await backend.generate({ prompts, seed, sampling: asked }).then(
+    (b) => b,
+    (e: unknown) => e,
+  );
+  const refusedSampler = refusedFor(firstTry, 'sampling');
+  /** The `sampling` field of the battery's default generates: the sampler asked, or none after a refusal. */
+  const sampling: { readonly sampling?: SamplingParams } = refusedSampler ? {} : { sampling: asked };
+  let batch: RolloutBatch | undefined;
+  if (refusedSampler) batch = await attempt('generate shapes and masks', () => backend.generate({ prompts, seed }));
+  else if (firstTry instanceof Error) add('generate shapes and masks', false, firstTry.message);
+  else batch = firstTry as RolloutBatch; // the client rejects only with Errors
   if (batch === undefined) return rows;
+  const refusedNote = refusedSampler
+    ? ` (the backend refused sampling ${JSON.stringify(asked)} naming sampling, so it sampled with its own sampler, which the battery does not know: pass --config with that sampler)`
+    : '';
   // the driver's own response rules (protocol/response-checks.ts): B, T, ids, prefix masks ending at EOS, ℓroll, version
-  const violation = generateViolation(info, { prompts, seed }, batch, v0);
+  const violation = generateViolation(info, { prompts, seed, ...sampling }, batch, v0);
   let tokens = 0;
   for (const m of batch.mask) tokens += m;
   add(
@@ -163,7 +191,7 @@ export async function runConformance(
       ? `B ${batch.B}, T ${batch.T}, ${tokens} tokens, record kind ${batch.record.kind}`
       : formatViolation(violation),
   );
-  const again = await attempt('same seed ⇒ same tokens', () => backend.generate({ prompts, seed }));
+  const again = await attempt('same seed ⇒ same tokens', () => backend.generate({ prompts, seed, ...sampling }));
   if (again !== undefined) {
     const same =
       equalArrays(again.responses, batch.responses) &&
@@ -176,7 +204,7 @@ export async function runConformance(
     );
   }
   const other = await attempt('other seed ⇒ other tokens', () =>
-    backend.generate({ prompts, seed: 'backend-check/rollout/1' }),
+    backend.generate({ prompts, seed: 'backend-check/rollout/1', ...sampling }),
   );
   if (other !== undefined)
     add(
@@ -227,19 +255,22 @@ export async function runConformance(
     );
     // ℓroll of a processed distribution (τ ≠ 1, top-k, top-p) is not the trainer's full-vocabulary ℓ even on
     // the same weights: the comparisons that need equality hold only for a raw ℓroll or an untouched sampler
-    const sampler = options.config?.policy.sampler;
+    const sampler = asked;
     const likeForLike =
-      sampler === undefined ||
-      sampler.logprob === 'raw' ||
-      (sampler.temperature === 1 && sampler.topK === 0 && sampler.topP === 1);
+      sampler.logprob === 'raw' || (sampler.temperature === 1 && sampler.topK === 0 && sampler.topP === 1);
     const identicalSides = sameGemms && likeForLike;
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
-    if (identicalSides) add(`ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`, d.maxAbsDelta <= tolerance, detail);
+    if (identicalSides)
+      add(
+        `ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`,
+        d.maxAbsDelta <= tolerance,
+        d.maxAbsDelta <= tolerance ? detail : detail + refusedNote,
+      );
     else if (!likeForLike)
       add(
         'ℓroll vs ℓ (processed sampler)',
         true,
-        `${detail}; the configured sampler (τ ${sampler!.temperature}, top-k ${sampler!.topK}, top-p ${sampler!.topP}) reports ℓroll of its processed distribution, not comparable with the full-vocabulary ℓ`,
+        `${detail}; the configured sampler (τ ${sampler.temperature}, top-k ${sampler.topK}, top-p ${sampler.topP}) reports ℓroll of its processed distribution, not comparable with the full-vocabulary ℓ`,
         true,
       );
     else add('ℓroll vs ℓ (plan sides differ)', true, detail, true);
@@ -253,6 +284,8 @@ export async function runConformance(
       tolerance,
       identicalSides,
       likeForLike,
+      sampling,
+      refusedNote,
       add,
       attempt,
     };
@@ -264,7 +297,7 @@ export async function runConformance(
     const check = { backend, info, batch, rows: all, logp: lp.logp, add, attempt };
     await checkRoutingReplay(check);
     await checkProbSqSum(check);
-    await checkTopk(check, { prompts, seed });
+    await checkTopk(check, { prompts, seed, ...sampling });
   }
 
   // Gradient, handles, step, versions, frozen reference.
@@ -330,7 +363,9 @@ export async function runConformance(
               : `step must drop unspent handles; backward on one taken before the step was ${retired}`,
           );
         }
-        const stale = await attempt('generate before sync: old version', () => backend.generate({ prompts, seed }));
+        const stale = await attempt('generate before sync: old version', () =>
+          backend.generate({ prompts, seed, ...sampling }),
+        );
         if (stale !== undefined) {
           add(
             'generate before sync: old version',
@@ -363,6 +398,8 @@ export async function runConformance(
             tolerance,
             identicalSides: false,
             likeForLike: true,
+            sampling,
+            refusedNote,
             add,
             attempt,
           });

@@ -131,7 +131,9 @@ export async function checkDiffusion(ctx: CheckContext, config: RunConfig | unde
     );
   }
 
-  const again = await attempt('same seed ⇒ same diffusion record', () => backend.generate({ prompts, seed }));
+  const again = await attempt('same seed ⇒ same diffusion record', () =>
+    backend.generate({ prompts, seed, ...ctx.sampling }),
+  );
   if (again !== undefined) {
     const equal = JSON.stringify(recordValueToJson(again.record)) === JSON.stringify(recordValueToJson(batch.record));
     add(
@@ -146,7 +148,7 @@ export async function checkDiffusion(ctx: CheckContext, config: RunConfig | unde
   // The trainer replays the record it is sent: after another generate, the first batch scores as before;
   // and a record whose states (trajectory) or seed (d1, elbo) differ scores differently.
   await attempt('diffusion record replayed', async () => {
-    await backend.generate({ prompts, seed: `${seed}/other` });
+    await backend.generate({ prompts, seed: `${seed}/other`, ...ctx.sampling });
     const after = await backend.logprobs({ batch, rows, policy: 'current' });
     if (!same(after.logp, ctx.logp)) {
       add(

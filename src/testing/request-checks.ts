@@ -28,6 +28,13 @@ export interface CheckContext {
   readonly identicalSides: boolean;
   /** Whether the configured sampler reports ℓroll of the same distribution `logprobs` scores (raw, or τ 1 without top-k/top-p). */
   readonly likeForLike: boolean;
+  /**
+   * The `sampling` field of the battery's generates that test no sampler field (the run config's sampler,
+   * else the untouched one); empty when the backend refused it naming `sampling`.
+   */
+  readonly sampling: { readonly sampling?: SamplingParams };
+  /** Appended to a failed ℓroll-vs-ℓ comparison when the backend refused {@link CheckContext.sampling} ('' otherwise). */
+  readonly refusedNote: string;
   readonly add: AddRow;
   readonly attempt: Attempt;
 }
@@ -227,7 +234,7 @@ export const blackBoxLimits: readonly { readonly bug: string; readonly why: stri
 ]);
 
 /** Whether a call was refused with a JSON-RPC error naming `field` (in `data.field`, or as `method.field:` in its message). */
-const refusedFor = (e: unknown, field: string): boolean =>
+export const refusedFor = (e: unknown, field: string): boolean =>
   e instanceof BackendCallError &&
   e.kind === 'remote' &&
   (e.field === field || (e.field ?? '').startsWith(`${field}.`) || new RegExp(`\\b${field}\\b[.:]`).test(e.message));
@@ -315,7 +322,7 @@ export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
       'the configured sampler processes the distribution (τ ≠ 1 or top-k/top-p): its ℓroll is not comparable with the full-vocabulary ℓ',
       true,
     );
-  const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer' }).then(
+  const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer', ...c.sampling }).then(
     (b) => b,
     (e: unknown) => e,
   );
@@ -334,7 +341,7 @@ export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
     d.bad === 0,
     d.bad === 0
       ? `ℓroll of the trainer side equals logprobs of its tokens (max|δ| ${d.max.toExponential(3)})`
-      : `${d.bad} tokens differ by more than ${c.tolerance} (max|δ| ${d.max.toExponential(3)}; first at ${d.first}): ${c.identicalSides ? 'logprobs scores other positions than generate (an off-by-one?)' : 'generate ignored side (sampled with the rollout engine), or logprobs scores other positions than generate'}`,
+      : `${d.bad} tokens differ by more than ${c.tolerance} (max|δ| ${d.max.toExponential(3)}; first at ${d.first}): ${c.identicalSides ? 'logprobs scores other positions than generate (an off-by-one?)' : 'generate ignored side (sampled with the rollout engine), or logprobs scores other positions than generate'}${c.refusedNote}`,
   );
 }
 
@@ -486,7 +493,7 @@ export async function checkGenerateRequestFields(c: CheckContext): Promise<void>
 /** After a step and a sync, the same prompts and seed must give other ℓroll (or tokens) than before the step. */
 export async function checkSyncServesNewWeights(c: CheckContext): Promise<void> {
   const name = 'sync serves the new weights';
-  const now = await c.attempt(name, () => c.backend.generate({ prompts: c.prompts, seed: c.seed }));
+  const now = await c.attempt(name, () => c.backend.generate({ prompts: c.prompts, seed: c.seed, ...c.sampling }));
   if (now === undefined) return;
   let same = now.T === c.batch.T;
   for (let i = 0; same && i < now.responses.length; i++) {

@@ -2,6 +2,7 @@
 // most likely (ℓ descending, distinct, the sampled token's ℓ equal to ℓroll), the sampled token lies
 // in the support, and the trainer's ℓ at the ids comes from the row that scores ℓ. Not run without it.
 
+import type { SamplingParams } from '../core/backend-contract.js';
 import type { CapabilityCheck } from './capability-checks.js';
 
 /** The first problem of one position's top-k slots against its sampled token, or '' (see {@link checkTopk}). */
@@ -47,10 +48,16 @@ export function topkSlotProblem(
  */
 export async function checkTopk(
   check: CapabilityCheck,
-  generated: { readonly prompts: readonly (readonly number[])[]; readonly seed: string },
+  generated: {
+    readonly prompts: readonly (readonly number[])[];
+    readonly seed: string;
+    /** The sampler of the battery's first batch (absent when the backend refused one). */
+    readonly sampling?: SamplingParams;
+  },
 ): Promise<void> {
   const { backend, info, batch, add, attempt } = check;
   const { prompts, seed } = generated;
+  const sampling = generated.sampling === undefined ? {} : { sampling: generated.sampling };
   if (info.capabilities.topkLogprobs !== true) {
     add('top-k capability', true, 'not declared (runs with policy.sampler.topkLogprobs > 0 are refused)', true);
     return;
@@ -58,7 +65,7 @@ export async function checkTopk(
   const V = info.vocabulary.size;
   const K = Math.min(V, 16);
   const b = await attempt('top-k ids are the engine’s most likely', () =>
-    backend.generate({ prompts, seed, topkLogprobs: K }),
+    backend.generate({ prompts, seed, topkLogprobs: K, ...sampling }),
   );
   if (b === undefined) return;
   const same =

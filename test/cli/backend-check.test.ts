@@ -161,6 +161,58 @@ describe('qrl-sim backend-check', () => {
     }
   }, 120_000);
 
+  // numpy_ar started with a processed sampler of its own (--top-k/--top-p/--temperature flags): the
+  // battery asks for the sampler it compares under (the config's, else the untouched one) in every
+  // generate, as `run` does, so the backend's own default never stands in for it.
+  it.each([
+    ['fp32', '--top-k 4 --top-p 0.9'],
+    ['bf16', '--top-k 3'],
+    ['fp32', '--temperature 0.7 --top-p 0.5'],
+  ])(
+    'passes numpy_ar (%s) started with %s: the battery sends its sampler, ℓroll vs ℓ compared',
+    async (plan, flags) => {
+      const c = capture();
+      const code = await main(['backend-check', '--backend', `${numpy(plan)} ${flags}`, '--batch', '4'], c.io);
+      const table = c.out.join('\n');
+      expect(code, table).toBe(0);
+      expect(table).toMatch(/ℓroll vs ℓ \(same sides.*ok +tokens \d+, k1 /);
+      expect(table).toMatch(/trainer-side generate scored by the trainer +ok/);
+    },
+    120_000,
+  );
+
+  it('names the refusal when a backend refuses the battery’s sampler and its own is processed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qrl-bc-refused-'));
+    try {
+      const file = join(dir, 'run.json');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+          policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 16 }, sampler: { topK: 4 } },
+          plan: 'bf16',
+        }),
+      );
+      const c = capture();
+      // serve's reference backend samples with its configured sampler only; the check is not told it
+      const backend = `node ${join(process.cwd(), 'bin/qrl-sim.js')} serve --policy ar --stdio --config ${file}`;
+      const code = await main(['backend-check', '--backend', backend, '--batch', '4', '--json'], c.io);
+      expect(code).toBe(1);
+      const { rows } = JSON.parse(c.out.join('')) as { rows: { check: string; status: string; detail: string }[] };
+      const failed = rows.filter((r) => r.status === 'FAIL');
+      expect(failed.map((r) => r.check)).toEqual([
+        'ℓroll vs ℓ (same sides, max|δ| ≤ 0.0001)',
+        'trainer-side generate scored by the trainer',
+      ]);
+      for (const r of failed)
+        expect(r.detail).toContain(
+          'the backend refused sampling {"temperature":1,"topK":0,"topP":1,"logprob":"processed"}',
+        );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it.each([
     [
       '',

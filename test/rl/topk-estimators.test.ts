@@ -558,6 +558,57 @@ describe('top-k KL (EMA-PG arXiv 2602.04417; ema-pg core_algos.py @f9b9776 compu
   });
 });
 
+describe("TRPL's importance_ratio with identical sides: prime-rl's value by hand (trpl_loss.py @776e97b)", () => {
+  // V 4, π = μ = (0.6, 0.3, 0.05, 0.05), the engine's top-2 = {0, 1}, the sampled y = 3 outside it.
+  // l.154 (`_gather_old_at_union`): a union id outside μ's top-k (y here) gets default_log_prob −27.6;
+  // l.408 renormalises μ over the union {0, 1, 3} and the tail {2}, both at −27.6: lse = log(0.9 + 2e^−27.6);
+  // l.453 clamps proj_y − o_y to ±20. π's own tail (id 2, mass 0.05) keeps Σ proj = 1 at η = 0.
+  const lseMu = Math.log(0.9 + 2 * Math.exp(-27.6));
+  const batch = (): EstimateBatch => {
+    const l = Math.log(0.05);
+    return {
+      shape: { B: 1, T: 1 },
+      logpTheta: Float64Array.of(l),
+      logpOld: Float64Array.of(l),
+      logpRollout: Float64Array.of(l),
+      mask: Float64Array.of(1),
+      advantages: Float64Array.of(1),
+      topk: {
+        K: 2,
+        vocabSize: 4,
+        ids: Int32Array.of(0, 1),
+        logpRollout: Float64Array.of(Math.log(0.6), Math.log(0.3)),
+        logpTheta: Float64Array.of(Math.log(0.6), Math.log(0.3)),
+        tokens: Int32Array.of(3),
+      },
+    };
+  };
+
+  it('η = 0 (klBound 10): proj_y − o_y = log 0.05 + 27.6 + lse = 24.4989 > 20, so the ratio is e^20', () => {
+    const r = estimate(batch(), resolveConfig({ loss: { name: 'trpl', klBound: 10 } }));
+    expect(Math.log(0.05) + 27.6 + lseMu).toBeCloseTo(24.4989, 4);
+    // KL(π‖μ̂) = 0.9·lse + 0.1·(log 0.05 + 27.6 + lse): above 10 is false, so no projection
+    expect(r.metrics['actor/trpl/initial_kl']).toBeCloseTo(0.9 * lseMu + 0.1 * (Math.log(0.05) + 27.6 + lseMu), 12);
+    expect(r.metrics['actor/trpl/projected_frac']).toBe(0);
+    expect(r.metrics['actor/trpl/importance_ratio']).toBe(Math.exp(20));
+    expect(r.metrics['actor/trpl/mismatch_kl']).toBe(0); // the sides are identical
+  });
+
+  it('default klBound 0.05: projected onto the ball (final KL 0.05) and still e^20 — μ̂_y ≈ 1.1e−12 makes room', () => {
+    const r = estimate(batch(), resolveConfig({ loss: { name: 'trpl' } }));
+    expect(r.metrics['actor/trpl/initial_kl']).toBeCloseTo(2.355066, 6);
+    expect(r.metrics['actor/trpl/projected_frac']).toBe(1);
+    expect(r.metrics['actor/trpl/final_kl']).toBeCloseTo(0.05, 6);
+    // proj_y = e^20·μ̂_y ≈ 5.6e−4 adds ≈ 0.011 to KL(proj‖μ̂): inside the ball, so the bisection does not pull it in
+    expect(r.metrics['actor/trpl/importance_ratio']).toBe(Math.exp(20));
+  });
+
+  it("sampledOld 'rollout' (η = 0): o_y = ℓroll_y − log(0.95 + e^−27.6), the ratio 0.95 + e^−27.6", () => {
+    const r = estimate(batch(), resolveConfig({ loss: { name: 'trpl', klBound: 10, sampledOld: 'rollout' } }));
+    expect(r.metrics['actor/trpl/importance_ratio']).toBeCloseTo(0.95 + Math.exp(-27.6), 14);
+  });
+});
+
 describe('exact on-policy ratio (prime-rl PR 3555) and current-policy TIS (slime PR 2084)', () => {
   it('an on-policy row has ratio 1 and the REINFORCE gradient −c·A; an off-policy row keeps its ratio', () => {
     const batch = { ...fixedBatch(2, 2, 3, 0.3), onPolicy: Float64Array.of(1, 0) };

@@ -18,8 +18,11 @@ export interface TrplParams {
   /** Bisection steps on log η ∈ [−8, 10]. @defaultValue 24 */
   readonly bisectSteps: number;
   /**
-   * μ's ℓ of a sampled token outside μ's top-k: `default` (prime-rl: `defaultLogProb`, so its ratio
-   * saturates at e^20), or `rollout` (the engine's reported ℓroll of that token). @defaultValue 'default'
+   * μ's ℓ of a sampled token outside μ's top-k: `default` (prime-rl trpl_loss.py @776e97b l.154,
+   * `_gather_old_at_union` fills every id outside μ's top-k with `defaultLogProb`; l.453 clamps the log
+   * ratio at ±20, so its ratio saturates at e^20 even with ℓθ = ℓroll, and `importance_ratio` is about
+   * e^20 times the fraction of such tokens), or `rollout` (the engine's reported ℓroll of that token).
+   * @defaultValue 'default'
    */
   readonly sampledOld: 'default' | 'rollout';
 }
