@@ -245,8 +245,7 @@ export function resolveRunConfig(raw: unknown): RunConfig {
     );
   }
   const config: RunConfig = { ...parsed.data, estimators };
-  checkTopkConfig(config);
-  generationOf(config, task); // a sampler the task cannot serve (topkLogprobs above its vocabulary)
+  checkTopkConfig(config, task);
   const replay = config.policy.routingReplay;
   if (replay !== 'none') {
     const moe = (config.policy.model as { moe?: unknown }).moe;
@@ -280,8 +279,11 @@ export function resolveRunConfig(raw: unknown): RunConfig {
   return config;
 }
 
-/** The sampler's top-k against the estimators that read it and the policy kind (`UsageError` naming the field). */
-function checkTopkConfig(config: RunConfig): void {
+/**
+ * The sampler's top-k against the estimators that read it, the policy kind and the task's vocabulary
+ * (`UsageError` naming the field).
+ */
+function checkTopkConfig(config: RunConfig, task: Task): void {
   const K = config.policy.sampler.topkLogprobs ?? 0;
   const est = config.estimators;
   const reader = readsTopkLoss(est.loss.name)
@@ -299,17 +301,20 @@ function checkTopkConfig(config: RunConfig): void {
     throw new UsageError(
       `config.policy.sampler.topkLogprobs: the ${config.policy.kind} policy reports no top-k log-probs (AR only), got ${K}`,
     );
+  if (K > task.vocabSize)
+    throw new UsageError(
+      `config.policy.sampler.topkLogprobs: must be at most task ${task.name}'s vocabulary of ${task.vocabSize} ids, got ${K}`,
+    );
 }
 
 /**
  * What every `generate` of a run asks for: the sampler of `policy.sampler` (as the contract's
  * SamplingParams) and the most response tokens (AR: the task's response length; diffusion:
- * `policy.diffusion.generationLength`, the positions the sampler fills). A `topkLogprobs` above the
- * task's vocabulary is a `UsageError` naming the field.
+ * `policy.diffusion.generationLength`, the positions the sampler fills).
  */
 export function generationOf(
   config: RunConfig,
-  task: { readonly name: string; readonly responseLength: number; readonly vocabSize: number },
+  task: { readonly responseLength: number },
 ): {
   readonly sampling: {
     readonly temperature: number;
@@ -321,10 +326,6 @@ export function generationOf(
   readonly topkLogprobs?: number;
 } {
   const s = config.policy.sampler;
-  if (s.topkLogprobs !== undefined && s.topkLogprobs > task.vocabSize)
-    throw new UsageError(
-      `config.policy.sampler.topkLogprobs: must be at most task ${task.name}'s vocabulary of ${task.vocabSize} ids, got ${s.topkLogprobs}`,
-    );
   return {
     sampling: { temperature: s.temperature, topK: s.topK, topP: s.topP, logprob: s.logprob },
     maxNewTokens: config.policy.kind === 'diffusion' ? config.policy.diffusion.generationLength : task.responseLength,
