@@ -12,6 +12,7 @@ import { arMismatchProbe } from '../../src/policies/ar/probe.js';
 import { precisionPlan, resolvePlan, type PlanData, type PrecisionPlan } from '../../src/policies/plans.js';
 import { resolveRunConfig } from '../../src/rl/grpo/config.js';
 import { makeTask } from '../../src/tasks/registry.js';
+import { sharpMoePolicy } from './sharp-moe.js';
 
 function sameBits(got: ArrayLike<number>, want: ArrayLike<number>): void {
   expect(got.length).toBe(want.length);
@@ -75,13 +76,7 @@ describe('trainer.microBatch in the mismatch probe', () => {
 describe('trainer.microBatch with MoE routing (replay and flip rates cut and gathered per chunk)', () => {
   const task = makeTask('reverse');
   const L = 4;
-  const moe = { experts: 4, topK: 2, auxCoeff: 0.01 };
-  const policy = createArPolicy(
-    arConfig({ vocabSize: task.vocabSize, maxLen: task.promptLength + L, C: 16, H: 2, layers: 2, hidden: 16, moe }),
-    7,
-  );
-  const d = policy.params.data;
-  for (let i = 0; i < d.length; i++) d[i] = d[i]! * 8; // sharp routers
+  const policy = sharpMoePolicy(task, L);
   const prompts = task.trainProblems(5, 5).map((q) => [...q.prompt]);
   const fp8 = precisionPlan('fp8-rollout'); // FP8 block rollout, sequential BF16 trainer
 
