@@ -1,7 +1,7 @@
 // FP8 KV-cache quantization (vLLM `--kv-cache-dtype fp8`): K and V scaled per tensor or per head and cast, with the
 // scale calibration modes fixed / inference-side / trainer-side kept in an explicit state object. Not attention.
 
-import { type FloatFormatName } from './formats.js';
+import { type FloatFormat, type FloatFormatName } from './formats.js';
 import { type CastProfile, type CastProfileName } from './profiles.js';
 import { fmaxf } from './scales.js';
 import { decodeTable, encodeArray } from './vector.js';
@@ -92,6 +92,23 @@ function checkKv(spec: KvCacheSpec, x: Float32Array, shape: readonly [number, nu
   if (width % heads !== 0) throw new Error(`${field}: width ${width} is not a multiple of heads ${heads}`);
 }
 
+/** The checked arguments of a store (kvQuantize, kvFakeQuantize): shape, one scale per cell, a format of ≤ 8 bits. */
+function storeArgs(
+  spec: KvCacheSpec,
+  x: Float32Array,
+  shape: readonly [number, number],
+  scales: Float32Array,
+): { tokens: number; width: number; count: number; headDim: number; format: FloatFormat } {
+  checkKv(spec, x, shape, 'x');
+  const [tokens, width] = shape;
+  const count = scaleCount(spec);
+  if (scales.length !== count)
+    throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
+  const format = resolveFormat(spec.format ?? 'e4m3fn');
+  if (format.bits > 8) throw new Error(`format: KV cache formats have at most 8 bits, got '${format.name}'`);
+  return { tokens, width, count, headDim: width / (spec.heads ?? 1), format };
+}
+
 /** amax per scale (per tensor or per head) with fmaxf (NaN skipped), as vLLM's `max|K|` reduction over finite data. */
 function amaxPer(spec: KvCacheSpec, x: Float32Array, shape: readonly [number, number]): Float32Array {
   const count = scaleCount(spec);
@@ -146,12 +163,7 @@ export function kvQuantize(
   shape: readonly [number, number],
   scales: Float32Array,
 ): QuantizedKv {
-  checkKv(spec, x, shape, 'x');
-  const [tokens, width] = shape;
-  const count = scaleCount(spec);
-  if (scales.length !== count)
-    throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
-  const headDim = width / (spec.heads ?? 1);
+  const { tokens, width, count, headDim, format } = storeArgs(spec, x, shape, scales);
   const scaled = new Float32Array(x.length);
   for (let t = 0; t < tokens; t++) {
     for (let c = 0; c < width; c++) {
@@ -159,8 +171,6 @@ export function kvQuantize(
       scaled[t * width + c] = Math.fround((x[t * width + c] as number) / s);
     }
   }
-  const format = resolveFormat(spec.format ?? 'e4m3fn');
-  if (format.bits > 8) throw new Error(`format: KV cache formats have at most 8 bits, got '${format.name}'`);
   const codes = encodeArray(format, scaled, { profile: spec.profile ?? 'satfinite' }) as Uint8Array;
   return { codes, scales: Float32Array.from(scales), shape: [tokens, width] };
 }
@@ -234,21 +244,14 @@ export function kvFakeQuantize(
   scales: Float32Array,
   out: Float32Array,
 ): Float32Array {
-  checkKv(spec, x, shape, 'x');
-  const [tokens, width] = shape;
-  const count = scaleCount(spec);
-  if (scales.length !== count)
-    throw new Error(`scales: ${scales.length} scales for ${count} (granularity ${spec.granularity ?? 'tensor'})`);
+  const { tokens, width, count, headDim, format } = storeArgs(spec, x, shape, scales);
   if (out.length < x.length) throw new Error(`out: ${out.length} elements, need ${x.length}`);
-  const format = resolveFormat(spec.format ?? 'e4m3fn');
-  if (format.bits > 8) throw new Error(`format: KV cache formats have at most 8 bits, got '${format.name}'`);
   const n = x.length;
   if (fakeScaled.length < n) {
     fakeScaled = new Float32Array(Math.max(n, 2 * fakeScaled.length));
     fakeCodes = new Uint8Array(fakeScaled.length);
   }
   const scaled = fakeScaled.subarray(0, n);
-  const headDim = width / (spec.heads ?? 1);
   const cellWidth = count === 1 ? Math.max(width, 1) : headDim;
   for (let t = 0; t < tokens; t++) {
     for (let c0 = 0, cell = 0; c0 < width; c0 += cellWidth, cell++) {

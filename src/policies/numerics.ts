@@ -32,6 +32,29 @@ export interface PolicyNumerics {
   kvHook(layer: number): KvCacheHook | null;
 }
 
+/** A linear-layer site of a block: the attention projections and the MLP's (the router is apart). */
+export type BlockLinearSite = 'q' | 'k' | 'v' | 'o' | 'up' | 'gate' | 'down';
+
+/**
+ * The {@link BlockGemms} of one block, frozen: `linear(site)` at each linear site, the attention products,
+ * and the router's GEMMs when the block has them (an MoE block's).
+ */
+export function blockGemmsOf(
+  linear: (site: BlockLinearSite) => LinearGemms,
+  attention: AttentionGemms,
+  router?: LinearGemms,
+): BlockGemms {
+  return Object.freeze({
+    q: linear('q'),
+    k: linear('k'),
+    v: linear('v'),
+    o: linear('o'),
+    mlp: Object.freeze({ up: linear('up'), gate: linear('gate'), down: linear('down') }),
+    attention,
+    ...(router === undefined ? {} : { router }),
+  });
+}
+
 /**
  * Exact fp32 numerics: {@link gemmSequential} at every site (IEEE float32 for Float32Array
  * outputs, plain doubles for Float64Array ones, which is what the gradient checks use), no KV hook.
@@ -361,15 +384,7 @@ export function roundingNumerics(options: RoundingNumericsOptions): PolicyNumeri
   const products = { qk: gemm, pv: gemm, dScores: gemm, dValues: gemm, dQuery: gemm, dKey: gemm };
   const operandRounding = Object.freeze({ ...products, round: roundInto, gemmRounded });
   const attention: AttentionGemms = Object.freeze({ ...products, decodeRounding, operandRounding });
-  const block: BlockGemms = Object.freeze({
-    q: linear,
-    k: linear,
-    v: linear,
-    o: linear,
-    mlp: Object.freeze({ up: linear, gate: linear, down: linear }),
-    attention,
-    router: linear,
-  });
+  const block = blockGemmsOf(() => linear, attention, linear);
   const acc =
     order === 'fp32'
       ? 'fp32 accumulate'

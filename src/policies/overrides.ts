@@ -3,10 +3,10 @@
 
 import type { BlockGemms } from '../nn/block.js';
 import type { LinearGemms } from '../nn/gemm.js';
-import type { PolicyNumerics } from './numerics.js';
+import { blockGemmsOf, type BlockLinearSite, type PolicyNumerics } from './numerics.js';
 import { z } from 'zod';
 import { overridesShapeSchema, parseAt } from './plan-schema.js';
-import { quantSites, type QuantSite } from './quantized.js';
+import { quantSites } from './quantized.js';
 
 /**
  * One override: the GEMM sites whose name matches `match` use `gemm` (a GEMM plan of the same kinds
@@ -114,19 +114,12 @@ export function overriddenNumerics(
   const block = (layer: number): BlockGemms => {
     let g = blocks[layer];
     if (g === undefined) {
-      const site = (s: Exclude<QuantSite, 'lmHead' | 'router' | 'up' | 'gate' | 'down'>): LinearGemms =>
-        pick(`h${layer}.${s}`, layer).block(layer)[s];
-      const mlpSite = (s: 'up' | 'gate' | 'down'): LinearGemms => pick(`h${layer}.${s}`, layer).block(layer).mlp[s];
-      const routerFrom = pick(`h${layer}.router`, layer).block(layer);
-      g = Object.freeze({
-        q: site('q'),
-        k: site('k'),
-        v: site('v'),
-        o: site('o'),
-        mlp: Object.freeze({ up: mlpSite('up'), gate: mlpSite('gate'), down: mlpSite('down') }),
-        attention: pick(`h${layer}.attn`, layer).block(layer).attention,
-        ...(routerFrom.router ? { router: routerFrom.router } : {}),
-      });
+      const site = (s: BlockLinearSite): LinearGemms => {
+        const from = pick(`h${layer}.${s}`, layer).block(layer);
+        return s === 'up' || s === 'gate' || s === 'down' ? from.mlp[s] : from[s];
+      };
+      const attention = pick(`h${layer}.attn`, layer).block(layer).attention;
+      g = blockGemmsOf(site, attention, pick(`h${layer}.router`, layer).block(layer).router);
       blocks[layer] = g;
     }
     return g;

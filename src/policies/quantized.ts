@@ -17,7 +17,7 @@ import {
   type KvCacheState,
 } from '../numerics/kvcache.js';
 import { quantPreset, type QuantPresetName, type QuantPresetParams } from '../numerics/presets.js';
-import { roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
+import { blockGemmsOf, roundingNumerics, type PolicyNumerics, type RoundingFormat } from './numerics.js';
 import { stepScalesActive, stepTensorAmax } from './step-scales.js';
 import { amaxRun } from '../numerics/quant-cells.js';
 
@@ -382,15 +382,7 @@ export function quantizedNumerics(options: QuantizedNumericsOptions): QuantizedP
       throw new Error(`quantizedNumerics: layer must be a non-negative integer, got ${layer}`);
     let g = blocks[layer];
     if (g === undefined) {
-      g = Object.freeze({
-        q: site('q'),
-        k: site('k'),
-        v: site('v'),
-        o: site('o'),
-        mlp: Object.freeze({ up: site('up'), gate: site('gate'), down: site('down') }),
-        attention: attentionOf(),
-        router: site('router'),
-      });
+      g = blockGemmsOf(site, attentionOf(), site('router'));
       blocks[layer] = g;
     }
     return g;

@@ -49,7 +49,7 @@ export interface LogprobsAsked {
 export function logprobsResultFromJson(json: ResultJson<'logprobs'>, asked: LogprobsAsked): LogprobsResult {
   const { rows, T, grad, entropyRequired = true, probSqSumAsked = false, topkK = 0 } = asked;
   const shape = [rows, T];
-  const logp = tensorFromJson(json.logp, 'logprobs', 'result.logp', { dtypes: ['F64'], shape }) as Float64Array;
+  const logp = logprobTensor(json.logp, 'result.logp', shape);
   if (json.entropy === undefined && entropyRequired) {
     throw new ProtocolError(
       'logprobs',
@@ -61,13 +61,6 @@ export function logprobsResultFromJson(json: ResultJson<'logprobs'>, asked: Logp
     json.entropy === undefined
       ? new Float64Array(rows * T).fill(Number.NaN)
       : (tensorFromJson(json.entropy, 'logprobs', 'result.entropy', { dtypes: ['F64'], shape }) as Float64Array);
-  const bad = logp.findIndex((x) => !(x <= 0));
-  if (bad >= 0)
-    throw new ProtocolError(
-      'logprobs',
-      'result.logp',
-      `logprobs: result.logp must hold log-probs ≤ 0, got ${logp[bad]} at ${bad}`,
-    );
   if (grad && json.handle === undefined)
     throw new ProtocolError('logprobs', 'result.handle', 'logprobs: result.handle is required when grad is set');
   if (probSqSumAsked && json.probSqSum === undefined)
@@ -107,13 +100,14 @@ function topkResult(json: TensorJson | undefined, shape: readonly number[]): Flo
       'result.topkLogp',
       'logprobs: result.topkLogp is required when the request sets topk',
     );
-  const x = tensorFromJson(json, 'logprobs', 'result.topkLogp', { dtypes: ['F64'], shape }) as Float64Array;
+  return logprobTensor(json, 'result.topkLogp', shape);
+}
+
+/** Decodes an F64 tensor of the given shape whose every entry is a log-prob ≤ 0 (−∞ allowed, NaN not). */
+function logprobTensor(json: TensorJson, field: string, shape: readonly number[]): Float64Array {
+  const x = tensorFromJson(json, 'logprobs', field, { dtypes: ['F64'], shape }) as Float64Array;
   const bad = x.findIndex((v) => !(v <= 0));
   if (bad >= 0)
-    throw new ProtocolError(
-      'logprobs',
-      'result.topkLogp',
-      `logprobs: result.topkLogp must hold log-probs ≤ 0, got ${x[bad]} at ${bad}`,
-    );
+    throw new ProtocolError('logprobs', field, `logprobs: ${field} must hold log-probs ≤ 0, got ${x[bad]} at ${bad}`);
   return x;
 }

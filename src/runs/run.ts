@@ -519,25 +519,11 @@ async function drive(
     observer?.onEvalStart?.(step);
     await backend.sync();
     const evalRng = evalStream(root, step);
-    const record: MetricRecord = {
-      step,
-      ...(await evaluate(
-        backend,
-        task,
-        evalProblems,
-        'rollout',
-        evalRng.fork(rngStreams.run.side('rollout')),
-        generation,
-      )),
-      ...(await evaluate(
-        backend,
-        task,
-        evalProblems,
-        'trainer',
-        evalRng.fork(rngStreams.run.side('trainer')),
-        generation,
-      )),
-    };
+    let record: MetricRecord = { step };
+    for (const side of ['rollout', 'trainer'] as const) {
+      const rng = evalRng.fork(rngStreams.run.side(side));
+      record = { ...record, ...(await evaluate(backend, task, evalProblems, side, rng, generation)) };
+    }
     evalFile.write(record);
     observer?.onEval?.(step, record);
   };

@@ -1,7 +1,7 @@
 // Supervised warm start of the AR policy: cross-entropy on the response tokens of (prompt, gold response)
 // pairs, AdamW with global-norm clipping. Not RL: the GRPO loop calls this before its first step.
 
-import { yieldToEventLoop } from '../yield.js';
+import { runSteps, runStepsYielding } from '../yield.js';
 import { AdamW, clipGradNorm, type AdamWConfig } from '../../nn/adamw.js';
 import { allocLike } from '../../nn/array.js';
 import { crossEntropyBackward, crossEntropyForward } from '../../nn/softmax.js';
@@ -145,11 +145,7 @@ export interface TrainSupervisedResult {
  * ```
  */
 export function trainSupervised(policy: ArPolicy, task: Task, opts: TrainSupervisedOptions): TrainSupervisedResult {
-  const steps = supervisedSteps(policy, task, opts);
-  for (;;) {
-    const next = steps.next();
-    if (next.done === true) return next.value;
-  }
+  return runSteps(supervisedSteps(policy, task, opts));
 }
 
 /**
@@ -161,12 +157,7 @@ export async function trainSupervisedAsync(
   task: Task,
   opts: TrainSupervisedOptions,
 ): Promise<TrainSupervisedResult> {
-  const steps = supervisedSteps(policy, task, opts);
-  for (;;) {
-    const next = steps.next();
-    if (next.done === true) return next.value;
-    await yieldToEventLoop();
-  }
+  return runStepsYielding(supervisedSteps(policy, task, opts));
 }
 
 /** `batchSize` training problems of `task` drawn from `rng`, each paired with its gold response. */

@@ -1,7 +1,7 @@
 // Supervised warm start of the diffusion policy: LLaDA SFT masked-token training on (prompt, gold response) pairs with AdamW.
 // Not RL: no rewards or log-prob ratios here; the GRPO loop starts from the weights this leaves behind.
 
-import { yieldToEventLoop } from '../yield.js';
+import { runSteps, runStepsYielding } from '../yield.js';
 import { AdamW, clipGradNorm } from '../../nn/adamw.js';
 import { allocLike, type FloatArray } from '../../nn/array.js';
 import { createParamStore, type ParamStore } from '../../nn/params.js';
@@ -137,11 +137,7 @@ export function diffusionWarmStart(
   config: DiffusionWarmStartConfig = {},
   store: ParamStore = createParamStore(model.specs, config.seed ?? 0),
 ): DiffusionWarmStartResult {
-  const run = warmStartSteps(model, task, config, store);
-  for (;;) {
-    const next = run.next();
-    if (next.done === true) return next.value;
-  }
+  return runSteps(warmStartSteps(model, task, config, store));
 }
 
 /**
@@ -154,12 +150,7 @@ export async function diffusionWarmStartAsync(
   config: DiffusionWarmStartConfig = {},
   store: ParamStore = createParamStore(model.specs, config.seed ?? 0),
 ): Promise<DiffusionWarmStartResult> {
-  const run = warmStartSteps(model, task, config, store);
-  for (;;) {
-    const next = run.next();
-    if (next.done === true) return next.value;
-    await yieldToEventLoop();
-  }
+  return runStepsYielding(warmStartSteps(model, task, config, store));
 }
 
 /** The loop of {@link diffusionWarmStart}, suspended after every update. */
