@@ -3,7 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { fillMarkers, generatedDocs, labDocs } from '../scripts/doc-tables.js';
 import { labPlannedRuns, labSizeText } from '../src/cli/lab.js';
 import { loadLabExperiment } from '../src/runs/lab.js';
-import { fillGoldenTable, GOLDEN_DOC, goldenSuiteStats } from '../scripts/golden-docs.js';
+import {
+  fillGoldenTable,
+  fillManifestSize,
+  GOLDEN_DOC,
+  goldenManifestBytes,
+  goldenSuiteStats,
+} from '../scripts/golden-docs.js';
 
 describe('generated documentation tables', () => {
   it.each(Object.entries(generatedDocs()))(
@@ -37,12 +43,15 @@ describe('docs/golden.md suite table', () => {
   it('case counts and sizes are those the suites write (regenerate: npx tsx scripts/golden-docs.ts)', () => {
     const text = readFileSync(GOLDEN_DOC, 'utf8');
     expect(fillGoldenTable(text, goldenSuiteStats(0))).toBe(text);
+    expect(fillManifestSize(text, goldenManifestBytes(0))).toBe(text);
   }, 180_000);
 
   it('a stale count is caught', () => {
     const stats = { gemm: { cases: 16, bytes: 1024 } };
     expect(fillGoldenTable('| `gemm` | 15 | 1 KiB | x |\n', stats)).toBe('| `gemm` | 16 | 1 KiB | x |\n');
     expect(() => fillGoldenTable('nothing\n', stats)).toThrow(/no table row for suite 'gemm'/);
+    expect(fillManifestSize('`manifest.json` is 1.5 MiB.\n', 2_261_939)).toBe('`manifest.json` is 2.2 MiB.\n');
+    expect(() => fillManifestSize('nothing\n', 1)).toThrow(/no sentence/);
   });
 });
 
