@@ -9,7 +9,7 @@ import type { RunConfig } from '../rl/grpo/config.js';
 import { diffusionRecordSchema } from '../protocol/record-schemas.js';
 import { recordValueToJson } from '../protocol/schema.js';
 import type { CheckContext } from './request-checks.js';
-import { BackendCallError } from '../protocol/errors.js';
+import { checkTemperatureHonoured } from './temperature-checks.js';
 
 /** The three estimators a diffusion record may name. */
 const ESTIMATORS = ['trajectory', 'd1', 'elbo'] as const;
@@ -230,53 +230,9 @@ export async function checkDiffusion(ctx: CheckContext, config: RunConfig | unde
 
   // The temperature: recorded as the request's τ (or the configured one, for a backend that refuses
   // another sampler naming `sampling`), and honoured by the trainer: ℓ at another record τ differs.
-  const sampler = config?.policy.sampler;
-  let hot: RolloutBatch = batch;
-  let tau: number | undefined = sampler?.temperature;
-  let how = 'the configured sampler';
-  try {
-    hot = await backend.generate({
-      prompts,
-      seed: `${seed}/tau`,
-      sampling: { temperature: 0.5, topK: sampler?.topK ?? 0, topP: sampler?.topP ?? 1, logprob: 'processed' },
-    });
-    tau = 0.5;
-    how = 'a generate at τ 0.5';
-  } catch (error) {
-    const refused =
-      error instanceof BackendCallError &&
-      error.kind === 'remote' &&
-      ((error.field ?? '').startsWith('sampling') || /\bsampling\b[.:]/.test(error.message));
-    if (!refused) {
-      add('diffusion temperature recorded and honoured', false, error instanceof Error ? error.message : String(error));
-      return;
-    }
-    how = 'the configured sampler (another is refused naming sampling)';
-  }
-  const rec = hot.record as unknown as Record_;
-  if (tau !== undefined && rec.temperature !== tau) {
-    add(
-      'diffusion temperature recorded and honoured',
-      false,
-      `record.temperature ${rec.temperature}, expected τ ${tau} (${how})`,
-    );
-    return;
-  }
-  await attempt('diffusion temperature recorded and honoured', async () => {
-    const other = rec.temperature === 1 ? 0.5 : 1;
-    const at = await backend.logprobs({ batch: hot, rows, policy: 'current' });
-    const moved = await backend.logprobs({
-      batch: withRecord(hot, { ...rec, temperature: other }),
-      rows,
-      policy: 'current',
-    });
-    const honoured = !same(at.logp, moved.logp);
-    add(
-      'diffusion temperature recorded and honoured',
-      honoured,
-      honoured
-        ? `record.temperature ${rec.temperature} (${how}${tau === undefined ? '; τ not checked without --config' : ''}); ℓ at τ ${other} differs`
-        : `ℓ is the same at τ ${rec.temperature} and τ ${other}: the trainer ignores record.temperature`,
-    );
+  await checkTemperatureHonoured(ctx, {
+    row: 'diffusion temperature recorded and honoured',
+    sampler: config?.policy.sampler,
+    withoutTemperature: 'fail',
   });
 }

@@ -26,7 +26,7 @@ export interface CheckContext {
   readonly tolerance: number;
   /** Whether the plan's two sides compute the same numbers (same GEMM settings) and ℓroll is comparable with ℓ. */
   readonly identicalSides: boolean;
-  /** Whether the configured sampler reports ℓroll of the same distribution `logprobs` scores (raw, or τ 1 without top-k/top-p). */
+  /** Whether the sampler's ℓroll is the quantity `logprobs` returns (`samplerMismatch` of temperature-checks.ts is null: raw at τ 1, or processed without top-k/top-p). */
   readonly likeForLike: boolean;
   /**
    * The `sampling` field of the battery's generates that test no sampler field (the run config's sampler,
@@ -130,6 +130,11 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'maxNewTokens honoured', catches: ['maxNewTokens ignored'] },
   { check: 'temperature → 0 is greedy', catches: ['temperature ignored', 'temperature recorded as 1'] },
   { check: 'processed ℓroll at τ ≠ 1 is not the raw one', catches: ['temperature recorded as 1'] },
+  {
+    check: 'AR temperature recorded and honoured',
+    catches: ['temperature ignored'],
+    when: { 'temperature ignored': 'policy ar, a record that carries its temperature' },
+  },
   {
     check: 'MoE: own routing returned',
     catches: ['MoE routing misreported'],
@@ -294,7 +299,12 @@ export async function checkLogprobsRows(c: CheckContext): Promise<void> {
 /** With plan sides that differ, ℓroll must not equal the trainer's ℓ bit for bit (it would be the trainer's, not the engine's). */
 export async function checkRolloutIsEngine(c: CheckContext): Promise<void> {
   if (!c.likeForLike)
-    return c.add('ℓroll is the engine’s', true, 'processed sampler: ℓroll differs from ℓ by construction', true);
+    return c.add(
+      'ℓroll is the engine’s',
+      true,
+      'the sampler’s ℓroll is not the trainer’s quantity (row “ℓroll vs ℓ (not the same quantity)”)',
+      true,
+    );
   if (c.identicalSides) return c.add('ℓroll is the engine’s', true, 'plan sides identical: ℓroll may equal ℓ', true);
   let differ = 0;
   let tokens = 0;
@@ -319,7 +329,7 @@ export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
     return c.add(
       name,
       true,
-      'the configured sampler processes the distribution (τ ≠ 1 or top-k/top-p): its ℓroll is not comparable with the full-vocabulary ℓ',
+      'the sampler’s ℓroll is not the trainer’s quantity (row “ℓroll vs ℓ (not the same quantity)”)',
       true,
     );
   const g = await c.backend.generate({ prompts: c.prompts, seed: c.seed, side: 'trainer', ...c.sampling }).then(

@@ -155,7 +155,7 @@ describe('qrl-sim backend-check', () => {
         c.io,
       );
       expect(code, c.out.join('\n')).toBe(0);
-      expect(c.out.join('\n')).toMatch(/ℓroll vs ℓ \(processed sampler\) +info .*τ 0\.8, top-k 4/);
+      expect(c.out.join('\n')).toMatch(/ℓroll vs ℓ \(not the same quantity\) +info .*τ 0\.8, top-k 4/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -46,6 +46,7 @@ const mutants: Readonly<Record<string, BugClass>> = {
   'seed-ignored': 'seed ignored',
   'topk-second-first': 'top-k not the most likely',
   'topk-drops-sampled': 'sampled token outside the top-k support',
+  'temperature-ignored': 'temperature ignored',
 };
 
 describe('backend-check against mutants of numpy_ar', () => {

@@ -40,6 +40,32 @@ describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
     ).toEqual([]);
   }, 120_000);
 
+  // The samplers whose ℓroll is (processed τ 0.5) and is not (raw τ 0.5, top-k) the trainer's quantity: the
+  // ℓroll = ℓ rows compare the first and only report the others (a raw ℓroll at τ ≠ 1 once failed them).
+  it.each([
+    ['processed τ 0.5', { temperature: 0.5, topK: 0, topP: 1, logprob: 'processed', supportReplay: false }, true],
+    ['raw τ 0.5', { temperature: 0.5, topK: 0, topP: 1, logprob: 'raw', supportReplay: false }, false],
+    ['top-k 4', { temperature: 1, topK: 4, topP: 1, logprob: 'processed', supportReplay: false }, false],
+  ] as const)(
+    'passes the unmutated reference backend with the sampler %s',
+    async (_, sampler, compared) => {
+      const config = configOf(plan, sampler);
+      const rows = await servedConformance(
+        new ReferenceBackend(config, arPolicyFactory, makeTaskFromConfig(config.task)),
+        { config },
+      );
+      expect(
+        rows.filter((r) => r.status === 'FAIL'),
+        JSON.stringify(rows, null, 1),
+      ).toEqual([]);
+      const ok = (check: string) => rows.some((r) => isCheck(r.check, check) && r.status === 'ok');
+      expect(ok('ℓroll vs ℓ (same sides, max|δ| ≤ tolerance)')).toBe(compared && plan === 'bf16');
+      expect(ok('trainer-side generate scored by the trainer')).toBe(compared);
+      expect(ok('AR temperature recorded and honoured')).toBe(true);
+    },
+    120_000,
+  );
+
   it.each(Object.keys(mutants))(
     'catches %s',
     async (name) => {

@@ -57,6 +57,16 @@ export const mutants: Readonly<Record<string, Mutant>> = {
         }
       })(config, arPolicyFactory, task(config)),
   },
+  'trainer-ignores-record-temperature': {
+    bug: 'temperature ignored',
+    make: (config) =>
+      new (class extends ReferenceBackend {
+        override logprobs(r: LogprobsRequest): Promise<LogprobsResult> {
+          // scores at τ 1, whatever temperature the batch's record carries
+          return super.logprobs({ ...r, batch: { ...r.batch, record: { ...r.batch.record, temperature: 1 } } });
+        }
+      })(config, arPolicyFactory, task(config)),
+  },
   'temperature-recorded-as-1': {
     bug: 'temperature recorded as 1',
     // samples at τ 0.5 and reports the raw (τ = 1) log-prob whatever kind is asked
