@@ -3,13 +3,15 @@
     python3 numpy_topk_estimators.py --serve                   # as an implementation for `qrl-sim check`
     QRL_BUG=no-slot python3 numpy_topk_estimators.py --serve   # planted bug: y outside the top-k not in the set
     QRL_BUG=no-tail python3 numpy_topk_estimators.py --serve   # planted bug: the top-k KL without its tail term
+    QRL_BUG=no-iw-clip python3 numpy_topk_estimators.py --serve  # planted bug: iwClip ignored
 
 Two configs (aggregation token-mean): loss ``dppo-topk-tv`` / ``dppo-topk-kl`` with correction none
 (TRL trl/experimental/dppo/dppo_trainer.py @23eedc6 ``_compute_divergence_mask`` topk_tv / topk_kl and
 ``_compute_loss``: the set A' = the engine's top-k with y in the K-th slot when outside it, rest buckets
 clamped at 1e-12, mask by the sign of A and of p(y) − μ(y), L = −A·sg[min(r, c)]·mask·ℓθ); or any
 numpy_estimators config plus ``topkKl`` (ema-pg core_algos.py @f9b9776 ``compute_memory_efficient_kl``
-between πθ and the engine μ: head over the top-k, tail at y outside it, times sg exp(ℓθ − ℓold) with iw).
+between πθ and the engine μ: head over the top-k, tail at y outside it, times sg exp(ℓθ − ℓold) with iw, clipped to iwClip as
+dp_actor.py clamps it with kl_iw_clip_lower / kl_iw_clip_upper).
 Formulas in docs/estimators.md.
 """
 
@@ -109,6 +111,9 @@ def topk_kl(params: dict, cfg: dict, spec: dict) -> dict:
         g_head = np.where(valid, -q, 0.0)
     outside = ~(valid & (ids == y[..., None])).any(-1) if tail_on and BUG != "no-tail" else np.zeros(y.shape, bool)
     iw = np.exp(np.clip(lt - lo, -CLAMP, CLAMP)) if use_iw else np.ones_like(lt)
+    bounds = spec.get("iwClip") or {}
+    if use_iw and BUG != "no-iw-clip":
+        iw = np.minimum(np.maximum(iw, bounds.get("lower", -np.inf)), bounds.get("upper", np.inf))
     if kind == "full_reverse":
         tail, g_tail = lt - lr, lt - lr
     else:

@@ -68,6 +68,16 @@ export const topkKlSpecSchema = z.strictObject({
   coef: nonNegative().default(0.001),
   tailSampling: z.boolean().default(true),
   iw: z.boolean().default(false),
+  /** Bounds on the `iw` weight (`kl_iw_clip_lower` / `kl_iw_clip_upper`); read only with `iw`, as ema-pg reads them. */
+  iwClip: z
+    .strictObject({ lower: z.number().optional(), upper: z.number().optional() })
+    .refine((b) => b.lower === undefined || b.upper === undefined || b.lower <= b.upper, {
+      error: (iss) => {
+        const b = iss.input as { lower: number; upper: number };
+        return `lower ${b.lower} is above upper ${b.upper} (torch.clamp would then give upper everywhere)`;
+      },
+    })
+    .optional(),
 });
 
 /** Resolved top-k KL spec. */

@@ -52,6 +52,7 @@ describe('check with DPPO top-k and the top-k KL', () => {
         ['python/examples/configs/dppo-topk-kl.json', 'no-slot'],
         ['python/examples/configs/tis-ppo-topk-kl.json', 'no-tail'],
         ['python/examples/configs/tis-ppo-topk-kl-forward.json', 'no-tail'],
+        ['python/examples/configs/tis-ppo-topk-kl-iwclip.json', 'no-iw-clip'],
       ];
       for (const [cfg, bug] of cases) {
         const ok = await check(cfg, 30);
@@ -67,6 +68,6 @@ describe('check with DPPO top-k and the top-k KL', () => {
         }
       }
     },
-    240_000,
+    300_000,
   );
 });

@@ -516,6 +516,38 @@ describe('top-k KL (EMA-PG arXiv 2602.04417; ema-pg core_algos.py @f9b9776 compu
     expect(truncated.loss).toBeCloseTo(headRev, 15);
   });
 
+  it('iwClip bounds the iw weight (clamp(w, lower, upper), dp_actor.py kl_iw_clip_*); read only with iw', () => {
+    const d = Math.log(0.02 / 0.1);
+    // w = 0.02 / 0.04 = 0.5: a lower bound 0.8 lifts it, an upper bound 0.4 lowers it, [0.1, 2] leaves it
+    const cases: [object, number][] = [
+      [{ lower: 0.8 }, 0.8],
+      [{ upper: 0.4 }, 0.4],
+      [{ lower: 0.1, upper: 2 }, 0.5],
+      [{ lower: 0.5, upper: 0.5 }, 0.5],
+    ];
+    for (const [iwClip, w] of cases) {
+      const r = estimate(one(3, 0.02, 0.1, 0.04), cfg({ iw: true, iwClip }));
+      expect(r.loss).toBeCloseTo(headRev + w * d, 14);
+      expect(r.gradLogpTheta[0]).toBeCloseTo(w * d, 15);
+      expect(r.metrics['actor/topk_kl/tail']).toBeCloseTo(w * d, 14);
+    }
+    // without iw the weight is 1 whatever the bounds say (ema-pg reads them only under use_kl_iw)
+    const off = estimate(one(3, 0.02, 0.1, 0.04), cfg({ iwClip: { lower: 0.8, upper: 0.9 } }));
+    expect(off.loss).toBeCloseTo(headRev + d, 14);
+    // full_forward: the K4 tail is weighted the same way
+    const w4 = 0.1 / 0.02;
+    const fwd = estimate(one(3, 0.02, 0.1, 0.04), cfg({ type: 'full_forward', iw: true, iwClip: { lower: 0.8 } }));
+    expect(fwd.loss).toBeCloseTo(headFwd + 0.8 * w4 * Math.log(w4), 13);
+    expect(fwd.gradLogpTheta[0]).toBeCloseTo(0.8 * (1 - w4), 14);
+  });
+
+  it('iwClip with lower above upper is refused, naming the field and both values', () => {
+    expect(() => cfg({ iw: true, iwClip: { lower: 2, upper: 1 } })).toThrow(
+      /config\.topkKl\.iwClip.*lower 2 is above upper 1/,
+    );
+    expect(() => cfg({ iw: true, iwClip: { lower: 1, bound: 2 } })).toThrow(/config\.topkKl\.iwClip/);
+  });
+
   it('full_forward: L1 = Σ q·(ℓμ − ℓθ) (gradient −q); the K4 tail w·log w + ℓθ − sg ℓθ, gradient 1 − w', () => {
     const w = 0.1 / 0.02;
     const r = estimate(one(3, 0.02, 0.1, 0.02), cfg({ type: 'full_forward' }));

@@ -21,6 +21,11 @@ export interface TopkKlParams {
   readonly tailSampling: boolean;
   /** Multiply the tail term by sg[exp(clamp(ℓθ − ℓold, ±20))] (`use_kl_iw`). @defaultValue false */
   readonly iw: boolean;
+  /**
+   * Bounds of that weight, clamp(w, lower, upper) with either bound optional (`kl_iw_clip_lower`,
+   * `kl_iw_clip_upper`; torch.clamp). Read only with `iw`. @defaultValue none (no bound)
+   */
+  readonly iwClip?: { readonly lower?: number | undefined; readonly upper?: number | undefined } | undefined;
 }
 
 /** What {@link topkKlTerm} adds: per-token values and gradients (before `coef`). */
@@ -34,6 +39,15 @@ export interface TopkKlValue {
 }
 
 const clampLog = (x: number): number => Math.min(LOG_RATIO_BOUND, Math.max(-LOG_RATIO_BOUND, x));
+
+/** The `iw` weight sg[exp(clamp(ℓθ − ℓold, ±20))] within `iwClip` (dp_actor.py l.1056–1066), 1 without `iw`. */
+function iwWeight(params: TopkKlParams, logRatio: number): number {
+  if (!params.iw) return 1;
+  const w = Math.exp(clampLog(logRatio));
+  const lower = params.iwClip?.lower ?? -Infinity;
+  const upper = params.iwClip?.upper ?? Infinity;
+  return Math.min(Math.max(w, lower), upper);
+}
 
 /** The sampled token's log-probs {@link topkKlTerm} reads, all `(B, T)` (an estimate input has them). */
 export interface TopkKlSides {
@@ -58,7 +72,7 @@ export interface TopkKlSides {
  *   lw = clamp(ℓroll_y − ℓθ_y, ±20), L2 = o·(e^{sg lw}·lw + ℓθ_y − sg ℓθ_y) (the K4 estimator, gradient
  *   1 − e^{lw} inside the clamp, 1 outside).
  *
- * tokenKl = L1 + iw·L2 (iw = 1 unless `iw`); gradients scaled by `upstream` (aggregation coefficient × coef).
+ * tokenKl = L1 + iw·L2 (iw = 1 unless `iw`, clamped to `iwClip` when given); gradients scaled by `upstream` (aggregation coefficient × coef).
  * Metrics (means over the masked tokens): `actor/topk_kl/head` (L1), `actor/topk_kl/tail` (iw·L2),
  * `actor/topk_kl/tail_frac` (the fraction with y outside the top-k).
  */
@@ -107,7 +121,7 @@ export function topkKlTerm(
     if (outside) {
       if (topk.tokens![k]! < 0)
         throw new UsageError(`topk.tokens: config.topkKl needs the sampled id of every token, got -1 at ${k}`);
-      const w = params.iw ? Math.exp(clampLog(det[k]! - logpOld[k]!)) : 1;
+      const w = iwWeight(params, det[k]! - logpOld[k]!);
       let dTail: number;
       if (params.type === 'full_reverse') {
         const c = det[k]! - logpRollout[k]!;
