@@ -26,7 +26,7 @@ import {
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { checkProbSqSum, checkRoutingReplay, differences, equalArrays, sameJson } from './capability-checks.js';
 import { checkDiffusion } from './diffusion-checks.js';
-import { checkTemperatureHonoured, samplerMismatch } from './temperature-checks.js';
+import { checkTemperatureHonoured, samplerMismatch, supportReplayed } from './temperature-checks.js';
 
 /** One row of the conformance table. */
 export interface ConformanceRow {
@@ -254,20 +254,27 @@ export async function runConformance(
       info.plan.rollout && (info.plan.rollout as { gemm?: unknown }).gemm,
       info.plan.trainer && (info.plan.trainer as { gemm?: unknown }).gemm,
     );
-    // ℓroll of another quantity than the trainer's ℓ (a raw ℓroll at τ ≠ 1, a cut support, τ placed after the
-    // log-softmax by the trainer) differs even on the same weights: the comparisons that need equality skip it
+    // ℓroll of another quantity than the trainer's ℓ (a raw ℓroll at τ ≠ 1, a cut support not replayed, τ placed
+    // after the log-softmax by the trainer) differs even on the same weights: the comparisons that need equality skip it
+    const replayed = supportReplayed(options.config, batch);
     const mismatch = samplerMismatch(
       asked,
       (info.plan.trainer as { temperatureAt?: unknown } | undefined)?.temperatureAt,
+      replayed,
     );
     const likeForLike = mismatch === null;
+    const comparisonNote =
+      refusedNote +
+      (replayed && likeForLike && (asked.topK > 0 || asked.topP < 1)
+        ? ' (the record carries the sampler’s kept set: does logprobs renormalise over record.support, as supportReplay asks?)'
+        : '');
     const identicalSides = sameGemms && likeForLike;
     const detail = `tokens ${d.tokens}, k1 ${d.k1.toExponential(3)}, k3 ${d.k3.toExponential(3)}, mean|δ| ${d.meanAbsDelta.toExponential(3)}, max|δ| ${d.maxAbsDelta.toExponential(3)}, ess ${d.ess.toFixed(4)}`;
     if (identicalSides)
       add(
         `ℓroll vs ℓ (same sides, max|δ| ≤ ${tolerance})`,
         d.maxAbsDelta <= tolerance,
-        d.maxAbsDelta <= tolerance ? detail : detail + refusedNote,
+        d.maxAbsDelta <= tolerance ? detail : detail + comparisonNote,
       );
     else if (!likeForLike)
       add(
@@ -288,7 +295,7 @@ export async function runConformance(
       identicalSides,
       likeForLike,
       sampling,
-      refusedNote,
+      comparisonNote,
       add,
       attempt,
     };
@@ -408,7 +415,7 @@ export async function runConformance(
             identicalSides: false,
             likeForLike: true,
             sampling,
-            refusedNote,
+            comparisonNote: refusedNote,
             add,
             attempt,
           });

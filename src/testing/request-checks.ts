@@ -26,15 +26,18 @@ export interface CheckContext {
   readonly tolerance: number;
   /** Whether the plan's two sides compute the same numbers (same GEMM settings) and ℓroll is comparable with ℓ. */
   readonly identicalSides: boolean;
-  /** Whether the sampler's ℓroll is the quantity `logprobs` returns (`samplerMismatch` of temperature-checks.ts is null: raw at τ 1, or processed without top-k/top-p). */
+  /** Whether the sampler's ℓroll is the quantity `logprobs` returns (`samplerMismatch` of temperature-checks.ts is null: raw at τ 1 with no support replayed, or processed without top-k/top-p or with the kept set replayed). */
   readonly likeForLike: boolean;
   /**
    * The `sampling` field of the battery's generates that test no sampler field (the run config's sampler,
    * else the untouched one); empty when the backend refused it naming `sampling`.
    */
   readonly sampling: { readonly sampling?: SamplingParams };
-  /** Appended to a failed ℓroll-vs-ℓ comparison when the backend refused {@link CheckContext.sampling} ('' otherwise). */
-  readonly refusedNote: string;
+  /**
+   * Appended to a failed ℓroll-vs-ℓ comparison: that the backend refused {@link CheckContext.sampling}, or that
+   * the record replays a cut support ('' otherwise).
+   */
+  readonly comparisonNote: string;
   readonly add: AddRow;
   readonly attempt: Attempt;
 }
@@ -45,6 +48,7 @@ export type BugClass =
   | 'rows ignored'
   | 'temperature ignored'
   | 'temperature recorded as 1'
+  | 'support replay ignored'
   | 'random greedy'
   | 'side ignored'
   | 'maxNewTokens ignored'
@@ -112,8 +116,12 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   { check: 'logprobs shapes', catches: ['impossible response'] },
   {
     check: 'ℓroll vs ℓ (same sides, max|δ| ≤ tolerance)',
-    catches: ['off-by-one log-probs', 'sync keeps old weights'],
-    when: { 'off-by-one log-probs': 'plan sides identical', 'sync keeps old weights': 'plan sides identical' },
+    catches: ['off-by-one log-probs', 'sync keeps old weights', 'support replay ignored'],
+    when: {
+      'off-by-one log-probs': 'plan sides identical',
+      'sync keeps old weights': 'plan sides identical',
+      'support replay ignored': 'plan sides identical, a truncating sampler with supportReplay',
+    },
   },
   { check: 'logprobs honours rows', catches: ['rows ignored'] },
   {
@@ -123,8 +131,8 @@ export const namedChecks: readonly NamedCheck[] = Object.freeze([
   },
   {
     check: 'trainer-side generate scored by the trainer',
-    catches: ['off-by-one log-probs', 'side ignored'],
-    when: { 'side ignored': 'plan sides differ' },
+    catches: ['off-by-one log-probs', 'side ignored', 'support replay ignored'],
+    when: { 'side ignored': 'plan sides differ', 'support replay ignored': 'a truncating sampler with supportReplay' },
   },
   { check: 'greedy is seed-independent', catches: ['random greedy'] },
   { check: 'maxNewTokens honoured', catches: ['maxNewTokens ignored'] },
@@ -351,7 +359,7 @@ export async function checkTrainerSideScored(c: CheckContext): Promise<void> {
     d.bad === 0,
     d.bad === 0
       ? `ℓroll of the trainer side equals logprobs of its tokens (max|δ| ${d.max.toExponential(3)})`
-      : `${d.bad} tokens differ by more than ${c.tolerance} (max|δ| ${d.max.toExponential(3)}; first at ${d.first}): ${c.identicalSides ? 'logprobs scores other positions than generate (an off-by-one?)' : 'generate ignored side (sampled with the rollout engine), or logprobs scores other positions than generate'}${c.refusedNote}`,
+      : `${d.bad} tokens differ by more than ${c.tolerance} (max|δ| ${d.max.toExponential(3)}; first at ${d.first}): ${c.identicalSides ? 'logprobs scores other positions than generate (an off-by-one?)' : 'generate ignored side (sampled with the rollout engine), or logprobs scores other positions than generate'}${c.comparisonNote}`,
   );
 }
 

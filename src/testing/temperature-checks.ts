@@ -10,24 +10,45 @@ import type { CheckContext } from './request-checks.js';
 
 /**
  * Why `generate`'s ℓroll under `sampler` is not the quantity `logprobs` returns for the same tokens on the
- * same weights, or null when it is. The trainer scores log softmax(z/τ)[y] over the whole vocabulary at the
- * record's τ (docs/adapter.md, "Log-probs"), τ entering before the log-softmax unless the plan's trainer side
- * says `temperatureAt: "after-log-softmax"`. A raw ℓroll is log softmax(z)[y], the τ = 1 value, so it is
- * the trainer's quantity only at τ = 1; a processed ℓroll is log softmax(z/τ)[y] renormalised over the
- * top-k/top-p kept set, so it is the trainer's quantity whenever nothing is cut (any τ). The same rule
- * as `semanticsDifferences` of src/policies/semantics.ts, for a plan the battery knows only as JSON.
+ * same weights, or null when it is. The trainer scores log softmax(z/τ)[y] at the record's τ (docs/adapter.md,
+ * "Log-probs"), τ entering before the log-softmax unless the plan's trainer side says `temperatureAt:
+ * "after-log-softmax"`, over the whole vocabulary or, when the record carries the sampler's kept set
+ * (`supportReplay`), renormalised over it. A raw ℓroll is log softmax(z)[y] over the whole vocabulary, the
+ * τ = 1 value, so it is the trainer's quantity only at τ = 1 with nothing replayed; a processed ℓroll is
+ * log softmax(z/τ)[y] renormalised over the top-k/top-p kept set, so it is the trainer's quantity whenever
+ * nothing is cut or the cut is replayed (any τ). The same rule as `semanticsDifferences` of
+ * src/policies/semantics.ts, for a plan the battery knows only as JSON.
  *
  * @param trainerTemperatureAt - `info.plan.trainer.temperatureAt` as the backend declared it
+ * @param supportReplayed - the run config asks for `supportReplay` and the batch's record carries a `support`
  */
-export function samplerMismatch(sampler: SamplingParams, trainerTemperatureAt?: unknown): string | null {
+export function samplerMismatch(
+  sampler: SamplingParams,
+  trainerTemperatureAt?: unknown,
+  supportReplayed = false,
+): string | null {
   const { temperature: tau, topK, topP } = sampler;
-  if (sampler.logprob === 'raw')
+  const truncated = topK > 0 || topP < 1;
+  if (sampler.logprob === 'raw') {
+    if (truncated && supportReplayed)
+      return `a raw ℓroll is over the whole vocabulary; the trainer renormalises over the replayed kept set (top-k ${topK}, top-p ${topP})`;
     return tau === 1 ? null : `a raw ℓroll is log softmax(z) (τ 1); the trainer scores at the record's τ ${tau}`;
-  if (topK > 0 || topP < 1)
-    return `a processed ℓroll is renormalised over the kept set (top-k ${topK}, top-p ${topP}); the trainer scores the whole vocabulary`;
+  }
+  if (truncated && !supportReplayed)
+    return `a processed ℓroll is renormalised over the kept set (top-k ${topK}, top-p ${topP}); without supportReplay the trainer scores the whole vocabulary`;
   if (tau !== 1 && trainerTemperatureAt === 'after-log-softmax')
     return `the plan's trainer side divides by τ ${tau} after the log-softmax, the sampler before it`;
   return null;
+}
+
+/**
+ * Whether a batch's record replays the sampler's kept set: the run config asks for `supportReplay` and the
+ * record carries a `support` (the diffusion record's field, docs/adapter.md; an AR backend's own record
+ * keeps it under the same name where it keeps it at all).
+ */
+export function supportReplayed(config: Pick<RunConfig, 'policy'> | undefined, batch: RolloutBatch): boolean {
+  const support = (batch.record as { support?: unknown }).support;
+  return config?.policy.sampler.supportReplay === true && support !== undefined && support !== null;
 }
 
 const same = (a: ArrayLike<number>, b: ArrayLike<number>): boolean =>

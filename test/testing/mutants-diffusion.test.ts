@@ -14,8 +14,8 @@ import { type BugClass, isCheck, namedChecks } from '../../src/testing/request-c
 
 const root = mkdtempSync(join(tmpdir(), 'qrl-mutants-diffusion-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-const config = (estimator: string): string => {
-  const path = join(root, `${estimator}.json`);
+const config = (estimator: string, sampler?: object): string => {
+  const path = join(root, `${estimator}${sampler ? '-sampler' : ''}.json`);
   writeFileSync(
     path,
     JSON.stringify({
@@ -23,6 +23,7 @@ const config = (estimator: string): string => {
       policy: {
         kind: 'diffusion',
         model: { C: 16, H: 2, layers: 1, hidden: 32 },
+        ...(sampler ? { sampler } : {}),
         diffusion: { generationLength: 8, blockLength: 4, steps: 4, estimator },
       },
       plan: 'bf16',
@@ -84,6 +85,24 @@ describe('backend-check against mutants of numpy_diffusion', () => {
         `${name}: failed ${JSON.stringify(failed)}`,
       ).not.toEqual([]);
       expect(code).toBe(1);
+    },
+    120_000,
+  );
+
+  // A cut support replayed (top-k 4, supportReplay): ℓroll and the trainer's ℓ are the same quantity, so the
+  // ℓroll = ℓ rows compare them, and a trainer that drops record.support (scores the whole vocabulary) fails.
+  const replay = { topK: 4, supportReplay: true };
+  const replayRows = namedChecks.filter((c) => c.catches.includes('support replay ignored')).map((c) => c.check);
+  it.each(['trajectory', 'd1', 'elbo'])(
+    'top-k with supportReplay (%s): numpy_diffusion compared and passes, support-ignored caught',
+    async (estimator) => {
+      const ok = await check(numpy, config(estimator, replay));
+      expect(ok.rows.filter((r) => r.status === 'FAIL')).toEqual([]);
+      for (const c of replayRows) expect(ok.rows.find((r) => isCheck(r.check, c))?.status, c).toBe('ok');
+      const bad = await check(`python3 ${fixture} --mutant support-ignored`, config(estimator, replay));
+      const failed = bad.rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
+      expect(failed.filter((f) => replayRows.some((c) => isCheck(f, c))).length, JSON.stringify(failed)).toBe(2);
+      expect(bad.code).toBe(1);
     },
     120_000,
   );

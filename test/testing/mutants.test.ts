@@ -40,12 +40,24 @@ describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
     ).toEqual([]);
   }, 120_000);
 
-  // The samplers whose ℓroll is (processed τ 0.5) and is not (raw τ 0.5, top-k) the trainer's quantity: the
-  // ℓroll = ℓ rows compare the first and only report the others (a raw ℓroll at τ ≠ 1 once failed them).
+  // The samplers whose ℓroll is (processed τ 0.5, a cut support replayed) and is not (raw τ 0.5, top-k not
+  // replayed, raw with a replayed support) the trainer's quantity: the ℓroll = ℓ rows compare the first and
+  // only report the others (a raw ℓroll at τ ≠ 1 once failed them).
   it.each([
     ['processed τ 0.5', { temperature: 0.5, topK: 0, topP: 1, logprob: 'processed', supportReplay: false }, true],
     ['raw τ 0.5', { temperature: 0.5, topK: 0, topP: 1, logprob: 'raw', supportReplay: false }, false],
     ['top-k 4', { temperature: 1, topK: 4, topP: 1, logprob: 'processed', supportReplay: false }, false],
+    [
+      'top-k 4, support replayed',
+      { temperature: 1, topK: 4, topP: 1, logprob: 'processed', supportReplay: true },
+      true,
+    ],
+    [
+      'τ 0.7 top-p 0.9, support replayed',
+      { temperature: 0.7, topK: 0, topP: 0.9, logprob: 'processed', supportReplay: true },
+      true,
+    ],
+    ['raw top-k 4, support replayed', { temperature: 1, topK: 4, topP: 1, logprob: 'raw', supportReplay: true }, false],
   ] as const)(
     'passes the unmutated reference backend with the sampler %s',
     async (_, sampler, compared) => {
@@ -75,7 +87,7 @@ describe.each(plans)('backend-check against mutants, plan %s', (plan) => {
       const harmless =
         (mutant.harmlessWhen === 'identical sides' && identical) ||
         (mutant.harmlessWhen === 'different sides' && !identical);
-      const rows = await servedConformance(mutant.make(config));
+      const rows = await servedConformance(mutant.make(config), mutant.checkedWithConfig ? { config } : {});
       const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
       const claimed = namedChecks.filter((c) => c.catches.includes(mutant.bug)).map((c) => c.check);
       const catching = failed.filter((f) => claimed.some((c) => isCheck(f, c)));

@@ -24,6 +24,8 @@ export interface Mutant {
   readonly harmlessWhen?: 'identical sides' | 'different sides';
   /** A sampler the inner backend is configured with (default: the run config's). */
   readonly sampler?: RunConfig['policy']['sampler'];
+  /** The battery is given the run config (`backend-check --config`), as the bug shows only under its sampler. */
+  readonly checkedWithConfig?: boolean;
   readonly make: (config: RunConfig) => ReferenceBackend;
 }
 
@@ -64,6 +66,20 @@ export const mutants: Readonly<Record<string, Mutant>> = {
         override logprobs(r: LogprobsRequest): Promise<LogprobsResult> {
           // scores at τ 1, whatever temperature the batch's record carries
           return super.logprobs({ ...r, batch: { ...r.batch, record: { ...r.batch.record, temperature: 1 } } });
+        }
+      })(config, arPolicyFactory, task(config)),
+  },
+  'trainer-ignores-support': {
+    bug: 'support replay ignored',
+    // top-k 4 with supportReplay: the record carries the kept set, the trainer scores the whole vocabulary
+    sampler: { temperature: 1, topK: 4, topP: 1, logprob: 'processed', supportReplay: true },
+    checkedWithConfig: true,
+    make: (config) =>
+      new (class extends ReferenceBackend {
+        override logprobs(r: LogprobsRequest): Promise<LogprobsResult> {
+          const record = { ...r.batch.record } as Record<string, unknown>;
+          delete record.support;
+          return super.logprobs({ ...r, batch: { ...r.batch, record: record as typeof r.batch.record } });
         }
       })(config, arPolicyFactory, task(config)),
   },
