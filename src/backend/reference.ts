@@ -164,7 +164,7 @@ export class ReferenceBackend implements PolicyBackend {
         entropy: true,
         warmStart: true,
         probSqSum: this.config.policy.kind === 'ar',
-        ...(this.config.policy.kind === 'ar' ? { topkLogprobs: true } : {}),
+        ...(this.config.policy.kind === 'ar' ? { topkLogprobs: true, supportReplay: true } : {}),
       },
       parameters: this.engine.params.data.length,
     };

@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { applyOverrides } from '../runs/overrides.js';
 import { checkModelLimits } from '../runs/limits.js';
-import { type RunConfig, resolveRunConfig } from '../rl/grpo/config.js';
+import { type RunConfig, replaysSupport, resolveRunConfig } from '../rl/grpo/config.js';
 import { policyFactory } from '../runs/policies.js';
 import { writeReport } from '../report/write.js';
 import { latestCheckpoint, type RunObserver, runGrpo } from '../runs/run.js';
@@ -355,7 +355,10 @@ export const runCommand: Command = {
           shouldStop: stopRequested,
           // every answer of a backend the driver does not own is checked before it is trained on
           ...(backend !== undefined
-            ? { backend: new CheckedBackend(backend, backend.name), backendIdentity: backendIdentity! }
+            ? {
+                backend: new CheckedBackend(backend, backend.name, { replaysSupport: replaysSupport(config) }),
+                backendIdentity: backendIdentity!,
+              }
             : {}),
         });
       } catch (error) {

@@ -105,6 +105,15 @@ export interface BackendCapabilities {
    * coefficients. A run whose `policy.sampler.topkLogprobs` > 0 is refused without it. @defaultValue false
    */
   readonly topkLogprobs?: boolean;
+  /**
+   * An AR backend replays the sampling support (`policy.sampler.supportReplay` of the run config it is
+   * sent in `info.run`): under a top-k/top-p sampler its record keeps each sampled position's kept set and
+   * `logprobs` renormalises ℓ over it, as ℓroll is (docs/adapter.md §3, `capabilities`). A run with
+   * `supportReplay` and a truncating sampler is refused against an AR backend without it. A diffusion
+   * backend needs no declaration: its record's `support` field is the spec's (docs/adapter.md §7,
+   * "Record"), and the driver refuses a batch of such a run whose record lacks it. @defaultValue false
+   */
+  readonly supportReplay?: boolean;
 }
 
 /**

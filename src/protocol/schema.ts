@@ -248,6 +248,12 @@ export const methodSchemas = {
           .describe(
             'the backend takes generate.topkLogprobs, logprobs.topk, backward.gradTopk (absent: false), docs/adapter.md §13',
           ),
+        supportReplay: z
+          .boolean()
+          .optional()
+          .describe(
+            'an AR backend records the kept set under run.policy.sampler.supportReplay and scores over it (absent: false), docs/adapter.md §3',
+          ),
       }),
       parameters: nonNegInt,
     }),

@@ -7,7 +7,7 @@ import type { BackendInfo, BackendVocabulary, JsonValue } from '../core/backend-
 import { arConfigFor } from '../policies/ar-api.js';
 import { planOfConfig } from '../policies/plans.js';
 import { tokenLevelAdvantageNames } from '../rl/advantages.js';
-import { generationOf, type RunConfig } from '../rl/grpo/config.js';
+import { generationOf, replaysSupport, type RunConfig } from '../rl/grpo/config.js';
 import type { Task } from '../tasks/task.js';
 import { BOS, EOS, MASK, PAD, SEP } from '../tasks/tokenizer.js';
 
@@ -128,6 +128,12 @@ export function backendMismatches(info: BackendInfo, config: RunConfig, task: Ta
   if (tokenLevelAdvantageNames.includes(advantage) && info.capabilities.probSqSum !== true) {
     out.push(
       `capabilities.probSqSum: the backend does not return Σ_v π(v)² per token (capabilities.probSqSum is ${String(info.capabilities.probSqSum ?? false)}), which config.estimators.advantage.name '${advantage}' needs`,
+    );
+  }
+  const sampler = config.policy.sampler;
+  if (info.policy === 'ar' && replaysSupport(config) && info.capabilities.supportReplay !== true) {
+    out.push(
+      `capabilities.supportReplay: the backend does not replay the sampling support (capabilities.supportReplay is ${String(info.capabilities.supportReplay ?? false)}), which config.policy.sampler.supportReplay asks for under top-k ${sampler.topK}, top-p ${sampler.topP} (without it ℓold and ℓθ are over the whole vocabulary, ℓroll over the kept set)`,
     );
   }
   const K = config.policy.sampler.topkLogprobs ?? 0;

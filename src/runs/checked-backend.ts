@@ -38,10 +38,15 @@ export class CheckedBackend implements PolicyBackend {
   /** What the last sync returned. */
   private served: number | undefined;
 
-  /** @param name the backend's command or URL, as errors name it */
+  /**
+   * @param name the backend's command or URL, as errors name it
+   * @param options.replaysSupport the run replays a cut sampling support (`replaysSupport` of
+   *   backend-expect.ts): a sampled diffusion batch must carry the record's `support`
+   */
   constructor(
     private readonly inner: PolicyBackend,
     private readonly name: string,
+    private readonly options: { readonly replaysSupport?: boolean } = {},
   ) {}
 
   private fail(v: ResponseViolation): never {
@@ -76,8 +81,22 @@ export class CheckedBackend implements PolicyBackend {
   async generate(request: GenerateRequest): Promise<RolloutBatch> {
     const batch = await this.inner.generate(request);
     const expected = (request.side ?? 'rollout') === 'rollout' ? this.served : this.trainer;
-    const bad = generateViolation(await this.described_(), request, batch, expected);
+    const info = await this.described_();
+    const bad = generateViolation(info, request, batch, expected);
     if (bad !== null) this.fail(bad);
+    const support = (batch.record as { support?: unknown }).support;
+    if (
+      this.options.replaysSupport === true &&
+      info.policy === 'diffusion' &&
+      request.greedy !== true &&
+      (support === undefined || support === null)
+    )
+      this.fail({
+        method: 'generate',
+        field: 'result.record.support',
+        message:
+          'is absent, but the run config sets policy.sampler.supportReplay under a truncating sampler: the trainer would score the whole vocabulary, ℓroll the kept set (docs/adapter.md §7, "Record")',
+      });
     return batch;
   }
 

@@ -4,7 +4,7 @@
 
 import { UsageError } from '../core/errors.js';
 import { connectBackend, parseBackendAddress } from '../protocol/remote.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { replaysSupport, type RunConfig } from '../rl/grpo/config.js';
 import { makeTaskFromConfig } from '../tasks/registry.js';
 import { PLAN_FROM_BACKEND, backendMismatches, backendSetup } from './backend-expect.js';
 import { CheckedBackend } from './checked-backend.js';
@@ -111,7 +111,7 @@ export async function runGrpoOnBackend(options: BackendRunOptions): Promise<RunS
       factory: options.factory,
       cacheDir: options.cacheDir,
       resume: options.resume === true,
-      backend: new CheckedBackend(remote, remote.name),
+      backend: new CheckedBackend(remote, remote.name, { replaysSupport: replaysSupport(config) }),
       backendIdentity: {
         address: target.address,
         name: info.backend.name,

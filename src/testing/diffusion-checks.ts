@@ -5,7 +5,7 @@
 // record, and the temperature is recorded and honoured. Not the rows every backend gets (conformance.ts).
 
 import type { RolloutBatch, ReplayRecord } from '../core/backend-contract.js';
-import type { RunConfig } from '../rl/grpo/config.js';
+import { replaysSupport, type RunConfig } from '../rl/grpo/config.js';
 import { diffusionRecordSchema } from '../protocol/record-schemas.js';
 import { recordValueToJson } from '../protocol/schema.js';
 import type { CheckContext } from './request-checks.js';
@@ -38,7 +38,12 @@ const withRecord = (batch: RolloutBatch, record: object): RolloutBatch => ({
 });
 
 /** The first problem of a diffusion record against its batch and request, or null. */
-function recordProblem(ctx: CheckContext, batch: RolloutBatch, seed: string): string | null {
+function recordProblem(
+  ctx: CheckContext,
+  batch: RolloutBatch,
+  seed: string,
+  config: RunConfig | undefined,
+): string | null {
   const json = recordValueToJson(batch.record);
   const parsed = diffusionRecordSchema.safeParse(json);
   if (!parsed.success) {
@@ -71,6 +76,34 @@ function recordProblem(ctx: CheckContext, batch: RolloutBatch, seed: string): st
       if (s.response[j] === eos) open = false;
     }
   }
+  return supportProblem(ctx, batch, config);
+}
+
+/**
+ * With `--config` replaying a cut support (and the battery's sampler not refused): the record's `support`
+ * is there, holds B·N·V entries of 0/1, and every committed slot's token is in its own kept set.
+ */
+function supportProblem(ctx: CheckContext, batch: RolloutBatch, config: RunConfig | undefined): string | null {
+  if (config === undefined || !replaysSupport(config) || ctx.sampling.sampling === undefined) return null;
+  const support = (batch.record as { support?: unknown }).support;
+  const { topK, topP } = config.policy.sampler;
+  if (!(support instanceof Uint8Array))
+    return `record.support is absent, but the config replays the sampler's kept set (supportReplay, top-k ${topK}, top-p ${topP}): the trainer cannot renormalise over it`;
+  const V = ctx.info.vocabulary.size;
+  const N = batch.T;
+  if (support.length !== batch.B * N * V)
+    return `record.support has ${support.length} entries, B·N·V = ${batch.B}·${N}·${V} = ${batch.B * N * V}`;
+  const r = batch.record as unknown as Record_;
+  for (let b = 0; b < batch.B; b++)
+    for (let j = 0; j < N; j++) {
+      const at = (b * N + j) * V;
+      for (let v = 0; v < V; v++)
+        if (support[at + v] !== 0 && support[at + v] !== 1)
+          return `record.support[${b}, ${j}, ${v}] = ${support[at + v]}, expected 0 or 1`;
+      const tok = r.sequences[b]!.response[j]!;
+      if (support[at + tok] !== 1)
+        return `record.support[${b}, ${j}] does not keep the slot's committed token ${tok}: it was drawn from another set`;
+    }
   return null;
 }
 
@@ -100,7 +133,7 @@ function scheduleProblem(s: Sequence, b: number, N: number, L: number, S: number
  */
 export async function checkDiffusion(ctx: CheckContext, config: RunConfig | undefined): Promise<void> {
   const { backend, batch, prompts, seed, add, attempt } = ctx;
-  const problem = recordProblem(ctx, batch, seed);
+  const problem = recordProblem(ctx, batch, seed, config);
   add(
     'diffusion record well-formed',
     problem === null,

@@ -90,7 +90,8 @@ describe('backend-check against mutants of numpy_diffusion', () => {
   );
 
   // A cut support replayed (top-k 4, supportReplay): ℓroll and the trainer's ℓ are the same quantity, so the
-  // ℓroll = ℓ rows compare them, and a trainer that drops record.support (scores the whole vocabulary) fails.
+  // ℓroll = ℓ rows compare them, and a trainer that drops record.support (scores the whole vocabulary) fails;
+  // a record that does not carry it fails the record row.
   const replay = { topK: 4, supportReplay: true };
   const replayRows = namedChecks.filter((c) => c.catches.includes('support replay ignored')).map((c) => c.check);
   it.each(['trajectory', 'd1', 'elbo'])(
@@ -103,6 +104,12 @@ describe('backend-check against mutants of numpy_diffusion', () => {
       const failed = bad.rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
       expect(failed.filter((f) => replayRows.some((c) => isCheck(f, c))).length, JSON.stringify(failed)).toBe(2);
       expect(bad.code).toBe(1);
+      // a record without the kept set: the trainer cannot replay it, and the record row says so
+      const unrecorded = await check(`python3 ${fixture} --mutant support-not-recorded`, config(estimator, replay));
+      const row = unrecorded.rows.find((r) => r.check === 'diffusion record well-formed');
+      expect(row?.status).toBe('FAIL');
+      expect(row?.detail).toMatch(/^record\.support is absent, but the config replays/);
+      expect(unrecorded.code).toBe(1);
     },
     120_000,
   );

@@ -53,7 +53,7 @@ const samplerSchema = z.strictObject({
     .boolean()
     .default(false)
     .describe(
-      'record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias',
+      'record the top-k/top-p kept set per sampled position and score ℓold, ℓθ, ℓref renormalised over it (TRL issue 6789, prime-rl PR 2601; diffusion: the kept set of the draw that committed each slot); off to model the unfixed bias. With --backend under a truncating sampler: an AR backend must declare capabilities.supportReplay, a diffusion batch must carry record.support (docs/adapter.md §3)',
     ),
   topkLogprobs: nonNegInt
     .optional()
@@ -331,4 +331,13 @@ export function generationOf(
     maxNewTokens: config.policy.kind === 'diffusion' ? config.policy.diffusion.generationLength : task.responseLength,
     ...(s.topkLogprobs !== undefined && s.topkLogprobs > 0 ? { topkLogprobs: s.topkLogprobs } : {}),
   };
+}
+
+/**
+ * Whether a run replays a cut sampling support: `policy.sampler.supportReplay` under top-k > 0 or
+ * top-p < 1 (with nothing cut the kept set is the vocabulary and there is nothing to replay).
+ */
+export function replaysSupport(config: Pick<RunConfig, 'policy'>): boolean {
+  const s = config.policy.sampler;
+  return s.supportReplay && (s.topK > 0 || s.topP < 1);
 }
