@@ -3,7 +3,7 @@
 // exit 2, nothing written), and a diffusion batch of such a run must carry the record's `support`
 // (else the driver stops at that generate, naming result.record.support).
 
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -107,17 +107,40 @@ describe('CheckedBackend under a replayed support', () => {
 });
 
 describe('qrl-sim run --backend with supportReplay', () => {
-  it('refuses numpy_ar (no capabilities.supportReplay) under top-k 4 with exit 2, writing nothing', async () => {
+  it('refuses an AR backend without capabilities.supportReplay (numpy_ar of 2026-11-25) under top-k 4 with exit 2, writing nothing', async () => {
     const path = join(root, 'ar.json');
     writeFileSync(path, JSON.stringify(raw('ar', { topK: 4, supportReplay: true })));
     const out = join(root, 'ar-out');
-    const backend = `PYTHONPATH=${join(process.cwd(), 'python')} python3 -m qrl_backend.numpy_ar`;
+    const sdk = join(process.cwd(), 'test/fixtures/backends/qrl_backend-2026-11-25');
+    const model = JSON.stringify({ vocabSize: 13, maxLen: 9, C: 16, H: 2, layers: 1, hidden: 16 });
+    const backend = `PYTHONPATH=${sdk} python3 -m qrl_backend.numpy_ar --config '${model}' --plan fp32`;
     const r = await runCli(['run', '--config', path, '--out', out, '--backend', backend, '--no-report']);
     expect(r.code, r.err).toBe(2);
     expect(r.err.trim().split('\n')).toHaveLength(1);
     expect(r.err).toMatch(/capabilities\.supportReplay: the backend does not replay the sampling support/);
     expect(existsSync(join(out, 'metrics.jsonl'))).toBe(false);
   }, 60_000);
+
+  it('trains on numpy_ar, which replays the support: ℓold is ℓroll on the same sides, byte-identical on a rerun', async () => {
+    const path = join(root, 'ar-replay.json');
+    writeFileSync(path, JSON.stringify({ ...raw('ar', { topK: 4, supportReplay: true }), steps: 2, seed: 1 }));
+    const backend = `PYTHONPATH=${join(process.cwd(), 'python')} python3 -m qrl_backend.numpy_ar`;
+    const lines: string[] = [];
+    for (const name of ['np-a', 'np-b']) {
+      const r = await runCli(['run', '--config', path, '--out', join(root, name), '--backend', backend, '--no-report']);
+      expect(r.code, r.err).toBe(0);
+      lines.push(readFileSync(join(root, name, 'metrics.jsonl'), 'utf8'));
+    }
+    expect(lines[1]).toBe(lines[0]);
+    const steps = lines[0]!
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
+    expect(steps).toHaveLength(2);
+    // bf16 on both sides and ℓold taken right after the sync: the replayed ℓold is the rollout's ℓroll
+    // up to the rounding of the recompute; without the replay it differs by log of the kept mass
+    for (const m of steps) expect(m['mismatch/seq_log_ratio_abs_max']!).toBeLessThan(1e-3);
+  }, 120_000);
 
   it('stops a diffusion run at the first batch whose record lacks the support (exit 1, field named)', async () => {
     const path = join(root, 'diffusion.json');

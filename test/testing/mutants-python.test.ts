@@ -22,13 +22,27 @@ writeFileSync(
     plan: 'fp32',
   }),
 );
+// the same run with a top-k 4 sampler whose kept set is replayed (policy.sampler.supportReplay)
+const replayConfig = join(root, 'replay.json');
+writeFileSync(
+  replayConfig,
+  JSON.stringify({
+    task: { name: 'reverse', options: { minLength: 3, maxLength: 4 } },
+    policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 }, sampler: { topK: 4, supportReplay: true } },
+    plan: 'fp32',
+  }),
+);
 const fixture = join(process.cwd(), 'test/fixtures/backends/sdk_mutant.py');
 
-async function check(backend: string, withConfig = true): Promise<{ code: number; rows: ConformanceRow[] }> {
+async function check(
+  backend: string,
+  withConfig: boolean | string = true,
+): Promise<{ code: number; rows: ConformanceRow[] }> {
   const out: string[] = [];
   const io = { out: (t: string) => out.push(t), err: () => undefined };
+  const configArgs = withConfig === false ? [] : ['--config', withConfig === true ? config : withConfig];
   const code = await main(
-    ['backend-check', '--backend', backend, ...(withConfig ? ['--config', config] : []), '--batch', '4', '--json'],
+    ['backend-check', '--backend', backend, ...configArgs, '--batch', '4', '--json'],
     io as never,
   );
   return { code, rows: (JSON.parse(out.join('')) as { rows: ConformanceRow[] }).rows };
@@ -48,6 +62,8 @@ const mutants: Readonly<Record<string, BugClass>> = {
   'topk-drops-sampled': 'sampled token outside the top-k support',
   'temperature-ignored': 'temperature ignored',
 };
+/** Mutants that only a run with a replayed top-k support exposes (checked with `replayConfig`). */
+const replayMutants: Readonly<Record<string, BugClass>> = { 'support-ignored': 'support replay ignored' };
 
 describe('backend-check against mutants of numpy_ar', () => {
   it('passes the unmutated numpy_ar', async () => {
@@ -56,10 +72,23 @@ describe('backend-check against mutants of numpy_ar', () => {
     expect(code).toBe(0);
   }, 120_000);
 
-  it.each(Object.entries(mutants))(
+  it('passes the unmutated numpy_ar under a replayed top-k support, comparing ℓroll with ℓ', async () => {
+    const { code, rows } = await check(
+      `PYTHONPATH=${join(process.cwd(), 'python')} python3 -m qrl_backend.numpy_ar`,
+      replayConfig,
+    );
+    expect(rows.filter((r) => r.status === 'FAIL')).toEqual([]);
+    expect(rows.find((r) => r.check.startsWith('ℓroll vs ℓ (same sides'))?.status).toBe('ok');
+    expect(code).toBe(0);
+  }, 120_000);
+
+  it.each([
+    ...Object.entries(mutants).map(([name, bug]) => [name, bug, config] as const),
+    ...Object.entries(replayMutants).map(([name, bug]) => [name, bug, replayConfig] as const),
+  ])(
     'catches %s',
-    async (name, bug) => {
-      const { code, rows } = await check(`python3 ${fixture} --mutant ${name}`);
+    async (name, bug, runConfig) => {
+      const { code, rows } = await check(`python3 ${fixture} --mutant ${name}`, runConfig);
       const failed = rows.filter((r) => r.status === 'FAIL').map((r) => r.check);
       const claimed = namedChecks.filter((c) => c.catches.includes(bug)).map((c) => c.check);
       expect(

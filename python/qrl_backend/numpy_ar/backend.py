@@ -30,7 +30,8 @@ class NumpyArBackend(Backend):
 
     def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], plan: str = "fp32", lr: float = 1e-3,
                  weight_decay: float = 0.0, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 max_new_tokens: Optional[int] = None, sampling: Optional[Dict[str, Any]] = None):
+                 max_new_tokens: Optional[int] = None, sampling: Optional[Dict[str, Any]] = None,
+                 support_replay: bool = False):
         check_params(cfg, params)
         self.cfg = cfg
         self.plan_name = plan
@@ -48,6 +49,9 @@ class NumpyArBackend(Backend):
         self.lr, self.wd, self.beta1, self.beta2, self.eps = lr, weight_decay, beta1, beta2, eps
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
+        #: sampling-support replay (run.policy.sampler.supportReplay): a sampled batch's record keeps the kept
+        #: set of every position (`support`, uint8 (B, T, V)), and `logprobs` renormalises over a record's support
+        self.support_replay = support_replay
         self.handles: Dict[str, Any] = {}
         self.next_handle = 1
 
@@ -61,7 +65,7 @@ class NumpyArBackend(Backend):
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": dict(side, decode="recompute", logprob="processed"), "trainer": side},
             "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True,
-                             "topkLogprobs": True},
+                             "topkLogprobs": True, "supportReplay": True},
             "parameters": int(sum(v.size for v in self.params.values())),
         }
 
@@ -107,6 +111,7 @@ class NumpyArBackend(Backend):
         logp = np.zeros((B, L))
         active = np.ones(B, dtype=bool)
         topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
+        support = np.zeros((B, L, V), dtype=np.uint8) if self.support_replay and not greedy else None
         for k in range(L):
             logits, _ = forward(self.cfg, weights, tokens[:, : P + k], plan)
             z = logits[:, -1, :].astype(np.float64)  # (B, V)
@@ -125,6 +130,8 @@ class NumpyArBackend(Backend):
                     idx = np.nonzero(keep & (u < cum))[0]
                     y = int(idx[0]) if idx.size else int(np.nonzero(keep)[0][-1])
                     lp_proc = float(proc[y])
+                    if support is not None:
+                        support[b, k] = keep
                 tokens[b, P + k] = y
                 mask[b, k] = 1.0
                 logp[b, k] = lp_proc if report == "processed" else float(raw[y])
@@ -137,6 +144,8 @@ class NumpyArBackend(Backend):
                 break
         version = self.served if side == "rollout" else self.version
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(tau)}
+        if support is not None:
+            record["support"] = support
         return RolloutBatch(version, [list(p) for p in prompts], tokens[:, P:].copy(), mask, logp, record, topk)
 
     # --- trainer -------------------------------------------------------------------------------
@@ -159,9 +168,21 @@ class NumpyArBackend(Backend):
         weights = self.params if policy == "current" else self.reference
         logits, cache = forward(self.cfg, weights, tokens, self.trainer_plan)
         z = logits[:, P - 1 : P + T - 1, :]  # (R, T, V): row t predicts response token t
-        lsm = log_softmax_rows(z, tau)
+        keep = ar_record_support(batch, rows, self.cfg.vocabSize)
+        if keep is None:
+            lsm = log_softmax_rows(z, tau)
+            shifted = lsm
+        else:
+            # softmax(z/τ) renormalised over the rollout's kept set, −inf outside it (ℓ is then the sampler's
+            # processed ℓroll); a top-k id is scored from the same log-sum-exp, as the TypeScript trainer does
+            keep = keep | (mask[..., None] != 1)  # an unscored position keeps the vocabulary (no empty row)
+            s = z.astype(np.float64) / tau
+            kept = np.where(keep, s, -np.inf)
+            m = kept.max(axis=-1, keepdims=True)
+            shifted = s - (m + np.log(np.sum(np.exp(kept - m), axis=-1, keepdims=True)))  # log_softmax_rows' steps
+            lsm = np.where(keep, shifted, -np.inf)
         lp = np.take_along_axis(lsm, resp[..., None], axis=-1)[..., 0] * mask
-        ent = -np.sum(np.exp(lsm) * lsm, axis=-1) * mask
+        ent = -np.sum(np.exp(lsm) * shifted, axis=-1) * mask  # shifted: lsm, finite outside a kept set (p = 0 there)
         # Σ_v π(v)² of the same softmax row (veRL sum_pi_squared), float64
         sq = np.sum(np.exp(lsm.astype(np.float64)) ** 2, axis=-1) * mask if prob_sq_sum else None
         ids = None
@@ -170,7 +191,7 @@ class NumpyArBackend(Backend):
             if batch.topk is None:
                 raise ProtocolError("topk", "needs a batch generated with topkLogprobs (batch.topk is absent)")
             ids = np.asarray(batch.topk.ids[rows], dtype=np.int32)  # (R, T, K)
-            topk_logp = _trainer_topk(lsm, ids, mask)
+            topk_logp = _trainer_topk(shifted, ids, mask)
         handle = None
         if grad:
             handle = f"lp{self.next_handle}"
@@ -261,6 +282,30 @@ def ar_record_temperature(batch: RolloutBatch) -> float:
     if not tau > 0:
         raise ProtocolError("batch.record.temperature", f"must be > 0, got {tau}")
     return tau
+
+
+def ar_record_support(batch: RolloutBatch, rows: Sequence[int], V: int) -> Optional[np.ndarray]:
+    """The kept set (R, T, V) bool of the batch's rows from `record.support` (uint8 0/1, B·T·V values as sent;
+    the engine's (B, T, V) array in process), or None when the record has none. Refuses a support of another
+    size, values other than 0 and 1, or a sampled token outside its position's set, naming the field."""
+    sup = batch.record.get("support")
+    if sup is None:
+        return None
+    sup = np.asarray(sup)
+    B, T = batch.responses.shape
+    if sup.size != B * T * V:
+        raise ProtocolError("batch.record.support", f"must hold B·T·V = {B}·{T}·{V} = {B * T * V} values, got {sup.size}")
+    if sup.size and not np.isin(sup, (0, 1)).all():
+        raise ProtocolError("batch.record.support", "must hold 0 or 1")
+    keep = sup.reshape(B, T, V)[list(rows)] == 1
+    resp = np.asarray(batch.responses[list(rows)], dtype=np.int64)
+    scored = np.asarray(batch.mask[list(rows)]) == 1
+    drawn = np.take_along_axis(keep, np.clip(resp, 0, V - 1)[..., None], axis=-1)[..., 0]
+    bad = np.argwhere(scored & ~drawn)
+    if bad.size:
+        r, t = (int(x) for x in bad[0])
+        raise ProtocolError("batch.record.support", f"row {list(rows)[r]} position {t}: the sampled token {int(resp[r, t])} is outside its kept set")
+    return keep
 
 
 def _record_topk(dist: np.ndarray, keep: np.ndarray, K: int, ids: np.ndarray, logp: np.ndarray) -> None:
@@ -358,8 +403,15 @@ class ConfiguredNumpyAr(ConfiguredFromRun):
             beta1=float(optim.get("beta1", 0.9)), beta2=float(optim.get("beta2", 0.999)), eps=float(optim.get("eps", 1e-8)),
             max_new_tokens=a.max_new_tokens if a.max_new_tokens is not None else setup.get("maxNewTokens"),
             sampling=sampling,
+            support_replay=_support_replay(run, a),
         )
         self.setup = setup
+
+
+def _support_replay(run: Optional[Dict[str, Any]], a: Any) -> bool:
+    """run.policy.sampler.supportReplay of the run the driver sent, else the --support-replay flag."""
+    sampler = ((run or {}).get("policy") or {}).get("sampler") or {}
+    return bool(sampler.get("supportReplay", False)) or bool(getattr(a, "support_replay", False))
 
 
 class _FlagError(Exception):
@@ -403,6 +455,8 @@ def build(argv: Optional[List[str]] = None) -> Backend:
     ap.add_argument("--temperature", type=float)
     ap.add_argument("--top-k", type=int)
     ap.add_argument("--top-p", type=float)
+    ap.add_argument("--support-replay", action="store_true",
+                    help="record each sampled position's kept set and score over it (default: the run's policy.sampler.supportReplay)")
     add_server_arguments(ap)
     a = ap.parse_args(argv)
     a.fixed = False
@@ -416,5 +470,5 @@ def build(argv: Optional[List[str]] = None) -> Backend:
         sys.exit(2)
     sampling = {"temperature": 1.0 if a.temperature is None else a.temperature, "topK": a.top_k or 0, "topP": 1.0 if a.top_p is None else a.top_p, "logprob": "processed"}
     inner = NumpyArBackend(cfg, params, plan=a.plan or "fp32", lr=1e-3 if a.lr is None else a.lr, weight_decay=a.weight_decay or 0.0,
-                           max_new_tokens=a.max_new_tokens, sampling=sampling)
+                           max_new_tokens=a.max_new_tokens, sampling=sampling, support_replay=a.support_replay)
     return ConfiguredNumpyAr(a, inner)

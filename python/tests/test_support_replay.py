@@ -1,0 +1,109 @@
+"""Sampling-support replay in the numpy AR backend (capabilities.supportReplay): a sampled batch's record
+keeps every position's kept set, `logprobs` renormalises ℓ, the entropy, Σπ² and the top-k ℓ over it,
+its backward is the gradient of that ℓ, and a malformed support is refused naming the field."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from qrl_backend.numpy_ar import ArConfig, NumpyArBackend, init_params
+from qrl_backend.wire import ProtocolError, batch_from_json, batch_to_json
+
+CFG = ArConfig(vocabSize=13, maxLen=12, C=16, H=2, layers=1, hidden=24)
+PROMPTS = [[1, 7, 9, 3], [1, 5, 6, 3], [1, 8, 8, 3]]
+
+
+def backend(replay: bool, **sampling):
+    params = {k: v * 4 for k, v in init_params(CFG, 5).items()}  # sharper rows: a real top-p cut
+    s = {"temperature": 0.8, "topK": 4, "topP": 1.0, "logprob": "processed", **sampling}
+    return NumpyArBackend(CFG, params, max_new_tokens=6, sampling=s, support_replay=replay)
+
+
+@pytest.mark.parametrize("sampling", [{"topK": 4}, {"topK": 0, "topP": 0.7}, {"topK": 5, "topP": 0.9}])
+def test_replayed_logprobs_are_the_processed_rollout_logprobs(sampling):
+    be = backend(True, **sampling)
+    b = be.generate(PROMPTS, "s", None, False, "rollout")
+    sup = b.record["support"]
+    assert sup.dtype == np.uint8 and sup.shape == (3, b.T, CFG.vocabSize)
+    on = b.mask == 1
+    assert np.all(sup[on].sum(-1) < CFG.vocabSize)  # every sampled position was cut
+    assert np.all(sup[~on] == 0)
+    # the same sides (weights just synced, one plan): ℓ over the kept set is ℓroll; over the vocabulary it is not
+    wire = batch_from_json(batch_to_json(b), "batch")  # as the driver sends it back: a 1-D U8 tensor
+    r = be.logprobs(wire, range(3), "current", False, prob_sq_sum=True)
+    assert np.max(np.abs(r.logp - b.logp_rollout)) < 1e-5
+    full = be.logprobs(dataclasses.replace(b, record={k: v for k, v in b.record.items() if k != "support"}), range(3), "current", False)
+    assert np.max(np.abs(full.logp - b.logp_rollout)) > 1e-3
+    # the entropy and Σπ² are of the renormalised row: at most log|kept|, at least 1/|kept|
+    n = sup.sum(-1)
+    assert np.all(r.entropy[on] <= np.log(n[on]) + 1e-9) and np.all(r.entropy[on] > 0)
+    assert np.all(r.prob_sq_sum[on] >= 1 / n[on] - 1e-12) and np.all(r.prob_sq_sum[~on] == 0)
+    assert np.all(np.isfinite(r.entropy)) and np.all(r.entropy[~on] == 0)
+
+
+def test_no_support_without_replay_or_when_greedy():
+    assert "support" not in backend(False).generate(PROMPTS, "s", None, False, "rollout").record
+    assert "support" not in backend(True).generate(PROMPTS, "s", None, True, "rollout").record
+
+
+def test_replayed_gradient_matches_finite_differences_and_topk_shares_the_normaliser():
+    be = backend(True, topK=5)
+    b = be.generate(PROMPTS, "s", None, False, "rollout", topk_logprobs=5)
+    rows = [0, 2]
+    res = be.logprobs(b, rows, "current", True, topk=True)
+    ids = b.topk.ids[rows]
+    for i in range(len(rows)):
+        for t in range(b.T):
+            y = int(b.responses[rows[i], t])
+            if b.mask[rows[i], t]:
+                assert res.topk_logp[i, t, list(ids[i, t]).index(y)] == res.logp[i, t]  # K = topK: y is listed
+    rng = np.random.default_rng(1)
+    g, gk = rng.normal(size=res.logp.shape), rng.normal(size=res.topk_logp.shape)
+    be.backward(res.handle, g.reshape(-1), grad_topk=gk.reshape(-1))
+    grads = {k: v.astype(np.float64).copy() for k, v in be.grads.items()}
+
+    def loss():
+        r = be.logprobs(b, rows, "current", False, topk=True)
+        return float(np.sum(g * r.logp) + np.sum(gk * r.topk_logp))
+
+    for name in ["wte", "h0.attn.wq", "h0.mlp.down", "lnf.weight"]:
+        w = be.params[name]
+        idx = np.unravel_index(np.argmax(np.abs(grads[name])), w.shape)
+        old = w[idx]
+        w[idx] = old + np.float32(1e-2)
+        up = loss()
+        w[idx] = old - np.float32(1e-2)
+        down = loss()
+        w[idx] = old
+        assert grads[name][idx] == pytest.approx((up - down) / 2e-2, rel=2e-2), name
+
+
+def test_a_malformed_support_is_refused_naming_the_field():
+    be = backend(True)
+    b = be.generate(PROMPTS, "s", None, False, "rollout")
+    sup = b.record["support"]
+    cases = {
+        "values": sup * 2,
+        "size": sup.reshape(-1)[:-1],
+        "sampled token outside": np.zeros_like(sup),
+    }
+    for what, bad in cases.items():
+        with pytest.raises(ProtocolError) as e:
+            be.logprobs(dataclasses.replace(b, record={**b.record, "support": bad}), range(3), "current", False)
+        assert e.value.field == "batch.record.support", what
+    assert "outside its kept set" in str(e.value)
+
+
+def test_info_declares_it_and_the_run_config_switches_it_on():
+    from qrl_backend.numpy_ar.backend import build
+
+    assert backend(False).info()["capabilities"]["supportReplay"] is True
+    outer = build([])
+    setup = {"policy": "ar", "model": {"vocabSize": 13, "maxLen": 12, "C": 16, "H": 2, "layers": 1, "hidden": 24},
+             "sampling": {"temperature": 1.0, "topK": 4, "topP": 1.0, "logprob": "processed"}}
+    outer.configure({"policy": {"sampler": {"supportReplay": True}}}, setup)
+    assert outer.inner.support_replay is True
+    other = build([])
+    other.configure({"policy": {"sampler": {}}}, setup)
+    assert other.inner.support_replay is False
