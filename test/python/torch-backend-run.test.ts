@@ -55,6 +55,16 @@ describe.skipIf(!hasTorch)(`qrl_backend.torch_ar from the run config${hasTorch ?
     expect(JSON.parse(r.stdout)).toEqual([['bf16', 0.003, 0.1, 0.003, 0], ['fp32', 0.5, 0.1, 0.5, 0]]);
   }, 60_000);
 
+  it('replays a top-k support (capabilities.supportReplay): on fp32 sides ℓold is ℓroll, so the sequence log-ratio stays 0', async () => {
+    const out = join(root, 'replay');
+    const path = config('replay', { plan: 'fp32', policy: { kind: 'ar', model: { C: 16, H: 2, layers: 1, hidden: 32 }, sampler: { topK: 4, supportReplay: true } } });
+    const r = await runCli(['run', '--config', path, '--out', out, '--backend', backend, '--no-report']);
+    expect(r.code, r.err).toBe(0);
+    const steps = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+    expect(steps).toHaveLength(2);
+    for (const m of steps) expect(m['mismatch/seq_log_ratio_abs_max']!).toBeLessThan(1e-6);
+  }, 180_000);
+
   it('refuses a plan it does not run, in one line naming setup.plan.name', async () => {
     const r = await runCli(['run', '--config', config('nvfp4', { plan: 'nvfp4-rollout' }), '--out', join(root, 'nvfp4'), '--backend', backend]);
     expect(r.code).not.toBe(0);

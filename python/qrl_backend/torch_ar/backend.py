@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..backend import Backend, ConfiguredFromRun, RolloutBatch
-from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support, ar_record_temperature
+from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support, _support_replay, ar_record_support, ar_record_temperature
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..server import add_server_arguments
 from .scoring import GradHandles, score_rows
@@ -120,7 +120,8 @@ class TorchArBackend(Backend):
     forward with the same temperature; `save`/`load` are the framework's sharded checkpoints."""
 
     def __init__(self, cfg: ArConfig, params: Dict[str, np.ndarray], plan: str = "fp32", lr: float = 1e-3,
-                 weight_decay: float = 0.0, max_new_tokens: Optional[int] = None, device: Optional[str] = None):
+                 weight_decay: float = 0.0, max_new_tokens: Optional[int] = None, device: Optional[str] = None,
+                 support_replay: bool = False):
         if plan not in PLANS:
             raise ValueError(f"plan: {plan!r} is not supported by this backend ({', '.join(PLANS)})")
         check_params(cfg, params)
@@ -136,6 +137,9 @@ class TorchArBackend(Backend):
         self.version = 0
         self.served = 0
         self.grads = GradHandles(self.device)
+        #: sampling-support replay (run.policy.sampler.supportReplay), as numpy_ar: a sampled batch's record
+        #: keeps each position's kept set (`support`, uint8 (B, T, V)) and `logprobs` renormalises over it
+        self.support_replay = support_replay
 
     def info(self) -> Dict[str, Any]:
         gemm = {"kind": "fp32"} if self.plan_name == "fp32" else {"kind": "rounding", "operands": "bf16"}
@@ -148,7 +152,7 @@ class TorchArBackend(Backend):
             "vocabulary": {"size": self.cfg.vocabSize, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": {"gemm": rollout_gemm, "decode": "recompute", "logprob": "processed"}, "trainer": {"gemm": gemm}},
             "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": False, "probSqSum": True,
-                             "topkLogprobs": True},
+                             "topkLogprobs": True, "supportReplay": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -182,6 +186,7 @@ class TorchArBackend(Backend):
         if K > self.cfg.vocabSize:
             raise ProtocolError("topkLogprobs", f"must be ≤ the vocabulary size {self.cfg.vocabSize}, got {K}")
         topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
+        support = np.zeros((B, L, self.cfg.vocabSize), dtype=np.uint8) if self.support_replay and not greedy else None
         # REAL STACK: one vLLM `generate` call with SamplingParams(temperature, top_k, top_p, logprobs=0, seed)
         # (and logprobs=K for topkLogprobs).
         with torch.no_grad():
@@ -197,6 +202,8 @@ class TorchArBackend(Backend):
                         idx = np.nonzero(keep & (u < np.cumsum(np.where(keep, np.exp(proc), 0.0))))[0]
                         y = int(idx[0]) if idx.size else int(np.nonzero(keep)[0][-1])
                         lp = float(proc[y])
+                        if support is not None:
+                            support[b, k] = keep
                     tokens[b, P + k], mask[b, k] = y, 1.0
                     raw = None if s["logprob"] == "processed" else log_softmax_rows(z[b], 1.0)
                     logp[b, k] = lp if raw is None else float(raw[y])
@@ -206,6 +213,8 @@ class TorchArBackend(Backend):
                 if not active.any():
                     break
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else float(s["temperature"])}
+        if support is not None:  # REAL STACK: vLLM's sampling mask (--return-sampling-mask), per position
+            record["support"] = support
         return RolloutBatch(self.served if side == "rollout" else self.version, prompts, tokens[:, P:].astype(np.int32), mask, logp, record, topk)
 
     logprobs_keywords = frozenset({"prob_sq_sum", "topk"})  # Backend.logprobs_keywords
@@ -219,9 +228,16 @@ class TorchArBackend(Backend):
         resp = tokens[:, P:]
         mask = torch.from_numpy(batch.mask[rows]).to(self.device)
         model = self.model if policy == "current" else self.ref
+        keep = ar_record_support(batch, rows, self.cfg.vocabSize)
         with torch.set_grad_enabled(grad):
-            lsm = torch.log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, -1)
-            lp, ent, sq, tk = score_rows(lsm, resp, mask, batch, rows, prob_sq_sum, topk)
+            z = model(tokens)[:, P - 1 : -1].double() / tau
+            if keep is None:
+                lsm, shifted = torch.log_softmax(z, -1), None
+            else:  # renormalised over the rollout's kept set (an unscored position keeps the vocabulary)
+                kept = torch.from_numpy(keep | (np.asarray(batch.mask[rows])[..., None] != 1)).to(self.device)
+                shifted = z - torch.logsumexp(z.masked_fill(~kept, -torch.inf), -1, keepdim=True)
+                lsm = shifted.masked_fill(~kept, -torch.inf)
+            lp, ent, sq, tk = score_rows(lsm, resp, mask, batch, rows, prob_sq_sum, topk, shifted)
         return self.grads.result(lp, ent, sq, tk, grad)
 
     backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords
@@ -301,7 +317,7 @@ class ConfiguredTorchAr(ConfiguredFromRun):
             lr=a.lr if a.lr is not None else float(optim.get("lr", 1e-3)),
             weight_decay=a.weight_decay if a.weight_decay is not None else float(optim.get("weightDecay", 0.0)),
             max_new_tokens=a.max_new_tokens if a.max_new_tokens is not None else setup.get("maxNewTokens"),
-            device=a.device,
+            device=a.device, support_replay=_support_replay(run, a),
         )
         self.setup = setup
 
@@ -322,6 +338,8 @@ def build(argv: Optional[List[str]] = None) -> Backend:
     ap.add_argument("--weight-decay", type=float, help="default: setup.optim.weightDecay of the run, else 0")
     ap.add_argument("--max-new-tokens", type=int)
     ap.add_argument("--device", help="cuda, cpu, … (default: cuda when available)")
+    ap.add_argument("--support-replay", action="store_true",
+                    help="record each sampled position's kept set and score over it (default: the run's policy.sampler.supportReplay)")
     add_server_arguments(ap)
     a = ap.parse_args(argv)
     a.fixed = False
@@ -341,5 +359,5 @@ def build(argv: Optional[List[str]] = None) -> Backend:
         sys.stderr.write(f"{ap.prog}: {'--config ' + a.config if a.config else '--weights ' + a.weights}: {e}\n")
         sys.exit(2)
     inner = TorchArBackend(cfg, params, plan=a.plan or "fp32", lr=1e-3 if a.lr is None else a.lr, weight_decay=a.weight_decay or 0.0,
-                           max_new_tokens=a.max_new_tokens, device=a.device)
+                           max_new_tokens=a.max_new_tokens, device=a.device, support_replay=a.support_replay)
     return ConfiguredTorchAr(a, inner)

@@ -15,11 +15,16 @@ from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 
 
 def score_rows(lsm: torch.Tensor, resp: torch.Tensor, mask: torch.Tensor, batch: RolloutBatch, rows: Sequence[int],
-               prob_sq_sum: bool, topk: bool) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+               prob_sq_sum: bool, topk: bool, shifted: Optional[torch.Tensor] = None,
+               ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
     """(ℓ, entropy, Σπ² or None, ℓ at the top-k ids or None) of `lsm` (R, T, V) float64 log-probs at
-    temperature, `resp` (R, T) the scored ids, `mask` (R, T) float64; every output 0 off the mask."""
+    temperature, `resp` (R, T) the scored ids, `mask` (R, T) float64; every output 0 off the mask.
+    Under a replayed support `lsm` is −inf outside the kept set and `shifted` the same row finite
+    everywhere (z/τ − the kept set's log-sum-exp): the entropy and the top-k ℓ read it, as the
+    TypeScript trainer scores a top-k id from the sampled token's normaliser."""
+    shifted = lsm if shifted is None else shifted
     lp = lsm.gather(-1, resp.unsqueeze(-1)).squeeze(-1) * mask
-    ent = -(lsm.exp() * lsm).sum(-1) * mask
+    ent = -(lsm.exp() * shifted).sum(-1) * mask
     # Σ_v π(v)² of the same float64 softmax row (veRL sum_pi_squared)
     sq = (lsm.detach().exp() ** 2).sum(-1) * mask if prob_sq_sum else None
     tk = None
@@ -29,7 +34,7 @@ def score_rows(lsm: torch.Tensor, resp: torch.Tensor, mask: torch.Tensor, batch:
         ids = torch.from_numpy(np.asarray(batch.topk.ids[list(rows)], dtype=np.int64)).to(lsm.device)  # (R, T, K)
         valid = (ids >= 0) & (mask.unsqueeze(-1) == 1)
         # the trainer's ℓ at the engine's ids, from the row of ℓ; 0 at an empty slot and off the mask
-        tk = torch.where(valid, lsm.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
+        tk = torch.where(valid, shifted.gather(-1, ids.clamp(min=0)), torch.zeros((), dtype=lsm.dtype, device=lsm.device))
     return lp, ent, sq, tk
 
 
