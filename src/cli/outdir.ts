@@ -25,8 +25,9 @@ function errno(error: unknown): string {
 /**
  * Creates `dir` and its missing parents one level at a time (never `mkdir -p`, which loops
  * forever on paths such as `/proc/x`); any failure is a {@link UsageError} naming `flag` and the path.
+ * @returns the directories it created, outermost first (for {@link releaseOutDir})
  */
-export function makeOutDir(dir: string, flag: string): void {
+export function makeOutDir(dir: string, flag: string): string[] {
   const path = resolve(dir);
   const missing: string[] = [];
   let at = path;
@@ -53,6 +54,23 @@ export function makeOutDir(dir: string, flag: string): void {
   } catch (error) {
     throw new UsageError(`${flag}: cannot write into '${path}' (${errno(error)})`);
   }
+  return missing;
+}
+
+/**
+ * Removes the directories {@link claimOutDir} created, innermost first, each only while it is still
+ * empty: a command refused after claiming its output directory (a backend's info that does not serve
+ * the config, a backend that fails to start) leaves the file system as it found it. A directory that
+ * already existed, or that holds anything, stays.
+ */
+export function releaseOutDir(created: readonly string[]): void {
+  for (const d of [...created].reverse()) {
+    try {
+      rmdirSync(d);
+    } catch {
+      return; // not empty (or gone): its parents are not empty either
+    }
+  }
 }
 
 /** True when the sweep in `sweepDir` lists `runDir` as one of its runs (a job of `sweep --emit-jobs`). */
@@ -70,8 +88,9 @@ function sweepListsRun(sweepDir: string, runDir: string): boolean {
  * Refuses an output directory that already holds a run or a sweep (or, for a run, anything that
  * is not empty), so that results are never overwritten or mixed; then creates it.
  * @param want what will be written there: one run or a sweep
+ * @returns the directories it created, outermost first (for {@link releaseOutDir})
  */
-export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'): void {
+export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'): string[] {
   const kind = outDirKind(dir);
   const hint =
     want === 'run' ? 'use --resume DIR to continue it, or another --out' : 'use another --out (or delete it)';
@@ -88,5 +107,5 @@ export function claimOutDir(dir: string, want: 'run' | 'sweep', flag = '--out'):
       throw new UsageError(`${flag}: '${dir}' is a file, not a directory`);
     throw new UsageError(`${flag}: '${dir}' is not empty (give a new or empty directory)`);
   }
-  makeOutDir(dir, flag);
+  return makeOutDir(dir, flag);
 }

@@ -15,7 +15,7 @@ import { UsageError } from '../core/errors.js';
 import { backendToken, checkSetValues, readJsonFile } from './input.js';
 import { groupMeanAdvantageNames } from '../rl/advantages.js';
 import { bundledConfigNames, bundledConfigText, resolveConfigPath } from './bundled.js';
-import { claimOutDir, outDirKind } from './outdir.js';
+import { claimOutDir, outDirKind, releaseOutDir } from './outdir.js';
 import {
   BACKEND_OPTIONS,
   backendTimeouts,
@@ -73,6 +73,8 @@ options:
 
 Output directory: a new or empty directory; an existing run, a sweep (or a directory inside one)
 or any other non-empty directory is refused with exit code 2 (continue a run with --resume).
+A run refused before it writes config.json (a backend that does not start or does not serve the
+config) removes the directories it created for --out, so the same command can be run again.
 The default name carries a short hash of the --set overrides when there are any. Resuming a
 run that already reached its steps says so and exits 0 without changing any file.
 --seed is an integer in 0..4294967295; --steps at most 100000 (docs/grpo.md lists the limits of
@@ -247,79 +249,90 @@ export const runCommand: Command = {
         );
         return 0;
       }
-    } else claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out');
-    if (config.plan === PLAN_FROM_BACKEND && values.backend === undefined && values.resume === undefined) {
-      throw new UsageError(
-        `config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`,
-      );
     }
-    const timeouts = backendTimeouts(values, 600_000);
-    let address = values.backend;
-    if (address === undefined && values.resume !== undefined) {
-      // A resumed run goes back to the backend it ran on (config.json records the address).
-      const recorded = (
-        readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: { address?: unknown } }
-      ).backend?.address;
-      if (typeof recorded === 'string') address = recorded;
-    }
+    // What claimOutDir created is removed again (while empty) when the run is refused before it writes.
+    const created =
+      values.resume === undefined
+        ? claimOutDir(outDir, 'run', values.out === undefined ? 'output directory' : '--out')
+        : [];
     let backend: RemoteBackend | undefined;
     let backendIdentity: Record<string, unknown> | undefined;
-    if (address !== undefined) {
-      try {
-        const task = makeTaskFromConfig(config.task);
-        const unwatch = exitOnStopSignal(io, 'run', `the backend's first info (${address})`);
-        try {
-          backend = await connectBackend(resolveBackendAddress(address), {
-            ...timeouts,
-            ...(token === undefined ? {} : { token }),
-            run: config,
-            setup: backendSetup(config, task),
-            onStderr: (t) => io.err(t.replace(/\n$/, '')),
-          });
-        } finally {
-          unwatch();
-        }
-      } catch (error) {
-        if (error instanceof BackendCommandNotFound)
-          throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
-        io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
-        return 1;
-      }
-      const info = backend.lastInfo!;
-      backendIdentity = {
-        address,
-        name: info.backend.name,
-        version: info.backend.version,
-        protocol: info.protocol,
-        policy: info.policy,
-        plan: info.plan.name,
-      };
-      const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
-      if (mismatches.length > 0) {
-        await backend.close();
+    try {
+      if (config.plan === PLAN_FROM_BACKEND && values.backend === undefined && values.resume === undefined) {
         throw new UsageError(
-          `--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`,
+          `config.plan: '${PLAN_FROM_BACKEND}' takes the plan from the backend's info and needs --backend, got an in-process run`,
         );
       }
-      if (values.resume !== undefined) {
-        // A resumed run continues on the backend it ran on: another implementation, version or served plan
-        // would mix two backends' steps under one run (the address may change: a new port, another host).
+      const timeouts = backendTimeouts(values, 600_000);
+      let address = values.backend;
+      if (address === undefined && values.resume !== undefined) {
+        // A resumed run goes back to the backend it ran on (config.json records the address).
         const recorded = (
-          readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: Record<string, unknown> }
-        ).backend;
-        const differs =
-          recorded === undefined
-            ? []
-            : (['name', 'version', 'protocol', 'policy', 'plan'] as const).filter(
-                (k) => recorded[k] !== undefined && recorded[k] !== backendIdentity?.[k],
-              );
-        if (differs.length > 0) {
+          readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: { address?: unknown } }
+        ).backend?.address;
+        if (typeof recorded === 'string') address = recorded;
+      }
+      if (address !== undefined) {
+        try {
+          const task = makeTaskFromConfig(config.task);
+          const unwatch = exitOnStopSignal(io, 'run', `the backend's first info (${address})`);
+          try {
+            backend = await connectBackend(resolveBackendAddress(address), {
+              ...timeouts,
+              ...(token === undefined ? {} : { token }),
+              run: config,
+              setup: backendSetup(config, task),
+              onStderr: (t) => io.err(t.replace(/\n$/, '')),
+            });
+          } finally {
+            unwatch();
+          }
+        } catch (error) {
+          if (error instanceof BackendCommandNotFound)
+            throw new UsageError(`--backend: command not found: '${address}' (the shell exited with 127)`);
+          io.err(`qrl-sim run: ${error instanceof Error ? error.message : String(error)}`);
+          releaseOutDir(created);
+          return 1;
+        }
+        const info = backend.lastInfo!;
+        backendIdentity = {
+          address,
+          name: info.backend.name,
+          version: info.backend.version,
+          protocol: info.protocol,
+          policy: info.policy,
+          plan: info.plan.name,
+        };
+        const mismatches = backendMismatches(info, config, makeTaskFromConfig(config.task));
+        if (mismatches.length > 0) {
           await backend.close();
           throw new UsageError(
-            `--backend: the run in '${values.resume}' ran on ${differs.map((k) => `${k} ${JSON.stringify(recorded![k])}`).join(', ')}; this backend serves ${differs.map((k) => `${k} ${JSON.stringify(backendIdentity![k])}`).join(', ')}`,
+            `--backend: the backend does not serve what the config asks for: ${mismatches.join('; ')}`,
           );
         }
+        if (values.resume !== undefined) {
+          // A resumed run continues on the backend it ran on: another implementation, version or served plan
+          // would mix two backends' steps under one run (the address may change: a new port, another host).
+          const recorded = (
+            readJsonFile(join(values.resume, 'config.json'), '--resume') as { backend?: Record<string, unknown> }
+          ).backend;
+          const differs =
+            recorded === undefined
+              ? []
+              : (['name', 'version', 'protocol', 'policy', 'plan'] as const).filter(
+                  (k) => recorded[k] !== undefined && recorded[k] !== backendIdentity?.[k],
+                );
+          if (differs.length > 0) {
+            await backend.close();
+            throw new UsageError(
+              `--backend: the run in '${values.resume}' ran on ${differs.map((k) => `${k} ${JSON.stringify(recorded![k])}`).join(', ')}; this backend serves ${differs.map((k) => `${k} ${JSON.stringify(backendIdentity![k])}`).join(', ')}`,
+            );
+          }
+        }
       }
+    } catch (error) {
+      releaseOutDir(created);
+      throw error;
     }
     const observer = progressObserver(io, io.interactive === true);
     // Where the run is, for the one line a backend failure prints.
