@@ -135,3 +135,51 @@ def test_torch_ar_replays_the_support_as_numpy_ar_does():
     assert own.record["support"].shape == (3, own.T, CFG.vocabSize)
     assert np.max(np.abs(tb.logprobs(own, range(3), "current", False).logp - own.logp_rollout)) < 1e-5
     del torch
+
+
+def test_hf_replays_the_support_from_the_run_config():
+    """qrl_backend.hf (a tiny Llama, hf-fp32: identical sides): `configure` takes supportReplay from the run,
+    its record then carries the kept set of each sampled position, and the replayed ℓ is ℓroll; the
+    gradient through the renormalised row matches central differences of Σ g·ℓ."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import copy
+
+    import torch
+    from hf_tiny import SMALLER, tiny_llama
+    from qrl_backend.hf.backend import HfBackend
+
+    model = tiny_llama(13, SMALLER)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8)  # sharper rows: a real cut
+    be = HfBackend(copy.deepcopy(model), "hf-fp32", lr=3e-3, max_new_tokens=5)
+    assert be.info()["capabilities"]["supportReplay"] is True
+    prompts = [[0, 1, 5, 6, 7, 3], [1, 8, 9, 10, 11, 3]]
+    s = {"temperature": 0.8, "topK": 3, "topP": 1.0, "logprob": "processed"}
+    assert "support" not in be.generate(prompts, "s", s, False, "rollout").record
+    be.configure({"policy": {"sampler": {"supportReplay": True}}}, {
+        "policy": "ar", "vocabulary": {"size": 13, "pad": 0, "bos": 1, "eos": 2, "sep": 3, "mask": 4}})
+    b = be.generate(prompts, "s", s, False, "rollout")
+    sup = b.record["support"]
+    assert sup.shape == (2, b.T, 13) and np.all(sup[b.mask == 1].sum(-1) == 3)
+    r = be.logprobs(b, [1, 0], "current", True)
+    assert np.max(np.abs(r.logp - b.logp_rollout[[1, 0]])) < 1e-6
+    full = be.logprobs(dataclasses.replace(b, record={k: v for k, v in b.record.items() if k != "support"}), [1, 0], "current", False)
+    assert np.max(np.abs(full.logp - b.logp_rollout[[1, 0]])) > 1e-3
+    g = np.random.default_rng(3).normal(size=r.logp.shape)
+    be.backward(r.handle, g.reshape(-1))
+    name, p = next((n, p) for n, p in be.model.named_parameters() if p.ndim == 2 and p.grad is not None and p.grad.abs().max() > 0)
+    idx = np.unravel_index(int(p.grad.abs().argmax()), p.shape)
+
+    def loss():
+        return float(np.sum(g * be.logprobs(b, [1, 0], "current", False).logp))
+
+    with torch.no_grad():
+        old = float(p[idx])
+        p[idx] = old + 1e-4
+        up = loss()
+        p[idx] = old - 1e-4
+        down = loss()
+        p[idx] = old
+    assert float(p.grad[idx]) == pytest.approx((up - down) / 2e-4, rel=1e-2), name

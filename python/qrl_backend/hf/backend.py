@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..backend import Backend, RolloutBatch, SftExamples
-from ..numpy_ar.backend import _record_topk, _support, ar_record_temperature
-from ..torch_ar.scoring import GradHandles, score_rows
+from ..numpy_ar.backend import _record_topk, _support, ar_record_support, ar_record_temperature
+from ..torch_ar.scoring import GradHandles, replayed_log_softmax, score_rows
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs
 from .names import DEFAULT_PLAN, MOE_KEYS, PLAN_NAMES, SETUP_FIELDS, moe_experts  # noqa: F401 (re-exported)
 from .numerics import ATTENTION_NAME, adopt_linears, refit_engine, register_attention, set_attention
@@ -113,6 +113,9 @@ class HfBackend(Backend):
         self.device = torch.device(device)
         self.max_new_tokens = max_new_tokens
         self.sampling = sampling or {"temperature": 1.0, "topK": 0, "topP": 1.0, "logprob": "processed"}
+        #: sampling-support replay (run.policy.sampler.supportReplay, set by `configure`), as numpy_ar: a
+        #: sampled batch's record keeps each position's kept set and `logprobs` renormalises over it
+        self.support_replay = False
         self.source = source
         self.timing_path: Optional[str] = None
         self.factory = factory
@@ -195,6 +198,7 @@ class HfBackend(Backend):
             if field not in self.fixed and key in sampling:
                 s[key] = sampling[key]
         self.sampling = s
+        self.support_replay = bool((((run or {}).get("policy") or {}).get("sampler") or {}).get("supportReplay", False))
         self.setup = setup
 
     # --- description ---------------------------------------------------------------------------
@@ -209,7 +213,7 @@ class HfBackend(Backend):
             "vocabulary": {"size": self.vocab, "pad": PAD, "bos": BOS, "eos": EOS, "sep": SEP, "mask": MASK},
             "plan": {"name": self.plan_name, "rollout": rollout, "trainer": trainer},
             "capabilities": {"logprobs": ["processed", "raw"], "entropy": True, "warmStart": True, "sftExamples": True, "probSqSum": True, "dumpEngine": True,
-                             "topkLogprobs": True},
+                             "topkLogprobs": True, "supportReplay": True},
             "parameters": int(sum(p.numel() for p in self.model.parameters())),
         }
 
@@ -276,6 +280,8 @@ class HfBackend(Backend):
         if K > self.vocab:
             raise ProtocolError("topkLogprobs", f"must be ≤ the vocabulary size {self.vocab}, got {K}")
         topk = TopkLogprobs(K, np.full((B, L, K), -1, dtype=np.int32), np.zeros((B, L, K))) if K else None
+        # the kept set of every sampled position (all ones without top-k/top-p), as numpy_ar records it
+        support = np.zeros((B, L, self.vocab), dtype=np.uint8) if self.support_replay and not greedy and forced is None else None
         with torch.no_grad():
             ids = torch.tensor(prompts, dtype=torch.long, device=self.device)
             out = model(input_ids=ids, use_cache=True)
@@ -311,6 +317,8 @@ class HfBackend(Backend):
                             idx = idx[keep[idx]]
                         y = int(idx[0]) if idx.size else int(np.nonzero(probs > 0)[0][-1])
                         lp = float(pr[y])
+                        if support is not None:
+                            support[b, k] = 1 if keep is None else keep
                     responses[b, k], mask[b, k], nxt[b] = y, 1.0, y
                     logp[b, k] = lp if s["logprob"] == "processed" else float(raw[b, y])
                     if topk is not None:  # the ℓroll row itself (numpy_ar's rule): the sampled id's slot is ℓroll bit for bit
@@ -322,6 +330,8 @@ class HfBackend(Backend):
                 out = model(input_ids=torch.from_numpy(nxt[:, None]).to(self.device), past_key_values=cache, use_cache=True)
                 cache = out.past_key_values
         record = {"kind": "ar", "promptLength": P, "temperature": 1.0 if greedy else tau}
+        if support is not None:
+            record["support"] = support
         version = self.served if side == "rollout" else self.version
         return RolloutBatch(version, [list(p) for p in prompts], responses, mask, logp, record, topk)
 
@@ -343,8 +353,9 @@ class HfBackend(Backend):
         model = self.model if policy == "current" else self.ref
         with torch.set_grad_enabled(grad):
             logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + T - 1]
-            lsm = torch.log_softmax(logits.to(torch.float64) / tau, -1)
-            lp, ent, sq, tk = score_rows(lsm, tokens[:, P:], mask, batch, rows, prob_sq_sum, topk)
+            keep = ar_record_support(batch, rows, self.vocab)
+            lsm, shifted = replayed_log_softmax(logits.to(torch.float64) / tau, keep, batch.mask[rows])
+            lp, ent, sq, tk = score_rows(lsm, tokens[:, P:], mask, batch, rows, prob_sq_sum, topk, shifted)
         return self.grads.result(lp, ent, sq, tk, grad)
 
     backward_keywords = frozenset({"grad_topk"})  # Backend.backward_keywords

@@ -20,7 +20,7 @@ from ..backend import Backend, ConfiguredFromRun, RolloutBatch
 from ..numpy_ar.backend import BOS, EOS, MASK, PAD, SEP, _record_topk, _support, _support_replay, ar_record_support, ar_record_temperature
 from ..numpy_ar.model import CONFIG_KEY, ArConfig, check_params, init_params, log_softmax_rows, param_specs
 from ..server import add_server_arguments
-from .scoring import GradHandles, score_rows
+from .scoring import GradHandles, replayed_log_softmax, score_rows
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError, TopkLogprobs, read_safetensors, write_safetensors
 
 VERSION = "0.1.0"
@@ -230,13 +230,7 @@ class TorchArBackend(Backend):
         model = self.model if policy == "current" else self.ref
         keep = ar_record_support(batch, rows, self.cfg.vocabSize)
         with torch.set_grad_enabled(grad):
-            z = model(tokens)[:, P - 1 : -1].double() / tau
-            if keep is None:
-                lsm, shifted = torch.log_softmax(z, -1), None
-            else:  # renormalised over the rollout's kept set (an unscored position keeps the vocabulary)
-                kept = torch.from_numpy(keep | (np.asarray(batch.mask[rows])[..., None] != 1)).to(self.device)
-                shifted = z - torch.logsumexp(z.masked_fill(~kept, -torch.inf), -1, keepdim=True)
-                lsm = shifted.masked_fill(~kept, -torch.inf)
+            lsm, shifted = replayed_log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, keep, batch.mask[rows])
             lp, ent, sq, tk = score_rows(lsm, resp, mask, batch, rows, prob_sq_sum, topk, shifted)
         return self.grads.result(lp, ent, sq, tk, grad)
 
