@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from numpy_fd import check_topk_backward
 from qrl_backend.numpy_ar import ArConfig, NumpyArBackend, init_params
 from qrl_backend.wire import ProtocolError, batch_from_json, batch_to_json
 
@@ -58,25 +59,7 @@ def test_replayed_gradient_matches_finite_differences_and_topk_shares_the_normal
             y = int(b.responses[rows[i], t])
             if b.mask[rows[i], t]:
                 assert res.topk_logp[i, t, list(ids[i, t]).index(y)] == res.logp[i, t]  # K = topK: y is listed
-    rng = np.random.default_rng(1)
-    g, gk = rng.normal(size=res.logp.shape), rng.normal(size=res.topk_logp.shape)
-    be.backward(res.handle, g.reshape(-1), grad_topk=gk.reshape(-1))
-    grads = {k: v.astype(np.float64).copy() for k, v in be.grads.items()}
-
-    def loss():
-        r = be.logprobs(b, rows, "current", False, topk=True)
-        return float(np.sum(g * r.logp) + np.sum(gk * r.topk_logp))
-
-    for name in ["wte", "h0.attn.wq", "h0.mlp.down", "lnf.weight"]:
-        w = be.params[name]
-        idx = np.unravel_index(np.argmax(np.abs(grads[name])), w.shape)
-        old = w[idx]
-        w[idx] = old + np.float32(1e-2)
-        up = loss()
-        w[idx] = old - np.float32(1e-2)
-        down = loss()
-        w[idx] = old
-        assert grads[name][idx] == pytest.approx((up - down) / 2e-2, rel=2e-2), name
+    check_topk_backward(be, b, rows, res)  # the renormalised row's gradient, top-k coefficients included
 
 
 def test_a_malformed_support_is_refused_naming_the_field():
