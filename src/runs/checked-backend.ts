@@ -40,8 +40,8 @@ export class CheckedBackend implements PolicyBackend {
 
   /**
    * @param name the backend's command or URL, as errors name it
-   * @param options.replaysSupport the run replays a cut sampling support (`replaysSupport` of
-   *   backend-expect.ts): a sampled diffusion batch must carry the record's `support`
+   * @param options.replaysSupport the run replays a cut sampling support (`replaysSupport`,
+   *   rl/grpo/config.ts): a sampled diffusion batch must carry the record's `support`
    */
   constructor(
     private readonly inner: PolicyBackend,

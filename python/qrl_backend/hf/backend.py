@@ -354,7 +354,7 @@ class HfBackend(Backend):
         with torch.set_grad_enabled(grad):
             logits = model(input_ids=tokens, use_cache=False).logits[:, P - 1 : P + T - 1]
             keep = ar_record_support(batch, rows, self.vocab)
-            lsm, shifted = replayed_log_softmax(logits.to(torch.float64) / tau, keep, batch.mask[rows])
+            lsm, shifted = replayed_log_softmax(logits.to(torch.float64) / tau, keep)
             lp, ent, sq, tk = score_rows(lsm, tokens[:, P:], mask, batch, rows, prob_sq_sum, topk, shifted)
         return self.grads.result(lp, ent, sq, tk, grad)
 

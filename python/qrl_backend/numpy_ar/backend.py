@@ -168,19 +168,7 @@ class NumpyArBackend(Backend):
         weights = self.params if policy == "current" else self.reference
         logits, cache = forward(self.cfg, weights, tokens, self.trainer_plan)
         z = logits[:, P - 1 : P + T - 1, :]  # (R, T, V): row t predicts response token t
-        keep = ar_record_support(batch, rows, self.cfg.vocabSize)
-        if keep is None:
-            lsm = log_softmax_rows(z, tau)
-            shifted = lsm
-        else:
-            # softmax(z/τ) renormalised over the rollout's kept set, −inf outside it (ℓ is then the sampler's
-            # processed ℓroll); a top-k id is scored from the same log-sum-exp, as the TypeScript trainer does
-            keep = keep | (mask[..., None] != 1)  # an unscored position keeps the vocabulary (no empty row)
-            s = z.astype(np.float64) / tau
-            kept = np.where(keep, s, -np.inf)
-            m = kept.max(axis=-1, keepdims=True)
-            shifted = s - (m + np.log(np.sum(np.exp(kept - m), axis=-1, keepdims=True)))  # log_softmax_rows' steps
-            lsm = np.where(keep, shifted, -np.inf)
+        lsm, shifted = _replayed_log_softmax(z, tau, ar_record_support(batch, rows, self.cfg.vocabSize))
         lp = np.take_along_axis(lsm, resp[..., None], axis=-1)[..., 0] * mask
         ent = -np.sum(np.exp(lsm) * shifted, axis=-1) * mask  # shifted: lsm, finite outside a kept set (p = 0 there)
         # Σ_v π(v)² of the same softmax row (veRL sum_pi_squared), float64
@@ -286,26 +274,44 @@ def ar_record_temperature(batch: RolloutBatch) -> float:
 
 def ar_record_support(batch: RolloutBatch, rows: Sequence[int], V: int) -> Optional[np.ndarray]:
     """The kept set (R, T, V) bool of the batch's rows from `record.support` (uint8 0/1, B·T·V values as sent;
-    the engine's (B, T, V) array in process), or None when the record has none. Refuses a support of another
-    size, values other than 0 and 1, or a sampled token outside its position's set, naming the field."""
+    the engine's (B, T, V) array in process), the whole vocabulary at an unscored position (no empty row), or
+    None when the record has none. Refuses a support of another size, values other than 0 and 1, or a sampled
+    token outside its position's set, naming the field."""
     sup = batch.record.get("support")
     if sup is None:
         return None
     sup = np.asarray(sup)
+    rows = list(rows)
     B, T = batch.responses.shape
     if sup.size != B * T * V:
         raise ProtocolError("batch.record.support", f"must hold B·T·V = {B}·{T}·{V} = {B * T * V} values, got {sup.size}")
     if sup.size and not np.isin(sup, (0, 1)).all():
         raise ProtocolError("batch.record.support", "must hold 0 or 1")
-    keep = sup.reshape(B, T, V)[list(rows)] == 1
-    resp = np.asarray(batch.responses[list(rows)], dtype=np.int64)
-    scored = np.asarray(batch.mask[list(rows)]) == 1
+    keep = sup.reshape(B, T, V)[rows] == 1
+    resp = np.asarray(batch.responses[rows], dtype=np.int64)
+    scored = np.asarray(batch.mask[rows]) == 1
     drawn = np.take_along_axis(keep, np.clip(resp, 0, V - 1)[..., None], axis=-1)[..., 0]
     bad = np.argwhere(scored & ~drawn)
     if bad.size:
         r, t = (int(x) for x in bad[0])
-        raise ProtocolError("batch.record.support", f"row {list(rows)[r]} position {t}: the sampled token {int(resp[r, t])} is outside its kept set")
-    return keep
+        raise ProtocolError("batch.record.support", f"row {rows[r]} position {t}: the sampled token {int(resp[r, t])} is outside its kept set")
+    return keep | ~scored[..., None]
+
+
+def _replayed_log_softmax(z: np.ndarray, tau: float, keep: Optional[np.ndarray]):
+    """(lsm, shifted) of the trainer's logits `z` (R, T, V): log softmax(z/τ) twice without a replayed support
+    (`keep` None); with one, log softmax renormalised over the kept set, −inf outside it (ℓ is then the
+    sampler's processed ℓroll), and the same row finite everywhere (z/τ − the kept set's log-sum-exp), which
+    the entropy and the top-k ℓ read, as the TypeScript trainer scores a top-k id from that normaliser.
+    torch_ar/scoring.py's replayed_log_softmax is the same in torch."""
+    if keep is None:
+        lsm = log_softmax_rows(z, tau)
+        return lsm, lsm
+    s = z.astype(np.float64) / tau
+    kept = np.where(keep, s, -np.inf)
+    m = kept.max(axis=-1, keepdims=True)
+    shifted = s - (m + np.log(np.sum(np.exp(kept - m), axis=-1, keepdims=True)))  # log_softmax_rows' steps
+    return np.where(keep, shifted, -np.inf), shifted
 
 
 def _record_topk(dist: np.ndarray, keep: np.ndarray, K: int, ids: np.ndarray, logp: np.ndarray) -> None:

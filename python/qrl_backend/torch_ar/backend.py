@@ -230,7 +230,7 @@ class TorchArBackend(Backend):
         model = self.model if policy == "current" else self.ref
         keep = ar_record_support(batch, rows, self.cfg.vocabSize)
         with torch.set_grad_enabled(grad):
-            lsm, shifted = replayed_log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, keep, batch.mask[rows])
+            lsm, shifted = replayed_log_softmax(model(tokens)[:, P - 1 : -1].double() / tau, keep)
             lp, ent, sq, tk = score_rows(lsm, resp, mask, batch, rows, prob_sq_sum, topk, shifted)
         return self.grads.result(lp, ent, sq, tk, grad)
 

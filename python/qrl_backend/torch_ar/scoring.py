@@ -14,15 +14,14 @@ from ..backend import LogprobsResult, RolloutBatch
 from ..wire import FAILED_PRECONDITION, ProtocolError, RpcError
 
 
-def replayed_log_softmax(z: torch.Tensor, keep: Optional[np.ndarray], mask: np.ndarray
-                         ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+def replayed_log_softmax(z: torch.Tensor, keep: Optional[np.ndarray]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """(lsm, shifted) of `z` (R, T, V) float64 logits already divided by τ: log softmax over the vocabulary
     and None without a replayed support (`keep` None, numpy_ar's ar_record_support); with one, log softmax
     renormalised over each position's kept set, −inf outside it, and the same row finite everywhere (z/τ −
-    the kept set's log-sum-exp) for {@link score_rows}. A position off `mask` (R, T) keeps the vocabulary."""
+    the kept set's log-sum-exp) for `score_rows`."""
     if keep is None:
         return torch.log_softmax(z, -1), None
-    kept = torch.from_numpy(keep | (np.asarray(mask)[..., None] != 1)).to(z.device)
+    kept = torch.from_numpy(keep).to(z.device)
     shifted = z - torch.logsumexp(z.masked_fill(~kept, -torch.inf), -1, keepdim=True)
     return shifted.masked_fill(~kept, -torch.inf), shifted
 
